@@ -1,0 +1,1 @@
+//! tokio runtime for agentwire (being written).
