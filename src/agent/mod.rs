@@ -1,0 +1,96 @@
+//! The agent seam: what an agent sees of a session, and the built-in scripted agent.
+//!
+//! The host owns sessions, connections and bridges; an agent owns only its reasoning. The
+//! host hands the agent what it must act on ([`AgentInput`]: a prompt, an abort, a fired
+//! timer, a finished tool call) together with a [`SessionControl`] through which the agent
+//! drives the session (emit events, call a client tool, set a timer). A real model loop plugs
+//! in by implementing [`Agent`]; [`ScriptedAgent`] is the deterministic default.
+
+mod scenario;
+mod scripted;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::Timestamp;
+
+pub use scenario::{Rule, Scenario, ScenarioError, Step, BUILTIN_SCENARIO_JSON};
+pub use scripted::ScriptedAgent;
+
+/// What the host hands an agent to act on.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AgentInput {
+    /// A user prompt arrived (`session.send`); `message_id` is the id returned to the client
+    /// and must be carried as `user.message.messageId` / `assistant.message.originatingMessageId`.
+    Prompt {
+        /// The id returned by `session.send`.
+        message_id: String,
+        /// The prompt text.
+        prompt: String,
+    },
+    /// The client asked to abort the current turn (`session.abort`).
+    Abort,
+    /// A timer set with [`SessionControl::set_timer`] fired.
+    Timer,
+    /// A tool call started with [`SessionControl::call_tool`] finished. The host has already
+    /// emitted `tool.execution_complete` for it.
+    ToolDone {
+        /// The tool call's id.
+        tool_call_id: String,
+        /// How it ended.
+        outcome: ToolOutcome,
+    },
+}
+
+/// How a tool call ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToolOutcome {
+    /// The tool ran; its text result for the model.
+    Success(String),
+    /// The tool did not run or failed (`code` is `denied` or `failure`, as the runtime reports).
+    Failure {
+        /// Human-readable reason.
+        message: String,
+        /// `denied` (permission) or `failure` (the tool failed or is unavailable).
+        code: String,
+    },
+}
+
+/// The calls an agent makes to drive its session. Implemented by the host.
+pub trait SessionControl {
+    /// The current input time.
+    fn now(&self) -> Timestamp;
+    /// A fresh UUID from the host's seeded generator.
+    fn new_id(&mut self) -> String;
+    /// Whether any attached connection asked for streaming (delta) events.
+    fn streaming(&self) -> bool;
+    /// Emits a session event and returns its id. `data` must be a JSON object.
+    fn emit(&mut self, event_type: &str, data: Value, ephemeral: bool) -> String;
+    /// Runs a client tool: `tool.execution_start`, the permission check, the client's
+    /// execution and `tool.execution_complete`. The agent gets [`AgentInput::ToolDone`] later.
+    fn call_tool(&mut self, tool_call_id: &str, name: &str, arguments: &Value, turn_id: &str);
+    /// Resolves every tool call this agent has in flight as cancelled (used on abort).
+    fn cancel_tool_calls(&mut self);
+    /// Asks for [`AgentInput::Timer`] at `at` (replaces an earlier timer of this session).
+    fn set_timer(&mut self, at: Timestamp);
+}
+
+/// An agent driving one session.
+pub trait Agent: Send {
+    /// Acts on `input`, driving the session through `session`.
+    fn handle(&mut self, input: AgentInput, session: &mut dyn SessionControl);
+    /// Whether a turn is running (a new prompt would be queued).
+    fn is_busy(&self) -> bool;
+}
+
+/// Makes the agent for a new session (given its id).
+pub type AgentFactory = Arc<dyn Fn(&str) -> Box<dyn Agent> + Send + Sync>;
+
+/// An [`AgentFactory`] that gives every session a [`ScriptedAgent`] running `scenario`.
+pub fn scripted_factory(scenario: Scenario) -> AgentFactory {
+    let scenario = Arc::new(scenario);
+    Arc::new(move |_session_id: &str| {
+        Box::new(ScriptedAgent::new(scenario.clone())) as Box<dyn Agent>
+    })
+}

@@ -1,0 +1,339 @@
+//! The scenario format that drives the scripted agent.
+//!
+//! A scenario is JSON:
+//!
+//! ```json
+//! { "rules": [ { "match": "weather",
+//!                "steps": [ { "tool": "get_weather", "arguments": { "city": "Paris" } },
+//!                           { "say": "It is sunny in Paris." } ] } ],
+//!   "default": [ { "say": "You said: {prompt}" } ] }
+//! ```
+//!
+//! `match` is a case-insensitive substring of the prompt; the first matching rule wins, else
+//! `default` runs. Step kinds:
+//!
+//! | step | meaning |
+//! |---|---|
+//! | `{"say": TEXT}` | an assistant message (streamed as deltas to streaming clients); `{prompt}` in TEXT is replaced by the prompt |
+//! | `{"tool": NAME, "arguments": {..}}` | a client tool call: permission check, then the tool runs on the client that declared it |
+//! | `{"event": TYPE, "data": {..}, "ephemeral": BOOL}` | emit any raw session event |
+//! | `{"error": MESSAGE}` | emit `session.error` and end the turn |
+//! | `{"sleep_ms": N}` | wait N milliseconds (through the core's timers) |
+//!
+//! Loading validates everything and names the bad field in the error, e.g.
+//! `rules[0].steps[1]: unknown step kind "sya" (expected one of say, tool, event, error, sleep_ms)`.
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+/// One step of a scripted turn.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// Say `text` as an assistant message; `{prompt}` is replaced by the user's prompt.
+    Say(String),
+    /// Call the client tool `name` with `arguments` (a JSON object).
+    Tool {
+        /// Tool name, as a client declared it in `tools[]`.
+        name: String,
+        /// Arguments passed to the tool.
+        arguments: Value,
+    },
+    /// Emit a raw session event.
+    Event {
+        /// Event type, e.g. `session.title_changed`.
+        event_type: String,
+        /// Event data (an object).
+        data: Value,
+        /// Whether the event is ephemeral (not persisted).
+        ephemeral: bool,
+    },
+    /// Emit `session.error` with this message and end the turn.
+    Error(String),
+    /// Wait this many milliseconds.
+    SleepMs(u64),
+}
+
+/// A rule: when the prompt contains `pattern` (case-insensitive), run `steps`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rule {
+    /// Lower-cased substring to look for in the prompt.
+    pub pattern: String,
+    /// Steps to run when it matches.
+    pub steps: Vec<Step>,
+}
+
+/// A whole scenario: ordered rules and the default steps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    /// Rules, tried in order.
+    pub rules: Vec<Rule>,
+    /// Steps run when no rule matches.
+    pub default: Vec<Step>,
+}
+
+/// The built-in scenario, used when no `--scenario` file is given.
+pub const BUILTIN_SCENARIO_JSON: &str = r#"{
+  "rules": [ { "match": "weather",
+               "steps": [ { "tool": "get_weather", "arguments": { "city": "Paris" } },
+                          { "say": "It is sunny in Paris." } ] } ],
+  "default": [ { "say": "You said: {prompt}" } ]
+}"#;
+
+impl Default for Scenario {
+    fn default() -> Self {
+        Scenario::from_json(BUILTIN_SCENARIO_JSON).expect("the built-in scenario is valid")
+    }
+}
+
+/// Why a scenario failed to load: the path of the bad field and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScenarioError {
+    /// Where the problem is, e.g. `rules[0].steps[1].arguments`.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "scenario: {}", self.message)
+        } else {
+            write!(f, "scenario: {}: {}", self.path, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+fn err(path: impl Into<String>, message: impl Into<String>) -> ScenarioError {
+    ScenarioError {
+        path: path.into(),
+        message: message.into(),
+    }
+}
+
+const STEP_KINDS: &str = "say, tool, event, error, sleep_ms";
+
+impl Scenario {
+    /// Parses and validates a scenario from JSON text.
+    pub fn from_json(text: &str) -> Result<Scenario, ScenarioError> {
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| err("", format!("invalid JSON: {e}")))?;
+        Scenario::from_value(&value)
+    }
+
+    /// Validates a scenario given as a JSON value.
+    pub fn from_value(value: &Value) -> Result<Scenario, ScenarioError> {
+        let root = value
+            .as_object()
+            .ok_or_else(|| err("", "the scenario must be a JSON object"))?;
+        reject_unknown(root, "", &["rules", "default"])?;
+        let mut rules = Vec::new();
+        if let Some(raw_rules) = root.get("rules") {
+            let list = raw_rules
+                .as_array()
+                .ok_or_else(|| err("rules", "must be an array"))?;
+            for (i, raw) in list.iter().enumerate() {
+                rules.push(parse_rule(raw, &format!("rules[{i}]"))?);
+            }
+        }
+        let default = match root.get("default") {
+            Some(raw) => parse_steps(raw, "default")?,
+            None => Vec::new(),
+        };
+        Ok(Scenario { rules, default })
+    }
+
+    /// The steps to run for `prompt`: the first rule whose pattern occurs in it, else the default.
+    pub fn steps_for(&self, prompt: &str) -> &[Step] {
+        let lower = prompt.to_lowercase();
+        self.rules
+            .iter()
+            .find(|r| lower.contains(&r.pattern))
+            .map(|r| r.steps.as_slice())
+            .unwrap_or(&self.default)
+    }
+}
+
+fn reject_unknown(
+    obj: &Map<String, Value>,
+    path: &str,
+    known: &[&str],
+) -> Result<(), ScenarioError> {
+    for key in obj.keys() {
+        if !known.contains(&key.as_str()) {
+            let at = if path.is_empty() {
+                key.clone()
+            } else {
+                format!("{path}.{key}")
+            };
+            return Err(err(
+                at,
+                format!("unknown field (expected one of: {})", known.join(", ")),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn parse_rule(raw: &Value, path: &str) -> Result<Rule, ScenarioError> {
+    let obj = raw.as_object().ok_or_else(|| {
+        err(
+            path,
+            "a rule must be an object with \"match\" and \"steps\"",
+        )
+    })?;
+    reject_unknown(obj, path, &["match", "steps"])?;
+    let pattern = obj
+        .get("match")
+        .ok_or_else(|| err(format!("{path}.match"), "missing"))?
+        .as_str()
+        .ok_or_else(|| err(format!("{path}.match"), "must be a string"))?;
+    if pattern.is_empty() {
+        return Err(err(format!("{path}.match"), "must not be empty"));
+    }
+    let steps = obj
+        .get("steps")
+        .ok_or_else(|| err(format!("{path}.steps"), "missing"))?;
+    Ok(Rule {
+        pattern: pattern.to_lowercase(),
+        steps: parse_steps(steps, &format!("{path}.steps"))?,
+    })
+}
+
+fn parse_steps(raw: &Value, path: &str) -> Result<Vec<Step>, ScenarioError> {
+    let list = raw
+        .as_array()
+        .ok_or_else(|| err(path, "must be an array of steps"))?;
+    list.iter()
+        .enumerate()
+        .map(|(i, s)| parse_step(s, &format!("{path}[{i}]")))
+        .collect()
+}
+
+fn parse_step(raw: &Value, path: &str) -> Result<Step, ScenarioError> {
+    let obj = raw
+        .as_object()
+        .ok_or_else(|| err(path, format!("a step must be an object ({STEP_KINDS})")))?;
+    let field_str = |name: &str| -> Result<String, ScenarioError> {
+        obj.get(name)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| err(format!("{path}.{name}"), "must be a string"))
+    };
+    if obj.contains_key("say") {
+        reject_unknown(obj, path, &["say"])?;
+        return Ok(Step::Say(field_str("say")?));
+    }
+    if obj.contains_key("tool") {
+        reject_unknown(obj, path, &["tool", "arguments"])?;
+        let name = field_str("tool")?;
+        if name.is_empty() {
+            return Err(err(format!("{path}.tool"), "must not be empty"));
+        }
+        let arguments = match obj.get("arguments") {
+            None => Value::Object(Map::new()),
+            Some(v @ Value::Object(_)) => v.clone(),
+            Some(_) => return Err(err(format!("{path}.arguments"), "must be an object")),
+        };
+        return Ok(Step::Tool { name, arguments });
+    }
+    if obj.contains_key("event") {
+        reject_unknown(obj, path, &["event", "data", "ephemeral"])?;
+        let event_type = field_str("event")?;
+        if event_type.is_empty() {
+            return Err(err(format!("{path}.event"), "must not be empty"));
+        }
+        let data = match obj.get("data") {
+            None => Value::Object(Map::new()),
+            Some(v @ Value::Object(_)) => v.clone(),
+            Some(_) => return Err(err(format!("{path}.data"), "must be an object")),
+        };
+        let ephemeral = match obj.get("ephemeral") {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(err(format!("{path}.ephemeral"), "must be true or false")),
+        };
+        return Ok(Step::Event {
+            event_type,
+            data,
+            ephemeral,
+        });
+    }
+    if obj.contains_key("error") {
+        reject_unknown(obj, path, &["error"])?;
+        return Ok(Step::Error(field_str("error")?));
+    }
+    if obj.contains_key("sleep_ms") {
+        reject_unknown(obj, path, &["sleep_ms"])?;
+        let ms = obj
+            .get("sleep_ms")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| err(format!("{path}.sleep_ms"), "must be a non-negative integer"))?;
+        return Ok(Step::SleepMs(ms));
+    }
+    let kind = obj.keys().next().map(String::as_str).unwrap_or("");
+    Err(err(
+        path,
+        format!("unknown step kind {kind:?} (expected one of {STEP_KINDS})"),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_scenario_matches_weather_case_insensitively() {
+        let s = Scenario::default();
+        assert!(matches!(
+            s.steps_for("What is the WEATHER in Paris?")[0],
+            Step::Tool { ref name, .. } if name == "get_weather"
+        ));
+        assert_eq!(
+            s.steps_for("hello"),
+            &[Step::Say("You said: {prompt}".into())]
+        );
+    }
+
+    #[test]
+    fn errors_name_the_bad_field() {
+        let e =
+            Scenario::from_json(r#"{"rules":[{"match":"x","steps":[{"say":"a"},{"sya":"b"}]}]}"#)
+                .unwrap_err();
+        assert_eq!(e.path, "rules[0].steps[1]");
+        assert!(e.message.contains("unknown step kind \"sya\""), "{e}");
+
+        let e = Scenario::from_json(r#"{"default":[{"tool":"t","arguments":[1]}]}"#).unwrap_err();
+        assert_eq!(e.path, "default[0].arguments");
+
+        let e = Scenario::from_json(r#"{"default":[{"sleep_ms":-1}]}"#).unwrap_err();
+        assert_eq!(e.path, "default[0].sleep_ms");
+
+        let e = Scenario::from_json(r#"{"rulez":[]}"#).unwrap_err();
+        assert_eq!(e.path, "rulez");
+
+        let e = Scenario::from_json("{").unwrap_err();
+        assert!(e.message.starts_with("invalid JSON"), "{e}");
+    }
+
+    #[test]
+    fn all_step_kinds_parse() {
+        let s = Scenario::from_json(
+            r#"{"default":[{"say":"hi"},{"tool":"t"},{"event":"x.y","data":{"a":1},"ephemeral":true},
+                           {"error":"boom"},{"sleep_ms":5}]}"#,
+        )
+        .unwrap();
+        assert_eq!(s.default.len(), 5);
+        assert_eq!(s.default[4], Step::SleepMs(5));
+        assert!(matches!(
+            &s.default[2],
+            Step::Event {
+                ephemeral: true,
+                ..
+            }
+        ));
+    }
+}

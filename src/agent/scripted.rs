@@ -1,0 +1,249 @@
+//! The scripted agent: plays a [`Scenario`] with the real runtime's event order.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::{Agent, AgentInput, Scenario, SessionControl, Step, ToolOutcome};
+
+/// A deterministic agent that answers each prompt by playing the scenario's steps.
+///
+/// A turn follows the real runtime's order (reference §7): `user.message` →
+/// `assistant.turn_start` → (`assistant.message_start` / `assistant.message_delta` for
+/// streaming clients) → `assistant.message` → `assistant.turn_end` → `session.idle`. A `tool`
+/// step emits `assistant.message{toolRequests}`, runs the tool through the host, then closes
+/// the turn and opens the next one, as the runtime does around each model call.
+/// Prompts that arrive while a turn runs are queued and played in order.
+pub struct ScriptedAgent {
+    scenario: Arc<Scenario>,
+    run: Option<Run>,
+    queued: VecDeque<(String, String)>,
+}
+
+struct Run {
+    steps: Vec<Step>,
+    next: usize,
+    prompt: String,
+    message_id: String,
+    turn: u64,
+    waiting: Waiting,
+}
+
+#[derive(PartialEq, Eq)]
+enum Waiting {
+    Nothing,
+    Timer,
+    Tool(String),
+}
+
+impl ScriptedAgent {
+    /// An agent playing `scenario`.
+    pub fn new(scenario: Arc<Scenario>) -> Self {
+        ScriptedAgent {
+            scenario,
+            run: None,
+            queued: VecDeque::new(),
+        }
+    }
+
+    fn start(&mut self, message_id: String, prompt: String, s: &mut dyn SessionControl) {
+        s.emit(
+            "user.message",
+            json!({"content": prompt, "messageId": message_id}),
+            false,
+        );
+        s.emit("assistant.turn_start", json!({"turnId": "0"}), false);
+        self.run = Some(Run {
+            steps: self.scenario.steps_for(&prompt).to_vec(),
+            next: 0,
+            prompt,
+            message_id,
+            turn: 0,
+            waiting: Waiting::Nothing,
+        });
+        self.advance(s);
+    }
+
+    /// Plays steps until one must wait or the run ends.
+    fn advance(&mut self, s: &mut dyn SessionControl) {
+        loop {
+            let Some(run) = self.run.as_mut() else { return };
+            if run.waiting != Waiting::Nothing {
+                return;
+            }
+            let Some(step) = run.steps.get(run.next).cloned() else {
+                self.finish(s, None);
+                return;
+            };
+            run.next += 1;
+            match step {
+                Step::Say(text) => {
+                    let text = text.replace("{prompt}", &run.prompt);
+                    say(s, &text, &run.message_id, run.turn);
+                }
+                Step::Tool { name, arguments } => {
+                    let tool_call_id = format!("call_{}", s.new_id());
+                    let message_id = s.new_id();
+                    let turn_id = run.turn.to_string();
+                    s.emit(
+                        "assistant.message",
+                        json!({
+                            "messageId": message_id,
+                            "content": "",
+                            "toolRequests": [{"toolCallId": tool_call_id, "name": name,
+                                              "arguments": arguments, "type": "function"}],
+                            "originatingMessageId": run.message_id,
+                            "turnId": turn_id,
+                        }),
+                        false,
+                    );
+                    run.waiting = Waiting::Tool(tool_call_id.clone());
+                    s.call_tool(&tool_call_id, &name, &arguments, &turn_id);
+                }
+                Step::Event {
+                    event_type,
+                    data,
+                    ephemeral,
+                } => {
+                    s.emit(&event_type, data, ephemeral);
+                }
+                Step::Error(message) => {
+                    s.emit(
+                        "session.error",
+                        json!({"errorType": "scenario", "message": message}),
+                        false,
+                    );
+                    self.finish(s, None);
+                    return;
+                }
+                Step::SleepMs(ms) => {
+                    run.waiting = Waiting::Timer;
+                    let at = s.now().saturating_add(Duration::from_millis(ms));
+                    s.set_timer(at);
+                }
+            }
+        }
+    }
+
+    /// Ends the running turn (`aborted` carries the abort flag for `session.idle`) and starts
+    /// the next queued prompt, if any.
+    fn finish(&mut self, s: &mut dyn SessionControl, aborted: Option<bool>) {
+        if let Some(run) = self.run.take() {
+            s.emit(
+                "assistant.turn_end",
+                json!({"turnId": run.turn.to_string()}),
+                false,
+            );
+            let data = match aborted {
+                Some(true) => json!({"aborted": true, "mode": "interactive"}),
+                _ => json!({"mode": "interactive"}),
+            };
+            s.emit("session.idle", data, true);
+        }
+        if let Some((message_id, prompt)) = self.queued.pop_front() {
+            self.start(message_id, prompt, s);
+        }
+    }
+}
+
+/// Emits one assistant message, streamed as deltas when a client asked for streaming.
+fn say(s: &mut dyn SessionControl, text: &str, originating: &str, turn: u64) {
+    let message_id = s.new_id();
+    if s.streaming() {
+        s.emit(
+            "assistant.message_start",
+            json!({"messageId": message_id}),
+            true,
+        );
+        for chunk in text.split_inclusive(' ') {
+            s.emit(
+                "assistant.message_delta",
+                json!({"messageId": message_id, "deltaContent": chunk}),
+                true,
+            );
+        }
+    }
+    s.emit(
+        "assistant.message",
+        json!({
+            "messageId": message_id,
+            "content": text,
+            "toolRequests": [],
+            "originatingMessageId": originating,
+            "turnId": turn.to_string(),
+        }),
+        false,
+    );
+}
+
+impl Agent for ScriptedAgent {
+    fn handle(&mut self, input: AgentInput, s: &mut dyn SessionControl) {
+        match input {
+            AgentInput::Prompt { message_id, prompt } => {
+                if self.run.is_some() {
+                    self.queued.push_back((message_id, prompt));
+                } else {
+                    self.start(message_id, prompt, s);
+                }
+            }
+            AgentInput::Abort => {
+                self.queued.clear();
+                if self.run.is_some() {
+                    s.cancel_tool_calls();
+                    s.emit("abort", json!({"reason": "user_initiated"}), false);
+                    self.finish(s, Some(true));
+                }
+            }
+            AgentInput::Timer => {
+                if let Some(run) = self.run.as_mut() {
+                    if run.waiting == Waiting::Timer {
+                        run.waiting = Waiting::Nothing;
+                        self.advance(s);
+                    }
+                }
+            }
+            AgentInput::ToolDone {
+                tool_call_id,
+                outcome,
+            } => {
+                let Some(run) = self.run.as_mut() else { return };
+                if run.waiting != Waiting::Tool(tool_call_id) {
+                    return;
+                }
+                run.waiting = Waiting::Nothing;
+                // The runtime closes the turn after a tool round and opens the next one for
+                // the model's follow-up call.
+                s.emit(
+                    "assistant.turn_end",
+                    json!({"turnId": run.turn.to_string()}),
+                    false,
+                );
+                run.turn += 1;
+                s.emit(
+                    "assistant.turn_start",
+                    json!({"turnId": run.turn.to_string()}),
+                    false,
+                );
+                // On a failure the script plays its next steps regardless, as a model
+                // would go on after explaining the failure.
+                let _: ToolOutcome = outcome;
+                self.advance(s);
+            }
+        }
+    }
+
+    fn is_busy(&self) -> bool {
+        self.run.is_some()
+    }
+}
+
+impl std::fmt::Debug for ScriptedAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedAgent")
+            .field("busy", &self.run.is_some())
+            .field("queued", &self.queued.len())
+            .finish()
+    }
+}

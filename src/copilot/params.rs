@@ -1,0 +1,100 @@
+//! Typed params of the Copilot SDK methods (only the fields the host acts on; the rest of
+//! what a client sends is accepted and ignored).
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::session::{Attachment, CommandDecl, ToolDecl};
+
+/// `session.create` / `session.resume` params.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct AttachParams {
+    pub session_id: Option<String>,
+    pub model: Option<String>,
+    pub tools: Vec<ToolDecl>,
+    pub commands: Vec<CommandDecl>,
+    pub request_permission: bool,
+    pub request_elicitation: bool,
+    pub streaming: bool,
+    pub working_directory: Option<String>,
+    pub disable_resume: bool,
+    pub continue_pending_work: bool,
+}
+
+impl AttachParams {
+    pub fn attachment(&self) -> Attachment {
+        Attachment {
+            streaming: self.streaming,
+            request_permission: self.request_permission,
+            request_elicitation: self.request_elicitation,
+            tools: self.tools.clone(),
+            commands: self.commands.clone(),
+        }
+    }
+}
+
+/// Params naming one session.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SessionParams {
+    pub session_id: String,
+}
+
+/// `connect` params.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct ConnectParams {
+    pub token: Option<String>,
+    pub supported_task_kinds: Option<Vec<String>>,
+}
+
+/// `ping` params.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct PingParams {
+    pub message: Option<String>,
+}
+
+/// `session.send` / `session.sendAndWait` params.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SendParams {
+    pub session_id: String,
+    pub prompt: String,
+}
+
+/// `session.permissions.handlePendingPermissionRequest` params.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PermissionAnswer {
+    pub session_id: String,
+    pub request_id: String,
+    pub result: Value,
+}
+
+/// `session.tools.handlePendingToolCall` params.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ToolAnswer {
+    pub session_id: String,
+    pub request_id: String,
+    #[serde(default)]
+    pub result: Option<Value>,
+    #[serde(default)]
+    pub error: Option<Value>,
+}
+
+/// `session.list` params.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct ListParams {
+    pub filter: Option<ListFilter>,
+}
+
+/// `session.list` filter.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct ListFilter {
+    pub cwd: Option<String>,
+}

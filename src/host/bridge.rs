@@ -1,0 +1,450 @@
+//! Pending-request bridges: client tools behind a permission prompt.
+//!
+//! A tool call runs: `tool.execution_start` → `permission.requested` (unless the tool skips
+//! permission) → the client's decision → `permission.completed` → `external_tool.requested`
+//! → the owning client's result → `external_tool.completed` → `tool.execution_complete`.
+//! Every pending request ends exactly once; a duplicate or late answer gets
+//! `{success:false}` and changes nothing.
+
+use serde_json::{json, Value};
+
+use crate::agent::{AgentInput, ToolOutcome};
+
+use super::{ConnId, Host};
+
+/// A request waiting for a client's answer.
+#[derive(Clone, Debug)]
+pub(crate) enum Pending {
+    /// A permission prompt for a tool call.
+    Permission {
+        tool_call_id: String,
+        tool_name: String,
+        arguments: Value,
+        request: Value,
+    },
+    /// A client tool call waiting for its owner's result.
+    ExternalTool { tool_call_id: String, owner: ConnId },
+}
+
+/// What `handlePendingPermissionRequest` decided, mapped to the runtime's result.
+enum Decision {
+    Approved(Value),
+    Denied { result: Value, message: String },
+}
+
+fn map_decision(decision: &Value) -> Option<Decision> {
+    let kind = decision.get("kind")?.as_str()?;
+    let field = |name: &str| decision.get(name).cloned();
+    let mut result = serde_json::Map::new();
+    let denied = |result: Value, message: String| Some(Decision::Denied { result, message });
+    match kind {
+        "approve-once" | "approved" => Some(Decision::Approved(json!({"kind": "approved"}))),
+        "approve-for-session" | "approved-for-session" => {
+            result.insert("kind".into(), "approved-for-session".into());
+            if let Some(a) = field("approval") {
+                result.insert("approval".into(), a);
+            }
+            if let Some(d) = field("domain") {
+                result.insert("domain".into(), d);
+            }
+            Some(Decision::Approved(Value::Object(result)))
+        }
+        "approve-for-location" | "approved-for-location" => {
+            result.insert("kind".into(), "approved-for-location".into());
+            for name in ["approval", "locationKey"] {
+                if let Some(v) = field(name) {
+                    result.insert(name.into(), v);
+                }
+            }
+            Some(Decision::Approved(Value::Object(result)))
+        }
+        "approve-permanently" => {
+            // Permanent approval is recorded by the runtime as a session approval for the
+            // domain; the call itself is approved.
+            result.insert("kind".into(), "approved-for-session".into());
+            if let Some(d) = field("domain") {
+                result.insert("domain".into(), d);
+            }
+            Some(Decision::Approved(Value::Object(result)))
+        }
+        "reject" | "denied-interactively-by-user" => {
+            result.insert("kind".into(), "denied-interactively-by-user".into());
+            let feedback = decision.get("feedback").and_then(Value::as_str);
+            if let Some(f) = feedback {
+                result.insert("feedback".into(), f.into());
+            }
+            let message = match feedback {
+                Some(f) => format!("The user rejected this tool call. User feedback: {f}"),
+                None => "The user rejected this tool call.".to_owned(),
+            };
+            denied(Value::Object(result), message)
+        }
+        "user-not-available" | "denied-no-approval-rule-and-could-not-request-from-user" => denied(
+            json!({"kind": "denied-no-approval-rule-and-could-not-request-from-user"}),
+            "Permission denied and could not request permission from user".to_owned(),
+        ),
+        "cancelled" => denied(
+            decision.clone(),
+            "The permission request was cancelled".to_owned(),
+        ),
+        k if k.starts_with("denied-") => {
+            denied(decision.clone(), format!("Permission denied ({k})"))
+        }
+        _ => None,
+    }
+}
+
+impl Host {
+    /// Starts a client tool call for the session's agent.
+    pub(crate) fn start_tool_call(
+        &mut self,
+        session: &str,
+        tool_call_id: &str,
+        name: &str,
+        arguments: &Value,
+        turn_id: &str,
+    ) {
+        self.emit(
+            session,
+            "tool.execution_start",
+            &json!({"toolCallId": tool_call_id, "toolName": name,
+                    "arguments": arguments, "turnId": turn_id}),
+            false,
+        );
+        let Some(live) = self.sessions.get(session) else {
+            return;
+        };
+        let Some((_, decl)) = live.session.tool_provider(name) else {
+            self.complete_tool(
+                session,
+                tool_call_id,
+                ToolOutcome::Failure {
+                    message: format!(
+                        "Tool '{name}' is not available: no attached client provides it"
+                    ),
+                    code: "failure".into(),
+                },
+            );
+            return;
+        };
+        if decl.skip_permission {
+            self.request_external_tool(session, tool_call_id, name, arguments);
+            return;
+        }
+        let request = json!({
+            "kind": "custom-tool",
+            "toolCallId": tool_call_id,
+            "toolName": name,
+            "toolDescription": decl.description,
+            "args": arguments,
+        });
+        let has_handler = live.session.any_permission_handler();
+        let request_id = self.ids.next_uuid();
+        self.emit(
+            session,
+            "permission.requested",
+            &json!({"requestId": request_id, "permissionRequest": request}),
+            false,
+        );
+        if has_handler {
+            if let Some(live) = self.sessions.get_mut(session) {
+                live.pending.insert(
+                    request_id,
+                    Pending::Permission {
+                        tool_call_id: tool_call_id.to_owned(),
+                        tool_name: name.to_owned(),
+                        arguments: arguments.clone(),
+                        request,
+                    },
+                );
+            }
+        } else {
+            // Nobody can answer: resolve at once instead of waiting forever.
+            self.resolve_permission(session, &request_id, &json!({"kind": "user-not-available"}));
+        }
+    }
+
+    /// Emits `external_tool.requested` for the tool's provider and waits for its result.
+    fn request_external_tool(
+        &mut self,
+        session: &str,
+        tool_call_id: &str,
+        name: &str,
+        arguments: &Value,
+    ) {
+        let Some(live) = self.sessions.get(session) else {
+            return;
+        };
+        let Some((owner, _)) = live.session.tool_provider(name) else {
+            self.complete_tool(
+                session,
+                tool_call_id,
+                ToolOutcome::Failure {
+                    message: format!("Tool '{name}' is not available: its client left"),
+                    code: "failure".into(),
+                },
+            );
+            return;
+        };
+        let cwd = live.session.cwd.clone();
+        let request_id = self.ids.next_uuid();
+        if let Some(live) = self.sessions.get_mut(session) {
+            live.pending.insert(
+                request_id.clone(),
+                Pending::ExternalTool {
+                    tool_call_id: tool_call_id.to_owned(),
+                    owner,
+                },
+            );
+        }
+        let mut data = json!({
+            "requestId": request_id,
+            "sessionId": session,
+            "toolCallId": tool_call_id,
+            "toolName": name,
+            "arguments": arguments,
+        });
+        if let Some(cwd) = cwd {
+            data["workingDirectory"] = Value::String(cwd);
+        }
+        self.emit(session, "external_tool.requested", &data, false);
+    }
+
+    /// Applies a client's permission decision. Returns whether it was accepted (first answer).
+    pub(crate) fn resolve_permission(
+        &mut self,
+        session: &str,
+        request_id: &str,
+        decision: &Value,
+    ) -> bool {
+        let Some(live) = self.sessions.get_mut(session) else {
+            return false;
+        };
+        let Some(Pending::Permission { .. }) = live.pending.get(request_id) else {
+            return false;
+        };
+        let Some(mapped) = map_decision(decision) else {
+            return false;
+        };
+        let Some(Pending::Permission {
+            tool_call_id,
+            tool_name,
+            arguments,
+            ..
+        }) = live.pending.shift_remove(request_id)
+        else {
+            return false;
+        };
+        live.resolved.insert(request_id.to_owned());
+        let result = match &mapped {
+            Decision::Approved(r) => r.clone(),
+            Decision::Denied { result, .. } => result.clone(),
+        };
+        self.emit(
+            session,
+            "permission.completed",
+            &json!({"requestId": request_id, "toolCallId": tool_call_id, "result": result}),
+            false,
+        );
+        match mapped {
+            Decision::Approved(_) => {
+                self.request_external_tool(session, &tool_call_id, &tool_name, &arguments)
+            }
+            Decision::Denied { message, .. } => self.complete_tool(
+                session,
+                &tool_call_id,
+                ToolOutcome::Failure {
+                    message,
+                    code: "denied".into(),
+                },
+            ),
+        }
+        true
+    }
+
+    /// Applies a client's tool result (`result` or `error`). Returns whether it was accepted.
+    pub(crate) fn resolve_tool_call(
+        &mut self,
+        session: &str,
+        request_id: &str,
+        result: Option<&Value>,
+        error: Option<&Value>,
+    ) -> bool {
+        let Some(live) = self.sessions.get_mut(session) else {
+            return false;
+        };
+        let Some(Pending::ExternalTool { .. }) = live.pending.get(request_id) else {
+            return false;
+        };
+        let Some(Pending::ExternalTool { tool_call_id, .. }) =
+            live.pending.shift_remove(request_id)
+        else {
+            return false;
+        };
+        live.resolved.insert(request_id.to_owned());
+        self.emit(
+            session,
+            "external_tool.completed",
+            &json!({"requestId": request_id}),
+            false,
+        );
+        let outcome = match (error, result) {
+            (Some(_), _) => ToolOutcome::Failure {
+                message: "Tool execution failed".into(),
+                code: "failure".into(),
+            },
+            (None, Some(result)) => tool_result_outcome(result),
+            (None, None) => ToolOutcome::Success(String::new()),
+        };
+        self.complete_tool(session, &tool_call_id, outcome);
+        true
+    }
+
+    /// Emits `tool.execution_complete` and hands the outcome to the agent.
+    fn complete_tool(&mut self, session: &str, tool_call_id: &str, outcome: ToolOutcome) {
+        let data = match &outcome {
+            ToolOutcome::Success(text) => json!({
+                "toolCallId": tool_call_id,
+                "success": true,
+                "result": {"content": text, "detailedContent": text},
+            }),
+            ToolOutcome::Failure { message, code } => json!({
+                "toolCallId": tool_call_id,
+                "success": false,
+                "error": {"message": message, "code": code},
+            }),
+        };
+        self.emit(session, "tool.execution_complete", &data, false);
+        self.queue_agent_input(
+            session,
+            AgentInput::ToolDone {
+                tool_call_id: tool_call_id.to_owned(),
+                outcome,
+            },
+        );
+    }
+
+    /// Resolves every pending request of the session as cancelled (abort).
+    pub(crate) fn cancel_tool_calls(&mut self, session: &str) {
+        let Some(live) = self.sessions.get_mut(session) else {
+            return;
+        };
+        let pending: Vec<(String, Pending)> = live.pending.drain(..).collect();
+        for (request_id, p) in pending {
+            if let Some(live) = self.sessions.get_mut(session) {
+                live.resolved.insert(request_id.clone());
+            }
+            let tool_call_id = match p {
+                Pending::Permission { tool_call_id, .. } => {
+                    self.emit(
+                        session,
+                        "permission.completed",
+                        &json!({"requestId": request_id, "toolCallId": tool_call_id,
+                                "result": {"kind": "cancelled", "reason": "aborted"}}),
+                        false,
+                    );
+                    tool_call_id
+                }
+                Pending::ExternalTool { tool_call_id, .. } => {
+                    self.emit(
+                        session,
+                        "external_tool.completed",
+                        &json!({"requestId": request_id}),
+                        false,
+                    );
+                    tool_call_id
+                }
+            };
+            self.emit(
+                session,
+                "tool.execution_complete",
+                &json!({"toolCallId": tool_call_id, "success": false,
+                        "error": {"message": "The tool call was cancelled", "code": "cancelled"}}),
+                false,
+            );
+        }
+    }
+
+    /// Resolves what a departing connection leaves behind: calls to tools it owned fail;
+    /// permission prompts that no remaining connection can answer are resolved as
+    /// `user-not-available`.
+    pub(crate) fn resolve_for_departed(&mut self, session: &str, conn: ConnId) {
+        let Some(live) = self.sessions.get(session) else {
+            return;
+        };
+        let can_answer = live.session.any_permission_handler();
+        let mut tools = Vec::new();
+        let mut prompts = Vec::new();
+        for (id, p) in &live.pending {
+            match p {
+                Pending::ExternalTool { owner, .. } if *owner == conn => tools.push(id.clone()),
+                Pending::Permission { .. } if !can_answer => prompts.push(id.clone()),
+                _ => {}
+            }
+        }
+        for id in tools {
+            self.resolve_tool_call(
+                session,
+                &id,
+                None,
+                Some(&json!("the client that provides this tool disconnected")),
+            );
+        }
+        for id in prompts {
+            self.resolve_permission(session, &id, &json!({"kind": "user-not-available"}));
+        }
+    }
+
+    /// Re-emits `permission.requested` for prompts still pending (`continuePendingWork`).
+    pub(crate) fn reemit_pending_permissions(&mut self, session: &str) {
+        let Some(live) = self.sessions.get(session) else {
+            return;
+        };
+        let prompts: Vec<(String, Value)> = live
+            .pending
+            .iter()
+            .filter_map(|(id, p)| match p {
+                Pending::Permission { request, .. } => Some((id.clone(), request.clone())),
+                _ => None,
+            })
+            .collect();
+        for (request_id, request) in prompts {
+            self.emit(
+                session,
+                "permission.requested",
+                &json!({"requestId": request_id, "permissionRequest": request}),
+                false,
+            );
+        }
+    }
+}
+
+/// Maps a client's tool `result` (a string or `{textResultForLlm, resultType, …}`) to an outcome.
+fn tool_result_outcome(result: &Value) -> ToolOutcome {
+    match result {
+        Value::String(s) => ToolOutcome::Success(s.clone()),
+        Value::Object(o) if o.get("textResultForLlm").is_some_and(Value::is_string) => {
+            let text = o["textResultForLlm"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            match o.get("resultType").and_then(Value::as_str) {
+                None | Some("success") => ToolOutcome::Success(text),
+                Some(kind) => ToolOutcome::Failure {
+                    message: if text.is_empty() {
+                        format!("Tool returned {kind}")
+                    } else {
+                        text
+                    },
+                    code: if kind == "denied" || kind == "rejected" {
+                        "denied".into()
+                    } else {
+                        "failure".into()
+                    },
+                },
+            }
+        }
+        Value::Null => ToolOutcome::Success(String::new()),
+        other => ToolOutcome::Success(other.to_string()),
+    }
+}

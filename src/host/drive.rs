@@ -1,0 +1,215 @@
+//! Driving agents: the host side of the agent seam, attach/detach and capability transitions.
+
+use serde_json::{json, Value};
+
+use crate::agent::{AgentInput, SessionControl};
+use crate::session::Attachment;
+use crate::Timestamp;
+
+use super::{ConnId, Host, Live};
+
+/// The host as an agent sees it: a [`SessionControl`] bound to one session.
+struct Control<'a> {
+    host: &'a mut Host,
+    session: &'a str,
+}
+
+impl SessionControl for Control<'_> {
+    fn now(&self) -> Timestamp {
+        self.host.now
+    }
+
+    fn new_id(&mut self) -> String {
+        self.host.ids.next_uuid()
+    }
+
+    fn streaming(&self) -> bool {
+        self.host
+            .sessions
+            .get(self.session)
+            .is_some_and(|l| l.session.any_streaming())
+    }
+
+    fn emit(&mut self, event_type: &str, data: Value, ephemeral: bool) -> String {
+        if let Some(live) = self.host.sessions.get_mut(self.session) {
+            live.ran_turn = true;
+        }
+        self.host
+            .emit(self.session, event_type, &data, ephemeral)
+            .unwrap_or_default()
+    }
+
+    fn call_tool(&mut self, tool_call_id: &str, name: &str, arguments: &Value, turn_id: &str) {
+        self.host
+            .start_tool_call(self.session, tool_call_id, name, arguments, turn_id);
+    }
+
+    fn cancel_tool_calls(&mut self) {
+        self.host.cancel_tool_calls(self.session);
+    }
+
+    fn set_timer(&mut self, at: Timestamp) {
+        let seq = self.host.timer_seq;
+        self.host.timer_seq += 1;
+        let Some(live) = self.host.sessions.get_mut(self.session) else {
+            return;
+        };
+        if let Some(old) = live.timer.take() {
+            self.host.timers.remove(&old);
+        }
+        live.timer = Some((at, seq));
+        self.host.timers.insert((at, seq), self.session.to_owned());
+    }
+}
+
+impl Host {
+    /// Hands queued inputs to their agents until none are left.
+    pub(crate) fn run_agents(&mut self) {
+        while let Some((session, input)) = self.agent_inputs.pop_front() {
+            let Some(mut agent) = self.sessions.get_mut(&session).and_then(|l| l.agent.take())
+            else {
+                continue;
+            };
+            {
+                let mut control = Control {
+                    host: self,
+                    session: &session,
+                };
+                agent.handle(input, &mut control);
+            }
+            if let Some(live) = self.sessions.get_mut(&session) {
+                live.agent = Some(agent);
+            }
+        }
+    }
+
+    /// Whether the session's agent is in a turn.
+    pub(crate) fn session_busy(&self, session: &str) -> bool {
+        self.sessions
+            .get(session)
+            .and_then(|l| l.agent.as_ref())
+            .is_some_and(|a| a.is_busy())
+    }
+
+    /// Attaches `conn` to a loaded session (or updates what it declared) and emits the
+    /// `commands.changed` / `capabilities.changed` events the change implies.
+    pub(crate) fn attach(&mut self, session: &str, conn: ConnId, attachment: Attachment) {
+        let Some(live) = self.sessions.get_mut(session) else {
+            return;
+        };
+        let before = capabilities_of(live);
+        let commands_before = commands_of(live);
+        live.session.attached.insert(conn, attachment);
+        let after = capabilities_of(live);
+        let commands_after = commands_of(live);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            if !c.sessions.iter().any(|s| s == session) {
+                c.sessions.push(session.to_owned());
+            }
+        }
+        self.announce_changes(session, before, after, commands_before, commands_after);
+    }
+
+    /// Detaches `conn` from a session: its tools' pending calls fail, prompts nobody else can
+    /// answer are resolved, and when the last connection leaves a session that ran a turn,
+    /// a `session.shutdown` event is written (as the real runtime does).
+    pub(crate) fn detach_conn(&mut self, session: &str, conn: ConnId) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.sessions.retain(|s| s != session);
+        }
+        let Some(live) = self.sessions.get_mut(session) else {
+            return;
+        };
+        if live.session.attached.get(&conn).is_none() {
+            return;
+        }
+        let before = capabilities_of(live);
+        let commands_before = commands_of(live);
+        live.session.attached.shift_remove(&conn);
+        live.waiters.retain(|(c, _)| *c != conn);
+        let after = capabilities_of(live);
+        let commands_after = commands_of(live);
+        let now_empty = live.session.attached.is_empty();
+        let ran_turn = live.ran_turn;
+        self.resolve_for_departed(session, conn);
+        self.announce_changes(session, before, after, commands_before, commands_after);
+        if now_empty && ran_turn {
+            let start = self
+                .sessions
+                .get(session)
+                .map(|l| l.session.start_time.as_millis())
+                .unwrap_or(0);
+            self.emit(
+                session,
+                "session.shutdown",
+                &json!({
+                    "shutdownType": "routine",
+                    "totalPremiumRequests": 0,
+                    "totalApiDurationMs": 0,
+                    "sessionStartTime": start,
+                    "codeChanges": {"linesAdded": 0, "linesRemoved": 0, "filesModified": []},
+                    "modelMetrics": {},
+                }),
+                false,
+            );
+            if let Some(live) = self.sessions.get_mut(session) {
+                live.ran_turn = false;
+            }
+        }
+    }
+
+    fn announce_changes(
+        &mut self,
+        session: &str,
+        before: Value,
+        after: Value,
+        commands_before: Value,
+        commands_after: Value,
+    ) {
+        if commands_before != commands_after {
+            self.emit(
+                session,
+                "commands.changed",
+                &json!({"commands": commands_after}),
+                true,
+            );
+        }
+        if before != after {
+            // The full `ui` object, not one flag per event: the Node SDK merges shallowly.
+            self.emit(session, "capabilities.changed", &json!({"ui": after}), true);
+        }
+    }
+
+    /// The session's capabilities as reported in create/resume results.
+    pub(crate) fn capabilities(&self, session: &str) -> Value {
+        let ui = self
+            .sessions
+            .get(session)
+            .map(capabilities_of)
+            .unwrap_or_else(|| json!({"elicitation": false, "mcpApps": false, "canvases": false}));
+        json!({"ui": ui, "extensions": false})
+    }
+
+    /// Queues a prompt for the session's agent.
+    pub(crate) fn queue_agent_input(&mut self, session: &str, input: AgentInput) {
+        self.agent_inputs.push_back((session.to_owned(), input));
+    }
+}
+
+fn capabilities_of(live: &Live) -> Value {
+    json!({
+        "elicitation": live.session.any_elicitation_handler(),
+        "mcpApps": false,
+        "canvases": false,
+    })
+}
+
+fn commands_of(live: &Live) -> Value {
+    Value::Array(
+        live.session
+            .commands()
+            .into_iter()
+            .map(|c| json!({"name": c.name, "description": c.description}))
+            .collect(),
+    )
+}

@@ -1,0 +1,702 @@
+//! The session host: many connections, many sessions, one deterministic state machine.
+//!
+//! Inputs are `handle_*` calls, outputs are `poll_*` calls (see the crate docs for the run
+//! loop). Connections attach to sessions; session events are encoded once and fanned out to
+//! every attached connection by reference; client answers resolve the session's pending
+//! requests (tools, permissions) exactly once.
+
+mod bridge;
+mod conn;
+mod drive;
+mod outbox;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+
+use bytes::{Bytes, BytesMut};
+use serde_json::Value;
+
+use crate::agent::{scripted_factory, AgentFactory, AgentInput, Scenario};
+use crate::frame::{encode_frame, FrameLimits, Framing};
+use crate::ids::IdGenerator;
+use crate::jsonrpc::{self, ErrorObject, OwnedId};
+use crate::session::{push_json_str, Event, Session};
+use crate::Timestamp;
+
+pub use conn::ConnId;
+pub use outbox::{Outbox, OutboxOverflow};
+
+pub(crate) use bridge::Pending;
+use conn::Conn;
+
+/// Protocol version of the Copilot SDK dialect.
+pub const PROTOCOL_VERSION: u32 = 3;
+
+/// Default per-connection outbox budget: 8 MiB.
+pub const DEFAULT_OUTBOX_BUDGET: usize = 8 * 1024 * 1024;
+
+/// Host configuration. Everything that varies between runs comes in here or through inputs.
+#[derive(Clone)]
+pub struct HostConfig {
+    /// Seed for event and request ids (a whole run replays from its inputs and this seed).
+    pub seed: u64,
+    /// When set, clients must `connect` with this token first (`COPILOT_CONNECTION_TOKEN`).
+    pub connection_token: Option<String>,
+    /// Makes each session's agent. Default: the scripted agent with the built-in scenario.
+    pub agent: AgentFactory,
+    /// Version reported by `connect` and `status.get`.
+    pub version: String,
+    /// Framing limits for every connection.
+    pub frame_limits: FrameLimits,
+    /// Byte budget of each connection's outbox (see [`Outbox`] for the overflow policy).
+    pub outbox_budget_bytes: usize,
+    /// Directory reported as `<root>/session-state/<id>` in `workspacePath` (none: omitted).
+    pub workspace_root: Option<String>,
+}
+
+impl HostConfig {
+    /// The default configuration with the scripted agent playing `scenario`.
+    pub fn with_scenario(scenario: Scenario) -> Self {
+        HostConfig {
+            agent: scripted_factory(scenario),
+            ..HostConfig::default()
+        }
+    }
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            seed: 0,
+            connection_token: None,
+            agent: scripted_factory(Scenario::default()),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            frame_limits: FrameLimits::default(),
+            outbox_budget_bytes: DEFAULT_OUTBOX_BUDGET,
+            workspace_root: None,
+        }
+    }
+}
+
+impl fmt::Debug for HostConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostConfig")
+            .field("seed", &self.seed)
+            .field(
+                "connection_token",
+                &self.connection_token.as_ref().map(|_| "<set>"),
+            )
+            .field("version", &self.version)
+            .field("frame_limits", &self.frame_limits)
+            .field("outbox_budget_bytes", &self.outbox_budget_bytes)
+            .field("workspace_root", &self.workspace_root)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An action the runtime must perform.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Write every frame still queued for `conn` (drain [`Host::poll_transmit`]), then close it.
+    Close {
+        /// The connection to close.
+        conn: ConnId,
+        /// Why (also sent to the peer as a JSON-RPC error object before the close).
+        reason: String,
+    },
+    /// A client asked the server to stop (`runtime.shutdown`): stop accepting, flush every
+    /// connection (bounded by a timeout), then exit.
+    Shutdown {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A live session: its data, its agent and its pending requests.
+pub(crate) struct Live {
+    pub session: Session,
+    pub agent: Option<Box<dyn crate::agent::Agent>>,
+    /// Requests waiting for a client answer, by request id.
+    pub pending: indexmap::IndexMap<String, Pending>,
+    /// Request ids already answered (a later answer gets `{success:false}`).
+    pub resolved: std::collections::BTreeSet<String>,
+    /// The agent's timer key, if armed.
+    pub timer: Option<(Timestamp, u64)>,
+    /// `session.sendAndWait` callers waiting for the turn to end.
+    pub waiters: Vec<(ConnId, OwnedId)>,
+    /// The last `assistant.message` event of the running turn (for `sendAndWait`).
+    pub last_assistant: Option<Event>,
+    /// A turn has run since the session was loaded (decides `session.shutdown` on detach).
+    pub ran_turn: bool,
+}
+
+/// The protocol host. See the crate docs for the run loop.
+pub struct Host {
+    pub(crate) config: HostConfig,
+    pub(crate) ids: IdGenerator,
+    pub(crate) now: Timestamp,
+    pub(crate) conns: BTreeMap<ConnId, Conn>,
+    pub(crate) sessions: BTreeMap<String, Live>,
+    next_conn: u64,
+    ready: VecDeque<ConnId>,
+    outputs: VecDeque<Output>,
+    pub(crate) timers: BTreeMap<(Timestamp, u64), String>,
+    pub(crate) timer_seq: u64,
+    pub(crate) agent_inputs: VecDeque<(String, AgentInput)>,
+    /// Frames to emit after the response currently being built (e.g. `session.start`).
+    pub(crate) after_response: Vec<AfterResponse>,
+    pub(crate) foreground: Option<String>,
+    pub(crate) last_session: Option<String>,
+    unknown_responses: u64,
+}
+
+/// Work deferred until the current response has been queued.
+pub(crate) enum AfterResponse {
+    Emit {
+        session: String,
+        event_type: &'static str,
+        data: Value,
+        ephemeral: bool,
+    },
+    Lifecycle {
+        kind: &'static str,
+        session: String,
+    },
+    Shutdown,
+}
+
+impl Host {
+    /// A host with no connections and no sessions.
+    pub fn new(config: HostConfig) -> Self {
+        Host {
+            ids: IdGenerator::new(config.seed),
+            config,
+            now: Timestamp::EPOCH,
+            conns: BTreeMap::new(),
+            sessions: BTreeMap::new(),
+            next_conn: 1,
+            ready: VecDeque::new(),
+            outputs: VecDeque::new(),
+            timers: BTreeMap::new(),
+            timer_seq: 0,
+            agent_inputs: VecDeque::new(),
+            after_response: Vec::new(),
+            foreground: None,
+            last_session: None,
+            unknown_responses: 0,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &HostConfig {
+        &self.config
+    }
+
+    /// Opens a connection that speaks `framing`.
+    pub fn open(&mut self, now: Timestamp, framing: Framing) -> ConnId {
+        self.advance_time(now);
+        let id = ConnId(self.next_conn);
+        self.next_conn += 1;
+        let authenticated = self.config.connection_token.is_none();
+        self.conns.insert(
+            id,
+            Conn::new(
+                framing,
+                self.config.frame_limits,
+                self.config.outbox_budget_bytes,
+                authenticated,
+            ),
+        );
+        id
+    }
+
+    /// Feeds bytes read from `conn`. Unknown or closing connections are ignored.
+    pub fn handle_bytes(&mut self, now: Timestamp, conn: ConnId, bytes: &[u8]) {
+        self.advance_time(now);
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if c.closing {
+            return;
+        }
+        if let Err(e) = c.decoder.push(bytes) {
+            self.fail_connection(conn, -32700, format!("framing error: {e}"));
+            return;
+        }
+        loop {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            if c.closing {
+                return;
+            }
+            match c.decoder.next_frame() {
+                Ok(Some(frame)) => self.handle_frame(conn, &frame),
+                Ok(None) => break,
+                Err(e) => {
+                    self.fail_connection(conn, -32700, format!("framing error: {e}"));
+                    return;
+                }
+            }
+            self.run_agents();
+        }
+        self.run_agents();
+    }
+
+    /// The peer is gone (EOF or I/O error): detach it everywhere and forget it. Its pending
+    /// answers are resolved (tool calls it owned fail; permission prompts nobody else can
+    /// answer are denied).
+    pub fn handle_eof(&mut self, now: Timestamp, conn: ConnId) {
+        self.advance_time(now);
+        let Some(c) = self.conns.remove(&conn) else {
+            return;
+        };
+        for session in c.sessions {
+            self.detach_conn(&session, conn);
+        }
+        self.run_agents();
+    }
+
+    /// Fires every deadline at or before `now`.
+    pub fn handle_timeout(&mut self, now: Timestamp) {
+        self.advance_time(now);
+        while let Some(entry) = self.timers.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let (key, session) = entry.remove_entry();
+            if let Some(live) = self.sessions.get_mut(&session) {
+                if live.timer == Some(key) {
+                    live.timer = None;
+                    self.agent_inputs.push_back((session, AgentInput::Timer));
+                }
+            }
+        }
+        self.run_agents();
+    }
+
+    /// The next connection with frames to write. Each connection is reported once per
+    /// transition from empty to non-empty; drain it with [`Host::poll_transmit`].
+    #[must_use]
+    pub fn poll_ready(&mut self) -> Option<ConnId> {
+        while let Some(conn) = self.ready.pop_front() {
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.in_ready = false;
+                if !c.outbox.is_empty() {
+                    return Some(conn);
+                }
+            }
+        }
+        None
+    }
+
+    /// The next frame to write to `conn`, in emit order.
+    #[must_use]
+    pub fn poll_transmit(&mut self, conn: ConnId) -> Option<Bytes> {
+        self.conns.get_mut(&conn)?.outbox.pop()
+    }
+
+    /// The next action for the runtime.
+    #[must_use]
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.outputs.pop_front()
+    }
+
+    /// The next deadline, if any: call [`Host::handle_timeout`] then.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
+        self.timers.keys().next().map(|(t, _)| *t)
+    }
+
+    /// Number of open connections.
+    pub fn connection_count(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Number of loaded sessions.
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Bytes queued for `conn` and not yet taken by the runtime.
+    pub fn queued_bytes(&self, conn: ConnId) -> Option<usize> {
+        self.conns.get(&conn).map(|c| c.outbox.queued_bytes())
+    }
+
+    /// Responses that matched no pending request (late, duplicate or unknown): counted and
+    /// dropped.
+    pub fn unknown_responses(&self) -> u64 {
+        self.unknown_responses
+    }
+
+    /// Persisted events of a session, in order (what `session.getMessages` returns).
+    pub fn session_events(&self, session_id: &str) -> Option<&[Event]> {
+        self.sessions.get(session_id).map(|l| l.session.events())
+    }
+
+    fn advance_time(&mut self, now: Timestamp) {
+        // Time never goes backwards inside the host, whatever the runtime passes.
+        if now > self.now {
+            self.now = now;
+        }
+    }
+
+    // ----- inbound -----
+
+    fn handle_frame(&mut self, conn: ConnId, frame: &[u8]) {
+        match jsonrpc::parse(frame) {
+            jsonrpc::Parsed::Single(Ok(message)) => self.handle_message(conn, message),
+            jsonrpc::Parsed::Single(Err(rejection)) => {
+                let mut body = Vec::new();
+                jsonrpc::write_error(&mut body, rejection.id.as_ref(), &rejection.error);
+                self.send_body(conn, &body);
+            }
+            jsonrpc::Parsed::Batch(_) => {
+                // Batches are off for this dialect (its clients never batch): one -32600.
+                let mut body = Vec::new();
+                let error = ErrorObject::new(
+                    jsonrpc::code::INVALID_REQUEST,
+                    "batch requests are not supported",
+                );
+                jsonrpc::write_error(&mut body, None, &error);
+                self.send_body(conn, &body);
+            }
+        }
+    }
+
+    fn handle_message(&mut self, conn: ConnId, message: jsonrpc::Message<'_>) {
+        match message {
+            jsonrpc::Message::Request { id, method, params } => {
+                let id = id.to_owned();
+                let fresh = self
+                    .conns
+                    .get_mut(&conn)
+                    .is_some_and(|c| c.in_flight.begin(id.clone()));
+                if !fresh {
+                    let error = ErrorObject::new(
+                        jsonrpc::code::INVALID_REQUEST,
+                        format!("request id {} is already in flight", id.as_raw()),
+                    );
+                    let mut body = Vec::new();
+                    jsonrpc::write_error(&mut body, Some(&id), &error);
+                    self.send_body(conn, &body);
+                    return;
+                }
+                let outcome = self.dispatch(conn, &id, &method, params);
+                match outcome {
+                    Some(result) => self.respond(conn, &id, result),
+                    None => {
+                        // Answered later (e.g. `session.sendAndWait`).
+                    }
+                }
+                self.run_after_response();
+            }
+            jsonrpc::Message::Notification { method, params } => {
+                if let Some(id) = cancel_target(&method, params) {
+                    if let Some(c) = self.conns.get_mut(&conn) {
+                        // Every request completes synchronously except sendAndWait, which
+                        // still answers once when its turn ends.
+                        c.in_flight.mark_cancelled(&id);
+                    }
+                }
+            }
+            jsonrpc::Message::Response { .. } => {
+                // The host sends no server-to-client requests in this dialect yet: any
+                // response is unknown. Counted and dropped.
+                self.unknown_responses += 1;
+            }
+        }
+    }
+
+    /// Sends the response to request `id` on `conn` (exactly once).
+    pub(crate) fn respond(
+        &mut self,
+        conn: ConnId,
+        id: &OwnedId,
+        result: Result<Value, ErrorObject>,
+    ) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if !c.in_flight.finish(id) {
+            return;
+        }
+        let mut body = Vec::with_capacity(128);
+        match result {
+            Ok(value) => {
+                if let Err(e) = jsonrpc::write_result_value(&mut body, id, &value) {
+                    body.clear();
+                    let error = ErrorObject::internal(format!("result not serialisable: {e}"));
+                    jsonrpc::write_error(&mut body, Some(id), &error);
+                }
+            }
+            Err(error) => jsonrpc::write_error(&mut body, Some(id), &error),
+        }
+        self.send_body(conn, &body);
+    }
+
+    fn run_after_response(&mut self) {
+        let work = std::mem::take(&mut self.after_response);
+        for item in work {
+            match item {
+                AfterResponse::Emit {
+                    session,
+                    event_type,
+                    data,
+                    ephemeral,
+                } => {
+                    self.emit(&session, event_type, &data, ephemeral);
+                }
+                AfterResponse::Lifecycle { kind, session } => self.lifecycle(kind, &session),
+                AfterResponse::Shutdown => self.outputs.push_back(Output::Shutdown {
+                    reason: "runtime.shutdown requested by a client".into(),
+                }),
+            }
+        }
+    }
+
+    // ----- outbound -----
+
+    /// Frames `body` for `conn` and queues it (durable).
+    pub(crate) fn send_body(&mut self, conn: ConnId, body: &[u8]) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let mut buf = BytesMut::with_capacity(body.len() + 32);
+        encode_frame(c.framing, body, &mut buf);
+        self.deliver(conn, buf.freeze(), false);
+    }
+
+    /// Queues an encoded frame on `conn`, closing the connection if it cannot keep up.
+    fn deliver(&mut self, conn: ConnId, frame: Bytes, droppable: bool) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if c.closing {
+            return;
+        }
+        match c.outbox.push(frame, droppable) {
+            Ok(became_ready) => {
+                if became_ready && !c.in_ready {
+                    c.in_ready = true;
+                    self.ready.push_back(conn);
+                }
+            }
+            Err(OutboxOverflow::DurableDoesNotFit) => {
+                let budget = self.config.outbox_budget_bytes;
+                self.fail_connection(
+                    conn,
+                    -32000,
+                    format!("connection closed: the client is not reading fast enough (outbox budget of {budget} bytes exceeded); resume the session and call session.getMessages to catch up"),
+                );
+            }
+        }
+    }
+
+    /// Sends a JSON-RPC error object with `id: null` carrying `reason`, then asks the runtime
+    /// to close the connection after flushing it. Used for framing errors and slow consumers.
+    pub(crate) fn fail_connection(&mut self, conn: ConnId, code: i64, reason: String) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if c.closing {
+            return;
+        }
+        c.outbox.clear();
+        let mut body = Vec::new();
+        jsonrpc::write_error(&mut body, None, &ErrorObject::new(code, reason.clone()));
+        let mut buf = BytesMut::with_capacity(body.len() + 32);
+        encode_frame(c.framing, &body, &mut buf);
+        // Bypass the budget: the reason is the last frame this peer gets.
+        let _ = c.outbox.push(buf.freeze(), false);
+        c.closing = true;
+        if !c.in_ready {
+            c.in_ready = true;
+            self.ready.push_back(conn);
+        }
+        self.outputs.push_back(Output::Close { conn, reason });
+        let sessions = std::mem::take(&mut c.sessions);
+        for session in sessions {
+            self.detach_conn(&session, conn);
+        }
+    }
+
+    /// Emits a session event to every attached connection (encoded once) and returns its id.
+    /// Persisted events are logged and followed by a `session.updated` lifecycle notification.
+    pub(crate) fn emit(
+        &mut self,
+        session_id: &str,
+        event_type: &str,
+        data: &Value,
+        ephemeral: bool,
+    ) -> Option<String> {
+        let id = self.ids.next_uuid();
+        let now = self.now;
+        let live = self.sessions.get_mut(session_id)?;
+        let event = live.session.record(id, event_type, data, ephemeral, now);
+        if event_type == "assistant.message" {
+            live.last_assistant = Some(event.clone());
+        }
+        let mut body = Vec::with_capacity(event.json.len() + 96);
+        body.extend_from_slice(
+            br#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"#,
+        );
+        push_json_str(&mut body, session_id);
+        body.extend_from_slice(br#","event":"#);
+        body.extend_from_slice(&event.json);
+        body.extend_from_slice(b"}}");
+        let streaming_only = event.is_streaming_delta();
+        let droppable = ephemeral && streaming_only;
+        let frames = FramedOnce::new(&body);
+        let live = self.sessions.get_mut(session_id)?;
+        let targets: smallvec::SmallVec<[(ConnId, bool); 8]> = live
+            .session
+            .attached
+            .iter()
+            .map(|(c, a)| (*c, a.streaming))
+            .collect();
+        for (conn, streaming) in targets {
+            if streaming_only && !streaming {
+                continue;
+            }
+            let Some(c) = self.conns.get(&conn) else {
+                continue;
+            };
+            let frame = frames.get(c.framing);
+            self.deliver(conn, frame, droppable);
+        }
+        if !ephemeral {
+            self.lifecycle("session.updated", session_id);
+        }
+        if event_type == "session.idle" || event_type == "session.error" {
+            self.finish_waiters(session_id, event_type == "session.error", data);
+        }
+        Some(event.id)
+    }
+
+    /// Sends a `session.lifecycle` notification to every connection.
+    pub(crate) fn lifecycle(&mut self, kind: &str, session_id: &str) {
+        let mut body = Vec::with_capacity(160);
+        body.extend_from_slice(
+            br#"{"jsonrpc":"2.0","method":"session.lifecycle","params":{"type":"#,
+        );
+        push_json_str(&mut body, kind);
+        body.extend_from_slice(br#","sessionId":"#);
+        push_json_str(&mut body, session_id);
+        if kind != "session.deleted" {
+            if let Some(live) = self.sessions.get(session_id) {
+                let s = &live.session;
+                body.extend_from_slice(br#","metadata":{"startTime":"#);
+                push_json_str(&mut body, &s.start_time.to_rfc3339());
+                body.extend_from_slice(br#","modifiedTime":"#);
+                push_json_str(&mut body, &s.modified_time.to_rfc3339());
+                if let Some(summary) = &s.summary {
+                    body.extend_from_slice(br#","summary":"#);
+                    push_json_str(&mut body, summary);
+                }
+                body.push(b'}');
+            }
+        }
+        body.extend_from_slice(b"}}");
+        let frames = FramedOnce::new(&body);
+        let targets: Vec<(ConnId, Framing)> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| !c.closing)
+            .map(|(id, c)| (*id, c.framing))
+            .collect();
+        for (conn, framing) in targets {
+            self.deliver(conn, frames.get(framing), false);
+        }
+    }
+
+    /// Answers `session.sendAndWait` callers when the turn ends.
+    fn finish_waiters(&mut self, session_id: &str, is_error: bool, data: &Value) {
+        let Some(live) = self.sessions.get_mut(session_id) else {
+            return;
+        };
+        if live.waiters.is_empty() {
+            return;
+        }
+        let waiters = std::mem::take(&mut live.waiters);
+        let last = live.last_assistant.take();
+        for (conn, id) in waiters {
+            let result = if is_error {
+                let message = data
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("session error")
+                    .to_owned();
+                Err(ErrorObject::new(jsonrpc::code::INTERNAL_ERROR, message))
+            } else {
+                let mut result = serde_json::Map::new();
+                if let Some(event) = &last {
+                    let value: Value = serde_json::from_slice(&event.json).unwrap_or(Value::Null);
+                    result.insert("response".into(), value);
+                }
+                let aborted = data
+                    .get("aborted")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                result.insert("aborted".into(), Value::Bool(aborted));
+                Ok(Value::Object(result))
+            };
+            self.respond(conn, &id, result);
+        }
+    }
+}
+
+/// A body framed at most once per framing, shared by every connection that receives it.
+struct FramedOnce<'a> {
+    body: &'a [u8],
+    content_length: std::cell::OnceCell<Bytes>,
+    ndjson: std::cell::OnceCell<Bytes>,
+}
+
+impl<'a> FramedOnce<'a> {
+    fn new(body: &'a [u8]) -> Self {
+        FramedOnce {
+            body,
+            content_length: std::cell::OnceCell::new(),
+            ndjson: std::cell::OnceCell::new(),
+        }
+    }
+
+    fn get(&self, framing: Framing) -> Bytes {
+        let cell = match framing {
+            Framing::ContentLength => &self.content_length,
+            Framing::Ndjson => &self.ndjson,
+        };
+        cell.get_or_init(|| {
+            let mut buf = BytesMut::with_capacity(self.body.len() + 32);
+            encode_frame(framing, self.body, &mut buf);
+            buf.freeze()
+        })
+        .clone()
+    }
+}
+
+impl fmt::Debug for Host {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Host")
+            .field("now", &self.now)
+            .field("connections", &self.conns.len())
+            .field("sessions", &self.sessions.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The request id named by a cancellation notification (`$/cancelRequest` as in LSP,
+/// `$/cancel_request` as in ACP; params `{id}`).
+fn cancel_target(method: &str, params: Option<&serde_json::value::RawValue>) -> Option<OwnedId> {
+    if method != "$/cancelRequest" && method != "$/cancel_request" {
+        return None;
+    }
+    #[derive(serde::Deserialize)]
+    struct Cancel<'a> {
+        #[serde(borrow)]
+        id: &'a serde_json::value::RawValue,
+    }
+    let cancel: Cancel<'_> = serde_json::from_str(params?.get()).ok()?;
+    OwnedId::parse(cancel.id.get())
+}

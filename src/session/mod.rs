@@ -1,0 +1,163 @@
+//! Sessions: the event log (durable vs ephemeral, the `parentId` chain) and who is attached.
+
+mod event;
+
+use indexmap::IndexMap;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::host::ConnId;
+use crate::Timestamp;
+
+pub(crate) use event::push_json_str;
+pub use event::{is_streaming_delta_type, Event};
+
+/// A tool a client declared on `session.create` / `session.resume`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolDecl {
+    /// Tool name.
+    pub name: String,
+    /// Description shown to the model and in permission prompts.
+    #[serde(default)]
+    pub description: String,
+    /// JSON Schema of the parameters.
+    #[serde(default)]
+    pub parameters: Option<Value>,
+    /// The tool runs without a permission prompt.
+    #[serde(default)]
+    pub skip_permission: bool,
+}
+
+/// A slash command a client declared.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct CommandDecl {
+    /// Command name without the slash.
+    pub name: String,
+    /// Description.
+    #[serde(default)]
+    pub description: String,
+}
+
+/// What one connection declared when it attached to a session.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Attachment {
+    /// The connection wants streaming (delta) events.
+    pub streaming: bool,
+    /// The connection answers permission prompts.
+    pub request_permission: bool,
+    /// The connection answers elicitation requests.
+    pub request_elicitation: bool,
+    /// Tools this connection provides.
+    pub tools: Vec<ToolDecl>,
+    /// Commands this connection provides.
+    pub commands: Vec<CommandDecl>,
+}
+
+/// One session: its metadata, its persisted events and its attached connections.
+#[derive(Debug)]
+pub struct Session {
+    /// The session id (chosen by the client).
+    pub id: String,
+    /// When the session started.
+    pub start_time: Timestamp,
+    /// When the last persisted event was written.
+    pub modified_time: Timestamp,
+    /// Working directory the client declared.
+    pub cwd: Option<String>,
+    /// Selected model, as the client asked.
+    pub model: Option<String>,
+    /// First prompt, used as the session's summary.
+    pub summary: Option<String>,
+    /// Persisted events in order.
+    events: Vec<Event>,
+    /// Id of the most recent persisted event (the next event's `parentId`).
+    last_persisted: Option<String>,
+    /// Attached connections in attach order, with what each declared.
+    pub attached: IndexMap<ConnId, Attachment>,
+}
+
+impl Session {
+    /// A new, empty session.
+    pub fn new(id: String, now: Timestamp) -> Self {
+        Session {
+            id,
+            start_time: now,
+            modified_time: now,
+            cwd: None,
+            model: None,
+            summary: None,
+            events: Vec::new(),
+            last_persisted: None,
+            attached: IndexMap::new(),
+        }
+    }
+
+    /// Creates an event with the next `parentId`, records it if persisted, and returns it.
+    pub fn record(
+        &mut self,
+        id: String,
+        event_type: &str,
+        data: &Value,
+        ephemeral: bool,
+        now: Timestamp,
+    ) -> Event {
+        let event = Event::new(
+            id,
+            event_type,
+            data,
+            ephemeral,
+            now,
+            self.last_persisted.as_deref(),
+        );
+        if !ephemeral {
+            self.last_persisted = Some(event.id.clone());
+            self.modified_time = now;
+            self.events.push(event.clone());
+        }
+        event
+    }
+
+    /// Restores a persisted event loaded from a store (its JSON as written), keeping the
+    /// `parentId` chain going from it.
+    pub fn restore(&mut self, event: Event, time: Timestamp) {
+        self.last_persisted = Some(event.id.clone());
+        self.modified_time = time;
+        self.events.push(event);
+    }
+
+    /// Persisted events in order.
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    /// Whether any attached connection wants streaming deltas.
+    pub fn any_streaming(&self) -> bool {
+        self.attached.values().any(|a| a.streaming)
+    }
+
+    /// Whether any attached connection answers permission prompts.
+    pub fn any_permission_handler(&self) -> bool {
+        self.attached.values().any(|a| a.request_permission)
+    }
+
+    /// Whether any attached connection answers elicitation.
+    pub fn any_elicitation_handler(&self) -> bool {
+        self.attached.values().any(|a| a.request_elicitation)
+    }
+
+    /// The connection providing tool `name` (the earliest attached declarer) and its declaration.
+    pub fn tool_provider(&self, name: &str) -> Option<(ConnId, &ToolDecl)> {
+        self.attached
+            .iter()
+            .find_map(|(c, a)| a.tools.iter().find(|t| t.name == name).map(|t| (*c, t)))
+    }
+
+    /// All commands declared by attached connections, in attach order.
+    pub fn commands(&self) -> Vec<&CommandDecl> {
+        self.attached
+            .values()
+            .flat_map(|a| a.commands.iter())
+            .collect()
+    }
+}
