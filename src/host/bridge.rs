@@ -146,19 +146,18 @@ impl Host {
             &json!({"requestId": request_id, "permissionRequest": request}),
             false,
         );
-        if has_handler {
-            if let Some(live) = self.sessions.get_mut(session) {
-                live.pending.insert(
-                    request_id,
-                    Pending::Permission {
-                        tool_call_id: tool_call_id.to_owned(),
-                        tool_name: name.to_owned(),
-                        arguments: arguments.clone(),
-                        request,
-                    },
-                );
-            }
-        } else {
+        if let Some(live) = self.sessions.get_mut(session) {
+            live.pending.insert(
+                request_id.clone(),
+                Pending::Permission {
+                    tool_call_id: tool_call_id.to_owned(),
+                    tool_name: name.to_owned(),
+                    arguments: arguments.clone(),
+                    request,
+                },
+            );
+        }
+        if !has_handler {
             // Nobody can answer: resolve at once instead of waiting forever.
             self.resolve_permission(session, &request_id, &json!({"kind": "user-not-available"}));
         }

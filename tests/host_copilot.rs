@@ -1,0 +1,799 @@
+//! The session host driven through its sans-IO API with Content-Length frames, checking the
+//! Copilot SDK dialect's behaviour that clients depend on (reference `copilot-sdk.md` §2-§7).
+
+use std::time::Duration;
+
+use agentwire::agent::Scenario;
+use agentwire::frame::{FrameDecoder, FrameLimits, Framing};
+use agentwire::host::{ConnId, Host, HostConfig, Output};
+use agentwire::Timestamp;
+use serde_json::{json, Value};
+
+const T0: u64 = 1_795_983_976_952;
+
+/// A test peer: frames requests into the host and decodes what the host writes back.
+struct Peer {
+    conn: ConnId,
+    decoder: FrameDecoder,
+    next_id: u64,
+    inbox: Vec<Value>,
+}
+
+struct World {
+    host: Host,
+    now: Timestamp,
+    /// Frames written to connections, not yet handed to their peer.
+    stash: std::collections::BTreeMap<ConnId, Vec<bytes::Bytes>>,
+}
+
+impl World {
+    fn new(config: HostConfig) -> Self {
+        World {
+            host: Host::new(config),
+            now: Timestamp::from_millis(T0),
+            stash: Default::default(),
+        }
+    }
+
+    fn connect(&mut self) -> Peer {
+        let conn = self.host.open(self.now, Framing::ContentLength);
+        Peer {
+            conn,
+            decoder: FrameDecoder::new(Framing::ContentLength, FrameLimits::default()),
+            next_id: 0,
+            inbox: Vec::new(),
+        }
+    }
+
+    fn send_raw(&mut self, peer: &Peer, bytes: &[u8]) {
+        self.now = self.now.saturating_add(Duration::from_millis(1));
+        self.host.handle_bytes(self.now, peer.conn, bytes);
+    }
+
+    fn send_frame(&mut self, peer: &Peer, body: &Value) {
+        let body = serde_json::to_vec(body).unwrap();
+        let mut wire = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+        wire.extend_from_slice(&body);
+        // Split the frame to exercise incremental decoding.
+        let (a, b) = wire.split_at(wire.len() / 2);
+        self.send_raw(peer, a);
+        self.send_raw(peer, b);
+    }
+
+    /// Drains everything the host wrote, then hands each given peer its frames.
+    fn pump(&mut self, peers: &mut [&mut Peer]) {
+        while let Some(conn) = self.host.poll_ready() {
+            while let Some(frame) = self.host.poll_transmit(conn) {
+                self.stash.entry(conn).or_default().push(frame);
+            }
+        }
+        for peer in peers.iter_mut() {
+            for frame in self.stash.remove(&peer.conn).unwrap_or_default() {
+                peer.decoder.push(&frame).unwrap();
+                while let Some(body) = peer.decoder.next_frame().unwrap() {
+                    peer.inbox.push(serde_json::from_slice(&body).unwrap());
+                }
+            }
+        }
+    }
+
+    /// Sends a request and returns its response (pumping all peers).
+    fn call(
+        &mut self,
+        peer: &mut Peer,
+        others: &mut [&mut Peer],
+        method: &str,
+        params: Value,
+    ) -> Value {
+        let id = peer.next_id;
+        peer.next_id += 1;
+        self.send_frame(
+            peer,
+            &json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}),
+        );
+        let mut all: Vec<&mut Peer> = vec![peer];
+        all.extend(others.iter_mut().map(|p| &mut **p));
+        self.pump(&mut all);
+        let peer = &all[0];
+        peer.inbox
+            .iter()
+            .find(|m| m["id"] == json!(id))
+            .cloned()
+            .unwrap_or_else(|| panic!("no response to {method}"))
+    }
+
+    /// Fires timers until none is left (the scripted agent's sleeps).
+    fn run_timers(&mut self, peers: &mut [&mut Peer]) {
+        while let Some(t) = self.host.poll_timeout() {
+            self.now = t;
+            self.host.handle_timeout(t);
+            self.pump(peers);
+        }
+    }
+}
+
+impl Peer {
+    fn events(&self, session: &str) -> Vec<Value> {
+        self.inbox
+            .iter()
+            .filter(|m| m["method"] == "session.event" && m["params"]["sessionId"] == session)
+            .map(|m| m["params"]["event"].clone())
+            .collect()
+    }
+
+    fn types(&self, session: &str) -> Vec<String> {
+        self.events(session)
+            .iter()
+            .map(|e| e["type"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    fn event(&self, session: &str, ty: &str) -> Value {
+        self.events(session)
+            .into_iter()
+            .find(|e| e["type"] == ty)
+            .unwrap_or_else(|| panic!("no {ty} event"))
+    }
+
+    fn lifecycle(&self) -> Vec<(String, String)> {
+        self.inbox
+            .iter()
+            .filter(|m| m["method"] == "session.lifecycle")
+            .map(|m| {
+                (
+                    m["params"]["type"].as_str().unwrap().to_owned(),
+                    m["params"]["sessionId"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    }
+}
+
+fn weather_tool() -> Value {
+    json!([{"name":"get_weather","description":"Get weather for a city",
+            "parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}])
+}
+
+fn create(w: &mut World, p: &mut Peer, id: &str, extra: Value) -> Value {
+    let mut params = json!({"sessionId": id, "requestPermission": true, "streaming": false});
+    for (k, v) in extra.as_object().unwrap() {
+        params[k] = v.clone();
+    }
+    w.call(p, &mut [], "session.create", params)
+}
+
+fn only_subsequence(types: &[String], expected: &[&str]) -> bool {
+    let mut it = types.iter();
+    expected.iter().all(|e| it.any(|t| t == e))
+}
+
+#[test]
+fn handshake_and_bookkeeping_methods() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "connect",
+        json!({"supportedTaskKinds":["agent","client","shell"]}),
+    );
+    assert_eq!(r["result"]["protocolVersion"], 3);
+    assert_eq!(r["result"]["ok"], true);
+    assert_eq!(
+        r["result"]["taskKinds"],
+        json!(["agent", "shell", "client"])
+    );
+    let r = w.call(&mut p, &mut [], "ping", json!({"message":"interop"}));
+    assert_eq!(r["result"]["message"], "pong: interop");
+    assert_eq!(r["result"]["protocolVersion"], 3);
+    assert!(r["result"]["timestamp"].as_str().unwrap().ends_with('Z'));
+    let r = w.call(&mut p, &mut [], "status.get", json!({}));
+    assert_eq!(r["result"]["protocolVersion"], 3);
+    let r = w.call(&mut p, &mut [], "models.list", json!({}));
+    assert!(r["result"]["models"].is_array());
+    let r = w.call(&mut p, &mut [], "no.such.method", json!({}));
+    assert_eq!(r["error"]["code"], -32601);
+    assert_eq!(r["error"]["message"], "Unhandled method no.such.method");
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId":"does-not-exist","prompt":"x"}),
+    );
+    assert_eq!(r["error"]["code"], -32603);
+    assert_eq!(
+        r["error"]["message"],
+        "Request session.send failed with message: Session not found for sessionId: does-not-exist"
+    );
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.getMetadata",
+        json!({"sessionId":"does-not-exist"}),
+    );
+    assert_eq!(r["result"], json!({}));
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.resume",
+        json!({"sessionId":"does-not-exist"}),
+    );
+    assert_eq!(r["error"]["code"], -32603);
+}
+
+#[test]
+fn connection_token_is_enforced() {
+    let config = HostConfig {
+        connection_token: Some("secret".into()),
+        ..HostConfig::default()
+    };
+    let mut w = World::new(config);
+    let mut p = w.connect();
+    let r = w.call(&mut p, &mut [], "ping", json!({"message":"hi"}));
+    assert_eq!(
+        r["error"],
+        json!({"code":-32001,"message":"AUTHENTICATION_REQUIRED"})
+    );
+    let r = w.call(&mut p, &mut [], "connect", json!({"token":"nope"}));
+    assert_eq!(
+        r["error"],
+        json!({"code":-32002,"message":"AUTHENTICATION_FAILED"})
+    );
+    let r = w.call(&mut p, &mut [], "connect", json!({}));
+    assert_eq!(r["error"]["code"], -32002);
+    let r = w.call(&mut p, &mut [], "connect", json!({"token":"secret"}));
+    assert_eq!(r["result"]["taskKinds"], json!(["agent", "shell"]));
+    let r = w.call(&mut p, &mut [], "ping", json!({}));
+    assert_eq!(r["result"]["message"], "pong");
+}
+
+#[test]
+fn a_plain_turn_has_the_runtime_event_order_and_envelope() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    let sid = "c766e7de-b35d-4fc8-8596-fc5fb367963b";
+    let r = create(
+        &mut w,
+        &mut p,
+        sid,
+        json!({"workingDirectory":"/home/user/project"}),
+    );
+    assert_eq!(r["result"]["sessionId"], sid);
+    assert_eq!(r["result"]["capabilities"]["ui"]["elicitation"], false);
+    // The response precedes session.start, which precedes session.created.
+    let pos = |pred: &dyn Fn(&Value) -> bool| p.inbox.iter().position(pred).unwrap();
+    let resp = pos(&|m| m["id"] == 0);
+    let start = pos(&|m| m["params"]["event"]["type"] == "session.start");
+    let created = pos(&|m| m["params"]["type"] == "session.created");
+    assert!(resp < start && start < created);
+
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": sid, "prompt": "hello"}),
+    );
+    let message_id = r["result"]["messageId"].as_str().unwrap().to_owned();
+    let types = p.types(sid);
+    assert_eq!(
+        types,
+        [
+            "session.start",
+            "user.message",
+            "assistant.turn_start",
+            "assistant.message",
+            "assistant.turn_end",
+            "session.idle"
+        ]
+    );
+    let events = p.events(sid);
+    assert_eq!(
+        p.event(sid, "user.message")["data"]["messageId"],
+        message_id.as_str()
+    );
+    let reply = p.event(sid, "assistant.message");
+    assert_eq!(reply["data"]["content"], "You said: hello");
+    assert_eq!(reply["data"]["originatingMessageId"], message_id.as_str());
+    // Envelope: UUID ids, RFC 3339 timestamps, parentId chain over persisted events.
+    let mut last_persisted: Option<String> = None;
+    for e in &events {
+        let id = e["id"].as_str().unwrap();
+        assert_eq!(id.len(), 36, "uuid {id}");
+        assert!(e["timestamp"].as_str().unwrap().ends_with('Z'));
+        assert!(e["data"].is_object());
+        match &last_persisted {
+            None => assert_eq!(e["parentId"], Value::Null),
+            Some(pid) => assert_eq!(e["parentId"], pid.as_str()),
+        }
+        let ephemeral = e.get("ephemeral").is_some();
+        if ephemeral {
+            assert_eq!(e["ephemeral"], true);
+        } else {
+            last_persisted = Some(id.to_owned());
+        }
+    }
+    assert_eq!(p.event(sid, "session.idle")["ephemeral"], true);
+    // getMessages holds the persisted events only, in order.
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.getMessages",
+        json!({"sessionId": sid}),
+    );
+    let stored: Vec<Value> = r["result"]["events"].as_array().unwrap().clone();
+    let persisted: Vec<Value> = events
+        .into_iter()
+        .filter(|e| e.get("ephemeral").is_none())
+        .collect();
+    assert_eq!(stored, persisted);
+    // Persisted events trigger session.updated; ephemeral ones do not.
+    let updated = p
+        .lifecycle()
+        .iter()
+        .filter(|(t, _)| t == "session.updated")
+        .count();
+    assert_eq!(updated, persisted.len());
+    // list / metadata / last id.
+    let r = w.call(&mut p, &mut [], "session.list", json!({}));
+    assert_eq!(r["result"]["sessions"][0]["sessionId"], sid);
+    assert_eq!(r["result"]["sessions"][0]["summary"], "hello");
+    assert_eq!(
+        r["result"]["sessions"][0]["context"]["cwd"],
+        "/home/user/project"
+    );
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.getMetadata",
+        json!({"sessionId": sid}),
+    );
+    assert_eq!(r["result"]["session"]["sessionId"], sid);
+    let r = w.call(&mut p, &mut [], "session.getLastId", json!({}));
+    assert_eq!(r["result"]["sessionId"], sid);
+}
+
+#[test]
+fn tool_turn_with_permission_runs_on_the_declaring_client() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    let sid = "s1";
+    create(&mut w, &mut p, sid, json!({"tools": weather_tool()}));
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": sid, "prompt": "What is the weather in Paris?"}),
+    );
+    let perm = p.event(sid, "permission.requested");
+    assert_eq!(perm["data"]["permissionRequest"]["kind"], "custom-tool");
+    assert_eq!(perm["data"]["permissionRequest"]["toolName"], "get_weather");
+    assert_eq!(
+        perm["data"]["permissionRequest"]["args"],
+        json!({"city":"Paris"})
+    );
+    let rid = perm["data"]["requestId"].as_str().unwrap().to_owned();
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId": sid, "requestId": rid, "result": {"kind":"approve-once"}}),
+    );
+    assert_eq!(r["result"], json!({"success": true}));
+    let req = p.event(sid, "external_tool.requested");
+    assert_eq!(req["data"]["arguments"], json!({"city":"Paris"}));
+    assert_eq!(req["data"]["sessionId"], sid);
+    let tool_rid = req["data"]["requestId"].as_str().unwrap().to_owned();
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.tools.handlePendingToolCall",
+        json!({"sessionId": sid, "requestId": tool_rid, "result": "sunny"}),
+    );
+    assert_eq!(r["result"], json!({"success": true}));
+    // A duplicate answer gets success:false and changes nothing.
+    let before = p.events(sid).len();
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.tools.handlePendingToolCall",
+        json!({"sessionId": sid, "requestId": tool_rid, "result": "rainy"}),
+    );
+    assert_eq!(r["result"], json!({"success": false}));
+    assert_eq!(p.events(sid).len(), before);
+    let types = p.types(sid);
+    assert!(
+        only_subsequence(
+            &types,
+            &[
+                "user.message",
+                "assistant.turn_start",
+                "assistant.message",
+                "tool.execution_start",
+                "permission.requested",
+                "permission.completed",
+                "external_tool.requested",
+                "external_tool.completed",
+                "tool.execution_complete",
+                "assistant.turn_end",
+                "assistant.turn_start",
+                "assistant.message",
+                "assistant.turn_end",
+                "session.idle"
+            ]
+        ),
+        "{types:?}"
+    );
+    let done = p.event(sid, "tool.execution_complete");
+    assert_eq!(done["data"]["success"], true);
+    assert_eq!(done["data"]["result"]["content"], "sunny");
+    let first = p.event(sid, "assistant.message");
+    assert_eq!(first["data"]["toolRequests"][0]["name"], "get_weather");
+    assert_eq!(
+        first["data"]["toolRequests"][0]["toolCallId"],
+        done["data"]["toolCallId"]
+    );
+    let last = p
+        .events(sid)
+        .into_iter()
+        .rev()
+        .find(|e| e["type"] == "assistant.message")
+        .unwrap();
+    assert_eq!(last["data"]["content"], "It is sunny in Paris.");
+    assert_eq!(
+        p.event(sid, "permission.completed")["data"]["result"],
+        json!({"kind":"approved"})
+    );
+}
+
+#[test]
+fn rejected_permission_denies_the_tool() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({"tools": weather_tool()}));
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "weather?"}),
+    );
+    let rid = p.event("s", "permission.requested")["data"]["requestId"].clone();
+    w.call(&mut p, &mut [], "session.permissions.handlePendingPermissionRequest",
+           json!({"sessionId": "s", "requestId": rid, "result": {"kind":"reject","feedback":"not now"}}));
+    assert_eq!(
+        p.event("s", "permission.completed")["data"]["result"],
+        json!({"kind":"denied-interactively-by-user","feedback":"not now"})
+    );
+    assert!(!p.types("s").contains(&"external_tool.requested".to_owned()));
+    let done = p.event("s", "tool.execution_complete");
+    assert_eq!(done["data"]["success"], false);
+    assert_eq!(
+        done["data"]["error"],
+        json!({"message":"The user rejected this tool call. User feedback: not now","code":"denied"})
+    );
+    assert_eq!(p.types("s").last().unwrap(), "session.idle");
+}
+
+#[test]
+fn two_clients_answer_one_permission_and_exactly_one_wins() {
+    let mut w = World::new(HostConfig::default());
+    let mut a = w.connect();
+    let mut b = w.connect();
+    create(&mut w, &mut a, "s", json!({"tools": weather_tool()}));
+    let r = w.call(
+        &mut b,
+        &mut [&mut a],
+        "session.resume",
+        json!({"sessionId":"s","requestPermission":true,"disableResume":true}),
+    );
+    assert_eq!(r["result"]["sessionId"], "s");
+    w.call(
+        &mut a,
+        &mut [&mut b],
+        "session.send",
+        json!({"sessionId":"s","prompt":"weather"}),
+    );
+    // Both see the same prompt.
+    let rid = a.event("s", "permission.requested")["data"]["requestId"].clone();
+    assert_eq!(
+        b.event("s", "permission.requested")["data"]["requestId"],
+        rid
+    );
+    let ra = w.call(
+        &mut a,
+        &mut [&mut b],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId":"s","requestId":rid,"result":{"kind":"approve-once"}}),
+    );
+    let rb = w.call(
+        &mut b,
+        &mut [&mut a],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId":"s","requestId":rid,"result":{"kind":"reject"}}),
+    );
+    assert_eq!(ra["result"]["success"], true);
+    assert_eq!(rb["result"]["success"], false);
+    let completions = b
+        .types("s")
+        .iter()
+        .filter(|t| *t == "permission.completed")
+        .count();
+    assert_eq!(completions, 1);
+    assert_eq!(
+        a.types("s"),
+        b.types("s"),
+        "both connections see the same event stream"
+    );
+}
+
+#[test]
+fn tool_owner_disconnecting_mid_call_still_ends_the_turn() {
+    let mut w = World::new(HostConfig::default());
+    let mut a = w.connect();
+    let mut b = w.connect();
+    create(&mut w, &mut a, "s", json!({"requestPermission": false}));
+    // B provides the tool, A drives the session.
+    w.call(
+        &mut b,
+        &mut [&mut a],
+        "session.resume",
+        json!({"sessionId":"s","tools": [{"name":"get_weather","skipPermission":true}]}),
+    );
+    w.call(
+        &mut a,
+        &mut [&mut b],
+        "session.send",
+        json!({"sessionId":"s","prompt":"weather"}),
+    );
+    assert!(a.types("s").contains(&"external_tool.requested".to_owned()));
+    assert!(
+        !a.types("s").contains(&"permission.requested".to_owned()),
+        "skipPermission"
+    );
+    w.now = w.now.saturating_add(Duration::from_millis(5));
+    w.host.handle_eof(w.now, b.conn);
+    w.pump(&mut [&mut a]);
+    let done = a.event("s", "tool.execution_complete");
+    assert_eq!(done["data"]["success"], false);
+    assert_eq!(done["data"]["error"]["code"], "failure");
+    assert_eq!(a.types("s").last().unwrap(), "session.idle");
+    assert!(a.types("s").contains(&"external_tool.completed".to_owned()));
+}
+
+#[test]
+fn without_a_permission_handler_the_prompt_is_denied_not_left_waiting() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"requestPermission": false, "tools": weather_tool()}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId":"s","prompt":"weather"}),
+    );
+    assert_eq!(
+        p.event("s", "permission.completed")["data"]["result"]["kind"],
+        "denied-no-approval-rule-and-could-not-request-from-user"
+    );
+    assert_eq!(
+        p.event("s", "tool.execution_complete")["data"]["error"]["message"],
+        "Permission denied and could not request permission from user"
+    );
+    assert_eq!(p.types("s").last().unwrap(), "session.idle");
+}
+
+#[test]
+fn streaming_deltas_reach_only_streaming_clients() {
+    let mut w = World::new(HostConfig::default());
+    let mut a = w.connect();
+    let mut b = w.connect();
+    create(&mut w, &mut a, "s", json!({"streaming": true}));
+    w.call(
+        &mut b,
+        &mut [&mut a],
+        "session.resume",
+        json!({"sessionId":"s","streaming":false}),
+    );
+    w.call(
+        &mut a,
+        &mut [&mut b],
+        "session.send",
+        json!({"sessionId":"s","prompt":"hi there"}),
+    );
+    let deltas: String = a
+        .events("s")
+        .iter()
+        .filter(|e| e["type"] == "assistant.message_delta")
+        .map(|e| e["data"]["deltaContent"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(deltas, "You said: hi there");
+    assert!(!b
+        .types("s")
+        .iter()
+        .any(|t| t.starts_with("assistant.message_")));
+    assert!(b.types("s").contains(&"assistant.message".to_owned()));
+    for e in a
+        .events("s")
+        .iter()
+        .filter(|e| e["type"] == "assistant.message_delta")
+    {
+        assert_eq!(e["ephemeral"], true);
+    }
+}
+
+#[test]
+fn scenario_sleep_error_and_raw_events_follow_the_timers() {
+    let scenario = Scenario::from_json(r#"{"default":[{"sleep_ms":250},{"event":"session.title_changed","data":{"title":"T"},"ephemeral":true},{"error":"boom"}]}"#).unwrap();
+    let mut w = World::new(HostConfig::with_scenario(scenario));
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({}));
+    let start = w.now;
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId":"s","prompt":"x"}),
+    );
+    assert!(
+        !p.types("s").contains(&"session.title_changed".to_owned()),
+        "not before the sleep"
+    );
+    let deadline = w.host.poll_timeout().expect("a timer is armed");
+    assert!(deadline.saturating_duration_since(start) >= Duration::from_millis(250));
+    w.run_timers(&mut [&mut p]);
+    let types = p.types("s");
+    assert!(
+        only_subsequence(
+            &types,
+            &[
+                "session.title_changed",
+                "session.error",
+                "assistant.turn_end",
+                "session.idle"
+            ]
+        ),
+        "{types:?}"
+    );
+    assert_eq!(p.event("s", "session.error")["data"]["message"], "boom");
+    assert!(w.host.poll_timeout().is_none());
+}
+
+#[test]
+fn send_and_wait_answers_when_the_turn_ends() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({}));
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.sendAndWait",
+        json!({"sessionId":"s","prompt":"yo"}),
+    );
+    assert_eq!(r["result"]["aborted"], false);
+    assert_eq!(r["result"]["response"]["type"], "assistant.message");
+    assert_eq!(r["result"]["response"]["data"]["content"], "You said: yo");
+}
+
+#[test]
+fn detach_writes_shutdown_and_delete_notifies_everyone_first() {
+    let mut w = World::new(HostConfig::default());
+    let mut a = w.connect();
+    let mut b = w.connect();
+    create(&mut w, &mut a, "s", json!({}));
+    w.call(
+        &mut a,
+        &mut [&mut b],
+        "session.send",
+        json!({"sessionId":"s","prompt":"x"}),
+    );
+    let r = w.call(
+        &mut a,
+        &mut [&mut b],
+        "session.detach",
+        json!({"sessionId":"s"}),
+    );
+    assert_eq!(r["result"], json!({"success": true}));
+    let stored = w.host.session_events("s").unwrap();
+    assert_eq!(stored.last().unwrap().event_type, "session.shutdown");
+    let shutdown_id = stored.last().unwrap().id.clone();
+    // Resume continues the parentId chain from session.shutdown.
+    w.call(
+        &mut a,
+        &mut [&mut b],
+        "session.resume",
+        json!({"sessionId":"s"}),
+    );
+    let resume = a.event("s", "session.resume");
+    assert_eq!(resume["parentId"], shutdown_id.as_str());
+    let r = w.call(
+        &mut a,
+        &mut [&mut b],
+        "session.delete",
+        json!({"sessionId":"s"}),
+    );
+    assert_eq!(r["result"], json!({"success": true}));
+    let deleted_at = a
+        .inbox
+        .iter()
+        .position(|m| m["params"]["type"] == "session.deleted")
+        .unwrap();
+    let resp_at = a.inbox.iter().position(|m| m["id"] == r["id"]).unwrap();
+    assert!(
+        deleted_at < resp_at,
+        "session.deleted precedes the delete response"
+    );
+    assert!(b
+        .lifecycle()
+        .contains(&("session.deleted".into(), "s".into())));
+    assert_eq!(w.host.session_count(), 0);
+}
+
+#[test]
+fn malformed_input_gets_json_rpc_errors_and_framing_errors_close_with_a_reason() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    w.send_raw(&p, b"Content-Length: 5\r\n\r\n{oops");
+    w.send_raw(&p, b"Content-Length: 2\r\n\r\n[]");
+    w.pump(&mut [&mut p]);
+    assert_eq!(p.inbox[0]["error"]["code"], -32700);
+    assert_eq!(p.inbox[0]["id"], Value::Null);
+    assert_eq!(p.inbox[1]["error"]["code"], -32600);
+    // The connection still works.
+    let r = w.call(&mut p, &mut [], "ping", json!({}));
+    assert_eq!(r["result"]["message"], "pong");
+    // A bad header is a connection-level error: a reason, then a close.
+    w.send_raw(&p, b"Content-Length: -1\r\n\r\n");
+    w.pump(&mut [&mut p]);
+    let last = p.inbox.last().unwrap();
+    assert_eq!(last["id"], Value::Null);
+    assert!(
+        last["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("framing error"),
+        "{last}"
+    );
+    match w.host.poll_output() {
+        Some(Output::Close { conn, reason }) => {
+            assert_eq!(conn, p.conn);
+            assert!(reason.contains("Content-Length"), "{reason}");
+        }
+        other => panic!("expected a close, got {other:?}"),
+    }
+}
+
+#[test]
+fn runtime_shutdown_answers_then_asks_the_runtime_to_stop() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    let r = w.call(&mut p, &mut [], "runtime.shutdown", json!({}));
+    assert_eq!(r["result"], json!({}));
+    assert!(matches!(
+        w.host.poll_output(),
+        Some(Output::Shutdown { .. })
+    ));
+}
+
+#[test]
+fn same_seed_and_inputs_replay_identically() {
+    let run = || {
+        let mut w = World::new(HostConfig {
+            seed: 42,
+            ..HostConfig::default()
+        });
+        let mut p = w.connect();
+        create(&mut w, &mut p, "s", json!({"tools": weather_tool()}));
+        w.call(
+            &mut p,
+            &mut [],
+            "session.send",
+            json!({"sessionId":"s","prompt":"weather"}),
+        );
+        p.inbox
+    };
+    assert_eq!(run(), run());
+}
