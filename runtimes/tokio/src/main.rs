@@ -1,1 +1,207 @@
-fn main() {}
+//! `agentwire`: a scripted, model-free stand-in for the Copilot CLI server (protocol v3).
+//!
+//! Run with no arguments to serve on TCP with the built-in defaults; see `--help`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use agentwire_tokio::agentwire::agent::Scenario;
+use agentwire_tokio::agentwire::host::HostConfig;
+use agentwire_tokio::{Server, Stopped};
+use clap::Parser;
+use tracing::{error, info};
+
+const DEFAULT_HOST: &str = "127.0.0.1";
+
+const AFTER_HELP: &str = "\
+With no mode flag (neither --stdio nor --port) the server listens on TCP at 127.0.0.1 on a free \
+port, so `cargo run -p agentwire-tokio` just works.
+
+In TCP mode the only line on stdout is `listening on port N`; in --stdio mode stdout carries only \
+Content-Length framed JSON-RPC. Logs go to stderr (filter with RUST_LOG, default `warn`).
+
+If COPILOT_CONNECTION_TOKEN is set, clients must send it in `connect` before anything else.
+The process exits 0 after a client calls `runtime.shutdown` (or, with --stdio, when stdin ends).
+
+Also accepted and ignored, for compatibility with the Copilot SDKs: --no-auto-update, \
+--log-level L, --no-auto-login, --auth-token-env NAME, --session-idle-timeout S, --remote.";
+
+/// A sans-IO protocol host for AI-agent sessions, wire-compatible with the Copilot SDK
+/// protocol v3 (Content-Length framed JSON-RPC over stdio or TCP). It runs scripted agent
+/// turns, no model.
+#[derive(Parser, Debug)]
+#[command(name = "agentwire", version, after_help = AFTER_HELP)]
+struct Cli {
+    /// JSON-RPC server mode (the default; accepted for compatibility).
+    #[arg(long)]
+    server: bool,
+
+    /// JSON-RPC server mode, as the Copilot SDKs pass it (the default).
+    #[arg(long)]
+    headless: bool,
+
+    /// Serve one connection on stdin/stdout instead of TCP.
+    #[arg(long)]
+    stdio: bool,
+
+    /// TCP port to listen on; 0 picks a free port [default: 0].
+    #[arg(long, value_name = "N")]
+    port: Option<u16>,
+
+    /// Address to listen on [default: 127.0.0.1].
+    #[arg(long, value_name = "ADDR")]
+    host: Option<String>,
+
+    /// Scenario file (JSON) that scripts the agent's turns; default: the built-in scenario.
+    #[arg(long, value_name = "FILE")]
+    scenario: Option<PathBuf>,
+
+    /// Seed for generated ids (session, event and message ids), for reproducible runs;
+    /// default: a random seed from the OS.
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+
+    #[arg(long, hide = true)]
+    no_auto_update: bool,
+
+    #[arg(long, hide = true, value_name = "L")]
+    log_level: Option<String>,
+
+    #[arg(long, hide = true)]
+    no_auto_login: bool,
+
+    #[arg(long, hide = true, value_name = "NAME")]
+    auth_token_env: Option<String>,
+
+    #[arg(long, hide = true, value_name = "S")]
+    session_idle_timeout: Option<String>,
+
+    #[arg(long, hide = true)]
+    remote: bool,
+}
+
+/// What to serve on.
+enum Mode {
+    Stdio,
+    Tcp { host: String, port: u16 },
+}
+
+/// A usage or setup error: printed as `error: ...`, exit code 2.
+struct UsageError(String);
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+
+    let (mode, config) = match setup(&cli) {
+        Ok(ok) => ok,
+        Err(UsageError(msg)) => {
+            eprintln!("error: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = runtime.block_on(run(mode, config));
+    // The stdin reader may be parked in a blocking read; don't wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    code
+}
+
+fn setup(cli: &Cli) -> Result<(Mode, HostConfig), UsageError> {
+    let mode = if cli.stdio {
+        if cli.port.is_some() {
+            return Err(UsageError("--stdio cannot be combined with --port".into()));
+        }
+        if cli.host.is_some() {
+            return Err(UsageError("--stdio cannot be combined with --host".into()));
+        }
+        Mode::Stdio
+    } else {
+        Mode::Tcp {
+            host: cli.host.clone().unwrap_or_else(|| DEFAULT_HOST.to_owned()),
+            port: cli.port.unwrap_or(0),
+        }
+    };
+
+    let mut config = match &cli.scenario {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                UsageError(format!("cannot read scenario file {}: {e}", path.display()))
+            })?;
+            let scenario = Scenario::from_json(&text).map_err(|e| {
+                UsageError(format!("invalid scenario file {}: {e}", path.display()))
+            })?;
+            HostConfig::with_scenario(scenario)
+        }
+        None => HostConfig::default(),
+    };
+    config.seed = cli.seed.unwrap_or_else(os_seed);
+    config.connection_token = std::env::var("COPILOT_CONNECTION_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty());
+    Ok((mode, config))
+}
+
+async fn run(mode: Mode, config: HostConfig) -> ExitCode {
+    let server = Server::new(config);
+    let stopped = match mode {
+        Mode::Stdio => {
+            info!("serving on stdio");
+            server.serve_stdio().await
+        }
+        Mode::Tcp { host, port } => {
+            let (addr, serving) = match server.bind_tcp((host.as_str(), port)).await {
+                Ok(bound) => bound,
+                Err(e) => {
+                    error!(%host, port, error = %e, "cannot listen");
+                    eprintln!("error: cannot listen on {host}:{port}: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            info!(%addr, "listening");
+            let mut stdout = std::io::stdout().lock();
+            if writeln!(stdout, "listening on port {}", addr.port())
+                .and_then(|()| stdout.flush())
+                .is_err()
+            {
+                // Nobody reads stdout (the SDK ignores it after the port line); keep serving.
+                info!("stdout is closed");
+            }
+            drop(stdout);
+            serving.await
+        }
+    };
+    match stopped {
+        Stopped::Shutdown { reason } => info!(%reason, "shut down"),
+        Stopped::Disconnected => info!("connection closed"),
+    }
+    ExitCode::SUCCESS
+}
+
+/// A seed from the OS: `RandomState` keys come from the OS's random source; mixed with the
+/// time and the process id for good measure.
+fn os_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    h.write_u128(nanos);
+    h.write_u32(std::process::id());
+    h.finish()
+}

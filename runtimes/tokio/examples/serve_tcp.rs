@@ -1,0 +1,33 @@
+//! Serves the built-in scenario on TCP until a client calls `runtime.shutdown`.
+//!
+//! ```sh
+//! cargo run -p agentwire-tokio --example serve_tcp            # a free port
+//! cargo run -p agentwire-tokio --example serve_tcp -- 4321    # a fixed port
+//! ```
+//!
+//! Point a Copilot SDK at it with `RuntimeConnection.forUri("127.0.0.1:<port>")` (Node) or
+//! `RuntimeConnection.for_uri("127.0.0.1:<port>")` (Python).
+
+use agentwire_tokio::agentwire::host::HostConfig;
+use agentwire_tokio::{Server, Stopped};
+
+#[tokio::main]
+async fn main() -> std::io::Result<()> {
+    let port: u16 = match std::env::args().nth(1) {
+        Some(p) => p
+            .parse()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?,
+        None => 0,
+    };
+    let server = Server::new(HostConfig {
+        seed: 1, // fixed ids: every run replays the same way
+        ..HostConfig::default()
+    });
+    let (addr, serving) = server.bind_tcp(("127.0.0.1", port)).await?;
+    println!("listening on port {}", addr.port());
+    match serving.await {
+        Stopped::Shutdown { reason } => eprintln!("shut down: {reason}"),
+        Stopped::Disconnected => eprintln!("disconnected"),
+    }
+    Ok(())
+}

@@ -1,0 +1,326 @@
+//! Tests of the `agentwire` binary as the Copilot SDKs spawn it: flags, the port line,
+//! stdio framing, exit codes.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{assert_pong, frame, ping, ping_ok, FrameReader, PROMPT};
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::process::{Child, Command};
+
+const BIN: &str = env!("CARGO_BIN_EXE_agentwire");
+
+fn command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
+        .env_remove("COPILOT_CONNECTION_TOKEN")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Spawns a TCP-mode server and returns it with the port it announced.
+async fn spawn_tcp(mut cmd: Command) -> (Child, u16) {
+    let mut child = cmd.spawn().expect("spawn agentwire");
+    let stdout = child.stdout.take().unwrap();
+    let mut line = String::new();
+    tokio::time::timeout(PROMPT, BufReader::new(stdout).read_line(&mut line))
+        .await
+        .expect("port line within the timeout")
+        .expect("read stdout");
+    let port = line
+        .strip_suffix('\n')
+        .and_then(|l| l.strip_prefix("listening on port "))
+        .and_then(|p| p.parse::<u16>().ok())
+        .unwrap_or_else(|| panic!("expected `listening on port N`, got {line:?}"));
+    assert_ne!(port, 0);
+    (child, port)
+}
+
+async fn connect(
+    port: u16,
+) -> (
+    FrameReader<tokio::net::tcp::OwnedReadHalf>,
+    tokio::net::tcp::OwnedWriteHalf,
+) {
+    let stream = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let (r, w) = stream.into_split();
+    (FrameReader::new(r), w)
+}
+
+async fn exit_code(child: &mut Child) -> i32 {
+    let status = tokio::time::timeout(PROMPT, child.wait())
+        .await
+        .expect("process exits within the timeout")
+        .expect("wait");
+    status.code().expect("exit code")
+}
+
+#[tokio::test]
+async fn tcp_port_zero_announces_port_and_answers_ping() {
+    let (_child, port) = spawn_tcp(command(&[
+        "--headless",
+        "--no-auto-update",
+        "--log-level",
+        "debug",
+        "--port",
+        "0",
+    ]))
+    .await;
+    let (mut r, mut w) = connect(port).await;
+    ping_ok(&mut r, &mut w, 1).await;
+    // Request ids are echoed as sent, strings included.
+    w.write_all(&frame(
+        &json!({"jsonrpc":"2.0","id":"a-b","method":"ping","params":{"message":"hi"}}),
+    ))
+    .await
+    .unwrap();
+    let resp = r.expect().await;
+    assert_eq!(resp["id"], "a-b");
+    assert_pong(&resp);
+}
+
+#[tokio::test]
+async fn no_flags_serves_tcp_with_defaults() {
+    let (_child, port) = spawn_tcp(command(&[])).await;
+    let (mut r, mut w) = connect(port).await;
+    ping_ok(&mut r, &mut w, 1).await;
+}
+
+#[tokio::test]
+async fn explicit_host_and_server_flag() {
+    let (_child, port) =
+        spawn_tcp(command(&["--server", "--host", "127.0.0.1", "--port", "0"])).await;
+    let (mut r, mut w) = connect(port).await;
+    ping_ok(&mut r, &mut w, 9).await;
+}
+
+#[tokio::test]
+async fn stdio_answers_ping_and_exits_zero_at_end_of_input() {
+    // The argument order the Node SDK uses (user args first).
+    let mut child = command(&[
+        "--no-auto-login",
+        "--headless",
+        "--no-auto-update",
+        "--log-level",
+        "info",
+        "--stdio",
+    ])
+    .stdin(Stdio::piped())
+    .spawn()
+    .expect("spawn");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+
+    stdin.write_all(&ping(1, None)).await.unwrap();
+    stdin.flush().await.unwrap();
+    // Read exactly one frame's worth: check the bytes themselves, not just the JSON.
+    let mut reader = FrameReader::new(&mut stdout);
+    let resp = reader.expect().await;
+    assert_eq!(resp["id"], 1);
+    assert_pong(&resp);
+    drop(reader);
+
+    stdin.write_all(&ping(2, Some("again"))).await.unwrap();
+    drop(stdin); // end of input: the queued response is still written, then exit 0
+    let mut rest = Vec::new();
+    tokio::time::timeout(PROMPT, stdout.read_to_end(&mut rest))
+        .await
+        .expect("stdout closes")
+        .unwrap();
+    let text = String::from_utf8(rest).expect("utf-8");
+    assert!(
+        text.starts_with("Content-Length: "),
+        "stdout carries only frames: {text:?}"
+    );
+    let mut frames = FrameReader::new(text.as_bytes());
+    let resp = frames.expect().await;
+    assert_eq!(resp["id"], 2);
+    assert_eq!(resp["result"]["message"], "pong: again");
+    assert!(
+        frames.next().await.unwrap().is_none(),
+        "nothing else on stdout"
+    );
+    assert_eq!(exit_code(&mut child).await, 0);
+}
+
+#[tokio::test]
+async fn runtime_shutdown_exits_zero() {
+    let (mut child, port) = spawn_tcp(command(&["--headless", "--port", "0"])).await;
+    let (mut r, mut w) = connect(port).await;
+    ping_ok(&mut r, &mut w, 1).await;
+    w.write_all(&frame(
+        &json!({"jsonrpc":"2.0","id":2,"method":"runtime.shutdown","params":{}}),
+    ))
+    .await
+    .unwrap();
+    let resp = r.response(2).await;
+    assert!(resp.get("result").is_some(), "{resp}");
+    assert_eq!(exit_code(&mut child).await, 0);
+}
+
+#[tokio::test]
+async fn stdio_runtime_shutdown_exits_zero_with_stdin_open() {
+    let mut child = command(&["--headless", "--stdio"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    stdin
+        .write_all(&frame(
+            &json!({"jsonrpc":"2.0","id":7,"method":"runtime.shutdown","params":{}}),
+        ))
+        .await
+        .unwrap();
+    let mut reader = FrameReader::new(stdout);
+    let resp = reader.response(7).await;
+    assert!(resp.get("result").is_some(), "{resp}");
+    // stdin stays open: the process must not wait for it.
+    assert_eq!(exit_code(&mut child).await, 0);
+    drop(stdin);
+}
+
+#[tokio::test]
+async fn connection_token_from_environment_is_required() {
+    let mut cmd = command(&["--headless", "--port", "0"]);
+    cmd.env("COPILOT_CONNECTION_TOKEN", "s3cret");
+    let (_child, port) = spawn_tcp(cmd).await;
+    let (mut r, mut w) = connect(port).await;
+    w.write_all(&ping(1, None)).await.unwrap();
+    let resp = r.response(1).await;
+    assert!(
+        resp.get("error").is_some() && resp.get("result").is_none(),
+        "ping before connect must be refused when a token is configured: {resp}"
+    );
+    w.write_all(&frame(
+        &json!({"jsonrpc":"2.0","id":2,"method":"connect","params":{"token":"s3cret"}}),
+    ))
+    .await
+    .unwrap();
+    let resp = r.response(2).await;
+    assert_eq!(resp["result"]["protocolVersion"], 3, "{resp}");
+    ping_ok(&mut r, &mut w, 3).await;
+}
+
+async fn usage_error(args: &[&str], expected: &str) {
+    let output = tokio::time::timeout(PROMPT, command(args).output())
+        .await
+        .expect("exits")
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{args:?}: stderr {stderr}");
+    assert!(
+        stderr.contains(expected),
+        "{args:?}: stderr should contain {expected:?}, got {stderr:?}"
+    );
+    assert!(output.stdout.is_empty(), "nothing on stdout");
+}
+
+#[tokio::test]
+async fn stdio_with_port_or_host_is_an_error() {
+    usage_error(
+        &["--stdio", "--port", "1"],
+        "--stdio cannot be combined with --port",
+    )
+    .await;
+    usage_error(
+        &["--headless", "--stdio", "--host", "127.0.0.1"],
+        "--stdio cannot be combined with --host",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn bad_scenario_file_is_named_in_the_error() {
+    let dir = std::env::temp_dir().join(format!("agentwire-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad-scenario.json");
+    std::fs::write(&bad, "{ this is not json").unwrap();
+    let bad = bad.to_str().unwrap();
+    usage_error(&["--scenario", bad], "bad-scenario.json").await;
+    usage_error(&["--scenario", bad], "invalid scenario file").await;
+    let missing = dir.join("missing.json");
+    usage_error(
+        &["--scenario", missing.to_str().unwrap()],
+        "cannot read scenario file",
+    )
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn unknown_flag_is_rejected() {
+    usage_error(&["--no-such-flag"], "--no-such-flag").await;
+}
+
+#[tokio::test]
+async fn ignored_sdk_flags_are_accepted() {
+    let (_child, port) = spawn_tcp(command(&[
+        "--headless",
+        "--no-auto-update",
+        "--log-level",
+        "all",
+        "--port",
+        "0",
+        "--auth-token-env",
+        "COPILOT_SDK_AUTH_TOKEN",
+        "--no-auto-login",
+        "--session-idle-timeout",
+        "30",
+        "--remote",
+        "--seed",
+        "42",
+    ]))
+    .await;
+    let (mut r, mut w) = connect(port).await;
+    ping_ok(&mut r, &mut w, 1).await;
+}
+
+/// One TCP client floods the server with pings whose responses are large and never reads
+/// them (with a tiny receive buffer), so the server's writer for it blocks. Another client's
+/// pings must still complete promptly.
+#[tokio::test]
+async fn slow_tcp_reader_does_not_stall_other_clients() {
+    let (_child, port) = spawn_tcp(command(&["--headless", "--port", "0"])).await;
+
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let stalled = socket
+        .connect(([127, 0, 0, 1], port).into())
+        .await
+        .expect("connect stalled client");
+    let (_stalled_r, mut stalled_w) = stalled.into_split();
+    let big = "x".repeat(16 * 1024);
+    let flood = tokio::spawn(async move {
+        // ~8 MiB of responses if the message is echoed; the client never reads them.
+        for id in 0..512u64 {
+            if stalled_w.write_all(&ping(id, Some(&big))).await.is_err() {
+                break; // the host may close it for exceeding its outbox budget
+            }
+        }
+        stalled_w
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let (mut r, mut w) = connect(port).await;
+    for id in 0..50 {
+        let started = Instant::now();
+        ping_ok(&mut r, &mut w, 10_000 + id).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "ping {id} took {:?} while another client was stalled",
+            started.elapsed()
+        );
+    }
+    flood.abort();
+}
