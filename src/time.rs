@@ -83,7 +83,13 @@ mod tests {
     #[test]
     fn arithmetic_saturates() {
         let t = Timestamp::from_nanos(u64::MAX - 1);
-        assert_eq!(t.saturating_add(Duration::from_secs(1)).as_nanos(), u64::MAX);
-        assert_eq!(Timestamp::EPOCH.saturating_duration_since(t), Duration::ZERO);
+        assert_eq!(
+            t.saturating_add(Duration::from_secs(1)).as_nanos(),
+            u64::MAX
+        );
+        assert_eq!(
+            Timestamp::EPOCH.saturating_duration_since(t),
+            Duration::ZERO
+        );
     }
 }

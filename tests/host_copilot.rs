@@ -675,6 +675,11 @@ fn send_and_wait_answers_when_the_turn_ends() {
         json!({"sessionId":"s","prompt":"yo"}),
     );
     assert_eq!(r["result"]["aborted"], false);
+    let message_id = r["result"]["messageId"].as_str().unwrap();
+    assert_eq!(
+        p.event("s", "user.message")["data"]["messageId"],
+        message_id
+    );
     assert_eq!(r["result"]["response"]["type"], "assistant.message");
     assert_eq!(r["result"]["response"]["data"]["content"], "You said: yo");
 }

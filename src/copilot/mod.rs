@@ -39,6 +39,7 @@ pub const METHODS: &[&str] = &[
     "session.setForeground",
     "session.permissions.handlePendingPermissionRequest",
     "session.tools.handlePendingToolCall",
+    "session.skills.reload",
     "runtime.shutdown",
 ];
 
@@ -111,6 +112,15 @@ impl Host {
             "session.setForeground" => self.set_foreground(params),
             "session.permissions.handlePendingPermissionRequest" => self.answer_permission(params),
             "session.tools.handlePendingToolCall" => self.answer_tool(params),
+            // Called by the Rust SDK after every resume; the scripted agent has no skills.
+            "session.skills.reload" => {
+                let p: SessionParams = match decode_required(params) {
+                    Ok(p) => p,
+                    Err(e) => return Some(Err(e)),
+                };
+                self.known_session("session.skills.reload", &p.session_id)
+                    .map(|()| json!({}))
+            }
             "runtime.shutdown" => {
                 self.after_response.push(AfterResponse::Shutdown);
                 Ok(json!({}))
@@ -320,12 +330,13 @@ impl Host {
             Ok(p) => p.session_id,
             Err(e) => return Some(Err(e)),
         };
-        if let Err(e) = self.send(params) {
-            return Some(Err(e));
-        }
+        let message_id = match self.send(params) {
+            Ok(m) => m,
+            Err(e) => return Some(Err(e)),
+        };
         if let Some(live) = self.sessions.get_mut(&session_id) {
             live.last_assistant = None;
-            live.waiters.push((conn, id.clone()));
+            live.waiters.push((conn, id.clone(), message_id));
         }
         None
     }
@@ -358,7 +369,7 @@ impl Host {
                     c.sessions.retain(|s| s != &p.session_id);
                 }
             }
-            for (conn, id) in live.waiters {
+            for (conn, id, _) in live.waiters {
                 self.respond(
                     conn,
                     &id,

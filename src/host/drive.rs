@@ -126,7 +126,7 @@ impl Host {
         let before = capabilities_of(live);
         let commands_before = commands_of(live);
         live.session.attached.shift_remove(&conn);
-        live.waiters.retain(|(c, _)| *c != conn);
+        live.waiters.retain(|(c, _, _)| *c != conn);
         let after = capabilities_of(live);
         let commands_after = commands_of(live);
         let now_empty = live.session.attached.is_empty();

@@ -123,7 +123,7 @@ pub(crate) struct Live {
     /// The agent's timer key, if armed.
     pub timer: Option<(Timestamp, u64)>,
     /// `session.sendAndWait` callers waiting for the turn to end.
-    pub waiters: Vec<(ConnId, OwnedId)>,
+    pub waiters: Vec<(ConnId, OwnedId, String)>,
     /// The last `assistant.message` event of the running turn (for `sendAndWait`).
     pub last_assistant: Option<Event>,
     /// A turn has run since the session was loaded (decides `session.shutdown` on detach).
@@ -620,7 +620,7 @@ impl Host {
         }
         let waiters = std::mem::take(&mut live.waiters);
         let last = live.last_assistant.take();
-        for (conn, id) in waiters {
+        for (conn, id, message_id) in waiters {
             let result = if is_error {
                 let message = data
                     .get("message")
@@ -630,6 +630,7 @@ impl Host {
                 Err(ErrorObject::new(jsonrpc::code::INTERNAL_ERROR, message))
             } else {
                 let mut result = serde_json::Map::new();
+                result.insert("messageId".into(), Value::String(message_id));
                 if let Some(event) = &last {
                     let value: Value = serde_json::from_slice(&event.json).unwrap_or(Value::Null);
                     result.insert("response".into(), value);
