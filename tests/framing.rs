@@ -436,7 +436,7 @@ proptest! {
         for framing in [Framing::ContentLength, Framing::Ndjson] {
             check_bounded(framing, SMALL_LIMITS, &chunks);
             check_bounded(framing, FrameLimits::default(), &chunks);
-            check_bounded(framing, SMALL_LIMITS, &[bytes.clone()]);
+            check_bounded(framing, SMALL_LIMITS, std::slice::from_ref(&bytes));
         }
     }
 

@@ -174,8 +174,8 @@ impl FrameDecoder {
     /// Errors (and poisons the decoder, dropping its buffer) only if the buffered, undecoded
     /// bytes can no longer be part of a valid frame, so memory is bounded by the limits plus
     /// one pushed chunk as long as frames are drained with [`next_frame`](Self::next_frame)
-    /// after each push. Bytes after the first complete frame are checked when the frames
-    /// before them have been taken.
+    /// after each push. Scanning stops at the first complete frame: bytes after it are checked
+    /// once the frames before them have been taken, so an error never hides a complete frame.
     pub fn push(&mut self, bytes: &[u8]) -> Result<(), FrameError> {
         if let Some(error) = &self.poisoned {
             return Err(error.clone());
