@@ -1,9 +1,7 @@
 //! Per-connection state inside the host.
 
-use std::collections::BTreeSet;
-
+use crate::correlation::InFlight;
 use crate::frame::{FrameDecoder, FrameLimits, Framing};
-use crate::jsonrpc::OwnedId;
 
 use super::outbox::Outbox;
 
@@ -46,34 +44,11 @@ impl Conn {
             framing,
             decoder: FrameDecoder::new(framing, limits),
             authenticated,
-            in_flight: InFlight::default(),
+            in_flight: InFlight::new(),
             outbox: Outbox::new(budget),
             in_ready: false,
             sessions: Vec::new(),
             closing: false,
         }
-    }
-}
-
-/// Incoming requests awaiting their one response.
-#[derive(Default)]
-pub(crate) struct InFlight {
-    ids: BTreeSet<OwnedId>,
-}
-
-impl InFlight {
-    /// Starts tracking `id`; false if a request with this id is already in flight.
-    pub fn begin(&mut self, id: OwnedId) -> bool {
-        self.ids.insert(id)
-    }
-
-    /// Ends tracking; true exactly once per begun id (the one response may be sent).
-    pub fn finish(&mut self, id: &OwnedId) -> bool {
-        self.ids.remove(id)
-    }
-
-    /// A cancellation arrived for `id`: the request still gets its one response.
-    pub fn mark_cancelled(&mut self, id: &OwnedId) -> bool {
-        self.ids.contains(id)
     }
 }

@@ -392,7 +392,7 @@ impl Host {
                 self.run_after_response();
             }
             jsonrpc::Message::Notification { method, params } => {
-                if let Some(id) = cancel_target(&method, params) {
+                if let Some(id) = crate::correlation::parse_cancel(&method, params) {
                     if let Some(c) = self.conns.get_mut(&conn) {
                         // Every request completes synchronously except sendAndWait, which
                         // still answers once when its turn ends.
@@ -685,19 +685,4 @@ impl fmt::Debug for Host {
             .field("sessions", &self.sessions.len())
             .finish_non_exhaustive()
     }
-}
-
-/// The request id named by a cancellation notification (`$/cancelRequest` as in LSP,
-/// `$/cancel_request` as in ACP; params `{id}`).
-fn cancel_target(method: &str, params: Option<&serde_json::value::RawValue>) -> Option<OwnedId> {
-    if method != "$/cancelRequest" && method != "$/cancel_request" {
-        return None;
-    }
-    #[derive(serde::Deserialize)]
-    struct Cancel<'a> {
-        #[serde(borrow)]
-        id: &'a serde_json::value::RawValue,
-    }
-    let cancel: Cancel<'_> = serde_json::from_str(params?.get()).ok()?;
-    OwnedId::parse(cancel.id.get())
 }
