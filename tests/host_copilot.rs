@@ -803,3 +803,164 @@ fn same_seed_and_inputs_replay_identically() {
     };
     assert_eq!(run(), run());
 }
+
+#[test]
+fn elicitation_round_trip_answers_the_caller_with_the_first_answer() {
+    let mut w = World::new(HostConfig::default());
+    let mut a = w.connect();
+    let mut b = w.connect();
+    create(&mut w, &mut a, "s", json!({}));
+    // Without a provider the call fails at once instead of waiting.
+    let r = w.call(
+        &mut a,
+        &mut [],
+        "session.ui.elicitation",
+        json!({"sessionId":"s","message":"Proceed?"}),
+    );
+    assert_eq!(r["error"]["code"], -32603);
+    let r = w.call(
+        &mut b,
+        &mut [&mut a],
+        "session.resume",
+        json!({"sessionId":"s","requestElicitation":true,"disableResume":true}),
+    );
+    assert_eq!(r["result"]["capabilities"]["ui"]["elicitation"], true);
+    // capabilities.changed carries the full ui object.
+    assert_eq!(
+        a.event("s", "capabilities.changed")["data"],
+        json!({"ui":{"elicitation":true,"mcpApps":false,"canvases":false}})
+    );
+    let schema = json!({"type":"object","properties":{"confirmed":{"type":"boolean"}}});
+    w.send_frame(&a, &json!({"jsonrpc":"2.0","id":77,"method":"session.ui.elicitation",
+                              "params":{"sessionId":"s","message":"Proceed?","requestedSchema":schema}}));
+    w.pump(&mut [&mut a, &mut b]);
+    assert!(
+        a.inbox.iter().all(|m| m["id"] != 77),
+        "the caller waits for an answer"
+    );
+    let req = b.event("s", "elicitation.requested");
+    assert_eq!(req["ephemeral"], true);
+    assert_eq!(req["data"]["message"], "Proceed?");
+    let rid = req["data"]["requestId"].clone();
+    let r = w.call(&mut b, &mut [&mut a], "session.ui.handlePendingElicitation",
+                   json!({"sessionId":"s","requestId":rid,"result":{"action":"accept","content":{"confirmed":true}}}));
+    assert_eq!(r["result"], json!({"success": true}));
+    let r = w.call(
+        &mut b,
+        &mut [&mut a],
+        "session.ui.handlePendingElicitation",
+        json!({"sessionId":"s","requestId":rid,"result":{"action":"decline"}}),
+    );
+    assert_eq!(r["result"], json!({"success": false}));
+    let answer = a.inbox.iter().find(|m| m["id"] == 77).unwrap();
+    assert_eq!(
+        answer["result"],
+        json!({"action":"accept","content":{"confirmed":true}})
+    );
+    assert_eq!(
+        a.event("s", "elicitation.completed")["data"]["action"],
+        "accept"
+    );
+}
+
+#[test]
+fn elicitation_is_cancelled_when_the_last_provider_leaves() {
+    let mut w = World::new(HostConfig::default());
+    let mut a = w.connect();
+    let mut b = w.connect();
+    create(&mut w, &mut a, "s", json!({}));
+    w.call(
+        &mut b,
+        &mut [&mut a],
+        "session.resume",
+        json!({"sessionId":"s","requestElicitation":true}),
+    );
+    w.send_frame(
+        &a,
+        &json!({"jsonrpc":"2.0","id":5,"method":"session.ui.elicitation",
+                              "params":{"sessionId":"s","message":"?"}}),
+    );
+    w.pump(&mut [&mut a, &mut b]);
+    w.host.handle_eof(w.now, b.conn);
+    w.pump(&mut [&mut a]);
+    let answer = a
+        .inbox
+        .iter()
+        .find(|m| m["id"] == 5)
+        .expect("caller answered");
+    assert_eq!(answer["result"], json!({"action":"cancel"}));
+    assert_eq!(
+        a.event("s", "elicitation.completed")["data"]["action"],
+        "cancel"
+    );
+    let changes: Vec<Value> = a
+        .events("s")
+        .into_iter()
+        .filter(|e| e["type"] == "capabilities.changed")
+        .collect();
+    assert_eq!(
+        changes.len(),
+        2,
+        "one on the first provider, one on the last leaving"
+    );
+    assert_eq!(changes[1]["data"]["ui"]["elicitation"], false);
+}
+
+#[test]
+fn a_command_reaches_only_its_owner() {
+    let mut w = World::new(HostConfig::default());
+    let mut a = w.connect();
+    let mut b = w.connect();
+    let mut c = w.connect();
+    create(&mut w, &mut a, "s", json!({}));
+    w.call(
+        &mut b,
+        &mut [&mut a, &mut c],
+        "session.resume",
+        json!({"sessionId":"s","commands":[{"name":"deploy","description":"ship it"}]}),
+    );
+    w.call(
+        &mut c,
+        &mut [&mut a, &mut b],
+        "session.resume",
+        json!({"sessionId":"s"}),
+    );
+    assert_eq!(
+        a.event("s", "commands.changed")["data"]["commands"],
+        json!([{"name":"deploy","description":"ship it"}])
+    );
+    w.send_frame(
+        &a,
+        &json!({"jsonrpc":"2.0","id":9,"method":"session.commands.execute",
+                              "params":{"sessionId":"s","commandName":"deploy","args":"prod"}}),
+    );
+    w.pump(&mut [&mut a, &mut b, &mut c]);
+    let exec = b.event("s", "command.execute");
+    assert_eq!(exec["data"]["command"], "/deploy prod");
+    assert_eq!(exec["data"]["args"], "prod");
+    assert!(!a.types("s").contains(&"command.execute".to_owned()));
+    assert!(!c.types("s").contains(&"command.execute".to_owned()));
+    let rid = exec["data"]["requestId"].clone();
+    let r = w.call(
+        &mut b,
+        &mut [&mut a, &mut c],
+        "session.commands.handlePendingCommand",
+        json!({"sessionId":"s","requestId":rid}),
+    );
+    assert_eq!(r["result"], json!({"success": true}));
+    assert_eq!(
+        a.inbox.iter().find(|m| m["id"] == 9).unwrap()["result"],
+        json!({})
+    );
+    assert!(c.types("s").contains(&"command.completed".to_owned()));
+    let r = w.call(
+        &mut a,
+        &mut [&mut b, &mut c],
+        "session.commands.execute",
+        json!({"sessionId":"s","commandName":"nope"}),
+    );
+    assert!(r["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("Unknown command: nope"));
+}

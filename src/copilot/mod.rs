@@ -39,6 +39,10 @@ pub const METHODS: &[&str] = &[
     "session.setForeground",
     "session.permissions.handlePendingPermissionRequest",
     "session.tools.handlePendingToolCall",
+    "session.ui.elicitation",
+    "session.ui.handlePendingElicitation",
+    "session.commands.execute",
+    "session.commands.handlePendingCommand",
     "session.skills.reload",
     "runtime.shutdown",
 ];
@@ -112,6 +116,10 @@ impl Host {
             "session.setForeground" => self.set_foreground(params),
             "session.permissions.handlePendingPermissionRequest" => self.answer_permission(params),
             "session.tools.handlePendingToolCall" => self.answer_tool(params),
+            "session.ui.elicitation" => return self.elicitation(conn, id, params),
+            "session.ui.handlePendingElicitation" => self.answer_elicitation(params),
+            "session.commands.execute" => return self.execute_command(conn, id, params),
+            "session.commands.handlePendingCommand" => self.answer_command(params),
             // Called by the Rust SDK after every resume; the scripted agent has no skills.
             "session.skills.reload" => {
                 let p: SessionParams = match decode_required(params) {
@@ -478,6 +486,52 @@ impl Host {
             p.result.as_ref(),
             p.error.as_ref(),
         );
+        Ok(json!({"success": ok}))
+    }
+
+    fn elicitation(&mut self, conn: ConnId, id: &OwnedId, params: Option<&RawValue>) -> Reply {
+        let request: Value = match decode_required(params) {
+            Ok(v) => v,
+            Err(e) => return Some(Err(e)),
+        };
+        let Some(session) = request
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            return Some(Err(ErrorObject::new(
+                code::INVALID_PARAMS,
+                "invalid params: missing field `sessionId`",
+            )));
+        };
+        match self.start_elicitation(&session, conn, id, &request) {
+            Ok(()) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    fn answer_elicitation(&mut self, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+        let p: ElicitationAnswer = decode_required(params)?;
+        self.known_session("session.ui.handlePendingElicitation", &p.session_id)?;
+        let ok = self.resolve_elicitation(&p.session_id, &p.request_id, &p.result);
+        Ok(json!({"success": ok}))
+    }
+
+    fn execute_command(&mut self, conn: ConnId, id: &OwnedId, params: Option<&RawValue>) -> Reply {
+        let p: ExecuteCommand = match decode_required(params) {
+            Ok(p) => p,
+            Err(e) => return Some(Err(e)),
+        };
+        match self.start_command(&p.session_id, conn, id, &p.command_name, &p.args) {
+            Ok(()) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    fn answer_command(&mut self, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+        let p: CommandAnswer = decode_required(params)?;
+        self.known_session("session.commands.handlePendingCommand", &p.session_id)?;
+        let ok = self.resolve_command(&p.session_id, &p.request_id, p.error.as_deref());
         Ok(json!({"success": ok}))
     }
 }

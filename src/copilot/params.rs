@@ -98,3 +98,32 @@ pub(crate) struct ListParams {
 pub(crate) struct ListFilter {
     pub cwd: Option<String>,
 }
+
+/// `session.ui.handlePendingElicitation` params.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ElicitationAnswer {
+    pub session_id: String,
+    pub request_id: String,
+    pub result: Value,
+}
+
+/// `session.commands.execute` params.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ExecuteCommand {
+    pub session_id: String,
+    pub command_name: String,
+    #[serde(default)]
+    pub args: String,
+}
+
+/// `session.commands.handlePendingCommand` params.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CommandAnswer {
+    pub session_id: String,
+    pub request_id: String,
+    #[serde(default)]
+    pub error: Option<String>,
+}

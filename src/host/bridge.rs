@@ -10,6 +10,8 @@ use serde_json::{json, Value};
 
 use crate::agent::{AgentInput, ToolOutcome};
 
+use crate::jsonrpc::OwnedId;
+
 use super::{ConnId, Host};
 
 /// A request waiting for a client's answer.
@@ -24,6 +26,15 @@ pub(crate) enum Pending {
     },
     /// A client tool call waiting for its owner's result.
     ExternalTool { tool_call_id: String, owner: ConnId },
+    /// A form or URL elicitation (`session.ui.elicitation`) waiting for a provider's answer;
+    /// the caller's request is answered with the result.
+    Elicitation { caller: ConnId, caller_id: OwnedId },
+    /// A command (`session.commands.execute`) waiting for its owner to run it.
+    Command {
+        owner: ConnId,
+        caller: ConnId,
+        caller_id: OwnedId,
+    },
 }
 
 /// What `handlePendingPermissionRequest` decided, mapped to the runtime's result.
@@ -328,7 +339,16 @@ impl Host {
         let Some(live) = self.sessions.get_mut(session) else {
             return;
         };
-        let pending: Vec<(String, Pending)> = live.pending.drain(..).collect();
+        let tool_related: Vec<String> = live
+            .pending
+            .iter()
+            .filter(|(_, p)| matches!(p, Pending::Permission { .. } | Pending::ExternalTool { .. }))
+            .map(|(id, _)| id.clone())
+            .collect();
+        let pending: Vec<(String, Pending)> = tool_related
+            .into_iter()
+            .filter_map(|id| live.pending.shift_remove(&id).map(|p| (id, p)))
+            .collect();
         for (request_id, p) in pending {
             if let Some(live) = self.sessions.get_mut(session) {
                 live.resolved.insert(request_id.clone());
@@ -353,6 +373,7 @@ impl Host {
                     );
                     tool_call_id
                 }
+                Pending::Elicitation { .. } | Pending::Command { .. } => continue,
             };
             self.emit(
                 session,
@@ -392,6 +413,7 @@ impl Host {
         for id in prompts {
             self.resolve_permission(session, &id, &json!({"kind": "user-not-available"}));
         }
+        self.resolve_client_requests_for_departed(session, conn);
     }
 
     /// Re-emits `permission.requested` for prompts still pending (`continuePendingWork`).

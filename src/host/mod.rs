@@ -6,9 +6,11 @@
 //! requests (tools, permissions) exactly once.
 
 mod bridge;
+mod client_requests;
 mod conn;
 mod drive;
 mod outbox;
+mod publish;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -530,6 +532,19 @@ impl Host {
         data: &Value,
         ephemeral: bool,
     ) -> Option<String> {
+        self.emit_to(session_id, event_type, data, ephemeral, None)
+    }
+
+    /// Like [`Host::emit`], but when `only` is set the event goes to that attached connection
+    /// alone (ownership routing, e.g. `command.execute` to the command's owner).
+    pub(crate) fn emit_to(
+        &mut self,
+        session_id: &str,
+        event_type: &str,
+        data: &Value,
+        ephemeral: bool,
+        only: Option<ConnId>,
+    ) -> Option<String> {
         let id = self.ids.next_uuid();
         let now = self.now;
         let live = self.sessions.get_mut(session_id)?;
@@ -556,7 +571,7 @@ impl Host {
             .map(|(c, a)| (*c, a.streaming))
             .collect();
         for (conn, streaming) in targets {
-            if streaming_only && !streaming {
+            if (streaming_only && !streaming) || only.is_some_and(|o| o != conn) {
                 continue;
             }
             let Some(c) = self.conns.get(&conn) else {

@@ -1,0 +1,223 @@
+//! Client-initiated requests that another client answers: elicitation
+//! (`session.ui.elicitation`) and slash commands (`session.commands.execute`).
+//!
+//! The caller's request stays open while the session asks a provider: elicitation goes to
+//! every connection (any that attached with `requestElicitation` may answer; the first answer
+//! wins), `command.execute` goes only to the connection that declared the command. When the
+//! answer arrives, the completion event is emitted and the caller gets its response. If the
+//! providers leave first, the request is resolved (elicitation as `cancel`, a command with an
+//! error) so nobody waits forever.
+
+use serde_json::{json, Value};
+
+use crate::jsonrpc::{code, ErrorObject, OwnedId};
+
+use super::{ConnId, Host, Pending};
+
+impl Host {
+    /// `session.ui.elicitation`: asks the session's elicitation providers; the response to
+    /// `caller_id` comes when one answers. Returns an error when no provider is attached.
+    pub(crate) fn start_elicitation(
+        &mut self,
+        session: &str,
+        caller: ConnId,
+        caller_id: &OwnedId,
+        request: &Value,
+    ) -> Result<(), ErrorObject> {
+        let Some(live) = self.sessions.get(session) else {
+            return Err(session_not_found("session.ui.elicitation", session));
+        };
+        if !live.session.any_elicitation_handler() {
+            return Err(ErrorObject::new(
+                code::INTERNAL_ERROR,
+                "Request session.ui.elicitation failed with message: no attached client handles elicitation (none attached with requestElicitation)",
+            ));
+        }
+        let request_id = self.ids.next_uuid();
+        let mut data = json!({"requestId": request_id});
+        for field in [
+            "message",
+            "requestedSchema",
+            "mode",
+            "url",
+            "elicitationSource",
+            "toolCallId",
+        ] {
+            if let Some(v) = request.get(field) {
+                data[field] = v.clone();
+            }
+        }
+        if let Some(live) = self.sessions.get_mut(session) {
+            live.pending.insert(
+                request_id,
+                Pending::Elicitation {
+                    caller,
+                    caller_id: caller_id.clone(),
+                },
+            );
+        }
+        self.emit(session, "elicitation.requested", &data, true);
+        Ok(())
+    }
+
+    /// `session.ui.handlePendingElicitation`: the first answer completes the request.
+    pub(crate) fn resolve_elicitation(
+        &mut self,
+        session: &str,
+        request_id: &str,
+        result: &Value,
+    ) -> bool {
+        let Some(live) = self.sessions.get_mut(session) else {
+            return false;
+        };
+        if !matches!(
+            live.pending.get(request_id),
+            Some(Pending::Elicitation { .. })
+        ) {
+            return false;
+        }
+        let action = result.get("action").and_then(Value::as_str).unwrap_or("");
+        if !matches!(action, "accept" | "decline" | "cancel") {
+            return false;
+        }
+        let Some(Pending::Elicitation { caller, caller_id }) =
+            live.pending.shift_remove(request_id)
+        else {
+            return false;
+        };
+        live.resolved.insert(request_id.to_owned());
+        let mut answer = json!({"action": action});
+        if let Some(content) = result.get("content") {
+            answer["content"] = content.clone();
+        }
+        let mut completed = json!({"requestId": request_id});
+        for (k, v) in answer.as_object().into_iter().flatten() {
+            completed[k] = v.clone();
+        }
+        self.emit(session, "elicitation.completed", &completed, true);
+        self.respond(caller, &caller_id, Ok(answer));
+        true
+    }
+
+    /// `session.commands.execute`: sends `command.execute` to the command's owner only.
+    pub(crate) fn start_command(
+        &mut self,
+        session: &str,
+        caller: ConnId,
+        caller_id: &OwnedId,
+        command_name: &str,
+        args: &str,
+    ) -> Result<(), ErrorObject> {
+        let Some(live) = self.sessions.get(session) else {
+            return Err(session_not_found("session.commands.execute", session));
+        };
+        let owner = live
+            .session
+            .attached
+            .iter()
+            .find(|(_, a)| a.commands.iter().any(|c| c.name == command_name))
+            .map(|(c, _)| *c);
+        let Some(owner) = owner else {
+            return Err(ErrorObject::new(
+                code::INTERNAL_ERROR,
+                format!("Request session.commands.execute failed with message: Unknown command: {command_name}"),
+            ));
+        };
+        let request_id = self.ids.next_uuid();
+        let command = if args.is_empty() {
+            format!("/{command_name}")
+        } else {
+            format!("/{command_name} {args}")
+        };
+        if let Some(live) = self.sessions.get_mut(session) {
+            live.pending.insert(
+                request_id.clone(),
+                Pending::Command {
+                    owner,
+                    caller,
+                    caller_id: caller_id.clone(),
+                },
+            );
+        }
+        self.emit_to(
+            session,
+            "command.execute",
+            &json!({"requestId": request_id, "command": command,
+                    "commandName": command_name, "args": args}),
+            true,
+            Some(owner),
+        );
+        Ok(())
+    }
+
+    /// `session.commands.handlePendingCommand`: the owner ran the command (or failed to).
+    pub(crate) fn resolve_command(
+        &mut self,
+        session: &str,
+        request_id: &str,
+        error: Option<&str>,
+    ) -> bool {
+        let Some(live) = self.sessions.get_mut(session) else {
+            return false;
+        };
+        if !matches!(live.pending.get(request_id), Some(Pending::Command { .. })) {
+            return false;
+        }
+        let Some(Pending::Command {
+            caller, caller_id, ..
+        }) = live.pending.shift_remove(request_id)
+        else {
+            return false;
+        };
+        live.resolved.insert(request_id.to_owned());
+        self.emit(
+            session,
+            "command.completed",
+            &json!({"requestId": request_id}),
+            true,
+        );
+        let result = match error {
+            None => Ok(json!({})),
+            Some(e) => Err(ErrorObject::new(
+                code::INTERNAL_ERROR,
+                format!("Request session.commands.execute failed with message: {e}"),
+            )),
+        };
+        self.respond(caller, &caller_id, result);
+        true
+    }
+
+    /// Resolves elicitations nobody can answer any more and commands whose owner left.
+    pub(crate) fn resolve_client_requests_for_departed(&mut self, session: &str, conn: ConnId) {
+        let Some(live) = self.sessions.get(session) else {
+            return;
+        };
+        let providers_left = live.session.any_elicitation_handler();
+        let mut elicitations = Vec::new();
+        let mut commands = Vec::new();
+        for (id, p) in &live.pending {
+            match p {
+                Pending::Elicitation { .. } if !providers_left => elicitations.push(id.clone()),
+                Pending::Command { owner, .. } if *owner == conn => commands.push(id.clone()),
+                _ => {}
+            }
+        }
+        for id in elicitations {
+            self.resolve_elicitation(session, &id, &json!({"action": "cancel"}));
+        }
+        for id in commands {
+            self.resolve_command(
+                session,
+                &id,
+                Some("the client that provides this command disconnected"),
+            );
+        }
+    }
+}
+
+fn session_not_found(method: &str, session: &str) -> ErrorObject {
+    ErrorObject::new(
+        code::INTERNAL_ERROR,
+        format!("Request {method} failed with message: Session not found for sessionId: {session}"),
+    )
+}
