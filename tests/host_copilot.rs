@@ -964,3 +964,86 @@ fn a_command_reaches_only_its_owner() {
         .unwrap()
         .contains("Unknown command: nope"));
 }
+
+#[test]
+fn persisted_events_are_reported_and_a_new_host_restores_the_session() {
+    let config = || HostConfig {
+        report_persisted_events: true,
+        ..HostConfig::default()
+    };
+    let mut w = World::new(config());
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({"workingDirectory": "/w"}));
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId":"s","prompt":"first"}),
+    );
+    let mut stored = Vec::new();
+    while let Some(out) = w.host.poll_output() {
+        match out {
+            Output::Persist { session, event } => {
+                assert_eq!(session, "s");
+                stored.push(event);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    let persisted: Vec<Value> = p
+        .events("s")
+        .into_iter()
+        .filter(|e| e.get("ephemeral").is_none())
+        .collect();
+    let stored_values: Vec<Value> = stored
+        .iter()
+        .map(|b| serde_json::from_slice(b).unwrap())
+        .collect();
+    assert_eq!(
+        stored_values, persisted,
+        "every persisted event, nothing ephemeral, in order"
+    );
+
+    // A new process: restore from the log, then a client resumes and continues the chain.
+    let mut w2 = World::new(config());
+    w2.host
+        .restore_session(w2.now, "s", stored.clone())
+        .unwrap();
+    assert_eq!(
+        w2.host.restore_session(w2.now, "s", stored.clone()),
+        Err(agentwire::host::RestoreError::AlreadyLoaded("s".into()))
+    );
+    let mut q = w2.connect();
+    let r = w2.call(&mut q, &mut [], "session.list", json!({}));
+    assert_eq!(r["result"]["sessions"][0]["summary"], "first");
+    assert_eq!(r["result"]["sessions"][0]["context"]["cwd"], "/w");
+    let r = w2.call(
+        &mut q,
+        &mut [],
+        "session.getMessages",
+        json!({"sessionId":"s"}),
+    );
+    assert_eq!(r["result"]["events"].as_array().unwrap(), &persisted);
+    w2.call(&mut q, &mut [], "session.resume", json!({"sessionId":"s"}));
+    let resume = q.event("s", "session.resume");
+    assert_eq!(resume["parentId"], persisted.last().unwrap()["id"]);
+    assert_eq!(resume["data"]["eventCount"], persisted.len());
+    // Deleting reports it so the runtime can remove the stored state.
+    while w2.host.poll_output().is_some() {}
+    w2.call(&mut q, &mut [], "session.delete", json!({"sessionId":"s"}));
+    let outs: Vec<Output> = std::iter::from_fn(|| w2.host.poll_output()).collect();
+    assert!(
+        outs.contains(&Output::SessionDeleted {
+            session: "s".into()
+        }),
+        "{outs:?}"
+    );
+    // A corrupt log is refused with the position of the bad event.
+    let mut w3 = World::new(config());
+    let mut bad = stored.clone();
+    bad.insert(1, bytes::Bytes::from_static(b"{not json"));
+    match w3.host.restore_session(w3.now, "s", bad) {
+        Err(agentwire::host::RestoreError::BadEvent { index: 1, .. }) => {}
+        other => panic!("expected BadEvent at 1, got {other:?}"),
+    }
+}

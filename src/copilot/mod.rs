@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::agent::AgentInput;
-use crate::host::{AfterResponse, ConnId, Host, Live, PROTOCOL_VERSION};
+use crate::host::{AfterResponse, ConnId, Host, Output, PROTOCOL_VERSION};
 use crate::jsonrpc::{code, ErrorObject, OwnedId};
 use crate::session::Session;
 
@@ -205,20 +205,8 @@ impl Host {
         let mut session = Session::new(session_id.clone(), self.now);
         session.cwd = p.working_directory.clone();
         session.model = p.model.clone();
-        let agent = (self.config.agent)(&session_id);
-        self.sessions.insert(
-            session_id.clone(),
-            Live {
-                session,
-                agent: Some(agent),
-                pending: Default::default(),
-                resolved: Default::default(),
-                timer: None,
-                waiters: Vec::new(),
-                last_assistant: None,
-                ran_turn: false,
-            },
-        );
+        let live = self.new_live(session);
+        self.sessions.insert(session_id.clone(), live);
         self.last_session = Some(session_id.clone());
         // Attach silently: capability/command announcements follow session.start.
         if let Some(live) = self.sessions.get_mut(&session_id) {
@@ -390,6 +378,11 @@ impl Host {
         }
         if self.foreground.as_deref() == Some(p.session_id.as_str()) {
             self.foreground = None;
+        }
+        if self.config.report_persisted_events {
+            self.outputs.push_back(Output::SessionDeleted {
+                session: p.session_id.clone(),
+            });
         }
         self.lifecycle("session.deleted", &p.session_id);
         Ok(json!({"success": true}))

@@ -11,6 +11,7 @@ mod conn;
 mod drive;
 mod outbox;
 mod publish;
+mod restore;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -27,6 +28,7 @@ use crate::Timestamp;
 
 pub use conn::ConnId;
 pub use outbox::{Outbox, OutboxOverflow};
+pub use restore::RestoreError;
 
 pub(crate) use bridge::Pending;
 use conn::Conn;
@@ -54,6 +56,9 @@ pub struct HostConfig {
     pub outbox_budget_bytes: usize,
     /// Directory reported as `<root>/session-state/<id>` in `workspacePath` (none: omitted).
     pub workspace_root: Option<String>,
+    /// Emit [`Output::Persist`] for every persisted event and [`Output::SessionDeleted`] for
+    /// deletions, so a runtime can keep a durable session store. Off by default.
+    pub report_persisted_events: bool,
 }
 
 impl HostConfig {
@@ -76,6 +81,7 @@ impl Default for HostConfig {
             frame_limits: FrameLimits::default(),
             outbox_budget_bytes: DEFAULT_OUTBOX_BUDGET,
             workspace_root: None,
+            report_persisted_events: false,
         }
     }
 }
@@ -92,12 +98,16 @@ impl fmt::Debug for HostConfig {
             .field("frame_limits", &self.frame_limits)
             .field("outbox_budget_bytes", &self.outbox_budget_bytes)
             .field("workspace_root", &self.workspace_root)
+            .field("report_persisted_events", &self.report_persisted_events)
             .finish_non_exhaustive()
     }
 }
 
 /// An action the runtime must perform.
+///
+/// New kinds of action may be added: match with a `_` arm that logs and ignores.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Output {
     /// Write every frame still queued for `conn` (drain [`Host::poll_transmit`]), then close it.
     Close {
@@ -111,6 +121,24 @@ pub enum Output {
     Shutdown {
         /// Why.
         reason: String,
+    },
+    /// A persisted event to store durably (only when
+    /// [`HostConfig::report_persisted_events`] is set): append `event` (one compact JSON
+    /// object, no newline) as one line to the session's log. Outputs are produced before the
+    /// frames carrying the same event can be taken, so a runtime that stores every `Persist`
+    /// before writing the frames queued by the same input never shows a client an event it
+    /// could lose.
+    Persist {
+        /// The session the event belongs to.
+        session: String,
+        /// The event as compact JSON (the same bytes clients receive inside `session.event`).
+        event: Bytes,
+    },
+    /// A session was deleted (`session.delete`): remove its stored state (only when
+    /// [`HostConfig::report_persisted_events`] is set).
+    SessionDeleted {
+        /// The deleted session.
+        session: String,
     },
 }
 
@@ -141,7 +169,7 @@ pub struct Host {
     pub(crate) sessions: BTreeMap<String, Live>,
     next_conn: u64,
     ready: VecDeque<ConnId>,
-    outputs: VecDeque<Output>,
+    pub(crate) outputs: VecDeque<Output>,
     pub(crate) timers: BTreeMap<(Timestamp, u64), String>,
     pub(crate) timer_seq: u64,
     pub(crate) agent_inputs: VecDeque<(String, AgentInput)>,
@@ -551,6 +579,12 @@ impl Host {
         let event = live.session.record(id, event_type, data, ephemeral, now);
         if event_type == "assistant.message" {
             live.last_assistant = Some(event.clone());
+        }
+        if !ephemeral && self.config.report_persisted_events {
+            self.outputs.push_back(Output::Persist {
+                session: session_id.to_owned(),
+                event: event.json.clone(),
+            });
         }
         let mut body = Vec::with_capacity(event.json.len() + 96);
         body.extend_from_slice(

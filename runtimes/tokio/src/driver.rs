@@ -442,6 +442,9 @@ impl Shared {
                     }
                 }
                 Output::Shutdown { reason } => self.start_shutdown(inner, reason, deferred),
+                // Persistence outputs are only produced when the host is configured to report
+                // them, which this driver does not do (yet).
+                other => tracing::debug!(?other, "ignoring host output"),
             }
         }
         let deadline = inner.host.poll_timeout();
