@@ -67,6 +67,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod acp;
 pub mod agent;
 pub mod copilot;
 pub mod correlation;

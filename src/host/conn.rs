@@ -22,8 +22,29 @@ impl std::fmt::Display for ConnId {
     }
 }
 
+/// The protocol a connection speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    /// The Copilot SDK protocol v3 (`session.event` notifications, `session.*` methods).
+    CopilotSdk,
+    /// The Agent Client Protocol v1 (`session/update` notifications, `session/*` methods).
+    Acp,
+}
+
+impl Dialect {
+    /// The framing the dialect's clients use: Content-Length for the Copilot SDKs, NDJSON
+    /// for ACP.
+    pub fn default_framing(self) -> Framing {
+        match self {
+            Dialect::CopilotSdk => Framing::ContentLength,
+            Dialect::Acp => Framing::Ndjson,
+        }
+    }
+}
+
 /// One connected peer.
 pub(crate) struct Conn {
+    pub dialect: Dialect,
     pub framing: Framing,
     pub decoder: FrameDecoder,
     /// A good `connect` was seen, or no connection token is configured.
@@ -36,11 +57,21 @@ pub(crate) struct Conn {
     pub sessions: Vec<String>,
     /// The host decided to close it; no more frames are queued.
     pub closing: bool,
+    /// State of the ACP dialect (unused by Copilot SDK connections).
+    pub acp: crate::acp::ConnState,
 }
 
 impl Conn {
-    pub fn new(framing: Framing, limits: FrameLimits, budget: usize, authenticated: bool) -> Self {
+    pub fn new(
+        dialect: Dialect,
+        framing: Framing,
+        limits: FrameLimits,
+        budget: usize,
+        authenticated: bool,
+    ) -> Self {
         Conn {
+            dialect,
+            acp: crate::acp::ConnState::default(),
             framing,
             decoder: FrameDecoder::new(framing, limits),
             authenticated,

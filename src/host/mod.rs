@@ -26,7 +26,7 @@ use crate::jsonrpc::{self, ErrorObject, OwnedId};
 use crate::session::{push_json_str, Event, Session};
 use crate::Timestamp;
 
-pub use conn::ConnId;
+pub use conn::{ConnId, Dialect};
 pub use outbox::{Outbox, OutboxOverflow};
 pub use restore::RestoreError;
 
@@ -222,8 +222,19 @@ impl Host {
         &self.config
     }
 
-    /// Opens a connection that speaks `framing`.
+    /// Opens a Copilot SDK connection that uses `framing` (Content-Length for the SDKs).
     pub fn open(&mut self, now: Timestamp, framing: Framing) -> ConnId {
+        self.open_with(now, Dialect::CopilotSdk, framing)
+    }
+
+    /// Opens a connection speaking `dialect` with its usual framing
+    /// ([`Dialect::default_framing`]).
+    pub fn open_dialect(&mut self, now: Timestamp, dialect: Dialect) -> ConnId {
+        self.open_with(now, dialect, dialect.default_framing())
+    }
+
+    /// Opens a connection speaking `dialect` over `framing`.
+    pub fn open_with(&mut self, now: Timestamp, dialect: Dialect, framing: Framing) -> ConnId {
         self.advance_time(now);
         let id = ConnId(self.next_conn);
         self.next_conn += 1;
@@ -231,6 +242,7 @@ impl Host {
         self.conns.insert(
             id,
             Conn::new(
+                dialect,
                 framing,
                 self.config.frame_limits,
                 self.config.outbox_budget_bytes,
@@ -395,6 +407,11 @@ impl Host {
     }
 
     fn handle_message(&mut self, conn: ConnId, message: jsonrpc::Message<'_>) {
+        if self.conns.get(&conn).map(|c| c.dialect) == Some(Dialect::Acp) {
+            self.acp_handle_message(conn, message);
+            self.run_after_response();
+            return;
+        }
         match message {
             jsonrpc::Message::Request { id, method, params } => {
                 let id = id.to_owned();
@@ -465,7 +482,7 @@ impl Host {
         self.send_body(conn, &body);
     }
 
-    fn run_after_response(&mut self) {
+    pub(crate) fn run_after_response(&mut self) {
         let work = std::mem::take(&mut self.after_response);
         for item in work {
             match item {
@@ -498,7 +515,7 @@ impl Host {
     }
 
     /// Queues an encoded frame on `conn`, closing the connection if it cannot keep up.
-    fn deliver(&mut self, conn: ConnId, frame: Bytes, droppable: bool) {
+    pub(crate) fn deliver(&mut self, conn: ConnId, frame: Bytes, droppable: bool) {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -604,6 +621,7 @@ impl Host {
             .iter()
             .map(|(c, a)| (*c, a.streaming))
             .collect();
+        let mut acp_targets: smallvec::SmallVec<[ConnId; 4]> = smallvec::SmallVec::new();
         for (conn, streaming) in targets {
             if (streaming_only && !streaming) || only.is_some_and(|o| o != conn) {
                 continue;
@@ -611,8 +629,15 @@ impl Host {
             let Some(c) = self.conns.get(&conn) else {
                 continue;
             };
+            if c.dialect == Dialect::Acp {
+                acp_targets.push(conn);
+                continue;
+            }
             let frame = frames.get(c.framing);
             self.deliver(conn, frame, droppable);
+        }
+        if !acp_targets.is_empty() {
+            self.acp_on_event(session_id, &event, &acp_targets);
         }
         if !ephemeral {
             self.lifecycle("session.updated", session_id);
@@ -651,7 +676,7 @@ impl Host {
         let targets: Vec<(ConnId, Framing)> = self
             .conns
             .iter()
-            .filter(|(_, c)| !c.closing)
+            .filter(|(_, c)| !c.closing && c.dialect == Dialect::CopilotSdk)
             .map(|(id, c)| (*id, c.framing))
             .collect();
         for (conn, framing) in targets {
