@@ -1,0 +1,191 @@
+//! Interop with the **official Copilot Rust SDK** (`github-copilot-sdk`, unmodified), in-process:
+//! the SDK's `Client::from_streams` on one end of a `tokio::io::duplex` pipe, the other end
+//! served by `agentwire_tokio::Server` running the built-in scripted agent.
+//!
+//! The same scenarios run against the real `agentwire` binary over TCP and stdio in
+//! `runtimes/tokio/tests/interop_sdk_process.rs` (where `CARGO_BIN_EXE_agentwire` exists).
+//! See /work/notes/SDK.md for why the SDK cannot spawn or dial the server itself with
+//! `default-features = false` (no `runtime` feature, so `Client::start` is unavailable).
+
+mod common;
+
+use std::path::PathBuf;
+
+use agentwire_tokio::agentwire::host::HostConfig;
+use agentwire_tokio::Server;
+use github_copilot_sdk::Client;
+
+/// Duplex buffer per direction; small enough to exercise back-pressure, big enough for a frame.
+const PIPE: usize = 64 * 1024;
+
+fn server() -> Server {
+    Server::new(HostConfig::default())
+}
+
+/// A client connected in-process to `server`, handshake done.
+async fn connect(server: &Server) -> Client {
+    let (client_end, server_end) = tokio::io::duplex(PIPE);
+    let (server_read, server_write) = tokio::io::split(server_end);
+    server.attach(server_read, server_write);
+    let (client_read, client_write) = tokio::io::split(client_end);
+    let client = Client::from_streams(client_read, client_write, PathBuf::from("/tmp"))
+        .expect("Client::from_streams");
+    common::within("connect", client.verify_protocol_version())
+        .await
+        .expect("connect handshake");
+    client
+}
+
+#[tokio::test]
+async fn handshake() {
+    common::bounded(async {
+        let server = server();
+        let (client_end, server_end) = tokio::io::duplex(PIPE);
+        let (r, w) = tokio::io::split(server_end);
+        server.attach(r, w);
+        let (r, w) = tokio::io::split(client_end);
+        let client = Client::from_streams(r, w, PathBuf::from("/tmp")).expect("from_streams");
+        common::scenario_handshake(&client).await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn plain_turn() {
+    common::bounded(async {
+        let server = server();
+        let client = connect(&server).await;
+        common::scenario_plain_turn(&client).await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn tool_turn() {
+    common::bounded(async {
+        let server = server();
+        let client = connect(&server).await;
+        common::scenario_tool_turn(&client).await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn streaming_turn() {
+    common::bounded(async {
+        let server = server();
+        let client = connect(&server).await;
+        common::scenario_streaming(&client).await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn list_and_metadata() {
+    common::bounded(async {
+        let server = server();
+        let client = connect(&server).await;
+        common::scenario_list_and_metadata(&client).await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn resume_from_second_client() {
+    common::bounded(async {
+        let server = server();
+        let a = connect(&server).await;
+        let b = connect(&server).await;
+        common::scenario_resume_shared(&a, &b).await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn detach_and_delete() {
+    common::bounded(async {
+        let server = server();
+        let client = connect(&server).await;
+        common::scenario_detach_delete(&client).await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn send_correlation() {
+    common::bounded(async {
+        let server = server();
+        let client = connect(&server).await;
+        common::scenario_send_correlation(&client).await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn concurrent_sends() {
+    common::bounded(async {
+        let server = server();
+        let client = connect(&server).await;
+        common::scenario_concurrent_sends(&client).await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn permission_denied() {
+    common::bounded(async {
+        let server = server();
+        let client = connect(&server).await;
+        common::scenario_permission_denied(&client).await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn tool_on_joined_client() {
+    common::bounded(async {
+        let server = server();
+        let a = connect(&server).await;
+        let b = connect(&server).await;
+        common::scenario_tool_on_joined_client(&a, &b).await;
+    })
+    .await
+}
+
+/// `client.stop()` on a `from_streams` client detaches every live session (and, owning no
+/// process, sends no `runtime.shutdown`); an explicit `runtime.shutdown` then stops the server.
+#[tokio::test]
+async fn stop_and_runtime_shutdown() {
+    common::bounded(async {
+        let server = server();
+        let shutdown = {
+            let server = server.clone();
+            tokio::spawn(async move { server.shutdown_requested().await })
+        };
+        let client = connect(&server).await;
+        let id = common::new_session_id();
+        let c = common::create_session(&client, &id, false).await;
+        common::turn(&c.session, "hi").await;
+        // stop() detaches the still-registered session; the host must answer success:true.
+        common::within("client.stop", client.stop())
+            .await
+            .expect("client.stop: every session.detach succeeded");
+        assert!(
+            !shutdown.is_finished(),
+            "stop() of a from_streams client must not shut the host down"
+        );
+        // The session survives the detach.
+        let other = connect(&server).await;
+        let meta = common::within("getMetadata", other.get_session_metadata(&id))
+            .await
+            .expect("getMetadata");
+        assert!(meta.is_some(), "a detached session is kept");
+        common::within("runtime.shutdown", other.rpc().runtime().shutdown())
+            .await
+            .expect("runtime.shutdown answers");
+        common::within("server shutdown", shutdown)
+            .await
+            .expect("shutdown task");
+    })
+    .await
+}
