@@ -152,6 +152,37 @@ async fn tool_on_joined_client() {
     .await
 }
 
+#[tokio::test]
+async fn elicitation() {
+    common::bounded(async {
+        let server = server();
+        let client = connect(&server).await;
+        common::scenario_elicitation(&client).await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn elicitation_via_joined_client() {
+    common::bounded(async {
+        let server = server();
+        let a = connect(&server).await;
+        let b = connect(&server).await;
+        common::scenario_elicitation_via_joined_client(&a, &b).await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn slash_command() {
+    common::bounded(async {
+        let server = server();
+        let client = connect(&server).await;
+        common::scenario_command(&client).await;
+    })
+    .await
+}
+
 /// `client.stop()` on a `from_streams` client detaches every live session (and, owning no
 /// process, sends no `runtime.shutdown`); an explicit `runtime.shutdown` then stops the server.
 #[tokio::test]

@@ -17,11 +17,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use github_copilot_sdk::handler::{PermissionHandler, PermissionResult};
+use github_copilot_sdk::handler::{ElicitationHandler, PermissionHandler, PermissionResult};
+use github_copilot_sdk::rpc::ExecuteCommandParams;
 use github_copilot_sdk::session::Session;
 use github_copilot_sdk::subscription::{EventSubscription, LifecycleSubscription, RecvErrorKind};
 use github_copilot_sdk::tool::ToolHandler;
 use github_copilot_sdk::types::{
+    CommandContext, CommandDefinition, CommandHandler, ElicitationRequest, ElicitationResult,
     MessageOptions, PermissionRequestData, RequestId, ResumeSessionConfig, SessionConfig,
     SessionEvent, SessionId, SessionLifecycleEvent, SessionLifecycleEventType, Tool,
     ToolInvocation, ToolResult,
@@ -460,6 +462,53 @@ impl PermissionHandler for RecordingPermission {
             None => PermissionResult::approve_once(),
         };
         Box::pin(async move { result })
+    }
+}
+
+/// An elicitation handler that records each request and accepts with `{"confirmed": true}`.
+pub struct RecordingElicitation {
+    /// Every request, in order.
+    pub requests: Arc<Mutex<Vec<ElicitationRequest>>>,
+}
+
+impl ElicitationHandler for RecordingElicitation {
+    fn handle<'life0, 'async_trait>(
+        &'life0 self,
+        _session_id: SessionId,
+        _request_id: RequestId,
+        request: ElicitationRequest,
+    ) -> BoxFut<'async_trait, ElicitationResult>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        self.requests.lock().unwrap().push(request);
+        Box::pin(async {
+            ElicitationResult {
+                action: "accept".into(),
+                content: Some(json!({"confirmed": true})),
+            }
+        })
+    }
+}
+
+/// A slash-command handler that records each invocation.
+pub struct RecordingCommand {
+    /// Every invocation, in order.
+    pub calls: Arc<Mutex<Vec<CommandContext>>>,
+}
+
+impl CommandHandler for RecordingCommand {
+    fn on_command<'life0, 'async_trait>(
+        &'life0 self,
+        ctx: CommandContext,
+    ) -> BoxFut<'async_trait, Result<(), Error>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        self.calls.lock().unwrap().push(ctx);
+        Box::pin(async { Ok(()) })
     }
 }
 
@@ -1238,4 +1287,168 @@ pub async fn scenario_tool_on_joined_client(a: &Client, b: &Client) {
         .expect("delete");
     wait_lifecycle(&mut la, SessionLifecycleEventType::Deleted, &id).await;
     wait_lifecycle(&mut lb, SessionLifecycleEventType::Deleted, &id).await;
+}
+
+/// Elicitation on one client: the session advertises `capabilities.ui.elicitation`, and
+/// `session.ui().confirm()` round-trips through `elicitation.requested` → the client's
+/// handler → `session.ui.handlePendingElicitation` → `elicitation.completed`.
+pub async fn scenario_elicitation(client: &Client) {
+    let id = new_session_id();
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let prepared = client
+        .prepare_session(
+            SessionConfig::default()
+                .with_session_id(id.clone())
+                .with_elicitation_handler(Arc::new(RecordingElicitation {
+                    requests: requests.clone(),
+                })),
+        )
+        .expect("prepare_session");
+    let mut events = Recorder::new(prepared.subscribe());
+    let session = within("session.create", prepared.start())
+        .await
+        .expect("session.create");
+    assert_eq!(
+        session.capabilities().ui.and_then(|u| u.elicitation),
+        Some(true),
+        "a session whose client handles elicitation advertises ui.elicitation"
+    );
+    let confirmed = within("ui.confirm", session.ui().confirm("Proceed?"))
+        .await
+        .expect("session.ui.elicitation");
+    assert!(confirmed, "the handler accepted with confirmed:true");
+    let seen = requests.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "the handler ran once");
+    assert_eq!(seen[0].message, "Proceed?");
+    let schema = seen[0].requested_schema.clone().expect("requestedSchema");
+    assert_eq!(schema["properties"]["confirmed"]["type"], "boolean");
+    let requested = events.wait_for("elicitation.requested").await;
+    let completed = events.wait_for("elicitation.completed").await;
+    for ev in [&requested, &completed] {
+        assert_envelope(ev);
+        assert_eq!(ev.ephemeral, Some(true), "{} is ephemeral", ev.event_type);
+    }
+    assert_eq!(str_field(&requested, "message"), Some("Proceed?"));
+    assert_eq!(
+        str_field(&requested, "requestId"),
+        str_field(&completed, "requestId")
+    );
+    assert_eq!(str_field(&completed, "action"), Some("accept"));
+    assert_eq!(completed.data["content"], json!({"confirmed": true}));
+    within("detach", session.disconnect())
+        .await
+        .expect("detach");
+}
+
+/// Elicitation across clients: A has no elicitation handler, so its session starts without
+/// `ui.elicitation`; when B joins with one, A is told by `capabilities.changed`, and A's
+/// `ui().confirm()` is answered by B's handler.
+pub async fn scenario_elicitation_via_joined_client(a: &Client, b: &Client) {
+    let id = new_session_id();
+    let mut ca = create_session(a, &id, false).await;
+    assert_ne!(
+        ca.session.capabilities().ui.and_then(|u| u.elicitation),
+        Some(true),
+        "no client can answer elicitation yet"
+    );
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let sb = within(
+        "session.resume",
+        b.resume_session(
+            ResumeSessionConfig::new(id.clone()).with_elicitation_handler(Arc::new(
+                RecordingElicitation {
+                    requests: requests.clone(),
+                },
+            )),
+        ),
+    )
+    .await
+    .expect("join with an elicitation handler");
+    assert_eq!(
+        sb.capabilities().ui.and_then(|u| u.elicitation),
+        Some(true),
+        "the joining client gets ui.elicitation in its resume result"
+    );
+    let changed = ca.events.wait_for("capabilities.changed").await;
+    assert_envelope(&changed);
+    assert_eq!(changed.data["ui"]["elicitation"], true);
+    assert_eq!(
+        ca.session.capabilities().ui.and_then(|u| u.elicitation),
+        Some(true),
+        "A's SDK applied capabilities.changed"
+    );
+    let confirmed = within("ui.confirm via B", ca.session.ui().confirm("Deploy?"))
+        .await
+        .expect("session.ui.elicitation");
+    assert!(confirmed);
+    assert_eq!(requests.lock().unwrap().len(), 1, "B's handler answered");
+    within("detach b", sb.disconnect()).await.expect("detach b");
+    within("detach a", ca.session.disconnect())
+        .await
+        .expect("detach a");
+}
+
+/// Slash commands: a command declared on `session.create` is executed with
+/// `session.commands.execute`; the host emits `command.execute`, the SDK runs the handler and
+/// answers `handlePendingCommand`; an undeclared command does not succeed.
+pub async fn scenario_command(client: &Client) {
+    let id = new_session_id();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let prepared = client
+        .prepare_session(
+            SessionConfig::default()
+                .with_session_id(id.clone())
+                .with_commands(vec![CommandDefinition::new(
+                    "hello",
+                    Arc::new(RecordingCommand {
+                        calls: calls.clone(),
+                    }),
+                )
+                .with_description("say hi")]),
+        )
+        .expect("prepare_session");
+    let mut events = Recorder::new(prepared.subscribe());
+    let session = within("session.create", prepared.start())
+        .await
+        .expect("session.create");
+    let result = within(
+        "session.commands.execute",
+        session.rpc().commands().execute(ExecuteCommandParams {
+            command_name: "hello".into(),
+            args: "world".into(),
+        }),
+    )
+    .await
+    .expect("session.commands.execute");
+    assert_eq!(result.error, None, "the command succeeded");
+    let seen = calls.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "the handler ran once");
+    assert_eq!(seen[0].command_name, "hello");
+    assert_eq!(seen[0].args, "world");
+    assert_eq!(seen[0].command, "/hello world");
+    assert_eq!(seen[0].session_id, id);
+    let exec = events.wait_for("command.execute").await;
+    let done = events.wait_for("command.completed").await;
+    for ev in [&exec, &done] {
+        assert_envelope(ev);
+        assert_eq!(ev.ephemeral, Some(true), "{} is ephemeral", ev.event_type);
+    }
+    assert_eq!(str_field(&exec, "requestId"), str_field(&done, "requestId"));
+    assert_eq!(str_field(&exec, "commandName"), Some("hello"));
+
+    let unknown = within(
+        "session.commands.execute(unknown)",
+        session.rpc().commands().execute(ExecuteCommandParams {
+            command_name: "nope".into(),
+            args: String::new(),
+        }),
+    )
+    .await;
+    if let Ok(r) = unknown {
+        assert!(r.error.is_some(), "an undeclared command reports an error");
+    }
+    assert_eq!(calls.lock().unwrap().len(), 1, "no handler ran for it");
+    within("detach", session.disconnect())
+        .await
+        .expect("detach");
 }
