@@ -11,6 +11,7 @@ mod common;
 
 use std::path::PathBuf;
 
+use agentwire_tokio::agentwire::agent::Scenario;
 use agentwire_tokio::agentwire::host::HostConfig;
 use agentwire_tokio::Server;
 use github_copilot_sdk::Client;
@@ -179,6 +180,17 @@ async fn slash_command() {
         let server = server();
         let client = connect(&server).await;
         common::scenario_command(&client).await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn abort_turn() {
+    common::bounded(async {
+        let scenario = Scenario::from_json(common::SLOW_SCENARIO).expect("valid scenario");
+        let server = Server::new(HostConfig::with_scenario(scenario));
+        let client = connect(&server).await;
+        common::scenario_abort(&client).await;
     })
     .await
 }

@@ -1452,3 +1452,57 @@ pub async fn scenario_command(client: &Client) {
         .await
         .expect("detach");
 }
+
+/// A scenario whose "slow" prompts sleep for 30 s before answering (for abort tests); other
+/// prompts are echoed like the built-in scenario.
+pub const SLOW_SCENARIO: &str = r#"{
+  "rules": [ { "match": "slow", "steps": [ { "sleep_ms": 30000 }, { "say": "too late" } ] } ],
+  "default": [ { "say": "You said: {prompt}" } ]
+}"#;
+
+/// `session.abort` during a turn (needs a server playing [`SLOW_SCENARIO`]): the pending
+/// `send_and_wait` fails as aborted, the stream carries `abort` (persisted) and
+/// `session.idle {aborted:true}`, no answer is produced, and the session takes the next turn.
+pub async fn scenario_abort(client: &Client) {
+    let id = new_session_id();
+    let mut c = create_session(client, &id, false).await;
+    let session = &c.session;
+    let events = &mut c.events;
+    let (result, ()) = tokio::join!(
+        within(
+            "send_and_wait(slow)",
+            session.send_and_wait(MessageOptions::new("slow please").with_wait_timeout(TURN)),
+        ),
+        async {
+            events.wait_for("assistant.turn_start").await;
+            within("session.abort", session.abort())
+                .await
+                .expect("session.abort");
+        }
+    );
+    let err = result.expect_err("an aborted send_and_wait fails");
+    assert!(
+        err.to_string().contains("aborted"),
+        "the SDK reports the abort: {err}"
+    );
+    let turn_events = c.events.turn().await;
+    for ev in &turn_events {
+        assert_envelope(ev);
+    }
+    assert_chain(&turn_events, None);
+    let idx = assert_subsequence(&turn_events, &["user.message", "abort", "session.idle"]);
+    assert_eq!(turn_events[idx[1]].ephemeral, None, "abort is persisted");
+    assert_eq!(turn_events[idx[1]].data["reason"], "user_initiated");
+    assert_eq!(turn_events[idx[2]].data["aborted"], true);
+    assert!(
+        !turn_events
+            .iter()
+            .any(|e| e.event_type == "assistant.message"),
+        "an aborted turn says nothing: {:?}",
+        types(&turn_events)
+    );
+    let reply = turn(&c.session, "after abort").await;
+    assert_eq!(reply.data["content"], "You said: after abort");
+    c.events.turn().await;
+    assert_history_matches(&c.session, &c.events.seen).await;
+}

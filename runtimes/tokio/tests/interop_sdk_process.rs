@@ -250,6 +250,46 @@ async fn tcp_tool_on_joined_client() {
     .await
 }
 
+#[tokio::test]
+async fn tcp_elicitation_and_command() {
+    common::bounded(async {
+        let (_proc, port) = spawn_tcp(&[], &[]).await;
+        let client = tcp_client_connected(port).await;
+        common::scenario_elicitation(&client).await;
+        common::scenario_command(&client).await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn tcp_elicitation_via_joined_client() {
+    common::bounded(async {
+        let (_proc, port) = spawn_tcp(&[], &[]).await;
+        let a = tcp_client_connected(port).await;
+        let b = tcp_client_connected(port).await;
+        common::scenario_elicitation_via_joined_client(&a, &b).await;
+    })
+    .await
+}
+
+/// `session.abort` mid-turn, with the binary playing a scenario file (`--scenario FILE`).
+#[tokio::test]
+async fn tcp_abort_with_scenario_file() {
+    common::bounded(async {
+        let path = std::env::temp_dir().join(format!(
+            "agentwire-interop-slow-{}.json",
+            std::process::id()
+        ));
+        std::fs::write(&path, common::SLOW_SCENARIO).expect("write scenario file");
+        let file = path.to_str().expect("utf-8 temp path").to_owned();
+        let (_proc, port) = spawn_tcp(&["--scenario", &file], &[]).await;
+        let client = tcp_client_connected(port).await;
+        common::scenario_abort(&client).await;
+        let _ = std::fs::remove_file(&path);
+    })
+    .await
+}
+
 /// `runtime.shutdown` (what `client.stop()` sends to a runtime the SDK owns) makes the server
 /// answer and exit 0.
 #[tokio::test]
@@ -358,6 +398,20 @@ async fn stdio_list_metadata_detach_delete() {
             .expect("connect");
         common::scenario_list_and_metadata(&client).await;
         common::scenario_detach_delete(&client).await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn stdio_elicitation_and_command() {
+    common::bounded(async {
+        let (_proc, client) = spawn_stdio();
+        common::within("connect", client.verify_protocol_version())
+            .await
+            .expect("connect");
+        common::scenario_elicitation(&client).await;
+        common::scenario_command(&client).await;
+        common::scenario_send_correlation(&client).await;
     })
     .await
 }
