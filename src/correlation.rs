@@ -128,10 +128,35 @@ impl<T> PendingRequests<T> {
     /// Registers a new request with an optional deadline and returns its fresh id.
     pub fn start(&mut self, deadline: Option<Timestamp>, user: T) -> OwnedId {
         let n = self.next_id;
-        // Wrapping after 2^64 requests is not a practical concern; skip any id still pending.
-        self.next_id = self.next_id.wrapping_add(1);
+        // 2^64 requests never happen in practice; saturate rather than reuse ids.
+        self.next_id = self.next_id.saturating_add(1);
+        self.insert(n, deadline, user);
+        OwnedId::from_u64(n)
+    }
+
+    /// Takes a fresh id without registering a request yet, for a message that is encoded now but
+    /// may only be sent later; register it with [`start_reserved`](Self::start_reserved).
+    pub fn reserve(&mut self) -> OwnedId {
+        let n = self.next_id;
+        self.next_id = self.next_id.saturating_add(1);
+        OwnedId::from_u64(n)
+    }
+
+    /// Registers a request under an id obtained from [`reserve`](Self::reserve). Returns false
+    /// (and changes nothing) if this table never issued `id` or it is already pending.
+    pub fn start_reserved(&mut self, id: &OwnedId, deadline: Option<Timestamp>, user: T) -> bool {
+        match id.as_u64() {
+            Some(n) if n >= self.first_id && n < self.next_id && !self.pending.contains_key(&n) => {
+                self.insert(n, deadline, user);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn insert(&mut self, n: u64, deadline: Option<Timestamp>, user: T) {
         if let Some(old) = self.pending.insert(n, Pending { deadline, user }) {
-            // Only reachable after wrapping: the old entry would otherwise be lost silently.
+            // Only reachable once ids saturate: keep the deadline index consistent.
             if let Some(d) = old.deadline {
                 self.deadlines.remove(&(d, n));
             }
@@ -139,7 +164,6 @@ impl<T> PendingRequests<T> {
         if let Some(d) = deadline {
             self.deadlines.insert((d, n));
         }
-        OwnedId::from_u64(n)
     }
 
     fn take(&mut self, n: u64) -> Option<T> {
@@ -393,6 +417,33 @@ mod tests {
             "late after timeout"
         );
         assert_eq!(p.late_responses(), 1);
+    }
+
+    #[test]
+    fn reserved_ids_register_once() {
+        let mut p = PendingRequests::starting_at(10);
+        let r = p.reserve();
+        let s = p.start(None, 's');
+        assert_eq!((r.as_raw(), s.as_raw()), ("10", "11"));
+        assert!(
+            p.resolve(&r.as_id(), Outcome::Closed).is_none(),
+            "not registered yet"
+        );
+        assert!(p.start_reserved(&r, None, 'r'));
+        assert!(!p.start_reserved(&r, None, 'x'), "already pending");
+        assert!(
+            !p.start_reserved(&OwnedId::from_u64(12), None, 'x'),
+            "never issued"
+        );
+        assert!(
+            !p.start_reserved(&OwnedId::from_u64(9), None, 'x'),
+            "never issued"
+        );
+        assert!(!p.start_reserved(&OwnedId::from_string("10"), None, 'x'));
+        assert_eq!(
+            p.resolve(&r.as_id(), Outcome::Closed),
+            Some(('r', Outcome::Closed))
+        );
     }
 
     #[test]

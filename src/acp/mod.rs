@@ -1,31 +1,369 @@
 //! The Agent Client Protocol (ACP) v1 dialect, mapped onto the same sessions.
 //!
-//! Not implemented yet: every request from an ACP connection is answered with
-//! `-32601` and no `session/update` is sent. The host routes ACP connections here
-//! ([`Dialect::Acp`](crate::host::Dialect::Acp)).
+//! An editor (Zed, JetBrains, …) drives agentwire's sessions, agent and bridges over
+//! newline-delimited JSON-RPC 2.0 (`agentwire --acp`; reference `acp.md`). The host routes
+//! every message of an ACP connection ([`Dialect::Acp`](crate::host::Dialect::Acp)) here,
+//! and every session event for attached ACP connections.
+//!
+//! * `methods`: the agent methods (`initialize`, `session/new`, `session/load`,
+//!   `session/prompt`, …; see [`METHODS`]) and the `session/cancel` / `$/cancel_request`
+//!   notifications.
+//! * `update`: session events → `session/update` notifications, encoded once per event for
+//!   all ACP connections.
+//! * `permission`: permission prompts → `session/request_permission` (options `allow-once`,
+//!   `allow-always`, `reject-once`), "always" approvals remembered for the session, hook
+//!   prompts denied without asking.
+//! * `client`: the client's capabilities ([`ClientCaps`]: `fs/*`, `terminal/*`) used by the
+//!   built-in tools of [`agent::builtin`](crate::agent::builtin).
+//! * `modes`: the session modes (`interactive`, `autopilot`) and config options (`mode`,
+//!   `model`).
+//!
+//! # Turns
+//!
+//! `session/prompt` queues the prompt for the session's agent with a fresh message id. The
+//! agent's `user.message` with that id starts the connection's turn; the turn's
+//! `session.idle` answers the prompt, after every update of the turn has been queued:
+//! `{"stopReason":"end_turn"}`, or `"cancelled"` after `session/cancel` or an abort (never an
+//! error), or a `-32603` error carrying the message of a `session.error`. A prompt that had
+//! not started when `session/cancel` arrived is answered `cancelled` at once (the abort
+//! drops it from the agent's queue).
+//!
+//! # Robustness
+//!
+//! Peer input never panics: malformed lines get the usual `-32700` error (`id: null`),
+//! responses with `id: null` (the client could not parse something of ours) and responses
+//! to unknown ids are counted ([`Host::acp_ignored_responses`]) and ignored, and the
+//! connection keeps working. Our request ids and the client's are separate spaces.
+//!
+//! # Sessions across processes
+//!
+//! `session/load` replays what the session's persisted events hold, so a session restored
+//! with [`Host::restore_session`] replays like one created in this process; what restores it
+//! at start-up is the runtime's durable store.
 
+mod client;
+mod methods;
+mod modes;
+mod params;
+mod permission;
+mod update;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::{Bytes, BytesMut};
+use serde_json::{json, Value};
+
+use crate::correlation::PendingRequests;
+use crate::frame::{encode_frame, Framing};
 use crate::host::{ConnId, Host};
-use crate::jsonrpc::{self, ErrorObject};
+use crate::jsonrpc::{self, ErrorObject, OwnedId};
 use crate::session::Event;
+
+pub use client::{ClientCaps, COMMAND_TIMEOUT, FS_TIMEOUT, OUTPUT_BYTE_LIMIT};
+pub use methods::METHODS;
+pub use permission::PERMISSION_TIMEOUT;
+
+use client::{Op, Out};
+use update::{Audience, Mapped};
+
+/// The ACP protocol version this dialect speaks.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// A `session/prompt` waiting for its turn to end.
+#[derive(Debug)]
+pub(crate) struct PromptWait {
+    pub session: String,
+    pub id: OwnedId,
+    /// The message id the prompt was queued with (`user.message.messageId`).
+    pub message_id: String,
+    /// The agent started the turn.
+    pub started: bool,
+    /// `session/cancel` (or `$/cancel_request`) asked to stop it.
+    pub cancelled: bool,
+    /// A `session.error` of the turn.
+    pub error: Option<String>,
+}
 
 /// Per-connection state of the ACP dialect.
 #[derive(Debug, Default)]
-pub struct ConnState {}
+pub struct ConnState {
+    /// `initialize` succeeded.
+    pub(crate) initialized: bool,
+    /// What the client offers.
+    pub(crate) caps: ClientCaps,
+    /// Our requests to the client.
+    pub(crate) out: PendingRequests<Out>,
+    /// `session/prompt` requests waiting for their turn to end.
+    pub(crate) prompts: Vec<PromptWait>,
+    /// Message and reasoning ids this connection got deltas for (their full text is not
+    /// sent again).
+    pub(crate) streamed: BTreeSet<String>,
+    /// Our open `session/request_permission` requests, by the host's request id.
+    pub(crate) asks: BTreeMap<String, OwnedId>,
+    /// Client operations of built-in tool calls, by tool call id.
+    pub(crate) ops: BTreeMap<String, Op>,
+    /// Responses ignored: `id: null` errors and unknown, late or duplicate ids.
+    pub(crate) ignored_responses: u64,
+}
+
+impl ConnState {
+    /// What the client advertised in `initialize` (all false before).
+    pub fn client_caps(&self) -> ClientCaps {
+        self.caps
+    }
+}
+
+/// The `session/update` notification body for one update.
+pub(crate) fn update_body(session: &str, update: &Value) -> Vec<u8> {
+    let mut body = Vec::with_capacity(128);
+    // A `Value` always serialises.
+    let _ = jsonrpc::write_notification(
+        &mut body,
+        "session/update",
+        &json!({"sessionId": session, "update": update}),
+    );
+    body
+}
 
 impl Host {
+    /// Responses an ACP connection sent that matched none of our requests (`id: null`
+    /// errors, unknown, late or duplicate ids): counted and ignored. `None` for an unknown
+    /// connection.
+    pub fn acp_ignored_responses(&self, conn: ConnId) -> Option<u64> {
+        self.conns.get(&conn).map(|c| c.acp.ignored_responses)
+    }
+
     /// Handles one message from an ACP connection.
     pub(crate) fn acp_handle_message(&mut self, conn: ConnId, message: jsonrpc::Message<'_>) {
-        if let jsonrpc::Message::Request { id, method, .. } = message {
-            let mut body = Vec::new();
-            let error = ErrorObject::new(
-                jsonrpc::code::METHOD_NOT_FOUND,
-                format!("Method not found: {method} (the ACP dialect is not implemented yet)"),
-            );
-            jsonrpc::write_error(&mut body, Some(&id.to_owned()), &error);
-            self.send_body(conn, &body);
+        match message {
+            jsonrpc::Message::Request { id, method, params } => {
+                let id = id.to_owned();
+                let fresh = self
+                    .conns
+                    .get_mut(&conn)
+                    .is_some_and(|c| c.in_flight.begin(id.clone()));
+                if !fresh {
+                    let error = ErrorObject::new(
+                        jsonrpc::code::INVALID_REQUEST,
+                        format!(
+                            "Invalid request: request id {} is already in flight",
+                            id.as_raw()
+                        ),
+                    );
+                    let mut body = Vec::new();
+                    jsonrpc::write_error(&mut body, Some(&id), &error);
+                    self.send_body(conn, &body);
+                    return;
+                }
+                if let Some(result) = self.acp_dispatch(conn, &id, &method, params) {
+                    self.respond(conn, &id, result);
+                }
+            }
+            jsonrpc::Message::Notification { method, params } => match method.as_ref() {
+                "session/cancel" => {
+                    let raw = params.map(|p| p.get()).unwrap_or("{}");
+                    if let Ok(p) = serde_json::from_str::<params::SessionParams>(raw) {
+                        self.acp_cancel_turn(conn, &p.session_id);
+                    }
+                }
+                "$/cancel_request" => {
+                    let raw = params.map(|p| p.get()).unwrap_or("{}");
+                    if let Ok(p) = serde_json::from_str::<params::CancelRequestParams>(raw) {
+                        self.acp_cancel_request(conn, &p.request_id);
+                    }
+                }
+                // Unknown notifications are ignored (ACP extensibility rules).
+                _ => {}
+            },
+            jsonrpc::Message::Response { id, outcome } => self.acp_response(conn, &id, outcome),
         }
     }
 
-    /// Delivers a session event to the ACP connections attached to the session.
-    pub(crate) fn acp_on_event(&mut self, _session: &str, _event: &Event, _conns: &[ConnId]) {}
+    /// `session/cancel` (or a cancelled permission request): prompts of `conn` for the
+    /// session that have not started are answered `cancelled` now, the running one when its
+    /// turn ends; the session's agent is asked to abort.
+    pub(crate) fn acp_cancel_turn(&mut self, conn: ConnId, session: &str) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let mut waiting = Vec::new();
+        c.acp.prompts.retain_mut(|p| {
+            if p.session != session {
+                return true;
+            }
+            p.cancelled = true;
+            if p.started {
+                return true;
+            }
+            waiting.push(p.id.clone());
+            false
+        });
+        for id in waiting {
+            self.respond(conn, &id, Ok(json!({"stopReason": "cancelled"})));
+        }
+        if self.sessions.contains_key(session) {
+            self.queue_agent_input(session, crate::agent::AgentInput::Abort);
+        }
+    }
+
+    /// `$/cancel_request`: a running `session/prompt` is cancelled like `session/cancel`
+    /// (and answered with `stopReason: "cancelled"`). Other requests are answered at once,
+    /// so there is nothing else to cancel.
+    fn acp_cancel_request(&mut self, conn: ConnId, id: &OwnedId) {
+        let session = self
+            .conns
+            .get(&conn)
+            .and_then(|c| c.acp.prompts.iter().find(|p| &p.id == id))
+            .map(|p| p.session.clone());
+        if let Some(session) = session {
+            self.acp_cancel_turn(conn, &session);
+        }
+    }
+
+    /// Answers every prompt of `conn` for `session` with `cancelled` (the connection leaves
+    /// the session). Returns whether there were any.
+    pub(crate) fn acp_answer_prompts_cancelled(&mut self, conn: ConnId, session: &str) -> bool {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return false;
+        };
+        let mut ids = Vec::new();
+        c.acp.prompts.retain(|p| {
+            if p.session == session {
+                ids.push(p.id.clone());
+                false
+            } else {
+                true
+            }
+        });
+        let any = !ids.is_empty();
+        for id in ids {
+            self.respond(conn, &id, Ok(json!({"stopReason": "cancelled"})));
+        }
+        any
+    }
+
+    /// Delivers a session event to the ACP connections attached to the session: its updates
+    /// (each encoded once for all of them), then the turn and request bookkeeping.
+    pub(crate) fn acp_on_event(&mut self, session: &str, event: &Event, conns: &[ConnId]) {
+        if !update::is_relevant(&event.event_type) {
+            return;
+        }
+        let Ok(envelope) = serde_json::from_slice::<Value>(&event.json) else {
+            return;
+        };
+        let data = envelope.get("data").unwrap_or(&Value::Null);
+        let mapped = update::map_event(&event.event_type, data, false);
+        let frames: Vec<Option<Bytes>> = mapped
+            .iter()
+            .map(|m| {
+                m.update.as_ref().map(|u| {
+                    let body = update_body(session, u);
+                    let mut buf = BytesMut::with_capacity(body.len() + 1);
+                    encode_frame(Framing::Ndjson, &body, &mut buf);
+                    buf.freeze()
+                })
+            })
+            .collect();
+        for &conn in conns {
+            for (m, frame) in mapped.iter().zip(&frames) {
+                self.acp_deliver(conn, session, m, frame.as_ref());
+            }
+            self.acp_after_event(conn, session, &event.event_type, data);
+        }
+    }
+
+    /// Sends one mapped update to `conn` if its audience includes the connection.
+    fn acp_deliver(&mut self, conn: ConnId, session: &str, m: &Mapped, frame: Option<&Bytes>) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let send = match &m.audience {
+            Audience::All => true,
+            Audience::Delta(id) => {
+                if !c.acp.streamed.contains(id) {
+                    c.acp.streamed.insert(id.clone());
+                }
+                true
+            }
+            Audience::UnlessStreamed(id) => !c.acp.streamed.remove(id),
+            Audience::UnlessPromptedBy(message_id) => {
+                !c.acp.prompts.iter().any(|p| &p.message_id == message_id)
+            }
+        };
+        if !send {
+            return;
+        }
+        let (Some(frame), Some(update)) = (frame, &m.update) else {
+            return;
+        };
+        if c.framing == Framing::Ndjson {
+            // Never droppable: ACP clients have no way to catch up on a lost chunk.
+            self.deliver(conn, frame.clone(), false);
+        } else {
+            self.send_body(conn, &update_body(session, update));
+        }
+    }
+
+    /// The bookkeeping an event implies for one ACP connection.
+    fn acp_after_event(&mut self, conn: ConnId, session: &str, event_type: &str, data: &Value) {
+        let field = |name: &str| data.get(name).and_then(Value::as_str).unwrap_or("");
+        match event_type {
+            "user.message" => {
+                let message_id = field("messageId");
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    if let Some(p) = c
+                        .acp
+                        .prompts
+                        .iter_mut()
+                        .find(|p| p.session == session && p.message_id == message_id)
+                    {
+                        p.started = true;
+                    }
+                }
+            }
+            "session.error" => {
+                let message = field("message").to_owned();
+                if let Some(p) = self.conns.get_mut(&conn).and_then(|c| {
+                    c.acp
+                        .prompts
+                        .iter_mut()
+                        .find(|p| p.session == session && p.started)
+                }) {
+                    p.error = Some(message);
+                }
+            }
+            "session.idle" => {
+                let aborted = data
+                    .get("aborted")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                let Some(c) = self.conns.get_mut(&conn) else {
+                    return;
+                };
+                let Some(i) = c
+                    .acp
+                    .prompts
+                    .iter()
+                    .position(|p| p.session == session && p.started)
+                else {
+                    return;
+                };
+                let p = c.acp.prompts.remove(i);
+                let result = if p.cancelled || aborted {
+                    Ok(json!({"stopReason": "cancelled"}))
+                } else if let Some(message) = p.error {
+                    Err(ErrorObject::internal(message))
+                } else {
+                    Ok(json!({"stopReason": "end_turn"}))
+                };
+                self.respond(conn, &p.id, result);
+            }
+            "permission.completed" => self.acp_prompt_decided(conn, field("requestId")),
+            "tool.execution_complete" => self.acp_tool_completed(conn, field("toolCallId")),
+            _ => {}
+        }
+    }
 }

@@ -6,6 +6,7 @@
 //! drives the session (emit events, call a client tool, set a timer). A real model loop plugs
 //! in by implementing [`Agent`]; [`ScriptedAgent`] is the deterministic default.
 
+pub mod builtin;
 mod scenario;
 mod scripted;
 
@@ -15,6 +16,7 @@ use serde_json::Value;
 
 use crate::Timestamp;
 
+pub use builtin::{BuiltinCall, BuiltinOp, PromptKind};
 pub use scenario::{Rule, Scenario, ScenarioError, Step, BUILTIN_SCENARIO_JSON};
 pub use scripted::ScriptedAgent;
 
@@ -40,6 +42,73 @@ pub enum AgentInput {
         tool_call_id: String,
         /// How it ended.
         outcome: ToolOutcome,
+    },
+    /// A request made with [`SessionControl::ask_client`] ended: the client's answer, or why
+    /// there is none (nobody can answer, the client left, the deadline passed, it failed).
+    ClientAnswer {
+        /// The token `ask_client` returned.
+        token: u64,
+        /// The answer's JSON, or the reason there is none.
+        outcome: Result<Value, String>,
+    },
+}
+
+/// Something the agent asks of the session's clients (see [`SessionControl::ask_client`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClientRequest {
+    /// Ask the user a question (`userInput.request` to a client with `requestUserInput`).
+    UserInput {
+        /// The question.
+        question: String,
+        /// Choices offered, if any.
+        choices: Vec<String>,
+        /// Whether a free-form answer is allowed.
+        allow_freeform: bool,
+    },
+    /// A form or URL elicitation (`elicitation.requested`, answered by a client with
+    /// `requestElicitation`).
+    Elicitation {
+        /// What to ask.
+        message: String,
+        /// JSON Schema of the form (form mode).
+        schema: Option<Value>,
+        /// URL to open (URL mode).
+        url: Option<String>,
+    },
+    /// An MCP sampling request (`sampling.requested`, answered by a client with
+    /// `requestSampling`).
+    Sampling {
+        /// The opaque sampling request.
+        request: Value,
+    },
+    /// Run a client's slash command (`command.execute` to the command's owner).
+    Command {
+        /// The command line, e.g. `/deploy prod`.
+        command_line: String,
+    },
+    /// Propose leaving plan mode (`exitPlanMode.request` to a client with `requestExitPlanMode`).
+    ExitPlanMode {
+        /// Summary of the plan.
+        summary: String,
+        /// The plan's text.
+        plan: String,
+        /// Actions offered.
+        actions: Vec<String>,
+        /// The recommended action.
+        recommended: String,
+    },
+    /// Ask to switch to auto mode (`autoModeSwitch.request` to a client with
+    /// `requestAutoModeSwitch`).
+    AutoModeSwitch {
+        /// The error that prompted the switch, if any.
+        error_code: Option<String>,
+    },
+    /// Invoke a client hook (`hooks.invoke` to a client with `hooks: true`).
+    Hook {
+        /// The hook type, e.g. `preToolUse`.
+        hook_type: String,
+        /// The hook's input.
+        input: Value,
     },
 }
 
@@ -70,10 +139,19 @@ pub trait SessionControl {
     /// Runs a client tool: `tool.execution_start`, the permission check, the client's
     /// execution and `tool.execution_complete`. The agent gets [`AgentInput::ToolDone`] later.
     fn call_tool(&mut self, tool_call_id: &str, name: &str, arguments: &Value, turn_id: &str);
+    /// Runs a built-in tool (read or write a file, run a shell command; see [`builtin`]):
+    /// `tool.execution_start`, the permission prompt, the operation (through an ACP client
+    /// that offers it, else the call's scripted result) and `tool.execution_complete`. The
+    /// agent gets [`AgentInput::ToolDone`] later.
+    fn call_builtin(&mut self, tool_call_id: &str, call: &BuiltinCall, turn_id: &str);
     /// Resolves every tool call this agent has in flight as cancelled (used on abort).
     fn cancel_tool_calls(&mut self);
     /// Asks for [`AgentInput::Timer`] at `at` (replaces an earlier timer of this session).
     fn set_timer(&mut self, at: Timestamp);
+    /// Asks the session's clients for something; the answer comes back later as
+    /// [`AgentInput::ClientAnswer`] with the returned token (at once, as an error, when no
+    /// attached client can answer).
+    fn ask_client(&mut self, request: ClientRequest) -> u64;
 }
 
 /// An agent driving one session.

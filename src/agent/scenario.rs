@@ -19,6 +19,29 @@
 //! | `{"event": TYPE, "data": {..}, "ephemeral": BOOL}` | emit any raw session event |
 //! | `{"error": MESSAGE}` | emit `session.error` and end the turn |
 //! | `{"sleep_ms": N}` | wait N milliseconds (through the core's timers) |
+//! | `{"ask": MESSAGE, "schema": {..}, "url": URL}` | an elicitation (form, or URL mode with `url`), answered by a client with `requestElicitation` |
+//! | `{"user_input": QUESTION, "choices": [..], "allow_freeform": BOOL}` | `userInput.request` to a client with `requestUserInput` |
+//! | `{"sample": {..}}` | `sampling.requested` with this opaque request, answered by a client with `requestSampling` |
+//! | `{"command": "/name args"}` | `command.execute` sent only to the client that declared the command |
+//! | `{"exit_plan_mode": SUMMARY, "plan": TEXT, "actions": [..], "recommended": ACTION}` | `exitPlanMode.request` to a client with `requestExitPlanMode` |
+//! | `{"auto_mode_switch": ERROR_CODE}` | `autoModeSwitch.request` to a client with `requestAutoModeSwitch` (`null` for no error code) |
+//! | `{"hook": HOOK_TYPE, "input": {..}}` | `hooks.invoke` to a client with `hooks: true` |
+//! | `{"read_file": PATH, "line": N, "limit": N, "result": TEXT, "permission": P}` | built-in tool `view`: a `read` permission prompt, then `fs/read_text_file` on an ACP client that offers it, else TEXT is the result |
+//! | `{"write_file": PATH, "content": TEXT, "result": TEXT, "permission": P}` | built-in tool `create`: a `write` prompt, then `fs/write_text_file` on an ACP client that offers it |
+//! | `{"shell": COMMAND, "result": TEXT, "permission": P}` | built-in tool `bash`: a `shell` prompt, then `terminal/*` (`sh -c COMMAND`) on an ACP client that offers it |
+//!
+//! The steps from `ask` down wait for the client's answer; its text replaces `{answer}` in
+//! later `say` steps: a string answer as is, the `answer` field of a user-input reply, else
+//! the compact JSON of the reply, or `error: <reason>` when there is no answer (nobody can
+//! answer, the client left, the deadline passed).
+//!
+//! The built-in tool steps (`read_file`, `write_file`, `shell`; see
+//! [`builtin`](super::builtin)) accept `{prompt}` and `{path}` (the prompt's last word) in
+//! PATH, COMMAND, `content` and `result`; a relative PATH is resolved against the session's
+//! working directory. `permission` picks the prompt: `default`, `path` (file steps), `url`
+//! (for the first `http(s)://` URL in the step), `hook` or `none`. The tool's result text (the
+//! file's content, the command's output, or the failure message) replaces `{result}` in
+//! later `say` steps. The built-in scenario answers "read file PATH" this way.
 //!
 //! Loading validates everything and names the bad field in the error, e.g.
 //! `rules[0].steps[1]: unknown step kind "sya" (expected one of say, tool, event, error, sleep_ms)`.
@@ -26,6 +49,8 @@
 use std::fmt;
 
 use serde_json::{Map, Value};
+
+use super::ClientRequest;
 
 /// One step of a scripted turn.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,6 +77,12 @@ pub enum Step {
     Error(String),
     /// Wait this many milliseconds.
     SleepMs(u64),
+    /// Ask the session's clients something and wait for the answer; the answer's text is
+    /// available to later `say` steps as `{answer}`.
+    Ask(ClientRequest),
+    /// Run a built-in tool (`read_file`, `write_file`, `shell`) and wait for it; its result
+    /// text is available to later `say` steps as `{result}`.
+    Builtin(super::BuiltinCall),
 }
 
 /// A rule: when the prompt contains `pattern` (case-insensitive), run `steps`.
@@ -76,7 +107,10 @@ pub struct Scenario {
 pub const BUILTIN_SCENARIO_JSON: &str = r#"{
   "rules": [ { "match": "weather",
                "steps": [ { "tool": "get_weather", "arguments": { "city": "Paris" } },
-                          { "say": "It is sunny in Paris." } ] } ],
+                          { "say": "It is sunny in Paris." } ] },
+             { "match": "read file",
+               "steps": [ { "read_file": "{path}" },
+                          { "say": "{result}" } ] } ],
   "default": [ { "say": "You said: {prompt}" } ]
 }"#;
 
@@ -114,7 +148,8 @@ fn err(path: impl Into<String>, message: impl Into<String>) -> ScenarioError {
     }
 }
 
-const STEP_KINDS: &str = "say, tool, event, error, sleep_ms";
+const STEP_KINDS: &str =
+    "say, tool, event, error, sleep_ms, ask, user_input, sample, command, exit_plan_mode, auto_mode_switch, hook, read_file, write_file, shell";
 
 impl Scenario {
     /// Parses and validates a scenario from JSON text.
@@ -274,11 +309,145 @@ fn parse_step(raw: &Value, path: &str) -> Result<Step, ScenarioError> {
             .ok_or_else(|| err(format!("{path}.sleep_ms"), "must be a non-negative integer"))?;
         return Ok(Step::SleepMs(ms));
     }
+    if let Some(call) = super::builtin::parse_step(obj, path)? {
+        return Ok(Step::Builtin(call));
+    }
+    if let Some(request) = parse_client_request(obj, path)? {
+        return Ok(Step::Ask(request));
+    }
     let kind = obj.keys().next().map(String::as_str).unwrap_or("");
     Err(err(
         path,
         format!("unknown step kind {kind:?} (expected one of {STEP_KINDS})"),
     ))
+}
+
+fn opt_string(
+    obj: &Map<String, Value>,
+    path: &str,
+    name: &str,
+) -> Result<Option<String>, ScenarioError> {
+    match obj.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(err(format!("{path}.{name}"), "must be a string")),
+    }
+}
+
+fn string_list(
+    obj: &Map<String, Value>,
+    path: &str,
+    name: &str,
+) -> Result<Vec<String>, ScenarioError> {
+    match obj.get(name) {
+        None => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| err(format!("{path}.{name}[{i}]"), "must be a string"))
+            })
+            .collect(),
+        Some(_) => Err(err(format!("{path}.{name}"), "must be an array of strings")),
+    }
+}
+
+fn required_string(
+    obj: &Map<String, Value>,
+    path: &str,
+    name: &str,
+) -> Result<String, ScenarioError> {
+    opt_string(obj, path, name)?.ok_or_else(|| err(format!("{path}.{name}"), "must be a string"))
+}
+
+/// The client-request step kinds (`ask`, `user_input`, …), or `None` for other kinds.
+fn parse_client_request(
+    obj: &Map<String, Value>,
+    path: &str,
+) -> Result<Option<ClientRequest>, ScenarioError> {
+    let request = if obj.contains_key("ask") {
+        reject_unknown(obj, path, &["ask", "schema", "url"])?;
+        let schema = match obj.get("schema") {
+            None => None,
+            Some(v @ Value::Object(_)) => Some(v.clone()),
+            Some(_) => return Err(err(format!("{path}.schema"), "must be an object")),
+        };
+        ClientRequest::Elicitation {
+            message: required_string(obj, path, "ask")?,
+            schema,
+            url: opt_string(obj, path, "url")?,
+        }
+    } else if obj.contains_key("user_input") {
+        reject_unknown(obj, path, &["user_input", "choices", "allow_freeform"])?;
+        let allow_freeform = match obj.get("allow_freeform") {
+            None => true,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => {
+                return Err(err(
+                    format!("{path}.allow_freeform"),
+                    "must be true or false",
+                ))
+            }
+        };
+        ClientRequest::UserInput {
+            question: required_string(obj, path, "user_input")?,
+            choices: string_list(obj, path, "choices")?,
+            allow_freeform,
+        }
+    } else if obj.contains_key("sample") {
+        reject_unknown(obj, path, &["sample"])?;
+        match obj.get("sample") {
+            Some(v @ Value::Object(_)) => ClientRequest::Sampling { request: v.clone() },
+            _ => return Err(err(format!("{path}.sample"), "must be an object")),
+        }
+    } else if obj.contains_key("command") {
+        reject_unknown(obj, path, &["command"])?;
+        let line = required_string(obj, path, "command")?;
+        if !line.starts_with('/') || line.len() < 2 {
+            return Err(err(
+                format!("{path}.command"),
+                "must be a slash command like \"/name args\"",
+            ));
+        }
+        ClientRequest::Command { command_line: line }
+    } else if obj.contains_key("exit_plan_mode") {
+        reject_unknown(
+            obj,
+            path,
+            &["exit_plan_mode", "plan", "actions", "recommended"],
+        )?;
+        let actions = string_list(obj, path, "actions")?;
+        let recommended = opt_string(obj, path, "recommended")?
+            .or_else(|| actions.first().cloned())
+            .unwrap_or_default();
+        ClientRequest::ExitPlanMode {
+            summary: required_string(obj, path, "exit_plan_mode")?,
+            plan: opt_string(obj, path, "plan")?.unwrap_or_default(),
+            actions,
+            recommended,
+        }
+    } else if obj.contains_key("auto_mode_switch") {
+        reject_unknown(obj, path, &["auto_mode_switch"])?;
+        ClientRequest::AutoModeSwitch {
+            error_code: opt_string(obj, path, "auto_mode_switch")?,
+        }
+    } else if obj.contains_key("hook") {
+        reject_unknown(obj, path, &["hook", "input"])?;
+        let input = match obj.get("input") {
+            None => Value::Object(Map::new()),
+            Some(v @ Value::Object(_)) => v.clone(),
+            Some(_) => return Err(err(format!("{path}.input"), "must be an object")),
+        };
+        ClientRequest::Hook {
+            hook_type: required_string(obj, path, "hook")?,
+            input,
+        }
+    } else {
+        return Ok(None);
+    };
+    Ok(Some(request))
 }
 
 #[cfg(test)]
@@ -317,6 +486,31 @@ mod tests {
 
         let e = Scenario::from_json("{").unwrap_err();
         assert!(e.message.starts_with("invalid JSON"), "{e}");
+    }
+
+    #[test]
+    fn client_request_steps_parse_and_validate() {
+        let s = Scenario::from_json(
+            r#"{"default":[{"ask":"Proceed?","schema":{"type":"object"}},{"user_input":"Name?","choices":["a","b"]},
+                           {"sample":{"messages":[]}},{"command":"/deploy prod"},
+                           {"exit_plan_mode":"Plan","actions":["autopilot"]},{"auto_mode_switch":null},
+                           {"hook":"preToolUse","input":{"toolName":"x"}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(s.default.len(), 7);
+        assert!(
+            matches!(&s.default[1], Step::Ask(ClientRequest::UserInput { choices, allow_freeform: true, .. }) if choices.len() == 2)
+        );
+        assert!(
+            matches!(&s.default[4], Step::Ask(ClientRequest::ExitPlanMode { recommended, .. }) if recommended == "autopilot")
+        );
+        let e = Scenario::from_json(r#"{"default":[{"command":"deploy"}]}"#).unwrap_err();
+        assert_eq!(e.path, "default[0].command");
+        let e =
+            Scenario::from_json(r#"{"default":[{"user_input":"q","choices":[1]}]}"#).unwrap_err();
+        assert_eq!(e.path, "default[0].choices[0]");
+        let e = Scenario::from_json(r#"{"default":[{"ask":"q","colour":"red"}]}"#).unwrap_err();
+        assert_eq!(e.path, "default[0].colour");
     }
 
     #[test]

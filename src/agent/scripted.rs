@@ -29,6 +29,10 @@ struct Run {
     message_id: String,
     turn: u64,
     waiting: Waiting,
+    /// The text of the last client answer, for `{answer}` in `say` steps.
+    answer: String,
+    /// The text of the last tool result (or failure message), for `{result}` in `say` steps.
+    result: String,
 }
 
 #[derive(PartialEq, Eq)]
@@ -36,6 +40,7 @@ enum Waiting {
     Nothing,
     Timer,
     Tool(String),
+    Client(u64),
 }
 
 impl ScriptedAgent {
@@ -62,6 +67,8 @@ impl ScriptedAgent {
             message_id,
             turn: 0,
             waiting: Waiting::Nothing,
+            answer: String::new(),
+            result: String::new(),
         });
         self.advance(s);
     }
@@ -80,7 +87,10 @@ impl ScriptedAgent {
             run.next += 1;
             match step {
                 Step::Say(text) => {
-                    let text = text.replace("{prompt}", &run.prompt);
+                    let text = text
+                        .replace("{prompt}", &run.prompt)
+                        .replace("{answer}", &run.answer)
+                        .replace("{result}", &run.result);
                     say(s, &text, &run.message_id, run.turn);
                 }
                 Step::Tool { name, arguments } => {
@@ -117,6 +127,33 @@ impl ScriptedAgent {
                     );
                     self.finish(s, None);
                     return;
+                }
+                Step::Builtin(call) => {
+                    let call = call.with_placeholders(&run.prompt);
+                    let tool_call_id = format!("call_{}", s.new_id());
+                    let message_id = s.new_id();
+                    let turn_id = run.turn.to_string();
+                    s.emit(
+                        "assistant.message",
+                        json!({
+                            "messageId": message_id,
+                            "content": "",
+                            "toolRequests": [{"toolCallId": tool_call_id,
+                                              "name": call.tool_name(),
+                                              "arguments": call.arguments(),
+                                              "type": "function"}],
+                            "originatingMessageId": run.message_id,
+                            "turnId": turn_id,
+                        }),
+                        false,
+                    );
+                    run.waiting = Waiting::Tool(tool_call_id.clone());
+                    s.call_builtin(&tool_call_id, &call, &turn_id);
+                }
+                Step::Ask(request) => {
+                    // The answer may already be queued (nobody could answer); either way it
+                    // arrives as an input after this call returns.
+                    run.waiting = Waiting::Client(s.ask_client(request));
                 }
                 Step::SleepMs(ms) => {
                     run.waiting = Waiting::Timer;
@@ -204,6 +241,25 @@ impl Agent for ScriptedAgent {
                     }
                 }
             }
+            AgentInput::ClientAnswer { token, outcome } => {
+                let Some(run) = self.run.as_mut() else { return };
+                if run.waiting != Waiting::Client(token) {
+                    return;
+                }
+                run.waiting = Waiting::Nothing;
+                run.answer = match outcome {
+                    Ok(serde_json::Value::String(text)) => text,
+                    // `userInput.request` answers `{answer, wasFreeform}`: the text is `answer`.
+                    Ok(serde_json::Value::Object(fields))
+                        if fields.get("answer").is_some_and(serde_json::Value::is_string) =>
+                    {
+                        fields["answer"].as_str().unwrap_or_default().to_owned()
+                    }
+                    Ok(value) => value.to_string(),
+                    Err(reason) => format!("error: {reason}"),
+                };
+                self.advance(s);
+            }
             AgentInput::ToolDone {
                 tool_call_id,
                 outcome,
@@ -228,7 +284,10 @@ impl Agent for ScriptedAgent {
                 );
                 // On a failure the script plays its next steps regardless, as a model
                 // would go on after explaining the failure.
-                let _: ToolOutcome = outcome;
+                run.result = match outcome {
+                    ToolOutcome::Success(text) => text,
+                    ToolOutcome::Failure { message, .. } => message,
+                };
                 self.advance(s);
             }
         }

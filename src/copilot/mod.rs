@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::agent::AgentInput;
-use crate::host::{AfterResponse, ConnId, Host, Output, PROTOCOL_VERSION};
+use crate::host::{AfterResponse, AnswerTo, ConnId, Host, Output, PROTOCOL_VERSION};
 use crate::jsonrpc::{code, ErrorObject, OwnedId};
 use crate::session::Session;
 
@@ -41,6 +41,7 @@ pub const METHODS: &[&str] = &[
     "session.tools.handlePendingToolCall",
     "session.ui.elicitation",
     "session.ui.handlePendingElicitation",
+    "session.ui.handlePendingSampling",
     "session.commands.execute",
     "session.commands.handlePendingCommand",
     "session.skills.reload",
@@ -118,6 +119,7 @@ impl Host {
             "session.tools.handlePendingToolCall" => self.answer_tool(params),
             "session.ui.elicitation" => return self.elicitation(conn, id, params),
             "session.ui.handlePendingElicitation" => self.answer_elicitation(params),
+            "session.ui.handlePendingSampling" => self.answer_sampling(params),
             "session.commands.execute" => return self.execute_command(conn, id, params),
             "session.commands.handlePendingCommand" => self.answer_command(params),
             // Called by the Rust SDK after every resume; the scripted agent has no skills.
@@ -497,7 +499,8 @@ impl Host {
                 "invalid params: missing field `sessionId`",
             )));
         };
-        match self.start_elicitation(&session, conn, id, &request) {
+        let answer_to = AnswerTo::Caller(conn, id.clone());
+        match self.start_elicitation(&session, answer_to, &request) {
             Ok(()) => None,
             Err(e) => Some(Err(e)),
         }
@@ -515,7 +518,8 @@ impl Host {
             Ok(p) => p,
             Err(e) => return Some(Err(e)),
         };
-        match self.start_command(&p.session_id, conn, id, &p.command_name, &p.args) {
+        let answer_to = AnswerTo::Caller(conn, id.clone());
+        match self.start_command(&p.session_id, answer_to, &p.command_name, &p.args) {
             Ok(()) => None,
             Err(e) => Some(Err(e)),
         }
@@ -525,6 +529,13 @@ impl Host {
         let p: CommandAnswer = decode_required(params)?;
         self.known_session("session.commands.handlePendingCommand", &p.session_id)?;
         let ok = self.resolve_command(&p.session_id, &p.request_id, p.error.as_deref());
+        Ok(json!({"success": ok}))
+    }
+
+    fn answer_sampling(&mut self, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+        let p: SamplingAnswer = decode_required(params)?;
+        self.known_session("session.ui.handlePendingSampling", &p.session_id)?;
+        let ok = self.resolve_sampling(&p.session_id, &p.request_id, p.response);
         Ok(json!({"success": ok}))
     }
 }

@@ -16,6 +16,11 @@ pub(crate) struct AttachParams {
     pub commands: Vec<CommandDecl>,
     pub request_permission: bool,
     pub request_elicitation: bool,
+    pub request_user_input: bool,
+    pub request_exit_plan_mode: bool,
+    pub request_auto_mode_switch: bool,
+    pub hooks: bool,
+    pub request_sampling: bool,
     pub streaming: bool,
     pub working_directory: Option<String>,
     pub disable_resume: bool,
@@ -28,6 +33,11 @@ impl AttachParams {
             streaming: self.streaming,
             request_permission: self.request_permission,
             request_elicitation: self.request_elicitation,
+            request_user_input: self.request_user_input,
+            request_exit_plan_mode: self.request_exit_plan_mode,
+            request_auto_mode_switch: self.request_auto_mode_switch,
+            hooks: self.hooks,
+            request_sampling: self.request_sampling,
             tools: self.tools.clone(),
             commands: self.commands.clone(),
         }
@@ -126,4 +136,14 @@ pub(crate) struct CommandAnswer {
     pub request_id: String,
     #[serde(default)]
     pub error: Option<String>,
+}
+
+/// `session.ui.handlePendingSampling` params.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SamplingAnswer {
+    pub session_id: String,
+    pub request_id: String,
+    #[serde(default)]
+    pub response: Option<Value>,
 }

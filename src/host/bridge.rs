@@ -23,18 +23,29 @@ pub(crate) enum Pending {
         tool_name: String,
         arguments: Value,
         request: Value,
+        /// Set for a built-in tool call (`read_file`, `write_file`, `shell` steps): approval
+        /// runs it (`Host::run_builtin`) instead of asking a client tool.
+        builtin: Option<Box<crate::agent::BuiltinCall>>,
     },
     /// A client tool call waiting for its owner's result.
     ExternalTool { tool_call_id: String, owner: ConnId },
     /// A form or URL elicitation (`session.ui.elicitation`) waiting for a provider's answer;
     /// the caller's request is answered with the result.
-    Elicitation { caller: ConnId, caller_id: OwnedId },
-    /// A command (`session.commands.execute`) waiting for its owner to run it.
-    Command {
-        owner: ConnId,
-        caller: ConnId,
-        caller_id: OwnedId,
-    },
+    Elicitation { answer_to: AnswerTo },
+    /// A command (`session.commands.execute` or an agent's `command` step) waiting for its
+    /// owner to run it.
+    Command { owner: ConnId, answer_to: AnswerTo },
+    /// An agent's sampling request waiting for a client with `requestSampling`.
+    Sampling { token: u64 },
+}
+
+/// Who gets the answer of a pending request.
+#[derive(Clone, Debug)]
+pub(crate) enum AnswerTo {
+    /// A client's request (`session.ui.elicitation`, `session.commands.execute`) is answered.
+    Caller(ConnId, OwnedId),
+    /// The agent gets [`AgentInput::ClientAnswer`] with this token.
+    Agent(u64),
 }
 
 /// What `handlePendingPermissionRequest` decided, mapped to the runtime's result.
@@ -165,9 +176,12 @@ impl Host {
                     tool_name: name.to_owned(),
                     arguments: arguments.clone(),
                     request,
+                    builtin: None,
                 },
             );
         }
+        // ACP connections ask their client (or apply a remembered "always" approval).
+        self.acp_permission_requested(session, &request_id);
         if !has_handler {
             // Nobody can answer: resolve at once instead of waiting forever.
             self.resolve_permission(session, &request_id, &json!({"kind": "user-not-available"}));
@@ -240,6 +254,7 @@ impl Host {
             tool_call_id,
             tool_name,
             arguments,
+            builtin,
             ..
         }) = live.pending.shift_remove(request_id)
         else {
@@ -257,9 +272,10 @@ impl Host {
             false,
         );
         match mapped {
-            Decision::Approved(_) => {
-                self.request_external_tool(session, &tool_call_id, &tool_name, &arguments)
-            }
+            Decision::Approved(_) => match builtin {
+                Some(call) => self.run_builtin(session, &tool_call_id, *call),
+                None => self.request_external_tool(session, &tool_call_id, &tool_name, &arguments),
+            },
             Decision::Denied { message, .. } => self.complete_tool(
                 session,
                 &tool_call_id,
@@ -311,7 +327,12 @@ impl Host {
     }
 
     /// Emits `tool.execution_complete` and hands the outcome to the agent.
-    fn complete_tool(&mut self, session: &str, tool_call_id: &str, outcome: ToolOutcome) {
+    pub(crate) fn complete_tool(
+        &mut self,
+        session: &str,
+        tool_call_id: &str,
+        outcome: ToolOutcome,
+    ) {
         let data = match &outcome {
             ToolOutcome::Success(text) => json!({
                 "toolCallId": tool_call_id,
@@ -373,7 +394,9 @@ impl Host {
                     );
                     tool_call_id
                 }
-                Pending::Elicitation { .. } | Pending::Command { .. } => continue,
+                Pending::Elicitation { .. }
+                | Pending::Command { .. }
+                | Pending::Sampling { .. } => continue,
             };
             self.emit(
                 session,

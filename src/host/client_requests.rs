@@ -10,8 +10,9 @@
 
 use serde_json::{json, Value};
 
-use crate::jsonrpc::{code, ErrorObject, OwnedId};
+use crate::jsonrpc::{code, ErrorObject};
 
+use super::bridge::AnswerTo;
 use super::{ConnId, Host, Pending};
 
 impl Host {
@@ -20,8 +21,7 @@ impl Host {
     pub(crate) fn start_elicitation(
         &mut self,
         session: &str,
-        caller: ConnId,
-        caller_id: &OwnedId,
+        answer_to: AnswerTo,
         request: &Value,
     ) -> Result<(), ErrorObject> {
         let Some(live) = self.sessions.get(session) else {
@@ -48,13 +48,8 @@ impl Host {
             }
         }
         if let Some(live) = self.sessions.get_mut(session) {
-            live.pending.insert(
-                request_id,
-                Pending::Elicitation {
-                    caller,
-                    caller_id: caller_id.clone(),
-                },
-            );
+            live.pending
+                .insert(request_id, Pending::Elicitation { answer_to });
         }
         self.emit(session, "elicitation.requested", &data, true);
         Ok(())
@@ -80,9 +75,7 @@ impl Host {
         if !matches!(action, "accept" | "decline" | "cancel") {
             return false;
         }
-        let Some(Pending::Elicitation { caller, caller_id }) =
-            live.pending.shift_remove(request_id)
-        else {
+        let Some(Pending::Elicitation { answer_to }) = live.pending.shift_remove(request_id) else {
             return false;
         };
         live.resolved.insert(request_id.to_owned());
@@ -95,7 +88,7 @@ impl Host {
             completed[k] = v.clone();
         }
         self.emit(session, "elicitation.completed", &completed, true);
-        self.respond(caller, &caller_id, Ok(answer));
+        self.answer(session, answer_to, Ok(answer));
         true
     }
 
@@ -103,8 +96,7 @@ impl Host {
     pub(crate) fn start_command(
         &mut self,
         session: &str,
-        caller: ConnId,
-        caller_id: &OwnedId,
+        answer_to: AnswerTo,
         command_name: &str,
         args: &str,
     ) -> Result<(), ErrorObject> {
@@ -130,14 +122,8 @@ impl Host {
             format!("/{command_name} {args}")
         };
         if let Some(live) = self.sessions.get_mut(session) {
-            live.pending.insert(
-                request_id.clone(),
-                Pending::Command {
-                    owner,
-                    caller,
-                    caller_id: caller_id.clone(),
-                },
-            );
+            live.pending
+                .insert(request_id.clone(), Pending::Command { owner, answer_to });
         }
         self.emit_to(
             session,
@@ -163,10 +149,7 @@ impl Host {
         if !matches!(live.pending.get(request_id), Some(Pending::Command { .. })) {
             return false;
         }
-        let Some(Pending::Command {
-            caller, caller_id, ..
-        }) = live.pending.shift_remove(request_id)
-        else {
+        let Some(Pending::Command { answer_to, .. }) = live.pending.shift_remove(request_id) else {
             return false;
         };
         live.resolved.insert(request_id.to_owned());
@@ -178,12 +161,9 @@ impl Host {
         );
         let result = match error {
             None => Ok(json!({})),
-            Some(e) => Err(ErrorObject::new(
-                code::INTERNAL_ERROR,
-                format!("Request session.commands.execute failed with message: {e}"),
-            )),
+            Some(e) => Err(e.to_owned()),
         };
-        self.respond(caller, &caller_id, result);
+        self.answer(session, answer_to, result);
         true
     }
 
@@ -220,4 +200,30 @@ fn session_not_found(method: &str, session: &str) -> ErrorObject {
         code::INTERNAL_ERROR,
         format!("Request {method} failed with message: Session not found for sessionId: {session}"),
     )
+}
+
+impl Host {
+    /// Delivers the answer of a pending request to whoever asked: the calling client's
+    /// request is answered (an error becomes a JSON-RPC error naming the method), or the
+    /// agent gets [`AgentInput::ClientAnswer`](crate::agent::AgentInput::ClientAnswer).
+    pub(crate) fn answer(&mut self, session: &str, to: AnswerTo, result: Result<Value, String>) {
+        match to {
+            AnswerTo::Caller(conn, id) => {
+                let result = result.map_err(|e| {
+                    ErrorObject::new(
+                        code::INTERNAL_ERROR,
+                        format!("Request failed with message: {e}"),
+                    )
+                });
+                self.respond(conn, &id, result);
+            }
+            AnswerTo::Agent(token) => self.queue_agent_input(
+                session,
+                crate::agent::AgentInput::ClientAnswer {
+                    token,
+                    outcome: result,
+                },
+            ),
+        }
+    }
 }

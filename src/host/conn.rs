@@ -57,6 +57,8 @@ pub(crate) struct Conn {
     pub sessions: Vec<String>,
     /// The host decided to close it; no more frames are queued.
     pub closing: bool,
+    /// Requests the host sent to this peer, awaiting its response.
+    pub calls: crate::correlation::PendingRequests<super::client_calls::ClientCall>,
     /// State of the ACP dialect (unused by Copilot SDK connections).
     pub acp: crate::acp::ConnState,
 }
@@ -72,6 +74,7 @@ impl Conn {
         Conn {
             dialect,
             acp: crate::acp::ConnState::default(),
+            calls: crate::correlation::PendingRequests::starting_at(1),
             framing,
             decoder: FrameDecoder::new(framing, limits),
             authenticated,

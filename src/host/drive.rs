@@ -44,8 +44,22 @@ impl SessionControl for Control<'_> {
             .start_tool_call(self.session, tool_call_id, name, arguments, turn_id);
     }
 
+    fn call_builtin(
+        &mut self,
+        tool_call_id: &str,
+        call: &crate::agent::BuiltinCall,
+        turn_id: &str,
+    ) {
+        self.host
+            .start_builtin(self.session, tool_call_id, call, turn_id);
+    }
+
     fn cancel_tool_calls(&mut self) {
         self.host.cancel_tool_calls(self.session);
+    }
+
+    fn ask_client(&mut self, request: crate::agent::ClientRequest) -> u64 {
+        self.host.ask_client(self.session, request)
     }
 
     fn set_timer(&mut self, at: Timestamp) {
@@ -58,7 +72,10 @@ impl SessionControl for Control<'_> {
             self.host.timers.remove(&old);
         }
         live.timer = Some((at, seq));
-        self.host.timers.insert((at, seq), self.session.to_owned());
+        self.host.timers.insert(
+            (at, seq),
+            super::TimerTarget::Agent(self.session.to_owned()),
+        );
     }
 }
 

@@ -6,6 +6,8 @@
 //! requests (tools, permissions) exactly once.
 
 mod bridge;
+mod builtin;
+mod client_calls;
 mod client_requests;
 mod conn;
 mod drive;
@@ -30,7 +32,7 @@ pub use conn::{ConnId, Dialect};
 pub use outbox::{Outbox, OutboxOverflow};
 pub use restore::RestoreError;
 
-pub(crate) use bridge::Pending;
+pub(crate) use bridge::{AnswerTo, Pending};
 use conn::Conn;
 
 /// Protocol version of the Copilot SDK dialect.
@@ -170,7 +172,9 @@ pub struct Host {
     next_conn: u64,
     ready: VecDeque<ConnId>,
     pub(crate) outputs: VecDeque<Output>,
-    pub(crate) timers: BTreeMap<(Timestamp, u64), String>,
+    pub(crate) timers: BTreeMap<(Timestamp, u64), TimerTarget>,
+    /// Tokens handed to agents by `ask_client`.
+    pub(crate) next_token: u64,
     pub(crate) timer_seq: u64,
     pub(crate) agent_inputs: VecDeque<(String, AgentInput)>,
     /// Frames to emit after the response currently being built (e.g. `session.start`).
@@ -178,6 +182,16 @@ pub struct Host {
     pub(crate) foreground: Option<String>,
     pub(crate) last_session: Option<String>,
     unknown_responses: u64,
+}
+
+/// What a deadline in the host's timer map is for.
+pub(crate) enum TimerTarget {
+    /// The session's agent asked for a timer.
+    Agent(String),
+    /// A server-to-client request on a connection is due.
+    ClientCall(ConnId, OwnedId),
+    /// An ACP request of ours (`session/request_permission`, `fs/*`, `terminal/*`) is due.
+    Acp(ConnId, OwnedId),
 }
 
 /// Work deferred until the current response has been queued.
@@ -208,6 +222,7 @@ impl Host {
             ready: VecDeque::new(),
             outputs: VecDeque::new(),
             timers: BTreeMap::new(),
+            next_token: 1,
             timer_seq: 0,
             agent_inputs: VecDeque::new(),
             after_response: Vec::new(),
@@ -290,9 +305,12 @@ impl Host {
     /// answer are denied).
     pub fn handle_eof(&mut self, now: Timestamp, conn: ConnId) {
         self.advance_time(now);
-        let Some(c) = self.conns.remove(&conn) else {
+        let Some(mut c) = self.conns.remove(&conn) else {
             return;
         };
+        for (_, call) in c.calls.close_all() {
+            self.finish_client_call(call, crate::correlation::Outcome::Closed);
+        }
         for session in c.sessions {
             self.detach_conn(&session, conn);
         }
@@ -306,12 +324,18 @@ impl Host {
             if entry.key().0 > now {
                 break;
             }
-            let (key, session) = entry.remove_entry();
-            if let Some(live) = self.sessions.get_mut(&session) {
-                if live.timer == Some(key) {
-                    live.timer = None;
-                    self.agent_inputs.push_back((session, AgentInput::Timer));
+            let (key, target) = entry.remove_entry();
+            match target {
+                TimerTarget::Agent(session) => {
+                    if let Some(live) = self.sessions.get_mut(&session) {
+                        if live.timer == Some(key) {
+                            live.timer = None;
+                            self.agent_inputs.push_back((session, AgentInput::Timer));
+                        }
+                    }
                 }
+                TimerTarget::ClientCall(conn, id) => self.client_call_timed_out(conn, &id),
+                TimerTarget::Acp(conn, id) => self.acp_timed_out(conn, &id),
             }
         }
         self.run_agents();
@@ -447,10 +471,16 @@ impl Host {
                     }
                 }
             }
-            jsonrpc::Message::Response { .. } => {
-                // The host sends no server-to-client requests in this dialect yet: any
-                // response is unknown. Counted and dropped.
-                self.unknown_responses += 1;
+            jsonrpc::Message::Response { id, outcome } => {
+                let resolved = self.conns.get_mut(&conn).and_then(|c| {
+                    c.calls
+                        .resolve(&id, crate::correlation::Outcome::from_response(outcome))
+                });
+                match resolved {
+                    Some((call, outcome)) => self.finish_client_call(call, outcome),
+                    // Late, duplicate or unknown: counted and dropped.
+                    None => self.unknown_responses += 1,
+                }
             }
         }
     }
@@ -562,7 +592,11 @@ impl Host {
             self.ready.push_back(conn);
         }
         self.outputs.push_back(Output::Close { conn, reason });
+        let calls = c.calls.close_all();
         let sessions = std::mem::take(&mut c.sessions);
+        for (_, call) in calls {
+            self.finish_client_call(call, crate::correlation::Outcome::Closed);
+        }
         for session in sessions {
             self.detach_conn(&session, conn);
         }

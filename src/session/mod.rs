@@ -48,6 +48,17 @@ pub struct Attachment {
     pub request_permission: bool,
     /// The connection answers elicitation requests.
     pub request_elicitation: bool,
+    /// The connection answers `userInput.request`.
+    pub request_user_input: bool,
+    /// The connection answers `exitPlanMode.request`.
+    pub request_exit_plan_mode: bool,
+    /// The connection answers `autoModeSwitch.request`.
+    pub request_auto_mode_switch: bool,
+    /// The connection answers `hooks.invoke`.
+    pub hooks: bool,
+    /// The connection answers `sampling.requested` (an agentwire extension field,
+    /// `requestSampling`: the official SDKs have no sampling handler).
+    pub request_sampling: bool,
     /// Tools this connection provides.
     pub tools: Vec<ToolDecl>,
     /// Commands this connection provides.

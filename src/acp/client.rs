@@ -1,0 +1,529 @@
+//! Client capabilities: our requests to the ACP client and their answers.
+//!
+//! The client's `initialize` capabilities decide what we may call: `fs/read_text_file` and
+//! `fs/write_text_file` only with `fs.readTextFile` / `fs.writeTextFile`, `terminal/*` only
+//! with `terminal: true`. Built-in tool calls use them (see
+//! [`builtin`](crate::agent::builtin)):
+//!
+//! * `read_file` → `fs/read_text_file {sessionId, path, line?, limit?}`; the result is the
+//!   file's `content`.
+//! * `write_file` → `fs/write_text_file {sessionId, path, content}`.
+//! * `shell` → `terminal/create {command: "sh", args: ["-c", COMMAND], cwd}`, a
+//!   `tool_call_update` embedding the terminal, `terminal/wait_for_exit`, `terminal/output`,
+//!   `terminal/release`; the result is the output (a non-zero exit fails the call).
+//!
+//! Our request ids are numbers counting from 0 on each connection, a space separate from the
+//! client's ids. Each request ends exactly once: the answer, an error, its deadline (then we
+//! send `$/cancel_request`), our withdrawal (the tool call was cancelled: `$/cancel_request`,
+//! and a terminal is released), or the connection closing.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::agent::{BuiltinCall, BuiltinOp};
+use crate::correlation::Outcome;
+use crate::host::{ConnId, Dialect, Host, TimerTarget};
+use crate::jsonrpc::{self, OwnedId};
+use crate::Timestamp;
+
+/// How long a client has to answer an `fs/*` request or a short `terminal/*` request.
+pub const FS_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long a shell command may run (`terminal/wait_for_exit`) before the call fails.
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The most terminal output we ask the client to keep (`outputByteLimit`).
+pub const OUTPUT_BYTE_LIMIT: u64 = 1024 * 1024;
+
+/// What the client advertised in `initialize`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientCaps {
+    /// `fs.readTextFile`.
+    pub read_text_file: bool,
+    /// `fs.writeTextFile`.
+    pub write_text_file: bool,
+    /// `terminal`.
+    pub terminal: bool,
+}
+
+impl ClientCaps {
+    /// Reads `clientCapabilities` (anything missing or malformed counts as unsupported).
+    pub(crate) fn from_value(caps: &Value) -> ClientCaps {
+        let flag = |ptr: &str| caps.pointer(ptr).and_then(Value::as_bool).unwrap_or(false);
+        ClientCaps {
+            read_text_file: flag("/fs/readTextFile"),
+            write_text_file: flag("/fs/writeTextFile"),
+            terminal: flag("/terminal"),
+        }
+    }
+
+    fn covers(&self, op: &BuiltinOp) -> bool {
+        match op {
+            BuiltinOp::ReadFile { .. } => self.read_text_file,
+            BuiltinOp::WriteFile { .. } => self.write_text_file,
+            BuiltinOp::Shell { .. } => self.terminal,
+        }
+    }
+}
+
+/// One of our requests in flight, with its timer key.
+#[derive(Debug)]
+pub(crate) struct Out {
+    pub call: OutCall,
+    pub timer: Option<(Timestamp, u64)>,
+}
+
+/// Which request it is.
+#[derive(Clone, Debug)]
+pub(crate) enum OutCall {
+    /// `session/request_permission` for the host's pending prompt `request_id`.
+    Permission { session: String, request_id: String },
+    /// A step of the client operation running tool call `tool_call_id`.
+    Op { tool_call_id: String, stage: Stage },
+    /// `terminal/release` (its answer only ends the request).
+    Release,
+}
+
+/// The step of a client operation.
+#[derive(Clone, Debug)]
+pub(crate) enum Stage {
+    Read,
+    Write {
+        result: String,
+    },
+    Create,
+    Wait,
+    Output {
+        exit_code: Option<i64>,
+        signal: Option<String>,
+    },
+}
+
+impl Stage {
+    fn method(&self) -> &'static str {
+        match self {
+            Stage::Read => "fs/read_text_file",
+            Stage::Write { .. } => "fs/write_text_file",
+            Stage::Create => "terminal/create",
+            Stage::Wait => "terminal/wait_for_exit",
+            Stage::Output { .. } => "terminal/output",
+        }
+    }
+}
+
+/// A client operation running a built-in tool call.
+#[derive(Debug)]
+pub(crate) struct Op {
+    pub session: String,
+    /// The host's pending request (an `ExternalTool` owned by this connection).
+    pub request_id: String,
+    /// Our request in flight for it.
+    pub out: Option<OwnedId>,
+    /// The terminal, once created.
+    pub terminal: Option<String>,
+}
+
+impl Host {
+    /// Sends a request to an ACP client, with an optional deadline. `None` if the connection
+    /// is gone or closing.
+    pub(crate) fn acp_request(
+        &mut self,
+        conn: ConnId,
+        method: &str,
+        params: &Value,
+        call: OutCall,
+        timeout: Option<Duration>,
+    ) -> Option<OwnedId> {
+        let timer = timeout.map(|t| {
+            let seq = self.timer_seq;
+            self.timer_seq += 1;
+            (self.now.saturating_add(t), seq)
+        });
+        let c = self.conns.get_mut(&conn).filter(|c| !c.closing)?;
+        let id = c.acp.out.start(None, Out { call, timer });
+        let mut body = Vec::with_capacity(160);
+        if jsonrpc::write_request(&mut body, &id, method, params).is_err() {
+            c.acp.out.cancel(&id);
+            return None;
+        }
+        if let Some(key) = timer {
+            self.timers.insert(key, TimerTarget::Acp(conn, id.clone()));
+        }
+        self.send_body(conn, &body);
+        Some(id)
+    }
+
+    /// Withdraws our request `id`: it leaves the table and the client gets
+    /// `$/cancel_request`. Returns what it was.
+    pub(crate) fn acp_withdraw(&mut self, conn: ConnId, id: &OwnedId) -> Option<OutCall> {
+        let out = self.conns.get_mut(&conn)?.acp.out.cancel(id)?;
+        if let Some(key) = out.timer {
+            self.timers.remove(&key);
+        }
+        self.acp_notify(conn, "$/cancel_request", &json!({"requestId": id}));
+        Some(out.call)
+    }
+
+    /// Sends a notification to one ACP connection.
+    pub(crate) fn acp_notify(&mut self, conn: ConnId, method: &str, params: &Value) {
+        let mut body = Vec::with_capacity(128);
+        if jsonrpc::write_notification(&mut body, method, params).is_ok() {
+            self.send_body(conn, &body);
+        }
+    }
+
+    /// A response from the client: ends our request it answers. `id: null` errors (the
+    /// client could not parse something) and unknown ids are counted and ignored.
+    pub(crate) fn acp_response(
+        &mut self,
+        conn: ConnId,
+        id: &jsonrpc::Id<'_>,
+        outcome: Result<&serde_json::value::RawValue, jsonrpc::ErrorObject>,
+    ) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if id.is_null() {
+            c.acp.ignored_responses += 1;
+            return;
+        }
+        let Some((out, outcome)) = c.acp.out.resolve(id, Outcome::from_response(outcome)) else {
+            c.acp.ignored_responses += 1;
+            return;
+        };
+        if let Some(key) = out.timer {
+            self.timers.remove(&key);
+        }
+        self.acp_finish_call(conn, out.call, outcome);
+    }
+
+    /// Our request `id` on `conn` reached its deadline.
+    pub(crate) fn acp_timed_out(&mut self, conn: ConnId, id: &OwnedId) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let Some(out) = c.acp.out.cancel(id) else {
+            return;
+        };
+        self.acp_notify(conn, "$/cancel_request", &json!({"requestId": id}));
+        self.acp_finish_call(conn, out.call, Outcome::TimedOut);
+    }
+
+    fn acp_finish_call(&mut self, conn: ConnId, call: OutCall, outcome: Outcome) {
+        match call {
+            OutCall::Permission {
+                session,
+                request_id,
+            } => self.acp_permission_answered(conn, &session, &request_id, outcome),
+            OutCall::Op {
+                tool_call_id,
+                stage,
+            } => self.acp_op_step(conn, &tool_call_id, stage, outcome),
+            OutCall::Release => {}
+        }
+    }
+
+    /// The attached ACP connection that runs a built-in operation: one whose client offers
+    /// it, preferring the one whose prompt is running in the session.
+    pub(crate) fn acp_executor(&self, session: &str, op: &BuiltinOp) -> Option<ConnId> {
+        let live = self.sessions.get(session)?;
+        let mut first = None;
+        for conn in live.session.attached.keys() {
+            let Some(c) = self.conns.get(conn) else {
+                continue;
+            };
+            if c.dialect != Dialect::Acp
+                || c.closing
+                || !c.acp.initialized
+                || !c.acp.caps.covers(op)
+            {
+                continue;
+            }
+            if c.acp
+                .prompts
+                .iter()
+                .any(|p| p.session == session && p.started)
+            {
+                return Some(*conn);
+            }
+            first.get_or_insert(*conn);
+        }
+        first
+    }
+
+    /// Starts the client operation of an approved built-in tool call on `conn`. The host's
+    /// pending request `request_id` ends when it does.
+    pub(crate) fn acp_start_builtin(
+        &mut self,
+        conn: ConnId,
+        session: &str,
+        request_id: &str,
+        tool_call_id: &str,
+        call: BuiltinCall,
+    ) {
+        let (method, params, stage, timeout) = match call.op {
+            BuiltinOp::ReadFile { path, line, limit } => {
+                let mut params = json!({"sessionId": session, "path": path});
+                if let Some(line) = line {
+                    params["line"] = json!(line);
+                }
+                if let Some(limit) = limit {
+                    params["limit"] = json!(limit);
+                }
+                ("fs/read_text_file", params, Stage::Read, FS_TIMEOUT)
+            }
+            BuiltinOp::WriteFile { path, content } => (
+                "fs/write_text_file",
+                json!({"sessionId": session, "path": path, "content": content}),
+                Stage::Write {
+                    result: call.result,
+                },
+                FS_TIMEOUT,
+            ),
+            BuiltinOp::Shell { command } => {
+                let mut params = json!({"sessionId": session, "command": "sh",
+                                        "args": ["-c", command],
+                                        "outputByteLimit": OUTPUT_BYTE_LIMIT});
+                if let Some(cwd) = self
+                    .sessions
+                    .get(session)
+                    .and_then(|l| l.session.cwd.clone())
+                {
+                    params["cwd"] = json!(cwd);
+                }
+                ("terminal/create", params, Stage::Create, FS_TIMEOUT)
+            }
+        };
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.acp.ops.insert(
+                tool_call_id.to_owned(),
+                Op {
+                    session: session.to_owned(),
+                    request_id: request_id.to_owned(),
+                    out: None,
+                    terminal: None,
+                },
+            );
+        }
+        self.acp_op_request(conn, tool_call_id, method, &params, stage, Some(timeout));
+    }
+
+    fn acp_op_request(
+        &mut self,
+        conn: ConnId,
+        tool_call_id: &str,
+        method: &str,
+        params: &Value,
+        stage: Stage,
+        timeout: Option<Duration>,
+    ) {
+        let call = OutCall::Op {
+            tool_call_id: tool_call_id.to_owned(),
+            stage,
+        };
+        match self.acp_request(conn, method, params, call, timeout) {
+            Some(id) => {
+                if let Some(op) = self
+                    .conns
+                    .get_mut(&conn)
+                    .and_then(|c| c.acp.ops.get_mut(tool_call_id))
+                {
+                    op.out = Some(id);
+                }
+            }
+            None => self.acp_op_done(
+                conn,
+                tool_call_id,
+                Err(format!("{method} could not be sent: the client is gone")),
+            ),
+        }
+    }
+
+    /// One step of a client operation ended.
+    fn acp_op_step(&mut self, conn: ConnId, tool_call_id: &str, stage: Stage, outcome: Outcome) {
+        let Some(op) = self
+            .conns
+            .get_mut(&conn)
+            .and_then(|c| c.acp.ops.get_mut(tool_call_id))
+        else {
+            return;
+        };
+        op.out = None;
+        let session = op.session.clone();
+        let result = match outcome {
+            Outcome::Result(raw) => serde_json::from_str::<Value>(raw.get()).unwrap_or(Value::Null),
+            Outcome::Error(e) => {
+                let message = format!("{} failed: {}", stage.method(), e.message);
+                return self.acp_op_done(conn, tool_call_id, Err(message));
+            }
+            Outcome::TimedOut => {
+                let message = format!("the client did not answer {} in time", stage.method());
+                return self.acp_op_done(conn, tool_call_id, Err(message));
+            }
+            Outcome::Cancelled | Outcome::Closed => {
+                let message = format!("{} was cancelled", stage.method());
+                return self.acp_op_done(conn, tool_call_id, Err(message));
+            }
+        };
+        let text = |v: &Value, field: &str| v.get(field).and_then(Value::as_str).map(str::to_owned);
+        match stage {
+            Stage::Read => {
+                let outcome = text(&result, "content")
+                    .ok_or_else(|| "fs/read_text_file answered without content".to_owned());
+                self.acp_op_done(conn, tool_call_id, outcome);
+            }
+            Stage::Write { result } => self.acp_op_done(conn, tool_call_id, Ok(result)),
+            Stage::Create => {
+                let Some(terminal) = text(&result, "terminalId") else {
+                    let message = "terminal/create answered without terminalId".to_owned();
+                    return self.acp_op_done(conn, tool_call_id, Err(message));
+                };
+                if let Some(op) = self
+                    .conns
+                    .get_mut(&conn)
+                    .and_then(|c| c.acp.ops.get_mut(tool_call_id))
+                {
+                    op.terminal = Some(terminal.clone());
+                }
+                // Show the live output in the client's tool call.
+                self.acp_notify(
+                    conn,
+                    "session/update",
+                    &json!({"sessionId": session, "update": {
+                        "sessionUpdate": "tool_call_update", "toolCallId": tool_call_id,
+                        "status": "in_progress",
+                        "content": [{"type": "terminal", "terminalId": terminal}]}}),
+                );
+                let params = json!({"sessionId": session, "terminalId": terminal});
+                self.acp_op_request(
+                    conn,
+                    tool_call_id,
+                    "terminal/wait_for_exit",
+                    &params,
+                    Stage::Wait,
+                    Some(COMMAND_TIMEOUT),
+                );
+            }
+            Stage::Wait => {
+                let terminal = self
+                    .conns
+                    .get(&conn)
+                    .and_then(|c| c.acp.ops.get(tool_call_id))
+                    .and_then(|op| op.terminal.clone())
+                    .unwrap_or_default();
+                let params = json!({"sessionId": session, "terminalId": terminal});
+                let stage = Stage::Output {
+                    exit_code: result.get("exitCode").and_then(Value::as_i64),
+                    signal: text(&result, "signal"),
+                };
+                self.acp_op_request(
+                    conn,
+                    tool_call_id,
+                    "terminal/output",
+                    &params,
+                    stage,
+                    Some(FS_TIMEOUT),
+                );
+            }
+            Stage::Output { exit_code, signal } => {
+                let output = text(&result, "output").unwrap_or_default();
+                let exit_code = exit_code.or_else(|| {
+                    result
+                        .pointer("/exitStatus/exitCode")
+                        .and_then(Value::as_i64)
+                });
+                let outcome = match (exit_code, signal) {
+                    (_, Some(signal)) => Err(format!("{output}\n(killed by signal {signal})")),
+                    (Some(code), None) if code != 0 => Err(format!("{output}\n(exit code {code})")),
+                    _ => Ok(output),
+                };
+                self.acp_op_done(conn, tool_call_id, outcome);
+            }
+        }
+    }
+
+    /// A client operation ended: release its terminal, then end the host's pending request
+    /// (which completes the tool call).
+    fn acp_op_done(&mut self, conn: ConnId, tool_call_id: &str, outcome: Result<String, String>) {
+        let Some(op) = self
+            .conns
+            .get_mut(&conn)
+            .and_then(|c| c.acp.ops.remove(tool_call_id))
+        else {
+            return;
+        };
+        if let Some(terminal) = &op.terminal {
+            self.acp_release(conn, &op.session, terminal);
+        }
+        let result = match outcome {
+            Ok(text) => Value::String(text),
+            Err(message) => json!({"textResultForLlm": message, "resultType": "failure"}),
+        };
+        self.resolve_tool_call(&op.session, &op.request_id, Some(&result), None);
+    }
+
+    fn acp_release(&mut self, conn: ConnId, session: &str, terminal: &str) {
+        let params = json!({"sessionId": session, "terminalId": terminal});
+        self.acp_request(
+            conn,
+            "terminal/release",
+            &params,
+            OutCall::Release,
+            Some(FS_TIMEOUT),
+        );
+    }
+
+    /// A tool call completed (`tool.execution_complete`): if it ended while our operation
+    /// for it was still running (an abort), withdraw our request and release the terminal.
+    pub(crate) fn acp_tool_completed(&mut self, conn: ConnId, tool_call_id: &str) {
+        let Some(op) = self
+            .conns
+            .get_mut(&conn)
+            .and_then(|c| c.acp.ops.remove(tool_call_id))
+        else {
+            return;
+        };
+        if let Some(id) = &op.out {
+            self.acp_withdraw(conn, id);
+        }
+        if let Some(terminal) = &op.terminal {
+            self.acp_release(conn, &op.session, terminal);
+        }
+    }
+
+    /// A permission prompt was decided: withdraw our own request for it, if still open.
+    pub(crate) fn acp_prompt_decided(&mut self, conn: ConnId, request_id: &str) {
+        let Some(id) = self
+            .conns
+            .get_mut(&conn)
+            .and_then(|c| c.acp.asks.remove(request_id))
+        else {
+            return;
+        };
+        self.acp_withdraw(conn, &id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_default_to_unsupported() {
+        assert_eq!(ClientCaps::from_value(&json!(null)), ClientCaps::default());
+        let caps = ClientCaps::from_value(
+            &json!({"fs": {"readTextFile": true, "writeTextFile": "yes"}, "terminal": true}),
+        );
+        assert!(caps.read_text_file && !caps.write_text_file && caps.terminal);
+        assert!(caps.covers(&BuiltinOp::ReadFile {
+            path: "/a".into(),
+            line: None,
+            limit: None
+        }));
+        assert!(!caps.covers(&BuiltinOp::WriteFile {
+            path: "/a".into(),
+            content: String::new()
+        }));
+    }
+}

@@ -1,0 +1,76 @@
+//! Typed params of the ACP agent methods (only the fields the host acts on; anything else a
+//! client sends, `_meta` included, is accepted and ignored).
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// `initialize` params.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct InitializeParams {
+    pub protocol_version: Option<Value>,
+    pub client_capabilities: Value,
+}
+
+/// `session/new` params.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct NewSessionParams {
+    pub cwd: String,
+}
+
+/// `session/load` and `session/resume` params.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct LoadSessionParams {
+    pub session_id: String,
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+/// Params naming one session (`session/close`, `session/delete`, `session/cancel`).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SessionParams {
+    pub session_id: String,
+}
+
+/// `session/list` params.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct ListParams {
+    pub cwd: Option<String>,
+}
+
+/// `session/prompt` params.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PromptParams {
+    pub session_id: String,
+    pub prompt: Vec<Value>,
+}
+
+/// `session/set_mode` params.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SetModeParams {
+    pub session_id: String,
+    pub mode_id: String,
+}
+
+/// `session/set_config_option` params.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SetConfigParams {
+    pub session_id: String,
+    pub config_id: String,
+    pub value: Value,
+}
+
+/// `$/cancel_request` params (`requestId`; `id` is accepted too).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CancelRequestParams {
+    #[serde(alias = "id")]
+    pub request_id: crate::jsonrpc::OwnedId,
+}

@@ -1,0 +1,92 @@
+//! Built-in tool calls of the agent (`read_file`, `write_file`, `shell` scenario steps).
+//!
+//! The flow mirrors a client tool call: `tool.execution_start` → `permission.requested`
+//! (kind `read` / `write` / `shell`, or the `path` / `url` / `hook` prompt the step asks for)
+//! → the decision → the operation → `tool.execution_complete`. The operation runs on an
+//! attached ACP client that advertised the matching capability (`fs/read_text_file`,
+//! `fs/write_text_file`, `terminal/*`); it is then a pending client call of the session (so
+//! an abort or the client leaving resolves it exactly once). With no such client (Copilot
+//! SDK connections), the call completes with the step's scripted result.
+
+use serde_json::json;
+
+use crate::agent::{BuiltinCall, ToolOutcome};
+
+use super::{Host, Pending};
+
+impl Host {
+    /// Starts a built-in tool call for the session's agent.
+    pub(crate) fn start_builtin(
+        &mut self,
+        session: &str,
+        tool_call_id: &str,
+        call: &BuiltinCall,
+        turn_id: &str,
+    ) {
+        let Some(live) = self.sessions.get(session) else {
+            return;
+        };
+        let mut call = call.clone();
+        call.resolve_path(live.session.cwd.as_deref());
+        let has_handler = live.session.any_permission_handler();
+        let name = call.tool_name();
+        let arguments = call.arguments();
+        self.emit(
+            session,
+            "tool.execution_start",
+            &json!({"toolCallId": tool_call_id, "toolName": name,
+                    "arguments": arguments, "turnId": turn_id}),
+            false,
+        );
+        let Some(request) = call.permission_request(tool_call_id) else {
+            self.run_builtin(session, tool_call_id, call);
+            return;
+        };
+        let request_id = self.ids.next_uuid();
+        self.emit(
+            session,
+            "permission.requested",
+            &json!({"requestId": request_id, "permissionRequest": request}),
+            false,
+        );
+        let Some(live) = self.sessions.get_mut(session) else {
+            return;
+        };
+        live.pending.insert(
+            request_id.clone(),
+            Pending::Permission {
+                tool_call_id: tool_call_id.to_owned(),
+                tool_name: name.to_owned(),
+                arguments,
+                request,
+                builtin: Some(Box::new(call)),
+            },
+        );
+        self.acp_permission_requested(session, &request_id);
+        if !has_handler {
+            // Nobody can answer: resolve at once instead of waiting forever.
+            self.resolve_permission(session, &request_id, &json!({"kind": "user-not-available"}));
+        }
+    }
+
+    /// Runs an approved built-in tool call: on a capable ACP client, else with the scripted
+    /// result.
+    pub(crate) fn run_builtin(&mut self, session: &str, tool_call_id: &str, call: BuiltinCall) {
+        let Some(conn) = self.acp_executor(session, &call.op) else {
+            self.complete_tool(session, tool_call_id, ToolOutcome::Success(call.result));
+            return;
+        };
+        let request_id = self.ids.next_uuid();
+        if let Some(live) = self.sessions.get_mut(session) {
+            // A client call of the session: an abort or the client leaving resolves it.
+            live.pending.insert(
+                request_id.clone(),
+                Pending::ExternalTool {
+                    tool_call_id: tool_call_id.to_owned(),
+                    owner: conn,
+                },
+            );
+        }
+        self.acp_start_builtin(conn, session, &request_id, tool_call_id, call);
+    }
+}
