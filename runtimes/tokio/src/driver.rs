@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use agentwire::frame::Framing;
-use agentwire::host::{ConnId, Host, HostConfig, Output};
+use agentwire::host::{ConnId, Dialect, Host, HostConfig, Output};
 use agentwire::Timestamp;
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
@@ -38,6 +38,10 @@ pub struct ServerOptions {
     /// How messages are framed on every connection of this server.
     /// Default: [`Framing::ContentLength`] (the Copilot SDK protocol).
     pub framing: Framing,
+    /// The protocol every connection of this server speaks. Default:
+    /// [`Dialect::CopilotSdk`]; [`Dialect::Acp`] (`agentwire --acp`) goes with
+    /// [`Framing::Ndjson`].
+    pub dialect: Dialect,
     /// The longest a closing connection may take to flush its remaining frames (after the host
     /// asked to close it, after the peer closed its side, or during shutdown) before it is
     /// dropped. Default: 5 seconds.
@@ -48,6 +52,7 @@ impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
             framing: Framing::ContentLength,
+            dialect: Dialect::CopilotSdk,
             flush_timeout: Duration::from_secs(5),
         }
     }
@@ -180,9 +185,9 @@ impl Server {
         let shared = &self.shared;
         shared.ensure_timer();
         let (done, done_rx) = watch::channel(false);
-        let framing = shared.options.framing;
+        let (framing, dialect) = (shared.options.framing, shared.options.dialect);
         let (state, shutting_down) = shared.with_inner(|inner, now| {
-            let id = inner.host.open(now, framing);
+            let id = inner.host.open_with(now, dialect, framing);
             let state = Arc::new(ConnState {
                 id,
                 wake: Notify::new(),
