@@ -7,10 +7,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use agentwire_tokio::agentwire::agent::Scenario;
-use agentwire_tokio::agentwire::frame::Framing;
-use agentwire_tokio::agentwire::host::{Dialect, HostConfig};
-use agentwire_tokio::{Server, ServerOptions, Stopped};
-use clap::Parser;
+use agentwire_tokio::agentwire::host::HostConfig;
+use agentwire_tokio::{Server, Stopped};
+use clap::{Parser, ValueEnum};
 use tracing::{error, info};
 
 const DEFAULT_HOST: &str = "127.0.0.1";
@@ -21,10 +20,6 @@ port, so `cargo run -p agentwire-tokio` just works.
 
 In TCP mode the only line on stdout is `listening on port N`; in --stdio mode stdout carries only \
 Content-Length framed JSON-RPC. Logs go to stderr (filter with RUST_LOG, default `warn`).
-
-With --acp the server speaks the Agent Client Protocol v1 instead (for editors such as Zed): \
-newline-delimited JSON-RPC on stdin/stdout by default (stdout carries only compact JSON lines), \
-or TCP with --port N. It needs the tokio runtime.
 
 If COPILOT_CONNECTION_TOKEN is set, clients must send it in `connect` before anything else.
 The process exits 0 after a client calls `runtime.shutdown` (or, with --stdio, when stdin ends).
@@ -45,10 +40,6 @@ struct Cli {
     /// JSON-RPC server mode, as the Copilot SDKs pass it (the default).
     #[arg(long)]
     headless: bool,
-
-    /// Speak the Agent Client Protocol (ACP) v1: NDJSON on stdin/stdout, or TCP with --port.
-    #[arg(long)]
-    acp: bool,
 
     /// Serve one connection on stdin/stdout instead of TCP.
     #[arg(long)]
@@ -71,6 +62,10 @@ struct Cli {
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
 
+    /// Async runtime that drives the server; all three behave the same.
+    #[arg(long, value_enum, default_value_t = RuntimeKind::Tokio)]
+    runtime: RuntimeKind,
+
     #[arg(long, hide = true)]
     no_auto_update: bool,
 
@@ -88,6 +83,17 @@ struct Cli {
 
     #[arg(long, hide = true)]
     remote: bool,
+}
+
+/// The `--runtime` choices.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum RuntimeKind {
+    /// agentwire-tokio
+    Tokio,
+    /// agentwire-smol
+    Smol,
+    /// agentwire-async-std (async-std is unmaintained upstream; prefer smol)
+    AsyncStd,
 }
 
 /// What to serve on.
@@ -118,6 +124,21 @@ fn main() -> ExitCode {
         }
     };
 
+    match cli.runtime {
+        RuntimeKind::Tokio => run_tokio(mode, config),
+        // As with tokio, the stdin reader may be parked in a blocking read: returning from
+        // `main` ends the process without waiting for it.
+        RuntimeKind::Smol => {
+            smol::block_on(run_futures_io(agentwire_smol::Server::new(config), mode))
+        }
+        RuntimeKind::AsyncStd => async_std::task::block_on(run_futures_io(
+            agentwire_async_std::Server::new(config),
+            mode,
+        )),
+    }
+}
+
+fn run_tokio(mode: Mode, config: HostConfig) -> ExitCode {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -125,29 +146,14 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let code = runtime.block_on(run(mode, config, server_options(&cli)));
+    let code = runtime.block_on(run(mode, config));
     // The stdin reader may be parked in a blocking read; don't wait for it.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     code
 }
 
-/// The tokio server's options: the Copilot SDK protocol, or ACP over NDJSON with `--acp`.
-fn server_options(cli: &Cli) -> ServerOptions {
-    if cli.acp {
-        ServerOptions {
-            framing: Framing::Ndjson,
-            dialect: Dialect::Acp,
-            ..ServerOptions::default()
-        }
-    } else {
-        ServerOptions::default()
-    }
-}
-
 fn setup(cli: &Cli) -> Result<(Mode, HostConfig), UsageError> {
-    // ACP clients spawn the agent and talk over stdio unless a port is asked for.
-    let acp_stdio = cli.acp && cli.port.is_none() && cli.host.is_none();
-    let mode = if cli.stdio || acp_stdio {
+    let mode = if cli.stdio {
         if cli.port.is_some() {
             return Err(UsageError("--stdio cannot be combined with --port".into()));
         }
@@ -181,8 +187,8 @@ fn setup(cli: &Cli) -> Result<(Mode, HostConfig), UsageError> {
     Ok((mode, config))
 }
 
-async fn run(mode: Mode, config: HostConfig, options: ServerOptions) -> ExitCode {
-    let server = Server::with_options(config, options);
+async fn run(mode: Mode, config: HostConfig) -> ExitCode {
+    let server = Server::new(config);
     let stopped = match mode {
         Mode::Stdio => {
             info!("serving on stdio");
@@ -191,22 +197,9 @@ async fn run(mode: Mode, config: HostConfig, options: ServerOptions) -> ExitCode
         Mode::Tcp { host, port } => {
             let (addr, serving) = match server.bind_tcp((host.as_str(), port)).await {
                 Ok(bound) => bound,
-                Err(e) => {
-                    error!(%host, port, error = %e, "cannot listen");
-                    eprintln!("error: cannot listen on {host}:{port}: {e}");
-                    return ExitCode::FAILURE;
-                }
+                Err(e) => return cannot_listen(&host, port, &e),
             };
-            info!(%addr, "listening");
-            let mut stdout = std::io::stdout().lock();
-            if writeln!(stdout, "listening on port {}", addr.port())
-                .and_then(|()| stdout.flush())
-                .is_err()
-            {
-                // Nobody reads stdout (the SDK ignores it after the port line); keep serving.
-                info!("stdout is closed");
-            }
-            drop(stdout);
+            announce(addr);
             serving.await
         }
     };
@@ -215,6 +208,52 @@ async fn run(mode: Mode, config: HostConfig, options: ServerOptions) -> ExitCode
         Stopped::Disconnected => info!("connection closed"),
     }
     ExitCode::SUCCESS
+}
+
+/// [`run`] for the runtimes that share the futures-io driver (smol, async-std).
+async fn run_futures_io<R: agentwire_smol::Runtime>(
+    server: agentwire_smol::Driver<R>,
+    mode: Mode,
+) -> ExitCode {
+    use agentwire_smol::Stopped;
+    let stopped = match mode {
+        Mode::Stdio => {
+            info!("serving on stdio");
+            server.serve_stdio().await
+        }
+        Mode::Tcp { host, port } => {
+            let (addr, serving) = match server.bind_tcp((host.as_str(), port)).await {
+                Ok(bound) => bound,
+                Err(e) => return cannot_listen(&host, port, &e),
+            };
+            announce(addr);
+            serving.await
+        }
+    };
+    match stopped {
+        Stopped::Shutdown { reason } => info!(%reason, "shut down"),
+        Stopped::Disconnected => info!("connection closed"),
+    }
+    ExitCode::SUCCESS
+}
+
+fn cannot_listen(host: &str, port: u16, e: &std::io::Error) -> ExitCode {
+    error!(%host, port, error = %e, "cannot listen");
+    eprintln!("error: cannot listen on {host}:{port}: {e}");
+    ExitCode::FAILURE
+}
+
+/// Prints the port line the SDKs wait for.
+fn announce(addr: std::net::SocketAddr) {
+    info!(%addr, "listening");
+    let mut stdout = std::io::stdout().lock();
+    if writeln!(stdout, "listening on port {}", addr.port())
+        .and_then(|()| stdout.flush())
+        .is_err()
+    {
+        // Nobody reads stdout (the SDK ignores it after the port line); keep serving.
+        info!("stdout is closed");
+    }
 }
 
 /// A seed from the OS: `RandomState` keys come from the OS's random source; mixed with the
