@@ -51,7 +51,7 @@ fn number_as_u64(raw: &str) -> Option<u64> {
     }
     let f: f64 = raw.parse().ok()?;
     // Only integral values that an f64 represents exactly (below 2^53) are accepted.
-    if f.fract() == 0.0 && f >= 0.0 && f < 9_007_199_254_740_992.0 {
+    if f.fract() == 0.0 && (0.0..9_007_199_254_740_992.0).contains(&f) {
         Some(f as u64)
     } else {
         None

@@ -68,7 +68,7 @@ impl<'a> Message<'a> {
 
 impl PartialEq for Message<'_> {
     fn eq(&self, other: &Self) -> bool {
-        fn raw<'r>(v: Option<&'r RawValue>) -> Option<&'r str> {
+        fn raw(v: Option<&RawValue>) -> Option<&str> {
             v.map(RawValue::get)
         }
         match (self, other) {
