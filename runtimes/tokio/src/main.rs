@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use agentwire_tokio::agentwire::agent::Scenario;
-use agentwire_tokio::agentwire::host::HostConfig;
-use agentwire_tokio::{Server, Stopped};
+use agentwire_tokio::agentwire::frame::Framing;
+use agentwire_tokio::agentwire::host::{Dialect, HostConfig};
+use agentwire_tokio::{Server, ServerOptions, Stopped};
 use clap::{Parser, ValueEnum};
 use tracing::{error, info};
 
@@ -20,6 +21,10 @@ port, so `cargo run -p agentwire-tokio` just works.
 
 In TCP mode the only line on stdout is `listening on port N`; in --stdio mode stdout carries only \
 Content-Length framed JSON-RPC. Logs go to stderr (filter with RUST_LOG, default `warn`).
+
+With --acp the server speaks the Agent Client Protocol v1 instead (for editors such as Zed): \
+newline-delimited JSON-RPC on stdin/stdout by default (stdout carries only compact JSON lines), \
+or TCP with --port N. It needs the tokio runtime.
 
 If COPILOT_CONNECTION_TOKEN is set, clients must send it in `connect` before anything else.
 The process exits 0 after a client calls `runtime.shutdown` (or, with --stdio, when stdin ends).
@@ -40,6 +45,10 @@ struct Cli {
     /// JSON-RPC server mode, as the Copilot SDKs pass it (the default).
     #[arg(long)]
     headless: bool,
+
+    /// Speak the Agent Client Protocol (ACP) v1: NDJSON on stdin/stdout, or TCP with --port.
+    #[arg(long)]
+    acp: bool,
 
     /// Serve one connection on stdin/stdout instead of TCP.
     #[arg(long)]
@@ -125,7 +134,7 @@ fn main() -> ExitCode {
     };
 
     match cli.runtime {
-        RuntimeKind::Tokio => run_tokio(mode, config),
+        RuntimeKind::Tokio => run_tokio(mode, config, server_options(&cli)),
         // As with tokio, the stdin reader may be parked in a blocking read: returning from
         // `main` ends the process without waiting for it.
         RuntimeKind::Smol => {
@@ -138,7 +147,20 @@ fn main() -> ExitCode {
     }
 }
 
-fn run_tokio(mode: Mode, config: HostConfig) -> ExitCode {
+/// The tokio server's options: the Copilot SDK protocol, or ACP over NDJSON with `--acp`.
+fn server_options(cli: &Cli) -> ServerOptions {
+    if cli.acp {
+        ServerOptions {
+            framing: Framing::Ndjson,
+            dialect: Dialect::Acp,
+            ..ServerOptions::default()
+        }
+    } else {
+        ServerOptions::default()
+    }
+}
+
+fn run_tokio(mode: Mode, config: HostConfig, options: ServerOptions) -> ExitCode {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -146,14 +168,19 @@ fn run_tokio(mode: Mode, config: HostConfig) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let code = runtime.block_on(run(mode, config));
+    let code = runtime.block_on(run(mode, config, options));
     // The stdin reader may be parked in a blocking read; don't wait for it.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     code
 }
 
 fn setup(cli: &Cli) -> Result<(Mode, HostConfig), UsageError> {
-    let mode = if cli.stdio {
+    if cli.acp && !matches!(cli.runtime, RuntimeKind::Tokio) {
+        return Err(UsageError("--acp runs on the tokio runtime".into()));
+    }
+    // ACP clients spawn the agent and talk over stdio unless a port is asked for.
+    let acp_stdio = cli.acp && cli.port.is_none() && cli.host.is_none();
+    let mode = if cli.stdio || acp_stdio {
         if cli.port.is_some() {
             return Err(UsageError("--stdio cannot be combined with --port".into()));
         }
@@ -187,8 +214,8 @@ fn setup(cli: &Cli) -> Result<(Mode, HostConfig), UsageError> {
     Ok((mode, config))
 }
 
-async fn run(mode: Mode, config: HostConfig) -> ExitCode {
-    let server = Server::new(config);
+async fn run(mode: Mode, config: HostConfig, options: ServerOptions) -> ExitCode {
+    let server = Server::with_options(config, options);
     let stopped = match mode {
         Mode::Stdio => {
             info!("serving on stdio");
