@@ -456,8 +456,9 @@ impl Sim {
     }
 }
 
-/// Runs one seed; returns the failure (with the trace when `trace` is set).
-fn run_seed(seed: u64, trace: bool) -> Result<u64, String> {
+/// Runs one seed; returns what it exercised, or the failure (with the trace when `trace` is
+/// set).
+fn run_seed(seed: u64, trace: bool) -> Result<(u64, world::Stats), String> {
     let mut sim = Sim::new(seed);
     // SIM_TOLERATE_KNOWN=1: tolerate the known, reported host bugs (fuzz/README.md,
     // "Findings") to look for others. Off by default: the run is strict.
@@ -475,7 +476,7 @@ fn run_seed(seed: u64, trace: bool) -> Result<u64, String> {
             println!("{t}");
         }
     }
-    result.map(|()| sim.world.inputs)
+    result.map(|()| (sim.world.inputs, sim.world.stats))
 }
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -486,7 +487,7 @@ fn env_u64(name: &str) -> Option<u64> {
 fn simulated_clients_over_an_unreliable_link() {
     if let Some(seed) = env_u64("SIM_SEED") {
         match run_seed(seed, true) {
-            Ok(inputs) => println!("seed {seed}: ok ({inputs} host inputs)"),
+            Ok((inputs, stats)) => println!("seed {seed}: ok ({inputs} host inputs, {stats:?})"),
             Err(e) => panic!("seed {seed} fails: {e}"),
         }
         return;
@@ -496,15 +497,20 @@ fn simulated_clients_over_an_unreliable_link() {
     let started = Instant::now();
     let mut failures = Vec::new();
     let mut inputs = 0;
+    let mut stats = world::Stats::default();
     for seed in first..first + count {
         match std::panic::catch_unwind(|| run_seed(seed, false)) {
-            Ok(Ok(n)) => inputs += n,
+            Ok(Ok((n, s))) => {
+                inputs += n;
+                stats += s;
+            }
             Ok(Err(e)) => failures.push((seed, e)),
             Err(_) => failures.push((seed, "panicked".to_owned())),
         }
     }
     println!(
-        "{count} seeds from {first}: {} failed, {inputs} host inputs, {:.1?}",
+        "{count} seeds from {first}: {} failed, {inputs} host inputs, {:.1?}; passing seeds \
+         exercised {stats:?}",
         failures.len(),
         started.elapsed()
     );

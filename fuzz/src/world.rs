@@ -242,6 +242,34 @@ struct EventInfo {
     parent: Option<String>,
 }
 
+/// What a run exercised (for reports).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stats {
+    /// Responses checked against the request model.
+    pub responses: u64,
+    /// Session events received.
+    pub events: u64,
+    /// Streaming deltas received (by streaming attachments).
+    pub deltas: u64,
+    /// `session.getMessages` results checked against what their client saw.
+    pub catch_ups: u64,
+    /// Answers the host accepted (`success: true`).
+    pub accepted: u64,
+    /// Connections the host closed (framing errors, slow readers).
+    pub host_closes: u64,
+}
+
+impl std::ops::AddAssign for Stats {
+    fn add_assign(&mut self, o: Stats) {
+        self.responses += o.responses;
+        self.events += o.events;
+        self.deltas += o.deltas;
+        self.catch_ups += o.catch_ups;
+        self.accepted += o.accepted;
+        self.host_closes += o.host_closes;
+    }
+}
+
 /// The host, its peers and the checker.
 pub struct World {
     /// The host under test.
@@ -287,6 +315,8 @@ pub struct World {
     pub lenient_reentrant_emit: bool,
     /// Connections the host closed so far.
     host_closes: u64,
+    /// What this run exercised.
+    pub stats: Stats,
 }
 
 /// A checker failure: what went wrong.
@@ -359,6 +389,7 @@ impl World {
             lenient_send_and_wait: false,
             lenient_reentrant_emit: false,
             host_closes: 0,
+            stats: Stats::default(),
         }
     }
 
@@ -596,6 +627,7 @@ impl World {
                     );
                     self.conns[c].closed_by_host = true;
                     self.host_closes += 1;
+                    self.stats.host_closes += 1;
                     // The runtime flushes what is queued, then closes.
                     self.drain(c)?;
                     ensure!(
@@ -857,21 +889,22 @@ impl World {
         if !conn.modelled() {
             return Ok(());
         }
-        let owed = conn.owed.get(raw).copied().unwrap_or(0);
-        if owed == 0 {
-            // The one error with id null sent before the host closes a connection.
-            let closing_reason = raw == "null"
-                && conn.closed_by_host
-                && value["error"]["message"].as_str().is_some_and(|m| {
-                    m.starts_with("framing error") || m.starts_with("connection closed")
-                });
-            ensure!(
-                closing_reason,
-                "c{c}: response for id {raw} that is not owed (a second response, or one for \
-                 a request never sent): {value}"
-            );
+        // The one error with id null sent before the host closes a connection (the host drops
+        // whatever else was still queued for it).
+        let closing_reason = raw == "null"
+            && conn.closed_by_host
+            && value["error"]["message"].as_str().is_some_and(|m| {
+                m.starts_with("framing error") || m.starts_with("connection closed")
+            });
+        if closing_reason {
             return Ok(());
         }
+        let owed = conn.owed.get(raw).copied().unwrap_or(0);
+        ensure!(
+            owed > 0,
+            "c{c}: response for id {raw} that is not owed (a second response, or one for a \
+             request never sent): {value}"
+        );
         conn.owed.insert(raw.to_owned(), owed - 1);
         // A request reusing the id of one still in flight is refused at once: that error
         // answers the newest request with the id, anything else the oldest.
@@ -899,6 +932,7 @@ impl World {
 
     /// Semantic checks of a response to a request the model knows.
     fn check_response(&mut self, c: usize, sent: &Sent, value: &Value) -> Check {
+        self.stats.responses += 1;
         let result = &value["result"];
         let ok = value.get("result").is_some();
         if ok && !sent.params.is_object() && !sent.method.is_empty() {
@@ -943,34 +977,33 @@ impl World {
             | "session.tools.handlePendingToolCall"
             | "session.ui.handlePendingElicitation"
             | "session.commands.handlePendingCommand"
-                if ok =>
+                if ok && result["success"] == json!(true) =>
             {
-                if result["success"] == json!(true) {
-                    let rid = sent.params["requestId"].as_str().unwrap_or("").to_owned();
-                    ensure!(
-                        self.ask_index.contains_key(&rid),
-                        "c{c}: {} accepted request id {rid:?}, which the host never announced",
-                        sent.method
-                    );
-                    let n = self.accepted.entry(rid.clone()).or_default();
-                    *n += 1;
-                    ensure!(
-                        *n == 1,
-                        "c{c}: request {rid} accepted {n} times (first answer wins)"
-                    );
-                    let kind = self.asks[self.ask_index[&rid]].kind;
-                    let want = match sent.method.as_str() {
-                        "session.permissions.handlePendingPermissionRequest" => AskKind::Permission,
-                        "session.tools.handlePendingToolCall" => AskKind::Tool,
-                        "session.ui.handlePendingElicitation" => AskKind::Elicitation,
-                        _ => AskKind::Command,
-                    };
-                    ensure!(
-                        kind == want,
-                        "c{c}: {} accepted {rid}, which is a {kind:?} request",
-                        sent.method
-                    );
-                }
+                let rid = sent.params["requestId"].as_str().unwrap_or("").to_owned();
+                ensure!(
+                    self.ask_index.contains_key(&rid),
+                    "c{c}: {} accepted request id {rid:?}, which the host never announced",
+                    sent.method
+                );
+                self.stats.accepted += 1;
+                let n = self.accepted.entry(rid.clone()).or_default();
+                *n += 1;
+                ensure!(
+                    *n == 1,
+                    "c{c}: request {rid} accepted {n} times (first answer wins)"
+                );
+                let kind = self.asks[self.ask_index[&rid]].kind;
+                let want = match sent.method.as_str() {
+                    "session.permissions.handlePendingPermissionRequest" => AskKind::Permission,
+                    "session.tools.handlePendingToolCall" => AskKind::Tool,
+                    "session.ui.handlePendingElicitation" => AskKind::Elicitation,
+                    _ => AskKind::Command,
+                };
+                ensure!(
+                    kind == want,
+                    "c{c}: {} accepted {rid}, which is a {kind:?} request",
+                    sent.method
+                );
             }
             "session.getMessages" if ok => self.check_messages(c, &session, result)?,
             "session.sendAndWait" if ok && !self.lenient_send_and_wait => {
@@ -1012,6 +1045,7 @@ impl World {
         let Some(root) = list.first().and_then(|e| e["id"].as_str()) else {
             return Ok(());
         };
+        self.stats.catch_ups += 1;
         let client = self.conns[c].client;
         let seen = self
             .seen_persisted
@@ -1056,6 +1090,10 @@ impl World {
             .to_owned();
         let parent = event["parentId"].as_str().map(str::to_owned);
         let persisted = event.get("ephemeral").is_none();
+        self.stats.events += 1;
+        if is_streaming_delta_type(&ty) {
+            self.stats.deltas += 1;
+        }
         ensure!(
             event.get("ephemeral").is_none() || event["ephemeral"] == json!(true),
             "c{c}: ephemeral must be absent or true: {event}"

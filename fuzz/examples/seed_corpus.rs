@@ -1,7 +1,7 @@
 //! Writes the seed corpora `fuzz/corpus/<target>/` from the recorded wire traces.
 //!
 //! ```text
-//! cargo run --manifest-path fuzz/Cargo.toml --bin seed_corpus -- [TRACES_DIR] [CORPUS_DIR]
+//! cargo run --manifest-path fuzz/Cargo.toml --example seed_corpus -- [TRACES_DIR] [CORPUS_DIR]
 //! ```
 //!
 //! Defaults: `/work/shared/protocol/traces` and `fuzz/corpus`. Each trace line is one frame
