@@ -237,11 +237,8 @@ impl Host {
         let mut other_handlers = false;
         for (conn, attachment) in &live.session.attached {
             match self.conns.get(conn) {
-                Some(c) if c.dialect == Dialect::Acp => {
-                    if !c.closing {
-                        acp_conns.push(*conn);
-                    }
-                }
+                Some(c) if c.dialect == Dialect::Acp && !c.closing => acp_conns.push(*conn),
+                Some(c) if c.dialect == Dialect::Acp => {}
                 Some(_) if attachment.request_permission => other_handlers = true,
                 _ => {}
             }

@@ -193,7 +193,11 @@ fn read_caps() -> Value {
 fn initialize_advertises_what_works_and_gates_other_requests() {
     let mut w = World::new();
     let mut peer = w.connect();
-    let early = w.call(&mut peer, "session/new", json!({"cwd": "/w", "mcpServers": []}));
+    let early = w.call(
+        &mut peer,
+        "session/new",
+        json!({"cwd": "/w", "mcpServers": []}),
+    );
     assert_eq!(early["error"]["code"], -32600, "{early}");
     let init = w.call(
         &mut peer,
@@ -209,11 +213,18 @@ fn initialize_advertises_what_works_and_gates_other_requests() {
         json!({"list": {}, "resume": {}, "close": {}, "delete": {}})
     );
     assert_eq!(r["agentCapabilities"]["promptCapabilities"]["image"], false);
-    assert_eq!(w.call(&mut peer, "authenticate", json!({"methodId": "x"}))["result"], json!({}));
+    assert_eq!(
+        w.call(&mut peer, "authenticate", json!({"methodId": "x"}))["result"],
+        json!({})
+    );
     let unknown = w.call(&mut peer, "logout", json!({}));
     assert_eq!(unknown["error"]["code"], -32601);
     assert_eq!(unknown["error"]["data"], json!({"method": "logout"}));
-    let relative = w.call(&mut peer, "session/new", json!({"cwd": "rel", "mcpServers": []}));
+    let relative = w.call(
+        &mut peer,
+        "session/new",
+        json!({"cwd": "rel", "mcpServers": []}),
+    );
     assert_eq!(relative["error"]["code"], -32602);
 }
 
@@ -234,16 +245,30 @@ fn a_prompt_streams_chunks_then_ends_the_turn() {
     assert_eq!(peer.agent_text(), "You said: hello there");
     let updates = peer.updates();
     // The client's own prompt is not echoed; every chunk of the message has one messageId.
-    assert!(updates.iter().all(|u| u["sessionUpdate"] == "agent_message_chunk"), "{updates:#?}");
+    assert!(
+        updates
+            .iter()
+            .all(|u| u["sessionUpdate"] == "agent_message_chunk"),
+        "{updates:#?}"
+    );
     assert!(updates.len() > 1, "streamed as several chunks");
-    assert!(updates.windows(2).all(|p| p[0]["messageId"] == p[1]["messageId"]));
+    assert!(updates
+        .windows(2)
+        .all(|p| p[0]["messageId"] == p[1]["messageId"]));
     let last_update = peer
         .inbox
         .iter()
         .rposition(|m| m["method"] == "session/update")
         .unwrap();
-    assert!(last_update < peer.position_of_response(id), "updates before the response");
-    for m in peer.inbox.iter().filter(|m| m["method"] == "session/update") {
+    assert!(
+        last_update < peer.position_of_response(id),
+        "updates before the response"
+    );
+    for m in peer
+        .inbox
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+    {
         assert_eq!(m["params"]["sessionId"], json!(session));
     }
     // A session of another connection, or an unknown one, is not found.
@@ -271,7 +296,10 @@ fn reading_a_file_asks_permission_then_reads_through_the_client() {
     assert_eq!(tool_call["sessionUpdate"], "tool_call");
     assert_eq!(tool_call["kind"], "read");
     assert_eq!(tool_call["title"], "Read /work/project/hello.txt");
-    assert_eq!(tool_call["locations"], json!([{"path": "/work/project/hello.txt"}]));
+    assert_eq!(
+        tool_call["locations"],
+        json!([{"path": "/work/project/hello.txt"}])
+    );
     let call_id = tool_call["toolCallId"].clone();
     let asks = peer.requests("session/request_permission");
     assert_eq!(asks.len(), 1);
@@ -280,7 +308,10 @@ fn reading_a_file_asks_permission_then_reads_through_the_client() {
     assert_eq!(ask["params"]["sessionId"], json!(session));
     // Our ids are a space of their own: 0 while the client's prompt is id 2.
     assert_eq!(ask["id"], 0);
-    assert!(peer.requests("fs/read_text_file").is_empty(), "nothing read before approval");
+    assert!(
+        peer.requests("fs/read_text_file").is_empty(),
+        "nothing read before approval"
+    );
     w.respond(
         &mut peer,
         &ask["id"],
@@ -293,7 +324,11 @@ fn reading_a_file_asks_permission_then_reads_through_the_client() {
         json!({"sessionId": session, "path": "/work/project/hello.txt"})
     );
     assert!(peer.response(prompt).is_none());
-    w.respond(&mut peer, &reads[0]["id"], json!({"content": "Hello, world!\n"}));
+    w.respond(
+        &mut peer,
+        &reads[0]["id"],
+        json!({"content": "Hello, world!\n"}),
+    );
     let response = peer.response(prompt).expect("turn ended");
     assert_eq!(response["result"]["stopReason"], "end_turn");
     let tool_updates: Vec<Value> = peer
@@ -327,8 +362,14 @@ fn without_the_fs_capability_the_scripted_result_is_used() {
         &ask["id"],
         json!({"outcome": {"outcome": "selected", "optionId": "allow-once"}}),
     );
-    assert!(peer.requests("fs/read_text_file").is_empty(), "not advertised, never called");
-    assert_eq!(peer.response(prompt).unwrap()["result"]["stopReason"], "end_turn");
+    assert!(
+        peer.requests("fs/read_text_file").is_empty(),
+        "not advertised, never called"
+    );
+    assert_eq!(
+        peer.response(prompt).unwrap()["result"]["stopReason"],
+        "end_turn"
+    );
 }
 
 #[test]
@@ -349,8 +390,15 @@ fn deny_fails_the_tool_call_and_the_turn_goes_on() {
     assert!(peer.requests("fs/read_text_file").is_empty());
     let failed = peer.updates().into_iter().last_where("tool_call_update");
     assert_eq!(failed["status"], "failed");
-    assert_eq!(peer.response(prompt).unwrap()["result"]["stopReason"], "end_turn");
-    assert!(peer.agent_text().contains("rejected"), "{}", peer.agent_text());
+    assert_eq!(
+        peer.response(prompt).unwrap()["result"]["stopReason"],
+        "end_turn"
+    );
+    assert!(
+        peer.agent_text().contains("rejected"),
+        "{}",
+        peer.agent_text()
+    );
 }
 
 trait LastWhere {
@@ -393,11 +441,18 @@ fn always_is_remembered_for_the_session() {
     w.respond(&mut peer, &read["id"], json!({"content": "A"}));
     assert!(peer.response(first).is_some());
     let second = prompt(&mut w, &mut peer, &session, "read file b.txt");
-    assert_eq!(peer.requests("session/request_permission").len(), 1, "not asked again");
+    assert_eq!(
+        peer.requests("session/request_permission").len(),
+        1,
+        "not asked again"
+    );
     let read = peer.requests("fs/read_text_file").remove(1);
     assert_eq!(read["params"]["path"], "/work/project/b.txt");
     w.respond(&mut peer, &read["id"], json!({"content": "B"}));
-    assert_eq!(peer.response(second).unwrap()["result"]["stopReason"], "end_turn");
+    assert_eq!(
+        peer.response(second).unwrap()["result"]["stopReason"],
+        "end_turn"
+    );
     // Another kind of prompt is still asked.
     prompt(&mut w, &mut peer, &session, "run it");
     assert_eq!(peer.requests("session/request_permission").len(), 2);
@@ -413,13 +468,21 @@ fn url_and_path_always_cover_the_domain_and_the_location() {
     allow(&mut w, &mut peer, "allow-always");
     assert!(peer.response(first).is_some());
     prompt(&mut w, &mut peer, &session, "fetch again");
-    assert_eq!(peer.requests("session/request_permission").len(), 1, "same domain");
+    assert_eq!(
+        peer.requests("session/request_permission").len(),
+        1,
+        "same domain"
+    );
     let outside = prompt(&mut w, &mut peer, &session, "outside");
     assert_eq!(peer.requests("session/request_permission").len(), 2);
     allow(&mut w, &mut peer, "allow-always");
     assert!(peer.response(outside).is_some());
     prompt(&mut w, &mut peer, &session, "outside again");
-    assert_eq!(peer.requests("session/request_permission").len(), 2, "same location");
+    assert_eq!(
+        peer.requests("session/request_permission").len(),
+        2,
+        "same location"
+    );
     let completed: Vec<Value> = w
         .host
         .session_events(&session)
@@ -440,7 +503,10 @@ fn hook_prompts_are_denied_without_asking() {
     let id = prompt(&mut w, &mut peer, &session, "hook please");
     assert!(peer.requests("session/request_permission").is_empty());
     assert!(peer.requests("fs/read_text_file").is_empty());
-    assert_eq!(peer.response(id).unwrap()["result"]["stopReason"], "end_turn");
+    assert_eq!(
+        peer.response(id).unwrap()["result"]["stopReason"],
+        "end_turn"
+    );
     let failed = peer.updates().into_iter().last_where("tool_call_update");
     assert_eq!(failed["status"], "failed");
 }
@@ -472,7 +538,10 @@ fn autopilot_approves_without_asking_and_modes_are_announced() {
         "session/set_config_option",
         json!({"sessionId": session, "configId": "mode", "value": "interactive"}),
     );
-    assert_eq!(r["result"]["configOptions"][0]["currentValue"], "interactive");
+    assert_eq!(
+        r["result"]["configOptions"][0]["currentValue"],
+        "interactive"
+    );
     let bad = w.call(
         &mut peer,
         "session/set_config_option",
@@ -508,12 +577,22 @@ fn cancel_request_on_a_prompt_and_a_cancelled_permission_cancel_the_turn() {
         &mut peer,
         json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": id}}),
     );
-    assert_eq!(peer.response(id).unwrap()["result"]["stopReason"], "cancelled");
+    assert_eq!(
+        peer.response(id).unwrap()["result"]["stopReason"],
+        "cancelled"
+    );
 
     let id = prompt(&mut w, &mut peer, &session, "read file a.txt");
     let ask = peer.requests("session/request_permission").remove(0);
-    w.respond(&mut peer, &ask["id"], json!({"outcome": {"outcome": "cancelled"}}));
-    assert_eq!(peer.response(id).unwrap()["result"]["stopReason"], "cancelled");
+    w.respond(
+        &mut peer,
+        &ask["id"],
+        json!({"outcome": {"outcome": "cancelled"}}),
+    );
+    assert_eq!(
+        peer.response(id).unwrap()["result"]["stopReason"],
+        "cancelled"
+    );
     assert!(peer.requests("fs/read_text_file").is_empty());
 }
 
@@ -527,7 +606,10 @@ fn cancel_while_the_permission_is_pending_withdraws_the_request() {
         &mut peer,
         json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}),
     );
-    assert_eq!(peer.response(id).unwrap()["result"]["stopReason"], "cancelled");
+    assert_eq!(
+        peer.response(id).unwrap()["result"]["stopReason"],
+        "cancelled"
+    );
     let withdrawn = peer
         .inbox
         .iter()
@@ -535,7 +617,11 @@ fn cancel_while_the_permission_is_pending_withdraws_the_request() {
         .expect("our request is withdrawn");
     assert_eq!(withdrawn["params"]["requestId"], ask["id"]);
     // The client's late `cancelled` answer is ignored.
-    w.respond(&mut peer, &ask["id"], json!({"outcome": {"outcome": "cancelled"}}));
+    w.respond(
+        &mut peer,
+        &ask["id"],
+        json!({"outcome": {"outcome": "cancelled"}}),
+    );
     assert_eq!(w.host.acp_ignored_responses(peer.conn), Some(1));
 }
 
@@ -553,7 +639,10 @@ fn writes_and_shell_commands_use_the_client() {
         json!({"sessionId": session, "path": "/work/project/out.txt", "content": "new text"})
     );
     w.respond(&mut peer, &write["id"], Value::Null);
-    assert_eq!(peer.response(id).unwrap()["result"]["stopReason"], "end_turn");
+    assert_eq!(
+        peer.response(id).unwrap()["result"]["stopReason"],
+        "end_turn"
+    );
     assert!(peer.agent_text().ends_with("done: written"));
 
     let id = prompt(&mut w, &mut peer, &session, "run ls");
@@ -564,7 +653,10 @@ fn writes_and_shell_commands_use_the_client() {
     assert_eq!(create["params"]["cwd"], "/work/project");
     w.respond(&mut peer, &create["id"], json!({"terminalId": "t1"}));
     let embed = peer.updates().into_iter().last_where("tool_call_update");
-    assert_eq!(embed["content"][0], json!({"type": "terminal", "terminalId": "t1"}));
+    assert_eq!(
+        embed["content"][0],
+        json!({"type": "terminal", "terminalId": "t1"})
+    );
     let wait = peer.requests("terminal/wait_for_exit").remove(0);
     w.respond(&mut peer, &wait["id"], json!({"exitCode": 0}));
     let output = peer.requests("terminal/output").remove(0);
@@ -575,7 +667,10 @@ fn writes_and_shell_commands_use_the_client() {
     );
     let release = peer.requests("terminal/release").remove(0);
     assert_eq!(release["params"]["terminalId"], "t1");
-    assert_eq!(peer.response(id).unwrap()["result"]["stopReason"], "end_turn");
+    assert_eq!(
+        peer.response(id).unwrap()["result"]["stopReason"],
+        "end_turn"
+    );
     assert!(peer.agent_text().ends_with("output: a.txt\n"));
     w.respond(&mut peer, &release["id"], json!({}));
     assert_eq!(w.host.acp_ignored_responses(peer.conn), Some(0));
@@ -595,7 +690,10 @@ fn an_unanswered_fs_request_times_out() {
         .find(|m| m["method"] == "$/cancel_request")
         .expect("withdrawn at the deadline");
     assert_eq!(cancel["params"]["requestId"], read["id"]);
-    assert_eq!(peer.response(id).unwrap()["result"]["stopReason"], "end_turn");
+    assert_eq!(
+        peer.response(id).unwrap()["result"]["stopReason"],
+        "end_turn"
+    );
     let failed = peer.updates().into_iter().last_where("tool_call_update");
     assert_eq!(failed["status"], "failed");
 }
@@ -638,19 +736,24 @@ fn load_replays_the_history_before_answering() {
             "agent_message_chunk"
         ]
     );
-    assert!(other
-        .inbox
-        .iter()
-        .rposition(|m| m["method"] == "session/update")
-        .unwrap()
-        < at);
+    assert!(
+        other
+            .inbox
+            .iter()
+            .rposition(|m| m["method"] == "session/update")
+            .unwrap()
+            < at
+    );
     let updates = other.updates();
     assert_eq!(updates[0]["content"]["text"], "read file hello.txt");
     assert_eq!(updates[1]["toolCallId"], updates[3]["toolCallId"]);
     assert_eq!(updates[4]["content"]["text"], "hi there");
     // The loaded session takes prompts; the first client sees the new user message.
     let next = prompt(&mut w, &mut other, &session, "and now?");
-    assert_eq!(other.response(next).unwrap()["result"]["stopReason"], "end_turn");
+    assert_eq!(
+        other.response(next).unwrap()["result"]["stopReason"],
+        "end_turn"
+    );
     assert!(other.agent_text().ends_with("You said: and now?"));
     w.pump(&mut peer);
     let seen = peer.updates().into_iter().last_where("user_message_chunk");
@@ -684,10 +787,17 @@ fn list_close_and_delete() {
     let slow = prompt(&mut w, &mut peer, &session, "slow");
     let closed = w.call(&mut peer, "session/close", json!({"sessionId": session}));
     assert_eq!(closed["result"], json!({}));
-    assert_eq!(peer.response(slow).unwrap()["result"]["stopReason"], "cancelled");
+    assert_eq!(
+        peer.response(slow).unwrap()["result"]["stopReason"],
+        "cancelled"
+    );
     assert!(peer.position_of_response(slow) < peer.inbox.len() - 1);
     let again = prompt(&mut w, &mut peer, &session, "hi");
-    assert_eq!(peer.response(again).unwrap()["error"]["code"], -32002, "detached");
+    assert_eq!(
+        peer.response(again).unwrap()["error"]["code"],
+        -32002,
+        "detached"
+    );
     assert_eq!(w.host.session_count(), 1, "close keeps the session");
 
     let deleted = w.call(&mut peer, "session/delete", json!({"sessionId": session}));
@@ -709,10 +819,7 @@ fn junk_from_the_client_never_breaks_the_session() {
         &mut peer,
         json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}}),
     );
-    w.send(
-        &mut peer,
-        json!({"jsonrpc": "2.0", "id": 99, "result": {}}),
-    );
+    w.send(&mut peer, json!({"jsonrpc": "2.0", "id": 99, "result": {}}));
     w.send(
         &mut peer,
         json!({"jsonrpc": "2.0", "method": "_vendor/notice", "params": {}}),
@@ -727,7 +834,10 @@ fn junk_from_the_client_never_breaks_the_session() {
     let bad = w.call(&mut peer, "session/prompt", json!({"sessionId": 5}));
     assert_eq!(bad["error"]["code"], -32602);
     let id = prompt(&mut w, &mut peer, &session, "still here?");
-    assert_eq!(peer.response(id).unwrap()["result"]["stopReason"], "end_turn");
+    assert_eq!(
+        peer.response(id).unwrap()["result"]["stopReason"],
+        "end_turn"
+    );
 }
 
 #[test]
@@ -775,9 +885,15 @@ fn copilot_clients_see_builtin_tools_with_their_permission_kinds() {
         .filter(|m| m["method"] == "session.event")
         .map(|m| m["params"]["event"].clone())
         .collect();
-    let start = events.iter().find(|e| e["type"] == "tool.execution_start").unwrap();
+    let start = events
+        .iter()
+        .find(|e| e["type"] == "tool.execution_start")
+        .unwrap();
     assert_eq!(start["data"]["toolName"], "bash");
-    let asked = events.iter().find(|e| e["type"] == "permission.requested").unwrap();
+    let asked = events
+        .iter()
+        .find(|e| e["type"] == "permission.requested")
+        .unwrap();
     let request = &asked["data"]["permissionRequest"];
     assert_eq!(request["kind"], "shell");
     assert_eq!(request["fullCommandText"], "ls -l");

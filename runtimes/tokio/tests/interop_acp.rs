@@ -63,27 +63,31 @@ struct AgentProcess {
     inject: mpsc::UnboundedSender<String>,
     transport: Option<Lines<OutSink, mpsc::UnboundedReceiver<io::Result<String>>>>,
     dir: PathBuf,
+    /// Served on stdio (the process exits when its stdin ends); else on TCP.
+    stdio: bool,
 }
 
-type OutSink = futures::sink::SinkMapErr<
-    mpsc::UnboundedSender<String>,
-    fn(mpsc::SendError) -> io::Error,
->;
+type OutSink =
+    futures::sink::SinkMapErr<mpsc::UnboundedSender<String>, fn(mpsc::SendError) -> io::Error>;
 
 fn closed(_: mpsc::SendError) -> io::Error {
     io::Error::new(io::ErrorKind::BrokenPipe, "the agent's stdin is closed")
 }
 
 impl AgentProcess {
-    fn spawn(name: &str) -> AgentProcess {
+    /// A workspace directory with the scenario and two files, and the command spawning the
+    /// agent on it.
+    fn prepare(name: &str, extra: &[&str]) -> (PathBuf, tokio::process::Command) {
         let dir = std::env::temp_dir().join(format!("agentwire-acp-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let scenario = dir.join("scenario.json");
         std::fs::write(&scenario, SCENARIO).unwrap();
         std::fs::write(dir.join("hello.txt"), "Hello from the workspace!\n").unwrap();
         std::fs::write(dir.join("second.txt"), "Second file.\n").unwrap();
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentwire"));
+        command
             .arg("--acp")
+            .args(extra)
             .arg("--seed")
             .arg("7")
             .arg("--scenario")
@@ -91,17 +95,52 @@ impl AgentProcess {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn agentwire --acp");
-        let mut stdin = child.stdin.take().unwrap();
+            .kill_on_drop(true);
+        (dir, command)
+    }
+
+    /// `agentwire --acp` on stdio.
+    fn spawn(name: &str) -> AgentProcess {
+        let (dir, mut command) = AgentProcess::prepare(name, &[]);
+        let mut child = command.spawn().expect("spawn agentwire --acp");
+        let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
+        AgentProcess::tap(child, dir, stdout, stdin, true)
+    }
+
+    /// `agentwire --acp --port 0`, connected over TCP.
+    async fn spawn_tcp(name: &str) -> AgentProcess {
+        let (dir, mut command) = AgentProcess::prepare(name, &["--port", "0"]);
+        let mut child = command.spawn().expect("spawn agentwire --acp --port 0");
+        let stdout = child.stdout.take().unwrap();
+        let mut first = String::new();
+        BufReader::new(stdout).read_line(&mut first).await.unwrap();
+        let port: u16 = first
+            .trim()
+            .strip_prefix("listening on port ")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
+        let socket = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let (reader, writer) = socket.into_split();
+        AgentProcess::tap(child, dir, reader, writer, false)
+    }
+
+    /// Pumps lines between the agent's byte streams and the SDK, recording what it writes.
+    fn tap(
+        child: tokio::process::Child,
+        dir: PathBuf,
+        reader: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+        mut writer: impl tokio::io::AsyncWrite + Unpin + Send + 'static,
+        stdio: bool,
+    ) -> AgentProcess {
         let (out_tx, mut out_rx) = mpsc::unbounded::<String>();
         tokio::spawn(async move {
             while let Some(line) = out_rx.next().await {
                 let mut bytes = line.into_bytes();
                 bytes.push(b'\n');
-                if stdin.write_all(&bytes).await.is_err() || stdin.flush().await.is_err() {
+                if writer.write_all(&bytes).await.is_err() || writer.flush().await.is_err() {
                     break;
                 }
             }
@@ -111,7 +150,7 @@ impl AgentProcess {
         tokio::spawn({
             let wire = wire.clone();
             async move {
-                let mut lines = BufReader::new(stdout).lines();
+                let mut lines = BufReader::new(reader).lines();
                 while let Ok(Some(line)) = lines.next_line().await {
                     wire.lock().unwrap().push(line.clone());
                     if in_tx.unbounded_send(Ok(line)).is_err() {
@@ -127,6 +166,7 @@ impl AgentProcess {
             inject: out_tx,
             transport: Some(Lines::new(sink, in_rx)),
             dir,
+            stdio,
         }
     }
 
@@ -161,7 +201,14 @@ impl AgentProcess {
 
     async fn finish(mut self) {
         drop(self.inject);
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+        if self.stdio {
+            // The end of stdin ends the process.
+            let status = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+            assert!(
+                matches!(status, Ok(Ok(s)) if s.success()),
+                "agentwire --acp exits 0 when stdin ends: {status:?}"
+            );
+        }
         let _ = self.child.kill().await;
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -207,12 +254,19 @@ async fn with_client<R: Send + 'static>(
         )
         .on_receive_request(
             async move |request: RequestPermissionRequest, responder, _cx| {
-                on_permission.lock().unwrap().permissions.push(request.clone());
+                on_permission
+                    .lock()
+                    .unwrap()
+                    .permissions
+                    .push(request.clone());
                 let choice = *policy.lock().unwrap();
                 let outcome = match choice {
                     Some(option) => {
                         assert!(
-                            request.options.iter().any(|o| o.option_id.0.as_ref() == option),
+                            request
+                                .options
+                                .iter()
+                                .any(|o| o.option_id.0.as_ref() == option),
                             "option {option} offered"
                         );
                         RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(option))
@@ -240,7 +294,10 @@ async fn with_client<R: Send + 'static>(
         .expect("the client ran without a protocol error")
 }
 
-async fn init_and_new(cx: &ConnectionTo<Agent>, cwd: &Path) -> Result<String, agent_client_protocol::Error> {
+async fn init_and_new(
+    cx: &ConnectionTo<Agent>,
+    cwd: &Path,
+) -> Result<String, agent_client_protocol::Error> {
     let init = cx
         .send_request(InitializeRequest::new(ProtocolVersion::V1).client_capabilities(caps()))
         .block_task()
@@ -318,36 +375,43 @@ async fn a_prompt_reads_a_workspace_file_through_the_client() {
     })
     .await;
     assert_eq!(stop, StopReason::EndTurn);
-    let seen = seen.lock().unwrap();
-    // Permission: once, for the announced tool call, then the read of the real file.
-    assert_eq!(seen.permissions.len(), 1);
-    let asked = &seen.permissions[0];
-    let tool_call_id = asked.tool_call.tool_call_id.clone();
-    assert_eq!(seen.reads.len(), 1);
-    assert_eq!(seen.reads[0].path, agent.path("hello.txt"));
-    let mut announced = false;
-    let mut completed = false;
-    for n in &seen.updates {
-        assert_eq!(n.session_id.0.as_ref(), session);
-        match &n.update {
-            SessionUpdate::ToolCall(call) => {
-                assert_eq!(call.tool_call_id, tool_call_id);
-                assert_eq!(call.title, format!("Read {}", agent.path("hello.txt").display()));
-                announced = true;
-            }
-            SessionUpdate::ToolCallUpdate(update) => {
-                assert!(announced, "tool_call before its updates");
-                assert_eq!(update.tool_call_id, tool_call_id);
-                if update.fields.status == Some(ToolCallStatus::Completed) {
-                    completed = true;
+    {
+        let seen = seen.lock().unwrap();
+        // Permission: once, for the announced tool call, then the read of the real file.
+        assert_eq!(seen.permissions.len(), 1);
+        let asked = &seen.permissions[0];
+        let tool_call_id = asked.tool_call.tool_call_id.clone();
+        assert_eq!(seen.reads.len(), 1);
+        assert_eq!(seen.reads[0].path, agent.path("hello.txt"));
+        let mut announced = false;
+        let mut completed = false;
+        for n in &seen.updates {
+            assert_eq!(n.session_id.0.as_ref(), session);
+            match &n.update {
+                SessionUpdate::ToolCall(call) => {
+                    assert_eq!(call.tool_call_id, tool_call_id);
+                    assert_eq!(
+                        call.title,
+                        format!("Read {}", agent.path("hello.txt").display())
+                    );
+                    announced = true;
                 }
+                SessionUpdate::ToolCallUpdate(update) => {
+                    assert!(announced, "tool_call before its updates");
+                    assert_eq!(update.tool_call_id, tool_call_id);
+                    if update.fields.status == Some(ToolCallStatus::Completed) {
+                        completed = true;
+                    }
+                }
+                _ => {}
             }
-            _ => {}
         }
+        assert!(
+            announced && completed,
+            "the tool call reached a terminal status"
+        );
+        assert_eq!(agent_text(&seen.updates), "Hello from the workspace!\n");
     }
-    assert!(announced && completed, "the tool call reached a terminal status");
-    assert_eq!(agent_text(&seen.updates), "Hello from the workspace!\n");
-    drop(seen);
     // On the wire: every update before the prompt's response, none after it.
     let wire = agent.wire();
     let prompt_response = wire
@@ -368,9 +432,12 @@ async fn load_replays_the_history_before_its_response_then_prompts_work() {
     let wire = agent.wire.clone();
     let (before_load, stop) = with_client(&mut agent, seen.clone(), policy, async |cx| {
         let session = init_and_new(&cx, &cwd).await?;
-        cx.send_request(PromptRequest::new(session.clone(), text("read file hello.txt")))
-            .block_task()
-            .await?;
+        cx.send_request(PromptRequest::new(
+            session.clone(),
+            text("read file hello.txt"),
+        ))
+        .block_task()
+        .await?;
         settle(&wire, &seen).await;
         let before_load = seen.lock().unwrap().updates.len();
         cx.send_request(LoadSessionRequest::new(session.clone(), cwd.clone()))
@@ -417,10 +484,11 @@ async fn load_replays_the_history_before_its_response_then_prompts_work() {
         .map(|u| u["content"]["text"].as_str().unwrap())
         .collect();
     assert_eq!(replayed_text, "Hello from the workspace!\n");
-    let seen = seen.lock().unwrap();
-    assert!(seen.updates.len() > before_load + replayed.len());
-    assert!(agent_text(&seen.updates).ends_with("You said: and a follow-up"));
-    drop(seen);
+    {
+        let seen = seen.lock().unwrap();
+        assert!(seen.updates.len() > before_load + replayed.len());
+        assert!(agent_text(&seen.updates).ends_with("You said: and a follow-up"));
+    }
     agent.assert_strict_output();
     agent.finish().await;
 }
@@ -442,7 +510,10 @@ async fn a_streaming_prompt_cancelled_midway_ends_cancelled() {
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        assert!(!seen.lock().unwrap().updates.is_empty(), "streaming started");
+        assert!(
+            !seen.lock().unwrap().updates.is_empty(),
+            "streaming started"
+        );
         cx.send_notification(CancelNotification::new(session.clone()))?;
         let response = sent.block_task().await?;
         settle(&wire, &seen).await;
@@ -476,7 +547,10 @@ async fn deny_and_allow_always() {
         let session = init_and_new(&cx, &cwd).await?;
         // Denied: the tool call fails, nothing is read, the turn still ends normally.
         let r = cx
-            .send_request(PromptRequest::new(session.clone(), text("read file hello.txt")))
+            .send_request(PromptRequest::new(
+                session.clone(),
+                text("read file hello.txt"),
+            ))
             .block_task()
             .await?;
         assert_eq!(r.stop_reason, StopReason::EndTurn);
@@ -533,15 +607,16 @@ async fn a_hook_prompt_is_denied_without_a_round_trip() {
     })
     .await;
     assert_eq!(stop, StopReason::EndTurn);
-    let seen = seen.lock().unwrap();
-    assert!(seen.permissions.is_empty(), "the client was not asked");
-    assert!(seen.reads.is_empty());
-    assert!(agent_text(&seen.updates).starts_with("after the hook: "));
-    assert!(!agent
-        .wire()
-        .iter()
-        .any(|m| m["method"] == "session/request_permission"));
-    drop(seen);
+    {
+        let seen = seen.lock().unwrap();
+        assert!(seen.permissions.is_empty(), "the client was not asked");
+        assert!(seen.reads.is_empty());
+        assert!(agent_text(&seen.updates).starts_with("after the hook: "));
+        assert!(!agent
+            .wire()
+            .iter()
+            .any(|m| m["method"] == "session/request_permission"));
+    }
     agent.assert_strict_output();
     agent.finish().await;
 }
@@ -587,6 +662,33 @@ async fn junk_unknown_methods_and_null_id_errors_never_break_the_session() {
         .filter(|m| m["id"].is_null() && m["error"]["code"] == -32700)
         .count();
     assert_eq!(parse_errors, 1, "one parse error for the one non-JSON line");
+    agent.assert_strict_output();
+    drop(inject);
+    agent.finish().await;
+}
+
+#[tokio::test]
+async fn acp_over_tcp_with_port() {
+    let mut agent = AgentProcess::spawn_tcp("tcp").await;
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let policy: Policy = Arc::new(Mutex::new(Some("allow-once")));
+    let cwd = agent.dir.clone();
+    let wire = agent.wire.clone();
+    let stop = with_client(&mut agent, seen.clone(), policy, async |cx| {
+        let session = init_and_new(&cx, &cwd).await?;
+        let r = cx
+            .send_request(PromptRequest::new(session.clone(), text("over tcp")))
+            .block_task()
+            .await?;
+        settle(&wire, &seen).await;
+        Ok(r.stop_reason)
+    })
+    .await;
+    assert_eq!(stop, StopReason::EndTurn);
+    assert_eq!(
+        agent_text(&seen.lock().unwrap().updates),
+        "You said: over tcp"
+    );
     agent.assert_strict_output();
     agent.finish().await;
 }
