@@ -917,3 +917,87 @@ fn copilot_clients_see_builtin_tools_with_their_permission_kinds() {
     assert_eq!(done["data"]["success"], true);
     assert!(events.iter().any(|e| e["type"] == "session.idle"));
 }
+
+/// What a durable store does between processes: the first host reports its persisted events,
+/// a second host restores them; `session/load` there replays the same history, keeps the
+/// mode and the "always" approvals, and the session takes prompts.
+#[test]
+fn a_restored_session_loads_like_a_live_one() {
+    let scenario = Scenario::from_json(SCENARIO).unwrap();
+    let mut config = HostConfig::with_scenario(scenario);
+    config.report_persisted_events = true;
+    let mut w = World::new();
+    w.host = Host::new(config.clone());
+    let (mut peer, session) = w.ready(read_caps());
+    w.call(
+        &mut peer,
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "autopilot"}),
+    );
+    w.call(
+        &mut peer,
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "interactive"}),
+    );
+    let id = prompt(&mut w, &mut peer, &session, "read file hello.txt");
+    allow(&mut w, &mut peer, "allow-always");
+    let read = peer.requests("fs/read_text_file").remove(0);
+    w.respond(&mut peer, &read["id"], json!({"content": "stored"}));
+    assert!(peer.response(id).is_some());
+    let mut stored = Vec::new();
+    while let Some(output) = w.host.poll_output() {
+        if let crate::host::Output::Persist { session: s, event } = output {
+            assert_eq!(s, session);
+            stored.push(event);
+        }
+    }
+
+    // "The next process".
+    let mut w2 = World::new();
+    w2.host = Host::new(config);
+    w2.host
+        .restore_session(w2.now, &session, stored)
+        .expect("restores");
+    let mut other = w2.connect();
+    w2.call(
+        &mut other,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": read_caps()}),
+    );
+    let list = w2.call(&mut other, "session/list", json!({}));
+    assert_eq!(list["result"]["sessions"][0]["cwd"], "/work/project");
+    let load_id = w2.request(
+        &mut other,
+        "session/load",
+        json!({"sessionId": session, "cwd": "/work/project", "mcpServers": []}),
+    );
+    let at = other.position_of_response(load_id);
+    assert_eq!(
+        other.inbox[at]["result"]["modes"]["currentModeId"],
+        "interactive"
+    );
+    let replayed: Vec<Value> = other.inbox[..at]
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .map(|m| m["params"]["update"].clone())
+        .collect();
+    assert!(replayed
+        .iter()
+        .any(|u| u["sessionUpdate"] == "user_message_chunk"
+            && u["content"]["text"] == "read file hello.txt"));
+    let text: String = replayed
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .map(|u| u["content"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "stored");
+    // The "always" from the earlier process still holds; the session takes prompts.
+    let next = prompt(&mut w2, &mut other, &session, "read file again.txt");
+    assert!(other.requests("session/request_permission").is_empty());
+    let read = other.requests("fs/read_text_file").remove(0);
+    w2.respond(&mut other, &read["id"], json!({"content": "again"}));
+    assert_eq!(
+        other.response(next).unwrap()["result"]["stopReason"],
+        "end_turn"
+    );
+}
