@@ -254,3 +254,31 @@ fn closing_a_slow_consumer_mid_fan_out_keeps_every_connection_in_emit_order() {
         "only {overflowed} budgets closed the slow reader alone"
     );
 }
+
+/// A sampling request the agent made is resolved when the last client that answers sampling
+/// leaves, as an elicitation is (found by the simulation, seed 688 with
+/// `SIM_TOLERATE_KNOWN=1`: the provider was closed as a slow reader before it read
+/// `sampling.requested`, nobody else could answer, and the turn never ended).
+#[test]
+fn sampling_is_resolved_when_its_last_provider_leaves() {
+    let (mut w, provider) = world();
+    let caller = w.open(Framing::ContentLength, 1);
+    w.request(
+        provider,
+        "session.create",
+        json!({"sessionId": "s", "requestSampling": true}),
+    );
+    flush(&mut w, provider);
+    // The caller is not attached: only the provider hears of the request.
+    w.request(
+        caller,
+        "session.send",
+        json!({"sessionId": "s", "prompt": "sample"}),
+    );
+    w.deliver_all(caller).expect("checker");
+    w.drain(caller).expect("checker");
+    w.eof(provider).expect("checker");
+    w.settle(100).expect("checker");
+    w.final_checks()
+        .expect("the turn ends once nobody can answer its sampling request");
+}

@@ -39,6 +39,13 @@ const PROMPTS: &[&str] = &[
     "title",
     "lookup",
     "ghost",
+    "question",
+    "plan",
+    "mode",
+    "hook",
+    "ask",
+    "sample",
+    "cmd",
 ];
 
 /// One simulated client: its capabilities, its sessions and its link.
@@ -51,6 +58,9 @@ struct Client {
     elicitation: bool,
     tools: Vec<Value>,
     commands: Vec<Value>,
+    /// Answers server-to-client requests (userInput, exitPlanMode, autoModeSwitch, hooks) and
+    /// sampling.
+    calls: bool,
     /// Sessions it means to be attached to.
     sessions: BTreeSet<String>,
     /// Its reader does not read until this step.
@@ -71,6 +81,11 @@ impl Client {
             "tools": self.tools,
             "commands": self.commands,
             "disableResume": rng.below(3) == 0,
+            "requestUserInput": self.calls,
+            "requestExitPlanMode": self.calls,
+            "requestAutoModeSwitch": self.calls,
+            "hooks": self.calls,
+            "requestSampling": self.calls,
         })
     }
 }
@@ -128,6 +143,13 @@ fn answer_for(
             "session.commands.handlePendingCommand",
             json!({"sessionId": session, "requestId": request_id}),
         ),
+        AskKind::Sampling => {
+            let mut p = json!({"sessionId": session, "requestId": request_id});
+            if rng.below(3) != 0 {
+                p["response"] = json!({"content": {"type": "text", "text": "sampled"}});
+            }
+            ("session.ui.handlePendingSampling", p)
+        }
     }
 }
 
@@ -174,6 +196,7 @@ impl Sim {
                     } else {
                         Vec::new()
                     },
+                    calls: rng.below(3) == 0,
                     sessions: BTreeSet::new(),
                     stalled_until: 0,
                     link_speed: 30 + rng.below(71),
@@ -333,6 +356,7 @@ impl Sim {
                     self.sessions.retain(|x| x != &s);
                 }
             }
+            80..=89 => self.answer_call(i),
             77..=79 => {
                 let c = self.connection(i);
                 let method = ["ping", "session.list", "status.get"][self.rng.below(3) as usize];
@@ -355,6 +379,7 @@ impl Sim {
                 AskKind::Tool => !self.clients[i].tools.is_empty(),
                 AskKind::Elicitation => self.clients[i].elicitation,
                 AskKind::Command => !self.clients[i].commands.is_empty(),
+                AskKind::Sampling => self.clients[i].calls,
             })
             .map(|(k, _)| k)
             .collect();
@@ -383,6 +408,40 @@ impl Sim {
                 let c = self.connection(i);
                 self.world.request(c, method, params);
             }
+        }
+    }
+
+    /// Answers a server-to-client request this client's connection received: mostly right,
+    /// sometimes twice, sometimes with an error or a made-up id (a late answer comes after
+    /// the host cancelled it at its deadline).
+    fn answer_call(&mut self, i: usize) {
+        let Some(c) = self.clients[i].conn else {
+            return;
+        };
+        let open: Vec<world::Call> = self
+            .world
+            .calls
+            .iter()
+            .filter(|k| k.conn == c && !k.done)
+            .cloned()
+            .collect();
+        let Some(call) = open.last() else {
+            return;
+        };
+        let variant = if self.rng.below(4) == 0 {
+            self.rng.below(4) as u8
+        } else {
+            0
+        };
+        let id = if self.rng.below(10) == 0 {
+            "\"made-up\"".to_owned()
+        } else {
+            call.id.clone()
+        };
+        let body = world::call_response(&id, &call.method, variant);
+        self.world.queue_body(c, body.as_bytes());
+        if self.rng.below(5) == 0 {
+            self.world.queue_body(c, body.as_bytes());
         }
     }
 
@@ -466,6 +525,7 @@ fn run_seed(seed: u64, trace: bool) -> Result<(u64, world::Stats), String> {
     sim.tolerate = tolerate;
     sim.world.lenient_send_and_wait = tolerate;
     sim.world.lenient_reentrant_emit = tolerate;
+    sim.world.lenient_orphan_sampling = tolerate;
     if trace {
         sim.world.trace = Some(String::new());
     }

@@ -685,6 +685,13 @@ const PROMPTS: &[&str] = &[
     "title",
     "lookup",
     "ghost",
+    "question",
+    "plan",
+    "mode",
+    "hook",
+    "ask",
+    "sample",
+    "cmd",
 ];
 /// Permission decisions, valid and not.
 const DECISIONS: &[&str] = &[
@@ -737,14 +744,18 @@ pub mod op {
     pub const DRAIN_ALL: u8 = 16;
     /// Deliver everything, then read: `[conn]`.
     pub const ROUND_TRIP: u8 = 17;
+    /// Answer a server-to-client request: `[which, variant, how]` (how: on its connection,
+    /// twice, on another connection, or with a made-up id).
+    pub const ANSWER_CALL: u8 = 18;
     /// Number of opcodes.
-    pub const COUNT: u8 = 18;
+    pub const COUNT: u8 = 19;
 }
 
 /// Builds a vocabulary request's method and params from fuzz input.
 fn vocab_request(inp: &mut Input<'_>) -> (String, Value) {
     let session = inp.word(SESSIONS);
     let flags = inp.u8();
+    let more = inp.u8();
     let tools = {
         let mut t = Vec::new();
         if flags & 1 != 0 {
@@ -765,7 +776,10 @@ fn vocab_request(inp: &mut Input<'_>) -> (String, Value) {
         json!({"sessionId": session, "tools": tools, "commands": commands,
                "requestPermission": flags & 8 != 0, "requestElicitation": flags & 16 != 0,
                "streaming": flags & 32 != 0, "disableResume": disable,
-               "continuePendingWork": cont, "workingDirectory": "/w"})
+               "continuePendingWork": cont, "workingDirectory": "/w",
+               "requestUserInput": more & 1 != 0, "requestExitPlanMode": more & 2 != 0,
+               "requestAutoModeSwitch": more & 4 != 0, "hooks": more & 8 != 0,
+               "requestSampling": more & 16 != 0})
     };
     let method = inp.u8();
     let (m, p) = match method % 27 {
@@ -874,14 +888,22 @@ fn answer_params(
             }
             ("session.commands.handlePendingCommand", p)
         }
+        AskKind::Sampling => {
+            let mut p = json!({"sessionId": session, "requestId": request_id});
+            if variant & 1 != 0 {
+                p["response"] = json!({"content": {"type": "text", "text": "hi"}});
+            }
+            ("session.ui.handlePendingSampling", p)
+        }
     }
 }
 
-const KINDS: [AskKind; 4] = [
+const KINDS: [AskKind; 5] = [
     AskKind::Permission,
     AskKind::Tool,
     AskKind::Elicitation,
     AskKind::Command,
+    AskKind::Sampling,
 ];
 
 /// Runs one `host_sequence` input and returns the world (for tests); panics on a violation.
@@ -914,6 +936,7 @@ pub fn run_host_sequence(data: &[u8]) -> World {
     let tolerate = tolerate_known_bugs();
     world.lenient_send_and_wait = tolerate;
     world.lenient_reentrant_emit = tolerate;
+    world.lenient_orphan_sampling = tolerate;
     let ndjson_allowed = config & 0x20 != 0;
     let mut steps = 0;
     while !inp.is_empty() && steps < 400 {
@@ -988,7 +1011,17 @@ pub fn run_host_sequence(data: &[u8]) -> World {
             op::BODY => {
                 let c = pick_conn(&mut inp, &world);
                 let len = usize::from(inp.u16() % 4096);
-                let body = inp.bytes(len).to_vec();
+                let mut body = inp.bytes(len).to_vec();
+                if tolerate && world.conns.iter().any(|c| c.owes_deferred()) {
+                    if let Parsed::Single(Ok(Message::Request { method, .. })) =
+                        jsonrpc::parse(&body)
+                    {
+                        if method == "session.detach" || method == "session.delete" {
+                            // Known: these leave deferred requests unanswered.
+                            body = br#"{"jsonrpc":"2.0","method":"ignored"}"#.to_vec();
+                        }
+                    }
+                }
                 world.queue_body(c, &body);
                 Ok(())
             }
@@ -1032,7 +1065,7 @@ pub fn run_host_sequence(data: &[u8]) -> World {
                 } else {
                     let ask = world.asks[usize::from(which) % world.asks.len()].clone();
                     let kind = if wrong % 8 == 7 {
-                        KINDS[usize::from(wrong >> 3) % 4]
+                        KINDS[usize::from(wrong >> 3) % KINDS.len()]
                     } else {
                         ask.kind
                     };
@@ -1044,7 +1077,7 @@ pub fn run_host_sequence(data: &[u8]) -> World {
             }
             op::ANSWER_FAKE => {
                 let c = pick_conn(&mut inp, &world);
-                let kind = KINDS[inp.pick(4)];
+                let kind = KINDS[inp.pick(KINDS.len())];
                 let variant = inp.u8();
                 let session = inp.word(SESSIONS);
                 let rid = inp.word(&["00000000-0000-4000-8000-000000000000", "", "call_1"]);
@@ -1053,6 +1086,27 @@ pub fn run_host_sequence(data: &[u8]) -> World {
                 Ok(())
             }
             op::DRAIN_ALL => world.drain_all(),
+            op::ANSWER_CALL => {
+                let which = inp.u8();
+                let variant = inp.u8();
+                let how = inp.u8();
+                if world.calls.is_empty() {
+                    Ok(())
+                } else {
+                    let call = world.calls[usize::from(which) % world.calls.len()].clone();
+                    let (c, id) = match how % 4 {
+                        2 => (usize::from(how >> 2) % world.conns.len(), call.id.clone()),
+                        3 => (call.conn, format!("\"made-up-{}\"", how >> 2)),
+                        _ => (call.conn, call.id.clone()),
+                    };
+                    let body = world::call_response(&id, &call.method, variant);
+                    world.queue_body(c, body.as_bytes());
+                    if how % 4 == 1 {
+                        world.queue_body(c, body.as_bytes());
+                    }
+                    Ok(())
+                }
+            }
             _ => {
                 let c = pick_conn(&mut inp, &world);
                 world.deliver_all(c).and_then(|()| world.drain(c))

@@ -63,7 +63,16 @@ pub const SCENARIO_JSON: &str = r#"{
                                  {"say": "titled"}]},
     {"match": "lookup", "steps": [{"tool": "lookup", "arguments": {"q": "y"}},
                                   {"sleep_ms": 10}, {"say": "found"}]},
-    {"match": "ghost", "steps": [{"tool": "nobody_has_this", "arguments": {}}, {"say": "?"}]}
+    {"match": "ghost", "steps": [{"tool": "nobody_has_this", "arguments": {}}, {"say": "?"}]},
+    {"match": "question", "steps": [{"user_input": "Which one?", "choices": ["a", "b"]},
+                                    {"say": "noted"}]},
+    {"match": "plan", "steps": [{"exit_plan_mode": "Plan ready", "plan": "do it",
+                                 "actions": ["autopilot", "interactive"]}, {"say": "planned"}]},
+    {"match": "mode", "steps": [{"auto_mode_switch": "rate_limited"}, {"say": "switched"}]},
+    {"match": "hook", "steps": [{"hook": "preToolUse", "input": {"tool": "x"}}, {"say": "hooked"}]},
+    {"match": "ask", "steps": [{"ask": "Proceed?", "schema": {"type": "object"}}, {"say": "asked"}]},
+    {"match": "sample", "steps": [{"sample": {"messages": []}}, {"say": "sampled"}]},
+    {"match": "cmd", "steps": [{"command": "/deploy prod"}, {"say": "commanded"}]}
   ],
   "default": [{"say": "You said: {prompt}"}]
 }"#;
@@ -147,6 +156,22 @@ pub enum AskKind {
     Elicitation,
     /// `command.execute` → `handlePendingCommand`.
     Command,
+    /// `sampling.requested` → `handlePendingSampling`.
+    Sampling,
+}
+
+/// A server-to-client request (`userInput.request`, `exitPlanMode.request`, …) a connection
+/// received and has not answered; the host may cancel it (`$/cancelRequest`) at its deadline.
+#[derive(Clone, Debug)]
+pub struct Call {
+    /// The connection it arrived on (the answer must go back there).
+    pub conn: usize,
+    /// Its raw id.
+    pub id: String,
+    /// Its method.
+    pub method: String,
+    /// Answered by the settle phase, or cancelled by the host.
+    pub done: bool,
 }
 
 /// A pending request announced by the host in an event.
@@ -201,6 +226,10 @@ pub struct Conn {
     last_is_null_error: bool,
     /// `World::host_closes` when this connection was last drained.
     host_closes_at_drain: u64,
+    /// `World::inputs` when it was opened.
+    opened_at: u64,
+    /// `World::inputs` when it ended (EOF or closed by the host).
+    ended_at: Option<u64>,
     next_id: u64,
     /// The most recent id sent (for duplicate-id requests).
     pub last_id: Option<String>,
@@ -282,12 +311,15 @@ pub struct World {
     pub conns: Vec<Conn>,
     /// Pending requests announced in events.
     pub asks: Vec<Ask>,
+    /// Server-to-client requests received.
+    pub calls: Vec<Call>,
     ask_index: BTreeMap<String, usize>,
     /// `success: true` answers per request id.
     accepted: BTreeMap<String, u32>,
     /// Every event id seen (in a host log or on a connection).
     events: BTreeMap<String, EventInfo>,
     /// Persisted events each client saw, per session, in order.
+    /// Persisted events each connection saw, per session, in order.
     seen_persisted: BTreeMap<(usize, String), Vec<String>>,
     /// Session ids ever named in a request or an event.
     pub session_ids: BTreeSet<String>,
@@ -313,6 +345,8 @@ pub struct World {
     /// Tolerate a broken `parentId` chain on a connection drained after the host closed
     /// another connection (a known host issue; see fuzz/README.md).
     pub lenient_reentrant_emit: bool,
+    /// Tolerate a turn stuck on a sampling request nobody can answer (a known host issue).
+    pub lenient_orphan_sampling: bool,
     /// Connections the host closed so far.
     host_closes: u64,
     /// What this run exercised.
@@ -373,6 +407,7 @@ impl World {
             config,
             conns: Vec::new(),
             asks: Vec::new(),
+            calls: Vec::new(),
             ask_index: BTreeMap::new(),
             accepted: BTreeMap::new(),
             events: BTreeMap::new(),
@@ -388,6 +423,7 @@ impl World {
             inputs: 0,
             lenient_send_and_wait: false,
             lenient_reentrant_emit: false,
+            lenient_orphan_sampling: false,
             host_closes: 0,
             stats: Stats::default(),
         }
@@ -431,6 +467,8 @@ impl World {
             frames_received: 0,
             last_is_null_error: false,
             host_closes_at_drain: 0,
+            opened_at: self.inputs,
+            ended_at: None,
             next_id: 0,
             last_id: None,
         });
@@ -442,13 +480,14 @@ impl World {
     pub fn eof(&mut self, c: usize) -> Check {
         let conn = &mut self.conns[c];
         conn.to_host.clear();
-        let was_open = conn.open;
         conn.open = false;
+        if conn.ended_at.is_none() {
+            conn.ended_at = Some(self.inputs);
+        }
         let id = conn.id;
         self.log(|| format!("eof c{c}"));
         self.host.handle_eof(self.now, id);
         self.inputs += 1;
-        let _ = was_open;
         self.after_input()
     }
 
@@ -635,6 +674,7 @@ impl World {
                         "c{c}: the last frame before a close is not an error with id null"
                     );
                     self.conns[c].open = false;
+                    self.conns[c].ended_at = Some(self.inputs);
                     self.conns[c].to_host.clear();
                     self.host.handle_eof(self.now, conn);
                     self.inputs += 1;
@@ -730,10 +770,12 @@ impl World {
             "external_tool.requested" => Some(AskKind::Tool),
             "elicitation.requested" => Some(AskKind::Elicitation),
             "command.execute" => Some(AskKind::Command),
+            "sampling.requested" => Some(AskKind::Sampling),
             "permission.completed"
             | "external_tool.completed"
             | "elicitation.completed"
-            | "command.completed" => {
+            | "command.completed"
+            | "sampling.completed" => {
                 if let Some(rid) = event["data"]["requestId"].as_str() {
                     if let Some(&i) = self.ask_index.get(rid) {
                         self.asks[i].completed = true;
@@ -875,11 +917,45 @@ impl World {
                 self.receive_event(c, &value["params"])
             }
             Message::Notification { method, .. } if method == "session.lifecycle" => Ok(()),
+            Message::Notification { method, .. } if method == "$/cancelRequest" => {
+                let raw = value["params"]["id"].to_string();
+                let call = self
+                    .calls
+                    .iter_mut()
+                    .find(|k| k.conn == c && k.id == raw && !k.done);
+                ensure!(
+                    call.is_some(),
+                    "c{c}: $/cancelRequest for {raw}, which is not an outstanding server request"
+                );
+                if let Some(call) = call {
+                    call.done = true;
+                }
+                Ok(())
+            }
             Message::Notification { method, .. } => {
                 Err(format!("c{c}: unexpected notification {method}"))
             }
-            Message::Request { method, .. } => {
-                Err(format!("c{c}: unexpected server request {method}"))
+            Message::Request { id, method, .. } => {
+                let raw = id.as_raw().to_owned();
+                ensure!(
+                    !self
+                        .calls
+                        .iter()
+                        .any(|k| k.conn == c && k.id == raw && !k.done),
+                    "c{c}: server request {method} reuses id {raw}, still outstanding"
+                );
+                ensure!(
+                    value["params"]["sessionId"].is_string()
+                        && value["params"]["requestId"].is_string(),
+                    "c{c}: server request {method} without sessionId / requestId: {value}"
+                );
+                self.calls.push(Call {
+                    conn: c,
+                    id: raw,
+                    method: method.into_owned(),
+                    done: false,
+                });
+                Ok(())
             }
         }
     }
@@ -948,6 +1024,7 @@ impl World {
                     | "session.tools.handlePendingToolCall"
                     | "session.ui.handlePendingElicitation"
                     | "session.commands.handlePendingCommand"
+                    | "session.ui.handlePendingSampling"
             ) {
                 self.conns[c].tainted = true;
                 return Ok(());
@@ -977,6 +1054,7 @@ impl World {
             | "session.tools.handlePendingToolCall"
             | "session.ui.handlePendingElicitation"
             | "session.commands.handlePendingCommand"
+            | "session.ui.handlePendingSampling"
                 if ok && result["success"] == json!(true) =>
             {
                 let rid = sent.params["requestId"].as_str().unwrap_or("").to_owned();
@@ -997,6 +1075,7 @@ impl World {
                     "session.permissions.handlePendingPermissionRequest" => AskKind::Permission,
                     "session.tools.handlePendingToolCall" => AskKind::Tool,
                     "session.ui.handlePendingElicitation" => AskKind::Elicitation,
+                    "session.ui.handlePendingSampling" => AskKind::Sampling,
                     _ => AskKind::Command,
                 };
                 ensure!(
@@ -1046,12 +1125,23 @@ impl World {
             return Ok(());
         };
         self.stats.catch_ups += 1;
+        // What the client saw on this connection (before this response: wire order) and on its
+        // connections that had ended before this one opened (a reconnect).
         let client = self.conns[c].client;
-        let seen = self
-            .seen_persisted
-            .get(&(client, session.to_owned()))
+        let opened = self.conns[c].opened_at;
+        let earlier: Vec<usize> = (0..self.conns.len())
+            .filter(|&d| {
+                d == c
+                    || (self.conns[d].client == client
+                        && self.conns[d].ended_at.is_some_and(|t| t <= opened))
+            })
+            .collect();
+        let seen: Vec<String> = earlier
+            .iter()
+            .filter_map(|&d| self.seen_persisted.get(&(d, session.to_owned())))
+            .flatten()
             .cloned()
-            .unwrap_or_default();
+            .collect();
         for id in seen {
             if self.root_of(&id).as_deref() == Some(root) {
                 ensure!(
@@ -1156,7 +1246,7 @@ impl World {
         if persisted {
             view.last_persisted = Some(Some(id.clone()));
             self.seen_persisted
-                .entry((client, session))
+                .entry((c, session))
                 .or_default()
                 .push(id);
         } else if view.last_persisted.is_none() {
@@ -1211,10 +1301,28 @@ impl World {
                             "session.commands.handlePendingCommand",
                             json!({"sessionId": ask.session, "requestId": ask.request_id}),
                         ),
+                        AskKind::Sampling => (
+                            "session.ui.handlePendingSampling",
+                            json!({"sessionId": ask.session, "requestId": ask.request_id}),
+                        ),
                     };
                     self.request(s, method, params);
                 }
                 self.deliver_all(s)?;
+                progressed = true;
+            }
+            let calls: Vec<usize> = (0..self.calls.len())
+                .filter(|&k| !self.calls[k].done && self.conns[self.calls[k].conn].usable())
+                .collect();
+            for k in calls {
+                self.calls[k].done = true;
+                let (c, id, method) = {
+                    let call = &self.calls[k];
+                    (call.conn, call.id.clone(), call.method.clone())
+                };
+                let body = call_response(&id, &method, 0);
+                self.queue_body(c, body.as_bytes());
+                self.deliver_all(c)?;
                 progressed = true;
             }
             if self.fire_next_timer()? {
@@ -1273,6 +1381,15 @@ impl World {
                 );
             }
         }
+        for call in &self.calls {
+            ensure!(
+                call.done || !self.conns[call.conn].usable(),
+                "c{}: server request {} ({}) neither answered nor cancelled after settling",
+                call.conn,
+                call.id,
+                call.method
+            );
+        }
         // Every loaded session is idle: a final resume reports sessionWasActive:false.
         let sessions: Vec<String> = self
             .session_ids
@@ -1298,10 +1415,36 @@ impl World {
                 "final resume of {session} was not answered"
             );
             let active = self.resume_active.get(session);
+            let tail: Vec<String> = self
+                .host
+                .session_events(session)
+                .unwrap_or_default()
+                .iter()
+                .rev()
+                .take(8)
+                .rev()
+                .map(|e| {
+                    let v: Value = serde_json::from_slice(&e.json).unwrap_or_default();
+                    format!("{} {}", e.event_type, truncate(&v["data"].to_string(), 80))
+                })
+                .collect();
+            let sampling_turn = self
+                .host
+                .session_events(session)
+                .unwrap_or_default()
+                .iter()
+                .rev()
+                .find(|e| e.event_type == "user.message")
+                .is_some_and(|e| String::from_utf8_lossy(&e.json).contains(r#""content":"sample"#));
+            if self.lenient_orphan_sampling && sampling_turn {
+                // Known issue (lenient mode only): a sampling request whose last provider left
+                // unheard is never resolved.
+                continue;
+            }
             ensure!(
                 active == Some(&json!(false)),
                 "session {session}: the final resume reports sessionWasActive {active:?} after \
-                 settling (a turn that never reached session.idle)"
+                 settling (a turn that never reached session.idle); the log ends with {tail:#?}"
             );
         }
         Ok(())
@@ -1325,6 +1468,28 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n.max(1)
     }
+}
+
+/// A response to the server-to-client request `id` (`method`): a valid result for `variant`
+/// 0, other variants give other results or errors.
+pub fn call_response(id: &str, method: &str, variant: u8) -> String {
+    let result = match (method, variant % 4) {
+        (_, 3) => {
+            return format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32603,"message":"handler failed"}}}}"#
+            )
+        }
+        (_, 2) => json!({"unexpected": [1, 2]}),
+        ("userInput.request", 1) => json!({"answer": "free text", "wasFreeform": true}),
+        ("userInput.request", _) => json!({"answer": "a", "wasFreeform": false}),
+        ("exitPlanMode.request", 1) => json!({"approved": false, "feedback": "not yet"}),
+        ("exitPlanMode.request", _) => json!({"approved": true, "selectedAction": "autopilot"}),
+        ("autoModeSwitch.request", 1) => json!("no"),
+        ("autoModeSwitch.request", _) => json!("yes"),
+        ("hooks.invoke", 1) => json!(null),
+        _ => json!({"output": {}}),
+    };
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#)
 }
 
 /// `s` cut to `n` bytes (at a char boundary) for logs.
