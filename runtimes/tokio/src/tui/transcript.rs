@@ -238,7 +238,8 @@ impl Transcript {
                     self.push(LineKind::Assistant, text("content").to_owned());
                 }
             }
-            "session.idle" => self.busy = false,
+            // `session.idle` is ephemeral, so history ends a turn with `assistant.turn_end`.
+            "session.idle" | "assistant.turn_end" => self.busy = false,
             "tool.execution_start" => {
                 let name = match text("toolName") {
                     "" => "tool",
@@ -257,7 +258,12 @@ impl Transcript {
                         .and_then(|r| r.get("content"))
                         .map(|c| c.as_str().map(str::to_owned).unwrap_or_else(|| compact(c)))
                         .unwrap_or_default();
-                    self.push(LineKind::ToolResult, shorten(&result));
+                    let result = if result.trim().is_empty() {
+                        "(no output)".to_owned()
+                    } else {
+                        shorten(&result)
+                    };
+                    self.push(LineKind::ToolResult, result);
                 } else {
                     let message = data
                         .get("error")
@@ -325,8 +331,7 @@ impl Transcript {
                 self.push(LineKind::Error, message.to_owned());
             }
             // Bookkeeping and streaming events that add nothing to a readable transcript.
-            "assistant.turn_end"
-            | "assistant.message_start"
+            "assistant.message_start"
             | "assistant.message_delta"
             | "assistant.streaming_delta"
             | "assistant.reasoning_delta"
@@ -356,7 +361,7 @@ impl Transcript {
     fn offer(&mut self, prompt: Prompt) {
         // A prompt without a request id cannot be answered.
         if !prompt.request_id().is_empty() {
-            self.resolve(&prompt.request_id().to_owned());
+            self.resolve(prompt.request_id());
             self.pending.push(prompt);
         }
     }
@@ -486,6 +491,10 @@ mod tests {
             json!({"content": "You said: hello"}),
         ));
         t.apply(&ev("5", "assistant.turn_end", json!({})));
+        assert!(
+            !t.is_busy(),
+            "history has no session.idle: turn_end ends the turn"
+        );
         t.apply(&ev("6", "session.idle", json!({})));
         assert!(!t.is_busy());
         assert_eq!(
@@ -521,12 +530,18 @@ mod tests {
             "tool.execution_complete",
             json!({"success": false, "error": {"message": "denied", "code": "x"}}),
         ));
+        t.apply(&ev(
+            "5",
+            "tool.execution_complete",
+            json!({"success": true, "result": {"content": ""}}),
+        ));
         assert_eq!(
             texts(&t),
             vec![
                 (LineKind::Tool, r#"get_weather {"city":"Paris"}"#),
                 (LineKind::ToolResult, "sunny 21 C"),
                 (LineKind::ToolError, "denied"),
+                (LineKind::ToolResult, "(no output)"),
             ]
         );
     }
