@@ -24,6 +24,7 @@
 mod error;
 mod id;
 mod parse;
+mod scan;
 mod write;
 
 pub use error::{code, ErrorObject};

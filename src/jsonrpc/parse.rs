@@ -3,11 +3,12 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
 use super::error::ErrorObject;
 use super::id::{Id, OwnedId};
+use super::scan::{self, Invalid};
 
 /// One parsed JSON-RPC message, borrowing from the body it was parsed from.
 ///
@@ -254,83 +255,89 @@ fn parse_batch(text: &str, policy: BatchPolicy) -> Parsed<'_> {
     }
 }
 
-/// The members of a message object, each kept raw.
+/// The members of a message object, each kept as raw (validated) JSON text.
 #[derive(Default)]
 struct Members<'a> {
-    jsonrpc: Option<&'a RawValue>,
-    id: Option<&'a RawValue>,
-    method: Option<&'a RawValue>,
-    params: Option<&'a RawValue>,
-    result: Option<&'a RawValue>,
-    error: Option<&'a RawValue>,
+    jsonrpc: Option<&'a str>,
+    id: Option<&'a str>,
+    method: Option<&'a str>,
+    params: Option<&'a str>,
+    result: Option<&'a str>,
+    error: Option<&'a str>,
     duplicate: bool,
 }
 
-enum Key {
-    Jsonrpc,
-    Id,
-    Method,
-    Params,
-    Result,
-    Error,
-    Other,
-}
-
-impl<'de> Deserialize<'de> for Key {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Key, D::Error> {
-        struct KeyVisitor;
-        impl Visitor<'_> for KeyVisitor {
-            type Value = Key;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a member name")
-            }
-            fn visit_str<E: de::Error>(self, key: &str) -> Result<Key, E> {
-                Ok(match key {
-                    "jsonrpc" => Key::Jsonrpc,
-                    "id" => Key::Id,
-                    "method" => Key::Method,
-                    "params" => Key::Params,
-                    "result" => Key::Result,
-                    "error" => Key::Error,
-                    _ => Key::Other,
-                })
-            }
-        }
-        deserializer.deserialize_identifier(KeyVisitor)
+impl<'a> Members<'a> {
+    fn slot(&mut self, key: &str) -> Option<&mut Option<&'a str>> {
+        Some(match key {
+            "jsonrpc" => &mut self.jsonrpc,
+            "id" => &mut self.id,
+            "method" => &mut self.method,
+            "params" => &mut self.params,
+            "result" => &mut self.result,
+            "error" => &mut self.error,
+            _ => return None,
+        })
     }
-}
 
-impl<'de> Deserialize<'de> for Members<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Members<'de>, D::Error> {
-        struct MembersVisitor;
-        impl<'de> Visitor<'de> for MembersVisitor {
-            type Value = Members<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON-RPC message object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
-                let mut m = Members::default();
-                while let Some(key) = map.next_key::<Key>()? {
-                    let slot = match key {
-                        Key::Jsonrpc => &mut m.jsonrpc,
-                        Key::Id => &mut m.id,
-                        Key::Method => &mut m.method,
-                        Key::Params => &mut m.params,
-                        Key::Result => &mut m.result,
-                        Key::Error => &mut m.error,
-                        Key::Other => {
-                            map.next_value::<IgnoredAny>()?;
-                            continue;
-                        }
-                    };
-                    let value: &'de RawValue = map.next_value()?;
-                    m.duplicate |= slot.is_some();
-                    *slot = Some(value);
+    /// Scans one JSON object (`text` starts, after whitespace, with `{`), validating all of it and
+    /// collecting the members that matter. Unknown members are validated and skipped.
+    fn scan(text: &'a str) -> Result<Members<'a>, Invalid> {
+        let b = text.as_bytes();
+        let mut m = Members::default();
+        let mut i = scan::skip_ws(b, 0);
+        if b.get(i) != Some(&b'{') {
+            return Err(Invalid { at: i });
+        }
+        i = scan::skip_ws(b, i + 1);
+        if b.get(i) == Some(&b'}') {
+            i += 1;
+        } else {
+            loop {
+                if b.get(i) != Some(&b'"') {
+                    return Err(Invalid { at: i });
                 }
-                Ok(m)
+                let key_start = i;
+                let (key_end, escaped) = scan::scan_string(b, i)?;
+                i = scan::skip_ws(b, key_end);
+                if b.get(i) != Some(&b':') {
+                    return Err(Invalid { at: i });
+                }
+                let value_start = scan::skip_ws(b, i + 1);
+                let value_end = scan::scan_value(b, value_start)?;
+                let value = text
+                    .get(value_start..value_end)
+                    .ok_or(Invalid { at: value_start })?;
+                let key = text.get(key_start + 1..key_end - 1).unwrap_or_default();
+                let slot = if escaped {
+                    let key = text
+                        .get(key_start..key_end)
+                        .and_then(|k| serde_json::from_str::<String>(k).ok())
+                        .unwrap_or_default();
+                    m.slot(&key)
+                } else {
+                    m.slot(key)
+                };
+                if let Some(slot) = slot {
+                    let duplicate = slot.is_some();
+                    *slot = Some(value);
+                    m.duplicate |= duplicate;
+                }
+                i = scan::skip_ws(b, value_end);
+                match b.get(i) {
+                    Some(b',') => i = scan::skip_ws(b, i + 1),
+                    Some(b'}') => {
+                        i += 1;
+                        break;
+                    }
+                    _ => return Err(Invalid { at: i }),
+                }
             }
         }
-        deserializer.deserialize_map(MembersVisitor)
+        if scan::skip_ws(b, i) != b.len() {
+            return Err(Invalid { at: i });
+        }
+        Ok(m)
     }
 }
 
@@ -344,15 +351,20 @@ fn decode_str(raw: &str) -> Option<Cow<'_, str>> {
     }
 }
 
-fn is_structured(raw: &RawValue) -> bool {
-    matches!(raw.get().as_bytes().first(), Some(b'{' | b'['))
+fn is_structured(raw: &str) -> bool {
+    matches!(raw.as_bytes().first(), Some(b'{' | b'['))
+}
+
+/// A member value the scanner validated, as a borrowed `RawValue`.
+fn raw(valid: &str) -> Result<&RawValue, Rejection> {
+    scan::raw_value(valid).ok_or_else(|| Rejection::parse_error("invalid JSON"))
 }
 
 /// Parses one JSON object (`text` starts, after whitespace, with `{`).
 fn parse_object(text: &str) -> Result<Message<'_>, Rejection> {
-    let m: Members<'_> = serde_json::from_str(text)
-        .map_err(|e| Rejection::parse_error(format!("invalid JSON: {e}")))?;
-    let id = m.id.map(|raw| Id::from_valid_raw(raw.get()));
+    let m = Members::scan(text)
+        .map_err(|e| Rejection::parse_error(format!("invalid JSON at byte {}", e.at)))?;
+    let id = m.id.map(Id::from_valid_raw);
     let reject = |detail: &'static str| {
         let answer_id = id.flatten().map(|id| id.to_owned());
         Err(Rejection::invalid_request(answer_id, detail))
@@ -362,7 +374,7 @@ fn parse_object(text: &str) -> Result<Message<'_>, Rejection> {
     }
     match m.jsonrpc {
         None => return reject("missing \"jsonrpc\":\"2.0\""),
-        Some(v) if v.get() != "\"2.0\"" && decode_str(v.get()).as_deref() != Some("2.0") => {
+        Some(v) if v != "\"2.0\"" && decode_str(v).as_deref() != Some("2.0") => {
             return reject("\"jsonrpc\" must be \"2.0\"")
         }
         Some(_) => {}
@@ -371,22 +383,16 @@ fn parse_object(text: &str) -> Result<Message<'_>, Rejection> {
         if m.result.is_some() || m.error.is_some() {
             return reject("a message has both a method and a result or error");
         }
-        let Some(method) = decode_str(method.get()) else {
+        let Some(method) = decode_str(method) else {
             return reject("\"method\" must be a string");
         };
         if m.params.is_some_and(|p| !is_structured(p)) {
             return reject("\"params\" must be an object or an array");
         }
+        let params = m.params.map(raw).transpose()?;
         return match id {
-            None => Ok(Message::Notification {
-                method,
-                params: m.params,
-            }),
-            Some(Some(id)) => Ok(Message::Request {
-                id,
-                method,
-                params: m.params,
-            }),
+            None => Ok(Message::Notification { method, params }),
+            Some(Some(id)) => Ok(Message::Request { id, method, params }),
             Some(None) => reject("\"id\" must be a number, a string or null"),
         };
     }
@@ -399,8 +405,8 @@ fn parse_object(text: &str) -> Result<Message<'_>, Rejection> {
         None => return reject("neither a request nor a response"),
     };
     let outcome = match (m.result, m.error) {
-        (Some(result), None) => Ok(result),
-        (None, Some(error)) => match serde_json::from_str::<ErrorObject>(error.get()) {
+        (Some(result), None) => Ok(raw(result)?),
+        (None, Some(error)) => match serde_json::from_str::<ErrorObject>(error) {
             Ok(error) => Err(error),
             Err(_) => {
                 return reject(
