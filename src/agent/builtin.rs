@@ -9,7 +9,7 @@
 //! `terminal/*`); otherwise (Copilot SDK clients, or an ACP client without the capability)
 //! the call completes with the step's scripted result. Nothing here touches a file system.
 //!
-//! Scenario steps (validated by [`parse_step`]):
+//! Scenario steps (validated when the scenario loads):
 //!
 //! | step | tool | permission kind |
 //! |---|---|---|
