@@ -212,7 +212,9 @@ impl Host {
         self.last_session = Some(session_id.clone());
         // Attach silently: capability/command announcements follow session.start.
         if let Some(live) = self.sessions.get_mut(&session_id) {
-            live.session.attached.insert(conn, p.attachment());
+            live.session
+                .attached
+                .insert(conn, p.attachment(self.config.mcp_apps_enabled));
         }
         if let Some(c) = self.conns.get_mut(&conn) {
             c.sessions.push(session_id.clone());
@@ -239,8 +241,9 @@ impl Host {
         });
         self.after_response.push(AfterResponse::Lifecycle {
             kind: "session.created",
-            session: session_id,
+            session: session_id.clone(),
         });
+        self.warn_if_mcp_apps_refused(&session_id, conn, &p);
         Ok(result)
     }
 
@@ -262,7 +265,12 @@ impl Host {
         let was_active = self.session_busy(&session_id);
         let model = live.session.model.clone();
         let cwd = live.session.cwd.clone();
-        self.attach(&session_id, conn, p.attachment());
+        self.attach(
+            &session_id,
+            conn,
+            p.attachment(self.config.mcp_apps_enabled),
+        );
+        self.warn_if_mcp_apps_refused(&session_id, conn, &p);
         self.last_session = Some(session_id.clone());
         let mut result = self.attach_result(&session_id);
         result["openCanvases"] = json!([]);
@@ -537,5 +545,21 @@ impl Host {
         self.known_session("session.ui.handlePendingSampling", &p.session_id)?;
         let ok = self.resolve_sampling(&p.session_id, &p.request_id, p.response);
         Ok(json!({"success": ok}))
+    }
+
+    /// `requestMcpApps` without the host's MCP Apps gate: the request is answered without
+    /// `ui.mcpApps` and this connection gets a `session.warning` saying why.
+    fn warn_if_mcp_apps_refused(&mut self, session: &str, conn: ConnId, p: &AttachParams) {
+        if p.request_mcp_apps && !self.config.mcp_apps_enabled {
+            self.after_response.push(AfterResponse::EmitTo {
+                session: session.to_owned(),
+                event_type: "session.warning",
+                data: json!({
+                    "warningType": "mcp_apps_disabled",
+                    "message": "MCP Apps were requested (requestMcpApps) but are not enabled on this server; start it with COPILOT_MCP_APPS=true or --mcp-apps",
+                }),
+                only: conn,
+            });
+        }
     }
 }

@@ -21,6 +21,10 @@ pub(crate) struct AttachParams {
     pub request_auto_mode_switch: bool,
     pub hooks: bool,
     pub request_sampling: bool,
+    pub request_mcp_apps: bool,
+    pub canvases: Vec<Value>,
+    pub request_canvas_renderer: bool,
+    pub extension_info: Option<Value>,
     pub streaming: bool,
     pub working_directory: Option<String>,
     pub disable_resume: bool,
@@ -28,7 +32,8 @@ pub(crate) struct AttachParams {
 }
 
 impl AttachParams {
-    pub fn attachment(&self) -> Attachment {
+    /// What the connection declared; `mcp_apps_enabled` is the host's MCP Apps gate.
+    pub fn attachment(&self, mcp_apps_enabled: bool) -> Attachment {
         Attachment {
             streaming: self.streaming,
             request_permission: self.request_permission,
@@ -38,6 +43,17 @@ impl AttachParams {
             request_auto_mode_switch: self.request_auto_mode_switch,
             hooks: self.hooks,
             request_sampling: self.request_sampling,
+            mcp_apps: self.request_mcp_apps && mcp_apps_enabled,
+            canvases: self.canvases.clone(),
+            canvas_renderer: self.request_canvas_renderer,
+            extension: self.extension_info.as_ref().map(|info| {
+                info.get("id")
+                    .or_else(|| info.get("extensionId"))
+                    .or_else(|| info.get("name"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("extension")
+                    .to_owned()
+            }),
             tools: self.tools.clone(),
             commands: self.commands.clone(),
         }

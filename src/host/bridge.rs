@@ -231,7 +231,15 @@ impl Host {
         if let Some(cwd) = cwd {
             data["workingDirectory"] = Value::String(cwd);
         }
-        self.emit(session, "external_tool.requested", &data, false);
+        // A tool declared by an extension connection is routed to that connection only;
+        // the other clients see its completion.
+        let only = self
+            .sessions
+            .get(session)
+            .and_then(|l| l.session.attached.get(&owner))
+            .is_some_and(|a| a.extension.is_some())
+            .then_some(owner);
+        self.emit_to(session, "external_tool.requested", &data, false, only);
     }
 
     /// Applies a client's permission decision. Returns whether it was accepted (first answer).

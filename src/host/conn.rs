@@ -5,7 +5,8 @@ use crate::frame::{FrameDecoder, FrameLimits, Framing};
 
 use super::outbox::Outbox;
 
-/// Identifies one connection of a [`Host`](super::Host). Never reused within a host.
+/// Identifies one connection of a [`Host`](super::Host). An id is never reused for a later
+/// connection of the same host (slot index plus generation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ConnId(pub(crate) u64);
 
@@ -18,7 +19,7 @@ impl ConnId {
 
 impl std::fmt::Display for ConnId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "conn#{}", self.0)
+        write!(f, "conn#{}.{}", self.0 & 0xFFFF_FFFF, self.0 >> 32)
     }
 }
 
@@ -57,6 +58,8 @@ pub(crate) struct Conn {
     pub sessions: Vec<String>,
     /// The host decided to close it; no more frames are queued.
     pub closing: bool,
+    /// The session whose streaming events this reader lost, to report once it catches up.
+    pub drop_session: Option<String>,
     /// Requests the host sent to this peer, awaiting its response.
     pub calls: crate::correlation::PendingRequests<super::client_calls::ClientCall>,
     /// State of the ACP dialect (unused by Copilot SDK connections).
@@ -75,6 +78,7 @@ impl Conn {
             dialect,
             acp: crate::acp::ConnState::default(),
             calls: crate::correlation::PendingRequests::starting_at(1),
+            drop_session: None,
             framing,
             decoder: FrameDecoder::new(framing, limits),
             authenticated,

@@ -216,8 +216,8 @@ impl Host {
 fn capabilities_of(live: &Live) -> Value {
     json!({
         "elicitation": live.session.any_elicitation_handler(),
-        "mcpApps": false,
-        "canvases": false,
+        "mcpApps": live.session.attached.values().any(|a| a.mcp_apps),
+        "canvases": live.session.attached.values().any(|a| !a.canvases.is_empty()),
     })
 }
 

@@ -5,11 +5,13 @@
 //! every attached connection by reference; client answers resolve the session's pending
 //! requests (tools, permissions) exactly once.
 
+mod audience;
 mod bridge;
 mod builtin;
 mod client_calls;
 mod client_requests;
 mod conn;
+mod conn_table;
 mod drive;
 mod outbox;
 mod publish;
@@ -34,6 +36,7 @@ pub use restore::RestoreError;
 
 pub(crate) use bridge::{AnswerTo, Pending};
 use conn::Conn;
+use conn_table::ConnTable;
 
 /// Protocol version of the Copilot SDK dialect.
 pub const PROTOCOL_VERSION: u32 = 3;
@@ -61,6 +64,9 @@ pub struct HostConfig {
     /// Emit [`Output::Persist`] for every persisted event and [`Output::SessionDeleted`] for
     /// deletions, so a runtime can keep a durable session store. Off by default.
     pub report_persisted_events: bool,
+    /// Honour `requestMcpApps` (the runtime's `COPILOT_MCP_APPS=true` gate). Off by default:
+    /// a request is then answered without `ui.mcpApps` and a `session.warning` says why.
+    pub mcp_apps_enabled: bool,
 }
 
 impl HostConfig {
@@ -84,6 +90,7 @@ impl Default for HostConfig {
             outbox_budget_bytes: DEFAULT_OUTBOX_BUDGET,
             workspace_root: None,
             report_persisted_events: false,
+            mcp_apps_enabled: false,
         }
     }
 }
@@ -101,6 +108,7 @@ impl fmt::Debug for HostConfig {
             .field("outbox_budget_bytes", &self.outbox_budget_bytes)
             .field("workspace_root", &self.workspace_root)
             .field("report_persisted_events", &self.report_persisted_events)
+            .field("mcp_apps_enabled", &self.mcp_apps_enabled)
             .finish_non_exhaustive()
     }
 }
@@ -160,6 +168,9 @@ pub(crate) struct Live {
     pub last_assistant: Option<Event>,
     /// A turn has run since the session was loaded (decides `session.shutdown` on detach).
     pub ran_turn: bool,
+    /// Extensions a non-extension client approved (`extension-permission-access`); their
+    /// connections see `permission.requested`.
+    pub approved_extensions: std::collections::BTreeSet<String>,
 }
 
 /// The protocol host. See the crate docs for the run loop.
@@ -167,9 +178,8 @@ pub struct Host {
     pub(crate) config: HostConfig,
     pub(crate) ids: IdGenerator,
     pub(crate) now: Timestamp,
-    pub(crate) conns: BTreeMap<ConnId, Conn>,
+    pub(crate) conns: ConnTable,
     pub(crate) sessions: BTreeMap<String, Live>,
-    next_conn: u64,
     ready: VecDeque<ConnId>,
     pub(crate) outputs: VecDeque<Output>,
     pub(crate) timers: BTreeMap<(Timestamp, u64), TimerTarget>,
@@ -202,6 +212,13 @@ pub(crate) enum AfterResponse {
         data: Value,
         ephemeral: bool,
     },
+    /// An ephemeral event for one attached connection only.
+    EmitTo {
+        session: String,
+        event_type: &'static str,
+        data: Value,
+        only: ConnId,
+    },
     Lifecycle {
         kind: &'static str,
         session: String,
@@ -216,9 +233,8 @@ impl Host {
             ids: IdGenerator::new(config.seed),
             config,
             now: Timestamp::EPOCH,
-            conns: BTreeMap::new(),
+            conns: ConnTable::default(),
             sessions: BTreeMap::new(),
-            next_conn: 1,
             ready: VecDeque::new(),
             outputs: VecDeque::new(),
             timers: BTreeMap::new(),
@@ -251,20 +267,14 @@ impl Host {
     /// Opens a connection speaking `dialect` over `framing`.
     pub fn open_with(&mut self, now: Timestamp, dialect: Dialect, framing: Framing) -> ConnId {
         self.advance_time(now);
-        let id = ConnId(self.next_conn);
-        self.next_conn += 1;
         let authenticated = self.config.connection_token.is_none();
-        self.conns.insert(
-            id,
-            Conn::new(
-                dialect,
-                framing,
-                self.config.frame_limits,
-                self.config.outbox_budget_bytes,
-                authenticated,
-            ),
-        );
-        id
+        self.conns.insert(Conn::new(
+            dialect,
+            framing,
+            self.config.frame_limits,
+            self.config.outbox_budget_bytes,
+            authenticated,
+        ))
     }
 
     /// Feeds bytes read from `conn`. Unknown or closing connections are ignored.
@@ -359,7 +369,35 @@ impl Host {
     /// The next frame to write to `conn`, in emit order.
     #[must_use]
     pub fn poll_transmit(&mut self, conn: ConnId) -> Option<Bytes> {
-        self.conns.get_mut(&conn)?.outbox.pop()
+        let c = self.conns.get_mut(&conn)?;
+        let frame = c.outbox.pop();
+        if c.outbox.is_empty() && c.drop_session.is_some() && !c.closing {
+            // The reader caught up: tell it, once, how many streaming events it lost.
+            let dropped = c.outbox.take_unreported_drops();
+            if let Some(session) = c.drop_session.take() {
+                self.report_drops(conn, &session, dropped);
+            }
+        }
+        frame
+    }
+
+    /// Sends a lagging connection a `session.warning` (`warningType: "events_dropped"`)
+    /// saying how many streaming events it lost; durable events are never dropped.
+    fn report_drops(&mut self, conn: ConnId, session: &str, dropped: u64) {
+        if dropped == 0 {
+            return;
+        }
+        self.emit_to(
+            session,
+            "session.warning",
+            &serde_json::json!({
+                "warningType": "events_dropped",
+                "message": format!("{dropped} streaming events were dropped because this client was not reading fast enough; durable events are complete (session.getMessages)"),
+                "droppedCount": dropped,
+            }),
+            true,
+            Some(conn),
+        );
     }
 
     /// The next action for the runtime.
@@ -524,6 +562,14 @@ impl Host {
                 } => {
                     self.emit(&session, event_type, &data, ephemeral);
                 }
+                AfterResponse::EmitTo {
+                    session,
+                    event_type,
+                    data,
+                    only,
+                } => {
+                    self.emit_to(&session, event_type, &data, true, Some(only));
+                }
                 AfterResponse::Lifecycle { kind, session } => self.lifecycle(kind, &session),
                 AfterResponse::Shutdown => self.outputs.push_back(Output::Shutdown {
                     reason: "runtime.shutdown requested by a client".into(),
@@ -559,15 +605,18 @@ impl Host {
                     self.ready.push_back(conn);
                 }
             }
-            Err(OutboxOverflow::DurableDoesNotFit) => {
-                let budget = self.config.outbox_budget_bytes;
-                self.fail_connection(
-                    conn,
-                    -32000,
-                    format!("connection closed: the client is not reading fast enough (outbox budget of {budget} bytes exceeded); resume the session and call session.getMessages to catch up"),
-                );
-            }
+            Err(OutboxOverflow::DurableDoesNotFit) => self.fail_slow_consumer(conn),
         }
+    }
+
+    /// Closes a connection whose outbox cannot take a durable frame: it is told why first.
+    fn fail_slow_consumer(&mut self, conn: ConnId) {
+        let budget = self.config.outbox_budget_bytes;
+        self.fail_connection(
+            conn,
+            -32000,
+            format!("connection closed: the client is not reading fast enough (outbox budget of {budget} bytes exceeded); reconnect, resume the session and call session.getMessages to catch up"),
+        );
     }
 
     /// Sends a JSON-RPC error object with `id: null` carrying `reason`, then asks the runtime
@@ -648,27 +697,49 @@ impl Host {
         let streaming_only = event.is_streaming_delta();
         let droppable = ephemeral && streaming_only;
         let frames = FramedOnce::new(&body);
-        let live = self.sessions.get_mut(session_id)?;
-        let targets: smallvec::SmallVec<[(ConnId, bool); 8]> = live
-            .session
-            .attached
-            .iter()
-            .map(|(c, a)| (*c, a.streaming))
-            .collect();
+        // The audience is decided here, at publish time; each framing is encoded once and
+        // every receiving connection gets a reference to the same buffer.
+        let Host {
+            sessions,
+            conns,
+            ready,
+            ..
+        } = self;
+        let live = sessions.get(session_id)?;
         let mut acp_targets: smallvec::SmallVec<[ConnId; 4]> = smallvec::SmallVec::new();
-        for (conn, streaming) in targets {
-            if (streaming_only && !streaming) || only.is_some_and(|o| o != conn) {
+        let mut overflowed: smallvec::SmallVec<[ConnId; 2]> = smallvec::SmallVec::new();
+        for (conn, attachment) in &live.session.attached {
+            if only.is_some_and(|o| o != *conn)
+                || !audience::receives(attachment, event_type, &live.approved_extensions)
+            {
                 continue;
             }
-            let Some(c) = self.conns.get(&conn) else {
+            let Some(c) = conns.get_mut(conn) else {
                 continue;
             };
             if c.dialect == Dialect::Acp {
-                acp_targets.push(conn);
+                acp_targets.push(*conn);
                 continue;
             }
-            let frame = frames.get(c.framing);
-            self.deliver(conn, frame, droppable);
+            if c.closing {
+                continue;
+            }
+            match c.outbox.push(frames.get(c.framing), droppable) {
+                Ok(became_ready) => {
+                    if became_ready && !c.in_ready {
+                        c.in_ready = true;
+                        ready.push_back(*conn);
+                    }
+                }
+                Err(OutboxOverflow::DurableDoesNotFit) => overflowed.push(*conn),
+            }
+            if droppable && c.drop_session.is_none() && c.outbox.unreported_drops() > 0 {
+                // Remember where to report the loss once the reader catches up.
+                c.drop_session = Some(session_id.to_owned());
+            }
+        }
+        for conn in overflowed {
+            self.fail_slow_consumer(conn);
         }
         if !acp_targets.is_empty() {
             self.acp_on_event(session_id, &event, &acp_targets);
@@ -707,14 +778,24 @@ impl Host {
         }
         body.extend_from_slice(b"}}");
         let frames = FramedOnce::new(&body);
-        let targets: Vec<(ConnId, Framing)> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| !c.closing && c.dialect == Dialect::CopilotSdk)
-            .map(|(id, c)| (*id, c.framing))
-            .collect();
-        for (conn, framing) in targets {
-            self.deliver(conn, frames.get(framing), false);
+        let Host { conns, ready, .. } = self;
+        let mut overflowed: smallvec::SmallVec<[ConnId; 2]> = smallvec::SmallVec::new();
+        for (conn, c) in conns.iter_mut() {
+            if c.closing || c.dialect != Dialect::CopilotSdk {
+                continue;
+            }
+            match c.outbox.push(frames.get(c.framing), false) {
+                Ok(became_ready) => {
+                    if became_ready && !c.in_ready {
+                        c.in_ready = true;
+                        ready.push_back(conn);
+                    }
+                }
+                Err(OutboxOverflow::DurableDoesNotFit) => overflowed.push(conn),
+            }
+        }
+        for conn in overflowed {
+            self.fail_slow_consumer(conn);
         }
     }
 

@@ -112,6 +112,11 @@ impl Outbox {
         self.dropped
     }
 
+    /// Drops not yet reported to the client.
+    pub fn unreported_drops(&self) -> u64 {
+        self.dropped_unreported
+    }
+
     /// Takes the count of drops not yet reported to the client.
     pub fn take_unreported_drops(&mut self) -> u64 {
         std::mem::take(&mut self.dropped_unreported)

@@ -65,6 +65,7 @@ impl Host {
             waiters: Vec::new(),
             last_assistant: None,
             ran_turn: false,
+            approved_extensions: Default::default(),
         }
     }
 

@@ -59,6 +59,15 @@ pub struct Attachment {
     /// The connection answers `sampling.requested` (an agentwire extension field,
     /// `requestSampling`: the official SDKs have no sampling handler).
     pub request_sampling: bool,
+    /// The connection renders MCP Apps (`requestMcpApps`, honoured only when the host
+    /// enables MCP Apps); `mcp_app.*` events go only to such connections.
+    pub mcp_apps: bool,
+    /// Canvases this connection provides (`canvases[]`), as declared.
+    pub canvases: Vec<Value>,
+    /// The connection renders canvases (`requestCanvasRenderer`).
+    pub canvas_renderer: bool,
+    /// The extension id when the connection attached as an extension (`extensionInfo`).
+    pub extension: Option<String>,
     /// Tools this connection provides.
     pub tools: Vec<ToolDecl>,
     /// Commands this connection provides.

@@ -24,6 +24,8 @@ pub struct World {
     pub now: Timestamp,
     /// Frames written to connections, not yet handed to their peer.
     pub stash: std::collections::BTreeMap<ConnId, Vec<bytes::Bytes>>,
+    /// Connections whose reader is stalled: their frames stay queued in the host.
+    pub stalled: std::collections::BTreeSet<ConnId>,
 }
 
 impl World {
@@ -32,6 +34,7 @@ impl World {
             host: Host::new(config),
             now: Timestamp::from_millis(T0),
             stash: Default::default(),
+            stalled: Default::default(),
         }
     }
 
@@ -63,6 +66,10 @@ impl World {
     /// Drains everything the host wrote, then hands each given peer its frames.
     pub fn pump(&mut self, peers: &mut [&mut Peer]) {
         while let Some(conn) = self.host.poll_ready() {
+            if self.stalled.contains(&conn) {
+                // A stalled reader takes nothing; its frames stay in the host's outbox.
+                continue;
+            }
             while let Some(frame) = self.host.poll_transmit(conn) {
                 self.stash.entry(conn).or_default().push(frame);
             }
@@ -74,6 +81,14 @@ impl World {
                     peer.inbox.push(serde_json::from_slice(&body).unwrap());
                 }
             }
+        }
+    }
+
+    /// A stalled reader starts reading again: everything queued for it is taken.
+    pub fn resume_reading(&mut self, conn: ConnId) {
+        self.stalled.remove(&conn);
+        while let Some(frame) = self.host.poll_transmit(conn) {
+            self.stash.entry(conn).or_default().push(frame);
         }
     }
 

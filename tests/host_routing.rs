@@ -1,0 +1,305 @@
+//! Capabilities, audience filtering and slow consumers (the routing rules of the host).
+
+#[path = "support/host_world.rs"]
+mod host_world;
+
+use agentwire::agent::Scenario;
+use agentwire::host::{HostConfig, Output};
+use host_world::*;
+use serde_json::{json, Value};
+
+#[test]
+fn mcp_apps_need_the_host_gate_and_their_events_reach_only_mcp_apps_clients() {
+    let scenario = r#"{"default":[{"event":"mcp_app.tool_call_complete","data":{"serverName":"s","toolName":"t","success":true,"durationMs":3},"ephemeral":true},{"say":"done"}]}"#;
+    // Gate off: answered without ui.mcpApps, and the client is told why.
+    let mut w = World::new(HostConfig::with_scenario(
+        Scenario::from_json(scenario).unwrap(),
+    ));
+    let mut a = w.connect();
+    let r = create(&mut w, &mut a, "s", json!({"requestMcpApps": true}));
+    assert_eq!(r["result"]["capabilities"]["ui"]["mcpApps"], false);
+    let warning = a.event("s", "session.warning");
+    assert_eq!(warning["data"]["warningType"], "mcp_apps_disabled");
+    assert_eq!(warning["ephemeral"], true);
+
+    // Gate on: the capability is reported and mcp_app.* events reach only MCP Apps clients.
+    let config = HostConfig {
+        mcp_apps_enabled: true,
+        ..HostConfig::with_scenario(Scenario::from_json(scenario).unwrap())
+    };
+    let mut w = World::new(config);
+    let mut a = w.connect();
+    let mut b = w.connect();
+    let r = create(&mut w, &mut a, "s", json!({"requestMcpApps": true}));
+    assert_eq!(r["result"]["capabilities"]["ui"]["mcpApps"], true);
+    w.call(
+        &mut b,
+        &mut [&mut a],
+        "session.resume",
+        json!({"sessionId":"s"}),
+    );
+    w.call(
+        &mut a,
+        &mut [&mut b],
+        "session.send",
+        json!({"sessionId":"s","prompt":"x"}),
+    );
+    assert!(a
+        .types("s")
+        .contains(&"mcp_app.tool_call_complete".to_owned()));
+    assert!(!b
+        .types("s")
+        .contains(&"mcp_app.tool_call_complete".to_owned()));
+    assert!(b.types("s").contains(&"assistant.message".to_owned()));
+}
+
+#[test]
+fn capability_events_happen_exactly_at_transitions_with_the_full_ui_object() {
+    let mut w = World::new(HostConfig::default());
+    let mut a = w.connect();
+    let mut b = w.connect();
+    let mut c = w.connect();
+    create(&mut w, &mut a, "s", json!({}));
+    w.call(&mut b, &mut [&mut a, &mut c], "session.resume",
+           json!({"sessionId":"s","requestElicitation":true,"canvases":[{"id":"board","displayName":"Board","description":""}]}));
+    w.call(
+        &mut c,
+        &mut [&mut a, &mut b],
+        "session.resume",
+        json!({"sessionId":"s","requestElicitation":true}),
+    );
+    // Re-declaring the same capability changes nothing.
+    w.call(
+        &mut c,
+        &mut [&mut a, &mut b],
+        "session.resume",
+        json!({"sessionId":"s","requestElicitation":true}),
+    );
+    let changes = |p: &Peer| -> Vec<Value> {
+        p.events("s")
+            .into_iter()
+            .filter(|e| e["type"] == "capabilities.changed")
+            .map(|e| e["data"].clone())
+            .collect()
+    };
+    assert_eq!(
+        changes(&a),
+        [json!({"ui":{"elicitation":true,"mcpApps":false,"canvases":true}})]
+    );
+    // B leaves: canvases go (C still provides elicitation).
+    w.host.handle_eof(w.now, b.conn);
+    w.pump(&mut [&mut a, &mut c]);
+    assert_eq!(
+        changes(&a).last().unwrap(),
+        &json!({"ui":{"elicitation":true,"mcpApps":false,"canvases":false}})
+    );
+    // C leaves: elicitation goes.
+    w.call(
+        &mut c,
+        &mut [&mut a],
+        "session.detach",
+        json!({"sessionId":"s"}),
+    );
+    assert_eq!(changes(&a).len(), 3);
+    assert_eq!(
+        changes(&a).last().unwrap(),
+        &json!({"ui":{"elicitation":false,"mcpApps":false,"canvases":false}})
+    );
+    // A shallow merge of every change, as the Node SDK does, keeps every flag.
+    let mut merged = serde_json::Map::new();
+    for change in changes(&a) {
+        for (k, v) in change.as_object().unwrap() {
+            merged.insert(k.clone(), v.clone());
+        }
+    }
+    assert_eq!(merged["ui"].as_object().unwrap().len(), 3);
+}
+
+#[test]
+fn extension_connections_do_not_see_permission_prompts_and_get_their_own_tool_calls() {
+    let mut w = World::new(HostConfig::default());
+    let mut app = w.connect();
+    let mut ext = w.connect();
+    let mut other = w.connect();
+    create(&mut w, &mut app, "s", json!({}));
+    w.call(
+        &mut ext,
+        &mut [&mut app, &mut other],
+        "session.resume",
+        json!({
+        "sessionId":"s","extensionInfo":{"id":"weather-ext","name":"Weather"},
+        "requestPermission": true,
+        "tools":[{"name":"get_weather","description":"d"}]}),
+    );
+    w.call(
+        &mut other,
+        &mut [&mut app, &mut ext],
+        "session.resume",
+        json!({"sessionId":"s"}),
+    );
+    w.call(
+        &mut app,
+        &mut [&mut ext, &mut other],
+        "session.send",
+        json!({"sessionId":"s","prompt":"weather"}),
+    );
+    assert!(app.types("s").contains(&"permission.requested".to_owned()));
+    assert!(
+        !ext.types("s").contains(&"permission.requested".to_owned()),
+        "extensions do not see prompts"
+    );
+    let rid = app.event("s", "permission.requested")["data"]["requestId"].clone();
+    w.call(
+        &mut app,
+        &mut [&mut ext, &mut other],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId":"s","requestId":rid,"result":{"kind":"approve-once"}}),
+    );
+    assert!(ext
+        .types("s")
+        .contains(&"external_tool.requested".to_owned()));
+    assert!(
+        !other
+            .types("s")
+            .contains(&"external_tool.requested".to_owned()),
+        "routed to the extension only"
+    );
+    assert!(!app
+        .types("s")
+        .contains(&"external_tool.requested".to_owned()));
+    let req = ext.event("s", "external_tool.requested");
+    w.call(
+        &mut ext,
+        &mut [&mut app, &mut other],
+        "session.tools.handlePendingToolCall",
+        json!({"sessionId":"s","requestId":req["data"]["requestId"],"result":"sunny"}),
+    );
+    assert!(
+        other
+            .types("s")
+            .contains(&"external_tool.completed".to_owned()),
+        "others see the completion"
+    );
+    assert_eq!(other.types("s").last().unwrap(), "session.idle");
+}
+
+#[test]
+fn a_stalled_reader_loses_only_streaming_events_then_is_closed_with_a_reason() {
+    // Six segments of ten streamed words with a pause between them: a reader that keeps up
+    // drains each segment before the next; a stalled one accumulates them.
+    let segment = r#"{"say":"w1 w2 w3 w4 w5 w6 w7 w8 w9 w10"},{"sleep_ms":5}"#;
+    let steps = vec![segment; 6].join(",");
+    let scenario = Scenario::from_json(&format!(r#"{{"default":[{steps}]}}"#)).unwrap();
+    let budget = 16 * 1024;
+    let config = HostConfig {
+        outbox_budget_bytes: budget,
+        ..HostConfig::with_scenario(scenario)
+    };
+    let mut w = World::new(config);
+    let mut fast = w.connect();
+    let mut slow = w.connect();
+    create(&mut w, &mut fast, "s", json!({"streaming": true}));
+    w.call(
+        &mut slow,
+        &mut [&mut fast],
+        "session.resume",
+        json!({"sessionId":"s","streaming":true}),
+    );
+    w.stalled.insert(slow.conn);
+    w.call(
+        &mut fast,
+        &mut [],
+        "session.send",
+        json!({"sessionId":"s","prompt":"a"}),
+    );
+    w.run_timers(&mut [&mut fast]);
+    // The fast client got the whole turn, deltas included.
+    assert_eq!(fast.types("s").last().unwrap(), "session.idle");
+    let deltas = |p: &Peer| {
+        p.types("s")
+            .iter()
+            .filter(|t| *t == "assistant.message_delta")
+            .count() as u64
+    };
+    // Streaming events: the deltas and each message's `assistant.message_start`.
+    let streaming = |p: &Peer| {
+        p.types("s")
+            .iter()
+            .filter(|t| t.starts_with("assistant.message_"))
+            .count() as u64
+    };
+    assert_eq!(deltas(&fast), 60);
+    assert!(
+        w.host.queued_bytes(slow.conn).unwrap() <= budget + 2048,
+        "bounded memory"
+    );
+    let early: Vec<Output> = std::iter::from_fn(|| w.host.poll_output()).collect();
+    assert!(
+        early.is_empty(),
+        "nobody was closed: {early:?} fast={:?} slow={:?}",
+        fast.conn,
+        slow.conn
+    );
+
+    // The slow one reads again: it lost streaming deltas and was told how many; nothing
+    // durable is missing.
+    w.resume_reading(slow.conn);
+    w.pump(&mut [&mut slow]);
+    let dropped: u64 = slow
+        .events("s")
+        .iter()
+        .filter(|e| e["type"] == "session.warning" && e["data"]["warningType"] == "events_dropped")
+        .map(|e| e["data"]["droppedCount"].as_u64().unwrap())
+        .sum();
+    assert!(dropped > 0, "the stalled reader lost some deltas");
+    assert_eq!(streaming(&slow) + dropped, streaming(&fast));
+    assert!(deltas(&slow) < deltas(&fast));
+    let durable = |p: &Peer| -> Vec<Value> {
+        p.events("s")
+            .into_iter()
+            .filter(|e| e.get("ephemeral").is_none())
+            .collect()
+    };
+    assert_eq!(
+        durable(&slow)[..],
+        durable(&fast)[1..],
+        "every durable event since it joined"
+    );
+
+    // Stalled for good: durable events no longer fit, so it is closed with a reason, and the
+    // other client is unaffected.
+    w.stalled.insert(slow.conn);
+    for i in 0..10 {
+        w.call(
+            &mut fast,
+            &mut [],
+            "session.send",
+            json!({"sessionId":"s","prompt": i.to_string()}),
+        );
+        w.run_timers(&mut [&mut fast]);
+    }
+    let close = std::iter::from_fn(|| w.host.poll_output()).find_map(|o| match o {
+        Output::Close { conn, reason } => Some((conn, reason)),
+        _ => None,
+    });
+    let (conn, reason) = close.expect("the stalled client is closed");
+    assert_eq!(conn, slow.conn);
+    assert!(reason.contains("not reading fast enough"), "{reason}");
+    w.resume_reading(slow.conn);
+    w.pump(&mut [&mut slow]);
+    let last = slow.inbox.last().unwrap();
+    assert_eq!(last["id"], Value::Null);
+    assert!(
+        last["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("session.getMessages"),
+        "the reason is the last frame it gets"
+    );
+    let idles = fast
+        .types("s")
+        .iter()
+        .filter(|t| *t == "session.idle")
+        .count();
+    assert_eq!(idles, 11, "the fast client saw every turn");
+}
