@@ -2,6 +2,8 @@
 //!
 //! Run with no arguments to serve on TCP with the built-in defaults; see `--help`.
 
+mod tui;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -53,6 +55,11 @@ struct Cli {
     /// Serve one connection on stdin/stdout instead of TCP.
     #[arg(long)]
     stdio: bool,
+
+    /// Run a terminal UI showing the foreground session, and serve SDK clients on TCP
+    /// (prints `listening on port N` before the UI takes over the screen).
+    #[arg(long)]
+    ui_server: bool,
 
     /// TCP port to listen on; 0 picks a free port [default: 0].
     #[arg(long, value_name = "N")]
@@ -117,7 +124,7 @@ struct UsageError(String);
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(log_writer(&cli))
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -132,6 +139,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if cli.ui_server {
+        return match mode {
+            Mode::Tcp { host, port } if !cli.acp => tui::serve(&host, port, config),
+            _ => {
+                eprintln!(
+                    "error: --ui-server serves TCP; it cannot be combined with --stdio or --acp"
+                );
+                ExitCode::from(2)
+            }
+        };
+    }
 
     match cli.runtime {
         RuntimeKind::Tokio => run_tokio(mode, config, server_options(&cli)),
@@ -268,6 +286,17 @@ fn cannot_listen(host: &str, port: u16, e: &std::io::Error) -> ExitCode {
     error!(%host, port, error = %e, "cannot listen");
     eprintln!("error: cannot listen on {host}:{port}: {e}");
     ExitCode::FAILURE
+}
+
+/// Where logs go: stderr, except with `--ui-server` on a terminal, where the UI owns the
+/// screen and logs are dropped.
+fn log_writer(cli: &Cli) -> tracing_subscriber::fmt::writer::BoxMakeWriter {
+    use tracing_subscriber::fmt::writer::BoxMakeWriter;
+    if cli.ui_server && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        BoxMakeWriter::new(std::io::sink)
+    } else {
+        BoxMakeWriter::new(std::io::stderr)
+    }
 }
 
 /// Prints the port line the SDKs wait for.
