@@ -303,3 +303,40 @@ fn a_stalled_reader_loses_only_streaming_events_then_is_closed_with_a_reason() {
         .count();
     assert_eq!(idles, 11, "the fast client saw every turn");
 }
+
+#[test]
+fn mcp_apps_host_context_and_diagnose_follow_the_trace() {
+    let config = HostConfig {
+        mcp_apps_enabled: true,
+        ..HostConfig::default()
+    };
+    let mut w = World::new(config);
+    let mut a = w.connect();
+    create(&mut w, &mut a, "s", json!({"requestMcpApps": true}));
+    let context = json!({"theme":"dark","displayMode":"inline","availableDisplayModes":["inline"],"platform":"desktop"});
+    let r = w.call(
+        &mut a,
+        &mut [],
+        "session.mcp.apps.setHostContext",
+        json!({"sessionId":"s","context":context}),
+    );
+    assert_eq!(r["result"], Value::Null);
+    let r = w.call(
+        &mut a,
+        &mut [],
+        "session.mcp.apps.getHostContext",
+        json!({"sessionId":"s"}),
+    );
+    assert_eq!(r["result"], json!({"context": context}));
+    let r = w.call(
+        &mut a,
+        &mut [],
+        "session.mcp.apps.diagnose",
+        json!({"sessionId":"s","serverName":"nope"}),
+    );
+    assert_eq!(
+        r["result"],
+        json!({"capability":{"sessionHasMcpApps":true,"featureFlagEnabled":true,"advertised":true},
+               "server":{"connected":false,"toolCount":0,"toolsWithUiMeta":0,"sampleToolNames":[]}})
+    );
+}

@@ -44,6 +44,9 @@ pub const METHODS: &[&str] = &[
     "session.ui.handlePendingSampling",
     "session.commands.execute",
     "session.commands.handlePendingCommand",
+    "session.mcp.apps.setHostContext",
+    "session.mcp.apps.getHostContext",
+    "session.mcp.apps.diagnose",
     "session.skills.reload",
     "runtime.shutdown",
 ];
@@ -122,6 +125,9 @@ impl Host {
             "session.ui.handlePendingSampling" => self.answer_sampling(params),
             "session.commands.execute" => return self.execute_command(conn, id, params),
             "session.commands.handlePendingCommand" => self.answer_command(params),
+            "session.mcp.apps.setHostContext" => self.mcp_set_host_context(params),
+            "session.mcp.apps.getHostContext" => self.mcp_get_host_context(params),
+            "session.mcp.apps.diagnose" => self.mcp_diagnose(params),
             // Called by the Rust SDK after every resume; the scripted agent has no skills.
             "session.skills.reload" => {
                 let p: SessionParams = match decode_required(params) {
@@ -562,4 +568,52 @@ impl Host {
             });
         }
     }
+
+    fn mcp_set_host_context(&mut self, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+        let p: Value = decode_required(params)?;
+        let session = session_id_of(&p)?;
+        self.known_session("session.mcp.apps.setHostContext", &session)?;
+        if let Some(live) = self.sessions.get_mut(&session) {
+            live.mcp_host_context = Some(p.get("context").cloned().unwrap_or(json!({})));
+        }
+        Ok(Value::Null)
+    }
+
+    fn mcp_get_host_context(&self, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+        let p: SessionParams = decode_required(params)?;
+        self.known_session("session.mcp.apps.getHostContext", &p.session_id)?;
+        let context = self.sessions[&p.session_id]
+            .mcp_host_context
+            .clone()
+            .unwrap_or(json!({}));
+        Ok(json!({"context": context}))
+    }
+
+    /// Why MCP Apps do or do not work in this session. The scripted agent has no MCP servers,
+    /// so every server reports as not connected.
+    fn mcp_diagnose(&self, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+        let p: SessionParams = decode_required(params)?;
+        self.known_session("session.mcp.apps.diagnose", &p.session_id)?;
+        let live = &self.sessions[&p.session_id];
+        let has = live.session.attached.values().any(|a| a.mcp_apps);
+        Ok(json!({
+            "capability": {"sessionHasMcpApps": has,
+                           "featureFlagEnabled": self.config.mcp_apps_enabled,
+                           "advertised": has},
+            "server": {"connected": false, "toolCount": 0, "toolsWithUiMeta": 0,
+                       "sampleToolNames": []},
+        }))
+    }
+}
+
+fn session_id_of(p: &Value) -> Result<String, ErrorObject> {
+    p.get("sessionId")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            ErrorObject::new(
+                code::INVALID_PARAMS,
+                "invalid params: missing field `sessionId`",
+            )
+        })
 }

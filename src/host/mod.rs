@@ -171,6 +171,8 @@ pub(crate) struct Live {
     /// Extensions a non-extension client approved (`extension-permission-access`); their
     /// connections see `permission.requested`.
     pub approved_extensions: std::collections::BTreeSet<String>,
+    /// The MCP Apps host context a client set (`session.mcp.apps.setHostContext`).
+    pub mcp_host_context: Option<Value>,
 }
 
 /// The protocol host. See the crate docs for the run loop.

@@ -66,6 +66,7 @@ impl Host {
             last_assistant: None,
             ran_turn: false,
             approved_extensions: Default::default(),
+            mcp_host_context: None,
         }
     }
 
