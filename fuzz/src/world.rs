@@ -556,6 +556,12 @@ impl World {
             }
         }
         let wire = frame(framing, &body);
+        self.log(|| {
+            format!(
+                "c{c} ⇒ body {}",
+                truncate(&String::from_utf8_lossy(&body), 300)
+            )
+        });
         if framing == Framing::Ndjson && body.last() == Some(&b'\r') {
             body.pop();
         }
@@ -982,14 +988,15 @@ impl World {
              request never sent): {value}"
         );
         conn.owed.insert(raw.to_owned(), owed - 1);
-        // A request reusing the id of one still in flight is refused at once: that error
-        // answers the newest request with the id, anything else the oldest.
+        // A request reusing the id of one still in flight is refused at once: the in-flight
+        // one is the oldest unanswered request with that id, so the refusal answers the
+        // second oldest; anything else answers the oldest.
         let duplicate = value["error"]["message"]
             .as_str()
             .is_some_and(|m| m.ends_with("is already in flight"));
         let queue = conn.sent.entry(raw.to_owned()).or_default();
-        let sent = if duplicate {
-            queue.pop_back()
+        let sent = if duplicate && queue.len() >= 2 {
+            queue.remove(1)
         } else {
             queue.pop_front()
         }
