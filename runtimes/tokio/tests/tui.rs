@@ -254,14 +254,16 @@ fn prompts_are_answered_and_the_ui_follows_the_foreground_session() {
                 .verify_protocol_version()
                 .await
                 .expect("connect handshake");
-            assert_eq!(
-                client
-                    .get_foreground_session_id()
-                    .await
-                    .expect("getForeground"),
-                Some(SessionId::new(first.clone())),
-                "the UI's session is the foreground session"
-            );
+            // The UI makes its session foreground right after creating it.
+            let first = Some(SessionId::new(first.clone()));
+            while client
+                .get_foreground_session_id()
+                .await
+                .expect("getForeground")
+                != first
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
             let session = client
                 .create_session(SessionConfig::default().with_session_id(second.clone()))
                 .await
