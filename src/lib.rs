@@ -49,6 +49,8 @@
 //!         match output {
 //!             Output::Close { conn, reason } => { /* flush conn, close it, log reason */ }
 //!             Output::Shutdown { reason } => { /* stop accepting, flush all, exit */ }
+//!             // Output::Persist / SessionDeleted (a durable store), and later additions.
+//!             _ => {}
 //!         }
 //!     }
 //!     // Sleep until the next deadline (or the next input), then:

@@ -199,14 +199,20 @@ fn ndjson_reference(stream: &[u8], limits: FrameLimits) -> Decoded {
             line.len()
         }
     };
+    // A line's leading whitespace is never part of a frame nor counted against the limit.
+    let trim_start = |line: &[u8]| -> usize {
+        line.iter()
+            .take_while(|b| matches!(b, b' ' | b'\t' | b'\r'))
+            .count()
+    };
     let mut frames = Vec::new();
     let mut rest = stream;
     loop {
         match rest.iter().position(|b| *b == b'\n') {
             Some(end) => {
-                let line = &rest[..end];
+                let line = &rest[trim_start(&rest[..end])..end];
                 rest = &rest[end + 1..];
-                if line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r')) {
+                if line.is_empty() {
                     continue;
                 }
                 let len = strip_cr(line);
@@ -216,7 +222,7 @@ fn ndjson_reference(stream: &[u8], limits: FrameLimits) -> Decoded {
                 frames.push(line[..len].to_vec());
             }
             None => {
-                if strip_cr(rest) > limits.max_frame_bytes {
+                if strip_cr(&rest[trim_start(rest)..]) > limits.max_frame_bytes {
                     return (frames, Some(too_long()));
                 }
                 return (frames, None);
@@ -251,7 +257,14 @@ fn structured_stream(framing: Framing, inp: &mut Input<'_>) -> (Vec<u8>, Vec<Vec
             }
             Framing::Ndjson => {
                 body.retain(|b| *b != b'\n');
-                if body.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r')) {
+                // A line's leading whitespace is not part of its frame: a body starts with
+                // something else.
+                let lead = body
+                    .iter()
+                    .take_while(|b| matches!(b, b' ' | b'\t' | b'\r'))
+                    .count();
+                body.drain(..lead);
+                if body.is_empty() {
                     body.push(b'{');
                 }
                 if body.last() == Some(&b'\r') {

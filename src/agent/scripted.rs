@@ -251,7 +251,9 @@ impl Agent for ScriptedAgent {
                     Ok(serde_json::Value::String(text)) => text,
                     // `userInput.request` answers `{answer, wasFreeform}`: the text is `answer`.
                     Ok(serde_json::Value::Object(fields))
-                        if fields.get("answer").is_some_and(serde_json::Value::is_string) =>
+                        if fields
+                            .get("answer")
+                            .is_some_and(serde_json::Value::is_string) =>
                     {
                         fields["answer"].as_str().unwrap_or_default().to_owned()
                     }

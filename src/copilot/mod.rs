@@ -347,7 +347,6 @@ impl Host {
             Err(e) => return Some(Err(e)),
         };
         if let Some(live) = self.sessions.get_mut(&session_id) {
-            live.last_assistant = None;
             live.waiters.push((conn, id.clone(), message_id));
         }
         None
@@ -375,6 +374,23 @@ impl Host {
         if let Some(live) = self.sessions.remove(&p.session_id) {
             if let Some(key) = live.timer {
                 self.timers.remove(&key);
+            }
+            // Clients waiting on the session's elicitations and commands get their answer.
+            for pending in live.pending.values() {
+                if let crate::host::Pending::Elicitation {
+                    answer_to: AnswerTo::Caller(conn, id),
+                }
+                | crate::host::Pending::Command {
+                    answer_to: AnswerTo::Caller(conn, id),
+                    ..
+                } = pending
+                {
+                    self.respond(
+                        *conn,
+                        id,
+                        Err(failed("session.delete", "the session was deleted")),
+                    );
+                }
             }
             for conn in live.session.attached.keys() {
                 if let Some(c) = self.conns.get_mut(conn) {

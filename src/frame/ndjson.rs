@@ -1,9 +1,11 @@
 //! Newline-delimited JSON framing (Agent Client Protocol).
 //!
 //! Each frame is one line: the body followed by `\n`. A `\r` just before the `\n` is stripped
-//! (CRLF line endings), lines holding only JSON whitespace (space, tab, `\r`) are skipped, and
-//! a line whose body would exceed [`FrameLimits::max_frame_bytes`] is an error as soon as
-//! enough of it has been buffered, without waiting for its `\n`.
+//! (CRLF line endings), a line's leading JSON whitespace (space, tab, `\r`) is dropped and not
+//! counted against the limit (so lines holding only whitespace are skipped, whatever their
+//! length and however the input is split), and a line whose body would exceed
+//! [`FrameLimits::max_frame_bytes`] is an error as soon as enough of it has been buffered,
+//! without waiting for its `\n`.
 
 use bytes::{Buf, Bytes, BytesMut};
 
@@ -91,6 +93,28 @@ impl NdjsonDecoder {
             return Ok(self.line_end);
         }
         loop {
+            if !self.has_content {
+                // A line's leading whitespace is never part of a frame and never counts
+                // against the limit, so a blank line is skipped whatever its length and
+                // however the input is split, and memory stays bounded while it streams in.
+                let skip = self
+                    .buf
+                    .iter()
+                    .take_while(|b| matches!(b, b' ' | b'\t' | b'\r'))
+                    .count();
+                self.scanned += skip as u64;
+                self.buf.advance(skip);
+                self.pos = 0;
+                match self.buf.first() {
+                    None => return Ok(None),
+                    Some(b'\n') => {
+                        self.scanned += 1;
+                        self.buf.advance(1);
+                        continue;
+                    }
+                    Some(_) => self.has_content = true,
+                }
+            }
             let unscanned = self.buf.get(self.pos..).unwrap_or_default();
             let mut newline = None;
             for (offset, &byte) in unscanned.iter().enumerate() {
@@ -113,11 +137,6 @@ impl NdjsonDecoder {
                 };
             };
             self.scanned += (line_end + 1 - self.pos) as u64;
-            if !self.has_content {
-                self.buf.advance(line_end + 1);
-                self.start_line();
-                continue;
-            }
             if body_len(&self.buf, line_end) > self.limits.max_frame_bytes {
                 return Err(self.line_too_long());
             }
@@ -187,8 +206,9 @@ mod tests {
     }
 
     #[test]
-    fn keeps_inner_whitespace_and_only_strips_final_cr() {
-        assert_eq!(decode(b" {} \r\r\n").unwrap(), vec![b" {} \r".to_vec()]);
+    fn drops_leading_whitespace_keeps_inner_whitespace_and_only_strips_final_cr() {
+        assert_eq!(decode(b" {} \r\r\n").unwrap(), vec![b"{} \r".to_vec()]);
+        assert_eq!(decode(b"{\t1 }\n").unwrap(), vec![b"{\t1 }".to_vec()]);
     }
 
     #[test]
@@ -242,9 +262,18 @@ mod tests {
     }
 
     #[test]
-    fn long_whitespace_line_counts_against_the_limit() {
+    fn long_whitespace_line_is_skipped_and_leading_whitespace_is_not_counted() {
+        assert_eq!(decode_with(limits(4), b"      "), Ok(vec![]));
         assert_eq!(
-            decode_with(limits(4), b"      "),
+            decode_with(limits(4), b"          \n{}\n"),
+            Ok(vec![b"{}".to_vec()])
+        );
+        assert_eq!(
+            decode_with(limits(4), b"        [1]\n"),
+            Ok(vec![b"[1]".to_vec()])
+        );
+        assert_eq!(
+            decode_with(limits(4), b"  [1,2]\n"),
             Err(FrameError::LineTooLong { limit: 4 })
         );
     }

@@ -173,17 +173,42 @@ impl Host {
             return;
         };
         let providers_left = live.session.any_elicitation_handler();
+        let samplers_left = live.session.attached.values().any(|a| a.request_sampling);
+        let mut samplings = Vec::new();
         let mut elicitations = Vec::new();
         let mut commands = Vec::new();
         for (id, p) in &live.pending {
             match p {
                 Pending::Elicitation { .. } if !providers_left => elicitations.push(id.clone()),
                 Pending::Command { owner, .. } if *owner == conn => commands.push(id.clone()),
+                Pending::Sampling { .. } if !samplers_left => samplings.push(id.clone()),
                 _ => {}
             }
         }
         for id in elicitations {
             self.resolve_elicitation(session, &id, &json!({"action": "cancel"}));
+        }
+        for id in samplings {
+            if let Some(Pending::Sampling { token }) = self
+                .sessions
+                .get_mut(session)
+                .and_then(|l| l.pending.shift_remove(&id))
+            {
+                if let Some(live) = self.sessions.get_mut(session) {
+                    live.resolved.insert(id.clone());
+                }
+                self.emit(
+                    session,
+                    "sampling.completed",
+                    &serde_json::json!({"requestId": id}),
+                    true,
+                );
+                self.answer(
+                    session,
+                    AnswerTo::Agent(token),
+                    Err("the last client that answers sampling left".into()),
+                );
+            }
         }
         for id in commands {
             self.resolve_command(

@@ -143,11 +143,25 @@ impl Host {
         let before = capabilities_of(live);
         let commands_before = commands_of(live);
         live.session.attached.shift_remove(&conn);
-        live.waiters.retain(|(c, _, _)| *c != conn);
+        let (departed, staying): (Vec<_>, Vec<_>) = std::mem::take(&mut live.waiters)
+            .into_iter()
+            .partition(|(c, _, _)| *c == conn);
+        live.waiters = staying;
         let after = capabilities_of(live);
         let commands_after = commands_of(live);
         let now_empty = live.session.attached.is_empty();
         let ran_turn = live.ran_turn;
+        for (c, id, _) in departed {
+            // Every request gets its one response, even when its caller leaves the session.
+            self.respond(
+                c,
+                &id,
+                Err(crate::jsonrpc::ErrorObject::new(
+                    crate::jsonrpc::code::INTERNAL_ERROR,
+                    "Request session.sendAndWait failed with message: the caller detached from the session before the turn ended",
+                )),
+            );
+        }
         self.resolve_for_departed(session, conn);
         self.announce_changes(session, before, after, commands_before, commands_after);
         if now_empty && ran_turn {

@@ -173,6 +173,8 @@ pub(crate) struct Live {
     pub approved_extensions: std::collections::BTreeSet<String>,
     /// The MCP Apps host context a client set (`session.mcp.apps.setHostContext`).
     pub mcp_host_context: Option<Value>,
+    /// The `messageId` of the prompt whose turn is running (from its `user.message`).
+    pub current_turn: Option<String>,
 }
 
 /// The protocol host. See the crate docs for the run loop.
@@ -682,6 +684,14 @@ impl Host {
         if event_type == "assistant.message" {
             live.last_assistant = Some(event.clone());
         }
+        if event_type == "user.message" {
+            // A new turn: its sendAndWait caller gets this turn's last reply.
+            live.current_turn = data
+                .get("messageId")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            live.last_assistant = None;
+        }
         if !ephemeral && self.config.report_persisted_events {
             self.outputs.push_back(Output::Persist {
                 session: session_id.to_owned(),
@@ -809,7 +819,12 @@ impl Host {
         if live.waiters.is_empty() {
             return;
         }
-        let waiters = std::mem::take(&mut live.waiters);
+        // Only the caller whose prompt this turn answered is done; others wait for theirs.
+        let turn = live.current_turn.take();
+        let (waiters, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut live.waiters)
+            .into_iter()
+            .partition(|(_, _, message_id)| Some(message_id) == turn.as_ref());
+        live.waiters = rest;
         let last = live.last_assistant.take();
         for (conn, id, message_id) in waiters {
             let result = if is_error {

@@ -67,6 +67,7 @@ impl Host {
             ran_turn: false,
             approved_extensions: Default::default(),
             mcp_host_context: None,
+            current_turn: None,
         }
     }
 
