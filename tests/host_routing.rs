@@ -188,7 +188,7 @@ fn a_stalled_reader_loses_only_streaming_events_then_is_closed_with_a_reason() {
     // Six segments of ten streamed words with a pause between them: a reader that keeps up
     // drains each segment before the next; a stalled one accumulates them.
     let segment = r#"{"say":"w1 w2 w3 w4 w5 w6 w7 w8 w9 w10"},{"sleep_ms":5}"#;
-    let steps = vec![segment; 6].join(",");
+    let steps = [segment; 6].join(",");
     let scenario = Scenario::from_json(&format!(r#"{{"default":[{steps}]}}"#)).unwrap();
     let budget = 16 * 1024;
     let config = HostConfig {
