@@ -891,3 +891,127 @@ fn persisted_events_are_reported_and_a_new_host_restores_the_session() {
         other => panic!("expected BadEvent at 1, got {other:?}"),
     }
 }
+
+#[test]
+fn shell_exec_is_a_runtime_action_whose_output_reaches_the_caller() {
+    use agentwire::host::ShellStream;
+    // Off by default: a clear error, no action.
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({"workingDirectory": "/w"}));
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.shell.exec",
+        json!({"sessionId":"s","command":"echo hi"}),
+    );
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--allow-shell"),
+        "{r}"
+    );
+    assert!(w.host.poll_output().is_none());
+
+    let mut w = World::new(HostConfig {
+        shell_enabled: true,
+        ..HostConfig::default()
+    });
+    let mut p = w.connect();
+    let mut other = w.connect();
+    create(&mut w, &mut p, "s", json!({"workingDirectory": "/w"}));
+    w.call(
+        &mut other,
+        &mut [&mut p],
+        "session.resume",
+        json!({"sessionId":"s"}),
+    );
+    let r = w.call(
+        &mut p,
+        &mut [&mut other],
+        "session.shell.exec",
+        json!({"sessionId":"s","command":"echo hi"}),
+    );
+    let process_id = r["result"]["processId"].as_str().unwrap().to_owned();
+    match w.host.poll_output() {
+        Some(Output::ShellExec {
+            process_id: id,
+            command,
+            cwd,
+            timeout_ms,
+        }) => {
+            assert_eq!(id, process_id);
+            assert_eq!(command, "echo hi");
+            assert_eq!(
+                cwd.as_deref(),
+                Some("/w"),
+                "the session's working directory"
+            );
+            assert_eq!(timeout_ms, 30_000);
+        }
+        other => panic!("expected ShellExec, got {other:?}"),
+    }
+    w.host
+        .handle_shell_output(w.now, &process_id, ShellStream::Stdout, b"hi\n");
+    w.host.handle_shell_exit(w.now, &process_id, Some(0));
+    w.pump(&mut [&mut p, &mut other]);
+    let out = p
+        .inbox
+        .iter()
+        .find(|m| m["method"] == "shell.output")
+        .unwrap();
+    assert_eq!(
+        out["params"],
+        json!({"sessionId":"s","processId":process_id,"stream":"stdout","data":"hi\n"})
+    );
+    let exit = p
+        .inbox
+        .iter()
+        .find(|m| m["method"] == "shell.exit")
+        .unwrap();
+    assert_eq!(exit["params"]["exitCode"], 0);
+    assert!(
+        other.inbox.iter().all(|m| m["method"] != "shell.output"),
+        "only the caller"
+    );
+    // Killing a finished process reports false; a running one asks the runtime to kill it.
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.shell.kill",
+        json!({"sessionId":"s","processId":process_id}),
+    );
+    assert_eq!(r["result"], json!({"killed": false}));
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.shell.exec",
+        json!({"sessionId":"s","command":"sleep 9"}),
+    );
+    let second = r["result"]["processId"].as_str().unwrap().to_owned();
+    let _ = w.host.poll_output();
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.shell.kill",
+        json!({"sessionId":"s","processId":second}),
+    );
+    assert_eq!(r["result"], json!({"killed": true}));
+    assert_eq!(
+        w.host.poll_output(),
+        Some(Output::ShellKill {
+            process_id: second.clone(),
+            signal: "SIGTERM".into()
+        })
+    );
+    // A caller that leaves gets its commands killed.
+    w.host.handle_eof(w.now, p.conn);
+    assert_eq!(
+        w.host.poll_output(),
+        Some(Output::ShellKill {
+            process_id: second,
+            signal: "SIGKILL".into()
+        })
+    );
+}

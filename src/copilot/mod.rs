@@ -47,6 +47,8 @@ pub const METHODS: &[&str] = &[
     "session.mcp.apps.setHostContext",
     "session.mcp.apps.getHostContext",
     "session.mcp.apps.diagnose",
+    "session.shell.exec",
+    "session.shell.kill",
     "session.skills.reload",
     "runtime.shutdown",
 ];
@@ -128,6 +130,8 @@ impl Host {
             "session.mcp.apps.setHostContext" => self.mcp_set_host_context(params),
             "session.mcp.apps.getHostContext" => self.mcp_get_host_context(params),
             "session.mcp.apps.diagnose" => self.mcp_diagnose(params),
+            "session.shell.exec" => decode_required(params).and_then(|p| self.shell_exec(conn, p)),
+            "session.shell.kill" => decode_required(params).and_then(|p| self.shell_kill(p)),
             // Called by the Rust SDK after every resume; the scripted agent has no skills.
             "session.skills.reload" => {
                 let p: SessionParams = match decode_required(params) {

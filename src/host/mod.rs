@@ -16,6 +16,7 @@ mod drive;
 mod outbox;
 mod publish;
 mod restore;
+mod shell;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -33,6 +34,7 @@ use crate::Timestamp;
 pub use conn::{ConnId, Dialect};
 pub use outbox::{Outbox, OutboxOverflow};
 pub use restore::RestoreError;
+pub use shell::ShellStream;
 
 pub(crate) use bridge::{AnswerTo, Pending};
 use conn::Conn;
@@ -64,6 +66,9 @@ pub struct HostConfig {
     /// Emit [`Output::Persist`] for every persisted event and [`Output::SessionDeleted`] for
     /// deletions, so a runtime can keep a durable session store. Off by default.
     pub report_persisted_events: bool,
+    /// Let clients run shell commands (`session.shell.exec`) through the runtime. Off by
+    /// default: the method then fails with a reason.
+    pub shell_enabled: bool,
     /// Honour `requestMcpApps` (the runtime's `COPILOT_MCP_APPS=true` gate). Off by default:
     /// a request is then answered without `ui.mcpApps` and a `session.warning` says why.
     pub mcp_apps_enabled: bool,
@@ -91,6 +96,7 @@ impl Default for HostConfig {
             workspace_root: None,
             report_persisted_events: false,
             mcp_apps_enabled: false,
+            shell_enabled: false,
         }
     }
 }
@@ -109,6 +115,7 @@ impl fmt::Debug for HostConfig {
             .field("workspace_root", &self.workspace_root)
             .field("report_persisted_events", &self.report_persisted_events)
             .field("mcp_apps_enabled", &self.mcp_apps_enabled)
+            .field("shell_enabled", &self.shell_enabled)
             .finish_non_exhaustive()
     }
 }
@@ -149,6 +156,26 @@ pub enum Output {
     SessionDeleted {
         /// The deleted session.
         session: String,
+    },
+    /// Run `command` with `sh -c` in `cwd` (`session.shell.exec`, only with
+    /// [`HostConfig::shell_enabled`]); report its output with [`Host::handle_shell_output`]
+    /// and its end with [`Host::handle_shell_exit`]; kill it after `timeout_ms`.
+    ShellExec {
+        /// Id the client uses for this process.
+        process_id: String,
+        /// The command line.
+        command: String,
+        /// Working directory (the session's when the client gave none).
+        cwd: Option<String>,
+        /// Kill the command after this many milliseconds.
+        timeout_ms: u64,
+    },
+    /// Send `signal` (e.g. `SIGTERM`) to a process started by [`Output::ShellExec`].
+    ShellKill {
+        /// The process.
+        process_id: String,
+        /// The signal's name.
+        signal: String,
     },
 }
 
@@ -194,6 +221,8 @@ pub struct Host {
     /// Frames to emit after the response currently being built (e.g. `session.start`).
     pub(crate) after_response: Vec<AfterResponse>,
     pub(crate) foreground: Option<String>,
+    /// Commands the runtime is running for clients, by process id.
+    pub(crate) processes: BTreeMap<String, shell::ShellProcess>,
     pub(crate) last_session: Option<String>,
     unknown_responses: u64,
 }
@@ -247,6 +276,7 @@ impl Host {
             agent_inputs: VecDeque::new(),
             after_response: Vec::new(),
             foreground: None,
+            processes: BTreeMap::new(),
             last_session: None,
             unknown_responses: 0,
         }
@@ -325,6 +355,7 @@ impl Host {
         for (_, call) in c.calls.close_all() {
             self.finish_client_call(call, crate::correlation::Outcome::Closed);
         }
+        self.kill_processes_of(conn);
         for session in c.sessions {
             self.detach_conn(&session, conn);
         }
