@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use agentwire::frame::Framing;
-use agentwire::host::{Host, HostConfig, Output};
+use agentwire::host::{Host, HostConfig};
 use agentwire::Timestamp;
 use agentwire_store::{Problem, Store, StoreOptions, SyncPolicy, EVENTS_FILE, SESSION_STATE};
 use serde_json::{json, Value};
@@ -139,10 +139,7 @@ fn an_unparsable_last_line_is_cut_too() {
     let store = open(tmp.path());
     assert_eq!(store.loaded()[0].events.len(), 1);
     assert!(
-        matches!(
-            &store.problems()[..],
-            [Problem::TruncatedTail { line: 2, .. }]
-        ),
+        matches!(store.problems(), [Problem::TruncatedTail { line: 2, .. }]),
         "{:?}",
         store.problems()
     );
@@ -229,7 +226,7 @@ fn empty_directories_and_empty_logs_are_skipped_quietly() {
     let store = open(tmp.path());
     assert_eq!(loaded_ids(&store), ["ok"]);
     assert!(
-        matches!(&store.problems()[..], [Problem::Foreign { path }] if path.ends_with("%zz")),
+        matches!(store.problems(), [Problem::Foreign { path }] if path.ends_with("%zz")),
         "{:?}",
         store.problems()
     );

@@ -8,15 +8,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use agentwire::frame::Framing;
+use agentwire::frame::{encode_frame, Framing};
 use agentwire::host::{ConnId, Dialect, Host, HostConfig, Output};
 use agentwire::Timestamp;
-use bytes::Bytes;
+use agentwire_store::{Store, SyncHandle, SyncPolicy};
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::{TcpListener, ToSocketAddrs};
 use tokio::sync::{watch, Notify};
 use tokio::task::AbortHandle;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use crate::clock::now;
 
@@ -31,6 +32,14 @@ const WRITE_BUFFER: usize = 64 * 1024;
 
 /// How long to wait before retrying after a failed `accept`.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The JSON-RPC notification every connection receives when the server shuts down, as the
+/// last message before its stream ends: `{"jsonrpc":"2.0","method":"agentwire/shutdown",
+/// "params":{"reason":"…"}}`. The reason is the one given to [`Server::shutdown`] (for
+/// example `runtime.shutdown requested by a client` or `received SIGTERM`). ACP connections
+/// receive it as the extension notification `_agentwire/shutdown` (ACP reserves names
+/// starting with `_` for extensions).
+pub const SHUTDOWN_NOTIFICATION: &str = "agentwire/shutdown";
 
 /// Tuning for a [`Server`]. `ServerOptions::default()` is what [`Server::new`] uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,22 +144,92 @@ impl Server {
 
     /// A server that drives an existing host (for example one that already has state).
     pub fn from_host(host: Host, options: ServerOptions) -> Self {
+        Server::build(host, options, None)
+    }
+
+    /// A server whose sessions outlive the process: a new [`Host`] built from `config` with
+    /// [`HostConfig::report_persisted_events`] set, into which every session loaded by
+    /// `store` is restored first (problems found while loading are logged as warnings). Then
+    /// every persisted event is appended to the store before the frames carrying it can be
+    /// written to any connection, `session.delete` removes the session's stored state, and
+    /// the store is synced when a `serve_*` call returns. With
+    /// [`SyncPolicy::EveryEvent`] each connection's frames wait until the events they carry
+    /// are synced. When `config.workspace_root` is unset it becomes the store's data
+    /// directory, so `workspacePath` names the session's directory in the store. See the
+    /// `agentwire-store` crate docs for what reaches the disk when.
+    pub fn with_store(mut config: HostConfig, options: ServerOptions, mut store: Store) -> Self {
+        config.report_persisted_events = true;
+        if config.workspace_root.is_none() {
+            config.workspace_root = Some(store.data_dir().to_string_lossy().into_owned());
+        }
+        let mut host = Host::new(config);
+        let found = store.loaded().len();
+        let problems = store.restore(&mut host, now());
+        let rejected = problems
+            .iter()
+            .filter(|p| matches!(p, agentwire_store::Problem::Rejected { .. }))
+            .count();
+        for problem in &problems {
+            warn!("session store: {problem}");
+        }
+        info!(
+            dir = %store.data_dir().display(),
+            sessions = found - rejected,
+            "sessions loaded"
+        );
+        Server::build(host, options, Some(store))
+    }
+
+    fn build(host: Host, options: ServerOptions, mut store: Option<Store>) -> Self {
         let (shutdown, _) = watch::channel(None);
         let (live, _) = watch::channel(0);
+        let sync = store.as_ref().map(Store::sync_handle);
+        let synced = match store.as_mut() {
+            Some(store) if store.options().sync == SyncPolicy::EveryEvent => {
+                let (tx, _) = watch::channel(0u64);
+                let tx = Arc::new(tx);
+                let listener = tx.clone();
+                store.set_sync_listener(move |seq| {
+                    listener.send_replace(seq);
+                });
+                Some(tx)
+            }
+            _ => None,
+        };
         Server {
             shared: Arc::new(Shared {
+                processes: Arc::default(),
                 inner: Mutex::new(Inner {
                     host,
                     conns: HashMap::new(),
                     armed: None,
                     shutting_down: false,
+                    store,
+                    farewell: None,
                 }),
                 timer: Arc::new(Notify::new()),
                 timer_started: AtomicBool::new(false),
                 shutdown,
                 live,
                 options,
+                sync,
+                synced,
             }),
+        }
+    }
+
+    /// Syncs the session store to disk (`fsync` of every log written since the last sync),
+    /// if the server has one. The `serve_*` calls do this when they return.
+    pub fn flush_store(&self) -> io::Result<()> {
+        match &self.shared.sync {
+            Some(sync) => sync.flush(),
+            None => Ok(()),
+        }
+    }
+
+    fn flush_store_logged(&self) {
+        if let Err(e) = self.flush_store() {
+            warn!(error = %e, "session store: fsync failed");
         }
     }
 
@@ -194,6 +273,7 @@ impl Server {
                 closing: AtomicBool::new(false),
                 done,
                 tasks: Mutex::new(Tasks::default()),
+                farewell: Mutex::new(inner.farewell.clone()),
             });
             inner.conns.insert(id, state.clone());
             shared.live.send_replace(inner.conns.len());
@@ -237,6 +317,7 @@ impl Server {
                 let _ = tokio::time::timeout(self.grace(), conn.closed()).await;
             }
         }
+        self.flush_store_logged();
         match self.shared.shutdown.borrow().clone() {
             Some(reason) => Stopped::Shutdown { reason },
             None => Stopped::Disconnected,
@@ -276,6 +357,7 @@ impl Server {
                 reason = self.shutdown_requested() => {
                     drop(listener);
                     self.wait_all_closed().await;
+                    self.flush_store_logged();
                     return Stopped::Shutdown { reason };
                 }
                 accepted = listener.accept() => match accepted {
@@ -305,9 +387,10 @@ impl Server {
         reason.unwrap_or_default()
     }
 
-    /// Shuts the server down as if the host had output `Shutdown { reason }`: every
-    /// connection flushes what the host has queued for it and is closed, and the `serve_*`
-    /// futures return [`Stopped::Shutdown`].
+    /// Shuts the server down as if the host had output `Shutdown { reason }`: the listener
+    /// stops accepting, every connection flushes what the host has queued for it (bounded by
+    /// the flush timeout), receives the [`SHUTDOWN_NOTIFICATION`] with `reason` and is closed,
+    /// the session store is synced, and the `serve_*` futures return [`Stopped::Shutdown`].
     pub fn shutdown(&self, reason: impl Into<String>) {
         let reason = reason.into();
         let mut deferred = Vec::new();
@@ -330,9 +413,28 @@ impl Server {
     }
 }
 
+/// A handle to a [`Server`] that does not keep it alive.
+#[derive(Clone)]
+pub(crate) struct WeakServer(Weak<Shared>);
+
+impl WeakServer {
+    /// The server, if a handle to it still exists.
+    pub(crate) fn upgrade(&self) -> Option<Server> {
+        self.0.upgrade().map(|shared| Server { shared })
+    }
+}
+
+impl Server {
+    pub(crate) fn downgrade(&self) -> WeakServer {
+        WeakServer(Arc::downgrade(&self.shared))
+    }
+}
+
 /// State shared by the server handles and all tasks.
 struct Shared {
     inner: Mutex<Inner>,
+    /// Commands run for clients (`session.shell.exec`).
+    processes: Arc<crate::shell::Processes>,
     /// Wakes the timer task when the host's deadline changed.
     timer: Arc<Notify>,
     timer_started: AtomicBool,
@@ -341,6 +443,10 @@ struct Shared {
     /// Number of open connections.
     live: watch::Sender<usize>,
     options: ServerOptions,
+    /// Syncs the store without the host lock.
+    sync: Option<SyncHandle>,
+    /// With `SyncPolicy::EveryEvent`: the append sequence number every completed sync covers.
+    synced: Option<Arc<watch::Sender<u64>>>,
 }
 
 struct Inner {
@@ -349,6 +455,11 @@ struct Inner {
     /// The deadline the timer task last saw.
     armed: Option<Timestamp>,
     shutting_down: bool,
+    /// Where persisted events go (appended while draining, under the lock, before any writer
+    /// can take the frames produced by the same input).
+    store: Option<Store>,
+    /// Once shutting down: the framed [`SHUTDOWN_NOTIFICATION`] each connection ends with.
+    farewell: Option<Bytes>,
 }
 
 struct ConnState {
@@ -360,6 +471,8 @@ struct ConnState {
     /// `true` once the connection has ended.
     done: watch::Sender<bool>,
     tasks: Mutex<Tasks>,
+    /// Written after the last frame, before the stream is shut down (server shutdown).
+    farewell: Mutex<Option<Bytes>>,
 }
 
 #[derive(Default)]
@@ -393,6 +506,8 @@ enum Caller {
 enum Deferred {
     Close(Arc<ConnState>, String),
     Shutdown(String),
+    /// `Output::ShellExec` / `Output::ShellKill`, performed after the lock is released.
+    Shell(Output),
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -447,8 +562,16 @@ impl Shared {
                     }
                 }
                 Output::Shutdown { reason } => self.start_shutdown(inner, reason, deferred),
-                // Persistence outputs are only produced when the host is configured to report
-                // them, which this driver does not do (yet).
+                // Stored now, before this lock is released: no writer can take the frames that
+                // carry these events before their lines are written.
+                store @ (Output::Persist { .. } | Output::SessionDeleted { .. }) => {
+                    if let Some(Err(e)) = inner.store.as_mut().map(|s| s.apply(&store)) {
+                        warn!("{e}");
+                    }
+                }
+                shell @ (Output::ShellExec { .. } | Output::ShellKill { .. }) => {
+                    deferred.push(Deferred::Shell(shell));
+                }
                 other => tracing::debug!(?other, "ignoring host output"),
             }
         }
@@ -464,7 +587,10 @@ impl Shared {
             return;
         }
         inner.shutting_down = true;
+        let farewell = farewell(&self.options, &reason);
+        inner.farewell = Some(farewell.clone());
         for state in inner.conns.values() {
+            *lock(&state.farewell) = Some(farewell.clone());
             deferred.push(Deferred::Close(
                 state.clone(),
                 "server is shutting down".to_owned(),
@@ -481,6 +607,23 @@ impl Shared {
                     debug!(%reason, "shutting down");
                     self.shutdown.send_replace(Some(reason));
                 }
+                Deferred::Shell(Output::ShellExec {
+                    process_id,
+                    command,
+                    cwd,
+                    timeout_ms,
+                }) => {
+                    let shared = Arc::clone(self);
+                    let with_host: crate::shell::WithHost = Arc::new(move |f| {
+                        shared.with_inner(|inner, now| f(&mut inner.host, now));
+                    });
+                    self.processes
+                        .start(with_host, process_id, command, cwd, timeout_ms);
+                }
+                Deferred::Shell(Output::ShellKill { process_id, .. }) => {
+                    self.processes.kill(&process_id);
+                }
+                Deferred::Shell(_) => {}
             }
         }
     }
@@ -541,6 +684,23 @@ impl Shared {
     }
 }
 
+/// The framed [`SHUTDOWN_NOTIFICATION`] for this server's dialect and framing.
+fn farewell(options: &ServerOptions, reason: &str) -> Bytes {
+    let method = match options.dialect {
+        Dialect::Acp => "_agentwire/shutdown",
+        _ => SHUTDOWN_NOTIFICATION,
+    };
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "method": method,
+        "params": {"reason": reason},
+    });
+    let body = serde_json::to_vec(&body).unwrap_or_default();
+    let mut buf = BytesMut::with_capacity(body.len() + 32);
+    encode_frame(options.framing, &body, &mut buf);
+    buf.freeze()
+}
+
 /// Removes a connection and tells the host, once. Runs under the lock.
 fn forget(inner: &mut Inner, now: Timestamp, id: ConnId, live: &watch::Sender<usize>) -> bool {
     if inner.conns.remove(&id).is_none() {
@@ -588,7 +748,7 @@ where
     let mut writer = BufWriter::with_capacity(WRITE_BUFFER, writer);
     let mut batch: Vec<Bytes> = Vec::new();
     let result: io::Result<()> = 'run: loop {
-        let ended = shared.with_inner(|inner, now| {
+        let (ended, mark) = shared.with_inner(|inner, now| {
             let mut taken = 0;
             while taken < WRITE_BATCH_BYTES {
                 match inner.host.poll_transmit(state.id) {
@@ -603,10 +763,18 @@ where
             // frame can be queued between the last check and `handle_eof`.
             if batch.is_empty() && state.closing.load(Ordering::SeqCst) {
                 forget(inner, now, state.id, &shared.live);
-                return true;
+                return (true, None);
             }
+            // Every event in these frames was appended up to this mark (`every-event` only).
+            let mark = match batch.is_empty() {
+                true => None,
+                false => inner.store.as_ref().and_then(Store::durability_mark),
+            };
             // A connection the host already forgot (ended elsewhere) has nothing to write.
-            batch.is_empty() && !inner.conns.contains_key(&state.id)
+            (
+                batch.is_empty() && !inner.conns.contains_key(&state.id),
+                mark,
+            )
         });
         if ended {
             break Ok(());
@@ -614,6 +782,10 @@ where
         if batch.is_empty() {
             state.wake.notified().await;
             continue;
+        }
+        if let (Some(mark), Some(synced)) = (mark, &shared.synced) {
+            // Hold the frames until their events are on disk; other connections go on.
+            let _ = synced.subscribe().wait_for(|s| *s >= mark).await;
         }
         for frame in batch.drain(..) {
             if let Err(e) = writer.write_all(&frame).await {
@@ -626,7 +798,15 @@ where
     };
     match result {
         Ok(()) => {
-            let _ = tokio::time::timeout(shared.options.flush_timeout, writer.shutdown()).await;
+            let farewell = lock(&state.farewell).take();
+            let _ = tokio::time::timeout(shared.options.flush_timeout, async {
+                if let Some(frame) = farewell {
+                    writer.write_all(&frame).await?;
+                    writer.flush().await?;
+                }
+                writer.shutdown().await
+            })
+            .await;
             shared.finished(&state, Caller::Writer);
         }
         Err(e) => {

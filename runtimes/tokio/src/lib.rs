@@ -22,6 +22,17 @@
 //! `Host::handle_eof`, whatever ended it (peer EOF, an IO error, or a close the host asked for
 //! after its frames were flushed).
 //!
+//! With a durable session store ([`Server::with_store`], an [`agentwire_store::Store`]), the
+//! driver appends every `Output::Persist` to the store while it drains the host's outputs,
+//! under the lock and therefore before any writer task can take the frames produced by the
+//! same input: an event a client has received is in the store's log, even if the process is
+//! killed right after. `Output::SessionDeleted` removes the session's stored state.
+//!
+//! Shutting down ([`Server::shutdown`], the host's `Output::Shutdown` for `runtime.shutdown`,
+//! or a signal with [`Server::shutdown_on_signals`]) stops accepting, lets every connection
+//! write what is queued for it (bounded by [`ServerOptions::flush_timeout`]), sends it the
+//! [`SHUTDOWN_NOTIFICATION`] with the reason, closes it, and syncs the store.
+//!
 //! # Example
 //!
 //! ```no_run
@@ -42,7 +53,10 @@
 
 mod clock;
 mod driver;
+mod shell;
+mod signals;
 
 pub use agentwire;
+pub use agentwire_store;
 pub use clock::now;
-pub use driver::{Connection, Server, ServerOptions, Stopped, READ_CHUNK};
+pub use driver::{Connection, Server, ServerOptions, Stopped, READ_CHUNK, SHUTDOWN_NOTIFICATION};

@@ -2,6 +2,7 @@
 //!
 //! Run with no arguments to serve on TCP with the built-in defaults; see `--help`.
 
+mod store_args;
 mod tui;
 
 use std::io::Write;
@@ -11,6 +12,7 @@ use std::process::ExitCode;
 use agentwire_tokio::agentwire::agent::Scenario;
 use agentwire_tokio::agentwire::frame::Framing;
 use agentwire_tokio::agentwire::host::{Dialect, HostConfig};
+use agentwire_tokio::agentwire_store::Store;
 use agentwire_tokio::{Server, ServerOptions, Stopped};
 use clap::{Parser, ValueEnum};
 use tracing::{error, info};
@@ -29,7 +31,9 @@ newline-delimited JSON-RPC on stdin/stdout by default (stdout carries only compa
 or TCP with --port N. It needs the tokio runtime.
 
 If COPILOT_CONNECTION_TOKEN is set, clients must send it in `connect` before anything else.
-The process exits 0 after a client calls `runtime.shutdown` (or, with --stdio, when stdin ends).
+The process exits 0 after a client calls `runtime.shutdown` (or, with --stdio, when stdin ends), or on SIGINT/SIGTERM: it stops accepting, writes what is queued (5 s at most), sends every client an `agentwire/shutdown` notification with the reason, and syncs the session store. A second signal exits at once (status 130/143).
+
+Sessions are stored in --data-dir (default: $COPILOT_HOME, else ~/.agentwire) under session-state/<sessionId>/events.jsonl and loaded again at start; --no-store keeps them in memory.
 
 Also accepted and ignored, for compatibility with the Copilot SDKs: --no-auto-update, \
 --log-level L, --no-auto-login, --auth-token-env NAME, --session-idle-timeout S, --remote.";
@@ -81,6 +85,9 @@ struct Cli {
     /// Async runtime that drives the server; all three behave the same.
     #[arg(long, value_enum, default_value_t = RuntimeKind::Tokio)]
     runtime: RuntimeKind,
+
+    #[command(flatten)]
+    store: store_args::StoreArgs,
 
     #[arg(long, hide = true)]
     no_auto_update: bool,
@@ -151,8 +158,12 @@ fn main() -> ExitCode {
         };
     }
 
+    let store = match cli.store.open(matches!(cli.runtime, RuntimeKind::Tokio)) {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
     match cli.runtime {
-        RuntimeKind::Tokio => run_tokio(mode, config, server_options(&cli)),
+        RuntimeKind::Tokio => run_tokio(mode, config, server_options(&cli), store),
         // As with tokio, the stdin reader may be parked in a blocking read: returning from
         // `main` ends the process without waiting for it.
         RuntimeKind::Smol => {
@@ -178,7 +189,12 @@ fn server_options(cli: &Cli) -> ServerOptions {
     }
 }
 
-fn run_tokio(mode: Mode, config: HostConfig, options: ServerOptions) -> ExitCode {
+fn run_tokio(
+    mode: Mode,
+    config: HostConfig,
+    options: ServerOptions,
+    store: Option<Store>,
+) -> ExitCode {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -186,7 +202,7 @@ fn run_tokio(mode: Mode, config: HostConfig, options: ServerOptions) -> ExitCode
             return ExitCode::FAILURE;
         }
     };
-    let code = runtime.block_on(run(mode, config, options));
+    let code = runtime.block_on(run(mode, config, options, store));
     // The stdin reader may be parked in a blocking read; don't wait for it.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     code
@@ -232,8 +248,19 @@ fn setup(cli: &Cli) -> Result<(Mode, HostConfig), UsageError> {
     Ok((mode, config))
 }
 
-async fn run(mode: Mode, config: HostConfig, options: ServerOptions) -> ExitCode {
-    let server = Server::with_options(config, options);
+async fn run(
+    mode: Mode,
+    config: HostConfig,
+    options: ServerOptions,
+    store: Option<Store>,
+) -> ExitCode {
+    let server = match store {
+        Some(store) => Server::with_store(config, options, store),
+        None => Server::with_options(config, options),
+    };
+    if let Err(e) = server.shutdown_on_signals() {
+        error!(error = %e, "cannot handle SIGINT/SIGTERM");
+    }
     let stopped = match mode {
         Mode::Stdio => {
             info!("serving on stdio");

@@ -19,6 +19,12 @@ fn command(args: &[&str]) -> Command {
     cmd.args(args)
         .env_remove("COPILOT_CONNECTION_TOKEN")
         .env_remove("RUST_LOG")
+        // The default session store is $COPILOT_HOME/session-state: never the real home.
+        // These tests create no session, so nothing is written there.
+        .env(
+            "COPILOT_HOME",
+            concat!(env!("CARGO_TARGET_TMPDIR"), "/cli-copilot-home"),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

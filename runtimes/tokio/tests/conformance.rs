@@ -492,7 +492,7 @@ async fn binary_over_stdio_and_tcp<R: RuntimeUnderTest>() {
     const BIN: &str = env!("CARGO_BIN_EXE_agentwire");
 
     let mut child = Command::new(BIN)
-        .args(["--runtime", R::FLAG, "--stdio"])
+        .args(["--runtime", R::FLAG, "--stdio", "--no-store"])
         .env_remove("COPILOT_CONNECTION_TOKEN")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -512,7 +512,7 @@ async fn binary_over_stdio_and_tcp<R: RuntimeUnderTest>() {
     assert!(status.success(), "--stdio exited with {status}");
 
     let mut child = Command::new(BIN)
-        .args(["--runtime", R::FLAG, "--port", "0"])
+        .args(["--runtime", R::FLAG, "--port", "0", "--no-store"])
         .env_remove("COPILOT_CONNECTION_TOKEN")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

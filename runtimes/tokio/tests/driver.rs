@@ -218,6 +218,15 @@ async fn server_shutdown_flushes_and_closes_every_connection() {
         "bounded by the flush timeout"
     );
     assert_eq!(server.connection_count(), 0);
+    // The last message says why, then the stream ends.
+    let notice = within("the shutdown notice", a_reader.next())
+        .await
+        .unwrap();
+    assert_eq!(
+        notice,
+        Some(json!({"jsonrpc":"2.0","method":"agentwire/shutdown",
+                    "params":{"reason":"test is over"}}))
+    );
     let end = within("a's stream ends", a_reader.next()).await.unwrap();
     assert!(end.is_none());
     assert_eq!(server.shutdown_requested().await, "test is over");
@@ -276,6 +285,11 @@ async fn tcp_clients_share_one_host() {
     server.shutdown("done");
     within("serve_tcp returns", serving).await.unwrap();
     for (mut r, _) in clients {
+        let notice = within("client sees the shutdown notice", r.next()).await;
+        assert!(
+            matches!(&notice, Ok(Some(m)) if m["method"] == "agentwire/shutdown"),
+            "{notice:?}"
+        );
         let end = within("client sees the close", r.next()).await;
         assert!(matches!(end, Ok(None) | Err(_)), "{end:?}");
     }

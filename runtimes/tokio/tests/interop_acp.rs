@@ -87,6 +87,7 @@ impl AgentProcess {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentwire"));
         command
             .arg("--acp")
+            .arg("--no-store")
             .args(extra)
             .arg("--seed")
             .arg("7")

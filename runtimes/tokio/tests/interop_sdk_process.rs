@@ -39,6 +39,8 @@ const PORT_TIMEOUT: Duration = Duration::from_secs(10);
 struct Proc {
     child: Child,
     stderr: Arc<Mutex<String>>,
+    /// `COPILOT_HOME` of the process (its session store), removed on drop.
+    _home: tempfile::TempDir,
 }
 
 impl Drop for Proc {
@@ -54,8 +56,10 @@ impl Drop for Proc {
 }
 
 fn spawn(args: &[&str], env: &[(&str, &str)], stdin: Stdio) -> Proc {
+    let home = tempfile::tempdir().expect("a temporary COPILOT_HOME");
     let mut cmd = Command::new(BIN);
     cmd.args(args)
+        .env("COPILOT_HOME", home.path())
         .envs(env.iter().copied())
         .env("RUST_LOG", "debug")
         .stdin(stdin)
@@ -73,7 +77,11 @@ fn spawn(args: &[&str], env: &[(&str, &str)], stdin: Stdio) -> Proc {
             s.push('\n');
         }
     });
-    Proc { child, stderr }
+    Proc {
+        child,
+        stderr,
+        _home: home,
+    }
 }
 
 /// Starts `agentwire --headless --port 0` (plus `extra` args/env) and returns it with its port,

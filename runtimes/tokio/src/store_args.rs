@@ -1,0 +1,62 @@
+//! `--data-dir`, `--no-store` and `--fsync`: where the binary keeps sessions.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use agentwire_tokio::agentwire_store::{default_data_dir, Store, StoreOptions, SyncPolicy};
+use tracing::info;
+
+/// The session store flags.
+#[derive(clap::Args, Debug)]
+pub struct StoreArgs {
+    /// Keep sessions in DIR so they outlive the process: each session's persisted events are
+    /// appended to DIR/session-state/<sessionId>/events.jsonl and loaded again at start
+    /// [default: $COPILOT_HOME when set, else ~/.agentwire].
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+
+    /// Keep sessions in memory only (nothing is read from or written to disk).
+    #[arg(long, conflicts_with = "data_dir")]
+    no_store: bool,
+
+    /// When to fsync the session logs: `never` (the kernel writes back; a killed process
+    /// loses nothing, a power loss can lose recent events), `every-event` (clients only see
+    /// events that are on disk), or an interval such as `1s`.
+    #[arg(long, value_name = "POLICY", default_value = "never")]
+    fsync: SyncPolicy,
+}
+
+impl StoreArgs {
+    /// Opens the store the flags ask for (`None`: in memory). `tokio` tells whether the
+    /// selected runtime supports a store; errors are printed and turned into the exit code.
+    pub fn open(&self, tokio: bool) -> Result<Option<Store>, ExitCode> {
+        if self.no_store {
+            return Ok(None);
+        }
+        if !tokio {
+            if self.data_dir.is_some() {
+                eprintln!("error: --data-dir needs the tokio runtime (or pass --no-store)");
+                return Err(ExitCode::from(2));
+            }
+            info!("this runtime keeps sessions in memory only");
+            return Ok(None);
+        }
+        let Some(dir) = self.data_dir.clone().or_else(default_data_dir) else {
+            eprintln!(
+                "error: no data directory: set HOME or COPILOT_HOME, or pass --data-dir DIR \
+                 or --no-store"
+            );
+            return Err(ExitCode::from(2));
+        };
+        match Store::open(&dir, StoreOptions { sync: self.fsync }) {
+            Ok(store) => Ok(Some(store)),
+            Err(e) => {
+                eprintln!(
+                    "error: cannot open the session store in {}: {e}",
+                    dir.display()
+                );
+                Err(ExitCode::FAILURE)
+            }
+        }
+    }
+}
