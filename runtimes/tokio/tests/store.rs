@@ -519,3 +519,37 @@ async fn a_second_sigterm_exits_at_once() {
     })
     .await
 }
+
+/// `--fsync every-event` (frames wait for the sync that covers their events) and an interval
+/// policy serve a conversation normally, and the log holds what the client saw.
+#[tokio::test]
+async fn fsync_policies_serve_and_store_normally() {
+    sdk::bounded(async {
+        for policy in ["every-event", "20ms"] {
+            let data = tempfile::tempdir().unwrap();
+            let server = Agentwire::start(data.path(), &["--fsync", policy]).await;
+            let client = server.client().await;
+            let id = sdk::new_session_id();
+            let mut c = sdk::create_session(&client, &id, true).await;
+            for prompt in ["one", sdk::WEATHER_PROMPT, "three"] {
+                sdk::turn(&c.session, prompt).await;
+                c.events.turn().await;
+            }
+            sdk::assert_history_matches(&c.session, &c.events.seen).await;
+            let persisted: Vec<&str> = c
+                .events
+                .seen
+                .iter()
+                .filter(|e| e.ephemeral.is_none())
+                .map(|e| e.id.as_str())
+                .collect();
+            assert_eq!(
+                value_ids(&stored(data.path(), &id)),
+                persisted,
+                "--fsync {policy}"
+            );
+            server.shutdown_via_sdk(&client).await;
+        }
+    })
+    .await
+}
