@@ -82,6 +82,15 @@ struct Cli {
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
 
+    /// Let clients run shell commands on this machine (`session.shell.exec`); off by default.
+    #[arg(long)]
+    allow_shell: bool,
+
+    /// Honour clients' `requestMcpApps` (also enabled by COPILOT_MCP_APPS=true in the
+    /// environment, as with the real runtime).
+    #[arg(long)]
+    mcp_apps: bool,
+
     /// Async runtime that drives the server; all three behave the same.
     #[arg(long, value_enum, default_value_t = RuntimeKind::Tokio)]
     runtime: RuntimeKind,
@@ -245,6 +254,9 @@ fn setup(cli: &Cli) -> Result<(Mode, HostConfig), UsageError> {
     config.connection_token = std::env::var("COPILOT_CONNECTION_TOKEN")
         .ok()
         .filter(|t| !t.is_empty());
+    config.shell_enabled = cli.allow_shell;
+    config.mcp_apps_enabled = cli.mcp_apps
+        || std::env::var("COPILOT_MCP_APPS").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
     Ok((mode, config))
 }
 
