@@ -369,3 +369,42 @@ proptest! {
         }
     }
 }
+
+/// An abort drops the prompts queued behind the running turn: every `sendAndWait` caller is
+/// answered (`aborted: true`), none waits forever (found by the simulation, seed 23).
+#[test]
+fn abort_answers_every_send_and_wait_including_queued_ones() {
+    let mut w = world(r#"{"default":[{"sleep_ms":1000},{"say":"late"}]}"#);
+    let mut a = w.connect();
+    create(&mut w, &mut a, "s", json!({}));
+    for (id, prompt) in [(50, "first"), (51, "second")] {
+        w.send_frame(
+            &a,
+            &json!({"jsonrpc":"2.0","id":id,"method":"session.sendAndWait",
+                                  "params":{"sessionId":"s","prompt":prompt}}),
+        );
+    }
+    w.pump(&mut [&mut a]);
+    assert!(
+        a.inbox.iter().all(|m| m["id"] != 50 && m["id"] != 51),
+        "both still waiting"
+    );
+    w.call(&mut a, &mut [], "session.abort", json!({"sessionId":"s"}));
+    for id in [50, 51] {
+        let reply = a
+            .inbox
+            .iter()
+            .find(|m| m["id"] == id)
+            .unwrap_or_else(|| panic!("{id} never answered"));
+        assert_eq!(reply["result"]["aborted"], true, "{reply}");
+        assert!(
+            reply["result"].get("response").is_none(),
+            "no reply was produced: {reply}"
+        );
+    }
+    w.run_timers(&mut [&mut a]);
+    assert!(
+        !a.types("s").iter().any(|t| t == "assistant.message"),
+        "the aborted turns never speak"
+    );
+}

@@ -404,16 +404,7 @@ impl Host {
     /// The next frame to write to `conn`, in emit order.
     #[must_use]
     pub fn poll_transmit(&mut self, conn: ConnId) -> Option<Bytes> {
-        let c = self.conns.get_mut(&conn)?;
-        let frame = c.outbox.pop();
-        if c.outbox.is_empty() && c.drop_session.is_some() && !c.closing {
-            // The reader caught up: tell it, once, how many streaming events it lost.
-            let dropped = c.outbox.take_unreported_drops();
-            if let Some(session) = c.drop_session.take() {
-                self.report_drops(conn, &session, dropped);
-            }
-        }
-        frame
+        self.conns.get_mut(&conn)?.outbox.pop()
     }
 
     /// Sends a lagging connection a `session.warning` (`warningType: "events_dropped"`)
@@ -751,6 +742,8 @@ impl Host {
         let live = sessions.get(session_id)?;
         let mut acp_targets: smallvec::SmallVec<[ConnId; 4]> = smallvec::SmallVec::new();
         let mut overflowed: smallvec::SmallVec<[ConnId; 2]> = smallvec::SmallVec::new();
+        let mut caught_up: smallvec::SmallVec<[(ConnId, String, u64); 2]> =
+            smallvec::SmallVec::new();
         for (conn, attachment) in &live.session.attached {
             if only.is_some_and(|o| o != *conn)
                 || !audience::receives(attachment, event_type, &live.approved_extensions)
@@ -773,6 +766,13 @@ impl Host {
                         c.in_ready = true;
                         ready.push_back(*conn);
                     }
+                    // The reader caught up (its queue was empty) after losing streaming
+                    // events: tell it how many, once.
+                    if became_ready && !droppable {
+                        if let Some(session) = c.drop_session.take() {
+                            caught_up.push((*conn, session, c.outbox.take_unreported_drops()));
+                        }
+                    }
                 }
                 Err(OutboxOverflow::DurableDoesNotFit) => overflowed.push(*conn),
             }
@@ -783,6 +783,9 @@ impl Host {
         }
         for conn in overflowed {
             self.fail_slow_consumer(conn);
+        }
+        for (conn, session, dropped) in caught_up {
+            self.report_drops(conn, &session, dropped);
         }
         if !acp_targets.is_empty() {
             self.acp_on_event(session_id, &event, &acp_targets);
@@ -851,10 +854,12 @@ impl Host {
             return;
         }
         // Only the caller whose prompt this turn answered is done; others wait for theirs.
+        // An abort also drops the queued prompts, so then every caller is done (aborted).
         let turn = live.current_turn.take();
+        let aborted_all = data.get("aborted").and_then(Value::as_bool) == Some(true);
         let (waiters, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut live.waiters)
             .into_iter()
-            .partition(|(_, _, message_id)| Some(message_id) == turn.as_ref());
+            .partition(|(_, _, message_id)| aborted_all || Some(message_id) == turn.as_ref());
         live.waiters = rest;
         let last = live.last_assistant.take();
         for (conn, id, message_id) in waiters {
@@ -866,9 +871,10 @@ impl Host {
                     .to_owned();
                 Err(ErrorObject::new(jsonrpc::code::INTERNAL_ERROR, message))
             } else {
+                let own_turn = Some(&message_id) == turn.as_ref();
                 let mut result = serde_json::Map::new();
                 result.insert("messageId".into(), Value::String(message_id));
-                if let Some(event) = &last {
+                if let Some(event) = last.as_ref().filter(|_| own_turn) {
                     let value: Value = serde_json::from_slice(&event.json).unwrap_or(Value::Null);
                     result.insert("response".into(), value);
                 }
