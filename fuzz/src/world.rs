@@ -995,8 +995,15 @@ impl World {
             .as_str()
             .is_some_and(|m| m.ends_with("is already in flight"));
         let queue = conn.sent.entry(raw.to_owned()).or_default();
+        let deferred_pending = queue.iter().any(|s| s.deferred);
         let sent = if duplicate && queue.len() >= 2 {
             queue.remove(1)
+        } else if deferred_pending {
+            // A deferred request shares the id: the response is the synchronous one if a
+            // synchronous request with this id is next in line, else the deferred one's.
+            let sync_next = conn.sync_order.front().map(String::as_str) == Some(raw);
+            let i = queue.iter().position(|s| s.deferred != sync_next);
+            i.and_then(|i| queue.remove(i))
         } else {
             queue.pop_front()
         }
@@ -1212,7 +1219,6 @@ impl World {
         }
         self.session_ids.insert(session.clone());
         let modelled = self.conns[c].modelled();
-        let client = self.conns[c].client;
         let view = self.conns[c].views.entry(session.clone()).or_default();
         if modelled && is_streaming_delta_type(&ty) {
             ensure!(
