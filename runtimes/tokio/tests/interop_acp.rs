@@ -85,12 +85,16 @@ impl AgentProcess {
         std::fs::write(dir.join("hello.txt"), "Hello from the workspace!\n").unwrap();
         std::fs::write(dir.join("second.txt"), "Second file.\n").unwrap();
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentwire"));
+        command.arg("--acp").args(extra);
+        // In memory and with fixed ids unless the test says otherwise (a stored session must
+        // not meet the same ids again in a second process).
+        if !extra.contains(&"--data-dir") {
+            command.arg("--no-store");
+        }
+        if !extra.contains(&"--seed") {
+            command.arg("--seed").arg("7");
+        }
         command
-            .arg("--acp")
-            .arg("--no-store")
-            .args(extra)
-            .arg("--seed")
-            .arg("7")
             .arg("--scenario")
             .arg(&scenario)
             .stdin(Stdio::piped())
@@ -102,7 +106,12 @@ impl AgentProcess {
 
     /// `agentwire --acp` on stdio.
     fn spawn(name: &str) -> AgentProcess {
-        let (dir, mut command) = AgentProcess::prepare(name, &[]);
+        AgentProcess::spawn_with(name, &[])
+    }
+
+    /// `agentwire --acp EXTRA…` on stdio.
+    fn spawn_with(name: &str, extra: &[&str]) -> AgentProcess {
+        let (dir, mut command) = AgentProcess::prepare(name, extra);
         let mut child = command.spawn().expect("spawn agentwire --acp");
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
@@ -692,4 +701,82 @@ async fn acp_over_tcp_with_port() {
     );
     agent.assert_strict_output();
     agent.finish().await;
+}
+
+#[tokio::test]
+async fn a_fresh_process_loads_a_stored_session_then_prompts_work() {
+    let data = std::env::temp_dir().join(format!("agentwire-acp-data-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let data_arg = data.to_str().unwrap().to_owned();
+    let policy: Policy = Arc::new(Mutex::new(Some("allow-once")));
+
+    // First process: a turn that reads a workspace file, then the process exits.
+    let mut first =
+        AgentProcess::spawn_with("persist-1", &["--data-dir", &data_arg, "--seed", "1"]);
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let cwd = first.dir.clone();
+    let wire = first.wire.clone();
+    let session = with_client(&mut first, seen.clone(), policy.clone(), async |cx| {
+        let session = init_and_new(&cx, &cwd).await?;
+        cx.send_request(PromptRequest::new(
+            session.clone(),
+            text("read file hello.txt"),
+        ))
+        .block_task()
+        .await?;
+        settle(&wire, &seen).await;
+        Ok(session)
+    })
+    .await;
+    first.finish().await;
+
+    // A fresh process on the same data directory loads it.
+    let mut second =
+        AgentProcess::spawn_with("persist-2", &["--data-dir", &data_arg, "--seed", "2"]);
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let cwd = second.dir.clone();
+    let wire = second.wire.clone();
+    let loaded = session.clone();
+    let stop = with_client(&mut second, seen.clone(), policy, async |cx| {
+        cx.send_request(InitializeRequest::new(ProtocolVersion::V1).client_capabilities(caps()))
+            .block_task()
+            .await?;
+        cx.send_request(LoadSessionRequest::new(loaded.clone(), cwd.clone()))
+            .block_task()
+            .await?;
+        settle(&wire, &seen).await;
+        let response = cx
+            .send_request(PromptRequest::new(loaded.clone(), text("and a follow-up")))
+            .block_task()
+            .await?;
+        settle(&wire, &seen).await;
+        Ok(response.stop_reason)
+    })
+    .await;
+    assert_eq!(stop, StopReason::EndTurn);
+    let wire = second.wire();
+    let load_response = wire
+        .iter()
+        .position(|m| m.get("method").is_none() && m["result"]["modes"].is_object())
+        .expect("the load response");
+    let replayed: Vec<&Value> = wire[..load_response]
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .map(|m| &m["params"]["update"])
+        .collect();
+    assert_eq!(
+        replayed[0]["sessionUpdate"], "user_message_chunk",
+        "{replayed:?}"
+    );
+    assert_eq!(replayed[0]["content"]["text"], "read file hello.txt");
+    let replayed_text: String = replayed
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .map(|u| u["content"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(replayed_text, "Hello from the workspace!\n");
+    assert!(agent_text(&seen.lock().unwrap().updates).ends_with("You said: and a follow-up"));
+    second.assert_strict_output();
+    second.finish().await;
+    let _ = std::fs::remove_dir_all(&data);
 }
