@@ -28,7 +28,7 @@ Content-Length framed JSON-RPC. Logs go to stderr (filter with RUST_LOG, default
 
 With --acp the server speaks the Agent Client Protocol v1 instead (for editors such as Zed): \
 newline-delimited JSON-RPC on stdin/stdout by default (stdout carries only compact JSON lines), \
-or TCP with --port N. It needs the tokio runtime.
+or TCP with --port N, on any runtime.
 
 If COPILOT_CONNECTION_TOKEN is set, clients must send it in `connect` before anything else.
 The process exits 0 after a client calls `runtime.shutdown` (or, with --stdio, when stdin ends), or on SIGINT/SIGTERM: it stops accepting, writes what is queued (5 s at most), sends every client an `agentwire/shutdown` notification with the reason, and syncs the session store. A second signal exits at once (status 130/143).
@@ -175,13 +175,24 @@ fn main() -> ExitCode {
         RuntimeKind::Tokio => run_tokio(mode, config, server_options(&cli), store),
         // As with tokio, the stdin reader may be parked in a blocking read: returning from
         // `main` ends the process without waiting for it.
-        RuntimeKind::Smol => {
-            smol::block_on(run_futures_io(agentwire_smol::Server::new(config), mode))
-        }
-        RuntimeKind::AsyncStd => async_std::task::block_on(run_futures_io(
-            agentwire_async_std::Server::new(config),
+        RuntimeKind::Smol => smol::block_on(run_futures_io(
+            agentwire_smol::Server::with_options(config, futures_io_options(&cli)),
             mode,
         )),
+        RuntimeKind::AsyncStd => async_std::task::block_on(run_futures_io(
+            agentwire_async_std::Server::with_options(config, futures_io_options(&cli)),
+            mode,
+        )),
+    }
+}
+
+/// The smol / async-std server's options: the same protocol choice as [`server_options`].
+fn futures_io_options(cli: &Cli) -> agentwire_smol::ServerOptions {
+    let tokio = server_options(cli);
+    agentwire_smol::ServerOptions {
+        framing: tokio.framing,
+        dialect: tokio.dialect,
+        ..agentwire_smol::ServerOptions::default()
     }
 }
 
@@ -218,9 +229,6 @@ fn run_tokio(
 }
 
 fn setup(cli: &Cli) -> Result<(Mode, HostConfig), UsageError> {
-    if cli.acp && !matches!(cli.runtime, RuntimeKind::Tokio) {
-        return Err(UsageError("--acp runs on the tokio runtime".into()));
-    }
     // ACP clients spawn the agent and talk over stdio unless a port is asked for.
     let acp_stdio = cli.acp && cli.port.is_none() && cli.host.is_none();
     let mode = if cli.stdio || acp_stdio {

@@ -366,7 +366,24 @@ fn update_lines_after(wire: &[Value], index: usize) -> usize {
 
 #[tokio::test]
 async fn a_prompt_reads_a_workspace_file_through_the_client() {
-    let mut agent = AgentProcess::spawn("read");
+    reads_a_workspace_file("read", &[]).await;
+}
+
+#[tokio::test]
+async fn the_same_on_the_smol_runtime() {
+    reads_a_workspace_file("read-smol", &["--runtime", "smol"]).await;
+}
+
+#[tokio::test]
+async fn the_same_on_the_async_std_runtime() {
+    reads_a_workspace_file("read-async-std", &["--runtime", "async-std"]).await;
+}
+
+/// initialize → session/new → a prompt that reads a workspace file: the tool call is
+/// announced, permission asked (allow once), the file read through `fs/read_text_file`, the
+/// call completed and the content answered — every update before the prompt's response.
+async fn reads_a_workspace_file(name: &str, extra: &[&str]) {
+    let mut agent = AgentProcess::spawn_with(name, extra);
     let seen = Arc::new(Mutex::new(Seen::default()));
     let policy: Policy = Arc::new(Mutex::new(Some("allow-once")));
     let cwd = agent.dir.clone();
