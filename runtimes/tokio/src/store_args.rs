@@ -10,7 +10,7 @@ use tracing::info;
 #[derive(clap::Args, Debug)]
 pub struct StoreArgs {
     /// Keep sessions in DIR so they outlive the process: each session's persisted events are
-    /// appended to DIR/session-state/<sessionId>/events.jsonl and loaded again at start
+    /// appended to `DIR/session-state/<sessionId>/events.jsonl` and loaded again at start
     /// [default: $COPILOT_HOME when set, else ~/.agentwire].
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
