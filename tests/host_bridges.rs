@@ -408,3 +408,17 @@ fn abort_answers_every_send_and_wait_including_queued_ones() {
         "the aborted turns never speak"
     );
 }
+
+/// The README's per-bridge example scenario is a valid scenario.
+#[test]
+fn the_readme_example_scenario_loads() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let at = readme
+        .find("### One example scenario per bridge")
+        .expect("the section");
+    let start = readme[at..].find("```json").unwrap() + at + "```json".len();
+    let end = readme[start..].find("```").unwrap() + start;
+    let scenario = Scenario::from_json(&readme[start..end]).expect("the README example is valid");
+    assert_eq!(scenario.rules.len(), 8);
+}
