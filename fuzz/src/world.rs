@@ -996,18 +996,25 @@ impl World {
             .is_some_and(|m| m.ends_with("is already in flight"));
         let queue = conn.sent.entry(raw.to_owned()).or_default();
         let deferred_pending = queue.iter().any(|s| s.deferred);
-        let sent = if duplicate && queue.len() >= 2 {
-            queue.remove(1)
-        } else if deferred_pending {
-            // A deferred request shares the id: the response is the synchronous one if a
-            // synchronous request with this id is next in line, else the deferred one's.
-            let sync_next = conn.sync_order.front().map(String::as_str) == Some(raw);
-            let i = queue.iter().position(|s| s.deferred != sync_next);
-            i.and_then(|i| queue.remove(i))
+        let index = if duplicate && queue.len() >= 2 {
+            Some(1)
+        } else if deferred_pending && queue.len() >= 2 {
+            // A deferred request shares the id with another unanswered one: which one this
+            // answers shows in the error text ("Request <method> failed …"), if at all.
+            value["error"]["message"].as_str().and_then(|m| {
+                queue.iter().position(|s| {
+                    !s.method.is_empty() && m.contains(&format!("Request {} failed", s.method))
+                })
+            })
         } else {
-            queue.pop_front()
-        }
-        .unwrap_or_else(Sent::garbage);
+            Some(0)
+        };
+        let Some(index) = index else {
+            // Ambiguous: stop modelling this connection rather than guess.
+            conn.tainted = true;
+            return Ok(());
+        };
+        let sent = queue.remove(index).unwrap_or_else(Sent::garbage);
         if !sent.deferred {
             let first = conn.sync_order.pop_front();
             ensure!(
