@@ -422,3 +422,95 @@ fn the_readme_example_scenario_loads() {
     let scenario = Scenario::from_json(&readme[start..end]).expect("the README example is valid");
     assert_eq!(scenario.rules.len(), 8);
 }
+
+/// Queued slash commands: offered one at a time between turns as `command.queued`, answered
+/// with `respondToQueuedCommand` (first answer wins), `stopProcessingQueue` pauses the queue
+/// until the next request.
+#[test]
+fn queued_commands_run_between_turns_in_order() {
+    let mut w = world(r#"{"default":[{"sleep_ms":100},{"say":"done"}]}"#);
+    let mut a = w.connect();
+    create(&mut w, &mut a, "s", json!({}));
+    let queued = |p: &Peer| -> Vec<Value> {
+        p.events("s")
+            .into_iter()
+            .filter(|e| e["type"] == "command.queued")
+            .collect()
+    };
+    // Idle: offered at once.
+    let r = w.call(
+        &mut a,
+        &mut [],
+        "session.commands.enqueue",
+        json!({"sessionId":"s","command":"/compact"}),
+    );
+    assert_eq!(r["result"]["queued"], true);
+    assert!(r["result"]["queueId"].is_string());
+    assert_eq!(queued(&a).len(), 1);
+    assert_eq!(queued(&a)[0]["data"]["command"], "/compact");
+    // During a turn, and while one is being answered: they wait.
+    w.call(
+        &mut a,
+        &mut [],
+        "session.send",
+        json!({"sessionId":"s","prompt":"x"}),
+    );
+    w.call(
+        &mut a,
+        &mut [],
+        "session.commands.enqueue",
+        json!({"sessionId":"s","command":"/model gpt"}),
+    );
+    w.call(
+        &mut a,
+        &mut [],
+        "session.commands.enqueue",
+        json!({"sessionId":"s","command":"/clear"}),
+    );
+    assert_eq!(queued(&a).len(), 1);
+    let first = queued(&a)[0]["data"]["requestId"].clone();
+    let r = w.call(
+        &mut a,
+        &mut [],
+        "session.commands.respondToQueuedCommand",
+        json!({"sessionId":"s","requestId":first,"result":{"handled":true}}),
+    );
+    assert_eq!(r["result"], json!({"success": true}));
+    let r = w.call(
+        &mut a,
+        &mut [],
+        "session.commands.respondToQueuedCommand",
+        json!({"sessionId":"s","requestId":first,"result":{"handled":true}}),
+    );
+    assert_eq!(r["result"], json!({"success": false}), "first answer wins");
+    assert_eq!(queued(&a).len(), 1, "the turn is still running");
+    w.run_timers(&mut [&mut a]);
+    assert_eq!(queued(&a).len(), 2, "offered when the turn ended");
+    assert_eq!(queued(&a)[1]["data"]["command"], "/model gpt");
+    // stopProcessingQueue: /clear waits for the next request.
+    let second = queued(&a)[1]["data"]["requestId"].clone();
+    w.call(&mut a, &mut [], "session.commands.respondToQueuedCommand",
+           json!({"sessionId":"s","requestId":second,"result":{"handled":true,"stopProcessingQueue":true}}));
+    assert_eq!(queued(&a).len(), 2);
+    w.call(
+        &mut a,
+        &mut [],
+        "session.commands.enqueue",
+        json!({"sessionId":"s","command":"/help"}),
+    );
+    let commands: Vec<Value> = queued(&a)
+        .iter()
+        .map(|e| e["data"]["command"].clone())
+        .collect();
+    assert_eq!(
+        commands,
+        [json!("/compact"), json!("/model gpt"), json!("/clear")]
+    );
+    assert!(
+        a.types("s")
+            .iter()
+            .filter(|t| *t == "command.completed")
+            .count()
+            >= 2
+    );
+}

@@ -44,6 +44,8 @@ pub const METHODS: &[&str] = &[
     "session.ui.handlePendingSampling",
     "session.commands.execute",
     "session.commands.handlePendingCommand",
+    "session.commands.enqueue",
+    "session.commands.respondToQueuedCommand",
     "session.mcp.apps.setHostContext",
     "session.mcp.apps.getHostContext",
     "session.mcp.apps.diagnose",
@@ -127,6 +129,14 @@ impl Host {
             "session.ui.handlePendingSampling" => self.answer_sampling(params),
             "session.commands.execute" => return self.execute_command(conn, id, params),
             "session.commands.handlePendingCommand" => self.answer_command(params),
+            "session.commands.enqueue" => decode_required::<EnqueueParams>(params)
+                .and_then(|p| self.enqueue_command(&p.session_id, &p.command)),
+            "session.commands.respondToQueuedCommand" => decode_required::<QueuedAnswer>(params)
+                .and_then(|p| {
+                    self.known_session("session.commands.respondToQueuedCommand", &p.session_id)?;
+                    let ok = self.resolve_queued_command(&p.session_id, &p.request_id, &p.result);
+                    Ok(json!({"success": ok}))
+                }),
             "session.mcp.apps.setHostContext" => self.mcp_set_host_context(params),
             "session.mcp.apps.getHostContext" => self.mcp_get_host_context(params),
             "session.mcp.apps.diagnose" => self.mcp_diagnose(params),

@@ -163,3 +163,20 @@ pub(crate) struct SamplingAnswer {
     #[serde(default)]
     pub response: Option<Value>,
 }
+
+/// `session.commands.enqueue` params.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct EnqueueParams {
+    pub session_id: String,
+    pub command: String,
+}
+
+/// `session.commands.respondToQueuedCommand` params.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct QueuedAnswer {
+    pub session_id: String,
+    pub request_id: String,
+    pub result: Value,
+}

@@ -37,6 +37,8 @@ pub(crate) enum Pending {
     Command { owner: ConnId, answer_to: AnswerTo },
     /// An agent's sampling request waiting for a client with `requestSampling`.
     Sampling { token: u64 },
+    /// A queued slash command (`command.queued`) waiting for a client to say whether it ran it.
+    QueuedCommand,
 }
 
 /// Who gets the answer of a pending request.
@@ -404,7 +406,8 @@ impl Host {
                 }
                 Pending::Elicitation { .. }
                 | Pending::Command { .. }
-                | Pending::Sampling { .. } => continue,
+                | Pending::Sampling { .. }
+                | Pending::QueuedCommand => continue,
             };
             self.emit(
                 session,

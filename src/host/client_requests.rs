@@ -174,6 +174,13 @@ impl Host {
         };
         let providers_left = live.session.any_elicitation_handler();
         let samplers_left = live.session.attached.values().any(|a| a.request_sampling);
+        let nobody_left = live.session.attached.is_empty();
+        let queued: Vec<String> = live
+            .pending
+            .iter()
+            .filter(|(_, p)| nobody_left && matches!(p, Pending::QueuedCommand))
+            .map(|(id, _)| id.clone())
+            .collect();
         let mut samplings = Vec::new();
         let mut elicitations = Vec::new();
         let mut commands = Vec::new();
@@ -187,6 +194,10 @@ impl Host {
         }
         for id in elicitations {
             self.resolve_elicitation(session, &id, &json!({"action": "cancel"}));
+        }
+        for id in queued {
+            // Nobody is left to run it: answered as not handled; the queue waits for a client.
+            self.resolve_queued_command(session, &id, &json!({"handled": false}));
         }
         for id in samplings {
             if let Some(Pending::Sampling { token }) = self
@@ -217,6 +228,85 @@ impl Host {
                 Some("the client that provides this command disconnected"),
             );
         }
+    }
+}
+
+impl Host {
+    /// `session.commands.enqueue`: queues a slash command; it is offered to clients as
+    /// `command.queued` as soon as the session is idle, one at a time, in order.
+    pub(crate) fn enqueue_command(
+        &mut self,
+        session: &str,
+        command: &str,
+    ) -> Result<Value, ErrorObject> {
+        let queue_id = self.ids.next_uuid();
+        let Some(live) = self.sessions.get_mut(session) else {
+            return Err(session_not_found("session.commands.enqueue", session));
+        };
+        live.command_queue
+            .push_back((queue_id.clone(), command.to_owned()));
+        // A new request restarts a queue a client stopped.
+        live.command_queue_stopped = false;
+        self.offer_queued_command(session);
+        Ok(json!({"queued": true, "queueId": queue_id}))
+    }
+
+    /// Offers the next queued command when the session is idle and none is being answered.
+    pub(crate) fn offer_queued_command(&mut self, session: &str) {
+        if self.session_busy(session) {
+            return;
+        }
+        let Some(live) = self.sessions.get_mut(session) else {
+            return;
+        };
+        let in_progress = live
+            .pending
+            .values()
+            .any(|p| matches!(p, Pending::QueuedCommand));
+        if in_progress || live.command_queue_stopped || live.session.attached.is_empty() {
+            return;
+        }
+        let Some((request_id, command)) = live.command_queue.pop_front() else {
+            return;
+        };
+        live.pending
+            .insert(request_id.clone(), Pending::QueuedCommand);
+        self.emit(
+            session,
+            "command.queued",
+            &json!({"requestId": request_id, "command": command}),
+            true,
+        );
+    }
+
+    /// `session.commands.respondToQueuedCommand`: `result` is `{handled, stopProcessingQueue?}`.
+    /// The first answer wins; then the next queued command is offered unless the client asked
+    /// to stop the queue.
+    pub(crate) fn resolve_queued_command(
+        &mut self,
+        session: &str,
+        request_id: &str,
+        result: &Value,
+    ) -> bool {
+        let Some(live) = self.sessions.get_mut(session) else {
+            return false;
+        };
+        if !matches!(live.pending.get(request_id), Some(Pending::QueuedCommand)) {
+            return false;
+        }
+        live.pending.shift_remove(request_id);
+        live.resolved.insert(request_id.to_owned());
+        if result.get("stopProcessingQueue").and_then(Value::as_bool) == Some(true) {
+            live.command_queue_stopped = true;
+        }
+        self.emit(
+            session,
+            "command.completed",
+            &json!({"requestId": request_id}),
+            true,
+        );
+        self.offer_queued_command(session);
+        true
     }
 }
 

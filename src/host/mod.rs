@@ -202,6 +202,10 @@ pub(crate) struct Live {
     pub mcp_host_context: Option<Value>,
     /// The `messageId` of the prompt whose turn is running (from its `user.message`).
     pub current_turn: Option<String>,
+    /// Slash commands enqueued with `session.commands.enqueue`, not yet offered to clients.
+    pub command_queue: std::collections::VecDeque<(String, String)>,
+    /// A client answered `stopProcessingQueue`: the queue waits for the next request.
+    pub command_queue_stopped: bool,
 }
 
 /// The protocol host. See the crate docs for the run loop.
@@ -795,6 +799,10 @@ impl Host {
         }
         if event_type == "session.idle" || event_type == "session.error" {
             self.finish_waiters(session_id, event_type == "session.error", data);
+        }
+        if event_type == "session.idle" {
+            // Queued slash commands run between turns.
+            self.offer_queued_command(session_id);
         }
         Some(event.id)
     }

@@ -68,6 +68,8 @@ impl Host {
             approved_extensions: Default::default(),
             mcp_host_context: None,
             current_turn: None,
+            command_queue: Default::default(),
+            command_queue_stopped: false,
         }
     }
 
