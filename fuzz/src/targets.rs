@@ -394,28 +394,59 @@ pub fn ndjson_decoder(data: &[u8]) {
 // JSON-RPC parse
 // ---------------------------------------------------------------------------------------------
 
-/// Top-level member names of a JSON object, duplicates included (`None` if not an object).
-fn member_names(text: &str) -> Option<Vec<String>> {
-    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
-    struct Names;
-    impl<'de> Visitor<'de> for Names {
-        type Value = Vec<String>;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("an object")
+/// Whether any object anywhere in the JSON text has a member name twice (a `Value` would merge
+/// them; the parser's typed parts, such as error objects, refuse them).
+fn has_duplicate_members(text: &str) -> bool {
+    use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+    struct Scan;
+    impl<'de> DeserializeSeed<'de> for Scan {
+        type Value = bool;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+            d.deserialize_any(self)
         }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<String>, A::Error> {
-            let mut names = Vec::new();
+    }
+    impl<'de> Visitor<'de> for Scan {
+        type Value = bool;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+            let mut names = std::collections::BTreeSet::new();
+            let mut duplicate = false;
             while let Some(k) = map.next_key::<String>()? {
-                map.next_value::<IgnoredAny>()?;
-                names.push(k);
+                duplicate |= !names.insert(k);
+                duplicate |= map.next_value_seed(Scan)?;
             }
-            Ok(names)
+            Ok(duplicate)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+            let mut duplicate = false;
+            while let Some(d) = seq.next_element_seed(Scan)? {
+                duplicate |= d;
+            }
+            Ok(duplicate)
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_unit<E>(self) -> Result<bool, E> {
+            Ok(false)
         }
     }
     let mut de = serde_json::Deserializer::from_str(text);
-    let names = (&mut de).deserialize_map(Names).ok()?;
-    de.end().ok()?;
-    Some(names)
+    Scan.deserialize(&mut de).unwrap_or(true)
 }
 
 /// Checks one parsed message against the JSON value of the same text.
@@ -651,15 +682,7 @@ pub fn jsonrpc_parse(data: &[u8]) {
     // Canonical re-serialisation (only meaningful without duplicate members, which a JSON
     // value would merge).
     if let (Some(v), Some(t)) = (&value, text) {
-        let unique = match member_names(t) {
-            Some(names) => {
-                let mut sorted = names.clone();
-                sorted.sort();
-                sorted.dedup();
-                sorted.len() == names.len()
-            }
-            None => !v.is_object(),
-        };
+        let unique = !has_duplicate_members(t);
         if unique {
             let canonical = serde_json::to_vec(v).expect("a value serialises");
             let again = jsonrpc::parse(&canonical);

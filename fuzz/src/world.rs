@@ -1001,10 +1001,17 @@ impl World {
         } else if deferred_pending && queue.len() >= 2 {
             // A deferred request shares the id with another unanswered one: which one this
             // answers shows in the error text ("Request <method> failed …"), if at all.
+            // `sendAndWait` reports its immediate failures as `session.send`'s.
             value["error"]["message"].as_str().and_then(|m| {
-                queue.iter().position(|s| {
-                    !s.method.is_empty() && m.contains(&format!("Request {} failed", s.method))
-                })
+                let names = |method: &str| {
+                    m.contains(&format!("Request {method} failed"))
+                        || (method == "session.sendAndWait"
+                            && m.contains("Request session.send failed"))
+                };
+                let matches: Vec<usize> = (0..queue.len())
+                    .filter(|&i| !queue[i].method.is_empty() && names(&queue[i].method))
+                    .collect();
+                (matches.len() == 1).then(|| matches[0])
             })
         } else {
             Some(0)
