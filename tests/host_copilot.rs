@@ -595,9 +595,17 @@ fn malformed_input_gets_json_rpc_errors_and_framing_errors_close_with_a_reason()
     // The connection still works.
     let r = w.call(&mut p, &mut [], "ping", json!({}));
     assert_eq!(r["result"]["message"], "pong");
-    // A bad header is a connection-level error: a reason, then a close.
-    w.send_raw(&p, b"Content-Length: -1\r\n\r\n");
+    // A bad header is a connection-level error: a reason, then a close. A request accepted
+    // just before it, in the same read, still gets its response first.
+    let ping = br#"{"jsonrpc":"2.0","id":"before","method":"ping","params":{}}"#;
+    let mut chunk = format!("Content-Length: {}\r\n\r\n", ping.len()).into_bytes();
+    chunk.extend_from_slice(ping);
+    chunk.extend_from_slice(b"Content-Length: -1\r\n\r\n");
+    w.send_raw(&p, &chunk);
     w.pump(&mut [&mut p]);
+    let before = &p.inbox[p.inbox.len() - 2];
+    assert_eq!(before["id"], "before", "nothing accepted is lost");
+    assert_eq!(before["result"]["message"], "pong");
     let last = p.inbox.last().unwrap();
     assert_eq!(last["id"], Value::Null);
     assert!(

@@ -658,13 +658,17 @@ impl Host {
         if c.closing {
             return;
         }
-        c.outbox.clear();
+        // A slow consumer's queue is over budget: it is replaced by the reason. After a
+        // framing error, what was already answered is still written, then the reason.
+        if code != -32700 {
+            c.outbox.clear();
+        }
         let mut body = Vec::new();
         jsonrpc::write_error(&mut body, None, &ErrorObject::new(code, reason.clone()));
         let mut buf = BytesMut::with_capacity(body.len() + 32);
         encode_frame(c.framing, &body, &mut buf);
         // Bypass the budget: the reason is the last frame this peer gets.
-        let _ = c.outbox.push(buf.freeze(), false);
+        c.outbox.push_final(buf.freeze());
         c.closing = true;
         if !c.in_ready {
             c.in_ready = true;

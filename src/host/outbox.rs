@@ -90,6 +90,18 @@ impl Outbox {
         self.dropped_unreported += n;
     }
 
+    /// Queues a connection's last frame (the reason it is being closed) whatever the budget:
+    /// the budget bounds what a peer can pile up, and nothing follows this frame.
+    pub fn push_final(&mut self, frame: Bytes) -> bool {
+        let was_empty = self.queue.is_empty();
+        self.queued_bytes += frame.len();
+        self.queue.push_back(Queued {
+            frame,
+            droppable: false,
+        });
+        was_empty
+    }
+
     /// The next frame to write.
     pub fn pop(&mut self) -> Option<Bytes> {
         let q = self.queue.pop_front()?;
