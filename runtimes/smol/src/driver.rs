@@ -13,8 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use agentwire::frame::Framing;
-use agentwire::host::{ConnId, Dialect, Host, HostConfig, Output};
+use agentwire::host::{ConnId, Host, HostConfig, Output};
 use agentwire::Timestamp;
 use async_io::Timer;
 use bytes::Bytes;
@@ -71,45 +70,7 @@ pub trait Runtime: Send + Sync + 'static {
     fn stdio() -> (Self::Stdin, Self::Stdout);
 }
 
-/// Tuning for a [`Driver`]. `ServerOptions::default()` is what [`Driver::new`] uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ServerOptions {
-    /// How messages are framed on every connection of this server.
-    /// Default: [`Framing::ContentLength`] (the Copilot SDK protocol).
-    pub framing: Framing,
-    /// The protocol every connection of this server speaks. Default:
-    /// [`Dialect::CopilotSdk`]; [`Dialect::Acp`] goes with [`Framing::Ndjson`].
-    pub dialect: Dialect,
-    /// The longest a closing connection may take to flush its remaining frames (after the host
-    /// asked to close it, after the peer closed its side, or during shutdown) before it is
-    /// dropped. Default: 5 seconds.
-    pub flush_timeout: Duration,
-}
-
-impl Default for ServerOptions {
-    fn default() -> Self {
-        ServerOptions {
-            framing: Framing::ContentLength,
-            dialect: Dialect::CopilotSdk,
-            flush_timeout: Duration::from_secs(5),
-        }
-    }
-}
-
-/// Why a `serve_*` call returned.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Stopped {
-    /// The host asked to shut down (`Output::Shutdown`, e.g. the `runtime.shutdown` method) or
-    /// [`Driver::shutdown`] was called. Every connection has been flushed (within the flush
-    /// timeout) and closed.
-    Shutdown {
-        /// The reason the host (or the caller of [`Driver::shutdown`]) gave.
-        reason: String,
-    },
-    /// The one connection served by [`Driver::serve_stream`] / [`Driver::serve_stdio`] ended
-    /// (end of input, an IO error, or the host closed it).
-    Disconnected,
-}
+pub use agentwire::serve::{ServerOptions, Stopped};
 
 /// A connection attached with [`Driver::attach`].
 #[derive(Clone)]

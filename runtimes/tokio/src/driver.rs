@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use agentwire::frame::{encode_frame, Framing};
+use agentwire::frame::encode_frame;
 use agentwire::host::{ConnId, Dialect, Host, HostConfig, Output};
 use agentwire::Timestamp;
 use agentwire_store::{Store, SyncHandle, SyncPolicy};
@@ -41,46 +41,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// starting with `_` for extensions).
 pub const SHUTDOWN_NOTIFICATION: &str = "agentwire/shutdown";
 
-/// Tuning for a [`Server`]. `ServerOptions::default()` is what [`Server::new`] uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ServerOptions {
-    /// How messages are framed on every connection of this server.
-    /// Default: [`Framing::ContentLength`] (the Copilot SDK protocol).
-    pub framing: Framing,
-    /// The protocol every connection of this server speaks. Default:
-    /// [`Dialect::CopilotSdk`]; [`Dialect::Acp`] (`agentwire --acp`) goes with
-    /// [`Framing::Ndjson`].
-    pub dialect: Dialect,
-    /// The longest a closing connection may take to flush its remaining frames (after the host
-    /// asked to close it, after the peer closed its side, or during shutdown) before it is
-    /// dropped. Default: 5 seconds.
-    pub flush_timeout: Duration,
-}
-
-impl Default for ServerOptions {
-    fn default() -> Self {
-        ServerOptions {
-            framing: Framing::ContentLength,
-            dialect: Dialect::CopilotSdk,
-            flush_timeout: Duration::from_secs(5),
-        }
-    }
-}
-
-/// Why a `serve_*` call returned.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Stopped {
-    /// The host asked to shut down (`Output::Shutdown`, e.g. the `runtime.shutdown` method) or
-    /// [`Server::shutdown`] was called. Every connection has been flushed (within the flush
-    /// timeout) and closed.
-    Shutdown {
-        /// The reason the host (or the caller of [`Server::shutdown`]) gave.
-        reason: String,
-    },
-    /// The one connection served by [`Server::serve_stream`] / [`Server::serve_stdio`] ended
-    /// (end of input, an IO error, or the host closed it).
-    Disconnected,
-}
+pub use agentwire::serve::{ServerOptions, Stopped};
 
 /// Runs one [`Host`] over any number of connections.
 ///

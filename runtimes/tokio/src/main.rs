@@ -176,27 +176,18 @@ fn main() -> ExitCode {
         // As with tokio, the stdin reader may be parked in a blocking read: returning from
         // `main` ends the process without waiting for it.
         RuntimeKind::Smol => smol::block_on(run_futures_io(
-            agentwire_smol::Server::with_options(config, futures_io_options(&cli)),
+            agentwire_smol::Server::with_options(config, server_options(&cli)),
             mode,
         )),
         RuntimeKind::AsyncStd => async_std::task::block_on(run_futures_io(
-            agentwire_async_std::Server::with_options(config, futures_io_options(&cli)),
+            agentwire_async_std::Server::with_options(config, server_options(&cli)),
             mode,
         )),
     }
 }
 
-/// The smol / async-std server's options: the same protocol choice as [`server_options`].
-fn futures_io_options(cli: &Cli) -> agentwire_smol::ServerOptions {
-    let tokio = server_options(cli);
-    agentwire_smol::ServerOptions {
-        framing: tokio.framing,
-        dialect: tokio.dialect,
-        ..agentwire_smol::ServerOptions::default()
-    }
-}
-
-/// The tokio server's options: the Copilot SDK protocol, or ACP over NDJSON with `--acp`.
+/// The server's options (every runtime): the Copilot SDK protocol, or ACP over NDJSON with
+/// `--acp`.
 fn server_options(cli: &Cli) -> ServerOptions {
     if cli.acp {
         ServerOptions {
