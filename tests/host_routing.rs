@@ -148,7 +148,16 @@ fn extension_connections_do_not_see_permission_prompts_and_get_their_own_tool_ca
         !ext.types("s").contains(&"permission.requested".to_owned()),
         "extensions do not see prompts"
     );
-    let rid = app.event("s", "permission.requested")["data"]["requestId"].clone();
+    // The extension's access prompt is still unanswered, so it is not approved.
+    let rid = app
+        .events("s")
+        .into_iter()
+        .find(|e| {
+            e["type"] == "permission.requested"
+                && e["data"]["permissionRequest"]["kind"] == "custom-tool"
+        })
+        .unwrap()["data"]["requestId"]
+        .clone();
     w.call(
         &mut app,
         &mut [&mut ext, &mut other],
@@ -345,5 +354,125 @@ fn mcp_apps_host_context_and_diagnose_follow_the_trace() {
         r["result"],
         json!({"capability":{"sessionHasMcpApps":true,"featureFlagEnabled":true,"advertised":true},
                "server":{"connected":false,"toolCount":0,"toolsWithUiMeta":0,"sampleToolNames":[]}})
+    );
+}
+
+fn prompts_of_kind(p: &Peer, kind: &str) -> Vec<Value> {
+    p.events("s")
+        .into_iter()
+        .filter(|e| {
+            e["type"] == "permission.requested" && e["data"]["permissionRequest"]["kind"] == kind
+        })
+        .collect()
+}
+
+#[test]
+fn an_extension_sees_permission_prompts_once_a_non_extension_client_approves_its_access() {
+    let scenario = Scenario::from_json(
+        r#"{"default":[{"tool":"get_weather","arguments":{"city":"Paris"}},{"say":"ok"}]}"#,
+    )
+    .unwrap();
+    let mut w = World::new(HostConfig::with_scenario(scenario));
+    let mut app = w.connect();
+    let mut ext = w.connect();
+    create(&mut w, &mut app, "s", json!({"tools": weather_tool()}));
+    w.call(
+        &mut ext,
+        &mut [&mut app],
+        "session.resume",
+        json!({"sessionId":"s","extensionInfo":{"id":"weather-ext","name":"Weather"},
+               "requestPermission": true}),
+    );
+    // The app (not an extension) is asked; the extension itself does not see the prompt.
+    let asks = prompts_of_kind(&app, "extension-permission-access");
+    assert_eq!(asks.len(), 1);
+    assert_eq!(
+        asks[0]["data"]["permissionRequest"]["extensionName"],
+        "weather-ext"
+    );
+    assert!(prompts_of_kind(&ext, "extension-permission-access").is_empty());
+    let rid = asks[0]["data"]["requestId"].clone();
+    // An extension cannot grant itself access, even knowing the id.
+    let r = w.call(
+        &mut ext,
+        &mut [&mut app],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId":"s","requestId":rid,"result":{"kind":"approve-once"}}),
+    );
+    assert_eq!(r["result"]["success"], false);
+    w.call(
+        &mut app,
+        &mut [&mut ext],
+        "session.send",
+        json!({"sessionId":"s","prompt":"go"}),
+    );
+    assert!(
+        prompts_of_kind(&ext, "custom-tool").is_empty(),
+        "not approved yet"
+    );
+    let tool_prompt = prompts_of_kind(&app, "custom-tool")[0]["data"]["requestId"].clone();
+    w.call(
+        &mut app,
+        &mut [&mut ext],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId":"s","requestId":tool_prompt,"result":{"kind":"approve-once"}}),
+    );
+    let req = app.event("s", "external_tool.requested");
+    w.call(
+        &mut app,
+        &mut [&mut ext],
+        "session.tools.handlePendingToolCall",
+        json!({"sessionId":"s","requestId":req["data"]["requestId"],"result":"sunny"}),
+    );
+    // The app approves the extension's access: from now on it sees permission prompts.
+    let r = w.call(
+        &mut app,
+        &mut [&mut ext],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId":"s","requestId":rid,"result":{"kind":"approve-for-session"}}),
+    );
+    assert_eq!(r["result"]["success"], true);
+    let completed: Vec<Value> = ext
+        .events("s")
+        .into_iter()
+        .filter(|e| e["type"] == "permission.completed" && e["data"]["requestId"] == rid)
+        .collect();
+    assert_eq!(completed.len(), 1);
+    assert!(completed[0]["data"].get("toolCallId").is_none());
+    w.call(
+        &mut app,
+        &mut [&mut ext],
+        "session.send",
+        json!({"sessionId":"s","prompt":"again"}),
+    );
+    assert_eq!(prompts_of_kind(&ext, "custom-tool").len(), 1, "approved");
+    // Re-attaching does not ask again.
+    w.call(
+        &mut ext,
+        &mut [&mut app],
+        "session.resume",
+        json!({"sessionId":"s","extensionInfo":{"id":"weather-ext"},"requestPermission": true}),
+    );
+    assert_eq!(
+        prompts_of_kind(&app, "extension-permission-access").len(),
+        1
+    );
+}
+
+#[test]
+fn extension_access_is_denied_at_once_when_no_client_can_grant_it() {
+    let mut w = World::new(HostConfig::default());
+    let mut ext = w.connect();
+    let r = w.call(
+        &mut ext,
+        &mut [],
+        "session.create",
+        json!({"sessionId":"s","extensionInfo":{"id":"lonely"},"requestPermission":true}),
+    );
+    assert!(r.get("error").is_none(), "{r}");
+    let done = ext.event("s", "permission.completed");
+    assert_eq!(
+        done["data"]["result"]["kind"],
+        "denied-no-approval-rule-and-could-not-request-from-user"
     );
 }

@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::agent::AgentInput;
-use crate::host::{AfterResponse, AnswerTo, ConnId, Host, Output, PROTOCOL_VERSION};
+use crate::host::{AfterResponse, AnswerTo, CanvasReply, ConnId, Host, Output, PROTOCOL_VERSION};
 use crate::jsonrpc::{code, ErrorObject, OwnedId};
 use crate::session::Session;
 
@@ -46,6 +46,11 @@ pub const METHODS: &[&str] = &[
     "session.commands.handlePendingCommand",
     "session.commands.enqueue",
     "session.commands.respondToQueuedCommand",
+    "session.canvas.list",
+    "session.canvas.listOpen",
+    "session.canvas.open",
+    "session.canvas.close",
+    "session.canvas.action.invoke",
     "session.mcp.apps.setHostContext",
     "session.mcp.apps.getHostContext",
     "session.mcp.apps.diagnose",
@@ -122,7 +127,9 @@ impl Host {
                 None => json!({}),
             }),
             "session.setForeground" => self.set_foreground(params),
-            "session.permissions.handlePendingPermissionRequest" => self.answer_permission(params),
+            "session.permissions.handlePendingPermissionRequest" => {
+                self.answer_permission(conn, params)
+            }
             "session.tools.handlePendingToolCall" => self.answer_tool(params),
             "session.ui.elicitation" => return self.elicitation(conn, id, params),
             "session.ui.handlePendingElicitation" => self.answer_elicitation(params),
@@ -137,6 +144,17 @@ impl Host {
                     let ok = self.resolve_queued_command(&p.session_id, &p.request_id, &p.result);
                     Ok(json!({"success": ok}))
                 }),
+            "session.canvas.list" => decode_required::<SessionParams>(params).and_then(|p| {
+                self.known_session("session.canvas.list", &p.session_id)?;
+                Ok(self.canvas_list(&p.session_id))
+            }),
+            "session.canvas.listOpen" => decode_required::<SessionParams>(params).and_then(|p| {
+                self.known_session("session.canvas.listOpen", &p.session_id)?;
+                Ok(json!({"openCanvases": self.open_canvases_json(&p.session_id)}))
+            }),
+            "session.canvas.open" | "session.canvas.close" | "session.canvas.action.invoke" => {
+                return self.canvas_request(conn, id, method, params)
+            }
             "session.mcp.apps.setHostContext" => self.mcp_set_host_context(params),
             "session.mcp.apps.getHostContext" => self.mcp_get_host_context(params),
             "session.mcp.apps.diagnose" => self.mcp_diagnose(params),
@@ -263,6 +281,12 @@ impl Host {
             kind: "session.created",
             session: session_id.clone(),
         });
+        if let Some(extension) = p.attachment(false).extension {
+            self.after_response.push(AfterResponse::ExtensionAccess {
+                session: session_id.clone(),
+                extension,
+            });
+        }
         self.warn_if_mcp_apps_refused(&session_id, conn, &p);
         Ok(result)
     }
@@ -293,7 +317,7 @@ impl Host {
         self.warn_if_mcp_apps_refused(&session_id, conn, &p);
         self.last_session = Some(session_id.clone());
         let mut result = self.attach_result(&session_id);
-        result["openCanvases"] = json!([]);
+        result["openCanvases"] = self.open_canvases_json(&session_id);
         if !p.disable_resume {
             let mut data = json!({
                 "resumeTime": self.now.to_rfc3339(),
@@ -506,13 +530,18 @@ impl Host {
         Ok(json!({"success": true}))
     }
 
-    fn answer_permission(&mut self, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+    fn answer_permission(
+        &mut self,
+        conn: ConnId,
+        params: Option<&RawValue>,
+    ) -> Result<Value, ErrorObject> {
         let p: PermissionAnswer = decode_required(params)?;
         self.known_session(
             "session.permissions.handlePendingPermissionRequest",
             &p.session_id,
         )?;
-        let ok = self.resolve_permission(&p.session_id, &p.request_id, &p.result);
+        let ok = self.may_answer_permission(&p.session_id, &p.request_id, conn)
+            && self.resolve_permission(&p.session_id, &p.request_id, &p.result);
         Ok(json!({"success": ok}))
     }
 
@@ -574,6 +603,70 @@ impl Host {
         self.known_session("session.commands.handlePendingCommand", &p.session_id)?;
         let ok = self.resolve_command(&p.session_id, &p.request_id, p.error.as_deref());
         Ok(json!({"success": ok}))
+    }
+
+    /// `session.canvas.open` / `close` / `action.invoke`: answered when the canvas's provider
+    /// answers its `canvas.*` request.
+    fn canvas_request(
+        &mut self,
+        conn: ConnId,
+        id: &OwnedId,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Reply {
+        use crate::host::canvas_params::{ActionParams, CloseParams, OpenParams};
+        let method: &'static str = match method {
+            "session.canvas.open" => "session.canvas.open",
+            "session.canvas.close" => "session.canvas.close",
+            _ => "session.canvas.action.invoke",
+        };
+        let reply = CanvasReply::Caller(conn, id.clone(), method);
+        match method {
+            "session.canvas.open" => {
+                let p: OpenParams = match decode_required(params) {
+                    Ok(p) => p,
+                    Err(e) => return Some(Err(e)),
+                };
+                if let Err(e) = self.known_session(method, &p.session_id) {
+                    return Some(Err(e));
+                }
+                self.open_canvas(
+                    &p.session_id,
+                    p.extension_id.as_deref(),
+                    &p.canvas_id,
+                    &p.instance_id,
+                    p.input,
+                    reply,
+                );
+            }
+            "session.canvas.close" => {
+                let p: CloseParams = match decode_required(params) {
+                    Ok(p) => p,
+                    Err(e) => return Some(Err(e)),
+                };
+                if let Err(e) = self.known_session(method, &p.session_id) {
+                    return Some(Err(e));
+                }
+                self.close_canvas(&p.session_id, &p.instance_id, reply);
+            }
+            _ => {
+                let p: ActionParams = match decode_required(params) {
+                    Ok(p) => p,
+                    Err(e) => return Some(Err(e)),
+                };
+                if let Err(e) = self.known_session(method, &p.session_id) {
+                    return Some(Err(e));
+                }
+                self.invoke_canvas_action(
+                    &p.session_id,
+                    &p.instance_id,
+                    &p.action_name,
+                    p.input,
+                    reply,
+                );
+            }
+        }
+        None
     }
 
     fn answer_sampling(&mut self, params: Option<&RawValue>) -> Result<Value, ErrorObject> {

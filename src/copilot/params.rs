@@ -25,6 +25,7 @@ pub(crate) struct AttachParams {
     pub canvases: Vec<Value>,
     pub request_canvas_renderer: bool,
     pub extension_info: Option<Value>,
+    pub canvas_provider: Option<Value>,
     pub streaming: bool,
     pub working_directory: Option<String>,
     pub disable_resume: bool,
@@ -46,6 +47,20 @@ impl AttachParams {
             mcp_apps: self.request_mcp_apps && mcp_apps_enabled,
             canvases: self.canvases.clone(),
             canvas_renderer: self.request_canvas_renderer,
+            canvas_provider_id: self
+                .canvas_provider
+                .as_ref()
+                .and_then(|p| p.get("id"))
+                .and_then(Value::as_str)
+                .filter(|id| !id.starts_with("connection:") && !id.is_empty())
+                .map(str::to_owned),
+            extension_name: self
+                .canvas_provider
+                .as_ref()
+                .and_then(|p| p.get("name"))
+                .or_else(|| self.extension_info.as_ref().and_then(|i| i.get("name")))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
             extension: self.extension_info.as_ref().map(|info| {
                 info.get("id")
                     .or_else(|| info.get("extensionId"))

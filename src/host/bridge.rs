@@ -26,6 +26,9 @@ pub(crate) enum Pending {
         /// Set for a built-in tool call (`read_file`, `write_file`, `shell` steps): approval
         /// runs it (`Host::run_builtin`) instead of asking a client tool.
         builtin: Option<Box<crate::agent::BuiltinCall>>,
+        /// Set for an `extension-permission-access` prompt: approval lets this extension's
+        /// connections see the session's permission prompts. There is no tool call.
+        grants_extension: Option<String>,
     },
     /// A client tool call waiting for its owner's result.
     ExternalTool { tool_call_id: String, owner: ConnId },
@@ -135,6 +138,17 @@ impl Host {
                     "arguments": arguments, "turnId": turn_id}),
             false,
         );
+        if super::CANVAS_TOOLS.contains(&name)
+            && self.canvas_renderer_attached(session)
+            && self
+                .sessions
+                .get(session)
+                .is_some_and(|l| l.session.tool_provider(name).is_none())
+        {
+            // The runtime's own canvas tools, offered while a renderer is attached.
+            self.run_canvas_tool(session, tool_call_id, name, arguments);
+            return;
+        }
         let Some(live) = self.sessions.get(session) else {
             return;
         };
@@ -179,6 +193,7 @@ impl Host {
                     arguments: arguments.clone(),
                     request,
                     builtin: None,
+                    grants_extension: None,
                 },
             );
         }
@@ -265,6 +280,7 @@ impl Host {
             tool_name,
             arguments,
             builtin,
+            grants_extension,
             ..
         }) = live.pending.shift_remove(request_id)
         else {
@@ -275,6 +291,18 @@ impl Host {
             Decision::Approved(r) => r.clone(),
             Decision::Denied { result, .. } => result.clone(),
         };
+        if let Some(extension) = grants_extension {
+            if matches!(mapped, Decision::Approved(_)) {
+                live.approved_extensions.insert(extension);
+            }
+            self.emit(
+                session,
+                "permission.completed",
+                &json!({"requestId": request_id, "result": result}),
+                false,
+            );
+            return true;
+        }
         self.emit(
             session,
             "permission.completed",
@@ -373,7 +401,15 @@ impl Host {
         let tool_related: Vec<String> = live
             .pending
             .iter()
-            .filter(|(_, p)| matches!(p, Pending::Permission { .. } | Pending::ExternalTool { .. }))
+            .filter(|(_, p)| {
+                matches!(
+                    p,
+                    Pending::Permission {
+                        grants_extension: None,
+                        ..
+                    } | Pending::ExternalTool { .. }
+                )
+            })
             .map(|(id, _)| id.clone())
             .collect();
         let pending: Vec<(String, Pending)> = tool_related
@@ -427,11 +463,16 @@ impl Host {
             return;
         };
         let can_answer = live.session.any_permission_handler();
+        let can_grant = self.non_extension_permission_handler(session);
         let mut tools = Vec::new();
         let mut prompts = Vec::new();
         for (id, p) in &live.pending {
             match p {
                 Pending::ExternalTool { owner, .. } if *owner == conn => tools.push(id.clone()),
+                Pending::Permission {
+                    grants_extension: Some(_),
+                    ..
+                } if !can_grant => prompts.push(id.clone()),
                 Pending::Permission { .. } if !can_answer => prompts.push(id.clone()),
                 _ => {}
             }
@@ -448,6 +489,90 @@ impl Host {
             self.resolve_permission(session, &id, &json!({"kind": "user-not-available"}));
         }
         self.resolve_client_requests_for_departed(session, conn);
+    }
+
+    /// An extension connection attached: unless its extension is already approved (or being
+    /// asked about), non-extension clients get an `extension-permission-access` prompt;
+    /// approving it lets the extension's connections see the session's permission prompts.
+    /// With no non-extension client to ask, it is denied at once.
+    pub(crate) fn request_extension_access(&mut self, session: &str, extension: &str) {
+        let Some(live) = self.sessions.get(session) else {
+            return;
+        };
+        let asked = live.pending.values().any(|p| {
+            matches!(p, Pending::Permission { grants_extension: Some(e), .. } if e == extension)
+        });
+        if asked || live.approved_extensions.contains(extension) {
+            return;
+        }
+        let can_answer = self.non_extension_permission_handler(session);
+        let request = json!({
+            "kind": "extension-permission-access",
+            "extensionName": extension,
+            "capabilities": ["permissions"],
+        });
+        let request_id = self.ids.next_uuid();
+        self.emit(
+            session,
+            "permission.requested",
+            &json!({"requestId": request_id, "permissionRequest": request}),
+            false,
+        );
+        if let Some(live) = self.sessions.get_mut(session) {
+            live.pending.insert(
+                request_id.clone(),
+                Pending::Permission {
+                    tool_call_id: String::new(),
+                    tool_name: String::new(),
+                    arguments: Value::Null,
+                    request,
+                    builtin: None,
+                    grants_extension: Some(extension.to_owned()),
+                },
+            );
+        }
+        if !can_answer {
+            self.resolve_permission(session, &request_id, &json!({"kind": "user-not-available"}));
+        }
+    }
+
+    /// Whether a Copilot SDK client that is not an extension answers permission prompts (only
+    /// such a client may grant an extension access).
+    pub(crate) fn non_extension_permission_handler(&self, session: &str) -> bool {
+        self.sessions.get(session).is_some_and(|l| {
+            l.session.attached.iter().any(|(c, a)| {
+                a.request_permission
+                    && a.extension.is_none()
+                    && self
+                        .conns
+                        .get(c)
+                        .is_some_and(|c| c.dialect == super::Dialect::CopilotSdk)
+            })
+        })
+    }
+
+    /// Whether `conn` may answer permission prompt `request_id`: extension access is granted
+    /// only by a client that is not itself an extension.
+    pub(crate) fn may_answer_permission(
+        &self,
+        session: &str,
+        request_id: &str,
+        conn: ConnId,
+    ) -> bool {
+        let Some(live) = self.sessions.get(session) else {
+            return false;
+        };
+        match live.pending.get(request_id) {
+            Some(Pending::Permission {
+                grants_extension: Some(_),
+                ..
+            }) => live
+                .session
+                .attached
+                .get(&conn)
+                .is_some_and(|a| a.extension.is_none()),
+            _ => true,
+        }
     }
 
     /// Re-emits `permission.requested` for prompts still pending (`continuePendingWork`).

@@ -60,6 +60,7 @@ impl Host {
                 arguments,
                 request,
                 builtin: Some(Box::new(call)),
+                grants_extension: None,
             },
         );
         self.acp_permission_requested(session, &request_id);

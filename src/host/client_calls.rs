@@ -18,6 +18,7 @@ use crate::jsonrpc::{self, OwnedId};
 use crate::session::Attachment;
 
 use super::bridge::AnswerTo;
+use super::canvas::CanvasCall;
 use super::{ConnId, Host, Pending, TimerTarget};
 
 /// How long a client has to answer a server-to-client request.
@@ -64,7 +65,22 @@ impl CallKind {
 
 /// A server-to-client request in flight on a connection.
 #[derive(Clone, Debug)]
-pub(crate) struct ClientCall {
+pub(crate) enum ClientCall {
+    /// Asked for the session's agent (`ask_client`).
+    Agent(AgentCall),
+    /// A canvas request to the canvas's provider.
+    Canvas(Box<CanvasCall>),
+}
+
+impl From<CanvasCall> for ClientCall {
+    fn from(call: CanvasCall) -> Self {
+        ClientCall::Canvas(Box::new(call))
+    }
+}
+
+/// A server-to-client request made for the session's agent.
+#[derive(Clone, Debug)]
+pub(crate) struct AgentCall {
     session: String,
     token: u64,
     request_id: String,
@@ -178,19 +194,32 @@ impl Host {
         let mut params = params;
         params["sessionId"] = json!(session);
         params["requestId"] = json!(request_id);
-        let call = ClientCall {
+        let call = ClientCall::Agent(AgentCall {
             session: session.to_owned(),
             token,
             request_id,
             kind,
-        };
+        });
+        self.send_client_call(conn, kind.method(), &params, call)
+    }
+
+    /// Sends `method` to `conn` as a server-to-client request correlated with `call`, with
+    /// the [`CLIENT_CALL_TIMEOUT`] deadline. The call then ends exactly once, in
+    /// [`Host::finish_client_call`].
+    pub(crate) fn send_client_call(
+        &mut self,
+        conn: ConnId,
+        method: &str,
+        params: &Value,
+        call: ClientCall,
+    ) -> Result<(), String> {
+        let mut body = Vec::with_capacity(160);
         let deadline = self.now.saturating_add(CLIENT_CALL_TIMEOUT);
         let Some(c) = self.conns.get_mut(&conn) else {
             return Err("the client left".into());
         };
         let id = c.calls.start(None, call);
-        let mut body = Vec::with_capacity(160);
-        jsonrpc::write_request(&mut body, &id, kind.method(), &params)
+        jsonrpc::write_request(&mut body, &id, method, params)
             .map_err(|e| format!("request not serialisable: {e}"))?;
         self.send_body(conn, &body);
         let seq = self.timer_seq;
@@ -258,6 +287,10 @@ impl Host {
     /// Ends a server-to-client call with `outcome`: emits its completion event and hands the
     /// answer to the agent.
     pub(crate) fn finish_client_call(&mut self, call: ClientCall, outcome: Outcome) {
+        let call = match call {
+            ClientCall::Agent(call) => call,
+            ClientCall::Canvas(call) => return self.finish_canvas_call(*call, outcome),
+        };
         let result: Result<Value, String> = match outcome {
             Outcome::Result(raw) => serde_json::from_str(raw.get()).map_err(|e| e.to_string()),
             Outcome::Error(e) => Err(e.message),

@@ -114,17 +114,24 @@ impl Host {
         let Some(live) = self.sessions.get_mut(session) else {
             return;
         };
-        let before = capabilities_of(live);
-        let commands_before = commands_of(live);
+        let before = Announced::of(live);
         live.session.attached.insert(conn, attachment);
-        let after = capabilities_of(live);
-        let commands_after = commands_of(live);
+        let after = Announced::of(live);
         if let Some(c) = self.conns.get_mut(&conn) {
             if !c.sessions.iter().any(|s| s == session) {
                 c.sessions.push(session.to_owned());
             }
         }
-        self.announce_changes(session, before, after, commands_before, commands_after);
+        self.announce_changes(session, before, after);
+        self.rehydrate_canvases(session, conn);
+        let extension = self
+            .sessions
+            .get(session)
+            .and_then(|l| l.session.attached.get(&conn))
+            .and_then(|a| a.extension.clone());
+        if let Some(extension) = extension {
+            self.request_extension_access(session, &extension);
+        }
     }
 
     /// Detaches `conn` from a session: its tools' pending calls fail, prompts nobody else can
@@ -140,15 +147,13 @@ impl Host {
         if live.session.attached.get(&conn).is_none() {
             return;
         }
-        let before = capabilities_of(live);
-        let commands_before = commands_of(live);
+        let before = Announced::of(live);
         live.session.attached.shift_remove(&conn);
         let (departed, staying): (Vec<_>, Vec<_>) = std::mem::take(&mut live.waiters)
             .into_iter()
             .partition(|(c, _, _)| *c == conn);
         live.waiters = staying;
-        let after = capabilities_of(live);
-        let commands_after = commands_of(live);
+        let after = Announced::of(live);
         let now_empty = live.session.attached.is_empty();
         let ran_turn = live.ran_turn;
         for (c, id, _) in departed {
@@ -163,7 +168,8 @@ impl Host {
             );
         }
         self.resolve_for_departed(session, conn);
-        self.announce_changes(session, before, after, commands_before, commands_after);
+        self.canvases_provider_left(session, conn);
+        self.announce_changes(session, before, after);
         if now_empty && ran_turn {
             let start = self
                 .sessions
@@ -189,25 +195,31 @@ impl Host {
         }
     }
 
-    fn announce_changes(
-        &mut self,
-        session: &str,
-        before: Value,
-        after: Value,
-        commands_before: Value,
-        commands_after: Value,
-    ) {
-        if commands_before != commands_after {
+    fn announce_changes(&mut self, session: &str, before: Announced, after: Announced) {
+        if before.commands != after.commands {
             self.emit(
                 session,
                 "commands.changed",
-                &json!({"commands": commands_after}),
+                &json!({"commands": after.commands}),
                 true,
             );
         }
-        if before != after {
+        if before.ui != after.ui {
             // The full `ui` object, not one flag per event: the Node SDK merges shallowly.
-            self.emit(session, "capabilities.changed", &json!({"ui": after}), true);
+            self.emit(
+                session,
+                "capabilities.changed",
+                &json!({"ui": after.ui}),
+                true,
+            );
+        }
+        if before.canvases != after.canvases {
+            self.emit(
+                session,
+                "session.canvas.registry_changed",
+                &json!({"canvases": after.canvases}),
+                true,
+            );
         }
     }
 
@@ -224,6 +236,23 @@ impl Host {
     /// Queues a prompt for the session's agent.
     pub(crate) fn queue_agent_input(&mut self, session: &str, input: AgentInput) {
         self.agent_inputs.push_back((session.to_owned(), input));
+    }
+}
+
+/// What attach/detach announce when it changes: commands, capabilities, canvas registry.
+struct Announced {
+    commands: Value,
+    ui: Value,
+    canvases: Value,
+}
+
+impl Announced {
+    fn of(live: &Live) -> Self {
+        Announced {
+            commands: commands_of(live),
+            ui: capabilities_of(live),
+            canvases: super::canvas::registry_json(live),
+        }
     }
 }
 

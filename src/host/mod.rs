@@ -8,6 +8,7 @@
 mod audience;
 mod bridge;
 mod builtin;
+mod canvas;
 mod client_calls;
 mod client_requests;
 mod conn;
@@ -31,12 +32,18 @@ use crate::jsonrpc::{self, ErrorObject, OwnedId};
 use crate::session::{push_json_str, Event, Session};
 use crate::Timestamp;
 
+pub use canvas::CANVAS_TOOLS;
 pub use conn::{ConnId, Dialect};
 pub use outbox::{Outbox, OutboxOverflow};
 pub use restore::RestoreError;
 pub use shell::ShellStream;
 
 pub(crate) use bridge::{AnswerTo, Pending};
+pub(crate) use canvas::CanvasReply;
+/// Params of the `session.canvas.*` methods.
+pub(crate) mod canvas_params {
+    pub(crate) use super::canvas::{ActionParams, CloseParams, OpenParams};
+}
 use conn::Conn;
 use conn_table::ConnTable;
 
@@ -206,6 +213,8 @@ pub(crate) struct Live {
     pub command_queue: std::collections::VecDeque<(String, String)>,
     /// A client answered `stopProcessingQueue`: the queue waits for the next request.
     pub command_queue_stopped: bool,
+    /// Open canvas instances by `instanceId` (see `canvas.rs`).
+    pub canvases: indexmap::IndexMap<String, canvas::OpenCanvas>,
 }
 
 /// The protocol host. See the crate docs for the run loop.
@@ -259,6 +268,11 @@ pub(crate) enum AfterResponse {
     Lifecycle {
         kind: &'static str,
         session: String,
+    },
+    /// An extension created the session: ask for its permission access after `session.start`.
+    ExtensionAccess {
+        session: String,
+        extension: String,
     },
     Shutdown,
 }
@@ -601,6 +615,9 @@ impl Host {
                     self.emit_to(&session, event_type, &data, true, Some(only));
                 }
                 AfterResponse::Lifecycle { kind, session } => self.lifecycle(kind, &session),
+                AfterResponse::ExtensionAccess { session, extension } => {
+                    self.request_extension_access(&session, &extension)
+                }
                 AfterResponse::Shutdown => self.outputs.push_back(Output::Shutdown {
                     reason: "runtime.shutdown requested by a client".into(),
                 }),

@@ -70,6 +70,7 @@ impl Host {
             current_turn: None,
             command_queue: Default::default(),
             command_queue_stopped: false,
+            canvases: Default::default(),
         }
     }
 
@@ -129,7 +130,8 @@ impl Host {
         if first {
             return Err(RestoreError::Empty);
         }
-        let live = self.new_live(session);
+        let mut live = self.new_live(session);
+        live.canvases = super::canvas::restore_open_canvases(&live);
         self.sessions.insert(session_id.to_owned(), live);
         Ok(())
     }

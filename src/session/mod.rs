@@ -64,8 +64,16 @@ pub struct Attachment {
     pub mcp_apps: bool,
     /// Canvases this connection provides (`canvases[]`), as declared.
     pub canvases: Vec<Value>,
-    /// The connection renders canvases (`requestCanvasRenderer`).
+    /// The connection renders canvases (`requestCanvasRenderer`): the agent gets the canvas
+    /// tools while one is attached.
     pub canvas_renderer: bool,
+    /// Stable canvas provider id (`canvasProvider.id`), used verbatim as the `extensionId` of
+    /// this connection's canvases so they survive a reconnect. Ids starting with
+    /// `connection:` are reserved and ignored.
+    pub canvas_provider_id: Option<String>,
+    /// Display name of the provider (`canvasProvider.name` or `extensionInfo.name`), reported
+    /// as `extensionName`.
+    pub extension_name: Option<String>,
     /// The extension id when the connection attached as an extension (`extensionInfo`).
     pub extension: Option<String>,
     /// Tools this connection provides.

@@ -112,7 +112,8 @@ impl World {
         let peer = &all[0];
         peer.inbox
             .iter()
-            .find(|m| m["id"] == json!(id))
+            // A response, not a server-to-client request that happens to use the same id.
+            .find(|m| m["id"] == json!(id) && m.get("method").is_none())
             .cloned()
             .unwrap_or_else(|| panic!("no response to {method}"))
     }
