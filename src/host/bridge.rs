@@ -85,15 +85,10 @@ fn map_decision(decision: &Value) -> Option<Decision> {
             }
             Some(Decision::Approved(Value::Object(result)))
         }
-        "approve-permanently" => {
-            // Permanent approval is recorded by the runtime as a session approval for the
-            // domain; the call itself is approved.
-            result.insert("kind".into(), "approved-for-session".into());
-            if let Some(d) = field("domain") {
-                result.insert("domain".into(), d);
-            }
-            Some(Decision::Approved(Value::Object(result)))
-        }
+        // A permanent (cross-session) domain approval has no result kind of its own: the
+        // reference's result union has none, and `approved-for-session` requires an
+        // `approval` (a domain is not one). The call itself is approved.
+        "approve-permanently" => Some(Decision::Approved(json!({"kind": "approved"}))),
         "reject" | "denied-interactively-by-user" => {
             result.insert("kind".into(), "denied-interactively-by-user".into());
             let feedback = decision.get("feedback").and_then(Value::as_str);
