@@ -111,7 +111,8 @@ pub struct Sent {
     pub method: String,
     /// Params as sent.
     pub params: Value,
-    /// The host may answer it later (`sendAndWait`, elicitation, command execution); every
+    /// The host may answer it later (`sendAndWait`, elicitation, command execution, canvas
+    /// round trips); every
     /// other request is answered while its frame is handled, in frame order.
     pub deferred: bool,
 }
@@ -131,6 +132,10 @@ pub const DEFERRED_METHODS: &[&str] = &[
     "session.sendAndWait",
     "session.ui.elicitation",
     "session.commands.execute",
+    // Answered when the canvas's provider answers its `canvas.*` request.
+    "session.canvas.open",
+    "session.canvas.close",
+    "session.canvas.action.invoke",
 ];
 
 /// What one connection knows about one session.
@@ -950,9 +955,15 @@ impl World {
                         .any(|k| k.conn == c && k.id == raw && !k.done),
                     "c{c}: server request {method} reuses id {raw}, still outstanding"
                 );
+                // Canvas provider requests name the canvas instance instead of a request id.
+                let names_its_request = if method.starts_with("canvas.") {
+                    value["params"]["instanceId"].is_string()
+                        && value["params"]["extensionId"].is_string()
+                } else {
+                    value["params"]["requestId"].is_string()
+                };
                 ensure!(
-                    value["params"]["sessionId"].is_string()
-                        && value["params"]["requestId"].is_string(),
+                    value["params"]["sessionId"].is_string() && names_its_request,
                     "c{c}: server request {method} without sessionId / requestId: {value}"
                 );
                 self.calls.push(Call {
