@@ -514,3 +514,114 @@ fn queued_commands_run_between_turns_in_order() {
             >= 2
     );
 }
+
+/// Runs one weather turn on a fresh world, answers its permission prompt with the raw
+/// `decision`, answers the tool call if one is asked for, and returns the client's events.
+fn weather_turn_with_decision(decision: Value) -> (Peer, Value) {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({"tools": weather_tool()}));
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId":"s","prompt":"What is the weather in Paris?"}),
+    );
+    let rid = p.event("s", "permission.requested")["data"]["requestId"].clone();
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId":"s","requestId":rid,"result":decision}),
+    );
+    assert_eq!(
+        r["result"],
+        json!({"success": true}),
+        "the first answer wins"
+    );
+    // A second answer (of any kind) is refused and changes nothing.
+    let before = p.events("s").len();
+    let again = w.call(
+        &mut p,
+        &mut [],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId":"s","requestId":rid,"result":{"kind":"reject"}}),
+    );
+    assert_eq!(again["result"], json!({"success": false}));
+    assert_eq!(p.events("s").len(), before);
+    if let Some(req) = p
+        .events("s")
+        .into_iter()
+        .find(|e| e["type"] == "external_tool.requested")
+    {
+        let r = w.call(
+            &mut p,
+            &mut [],
+            "session.tools.handlePendingToolCall",
+            json!({"sessionId":"s","requestId":req["data"]["requestId"],"result":"sunny"}),
+        );
+        assert_eq!(r["result"], json!({"success": true}));
+    }
+    let completed: Vec<Value> = p
+        .events("s")
+        .into_iter()
+        .filter(|e| e["type"] == "permission.completed")
+        .collect();
+    assert_eq!(completed.len(), 1, "{:?}", p.types("s"));
+    assert_eq!(completed[0]["data"]["requestId"], rid);
+    let result = completed[0]["data"]["result"].clone();
+    (p, result)
+}
+
+/// After an approving decision the tool ran and the turn answered with its result.
+fn assert_tool_ran(p: &Peer) {
+    let types = p.types("s");
+    assert!(
+        only_subsequence(
+            &types,
+            &[
+                "permission.requested",
+                "permission.completed",
+                "external_tool.requested",
+                "external_tool.completed",
+                "tool.execution_complete",
+                "session.idle"
+            ]
+        ),
+        "{types:?}"
+    );
+    let done = p.event("s", "tool.execution_complete");
+    assert_eq!(done["data"]["success"], true, "{done}");
+    assert_eq!(done["data"]["result"]["content"], "sunny");
+    assert_eq!(last_say(p, "s"), "It is sunny in Paris.");
+}
+
+/// `approve-for-location{approval, locationKey}` → `approved-for-location{approval,
+/// locationKey}` (copilot-sdk.md §5 decision list, §3 result union), the tool runs; the legacy
+/// result-style `approved-for-location` maps the same way.
+#[test]
+fn approve_for_location_completes_as_approved_for_location_and_the_tool_runs() {
+    let approval = json!({"kind":"custom-tool","toolName":"get_weather"});
+    for kind in ["approve-for-location", "approved-for-location"] {
+        let (p, result) = weather_turn_with_decision(
+            json!({"kind": kind, "approval": approval, "locationKey": "/home/u/project"}),
+        );
+        assert_eq!(
+            result,
+            json!({"kind":"approved-for-location","approval":approval,"locationKey":"/home/u/project"}),
+            "{kind}"
+        );
+        assert_tool_ran(&p);
+    }
+}
+
+/// `approve-permanently{domain}`: the reference's result union has no permanent kind, and
+/// `approved-for-session` requires an `approval` a domain is not, so the call completes as
+/// `approved` and the tool runs.
+#[test]
+fn approve_permanently_completes_as_approved_and_the_tool_runs() {
+    let (p, result) =
+        weather_turn_with_decision(json!({"kind":"approve-permanently","domain":"example.com"}));
+    assert_eq!(result, json!({"kind":"approved"}));
+    assert_tool_ran(&p);
+}

@@ -1,0 +1,445 @@
+//! Interop with the **official Copilot Rust SDK** (`github-copilot-sdk`, unmodified) for what
+//! changes as clients join and leave a live session: the capability flags each client's SDK
+//! holds (`Session::capabilities()`, fed by create/resume results and `capabilities.changed`),
+//! and the per-connection streaming opt-in (only `streaming: true` clients get deltas).
+//!
+//! Driven like `tests/interop_copilot.rs`: the SDK's `Client::from_streams` on one end of a
+//! `tokio::io::duplex` pipe, `agentwire_tokio::Server` (scripted agent) on the other.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentwire_tokio::agentwire::agent::Scenario;
+use agentwire_tokio::agentwire::host::HostConfig;
+use agentwire_tokio::Server;
+use common::{assert_envelope, types, within, Recorder, RecordingElicitation, TURN};
+use github_copilot_sdk::session::Session;
+use github_copilot_sdk::types::{MessageOptions, ResumeSessionConfig, SessionConfig, SessionEvent};
+use github_copilot_sdk::Client;
+use serde_json::{json, Value};
+
+const PIPE: usize = 64 * 1024;
+
+/// A client connected in-process to `server`, handshake done.
+async fn connect(server: &Server) -> Client {
+    let (client_end, server_end) = tokio::io::duplex(PIPE);
+    let (server_read, server_write) = tokio::io::split(server_end);
+    server.attach(server_read, server_write);
+    let (client_read, client_write) = tokio::io::split(client_end);
+    let client = Client::from_streams(client_read, client_write, PathBuf::from("/tmp"))
+        .expect("Client::from_streams");
+    within("connect", client.verify_protocol_version())
+        .await
+        .expect("connect handshake");
+    client
+}
+
+/// Like [`connect`], but the bytes flow through a relay task; aborting the returned handle
+/// cuts the connection (the host sees EOF), whatever the SDK is doing.
+async fn connect_cuttable(server: &Server) -> (Client, tokio::task::JoinHandle<()>) {
+    let (client_end, mut relay_a) = tokio::io::duplex(PIPE);
+    let (mut relay_b, server_end) = tokio::io::duplex(PIPE);
+    let relay = tokio::spawn(async move {
+        let _ = tokio::io::copy_bidirectional(&mut relay_a, &mut relay_b).await;
+    });
+    let (server_read, server_write) = tokio::io::split(server_end);
+    server.attach(server_read, server_write);
+    let (client_read, client_write) = tokio::io::split(client_end);
+    let client = Client::from_streams(client_read, client_write, PathBuf::from("/tmp"))
+        .expect("Client::from_streams");
+    within("connect", client.verify_protocol_version())
+        .await
+        .expect("connect handshake");
+    (client, relay)
+}
+
+/// Cuts a connection made by [`connect_cuttable`] and waits until the relay is gone.
+async fn cut(relay: tokio::task::JoinHandle<()>) {
+    relay.abort();
+    let _ = relay.await;
+}
+
+/// `(elicitation, mcpApps, canvases)` as this client's SDK currently holds them.
+type Flags = (Option<bool>, Option<bool>, Option<bool>);
+
+fn flags(session: &Session) -> Flags {
+    let ui = session.capabilities().ui.unwrap_or_default();
+    (ui.elicitation, ui.mcp_apps, ui.canvases)
+}
+
+/// The full `ui` object a `capabilities.changed` must carry for these flags.
+fn ui(elicitation: bool, mcp_apps: bool) -> Value {
+    json!({"ui": {"elicitation": elicitation, "mcpApps": mcp_apps, "canvases": false}})
+}
+
+/// SDK-side view for `ui(elicitation, mcp_apps)`.
+fn view(elicitation: bool, mcp_apps: bool) -> Flags {
+    (Some(elicitation), Some(mcp_apps), Some(false))
+}
+
+/// Waits for the next `capabilities.changed` and checks it carries the full `ui` object.
+async fn next_change(rec: &mut Recorder, expected: &Value) {
+    let ev = rec.wait_for("capabilities.changed").await;
+    assert_envelope(&ev);
+    assert_eq!(
+        &ev.data, expected,
+        "capabilities.changed carries the full ui object"
+    );
+}
+
+/// Every `capabilities.changed` payload `rec` has received so far.
+fn changes(rec: &mut Recorder) -> Vec<Value> {
+    rec.drain();
+    rec.seen
+        .iter()
+        .filter(|e| e.event_type == "capabilities.changed")
+        .map(|e| e.data.clone())
+        .collect()
+}
+
+fn server_with_mcp_apps() -> Server {
+    Server::new(HostConfig {
+        mcp_apps_enabled: true,
+        ..HostConfig::default()
+    })
+}
+
+async fn create_plain(client: &Client) -> (Session, Recorder) {
+    let prepared = client
+        .prepare_session(
+            SessionConfig::default()
+                .with_session_id(common::new_session_id())
+                .with_model("fake-model"),
+        )
+        .expect("prepare_session");
+    let rec = Recorder::new(prepared.subscribe());
+    let session = within("session.create", prepared.start())
+        .await
+        .expect("session.create");
+    (session, rec)
+}
+
+fn elicitation_handler() -> Arc<RecordingElicitation> {
+    Arc::new(RecordingElicitation {
+        requests: Arc::new(Mutex::new(Vec::new())),
+    })
+}
+
+/// Three clients on one session. A (no providers) creates it; B joins providing elicitation;
+/// C joins providing elicitation and MCP Apps; B detaches; C's connection is cut. After every
+/// transition each attached client's SDK holds the right flags, and `capabilities.changed`
+/// (always the full `ui` object, so a shallow merge keeps every flag) is emitted exactly when
+/// a capability gains its first or loses its last provider — not for C's second elicitation,
+/// not for B leaving while C still provides it.
+#[tokio::test]
+async fn three_clients_capability_flags_follow_joins_and_leaves() {
+    common::bounded(async {
+        let server = server_with_mcp_apps();
+        let a = connect(&server).await;
+        let b = connect(&server).await;
+        let (c, relay_c) = connect_cuttable(&server).await;
+
+        // A alone: nothing provided, every flag reported (false).
+        let (sa, mut ea) = create_plain(&a).await;
+        let id = sa.id().clone();
+        assert_eq!(flags(&sa), view(false, false), "A after create");
+
+        // B joins with an elicitation handler: first elicitation provider.
+        let prepared = b
+            .prepare_resume_session(
+                ResumeSessionConfig::new(id.clone())
+                    .with_elicitation_handler(elicitation_handler()),
+            )
+            .expect("prepare_resume_session");
+        let mut eb = Recorder::new(prepared.subscribe());
+        let sb = within("B joins", prepared.start()).await.expect("B joins");
+        assert_eq!(flags(&sb), view(true, false), "B's resume result");
+        next_change(&mut ea, &ui(true, false)).await;
+        assert_eq!(flags(&sa), view(true, false), "A after B joined");
+
+        // C joins with elicitation (second provider) and MCP Apps (first provider).
+        let prepared = c
+            .prepare_resume_session(
+                ResumeSessionConfig::new(id.clone())
+                    .with_elicitation_handler(elicitation_handler())
+                    .with_enable_mcp_apps(true),
+            )
+            .expect("prepare_resume_session");
+        let mut ec = Recorder::new(prepared.subscribe());
+        let sc = within("C joins", prepared.start()).await.expect("C joins");
+        assert_eq!(flags(&sc), view(true, true), "C's resume result");
+        next_change(&mut ea, &ui(true, true)).await;
+        assert_eq!(flags(&sa), view(true, true), "A after C joined");
+        next_change(&mut eb, &ui(true, false)).await; // B's own join
+        next_change(&mut eb, &ui(true, true)).await;
+        assert_eq!(flags(&sb), view(true, true), "B after C joined");
+
+        // B detaches: C still provides elicitation, so nothing changes.
+        within("B detaches", sb.disconnect())
+            .await
+            .expect("detach b");
+        assert_eq!(flags(&sa), view(true, true), "A after B left");
+        assert_eq!(flags(&sc), view(true, true), "C after B left");
+
+        // C's connection is cut: both capabilities lose their last provider at once.
+        cut(relay_c).await;
+        next_change(&mut ea, &ui(false, false)).await;
+        assert_eq!(flags(&sa), view(false, false), "A after C vanished");
+        let refused = within(
+            "elicitation with no provider",
+            sa.ui()
+                .elicitation("Anyone?", json!({"type": "object", "properties": {}})),
+        )
+        .await;
+        assert!(
+            refused.is_err(),
+            "with no provider left, session.ui.elicitation fails: {refused:?}"
+        );
+
+        // Exactly the transitions, nothing else (B's detach emitted no event).
+        assert_eq!(
+            changes(&mut ea),
+            vec![ui(true, false), ui(true, true), ui(false, false)],
+            "A's capabilities.changed events"
+        );
+        assert_eq!(
+            changes(&mut eb),
+            vec![ui(true, false), ui(true, true)],
+            "B's capabilities.changed events"
+        );
+        assert_eq!(
+            changes(&mut ec),
+            vec![ui(true, true)],
+            "C's capabilities.changed events (its own join's)"
+        );
+        within("detach a", sa.disconnect()).await.expect("detach a");
+        drop(sc);
+    })
+    .await
+}
+
+/// Two clients: A (elicitation provider) creates; B joins without one and still gets
+/// `ui.elicitation: true` in its resume result (the session's capabilities across all
+/// attached connections), with no `capabilities.changed`. A's connection is cut: B's flag
+/// drops and B's elicitation fails. A comes back on a new connection with a handler: B's flag
+/// rises again and B's elicitation is answered by A's handler.
+#[tokio::test]
+async fn provider_leaves_and_returns_two_clients() {
+    common::bounded(async {
+        let server = server_with_mcp_apps();
+        let (a, relay_a) = connect_cuttable(&server).await;
+        let b = connect(&server).await;
+        let id = common::new_session_id();
+        let prepared = a
+            .prepare_session(
+                SessionConfig::default()
+                    .with_session_id(id.clone())
+                    .with_model("fake-model")
+                    .with_elicitation_handler(elicitation_handler()),
+            )
+            .expect("prepare_session");
+        let _ea = Recorder::new(prepared.subscribe());
+        let sa = within("session.create", prepared.start())
+            .await
+            .expect("session.create");
+        assert_eq!(flags(&sa), view(true, false), "A provides elicitation");
+
+        let prepared = b
+            .prepare_resume_session(ResumeSessionConfig::new(id.clone()))
+            .expect("prepare_resume_session");
+        let mut eb = Recorder::new(prepared.subscribe());
+        let sb = within("B joins", prepared.start()).await.expect("B joins");
+        assert_eq!(
+            flags(&sb),
+            view(true, false),
+            "B's resume result reports A's elicitation"
+        );
+
+        // A vanishes: the last elicitation provider is gone.
+        cut(relay_a).await;
+        next_change(&mut eb, &ui(false, false)).await;
+        assert_eq!(flags(&sb), view(false, false), "B after A vanished");
+        let refused = within("confirm with no provider", sb.ui().confirm("Still there?")).await;
+        assert!(refused.is_err(), "no provider: {refused:?}");
+        drop(sa);
+
+        // A comes back on a new connection, again with a handler.
+        let a2 = connect(&server).await;
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let sa2 = within(
+            "A rejoins",
+            a2.resume_session(
+                ResumeSessionConfig::new(id.clone()).with_elicitation_handler(Arc::new(
+                    RecordingElicitation {
+                        requests: requests.clone(),
+                    },
+                )),
+            ),
+        )
+        .await
+        .expect("A rejoins");
+        assert_eq!(flags(&sa2), view(true, false));
+        next_change(&mut eb, &ui(true, false)).await;
+        assert_eq!(flags(&sb), view(true, false), "B after A returned");
+        let confirmed = within("confirm via A", sb.ui().confirm("Deploy?"))
+            .await
+            .expect("A's handler answers");
+        assert!(confirmed);
+        assert_eq!(requests.lock().unwrap().len(), 1, "A's handler ran once");
+        assert_eq!(
+            changes(&mut eb),
+            vec![ui(false, false), ui(true, false)],
+            "B saw exactly the two transitions"
+        );
+        within("detach b", sb.disconnect()).await.expect("detach b");
+        within("detach a2", sa2.disconnect())
+            .await
+            .expect("detach a2");
+    })
+    .await
+}
+
+/// One `say` of five words: streamed as five deltas (one per word) to streaming clients.
+const STREAM_SCENARIO: &str = r#"{"default": [ { "say": "d0 d1 d2 d3 d4" } ]}"#;
+const STREAMED: &str = "d0 d1 d2 d3 d4";
+
+/// Three clients on one session: A created it with `streaming: true`, B joined with
+/// `streaming: false`, C joined with `streaming: true`. B drives a turn whose answer is
+/// streamed: A and C each get exactly the five `assistant.message_delta` events (ephemeral,
+/// adding up to the answer, before it); B gets none and no `assistant.message_start`; all
+/// three get the same final `assistant.message`.
+#[tokio::test]
+async fn only_streaming_clients_get_deltas() {
+    common::bounded(async {
+        let scenario = Scenario::from_json(STREAM_SCENARIO).expect("valid scenario");
+        let server = Server::new(HostConfig::with_scenario(scenario));
+        let a = connect(&server).await;
+        let b = connect(&server).await;
+        let c = connect(&server).await;
+        let id = common::new_session_id();
+        let prepared = a
+            .prepare_session(
+                SessionConfig::default()
+                    .with_session_id(id.clone())
+                    .with_model("fake-model")
+                    .with_streaming(true),
+            )
+            .expect("prepare_session");
+        let mut ea = Recorder::new(prepared.subscribe());
+        let sa = within("session.create", prepared.start())
+            .await
+            .expect("session.create");
+        let join = |client: &Client, streaming: bool| {
+            let prepared = client
+                .prepare_resume_session(
+                    ResumeSessionConfig::new(id.clone()).with_streaming(streaming),
+                )
+                .expect("prepare_resume_session");
+            let rec = Recorder::new(prepared.subscribe());
+            (prepared, rec)
+        };
+        let (pb, mut eb) = join(&b, false);
+        let sb = within("B joins", pb.start()).await.expect("B joins");
+        let (pc, mut ec) = join(&c, true);
+        let sc = within("C joins", pc.start()).await.expect("C joins");
+
+        let reply = within(
+            "send_and_wait from B",
+            sb.send_and_wait(MessageOptions::new("go").with_wait_timeout(TURN)),
+        )
+        .await
+        .expect("the turn completes")
+        .expect("an assistant message");
+        assert_eq!(reply.data["content"], STREAMED);
+
+        let ta = ea.turn().await;
+        let tb = eb.turn().await;
+        let tc = ec.turn().await;
+        for ev in ta.iter().chain(&tb).chain(&tc) {
+            assert_envelope(ev);
+        }
+        let final_of = |who: &str, turn: &[SessionEvent]| -> SessionEvent {
+            let finals: Vec<&SessionEvent> = turn
+                .iter()
+                .filter(|e| e.event_type == "assistant.message")
+                .collect();
+            assert_eq!(
+                finals.len(),
+                1,
+                "{who}: one assistant.message: {:?}",
+                types(turn)
+            );
+            assert_eq!(finals[0].id, reply.id, "{who}: the same final message");
+            assert_eq!(finals[0].data["content"], STREAMED);
+            finals[0].clone()
+        };
+        for (who, turn) in [("A", &ta), ("C", &tc)] {
+            let message = final_of(who, turn);
+            let deltas: Vec<&SessionEvent> = turn
+                .iter()
+                .filter(|e| e.event_type == "assistant.message_delta")
+                .collect();
+            assert_eq!(deltas.len(), 5, "{who}: five deltas: {:?}", types(turn));
+            let starts = turn
+                .iter()
+                .filter(|e| e.event_type == "assistant.message_start")
+                .count();
+            assert_eq!(starts, 1, "{who}: one assistant.message_start");
+            let joined: String = deltas
+                .iter()
+                .map(|d| d.data["deltaContent"].as_str().expect("deltaContent"))
+                .collect();
+            assert_eq!(joined, STREAMED, "{who}: deltas add up to the message");
+            for d in &deltas {
+                assert_eq!(d.ephemeral, Some(true));
+                assert_eq!(d.data["messageId"], message.data["messageId"]);
+            }
+            let last_delta = turn
+                .iter()
+                .rposition(|e| e.event_type == "assistant.message_delta")
+                .unwrap();
+            let at = turn.iter().position(|e| e.id == message.id).unwrap();
+            assert!(last_delta < at, "{who}: deltas precede the final message");
+        }
+        final_of("B", &tb);
+        for streaming_only in ["assistant.message_delta", "assistant.message_start"] {
+            assert!(
+                !tb.iter().any(|e| e.event_type == streaming_only),
+                "B (streaming:false) gets no {streaming_only}: {:?}",
+                types(&tb)
+            );
+        }
+        // Nothing else differs: B's stream is A's minus the streaming-only events.
+        let non_streaming = |turn: &[SessionEvent]| -> Vec<String> {
+            turn.iter()
+                .filter(|e| {
+                    e.event_type != "assistant.message_delta"
+                        && e.event_type != "assistant.message_start"
+                })
+                .filter(|e| e.event_type != "session.start")
+                .map(|e| e.id.clone())
+                .collect()
+        };
+        let user_b = tb
+            .iter()
+            .position(|e| e.event_type == "user.message")
+            .expect("user.message on B");
+        let user_a = ta
+            .iter()
+            .position(|e| e.id == tb[user_b].id)
+            .expect("the same user.message on A");
+        assert_eq!(
+            non_streaming(&ta[user_a..]),
+            non_streaming(&tb[user_b..]),
+            "A and B agree on every non-streaming event of the turn"
+        );
+        ea.assert_quiet(Duration::from_millis(50)).await;
+        within("detach c", sc.disconnect()).await.expect("detach c");
+        within("detach b", sb.disconnect()).await.expect("detach b");
+        within("detach a", sa.disconnect()).await.expect("detach a");
+    })
+    .await
+}
