@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::Timestamp;
 
 pub use builtin::{BuiltinCall, BuiltinOp, PromptKind};
-pub use scenario::{Rule, Scenario, ScenarioError, Step, BUILTIN_SCENARIO_JSON};
+pub use scenario::{Rule, Scenario, ScenarioError, Step, StreamStep, BUILTIN_SCENARIO_JSON};
 pub use scripted::ScriptedAgent;
 
 /// What the host hands an agent to act on.

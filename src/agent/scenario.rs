@@ -15,6 +15,7 @@
 //! | step | meaning |
 //! |---|---|
 //! | `{"say": TEXT}` | an assistant message (streamed as deltas to streaming clients); `{prompt}` in TEXT is replaced by the prompt |
+//! | `{"stream": COUNT, "text": TEXT, "batch": N}` | an assistant message streamed as exactly COUNT deltas (for load tests); each delta's content is TEXT (default `"{i} "`) with `{i}` replaced by the delta's index and `{now_ns}` by the host's current time in nanoseconds since the Unix epoch; with N, the deltas go out N at a time, the agent yielding to the host (a zero-length timer) between batches |
 //! | `{"tool": NAME, "arguments": {..}}` | a client tool call: permission check, then the tool runs on the client that declared it |
 //! | `{"event": TYPE, "data": {..}, "ephemeral": BOOL}` | emit any raw session event |
 //! | `{"error": MESSAGE}` | emit `session.error` and end the turn |
@@ -64,6 +65,8 @@ pub enum Step {
         /// Arguments passed to the tool.
         arguments: Value,
     },
+    /// Stream one assistant message as exactly `count` deltas (see [`StreamStep`]).
+    Stream(StreamStep),
     /// Emit a raw session event.
     Event {
         /// Event type, e.g. `session.title_changed`.
@@ -83,6 +86,20 @@ pub enum Step {
     /// Run a built-in tool (`read_file`, `write_file`, `shell`) and wait for it; its result
     /// text is available to later `say` steps as `{result}`.
     Builtin(super::BuiltinCall),
+}
+
+/// The `stream` step: one assistant message streamed as `count` deltas, for load tests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamStep {
+    /// How many deltas to emit (to streaming clients; the final `assistant.message` carries
+    /// their concatenation).
+    pub count: u64,
+    /// Each delta's content: `{i}` is replaced by the delta's index (from 0) and `{now_ns}` by
+    /// the host's current input time in nanoseconds since the Unix epoch.
+    pub text: String,
+    /// Deltas emitted per batch; between batches the agent yields to the host through a
+    /// zero-length timer, so each batch carries a fresh time. `None`: all at once.
+    pub batch: Option<u64>,
 }
 
 /// A rule: when the prompt contains `pattern` (case-insensitive), run `steps`.
@@ -149,7 +166,7 @@ fn err(path: impl Into<String>, message: impl Into<String>) -> ScenarioError {
 }
 
 const STEP_KINDS: &str =
-    "say, tool, event, error, sleep_ms, ask, user_input, sample, command, exit_plan_mode, auto_mode_switch, hook, read_file, write_file, shell";
+    "say, stream, tool, event, error, sleep_ms, ask, user_input, sample, command, exit_plan_mode, auto_mode_switch, hook, read_file, write_file, shell";
 
 impl Scenario {
     /// Parses and validates a scenario from JSON text.
@@ -261,6 +278,25 @@ fn parse_step(raw: &Value, path: &str) -> Result<Step, ScenarioError> {
     if obj.contains_key("say") {
         reject_unknown(obj, path, &["say"])?;
         return Ok(Step::Say(field_str("say")?));
+    }
+    if obj.contains_key("stream") {
+        reject_unknown(obj, path, &["stream", "text", "batch"])?;
+        let count = obj
+            .get("stream")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| err(format!("{path}.stream"), "must be a non-negative integer"))?;
+        let text = match obj.get("text") {
+            None => "{i} ".to_owned(),
+            Some(_) => field_str("text")?,
+        };
+        let batch = match obj.get("batch") {
+            None => None,
+            Some(v) => match v.as_u64() {
+                Some(n) if n > 0 => Some(n),
+                _ => return Err(err(format!("{path}.batch"), "must be a positive integer")),
+            },
+        };
+        return Ok(Step::Stream(StreamStep { count, text, batch }));
     }
     if obj.contains_key("tool") {
         reject_unknown(obj, path, &["tool", "arguments"])?;
@@ -511,6 +547,37 @@ mod tests {
         assert_eq!(e.path, "default[0].choices[0]");
         let e = Scenario::from_json(r#"{"default":[{"ask":"q","colour":"red"}]}"#).unwrap_err();
         assert_eq!(e.path, "default[0].colour");
+    }
+
+    #[test]
+    fn stream_step_parses_with_defaults_and_validates() {
+        let s = Scenario::from_json(
+            r#"{"default":[{"stream":3},{"stream":5,"text":"{now_ns} ","batch":2}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            s.default,
+            vec![
+                Step::Stream(StreamStep {
+                    count: 3,
+                    text: "{i} ".into(),
+                    batch: None
+                }),
+                Step::Stream(StreamStep {
+                    count: 5,
+                    text: "{now_ns} ".into(),
+                    batch: Some(2)
+                }),
+            ]
+        );
+        let e = Scenario::from_json(r#"{"default":[{"stream":-1}]}"#).unwrap_err();
+        assert_eq!(e.path, "default[0].stream");
+        let e = Scenario::from_json(r#"{"default":[{"stream":1,"batch":0}]}"#).unwrap_err();
+        assert_eq!(e.path, "default[0].batch");
+        let e = Scenario::from_json(r#"{"default":[{"stream":1,"text":1}]}"#).unwrap_err();
+        assert_eq!(e.path, "default[0].text");
+        let e = Scenario::from_json(r#"{"default":[{"stream":1,"every":1}]}"#).unwrap_err();
+        assert_eq!(e.path, "default[0].every");
     }
 
     #[test]

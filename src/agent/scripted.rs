@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{Agent, AgentInput, Scenario, SessionControl, Step, ToolOutcome};
+use super::{Agent, AgentInput, Scenario, SessionControl, Step, StreamStep, ToolOutcome};
 
 /// A deterministic agent that answers each prompt by playing the scenario's steps.
 ///
@@ -33,6 +33,18 @@ struct Run {
     answer: String,
     /// The text of the last tool result (or failure message), for `{result}` in `say` steps.
     result: String,
+    /// A `stream` step in progress (it yields to the host between batches).
+    stream: Option<Streaming>,
+}
+
+/// Progress of a `stream` step.
+struct Streaming {
+    step: StreamStep,
+    message_id: String,
+    /// Index of the next delta.
+    next: u64,
+    /// The deltas emitted so far, concatenated: the final message's content.
+    content: String,
 }
 
 #[derive(PartialEq, Eq)]
@@ -69,6 +81,7 @@ impl ScriptedAgent {
             waiting: Waiting::Nothing,
             answer: String::new(),
             result: String::new(),
+            stream: None,
         });
         self.advance(s);
     }
@@ -79,6 +92,10 @@ impl ScriptedAgent {
             let Some(run) = self.run.as_mut() else { return };
             if run.waiting != Waiting::Nothing {
                 return;
+            }
+            if run.stream.is_some() {
+                stream_batch(s, run);
+                continue;
             }
             let Some(step) = run.steps.get(run.next).cloned() else {
                 self.finish(s, None);
@@ -92,6 +109,22 @@ impl ScriptedAgent {
                         .replace("{answer}", &run.answer)
                         .replace("{result}", &run.result);
                     say(s, &text, &run.message_id, run.turn);
+                }
+                Step::Stream(step) => {
+                    let message_id = s.new_id();
+                    if s.streaming() {
+                        s.emit(
+                            "assistant.message_start",
+                            json!({"messageId": message_id}),
+                            true,
+                        );
+                    }
+                    run.stream = Some(Streaming {
+                        step,
+                        message_id,
+                        next: 0,
+                        content: String::new(),
+                    });
                 }
                 Step::Tool { name, arguments } => {
                     let tool_call_id = format!("call_{}", s.new_id());
@@ -183,6 +216,57 @@ impl ScriptedAgent {
             self.start(message_id, prompt, s);
         }
     }
+}
+
+/// Plays one batch of the running `stream` step: its deltas, then either a zero-length timer
+/// (more batches to come) or the final `assistant.message`.
+fn stream_batch(s: &mut dyn SessionControl, run: &mut Run) {
+    let Some(st) = run.stream.as_mut() else {
+        return;
+    };
+    let streaming = s.streaming();
+    let now = s.now();
+    let now_ns = now.as_nanos().to_string();
+    // Without streaming clients nobody sees the deltas: build the content in one go.
+    let end = match (streaming, st.step.batch) {
+        (true, Some(batch)) => st.next.saturating_add(batch).min(st.step.count),
+        _ => st.step.count,
+    };
+    while st.next < end {
+        let chunk = st
+            .step
+            .text
+            .replace("{i}", &st.next.to_string())
+            .replace("{now_ns}", &now_ns);
+        if streaming {
+            s.emit(
+                "assistant.message_delta",
+                json!({"messageId": st.message_id, "deltaContent": chunk}),
+                true,
+            );
+        }
+        st.content.push_str(&chunk);
+        st.next += 1;
+    }
+    if st.next < st.step.count {
+        run.waiting = Waiting::Timer;
+        s.set_timer(now);
+        return;
+    }
+    let Some(st) = run.stream.take() else {
+        return;
+    };
+    s.emit(
+        "assistant.message",
+        json!({
+            "messageId": st.message_id,
+            "content": st.content,
+            "toolRequests": [],
+            "originatingMessageId": run.message_id,
+            "turnId": run.turn.to_string(),
+        }),
+        false,
+    );
 }
 
 /// Emits one assistant message, streamed as deltas when a client asked for streaming.
@@ -306,5 +390,137 @@ impl std::fmt::Debug for ScriptedAgent {
             .field("busy", &self.run.is_some())
             .field("queued", &self.queued.len())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::{BuiltinCall, ClientRequest};
+    use crate::Timestamp;
+    use serde_json::Value;
+
+    /// A session that records what the agent emits and the timer it sets.
+    struct Recorder {
+        now: Timestamp,
+        streaming: bool,
+        ids: u64,
+        events: Vec<(String, Value)>,
+        timer: Option<Timestamp>,
+    }
+
+    impl SessionControl for Recorder {
+        fn now(&self) -> Timestamp {
+            self.now
+        }
+        fn new_id(&mut self) -> String {
+            self.ids += 1;
+            format!("id{}", self.ids)
+        }
+        fn streaming(&self) -> bool {
+            self.streaming
+        }
+        fn emit(&mut self, event_type: &str, data: Value, _ephemeral: bool) -> String {
+            self.events.push((event_type.to_owned(), data));
+            self.new_id()
+        }
+        fn call_tool(&mut self, _: &str, _: &str, _: &Value, _: &str) {}
+        fn call_builtin(&mut self, _: &str, _: &BuiltinCall, _: &str) {}
+        fn cancel_tool_calls(&mut self) {}
+        fn set_timer(&mut self, at: Timestamp) {
+            self.timer = Some(at);
+        }
+        fn ask_client(&mut self, _: ClientRequest) -> u64 {
+            0
+        }
+    }
+
+    fn recorder(streaming: bool) -> Recorder {
+        Recorder {
+            now: Timestamp::from_nanos(1_000),
+            streaming,
+            ids: 0,
+            events: Vec::new(),
+            timer: None,
+        }
+    }
+
+    fn prompt(agent: &mut ScriptedAgent, s: &mut Recorder) {
+        agent.handle(
+            AgentInput::Prompt {
+                message_id: "m".into(),
+                prompt: "go".into(),
+            },
+            s,
+        );
+    }
+
+    fn deltas(s: &Recorder) -> Vec<&str> {
+        s.events
+            .iter()
+            .filter(|(t, _)| t == "assistant.message_delta")
+            .map(|(_, d)| d["deltaContent"].as_str().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn stream_step_yields_between_batches_and_stamps_each_batch_with_the_input_time() {
+        let scenario =
+            Scenario::from_json(r#"{"default":[{"stream":5,"text":"{i}@{now_ns} ","batch":2}]}"#)
+                .unwrap();
+        let mut agent = ScriptedAgent::new(Arc::new(scenario));
+        let mut s = recorder(true);
+        prompt(&mut agent, &mut s);
+        assert_eq!(deltas(&s), ["0@1000 ", "1@1000 "]);
+        assert_eq!(s.timer, Some(Timestamp::from_nanos(1_000)));
+        assert!(agent.is_busy());
+
+        s.now = Timestamp::from_nanos(2_000);
+        s.timer = None;
+        agent.handle(AgentInput::Timer, &mut s);
+        s.now = Timestamp::from_nanos(3_000);
+        agent.handle(AgentInput::Timer, &mut s);
+        assert_eq!(
+            deltas(&s),
+            ["0@1000 ", "1@1000 ", "2@2000 ", "3@2000 ", "4@3000 "]
+        );
+        let types: Vec<&str> = s.events.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(
+            types[..3],
+            [
+                "user.message",
+                "assistant.turn_start",
+                "assistant.message_start"
+            ]
+        );
+        assert_eq!(
+            types[types.len() - 3..],
+            ["assistant.message", "assistant.turn_end", "session.idle"]
+        );
+        let message = &s.events[types.len() - 3].1;
+        assert_eq!(message["content"], "0@1000 1@1000 2@2000 3@2000 4@3000 ");
+        assert_eq!(message["messageId"], s.events[2].1["messageId"]);
+        assert!(!agent.is_busy());
+    }
+
+    #[test]
+    fn stream_step_without_streaming_clients_emits_only_the_message() {
+        let scenario = Scenario::from_json(r#"{"default":[{"stream":3,"batch":1}]}"#).unwrap();
+        let mut agent = ScriptedAgent::new(Arc::new(scenario));
+        let mut s = recorder(false);
+        prompt(&mut agent, &mut s);
+        let types: Vec<&str> = s.events.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(
+            types,
+            [
+                "user.message",
+                "assistant.turn_start",
+                "assistant.message",
+                "assistant.turn_end",
+                "session.idle"
+            ]
+        );
+        assert_eq!(s.events[2].1["content"], "0 1 2 ");
+        assert_eq!(s.timer, None);
     }
 }
