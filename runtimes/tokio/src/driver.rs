@@ -791,6 +791,16 @@ async fn timer_task(shared: Weak<Shared>, wake: Arc<Notify>) {
             None => wake.notified().await,
             Some(deadline) => {
                 let delay = deadline.saturating_duration_since(now());
+                if delay.is_zero() {
+                    // Already due: fire now rather than at tokio's next 1 ms timer tick (an
+                    // agent that yields with a zero-length timer would otherwise wait ~1 ms).
+                    tokio::task::yield_now().await;
+                    let Some(shared) = shared.upgrade() else {
+                        return;
+                    };
+                    shared.with_inner(|inner, now| inner.host.handle_timeout(now));
+                    continue;
+                }
                 tokio::select! {
                     _ = tokio::time::sleep(delay) => {
                         let Some(shared) = shared.upgrade() else {
