@@ -16,6 +16,7 @@ use agentwire_tokio::agentwire::agent::Scenario;
 use agentwire_tokio::agentwire::host::HostConfig;
 use agentwire_tokio::Server;
 use common::{assert_envelope, types, within, Recorder, RecordingElicitation, TURN};
+use github_copilot_sdk::canvas::CanvasDeclaration;
 use github_copilot_sdk::session::Session;
 use github_copilot_sdk::types::{MessageOptions, ResumeSessionConfig, SessionConfig, SessionEvent};
 use github_copilot_sdk::Client;
@@ -71,13 +72,24 @@ fn flags(session: &Session) -> Flags {
 }
 
 /// The full `ui` object a `capabilities.changed` must carry for these flags.
-fn ui(elicitation: bool, mcp_apps: bool) -> Value {
-    json!({"ui": {"elicitation": elicitation, "mcpApps": mcp_apps, "canvases": false}})
+fn ui(elicitation: bool, mcp_apps: bool, canvases: bool) -> Value {
+    json!({"ui": {"elicitation": elicitation, "mcpApps": mcp_apps, "canvases": canvases}})
 }
 
-/// SDK-side view for `ui(elicitation, mcp_apps)`.
-fn view(elicitation: bool, mcp_apps: bool) -> Flags {
-    (Some(elicitation), Some(mcp_apps), Some(false))
+/// SDK-side view for `ui(elicitation, mcp_apps, canvases)`.
+fn view(elicitation: bool, mcp_apps: bool, canvases: bool) -> Flags {
+    (Some(elicitation), Some(mcp_apps), Some(canvases))
+}
+
+/// The Node SDK's merge of a `capabilities.changed` payload: a shallow, top-level spread
+/// (`{...capabilities, ...data}`), so a `ui` object replaces the previous one whole.
+fn node_merge(current: &mut Value, data: &Value) {
+    for (k, v) in data
+        .as_object()
+        .expect("capabilities.changed data is an object")
+    {
+        current[k] = v.clone();
+    }
 }
 
 /// Waits for the next `capabilities.changed` and checks it carries the full `ui` object.
@@ -129,11 +141,12 @@ fn elicitation_handler() -> Arc<RecordingElicitation> {
 }
 
 /// Three clients on one session. A (no providers) creates it; B joins providing elicitation;
-/// C joins providing elicitation and MCP Apps; B detaches; C's connection is cut. After every
-/// transition each attached client's SDK holds the right flags, and `capabilities.changed`
-/// (always the full `ui` object, so a shallow merge keeps every flag) is emitted exactly when
-/// a capability gains its first or loses its last provider — not for C's second elicitation,
-/// not for B leaving while C still provides it.
+/// C joins providing elicitation, MCP Apps and a canvas; B detaches and joins again; C's
+/// connection is cut; B detaches. After every transition each attached client's SDK holds the
+/// right flags, and `capabilities.changed` is emitted exactly when a capability gains its
+/// first or loses its last provider — not for C's second elicitation, not for B leaving or
+/// rejoining while C provides it. Each event carries the full `ui` object, so a Node-style
+/// shallow merge (which replaces `ui` whole) ends with the same flags as the Rust SDK's.
 #[tokio::test]
 async fn three_clients_capability_flags_follow_joins_and_leaves() {
     common::bounded(async {
@@ -145,7 +158,8 @@ async fn three_clients_capability_flags_follow_joins_and_leaves() {
         // A alone: nothing provided, every flag reported (false).
         let (sa, mut ea) = create_plain(&a).await;
         let id = sa.id().clone();
-        assert_eq!(flags(&sa), view(false, false), "A after create");
+        assert_eq!(flags(&sa), view(false, false, false), "A after create");
+        let mut node_a = json!({"ui": {"elicitation": false, "mcpApps": false, "canvases": false}});
 
         // B joins with an elicitation handler: first elicitation provider.
         let prepared = b
@@ -156,38 +170,68 @@ async fn three_clients_capability_flags_follow_joins_and_leaves() {
             .expect("prepare_resume_session");
         let mut eb = Recorder::new(prepared.subscribe());
         let sb = within("B joins", prepared.start()).await.expect("B joins");
-        assert_eq!(flags(&sb), view(true, false), "B's resume result");
-        next_change(&mut ea, &ui(true, false)).await;
-        assert_eq!(flags(&sa), view(true, false), "A after B joined");
+        assert_eq!(flags(&sb), view(true, false, false), "B's resume result");
+        next_change(&mut ea, &ui(true, false, false)).await;
+        assert_eq!(flags(&sa), view(true, false, false), "A after B joined");
 
-        // C joins with elicitation (second provider) and MCP Apps (first provider).
+        // C joins with elicitation (second provider), MCP Apps and a canvas (first providers).
         let prepared = c
             .prepare_resume_session(
                 ResumeSessionConfig::new(id.clone())
                     .with_elicitation_handler(elicitation_handler())
-                    .with_enable_mcp_apps(true),
+                    .with_enable_mcp_apps(true)
+                    .with_canvases([CanvasDeclaration::new("board", "Board", "A test canvas")]),
             )
             .expect("prepare_resume_session");
         let mut ec = Recorder::new(prepared.subscribe());
         let sc = within("C joins", prepared.start()).await.expect("C joins");
-        assert_eq!(flags(&sc), view(true, true), "C's resume result");
-        next_change(&mut ea, &ui(true, true)).await;
-        assert_eq!(flags(&sa), view(true, true), "A after C joined");
-        next_change(&mut eb, &ui(true, false)).await; // B's own join
-        next_change(&mut eb, &ui(true, true)).await;
-        assert_eq!(flags(&sb), view(true, true), "B after C joined");
+        assert_eq!(flags(&sc), view(true, true, true), "C's resume result");
+        next_change(&mut ea, &ui(true, true, true)).await;
+        assert_eq!(flags(&sa), view(true, true, true), "A after C joined");
+        next_change(&mut eb, &ui(true, false, false)).await; // B's own join
+        next_change(&mut eb, &ui(true, true, true)).await;
+        assert_eq!(flags(&sb), view(true, true, true), "B after C joined");
 
-        // B detaches: C still provides elicitation, so nothing changes.
+        // B detaches and joins again: C still provides elicitation, so nothing changes.
         within("B detaches", sb.disconnect())
             .await
             .expect("detach b");
-        assert_eq!(flags(&sa), view(true, true), "A after B left");
-        assert_eq!(flags(&sc), view(true, true), "C after B left");
+        assert_eq!(flags(&sa), view(true, true, true), "A after B left");
+        assert_eq!(flags(&sc), view(true, true, true), "C after B left");
+        let prepared = b
+            .prepare_resume_session(
+                ResumeSessionConfig::new(id.clone())
+                    .with_elicitation_handler(elicitation_handler()),
+            )
+            .expect("prepare_resume_session");
+        let mut eb2 = Recorder::new(prepared.subscribe());
+        let sb2 = within("B rejoins", prepared.start())
+            .await
+            .expect("B rejoins");
+        assert_eq!(
+            flags(&sb2),
+            view(true, true, true),
+            "B's second resume result"
+        );
 
-        // C's connection is cut: both capabilities lose their last provider at once.
+        // C's connection is cut: MCP Apps and canvases lose their only provider, elicitation
+        // keeps B.
         cut(relay_c).await;
-        next_change(&mut ea, &ui(false, false)).await;
-        assert_eq!(flags(&sa), view(false, false), "A after C vanished");
+        next_change(&mut ea, &ui(true, false, false)).await;
+        assert_eq!(flags(&sa), view(true, false, false), "A after C vanished");
+        next_change(&mut eb2, &ui(true, false, false)).await;
+        assert_eq!(flags(&sb2), view(true, false, false), "B after C vanished");
+
+        // B detaches: the last elicitation provider is gone.
+        within("B detaches again", sb2.disconnect())
+            .await
+            .expect("detach b");
+        next_change(&mut ea, &ui(false, false, false)).await;
+        assert_eq!(
+            flags(&sa),
+            view(false, false, false),
+            "A after B left again"
+        );
         let refused = within(
             "elicitation with no provider",
             sa.ui()
@@ -199,20 +243,49 @@ async fn three_clients_capability_flags_follow_joins_and_leaves() {
             "with no provider left, session.ui.elicitation fails: {refused:?}"
         );
 
-        // Exactly the transitions, nothing else (B's detach emitted no event).
+        // Exactly the transitions, nothing else (B's detach and rejoin emitted no event).
+        let seen_a = changes(&mut ea);
         assert_eq!(
-            changes(&mut ea),
-            vec![ui(true, false), ui(true, true), ui(false, false)],
+            seen_a,
+            vec![
+                ui(true, false, false),
+                ui(true, true, true),
+                ui(true, false, false),
+                ui(false, false, false)
+            ],
             "A's capabilities.changed events"
         );
+        for (i, data) in seen_a.iter().enumerate() {
+            node_merge(&mut node_a, data);
+            let rust_view = match i {
+                0 => view(true, false, false),
+                1 => view(true, true, true),
+                2 => view(true, false, false),
+                _ => view(false, false, false),
+            };
+            let node_view = (
+                node_a["ui"]["elicitation"].as_bool(),
+                node_a["ui"]["mcpApps"].as_bool(),
+                node_a["ui"]["canvases"].as_bool(),
+            );
+            assert_eq!(
+                node_view, rust_view,
+                "a shallow merge after event {i} keeps every flag"
+            );
+        }
         assert_eq!(
             changes(&mut eb),
-            vec![ui(true, false), ui(true, true)],
-            "B's capabilities.changed events"
+            vec![ui(true, false, false), ui(true, true, true)],
+            "B's capabilities.changed events while first attached"
+        );
+        assert_eq!(
+            changes(&mut eb2),
+            vec![ui(true, false, false)],
+            "B's capabilities.changed events after rejoining"
         );
         assert_eq!(
             changes(&mut ec),
-            vec![ui(true, true)],
+            vec![ui(true, true, true)],
             "C's capabilities.changed events (its own join's)"
         );
         within("detach a", sa.disconnect()).await.expect("detach a");
@@ -245,7 +318,11 @@ async fn provider_leaves_and_returns_two_clients() {
         let sa = within("session.create", prepared.start())
             .await
             .expect("session.create");
-        assert_eq!(flags(&sa), view(true, false), "A provides elicitation");
+        assert_eq!(
+            flags(&sa),
+            view(true, false, false),
+            "A provides elicitation"
+        );
 
         let prepared = b
             .prepare_resume_session(ResumeSessionConfig::new(id.clone()))
@@ -254,14 +331,14 @@ async fn provider_leaves_and_returns_two_clients() {
         let sb = within("B joins", prepared.start()).await.expect("B joins");
         assert_eq!(
             flags(&sb),
-            view(true, false),
+            view(true, false, false),
             "B's resume result reports A's elicitation"
         );
 
         // A vanishes: the last elicitation provider is gone.
         cut(relay_a).await;
-        next_change(&mut eb, &ui(false, false)).await;
-        assert_eq!(flags(&sb), view(false, false), "B after A vanished");
+        next_change(&mut eb, &ui(false, false, false)).await;
+        assert_eq!(flags(&sb), view(false, false, false), "B after A vanished");
         let refused = within("confirm with no provider", sb.ui().confirm("Still there?")).await;
         assert!(refused.is_err(), "no provider: {refused:?}");
         drop(sa);
@@ -281,9 +358,9 @@ async fn provider_leaves_and_returns_two_clients() {
         )
         .await
         .expect("A rejoins");
-        assert_eq!(flags(&sa2), view(true, false));
-        next_change(&mut eb, &ui(true, false)).await;
-        assert_eq!(flags(&sb), view(true, false), "B after A returned");
+        assert_eq!(flags(&sa2), view(true, false, false));
+        next_change(&mut eb, &ui(true, false, false)).await;
+        assert_eq!(flags(&sb), view(true, false, false), "B after A returned");
         let confirmed = within("confirm via A", sb.ui().confirm("Deploy?"))
             .await
             .expect("A's handler answers");
@@ -291,7 +368,7 @@ async fn provider_leaves_and_returns_two_clients() {
         assert_eq!(requests.lock().unwrap().len(), 1, "A's handler ran once");
         assert_eq!(
             changes(&mut eb),
-            vec![ui(false, false), ui(true, false)],
+            vec![ui(false, false, false), ui(true, false, false)],
             "B saw exactly the two transitions"
         );
         within("detach b", sb.disconnect()).await.expect("detach b");
