@@ -173,6 +173,13 @@ impl ContentLengthDecoder {
         let State::Header(scan) = &mut self.state else {
             return Ok(());
         };
+        if scan.pos == 0 {
+            if let Some((header_len, body_len)) = canonical_header(&self.buf, &self.limits) {
+                self.scanned += header_len as u64;
+                self.start_body(header_len, body_len);
+                return Ok(());
+            }
+        }
         let before = scan.pos;
         let progress = scan_header(scan, &self.buf, &self.limits);
         self.scanned += (scan.pos - before) as u64;
@@ -181,13 +188,43 @@ impl ContentLengthDecoder {
             body_len,
         } = progress?
         {
-            self.buf.advance(header_len);
-            // body_len has been checked against the frame limit.
-            self.buf.reserve(body_len.saturating_sub(self.buf.len()));
-            self.state = State::Body { len: body_len };
+            self.start_body(header_len, body_len);
         }
         Ok(())
     }
+
+    /// Consumes a complete `header_len`-byte header block and switches to reading the body.
+    fn start_body(&mut self, header_len: usize, body_len: usize) {
+        self.buf.advance(header_len);
+        // body_len has been checked against the frame limit.
+        self.buf.reserve(body_len.saturating_sub(self.buf.len()));
+        self.state = State::Body { len: body_len };
+    }
+}
+
+/// Recognises, at the start of `buf`, a complete header block of exactly the form [`encode`]
+/// writes (and the official SDKs send): `Content-Length: N\r\n\r\n` with 1 to 19 digits,
+/// within the limits. Returns `(header_len, body_len)`, which is what [`scan_header`] would
+/// find for the same bytes; `None` (anything else: other headers, other spelling or spacing,
+/// an incomplete block, a limit exceeded) leaves the block to [`scan_header`], which reports
+/// errors. Each byte is looked at once, without the general scanner's per-byte state machine.
+fn canonical_header(buf: &[u8], limits: &FrameLimits) -> Option<(usize, usize)> {
+    let rest = buf.strip_prefix(HEADER_PREFIX.as_bytes())?;
+    // 19 decimal digits always fit in a u64; longer values take the general path.
+    let digits = rest.iter().take(20).position(|b| !b.is_ascii_digit())?;
+    if !(1..=19).contains(&digits) || rest.get(digits..digits + 4)? != HEADER_SUFFIX.as_bytes() {
+        return None;
+    }
+    let value = rest
+        .get(..digits)?
+        .iter()
+        .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+    let body_len = usize::try_from(value).ok()?;
+    let header_len = HEADER_PREFIX.len() + digits + HEADER_SUFFIX.len();
+    // Every prefix of the digits is at most `value`, so the general scanner would not have
+    // rejected the value early either.
+    (body_len <= limits.max_frame_bytes && header_len <= limits.max_header_bytes)
+        .then_some((header_len, body_len))
 }
 
 /// Validates `buf[scan.pos..]` as the continuation of a header block, stopping after the
@@ -608,6 +645,62 @@ mod tests {
             let _ = decoder.next_frame().unwrap();
         }
         assert_eq!(decoder.scanned_bytes(), 22);
+    }
+
+    #[test]
+    fn canonical_fast_path_agrees_with_the_general_scanner() {
+        let general = |input: &[u8], limits: &FrameLimits| {
+            let mut scan = HeaderScan::new();
+            match scan_header(&mut scan, input, limits) {
+                Ok(HeaderProgress::Complete {
+                    header_len,
+                    body_len,
+                }) => Some((header_len, body_len)),
+                _ => None,
+            }
+        };
+        let small = limits(100, 24);
+        for input in [
+            &b"Content-Length: 2\r\n\r\n{}"[..],
+            b"Content-Length: 0\r\n\r\n",
+            b"Content-Length: 007\r\n\r\n",
+            b"Content-Length: 100\r\n\r\n",
+            b"Content-Length: 101\r\n\r\n",
+            b"Content-Length: 1000\r\n\r\n",
+            b"Content-Length: 0000001\r\n\r\n",
+            b"Content-Length: 18446744073709551615\r\n\r\n",
+            b"Content-Length: 9999999999999999999\r\n\r\n",
+            b"Content-Length: 2\r\n\r",
+            b"Content-Length: 2\r\nX: y\r\n\r\n",
+            b"content-length: 2\r\n\r\n",
+            b"Content-Length:  2\r\n\r\n",
+            b"Content-Length: 2 \r\n\r\n",
+            b"Content-Length: \r\n\r\n",
+        ] {
+            for limits in [
+                FrameLimits::default(),
+                small,
+                self::limits(usize::MAX, 8192),
+            ] {
+                let fast = canonical_header(input, &limits);
+                if fast.is_some() {
+                    assert_eq!(fast, general(input, &limits), "{input:?} {limits:?}");
+                }
+            }
+        }
+        assert_eq!(
+            canonical_header(b"Content-Length: 2\r\n\r\n{}", &FrameLimits::default()),
+            Some((21, 2))
+        );
+        // Over a limit, incomplete or not canonical: left to the general scanner.
+        for input in [
+            &b"Content-Length: 101\r\n\r\n"[..],
+            b"Content-Length: 10\r\n\r",
+            b"Content-Length: 1000000\r\n\r\n",
+            b"content-length: 2\r\n\r\n",
+        ] {
+            assert_eq!(canonical_header(input, &small), None, "{input:?}");
+        }
     }
 
     #[test]

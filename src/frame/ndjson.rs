@@ -30,7 +30,8 @@ pub(super) struct NdjsonDecoder {
     buf: BytesMut,
     /// Bytes of the current line scanned so far (none of them is `\n`).
     pos: usize,
-    /// Whether the scanned part of the current line holds anything but whitespace.
+    /// Whether the current line's leading whitespace has been dropped and its first content
+    /// byte found (at `buf[0]`); from then on only the line's `\n` is searched for.
     has_content: bool,
     /// The current line is complete: its `\n` is at this index.
     line_end: Option<usize>,
@@ -115,17 +116,10 @@ impl NdjsonDecoder {
                     Some(_) => self.has_content = true,
                 }
             }
+            // The line has content (its first non-whitespace byte is behind `pos`), so only
+            // its end matters now: a vectorised search for `\n`, no per-byte work.
             let unscanned = self.buf.get(self.pos..).unwrap_or_default();
-            let mut newline = None;
-            for (offset, &byte) in unscanned.iter().enumerate() {
-                if byte == b'\n' {
-                    newline = Some(self.pos + offset);
-                    break;
-                }
-                if !matches!(byte, b' ' | b'\t' | b'\r') {
-                    self.has_content = true;
-                }
-            }
+            let newline = memchr::memchr(b'\n', unscanned).map(|offset| self.pos + offset);
             let Some(line_end) = newline else {
                 self.scanned += unscanned.len() as u64;
                 self.pos = self.buf.len();
