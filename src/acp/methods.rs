@@ -69,6 +69,7 @@ pub(crate) fn session_not_found(session: &str) -> ErrorObject {
 fn attachment() -> Attachment {
     Attachment {
         streaming: true,
+        include_sub_agent_streaming: true,
         request_permission: true,
         ..Attachment::default()
     }

@@ -136,6 +136,20 @@ pub trait SessionControl {
     fn streaming(&self) -> bool;
     /// Emits a session event and returns its id. `data` must be a JSON object.
     fn emit(&mut self, event_type: &str, data: Value, ephemeral: bool) -> String;
+    /// Emits a session event on behalf of sub-agent `agent_id` (`agentId` in the envelope;
+    /// `None` is the main agent, as [`SessionControl::emit`]). A sub-agent's streaming deltas
+    /// reach only clients that kept `includeSubAgentStreamingEvents`. The default
+    /// implementation, for controls without sub-agent support, emits as the main agent.
+    fn emit_as(
+        &mut self,
+        agent_id: Option<&str>,
+        event_type: &str,
+        data: Value,
+        ephemeral: bool,
+    ) -> String {
+        let _ = agent_id;
+        self.emit(event_type, data, ephemeral)
+    }
     /// Runs a client tool: `tool.execution_start`, the permission check, the client's
     /// execution and `tool.execution_complete`. The agent gets [`AgentInput::ToolDone`] later.
     fn call_tool(&mut self, tool_call_id: &str, name: &str, arguments: &Value, turn_id: &str);

@@ -17,7 +17,7 @@
 //! | `{"say": TEXT}` | an assistant message (streamed as deltas to streaming clients); `{prompt}` in TEXT is replaced by the prompt |
 //! | `{"stream": COUNT, "text": TEXT, "batch": N}` | an assistant message streamed as exactly COUNT deltas (for load tests); each delta's content is TEXT (default `"{i} "`) with `{i}` replaced by the delta's index and `{now_ns}` by the host's current time in nanoseconds since the Unix epoch; with N, the deltas go out N at a time, the agent yielding to the host (a zero-length timer) between batches |
 //! | `{"tool": NAME, "arguments": {..}}` | a client tool call: permission check, then the tool runs on the client that declared it |
-//! | `{"event": TYPE, "data": {..}, "ephemeral": BOOL}` | emit any raw session event |
+//! | `{"event": TYPE, "data": {..}, "ephemeral": BOOL, "agent_id": ID}` | emit any raw session event; with `agent_id`, as sub-agent ID (`agentId` in the envelope; a sub-agent's streaming deltas reach only clients that kept `includeSubAgentStreamingEvents`) |
 //! | `{"error": MESSAGE}` | emit `session.error` and end the turn |
 //! | `{"sleep_ms": N}` | wait N milliseconds (through the core's timers) |
 //! | `{"ask": MESSAGE, "schema": {..}, "url": URL}` | an elicitation (form, or URL mode with `url`), answered by a client with `requestElicitation` |
@@ -75,6 +75,8 @@ pub enum Step {
         data: Value,
         /// Whether the event is ephemeral (not persisted).
         ephemeral: bool,
+        /// The sub-agent instance the event comes from (`agentId`); `None` for the main agent.
+        agent_id: Option<String>,
     },
     /// Emit `session.error` with this message and end the turn.
     Error(String),
@@ -312,7 +314,7 @@ fn parse_step(raw: &Value, path: &str) -> Result<Step, ScenarioError> {
         return Ok(Step::Tool { name, arguments });
     }
     if obj.contains_key("event") {
-        reject_unknown(obj, path, &["event", "data", "ephemeral"])?;
+        reject_unknown(obj, path, &["event", "data", "ephemeral", "agent_id"])?;
         let event_type = field_str("event")?;
         if event_type.is_empty() {
             return Err(err(format!("{path}.event"), "must not be empty"));
@@ -327,10 +329,21 @@ fn parse_step(raw: &Value, path: &str) -> Result<Step, ScenarioError> {
             Some(Value::Bool(b)) => *b,
             Some(_) => return Err(err(format!("{path}.ephemeral"), "must be true or false")),
         };
+        let agent_id = match obj.get("agent_id") {
+            None => None,
+            Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+            Some(_) => {
+                return Err(err(
+                    format!("{path}.agent_id"),
+                    "must be a non-empty string",
+                ))
+            }
+        };
         return Ok(Step::Event {
             event_type,
             data,
             ephemeral,
+            agent_id,
         });
     }
     if obj.contains_key("error") {

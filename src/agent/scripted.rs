@@ -149,8 +149,9 @@ impl ScriptedAgent {
                     event_type,
                     data,
                     ephemeral,
+                    agent_id,
                 } => {
-                    s.emit(&event_type, data, ephemeral);
+                    s.emit_as(agent_id.as_deref(), &event_type, data, ephemeral);
                 }
                 Step::Error(message) => {
                     s.emit(

@@ -27,6 +27,7 @@ pub(crate) struct AttachParams {
     pub extension_info: Option<Value>,
     pub canvas_provider: Option<Value>,
     pub streaming: bool,
+    pub include_sub_agent_streaming_events: Option<bool>,
     pub working_directory: Option<String>,
     pub disable_resume: bool,
     pub continue_pending_work: bool,
@@ -37,6 +38,7 @@ impl AttachParams {
     pub fn attachment(&self, mcp_apps_enabled: bool) -> Attachment {
         Attachment {
             streaming: self.streaming,
+            include_sub_agent_streaming: self.include_sub_agent_streaming_events.unwrap_or(true),
             request_permission: self.request_permission,
             request_elicitation: self.request_elicitation,
             request_user_input: self.request_user_input,

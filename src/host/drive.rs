@@ -39,6 +39,19 @@ impl SessionControl for Control<'_> {
             .unwrap_or_default()
     }
 
+    fn emit_as(
+        &mut self,
+        agent_id: Option<&str>,
+        event_type: &str,
+        data: Value,
+        ephemeral: bool,
+    ) -> String {
+        self.host.event_agent = agent_id.map(str::to_owned);
+        let id = self.emit(event_type, data, ephemeral);
+        self.host.event_agent = None;
+        id
+    }
+
     fn call_tool(&mut self, tool_call_id: &str, name: &str, arguments: &Value, turn_id: &str) {
         self.host
             .start_tool_call(self.session, tool_call_id, name, arguments, turn_id);

@@ -237,6 +237,8 @@ pub struct Host {
     /// Commands the runtime is running for clients, by process id.
     pub(crate) processes: BTreeMap<String, shell::ShellProcess>,
     pub(crate) last_session: Option<String>,
+    /// The sub-agent the next emitted event comes from (set by `SessionControl::emit_as`).
+    pub(crate) event_agent: Option<String>,
     unknown_responses: u64,
 }
 
@@ -296,6 +298,7 @@ impl Host {
             foreground: None,
             processes: BTreeMap::new(),
             last_session: None,
+            event_agent: None,
             unknown_responses: 0,
         }
     }
@@ -726,8 +729,12 @@ impl Host {
     ) -> Option<String> {
         let id = self.ids.next_uuid();
         let now = self.now;
+        // Only this event comes from the sub-agent, not what emitting it triggers.
+        let agent_id = self.event_agent.take();
         let live = self.sessions.get_mut(session_id)?;
-        let event = live.session.record(id, event_type, data, ephemeral, now);
+        let event = live
+            .session
+            .record_from(id, event_type, data, ephemeral, now, agent_id.as_deref());
         if event_type == "assistant.message" {
             live.last_assistant = Some(event.clone());
         }

@@ -34,6 +34,19 @@ impl Event {
         timestamp: Timestamp,
         parent_id: Option<&str>,
     ) -> Event {
+        Event::new_from(id, event_type, data, ephemeral, timestamp, parent_id, None)
+    }
+
+    /// Like [`Event::new`], for an event a sub-agent emitted: `agentId` ends the envelope.
+    pub fn new_from(
+        id: String,
+        event_type: &str,
+        data: &serde_json::Value,
+        ephemeral: bool,
+        timestamp: Timestamp,
+        parent_id: Option<&str>,
+        agent_id: Option<&str>,
+    ) -> Event {
         let mut out = Vec::with_capacity(128);
         out.extend_from_slice(b"{\"type\":");
         push_json_str(&mut out, event_type);
@@ -56,6 +69,10 @@ impl Event {
         match parent_id {
             Some(p) => push_json_str(&mut out, p),
             None => out.extend_from_slice(b"null"),
+        }
+        if let Some(agent) = agent_id {
+            out.extend_from_slice(b",\"agentId\":");
+            push_json_str(&mut out, agent);
         }
         out.push(b'}');
         Event {

@@ -74,6 +74,9 @@ pub struct Attachment {
     /// Display name of the provider (`canvasProvider.name` or `extensionInfo.name`), reported
     /// as `extensionName`.
     pub extension_name: Option<String>,
+    /// The connection wants sub-agents' streaming deltas too (`includeSubAgentStreamingEvents`,
+    /// on unless a client turns it off); only with `streaming`.
+    pub include_sub_agent_streaming: bool,
     /// The extension id when the connection attached as an extension (`extensionInfo`).
     pub extension: Option<String>,
     /// Tools this connection provides.
@@ -130,13 +133,28 @@ impl Session {
         ephemeral: bool,
         now: Timestamp,
     ) -> Event {
-        let event = Event::new(
+        self.record_from(id, event_type, data, ephemeral, now, None)
+    }
+
+    /// Like [`Session::record`], for an event sub-agent `agent_id` emitted (`None`: the main
+    /// agent).
+    pub fn record_from(
+        &mut self,
+        id: String,
+        event_type: &str,
+        data: &Value,
+        ephemeral: bool,
+        now: Timestamp,
+        agent_id: Option<&str>,
+    ) -> Event {
+        let event = Event::new_from(
             id,
             event_type,
             data,
             ephemeral,
             now,
             self.last_persisted.as_deref(),
+            agent_id,
         );
         if !ephemeral {
             self.last_persisted = Some(event.id.clone());
