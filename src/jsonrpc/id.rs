@@ -135,7 +135,7 @@ impl fmt::Display for Id<'_> {
 
 impl PartialEq<OwnedId> for Id<'_> {
     fn eq(&self, other: &OwnedId) -> bool {
-        self.raw == other.as_raw()
+        self.raw.as_bytes() == other.raw_bytes()
     }
 }
 
@@ -222,6 +222,15 @@ impl OwnedId {
         }
     }
 
+    /// The raw JSON text as bytes, for comparisons: unlike [`as_raw`](Self::as_raw) it does not
+    /// re-check the inline bytes as UTF-8, which dominated id-keyed map lookups.
+    fn raw_bytes(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Inline { len, buf } => buf.get(..usize::from(*len)).unwrap_or_default(),
+            Repr::Heap(s) => s.as_bytes(),
+        }
+    }
+
     /// A borrowed view of this id.
     pub fn as_id(&self) -> Id<'_> {
         Id { raw: self.as_raw() }
@@ -257,7 +266,7 @@ impl From<u64> for OwnedId {
 
 impl PartialEq for OwnedId {
     fn eq(&self, other: &OwnedId) -> bool {
-        self.as_raw() == other.as_raw()
+        self.raw_bytes() == other.raw_bytes()
     }
 }
 
@@ -265,7 +274,7 @@ impl Eq for OwnedId {}
 
 impl PartialEq<Id<'_>> for OwnedId {
     fn eq(&self, other: &Id<'_>) -> bool {
-        self.as_raw() == other.as_raw()
+        self.raw_bytes() == other.as_raw().as_bytes()
     }
 }
 
@@ -277,7 +286,8 @@ impl PartialOrd for OwnedId {
 
 impl Ord for OwnedId {
     fn cmp(&self, other: &OwnedId) -> Ordering {
-        self.as_raw().cmp(other.as_raw())
+        // Byte-wise, which is exactly the order of the raw texts as `str`s.
+        self.raw_bytes().cmp(other.raw_bytes())
     }
 }
 

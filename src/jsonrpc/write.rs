@@ -177,7 +177,7 @@ fn push_raw(out: &mut Vec<u8>, raw: &str) {
 
 /// If `out[start..]` (valid JSON) contains a line break, removes all whitespace outside strings.
 fn make_single_line(out: &mut Vec<u8>, start: usize) {
-    if !out[start..].iter().any(|&b| b == b'\n' || b == b'\r') {
+    if memchr::memchr2(b'\n', b'\r', &out[start..]).is_none() {
         return;
     }
     let mut write = start;
