@@ -228,6 +228,21 @@ async fn permission_approve_for_session() {
             "permission.completed: {}",
             events[idx[3]].data
         );
+        // The SDK's default decision carries no approval: the host derives it from the
+        // request, as the result union requires (and the SDK's typed result parses).
+        assert_eq!(
+            events[idx[3]].data["result"]["approval"],
+            json!({"kind": "custom-tool", "toolName": "get_weather"}),
+            "{}",
+            events[idx[3]].data
+        );
+        let typed: PermissionCompletedData = serde_json::from_value(events[idx[3]].data.clone())
+            .expect("typed permission.completed");
+        assert!(
+            matches!(typed.result, CompletedResult::ApprovedForSession(_)),
+            "{:?}",
+            typed.result
+        );
         let complete = &events[idx[4]];
         assert_eq!(complete.data["success"], true, "{}", complete.data);
         assert_eq!(complete.data["result"]["content"], TOOL_REPLY);

@@ -45,7 +45,7 @@ mod client;
 mod methods;
 mod modes;
 mod params;
-mod permission;
+pub(crate) mod permission;
 mod update;
 
 #[cfg(test)]

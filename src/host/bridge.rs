@@ -264,10 +264,11 @@ impl Host {
         let Some(live) = self.sessions.get_mut(session) else {
             return false;
         };
-        let Some(Pending::Permission { .. }) = live.pending.get(request_id) else {
+        let Some(Pending::Permission { request, .. }) = live.pending.get(request_id) else {
             return false;
         };
-        let Some(mapped) = map_decision(decision) else {
+        let decision = with_session_approval(decision, request);
+        let Some(mapped) = map_decision(&decision) else {
             return false;
         };
         let Some(Pending::Permission {
@@ -592,6 +593,30 @@ impl Host {
             );
         }
     }
+}
+
+/// An approve-for-session decision without an `approval` (e.g. the SDKs' default
+/// `ApproveForSession`) approves what was asked: the approval is derived from the request
+/// (`custom-tool` → `{kind:"custom-tool", toolName}`, `shell` → the command identifiers, …),
+/// as the result union requires one.
+fn with_session_approval<'a>(decision: &'a Value, request: &Value) -> std::borrow::Cow<'a, Value> {
+    let kind = decision.get("kind").and_then(Value::as_str);
+    if !matches!(kind, Some("approve-for-session" | "approved-for-session"))
+        || decision.get("approval").is_some()
+    {
+        return std::borrow::Cow::Borrowed(decision);
+    }
+    let derived = crate::acp::permission::always_decision(request);
+    if derived.get("kind").and_then(Value::as_str) != Some("approve-for-session") {
+        return std::borrow::Cow::Borrowed(decision);
+    }
+    let mut decision = decision.clone();
+    for key in ["approval", "domain"] {
+        if let (Some(value), None) = (derived.get(key), decision.get(key)) {
+            decision[key] = value.clone();
+        }
+    }
+    std::borrow::Cow::Owned(decision)
 }
 
 /// Maps a client's tool `result` (a string or `{textResultForLlm, resultType, …}`) to an outcome.
