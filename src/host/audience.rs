@@ -14,23 +14,62 @@ use crate::session::{is_streaming_delta_type, Attachment};
 ///
 /// Targeted events (e.g. `command.execute` to the command's owner, a client tool's
 /// `external_tool.requested` to its extension) are narrowed further by the caller.
+#[cfg(test)]
 pub(crate) fn receives(
     attachment: &Attachment,
     event_type: &str,
     approved_extensions: &BTreeSet<String>,
 ) -> bool {
-    if is_streaming_delta_type(event_type) && !attachment.streaming {
-        return false;
-    }
-    if event_type.starts_with("mcp_app.") && !attachment.mcp_apps {
-        return false;
-    }
-    if event_type == "permission.requested" {
-        if let Some(extension) = &attachment.extension {
-            return approved_extensions.contains(extension);
+    Audience::of(event_type).admits(attachment, approved_extensions)
+}
+
+/// The filter class of one event type, decided once per published event: the string
+/// comparisons happen here, and [`Audience::admits`] only reads an attachment's flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Audience {
+    /// Only connections that asked for streaming deltas.
+    streaming_only: bool,
+    /// Only connections that render MCP Apps.
+    mcp_apps_only: bool,
+    /// `permission.requested`: extensions only when approved.
+    permission_prompt: bool,
+}
+
+impl Audience {
+    /// The audience of events of `event_type` (see [`receives`] for the rules).
+    pub(crate) fn of(event_type: &str) -> Self {
+        Audience {
+            streaming_only: is_streaming_delta_type(event_type),
+            mcp_apps_only: event_type.starts_with("mcp_app."),
+            permission_prompt: event_type == "permission.requested",
         }
     }
-    true
+
+    /// Every attached connection receives it (no per-connection check is needed).
+    pub(crate) fn is_everyone(self) -> bool {
+        !self.streaming_only && !self.mcp_apps_only && !self.permission_prompt
+    }
+
+    /// Whether a connection with `attachment` receives the event.
+    #[inline]
+    pub(crate) fn admits(
+        self,
+        attachment: &Attachment,
+        approved_extensions: &BTreeSet<String>,
+    ) -> bool {
+        if self.streaming_only && !attachment.streaming {
+            return false;
+        }
+        if self.mcp_apps_only && !attachment.mcp_apps {
+            return false;
+        }
+        if self.permission_prompt {
+            if let Some(extension) = &attachment.extension {
+                return approved_extensions.contains(extension);
+            }
+        }
+        true
+    }
 }
 
 #[cfg(test)]
@@ -60,5 +99,9 @@ mod tests {
         let approved: BTreeSet<String> = ["ext-a".to_owned()].into();
         assert!(receives(&extension, "permission.requested", &approved));
         assert!(receives(&extension, "permission.completed", &none));
+        assert!(Audience::of("session.idle").is_everyone());
+        assert!(!Audience::of("assistant.message_delta").is_everyone());
+        assert!(!Audience::of("mcp_app.tool_call_complete").is_everyone());
+        assert!(!Audience::of("permission.requested").is_everyone());
     }
 }

@@ -44,13 +44,18 @@ impl Dialect {
 }
 
 /// One connected peer.
+///
+/// What every fan-out touches (flags, framing, the outbox) is stored inline; the larger
+/// state used only by requests (decoder, correlation tables, ACP state) is boxed, so the
+/// connection table stays small enough to stay in cache when an event reaches thousands of
+/// connections.
 pub(crate) struct Conn {
     pub dialect: Dialect,
     pub framing: Framing,
-    pub decoder: FrameDecoder,
+    pub decoder: Box<FrameDecoder>,
     /// A good `connect` was seen, or no connection token is configured.
     pub authenticated: bool,
-    pub in_flight: InFlight,
+    pub in_flight: Box<InFlight>,
     pub outbox: Outbox,
     /// Already in the host's ready-set.
     pub in_ready: bool,
@@ -61,9 +66,9 @@ pub(crate) struct Conn {
     /// The session whose streaming events this reader lost, to report once it catches up.
     pub drop_session: Option<String>,
     /// Requests the host sent to this peer, awaiting its response.
-    pub calls: crate::correlation::PendingRequests<super::client_calls::ClientCall>,
+    pub calls: Box<crate::correlation::PendingRequests<super::client_calls::ClientCall>>,
     /// State of the ACP dialect (unused by Copilot SDK connections).
-    pub acp: crate::acp::ConnState,
+    pub acp: Box<crate::acp::ConnState>,
 }
 
 impl Conn {
@@ -76,13 +81,13 @@ impl Conn {
     ) -> Self {
         Conn {
             dialect,
-            acp: crate::acp::ConnState::default(),
-            calls: crate::correlation::PendingRequests::starting_at(1),
+            acp: Box::default(),
+            calls: Box::new(crate::correlation::PendingRequests::starting_at(1)),
             drop_session: None,
             framing,
-            decoder: FrameDecoder::new(framing, limits),
+            decoder: Box::new(FrameDecoder::new(framing, limits)),
             authenticated,
-            in_flight: InFlight::new(),
+            in_flight: Box::new(InFlight::new()),
             outbox: Outbox::new(budget),
             in_ready: false,
             sessions: Vec::new(),

@@ -1,6 +1,9 @@
 //! The host's connections in a slab: O(1) lookup by [`ConnId`], deterministic iteration.
 
+use bytes::Bytes;
+
 use super::conn::{Conn, ConnId};
+use super::outbox::SharedFrames;
 
 /// One slot: the connection living there, and how many times the slot was reused.
 struct Slot {
@@ -10,11 +13,16 @@ struct Slot {
 
 /// Connections indexed by [`ConnId`]: the low 32 bits are a slot index, the high 32 bits the
 /// slot's generation, so an id is never confused with a later connection in the same slot.
+///
+/// The table also keeps the frames queued on several connections at once
+/// ([`SharedFrames`]): every outbox operation that may queue, take or drop a frame goes
+/// through a method that lends both, and a removed connection's queue is released here.
 #[derive(Default)]
 pub(crate) struct ConnTable {
     slots: Vec<Slot>,
     free: Vec<u32>,
     len: usize,
+    shared: SharedFrames,
 }
 
 impl ConnTable {
@@ -55,25 +63,56 @@ impl ConnTable {
         slot.conn.as_mut()
     }
 
-    /// Removes and returns the connection.
+    /// The connection with this id and the shared-frame table its outbox needs.
+    #[inline]
+    pub fn get_mut_and_frames(&mut self, id: &ConnId) -> Option<(&mut Conn, &mut SharedFrames)> {
+        let (index, generation) = Self::split(*id);
+        let slot = self.slots.get_mut(index)?;
+        (slot.generation == generation).then_some(())?;
+        Some((slot.conn.as_mut()?, &mut self.shared))
+    }
+
+    /// The next frame queued for `id`.
+    #[inline]
+    pub fn pop_frame(&mut self, id: &ConnId) -> Option<Bytes> {
+        let (c, shared) = self.get_mut_and_frames(id)?;
+        c.outbox.pop(shared)
+    }
+
+    /// Removes and returns the connection; whatever it still had queued is discarded.
     pub fn remove(&mut self, id: &ConnId) -> Option<Conn> {
         let (index, generation) = Self::split(*id);
         let slot = self.slots.get_mut(index)?;
         if slot.generation != generation {
             return None;
         }
-        let conn = slot.conn.take()?;
+        let mut conn = slot.conn.take()?;
+        conn.outbox.clear(&mut self.shared);
         self.free.push(index as u32);
         self.len -= 1;
         Some(conn)
     }
 
-    /// Open connections in slot order.
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (ConnId, &mut Conn)> {
-        self.slots.iter_mut().enumerate().filter_map(|(i, slot)| {
+    /// Open connections in slot order, with the shared-frame table.
+    pub fn iter_mut_and_frames(
+        &mut self,
+    ) -> (impl Iterator<Item = (ConnId, &mut Conn)>, &mut SharedFrames) {
+        let conns = self.slots.iter_mut().enumerate().filter_map(|(i, slot)| {
             let id = ConnId((u64::from(slot.generation) << 32) | i as u64);
             slot.conn.as_mut().map(|c| (id, c))
-        })
+        });
+        (conns, &mut self.shared)
+    }
+
+    /// The shared-frame table.
+    pub fn frames_mut(&mut self) -> &mut SharedFrames {
+        &mut self.shared
+    }
+
+    /// Shared frames still queued somewhere (0 once every outbox is empty).
+    #[cfg(test)]
+    pub fn shared_frames(&self) -> usize {
+        self.shared.len()
     }
 
     /// Number of open connections.
@@ -111,7 +150,10 @@ mod tests {
         assert!(t.get(&a).is_none());
         assert!(t.get(&c).is_some() && t.get(&b).is_some());
         assert_eq!(
-            t.iter_mut().map(|(id, _)| id).collect::<Vec<_>>(),
+            t.iter_mut_and_frames()
+                .0
+                .map(|(id, _)| id)
+                .collect::<Vec<_>>(),
             vec![c, b]
         );
         assert_eq!(t.len(), 2);

@@ -425,7 +425,7 @@ impl Host {
     /// The next frame to write to `conn`, in emit order.
     #[must_use]
     pub fn poll_transmit(&mut self, conn: ConnId) -> Option<Bytes> {
-        self.conns.get_mut(&conn)?.outbox.pop()
+        self.conns.pop_frame(&conn)
     }
 
     /// Sends a lagging connection a `session.warning` (`warningType: "events_dropped"`)
@@ -642,13 +642,13 @@ impl Host {
 
     /// Queues an encoded frame on `conn`, closing the connection if it cannot keep up.
     pub(crate) fn deliver(&mut self, conn: ConnId, frame: Bytes, droppable: bool) {
-        let Some(c) = self.conns.get_mut(&conn) else {
+        let Some((c, shared)) = self.conns.get_mut_and_frames(&conn) else {
             return;
         };
         if c.closing {
             return;
         }
-        match c.outbox.push(frame, droppable) {
+        match c.outbox.push(frame, droppable, shared) {
             Ok(became_ready) => {
                 if became_ready && !c.in_ready {
                     c.in_ready = true;
@@ -672,7 +672,7 @@ impl Host {
     /// Sends a JSON-RPC error object with `id: null` carrying `reason`, then asks the runtime
     /// to close the connection after flushing it. Used for framing errors and slow consumers.
     pub(crate) fn fail_connection(&mut self, conn: ConnId, code: i64, reason: String) {
-        let Some(c) = self.conns.get_mut(&conn) else {
+        let Some((c, shared)) = self.conns.get_mut_and_frames(&conn) else {
             return;
         };
         if c.closing {
@@ -681,7 +681,7 @@ impl Host {
         // A slow consumer's queue is over budget: it is replaced by the reason. After a
         // framing error, what was already answered is still written, then the reason.
         if code != -32700 {
-            c.outbox.clear();
+            c.outbox.clear(shared);
         }
         let mut body = Vec::new();
         jsonrpc::write_error(&mut body, None, &ErrorObject::new(code, reason.clone()));
@@ -762,63 +762,8 @@ impl Host {
         body.extend_from_slice(b"}}");
         let streaming_only = event.is_streaming_delta();
         let droppable = ephemeral && streaming_only;
-        let frames = FramedOnce::new(&body);
-        // The audience is decided here, at publish time; each framing is encoded once and
-        // every receiving connection gets a reference to the same buffer.
-        let Host {
-            sessions,
-            conns,
-            ready,
-            ..
-        } = self;
-        let live = sessions.get(session_id)?;
-        let mut acp_targets: smallvec::SmallVec<[ConnId; 4]> = smallvec::SmallVec::new();
-        let mut overflowed: smallvec::SmallVec<[ConnId; 2]> = smallvec::SmallVec::new();
-        let mut caught_up: smallvec::SmallVec<[(ConnId, String, u64); 2]> =
-            smallvec::SmallVec::new();
-        for (conn, attachment) in &live.session.attached {
-            if only.is_some_and(|o| o != *conn)
-                || !audience::receives(attachment, event_type, &live.approved_extensions)
-            {
-                continue;
-            }
-            let Some(c) = conns.get_mut(conn) else {
-                continue;
-            };
-            if c.dialect == Dialect::Acp {
-                acp_targets.push(*conn);
-                continue;
-            }
-            if c.closing {
-                continue;
-            }
-            match c.outbox.push(frames.get(c.framing), droppable) {
-                Ok(became_ready) => {
-                    if became_ready && !c.in_ready {
-                        c.in_ready = true;
-                        ready.push_back(*conn);
-                    }
-                    // The reader caught up (its queue was empty) after losing streaming
-                    // events: tell it how many, once.
-                    if became_ready && !droppable {
-                        if let Some(session) = c.drop_session.take() {
-                            caught_up.push((*conn, session, c.outbox.take_unreported_drops()));
-                        }
-                    }
-                }
-                Err(OutboxOverflow::DurableDoesNotFit) => overflowed.push(*conn),
-            }
-            if droppable && c.drop_session.is_none() && c.outbox.unreported_drops() > 0 {
-                // Remember where to report the loss once the reader catches up.
-                c.drop_session = Some(session_id.to_owned());
-            }
-        }
-        for conn in overflowed {
-            self.fail_slow_consumer(conn);
-        }
-        for (conn, session, dropped) in caught_up {
-            self.report_drops(conn, &session, dropped);
-        }
+        let acp_targets =
+            self.deliver_event(session_id, event_type, &body, droppable, only)?;
         if !acp_targets.is_empty() {
             self.acp_on_event(session_id, &event, &acp_targets);
         }
@@ -859,26 +804,7 @@ impl Host {
             }
         }
         body.extend_from_slice(b"}}");
-        let frames = FramedOnce::new(&body);
-        let Host { conns, ready, .. } = self;
-        let mut overflowed: smallvec::SmallVec<[ConnId; 2]> = smallvec::SmallVec::new();
-        for (conn, c) in conns.iter_mut() {
-            if c.closing || c.dialect != Dialect::CopilotSdk {
-                continue;
-            }
-            match c.outbox.push(frames.get(c.framing), false) {
-                Ok(became_ready) => {
-                    if became_ready && !c.in_ready {
-                        c.in_ready = true;
-                        ready.push_back(conn);
-                    }
-                }
-                Err(OutboxOverflow::DurableDoesNotFit) => overflowed.push(conn),
-            }
-        }
-        for conn in overflowed {
-            self.fail_slow_consumer(conn);
-        }
+        self.broadcast_sdk(&body);
     }
 
     /// Answers `session.sendAndWait` callers when the turn ends.
@@ -923,36 +849,6 @@ impl Host {
             };
             self.respond(conn, &id, result);
         }
-    }
-}
-
-/// A body framed at most once per framing, shared by every connection that receives it.
-struct FramedOnce<'a> {
-    body: &'a [u8],
-    content_length: std::cell::OnceCell<Bytes>,
-    ndjson: std::cell::OnceCell<Bytes>,
-}
-
-impl<'a> FramedOnce<'a> {
-    fn new(body: &'a [u8]) -> Self {
-        FramedOnce {
-            body,
-            content_length: std::cell::OnceCell::new(),
-            ndjson: std::cell::OnceCell::new(),
-        }
-    }
-
-    fn get(&self, framing: Framing) -> Bytes {
-        let cell = match framing {
-            Framing::ContentLength => &self.content_length,
-            Framing::Ndjson => &self.ndjson,
-        };
-        cell.get_or_init(|| {
-            let mut buf = BytesMut::with_capacity(self.body.len() + 32);
-            encode_frame(framing, self.body, &mut buf);
-            buf.freeze()
-        })
-        .clone()
     }
 }
 

@@ -1,14 +1,157 @@
-//! A connection's bounded queue of encoded frames.
+//! A connection's bounded queue of encoded frames, and the table of frames shared by many
+//! connections' queues.
 
 use std::collections::VecDeque;
 
 use bytes::Bytes;
 
-/// One queued frame. Fan-out frames share their buffer across connections (`Bytes` clones
-/// are reference counts), but each connection's budget is charged the full frame size.
-#[derive(Clone, Debug)]
-struct Queued {
+/// A frame queued on many connections (an event fanned out to a session's connections, a
+/// `session.lifecycle` notification to all), stored once in [`SharedFrames`].
+///
+/// Queuing one on a connection bumps a plain counter in the table instead of cloning a
+/// `Bytes` (an atomic reference count): the host is single-threaded, so a fan-out to N
+/// connections costs N counter increments. The frame becomes a `Bytes` again when a
+/// connection's frames are taken ([`Outbox::pop`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedFrame {
+    index: u32,
+    len: usize,
+}
+
+impl SharedFrame {
+    /// The frame's size in bytes.
+    pub fn len(self) -> usize {
+        self.len
+    }
+
+    /// Whether the frame is empty.
+    pub fn is_empty(self) -> bool {
+        self.len == 0
+    }
+}
+
+/// One stored shared frame and how many queued entries refer to it.
+#[derive(Debug)]
+struct SharedSlot {
     frame: Bytes,
+    refs: u32,
+}
+
+/// The frames queued on several connections at once, each stored once with a count of the
+/// queued entries that refer to it. A frame is released when its last entry is taken,
+/// dropped or cleared.
+#[derive(Debug, Default)]
+pub struct SharedFrames {
+    slots: Vec<SharedSlot>,
+    free: Vec<u32>,
+}
+
+impl SharedFrames {
+    /// Stores `frame`, not yet queued anywhere: queue it with [`Outbox::push_shared`], then
+    /// call [`SharedFrames::settle`] (which frees it if no outbox took it).
+    pub fn insert(&mut self, frame: Bytes) -> SharedFrame {
+        let len = frame.len();
+        let slot = SharedSlot { frame, refs: 0 };
+        let index = match self.free.pop() {
+            Some(index) => {
+                self.slots[index as usize] = slot;
+                index
+            }
+            None => {
+                self.slots.push(slot);
+                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 shared frames")
+            }
+        };
+        SharedFrame { index, len }
+    }
+
+    /// Frees `frame` if no outbox holds it (call once, after queuing it).
+    pub fn settle(&mut self, frame: SharedFrame) {
+        if self.slots[frame.index as usize].refs == 0 {
+            self.free_slot(frame.index);
+        }
+    }
+
+    /// Shared frames currently stored (queued somewhere).
+    pub fn len(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// Whether no shared frame is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    #[inline]
+    fn retain(&mut self, index: u32) {
+        self.slots[index as usize].refs += 1;
+    }
+
+    fn release(&mut self, index: u32) {
+        let slot = &mut self.slots[index as usize];
+        slot.refs -= 1;
+        if slot.refs == 0 {
+            self.free_slot(index);
+        }
+    }
+
+    /// The frame for one entry that is taken: the last taker gets the stored `Bytes` itself.
+    #[inline]
+    fn take(&mut self, index: u32) -> Bytes {
+        let slot = &mut self.slots[index as usize];
+        slot.refs -= 1;
+        if slot.refs == 0 {
+            let frame = std::mem::take(&mut slot.frame);
+            self.free.push(index);
+            frame
+        } else {
+            slot.frame.clone()
+        }
+    }
+
+    fn free_slot(&mut self, index: u32) {
+        // `Bytes::new()` does not allocate.
+        self.slots[index as usize].frame = Bytes::new();
+        self.free.push(index);
+    }
+}
+
+/// A queued frame: owned by this connection, or shared with others.
+#[derive(Debug)]
+enum Frame {
+    Own(Bytes),
+    Shared(SharedFrame),
+}
+
+impl Frame {
+    #[inline]
+    fn len(&self) -> usize {
+        match self {
+            Frame::Own(bytes) => bytes.len(),
+            Frame::Shared(shared) => shared.len,
+        }
+    }
+
+    #[inline]
+    fn into_bytes(self, shared: &mut SharedFrames) -> Bytes {
+        match self {
+            Frame::Own(bytes) => bytes,
+            Frame::Shared(frame) => shared.take(frame.index),
+        }
+    }
+
+    fn discard(&self, shared: &mut SharedFrames) {
+        if let Frame::Shared(frame) = self {
+            shared.release(frame.index);
+        }
+    }
+}
+
+/// One queued frame. Fan-out frames are stored once ([`SharedFrames`]), but each
+/// connection's budget is charged the full frame size.
+#[derive(Debug)]
+struct Queued {
+    frame: Frame,
     /// An ephemeral streaming event that may be dropped when the reader falls behind.
     droppable: bool,
 }
@@ -26,6 +169,10 @@ pub enum OutboxOverflow {
 /// (ephemeral streaming deltas) are dropped oldest first and counted; if a durable frame still
 /// does not fit, the push fails and the caller closes the connection. A droppable frame that
 /// does not fit is dropped itself. Memory is thus bounded by the budget plus one frame.
+///
+/// Frames shared with other connections live in a [`SharedFrames`] table passed to every
+/// call that may queue, take or drop one; an outbox must be [`Outbox::clear`]ed with that
+/// table before it is dropped, or its shared frames are never freed.
 #[derive(Debug)]
 pub struct Outbox {
     queue: VecDeque<Queued>,
@@ -47,13 +194,67 @@ impl Outbox {
         }
     }
 
-    /// Queues a frame. Returns whether the queue went from empty to non-empty.
-    pub fn push(&mut self, frame: Bytes, droppable: bool) -> Result<bool, OutboxOverflow> {
+    /// Queues a frame of this connection's own. Returns whether the queue went from empty
+    /// to non-empty.
+    #[inline]
+    pub fn push(
+        &mut self,
+        frame: Bytes,
+        droppable: bool,
+        shared: &mut SharedFrames,
+    ) -> Result<bool, OutboxOverflow> {
+        self.push_frame(Frame::Own(frame), droppable, shared)
+    }
+
+    /// Queues a frame stored in `shared` (see [`SharedFrame`]). Returns whether the queue
+    /// went from empty to non-empty.
+    #[inline]
+    pub fn push_shared(
+        &mut self,
+        frame: SharedFrame,
+        droppable: bool,
+        shared: &mut SharedFrames,
+    ) -> Result<bool, OutboxOverflow> {
+        self.push_frame(Frame::Shared(frame), droppable, shared)
+    }
+
+    #[inline]
+    fn push_frame(
+        &mut self,
+        frame: Frame,
+        droppable: bool,
+        shared: &mut SharedFrames,
+    ) -> Result<bool, OutboxOverflow> {
         let was_empty = self.queue.is_empty();
         let len = frame.len();
-        if self.queued_bytes + len > self.budget {
-            self.drop_droppable(len);
+        // The common case: the frame fits (one add and one compare).
+        if self.queued_bytes + len <= self.budget {
+            self.accept(frame, len, droppable, shared);
+            return Ok(was_empty);
         }
+        self.push_over_budget(frame, droppable, was_empty, shared)
+    }
+
+    #[inline]
+    fn accept(&mut self, frame: Frame, len: usize, droppable: bool, shared: &mut SharedFrames) {
+        if let Frame::Shared(f) = &frame {
+            shared.retain(f.index);
+        }
+        self.queued_bytes += len;
+        self.queue.push_back(Queued { frame, droppable });
+    }
+
+    /// [`Outbox::push`] when the frame does not fit as things stand.
+    #[cold]
+    fn push_over_budget(
+        &mut self,
+        frame: Frame,
+        droppable: bool,
+        was_empty: bool,
+        shared: &mut SharedFrames,
+    ) -> Result<bool, OutboxOverflow> {
+        let len = frame.len();
+        self.drop_droppable(len, shared);
         // A single frame larger than the whole budget is still accepted into an empty queue,
         // so one big durable event never wedges a healthy connection.
         if self.queued_bytes + len > self.budget && !self.queue.is_empty() {
@@ -63,18 +264,20 @@ impl Outbox {
             }
             return Err(OutboxOverflow::DurableDoesNotFit);
         }
-        self.queued_bytes += len;
-        self.queue.push_back(Queued { frame, droppable });
+        self.accept(frame, len, droppable, shared);
         Ok(was_empty)
     }
 
-    fn drop_droppable(&mut self, need: usize) {
+    fn drop_droppable(&mut self, need: usize, shared: &mut SharedFrames) {
         let before = self.queue.len();
         let mut bytes = self.queued_bytes;
         let budget = self.budget;
         self.queue.retain(|q| {
             if bytes + need > budget && q.droppable {
                 bytes -= q.frame.len();
+                if let Frame::Shared(f) = &q.frame {
+                    shared.release(f.index);
+                }
                 false
             } else {
                 true
@@ -96,17 +299,39 @@ impl Outbox {
         let was_empty = self.queue.is_empty();
         self.queued_bytes += frame.len();
         self.queue.push_back(Queued {
-            frame,
+            frame: Frame::Own(frame),
             droppable: false,
         });
         was_empty
     }
 
     /// The next frame to write.
-    pub fn pop(&mut self) -> Option<Bytes> {
+    #[inline]
+    pub fn pop(&mut self, shared: &mut SharedFrames) -> Option<Bytes> {
         let q = self.queue.pop_front()?;
         self.queued_bytes -= q.frame.len();
-        Some(q.frame)
+        Some(q.frame.into_bytes(shared))
+    }
+
+    /// Moves frames, in order, into `out` until at least `max_bytes` bytes were taken or
+    /// nothing is left (so one frame larger than `max_bytes` is still taken whole). Returns
+    /// the bytes taken.
+    pub fn pop_into(
+        &mut self,
+        max_bytes: usize,
+        out: &mut Vec<Bytes>,
+        shared: &mut SharedFrames,
+    ) -> usize {
+        let mut taken = 0;
+        while taken < max_bytes {
+            let Some(q) = self.queue.pop_front() else {
+                break;
+            };
+            taken += q.frame.len();
+            out.push(q.frame.into_bytes(shared));
+        }
+        self.queued_bytes -= taken;
+        taken
     }
 
     /// Whether nothing is queued.
@@ -135,8 +360,10 @@ impl Outbox {
     }
 
     /// Discards everything queued (the connection is going away).
-    pub fn clear(&mut self) {
-        self.queue.clear();
+    pub fn clear(&mut self, shared: &mut SharedFrames) {
+        for q in self.queue.drain(..) {
+            q.frame.discard(shared);
+        }
         self.queued_bytes = 0;
     }
 }
@@ -151,45 +378,117 @@ mod tests {
 
     #[test]
     fn fifo_and_budget_accounting() {
+        let mut t = SharedFrames::default();
         let mut o = Outbox::new(100);
-        assert_eq!(o.push(frame(10), false), Ok(true));
-        assert_eq!(o.push(frame(20), false), Ok(false));
+        assert_eq!(o.push(frame(10), false, &mut t), Ok(true));
+        assert_eq!(o.push(frame(20), false, &mut t), Ok(false));
         assert_eq!(o.queued_bytes(), 30);
-        assert_eq!(o.pop().unwrap().len(), 10);
-        assert_eq!(o.pop().unwrap().len(), 20);
-        assert!(o.pop().is_none());
+        assert_eq!(o.pop(&mut t).unwrap().len(), 10);
+        assert_eq!(o.pop(&mut t).unwrap().len(), 20);
+        assert!(o.pop(&mut t).is_none());
         assert_eq!(o.queued_bytes(), 0);
     }
 
     #[test]
+    fn pop_into_takes_frames_in_order_up_to_the_byte_limit() {
+        let mut t = SharedFrames::default();
+        let mut o = Outbox::new(1000);
+        for n in [10, 20, 30, 40] {
+            o.push(frame(n), false, &mut t).unwrap();
+        }
+        let mut out = Vec::new();
+        // Stops once 25 bytes are reached: the frame that crosses the limit is taken whole.
+        assert_eq!(o.pop_into(25, &mut out, &mut t), 30);
+        assert_eq!(out.iter().map(Bytes::len).collect::<Vec<_>>(), vec![10, 20]);
+        assert_eq!(o.queued_bytes(), 70);
+        assert_eq!(o.pop_into(usize::MAX, &mut out, &mut t), 70);
+        assert_eq!(
+            out.iter().map(Bytes::len).collect::<Vec<_>>(),
+            vec![10, 20, 30, 40]
+        );
+        assert!(o.is_empty() && o.queued_bytes() == 0);
+        assert_eq!(o.pop_into(usize::MAX, &mut out, &mut t), 0);
+        assert_eq!(out.len(), 4);
+    }
+
+    #[test]
+    fn shared_frames_interleave_with_own_frames_and_are_freed_by_the_last_holder() {
+        let mut t = SharedFrames::default();
+        let mut a = Outbox::new(1000);
+        let mut b = Outbox::new(1000);
+        let mut c = Outbox::new(1000);
+        a.push(Bytes::from_static(b"own-a"), false, &mut t).unwrap();
+        let s = t.insert(Bytes::from_static(b"shared"));
+        assert_eq!(s.len(), 6);
+        for o in [&mut a, &mut b, &mut c] {
+            o.push_shared(s, false, &mut t).unwrap();
+        }
+        t.settle(s);
+        assert_eq!(t.len(), 1, "held by three outboxes");
+        b.push(Bytes::from_static(b"own-b"), false, &mut t).unwrap();
+        assert_eq!(a.queued_bytes(), 11);
+        assert_eq!(a.pop(&mut t).unwrap(), "own-a");
+        assert_eq!(a.pop(&mut t).unwrap(), "shared");
+        let mut out = Vec::new();
+        b.pop_into(usize::MAX, &mut out, &mut t);
+        assert_eq!(out, vec!["shared", "own-b"]);
+        assert_eq!(t.len(), 1, "c still holds it");
+        c.clear(&mut t);
+        assert!(t.is_empty(), "freed when the last holder lets go");
+        assert_eq!(c.queued_bytes(), 0);
+
+        // A frame nobody took is freed by `settle`, and its slot reused.
+        let unused = t.insert(Bytes::from_static(b"nobody"));
+        t.settle(unused);
+        assert!(t.is_empty());
+        let next = t.insert(Bytes::from_static(b"next"));
+        a.push_shared(next, true, &mut t).unwrap();
+        t.settle(next);
+        assert_eq!(a.pop(&mut t).unwrap(), "next");
+        assert!(t.is_empty());
+    }
+
+    #[test]
     fn drops_streaming_frames_before_refusing_durable_ones() {
+        let mut t = SharedFrames::default();
         let mut o = Outbox::new(100);
-        o.push(frame(40), false).unwrap();
-        o.push(frame(30), true).unwrap();
-        o.push(frame(20), true).unwrap();
+        o.push(frame(40), false, &mut t).unwrap();
+        let delta = t.insert(frame(30));
+        o.push_shared(delta, true, &mut t).unwrap();
+        t.settle(delta);
+        o.push(frame(20), true, &mut t).unwrap();
         // 90 queued; a durable 50 needs both droppable frames gone.
-        assert_eq!(o.push(frame(50), false), Ok(false));
+        assert_eq!(o.push(frame(50), false, &mut t), Ok(false));
         assert_eq!(o.dropped_total(), 2);
+        assert!(t.is_empty(), "the dropped shared frame is released");
         assert_eq!(o.take_unreported_drops(), 2);
         assert_eq!(o.take_unreported_drops(), 0);
         assert_eq!(o.queued_bytes(), 90);
         // Nothing droppable left: a durable frame that does not fit is refused.
         assert_eq!(
-            o.push(frame(20), false),
+            o.push(frame(20), false, &mut t),
             Err(OutboxOverflow::DurableDoesNotFit)
         );
+        let durable = t.insert(frame(20));
+        assert_eq!(
+            o.push_shared(durable, false, &mut t),
+            Err(OutboxOverflow::DurableDoesNotFit)
+        );
+        t.settle(durable);
+        assert!(t.is_empty(), "a refused shared frame is not held");
         // A droppable one is dropped.
-        assert_eq!(o.push(frame(20), true), Ok(false));
+        assert_eq!(o.push(frame(20), true, &mut t), Ok(false));
         assert_eq!(o.dropped_total(), 3);
         assert!(o.queued_bytes() <= 100);
     }
 
     #[test]
     fn an_oversize_frame_fits_an_empty_queue() {
+        let mut t = SharedFrames::default();
         let mut o = Outbox::new(10);
-        assert_eq!(o.push(frame(50), false), Ok(true));
+        assert_eq!(o.push(frame(50), false, &mut t), Ok(true));
         assert_eq!(
-            o.push(frame(1), false),
+            o.push(frame(1), false, &mut t),
             Err(OutboxOverflow::DurableDoesNotFit)
         );
     }

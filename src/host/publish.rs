@@ -1,10 +1,58 @@
 //! Publishing session events from outside an agent.
 
 use serde_json::Value;
+use smallvec::SmallVec;
 
 use crate::Timestamp;
 
-use super::Host;
+use bytes::{Bytes, BytesMut};
+
+use crate::frame::{encode_frame, Framing};
+
+use super::audience::Audience;
+use super::outbox::{SharedFrame, SharedFrames};
+use super::{ConnId, Dialect, Host, OutboxOverflow};
+
+/// A body framed at most once per framing and stored in the shared-frame table, queued by
+/// reference on every connection that receives it.
+struct Published<'a> {
+    body: &'a [u8],
+    content_length: Option<SharedFrame>,
+    ndjson: Option<SharedFrame>,
+}
+
+impl<'a> Published<'a> {
+    fn new(body: &'a [u8]) -> Self {
+        Published {
+            body,
+            content_length: None,
+            ndjson: None,
+        }
+    }
+
+    #[inline]
+    fn get(&mut self, framing: Framing, shared: &mut SharedFrames) -> SharedFrame {
+        let cell = match framing {
+            Framing::ContentLength => &mut self.content_length,
+            Framing::Ndjson => &mut self.ndjson,
+        };
+        match cell {
+            Some(frame) => *frame,
+            None => {
+                let mut buf = BytesMut::with_capacity(self.body.len() + 32);
+                encode_frame(framing, self.body, &mut buf);
+                *cell.insert(shared.insert(buf.freeze()))
+            }
+        }
+    }
+
+    /// Frees the encodings no connection took.
+    fn settle(self, shared: &mut SharedFrames) {
+        for frame in [self.content_length, self.ndjson].into_iter().flatten() {
+            shared.settle(frame);
+        }
+    }
+}
 
 impl Host {
     /// Emits a session event that does not come from the session's agent: the runtime itself
@@ -36,6 +84,135 @@ impl Host {
         let id = self.emit(session_id, event_type, data, ephemeral);
         self.run_agents();
         id
+    }
+}
+
+impl Host {
+    /// Queues the framed `session.event` `body` on every Copilot SDK connection attached to
+    /// `session_id` that the event's audience admits (only `only` when set), encoded once
+    /// per framing and shared by reference. Returns the attached ACP connections the event
+    /// is for (they get it translated), or `None` when the session is not loaded.
+    ///
+    /// Per receiving connection this is a slab lookup, a counter increment in the
+    /// shared-frame table (no allocation, no atomic), an outbox push (one add and one compare
+    /// while within budget) and, on the queue's empty → non-empty transition, one push on the
+    /// ready queue. Slow consumers are closed and drop reports
+    /// sent after the loop.
+    pub(crate) fn deliver_event(
+        &mut self,
+        session_id: &str,
+        event_type: &str,
+        body: &[u8],
+        droppable: bool,
+        only: Option<ConnId>,
+    ) -> Option<SmallVec<[ConnId; 4]>> {
+        let mut frames = Published::new(body);
+        // The audience is decided here, at publish time, once per event.
+        let audience = Audience::of(event_type);
+        let everyone = audience.is_everyone();
+        let Host {
+            sessions,
+            conns,
+            ready,
+            ..
+        } = self;
+        let live = sessions.get(session_id)?;
+        let mut acp_targets: SmallVec<[ConnId; 4]> = SmallVec::new();
+        let mut overflowed: SmallVec<[ConnId; 2]> = SmallVec::new();
+        let mut caught_up: SmallVec<[(ConnId, String, u64); 2]> = SmallVec::new();
+        for (conn, attachment) in &live.session.attached {
+            if only.is_some_and(|o| o != *conn)
+                || !(everyone || audience.admits(attachment, &live.approved_extensions))
+            {
+                continue;
+            }
+            let Some((c, shared)) = conns.get_mut_and_frames(conn) else {
+                continue;
+            };
+            if c.dialect == Dialect::Acp {
+                acp_targets.push(*conn);
+                continue;
+            }
+            if c.closing {
+                continue;
+            }
+            let frame = frames.get(c.framing, shared);
+            match c.outbox.push_shared(frame, droppable, shared) {
+                Ok(became_ready) => {
+                    if became_ready && !c.in_ready {
+                        c.in_ready = true;
+                        ready.push_back(*conn);
+                    }
+                    // The reader caught up (its queue was empty) after losing streaming
+                    // events: tell it how many, once.
+                    if became_ready && !droppable {
+                        if let Some(session) = c.drop_session.take() {
+                            caught_up.push((*conn, session, c.outbox.take_unreported_drops()));
+                        }
+                    }
+                }
+                Err(OutboxOverflow::DurableDoesNotFit) => overflowed.push(*conn),
+            }
+            if droppable && c.drop_session.is_none() && c.outbox.unreported_drops() > 0 {
+                // Remember where to report the loss once the reader catches up.
+                c.drop_session = Some(session_id.to_owned());
+            }
+        }
+        frames.settle(conns.frames_mut());
+        for conn in overflowed {
+            self.fail_slow_consumer(conn);
+        }
+        for (conn, session, dropped) in caught_up {
+            self.report_drops(conn, &session, dropped);
+        }
+        Some(acp_targets)
+    }
+
+    /// Moves the frames queued for `conn` into `out`, in emit order, until at least
+    /// `max_bytes` bytes were taken or nothing is left (a frame larger than `max_bytes` is
+    /// still taken whole). Returns the bytes taken (0: nothing queued, or `conn` unknown).
+    ///
+    /// The same frames as calling [`Host::poll_transmit`] until it returns `None` or the
+    /// running total reaches `max_bytes`, with one connection lookup for the whole batch: a
+    /// runtime that writes several frames per system call (vectored writes) uses this.
+    pub fn poll_transmit_batch(
+        &mut self,
+        conn: ConnId,
+        max_bytes: usize,
+        out: &mut Vec<Bytes>,
+    ) -> usize {
+        match self.conns.get_mut_and_frames(&conn) {
+            Some((c, shared)) => c.outbox.pop_into(max_bytes, out, shared),
+            None => 0,
+        }
+    }
+
+    /// Queues the durable notification `body` on every open Copilot SDK connection (e.g.
+    /// `session.lifecycle`), encoded once per framing and shared by reference.
+    pub(crate) fn broadcast_sdk(&mut self, body: &[u8]) {
+        let mut frames = Published::new(body);
+        let Host { conns, ready, .. } = self;
+        let mut overflowed: SmallVec<[ConnId; 2]> = SmallVec::new();
+        let (all, shared) = conns.iter_mut_and_frames();
+        for (conn, c) in all {
+            if c.closing || c.dialect != Dialect::CopilotSdk {
+                continue;
+            }
+            let frame = frames.get(c.framing, shared);
+            match c.outbox.push_shared(frame, false, shared) {
+                Ok(became_ready) => {
+                    if became_ready && !c.in_ready {
+                        c.in_ready = true;
+                        ready.push_back(conn);
+                    }
+                }
+                Err(OutboxOverflow::DurableDoesNotFit) => overflowed.push(conn),
+            }
+        }
+        frames.settle(shared);
+        for conn in overflowed {
+            self.fail_slow_consumer(conn);
+        }
     }
 }
 
@@ -145,5 +322,69 @@ mod tests {
             .emit_event(later, "nope", "session.info", &json!({}), false)
             .is_none());
         assert!(drain(&mut host).is_empty());
+        assert_eq!(
+            host.conns.shared_frames(),
+            0,
+            "every shared frame was freed"
+        );
+    }
+
+    #[test]
+    fn shared_frames_are_freed_when_taken_batched_or_dropped_with_their_connection() {
+        let now = Timestamp::from_millis(1_795_983_976_952);
+        let mut host = Host::new(HostConfig::default());
+        let a = host.open(now, Framing::ContentLength);
+        let b = host.open(now, Framing::ContentLength);
+        let c = host.open(now, Framing::ContentLength);
+        request(
+            &mut host,
+            now,
+            a,
+            &json!({"jsonrpc":"2.0","id":1,"method":"session.create","params":{"sessionId":"s1"}}),
+        );
+        for conn in [b, c] {
+            request(
+                &mut host,
+                now,
+                conn,
+                &json!({"jsonrpc":"2.0","id":1,"method":"session.resume",
+                        "params":{"sessionId":"s1","disableResume":true}}),
+            );
+        }
+        drain(&mut host);
+        assert_eq!(host.conns.shared_frames(), 0);
+        for n in 0..3 {
+            host.emit_event(now, "s1", "session.info", &json!({ "n": n }), false)
+                .unwrap();
+        }
+        // Three events and three `session.updated`, each stored once for all three readers.
+        assert_eq!(host.conns.shared_frames(), 6);
+        // `a` takes its frames one by one, `b` in batches, `c` goes away unread.
+        let mut one_by_one = Vec::new();
+        while let Some(frame) = host.poll_transmit(a) {
+            one_by_one.push(frame);
+        }
+        let mut batched = Vec::new();
+        let mut taken = 0;
+        loop {
+            let n = host.poll_transmit_batch(b, 1, &mut batched);
+            if n == 0 {
+                break;
+            }
+            taken += n;
+        }
+        assert_eq!(
+            batched.len(),
+            6,
+            "a 1-byte limit still takes one frame per call"
+        );
+        assert_eq!(one_by_one, batched, "the same frames in the same order");
+        assert_eq!(taken, batched.iter().map(|f| f.len()).sum::<usize>());
+        assert_eq!(host.conns.shared_frames(), 6, "c still holds them");
+        host.handle_eof(now, c);
+        assert_eq!(host.poll_transmit_batch(c, usize::MAX, &mut batched), 0);
+        // Whatever the detach announced to the others is taken; `c`'s six are gone with it.
+        drain(&mut host);
+        assert_eq!(host.conns.shared_frames(), 0);
     }
 }
