@@ -33,6 +33,9 @@ pub(crate) struct Audience {
     mcp_apps_only: bool,
     /// `permission.requested`: extensions only when approved.
     permission_prompt: bool,
+    /// A sub-agent's streaming delta: only connections that kept
+    /// `includeSubAgentStreamingEvents`.
+    sub_agent_stream: bool,
 }
 
 impl Audience {
@@ -42,7 +45,15 @@ impl Audience {
             streaming_only: is_streaming_delta_type(event_type),
             mcp_apps_only: event_type.starts_with("mcp_app."),
             permission_prompt: event_type == "permission.requested",
+            sub_agent_stream: false,
         }
+    }
+
+    /// The audience of an event a sub-agent emitted (`from_sub_agent`, it carries `agentId`):
+    /// its streaming deltas reach only connections that want sub-agent streaming.
+    pub(crate) fn from_sub_agent(mut self, from_sub_agent: bool) -> Self {
+        self.sub_agent_stream = from_sub_agent && self.streaming_only;
+        self
     }
 
     /// Every attached connection receives it (no per-connection check is needed).
@@ -58,6 +69,9 @@ impl Audience {
         approved_extensions: &BTreeSet<String>,
     ) -> bool {
         if self.streaming_only && !attachment.streaming {
+            return false;
+        }
+        if self.sub_agent_stream && !attachment.include_sub_agent_streaming {
             return false;
         }
         if self.mcp_apps_only && !attachment.mcp_apps {

@@ -732,9 +732,9 @@ impl Host {
         // Only this event comes from the sub-agent, not what emitting it triggers.
         let agent_id = self.event_agent.take();
         let live = self.sessions.get_mut(session_id)?;
-        let event = live
-            .session
-            .record_from(id, event_type, data, ephemeral, now, agent_id.as_deref());
+        let event =
+            live.session
+                .record_from(id, event_type, data, ephemeral, now, agent_id.as_deref());
         if event_type == "assistant.message" {
             live.last_assistant = Some(event.clone());
         }
@@ -762,8 +762,14 @@ impl Host {
         body.extend_from_slice(b"}}");
         let streaming_only = event.is_streaming_delta();
         let droppable = ephemeral && streaming_only;
-        let acp_targets =
-            self.deliver_event(session_id, event_type, &body, droppable, only)?;
+        let acp_targets = self.deliver_event(
+            session_id,
+            event_type,
+            &body,
+            droppable,
+            only,
+            agent_id.is_some(),
+        )?;
         if !acp_targets.is_empty() {
             self.acp_on_event(session_id, &event, &acp_targets);
         }

@@ -105,10 +105,11 @@ impl Host {
         body: &[u8],
         droppable: bool,
         only: Option<ConnId>,
+        from_sub_agent: bool,
     ) -> Option<SmallVec<[ConnId; 4]>> {
         let mut frames = Published::new(body);
         // The audience is decided here, at publish time, once per event.
-        let audience = Audience::of(event_type);
+        let audience = Audience::of(event_type).from_sub_agent(from_sub_agent);
         let everyone = audience.is_everyone();
         let Host {
             sessions,
