@@ -710,16 +710,10 @@ where
     let mut batch: Vec<Bytes> = Vec::new();
     let result: io::Result<()> = 'run: loop {
         let (ended, mark) = shared.with_inner(|inner, now| {
-            let mut taken = 0;
-            while taken < WRITE_BATCH_BYTES {
-                match inner.host.poll_transmit(state.id) {
-                    Some(frame) => {
-                        taken += frame.len();
-                        batch.push(frame);
-                    }
-                    None => break,
-                }
-            }
+            // Every queued frame up to the batch limit, with one host call.
+            inner
+                .host
+                .poll_transmit_batch(state.id, WRITE_BATCH_BYTES, &mut batch);
             // Nothing left and closing: tell the host in the same critical section, so no
             // frame can be queued between the last check and `handle_eof`.
             if batch.is_empty() && state.closing.load(Ordering::SeqCst) {

@@ -6,7 +6,7 @@
 //!
 //! * per connection, a **reader task** reads chunks of at most [`READ_CHUNK`] bytes and feeds
 //!   them to `Host::handle_bytes`; end of input or a read error ends the connection;
-//! * per connection, a **writer task** takes whole frames from `Host::poll_transmit` in order
+//! * per connection, a **writer task** takes whole frames from `Host::poll_transmit_batch` in order
 //!   and writes them. It is woken only when `Host::poll_ready` names its connection, so a
 //!   peer that stops reading blocks its own writer and nothing else; its frames wait inside the
 //!   host, whose per-connection outbox budget bounds the memory they take;
