@@ -7,6 +7,9 @@
 //!   connection (`poll_ready` + `poll_transmit`, frames dropped). Elements = `N` deliveries of
 //!   the event. Each persisted event also sends a `session.lifecycle` `session.updated`
 //!   notification to every connection, so `2N` frames are written per event (asserted).
+//! * `fanout/emit+drain_batch/N`: the same, draining with [`Host::poll_transmit_batch`] into
+//!   one reused `Vec` (what the runtimes' writer tasks do: every queued frame of a connection
+//!   in one call, written with one vectored write).
 //! * `fanout/emit/N`: the same, timing only the `emit_event` call (the drain runs untimed).
 //! * `fanout/turn/N`: one `session.send` on the first connection runs a scripted turn
 //!   (`user.message`, `assistant.turn_start`, `bench.tick`, `assistant.turn_end`, ephemeral
@@ -171,6 +174,18 @@ impl Fanout {
         frames
     }
 
+    /// Like [`Fanout::drain`], taking each connection's frames in one batch call.
+    fn drain_batch(&mut self, batch: &mut Vec<bytes::Bytes>) -> usize {
+        let mut frames = 0;
+        while let Some(conn) = self.host.poll_ready() {
+            self.host.poll_transmit_batch(conn, usize::MAX, batch);
+            frames += batch.len();
+            black_box(&batch);
+            batch.clear();
+        }
+        frames
+    }
+
     /// Rebuilds the host when its session log has grown large.
     fn maybe_rebuild(&mut self) {
         if self.events >= REBUILD_AFTER {
@@ -242,6 +257,26 @@ fn bench_fanout(c: &mut Criterion) {
                     let start = Instant::now();
                     f.emit();
                     black_box(f.drain());
+                    elapsed += start.elapsed();
+                }
+                elapsed
+            })
+        });
+        let mut batch = Vec::with_capacity(64);
+        f.emit();
+        assert_eq!(
+            f.drain_batch(&mut batch),
+            2 * n,
+            "frames per persisted event"
+        );
+        group.bench_function(BenchmarkId::new("emit+drain_batch", n), |b| {
+            b.iter_custom(|iters| {
+                let mut elapsed = Duration::ZERO;
+                for _ in 0..iters {
+                    f.maybe_rebuild();
+                    let start = Instant::now();
+                    f.emit();
+                    black_box(f.drain_batch(&mut batch));
                     elapsed += start.elapsed();
                 }
                 elapsed
