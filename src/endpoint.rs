@@ -96,6 +96,13 @@ use crate::frame::{encode_frame, encoded_len, FrameDecoder, FrameError, FrameLim
 use crate::jsonrpc::{self, BatchPolicy, ErrorObject, Message, OwnedId, Parsed, Rejection};
 use crate::time::Timestamp;
 
+/// Initial capacity of the spare body buffer (most requests and answers fit).
+const SPARE_BODY_CAPACITY: usize = 256;
+/// A body buffer that grew past this is dropped rather than kept as the spare.
+const MAX_SPARE_BODY_CAPACITY: usize = 64 * 1024;
+/// Bytes reserved at a time for encoded frames, which are split off the reservation.
+const ENCODE_CHUNK: usize = 8 * 1024;
+
 /// Which side of the connection this endpoint is. JSON-RPC is symmetric (both sides may send
 /// requests); the role is kept for diagnostics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -469,6 +476,9 @@ pub struct Endpoint {
     outbox: VecDeque<Bytes>,
     outbox_bytes: usize,
     encode_buf: BytesMut,
+    /// A spare body buffer: sends encode into it and hand it back once the frame is queued, so
+    /// a small message allocates nothing for its body.
+    body_buf: Vec<u8>,
     events: VecDeque<EndpointEvent>,
     closed: Option<CloseReason>,
     stats: EndpointStats,
@@ -488,6 +498,7 @@ impl Endpoint {
             outbox: VecDeque::new(),
             outbox_bytes: 0,
             encode_buf: BytesMut::new(),
+            body_buf: Vec::new(),
             events: VecDeque::new(),
             closed: None,
             stats: EndpointStats::default(),
@@ -565,7 +576,7 @@ impl Endpoint {
         if self.closed.is_some() {
             return Err(SendError::Closed);
         }
-        let mut body = Vec::with_capacity(64);
+        let mut body = self.take_body_buf();
         let id = self.pending.reserve();
         jsonrpc::write_request(&mut body, &id, method, params)?;
         self.submit_request(now, body, id.clone(), timeout)?;
@@ -581,7 +592,7 @@ impl Endpoint {
         if self.closed.is_some() {
             return Err(SendError::Closed);
         }
-        let mut body = Vec::with_capacity(64);
+        let mut body = self.take_body_buf();
         jsonrpc::write_notification(&mut body, method, params)?;
         self.submit_other(body, UnsentKind::Notification)
     }
@@ -594,7 +605,7 @@ impl Endpoint {
         result: &T,
     ) -> Result<(), SendError> {
         self.check_in_flight(id)?;
-        let mut body = Vec::with_capacity(64);
+        let mut body = self.take_body_buf();
         jsonrpc::write_result_value(&mut body, id, result)?;
         self.submit_other(body, UnsentKind::Response { id: id.clone() })
     }
@@ -602,7 +613,7 @@ impl Endpoint {
     /// Answers the peer's request `id` with an already encoded result.
     pub fn respond_raw(&mut self, id: &OwnedId, result: &RawValue) -> Result<(), SendError> {
         self.check_in_flight(id)?;
-        let mut body = Vec::with_capacity(64);
+        let mut body = self.take_body_buf();
         jsonrpc::write_result(&mut body, id, result);
         self.submit_other(body, UnsentKind::Response { id: id.clone() })
     }
@@ -610,7 +621,7 @@ impl Endpoint {
     /// Answers the peer's request `id` with an error.
     pub fn respond_error(&mut self, id: &OwnedId, error: &ErrorObject) -> Result<(), SendError> {
         self.check_in_flight(id)?;
-        let mut body = Vec::with_capacity(64);
+        let mut body = self.take_body_buf();
         jsonrpc::write_error(&mut body, Some(id), error);
         self.submit_other(body, UnsentKind::Response { id: id.clone() })
     }
@@ -877,6 +888,7 @@ impl Endpoint {
             return Err(SendError::NotInFlight(id));
         }
         self.enqueue(&body);
+        self.recycle_body_buf(body);
         Ok(())
     }
 
@@ -887,6 +899,7 @@ impl Endpoint {
                 return Err(SendError::Full(Unsent { body, kind }));
             }
             self.enqueue(&body);
+            self.recycle_body_buf(body);
             return Ok(());
         };
         let batch = self.batch_of.get(id).copied();
@@ -896,6 +909,7 @@ impl Endpoint {
             }
             self.in_flight.finish(id);
             self.enqueue(&body);
+            self.recycle_body_buf(body);
             return Ok(());
         };
         // A batch member: the answer is sent with the last one, as one array.
@@ -921,15 +935,38 @@ impl Endpoint {
             return;
         }
         if let Some(method) = self.config.cancel_method {
-            let mut body = Vec::with_capacity(64);
+            let mut body = self.take_body_buf();
             let params = CancelParams { id: id.clone() };
             if jsonrpc::write_notification(&mut body, method, &params).is_ok() {
                 self.enqueue(&body);
             }
+            self.recycle_body_buf(body);
+        }
+    }
+
+    /// The spare body buffer, emptied (or a new one).
+    fn take_body_buf(&mut self) -> Vec<u8> {
+        let mut body = std::mem::take(&mut self.body_buf);
+        body.clear();
+        if body.capacity() == 0 {
+            body.reserve(SPARE_BODY_CAPACITY);
+        }
+        body
+    }
+
+    /// Keeps `body` as the spare body buffer once its frame is queued, unless it grew large.
+    fn recycle_body_buf(&mut self, body: Vec<u8>) {
+        if body.capacity() <= MAX_SPARE_BODY_CAPACITY {
+            self.body_buf = body;
         }
     }
 
     fn enqueue(&mut self, body: &[u8]) {
+        let len = encoded_len(self.config.framing, body.len());
+        if self.encode_buf.capacity() < len {
+            // Frames are split off shared chunks: one allocation serves many small frames.
+            self.encode_buf.reserve(len.max(ENCODE_CHUNK));
+        }
         encode_frame(self.config.framing, body, &mut self.encode_buf);
         let frame = self.encode_buf.split().freeze();
         self.outbox_bytes += frame.len();

@@ -15,8 +15,6 @@
 //! headers are ignored. The header block is validated byte by byte as it arrives, so a bad
 //! byte is reported at once and no byte is scanned twice.
 
-use std::fmt::Write as _;
-
 use bytes::{Buf, Bytes, BytesMut};
 
 use super::{FrameError, FrameLimits};
@@ -28,8 +26,21 @@ const HEADER_SUFFIX: &str = "\r\n\r\n";
 
 /// Appends `Content-Length: N\r\n\r\n` and `body` to `out`.
 pub(super) fn encode(body: &[u8], out: &mut BytesMut) {
-    // Writing to a BytesMut grows it and cannot fail.
-    let _ = write!(out, "{HEADER_PREFIX}{}{HEADER_SUFFIX}", body.len());
+    // The decimal length, written by hand (no formatting machinery on the hot path).
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    let mut n = body.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(HEADER_PREFIX.as_bytes());
+    out.extend_from_slice(&digits[start..]);
+    out.extend_from_slice(HEADER_SUFFIX.as_bytes());
     out.extend_from_slice(body);
 }
 
