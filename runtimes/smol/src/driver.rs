@@ -681,6 +681,17 @@ async fn timer_task(shared: Weak<Shared>, wake: Arc<Notify>) {
             None => wake.notified().await,
             Some(deadline) => {
                 let delay = deadline.saturating_duration_since(now());
+                if delay.is_zero() {
+                    // Already due: yield first, or an agent that yields with zero-length
+                    // timers (stream step batches) would keep this task running and starve
+                    // the writers on the same executor thread.
+                    future::yield_now().await;
+                    let Some(shared) = shared.upgrade() else {
+                        return;
+                    };
+                    shared.with_inner(|inner, now| inner.host.handle_timeout(now));
+                    continue;
+                }
                 let fired = future::or(
                     async {
                         Timer::after(delay).await;
