@@ -224,7 +224,7 @@ impl OwnedId {
 
     /// The raw JSON text as bytes, for comparisons: unlike [`as_raw`](Self::as_raw) it does not
     /// re-check the inline bytes as UTF-8, which dominated id-keyed map lookups.
-    fn raw_bytes(&self) -> &[u8] {
+    pub(crate) fn raw_bytes(&self) -> &[u8] {
         match &self.0 {
             Repr::Inline { len, buf } => buf.get(..usize::from(*len)).unwrap_or_default(),
             Repr::Heap(s) => s.as_bytes(),

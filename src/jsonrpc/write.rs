@@ -15,7 +15,7 @@ use super::id::OwnedId;
 /// Appends `{"jsonrpc":"2.0","id":<id>,"result":<result>}`.
 pub fn write_result(out: &mut Vec<u8>, id: &OwnedId, result: &RawValue) {
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id.as_raw().as_bytes());
+    out.extend_from_slice(id.raw_bytes());
     out.extend_from_slice(b",\"result\":");
     push_raw(out, result.get());
     out.push(b'}');
@@ -31,7 +31,7 @@ pub fn write_result_value<T: Serialize + ?Sized>(
 ) -> Result<(), serde_json::Error> {
     let start = out.len();
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id.as_raw().as_bytes());
+    out.extend_from_slice(id.raw_bytes());
     out.extend_from_slice(b",\"result\":");
     let value_start = out.len();
     if let Err(e) = serde_json::to_writer(&mut *out, result) {
@@ -46,7 +46,7 @@ pub fn write_result_value<T: Serialize + ?Sized>(
 /// Appends `{"jsonrpc":"2.0","id":<id or null>,"error":<error>}`.
 pub fn write_error(out: &mut Vec<u8>, id: Option<&OwnedId>, error: &ErrorObject) {
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id.map_or("null", |id| id.as_raw()).as_bytes());
+    out.extend_from_slice(id.map_or(&b"null"[..], |id| id.raw_bytes()));
     out.extend_from_slice(b",\"error\":{\"code\":");
     out.extend_from_slice(itoa(error.code, &mut [0u8; 20]));
     out.extend_from_slice(b",\"message\":");
@@ -70,7 +70,7 @@ pub fn write_request<T: Serialize + ?Sized>(
 ) -> Result<(), serde_json::Error> {
     let start = out.len();
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id.as_raw().as_bytes());
+    out.extend_from_slice(id.raw_bytes());
     out.extend_from_slice(b",\"method\":");
     push_string(out, method);
     push_params(out, start, params)
@@ -93,7 +93,7 @@ pub fn write_notification<T: Serialize + ?Sized>(
 /// Appends a request whose params are already raw JSON (an object or an array).
 pub fn write_request_raw(out: &mut Vec<u8>, id: &OwnedId, method: &str, params: Option<&RawValue>) {
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id.as_raw().as_bytes());
+    out.extend_from_slice(id.raw_bytes());
     out.extend_from_slice(b",\"method\":");
     push_string(out, method);
     push_raw_params(out, params);
