@@ -417,6 +417,8 @@ struct Conn {
     reader: BufReader<OwnedReadHalf>,
     writer: OwnedWriteHalf,
     next_id: u64,
+    /// `droppedCount` of the `events_dropped` warnings seen so far.
+    drops_reported: u64,
     header: Vec<u8>,
     body: Vec<u8>,
 }
@@ -432,6 +434,7 @@ impl Conn {
             reader: BufReader::with_capacity(256 * 1024, r),
             writer: w,
             next_id: 0,
+            drops_reported: 0,
             header: Vec::new(),
             body: Vec::new(),
         })
@@ -500,6 +503,19 @@ impl Conn {
                 }
                 return Ok(msg.get("result").cloned().unwrap_or(Value::Null));
             }
+            self.count_drop_warning(&msg);
+        }
+    }
+
+    /// Adds the `droppedCount` of an `events_dropped` warning (which may also come after
+    /// `session.idle`, once the client has caught up).
+    fn count_drop_warning(&mut self, msg: &Value) {
+        let event = &msg["params"]["event"];
+        if msg["method"] == "session.event"
+            && event["type"] == "session.warning"
+            && event["data"]["warningType"] == "events_dropped"
+        {
+            self.drops_reported += event["data"]["droppedCount"].as_u64().unwrap_or(0);
         }
     }
 }
@@ -599,16 +615,11 @@ async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
                 durable.push(id.to_owned());
             }
         }
-        match ty {
-            "session.warning" if event["data"]["warningType"] == "events_dropped" => {
-                stats.drops_reported += event["data"]["droppedCount"].as_u64().unwrap_or(0);
-            }
-            "session.idle" => {
-                stats.idle_at = Some(Instant::now());
-                break;
-            }
-            _ => {}
+        if ty == "session.idle" {
+            stats.idle_at = Some(Instant::now());
+            break;
         }
+        conn.count_drop_warning(&msg);
     }
 
     // Every durable event of the turn, as the log has it, must have reached this client.
@@ -620,6 +631,7 @@ async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
         .ok_or("getMessages: no events")?;
     let (lost, out_of_order) = check_durable(&durable, log, &ctx.prompt)?;
     stats.durable_lost = lost;
+    stats.drops_reported = conn.drops_reported;
     stats.durable_mismatch = out_of_order;
     Ok(stats)
 }
