@@ -51,7 +51,7 @@ impl Audience {
 
     /// The audience of an event a sub-agent emitted (`from_sub_agent`, it carries `agentId`):
     /// its streaming deltas reach only connections that want sub-agent streaming.
-    pub(crate) fn from_sub_agent(mut self, from_sub_agent: bool) -> Self {
+    pub(crate) fn with_sub_agent(mut self, from_sub_agent: bool) -> Self {
         self.sub_agent_stream = from_sub_agent && self.streaming_only;
         self
     }

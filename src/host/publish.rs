@@ -21,6 +21,16 @@ struct Published<'a> {
     ndjson: Option<SharedFrame>,
 }
 
+/// Frames `body` once and stores it in the shared-frame table (the first receiver of a
+/// framing pays this; kept out of line so the per-connection path stays small).
+#[cold]
+#[inline(never)]
+fn encode_shared(framing: Framing, body: &[u8], shared: &mut SharedFrames) -> SharedFrame {
+    let mut buf = BytesMut::with_capacity(body.len() + 32);
+    encode_frame(framing, body, &mut buf);
+    shared.insert(buf.freeze())
+}
+
 impl<'a> Published<'a> {
     fn new(body: &'a [u8]) -> Self {
         Published {
@@ -38,11 +48,7 @@ impl<'a> Published<'a> {
         };
         match cell {
             Some(frame) => *frame,
-            None => {
-                let mut buf = BytesMut::with_capacity(self.body.len() + 32);
-                encode_frame(framing, self.body, &mut buf);
-                *cell.insert(shared.insert(buf.freeze()))
-            }
+            None => *cell.insert(encode_shared(framing, self.body, shared)),
         }
     }
 
@@ -109,7 +115,7 @@ impl Host {
     ) -> Option<SmallVec<[ConnId; 4]>> {
         let mut frames = Published::new(body);
         // The audience is decided here, at publish time, once per event.
-        let audience = Audience::of(event_type).from_sub_agent(from_sub_agent);
+        let audience = Audience::of(event_type).with_sub_agent(from_sub_agent);
         let everyone = audience.is_everyone();
         let Host {
             sessions,

@@ -140,18 +140,13 @@ async fn a_stalled_tcp_reader_is_dropped_with_a_reason_and_recovers_every_durabl
     // The slow client reads again: what was queued, then the reason, then the close.
     let mut last = None;
     let mut slow_durable = 0usize;
-    loop {
-        match within("the slow client's backlog", slow_r.next()).await {
-            Ok(Some(message)) => {
-                if message["method"] == "session.event"
-                    && message["params"]["event"].get("ephemeral").is_none()
-                {
-                    slow_durable += 1;
-                }
-                last = Some(message);
-            }
-            Ok(None) | Err(_) => break,
+    while let Ok(Some(message)) = within("the slow client's backlog", slow_r.next()).await {
+        if message["method"] == "session.event"
+            && message["params"]["event"].get("ephemeral").is_none()
+        {
+            slow_durable += 1;
         }
+        last = Some(message);
     }
     let last = last.expect("the slow client got something before the close");
     assert_eq!(last["id"], Value::Null, "{last}");
