@@ -22,6 +22,10 @@
 //! whatever `N`: the event is encoded once into a shared `Bytes` and each outbox gets a
 //! reference-count clone.
 //!
+//! Then it times single events (emit alone, and emit + batched drain) and prints their median
+//! and 10th percentile: on a shared machine these are robust to the scheduler descheduling
+//! the bench, which inflates criterion's means (see `per_event`).
+//!
 //! Run: `cargo bench --bench fanout -- --warm-up-time 1 --measurement-time 3`
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -231,10 +235,74 @@ fn report_allocations() {
     }
 }
 
+// ----- per-event medians -----
+
+/// Median and 10th percentile, in nanoseconds, of `samples` single-event timings of `op`
+/// (the drain always runs; `timed_drain` says whether it is inside the timing).
+///
+/// On a machine shared with other work, criterion's means include whole scheduler time
+/// slices whenever the benchmark thread is descheduled inside a timed section. One event is
+/// short (tens of microseconds at 1,000 connections) next to a time slice, so most single
+/// timings run undisturbed and their median is the cost of the code itself.
+fn per_event(
+    f: &mut Fanout,
+    samples: usize,
+    mut op: impl FnMut(&mut Fanout, &mut Vec<bytes::Bytes>),
+    timed_drain: bool,
+) -> (f64, f64) {
+    let mut batch = Vec::with_capacity(64);
+    let mut times = Vec::with_capacity(samples);
+    for i in 0..samples + samples / 10 {
+        f.maybe_rebuild();
+        let start = Instant::now();
+        op(f, &mut batch);
+        if timed_drain {
+            black_box(f.drain_batch(&mut batch));
+        }
+        let t = start.elapsed();
+        if !timed_drain {
+            f.drain();
+        }
+        // The first tenth warms up.
+        if i >= samples / 10 {
+            times.push(t.as_nanos() as f64);
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    (times[times.len() / 2], times[times.len() / 10])
+}
+
+fn report_medians() {
+    eprintln!("per-event timings (median and 10th percentile of single events; deliveries/s from the median):");
+    eprintln!(
+        "{:>8} {:>22} {:>12} {:>28} {:>12}",
+        "N", "emit ns (p50 / p10)", "deliv/s", "emit+drain_batch ns (p50/p10)", "deliv/s"
+    );
+    for n in CONNECTIONS {
+        let mut f = Fanout::new(n);
+        let samples = match n {
+            1 | 100 => 20_000,
+            1_000 => 4_000,
+            _ => 400,
+        };
+        let (emit, emit_p10) = per_event(&mut f, samples, |f, _| f.emit(), false);
+        let (both, both_p10) = per_event(&mut f, samples, |f, _| f.emit(), true);
+        let rate = |ns: f64| n as f64 / ns * 1e3;
+        eprintln!(
+            "{n:>8} {:>22} {:>10.2} M {:>28} {:>10.2} M",
+            format!("{emit:.0} / {emit_p10:.0}"),
+            rate(emit),
+            format!("{both:.0} / {both_p10:.0}"),
+            rate(both),
+        );
+    }
+}
+
 // ----- benchmarks -----
 
 fn bench_fanout(c: &mut Criterion) {
     report_allocations();
+    report_medians();
     let mut group = c.benchmark_group("fanout");
     for n in CONNECTIONS {
         if n >= 10_000 {
