@@ -127,9 +127,10 @@ impl Host {
         let Some(live) = self.sessions.get_mut(session) else {
             return;
         };
-        let before = Announced::of(live);
+        let scope = Scope::of(live.session.attached.get(&conn)).and(&attachment);
+        let before = Announced::of(live, scope);
         live.session.attached.insert(conn, attachment);
-        let after = Announced::of(live);
+        let after = Announced::of(live, scope);
         if let Some(c) = self.conns.get_mut(&conn) {
             if !c.sessions.iter().any(|s| s == session) {
                 c.sessions.push(session.to_owned());
@@ -160,13 +161,14 @@ impl Host {
         if live.session.attached.get(&conn).is_none() {
             return;
         }
-        let before = Announced::of(live);
+        let scope = Scope::of(live.session.attached.get(&conn));
+        let before = Announced::of(live, scope);
         live.session.attached.shift_remove(&conn);
         let (departed, staying): (Vec<_>, Vec<_>) = std::mem::take(&mut live.waiters)
             .into_iter()
             .partition(|(c, _, _)| *c == conn);
         live.waiters = staying;
-        let after = Announced::of(live);
+        let after = Announced::of(live, scope);
         let now_empty = live.session.attached.is_empty();
         let ran_turn = live.ran_turn;
         for (c, id, _) in departed {
@@ -259,12 +261,45 @@ struct Announced {
     canvases: Value,
 }
 
+/// Which lists an attach/detach can change: only a connection that declares (or declared)
+/// commands or canvases can change those, so the others are not rebuilt (attaching N
+/// connections stays linear).
+#[derive(Clone, Copy)]
+struct Scope {
+    commands: bool,
+    canvases: bool,
+}
+
+impl Scope {
+    fn of(attachment: Option<&Attachment>) -> Self {
+        Scope {
+            commands: attachment.is_some_and(|a| !a.commands.is_empty()),
+            canvases: attachment.is_some_and(|a| !a.canvases.is_empty()),
+        }
+    }
+
+    fn and(self, attachment: &Attachment) -> Self {
+        Scope {
+            commands: self.commands || !attachment.commands.is_empty(),
+            canvases: self.canvases || !attachment.canvases.is_empty(),
+        }
+    }
+}
+
 impl Announced {
-    fn of(live: &Live) -> Self {
+    fn of(live: &Live, scope: Scope) -> Self {
         Announced {
-            commands: commands_of(live),
+            commands: if scope.commands {
+                commands_of(live)
+            } else {
+                Value::Null
+            },
             ui: capabilities_of(live),
-            canvases: super::canvas::registry_json(live),
+            canvases: if scope.canvases {
+                super::canvas::registry_json(live)
+            } else {
+                Value::Null
+            },
         }
     }
 }
