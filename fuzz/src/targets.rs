@@ -809,13 +809,25 @@ fn vocab_request(inp: &mut Input<'_>) -> (String, Value) {
         json!([])
     };
     let attach = |disable: bool, cont: bool| {
-        json!({"sessionId": session, "tools": tools, "commands": commands,
+        let mut p = json!({"sessionId": session, "tools": tools, "commands": commands,
                "requestPermission": flags & 8 != 0, "requestElicitation": flags & 16 != 0,
                "streaming": flags & 32 != 0, "disableResume": disable,
                "continuePendingWork": cont, "workingDirectory": "/w",
                "requestUserInput": more & 1 != 0, "requestExitPlanMode": more & 2 != 0,
                "requestAutoModeSwitch": more & 4 != 0, "hooks": more & 8 != 0,
-               "requestSampling": more & 16 != 0})
+               "requestSampling": more & 16 != 0});
+        // Canvas providers and renderers, stable provider ids. (Extensions are not in the
+        // vocabulary: the checker cannot tell which persisted events an extension may miss
+        // once their session is deleted.)
+        if more & 32 != 0 {
+            p["canvases"] = json!([{"id": "board", "displayName": "Board", "description": "",
+                                    "actions": [{"name": "refresh"}]}]);
+            p["requestCanvasRenderer"] = json!(more & 128 != 0);
+            if flags & 64 != 0 {
+                p["canvasProvider"] = json!({"id": "app:1", "name": "App"});
+            }
+        }
+        p
     };
     let method = inp.u8();
     let (m, p) = match method % 27 {
@@ -868,6 +880,28 @@ fn vocab_request(inp: &mut Input<'_>) -> (String, Value) {
             },
             json!({}),
         ),
+        // Canvases (`more` picks the method; instance ids collide on purpose).
+        _ if more & 0xc0 != 0 => {
+            let instance = inp.word(&["i1", "i2"]);
+            match more % 5 {
+                0 => ("session.canvas.list", json!({"sessionId": session})),
+                1 => ("session.canvas.listOpen", json!({"sessionId": session})),
+                2 => (
+                    "session.canvas.open",
+                    json!({"sessionId": session, "canvasId": inp.word(&["board", "nope"]),
+                           "instanceId": instance, "input": {"title": "T"}}),
+                ),
+                3 => (
+                    "session.canvas.close",
+                    json!({"sessionId": session, "instanceId": instance}),
+                ),
+                _ => (
+                    "session.canvas.action.invoke",
+                    json!({"sessionId": session, "instanceId": instance,
+                           "actionName": "refresh", "input": {}}),
+                ),
+            }
+        }
         _ => ("no.such.method", json!({"x": 1})),
     };
     (m.to_owned(), p)

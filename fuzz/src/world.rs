@@ -145,6 +145,9 @@ pub struct View {
     pub attached: bool,
     /// The latest successful attach asked for streaming.
     pub streaming: bool,
+    /// The latest successful attach declared `extensionInfo` (such a connection does not see
+    /// `permission.requested` until its extension is approved).
+    pub extension: bool,
     /// The id of the last persisted event seen (`Some(None)`: the session has none yet);
     /// `None` while unknown (just attached).
     pub last_persisted: Option<Option<String>>,
@@ -198,6 +201,8 @@ pub struct Ask {
 pub struct Conn {
     /// The host's id for it.
     pub id: ConnId,
+    /// Sessions this connection sent an attach with `extensionInfo` for.
+    pub extension_sessions: std::collections::BTreeSet<String>,
     /// Its framing.
     pub framing: Framing,
     /// The client identity (several connections over time: reconnects).
@@ -449,6 +454,7 @@ impl World {
         let index = self.conns.len();
         self.conns.push(Conn {
             id,
+            extension_sessions: Default::default(),
             framing,
             client,
             open: true,
@@ -580,6 +586,15 @@ impl World {
             },
             _ => Sent::garbage(),
         };
+        if matches!(sent.method.as_str(), "session.create" | "session.resume")
+            && sent.params.get("extensionInfo").is_some()
+        {
+            // Whatever becomes of the response (an id the model cannot follow, e.g. `null`),
+            // the host may now treat this connection as that session's extension.
+            if let Some(session) = sent.params["sessionId"].as_str() {
+                self.conns[c].extension_sessions.insert(session.to_owned());
+            }
+        }
         if let Some(s) = sent.params.get("sessionId").and_then(Value::as_str) {
             self.session_ids.insert(s.to_owned());
         }
@@ -1078,6 +1093,7 @@ impl World {
                 let view = self.conns[c].views.entry(session).or_default();
                 view.attached = true;
                 view.streaming = sent.params["streaming"].as_bool().unwrap_or(false);
+                view.extension = sent.params.get("extensionInfo").is_some();
                 view.last_persisted = None;
             }
             "session.detach" if ok => {
@@ -1265,7 +1281,20 @@ impl World {
                 view.last_persisted = None;
             }
         } else if modelled {
-            if let Some(expected) = &view.last_persisted {
+            let extension = view.extension;
+            let last = view.last_persisted.clone();
+            let extension = extension || self.conns[c].extension_sessions.contains(&session);
+            let targeted_gap = last.as_ref().is_some_and(|expected| {
+                *expected != parent
+                    && self.only_targeted_between(
+                        &session,
+                        expected.as_deref(),
+                        parent.as_deref(),
+                        extension,
+                    )
+            });
+            let view = self.conns[c].views.entry(session.clone()).or_default();
+            if let Some(expected) = view.last_persisted.as_ref().filter(|_| !targeted_gap) {
                 ensure!(
                     *expected == parent,
                     "c{c}: {ty} event {id} of {session} has parentId {parent:?}, but the last \
@@ -1291,6 +1320,35 @@ impl World {
             view.last_persisted = Some(parent);
         }
         Ok(())
+    }
+
+    /// Whether every persisted event after `from` up to and including `to` in the session's
+    /// log is one the host routes to some connections only: `external_tool.requested` (to an
+    /// extension tool's owner) and, for an extension connection, `permission.requested`.
+    fn only_targeted_between(
+        &self,
+        session: &str,
+        from: Option<&str>,
+        to: Option<&str>,
+        extension: bool,
+    ) -> bool {
+        let (Some(log), Some(to)) = (self.host.session_events(session), to) else {
+            return false;
+        };
+        let Some(end) = log.iter().position(|e| e.id == to) else {
+            return false;
+        };
+        let start = match from {
+            None => 0,
+            Some(from) => match log.iter().position(|e| e.id == from) {
+                Some(i) if i < end => i + 1,
+                _ => return false,
+            },
+        };
+        log[start..=end].iter().all(|e| {
+            e.event_type == "external_tool.requested"
+                || (extension && e.event_type == "permission.requested")
+        })
     }
 
     // ----- the end -----
