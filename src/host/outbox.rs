@@ -170,7 +170,7 @@ pub enum OutboxOverflow {
 /// does not fit, the push fails and the caller closes the connection. A droppable frame that
 /// does not fit is dropped itself. Memory is thus bounded by the budget plus one frame.
 ///
-/// Frames shared with other connections live in a [`SharedFrames`] table passed to every
+/// Frames shared with other connections live in a `SharedFrames` table passed to every
 /// call that may queue, take or drop one; an outbox must be [`Outbox::clear`]ed with that
 /// table before it is dropped, or its shared frames are never freed.
 #[derive(Debug)]
@@ -206,7 +206,7 @@ impl Outbox {
         self.push_frame(Frame::Own(frame), droppable, shared)
     }
 
-    /// Queues a frame stored in `shared` (see [`SharedFrame`]). Returns whether the queue
+    /// Queues a frame stored in `shared` (see `SharedFrame`). Returns whether the queue
     /// went from empty to non-empty.
     #[inline]
     pub fn push_shared(
