@@ -625,3 +625,74 @@ fn approve_permanently_completes_as_approved_and_the_tool_runs() {
     assert_eq!(result, json!({"kind":"approved"}));
     assert_tool_ran(&p);
 }
+
+/// Found by `host_sequence` fuzzing: a sampling request announced while A was the only
+/// sampler, then B joins as a sampler and A leaves. B must hear of the request (its event is
+/// ephemeral), or nobody answers and the turn never ends. The same for elicitation.
+#[test]
+fn a_provider_that_joins_later_is_offered_the_pending_requests() {
+    let mut w = world(
+        r#"{"default":[{"sample":{"messages":[{"content":"hi"}]}},{"ask":"Name?"},{"say":"done: {answer}"}]}"#,
+    );
+    let mut a = w.connect();
+    let mut b = w.connect();
+    create(
+        &mut w,
+        &mut a,
+        "s",
+        json!({"requestSampling": true, "requestElicitation": true}),
+    );
+    w.call(
+        &mut a,
+        &mut [],
+        "session.send",
+        json!({"sessionId":"s","prompt":"go"}),
+    );
+    let sreq = a.event("s", "sampling.requested");
+    w.call(
+        &mut b,
+        &mut [&mut a],
+        "session.resume",
+        json!({"sessionId":"s","requestSampling": true, "requestElicitation": true}),
+    );
+    let offered = b.event("s", "sampling.requested");
+    assert_eq!(
+        offered["data"], sreq["data"],
+        "the same request, offered to B"
+    );
+    assert_eq!(offered["ephemeral"], true);
+    // A (the only one that saw it announced) leaves; B answers; the turn goes on.
+    let now = w.now;
+    w.host.handle_eof(now, a.conn);
+    w.pump(&mut [&mut b]);
+    let r = w.call(
+        &mut b,
+        &mut [],
+        "session.ui.handlePendingSampling",
+        json!({"sessionId":"s","requestId":sreq["data"]["requestId"],"response":{"text":"ok"}}),
+    );
+    assert_eq!(r["result"]["success"], true);
+    // The elicitation that follows is announced to B (attached now); a provider joining
+    // after it is offered it too.
+    let ereq = b.event("s", "elicitation.requested");
+    let mut c = w.connect();
+    w.call(
+        &mut c,
+        &mut [&mut b],
+        "session.resume",
+        json!({"sessionId":"s","requestElicitation": true}),
+    );
+    assert_eq!(c.event("s", "elicitation.requested")["data"], ereq["data"]);
+    assert!(
+        !c.types("s").contains(&"sampling.requested".to_owned()),
+        "an answered request is not offered again"
+    );
+    w.call(
+        &mut c,
+        &mut [&mut b],
+        "session.ui.handlePendingElicitation",
+        json!({"sessionId":"s","requestId":ereq["data"]["requestId"],
+                  "result":{"action":"accept","content":{"name":"Ada"}}}),
+    );
+    assert_eq!(b.types("s").last().unwrap(), "session.idle");
+}

@@ -417,6 +417,7 @@ impl Host {
             for pending in live.pending.values() {
                 if let crate::host::Pending::Elicitation {
                     answer_to: AnswerTo::Caller(conn, id),
+                    ..
                 }
                 | crate::host::Pending::Command {
                     answer_to: AnswerTo::Caller(conn, id),

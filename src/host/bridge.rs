@@ -34,12 +34,20 @@ pub(crate) enum Pending {
     ExternalTool { tool_call_id: String, owner: ConnId },
     /// A form or URL elicitation (`session.ui.elicitation`) waiting for a provider's answer;
     /// the caller's request is answered with the result.
-    Elicitation { answer_to: AnswerTo },
+    Elicitation {
+        answer_to: AnswerTo,
+        /// The `elicitation.requested` data, offered again to a provider that attaches later.
+        announced: Box<Value>,
+    },
     /// A command (`session.commands.execute` or an agent's `command` step) waiting for its
     /// owner to run it.
     Command { owner: ConnId, answer_to: AnswerTo },
     /// An agent's sampling request waiting for a client with `requestSampling`.
-    Sampling { token: u64 },
+    Sampling {
+        token: u64,
+        /// The `sampling.requested` data, offered again to a sampler that attaches later.
+        announced: Box<Value>,
+    },
     /// A queued slash command (`command.queued`) waiting for a client to say whether it ran it.
     QueuedCommand,
 }

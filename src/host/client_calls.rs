@@ -243,16 +243,17 @@ impl Host {
         if !live.session.attached.values().any(|a| a.request_sampling) {
             return Err("sampling is not available: no attached client answers sampling requests (requestSampling)".into());
         }
-        live.pending
-            .insert(request_id.clone(), Pending::Sampling { token });
         let mcp_request_id = token;
-        self.emit(
-            session,
-            "sampling.requested",
-            &json!({"requestId": request_id, "serverName": "agentwire-scripted",
-                    "mcpRequestId": mcp_request_id, "request": request}),
-            true,
+        let data = json!({"requestId": request_id, "serverName": "agentwire-scripted",
+                          "mcpRequestId": mcp_request_id, "request": request});
+        live.pending.insert(
+            request_id.clone(),
+            Pending::Sampling {
+                token,
+                announced: Box::new(data.clone()),
+            },
         );
+        self.emit(session, "sampling.requested", &data, true);
         Ok(())
     }
 
@@ -269,7 +270,7 @@ impl Host {
         if !matches!(live.pending.get(request_id), Some(Pending::Sampling { .. })) {
             return false;
         }
-        let Some(Pending::Sampling { token }) = live.pending.shift_remove(request_id) else {
+        let Some(Pending::Sampling { token, .. }) = live.pending.shift_remove(request_id) else {
             return false;
         };
         live.resolved.insert(request_id.to_owned());

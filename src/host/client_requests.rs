@@ -48,8 +48,13 @@ impl Host {
             }
         }
         if let Some(live) = self.sessions.get_mut(session) {
-            live.pending
-                .insert(request_id, Pending::Elicitation { answer_to });
+            live.pending.insert(
+                request_id,
+                Pending::Elicitation {
+                    answer_to,
+                    announced: Box::new(data.clone()),
+                },
+            );
         }
         self.emit(session, "elicitation.requested", &data, true);
         Ok(())
@@ -75,7 +80,8 @@ impl Host {
         if !matches!(action, "accept" | "decline" | "cancel") {
             return false;
         }
-        let Some(Pending::Elicitation { answer_to }) = live.pending.shift_remove(request_id) else {
+        let Some(Pending::Elicitation { answer_to, .. }) = live.pending.shift_remove(request_id)
+        else {
             return false;
         };
         live.resolved.insert(request_id.to_owned());
@@ -200,7 +206,7 @@ impl Host {
             self.resolve_queued_command(session, &id, &json!({"handled": false}));
         }
         for id in samplings {
-            if let Some(Pending::Sampling { token }) = self
+            if let Some(Pending::Sampling { token, .. }) = self
                 .sessions
                 .get_mut(session)
                 .and_then(|l| l.pending.shift_remove(&id))

@@ -129,6 +129,25 @@ impl Host {
         };
         let scope = Scope::of(live.session.attached.get(&conn)).and(&attachment);
         let before = Announced::of(live, scope);
+        // Requests announced before this connection could answer them (their events are
+        // ephemeral): offered to it now, or it would never hear of them.
+        let old = live.session.attached.get(&conn);
+        let newly_samples = attachment.request_sampling && !old.is_some_and(|a| a.request_sampling);
+        let newly_elicits =
+            attachment.request_elicitation && !old.is_some_and(|a| a.request_elicitation);
+        let missed: Vec<(&'static str, Value)> = live
+            .pending
+            .values()
+            .filter_map(|p| match p {
+                super::Pending::Sampling { announced, .. } if newly_samples => {
+                    Some(("sampling.requested", (**announced).clone()))
+                }
+                super::Pending::Elicitation { announced, .. } if newly_elicits => {
+                    Some(("elicitation.requested", (**announced).clone()))
+                }
+                _ => None,
+            })
+            .collect();
         live.session.attached.insert(conn, attachment);
         let after = Announced::of(live, scope);
         if let Some(c) = self.conns.get_mut(&conn) {
@@ -137,6 +156,9 @@ impl Host {
             }
         }
         self.announce_changes(session, before, after);
+        for (event_type, data) in missed {
+            self.emit_to(session, event_type, &data, true, Some(conn));
+        }
         self.rehydrate_canvases(session, conn);
         let extension = self
             .sessions
