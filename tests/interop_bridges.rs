@@ -7,9 +7,10 @@
 //! `tokio::io::duplex` pipe, `agentwire_tokio::Server` (built-in scripted agent) on the other.
 
 mod common;
+#[path = "support/in_process.rs"]
+mod in_process;
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
@@ -36,48 +37,14 @@ use github_copilot_sdk::types::{
     ResumeSessionConfig, SessionConfig, SessionEvent, SessionId, ToolInvocation, ToolResult,
 };
 use github_copilot_sdk::{Client, Error};
+use in_process::{connect, connect_cuttable};
 use serde_json::json;
 use tokio::sync::oneshot;
-
-const PIPE: usize = 64 * 1024;
 
 type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 fn server() -> Server {
     Server::new(HostConfig::default())
-}
-
-/// A client connected in-process to `server`, handshake done.
-async fn connect(server: &Server) -> Client {
-    let (client_end, server_end) = tokio::io::duplex(PIPE);
-    let (server_read, server_write) = tokio::io::split(server_end);
-    server.attach(server_read, server_write);
-    let (client_read, client_write) = tokio::io::split(client_end);
-    let client = Client::from_streams(client_read, client_write, PathBuf::from("/tmp"))
-        .expect("Client::from_streams");
-    within("connect", client.verify_protocol_version())
-        .await
-        .expect("connect handshake");
-    client
-}
-
-/// Like [`connect`], but the bytes flow through a relay task; aborting the returned handle
-/// cuts the connection (the host sees EOF), whatever the SDK is doing.
-async fn connect_cuttable(server: &Server) -> (Client, tokio::task::JoinHandle<()>) {
-    let (client_end, mut relay_a) = tokio::io::duplex(PIPE);
-    let (mut relay_b, server_end) = tokio::io::duplex(PIPE);
-    let relay = tokio::spawn(async move {
-        let _ = tokio::io::copy_bidirectional(&mut relay_a, &mut relay_b).await;
-    });
-    let (server_read, server_write) = tokio::io::split(server_end);
-    server.attach(server_read, server_write);
-    let (client_read, client_write) = tokio::io::split(client_end);
-    let client = Client::from_streams(client_read, client_write, PathBuf::from("/tmp"))
-        .expect("Client::from_streams");
-    within("connect", client.verify_protocol_version())
-        .await
-        .expect("connect handshake");
-    (client, relay)
 }
 
 /// A permission handler answering a fixed decision and counting requests.

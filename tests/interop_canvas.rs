@@ -8,9 +8,10 @@
 //! pipe, `agentwire_tokio::Server` on the other.
 
 mod common;
+#[path = "support/in_process.rs"]
+mod in_process;
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
@@ -24,30 +25,10 @@ use github_copilot_sdk::rpc::{
     CanvasProviderOpenResult,
 };
 use github_copilot_sdk::types::{ResumeSessionConfig, SessionConfig};
-use github_copilot_sdk::Client;
+use in_process::connect_cuttable;
 use serde_json::{json, Value};
 
-const PIPE: usize = 64 * 1024;
-
 type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// A client connected in-process to `server`; aborting the returned relay cuts it.
-async fn connect_cuttable(server: &Server) -> (Client, tokio::task::JoinHandle<()>) {
-    let (client_end, mut relay_a) = tokio::io::duplex(PIPE);
-    let (mut relay_b, server_end) = tokio::io::duplex(PIPE);
-    let relay = tokio::spawn(async move {
-        let _ = tokio::io::copy_bidirectional(&mut relay_a, &mut relay_b).await;
-    });
-    let (server_read, server_write) = tokio::io::split(server_end);
-    server.attach(server_read, server_write);
-    let (client_read, client_write) = tokio::io::split(client_end);
-    let client = Client::from_streams(client_read, client_write, PathBuf::from("/tmp"))
-        .expect("Client::from_streams");
-    within("connect", client.verify_protocol_version())
-        .await
-        .expect("connect handshake");
-    (client, relay)
-}
 
 /// What the provider's handler was asked.
 #[derive(Default)]

@@ -8,6 +8,8 @@
 //! `default-features = false` (no `runtime` feature, so `Client::start` is unavailable).
 
 mod common;
+#[path = "support/in_process.rs"]
+mod in_process;
 
 use std::path::PathBuf;
 
@@ -15,26 +17,10 @@ use agentwire_tokio::agentwire::agent::Scenario;
 use agentwire_tokio::agentwire::host::HostConfig;
 use agentwire_tokio::Server;
 use github_copilot_sdk::Client;
-
-/// Duplex buffer per direction; small enough to exercise back-pressure, big enough for a frame.
-const PIPE: usize = 64 * 1024;
+use in_process::{connect, PIPE};
 
 fn server() -> Server {
     Server::new(HostConfig::default())
-}
-
-/// A client connected in-process to `server`, handshake done.
-async fn connect(server: &Server) -> Client {
-    let (client_end, server_end) = tokio::io::duplex(PIPE);
-    let (server_read, server_write) = tokio::io::split(server_end);
-    server.attach(server_read, server_write);
-    let (client_read, client_write) = tokio::io::split(client_end);
-    let client = Client::from_streams(client_read, client_write, PathBuf::from("/tmp"))
-        .expect("Client::from_streams");
-    common::within("connect", client.verify_protocol_version())
-        .await
-        .expect("connect handshake");
-    client
 }
 
 #[tokio::test]

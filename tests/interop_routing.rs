@@ -7,8 +7,9 @@
 //! `tokio::io::duplex` pipe, `agentwire_tokio::Server` (scripted agent) on the other.
 
 mod common;
+#[path = "support/in_process.rs"]
+mod in_process;
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,48 +21,8 @@ use github_copilot_sdk::canvas::CanvasDeclaration;
 use github_copilot_sdk::session::Session;
 use github_copilot_sdk::types::{MessageOptions, ResumeSessionConfig, SessionConfig, SessionEvent};
 use github_copilot_sdk::Client;
+use in_process::{connect, connect_cuttable, cut};
 use serde_json::{json, Value};
-
-const PIPE: usize = 64 * 1024;
-
-/// A client connected in-process to `server`, handshake done.
-async fn connect(server: &Server) -> Client {
-    let (client_end, server_end) = tokio::io::duplex(PIPE);
-    let (server_read, server_write) = tokio::io::split(server_end);
-    server.attach(server_read, server_write);
-    let (client_read, client_write) = tokio::io::split(client_end);
-    let client = Client::from_streams(client_read, client_write, PathBuf::from("/tmp"))
-        .expect("Client::from_streams");
-    within("connect", client.verify_protocol_version())
-        .await
-        .expect("connect handshake");
-    client
-}
-
-/// Like [`connect`], but the bytes flow through a relay task; aborting the returned handle
-/// cuts the connection (the host sees EOF), whatever the SDK is doing.
-async fn connect_cuttable(server: &Server) -> (Client, tokio::task::JoinHandle<()>) {
-    let (client_end, mut relay_a) = tokio::io::duplex(PIPE);
-    let (mut relay_b, server_end) = tokio::io::duplex(PIPE);
-    let relay = tokio::spawn(async move {
-        let _ = tokio::io::copy_bidirectional(&mut relay_a, &mut relay_b).await;
-    });
-    let (server_read, server_write) = tokio::io::split(server_end);
-    server.attach(server_read, server_write);
-    let (client_read, client_write) = tokio::io::split(client_end);
-    let client = Client::from_streams(client_read, client_write, PathBuf::from("/tmp"))
-        .expect("Client::from_streams");
-    within("connect", client.verify_protocol_version())
-        .await
-        .expect("connect handshake");
-    (client, relay)
-}
-
-/// Cuts a connection made by [`connect_cuttable`] and waits until the relay is gone.
-async fn cut(relay: tokio::task::JoinHandle<()>) {
-    relay.abort();
-    let _ = relay.await;
-}
 
 /// `(elicitation, mcpApps, canvases)` as this client's SDK currently holds them.
 type Flags = (Option<bool>, Option<bool>, Option<bool>);
