@@ -615,7 +615,7 @@ impl Host {
         method: &str,
         params: Option<&RawValue>,
     ) -> Reply {
-        use crate::host::canvas_params::{ActionParams, CloseParams, OpenParams};
+        use crate::host::{ActionParams, CloseParams, OpenParams};
         let method: &'static str = match method {
             "session.canvas.open" => "session.canvas.open",
             "session.canvas.close" => "session.canvas.close",

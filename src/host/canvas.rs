@@ -276,12 +276,8 @@ impl Host {
         match parse_tool(name, arguments) {
             Err(message) => self.canvas_reply(session, reply, Err(message.into())),
             Ok(ToolRequest::List) => {
-                let canvases = self
-                    .sessions
-                    .get(session)
-                    .map(registry_json)
-                    .unwrap_or_else(|| json!([]));
-                self.canvas_reply(session, reply, Ok(json!({"canvases": canvases})));
+                let list = self.canvas_list(session);
+                self.canvas_reply(session, reply, Ok(list));
             }
             Ok(ToolRequest::Open {
                 canvas_id,
@@ -381,14 +377,9 @@ impl Host {
     /// Closes an open instance: asks its provider (`canvas.close`) if it is attached, then
     /// emits `session.canvas.closed` + `session.canvas.removed` and answers `reply`.
     pub(crate) fn close_canvas(&mut self, session: &str, instance_id: &str, reply: CanvasReply) {
-        let found = self
-            .sessions
-            .get(session)
-            .and_then(|l| l.canvases.get(instance_id))
-            .cloned();
-        let Some(instance) = found else {
-            let message = format!("Canvas instance not found: {instance_id}");
-            return self.canvas_reply(session, reply, Err(message.into()));
+        let instance = match self.open_instance(session, instance_id) {
+            Ok(instance) => instance,
+            Err(message) => return self.canvas_reply(session, reply, Err(message.into())),
         };
         let Some(conn) = instance.provider else {
             // Its provider is away: nothing to ask, the host forgets it.
@@ -411,14 +402,9 @@ impl Host {
         input: Option<Value>,
         reply: CanvasReply,
     ) {
-        let found = self
-            .sessions
-            .get(session)
-            .and_then(|l| l.canvases.get(instance_id))
-            .cloned();
-        let Some(instance) = found else {
-            let message = format!("Canvas instance not found: {instance_id}");
-            return self.canvas_reply(session, reply, Err(message.into()));
+        let instance = match self.open_instance(session, instance_id) {
+            Ok(instance) => instance,
+            Err(message) => return self.canvas_reply(session, reply, Err(message.into())),
         };
         let Some(conn) = instance.provider else {
             let message = format!(
@@ -433,6 +419,15 @@ impl Host {
             params["input"] = input;
         }
         self.send_canvas_call(session, conn, params, CanvasOp::Action, reply);
+    }
+
+    /// A copy of the session's open instance `instance_id`, or why there is none.
+    fn open_instance(&self, session: &str, instance_id: &str) -> Result<OpenCanvas, String> {
+        self.sessions
+            .get(session)
+            .and_then(|l| l.canvases.get(instance_id))
+            .cloned()
+            .ok_or_else(|| format!("Canvas instance not found: {instance_id}"))
     }
 
     /// Adds the session context to `params` and sends the request to the provider.

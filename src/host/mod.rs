@@ -39,11 +39,7 @@ pub use restore::RestoreError;
 pub use shell::ShellStream;
 
 pub(crate) use bridge::{AnswerTo, Pending};
-pub(crate) use canvas::CanvasReply;
-/// Params of the `session.canvas.*` methods.
-pub(crate) mod canvas_params {
-    pub(crate) use super::canvas::{ActionParams, CloseParams, OpenParams};
-}
+pub(crate) use canvas::{ActionParams, CanvasReply, CloseParams, OpenParams};
 use conn::Conn;
 use conn_table::ConnTable;
 
