@@ -8,6 +8,7 @@
 #[path = "../../../tests/common/mod.rs"]
 mod sdk;
 
+#[path = "../../tokio/tests/common/mod.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -8,6 +8,7 @@
 //!
 //! Every wait is bounded ([`PROMPT`], and the SDK scenarios' own `STEP` / `TEST` bounds).
 
+#[path = "../../tokio/tests/common/mod.rs"]
 mod common;
 #[path = "../../../tests/common/mod.rs"]
 mod sdk;

@@ -113,7 +113,7 @@ fn main() -> ExitCode {
     };
     if !server.exists() {
         eprintln!(
-            "error: server binary {} not found (build it with `cargo build --release -p agentwire-tokio`, or pass --server)",
+            "error: server binary {} not found (build it with `cargo build --release -p agentwire-cli`, or pass --server)",
             server.display()
         );
         return ExitCode::from(2);
