@@ -156,7 +156,14 @@ impl<R: Runtime> Driver<R> {
             store,
             farewell: None,
         };
-        let shared = Shared::new(inner, options, R::spawn, |d| Box::pin(R::sleep(d)), synced);
+        let shared = Shared::new(
+            inner,
+            options,
+            R::spawn,
+            |d| Box::pin(R::sleep(d)),
+            || Box::pin(R::yield_now()),
+            synced,
+        );
         Driver {
             shared: Arc::new(shared),
             runtime: PhantomData,

@@ -37,6 +37,13 @@ pub trait Runtime: Send + Sync + 'static {
     fn spawn(task: Task);
     /// Completes after `duration`.
     fn sleep(duration: Duration) -> impl Future<Output = ()> + Send;
+    /// Lets the other tasks run before this one continues: the timer task yields this way
+    /// between timers that are already due. The default wakes the task at once
+    /// (`futures_lite::future::yield_now`); a runtime whose scheduler would then run the
+    /// same task again first (tokio's LIFO slot) supplies its own.
+    fn yield_now() -> impl Future<Output = ()> + Send {
+        futures_lite::future::yield_now()
+    }
     /// Wraps a bound (blocking) std listener.
     fn tcp_listener(listener: std::net::TcpListener) -> io::Result<Self::TcpListener>;
     /// The listener's local address.

@@ -44,6 +44,8 @@ pub(crate) struct Shared {
     spawn: fn(Task),
     /// The runtime's [`Runtime::sleep`](crate::Runtime::sleep), boxed.
     sleep: fn(Duration) -> Task,
+    /// The runtime's [`Runtime::yield_now`](crate::Runtime::yield_now), boxed.
+    yield_now: fn() -> Task,
 }
 
 pub(crate) struct Inner {
@@ -99,6 +101,7 @@ impl Shared {
         options: ServerOptions,
         spawn: fn(Task),
         sleep: fn(Duration) -> Task,
+        yield_now: fn() -> Task,
         synced: Option<Arc<Watch<u64>>>,
     ) -> Self {
         Shared {
@@ -113,6 +116,7 @@ impl Shared {
             shells: Shells::default(),
             spawn,
             sleep,
+            yield_now,
         }
     }
 
@@ -126,6 +130,10 @@ impl Shared {
 
     pub(crate) fn sleep(&self, duration: Duration) -> Task {
         (self.sleep)(duration)
+    }
+
+    pub(crate) fn yield_now(&self) -> Task {
+        (self.yield_now)()
     }
 
     /// Runs `fut`, giving up after `limit`; `None` if it did not finish in time.

@@ -174,7 +174,10 @@ pub(crate) async fn timer_task(shared: Weak<Shared>, wake: Arc<Notify>) {
             // fires at its next 1 ms tick), and not without yielding, or an agent that yields
             // with zero-length timers (stream step batches) would keep this task running and
             // starve the writers on the same executor thread.
-            future::yield_now().await;
+            let Some(yielding) = shared.upgrade().map(|s| s.yield_now()) else {
+                return;
+            };
+            yielding.await;
         } else {
             let Some(sleep) = shared.upgrade().map(|s| s.sleep(delay)) else {
                 return;

@@ -31,6 +31,11 @@ impl Runtime for Tokio {
         tokio::time::sleep(duration)
     }
 
+    fn yield_now() -> impl Future<Output = ()> + Send {
+        // Puts the task behind the others (futures-lite's would run it again at once).
+        tokio::task::yield_now()
+    }
+
     fn tcp_listener(listener: std::net::TcpListener) -> io::Result<Self::TcpListener> {
         tokio::net::TcpListener::from_std(listener)
     }
