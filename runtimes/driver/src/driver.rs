@@ -221,6 +221,7 @@ impl<R: Runtime> Driver<R> {
             });
             inner.conns.insert(id, state.clone());
             shared.live.set(inner.conns.len());
+            shared.unfinished.update(|n| *n += 1);
             (state, inner.shutting_down)
         });
         debug!(conn = %state.id, "connection opened");
@@ -370,11 +371,12 @@ impl<R: Runtime> Driver<R> {
         crate::signals::shutdown_on_signals(&self.shared)
     }
 
-    /// Waits (bounded by the flush timeout plus a margin) until no connection is open.
+    /// Waits (bounded by the flush timeout plus a margin) until every connection has ended:
+    /// flushed, sent the shutdown notice and closed its stream.
     async fn wait_all_closed(&self) {
         let _ = self
             .shared
-            .timeout(self.grace(), self.shared.live.wait_for(|n| *n == 0))
+            .timeout(self.grace(), self.shared.unfinished.wait_for(|n| *n == 0))
             .await;
     }
 

@@ -31,8 +31,11 @@ pub(crate) struct Shared {
     timer_started: AtomicBool,
     /// `Some(reason)` once the server is shutting down.
     pub(crate) shutdown: Watch<Option<String>>,
-    /// Number of open connections.
+    /// Number of open connections (attached, and the host not yet told of their end).
     pub(crate) live: Watch<usize>,
+    /// Number of connections whose tasks have not finished: a closing connection still
+    /// writes the shutdown notice and closes its stream after the host forgot it.
+    pub(crate) unfinished: Watch<usize>,
     pub(crate) options: ServerOptions,
     /// Syncs the store without the host lock.
     pub(crate) sync: Option<SyncHandle>,
@@ -111,6 +114,7 @@ impl Shared {
             timer_started: AtomicBool::new(false),
             shutdown: Watch::new(None),
             live: Watch::new(0),
+            unfinished: Watch::new(0),
             options,
             synced,
             shells: Shells::default(),
@@ -287,7 +291,16 @@ impl Shared {
     /// Ends a connection at once: tells the host, stops its tasks, signals `done`.
     pub(crate) fn finish(self: &Arc<Self>, state: &Arc<ConnState>) {
         self.with_inner(|inner, now| forget(inner, now, state.id, &self.live));
-        finished(state);
+        self.finished(state);
+    }
+
+    /// After the host was told: stop the connection's tasks and signal `done`.
+    pub(crate) fn finished(&self, state: &ConnState) {
+        state.closing.set();
+        if !state.done.set() {
+            self.unfinished.update(|n| *n -= 1);
+            debug!(conn = %state.id, "connection ended");
+        }
     }
 
     pub(crate) fn ensure_timer(self: &Arc<Self>) {
@@ -301,14 +314,6 @@ impl Shared {
         if let Some(Err(e)) = self.sync.as_ref().map(SyncHandle::flush) {
             warn!(error = %e, "session store: fsync failed");
         }
-    }
-}
-
-/// After the host was told: stop the connection's tasks and signal `done`.
-pub(crate) fn finished(state: &ConnState) {
-    state.closing.set();
-    if !state.done.set() {
-        debug!(conn = %state.id, "connection ended");
     }
 }
 

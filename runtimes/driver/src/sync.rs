@@ -113,6 +113,12 @@ impl<T: Clone> Watch<T> {
         self.event.notify(usize::MAX);
     }
 
+    /// Changes the value in place and wakes the waiters.
+    pub(crate) fn update(&self, f: impl FnOnce(&mut T)) {
+        f(&mut lock(&self.value));
+        self.event.notify(usize::MAX);
+    }
+
     /// Waits until `pred` holds for the value and returns that value.
     pub(crate) async fn wait_for(&self, pred: impl Fn(&T) -> bool) -> T {
         loop {

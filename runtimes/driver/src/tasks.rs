@@ -12,7 +12,7 @@ use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWr
 use tracing::debug;
 
 use crate::clock::now;
-use crate::shared::{finished, forget, ConnState, Shared};
+use crate::shared::{forget, ConnState, Shared};
 use crate::sync::{lock, Notify};
 use crate::READ_CHUNK;
 
@@ -144,7 +144,7 @@ where
                     writer.close().await
                 })
                 .await;
-            finished(&state);
+            shared.finished(&state);
         }
         WriterEnd::Ended => {}
         WriterEnd::Failed(e) => {
