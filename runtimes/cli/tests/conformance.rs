@@ -16,6 +16,8 @@ mod binary;
 mod common;
 #[path = "../../../tests/common/mod.rs"]
 mod sdk;
+#[path = "support/agentwire.rs"]
+mod support;
 
 use std::future::Future;
 use std::net::SocketAddr;

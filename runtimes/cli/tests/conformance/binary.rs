@@ -4,83 +4,40 @@
 //! `session.list` after a restart on the same `D`), and SIGINT/SIGTERM handling (the
 //! `agentwire/shutdown` notice before end of stream; a second signal exits at once).
 
-use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{ExitStatus, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
 use super::common::{frame, ping_ok, FrameReader, PROMPT};
-use super::{connect, within, RuntimeUnderTest};
+use super::support::Agentwire;
+use super::{within, RuntimeUnderTest};
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentwire");
 
-/// `agentwire --runtime <R> --port 0 --data-dir D …`, killed on drop.
-struct Agentwire {
-    child: Child,
-    addr: SocketAddr,
+/// `agentwire --runtime <R> --port 0 --data-dir D EXTRA`.
+async fn start<R: RuntimeUnderTest>(data: &Path, extra: &[&str]) -> Agentwire {
+    let mut args = vec!["--runtime", R::FLAG, "--port", "0", "--data-dir"];
+    args.push(data.to_str().expect("a UTF-8 temporary directory"));
+    args.extend_from_slice(extra);
+    Agentwire::launch(args).await
 }
 
-impl Agentwire {
-    async fn start<R: RuntimeUnderTest>(data: &Path, extra: &[&str]) -> Agentwire {
-        let mut child = Command::new(BIN)
-            .args(["--runtime", R::FLAG, "--port", "0", "--data-dir"])
-            .arg(data)
-            .args(extra)
-            .env_remove("COPILOT_CONNECTION_TOKEN")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn agentwire");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let line = within("the port line", lines.next_line())
-            .await
-            .unwrap()
-            .expect("a port line");
-        let port: u16 = line
-            .strip_prefix("listening on port ")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        Agentwire {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
-        }
-    }
+async fn client(server: &Agentwire) -> Raw {
+    let (reader, writer) = server.raw().await;
+    Raw { reader, writer }
+}
 
-    async fn client(&self) -> Raw {
-        let (reader, writer) = connect(self.addr).await;
-        Raw { reader, writer }
-    }
-
-    fn signal(&self, name: &str) {
-        let pid = self.child.id().expect("still running").to_string();
-        let status = std::process::Command::new("kill")
-            .args(["-s", name, &pid])
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill -s {name} {pid}");
-    }
-
-    async fn exit(&mut self, limit: Duration) -> ExitStatus {
-        tokio::time::timeout(limit, self.child.wait())
-            .await
-            .unwrap_or_else(|_| panic!("agentwire did not exit within {limit:?}"))
-            .expect("wait")
-    }
-
-    /// `runtime.shutdown` through `client`, then a clean exit.
-    async fn shutdown(mut self, client: &mut Raw) {
-        let answer = client.call(999, "runtime.shutdown", json!({})).await;
-        assert!(answer.get("result").is_some(), "{answer}");
-        let status = self.exit(PROMPT).await;
-        assert!(status.success(), "exit status {status}");
-    }
+/// `runtime.shutdown` through `client`, then a clean exit.
+async fn shutdown(mut server: Agentwire, client: &mut Raw) {
+    let answer = client.call(999, "runtime.shutdown", json!({})).await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    let status = server.exit(PROMPT).await;
+    assert!(status.success(), "exit status {status}");
 }
 
 /// A raw Content-Length client.
@@ -120,8 +77,8 @@ impl Raw {
 /// code: a signal ended it), and so does its timeout.
 pub(super) async fn shell_exec_reports_output_exit_and_kill<R: RuntimeUnderTest>() {
     let data = tempfile::tempdir().unwrap();
-    let server = Agentwire::start::<R>(data.path(), &["--allow-shell"]).await;
-    let mut c = server.client().await;
+    let server = start::<R>(data.path(), &["--allow-shell"]).await;
+    let mut c = client(&server).await;
     let created = c
         .call(
             1,
@@ -195,7 +152,7 @@ pub(super) async fn shell_exec_reports_output_exit_and_kill<R: RuntimeUnderTest>
         began.elapsed() < Duration::from_secs(10),
         "neither waited for sleep 30"
     );
-    server.shutdown(&mut c).await;
+    shutdown(server, &mut c).await;
 }
 
 /// `--data-dir D`: a session created (and prompted) on one process is in `session.list` of
@@ -203,8 +160,8 @@ pub(super) async fn shell_exec_reports_output_exit_and_kill<R: RuntimeUnderTest>
 pub(super) async fn sessions_survive_a_restart_on_the_same_data_dir<R: RuntimeUnderTest>() {
     let data = tempfile::tempdir().unwrap();
     let id = format!("stored-{}", R::FLAG);
-    let server = Agentwire::start::<R>(data.path(), &[]).await;
-    let mut c = server.client().await;
+    let server = start::<R>(data.path(), &[]).await;
+    let mut c = client(&server).await;
     let created = c.call(1, "session.create", json!({"sessionId": id})).await;
     assert_eq!(created["result"]["sessionId"], id.as_str(), "{created}");
     c.send(
@@ -215,10 +172,10 @@ pub(super) async fn sessions_survive_a_restart_on_the_same_data_dir<R: RuntimeUn
     .await;
     c.until(|m| m["method"] == "session.event" && m["params"]["event"]["type"] == "session.idle")
         .await;
-    server.shutdown(&mut c).await;
+    shutdown(server, &mut c).await;
 
-    let server = Agentwire::start::<R>(data.path(), &[]).await;
-    let mut c = server.client().await;
+    let server = start::<R>(data.path(), &[]).await;
+    let mut c = client(&server).await;
     let list = c.call(1, "session.list", json!({})).await;
     let ids: Vec<&str> = list["result"]["sessions"]
         .as_array()
@@ -240,15 +197,15 @@ pub(super) async fn sessions_survive_a_restart_on_the_same_data_dir<R: RuntimeUn
             .any(|e| e["type"] == "user.message" && e["data"]["content"] == "remember me"),
         "{history}"
     );
-    server.shutdown(&mut c).await;
+    shutdown(server, &mut c).await;
 }
 
 /// SIGTERM: every client receives `agentwire/shutdown` with the reason as its last message,
 /// then end of stream, and the process exits 0.
 pub(super) async fn sigterm_sends_the_shutdown_notice_before_end_of_stream<R: RuntimeUnderTest>() {
     let data = tempfile::tempdir().unwrap();
-    let mut server = Agentwire::start::<R>(data.path(), &[]).await;
-    let mut c = server.client().await;
+    let mut server = start::<R>(data.path(), &[]).await;
+    let mut c = client(&server).await;
     ping_ok(&mut c.reader, &mut c.writer, 1).await;
     let started = Instant::now();
     server.signal("TERM");
@@ -272,14 +229,14 @@ pub(super) async fn sigterm_sends_the_shutdown_notice_before_end_of_stream<R: Ru
 /// with 130.
 pub(super) async fn a_second_sigint_exits_at_once<R: RuntimeUnderTest>() {
     let data = tempfile::tempdir().unwrap();
-    let mut server = Agentwire::start::<R>(data.path(), &[]).await;
+    let mut server = start::<R>(data.path(), &[]).await;
     // A client with a tiny receive buffer that asks for 7 MiB of responses and never reads
     // them: more than the kernel holds (the server's send buffer is at most `tcp_wmem`'s 4
     // MiB), so a graceful shutdown has to wait for the flush timeout; less than the host's
     // outbox budget (8 MiB), so the host never drops the connection itself.
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
-    let stream = within("connect", socket.connect(server.addr))
+    let stream = within("connect", socket.connect(server.addr()))
         .await
         .expect("connect");
     let (reader, writer) = stream.into_split();
@@ -332,25 +289,8 @@ pub(super) async fn binary_over_stdio_and_tcp<R: RuntimeUnderTest>() {
         .unwrap();
     assert!(status.success(), "--stdio exited with {status}");
 
-    let mut child = Command::new(BIN)
-        .args(["--runtime", R::FLAG, "--port", "0", "--no-store"])
-        .env_remove("COPILOT_CONNECTION_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn agentwire --port 0");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = within("the port line", lines.next_line())
-        .await
-        .unwrap()
-        .expect("a port line");
-    let port: u16 = line
-        .strip_prefix("listening on port ")
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-    let (mut reader, mut w) = connect(SocketAddr::from(([127, 0, 0, 1], port))).await;
+    let mut server = Agentwire::launch(["--runtime", R::FLAG, "--port", "0", "--no-store"]).await;
+    let (mut reader, mut w) = server.raw().await;
     ping_ok(&mut reader, &mut w, 1).await;
     w.write_all(&frame(
         &json!({"jsonrpc":"2.0","id":2,"method":"runtime.shutdown","params":{}}),
@@ -358,8 +298,6 @@ pub(super) async fn binary_over_stdio_and_tcp<R: RuntimeUnderTest>() {
     .await
     .unwrap();
     assert!(reader.response(2).await.get("result").is_some());
-    let status = within("exit after runtime.shutdown", child.wait())
-        .await
-        .unwrap();
+    let status = server.exit(PROMPT).await;
     assert!(status.success(), "--port 0 exited with {status}");
 }
