@@ -127,3 +127,77 @@ pub(crate) fn kill_group(pid: u32) {
             }
         });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_lite::future::block_on;
+
+    fn run(argv: &[&str]) -> Vec<ChildEvent> {
+        let child = spawn(ChildSpec {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            ..ChildSpec::default()
+        })
+        .expect("spawn");
+        let mut events = Vec::new();
+        loop {
+            let event = block_on(child.events.pop());
+            let exit = matches!(event, ChildEvent::Exit(_));
+            events.push(event);
+            if exit {
+                return events;
+            }
+        }
+    }
+
+    fn text(events: &[ChildEvent], which: Stream) -> String {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                ChildEvent::Output(s, bytes) if *s == which => Some(bytes.clone()),
+                _ => None,
+            })
+            .map(|b| String::from_utf8(b).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn output_of_both_streams_comes_before_the_exit_code() {
+        let events = run(&["sh", "-c", "echo out; echo err >&2; exit 4"]);
+        assert_eq!(text(&events, Stream::Stdout), "out\n");
+        assert_eq!(text(&events, Stream::Stderr), "err\n");
+        assert!(matches!(events.last(), Some(ChildEvent::Exit(Some(4)))));
+    }
+
+    #[test]
+    fn killing_the_group_ends_what_the_shell_started() {
+        let child = spawn(ChildSpec {
+            argv: ["sh", "-c", "sleep 30 & sleep 30; echo never"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            ..ChildSpec::default()
+        })
+        .expect("spawn");
+        let started = std::time::Instant::now();
+        kill_group(child.pid);
+        // The exit comes only once both output pipes closed, i.e. the background sleep died too.
+        let exit = loop {
+            if let ChildEvent::Exit(code) = block_on(child.events.pop()) {
+                break code;
+            }
+        };
+        assert_eq!(exit, None, "ended by a signal");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_missing_program_is_an_error() {
+        let spec = ChildSpec {
+            argv: vec!["/nonexistent/program".into()],
+            ..ChildSpec::default()
+        };
+        assert!(spawn(spec).is_err());
+        assert!(spawn(ChildSpec::default()).is_err(), "no argv");
+    }
+}

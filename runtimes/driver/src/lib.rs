@@ -40,6 +40,25 @@
 //!
 //! Streams are `futures-io` ([`futures_lite::io::AsyncRead`] / `AsyncWrite`); tokio's are
 //! adapted by `agentwire-tokio`.
+//!
+//! # Where a new output kind goes
+//!
+//! `Output` is matched without a catch-all arm (in `shared.rs`), so a kind the host gains does
+//! not compile until it is handled here — once, for every runtime. An output that needs more
+//! than a store append becomes an `Effect`, performed after the host lock is released by a
+//! module of its own whose results come back into the host from a driver task:
+//!
+//! * child processes (`child.rs`): `std::process` in a process group of its own, output read
+//!   by plain threads into a queue, one driver task feeding chunks and the exit to the host
+//!   (shell commands, `shell.rs`, already run this way; processes the host asks for directly,
+//!   with argv, env, cwd and stdin bytes, reuse it);
+//! * HTTP requests to a model endpoint (`HttpRequest { call, method, url, headers, body }` /
+//!   `HttpCancel { call }`): the same shape — blocking `ureq` calls (rustls) on threads, the
+//!   response start, body chunks, end or error queued for a driver task that feeds them to
+//!   the host; a cancel marks the call so its thread stops at the next chunk and nothing more
+//!   is reported. Threads rather than reqwest on a background tokio runtime: no second
+//!   runtime inside smol and async-std processes, the same mechanism as child processes, a
+//!   much smaller dependency tree, and streaming bodies (SSE) read chunk by chunk all the same.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

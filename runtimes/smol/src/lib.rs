@@ -33,7 +33,6 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -65,10 +64,8 @@ impl Runtime for Smol {
         smol::spawn(task).detach();
     }
 
-    fn sleep(duration: Duration) -> impl Future<Output = ()> + Send {
-        async move {
-            Timer::after(duration).await;
-        }
+    async fn sleep(duration: Duration) {
+        Timer::after(duration).await;
     }
 
     fn tcp_listener(listener: std::net::TcpListener) -> io::Result<Self::TcpListener> {
