@@ -36,6 +36,8 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use agentwire_driver::QuickAckReader;
+
 pub use agentwire_driver::{
     agentwire, agentwire_store, now, Connection, Driver, Runtime, ServerOptions, Stopped, Task,
     READ_CHUNK, SHUTDOWN_NOTIFICATION,
@@ -52,7 +54,8 @@ pub type Server = Driver<AsyncStd>;
 
 impl Runtime for AsyncStd {
     type TcpListener = async_std::net::TcpListener;
-    type TcpReader = async_std::net::TcpStream;
+    /// Re-arms `TCP_QUICKACK` after every read (see [`QuickAckReader`]).
+    type TcpReader = QuickAckReader<async_std::net::TcpStream>;
     type TcpWriter = async_std::net::TcpStream;
     type Stdin = async_std::io::Stdin;
     type Stdout = async_std::io::Stdout;
@@ -79,7 +82,7 @@ impl Runtime for AsyncStd {
     ) -> io::Result<(Self::TcpReader, Self::TcpWriter, SocketAddr)> {
         let (stream, peer) = listener.accept().await?;
         let _ = stream.set_nodelay(true);
-        Ok((stream.clone(), stream, peer))
+        Ok((QuickAckReader(stream.clone()), stream, peer))
     }
 
     fn stdio() -> (Self::Stdin, Self::Stdout) {

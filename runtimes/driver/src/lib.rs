@@ -66,6 +66,7 @@ mod child;
 mod clock;
 mod driver;
 mod farewell;
+mod quickack;
 mod runtime;
 mod shared;
 mod shell;
@@ -79,6 +80,7 @@ pub use agentwire_store;
 pub use clock::now;
 pub use driver::{Connection, Driver};
 pub use farewell::SHUTDOWN_NOTIFICATION;
+pub use quickack::{rearm as rearm_quickack, QuickAckReader, TcpSocket};
 pub use runtime::{Runtime, Task};
 
 /// The largest chunk a reader task passes to `Host::handle_bytes` at once (64 KiB).

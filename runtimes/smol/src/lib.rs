@@ -39,6 +39,8 @@ use std::time::Duration;
 
 use async_io::Timer;
 
+use agentwire_driver::QuickAckReader;
+
 pub use agentwire_driver::{
     agentwire, agentwire_store, now, Connection, Driver, Runtime, ServerOptions, Stopped, Task,
     READ_CHUNK, SHUTDOWN_NOTIFICATION,
@@ -55,7 +57,8 @@ pub type Server = Driver<Smol>;
 
 impl Runtime for Smol {
     type TcpListener = smol::net::TcpListener;
-    type TcpReader = smol::net::TcpStream;
+    /// Re-arms `TCP_QUICKACK` after every read (see [`QuickAckReader`]).
+    type TcpReader = QuickAckReader<smol::net::TcpStream>;
     type TcpWriter = smol::net::TcpStream;
     type Stdin = smol::Unblock<io::Stdin>;
     type Stdout = smol::Unblock<io::Stdout>;
@@ -81,7 +84,7 @@ impl Runtime for Smol {
     ) -> io::Result<(Self::TcpReader, Self::TcpWriter, SocketAddr)> {
         let (stream, peer) = listener.accept().await?;
         let _ = stream.set_nodelay(true);
-        Ok((stream.clone(), stream, peer))
+        Ok((QuickAckReader(stream.clone()), stream, peer))
     }
 
     fn stdio() -> (Self::Stdin, Self::Stdout) {

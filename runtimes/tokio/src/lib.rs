@@ -26,6 +26,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod quickack;
+pub use quickack::QuickAckReader;
 mod runtime;
 mod server;
 

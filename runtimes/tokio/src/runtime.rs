@@ -6,7 +6,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use agentwire_driver::{Runtime, Task};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+
+use crate::quickack::QuickAckReader;
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio_util::compat::{Compat, TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 /// The tokio [`Runtime`]: tasks with `tokio::spawn`, `tokio::time::sleep`, `tokio::net` TCP and
@@ -17,7 +19,8 @@ pub struct Tokio;
 
 impl Runtime for Tokio {
     type TcpListener = tokio::net::TcpListener;
-    type TcpReader = Compat<OwnedReadHalf>;
+    /// Re-arms `TCP_QUICKACK` after every read (see [`QuickAckReader`]).
+    type TcpReader = Compat<QuickAckReader>;
     type TcpWriter = Compat<OwnedWriteHalf>;
     type Stdin = Compat<tokio::io::Stdin>;
     type Stdout = Compat<tokio::io::Stdout>;
@@ -50,7 +53,7 @@ impl Runtime for Tokio {
         let (stream, peer) = listener.accept().await?;
         let _ = stream.set_nodelay(true);
         let (reader, writer) = stream.into_split();
-        Ok((reader.compat(), writer.compat_write(), peer))
+        Ok((QuickAckReader(reader).compat(), writer.compat_write(), peer))
     }
 
     fn stdio() -> (Self::Stdin, Self::Stdout) {
