@@ -124,10 +124,7 @@ impl fmt::Debug for HostConfig {
 }
 
 /// An action the runtime must perform.
-///
-/// New kinds of action may be added: match with a `_` arm that logs and ignores.
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum Output {
     /// Write every frame still queued for `conn` (drain [`Host::poll_transmit`]), then close it.
     Close {

@@ -1,12 +1,11 @@
 //! An async-std runtime for the [`agentwire`] sans-IO core: stdio, TCP and in-memory streams.
 //!
-//! This crate is a thin adapter. async-std is built on the same foundations as smol
-//! (`async-io` for the reactor and timers, `futures-io` streams, `async-executor` behind
-//! `async_std::task::spawn`), so it shares `agentwire-smol`'s generic futures-io driver,
-//! [`Driver`]: this crate only implements [`Runtime`] for async-std — detached tasks with
-//! `async_std::task::spawn`, `async_std::net` TCP and `async_std::io` stdio. Behaviour
-//! (frame order, timers, per-connection writers, `Output::Close` and `Output::Shutdown`
-//! handling) is exactly `agentwire-smol`'s; see its crate docs.
+//! This crate is a thin adapter: everything the driver does is written once, in
+//! `agentwire-driver` ([`Driver`]); this crate only implements its [`Runtime`] for
+//! async-std — detached tasks with `async_std::task::spawn`, `async_std::task::sleep`,
+//! `async_std::net` TCP and `async_std::io` stdio. Behaviour (frame order, timers,
+//! per-connection writers, every host output: close, shutdown, the session store, shell
+//! commands; signals) is exactly `agentwire-tokio`'s and `agentwire-smol`'s.
 //!
 //! **async-std is discontinued upstream** (RUSTSEC-2025-0052): its authors recommend smol.
 //! This adapter exists for applications that are already on async-std; new code should use
@@ -32,16 +31,20 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::time::Duration;
 
-pub use agentwire_smol::agentwire;
-pub use agentwire_smol::{
-    now, Connection, Driver, Runtime, ServerOptions, Stopped, Task, READ_CHUNK,
+use agentwire_driver::QuickAckReader;
+
+pub use agentwire_driver::{
+    agentwire, agentwire_store, now, Connection, Driver, Runtime, ServerOptions, Stopped, Task,
+    READ_CHUNK, SHUTDOWN_NOTIFICATION,
 };
 
 /// The async-std [`Runtime`]: tasks on async-std's executor (`async_std::task::spawn`),
-/// `async_std::net` TCP, and `async_std::io` stdin/stdout.
+/// `async_std::task::sleep`, `async_std::net` TCP, and `async_std::io` stdin/stdout.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AsyncStd;
 
@@ -51,13 +54,19 @@ pub type Server = Driver<AsyncStd>;
 
 impl Runtime for AsyncStd {
     type TcpListener = async_std::net::TcpListener;
-    type TcpStream = async_std::net::TcpStream;
+    /// Re-arms `TCP_QUICKACK` after every read (see [`QuickAckReader`]).
+    type TcpReader = QuickAckReader<async_std::net::TcpStream>;
+    type TcpWriter = async_std::net::TcpStream;
     type Stdin = async_std::io::Stdin;
     type Stdout = async_std::io::Stdout;
 
     fn spawn(task: Task) {
         // Dropping the handle detaches the task.
         drop(async_std::task::spawn(task));
+    }
+
+    fn sleep(duration: Duration) -> impl Future<Output = ()> + Send {
+        async_std::task::sleep(duration)
     }
 
     fn tcp_listener(listener: std::net::TcpListener) -> io::Result<Self::TcpListener> {
@@ -68,14 +77,12 @@ impl Runtime for AsyncStd {
         listener.local_addr()
     }
 
-    fn accept(
+    async fn accept(
         listener: &Self::TcpListener,
-    ) -> impl std::future::Future<Output = io::Result<(Self::TcpStream, SocketAddr)>> + Send {
-        listener.accept()
-    }
-
-    fn set_nodelay(stream: &Self::TcpStream) -> io::Result<()> {
-        stream.set_nodelay(true)
+    ) -> io::Result<(Self::TcpReader, Self::TcpWriter, SocketAddr)> {
+        let (stream, peer) = listener.accept().await?;
+        let _ = stream.set_nodelay(true);
+        Ok((QuickAckReader(stream.clone()), stream, peer))
     }
 
     fn stdio() -> (Self::Stdin, Self::Stdout) {

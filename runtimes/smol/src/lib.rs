@@ -1,39 +1,17 @@
-//! A smol runtime for the [`agentwire`] sans-IO core: stdio, TCP and in-memory streams, and
-//! the generic `futures-io` driver behind it.
+//! A smol runtime for the [`agentwire`] sans-IO core: stdio, TCP and in-memory streams.
 //!
-//! The core ([`agentwire::host::Host`]) is synchronous: it takes bytes and timestamps in and
-//! hands frames to write and actions out. This crate does the IO around it, with the same
-//! behaviour as `agentwire-tokio`. One [`Server`] drives one `Host` over any number of
-//! connections:
-//!
-//! * per connection, a **reader task** reads chunks of at most [`READ_CHUNK`] bytes and feeds
-//!   them to `Host::handle_bytes`; end of input or a read error ends the connection;
-//! * per connection, a **writer task** takes whole frames from `Host::poll_transmit_batch` in order
-//!   and writes them. It is woken only when `Host::poll_ready` names its connection, so a
-//!   peer that stops reading blocks its own writer and nothing else; its frames wait inside the
-//!   host, whose per-connection outbox budget bounds the memory they take;
-//! * one **timer task** sleeps on an `async-io` [`Timer`](async_io::Timer) until
-//!   `Host::poll_timeout` and then calls `Host::handle_timeout`.
-//!
-//! The host sits behind a `std::sync::Mutex` that is held only for the synchronous calls
-//! into it, never across an `.await`. After every call into the host the driver drains
-//! `poll_ready` (waking writers), `poll_output` (`Output::Close`: flush then close;
-//! `Output::Shutdown`: stop accepting, flush every connection within
-//! [`ServerOptions::flush_timeout`], return) and re-arms the timer.
-//!
-//! Every connection that the driver opens with `Host::open` is later ended with exactly one
-//! `Host::handle_eof`, whatever ended it (peer EOF, an IO error, or a close the host asked for
-//! after its frames were flushed).
+//! One [`Server`] drives one [`Host`](agentwire::host::Host) over any number of connections,
+//! with the same behaviour as `agentwire-tokio` and `agentwire-async-std`: a reader and a
+//! writer task per connection, one timer task (an `async-io` [`Timer`]), and every host
+//! output acted on (see the `agentwire-driver` crate docs).
 //!
 //! # One driver, several runtimes
 //!
-//! The driver, [`Driver<R>`], only needs `futures-io` streams, `async-io` timers and a way to
-//! spawn detached tasks; the [`Runtime`] trait supplies the last one plus TCP and stdio.
-//! [`Server`] is `Driver<Smol>` (tasks on smol's global executor, `smol::net`, stdio through
-//! `smol::Unblock`); `agentwire-async-std` implements [`Runtime`] for async-std and reuses
-//! everything else. A task that must stop early (a writer blocked on a peer that stopped
-//! reading, a reader of a closing connection, a flush watchdog) watches a flag of its
-//! connection rather than being aborted, so no executor-specific cancellation is needed.
+//! Everything the driver does is written once, in `agentwire-driver` ([`Driver<R>`]): the
+//! connection tasks, every host output (close, shutdown with the [`SHUTDOWN_NOTIFICATION`],
+//! the session store, shell commands) and signals. This crate only implements its
+//! [`Runtime`] for smol: tasks on smol's global executor, `async-io` timers, `smol::net` TCP
+//! and stdio through `smol::Unblock`. [`Server`] is `Driver<Smol>`.
 //!
 //! # Example
 //!
@@ -55,19 +33,21 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-mod clock;
-mod driver;
-mod sync;
-
 use std::io;
 use std::net::SocketAddr;
+use std::time::Duration;
 
-pub use agentwire;
-pub use clock::now;
-pub use driver::{Connection, Driver, Runtime, ServerOptions, Stopped, Task, READ_CHUNK};
+use async_io::Timer;
 
-/// The smol [`Runtime`]: tasks on smol's global executor (`smol::spawn`), `smol::net` TCP,
-/// and stdin/stdout through `smol::Unblock`.
+use agentwire_driver::QuickAckReader;
+
+pub use agentwire_driver::{
+    agentwire, agentwire_store, now, Connection, Driver, Runtime, ServerOptions, Stopped, Task,
+    READ_CHUNK, SHUTDOWN_NOTIFICATION,
+};
+
+/// The smol [`Runtime`]: tasks on smol's global executor (`smol::spawn`), `async-io` timers,
+/// `smol::net` TCP, and stdin/stdout through `smol::Unblock`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Smol;
 
@@ -77,12 +57,18 @@ pub type Server = Driver<Smol>;
 
 impl Runtime for Smol {
     type TcpListener = smol::net::TcpListener;
-    type TcpStream = smol::net::TcpStream;
+    /// Re-arms `TCP_QUICKACK` after every read (see [`QuickAckReader`]).
+    type TcpReader = QuickAckReader<smol::net::TcpStream>;
+    type TcpWriter = smol::net::TcpStream;
     type Stdin = smol::Unblock<io::Stdin>;
     type Stdout = smol::Unblock<io::Stdout>;
 
     fn spawn(task: Task) {
         smol::spawn(task).detach();
+    }
+
+    async fn sleep(duration: Duration) {
+        Timer::after(duration).await;
     }
 
     fn tcp_listener(listener: std::net::TcpListener) -> io::Result<Self::TcpListener> {
@@ -93,14 +79,12 @@ impl Runtime for Smol {
         listener.local_addr()
     }
 
-    fn accept(
+    async fn accept(
         listener: &Self::TcpListener,
-    ) -> impl std::future::Future<Output = io::Result<(Self::TcpStream, SocketAddr)>> + Send {
-        listener.accept()
-    }
-
-    fn set_nodelay(stream: &Self::TcpStream) -> io::Result<()> {
-        stream.set_nodelay(true)
+    ) -> io::Result<(Self::TcpReader, Self::TcpWriter, SocketAddr)> {
+        let (stream, peer) = listener.accept().await?;
+        let _ = stream.set_nodelay(true);
+        Ok((QuickAckReader(stream.clone()), stream, peer))
     }
 
     fn stdio() -> (Self::Stdin, Self::Stdout) {

@@ -136,6 +136,13 @@ fn shutdown_flushes_and_is_bounded_by_the_flush_timeout() {
             started.elapsed()
         );
         assert_eq!(server.connection_count(), 0);
+        // The last frame is the shutdown notice (as on every runtime), then the stream ends.
+        let notice = within("the shutdown notice", next_frame(&mut reader)).await;
+        assert_eq!(
+            notice.ok().flatten(),
+            Some(json!({"jsonrpc":"2.0","method":"agentwire/shutdown",
+                        "params":{"reason":"test is over"}}))
+        );
         let end = within("the healthy stream ends", next_frame(&mut reader)).await;
         assert!(matches!(end, Ok(None)), "{end:?}");
     })

@@ -1,5 +1,5 @@
-//! The UI's state and protocol logic: keys and host messages in, framed requests out. No IO
-//! and no drawing, so whole conversations are unit-tested against scripted host messages.
+//! The UI's state and protocol logic: keys and the host's bytes in, framed requests out. No
+//! IO and no drawing, so whole conversations are unit-tested against scripted host messages.
 //!
 //! The UI is an ordinary Copilot SDK client of the host. It `connect`s, shows the foreground
 //! session (creating one and making it foreground when there is none), and follows the
@@ -12,7 +12,7 @@ use bytes::Bytes;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use serde_json::{json, Map, Value};
 
-use super::rpc::{Inbound, Requests};
+use super::peer::{Inbound, Peer};
 use super::transcript::{Field, LineKind, Prompt, Transcript};
 
 /// How many rows PageUp / PageDown scroll.
@@ -170,7 +170,7 @@ pub struct AppOptions {
 #[derive(Debug)]
 pub struct App {
     options: AppOptions,
-    requests: Requests<Call>,
+    peer: Peer<Call>,
     session: Option<String>,
     /// Events of the session received while its history loads (applied after it).
     loading: Option<Vec<Value>>,
@@ -188,7 +188,7 @@ impl App {
     pub fn new(options: AppOptions) -> Self {
         App {
             options,
-            requests: Requests::default(),
+            peer: Peer::default(),
             session: None,
             loading: None,
             transcript: Transcript::new(),
@@ -206,14 +206,14 @@ impl App {
         if let Some(token) = &self.options.token {
             params["token"] = json!(token);
         }
-        self.requests.call("connect", params, Call::Connect);
-        self.requests
+        self.peer.call("connect", params, Call::Connect);
+        self.peer
             .call("session.getForeground", json!({}), Call::GetForeground);
     }
 
     /// The framed requests to write to the host since the last call.
     pub fn take_output(&mut self) -> Bytes {
-        self.requests.take_output()
+        self.peer.take_output()
     }
 
     /// Whether the user asked to quit.
@@ -344,7 +344,7 @@ impl App {
         };
         self.input.take();
         self.scroll = 0;
-        self.requests.call(
+        self.peer.call(
             "session.send",
             json!({"sessionId": session, "prompt": text}),
             Call::Send,
@@ -361,7 +361,7 @@ impl App {
             json!({"kind": "reject"})
         };
         self.transcript.resolve(request_id);
-        self.requests.call(
+        self.peer.call(
             "session.permissions.handlePendingPermissionRequest",
             json!({"sessionId": session, "requestId": request_id, "result": result}),
             Call::Answer,
@@ -413,7 +413,7 @@ impl App {
             result["content"] = content;
         }
         self.transcript.resolve(request_id);
-        self.requests.call(
+        self.peer.call(
             "session.ui.handlePendingElicitation",
             json!({"sessionId": session, "requestId": request_id, "result": result}),
             Call::Answer,
@@ -422,21 +422,26 @@ impl App {
 
     // ----- host messages -----
 
-    /// Handles one message from the host.
-    pub fn on_message(&mut self, message: Inbound) {
+    /// Handles bytes read from the host.
+    pub fn on_bytes(&mut self, bytes: &[u8]) {
+        for message in self.peer.push(bytes) {
+            self.on_message(message);
+        }
+    }
+
+    /// Whether the connection to the host broke (its bytes broke the framing).
+    pub fn is_disconnected(&self) -> bool {
+        self.peer.is_closed()
+    }
+
+    fn on_message(&mut self, message: Inbound<Call>) {
         match message {
-            Inbound::Response { id, outcome } => {
-                if let Some(call) = self.requests.finish(id) {
-                    self.on_response(call, outcome);
-                }
-            }
+            Inbound::Response { purpose, outcome } => self.on_response(purpose, outcome),
             Inbound::Notification { method, params } => match method.as_str() {
                 "session.event" => self.on_event(&params),
                 "session.lifecycle" => self.on_lifecycle(&params),
                 _ => {}
             },
-            // The UI attaches with no capability that makes the host call it; say so.
-            Inbound::Request { id, method } => self.requests.reject(&id, &method),
         }
     }
 
@@ -470,7 +475,7 @@ impl App {
                 };
                 self.show(session.clone());
                 self.status = "new session".to_owned();
-                self.requests.call(
+                self.peer.call(
                     "session.setForeground",
                     json!({"sessionId": session}),
                     Call::SetForeground,
@@ -529,7 +534,7 @@ impl App {
         if let Some(old) = self.session.take() {
             if old != session {
                 // Leave the old session, so its prompts go to clients that can show them.
-                self.requests
+                self.peer
                     .call("session.detach", json!({"sessionId": old}), Call::Detach);
             }
         }
@@ -547,13 +552,13 @@ impl App {
         self.status = format!("following session {session}");
         self.transcript
             .note(LineKind::Info, format!("following session {session}"));
-        self.requests.call(
+        self.peer.call(
             "session.resume",
             json!({"sessionId": session, "disableResume": true,
                    "requestPermission": true, "requestElicitation": true}),
             Call::Resume(session.clone()),
         );
-        self.requests.call(
+        self.peer.call(
             "session.getMessages",
             json!({"sessionId": session}),
             Call::History(session),
@@ -565,347 +570,9 @@ impl App {
         if let Some(cwd) = &self.options.cwd {
             params["workingDirectory"] = json!(cwd);
         }
-        self.requests.call("session.create", params, Call::Create);
+        self.peer.call("session.create", params, Call::Create);
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tui::rpc::decode;
-    use agentwire_tokio::agentwire::frame::{FrameDecoder, FrameLimits, Framing};
-
-    /// The requests in `bytes`, as (id, method, params).
-    fn sent(app: &mut App) -> Vec<(u64, String, Value)> {
-        let bytes = app.take_output();
-        let mut frames = FrameDecoder::new(Framing::ContentLength, FrameLimits::default());
-        frames.push(&bytes).unwrap();
-        let mut out = Vec::new();
-        while let Some(body) = frames.next_frame().unwrap() {
-            let v: Value = serde_json::from_slice(&body).unwrap();
-            out.push((
-                v["id"].as_u64().unwrap_or(0),
-                v["method"].as_str().unwrap_or("").to_owned(),
-                v["params"].clone(),
-            ));
-        }
-        out
-    }
-
-    fn methods(requests: &[(u64, String, Value)]) -> Vec<&str> {
-        requests.iter().map(|(_, m, _)| m.as_str()).collect()
-    }
-
-    fn reply(app: &mut App, id: u64, result: Value) {
-        app.on_message(Inbound::Response {
-            id: Some(id),
-            outcome: Ok(result),
-        });
-    }
-
-    fn notify(app: &mut App, method: &str, params: Value) {
-        app.on_message(Inbound::Notification {
-            method: method.into(),
-            params,
-        });
-    }
-
-    fn event(app: &mut App, session: &str, id: &str, ty: &str, data: Value) {
-        notify(
-            app,
-            "session.event",
-            json!({"sessionId": session, "event": {"type": ty, "data": data, "id": id}}),
-        );
-    }
-
-    fn key(code: KeyCode) -> KeyEvent {
-        KeyEvent::new(code, KeyModifiers::NONE)
-    }
-
-    fn type_line(app: &mut App, text: &str) {
-        for c in text.chars() {
-            app.on_key(key(KeyCode::Char(c)));
-        }
-        app.on_key(key(KeyCode::Enter));
-    }
-
-    /// An app that created session `s1` (no foreground session existed).
-    fn started() -> App {
-        let mut app = App::new(AppOptions {
-            token: Some("tok".into()),
-            cwd: Some("/w".into()),
-        });
-        app.start();
-        let out = sent(&mut app);
-        assert_eq!(methods(&out), ["connect", "session.getForeground"]);
-        assert_eq!(out[0].2, json!({"token": "tok"}));
-        reply(&mut app, out[0].0, json!({"ok": true}));
-        reply(&mut app, out[1].0, json!({}));
-        let out = sent(&mut app);
-        assert_eq!(methods(&out), ["session.create"]);
-        assert_eq!(
-            out[0].2,
-            json!({"requestPermission": true, "requestElicitation": true,
-                   "workingDirectory": "/w"})
-        );
-        reply(&mut app, out[0].0, json!({"sessionId": "s1"}));
-        let out = sent(&mut app);
-        assert_eq!(methods(&out), ["session.setForeground"]);
-        assert_eq!(out[0].2, json!({"sessionId": "s1"}));
-        assert_eq!(app.session(), Some("s1"));
-        app
-    }
-
-    #[test]
-    fn creates_a_session_sends_prompts_and_shows_the_answer() {
-        let mut app = started();
-        type_line(&mut app, "hello");
-        let out = sent(&mut app);
-        assert_eq!(methods(&out), ["session.send"]);
-        assert_eq!(out[0].2, json!({"sessionId": "s1", "prompt": "hello"}));
-        assert_eq!(app.input().text(), "");
-        event(
-            &mut app,
-            "s1",
-            "e1",
-            "user.message",
-            json!({"content": "hello"}),
-        );
-        event(
-            &mut app,
-            "other",
-            "x",
-            "user.message",
-            json!({"content": "no"}),
-        );
-        event(
-            &mut app,
-            "s1",
-            "e2",
-            "assistant.message",
-            json!({"content": "You said: hello"}),
-        );
-        let lines: Vec<_> = app.transcript().lines().iter().map(|l| &l.text).collect();
-        assert_eq!(lines, ["hello", "You said: hello"]);
-        // Empty input sends nothing; /quit quits.
-        app.on_key(key(KeyCode::Enter));
-        assert!(sent(&mut app).is_empty());
-        type_line(&mut app, "/quit");
-        assert!(app.should_quit());
-    }
-
-    #[test]
-    fn joins_the_foreground_session_at_start() {
-        let mut app = App::new(AppOptions::default());
-        app.start();
-        let out = sent(&mut app);
-        reply(&mut app, out[1].0, json!({"sessionId": "fg"}));
-        let out = sent(&mut app);
-        assert_eq!(methods(&out), ["session.resume", "session.getMessages"]);
-        assert_eq!(out[0].2["disableResume"], true);
-        assert_eq!(out[0].2["requestPermission"], true);
-        assert_eq!(app.session(), Some("fg"));
-    }
-
-    #[test]
-    fn follows_the_foreground_and_loads_history_in_order() {
-        let mut app = started();
-        event(
-            &mut app,
-            "s1",
-            "a",
-            "user.message",
-            json!({"content": "old"}),
-        );
-        notify(
-            &mut app,
-            "session.lifecycle",
-            json!({"type": "session.foreground", "sessionId": "s1"}),
-        );
-        assert!(sent(&mut app).is_empty(), "its own session: nothing to do");
-        notify(
-            &mut app,
-            "session.lifecycle",
-            json!({"type": "session.foreground", "sessionId": "s2"}),
-        );
-        let out = sent(&mut app);
-        assert_eq!(
-            methods(&out),
-            ["session.detach", "session.resume", "session.getMessages"]
-        );
-        assert_eq!(out[0].2, json!({"sessionId": "s1"}));
-        assert_eq!(app.session(), Some("s2"));
-        // A live event overtakes the history response: it is applied after the history,
-        // and once.
-        event(
-            &mut app,
-            "s2",
-            "h2",
-            "assistant.message",
-            json!({"content": "B"}),
-        );
-        event(
-            &mut app,
-            "s2",
-            "h3",
-            "user.message",
-            json!({"content": "C"}),
-        );
-        assert!(app.transcript().lines().iter().all(|l| l.text != "C"));
-        reply(&mut app, out[1].0, json!({"sessionId": "s2"}));
-        reply(
-            &mut app,
-            out[2].0,
-            json!({"events": [
-                {"type": "user.message", "data": {"content": "A"}, "id": "h1"},
-                {"type": "assistant.message", "data": {"content": "B"}, "id": "h2"}]}),
-        );
-        let lines: Vec<_> = app.transcript().lines().iter().map(|l| &l.text).collect();
-        assert_eq!(lines, ["A", "B", "C"]);
-        event(
-            &mut app,
-            "s2",
-            "h4",
-            "assistant.message",
-            json!({"content": "D"}),
-        );
-        assert_eq!(app.transcript().lines().last().unwrap().text, "D");
-    }
-
-    #[test]
-    fn permission_prompts_take_y_and_n() {
-        let mut app = started();
-        event(
-            &mut app,
-            "s1",
-            "p",
-            "permission.requested",
-            json!({"requestId": "r1", "permissionRequest": {"kind": "read", "path": "/a"}}),
-        );
-        assert_eq!(
-            app.mode(),
-            Mode::Permission {
-                summary: "read request: /a"
-            }
-        );
-        app.on_key(key(KeyCode::Char('x')));
-        assert!(sent(&mut app).is_empty());
-        assert_eq!(app.input().text(), "", "keys do not leak into the input");
-        app.on_key(key(KeyCode::Char('y')));
-        let out = sent(&mut app);
-        assert_eq!(
-            out[0].1,
-            "session.permissions.handlePendingPermissionRequest"
-        );
-        assert_eq!(
-            out[0].2,
-            json!({"sessionId": "s1", "requestId": "r1", "result": {"kind": "approve-once"}})
-        );
-        assert_eq!(app.mode(), Mode::Chat);
-        event(
-            &mut app,
-            "s1",
-            "q",
-            "permission.requested",
-            json!({"requestId": "r2", "permissionRequest": {}}),
-        );
-        app.on_key(key(KeyCode::Char('n')));
-        assert_eq!(sent(&mut app)[0].2["result"], json!({"kind": "reject"}));
-    }
-
-    #[test]
-    fn forms_are_filled_field_by_field() {
-        let mut app = started();
-        event(
-            &mut app,
-            "s1",
-            "f",
-            "elicitation.requested",
-            json!({"requestId": "e1", "message": "Who?", "requestedSchema": {
-                "type": "object",
-                "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
-                "required": ["name", "age"]}}),
-        );
-        let Mode::Form { field, steps, .. } = app.mode() else {
-            panic!("expected a form");
-        };
-        assert_eq!((field.map(|f| f.name.as_str()), steps), (Some("name"), 2));
-        type_line(&mut app, "Ada");
-        assert!(matches!(app.mode(), Mode::Form { step: 1, .. }));
-        type_line(&mut app, "old");
-        assert!(app.status().contains("whole number"), "{}", app.status());
-        assert!(sent(&mut app).is_empty());
-        app.on_key(key(KeyCode::Home));
-        for _ in 0..3 {
-            app.on_key(key(KeyCode::Delete));
-        }
-        type_line(&mut app, "36");
-        let out = sent(&mut app);
-        assert_eq!(out[0].1, "session.ui.handlePendingElicitation");
-        assert_eq!(
-            out[0].2["result"],
-            json!({"action": "accept", "content": {"name": "Ada", "age": 36}})
-        );
-        assert_eq!(app.mode(), Mode::Chat);
-
-        event(
-            &mut app,
-            "s1",
-            "g",
-            "elicitation.requested",
-            json!({"requestId": "e2", "message": "Sure?"}),
-        );
-        app.on_key(key(KeyCode::Esc));
-        assert_eq!(sent(&mut app)[0].2["result"], json!({"action": "decline"}));
-    }
-
-    #[test]
-    fn errors_odd_messages_and_host_requests_are_handled() {
-        let mut app = started();
-        type_line(&mut app, "hi");
-        let out = sent(&mut app);
-        app.on_message(Inbound::Response {
-            id: Some(out[0].0),
-            outcome: Err("Session not found".into()),
-        });
-        assert_eq!(app.status(), "session.send failed: Session not found");
-        // Unknown ids, unknown notifications and events without a session are ignored.
-        reply(&mut app, 999, json!({}));
-        notify(&mut app, "brand.new", json!(null));
-        notify(&mut app, "session.event", json!({"event": {}}));
-        notify(&mut app, "session.lifecycle", json!({"type": 3}));
-        // A request from the host is answered with -32601.
-        let request = decode(br#"{"jsonrpc":"2.0","id":7,"method":"hooks.invoke"}"#).unwrap();
-        app.on_message(request);
-        let bytes = app.take_output();
-        assert!(std::str::from_utf8(&bytes).unwrap().contains("-32601"));
-        // Deleting the shown session starts a new one.
-        notify(
-            &mut app,
-            "session.lifecycle",
-            json!({"type": "session.deleted", "sessionId": "s1"}),
-        );
-        assert_eq!(methods(&sent(&mut app)), ["session.create"]);
-        assert_eq!(app.session(), None);
-    }
-
-    #[test]
-    fn input_editing_and_quit_keys() {
-        let mut app = started();
-        for c in "helo".chars() {
-            app.on_key(key(KeyCode::Char(c)));
-        }
-        app.on_key(key(KeyCode::Left));
-        app.on_key(key(KeyCode::Char('l')));
-        app.on_key(key(KeyCode::End));
-        app.on_key(key(KeyCode::Backspace));
-        assert_eq!(app.input().text(), "hell");
-        assert_eq!(app.input().cursor(), 4);
-        app.on_key(key(KeyCode::PageUp));
-        assert_eq!(app.scroll(), PAGE);
-        app.clamp_scroll(3);
-        assert_eq!(app.scroll(), 3);
-        app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
-        assert!(app.should_quit());
-    }
-}
+mod tests;

@@ -4,19 +4,25 @@
 //! Each server runs on a thread of its own under the runtime being tested, serving TCP on
 //! 127.0.0.1; the clients (raw Content-Length frames, and the **official Copilot Rust SDK**,
 //! `github-copilot-sdk`, which is tokio-based) run on the test's tokio runtime. The binary is
-//! covered too: `agentwire --runtime <name>` over stdio and TCP.
+//! covered too (`binary.rs`): `agentwire --runtime <name>` over stdio and TCP, and with
+//! `--allow-shell --data-dir D`: shell commands, sessions that survive a restart, and SIGTERM.
 //!
 //! Every wait is bounded ([`PROMPT`], and the SDK scenarios' own `STEP` / `TEST` bounds).
 
+/// The cases that run the `agentwire` binary.
+#[path = "conformance/binary.rs"]
+mod binary;
+#[path = "../../tokio/tests/common/mod.rs"]
 mod common;
 #[path = "../../../tests/common/mod.rs"]
 mod sdk;
+#[path = "support/agentwire.rs"]
+mod support;
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use agentwire_tokio::agentwire::agent::Scenario;
@@ -24,7 +30,7 @@ use agentwire_tokio::agentwire::host::HostConfig;
 use common::{assert_pong, frame, ping, ping_ok, FrameReader, PROMPT};
 use github_copilot_sdk::Client;
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
@@ -220,7 +226,23 @@ macro_rules! conformance {
             }
             #[tokio::test]
             async fn binary_over_stdio_and_tcp() {
-                super::binary_over_stdio_and_tcp::<$runtime>().await
+                binary::binary_over_stdio_and_tcp::<$runtime>().await
+            }
+            #[tokio::test]
+            async fn binary_shell_exec_reports_output_exit_and_kill() {
+                binary::shell_exec_reports_output_exit_and_kill::<$runtime>().await
+            }
+            #[tokio::test]
+            async fn binary_sessions_survive_a_restart_on_the_same_data_dir() {
+                binary::sessions_survive_a_restart_on_the_same_data_dir::<$runtime>().await
+            }
+            #[tokio::test]
+            async fn binary_sigterm_sends_the_shutdown_notice_before_end_of_stream() {
+                binary::sigterm_sends_the_shutdown_notice_before_end_of_stream::<$runtime>().await
+            }
+            #[tokio::test]
+            async fn binary_a_second_sigint_exits_at_once() {
+                binary::a_second_sigint_exits_at_once::<$runtime>().await
             }
         }
     )*};
@@ -483,62 +505,4 @@ async fn runtime_shutdown_returns<R: RuntimeUnderTest>() {
         TcpStream::connect(server.addr).await.is_err(),
         "the listener is closed"
     );
-}
-
-/// `agentwire --runtime <name>`: stdio (ping, end of input, exit 0) and TCP (port line, ping,
-/// `runtime.shutdown`, exit 0).
-async fn binary_over_stdio_and_tcp<R: RuntimeUnderTest>() {
-    use tokio::process::Command;
-    const BIN: &str = env!("CARGO_BIN_EXE_agentwire");
-
-    let mut child = Command::new(BIN)
-        .args(["--runtime", R::FLAG, "--stdio", "--no-store"])
-        .env_remove("COPILOT_CONNECTION_TOKEN")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn agentwire --stdio");
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = FrameReader::new(child.stdout.take().unwrap());
-    ping_ok(&mut stdout, &mut stdin, 1).await;
-    drop(stdin);
-    let end = within("stdout ends", stdout.next()).await;
-    assert!(matches!(end, Ok(None)), "{end:?}");
-    let status = within("exit after end of input", child.wait())
-        .await
-        .unwrap();
-    assert!(status.success(), "--stdio exited with {status}");
-
-    let mut child = Command::new(BIN)
-        .args(["--runtime", R::FLAG, "--port", "0", "--no-store"])
-        .env_remove("COPILOT_CONNECTION_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn agentwire --port 0");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = within("the port line", lines.next_line())
-        .await
-        .unwrap()
-        .expect("a port line");
-    let port: u16 = line
-        .strip_prefix("listening on port ")
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-    let (mut reader, mut w) = connect(SocketAddr::from(([127, 0, 0, 1], port))).await;
-    ping_ok(&mut reader, &mut w, 1).await;
-    w.write_all(&frame(
-        &json!({"jsonrpc":"2.0","id":2,"method":"runtime.shutdown","params":{}}),
-    ))
-    .await
-    .unwrap();
-    assert!(reader.response(2).await.get("result").is_some());
-    let status = within("exit after runtime.shutdown", child.wait())
-        .await
-        .unwrap();
-    assert!(status.success(), "--port 0 exited with {status}");
 }

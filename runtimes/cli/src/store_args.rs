@@ -3,8 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use agentwire_tokio::agentwire_store::{default_data_dir, Store, StoreOptions, SyncPolicy};
-use tracing::info;
+use agentwire_store::{default_data_dir, Store, StoreOptions, SyncPolicy};
 
 /// The session store flags.
 #[derive(clap::Args, Debug)]
@@ -27,18 +26,10 @@ pub struct StoreArgs {
 }
 
 impl StoreArgs {
-    /// Opens the store the flags ask for (`None`: in memory). `tokio` tells whether the
-    /// selected runtime supports a store; errors are printed and turned into the exit code.
-    pub fn open(&self, tokio: bool) -> Result<Option<Store>, ExitCode> {
+    /// Opens the store the flags ask for (`None`: in memory, with `--no-store`); errors are
+    /// printed and turned into the exit code. Every runtime uses the same store.
+    pub fn open(&self) -> Result<Option<Store>, ExitCode> {
         if self.no_store {
-            return Ok(None);
-        }
-        if !tokio {
-            if self.data_dir.is_some() {
-                eprintln!("error: --data-dir needs the tokio runtime (or pass --no-store)");
-                return Err(ExitCode::from(2));
-            }
-            info!("this runtime keeps sessions in memory only");
             return Ok(None);
         }
         let Some(dir) = self.data_dir.clone().or_else(default_data_dir) else {

@@ -7,11 +7,11 @@
 //! * [`transcript`]: session events → readable lines and pending prompts (pure);
 //! * [`app`]: UI state and protocol logic, keys and host messages in, requests out (pure);
 //! * [`view`]: drawing the app with ratatui;
-//! * [`rpc`]: framing and parsing with `agentwire::frame` / `agentwire::jsonrpc`;
+//! * [`peer`]: the JSON-RPC client, the crate's own [`Endpoint`](agentwire::endpoint::Endpoint);
 //! * this module: the IO around them (terminal, keyboard thread, the pipe, the TCP listener).
 
 pub mod app;
-pub mod rpc;
+pub mod peer;
 pub mod transcript;
 pub mod view;
 
@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentwire_tokio::agentwire::host::HostConfig;
+use agentwire::host::HostConfig;
 use agentwire_tokio::Server;
 use bytes::Bytes;
 use crossterm::event::{self, Event};
@@ -29,7 +29,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use app::{App, AppOptions};
-use rpc::{Decoder, Inbound};
 use view::Chrome;
 
 /// Buffer size of the in-process pipe between the UI and the host.
@@ -102,19 +101,13 @@ pub async fn run(server: &Server, port: u16, options: AppOptions) -> io::Result<
     server.attach(host_reader, host_writer);
     let (mut reader, mut writer) = tokio::io::split(ours);
 
-    // Host → UI: decoded messages.
-    let (inbound_tx, mut inbound) = mpsc::unbounded_channel::<Inbound>();
+    // Host → UI: the bytes as read (the app's peer decodes them).
+    let (inbound_tx, mut inbound) = mpsc::unbounded_channel::<Bytes>();
     tokio::spawn(async move {
-        let mut decoder = Decoder::default();
         let mut buf = vec![0u8; 64 * 1024];
         while let Ok(n @ 1..) = reader.read(&mut buf).await {
-            let Ok(messages) = decoder.push(&buf[..n]) else {
+            if inbound_tx.send(Bytes::copy_from_slice(&buf[..n])).is_err() {
                 return;
-            };
-            for message in messages {
-                if inbound_tx.send(message).is_err() {
-                    return;
-                }
             }
         }
     });
@@ -171,7 +164,7 @@ async fn event_loop(
     port: u16,
     terminal: &mut ratatui::DefaultTerminal,
     app: &mut App,
-    inbound: &mut mpsc::UnboundedReceiver<Inbound>,
+    inbound: &mut mpsc::UnboundedReceiver<Bytes>,
     keys: &mut mpsc::UnboundedReceiver<Event>,
     outbound: &mpsc::UnboundedSender<Bytes>,
 ) -> io::Result<()> {
@@ -181,7 +174,7 @@ async fn event_loop(
         if !out.is_empty() && outbound.send(out).is_err() {
             return Ok(());
         }
-        if app.should_quit() {
+        if app.should_quit() || app.is_disconnected() {
             return Ok(());
         }
         let chrome = Chrome {
@@ -196,8 +189,8 @@ async fn event_loop(
                 // The keyboard is gone (the terminal closed).
                 None => return Ok(()),
             },
-            message = inbound.recv() => match message {
-                Some(message) => app.on_message(message),
+            bytes = inbound.recv() => match bytes {
+                Some(bytes) => app.on_bytes(&bytes),
                 // The host closed the connection (it is shutting down).
                 None => return Ok(()),
             },
@@ -206,8 +199,8 @@ async fn event_loop(
             _ = server.shutdown_requested() => return Ok(()),
         }
         // Take everything already waiting before drawing again.
-        while let Ok(message) = inbound.try_recv() {
-            app.on_message(message);
+        while let Ok(bytes) = inbound.try_recv() {
+            app.on_bytes(&bytes);
         }
         while let Ok(key) = keys.try_recv() {
             if let Event::Key(key) = key {

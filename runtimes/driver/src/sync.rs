@@ -1,6 +1,7 @@
 //! Executor-agnostic wake-ups built on `event-listener`: the driver's stand-ins for tokio's
-//! `Notify` and `watch`.
+//! `Notify`, `watch` and `mpsc`, usable from any executor and from plain threads.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -112,6 +113,12 @@ impl<T: Clone> Watch<T> {
         self.event.notify(usize::MAX);
     }
 
+    /// Changes the value in place and wakes the waiters.
+    pub(crate) fn update(&self, f: impl FnOnce(&mut T)) {
+        f(&mut lock(&self.value));
+        self.event.notify(usize::MAX);
+    }
+
     /// Waits until `pred` holds for the value and returns that value.
     pub(crate) async fn wait_for(&self, pred: impl Fn(&T) -> bool) -> T {
         loop {
@@ -129,6 +136,36 @@ impl<T: Clone> Watch<T> {
                 }
             }
             listener.await;
+        }
+    }
+}
+
+/// An unbounded queue with one async consumer; producers may be plain threads.
+pub(crate) struct Queue<T> {
+    items: Mutex<VecDeque<T>>,
+    ready: Notify,
+}
+
+impl<T> Queue<T> {
+    pub(crate) fn new() -> Self {
+        Queue {
+            items: Mutex::new(VecDeque::new()),
+            ready: Notify::new(),
+        }
+    }
+
+    pub(crate) fn push(&self, item: T) {
+        lock(&self.items).push_back(item);
+        self.ready.notify();
+    }
+
+    /// Waits for the next item.
+    pub(crate) async fn pop(&self) -> T {
+        loop {
+            if let Some(item) = lock(&self.items).pop_front() {
+                return item;
+            }
+            self.ready.notified().await;
         }
     }
 }

@@ -1,13 +1,14 @@
 //! Tests of the `agentwire` binary as the Copilot SDKs spawn it: flags, the port line,
 //! stdio framing, exit codes.
 
+#[path = "../../tokio/tests/common/mod.rs"]
 mod common;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{assert_pong, frame, ping, ping_ok, FrameReader, PROMPT};
-use serde_json::json;
+use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
@@ -329,4 +330,54 @@ async fn slow_tcp_reader_does_not_stall_other_clients() {
         );
     }
     flood.abort();
+}
+
+/// The binary: off by default, on with `--allow-shell`; MCP Apps from `COPILOT_MCP_APPS=true`.
+#[test]
+fn the_binary_gates_shell_and_mcp_apps() {
+    use std::io::{BufReader, Read, Write};
+    use std::process::{Command, Stdio};
+    let frame = |v: Value| {
+        let body = serde_json::to_vec(&v).unwrap();
+        let mut f = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+        f.extend_from_slice(&body);
+        f
+    };
+    let run = |args: &[&str], mcp_env: bool| -> String {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentwire"));
+        cmd.args(["--stdio", "--no-store"]).args(args);
+        cmd.env_remove("COPILOT_MCP_APPS");
+        if mcp_env {
+            cmd.env("COPILOT_MCP_APPS", "true");
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(&frame(json!({"jsonrpc":"2.0","id":1,"method":"session.create","params":{"sessionId":"s","requestMcpApps":true}}))).unwrap();
+        stdin.write_all(&frame(json!({"jsonrpc":"2.0","id":2,"method":"session.shell.exec","params":{"sessionId":"s","command":"true"}}))).unwrap();
+        stdin
+            .write_all(&frame(
+                json!({"jsonrpc":"2.0","id":3,"method":"runtime.shutdown","params":{}}),
+            ))
+            .unwrap();
+        let mut out = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_to_string(&mut out)
+            .unwrap();
+        drop(stdin);
+        let _ = child.wait();
+        out
+    };
+    let plain = run(&[], false);
+    assert!(plain.contains("--allow-shell"), "{plain}");
+    assert!(plain.contains(r#""mcpApps":false"#), "{plain}");
+    let enabled = run(&["--allow-shell", "--mcp-apps"], false);
+    assert!(enabled.contains(r#""processId":"proc-"#), "{enabled}");
+    assert!(enabled.contains(r#""mcpApps":true"#), "{enabled}");
+    let from_env = run(&[], true);
+    assert!(from_env.contains(r#""mcpApps":true"#), "{from_env}");
 }

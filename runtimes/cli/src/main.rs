@@ -2,26 +2,26 @@
 //!
 //! Run with no arguments to serve on TCP with the built-in defaults; see `--help`.
 
+mod serve;
 mod store_args;
 mod tui;
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use agentwire_tokio::agentwire::agent::Scenario;
-use agentwire_tokio::agentwire::frame::Framing;
-use agentwire_tokio::agentwire::host::{Dialect, HostConfig};
-use agentwire_tokio::agentwire_store::Store;
-use agentwire_tokio::{Server, ServerOptions, Stopped};
+use agentwire::agent::Scenario;
+use agentwire::frame::Framing;
+use agentwire::host::{Dialect, HostConfig};
+use agentwire_driver::ServerOptions;
 use clap::{Parser, ValueEnum};
-use tracing::{error, info};
+
+use serve::Mode;
 
 const DEFAULT_HOST: &str = "127.0.0.1";
 
 const AFTER_HELP: &str = "\
 With no mode flag (neither --stdio nor --port) the server listens on TCP at 127.0.0.1 on a free \
-port, so `cargo run -p agentwire-tokio` just works.
+port, so `cargo run -p agentwire-cli` just works.
 
 In TCP mode the only line on stdout is `listening on port N`; in --stdio mode stdout carries only \
 Content-Length framed JSON-RPC. Logs go to stderr (filter with RUST_LOG, default `warn`).
@@ -128,12 +128,6 @@ enum RuntimeKind {
     AsyncStd,
 }
 
-/// What to serve on.
-enum Mode {
-    Stdio,
-    Tcp { host: String, port: u16 },
-}
-
 /// A usage or setup error: printed as `error: ...`, exit code 2.
 struct UsageError(String);
 
@@ -167,22 +161,35 @@ fn main() -> ExitCode {
         };
     }
 
-    let store = match cli.store.open(matches!(cli.runtime, RuntimeKind::Tokio)) {
+    let store = match cli.store.open() {
         Ok(store) => store,
         Err(code) => return code,
     };
+    let options = server_options(&cli);
     match cli.runtime {
-        RuntimeKind::Tokio => run_tokio(mode, config, server_options(&cli), store),
+        RuntimeKind::Tokio => {
+            let runtime = match tokio::runtime::Runtime::new() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("error: cannot start the tokio runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let code = runtime.block_on(serve::run::<agentwire_tokio::Tokio>(
+                mode, config, options, store,
+            ));
+            // The stdin reader may be parked in a blocking read; don't wait for it.
+            runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+            code
+        }
         // As with tokio, the stdin reader may be parked in a blocking read: returning from
         // `main` ends the process without waiting for it.
-        RuntimeKind::Smol => smol::block_on(run_futures_io(
-            agentwire_smol::Server::with_options(config, server_options(&cli)),
-            mode,
+        RuntimeKind::Smol => smol::block_on(serve::run::<agentwire_smol::Smol>(
+            mode, config, options, store,
         )),
-        RuntimeKind::AsyncStd => async_std::task::block_on(run_futures_io(
-            agentwire_async_std::Server::with_options(config, server_options(&cli)),
-            mode,
-        )),
+        RuntimeKind::AsyncStd => async_std::task::block_on(serve::run::<
+            agentwire_async_std::AsyncStd,
+        >(mode, config, options, store)),
     }
 }
 
@@ -198,25 +205,6 @@ fn server_options(cli: &Cli) -> ServerOptions {
     } else {
         ServerOptions::default()
     }
-}
-
-fn run_tokio(
-    mode: Mode,
-    config: HostConfig,
-    options: ServerOptions,
-    store: Option<Store>,
-) -> ExitCode {
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the tokio runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let code = runtime.block_on(run(mode, config, options, store));
-    // The stdin reader may be parked in a blocking read; don't wait for it.
-    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
-    code
 }
 
 fn setup(cli: &Cli) -> Result<(Mode, HostConfig), UsageError> {
@@ -259,73 +247,6 @@ fn setup(cli: &Cli) -> Result<(Mode, HostConfig), UsageError> {
     Ok((mode, config))
 }
 
-async fn run(
-    mode: Mode,
-    config: HostConfig,
-    options: ServerOptions,
-    store: Option<Store>,
-) -> ExitCode {
-    let server = match store {
-        Some(store) => Server::with_store(config, options, store),
-        None => Server::with_options(config, options),
-    };
-    if let Err(e) = server.shutdown_on_signals() {
-        error!(error = %e, "cannot handle SIGINT/SIGTERM");
-    }
-    let stopped = match mode {
-        Mode::Stdio => {
-            info!("serving on stdio");
-            server.serve_stdio().await
-        }
-        Mode::Tcp { host, port } => {
-            let (addr, serving) = match server.bind_tcp((host.as_str(), port)).await {
-                Ok(bound) => bound,
-                Err(e) => return cannot_listen(&host, port, &e),
-            };
-            announce(addr);
-            serving.await
-        }
-    };
-    match stopped {
-        Stopped::Shutdown { reason } => info!(%reason, "shut down"),
-        Stopped::Disconnected => info!("connection closed"),
-    }
-    ExitCode::SUCCESS
-}
-
-/// [`run`] for the runtimes that share the futures-io driver (smol, async-std).
-async fn run_futures_io<R: agentwire_smol::Runtime>(
-    server: agentwire_smol::Driver<R>,
-    mode: Mode,
-) -> ExitCode {
-    use agentwire_smol::Stopped;
-    let stopped = match mode {
-        Mode::Stdio => {
-            info!("serving on stdio");
-            server.serve_stdio().await
-        }
-        Mode::Tcp { host, port } => {
-            let (addr, serving) = match server.bind_tcp((host.as_str(), port)).await {
-                Ok(bound) => bound,
-                Err(e) => return cannot_listen(&host, port, &e),
-            };
-            announce(addr);
-            serving.await
-        }
-    };
-    match stopped {
-        Stopped::Shutdown { reason } => info!(%reason, "shut down"),
-        Stopped::Disconnected => info!("connection closed"),
-    }
-    ExitCode::SUCCESS
-}
-
-fn cannot_listen(host: &str, port: u16, e: &std::io::Error) -> ExitCode {
-    error!(%host, port, error = %e, "cannot listen");
-    eprintln!("error: cannot listen on {host}:{port}: {e}");
-    ExitCode::FAILURE
-}
-
 /// Where logs go: stderr, except with `--ui-server` on a terminal, where the UI owns the
 /// screen and logs are dropped.
 fn log_writer(cli: &Cli) -> tracing_subscriber::fmt::writer::BoxMakeWriter {
@@ -334,19 +255,6 @@ fn log_writer(cli: &Cli) -> tracing_subscriber::fmt::writer::BoxMakeWriter {
         BoxMakeWriter::new(std::io::sink)
     } else {
         BoxMakeWriter::new(std::io::stderr)
-    }
-}
-
-/// Prints the port line the SDKs wait for.
-fn announce(addr: std::net::SocketAddr) {
-    info!(%addr, "listening");
-    let mut stdout = std::io::stdout().lock();
-    if writeln!(stdout, "listening on port {}", addr.port())
-        .and_then(|()| stdout.flush())
-        .is_err()
-    {
-        // Nobody reads stdout (the SDK ignores it after the port line); keep serving.
-        info!("stdout is closed");
     }
 }
 

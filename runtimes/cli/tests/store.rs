@@ -8,97 +8,37 @@
 #[path = "../../../tests/common/mod.rs"]
 mod sdk;
 
+#[path = "../../tokio/tests/common/mod.rs"]
 mod common;
+#[path = "support/agentwire.rs"]
+mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{frame, ping_ok, FrameReader};
+use common::{frame, ping_ok};
 use github_copilot_sdk::types::{MessageOptions, ResumeSessionConfig, SessionEvent, SessionId};
 use github_copilot_sdk::Client;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use support::Agentwire;
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tokio::process::{Child, Command};
 
-const BIN: &str = env!("CARGO_BIN_EXE_agentwire");
-
-/// A running `agentwire --headless --port 0 --data-dir DIR`; killed on drop. Its stderr is
-/// collected (and printed if the test fails).
-struct Agentwire {
-    child: Child,
-    port: u16,
-    stderr: Arc<Mutex<String>>,
+/// `agentwire --headless --port 0 --data-dir DIR EXTRA`.
+async fn start(data: &Path, extra: &[&str]) -> Agentwire {
+    let mut args = vec!["--headless", "--port", "0", "--data-dir"];
+    args.push(data.to_str().expect("a UTF-8 temporary directory"));
+    args.extend_from_slice(extra);
+    Agentwire::launch(args).await
 }
 
-impl Drop for Agentwire {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
-        if std::thread::panicking() {
-            eprintln!("---- agentwire stderr ----\n{}", self.stderr());
-        }
-    }
+/// What the tests do with the official SDK against a running server.
+trait WithSdk {
+    async fn client(&self) -> Client;
+    async fn shutdown_via_sdk(self, client: &Client);
 }
 
-impl Agentwire {
-    async fn start(data: &Path, extra: &[&str]) -> Agentwire {
-        let mut child = Command::new(BIN)
-            .args(["--headless", "--port", "0", "--data-dir"])
-            .arg(data)
-            .args(extra)
-            .env_remove("COPILOT_CONNECTION_TOKEN")
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn agentwire");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut err_lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let sink = stderr.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = err_lines.next_line().await {
-                let mut s = sink.lock().unwrap();
-                s.push_str(&line);
-                s.push('\n');
-            }
-        });
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let line = sdk::within("the port line", lines.next_line())
-            .await
-            .expect("read stdout")
-            .expect("a port line");
-        let port = line
-            .strip_prefix("listening on port ")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Agentwire {
-            child,
-            port,
-            stderr,
-        }
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    /// Waits (boundedly) until stderr contains every one of `needles`; returns it.
-    async fn stderr_with(&self, needles: &[&str]) -> String {
-        let deadline = Instant::now() + sdk::STEP;
-        loop {
-            let stderr = self.stderr();
-            if needles.iter().all(|n| stderr.contains(n)) || Instant::now() > deadline {
-                return stderr;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
+impl WithSdk for Agentwire {
     /// An official SDK client over a fresh TCP connection, handshaken.
     async fn client(&self) -> Client {
         let stream = sdk::within("tcp connect", TcpStream::connect(("127.0.0.1", self.port)))
@@ -110,36 +50,6 @@ impl Agentwire {
             .await
             .expect("handshake");
         client
-    }
-
-    /// A raw Content-Length connection.
-    async fn raw(
-        &self,
-    ) -> (
-        FrameReader<tokio::net::tcp::OwnedReadHalf>,
-        tokio::net::tcp::OwnedWriteHalf,
-    ) {
-        let stream = TcpStream::connect(("127.0.0.1", self.port))
-            .await
-            .expect("connect");
-        let (r, w) = stream.into_split();
-        (FrameReader::new(r), w)
-    }
-
-    fn signal(&self, name: &str) {
-        let pid = self.child.id().expect("still running").to_string();
-        let status = std::process::Command::new("kill")
-            .args(["-s", name, &pid])
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill -s {name} {pid}");
-    }
-
-    async fn exit(&mut self, within: Duration) -> ExitStatus {
-        tokio::time::timeout(within, self.child.wait())
-            .await
-            .unwrap_or_else(|_| panic!("agentwire did not exit within {within:?}"))
-            .expect("wait")
     }
 
     async fn shutdown_via_sdk(mut self, client: &Client) {
@@ -196,7 +106,7 @@ async fn history(session: &github_copilot_sdk::session::Session) -> Vec<SessionE
 async fn sessions_survive_a_restart_with_the_official_sdk() {
     sdk::bounded(async {
         let data = tempfile::tempdir().unwrap();
-        let server = Agentwire::start(data.path(), &[]).await;
+        let server = start(data.path(), &[]).await;
         let client = server.client().await;
         let id = sdk::new_session_id();
         let mut c = sdk::create_session(&client, &id, true).await;
@@ -226,7 +136,7 @@ async fn sessions_survive_a_restart_with_the_official_sdk() {
         server.shutdown_via_sdk(&client).await;
         drop(client);
 
-        let server = Agentwire::start(data.path(), &[]).await;
+        let server = start(data.path(), &[]).await;
         let client = server.client().await;
         let listed = sdk::within("session.list", client.list_sessions(None))
             .await
@@ -275,7 +185,7 @@ async fn sessions_survive_a_restart_with_the_official_sdk() {
 async fn every_event_a_client_saw_survives_sigkill() {
     sdk::bounded(async {
         let data = tempfile::tempdir().unwrap();
-        let mut server = Agentwire::start(data.path(), &[]).await;
+        let mut server = start(data.path(), &[]).await;
         let client = server.client().await;
         let id = sdk::new_session_id();
         let sdk::Created {
@@ -310,7 +220,7 @@ async fn every_event_a_client_saw_survives_sigkill() {
             .collect();
         assert!(received.len() > 10, "{} persisted events", received.len());
 
-        let server = Agentwire::start(data.path(), &[]).await;
+        let server = start(data.path(), &[]).await;
         let client = server.client().await;
         let session = resume(&client, &id).await;
         let after = history(&session).await;
@@ -339,7 +249,7 @@ async fn every_event_a_client_saw_survives_sigkill() {
 async fn a_torn_last_line_is_cut_and_reported_and_the_rest_loads() {
     sdk::bounded(async {
         let data = tempfile::tempdir().unwrap();
-        let server = Agentwire::start(data.path(), &[]).await;
+        let server = start(data.path(), &[]).await;
         let client = server.client().await;
         let (good, damaged) = (sdk::new_session_id(), sdk::new_session_id());
         for id in [&good, &damaged] {
@@ -359,7 +269,7 @@ async fn a_torn_last_line_is_cut_and_reported_and_the_rest_loads() {
         text.insert_str(text.find('\n').unwrap() + 1, "{\"id\": oops\n");
         std::fs::write(&damaged_path, &text).unwrap();
 
-        let server = Agentwire::start(data.path(), &[]).await;
+        let server = start(data.path(), &[]).await;
         // The repair happens before the port line.
         assert_eq!(std::fs::read(&good_path).unwrap(), intact, "truncated");
         assert_eq!(
@@ -400,7 +310,7 @@ async fn a_torn_last_line_is_cut_and_reported_and_the_rest_loads() {
 async fn session_delete_removes_the_directory() {
     sdk::bounded(async {
         let data = tempfile::tempdir().unwrap();
-        let server = Agentwire::start(data.path(), &[]).await;
+        let server = start(data.path(), &[]).await;
         let client = server.client().await;
         let (kept, deleted) = (sdk::new_session_id(), sdk::new_session_id());
         for id in [&kept, &deleted] {
@@ -417,7 +327,7 @@ async fn session_delete_removes_the_directory() {
         assert!(log_file(data.path(), &kept).is_file());
         server.shutdown_via_sdk(&client).await;
 
-        let server = Agentwire::start(data.path(), &[]).await;
+        let server = start(data.path(), &[]).await;
         let client = server.client().await;
         let listed = sdk::within("session.list", client.list_sessions(None))
             .await
@@ -436,7 +346,7 @@ async fn session_delete_removes_the_directory() {
 async fn sigterm_tells_clients_why_then_exits_zero() {
     sdk::bounded(async {
         let data = tempfile::tempdir().unwrap();
-        let mut server = Agentwire::start(data.path(), &[]).await;
+        let mut server = start(data.path(), &[]).await;
         let (mut raw, mut raw_w) = server.raw().await;
         ping_ok(&mut raw, &mut raw_w, 1).await;
         let client = server.client().await;
@@ -480,7 +390,7 @@ async fn a_second_sigterm_exits_at_once() {
     use std::os::unix::process::ExitStatusExt;
     sdk::bounded(async {
         let data = tempfile::tempdir().unwrap();
-        let mut server = Agentwire::start(data.path(), &[]).await;
+        let mut server = start(data.path(), &[]).await;
         let (mut raw, mut w) = server.raw().await;
         ping_ok(&mut raw, &mut w, 1).await;
         // Ask for far more than the socket buffers hold and never read: this connection
@@ -527,7 +437,7 @@ async fn fsync_policies_serve_and_store_normally() {
     sdk::bounded(async {
         for policy in ["every-event", "20ms"] {
             let data = tempfile::tempdir().unwrap();
-            let server = Agentwire::start(data.path(), &["--fsync", policy]).await;
+            let server = start(data.path(), &["--fsync", policy]).await;
             let client = server.client().await;
             let id = sdk::new_session_id();
             let mut c = sdk::create_session(&client, &id, true).await;

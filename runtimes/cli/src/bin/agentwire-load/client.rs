@@ -1,0 +1,363 @@
+//! One load client: a JSON-RPC connection through the crate's own peer
+//! ([`Endpoint`](agentwire::endpoint::Endpoint)) over TCP, attached to the shared session,
+//! counting what it receives.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use agentwire::correlation::Outcome;
+use agentwire::endpoint::{
+    CloseReason, Endpoint, EndpointConfig, EndpointEvent, IncomingNotification, Role,
+};
+use agentwire::frame::Framing;
+use agentwire::jsonrpc::{ErrorObject, OwnedId};
+use agentwire::Timestamp;
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{watch, Barrier};
+
+use crate::{now_ns, ClientStats};
+
+/// The client's requests have no deadline, so the endpoint's clock is never consulted.
+const NO_DEADLINES: Timestamp = Timestamp::EPOCH;
+
+/// Bytes read from the socket at once.
+const READ_BUFFER: usize = 256 * 1024;
+
+pub(crate) struct ClientCtx {
+    pub(crate) idx: usize,
+    pub(crate) port: u16,
+    pub(crate) session_id: String,
+    pub(crate) prompt: String,
+    pub(crate) deltas: u64,
+    pub(crate) created_tx: Arc<watch::Sender<bool>>,
+    pub(crate) created_rx: watch::Receiver<bool>,
+    pub(crate) attached: Arc<Barrier>,
+    pub(crate) sent_tx: Arc<watch::Sender<Option<Instant>>>,
+}
+
+/// A Content-Length framed JSON-RPC connection to the server.
+struct Conn {
+    reader: OwnedReadHalf,
+    writer: OwnedWriteHalf,
+    endpoint: Endpoint,
+    buf: Vec<u8>,
+    /// `droppedCount` of the `events_dropped` warnings seen so far.
+    drops_reported: u64,
+}
+
+impl Conn {
+    async fn open(port: u16) -> Result<Conn, String> {
+        let stream = TcpStream::connect(("127.0.0.1", port))
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        let _ = stream.set_nodelay(true);
+        let (reader, writer) = stream.into_split();
+        Ok(Conn {
+            reader,
+            writer,
+            endpoint: Endpoint::new(Role::Client, EndpointConfig::new(Framing::ContentLength)),
+            buf: vec![0; READ_BUFFER],
+            drops_reported: 0,
+        })
+    }
+
+    /// Sends a request, returns its id.
+    async fn send(&mut self, method: &str, params: Value) -> Result<OwnedId, String> {
+        let id = self
+            .endpoint
+            .send_request(NO_DEADLINES, method, &params, None)
+            .map_err(|e| format!("send {method}: {e}"))?;
+        self.write_out().await?;
+        Ok(id)
+    }
+
+    /// Writes every frame the endpoint has queued.
+    async fn write_out(&mut self) -> Result<(), String> {
+        while let Some(frame) = self.endpoint.poll_transmit() {
+            self.writer
+                .write_all(&frame)
+                .await
+                .map_err(|e| format!("write: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// The next message from the server; `None` at a clean end of stream.
+    async fn next_event(&mut self) -> Result<Option<EndpointEvent>, String> {
+        loop {
+            match self.endpoint.poll_event() {
+                Some(EndpointEvent::Closed(CloseReason::PeerClosed)) => return Ok(None),
+                Some(EndpointEvent::Closed(reason)) => return Err(reason.to_string()),
+                Some(event) => return Ok(Some(event)),
+                None => {}
+            }
+            let n = self
+                .reader
+                .read(&mut self.buf)
+                .await
+                .map_err(|e| format!("read: {e}"))?;
+            if n == 0 {
+                self.endpoint.handle_eof();
+                continue;
+            }
+            self.endpoint.handle_bytes(NO_DEADLINES, &self.buf[..n]);
+            // Answers the endpoint wrote by itself (rejections of invalid input).
+            self.write_out().await?;
+        }
+    }
+
+    /// Sends a request and waits for its result, counting drop warnings meanwhile.
+    async fn call(&mut self, method: &str, params: Value) -> Result<Value, String> {
+        let id = self.send(method, params).await?;
+        loop {
+            match self.next_event().await? {
+                None => return Err(format!("connection closed awaiting {method}")),
+                Some(EndpointEvent::Outcome {
+                    id: answered,
+                    outcome,
+                }) if answered == id => {
+                    return match outcome {
+                        Outcome::Result(raw) => {
+                            serde_json::from_str(raw.get()).map_err(|e| format!("bad JSON: {e}"))
+                        }
+                        Outcome::Error(error) => {
+                            Err(format!("{method} failed: {}", error_json(&error)))
+                        }
+                        Outcome::Closed => Err(format!("connection closed awaiting {method}")),
+                        other => Err(format!("{method}: {other:?}")),
+                    };
+                }
+                Some(EndpointEvent::Notification(notification)) => {
+                    self.count_drop_warning_in(&notification)
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
+    fn count_drop_warning_in(&mut self, notification: &IncomingNotification) {
+        if notification.method() == "session.event" {
+            if let Ok(params) = notification.params::<Value>() {
+                self.count_drop_warning(&params);
+            }
+        }
+    }
+
+    /// Adds the `droppedCount` of an `events_dropped` warning (which may also come after
+    /// `session.idle`, once the client has caught up); `params` are a `session.event`'s.
+    fn count_drop_warning(&mut self, params: &Value) {
+        let event = &params["event"];
+        if event["type"] == "session.warning" && event["data"]["warningType"] == "events_dropped" {
+            self.drops_reported += event["data"]["droppedCount"].as_u64().unwrap_or(0);
+        }
+    }
+}
+
+/// An error object as the JSON the server sent.
+fn error_json(error: &ErrorObject) -> String {
+    serde_json::to_string(error).unwrap_or_else(|_| error.message.clone())
+}
+
+/// Finds `needle` in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The emit time stamped in a delta's content (`"deltaContent":"<nanos> "`), without parsing
+/// the whole frame.
+fn delta_stamp(body: &[u8]) -> Option<u64> {
+    const KEY: &[u8] = b"\"deltaContent\":\"";
+    let at = find(body, KEY)? + KEY.len();
+    let digits = &body[at..];
+    let end = digits.iter().position(|b| !b.is_ascii_digit())?;
+    std::str::from_utf8(&digits[..end]).ok()?.parse().ok()
+}
+
+pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
+    let mut conn = Conn::open(ctx.port).await?;
+    conn.call(
+        "connect",
+        json!({"supportedTaskKinds": ["agent", "client", "shell"]}),
+    )
+    .await?;
+    if ctx.idx == 0 {
+        conn.call(
+            "session.create",
+            json!({"sessionId": ctx.session_id, "streaming": true, "requestPermission": false}),
+        )
+        .await?;
+        ctx.created_tx.send_replace(true);
+    } else {
+        let mut created = ctx.created_rx.clone();
+        created
+            .wait_for(|c| *c)
+            .await
+            .map_err(|_| "the session was never created")?;
+        conn.call(
+            "session.resume",
+            json!({"sessionId": ctx.session_id, "streaming": true, "requestPermission": false,
+                   "disableResume": true}),
+        )
+        .await?;
+    }
+    ctx.attached.wait().await;
+
+    let mut stats = ClientStats {
+        latencies: Vec::with_capacity(ctx.deltas as usize),
+        ..ClientStats::default()
+    };
+    // Durable event ids received since every client attached, in order.
+    let mut durable: Vec<String> = Vec::new();
+    let mut send_id = None;
+    if ctx.idx == 0 {
+        ctx.sent_tx.send_replace(Some(Instant::now()));
+        send_id = Some(
+            conn.send(
+                "session.send",
+                json!({"sessionId": ctx.session_id, "prompt": ctx.prompt}),
+            )
+            .await?,
+        );
+    }
+    loop {
+        let Some(message) = conn.next_event().await? else {
+            return Err(format!(
+                "the server closed the connection before session.idle ({} deltas received)",
+                stats.deltas
+            ));
+        };
+        let received = now_ns();
+        let notification = match message {
+            EndpointEvent::Notification(notification) => notification,
+            EndpointEvent::Outcome { id, outcome } if Some(&id) == send_id.as_ref() => {
+                if let Outcome::Error(error) = outcome {
+                    return Err(format!("session.send failed: {}", error_json(&error)));
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        let body = notification.frame();
+        if find(body, b"\"type\":\"assistant.message_delta\"").is_some() {
+            stats.events += 1;
+            stats.deltas += 1;
+            if let Some(emitted) = delta_stamp(body) {
+                stats.latencies.push(received.saturating_sub(emitted));
+            }
+            continue;
+        }
+        if notification.method() != "session.event" {
+            continue;
+        }
+        let params: Value = notification
+            .params()
+            .map_err(|e| format!("bad session.event params: {e}"))?;
+        let event = &params["event"];
+        stats.events += 1;
+        let ty = event["type"].as_str().unwrap_or_default();
+        if event["ephemeral"].as_bool() != Some(true) {
+            if let Some(id) = event["id"].as_str() {
+                durable.push(id.to_owned());
+            }
+        }
+        if ty == "session.idle" {
+            stats.idle_at = Some(Instant::now());
+            break;
+        }
+        conn.count_drop_warning(&params);
+    }
+
+    // Every durable event of the turn, as the log has it, must have reached this client.
+    let result = conn
+        .call("session.getMessages", json!({"sessionId": ctx.session_id}))
+        .await?;
+    let log = result["events"]
+        .as_array()
+        .ok_or("getMessages: no events")?;
+    let (lost, out_of_order) = check_durable(&durable, log, &ctx.prompt)?;
+    stats.durable_lost = lost;
+    stats.drops_reported = conn.drops_reported;
+    stats.durable_mismatch = out_of_order;
+    Ok(stats)
+}
+
+/// Compares the durable event ids a client received (in order) with the session's log
+/// (`session.getMessages`): every durable event from the prompt's `user.message` on must have
+/// arrived. Returns how many are missing and whether, all present, they came out of order.
+/// Earlier durable events (such as `session.start` after `session.create`'s answer) are not
+/// the turn's and are ignored.
+fn check_durable(received: &[String], log: &[Value], prompt: &str) -> Result<(u64, bool), String> {
+    let start = log
+        .iter()
+        .position(|e| e["type"] == "user.message" && e["data"]["content"] == prompt)
+        .ok_or("getMessages: the prompt's user.message is missing")?;
+    let expected: Vec<&str> = log[start..]
+        .iter()
+        .filter_map(|e| e["id"].as_str())
+        .collect();
+    let got: HashSet<&str> = received.iter().map(String::as_str).collect();
+    let lost = expected.iter().filter(|id| !got.contains(*id)).count() as u64;
+    let wanted: HashSet<&str> = expected.iter().copied().collect();
+    let out_of_order = lost == 0
+        && received
+            .iter()
+            .map(String::as_str)
+            .filter(|id| wanted.contains(id))
+            .ne(expected.iter().copied());
+    Ok((lost, out_of_order))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log() -> Vec<Value> {
+        serde_json::from_str(
+            r#"[{"id":"s","type":"session.start","data":{}},
+                {"id":"u","type":"user.message","data":{"content":"go"}},
+                {"id":"t","type":"assistant.turn_start","data":{}},
+                {"id":"m","type":"assistant.message","data":{}},
+                {"id":"e","type":"assistant.turn_end","data":{}}]"#,
+        )
+        .unwrap()
+    }
+
+    fn ids(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn durable_check_counts_missing_events_of_the_turn_only() {
+        let log = log();
+        assert_eq!(
+            check_durable(&ids(&["u", "t", "m", "e"]), &log, "go"),
+            Ok((0, false))
+        );
+        // `session.start` before the turn, received late, is not the turn's.
+        assert_eq!(
+            check_durable(&ids(&["s", "u", "t", "m", "e"]), &log, "go"),
+            Ok((0, false))
+        );
+        assert_eq!(
+            check_durable(&ids(&["u", "t", "e"]), &log, "go"),
+            Ok((1, false))
+        );
+        assert_eq!(check_durable(&ids(&[]), &log, "go"), Ok((4, false)));
+        assert_eq!(
+            check_durable(&ids(&["u", "m", "t", "e"]), &log, "go"),
+            Ok((0, true))
+        );
+        assert!(check_durable(&ids(&["u"]), &log, "other prompt").is_err());
+    }
+
+    #[test]
+    fn delta_stamp_reads_the_leading_nanoseconds() {
+        let body = br#"{"type":"assistant.message_delta","data":{"messageId":"x","deltaContent":"1795983977139000123 "}}"#;
+        assert_eq!(delta_stamp(body), Some(1_795_983_977_139_000_123));
+        assert_eq!(delta_stamp(br#"{"deltaContent":"hello "}"#), None);
+    }
+}

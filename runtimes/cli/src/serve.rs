@@ -1,0 +1,70 @@
+//! Serving with the flags' settings, the same on every runtime.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use agentwire::host::HostConfig;
+use agentwire_driver::{Driver, Runtime, ServerOptions, Stopped};
+use agentwire_store::Store;
+use tracing::{error, info};
+
+/// What to serve on.
+pub enum Mode {
+    Stdio,
+    Tcp { host: String, port: u16 },
+}
+
+/// Serves `mode` on the runtime `R` (called inside it) until the host shuts down, a signal
+/// arrives or, on stdio, the input ends.
+pub async fn run<R: Runtime>(
+    mode: Mode,
+    config: HostConfig,
+    options: ServerOptions,
+    store: Option<Store>,
+) -> ExitCode {
+    let server = match store {
+        Some(store) => Driver::<R>::with_store(config, options, store),
+        None => Driver::<R>::with_options(config, options),
+    };
+    if let Err(e) = server.shutdown_on_signals() {
+        error!(error = %e, "cannot handle SIGINT/SIGTERM");
+    }
+    let stopped = match mode {
+        Mode::Stdio => {
+            info!("serving on stdio");
+            server.serve_stdio().await
+        }
+        Mode::Tcp { host, port } => {
+            let (addr, serving) = match server.bind_tcp((host.as_str(), port)).await {
+                Ok(bound) => bound,
+                Err(e) => return cannot_listen(&host, port, &e),
+            };
+            announce(addr);
+            serving.await
+        }
+    };
+    match stopped {
+        Stopped::Shutdown { reason } => info!(%reason, "shut down"),
+        Stopped::Disconnected => info!("connection closed"),
+    }
+    ExitCode::SUCCESS
+}
+
+fn cannot_listen(host: &str, port: u16, e: &std::io::Error) -> ExitCode {
+    error!(%host, port, error = %e, "cannot listen");
+    eprintln!("error: cannot listen on {host}:{port}: {e}");
+    ExitCode::FAILURE
+}
+
+/// Prints the port line the SDKs wait for.
+fn announce(addr: std::net::SocketAddr) {
+    info!(%addr, "listening");
+    let mut stdout = std::io::stdout().lock();
+    if writeln!(stdout, "listening on port {}", addr.port())
+        .and_then(|()| stdout.flush())
+        .is_err()
+    {
+        // Nobody reads stdout (the SDK ignores it after the port line); keep serving.
+        info!("stdout is closed");
+    }
+}

@@ -1,0 +1,328 @@
+//! The state every handle and task of one driver shares, and what the driver does with the
+//! host's outputs. Runs the same on every runtime: tasks and timers come through two function
+//! pointers taken from the [`Runtime`](crate::Runtime).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use agentwire::host::{ConnId, Host, Output};
+use agentwire::serve::ServerOptions;
+use agentwire::Timestamp;
+use agentwire_store::{Store, SyncHandle};
+use bytes::Bytes;
+use futures_lite::future;
+use tracing::{debug, warn};
+
+use crate::clock::now;
+use crate::farewell::farewell;
+use crate::shell::{ShellCommand, Shells};
+use crate::sync::{lock, Flag, Notify, Watch};
+use crate::tasks::timer_task;
+use crate::Task;
+
+/// State shared by the driver handles and all tasks.
+pub(crate) struct Shared {
+    pub(crate) inner: Mutex<Inner>,
+    /// Wakes the timer task when the host's deadline changed.
+    pub(crate) timer: Arc<Notify>,
+    timer_started: AtomicBool,
+    /// `Some(reason)` once the server is shutting down.
+    pub(crate) shutdown: Watch<Option<String>>,
+    /// Number of open connections (attached, and the host not yet told of their end).
+    pub(crate) live: Watch<usize>,
+    /// Number of connections whose tasks have not finished: a closing connection still
+    /// writes the shutdown notice and closes its stream after the host forgot it.
+    pub(crate) unfinished: Watch<usize>,
+    pub(crate) options: ServerOptions,
+    /// Syncs the store without the host lock.
+    pub(crate) sync: Option<SyncHandle>,
+    /// With `SyncPolicy::EveryEvent`: the append sequence number every completed sync covers.
+    pub(crate) synced: Option<Arc<Watch<u64>>>,
+    /// Commands run for clients (`session.shell.exec`).
+    pub(crate) shells: Shells,
+    /// The runtime's [`Runtime::spawn`](crate::Runtime::spawn).
+    spawn: fn(Task),
+    /// The runtime's [`Runtime::sleep`](crate::Runtime::sleep), boxed.
+    sleep: fn(Duration) -> Task,
+    /// The runtime's [`Runtime::yield_now`](crate::Runtime::yield_now), boxed.
+    yield_now: fn() -> Task,
+}
+
+pub(crate) struct Inner {
+    pub(crate) host: Host,
+    pub(crate) conns: HashMap<ConnId, Arc<ConnState>>,
+    /// The deadline the timer task last saw.
+    pub(crate) armed: Option<Timestamp>,
+    pub(crate) shutting_down: bool,
+    /// Where persisted events go (appended while draining, under the lock, before any writer
+    /// can take the frames produced by the same input).
+    pub(crate) store: Option<Store>,
+    /// Once shutting down: the framed shutdown notification each connection ends with.
+    pub(crate) farewell: Option<Bytes>,
+}
+
+pub(crate) struct ConnState {
+    pub(crate) id: ConnId,
+    /// Wakes the writer: frames are ready, or the connection is closing.
+    pub(crate) wake: Notify,
+    /// Set once the connection should end after its queued frames are written; the reader
+    /// stops when it is set.
+    pub(crate) closing: Flag,
+    /// Set once the connection has ended; every task of the connection stops when it is set.
+    pub(crate) done: Flag,
+    /// Written after the last frame, before the stream is closed (server shutdown).
+    pub(crate) farewell: Mutex<Option<Bytes>>,
+}
+
+/// Work found while draining the host, done after its lock is released.
+///
+/// Every output that needs more than a store append lands here. The next kinds slot in the
+/// same way: `HttpRequest { call, .. }` / `HttpCancel { call }` become an `Http(..)` effect
+/// performed by an HTTP module next to [`crate::shell`] (blocking `ureq` calls on threads,
+/// whose response start, body chunks, end or error come back through a queue into a driver
+/// task that feeds them to the host, exactly as child output does), and child processes
+/// (argv, env, cwd, stdin bytes) reuse [`crate::child`], which shell commands already run on.
+enum Effect {
+    Close(Arc<ConnState>, String),
+    Shutdown(String),
+    Shell(ShellCommand),
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Lets the timer task notice that the server is gone.
+        self.timer.notify();
+    }
+}
+
+impl Shared {
+    pub(crate) fn new(
+        inner: Inner,
+        options: ServerOptions,
+        spawn: fn(Task),
+        sleep: fn(Duration) -> Task,
+        yield_now: fn() -> Task,
+        synced: Option<Arc<Watch<u64>>>,
+    ) -> Self {
+        Shared {
+            sync: inner.store.as_ref().map(Store::sync_handle),
+            inner: Mutex::new(inner),
+            timer: Arc::new(Notify::new()),
+            timer_started: AtomicBool::new(false),
+            shutdown: Watch::new(None),
+            live: Watch::new(0),
+            unfinished: Watch::new(0),
+            options,
+            synced,
+            shells: Shells::default(),
+            spawn,
+            sleep,
+            yield_now,
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
+        lock(&self.inner)
+    }
+
+    pub(crate) fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        (self.spawn)(Box::pin(task));
+    }
+
+    pub(crate) fn sleep(&self, duration: Duration) -> Task {
+        (self.sleep)(duration)
+    }
+
+    pub(crate) fn yield_now(&self) -> Task {
+        (self.yield_now)()
+    }
+
+    /// Runs `fut`, giving up after `limit`; `None` if it did not finish in time.
+    pub(crate) async fn timeout<T>(
+        &self,
+        limit: Duration,
+        fut: impl Future<Output = T>,
+    ) -> Option<T> {
+        future::or(async { Some(fut.await) }, async {
+            self.sleep(limit).await;
+            None
+        })
+        .await
+    }
+
+    /// Runs `f` under the host lock, then drains the host and acts on what it asked for.
+    pub(crate) fn with_inner<T>(self: &Arc<Self>, f: impl FnOnce(&mut Inner, Timestamp) -> T) -> T {
+        let mut effects = Vec::new();
+        let out = {
+            let mut inner = self.lock();
+            let out = f(&mut inner, now());
+            self.drain(&mut inner, &mut effects);
+            out
+        };
+        self.perform(effects);
+        out
+    }
+
+    /// Drains `poll_ready` and `poll_output` and re-arms the timer. Runs under the lock.
+    fn drain(&self, inner: &mut Inner, effects: &mut Vec<Effect>) {
+        // `poll_ready` hands out each ready connection once; the bound only guards against a
+        // host that keeps reporting the same one.
+        let mut budget = inner.conns.len() + 64;
+        while let Some(conn) = inner.host.poll_ready() {
+            if let Some(state) = inner.conns.get(&conn) {
+                state.wake.notify();
+            }
+            budget -= 1;
+            if budget == 0 {
+                break;
+            }
+        }
+        while let Some(output) = inner.host.poll_output() {
+            self.handle_output(inner, output, effects);
+        }
+        let deadline = inner.host.poll_timeout();
+        if deadline != inner.armed {
+            inner.armed = deadline;
+            self.timer.notify();
+        }
+    }
+
+    /// One output of the host. Every kind is named: a new kind does not compile until it is
+    /// handled here.
+    fn handle_output(&self, inner: &mut Inner, output: Output, effects: &mut Vec<Effect>) {
+        match output {
+            Output::Close { conn, reason } => {
+                if let Some(state) = inner.conns.get(&conn) {
+                    effects.push(Effect::Close(state.clone(), reason));
+                }
+            }
+            Output::Shutdown { reason } => self.start_shutdown(inner, reason, effects),
+            // Stored now, before this lock is released: no writer can take the frames that
+            // carry these events before their lines are written.
+            Output::Persist { .. } | Output::SessionDeleted { .. } => {
+                if let Some(Err(e)) = inner.store.as_mut().map(|s| s.apply(&output)) {
+                    warn!("{e}");
+                }
+            }
+            Output::ShellExec {
+                process_id,
+                command,
+                cwd,
+                timeout_ms,
+            } => effects.push(Effect::Shell(ShellCommand::Exec {
+                process_id,
+                command,
+                cwd,
+                timeout: Duration::from_millis(timeout_ms),
+            })),
+            // Any signal ends the command: its whole process group is killed.
+            Output::ShellKill {
+                process_id,
+                signal: _,
+            } => effects.push(Effect::Shell(ShellCommand::Kill { process_id })),
+        }
+    }
+
+    fn start_shutdown(&self, inner: &mut Inner, reason: String, effects: &mut Vec<Effect>) {
+        if inner.shutting_down {
+            return;
+        }
+        inner.shutting_down = true;
+        let farewell = farewell(&self.options, &reason);
+        inner.farewell = Some(farewell.clone());
+        for state in inner.conns.values() {
+            *lock(&state.farewell) = Some(farewell.clone());
+            effects.push(Effect::Close(
+                state.clone(),
+                "server is shutting down".to_owned(),
+            ));
+        }
+        effects.push(Effect::Shutdown(reason));
+    }
+
+    /// Shuts down as if the host had output `Shutdown { reason }`.
+    pub(crate) fn shutdown(self: &Arc<Self>, reason: String) {
+        let mut effects = Vec::new();
+        {
+            let mut inner = self.lock();
+            self.start_shutdown(&mut inner, reason, &mut effects);
+        }
+        self.perform(effects);
+    }
+
+    fn perform(self: &Arc<Self>, effects: Vec<Effect>) {
+        for effect in effects {
+            match effect {
+                Effect::Close(state, reason) => self.begin_close(&state, &reason),
+                Effect::Shutdown(reason) => {
+                    debug!(%reason, "shutting down");
+                    self.shutdown.set(Some(reason));
+                }
+                Effect::Shell(command) => crate::shell::perform(self, command),
+            }
+        }
+    }
+
+    /// Starts closing a connection: stop reading, let the writer flush what is queued, and
+    /// drop the connection anyway once the flush timeout has passed.
+    pub(crate) fn begin_close(self: &Arc<Self>, state: &Arc<ConnState>, reason: &str) {
+        if state.closing.set() {
+            return;
+        }
+        debug!(conn = %state.id, %reason, "closing connection");
+        state.wake.notify();
+        if state.done.is_set() {
+            return;
+        }
+        let shared = self.clone();
+        let conn = state.clone();
+        let limit = self.options.flush_timeout;
+        self.spawn(async move {
+            if shared.timeout(limit, conn.done.wait()).await.is_none() {
+                debug!(conn = %conn.id, "flush timed out");
+                shared.finish(&conn);
+            }
+        });
+    }
+
+    /// Ends a connection at once: tells the host, stops its tasks, signals `done`.
+    pub(crate) fn finish(self: &Arc<Self>, state: &Arc<ConnState>) {
+        self.with_inner(|inner, now| forget(inner, now, state.id, &self.live));
+        self.finished(state);
+    }
+
+    /// After the host was told: stop the connection's tasks and signal `done`.
+    pub(crate) fn finished(&self, state: &ConnState) {
+        state.closing.set();
+        if !state.done.set() {
+            self.unfinished.update(|n| *n -= 1);
+            debug!(conn = %state.id, "connection ended");
+        }
+    }
+
+    pub(crate) fn ensure_timer(self: &Arc<Self>) {
+        if !self.timer_started.swap(true, Ordering::SeqCst) {
+            self.spawn(timer_task(Arc::downgrade(self), self.timer.clone()));
+        }
+    }
+
+    /// Syncs the store, logging a failure.
+    pub(crate) fn flush_store_logged(&self) {
+        if let Some(Err(e)) = self.sync.as_ref().map(SyncHandle::flush) {
+            warn!(error = %e, "session store: fsync failed");
+        }
+    }
+}
+
+/// Removes a connection and tells the host, once. Runs under the lock.
+pub(crate) fn forget(inner: &mut Inner, now: Timestamp, id: ConnId, live: &Watch<usize>) -> bool {
+    if inner.conns.remove(&id).is_none() {
+        return false;
+    }
+    inner.host.handle_eof(now, id);
+    live.set(inner.conns.len());
+    true
+}

@@ -1,0 +1,205 @@
+//! The driver's tasks: a reader and a writer per connection, one timer. A task that must stop
+//! early (a writer blocked on a peer that stopped reading, the reader of a closing connection)
+//! watches a flag of its connection rather than being aborted, so no executor-specific
+//! cancellation is needed.
+
+use std::io;
+use std::sync::{Arc, Weak};
+
+use bytes::Bytes;
+use futures_lite::future;
+use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tracing::debug;
+
+use crate::clock::now;
+use crate::shared::{forget, ConnState, Shared};
+use crate::sync::{lock, Notify};
+use crate::READ_CHUNK;
+
+/// A writer takes at most about this many bytes of frames out of the host per lock.
+const WRITE_BATCH_BYTES: usize = 256 * 1024;
+
+/// Capacity of the buffer in front of each connection's byte sink.
+const WRITE_BUFFER: usize = 64 * 1024;
+
+pub(crate) async fn reader_task<Rd>(shared: Arc<Shared>, state: Arc<ConnState>, mut reader: Rd)
+where
+    Rd: AsyncRead + Unpin,
+{
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        if state.closing.is_set() {
+            return;
+        }
+        let read = future::or(async { Some(reader.read(&mut buf).await) }, async {
+            state.closing.wait().await;
+            None
+        })
+        .await;
+        match read {
+            // Closing (or ended): stop reading; the writer flushes what is queued.
+            None => return,
+            Some(Ok(0)) => {
+                // The peer finished sending; still write what is queued for it.
+                shared.begin_close(&state, "end of input");
+                return;
+            }
+            Some(Ok(n)) => {
+                let bytes = &buf[..n];
+                shared.with_inner(|inner, now| {
+                    if inner.conns.contains_key(&state.id) {
+                        inner.host.handle_bytes(now, state.id, bytes);
+                    }
+                });
+            }
+            Some(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+            Some(Err(e)) => {
+                debug!(conn = %state.id, error = %e, "read failed");
+                shared.finish(&state);
+                return;
+            }
+        }
+    }
+}
+
+/// How a writer's run ended.
+enum WriterEnd {
+    /// Everything queued was written and the connection is closing: the host was told.
+    Flushed,
+    /// The connection was ended by another task (flush timeout, reader error).
+    Ended,
+    Failed(io::Error),
+}
+
+pub(crate) async fn writer_task<Wr>(shared: Arc<Shared>, state: Arc<ConnState>, writer: Wr)
+where
+    Wr: AsyncWrite + Unpin,
+{
+    let mut writer = BufWriter::with_capacity(WRITE_BUFFER, writer);
+    let mut batch: Vec<Bytes> = Vec::new();
+    let run = async {
+        loop {
+            let (ended, mark) = shared.with_inner(|inner, now| {
+                // Every queued frame up to the batch limit, with one host call.
+                inner
+                    .host
+                    .poll_transmit_batch(state.id, WRITE_BATCH_BYTES, &mut batch);
+                // Nothing left and closing: tell the host in the same critical section, so no
+                // frame can be queued between the last check and `handle_eof`.
+                if batch.is_empty() && state.closing.is_set() {
+                    forget(inner, now, state.id, &shared.live);
+                    return (true, None);
+                }
+                // Every event in these frames was appended up to this mark (`every-event` only).
+                let mark = match batch.is_empty() {
+                    true => None,
+                    false => inner
+                        .store
+                        .as_ref()
+                        .and_then(agentwire_store::Store::durability_mark),
+                };
+                // A connection the host already forgot (ended elsewhere) has nothing to write.
+                (
+                    batch.is_empty() && !inner.conns.contains_key(&state.id),
+                    mark,
+                )
+            });
+            if ended {
+                return WriterEnd::Flushed;
+            }
+            if batch.is_empty() {
+                state.wake.notified().await;
+                continue;
+            }
+            if let (Some(mark), Some(synced)) = (mark, &shared.synced) {
+                // Hold the frames until their events are on disk; other connections go on.
+                synced.wait_for(|s| *s >= mark).await;
+            }
+            for frame in batch.drain(..) {
+                if let Err(e) = writer.write_all(&frame).await {
+                    return WriterEnd::Failed(e);
+                }
+            }
+            if let Err(e) = writer.flush().await {
+                return WriterEnd::Failed(e);
+            }
+        }
+    };
+    // A writer blocked on a peer that stopped reading is released when the connection ends.
+    let end = future::or(run, async {
+        state.done.wait().await;
+        WriterEnd::Ended
+    })
+    .await;
+    match end {
+        WriterEnd::Flushed => {
+            let farewell = lock(&state.farewell).take();
+            let limit = shared.options.flush_timeout;
+            let _ = shared
+                .timeout(limit, async {
+                    if let Some(frame) = farewell {
+                        writer.write_all(&frame).await?;
+                        writer.flush().await?;
+                    }
+                    writer.close().await
+                })
+                .await;
+            shared.finished(&state);
+        }
+        WriterEnd::Ended => {}
+        WriterEnd::Failed(e) => {
+            debug!(conn = %state.id, error = %e, "write failed");
+            shared.finish(&state);
+        }
+    }
+}
+
+pub(crate) async fn timer_task(shared: Weak<Shared>, wake: Arc<Notify>) {
+    loop {
+        let deadline = {
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            let mut inner = shared.lock();
+            inner.armed = inner.host.poll_timeout();
+            inner.armed
+        };
+        let Some(deadline) = deadline else {
+            wake.notified().await;
+            continue;
+        };
+        let delay = deadline.saturating_duration_since(now());
+        if delay.is_zero() {
+            // Already due: fire now, after a yield. Not through the runtime's timer (tokio's
+            // fires at its next 1 ms tick), and not without yielding, or an agent that yields
+            // with zero-length timers (stream step batches) would keep this task running and
+            // starve the writers on the same executor thread.
+            let Some(yielding) = shared.upgrade().map(|s| s.yield_now()) else {
+                return;
+            };
+            yielding.await;
+        } else {
+            let Some(sleep) = shared.upgrade().map(|s| s.sleep(delay)) else {
+                return;
+            };
+            let fired = future::or(
+                async {
+                    sleep.await;
+                    true
+                },
+                async {
+                    wake.notified().await;
+                    false
+                },
+            )
+            .await;
+            if !fired {
+                continue;
+            }
+        }
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        shared.with_inner(|inner, now| inner.host.handle_timeout(now));
+    }
+}
