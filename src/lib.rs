@@ -73,6 +73,7 @@ pub mod acp;
 pub mod agent;
 pub mod copilot;
 pub mod correlation;
+mod dialect;
 pub mod endpoint;
 pub mod frame;
 pub mod host;
@@ -82,4 +83,5 @@ pub mod serve;
 pub mod session;
 pub mod time;
 
+pub use dialect::Dialect;
 pub use time::Timestamp;

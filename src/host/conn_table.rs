@@ -2,8 +2,9 @@
 
 use bytes::Bytes;
 
-use super::conn::{Conn, ConnId};
+use super::conn::Conn;
 use super::outbox::SharedFrames;
+use super::ConnId;
 
 /// One slot: the connection living there, and how many times the slot was reused.
 struct Slot {
@@ -18,7 +19,7 @@ struct Slot {
 /// ([`SharedFrames`]): every outbox operation that may queue, take or drop a frame goes
 /// through a method that lends both, and a removed connection's queue is released here.
 #[derive(Default)]
-pub(crate) struct ConnTable {
+pub(super) struct ConnTable {
     slots: Vec<Slot>,
     free: Vec<u32>,
     len: usize,
@@ -125,11 +126,12 @@ impl ConnTable {
 mod tests {
     use super::*;
     use crate::frame::{FrameLimits, Framing};
-    use crate::host::Dialect;
+    use crate::host::dialect::DialectId;
 
     fn conn() -> Conn {
         Conn::new(
-            Dialect::CopilotSdk,
+            DialectId(0),
+            Box::new(()),
             Framing::ContentLength,
             FrameLimits::default(),
             1024,

@@ -1,14 +1,15 @@
 //! Sessions: the event log (durable vs ephemeral, the `parentId` chain) and who is attached.
 
+mod conn_id;
 mod event;
 
 use indexmap::IndexMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::host::ConnId;
 use crate::Timestamp;
 
+pub use conn_id::ConnId;
 pub(crate) use event::push_json_str;
 pub use event::{is_streaming_delta_type, Event};
 
