@@ -38,7 +38,7 @@ pub(super) struct Conn {
 }
 
 impl Conn {
-    pub fn new(
+    pub(super) fn new(
         dialect: DialectId,
         state: Box<dyn Any + Send>,
         framing: Framing,
