@@ -7,18 +7,18 @@
 /// run replays identically from its inputs. This is not a cryptographic generator; the
 /// ids it makes are unique labels, not secrets.
 #[derive(Clone, Debug)]
-pub struct IdGenerator {
+pub(crate) struct IdGenerator {
     state: u64,
 }
 
 impl IdGenerator {
     /// A generator whose whole output is determined by `seed`.
-    pub fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         IdGenerator { state: seed }
     }
 
     /// The next 64 pseudo-random bits.
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.state;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -28,7 +28,7 @@ impl IdGenerator {
 
     /// The next UUID with version 4 and RFC 4122 variant bits, hyphenated lower case,
     /// e.g. `c766e7de-b35d-4fc8-8596-fc5fb367963b`.
-    pub fn next_uuid(&mut self) -> String {
+    pub(crate) fn next_uuid(&mut self) -> String {
         let mut bytes = [0u8; 16];
         bytes[..8].copy_from_slice(&self.next_u64().to_le_bytes());
         bytes[8..].copy_from_slice(&self.next_u64().to_le_bytes());

@@ -5,24 +5,45 @@
 //! permission prompt, …). agentwire is that protocol host as a synchronous, deterministic
 //! core: **bytes and timestamps in; frames to write and actions to perform out**. It speaks
 //! the Copilot SDK protocol v3 (`Content-Length` framing) so the official Copilot SDKs can
-//! drive it unmodified. Runtimes (tokio in `agentwire-tokio`) are thin drivers around it.
+//! drive it unmodified, and the Agent Client Protocol v1 for editors. Runtimes (tokio, smol,
+//! async-std) are thin drivers around it.
 //!
 //! # Layers
+//!
+//! Imports run one way, from the dialects down to the wire:
 //!
 //! * [`frame`]: incremental `Content-Length` and NDJSON decoders with limits, and encoders.
 //! * [`jsonrpc`]: borrowed JSON-RPC 2.0 parse (raw `params`), byte-exact ids, writers.
 //! * [`correlation`]: exactly one outcome per outgoing request; one response per incoming one.
 //! * [`endpoint`]: one JSON-RPC peer (decoder + correlation + outbox), usable on its own.
-//! * [`host`]: many connections and sessions, event fan-out, bridges, the Copilot dialect.
-//! * [`agent`]: the agent seam and the built-in scripted agent.
+//! * sessions (internal): the event log (durable vs ephemeral, the `parentId` chain) and who
+//!   is attached ([`Event`], [`ConnId`]).
+//! * [`host`]: the dialect-neutral core — connections, sessions, fan-out with the audience
+//!   rules, the pending-request bridges, capabilities, timers — and the seam its dialects
+//!   plug into.
+//! * [`agent`]: the agent seam ([`Agent`], [`SessionControl`]) and the built-in scripted
+//!   agent ([`Scenario`]).
+//!
+//! # Dialects
+//!
+//! Every connection speaks one [`Dialect`]; each owns its method table, parameter types,
+//! error wording and how a session event looks on its wire:
+//!
+//! * [`copilot`]: the Copilot SDK protocol v3 (`session.event`, `session.lifecycle`,
+//!   `session.sendAndWait`, …) — [`Host::open`].
+//! * [`acp`]: the Agent Client Protocol v1 (`session/update`, `session/request_permission`,
+//!   `fs/*`, `terminal/*`) — [`Host::open_dialect`] with [`Dialect::Acp`].
+//!
+//! [`serve`] holds the plain data every runtime shares ([`ServerOptions`], [`Stopped`]).
 //!
 //! # The run loop
 //!
 //! The core never reads a clock, touches a socket, sleeps or spawns. A runtime feeds it
-//! inputs (`open`, `handle_bytes`, `handle_eof`, `handle_timeout`) and, after **every**
-//! input, drains its outputs (`poll_ready` + `poll_transmit`, `poll_output`), then sleeps
-//! until `poll_timeout()` or the next input. Any call order is safe, and draining
-//! everything before sleeping is sufficient.
+//! inputs (`open_with`, `handle_bytes`, `handle_eof`, `handle_timeout`, `handle_shell_*`)
+//! and, after **every** input, drains its outputs (`poll_ready` + `poll_transmit`,
+//! `poll_output`), then sleeps until `poll_timeout()` or the next input. Any call order is
+//! safe, and draining everything before sleeping is sufficient. Every [`Output`] must be
+//! handled (the enum is matched exhaustively; a new variant is a breaking change).
 //!
 //! ```
 //! use agentwire::frame::Framing;
@@ -49,8 +70,10 @@
 //!         match output {
 //!             Output::Close { conn, reason } => { /* flush conn, close it, log reason */ }
 //!             Output::Shutdown { reason } => { /* stop accepting, flush all, exit */ }
-//!             // Output::Persist / SessionDeleted (a durable store), and later additions.
-//!             _ => {}
+//!             Output::Persist { session, event } => { /* append to the session's log */ }
+//!             Output::SessionDeleted { session } => { /* remove the session's log */ }
+//!             Output::ShellExec { process_id, command, cwd, timeout_ms } => { /* spawn */ }
+//!             Output::ShellKill { process_id, signal } => { /* signal the process */ }
 //!         }
 //!     }
 //!     // Sleep until the next deadline (or the next input), then:
@@ -65,21 +88,30 @@
 //! ```
 //!
 //! Time and randomness are inputs too: [`Timestamp`] values come from the runtime and event
-//! ids come from [`host::HostConfig::seed`], so a whole run replays from its inputs.
+//! ids come from [`HostConfig::seed`], so a whole run replays from its inputs.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
 pub mod acp;
 pub mod agent;
 pub mod copilot;
 pub mod correlation;
+mod dialect;
 pub mod endpoint;
 pub mod frame;
 pub mod host;
-pub mod ids;
+mod ids;
 pub mod jsonrpc;
 pub mod serve;
-pub mod session;
-pub mod time;
+mod session;
+mod time;
 
+pub use agent::{Agent, AgentFactory, AgentInput, Scenario, SessionControl};
+pub use dialect::Dialect;
+pub use endpoint::{Endpoint, EndpointConfig, EndpointEvent};
+pub use frame::{encode_frame, FrameDecoder, FrameLimits, Framing};
+pub use host::{ConnId, Host, HostConfig, Output, RestoreError, ShellStream};
+pub use serve::{ServerOptions, Stopped};
+pub use session::{is_streaming_delta_type, Event};
 pub use time::Timestamp;

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::frame::Framing;
-use crate::host::Dialect;
+use crate::Dialect;
 
 /// How a runtime serves a host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,9 +6,9 @@
 //! Driven like `tests/interop_copilot.rs`: the SDK's `Client::from_streams` on one end of a
 //! `tokio::io::duplex` pipe, `agentwire_tokio::Server` (built-in scripted agent) on the other.
 
-mod common;
 #[path = "support/in_process.rs"]
 mod in_process;
+mod sdk_scenarios;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -16,10 +16,6 @@ use std::sync::{Arc, Mutex};
 
 use agentwire_tokio::agentwire::host::HostConfig;
 use agentwire_tokio::Server;
-use common::{
-    assert_envelope, assert_subsequence, types, weather_declaration, weather_tool, within,
-    Recorder, TOOL_REPLY, TURN, WEATHER_ANSWER, WEATHER_PROMPT,
-};
 use github_copilot_sdk::handler::{ElicitationHandler, PermissionHandler, PermissionResult};
 use github_copilot_sdk::rpc::{
     PermissionDecision, PermissionDecisionApproveForLocation,
@@ -38,6 +34,10 @@ use github_copilot_sdk::types::{
 };
 use github_copilot_sdk::{Client, Error};
 use in_process::{connect, connect_cuttable};
+use sdk_scenarios::{
+    assert_envelope, assert_subsequence, types, weather_declaration, weather_tool, within,
+    Recorder, TOOL_REPLY, TURN, WEATHER_ANSWER, WEATHER_PROMPT,
+};
 use serde_json::json;
 use tokio::sync::oneshot;
 
@@ -128,7 +128,7 @@ struct PermSession {
 
 /// A session with `get_weather` (recording handler) whose permission handler answers `result`.
 async fn session_with_permission(client: &Client, result: PermissionResult) -> PermSession {
-    let id = common::new_session_id();
+    let id = sdk_scenarios::new_session_id();
     let tool_calls = Arc::new(Mutex::new(Vec::new()));
     let permissions = Arc::new(Mutex::new(0));
     let prepared = client
@@ -182,7 +182,7 @@ const PERMISSION_FLOW: &[&str] = &[
 
 #[tokio::test]
 async fn permission_approve_for_session() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server();
         let client = connect(&server).await;
         let decision =
@@ -229,7 +229,7 @@ async fn permission_approve_for_session() {
 
 #[tokio::test]
 async fn permission_user_not_available() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server();
         let client = connect(&server).await;
         let mut s = session_with_permission(&client, PermissionResult::user_not_available()).await;
@@ -266,7 +266,7 @@ async fn permission_user_not_available() {
 
 #[tokio::test]
 async fn permission_reject_with_feedback() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server();
         let client = connect(&server).await;
         let mut s = session_with_permission(
@@ -300,7 +300,7 @@ async fn elicitation_answered_by_joined_client(action: &'static str) {
     let server = server();
     let a = connect(&server).await;
     let b = connect(&server).await;
-    let id = common::new_session_id();
+    let id = sdk_scenarios::new_session_id();
     let prepared = a
         .prepare_session(
             SessionConfig::default()
@@ -361,23 +361,23 @@ async fn elicitation_answered_by_joined_client(action: &'static str) {
 
 #[tokio::test]
 async fn elicitation_decline_via_joined_client() {
-    common::bounded(elicitation_answered_by_joined_client("decline")).await
+    sdk_scenarios::bounded(elicitation_answered_by_joined_client("decline")).await
 }
 
 #[tokio::test]
 async fn elicitation_cancel_via_joined_client() {
-    common::bounded(elicitation_answered_by_joined_client("cancel")).await
+    sdk_scenarios::bounded(elicitation_answered_by_joined_client("cancel")).await
 }
 
 /// A declares no tools; B joins declaring `get_weather` with a handler that never returns, and
 /// B's connection is cut mid-call. A's turn must still end, with the tool call failed.
 #[tokio::test]
 async fn tool_owner_disconnects_mid_call() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server();
         let a = connect(&server).await;
         let (b, relay) = connect_cuttable(&server).await;
-        let id = common::new_session_id();
+        let id = sdk_scenarios::new_session_id();
         let prepared = a
             .prepare_session(
                 SessionConfig::default()
@@ -451,7 +451,7 @@ async fn tool_owner_disconnects_mid_call() {
 /// `PermissionResult` requires), and the tool runs.
 #[tokio::test]
 async fn permission_approve_for_location() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server();
         let client = connect(&server).await;
         let decision =
@@ -498,7 +498,7 @@ async fn permission_approve_for_location() {
 /// and the tool runs.
 #[tokio::test]
 async fn permission_approve_permanently() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server();
         let client = connect(&server).await;
         let decision =
@@ -633,7 +633,7 @@ async fn two_clients_answer_one_permission(late: Late) {
     let server = server();
     let a = connect(&server).await;
     let b = connect(&server).await;
-    let id = common::new_session_id();
+    let id = sdk_scenarios::new_session_id();
     let (gate_a_tx, gate_a) = oneshot::channel();
     let (gate_b_tx, gate_b) = oneshot::channel();
     let (perm_a, answered_a) = GatedPermission::new(
@@ -840,15 +840,15 @@ async fn two_clients_answer_one_permission(late: Late) {
 
 #[tokio::test]
 async fn two_clients_race_on_one_permission_exactly_one_wins() {
-    common::bounded(two_clients_answer_one_permission(Late::Neither)).await
+    sdk_scenarios::bounded(two_clients_answer_one_permission(Late::Neither)).await
 }
 
 #[tokio::test]
 async fn two_clients_one_permission_late_rejection_changes_nothing() {
-    common::bounded(two_clients_answer_one_permission(Late::B)).await
+    sdk_scenarios::bounded(two_clients_answer_one_permission(Late::B)).await
 }
 
 #[tokio::test]
 async fn two_clients_one_permission_late_approval_changes_nothing() {
-    common::bounded(two_clients_answer_one_permission(Late::A)).await
+    sdk_scenarios::bounded(two_clients_answer_one_permission(Late::A)).await
 }

@@ -7,9 +7,9 @@
 //! Driven like `tests/interop_copilot.rs`: `Client::from_streams` on one end of an in-process
 //! pipe, `agentwire_tokio::Server` on the other.
 
-mod common;
 #[path = "support/in_process.rs"]
 mod in_process;
+mod sdk_scenarios;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,7 +17,6 @@ use std::sync::{Arc, Mutex};
 
 use agentwire_tokio::agentwire::host::HostConfig;
 use agentwire_tokio::Server;
-use common::{within, Recorder};
 use github_copilot_sdk::canvas::{CanvasDeclaration, CanvasHandler, CanvasResult};
 use github_copilot_sdk::rpc::{
     CanvasAction, CanvasActionInvokeRequest, CanvasCloseRequest, CanvasOpenRequest,
@@ -26,6 +25,7 @@ use github_copilot_sdk::rpc::{
 };
 use github_copilot_sdk::types::{ResumeSessionConfig, SessionConfig};
 use in_process::connect_cuttable;
+use sdk_scenarios::{within, Recorder};
 use serde_json::{json, Value};
 
 type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -100,11 +100,11 @@ fn board_declaration() -> CanvasDeclaration {
 
 #[tokio::test]
 async fn canvas_open_action_close_round_trip_through_a_provider_client() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = Server::new(HostConfig::default());
         let (a, _relay_a) = connect_cuttable(&server).await;
         let (b, relay_b) = connect_cuttable(&server).await;
-        let id = common::new_session_id();
+        let id = sdk_scenarios::new_session_id();
         let prepared = a
             .prepare_session(
                 SessionConfig::default()

@@ -7,9 +7,9 @@
 //! See /work/notes/SDK.md for why the SDK cannot spawn or dial the server itself with
 //! `default-features = false` (no `runtime` feature, so `Client::start` is unavailable).
 
-mod common;
 #[path = "support/in_process.rs"]
 mod in_process;
+mod sdk_scenarios;
 
 use std::path::PathBuf;
 
@@ -25,158 +25,158 @@ fn server() -> Server {
 
 #[tokio::test]
 async fn handshake() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server();
         let (client_end, server_end) = tokio::io::duplex(PIPE);
         let (r, w) = tokio::io::split(server_end);
         server.attach(r, w);
         let (r, w) = tokio::io::split(client_end);
         let client = Client::from_streams(r, w, PathBuf::from("/tmp")).expect("from_streams");
-        common::scenario_handshake(&client).await;
+        sdk_scenarios::scenario_handshake(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn plain_turn() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server();
         let client = connect(&server).await;
-        common::scenario_plain_turn(&client).await;
+        sdk_scenarios::scenario_plain_turn(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn tool_turn() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server();
         let client = connect(&server).await;
-        common::scenario_tool_turn(&client).await;
+        sdk_scenarios::scenario_tool_turn(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn streaming_turn() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server();
         let client = connect(&server).await;
-        common::scenario_streaming(&client).await;
+        sdk_scenarios::scenario_streaming(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn list_and_metadata() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server();
         let client = connect(&server).await;
-        common::scenario_list_and_metadata(&client).await;
+        sdk_scenarios::scenario_list_and_metadata(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn resume_from_second_client() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server();
         let a = connect(&server).await;
         let b = connect(&server).await;
-        common::scenario_resume_shared(&a, &b).await;
+        sdk_scenarios::scenario_resume_shared(&a, &b).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn detach_and_delete() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server();
         let client = connect(&server).await;
-        common::scenario_detach_delete(&client).await;
+        sdk_scenarios::scenario_detach_delete(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn send_correlation() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server();
         let client = connect(&server).await;
-        common::scenario_send_correlation(&client).await;
+        sdk_scenarios::scenario_send_correlation(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn concurrent_sends() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server();
         let client = connect(&server).await;
-        common::scenario_concurrent_sends(&client).await;
+        sdk_scenarios::scenario_concurrent_sends(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn permission_denied() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server();
         let client = connect(&server).await;
-        common::scenario_permission_denied(&client).await;
+        sdk_scenarios::scenario_permission_denied(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn tool_on_joined_client() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server();
         let a = connect(&server).await;
         let b = connect(&server).await;
-        common::scenario_tool_on_joined_client(&a, &b).await;
+        sdk_scenarios::scenario_tool_on_joined_client(&a, &b).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn elicitation() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server();
         let client = connect(&server).await;
-        common::scenario_elicitation(&client).await;
+        sdk_scenarios::scenario_elicitation(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn elicitation_via_joined_client() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server();
         let a = connect(&server).await;
         let b = connect(&server).await;
-        common::scenario_elicitation_via_joined_client(&a, &b).await;
+        sdk_scenarios::scenario_elicitation_via_joined_client(&a, &b).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn slash_command() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server();
         let client = connect(&server).await;
-        common::scenario_command(&client).await;
+        sdk_scenarios::scenario_command(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn abort_turn() {
-    common::bounded(async {
-        let scenario = Scenario::from_json(common::SLOW_SCENARIO).expect("valid scenario");
+    sdk_scenarios::bounded(async {
+        let scenario = Scenario::from_json(sdk_scenarios::SLOW_SCENARIO).expect("valid scenario");
         let server = Server::new(HostConfig::with_scenario(scenario));
         let client = connect(&server).await;
-        common::scenario_abort(&client).await;
+        sdk_scenarios::scenario_abort(&client).await;
     })
     .await
 }
@@ -185,18 +185,18 @@ async fn abort_turn() {
 /// process, sends no `runtime.shutdown`); an explicit `runtime.shutdown` then stops the server.
 #[tokio::test]
 async fn stop_and_runtime_shutdown() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server();
         let shutdown = {
             let server = server.clone();
             tokio::spawn(async move { server.shutdown_requested().await })
         };
         let client = connect(&server).await;
-        let id = common::new_session_id();
-        let c = common::create_session(&client, &id, false).await;
-        common::turn(&c.session, "hi").await;
+        let id = sdk_scenarios::new_session_id();
+        let c = sdk_scenarios::create_session(&client, &id, false).await;
+        sdk_scenarios::turn(&c.session, "hi").await;
         // stop() detaches the still-registered session; the host must answer success:true.
-        common::within("client.stop", client.stop())
+        sdk_scenarios::within("client.stop", client.stop())
             .await
             .expect("client.stop: every session.detach succeeded");
         assert!(
@@ -205,14 +205,14 @@ async fn stop_and_runtime_shutdown() {
         );
         // The session survives the detach.
         let other = connect(&server).await;
-        let meta = common::within("getMetadata", other.get_session_metadata(&id))
+        let meta = sdk_scenarios::within("getMetadata", other.get_session_metadata(&id))
             .await
             .expect("getMetadata");
         assert!(meta.is_some(), "a detached session is kept");
-        common::within("runtime.shutdown", other.rpc().runtime().shutdown())
+        sdk_scenarios::within("runtime.shutdown", other.rpc().runtime().shutdown())
             .await
             .expect("runtime.shutdown answers");
-        common::within("server shutdown", shutdown)
+        sdk_scenarios::within("server shutdown", shutdown)
             .await
             .expect("shutdown task");
     })

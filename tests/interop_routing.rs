@@ -6,9 +6,9 @@
 //! Driven like `tests/interop_copilot.rs`: the SDK's `Client::from_streams` on one end of a
 //! `tokio::io::duplex` pipe, `agentwire_tokio::Server` (scripted agent) on the other.
 
-mod common;
 #[path = "support/in_process.rs"]
 mod in_process;
+mod sdk_scenarios;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,12 +16,12 @@ use std::time::Duration;
 use agentwire_tokio::agentwire::agent::Scenario;
 use agentwire_tokio::agentwire::host::HostConfig;
 use agentwire_tokio::Server;
-use common::{assert_envelope, types, within, Recorder, RecordingElicitation, TURN};
 use github_copilot_sdk::canvas::CanvasDeclaration;
 use github_copilot_sdk::session::Session;
 use github_copilot_sdk::types::{MessageOptions, ResumeSessionConfig, SessionConfig, SessionEvent};
 use github_copilot_sdk::Client;
 use in_process::{connect, connect_cuttable, cut};
+use sdk_scenarios::{assert_envelope, types, within, Recorder, RecordingElicitation, TURN};
 use serde_json::{json, Value};
 
 /// `(elicitation, mcpApps, canvases)` as this client's SDK currently holds them.
@@ -84,7 +84,7 @@ async fn create_plain(client: &Client) -> (Session, Recorder) {
     let prepared = client
         .prepare_session(
             SessionConfig::default()
-                .with_session_id(common::new_session_id())
+                .with_session_id(sdk_scenarios::new_session_id())
                 .with_model("fake-model"),
         )
         .expect("prepare_session");
@@ -110,7 +110,7 @@ fn elicitation_handler() -> Arc<RecordingElicitation> {
 /// shallow merge (which replaces `ui` whole) ends with the same flags as the Rust SDK's.
 #[tokio::test]
 async fn three_clients_capability_flags_follow_joins_and_leaves() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server_with_mcp_apps();
         let a = connect(&server).await;
         let b = connect(&server).await;
@@ -262,11 +262,11 @@ async fn three_clients_capability_flags_follow_joins_and_leaves() {
 /// rises again and B's elicitation is answered by A's handler.
 #[tokio::test]
 async fn provider_leaves_and_returns_two_clients() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let server = server_with_mcp_apps();
         let (a, relay_a) = connect_cuttable(&server).await;
         let b = connect(&server).await;
-        let id = common::new_session_id();
+        let id = sdk_scenarios::new_session_id();
         let prepared = a
             .prepare_session(
                 SessionConfig::default()
@@ -351,13 +351,13 @@ const STREAMED: &str = "d0 d1 d2 d3 d4";
 /// three get the same final `assistant.message`.
 #[tokio::test]
 async fn only_streaming_clients_get_deltas() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let scenario = Scenario::from_json(STREAM_SCENARIO).expect("valid scenario");
         let server = Server::new(HostConfig::with_scenario(scenario));
         let a = connect(&server).await;
         let b = connect(&server).await;
         let c = connect(&server).await;
-        let id = common::new_session_id();
+        let id = sdk_scenarios::new_session_id();
         let prepared = a
             .prepare_session(
                 SessionConfig::default()

@@ -23,9 +23,12 @@ use serde_json::{json, Value};
 
 use crate::agent::{BuiltinCall, BuiltinOp};
 use crate::correlation::Outcome;
-use crate::host::{ConnId, Dialect, Host, TimerTarget};
+use crate::host::{ConnId, Host};
 use crate::jsonrpc::{self, OwnedId};
 use crate::Timestamp;
+
+use super::permission::permission_answered;
+use super::ConnState;
 
 /// How long a client has to answer an `fs/*` request or a short `terminal/*` request.
 pub const FS_TIMEOUT: Duration = Duration::from_secs(60);
@@ -124,385 +127,371 @@ pub(crate) struct Op {
     pub terminal: Option<String>,
 }
 
-impl Host {
-    /// Sends a request to an ACP client, with an optional deadline. `None` if the connection
-    /// is gone or closing.
-    pub(crate) fn acp_request(
-        &mut self,
-        conn: ConnId,
-        method: &str,
-        params: &Value,
-        call: OutCall,
-        timeout: Option<Duration>,
-    ) -> Option<OwnedId> {
-        let timer = timeout.map(|t| {
-            let seq = self.timer_seq;
-            self.timer_seq += 1;
-            (self.now.saturating_add(t), seq)
-        });
-        let c = self.conns.get_mut(&conn).filter(|c| !c.closing)?;
-        let id = c.acp.out.start(None, Out { call, timer });
-        let mut body = Vec::with_capacity(160);
-        if jsonrpc::write_request(&mut body, &id, method, params).is_err() {
-            c.acp.out.cancel(&id);
-            return None;
-        }
-        if let Some(key) = timer {
-            self.timers.insert(key, TimerTarget::Acp(conn, id.clone()));
-        }
-        self.send_body(conn, &body);
-        Some(id)
+/// Sends a request to an ACP client, with an optional deadline. `None` if the connection
+/// is gone or closing.
+pub(crate) fn request(
+    host: &mut Host,
+    conn: ConnId,
+    method: &str,
+    params: &Value,
+    call: OutCall,
+    timeout: Option<Duration>,
+) -> Option<OwnedId> {
+    let timer = timeout.map(|t| host.timer_key(t));
+    // Gone or closing: nothing more is sent to it.
+    if !host.conn_is_open(conn) {
+        return None;
     }
-
-    /// Withdraws our request `id`: it leaves the table and the client gets
-    /// `$/cancel_request`. Returns what it was.
-    pub(crate) fn acp_withdraw(&mut self, conn: ConnId, id: &OwnedId) -> Option<OutCall> {
-        let out = self.conns.get_mut(&conn)?.acp.out.cancel(id)?;
-        if let Some(key) = out.timer {
-            self.timers.remove(&key);
-        }
-        self.acp_notify(conn, "$/cancel_request", &json!({"requestId": id}));
-        Some(out.call)
+    let c = host.conn_state::<ConnState>(conn)?;
+    let id = c.out.start(None, Out { call, timer });
+    let mut body = Vec::with_capacity(160);
+    if jsonrpc::write_request(&mut body, &id, method, params).is_err() {
+        c.out.cancel(&id);
+        return None;
     }
-
-    /// Sends a notification to one ACP connection.
-    pub(crate) fn acp_notify(&mut self, conn: ConnId, method: &str, params: &Value) {
-        let mut body = Vec::with_capacity(128);
-        if jsonrpc::write_notification(&mut body, method, params).is_ok() {
-            self.send_body(conn, &body);
-        }
+    if let Some(key) = timer {
+        host.arm_dialect_timer(key, super::ID, conn, id.clone());
     }
+    host.send_body(conn, &body);
+    Some(id)
+}
 
-    /// A response from the client: ends our request it answers. `id: null` errors (the
-    /// client could not parse something) and unknown ids are counted and ignored.
-    pub(crate) fn acp_response(
-        &mut self,
-        conn: ConnId,
-        id: &jsonrpc::Id<'_>,
-        outcome: Result<&serde_json::value::RawValue, jsonrpc::ErrorObject>,
-    ) {
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        if id.is_null() {
-            c.acp.ignored_responses += 1;
-            return;
-        }
-        let Some((out, outcome)) = c.acp.out.resolve(id, Outcome::from_response(outcome)) else {
-            c.acp.ignored_responses += 1;
-            return;
-        };
-        if let Some(key) = out.timer {
-            self.timers.remove(&key);
-        }
-        self.acp_finish_call(conn, out.call, outcome);
+/// Withdraws our request `id`: it leaves the table and the client gets
+/// `$/cancel_request`. Returns what it was.
+pub(crate) fn withdraw(host: &mut Host, conn: ConnId, id: &OwnedId) -> Option<OutCall> {
+    let out = host.conn_state::<ConnState>(conn)?.out.cancel(id)?;
+    if let Some(key) = out.timer {
+        host.cancel_timer(&key);
     }
+    host.notify(conn, "$/cancel_request", &json!({"requestId": id}));
+    Some(out.call)
+}
 
-    /// Our request `id` on `conn` reached its deadline.
-    pub(crate) fn acp_timed_out(&mut self, conn: ConnId, id: &OwnedId) {
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        let Some(out) = c.acp.out.cancel(id) else {
-            return;
-        };
-        self.acp_notify(conn, "$/cancel_request", &json!({"requestId": id}));
-        self.acp_finish_call(conn, out.call, Outcome::TimedOut);
+/// A response from the client: ends our request it answers. `id: null` errors (the
+/// client could not parse something) and unknown ids are counted and ignored.
+pub(crate) fn response(
+    host: &mut Host,
+    conn: ConnId,
+    id: &jsonrpc::Id<'_>,
+    outcome: Result<&serde_json::value::RawValue, jsonrpc::ErrorObject>,
+) {
+    let Some(c) = host.conn_state::<ConnState>(conn) else {
+        return;
+    };
+    if id.is_null() {
+        c.ignored_responses += 1;
+        return;
     }
-
-    fn acp_finish_call(&mut self, conn: ConnId, call: OutCall, outcome: Outcome) {
-        match call {
-            OutCall::Permission {
-                session,
-                request_id,
-            } => self.acp_permission_answered(conn, &session, &request_id, outcome),
-            OutCall::Op {
-                tool_call_id,
-                stage,
-            } => self.acp_op_step(conn, &tool_call_id, stage, outcome),
-            OutCall::Release => {}
-        }
+    let Some((out, outcome)) = c.out.resolve(id, Outcome::from_response(outcome)) else {
+        c.ignored_responses += 1;
+        return;
+    };
+    if let Some(key) = out.timer {
+        host.cancel_timer(&key);
     }
+    finish_call(host, conn, out.call, outcome);
+}
 
-    /// The attached ACP connection that runs a built-in operation: one whose client offers
-    /// it, preferring the one whose prompt is running in the session.
-    pub(crate) fn acp_executor(&self, session: &str, op: &BuiltinOp) -> Option<ConnId> {
-        let live = self.sessions.get(session)?;
-        let mut first = None;
-        for conn in live.session.attached.keys() {
-            let Some(c) = self.conns.get(conn) else {
-                continue;
-            };
-            if c.dialect != Dialect::Acp
-                || c.closing
-                || !c.acp.initialized
-                || !c.acp.caps.covers(op)
-            {
-                continue;
-            }
-            if c.acp
-                .prompts
-                .iter()
-                .any(|p| p.session == session && p.started)
-            {
-                return Some(*conn);
-            }
-            first.get_or_insert(*conn);
-        }
-        first
-    }
+/// Our request `id` on `conn` reached its deadline.
+pub(crate) fn timed_out(host: &mut Host, conn: ConnId, id: &OwnedId) {
+    let Some(c) = host.conn_state::<ConnState>(conn) else {
+        return;
+    };
+    let Some(out) = c.out.cancel(id) else {
+        return;
+    };
+    host.notify(conn, "$/cancel_request", &json!({"requestId": id}));
+    finish_call(host, conn, out.call, Outcome::TimedOut);
+}
 
-    /// Starts the client operation of an approved built-in tool call on `conn`. The host's
-    /// pending request `request_id` ends when it does.
-    pub(crate) fn acp_start_builtin(
-        &mut self,
-        conn: ConnId,
-        session: &str,
-        request_id: &str,
-        tool_call_id: &str,
-        call: BuiltinCall,
-    ) {
-        let (method, params, stage, timeout) = match call.op {
-            BuiltinOp::ReadFile { path, line, limit } => {
-                let mut params = json!({"sessionId": session, "path": path});
-                if let Some(line) = line {
-                    params["line"] = json!(line);
-                }
-                if let Some(limit) = limit {
-                    params["limit"] = json!(limit);
-                }
-                ("fs/read_text_file", params, Stage::Read, FS_TIMEOUT)
-            }
-            BuiltinOp::WriteFile { path, content } => (
-                "fs/write_text_file",
-                json!({"sessionId": session, "path": path, "content": content}),
-                Stage::Write {
-                    result: call.result,
-                },
-                FS_TIMEOUT,
-            ),
-            BuiltinOp::Shell { command } => {
-                let mut params = json!({"sessionId": session, "command": "sh",
-                                        "args": ["-c", command],
-                                        "outputByteLimit": OUTPUT_BYTE_LIMIT});
-                if let Some(cwd) = self
-                    .sessions
-                    .get(session)
-                    .and_then(|l| l.session.cwd.clone())
-                {
-                    params["cwd"] = json!(cwd);
-                }
-                ("terminal/create", params, Stage::Create, FS_TIMEOUT)
-            }
-        };
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.acp.ops.insert(
-                tool_call_id.to_owned(),
-                Op {
-                    session: session.to_owned(),
-                    request_id: request_id.to_owned(),
-                    out: None,
-                    terminal: None,
-                },
-            );
-        }
-        self.acp_op_request(conn, tool_call_id, method, &params, stage, Some(timeout));
-    }
-
-    fn acp_op_request(
-        &mut self,
-        conn: ConnId,
-        tool_call_id: &str,
-        method: &str,
-        params: &Value,
-        stage: Stage,
-        timeout: Option<Duration>,
-    ) {
-        let call = OutCall::Op {
-            tool_call_id: tool_call_id.to_owned(),
+fn finish_call(host: &mut Host, conn: ConnId, call: OutCall, outcome: Outcome) {
+    match call {
+        OutCall::Permission {
+            session,
+            request_id,
+        } => permission_answered(host, conn, &session, &request_id, outcome),
+        OutCall::Op {
+            tool_call_id,
             stage,
-        };
-        match self.acp_request(conn, method, params, call, timeout) {
-            Some(id) => {
-                if let Some(op) = self
-                    .conns
-                    .get_mut(&conn)
-                    .and_then(|c| c.acp.ops.get_mut(tool_call_id))
-                {
-                    op.out = Some(id);
-                }
-            }
-            None => self.acp_op_done(
-                conn,
-                tool_call_id,
-                Err(format!("{method} could not be sent: the client is gone")),
-            ),
-        }
+        } => op_step(host, conn, &tool_call_id, stage, outcome),
+        OutCall::Release => {}
     }
+}
 
-    /// One step of a client operation ended.
-    fn acp_op_step(&mut self, conn: ConnId, tool_call_id: &str, stage: Stage, outcome: Outcome) {
-        let Some(op) = self
-            .conns
-            .get_mut(&conn)
-            .and_then(|c| c.acp.ops.get_mut(tool_call_id))
-        else {
-            return;
-        };
-        op.out = None;
-        let session = op.session.clone();
-        let result = match outcome {
-            Outcome::Result(raw) => serde_json::from_str::<Value>(raw.get()).unwrap_or(Value::Null),
-            Outcome::Error(e) => {
-                let message = format!("{} failed: {}", stage.method(), e.message);
-                return self.acp_op_done(conn, tool_call_id, Err(message));
-            }
-            Outcome::TimedOut => {
-                let message = format!("the client did not answer {} in time", stage.method());
-                return self.acp_op_done(conn, tool_call_id, Err(message));
-            }
-            Outcome::Cancelled | Outcome::Closed => {
-                let message = format!("{} was cancelled", stage.method());
-                return self.acp_op_done(conn, tool_call_id, Err(message));
-            }
-        };
-        let text = |v: &Value, field: &str| v.get(field).and_then(Value::as_str).map(str::to_owned);
-        match stage {
-            Stage::Read => {
-                let outcome = text(&result, "content")
-                    .ok_or_else(|| "fs/read_text_file answered without content".to_owned());
-                self.acp_op_done(conn, tool_call_id, outcome);
-            }
-            Stage::Write { result } => self.acp_op_done(conn, tool_call_id, Ok(result)),
-            Stage::Create => {
-                let Some(terminal) = text(&result, "terminalId") else {
-                    let message = "terminal/create answered without terminalId".to_owned();
-                    return self.acp_op_done(conn, tool_call_id, Err(message));
-                };
-                if let Some(op) = self
-                    .conns
-                    .get_mut(&conn)
-                    .and_then(|c| c.acp.ops.get_mut(tool_call_id))
-                {
-                    op.terminal = Some(terminal.clone());
-                }
-                // Show the live output in the client's tool call.
-                self.acp_notify(
-                    conn,
-                    "session/update",
-                    &json!({"sessionId": session, "update": {
-                        "sessionUpdate": "tool_call_update", "toolCallId": tool_call_id,
-                        "status": "in_progress",
-                        "content": [{"type": "terminal", "terminalId": terminal}]}}),
-                );
-                let params = json!({"sessionId": session, "terminalId": terminal});
-                self.acp_op_request(
-                    conn,
-                    tool_call_id,
-                    "terminal/wait_for_exit",
-                    &params,
-                    Stage::Wait,
-                    Some(COMMAND_TIMEOUT),
-                );
-            }
-            Stage::Wait => {
-                let terminal = self
-                    .conns
-                    .get(&conn)
-                    .and_then(|c| c.acp.ops.get(tool_call_id))
-                    .and_then(|op| op.terminal.clone())
-                    .unwrap_or_default();
-                let params = json!({"sessionId": session, "terminalId": terminal});
-                let stage = Stage::Output {
-                    exit_code: result.get("exitCode").and_then(Value::as_i64),
-                    signal: text(&result, "signal"),
-                };
-                self.acp_op_request(
-                    conn,
-                    tool_call_id,
-                    "terminal/output",
-                    &params,
-                    stage,
-                    Some(FS_TIMEOUT),
-                );
-            }
-            Stage::Output { exit_code, signal } => {
-                let output = text(&result, "output").unwrap_or_default();
-                let exit_code = exit_code.or_else(|| {
-                    result
-                        .pointer("/exitStatus/exitCode")
-                        .and_then(Value::as_i64)
-                });
-                let outcome = match (exit_code, signal) {
-                    (_, Some(signal)) => Err(format!("{output}\n(killed by signal {signal})")),
-                    (Some(code), None) if code != 0 => Err(format!("{output}\n(exit code {code})")),
-                    _ => Ok(output),
-                };
-                self.acp_op_done(conn, tool_call_id, outcome);
-            }
+/// The attached ACP connection that runs a built-in operation: one whose client offers
+/// it, preferring the one whose prompt is running in the session.
+pub(crate) fn executor(host: &Host, session: &str, op: &BuiltinOp) -> Option<ConnId> {
+    let live = host.session(session)?;
+    let mut first = None;
+    for conn in live.attached.keys() {
+        if !host.conn_is_open(*conn) {
+            continue;
         }
-    }
-
-    /// A client operation ended: release its terminal, then end the host's pending request
-    /// (which completes the tool call).
-    fn acp_op_done(&mut self, conn: ConnId, tool_call_id: &str, outcome: Result<String, String>) {
-        let Some(op) = self
-            .conns
-            .get_mut(&conn)
-            .and_then(|c| c.acp.ops.remove(tool_call_id))
-        else {
-            return;
+        let Some(c) = host.conn_state_ref::<ConnState>(*conn) else {
+            continue;
         };
-        if let Some(terminal) = &op.terminal {
-            self.acp_release(conn, &op.session, terminal);
+        if !c.initialized || !c.caps.covers(op) {
+            continue;
         }
-        let result = match outcome {
-            Ok(text) => Value::String(text),
-            Err(message) => json!({"textResultForLlm": message, "resultType": "failure"}),
-        };
-        self.resolve_tool_call(&op.session, &op.request_id, Some(&result), None);
+        if c.prompts.iter().any(|p| p.session == session && p.started) {
+            return Some(*conn);
+        }
+        first.get_or_insert(*conn);
     }
+    first
+}
 
-    fn acp_release(&mut self, conn: ConnId, session: &str, terminal: &str) {
-        let params = json!({"sessionId": session, "terminalId": terminal});
-        self.acp_request(
-            conn,
-            "terminal/release",
-            &params,
-            OutCall::Release,
-            Some(FS_TIMEOUT),
+/// Starts the client operation of an approved built-in tool call on `conn`. The host's
+/// pending request `request_id` ends when it does.
+pub(crate) fn start_builtin(
+    host: &mut Host,
+    conn: ConnId,
+    session: &str,
+    request_id: &str,
+    tool_call_id: &str,
+    call: BuiltinCall,
+) {
+    let (method, params, stage, timeout) = match call.op {
+        BuiltinOp::ReadFile { path, line, limit } => {
+            let mut params = json!({"sessionId": session, "path": path});
+            if let Some(line) = line {
+                params["line"] = json!(line);
+            }
+            if let Some(limit) = limit {
+                params["limit"] = json!(limit);
+            }
+            ("fs/read_text_file", params, Stage::Read, FS_TIMEOUT)
+        }
+        BuiltinOp::WriteFile { path, content } => (
+            "fs/write_text_file",
+            json!({"sessionId": session, "path": path, "content": content}),
+            Stage::Write {
+                result: call.result,
+            },
+            FS_TIMEOUT,
+        ),
+        BuiltinOp::Shell { command } => {
+            let mut params = json!({"sessionId": session, "command": "sh",
+                                    "args": ["-c", command],
+                                    "outputByteLimit": OUTPUT_BYTE_LIMIT});
+            if let Some(cwd) = host.session(session).and_then(|s| s.cwd.clone()) {
+                params["cwd"] = json!(cwd);
+            }
+            ("terminal/create", params, Stage::Create, FS_TIMEOUT)
+        }
+    };
+    if let Some(c) = host.conn_state::<ConnState>(conn) {
+        c.ops.insert(
+            tool_call_id.to_owned(),
+            Op {
+                session: session.to_owned(),
+                request_id: request_id.to_owned(),
+                out: None,
+                terminal: None,
+            },
         );
     }
+    op_request(
+        host,
+        conn,
+        tool_call_id,
+        method,
+        &params,
+        stage,
+        Some(timeout),
+    );
+}
 
-    /// A tool call completed (`tool.execution_complete`): if it ended while our operation
-    /// for it was still running (an abort), withdraw our request and release the terminal.
-    pub(crate) fn acp_tool_completed(&mut self, conn: ConnId, tool_call_id: &str) {
-        let Some(op) = self
-            .conns
-            .get_mut(&conn)
-            .and_then(|c| c.acp.ops.remove(tool_call_id))
-        else {
-            return;
-        };
-        if let Some(id) = &op.out {
-            self.acp_withdraw(conn, id);
+fn op_request(
+    host: &mut Host,
+    conn: ConnId,
+    tool_call_id: &str,
+    method: &str,
+    params: &Value,
+    stage: Stage,
+    timeout: Option<Duration>,
+) {
+    let call = OutCall::Op {
+        tool_call_id: tool_call_id.to_owned(),
+        stage,
+    };
+    match request(host, conn, method, params, call, timeout) {
+        Some(id) => {
+            if let Some(op) = host
+                .conn_state::<ConnState>(conn)
+                .and_then(|c| c.ops.get_mut(tool_call_id))
+            {
+                op.out = Some(id);
+            }
         }
-        if let Some(terminal) = &op.terminal {
-            self.acp_release(conn, &op.session, terminal);
+        None => op_done(
+            host,
+            conn,
+            tool_call_id,
+            Err(format!("{method} could not be sent: the client is gone")),
+        ),
+    }
+}
+
+/// One step of a client operation ended.
+fn op_step(host: &mut Host, conn: ConnId, tool_call_id: &str, stage: Stage, outcome: Outcome) {
+    let Some(op) = host
+        .conn_state::<ConnState>(conn)
+        .and_then(|c| c.ops.get_mut(tool_call_id))
+    else {
+        return;
+    };
+    op.out = None;
+    let session = op.session.clone();
+    let result = match outcome {
+        Outcome::Result(raw) => serde_json::from_str::<Value>(raw.get()).unwrap_or(Value::Null),
+        Outcome::Error(e) => {
+            let message = format!("{} failed: {}", stage.method(), e.message);
+            return op_done(host, conn, tool_call_id, Err(message));
+        }
+        Outcome::TimedOut => {
+            let message = format!("the client did not answer {} in time", stage.method());
+            return op_done(host, conn, tool_call_id, Err(message));
+        }
+        Outcome::Cancelled | Outcome::Closed => {
+            let message = format!("{} was cancelled", stage.method());
+            return op_done(host, conn, tool_call_id, Err(message));
+        }
+    };
+    let text = |v: &Value, field: &str| v.get(field).and_then(Value::as_str).map(str::to_owned);
+    match stage {
+        Stage::Read => {
+            let outcome = text(&result, "content")
+                .ok_or_else(|| "fs/read_text_file answered without content".to_owned());
+            op_done(host, conn, tool_call_id, outcome);
+        }
+        Stage::Write { result } => op_done(host, conn, tool_call_id, Ok(result)),
+        Stage::Create => {
+            let Some(terminal) = text(&result, "terminalId") else {
+                let message = "terminal/create answered without terminalId".to_owned();
+                return op_done(host, conn, tool_call_id, Err(message));
+            };
+            if let Some(op) = host
+                .conn_state::<ConnState>(conn)
+                .and_then(|c| c.ops.get_mut(tool_call_id))
+            {
+                op.terminal = Some(terminal.clone());
+            }
+            // Show the live output in the client's tool call.
+            host.notify(
+                conn,
+                "session/update",
+                &json!({"sessionId": session, "update": {
+                    "sessionUpdate": "tool_call_update", "toolCallId": tool_call_id,
+                    "status": "in_progress",
+                    "content": [{"type": "terminal", "terminalId": terminal}]}}),
+            );
+            let params = json!({"sessionId": session, "terminalId": terminal});
+            op_request(
+                host,
+                conn,
+                tool_call_id,
+                "terminal/wait_for_exit",
+                &params,
+                Stage::Wait,
+                Some(COMMAND_TIMEOUT),
+            );
+        }
+        Stage::Wait => {
+            let terminal = host
+                .conn_state_ref::<ConnState>(conn)
+                .and_then(|c| c.ops.get(tool_call_id))
+                .and_then(|op| op.terminal.clone())
+                .unwrap_or_default();
+            let params = json!({"sessionId": session, "terminalId": terminal});
+            let stage = Stage::Output {
+                exit_code: result.get("exitCode").and_then(Value::as_i64),
+                signal: text(&result, "signal"),
+            };
+            op_request(
+                host,
+                conn,
+                tool_call_id,
+                "terminal/output",
+                &params,
+                stage,
+                Some(FS_TIMEOUT),
+            );
+        }
+        Stage::Output { exit_code, signal } => {
+            let output = text(&result, "output").unwrap_or_default();
+            let exit_code = exit_code.or_else(|| {
+                result
+                    .pointer("/exitStatus/exitCode")
+                    .and_then(Value::as_i64)
+            });
+            let outcome = match (exit_code, signal) {
+                (_, Some(signal)) => Err(format!("{output}\n(killed by signal {signal})")),
+                (Some(code), None) if code != 0 => Err(format!("{output}\n(exit code {code})")),
+                _ => Ok(output),
+            };
+            op_done(host, conn, tool_call_id, outcome);
         }
     }
+}
 
-    /// A permission prompt was decided: withdraw our own request for it, if still open.
-    pub(crate) fn acp_prompt_decided(&mut self, conn: ConnId, request_id: &str) {
-        let Some(id) = self
-            .conns
-            .get_mut(&conn)
-            .and_then(|c| c.acp.asks.remove(request_id))
-        else {
-            return;
-        };
-        self.acp_withdraw(conn, &id);
+/// A client operation ended: release its terminal, then end the host's pending request
+/// (which completes the tool call).
+fn op_done(host: &mut Host, conn: ConnId, tool_call_id: &str, outcome: Result<String, String>) {
+    let Some(op) = host
+        .conn_state::<ConnState>(conn)
+        .and_then(|c| c.ops.remove(tool_call_id))
+    else {
+        return;
+    };
+    if let Some(terminal) = &op.terminal {
+        release(host, conn, &op.session, terminal);
     }
+    let result = match outcome {
+        Ok(text) => Value::String(text),
+        Err(message) => json!({"textResultForLlm": message, "resultType": "failure"}),
+    };
+    host.resolve_tool_call(&op.session, &op.request_id, Some(&result), None);
+}
+
+fn release(host: &mut Host, conn: ConnId, session: &str, terminal: &str) {
+    let params = json!({"sessionId": session, "terminalId": terminal});
+    request(
+        host,
+        conn,
+        "terminal/release",
+        &params,
+        OutCall::Release,
+        Some(FS_TIMEOUT),
+    );
+}
+
+/// A tool call completed (`tool.execution_complete`): if it ended while our operation
+/// for it was still running (an abort), withdraw our request and release the terminal.
+pub(crate) fn tool_completed(host: &mut Host, conn: ConnId, tool_call_id: &str) {
+    let Some(op) = host
+        .conn_state::<ConnState>(conn)
+        .and_then(|c| c.ops.remove(tool_call_id))
+    else {
+        return;
+    };
+    if let Some(id) = &op.out {
+        withdraw(host, conn, id);
+    }
+    if let Some(terminal) = &op.terminal {
+        release(host, conn, &op.session, terminal);
+    }
+}
+
+/// A permission prompt was decided: withdraw our own request for it, if still open.
+pub(crate) fn prompt_decided(host: &mut Host, conn: ConnId, request_id: &str) {
+    let Some(id) = host
+        .conn_state::<ConnState>(conn)
+        .and_then(|c| c.asks.remove(request_id))
+    else {
+        return;
+    };
+    withdraw(host, conn, &id);
 }
 
 #[cfg(test)]

@@ -45,20 +45,22 @@ mod client;
 mod methods;
 mod modes;
 mod params;
-pub(crate) mod permission;
+mod permission;
 mod update;
 
 #[cfg(test)]
 mod tests;
 
+use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::{Bytes, BytesMut};
 use serde_json::{json, Value};
 
+use crate::agent::{BuiltinCall, BuiltinOp};
 use crate::correlation::PendingRequests;
 use crate::frame::{encode_frame, Framing};
-use crate::host::{ConnId, Host};
+use crate::host::{ConnId, DialectHandler, DialectId, Host};
 use crate::jsonrpc::{self, ErrorObject, OwnedId};
 use crate::session::Event;
 
@@ -66,7 +68,8 @@ pub use client::{ClientCaps, COMMAND_TIMEOUT, FS_TIMEOUT, OUTPUT_BYTE_LIMIT};
 pub use methods::METHODS;
 pub use permission::PERMISSION_TIMEOUT;
 
-use client::{Op, Out};
+use client::{prompt_decided, response, tool_completed, Op, Out};
+use methods::dispatch;
 use update::{Audience, Mapped};
 
 /// The ACP protocol version this dialect speaks.
@@ -87,9 +90,9 @@ pub(crate) struct PromptWait {
     pub error: Option<String>,
 }
 
-/// Per-connection state of the ACP dialect.
+/// Per-connection state of the ACP dialect (kept by the host for each ACP connection).
 #[derive(Debug, Default)]
-pub struct ConnState {
+pub(crate) struct ConnState {
     /// `initialize` succeeded.
     pub(crate) initialized: bool,
     /// What the client offers.
@@ -109,10 +112,57 @@ pub struct ConnState {
     pub(crate) ignored_responses: u64,
 }
 
-impl ConnState {
-    /// What the client advertised in `initialize` (all false before).
-    pub fn client_caps(&self) -> ClientCaps {
-        self.caps
+/// This dialect's entry in the host's dialect table (see [`crate::dialect`]).
+pub(crate) const ID: DialectId = DialectId(1);
+
+/// The ACP dialect's handler.
+pub(crate) struct Acp;
+
+impl DialectHandler for Acp {
+    fn new_conn_state(&self) -> Box<dyn Any + Send> {
+        Box::<ConnState>::default()
+    }
+
+    fn handle_message(&self, host: &mut Host, conn: ConnId, message: jsonrpc::Message<'_>) {
+        handle_message(host, conn, message);
+    }
+
+    fn deliver_event(&self, host: &mut Host, session: &str, event: &Event, conns: &[ConnId]) {
+        on_event(host, session, event, conns);
+    }
+
+    fn session_deleting(&self, host: &mut Host, session: &str) {
+        let attached: Vec<ConnId> = host
+            .session(session)
+            .map(|s| s.attached.keys().copied().collect())
+            .unwrap_or_default();
+        for conn in attached {
+            answer_prompts_cancelled(host, conn, session);
+        }
+    }
+
+    fn timer_fired(&self, host: &mut Host, conn: ConnId, id: &OwnedId) {
+        client::timed_out(host, conn, id);
+    }
+
+    fn permission_requested(&self, host: &mut Host, session: &str, request_id: &str) {
+        permission::permission_requested(host, session, request_id);
+    }
+
+    fn builtin_executor(&self, host: &Host, session: &str, op: &BuiltinOp) -> Option<ConnId> {
+        client::executor(host, session, op)
+    }
+
+    fn start_builtin(
+        &self,
+        host: &mut Host,
+        conn: ConnId,
+        session: &str,
+        request_id: &str,
+        tool_call_id: &str,
+        call: BuiltinCall,
+    ) {
+        client::start_builtin(host, conn, session, request_id, tool_call_id, call);
     }
 }
 
@@ -131,239 +181,238 @@ pub(crate) fn update_body(session: &str, update: &Value) -> Vec<u8> {
 impl Host {
     /// Responses an ACP connection sent that matched none of our requests (`id: null`
     /// errors, unknown, late or duplicate ids): counted and ignored. `None` for an unknown
-    /// connection.
+    /// connection (0 for one that does not speak ACP).
     pub fn acp_ignored_responses(&self, conn: ConnId) -> Option<u64> {
-        self.conns.get(&conn).map(|c| c.acp.ignored_responses)
+        self.conn_dialect(conn)?;
+        Some(
+            self.conn_state_ref::<ConnState>(conn)
+                .map_or(0, |c| c.ignored_responses),
+        )
     }
+}
 
-    /// Handles one message from an ACP connection.
-    pub(crate) fn acp_handle_message(&mut self, conn: ConnId, message: jsonrpc::Message<'_>) {
-        match message {
-            jsonrpc::Message::Request { id, method, params } => {
-                let id = id.to_owned();
-                let fresh = self
-                    .conns
-                    .get_mut(&conn)
-                    .is_some_and(|c| c.in_flight.begin(id.clone()));
-                if !fresh {
-                    let error = ErrorObject::new(
-                        jsonrpc::code::INVALID_REQUEST,
-                        format!(
-                            "Invalid request: request id {} is already in flight",
-                            id.as_raw()
-                        ),
-                    );
-                    let mut body = Vec::new();
-                    jsonrpc::write_error(&mut body, Some(&id), &error);
-                    self.send_body(conn, &body);
-                    return;
-                }
-                if let Some(result) = self.acp_dispatch(conn, &id, &method, params) {
-                    self.respond(conn, &id, result);
-                }
+/// Handles one message from an ACP connection.
+pub(crate) fn handle_message(host: &mut Host, conn: ConnId, message: jsonrpc::Message<'_>) {
+    match message {
+        jsonrpc::Message::Request { id, method, params } => {
+            let id = id.to_owned();
+            if !host.begin_request(conn, &id) {
+                let error = ErrorObject::new(
+                    jsonrpc::code::INVALID_REQUEST,
+                    format!(
+                        "Invalid request: request id {} is already in flight",
+                        id.as_raw()
+                    ),
+                );
+                let mut body = Vec::new();
+                jsonrpc::write_error(&mut body, Some(&id), &error);
+                host.send_body(conn, &body);
+                return;
             }
-            jsonrpc::Message::Notification { method, params } => match method.as_ref() {
-                "session/cancel" => {
-                    let raw = params.map(|p| p.get()).unwrap_or("{}");
-                    if let Ok(p) = serde_json::from_str::<params::SessionParams>(raw) {
-                        self.acp_cancel_turn(conn, &p.session_id);
-                    }
-                }
-                "$/cancel_request" => {
-                    let raw = params.map(|p| p.get()).unwrap_or("{}");
-                    if let Ok(p) = serde_json::from_str::<params::CancelRequestParams>(raw) {
-                        self.acp_cancel_request(conn, &p.request_id);
-                    }
-                }
-                // Unknown notifications are ignored (ACP extensibility rules).
-                _ => {}
-            },
-            jsonrpc::Message::Response { id, outcome } => self.acp_response(conn, &id, outcome),
-        }
-    }
-
-    /// `session/cancel` (or a cancelled permission request): prompts of `conn` for the
-    /// session that have not started are answered `cancelled` now, the running one when its
-    /// turn ends; the session's agent is asked to abort.
-    pub(crate) fn acp_cancel_turn(&mut self, conn: ConnId, session: &str) {
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        let mut waiting = Vec::new();
-        c.acp.prompts.retain_mut(|p| {
-            if p.session != session {
-                return true;
+            if let Some(result) = dispatch(host, conn, &id, &method, params) {
+                host.respond(conn, &id, result);
             }
-            p.cancelled = true;
-            if p.started {
-                return true;
-            }
-            waiting.push(p.id.clone());
-            false
-        });
-        for id in waiting {
-            self.respond(conn, &id, Ok(json!({"stopReason": "cancelled"})));
         }
-        if self.sessions.contains_key(session) {
-            self.queue_agent_input(session, crate::agent::AgentInput::Abort);
-        }
-    }
-
-    /// `$/cancel_request`: a running `session/prompt` is cancelled like `session/cancel`
-    /// (and answered with `stopReason: "cancelled"`). Other requests are answered at once,
-    /// so there is nothing else to cancel.
-    fn acp_cancel_request(&mut self, conn: ConnId, id: &OwnedId) {
-        let session = self
-            .conns
-            .get(&conn)
-            .and_then(|c| c.acp.prompts.iter().find(|p| &p.id == id))
-            .map(|p| p.session.clone());
-        if let Some(session) = session {
-            self.acp_cancel_turn(conn, &session);
-        }
-    }
-
-    /// Answers every prompt of `conn` for `session` with `cancelled` (the connection leaves
-    /// the session). Returns whether there were any.
-    pub(crate) fn acp_answer_prompts_cancelled(&mut self, conn: ConnId, session: &str) -> bool {
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return false;
-        };
-        let mut ids = Vec::new();
-        c.acp.prompts.retain(|p| {
-            if p.session == session {
-                ids.push(p.id.clone());
-                false
-            } else {
-                true
-            }
-        });
-        let any = !ids.is_empty();
-        for id in ids {
-            self.respond(conn, &id, Ok(json!({"stopReason": "cancelled"})));
-        }
-        any
-    }
-
-    /// Delivers a session event to the ACP connections attached to the session: its updates
-    /// (each encoded once for all of them), then the turn and request bookkeeping.
-    pub(crate) fn acp_on_event(&mut self, session: &str, event: &Event, conns: &[ConnId]) {
-        if !update::is_relevant(&event.event_type) {
-            return;
-        }
-        let Ok(envelope) = serde_json::from_slice::<Value>(&event.json) else {
-            return;
-        };
-        let data = envelope.get("data").unwrap_or(&Value::Null);
-        let mapped = update::map_event(&event.event_type, data, false);
-        let frames: Vec<Option<Bytes>> = mapped
-            .iter()
-            .map(|m| {
-                m.update.as_ref().map(|u| {
-                    let body = update_body(session, u);
-                    let mut buf = BytesMut::with_capacity(body.len() + 1);
-                    encode_frame(Framing::Ndjson, &body, &mut buf);
-                    buf.freeze()
-                })
-            })
-            .collect();
-        for &conn in conns {
-            for (m, frame) in mapped.iter().zip(&frames) {
-                self.acp_deliver(conn, session, m, frame.as_ref());
-            }
-            self.acp_after_event(conn, session, &event.event_type, data);
-        }
-    }
-
-    /// Sends one mapped update to `conn` if its audience includes the connection.
-    fn acp_deliver(&mut self, conn: ConnId, session: &str, m: &Mapped, frame: Option<&Bytes>) {
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        let send = match &m.audience {
-            Audience::All => true,
-            Audience::Delta(id) => {
-                if !c.acp.streamed.contains(id) {
-                    c.acp.streamed.insert(id.clone());
-                }
-                true
-            }
-            Audience::UnlessStreamed(id) => !c.acp.streamed.remove(id),
-            Audience::UnlessPromptedBy(message_id) => {
-                !c.acp.prompts.iter().any(|p| &p.message_id == message_id)
-            }
-        };
-        if !send {
-            return;
-        }
-        let (Some(frame), Some(update)) = (frame, &m.update) else {
-            return;
-        };
-        if c.framing == Framing::Ndjson {
-            // Never droppable: ACP clients have no way to catch up on a lost chunk.
-            self.deliver(conn, frame.clone(), false);
-        } else {
-            self.send_body(conn, &update_body(session, update));
-        }
-    }
-
-    /// The bookkeeping an event implies for one ACP connection.
-    fn acp_after_event(&mut self, conn: ConnId, session: &str, event_type: &str, data: &Value) {
-        let field = |name: &str| data.get(name).and_then(Value::as_str).unwrap_or("");
-        match event_type {
-            "user.message" => {
-                let message_id = field("messageId");
-                if let Some(c) = self.conns.get_mut(&conn) {
-                    if let Some(p) = c
-                        .acp
-                        .prompts
-                        .iter_mut()
-                        .find(|p| p.session == session && p.message_id == message_id)
-                    {
-                        p.started = true;
-                    }
+        jsonrpc::Message::Notification { method, params } => match method.as_ref() {
+            "session/cancel" => {
+                let raw = params.map(|p| p.get()).unwrap_or("{}");
+                if let Ok(p) = serde_json::from_str::<params::SessionParams>(raw) {
+                    cancel_turn(host, conn, &p.session_id);
                 }
             }
-            "session.error" => {
-                let message = field("message").to_owned();
-                if let Some(p) = self.conns.get_mut(&conn).and_then(|c| {
-                    c.acp
-                        .prompts
-                        .iter_mut()
-                        .find(|p| p.session == session && p.started)
-                }) {
-                    p.error = Some(message);
+            "$/cancel_request" => {
+                let raw = params.map(|p| p.get()).unwrap_or("{}");
+                if let Ok(p) = serde_json::from_str::<params::CancelRequestParams>(raw) {
+                    cancel_request(host, conn, &p.request_id);
                 }
             }
-            "session.idle" => {
-                let aborted = data
-                    .get("aborted")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
-                let Some(c) = self.conns.get_mut(&conn) else {
-                    return;
-                };
-                let Some(i) = c
-                    .acp
-                    .prompts
-                    .iter()
-                    .position(|p| p.session == session && p.started)
-                else {
-                    return;
-                };
-                let p = c.acp.prompts.remove(i);
-                let result = if p.cancelled || aborted {
-                    Ok(json!({"stopReason": "cancelled"}))
-                } else if let Some(message) = p.error {
-                    Err(ErrorObject::internal(message))
-                } else {
-                    Ok(json!({"stopReason": "end_turn"}))
-                };
-                self.respond(conn, &p.id, result);
-            }
-            "permission.completed" => self.acp_prompt_decided(conn, field("requestId")),
-            "tool.execution_complete" => self.acp_tool_completed(conn, field("toolCallId")),
+            // Unknown notifications are ignored (ACP extensibility rules).
             _ => {}
+        },
+        jsonrpc::Message::Response { id, outcome } => response(host, conn, &id, outcome),
+    }
+}
+
+/// `session/cancel` (or a cancelled permission request): prompts of `conn` for the
+/// session that have not started are answered `cancelled` now, the running one when its
+/// turn ends; the session's agent is asked to abort.
+pub(crate) fn cancel_turn(host: &mut Host, conn: ConnId, session: &str) {
+    let Some(c) = host.conn_state::<ConnState>(conn) else {
+        return;
+    };
+    let mut waiting = Vec::new();
+    c.prompts.retain_mut(|p| {
+        if p.session != session {
+            return true;
         }
+        p.cancelled = true;
+        if p.started {
+            return true;
+        }
+        waiting.push(p.id.clone());
+        false
+    });
+    for id in waiting {
+        host.respond(conn, &id, Ok(json!({"stopReason": "cancelled"})));
+    }
+    if host.session(session).is_some() {
+        host.queue_agent_input(session, crate::agent::AgentInput::Abort);
+    }
+}
+
+/// `$/cancel_request`: a running `session/prompt` is cancelled like `session/cancel`
+/// (and answered with `stopReason: "cancelled"`). Other requests are answered at once,
+/// so there is nothing else to cancel.
+fn cancel_request(host: &mut Host, conn: ConnId, id: &OwnedId) {
+    let session = host
+        .conn_state_ref::<ConnState>(conn)
+        .and_then(|c| c.prompts.iter().find(|p| &p.id == id))
+        .map(|p| p.session.clone());
+    if let Some(session) = session {
+        cancel_turn(host, conn, &session);
+    }
+}
+
+/// Answers every prompt of `conn` for `session` with `cancelled` (the connection leaves
+/// the session). Returns whether there were any.
+pub(crate) fn answer_prompts_cancelled(host: &mut Host, conn: ConnId, session: &str) -> bool {
+    let Some(c) = host.conn_state::<ConnState>(conn) else {
+        return false;
+    };
+    let mut ids = Vec::new();
+    c.prompts.retain(|p| {
+        if p.session == session {
+            ids.push(p.id.clone());
+            false
+        } else {
+            true
+        }
+    });
+    let any = !ids.is_empty();
+    for id in ids {
+        host.respond(conn, &id, Ok(json!({"stopReason": "cancelled"})));
+    }
+    any
+}
+
+/// Delivers a session event to the ACP connections attached to the session: its updates
+/// (each encoded once for all of them), then the turn and request bookkeeping.
+pub(crate) fn on_event(host: &mut Host, session: &str, event: &Event, conns: &[ConnId]) {
+    if !update::is_relevant(&event.event_type) {
+        return;
+    }
+    let Ok(envelope) = serde_json::from_slice::<Value>(&event.json) else {
+        return;
+    };
+    let data = envelope.get("data").unwrap_or(&Value::Null);
+    let mapped = update::map_event(&event.event_type, data, false);
+    let frames: Vec<Option<Bytes>> = mapped
+        .iter()
+        .map(|m| {
+            m.update.as_ref().map(|u| {
+                let body = update_body(session, u);
+                let mut buf = BytesMut::with_capacity(body.len() + 1);
+                encode_frame(Framing::Ndjson, &body, &mut buf);
+                buf.freeze()
+            })
+        })
+        .collect();
+    for &conn in conns {
+        for (m, frame) in mapped.iter().zip(&frames) {
+            deliver_update(host, conn, session, m, frame.as_ref());
+        }
+        after_event(host, conn, session, &event.event_type, data);
+    }
+}
+
+/// Sends one mapped update to `conn` if its audience includes the connection.
+fn deliver_update(host: &mut Host, conn: ConnId, session: &str, m: &Mapped, frame: Option<&Bytes>) {
+    let Some(framing) = host.conn_framing(conn) else {
+        return;
+    };
+    let Some(c) = host.conn_state::<ConnState>(conn) else {
+        return;
+    };
+    let send = match &m.audience {
+        Audience::All => true,
+        Audience::Delta(id) => {
+            if !c.streamed.contains(id) {
+                c.streamed.insert(id.clone());
+            }
+            true
+        }
+        Audience::UnlessStreamed(id) => !c.streamed.remove(id),
+        Audience::UnlessPromptedBy(message_id) => {
+            !c.prompts.iter().any(|p| &p.message_id == message_id)
+        }
+    };
+    if !send {
+        return;
+    }
+    let (Some(frame), Some(update)) = (frame, &m.update) else {
+        return;
+    };
+    if framing == Framing::Ndjson {
+        // Never droppable: ACP clients have no way to catch up on a lost chunk.
+        host.deliver(conn, frame.clone(), false);
+    } else {
+        host.send_body(conn, &update_body(session, update));
+    }
+}
+
+/// The bookkeeping an event implies for one ACP connection.
+fn after_event(host: &mut Host, conn: ConnId, session: &str, event_type: &str, data: &Value) {
+    let field = |name: &str| data.get(name).and_then(Value::as_str).unwrap_or("");
+    match event_type {
+        "user.message" => {
+            let message_id = field("messageId");
+            if let Some(c) = host.conn_state::<ConnState>(conn) {
+                if let Some(p) = c
+                    .prompts
+                    .iter_mut()
+                    .find(|p| p.session == session && p.message_id == message_id)
+                {
+                    p.started = true;
+                }
+            }
+        }
+        "session.error" => {
+            let message = field("message").to_owned();
+            if let Some(p) = host.conn_state::<ConnState>(conn).and_then(|c| {
+                c.prompts
+                    .iter_mut()
+                    .find(|p| p.session == session && p.started)
+            }) {
+                p.error = Some(message);
+            }
+        }
+        "session.idle" => {
+            let aborted = data
+                .get("aborted")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            let Some(c) = host.conn_state::<ConnState>(conn) else {
+                return;
+            };
+            let Some(i) = c
+                .prompts
+                .iter()
+                .position(|p| p.session == session && p.started)
+            else {
+                return;
+            };
+            let p = c.prompts.remove(i);
+            let result = if p.cancelled || aborted {
+                Ok(json!({"stopReason": "cancelled"}))
+            } else if let Some(message) = p.error {
+                Err(ErrorObject::internal(message))
+            } else {
+                Ok(json!({"stopReason": "end_turn"}))
+            };
+            host.respond(conn, &p.id, result);
+        }
+        "permission.completed" => prompt_decided(host, conn, field("requestId")),
+        "tool.execution_complete" => tool_completed(host, conn, field("toolCallId")),
+        _ => {}
     }
 }

@@ -35,13 +35,14 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::agent::builtin::{is_within, parent_dir, url_domain};
+use crate::agent::builtin::{is_within, url_domain};
 use crate::correlation::Outcome;
-use crate::host::{ConnId, Dialect, Host, Pending};
+use crate::host::{always_decision, command_ids, ConnId, Host, PermissionPrompt};
 use crate::session::Event;
 
-use super::client::OutCall;
+use super::client::{self, OutCall};
 use super::update::tool_kind_and_title;
+use super::{cancel_turn, ConnState};
 
 /// How long a client has to answer `session/request_permission` (a person decides).
 pub const PERMISSION_TIMEOUT: Duration = Duration::from_secs(300);
@@ -83,48 +84,6 @@ pub(crate) fn tool_call(
         call["content"] = json!([{"type": "content", "content": {"type": "text", "text": note}}]);
     }
     call
-}
-
-/// The host decision for an "always" answer to `request`.
-pub(crate) fn always_decision(request: &Value) -> Value {
-    let field = |name: &str| request.get(name).and_then(Value::as_str).unwrap_or("");
-    match field("kind") {
-        "path" => json!({
-            "kind": "approve-for-location",
-            "approval": {"kind": "path"},
-            "locationKey": parent_dir(field("path")),
-        }),
-        "url" => json!({
-            "kind": "approve-for-session",
-            "approval": {"kind": "url"},
-            "domain": url_domain(field("url")).unwrap_or_default(),
-        }),
-        "shell" => json!({
-            "kind": "approve-for-session",
-            "approval": {"kind": "commands", "commandIdentifiers": command_ids(request)},
-        }),
-        "custom-tool" => json!({
-            "kind": "approve-for-session",
-            "approval": {"kind": "custom-tool", "toolName": field("toolName")},
-        }),
-        "mcp" => json!({
-            "kind": "approve-for-session",
-            "approval": {"kind": "mcp", "serverName": field("serverName"),
-                         "toolName": field("toolName")},
-        }),
-        kind => json!({"kind": "approve-for-session", "approval": {"kind": kind}}),
-    }
-}
-
-fn command_ids(request: &Value) -> Vec<String> {
-    request
-        .get("commands")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c.get("identifier").and_then(Value::as_str))
-        .map(str::to_owned)
-        .collect()
 }
 
 /// What the client's answer to `session/request_permission` means.
@@ -215,120 +174,116 @@ pub(crate) fn remembered(events: &[Event], request: &Value) -> bool {
     false
 }
 
-impl Host {
-    /// A permission prompt of `session` is pending (called once its pending entry exists):
-    /// the ACP connections attached to the session ask their clients, unless the prompt is
-    /// decided without asking (a hook prompt, a remembered "always", autopilot mode).
-    pub(crate) fn acp_permission_requested(&mut self, session: &str, request_id: &str) {
-        let Some(live) = self.sessions.get(session) else {
-            return;
-        };
-        let Some(Pending::Permission {
-            tool_call_id,
-            tool_name,
-            arguments,
-            request,
-            ..
-        }) = live.pending.get(request_id)
-        else {
-            return;
-        };
-        let mut acp_conns: Vec<ConnId> = Vec::new();
-        let mut other_handlers = false;
-        for (conn, attachment) in &live.session.attached {
-            match self.conns.get(conn) {
-                Some(c) if c.dialect == Dialect::Acp && !c.closing => acp_conns.push(*conn),
-                Some(c) if c.dialect == Dialect::Acp => {}
-                Some(_) if attachment.request_permission => other_handlers = true,
-                _ => {}
-            }
-        }
-        if acp_conns.is_empty() {
-            return;
-        }
-        let kind = request.get("kind").and_then(Value::as_str).unwrap_or("");
-        let standing = if kind == "hook" {
-            // Hook prompts are not shown to ACP clients.
-            (!other_handlers).then(|| {
-                json!({"kind": "denied-by-permission-request-hook",
-                       "message": "Prompts raised by hooks are denied in ACP mode"})
-            })
-        } else if super::modes::current(live.session.events()) == "autopilot"
-            || remembered(live.session.events(), request)
+/// A permission prompt of `session` is pending (called once its pending entry exists):
+/// the ACP connections attached to the session ask their clients, unless the prompt is
+/// decided without asking (a hook prompt, a remembered "always", autopilot mode).
+pub(crate) fn permission_requested(host: &mut Host, session: &str, request_id: &str) {
+    let Some(live) = host.session(session) else {
+        return;
+    };
+    let Some(PermissionPrompt {
+        tool_call_id,
+        tool_name,
+        arguments,
+        request,
+    }) = host.pending_permission(session, request_id)
+    else {
+        return;
+    };
+    let mut acp_conns: Vec<ConnId> = Vec::new();
+    let mut other_handlers = false;
+    for (conn, attachment) in &live.attached {
+        let speaks_acp = host.conn_state_ref::<ConnState>(*conn).is_some();
+        let open = host.conn_is_open(*conn);
+        if speaks_acp && open {
+            acp_conns.push(*conn);
+        } else if !speaks_acp && host.conn_dialect(*conn).is_some() && attachment.request_permission
         {
-            Some(json!({"kind": "approve-once"}))
-        } else {
-            None
-        };
-        if kind == "hook" || standing.is_some() {
-            if let Some(decision) = standing {
-                self.resolve_permission(session, request_id, &decision);
-            }
-            return;
+            other_handlers = true;
         }
-        let params = json!({
-            "sessionId": session,
-            "toolCall": tool_call(tool_call_id, tool_name, arguments, request),
-            "options": options(),
-        });
-        for conn in acp_conns {
-            let call = OutCall::Permission {
-                session: session.to_owned(),
-                request_id: request_id.to_owned(),
-            };
-            if let Some(id) = self.acp_request(
-                conn,
-                "session/request_permission",
-                &params,
-                call,
-                Some(PERMISSION_TIMEOUT),
-            ) {
-                if let Some(c) = self.conns.get_mut(&conn) {
-                    c.acp.asks.insert(request_id.to_owned(), id);
-                }
+    }
+    if acp_conns.is_empty() {
+        return;
+    }
+    let kind = request.get("kind").and_then(Value::as_str).unwrap_or("");
+    let standing = if kind == "hook" {
+        // Hook prompts are not shown to ACP clients.
+        (!other_handlers).then(|| {
+            json!({"kind": "denied-by-permission-request-hook",
+                   "message": "Prompts raised by hooks are denied in ACP mode"})
+        })
+    } else if super::modes::current(live.events()) == "autopilot"
+        || remembered(live.events(), request)
+    {
+        Some(json!({"kind": "approve-once"}))
+    } else {
+        None
+    };
+    if kind == "hook" || standing.is_some() {
+        if let Some(decision) = standing {
+            host.resolve_permission(session, request_id, &decision);
+        }
+        return;
+    }
+    let params = json!({
+        "sessionId": session,
+        "toolCall": tool_call(tool_call_id, tool_name, arguments, request),
+        "options": options(),
+    });
+    for conn in acp_conns {
+        let call = OutCall::Permission {
+            session: session.to_owned(),
+            request_id: request_id.to_owned(),
+        };
+        if let Some(id) = client::request(
+            host,
+            conn,
+            "session/request_permission",
+            &params,
+            call,
+            Some(PERMISSION_TIMEOUT),
+        ) {
+            if let Some(c) = host.conn_state::<ConnState>(conn) {
+                c.asks.insert(request_id.to_owned(), id);
             }
         }
     }
+}
 
-    /// The client answered (or did not answer) a `session/request_permission`.
-    pub(crate) fn acp_permission_answered(
-        &mut self,
-        conn: ConnId,
-        session: &str,
-        request_id: &str,
-        outcome: Outcome,
-    ) {
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.acp.asks.remove(request_id);
+/// The client answered (or did not answer) a `session/request_permission`.
+pub(crate) fn permission_answered(
+    host: &mut Host,
+    conn: ConnId,
+    session: &str,
+    request_id: &str,
+    outcome: Outcome,
+) {
+    if let Some(c) = host.conn_state::<ConnState>(conn) {
+        c.asks.remove(request_id);
+    }
+    let request = match host.pending_permission(session, request_id) {
+        Some(prompt) => prompt.request.clone(),
+        // Already decided (another client, an abort): nothing to do.
+        _ => return,
+    };
+    let answer = match outcome {
+        Outcome::Result(raw) => match serde_json::from_str::<Value>(raw.get()) {
+            Ok(result) => answer(&result, &request),
+            Err(_) => Answer::Decide(json!({"kind": "reject"})),
+        },
+        Outcome::Error(_) | Outcome::TimedOut => {
+            Answer::Decide(json!({"kind": "user-not-available"}))
         }
-        let request = match self
-            .sessions
-            .get(session)
-            .and_then(|l| l.pending.get(request_id))
-        {
-            Some(Pending::Permission { request, .. }) => request.clone(),
-            // Already decided (another client, an abort): nothing to do.
-            _ => return,
-        };
-        let answer = match outcome {
-            Outcome::Result(raw) => match serde_json::from_str::<Value>(raw.get()) {
-                Ok(result) => answer(&result, &request),
-                Err(_) => Answer::Decide(json!({"kind": "reject"})),
-            },
-            Outcome::Error(_) | Outcome::TimedOut => {
-                Answer::Decide(json!({"kind": "user-not-available"}))
-            }
-            // We withdrew the request, or the client left (its departure resolves prompts).
-            Outcome::Cancelled | Outcome::Closed => return,
-        };
-        match answer {
-            Answer::Decide(decision) => {
-                self.resolve_permission(session, request_id, &decision);
-            }
-            Answer::Cancelled => {
-                self.resolve_permission(session, request_id, &json!({"kind": "cancelled"}));
-                self.acp_cancel_turn(conn, session);
-            }
+        // We withdrew the request, or the client left (its departure resolves prompts).
+        Outcome::Cancelled | Outcome::Closed => return,
+    };
+    match answer {
+        Answer::Decide(decision) => {
+            host.resolve_permission(session, request_id, &decision);
+        }
+        Answer::Cancelled => {
+            host.resolve_permission(session, request_id, &json!({"kind": "cancelled"}));
+            cancel_turn(host, conn, session);
         }
     }
 }

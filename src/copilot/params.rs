@@ -35,7 +35,7 @@ pub(crate) struct AttachParams {
 
 impl AttachParams {
     /// What the connection declared; `mcp_apps_enabled` is the host's MCP Apps gate.
-    pub fn attachment(&self, mcp_apps_enabled: bool) -> Attachment {
+    pub(super) fn attachment(&self, mcp_apps_enabled: bool) -> Attachment {
         Attachment {
             streaming: self.streaming,
             include_sub_agent_streaming: self.include_sub_agent_streaming_events.unwrap_or(true),

@@ -8,6 +8,7 @@
 
 use serde_json::{json, Value};
 
+use crate::agent::builtin::{parent_dir, url_domain};
 use crate::agent::{AgentInput, ToolOutcome};
 
 use crate::jsonrpc::OwnedId;
@@ -59,6 +60,64 @@ pub(crate) enum AnswerTo {
     Caller(ConnId, OwnedId),
     /// The agent gets [`AgentInput::ClientAnswer`] with this token.
     Agent(u64),
+}
+
+/// A pending permission prompt as a dialect sees it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PermissionPrompt<'a> {
+    /// The tool call asking (empty for an extension-access prompt).
+    pub tool_call_id: &'a str,
+    /// The tool's name.
+    pub tool_name: &'a str,
+    /// The call's arguments.
+    pub arguments: &'a Value,
+    /// The `permissionRequest` (its `kind` says what is asked).
+    pub request: &'a Value,
+}
+
+/// The decision that approves `request` and everything like it for the rest of the session
+/// (an "always" answer): `approve-for-location` for a path's directory, otherwise
+/// `approve-for-session` with the `approval` (and `domain`) the request implies.
+pub(crate) fn always_decision(request: &Value) -> Value {
+    let field = |name: &str| request.get(name).and_then(Value::as_str).unwrap_or("");
+    match field("kind") {
+        "path" => json!({
+            "kind": "approve-for-location",
+            "approval": {"kind": "path"},
+            "locationKey": parent_dir(field("path")),
+        }),
+        "url" => json!({
+            "kind": "approve-for-session",
+            "approval": {"kind": "url"},
+            "domain": url_domain(field("url")).unwrap_or_default(),
+        }),
+        "shell" => json!({
+            "kind": "approve-for-session",
+            "approval": {"kind": "commands", "commandIdentifiers": command_ids(request)},
+        }),
+        "custom-tool" => json!({
+            "kind": "approve-for-session",
+            "approval": {"kind": "custom-tool", "toolName": field("toolName")},
+        }),
+        "mcp" => json!({
+            "kind": "approve-for-session",
+            "approval": {"kind": "mcp", "serverName": field("serverName"),
+                         "toolName": field("toolName")},
+        }),
+        kind => json!({"kind": "approve-for-session", "approval": {"kind": kind}}),
+    }
+}
+
+/// The command names (`commands[].identifier`) of a `shell` permission request.
+pub(crate) fn command_ids(request: &Value) -> Vec<String> {
+    request
+        .get("commands")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("identifier").and_then(Value::as_str))
+        .map(str::to_owned)
+        .collect()
 }
 
 /// What `handlePendingPermissionRequest` decided, mapped to the runtime's result.
@@ -200,8 +259,8 @@ impl Host {
                 },
             );
         }
-        // ACP connections ask their client (or apply a remembered "always" approval).
-        self.acp_permission_requested(session, &request_id);
+        // Dialects may ask their clients (or apply a remembered "always" approval).
+        self.permission_requested(session, &request_id);
         if !has_handler {
             // Nobody can answer: resolve at once instead of waiting forever.
             self.resolve_permission(session, &request_id, &json!({"kind": "user-not-available"}));
@@ -540,8 +599,9 @@ impl Host {
         }
     }
 
-    /// Whether a Copilot SDK client that is not an extension answers permission prompts (only
-    /// such a client may grant an extension access).
+    /// Whether a client that is not an extension, of a dialect whose clients may grant
+    /// extensions access, answers permission prompts (only such a client may grant an
+    /// extension access).
     pub(crate) fn non_extension_permission_handler(&self, session: &str) -> bool {
         self.sessions.get(session).is_some_and(|l| {
             l.session.attached.iter().any(|(c, a)| {
@@ -550,9 +610,39 @@ impl Host {
                     && self
                         .conns
                         .get(c)
-                        .is_some_and(|c| c.dialect == super::Dialect::CopilotSdk)
+                        .is_some_and(|c| self.dialects[c.dialect.index()].grants_extension_access())
             })
         })
+    }
+
+    /// A permission prompt of `session` is pending: every dialect may ask its clients.
+    pub(crate) fn permission_requested(&mut self, session: &str, request_id: &str) {
+        for handler in self.dialects {
+            handler.permission_requested(self, session, request_id);
+        }
+    }
+
+    /// The pending permission prompt `request_id` of `session`, if it is still pending.
+    pub(crate) fn pending_permission(
+        &self,
+        session: &str,
+        request_id: &str,
+    ) -> Option<PermissionPrompt<'_>> {
+        match self.sessions.get(session)?.pending.get(request_id)? {
+            Pending::Permission {
+                tool_call_id,
+                tool_name,
+                arguments,
+                request,
+                ..
+            } => Some(PermissionPrompt {
+                tool_call_id,
+                tool_name,
+                arguments,
+                request,
+            }),
+            _ => None,
+        }
     }
 
     /// Whether `conn` may answer permission prompt `request_id`: extension access is granted
@@ -614,7 +704,7 @@ fn with_session_approval<'a>(decision: &'a Value, request: &Value) -> std::borro
     {
         return std::borrow::Cow::Borrowed(decision);
     }
-    let derived = crate::acp::permission::always_decision(request);
+    let derived = always_decision(request);
     if derived.get("kind").and_then(Value::as_str) != Some("approve-for-session") {
         return std::borrow::Cow::Borrowed(decision);
     }

@@ -3,10 +3,10 @@
 //! The flow mirrors a client tool call: `tool.execution_start` → `permission.requested`
 //! (kind `read` / `write` / `shell`, or the `path` / `url` / `hook` prompt the step asks for)
 //! → the decision → the operation → `tool.execution_complete`. The operation runs on an
-//! attached ACP client that advertised the matching capability (`fs/read_text_file`,
-//! `fs/write_text_file`, `terminal/*`); it is then a pending client call of the session (so
-//! an abort or the client leaving resolves it exactly once). With no such client (Copilot
-//! SDK connections), the call completes with the step's scripted result.
+//! attached client whose dialect can run it (ACP clients that advertised `fs/*` or
+//! `terminal/*`); it is then a pending client call of the session (so an abort or the client
+//! leaving resolves it exactly once). With no such client, the call completes with the
+//! step's scripted result.
 
 use serde_json::json;
 
@@ -63,17 +63,23 @@ impl Host {
                 grants_extension: None,
             },
         );
-        self.acp_permission_requested(session, &request_id);
+        self.permission_requested(session, &request_id);
         if !has_handler {
             // Nobody can answer: resolve at once instead of waiting forever.
             self.resolve_permission(session, &request_id, &json!({"kind": "user-not-available"}));
         }
     }
 
-    /// Runs an approved built-in tool call: on a capable ACP client, else with the scripted
-    /// result.
+    /// Runs an approved built-in tool call: on a capable client (a dialect's
+    /// [`builtin_executor`](super::DialectHandler::builtin_executor)), else with the
+    /// scripted result.
     pub(crate) fn run_builtin(&mut self, session: &str, tool_call_id: &str, call: BuiltinCall) {
-        let Some(conn) = self.acp_executor(session, &call.op) else {
+        let executor = self.dialects.iter().find_map(|handler| {
+            handler
+                .builtin_executor(self, session, &call.op)
+                .map(|conn| (*handler, conn))
+        });
+        let Some((handler, conn)) = executor else {
             self.complete_tool(session, tool_call_id, ToolOutcome::Success(call.result));
             return;
         };
@@ -88,6 +94,6 @@ impl Host {
                 },
             );
         }
-        self.acp_start_builtin(conn, session, &request_id, tool_call_id, call);
+        handler.start_builtin(self, conn, session, &request_id, tool_call_id, call);
     }
 }

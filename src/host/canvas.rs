@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value};
 
 use crate::agent::ToolOutcome;
 use crate::correlation::Outcome;
-use crate::jsonrpc::{code, ErrorObject, OwnedId};
+use crate::jsonrpc::OwnedId;
 use crate::session::Attachment;
 
 use super::{ConnId, Host, Live};
@@ -548,10 +548,7 @@ impl Host {
         match reply {
             CanvasReply::Caller(conn, id, method) => {
                 let result = answer.map_err(|f| {
-                    let error = ErrorObject::new(
-                        code::INTERNAL_ERROR,
-                        format!("Request {method} failed with message: {}", f.message),
-                    );
+                    let error = self.caller_error(conn, Some(method), &f.message);
                     match f.data {
                         Some(data) => error.with_data(data),
                         None => error,

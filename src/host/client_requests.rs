@@ -325,17 +325,12 @@ fn session_not_found(method: &str, session: &str) -> ErrorObject {
 
 impl Host {
     /// Delivers the answer of a pending request to whoever asked: the calling client's
-    /// request is answered (an error becomes a JSON-RPC error naming the method), or the
+    /// request is answered (an error in its dialect's wording), or the
     /// agent gets [`AgentInput::ClientAnswer`](crate::agent::AgentInput::ClientAnswer).
     pub(crate) fn answer(&mut self, session: &str, to: AnswerTo, result: Result<Value, String>) {
         match to {
             AnswerTo::Caller(conn, id) => {
-                let result = result.map_err(|e| {
-                    ErrorObject::new(
-                        code::INTERNAL_ERROR,
-                        format!("Request failed with message: {e}"),
-                    )
-                });
+                let result = result.map_err(|e| self.caller_error(conn, None, &e));
                 self.respond(conn, &id, result);
             }
             AnswerTo::Agent(token) => self.queue_agent_input(

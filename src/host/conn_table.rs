@@ -2,8 +2,9 @@
 
 use bytes::Bytes;
 
-use super::conn::{Conn, ConnId};
+use super::conn::Conn;
 use super::outbox::SharedFrames;
+use super::ConnId;
 
 /// One slot: the connection living there, and how many times the slot was reused.
 struct Slot {
@@ -18,7 +19,7 @@ struct Slot {
 /// ([`SharedFrames`]): every outbox operation that may queue, take or drop a frame goes
 /// through a method that lends both, and a removed connection's queue is released here.
 #[derive(Default)]
-pub(crate) struct ConnTable {
+pub(super) struct ConnTable {
     slots: Vec<Slot>,
     free: Vec<u32>,
     len: usize,
@@ -31,7 +32,7 @@ impl ConnTable {
     }
 
     /// Stores `conn` and returns its new id.
-    pub fn insert(&mut self, conn: Conn) -> ConnId {
+    pub(super) fn insert(&mut self, conn: Conn) -> ConnId {
         self.len += 1;
         if let Some(index) = self.free.pop() {
             let slot = &mut self.slots[index as usize];
@@ -48,7 +49,7 @@ impl ConnTable {
     }
 
     /// The connection with this id, if it is still open.
-    pub fn get(&self, id: &ConnId) -> Option<&Conn> {
+    pub(super) fn get(&self, id: &ConnId) -> Option<&Conn> {
         let (index, generation) = Self::split(*id);
         let slot = self.slots.get(index)?;
         (slot.generation == generation).then_some(())?;
@@ -56,7 +57,7 @@ impl ConnTable {
     }
 
     /// The connection with this id, mutably.
-    pub fn get_mut(&mut self, id: &ConnId) -> Option<&mut Conn> {
+    pub(super) fn get_mut(&mut self, id: &ConnId) -> Option<&mut Conn> {
         let (index, generation) = Self::split(*id);
         let slot = self.slots.get_mut(index)?;
         (slot.generation == generation).then_some(())?;
@@ -65,7 +66,10 @@ impl ConnTable {
 
     /// The connection with this id and the shared-frame table its outbox needs.
     #[inline]
-    pub fn get_mut_and_frames(&mut self, id: &ConnId) -> Option<(&mut Conn, &mut SharedFrames)> {
+    pub(super) fn get_mut_and_frames(
+        &mut self,
+        id: &ConnId,
+    ) -> Option<(&mut Conn, &mut SharedFrames)> {
         let (index, generation) = Self::split(*id);
         let slot = self.slots.get_mut(index)?;
         (slot.generation == generation).then_some(())?;
@@ -74,13 +78,13 @@ impl ConnTable {
 
     /// The next frame queued for `id`.
     #[inline]
-    pub fn pop_frame(&mut self, id: &ConnId) -> Option<Bytes> {
+    pub(super) fn pop_frame(&mut self, id: &ConnId) -> Option<Bytes> {
         let (c, shared) = self.get_mut_and_frames(id)?;
         c.outbox.pop(shared)
     }
 
     /// Removes and returns the connection; whatever it still had queued is discarded.
-    pub fn remove(&mut self, id: &ConnId) -> Option<Conn> {
+    pub(super) fn remove(&mut self, id: &ConnId) -> Option<Conn> {
         let (index, generation) = Self::split(*id);
         let slot = self.slots.get_mut(index)?;
         if slot.generation != generation {
@@ -94,7 +98,7 @@ impl ConnTable {
     }
 
     /// Open connections in slot order, with the shared-frame table.
-    pub fn iter_mut_and_frames(
+    pub(super) fn iter_mut_and_frames(
         &mut self,
     ) -> (impl Iterator<Item = (ConnId, &mut Conn)>, &mut SharedFrames) {
         let conns = self.slots.iter_mut().enumerate().filter_map(|(i, slot)| {
@@ -105,7 +109,7 @@ impl ConnTable {
     }
 
     /// The shared-frame table.
-    pub fn frames_mut(&mut self) -> &mut SharedFrames {
+    pub(super) fn frames_mut(&mut self) -> &mut SharedFrames {
         &mut self.shared
     }
 
@@ -116,7 +120,7 @@ impl ConnTable {
     }
 
     /// Number of open connections.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.len
     }
 }
@@ -125,11 +129,12 @@ impl ConnTable {
 mod tests {
     use super::*;
     use crate::frame::{FrameLimits, Framing};
-    use crate::host::Dialect;
+    use crate::host::dialect::DialectId;
 
     fn conn() -> Conn {
         Conn::new(
-            Dialect::CopilotSdk,
+            DialectId(0),
+            Box::new(()),
             Framing::ContentLength,
             FrameLimits::default(),
             1024,

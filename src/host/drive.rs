@@ -186,23 +186,12 @@ impl Host {
         let scope = Scope::of(live.session.attached.get(&conn));
         let before = Announced::of(live, scope);
         live.session.attached.shift_remove(&conn);
-        let (departed, staying): (Vec<_>, Vec<_>) = std::mem::take(&mut live.waiters)
-            .into_iter()
-            .partition(|(c, _, _)| *c == conn);
-        live.waiters = staying;
         let after = Announced::of(live, scope);
         let now_empty = live.session.attached.is_empty();
         let ran_turn = live.ran_turn;
-        for (c, id, _) in departed {
-            // Every request gets its one response, even when its caller leaves the session.
-            self.respond(
-                c,
-                &id,
-                Err(crate::jsonrpc::ErrorObject::new(
-                    crate::jsonrpc::code::INTERNAL_ERROR,
-                    "Request session.sendAndWait failed with message: the caller detached from the session before the turn ended",
-                )),
-            );
+        // Every request gets its one response, even when its caller leaves the session.
+        for handler in self.dialects {
+            handler.conn_detached(self, session, conn);
         }
         self.resolve_for_departed(session, conn);
         self.canvases_provider_left(session, conn);

@@ -9,14 +9,16 @@ use bytes::{Bytes, BytesMut};
 
 use crate::frame::{encode_frame, Framing};
 
+use crate::session::Event;
+
 use super::audience::Audience;
 use super::outbox::{SharedFrame, SharedFrames};
-use super::{ConnId, Dialect, Host, OutboxOverflow};
+use super::{ConnId, DialectHandler, DialectId, Host, OutboxOverflow};
 
 /// A body framed at most once per framing and stored in the shared-frame table, queued by
 /// reference on every connection that receives it.
-struct Published<'a> {
-    body: &'a [u8],
+struct Published {
+    body: Vec<u8>,
     content_length: Option<SharedFrame>,
     ndjson: Option<SharedFrame>,
 }
@@ -31,8 +33,8 @@ fn encode_shared(framing: Framing, body: &[u8], shared: &mut SharedFrames) -> Sh
     shared.insert(buf.freeze())
 }
 
-impl<'a> Published<'a> {
-    fn new(body: &'a [u8]) -> Self {
+impl Published {
+    fn new(body: Vec<u8>) -> Self {
         Published {
             body,
             content_length: None,
@@ -48,7 +50,7 @@ impl<'a> Published<'a> {
         };
         match cell {
             Some(frame) => *frame,
-            None => *cell.insert(encode_shared(framing, self.body, shared)),
+            None => *cell.insert(encode_shared(framing, &self.body, shared)),
         }
     }
 
@@ -93,30 +95,39 @@ impl Host {
     }
 }
 
+/// What one dialect's connections get for the event being published.
+enum DialectFrames {
+    /// No connection of the dialect was reached yet.
+    Unasked,
+    /// The dialect's body, shared by all its receiving connections.
+    Shared(Published),
+    /// The dialect translates per connection: the receiving connections.
+    PerConn(SmallVec<[ConnId; 4]>),
+}
+
 impl Host {
-    /// Queues the framed `session.event` `body` on every Copilot SDK connection attached to
-    /// `session_id` that the event's audience admits (only `only` when set), encoded once
-    /// per framing and shared by reference. Returns the attached ACP connections the event
-    /// is for (they get it translated), or `None` when the session is not loaded.
+    /// Queues `event` on every connection attached to `session_id` that the event's audience
+    /// admits (only `only` when set): each dialect encodes it once
+    /// ([`DialectHandler::event_body`](super::DialectHandler::event_body)), framed once per
+    /// framing and shared by reference; dialects that translate per connection get their
+    /// receiving connections afterwards. `None` when the session is not loaded.
     ///
     /// Per receiving connection this is a slab lookup, a counter increment in the
     /// shared-frame table (no allocation, no atomic), an outbox push (one add and one compare
     /// while within budget) and, on the queue's empty → non-empty transition, one push on the
-    /// ready queue. Slow consumers are closed and drop reports
-    /// sent after the loop.
-    pub(crate) fn deliver_event(
+    /// ready queue. Slow consumers are closed and drop reports sent after the loop.
+    pub(super) fn deliver_event(
         &mut self,
         session_id: &str,
-        event_type: &str,
-        body: &[u8],
+        event: &Event,
         droppable: bool,
         only: Option<ConnId>,
         from_sub_agent: bool,
-    ) -> Option<SmallVec<[ConnId; 4]>> {
-        let mut frames = Published::new(body);
+    ) -> Option<()> {
         // The audience is decided here, at publish time, once per event.
-        let audience = Audience::of(event_type).with_sub_agent(from_sub_agent);
+        let audience = Audience::of(&event.event_type).with_sub_agent(from_sub_agent);
         let everyone = audience.is_everyone();
+        let dialects: &'static [&'static dyn DialectHandler] = self.dialects;
         let Host {
             sessions,
             conns,
@@ -124,7 +135,8 @@ impl Host {
             ..
         } = self;
         let live = sessions.get(session_id)?;
-        let mut acp_targets: SmallVec<[ConnId; 4]> = SmallVec::new();
+        let mut per_dialect: SmallVec<[DialectFrames; 2]> =
+            dialects.iter().map(|_| DialectFrames::Unasked).collect();
         let mut overflowed: SmallVec<[ConnId; 2]> = SmallVec::new();
         let mut caught_up: SmallVec<[(ConnId, String, u64); 2]> = SmallVec::new();
         for (conn, attachment) in &live.session.attached {
@@ -136,10 +148,18 @@ impl Host {
             let Some((c, shared)) = conns.get_mut_and_frames(conn) else {
                 continue;
             };
-            if c.dialect == Dialect::Acp {
-                acp_targets.push(*conn);
-                continue;
+            let slot = &mut per_dialect[c.dialect.index()];
+            if let DialectFrames::Unasked = slot {
+                *slot = ask_dialect(dialects[c.dialect.index()], session_id, event);
             }
+            let frames = match slot {
+                DialectFrames::Shared(frames) => frames,
+                DialectFrames::PerConn(targets) => {
+                    targets.push(*conn);
+                    continue;
+                }
+                DialectFrames::Unasked => continue,
+            };
             if c.closing {
                 continue;
             }
@@ -165,14 +185,24 @@ impl Host {
                 c.drop_session = Some(session_id.to_owned());
             }
         }
-        frames.settle(conns.frames_mut());
+        let mut per_conn: SmallVec<[(usize, SmallVec<[ConnId; 4]>); 1]> = SmallVec::new();
+        for (index, frames) in per_dialect.into_iter().enumerate() {
+            match frames {
+                DialectFrames::Shared(frames) => frames.settle(conns.frames_mut()),
+                DialectFrames::PerConn(targets) => per_conn.push((index, targets)),
+                DialectFrames::Unasked => {}
+            }
+        }
         for conn in overflowed {
             self.fail_slow_consumer(conn);
         }
         for (conn, session, dropped) in caught_up {
             self.report_drops(conn, &session, dropped);
         }
-        Some(acp_targets)
+        for (index, targets) in per_conn {
+            self.dialects[index].deliver_event(self, session_id, event, &targets);
+        }
+        Some(())
     }
 
     /// Moves the frames queued for `conn` into `out`, in emit order, until at least
@@ -194,15 +224,16 @@ impl Host {
         }
     }
 
-    /// Queues the durable notification `body` on every open Copilot SDK connection (e.g.
-    /// `session.lifecycle`), encoded once per framing and shared by reference.
-    pub(crate) fn broadcast_sdk(&mut self, body: &[u8]) {
+    /// Queues the durable notification `body` on every open connection of `dialect` (e.g.
+    /// the Copilot SDK dialect's `session.lifecycle`), encoded once per framing and shared by
+    /// reference.
+    pub(crate) fn broadcast(&mut self, dialect: DialectId, body: Vec<u8>) {
         let mut frames = Published::new(body);
         let Host { conns, ready, .. } = self;
         let mut overflowed: SmallVec<[ConnId; 2]> = SmallVec::new();
         let (all, shared) = conns.iter_mut_and_frames();
         for (conn, c) in all {
-            if c.closing || c.dialect != Dialect::CopilotSdk {
+            if c.closing || c.dialect != dialect {
                 continue;
             }
             let frame = frames.get(c.framing, shared);
@@ -220,6 +251,16 @@ impl Host {
         for conn in overflowed {
             self.fail_slow_consumer(conn);
         }
+    }
+}
+
+/// What `handler` does with an event: one shared body, or per-connection translation.
+#[cold]
+#[inline(never)]
+fn ask_dialect(handler: &dyn DialectHandler, session: &str, event: &Event) -> DialectFrames {
+    match handler.event_body(session, event) {
+        Some(body) => DialectFrames::Shared(Published::new(body)),
+        None => DialectFrames::PerConn(SmallVec::new()),
     }
 }
 

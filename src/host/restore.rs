@@ -54,7 +54,7 @@ struct Stored<'a> {
 }
 
 impl Host {
-    pub(crate) fn new_live(&self, session: Session) -> Live {
+    pub(super) fn new_live(&self, session: Session) -> Live {
         let agent = (self.config.agent)(&session.id);
         Live {
             session,
@@ -62,15 +62,12 @@ impl Host {
             pending: Default::default(),
             resolved: Default::default(),
             timer: None,
-            waiters: Vec::new(),
-            last_assistant: None,
             ran_turn: false,
             approved_extensions: Default::default(),
-            mcp_host_context: None,
-            current_turn: None,
             command_queue: Default::default(),
             command_queue_stopped: false,
             canvases: Default::default(),
+            states: Vec::new(),
         }
     }
 

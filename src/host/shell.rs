@@ -1,17 +1,13 @@
-//! Client shell commands (`session.shell.exec` / `session.shell.kill`): the host never spawns.
+//! Processes the runtime runs for clients: the host never spawns.
 //!
-//! `session.shell.exec` answers `{processId}` and hands the runtime an
+//! A dialect asks for a process with [`Host::start_process`], which hands the runtime an
 //! [`Output::ShellExec`]; the runtime runs the command and feeds its output and exit back with
 //! [`Host::handle_shell_output`] and [`Host::handle_shell_exit`], which reach the requesting
-//! connection as `shell.output {sessionId, processId, stream, data}` and
-//! `shell.exit {sessionId, processId, exitCode}` notifications. `session.shell.kill` answers
-//! `{killed}` and hands the runtime an [`Output::ShellKill`]. Running commands for any client
-//! is powerful, so it is off unless [`HostConfig::shell_enabled`](super::HostConfig) is set.
+//! connection through its dialect (the Copilot SDK dialect's `session.shell.exec`, `shell.output`
+//! and `shell.exit`). [`Host::kill_process`] hands the runtime an [`Output::ShellKill`].
+//! Running commands for any client is powerful, so it is off unless
+//! [`HostConfig::shell_enabled`](super::HostConfig) is set.
 
-use serde::Deserialize;
-use serde_json::{json, Value};
-
-use crate::jsonrpc::{self, code, ErrorObject};
 use crate::Timestamp;
 
 use super::{ConnId, Host, Output};
@@ -27,87 +23,79 @@ pub enum ShellStream {
 
 /// A command the host asked the runtime to run.
 #[derive(Clone, Debug)]
-pub(crate) struct ShellProcess {
+pub(crate) struct ProcessInfo {
+    /// The process id clients use.
+    pub process_id: String,
+    /// The connection that started it.
     pub conn: ConnId,
+    /// The session it runs for.
     pub session: String,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ExecParams {
-    session_id: String,
-    command: String,
-    #[serde(default)]
-    cwd: Option<String>,
-    #[serde(default)]
-    timeout: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct KillParams {
-    process_id: String,
-    #[serde(default)]
-    signal: Option<String>,
+/// Why a process was not started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ProcessRefused {
+    /// No session with that id is loaded.
+    UnknownSession,
+    /// [`HostConfig::shell_enabled`](super::HostConfig) is off.
+    Disabled,
 }
 
 /// Default command timeout, as the SDK documents it (30 s).
-const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 
 impl Host {
-    /// `session.shell.exec`.
-    pub(crate) fn shell_exec(&mut self, conn: ConnId, params: Value) -> Result<Value, ErrorObject> {
-        let p: ExecParams = serde_json::from_value(params)
-            .map_err(|e| ErrorObject::new(code::INVALID_PARAMS, format!("invalid params: {e}")))?;
-        let Some(live) = self.sessions.get(&p.session_id) else {
-            return Err(ErrorObject::new(
-                code::INTERNAL_ERROR,
-                format!(
-                    "Request session.shell.exec failed with message: Session not found for sessionId: {}",
-                    p.session_id
-                ),
-            ));
+    /// Asks the runtime to run `command` for `conn` in `session` (in `cwd`, or the session's
+    /// working directory) and returns the new process id.
+    pub(crate) fn start_process(
+        &mut self,
+        conn: ConnId,
+        session: &str,
+        command: String,
+        cwd: Option<String>,
+        timeout_ms: Option<u64>,
+    ) -> Result<String, ProcessRefused> {
+        let Some(live) = self.sessions.get(session) else {
+            return Err(ProcessRefused::UnknownSession);
         };
         if !self.config.shell_enabled {
-            return Err(ErrorObject::new(
-                code::INTERNAL_ERROR,
-                "Request session.shell.exec failed with message: shell execution is disabled on this server (start it with --allow-shell)",
-            ));
+            return Err(ProcessRefused::Disabled);
         }
         let process_id = format!("proc-{}", self.ids.next_uuid());
-        let cwd = p.cwd.or_else(|| live.session.cwd.clone());
+        let cwd = cwd.or_else(|| live.session.cwd.clone());
         self.processes.insert(
             process_id.clone(),
-            ShellProcess {
+            ProcessInfo {
+                process_id: process_id.clone(),
                 conn,
-                session: p.session_id,
+                session: session.to_owned(),
             },
         );
         self.outputs.push_back(Output::ShellExec {
             process_id: process_id.clone(),
-            command: p.command,
+            command,
             cwd,
-            timeout_ms: p.timeout.unwrap_or(DEFAULT_TIMEOUT_MS),
+            timeout_ms: timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
         });
-        Ok(json!({"processId": process_id}))
+        Ok(process_id)
     }
 
-    /// `session.shell.kill`.
-    pub(crate) fn shell_kill(&mut self, params: Value) -> Result<Value, ErrorObject> {
-        let p: KillParams = serde_json::from_value(params)
-            .map_err(|e| ErrorObject::new(code::INVALID_PARAMS, format!("invalid params: {e}")))?;
-        if !self.processes.contains_key(&p.process_id) {
-            return Ok(json!({"killed": false}));
+    /// Asks the runtime to send `signal` to a running process. Returns whether the process
+    /// is known.
+    pub(crate) fn kill_process(&mut self, process_id: &str, signal: String) -> bool {
+        if !self.processes.contains_key(process_id) {
+            return false;
         }
         self.outputs.push_back(Output::ShellKill {
-            process_id: p.process_id,
-            signal: p.signal.unwrap_or_else(|| "SIGTERM".to_owned()),
+            process_id: process_id.to_owned(),
+            signal,
         });
-        Ok(json!({"killed": true}))
+        true
     }
 
     /// Output of a command started by [`Output::ShellExec`]: sent to the requesting
-    /// connection as `shell.output` (invalid UTF-8 is replaced). Unknown ids are ignored.
+    /// connection by its dialect (the Copilot SDK's `shell.output`; invalid UTF-8 is
+    /// replaced). Unknown ids are ignored.
     pub fn handle_shell_output(
         &mut self,
         now: Timestamp,
@@ -116,29 +104,29 @@ impl Host {
         data: &[u8],
     ) {
         self.advance_time(now);
-        let Some(p) = self.processes.get(process_id) else {
+        let Some(p) = self.processes.get(process_id).cloned() else {
             return;
         };
-        let (conn, session) = (p.conn, p.session.clone());
-        let stream = match stream {
-            ShellStream::Stdout => "stdout",
-            ShellStream::Stderr => "stderr",
+        let Some(dialect) = self.conns.get(&p.conn).map(|c| c.dialect) else {
+            return;
         };
-        let params = json!({"sessionId": session, "processId": process_id, "stream": stream,
-                            "data": String::from_utf8_lossy(data)});
-        self.notify(conn, "shell.output", &params);
+        let handler = self.dialects[dialect.index()];
+        handler.process_output(self, p.conn, &p, stream, data);
     }
 
     /// A command started by [`Output::ShellExec`] ended (`exit_code` is `None` when a signal
-    /// killed it): `shell.exit` to the requesting connection, and the process id is forgotten.
+    /// killed it): the requesting connection is told by its dialect (the Copilot SDK's
+    /// `shell.exit`), and the process id is forgotten.
     pub fn handle_shell_exit(&mut self, now: Timestamp, process_id: &str, exit_code: Option<i32>) {
         self.advance_time(now);
         let Some(p) = self.processes.remove(process_id) else {
             return;
         };
-        let params =
-            json!({"sessionId": p.session, "processId": process_id, "exitCode": exit_code});
-        self.notify(p.conn, "shell.exit", &params);
+        let Some(dialect) = self.conns.get(&p.conn).map(|c| c.dialect) else {
+            return;
+        };
+        let handler = self.dialects[dialect.index()];
+        handler.process_exit(self, p.conn, &p, exit_code);
     }
 
     /// Commands a departed connection started are killed (their exit is then ignored).
@@ -154,13 +142,6 @@ impl Host {
                 process_id,
                 signal: "SIGKILL".to_owned(),
             });
-        }
-    }
-
-    fn notify(&mut self, conn: ConnId, method: &str, params: &Value) {
-        let mut body = Vec::with_capacity(128);
-        if jsonrpc::write_notification(&mut body, method, params).is_ok() {
-            self.send_body(conn, &body);
         }
     }
 }

@@ -1,116 +1,117 @@
 //! Sessions: the event log (durable vs ephemeral, the `parentId` chain) and who is attached.
 
+mod conn_id;
 mod event;
 
 use indexmap::IndexMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::host::ConnId;
 use crate::Timestamp;
 
+pub use conn_id::ConnId;
 pub(crate) use event::push_json_str;
 pub use event::{is_streaming_delta_type, Event};
 
 /// A tool a client declared on `session.create` / `session.resume`.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct ToolDecl {
+pub(crate) struct ToolDecl {
     /// Tool name.
-    pub name: String,
+    pub(crate) name: String,
     /// Description shown to the model and in permission prompts.
     #[serde(default)]
-    pub description: String,
+    pub(crate) description: String,
     /// JSON Schema of the parameters.
     #[serde(default)]
-    pub parameters: Option<Value>,
+    pub(crate) parameters: Option<Value>,
     /// The tool runs without a permission prompt.
     #[serde(default)]
-    pub skip_permission: bool,
+    pub(crate) skip_permission: bool,
 }
 
 /// A slash command a client declared.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
-pub struct CommandDecl {
+pub(crate) struct CommandDecl {
     /// Command name without the slash.
-    pub name: String,
+    pub(crate) name: String,
     /// Description.
     #[serde(default)]
-    pub description: String,
+    pub(crate) description: String,
 }
 
 /// What one connection declared when it attached to a session.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Attachment {
+pub(crate) struct Attachment {
     /// The connection wants streaming (delta) events.
-    pub streaming: bool,
+    pub(crate) streaming: bool,
     /// The connection answers permission prompts.
-    pub request_permission: bool,
+    pub(crate) request_permission: bool,
     /// The connection answers elicitation requests.
-    pub request_elicitation: bool,
+    pub(crate) request_elicitation: bool,
     /// The connection answers `userInput.request`.
-    pub request_user_input: bool,
+    pub(crate) request_user_input: bool,
     /// The connection answers `exitPlanMode.request`.
-    pub request_exit_plan_mode: bool,
+    pub(crate) request_exit_plan_mode: bool,
     /// The connection answers `autoModeSwitch.request`.
-    pub request_auto_mode_switch: bool,
+    pub(crate) request_auto_mode_switch: bool,
     /// The connection answers `hooks.invoke`.
-    pub hooks: bool,
+    pub(crate) hooks: bool,
     /// The connection answers `sampling.requested` (an agentwire extension field,
     /// `requestSampling`: the official SDKs have no sampling handler).
-    pub request_sampling: bool,
+    pub(crate) request_sampling: bool,
     /// The connection renders MCP Apps (`requestMcpApps`, honoured only when the host
     /// enables MCP Apps); `mcp_app.*` events go only to such connections.
-    pub mcp_apps: bool,
+    pub(crate) mcp_apps: bool,
     /// Canvases this connection provides (`canvases[]`), as declared.
-    pub canvases: Vec<Value>,
+    pub(crate) canvases: Vec<Value>,
     /// The connection renders canvases (`requestCanvasRenderer`): the agent gets the canvas
     /// tools while one is attached.
-    pub canvas_renderer: bool,
+    pub(crate) canvas_renderer: bool,
     /// Stable canvas provider id (`canvasProvider.id`), used verbatim as the `extensionId` of
     /// this connection's canvases so they survive a reconnect. Ids starting with
     /// `connection:` are reserved and ignored.
-    pub canvas_provider_id: Option<String>,
+    pub(crate) canvas_provider_id: Option<String>,
     /// Display name of the provider (`canvasProvider.name` or `extensionInfo.name`), reported
     /// as `extensionName`.
-    pub extension_name: Option<String>,
+    pub(crate) extension_name: Option<String>,
     /// The connection wants sub-agents' streaming deltas too (`includeSubAgentStreamingEvents`,
     /// on unless a client turns it off); only with `streaming`.
-    pub include_sub_agent_streaming: bool,
+    pub(crate) include_sub_agent_streaming: bool,
     /// The extension id when the connection attached as an extension (`extensionInfo`).
-    pub extension: Option<String>,
+    pub(crate) extension: Option<String>,
     /// Tools this connection provides.
-    pub tools: Vec<ToolDecl>,
+    pub(crate) tools: Vec<ToolDecl>,
     /// Commands this connection provides.
-    pub commands: Vec<CommandDecl>,
+    pub(crate) commands: Vec<CommandDecl>,
 }
 
 /// One session: its metadata, its persisted events and its attached connections.
 #[derive(Debug)]
-pub struct Session {
+pub(crate) struct Session {
     /// The session id (chosen by the client).
-    pub id: String,
+    pub(crate) id: String,
     /// When the session started.
-    pub start_time: Timestamp,
+    pub(crate) start_time: Timestamp,
     /// When the last persisted event was written.
-    pub modified_time: Timestamp,
+    pub(crate) modified_time: Timestamp,
     /// Working directory the client declared.
-    pub cwd: Option<String>,
+    pub(crate) cwd: Option<String>,
     /// Selected model, as the client asked.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// First prompt, used as the session's summary.
-    pub summary: Option<String>,
+    pub(crate) summary: Option<String>,
     /// Persisted events in order.
     events: Vec<Event>,
     /// Id of the most recent persisted event (the next event's `parentId`).
     last_persisted: Option<String>,
     /// Attached connections in attach order, with what each declared.
-    pub attached: IndexMap<ConnId, Attachment>,
+    pub(crate) attached: IndexMap<ConnId, Attachment>,
 }
 
 impl Session {
     /// A new, empty session.
-    pub fn new(id: String, now: Timestamp) -> Self {
+    pub(crate) fn new(id: String, now: Timestamp) -> Self {
         Session {
             id,
             start_time: now,
@@ -124,21 +125,9 @@ impl Session {
         }
     }
 
-    /// Creates an event with the next `parentId`, records it if persisted, and returns it.
-    pub fn record(
-        &mut self,
-        id: String,
-        event_type: &str,
-        data: &Value,
-        ephemeral: bool,
-        now: Timestamp,
-    ) -> Event {
-        self.record_from(id, event_type, data, ephemeral, now, None)
-    }
-
-    /// Like [`Session::record`], for an event sub-agent `agent_id` emitted (`None`: the main
-    /// agent).
-    pub fn record_from(
+    /// Creates an event with the next `parentId` (emitted by sub-agent `agent_id`; `None`:
+    /// the main agent), records it if persisted, and returns it.
+    pub(crate) fn record_from(
         &mut self,
         id: String,
         event_type: &str,
@@ -166,41 +155,41 @@ impl Session {
 
     /// Restores a persisted event loaded from a store (its JSON as written), keeping the
     /// `parentId` chain going from it.
-    pub fn restore(&mut self, event: Event, time: Timestamp) {
+    pub(crate) fn restore(&mut self, event: Event, time: Timestamp) {
         self.last_persisted = Some(event.id.clone());
         self.modified_time = time;
         self.events.push(event);
     }
 
     /// Persisted events in order.
-    pub fn events(&self) -> &[Event] {
+    pub(crate) fn events(&self) -> &[Event] {
         &self.events
     }
 
     /// Whether any attached connection wants streaming deltas.
-    pub fn any_streaming(&self) -> bool {
+    pub(crate) fn any_streaming(&self) -> bool {
         self.attached.values().any(|a| a.streaming)
     }
 
     /// Whether any attached connection answers permission prompts.
-    pub fn any_permission_handler(&self) -> bool {
+    pub(crate) fn any_permission_handler(&self) -> bool {
         self.attached.values().any(|a| a.request_permission)
     }
 
     /// Whether any attached connection answers elicitation.
-    pub fn any_elicitation_handler(&self) -> bool {
+    pub(crate) fn any_elicitation_handler(&self) -> bool {
         self.attached.values().any(|a| a.request_elicitation)
     }
 
     /// The connection providing tool `name` (the earliest attached declarer) and its declaration.
-    pub fn tool_provider(&self, name: &str) -> Option<(ConnId, &ToolDecl)> {
+    pub(crate) fn tool_provider(&self, name: &str) -> Option<(ConnId, &ToolDecl)> {
         self.attached
             .iter()
             .find_map(|(c, a)| a.tools.iter().find(|t| t.name == name).map(|t| (*c, t)))
     }
 
     /// All commands declared by attached connections, in attach order.
-    pub fn commands(&self) -> Vec<&CommandDecl> {
+    pub(crate) fn commands(&self) -> Vec<&CommandDecl> {
         self.attached
             .values()
             .flat_map(|a| a.commands.iter())

@@ -1,6 +1,6 @@
 //! Official-SDK clients connected in-process to an `agentwire_tokio::Server` (one end of a
 //! `tokio::io::duplex` pipe each), shared by the interop tests. Include with
-//! `#[path = "support/in_process.rs"] mod in_process;` next to `mod common;`.
+//! `#[path = "support/in_process.rs"] mod in_process;` next to `mod sdk_scenarios;`.
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -42,7 +42,7 @@ async fn handshake(server: &Server, client_end: DuplexStream, server_end: Duplex
     let (client_read, client_write) = tokio::io::split(client_end);
     let client = Client::from_streams(client_read, client_write, PathBuf::from("/tmp"))
         .expect("Client::from_streams");
-    crate::common::within("connect", client.verify_protocol_version())
+    crate::sdk_scenarios::within("connect", client.verify_protocol_version())
         .await
         .expect("connect handshake");
     client

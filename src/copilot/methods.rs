@@ -1,0 +1,692 @@
+//! The method table: every request a Copilot SDK client makes, over the host's calls.
+//!
+//! Method names, params and results follow the reference (`copilot-sdk.md` §2, §5, §7) and
+//! the real runtime's traces. Errors use the runtime's wording, e.g.
+//! `-32603 "Request session.send failed with message: Session not found for sessionId: X"`.
+
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+
+use crate::agent::AgentInput;
+use crate::host::{AfterResponse, AnswerTo, CanvasReply, ConnId, Host, SessionChange};
+use crate::jsonrpc::{code, ErrorObject, OwnedId};
+use crate::session::Session;
+
+use super::params::*;
+use super::{shell, turns, SessionState, PROTOCOL_VERSION};
+
+/// Every method this dialect answers (anything else gets -32601 `Unhandled method <m>`).
+pub const METHODS: &[&str] = &[
+    "connect",
+    "ping",
+    "status.get",
+    "auth.getStatus",
+    "models.list",
+    "session.create",
+    "session.resume",
+    "session.send",
+    "session.sendAndWait",
+    "session.abort",
+    "session.detach",
+    "session.delete",
+    "session.list",
+    "session.getMetadata",
+    "session.getLastId",
+    "session.getMessages",
+    "session.getForeground",
+    "session.setForeground",
+    "session.permissions.handlePendingPermissionRequest",
+    "session.tools.handlePendingToolCall",
+    "session.ui.elicitation",
+    "session.ui.handlePendingElicitation",
+    "session.ui.handlePendingSampling",
+    "session.commands.execute",
+    "session.commands.handlePendingCommand",
+    "session.commands.enqueue",
+    "session.commands.respondToQueuedCommand",
+    "session.canvas.list",
+    "session.canvas.listOpen",
+    "session.canvas.open",
+    "session.canvas.close",
+    "session.canvas.action.invoke",
+    "session.mcp.apps.setHostContext",
+    "session.mcp.apps.getHostContext",
+    "session.mcp.apps.diagnose",
+    "session.shell.exec",
+    "session.shell.kill",
+    "session.skills.reload",
+    "runtime.shutdown",
+];
+
+type Reply = Option<Result<Value, ErrorObject>>;
+
+fn decode<T: DeserializeOwned + Default>(params: Option<&RawValue>) -> Result<T, ErrorObject> {
+    match params {
+        None => Ok(T::default()),
+        Some(raw) => serde_json::from_str(raw.get())
+            .map_err(|e| ErrorObject::new(code::INVALID_PARAMS, format!("invalid params: {e}"))),
+    }
+}
+
+fn decode_required<T: DeserializeOwned>(params: Option<&RawValue>) -> Result<T, ErrorObject> {
+    let raw = params.map(RawValue::get).unwrap_or("{}");
+    serde_json::from_str(raw)
+        .map_err(|e| ErrorObject::new(code::INVALID_PARAMS, format!("invalid params: {e}")))
+}
+
+fn failed(method: &str, message: impl std::fmt::Display) -> ErrorObject {
+    ErrorObject::new(
+        code::INTERNAL_ERROR,
+        format!("Request {method} failed with message: {message}"),
+    )
+}
+
+/// Answers one request. `None` means the answer comes later (`session.sendAndWait`).
+pub(super) fn dispatch(
+    host: &mut Host,
+    conn: ConnId,
+    id: &OwnedId,
+    method: &str,
+    params: Option<&RawValue>,
+) -> Reply {
+    let authenticated = host.is_authenticated(conn);
+    if !authenticated && method != "connect" {
+        return Some(Err(ErrorObject::new(-32001, "AUTHENTICATION_REQUIRED")));
+    }
+    let result = match method {
+        "connect" => connect(host, conn, params),
+        "ping" => ping(host, params),
+        "status.get" => {
+            Ok(json!({"version": host.config().version, "protocolVersion": PROTOCOL_VERSION}))
+        }
+        "auth.getStatus" => {
+            Ok(json!({"isAuthenticated": true, "authType": "token", "login": "agentwire"}))
+        }
+        "models.list" => Ok(json!({"models": [{
+            "id": "scripted", "name": "agentwire scripted agent",
+            "capabilities": {"supports": {}, "limits": {"max_context_window_tokens": 128000}}}]})),
+        "session.create" => create(host, conn, params),
+        "session.resume" => resume(host, conn, params),
+        "session.send" => send(host, params).map(|m| json!({"messageId": m})),
+        "session.sendAndWait" => return send_and_wait(host, conn, id, params),
+        "session.abort" => abort(host, params),
+        "session.detach" => detach(host, conn, params),
+        "session.delete" => delete(host, params),
+        "session.list" => list(host, params),
+        "session.getMetadata" => get_metadata(host, params),
+        "session.getLastId" => Ok(match host.last_session() {
+            Some(s) => json!({"sessionId": s}),
+            None => json!({}),
+        }),
+        "session.getMessages" => get_messages(host, params),
+        "session.getForeground" => Ok(match host.foreground() {
+            Some(s) => json!({"sessionId": s}),
+            None => json!({}),
+        }),
+        "session.setForeground" => set_foreground(host, params),
+        "session.permissions.handlePendingPermissionRequest" => {
+            answer_permission(host, conn, params)
+        }
+        "session.tools.handlePendingToolCall" => answer_tool(host, params),
+        "session.ui.elicitation" => return elicitation(host, conn, id, params),
+        "session.ui.handlePendingElicitation" => answer_elicitation(host, params),
+        "session.ui.handlePendingSampling" => answer_sampling(host, params),
+        "session.commands.execute" => return execute_command(host, conn, id, params),
+        "session.commands.handlePendingCommand" => answer_command(host, params),
+        "session.commands.enqueue" => decode_required::<EnqueueParams>(params)
+            .and_then(|p| host.enqueue_command(&p.session_id, &p.command)),
+        "session.commands.respondToQueuedCommand" => decode_required::<QueuedAnswer>(params)
+            .and_then(|p| {
+                known_session(
+                    host,
+                    "session.commands.respondToQueuedCommand",
+                    &p.session_id,
+                )?;
+                let ok = host.resolve_queued_command(&p.session_id, &p.request_id, &p.result);
+                Ok(json!({"success": ok}))
+            }),
+        "session.canvas.list" => decode_required::<SessionParams>(params).and_then(|p| {
+            known_session(host, "session.canvas.list", &p.session_id)?;
+            Ok(host.canvas_list(&p.session_id))
+        }),
+        "session.canvas.listOpen" => decode_required::<SessionParams>(params).and_then(|p| {
+            known_session(host, "session.canvas.listOpen", &p.session_id)?;
+            Ok(json!({"openCanvases": host.open_canvases_json(&p.session_id)}))
+        }),
+        "session.canvas.open" | "session.canvas.close" | "session.canvas.action.invoke" => {
+            return canvas_request(host, conn, id, method, params)
+        }
+        "session.mcp.apps.setHostContext" => mcp_set_host_context(host, params),
+        "session.mcp.apps.getHostContext" => mcp_get_host_context(host, params),
+        "session.mcp.apps.diagnose" => mcp_diagnose(host, params),
+        "session.shell.exec" => decode_required(params).and_then(|p| shell::exec(host, conn, p)),
+        "session.shell.kill" => decode_required(params).and_then(|p| shell::kill(host, p)),
+        // Called by the Rust SDK after every resume; the scripted agent has no skills.
+        "session.skills.reload" => {
+            let p: SessionParams = match decode_required(params) {
+                Ok(p) => p,
+                Err(e) => return Some(Err(e)),
+            };
+            known_session(host, "session.skills.reload", &p.session_id).map(|()| json!({}))
+        }
+        "runtime.shutdown" => {
+            host.after_response(AfterResponse::Shutdown {
+                reason: "runtime.shutdown requested by a client".into(),
+            });
+            Ok(json!({}))
+        }
+        other => Err(ErrorObject::new(
+            code::METHOD_NOT_FOUND,
+            format!("Unhandled method {other}"),
+        )),
+    };
+    Some(result)
+}
+
+fn connect(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+    let p: ConnectParams = decode(params)?;
+    if let Some(expected) = &host.config().connection_token {
+        if p.token.as_deref() != Some(expected.as_str()) {
+            return Err(ErrorObject::new(-32002, "AUTHENTICATION_FAILED"));
+        }
+        host.set_authenticated(conn);
+    }
+    let task_kinds = match p.supported_task_kinds {
+        Some(k) if k.iter().any(|k| k == "client") => json!(["agent", "shell", "client"]),
+        _ => json!(["agent", "shell"]),
+    };
+    Ok(json!({"ok": true, "protocolVersion": PROTOCOL_VERSION,
+              "version": host.config().version, "taskKinds": task_kinds}))
+}
+
+fn ping(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+    let p: PingParams = decode(params)?;
+    let message = match p.message {
+        Some(m) => format!("pong: {m}"),
+        None => "pong".to_owned(),
+    };
+    Ok(
+        json!({"message": message, "timestamp": host.now().to_rfc3339(),
+              "protocolVersion": PROTOCOL_VERSION}),
+    )
+}
+
+fn attach_result(host: &Host, session: &str) -> Value {
+    let Some(live) = host.session(session) else {
+        return Value::Null;
+    };
+    let mut result = json!({
+        "sessionId": session,
+        "nativeSessionId": session,
+        "startTime": live.start_time.to_rfc3339(),
+        "isRemote": false,
+        "mode": "interactive",
+        "capabilities": host.capabilities(session),
+    });
+    if let Some(root) = &host.config().workspace_root {
+        result["workspacePath"] = json!(format!("{root}/session-state/{session}"));
+    }
+    if let Some(model) = &live.model {
+        result["modelState"] = json!({"modelId": model});
+    }
+    result
+}
+
+fn create(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+    let p: AttachParams = decode(params)?;
+    let session_id = match p.session_id.clone() {
+        Some(s) if !s.is_empty() => s,
+        _ => host.new_id(),
+    };
+    if host.session(&session_id).is_some() {
+        return Err(failed(
+            "session.create",
+            format!("Session already exists: {session_id}"),
+        ));
+    }
+    let mut session = Session::new(session_id.clone(), host.now());
+    session.cwd = p.working_directory.clone();
+    session.model = p.model.clone();
+    host.insert_session(session);
+    // Attach silently: capability/command announcements follow session.start.
+    let attachment = p.attachment(host.config().mcp_apps_enabled);
+    host.attach_silently(&session_id, conn, attachment);
+    let result = attach_result(host, &session_id);
+    let mut data = json!({
+        "sessionId": session_id,
+        "version": 1,
+        "producer": "agentwire",
+        "copilotVersion": host.config().version,
+        "startTime": host.now().to_rfc3339(),
+    });
+    if let Some(model) = &p.model {
+        data["selectedModel"] = json!(model);
+    }
+    if let Some(cwd) = &p.working_directory {
+        data["context"] = json!({"cwd": cwd});
+    }
+    host.after_response(AfterResponse::Emit {
+        session: session_id.clone(),
+        event_type: "session.start",
+        data,
+        ephemeral: false,
+    });
+    host.after_response(AfterResponse::SessionChanged {
+        change: SessionChange::Created,
+        session: session_id.clone(),
+    });
+    if let Some(extension) = p.attachment(false).extension {
+        host.after_response(AfterResponse::ExtensionAccess {
+            session: session_id.clone(),
+            extension,
+        });
+    }
+    warn_if_mcp_apps_refused(host, &session_id, conn, &p);
+    Ok(result)
+}
+
+fn resume(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+    let p: AttachParams = decode(params)?;
+    let Some(session_id) = p.session_id.clone() else {
+        return Err(ErrorObject::new(
+            code::INVALID_PARAMS,
+            "invalid params: missing field `sessionId`",
+        ));
+    };
+    let Some(live) = host.session(&session_id) else {
+        return Err(failed(
+            "session.resume",
+            format!("Failed to load session events: Session not found: {session_id}"),
+        ));
+    };
+    let event_count = live.events().len();
+    let model = live.model.clone();
+    let cwd = live.cwd.clone();
+    let was_active = host.session_busy(&session_id);
+    host.attach(
+        &session_id,
+        conn,
+        p.attachment(host.config().mcp_apps_enabled),
+    );
+    warn_if_mcp_apps_refused(host, &session_id, conn, &p);
+    host.set_last_session(&session_id);
+    let mut result = attach_result(host, &session_id);
+    result["openCanvases"] = host.open_canvases_json(&session_id);
+    if !p.disable_resume {
+        let mut data = json!({
+            "resumeTime": host.now().to_rfc3339(),
+            "eventCount": event_count,
+            "sessionWasActive": was_active,
+            "continuePendingWork": p.continue_pending_work,
+        });
+        if let Some(model) = model {
+            data["selectedModel"] = json!(model);
+        }
+        if let Some(cwd) = cwd {
+            data["context"] = json!({"cwd": cwd});
+        }
+        host.after_response(AfterResponse::Emit {
+            session: session_id.clone(),
+            event_type: "session.resume",
+            data,
+            ephemeral: false,
+        });
+    }
+    if p.continue_pending_work {
+        host.reemit_pending_permissions(&session_id);
+    }
+    Ok(result)
+}
+
+fn known_session(host: &Host, method: &str, session_id: &str) -> Result<(), ErrorObject> {
+    if host.session(session_id).is_some() {
+        Ok(())
+    } else {
+        Err(failed(
+            method,
+            format!("Session not found for sessionId: {session_id}"),
+        ))
+    }
+}
+
+fn send(host: &mut Host, params: Option<&RawValue>) -> Result<String, ErrorObject> {
+    let p: SendParams = decode_required(params)?;
+    known_session(host, "session.send", &p.session_id)?;
+    let message_id = host.new_id();
+    if let Some(session) = host.session_mut(&p.session_id) {
+        if session.summary.is_none() {
+            session.summary = Some(p.prompt.chars().take(200).collect());
+        }
+    }
+    host.set_last_session(&p.session_id);
+    host.queue_agent_input(
+        &p.session_id,
+        AgentInput::Prompt {
+            message_id: message_id.clone(),
+            prompt: p.prompt,
+        },
+    );
+    Ok(message_id)
+}
+
+fn send_and_wait(host: &mut Host, conn: ConnId, id: &OwnedId, params: Option<&RawValue>) -> Reply {
+    let session_id = match decode_required::<SendParams>(params) {
+        Ok(p) => p.session_id,
+        Err(e) => return Some(Err(e)),
+    };
+    let message_id = match send(host, params) {
+        Ok(m) => m,
+        Err(e) => return Some(Err(e)),
+    };
+    turns::wait_for_turn(host, &session_id, conn, id, message_id);
+    None
+}
+
+fn abort(host: &mut Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+    let p: SessionParams = decode_required(params)?;
+    known_session(host, "session.abort", &p.session_id)?;
+    host.queue_agent_input(&p.session_id, AgentInput::Abort);
+    Ok(json!({"success": true}))
+}
+
+fn detach(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+    let p: SessionParams = decode_required(params)?;
+    known_session(host, "session.detach", &p.session_id)?;
+    host.detach_conn(&p.session_id, conn);
+    Ok(json!({"success": true}))
+}
+
+fn delete(host: &mut Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+    let p: SessionParams = decode_required(params)?;
+    known_session(host, "session.delete", &p.session_id)?;
+    host.delete_session(&p.session_id);
+    Ok(json!({"success": true}))
+}
+
+fn metadata(host: &Host, session_id: &str) -> Option<Value> {
+    let s = host.session(session_id)?;
+    let mut m = json!({
+        "sessionId": s.id,
+        "startTime": s.start_time.to_rfc3339(),
+        "modifiedTime": s.modified_time.to_rfc3339(),
+        "isRemote": false,
+        "isDetached": s.attached.is_empty(),
+    });
+    if let Some(summary) = &s.summary {
+        m["summary"] = json!(summary);
+        m["name"] = json!(summary);
+    }
+    if let Some(cwd) = &s.cwd {
+        m["context"] = json!({"cwd": cwd});
+    }
+    Some(m)
+}
+
+fn list(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+    let p: ListParams = decode(params)?;
+    let cwd = p.filter.and_then(|f| f.cwd);
+    let sessions: Vec<Value> = host
+        .sessions()
+        .filter(|s| cwd.is_none() || s.cwd == cwd)
+        .filter_map(|s| metadata(host, &s.id))
+        .collect();
+    Ok(json!({"sessions": sessions}))
+}
+
+fn get_metadata(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+    let p: SessionParams = decode_required(params)?;
+    Ok(match metadata(host, &p.session_id) {
+        Some(m) => json!({"session": m}),
+        None => json!({}),
+    })
+}
+
+fn get_messages(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+    let p: SessionParams = decode_required(params)?;
+    known_session(host, "session.getMessages", &p.session_id)?;
+    let events = host.session(&p.session_id).map_or(&[][..], |s| s.events());
+    let mut text =
+        String::with_capacity(events.iter().map(|e| e.json.len() + 1).sum::<usize>() + 16);
+    text.push_str("{\"events\":[");
+    for (i, e) in events.iter().enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        text.push_str(e.raw().get());
+    }
+    text.push_str("]}");
+    serde_json::from_str(&text).map_err(|e| failed("session.getMessages", e))
+}
+
+fn set_foreground(host: &mut Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+    let p: SessionParams = decode_required(params)?;
+    if host.session(&p.session_id).is_none() {
+        return Ok(json!({"success": false,
+                         "error": format!("Session not found: {}", p.session_id)}));
+    }
+    if host.foreground() != Some(p.session_id.as_str()) {
+        if let Some(old) = host.replace_foreground(&p.session_id) {
+            turns::lifecycle(host, "session.background", &old);
+        }
+        turns::lifecycle(host, "session.foreground", &p.session_id);
+    }
+    Ok(json!({"success": true}))
+}
+
+fn answer_permission(
+    host: &mut Host,
+    conn: ConnId,
+    params: Option<&RawValue>,
+) -> Result<Value, ErrorObject> {
+    let p: PermissionAnswer = decode_required(params)?;
+    known_session(
+        host,
+        "session.permissions.handlePendingPermissionRequest",
+        &p.session_id,
+    )?;
+    let ok = host.may_answer_permission(&p.session_id, &p.request_id, conn)
+        && host.resolve_permission(&p.session_id, &p.request_id, &p.result);
+    Ok(json!({"success": ok}))
+}
+
+fn answer_tool(host: &mut Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+    let p: ToolAnswer = decode_required(params)?;
+    known_session(host, "session.tools.handlePendingToolCall", &p.session_id)?;
+    let ok = host.resolve_tool_call(
+        &p.session_id,
+        &p.request_id,
+        p.result.as_ref(),
+        p.error.as_ref(),
+    );
+    Ok(json!({"success": ok}))
+}
+
+fn elicitation(host: &mut Host, conn: ConnId, id: &OwnedId, params: Option<&RawValue>) -> Reply {
+    let request: Value = match decode_required(params) {
+        Ok(v) => v,
+        Err(e) => return Some(Err(e)),
+    };
+    let Some(session) = request
+        .get("sessionId")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
+        return Some(Err(ErrorObject::new(
+            code::INVALID_PARAMS,
+            "invalid params: missing field `sessionId`",
+        )));
+    };
+    let answer_to = AnswerTo::Caller(conn, id.clone());
+    match host.start_elicitation(&session, answer_to, &request) {
+        Ok(()) => None,
+        Err(e) => Some(Err(e)),
+    }
+}
+
+fn answer_elicitation(host: &mut Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+    let p: ElicitationAnswer = decode_required(params)?;
+    known_session(host, "session.ui.handlePendingElicitation", &p.session_id)?;
+    let ok = host.resolve_elicitation(&p.session_id, &p.request_id, &p.result);
+    Ok(json!({"success": ok}))
+}
+
+fn execute_command(
+    host: &mut Host,
+    conn: ConnId,
+    id: &OwnedId,
+    params: Option<&RawValue>,
+) -> Reply {
+    let p: ExecuteCommand = match decode_required(params) {
+        Ok(p) => p,
+        Err(e) => return Some(Err(e)),
+    };
+    let answer_to = AnswerTo::Caller(conn, id.clone());
+    match host.start_command(&p.session_id, answer_to, &p.command_name, &p.args) {
+        Ok(()) => None,
+        Err(e) => Some(Err(e)),
+    }
+}
+
+fn answer_command(host: &mut Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+    let p: CommandAnswer = decode_required(params)?;
+    known_session(host, "session.commands.handlePendingCommand", &p.session_id)?;
+    let ok = host.resolve_command(&p.session_id, &p.request_id, p.error.as_deref());
+    Ok(json!({"success": ok}))
+}
+
+/// `session.canvas.open` / `close` / `action.invoke`: answered when the canvas's provider
+/// answers its `canvas.*` request.
+fn canvas_request(
+    host: &mut Host,
+    conn: ConnId,
+    id: &OwnedId,
+    method: &str,
+    params: Option<&RawValue>,
+) -> Reply {
+    use crate::host::{ActionParams, CloseParams, OpenParams};
+    let method: &'static str = match method {
+        "session.canvas.open" => "session.canvas.open",
+        "session.canvas.close" => "session.canvas.close",
+        _ => "session.canvas.action.invoke",
+    };
+    let reply = CanvasReply::Caller(conn, id.clone(), method);
+    match method {
+        "session.canvas.open" => {
+            let p: OpenParams = match decode_required(params) {
+                Ok(p) => p,
+                Err(e) => return Some(Err(e)),
+            };
+            if let Err(e) = known_session(host, method, &p.session_id) {
+                return Some(Err(e));
+            }
+            host.open_canvas(
+                &p.session_id,
+                p.extension_id.as_deref(),
+                &p.canvas_id,
+                &p.instance_id,
+                p.input,
+                reply,
+            );
+        }
+        "session.canvas.close" => {
+            let p: CloseParams = match decode_required(params) {
+                Ok(p) => p,
+                Err(e) => return Some(Err(e)),
+            };
+            if let Err(e) = known_session(host, method, &p.session_id) {
+                return Some(Err(e));
+            }
+            host.close_canvas(&p.session_id, &p.instance_id, reply);
+        }
+        _ => {
+            let p: ActionParams = match decode_required(params) {
+                Ok(p) => p,
+                Err(e) => return Some(Err(e)),
+            };
+            if let Err(e) = known_session(host, method, &p.session_id) {
+                return Some(Err(e));
+            }
+            host.invoke_canvas_action(
+                &p.session_id,
+                &p.instance_id,
+                &p.action_name,
+                p.input,
+                reply,
+            );
+        }
+    }
+    None
+}
+
+fn answer_sampling(host: &mut Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+    let p: SamplingAnswer = decode_required(params)?;
+    known_session(host, "session.ui.handlePendingSampling", &p.session_id)?;
+    let ok = host.resolve_sampling(&p.session_id, &p.request_id, p.response);
+    Ok(json!({"success": ok}))
+}
+
+/// `requestMcpApps` without the host's MCP Apps gate: the request is answered without
+/// `ui.mcpApps` and this connection gets a `session.warning` saying why.
+fn warn_if_mcp_apps_refused(host: &mut Host, session: &str, conn: ConnId, p: &AttachParams) {
+    if p.request_mcp_apps && !host.config().mcp_apps_enabled {
+        host.after_response(AfterResponse::EmitTo {
+            session: session.to_owned(),
+            event_type: "session.warning",
+            data: json!({
+                "warningType": "mcp_apps_disabled",
+                "message": "MCP Apps were requested (requestMcpApps) but are not enabled on this server; start it with COPILOT_MCP_APPS=true or --mcp-apps",
+            }),
+            only: conn,
+        });
+    }
+}
+
+fn mcp_set_host_context(host: &mut Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+    let p: Value = decode_required(params)?;
+    let session = session_id_of(&p)?;
+    known_session(host, "session.mcp.apps.setHostContext", &session)?;
+    if let Some(state) = host.session_state::<SessionState>(&session) {
+        state.mcp_host_context = Some(p.get("context").cloned().unwrap_or(json!({})));
+    }
+    Ok(Value::Null)
+}
+
+fn mcp_get_host_context(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+    let p: SessionParams = decode_required(params)?;
+    known_session(host, "session.mcp.apps.getHostContext", &p.session_id)?;
+    let context = host
+        .session_state_ref::<SessionState>(&p.session_id)
+        .and_then(|s| s.mcp_host_context.clone())
+        .unwrap_or(json!({}));
+    Ok(json!({"context": context}))
+}
+
+/// Why MCP Apps do or do not work in this session. The scripted agent has no MCP servers,
+/// so every server reports as not connected.
+fn mcp_diagnose(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+    let p: SessionParams = decode_required(params)?;
+    known_session(host, "session.mcp.apps.diagnose", &p.session_id)?;
+    let has = host
+        .session(&p.session_id)
+        .is_some_and(|s| s.attached.values().any(|a| a.mcp_apps));
+    Ok(json!({
+        "capability": {"sessionHasMcpApps": has,
+                       "featureFlagEnabled": host.config().mcp_apps_enabled,
+                       "advertised": has},
+        "server": {"connected": false, "toolCount": 0, "toolsWithUiMeta": 0,
+                   "sampleToolNames": []},
+    }))
+}
+
+fn session_id_of(p: &Value) -> Result<String, ErrorObject> {
+    p.get("sessionId")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            ErrorObject::new(
+                code::INVALID_PARAMS,
+                "invalid params: missing field `sessionId`",
+            )
+        })
+}

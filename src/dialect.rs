@@ -1,0 +1,81 @@
+//! The crate's dialects and the host built with them.
+//!
+//! [`Host`] is the neutral core (see [`host`](crate::host)); this module registers the two
+//! dialects this crate ships in its dialect table — the Copilot SDK protocol
+//! ([`copilot`](crate::copilot)) and ACP ([`acp`](crate::acp)) — and adds the ways to open a
+//! connection speaking one of them. A new dialect (an MCP client role, cluster peers) is a
+//! new [`Dialect`] variant and a new table entry; the host's fan-out does not change.
+
+use crate::frame::Framing;
+use crate::host::{ConnId, DialectHandler, DialectId, Host, HostConfig};
+use crate::Timestamp;
+
+/// The protocol a connection speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    /// The Copilot SDK protocol v3 (`session.event` notifications, `session.*` methods).
+    CopilotSdk,
+    /// The Agent Client Protocol v1 (`session/update` notifications, `session/*` methods).
+    Acp,
+}
+
+impl Dialect {
+    /// The framing the dialect's clients use: Content-Length for the Copilot SDKs, NDJSON
+    /// for ACP.
+    pub fn default_framing(self) -> Framing {
+        match self {
+            Dialect::CopilotSdk => Framing::ContentLength,
+            Dialect::Acp => Framing::Ndjson,
+        }
+    }
+
+    /// The dialect's entry in [`DIALECTS`].
+    fn id(self) -> DialectId {
+        match self {
+            Dialect::CopilotSdk => crate::copilot::ID,
+            Dialect::Acp => crate::acp::ID,
+        }
+    }
+}
+
+/// The dialect table of every [`Host`] built by [`Host::new`], indexed by [`DialectId`].
+static DIALECTS: [&dyn DialectHandler; 2] = [&crate::copilot::Copilot, &crate::acp::Acp];
+
+impl Host {
+    /// A host with no connections and no sessions, speaking the Copilot SDK protocol and ACP.
+    pub fn new(config: HostConfig) -> Self {
+        Host::with_dialects(config, &DIALECTS)
+    }
+
+    /// Opens a Copilot SDK connection that uses `framing` (Content-Length for the SDKs).
+    /// The same as `open_with(now, Dialect::CopilotSdk, framing)`.
+    pub fn open(&mut self, now: Timestamp, framing: Framing) -> ConnId {
+        self.open_with(now, Dialect::CopilotSdk, framing)
+    }
+
+    /// Opens a connection speaking `dialect` with its usual framing
+    /// ([`Dialect::default_framing`]). The same as
+    /// `open_with(now, dialect, dialect.default_framing())`.
+    pub fn open_dialect(&mut self, now: Timestamp, dialect: Dialect) -> ConnId {
+        self.open_with(now, dialect, dialect.default_framing())
+    }
+
+    /// Opens a connection speaking `dialect` over `framing`: the one way to open a
+    /// connection ([`Host::open`] and [`Host::open_dialect`] are shorthands for it).
+    pub fn open_with(&mut self, now: Timestamp, dialect: Dialect, framing: Framing) -> ConnId {
+        self.open_conn(now, dialect.id(), framing)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_dialect_has_its_own_table_entry() {
+        for dialect in [Dialect::CopilotSdk, Dialect::Acp] {
+            assert!(dialect.id().index() < DIALECTS.len());
+        }
+        assert_ne!(Dialect::CopilotSdk.id(), Dialect::Acp.id());
+    }
+}

@@ -1,0 +1,154 @@
+//! The seam between the neutral host and the dialects that speak to its clients.
+//!
+//! The host owns connections, sessions, fan-out, bridges and timers; it knows no wire
+//! protocol. A dialect (the Copilot SDK protocol, ACP, later an MCP client role or cluster
+//! peers) implements [`DialectHandler`] and is registered in the host's dialect table when the
+//! host is built; every connection speaks one of them ([`DialectId`]). The host calls the
+//! handler for what only a dialect knows (a client's message, how a session event looks on
+//! its wire, its notifications about sessions), and the handler answers through the host's
+//! `pub(crate)` methods — never through its fields.
+//!
+//! Per-connection and per-session state of a dialect is stored by the host as opaque values
+//! (`Box<dyn Any + Send>`) that only the dialect can read: [`Host::conn_state`],
+//! [`Host::session_state`].
+//!
+//! # Fan-out
+//!
+//! A session event is offered to every dialect once: [`DialectHandler::event_body`] encodes
+//! it once for all of that dialect's connections, and the host frames it at most once per
+//! framing and queues it on every receiving connection by reference. A dialect that
+//! translates per connection returns `None` and gets the receiving connections in
+//! [`DialectHandler::deliver_event`] instead. A new dialect therefore never touches the
+//! host's fan-out loop.
+
+use std::any::Any;
+
+use serde_json::Value;
+
+use crate::agent::{BuiltinCall, BuiltinOp};
+use crate::jsonrpc::{self, ErrorObject, OwnedId};
+use crate::session::{ConnId, Event};
+
+use super::{Host, ShellStream};
+
+/// Which entry of the host's dialect table a connection speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct DialectId(pub(crate) u8);
+
+impl DialectId {
+    pub(crate) fn index(self) -> usize {
+        usize::from(self.0)
+    }
+}
+
+/// A change to a session that dialects may announce to their clients (the Copilot SDK
+/// dialect's `session.lifecycle` notifications).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SessionChange {
+    /// A session was created.
+    Created,
+    /// A persisted event was appended.
+    Updated,
+    /// The session was deleted.
+    Deleted,
+}
+
+/// A dialect: how one kind of client talks to the host.
+///
+/// Every method has a no-op default except [`DialectHandler::handle_message`]. Handlers are
+/// stateless (`&'static`): their state lives in the host as per-connection and per-session
+/// values, so a handler may be re-entered (a message it handles emits an event it delivers).
+pub(crate) trait DialectHandler: Sync {
+    /// The state of a new connection of this dialect (read back with [`Host::conn_state`]).
+    fn new_conn_state(&self) -> Box<dyn Any + Send> {
+        Box::new(())
+    }
+
+    /// One JSON-RPC message from a connection of this dialect.
+    fn handle_message(&self, host: &mut Host, conn: ConnId, message: jsonrpc::Message<'_>);
+
+    /// The body every connection of this dialect receives for `event`, built once per event
+    /// (the host frames it and queues it by reference). `None`: the dialect translates per
+    /// connection in [`DialectHandler::deliver_event`].
+    fn event_body(&self, _session: &str, _event: &Event) -> Option<Vec<u8>> {
+        None
+    }
+
+    /// `event` for the connections of this dialect the event's audience admits, when
+    /// [`DialectHandler::event_body`] returned `None`.
+    fn deliver_event(&self, _host: &mut Host, _session: &str, _event: &Event, _conns: &[ConnId]) {}
+
+    /// Called once per emitted event, after it was delivered (whether or not a connection of
+    /// this dialect is attached). `data` is the event's data.
+    fn event_emitted(&self, _host: &mut Host, _session: &str, _event: &Event, _data: &Value) {}
+
+    /// A session was created, updated or deleted.
+    fn session_changed(&self, _host: &mut Host, _change: SessionChange, _session: &str) {}
+
+    /// `conn` (of this dialect) left `session`, before the host resolves what it leaves
+    /// behind.
+    fn conn_detached(&self, _host: &mut Host, _session: &str, _conn: ConnId) {}
+
+    /// `session` is being deleted (still loaded, with its connections attached).
+    fn session_deleting(&self, _host: &mut Host, _session: &str) {}
+
+    /// A timer this dialect started with [`Host::start_dialect_timer`] is due.
+    fn timer_fired(&self, _host: &mut Host, _conn: ConnId, _id: &OwnedId) {}
+
+    /// A permission prompt of `session` is pending (its entry exists): the dialect may ask
+    /// its clients, or decide it without asking.
+    fn permission_requested(&self, _host: &mut Host, _session: &str, _request_id: &str) {}
+
+    /// An attached connection of this dialect that runs the built-in operation `op` on its
+    /// client, if any.
+    fn builtin_executor(&self, _host: &Host, _session: &str, _op: &BuiltinOp) -> Option<ConnId> {
+        None
+    }
+
+    /// Runs an approved built-in tool call on `conn` (returned by
+    /// [`DialectHandler::builtin_executor`]); the host's pending request `request_id` ends
+    /// with [`Host::resolve_tool_call`].
+    fn start_builtin(
+        &self,
+        _host: &mut Host,
+        _conn: ConnId,
+        _session: &str,
+        _request_id: &str,
+        _tool_call_id: &str,
+        _call: BuiltinCall,
+    ) {
+    }
+
+    /// Whether a client of this dialect that answers permission prompts (and is not an
+    /// extension) may grant an extension access to them.
+    fn grants_extension_access(&self) -> bool {
+        false
+    }
+
+    /// The error a client of this dialect gets when a request it made through a bridge
+    /// (`method`, when known) fails with `message`.
+    fn request_failed(&self, _method: Option<&str>, message: &str) -> ErrorObject {
+        ErrorObject::internal(message.to_owned())
+    }
+
+    /// Output of a process `conn` started through the runtime.
+    fn process_output(
+        &self,
+        _host: &mut Host,
+        _conn: ConnId,
+        _process: &super::ProcessInfo,
+        _stream: ShellStream,
+        _data: &[u8],
+    ) {
+    }
+
+    /// A process `conn` started ended.
+    fn process_exit(
+        &self,
+        _host: &mut Host,
+        _conn: ConnId,
+        _process: &super::ProcessInfo,
+        _exit_code: Option<i32>,
+    ) {
+    }
+}

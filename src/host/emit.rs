@@ -1,0 +1,67 @@
+//! Emitting session events: record, persist, fan out, and tell the dialects.
+
+use serde_json::Value;
+
+use super::{ConnId, Host, Output, SessionChange};
+
+/// Emitting.
+impl Host {
+    /// Emits a session event to every attached connection (encoded once per dialect) and
+    /// returns its id. Persisted events are logged and announced as
+    /// [`SessionChange::Updated`].
+    pub(crate) fn emit(
+        &mut self,
+        session_id: &str,
+        event_type: &str,
+        data: &Value,
+        ephemeral: bool,
+    ) -> Option<String> {
+        self.emit_to(session_id, event_type, data, ephemeral, None)
+    }
+
+    /// Like [`Host::emit`], but when `only` is set the event goes to that attached connection
+    /// alone (ownership routing, e.g. `command.execute` to the command's owner).
+    pub(crate) fn emit_to(
+        &mut self,
+        session_id: &str,
+        event_type: &str,
+        data: &Value,
+        ephemeral: bool,
+        only: Option<ConnId>,
+    ) -> Option<String> {
+        let id = self.ids.next_uuid();
+        let now = self.now;
+        // Only this event comes from the sub-agent, not what emitting it triggers.
+        let agent_id = self.event_agent.take();
+        let live = self.sessions.get_mut(session_id)?;
+        let event =
+            live.session
+                .record_from(id, event_type, data, ephemeral, now, agent_id.as_deref());
+        if !ephemeral && self.config.report_persisted_events {
+            self.outputs.push_back(Output::Persist {
+                session: session_id.to_owned(),
+                event: event.json.clone(),
+            });
+        }
+        let droppable = ephemeral && event.is_streaming_delta();
+        self.deliver_event(session_id, &event, droppable, only, agent_id.is_some())?;
+        if !ephemeral {
+            self.session_changed(SessionChange::Updated, session_id);
+        }
+        for handler in self.dialects {
+            handler.event_emitted(self, session_id, &event, data);
+        }
+        if event_type == "session.idle" {
+            // Queued slash commands run between turns.
+            self.offer_queued_command(session_id);
+        }
+        Some(event.id)
+    }
+
+    /// Tells every dialect that `session` was created, updated or deleted.
+    pub(crate) fn session_changed(&mut self, change: SessionChange, session: &str) {
+        for handler in self.dialects {
+            handler.session_changed(self, change, session);
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! Inputs: connections opening, bytes, end of input and deadlines.
+
+use crate::agent::AgentInput;
+use crate::frame::Framing;
+use crate::jsonrpc::{self, ErrorObject};
+use crate::Timestamp;
+
+use super::conn::Conn;
+use super::{ConnId, DialectId, Host, TimerTarget};
+
+/// Inputs.
+impl Host {
+    /// Opens a connection speaking `dialect` over `framing`.
+    pub(crate) fn open_conn(
+        &mut self,
+        now: Timestamp,
+        dialect: DialectId,
+        framing: Framing,
+    ) -> ConnId {
+        self.advance_time(now);
+        let authenticated = self.config.connection_token.is_none();
+        let state = self.dialects[dialect.index()].new_conn_state();
+        self.conns.insert(Conn::new(
+            dialect,
+            state,
+            framing,
+            self.config.frame_limits,
+            self.config.outbox_budget_bytes,
+            authenticated,
+        ))
+    }
+
+    /// Feeds bytes read from `conn`. Unknown or closing connections are ignored.
+    pub fn handle_bytes(&mut self, now: Timestamp, conn: ConnId, bytes: &[u8]) {
+        self.advance_time(now);
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if c.closing {
+            return;
+        }
+        if let Err(e) = c.decoder.push(bytes) {
+            self.fail_connection(conn, -32700, format!("framing error: {e}"));
+            return;
+        }
+        loop {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            if c.closing {
+                return;
+            }
+            match c.decoder.next_frame() {
+                Ok(Some(frame)) => self.handle_frame(conn, &frame),
+                Ok(None) => break,
+                Err(e) => {
+                    self.fail_connection(conn, -32700, format!("framing error: {e}"));
+                    return;
+                }
+            }
+            self.run_agents();
+        }
+        self.run_agents();
+    }
+
+    /// The peer is gone (EOF or I/O error): detach it everywhere and forget it. Its pending
+    /// answers are resolved (tool calls it owned fail; permission prompts nobody else can
+    /// answer are denied).
+    pub fn handle_eof(&mut self, now: Timestamp, conn: ConnId) {
+        self.advance_time(now);
+        let Some(mut c) = self.conns.remove(&conn) else {
+            return;
+        };
+        for (_, call) in c.calls.close_all() {
+            self.finish_client_call(call, crate::correlation::Outcome::Closed);
+        }
+        self.kill_processes_of(conn);
+        for session in c.sessions {
+            self.detach_conn(&session, conn);
+        }
+        self.run_agents();
+    }
+
+    /// Fires every deadline at or before `now`.
+    pub fn handle_timeout(&mut self, now: Timestamp) {
+        self.advance_time(now);
+        while let Some(entry) = self.timers.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let (key, target) = entry.remove_entry();
+            match target {
+                TimerTarget::Agent(session) => {
+                    if let Some(live) = self.sessions.get_mut(&session) {
+                        if live.timer == Some(key) {
+                            live.timer = None;
+                            self.agent_inputs.push_back((session, AgentInput::Timer));
+                        }
+                    }
+                }
+                TimerTarget::ClientCall(conn, id) => self.client_call_timed_out(conn, &id),
+                TimerTarget::Dialect(dialect, conn, id) => {
+                    let handler = self.dialects[dialect.index()];
+                    handler.timer_fired(self, conn, &id);
+                }
+            }
+        }
+        self.run_agents();
+    }
+
+    pub(crate) fn advance_time(&mut self, now: Timestamp) {
+        // Time never goes backwards inside the host, whatever the runtime passes.
+        if now > self.now {
+            self.now = now;
+        }
+    }
+
+    // ----- inbound -----
+
+    fn handle_frame(&mut self, conn: ConnId, frame: &[u8]) {
+        match jsonrpc::parse(frame) {
+            jsonrpc::Parsed::Single(Ok(message)) => self.handle_message(conn, message),
+            jsonrpc::Parsed::Single(Err(rejection)) => {
+                let mut body = Vec::new();
+                jsonrpc::write_error(&mut body, rejection.id.as_ref(), &rejection.error);
+                self.send_body(conn, &body);
+            }
+            jsonrpc::Parsed::Batch(_) => {
+                // Batches are off for this dialect (its clients never batch): one -32600.
+                let mut body = Vec::new();
+                let error = ErrorObject::new(
+                    jsonrpc::code::INVALID_REQUEST,
+                    "batch requests are not supported",
+                );
+                jsonrpc::write_error(&mut body, None, &error);
+                self.send_body(conn, &body);
+            }
+        }
+    }
+
+    fn handle_message(&mut self, conn: ConnId, message: jsonrpc::Message<'_>) {
+        let Some(dialect) = self.conns.get(&conn).map(|c| c.dialect) else {
+            return;
+        };
+        let handler = self.dialects[dialect.index()];
+        handler.handle_message(self, conn, message);
+        self.run_after_response();
+    }
+}

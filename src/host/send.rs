@@ -1,0 +1,166 @@
+//! Outbound frames: responses, framed bodies, the outbox budget, closing a connection.
+
+use bytes::{Bytes, BytesMut};
+use serde_json::Value;
+
+use crate::frame::encode_frame;
+use crate::jsonrpc::{self, ErrorObject, OwnedId};
+
+use super::{AfterResponse, ConnId, Host, OutboxOverflow, Output};
+
+/// Sending.
+impl Host {
+    /// Sends the response to request `id` on `conn` (exactly once).
+    pub(crate) fn respond(
+        &mut self,
+        conn: ConnId,
+        id: &OwnedId,
+        result: Result<Value, ErrorObject>,
+    ) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if !c.in_flight.finish(id) {
+            return;
+        }
+        let mut body = Vec::with_capacity(128);
+        match result {
+            Ok(value) => {
+                if let Err(e) = jsonrpc::write_result_value(&mut body, id, &value) {
+                    body.clear();
+                    let error = ErrorObject::internal(format!("result not serialisable: {e}"));
+                    jsonrpc::write_error(&mut body, Some(id), &error);
+                }
+            }
+            Err(error) => jsonrpc::write_error(&mut body, Some(id), &error),
+        }
+        self.send_body(conn, &body);
+    }
+
+    pub(crate) fn run_after_response(&mut self) {
+        let work = std::mem::take(&mut self.after_response);
+        for item in work {
+            match item {
+                AfterResponse::Emit {
+                    session,
+                    event_type,
+                    data,
+                    ephemeral,
+                } => {
+                    self.emit(&session, event_type, &data, ephemeral);
+                }
+                AfterResponse::EmitTo {
+                    session,
+                    event_type,
+                    data,
+                    only,
+                } => {
+                    self.emit_to(&session, event_type, &data, true, Some(only));
+                }
+                AfterResponse::SessionChanged { change, session } => {
+                    self.session_changed(change, &session)
+                }
+                AfterResponse::ExtensionAccess { session, extension } => {
+                    self.request_extension_access(&session, &extension)
+                }
+                AfterResponse::Shutdown { reason } => {
+                    self.outputs.push_back(Output::Shutdown { reason })
+                }
+            }
+        }
+    }
+
+    /// Frames `body` for `conn` and queues it (durable).
+    pub(crate) fn send_body(&mut self, conn: ConnId, body: &[u8]) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let mut buf = BytesMut::with_capacity(body.len() + 32);
+        encode_frame(c.framing, body, &mut buf);
+        self.deliver(conn, buf.freeze(), false);
+    }
+
+    /// Queues an encoded frame on `conn`, closing the connection if it cannot keep up.
+    pub(crate) fn deliver(&mut self, conn: ConnId, frame: Bytes, droppable: bool) {
+        let Some((c, shared)) = self.conns.get_mut_and_frames(&conn) else {
+            return;
+        };
+        if c.closing {
+            return;
+        }
+        match c.outbox.push(frame, droppable, shared) {
+            Ok(became_ready) => {
+                if became_ready && !c.in_ready {
+                    c.in_ready = true;
+                    self.ready.push_back(conn);
+                }
+            }
+            Err(OutboxOverflow::DurableDoesNotFit) => self.fail_slow_consumer(conn),
+        }
+    }
+
+    /// Closes a connection whose outbox cannot take a durable frame: it is told why first.
+    pub(super) fn fail_slow_consumer(&mut self, conn: ConnId) {
+        let budget = self.config.outbox_budget_bytes;
+        self.fail_connection(
+            conn,
+            -32000,
+            format!("connection closed: the client is not reading fast enough (outbox budget of {budget} bytes exceeded); reconnect, resume the session and call session.getMessages to catch up"),
+        );
+    }
+
+    /// Sends a JSON-RPC error object with `id: null` carrying `reason`, then asks the runtime
+    /// to close the connection after flushing it. Used for framing errors and slow consumers.
+    pub(crate) fn fail_connection(&mut self, conn: ConnId, code: i64, reason: String) {
+        let Some((c, shared)) = self.conns.get_mut_and_frames(&conn) else {
+            return;
+        };
+        if c.closing {
+            return;
+        }
+        // A slow consumer's queue is over budget: it is replaced by the reason. After a
+        // framing error, what was already answered is still written, then the reason.
+        if code != -32700 {
+            c.outbox.clear(shared);
+        }
+        let mut body = Vec::new();
+        jsonrpc::write_error(&mut body, None, &ErrorObject::new(code, reason.clone()));
+        let mut buf = BytesMut::with_capacity(body.len() + 32);
+        encode_frame(c.framing, &body, &mut buf);
+        // Bypass the budget: the reason is the last frame this peer gets.
+        c.outbox.push_final(buf.freeze());
+        c.closing = true;
+        if !c.in_ready {
+            c.in_ready = true;
+            self.ready.push_back(conn);
+        }
+        self.outputs.push_back(Output::Close { conn, reason });
+        let calls = c.calls.close_all();
+        let sessions = std::mem::take(&mut c.sessions);
+        for (_, call) in calls {
+            self.finish_client_call(call, crate::correlation::Outcome::Closed);
+        }
+        for session in sessions {
+            self.detach_conn(&session, conn);
+        }
+    }
+
+    /// Sends a lagging connection a `session.warning` (`warningType: "events_dropped"`)
+    /// saying how many streaming events it lost; durable events are never dropped.
+    pub(super) fn report_drops(&mut self, conn: ConnId, session: &str, dropped: u64) {
+        if dropped == 0 {
+            return;
+        }
+        self.emit_to(
+            session,
+            "session.warning",
+            &serde_json::json!({
+                "warningType": "events_dropped",
+                "message": format!("{dropped} streaming events were dropped because this client was not reading fast enough; durable events are complete (session.getMessages)"),
+                "droppedCount": dropped,
+            }),
+            true,
+            Some(conn),
+        );
+    }
+}
