@@ -78,6 +78,7 @@ pub mod frame;
 pub mod host;
 pub mod ids;
 pub mod jsonrpc;
+pub mod model;
 pub mod serve;
 pub mod session;
 pub mod time;
