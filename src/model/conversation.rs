@@ -19,6 +19,7 @@
 use serde_json::Value;
 
 use super::event::ToolCall;
+use crate::Timestamp;
 
 /// One message of the conversation, provider-neutral.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,6 +51,16 @@ pub const INTERRUPTED_TOOL_RESULT: &str = "The tool call was interrupted before 
 /// `2026-12-01T18:48:15.382+00:00`), as the runtime writes `transformedContent`.
 pub fn user_message_content(datetime: &str, prompt: &str) -> String {
     format!("<current_datetime>{datetime}</current_datetime>\n\n{prompt}")
+}
+
+/// `now` in the form the runtime puts between `<current_datetime>` tags:
+/// `2026-12-01T18:48:15.382+00:00` (UTC, milliseconds).
+pub fn current_datetime(now: Timestamp) -> String {
+    let text = now.to_rfc3339();
+    match text.strip_suffix('Z') {
+        Some(base) => format!("{base}+00:00"),
+        None => text,
+    }
 }
 
 /// What the model sees when a tool failed (`code: "failure"`), in the runtime's wording:
@@ -335,6 +346,15 @@ mod tests {
             }
         );
         assert_eq!(msgs[3], ChatMessage::User("T two".into()));
+    }
+
+    #[test]
+    fn datetime_like_the_runtime() {
+        // model-requests.jsonl:1
+        assert_eq!(
+            current_datetime(Timestamp::from_millis(1_796_150_895_382)),
+            "2026-12-01T18:48:15.382+00:00"
+        );
     }
 
     #[test]

@@ -37,6 +37,21 @@ impl ToolCall {
         }
         serde_json::from_str(&self.arguments)
     }
+
+    /// The call as an `assistant.message` `toolRequests[]` entry: `{toolCallId, name,
+    /// arguments, type: "function"}`, `arguments` parsed (the raw text as a string when it is
+    /// not valid JSON).
+    pub fn tool_request_json(&self) -> Value {
+        let arguments = self
+            .parsed_arguments()
+            .unwrap_or_else(|_| Value::String(self.arguments.clone()));
+        serde_json::json!({
+            "toolCallId": self.id,
+            "name": self.name,
+            "arguments": arguments,
+            "type": "function",
+        })
+    }
 }
 
 /// The whole response, accumulated from the stream.
@@ -63,6 +78,46 @@ impl ModelResponse {
     /// Whether the model asked for at least one tool call.
     pub fn has_tool_calls(&self) -> bool {
         !self.tool_calls.is_empty()
+    }
+
+    /// `toolRequests` for the `assistant.message` event ([`ToolCall::tool_request_json`]).
+    pub fn tool_requests_json(&self) -> Value {
+        Value::Array(
+            self.tool_calls
+                .iter()
+                .map(ToolCall::tool_request_json)
+                .collect(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_requests_carry_parsed_arguments() {
+        let r = ModelResponse {
+            tool_calls: vec![
+                ToolCall {
+                    id: "call_1".into(),
+                    name: "get_weather".into(),
+                    arguments: "{\"city\":\"Paris\"}".into(),
+                },
+                ToolCall {
+                    id: "c2".into(),
+                    name: "x".into(),
+                    arguments: "{oops".into(),
+                },
+            ],
+            ..ModelResponse::default()
+        };
+        // wire.jsonl:40
+        assert_eq!(
+            r.tool_requests_json()[0],
+            serde_json::json!({"toolCallId":"call_1","name":"get_weather","arguments":{"city":"Paris"},"type":"function"})
+        );
+        assert_eq!(r.tool_requests_json()[1]["arguments"], "{oops");
     }
 }
 

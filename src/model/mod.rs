@@ -41,6 +41,7 @@
 pub mod accumulate;
 pub mod anthropic;
 pub mod call;
+pub mod catalog;
 pub mod conversation;
 pub mod error;
 pub mod event;
@@ -55,9 +56,10 @@ pub mod stream;
 pub use accumulate::{ResponseAccumulator, ToolCallAccumulator, ToolCallFragment};
 pub use anthropic::AnthropicStream;
 pub use call::{CallConfig, CallOutput, CallState, CallTiming, ModelCall, TransportErrorKind};
+pub use catalog::{CatalogModel, ProviderCatalog};
 pub use conversation::{
-    messages_from_events, tool_failure_text, user_message_content, ChatMessage, HistoryBuilder,
-    INTERRUPTED_TOOL_RESULT,
+    current_datetime, messages_from_events, tool_failure_text, user_message_content, ChatMessage,
+    HistoryBuilder, INTERRUPTED_TOOL_RESULT,
 };
 pub use error::{ModelError, ModelErrorKind};
 pub use event::{ModelEvent, ModelResponse, ToolCall, Usage};

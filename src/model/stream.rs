@@ -63,6 +63,7 @@ pub struct ResponseDecoder {
     sse: SseDecoder,
     parser: StreamParser,
     failed: Option<ModelError>,
+    events_seen: u64,
 }
 
 impl ResponseDecoder {
@@ -72,6 +73,7 @@ impl ResponseDecoder {
             sse: SseDecoder::new(limits),
             parser: StreamParser::new(dialect, id_prefix),
             failed: None,
+            events_seen: 0,
         }
     }
 
@@ -96,6 +98,7 @@ impl ResponseDecoder {
                     )))
                 }
             };
+            self.events_seen += 1;
             if let Err(e) = self.parser.on_sse(&event, out) {
                 return Err(self.fail(e));
             }
@@ -115,6 +118,7 @@ impl ResponseDecoder {
         }
         match self.sse.finish() {
             Ok(Some(event)) => {
+                self.events_seen += 1;
                 // A last event without its blank line: accepted if it parses, otherwise the
                 // stream was cut in the middle of it.
                 let mut tail = Vec::new();
@@ -137,6 +141,11 @@ impl ResponseDecoder {
         }
         let result = self.parser.on_end(out);
         result.map_err(|e| self.fail(e))
+    }
+
+    /// Server-sent events decoded so far (comments and empty events excluded).
+    pub fn events_seen(&self) -> u64 {
+        self.events_seen
     }
 
     /// Whether the response is complete.

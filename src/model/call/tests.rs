@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::faults::retry_after;
 use super::*;
 use crate::model::http::{HttpHeader, HttpMethod};
 
@@ -414,4 +415,21 @@ fn an_empty_success_body_is_a_cut() {
     call.handle_response(t(1), 200, &sse());
     call.handle_end(t(2));
     assert_eq!(failed(&drain(&mut call)).kind, ModelErrorKind::StreamCut);
+}
+
+#[test]
+fn a_body_that_is_not_an_event_stream_says_so() {
+    let mut call = start(CallConfig::default());
+    call.handle_response(t(1), 200, &[("content-type".into(), "text/html".into())]);
+    call.handle_body(t(2), b"<html><body>Login required</body></html>");
+    call.handle_end(t(3));
+    let outs = drain(&mut call);
+    let e = failed(&outs);
+    assert_eq!(e.kind, ModelErrorKind::MalformedStream);
+    assert!(
+        e.message.contains(
+            "not an event stream (content-type \"text/html\"): <html><body>Login required"
+        ),
+        "{e}"
+    );
 }
