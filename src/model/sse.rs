@@ -86,6 +86,13 @@ pub struct SseDecoder {
     skip_lf: bool,
     /// Whether the start of the stream has been checked for a BOM.
     bom_checked: bool,
+    fields: Fields,
+    error: Option<SseError>,
+}
+
+/// The event being assembled, and the stream's last id and retry.
+#[derive(Debug, Clone, Default)]
+struct Fields {
     /// The data buffer (each `data` value followed by `\n`).
     data: String,
     /// Whether a `data` field was seen for the event being assembled.
@@ -93,7 +100,6 @@ pub struct SseDecoder {
     event_type: String,
     last_id: String,
     retry_ms: Option<u64>,
-    error: Option<SseError>,
 }
 
 impl SseDecoder {
@@ -106,11 +112,7 @@ impl SseDecoder {
             scanned: 0,
             skip_lf: false,
             bom_checked: false,
-            data: String::new(),
-            has_data: false,
-            event_type: String::new(),
-            last_id: String::new(),
-            retry_ms: None,
+            fields: Fields::default(),
             error: None,
         }
     }
@@ -152,10 +154,8 @@ impl SseDecoder {
                     self.start += line_len + 1;
                     self.scanned = 0;
                     self.skip_lf = terminator == b'\r';
-                    let line =
-                        String::from_utf8_lossy(&self.buf[line_start..line_start + line_len])
-                            .into_owned();
-                    if let Some(event) = self.process_line(&line) {
+                    let line = utf8_lossy(&self.buf[line_start..line_start + line_len]);
+                    if let Some(event) = self.fields.process_line(&line) {
                         return Ok(Some(event));
                     }
                 }
@@ -188,21 +188,21 @@ impl SseDecoder {
         let mut dispatched = None;
         if self.start < self.buf.len() {
             self.check_size(self.buf.len() - self.start)?;
-            let line = String::from_utf8_lossy(&self.buf[self.start..]).into_owned();
+            let line = utf8_lossy(&self.buf[self.start..]);
+            dispatched = self.fields.process_line(&line);
             self.buf.clear();
             self.start = 0;
             self.scanned = 0;
-            dispatched = self.process_line(&line);
         }
         if dispatched.is_none() {
-            dispatched = self.dispatch();
+            dispatched = self.fields.dispatch();
         }
         Ok(dispatched)
     }
 
     /// The last `retry:` value (milliseconds) the stream sent, if any.
     pub fn retry_ms(&self) -> Option<u64> {
-        self.retry_ms
+        self.fields.retry_ms
     }
 
     /// Bytes buffered and not yet decoded (the current partial line).
@@ -229,19 +229,30 @@ impl SseDecoder {
     }
 
     fn check_size(&mut self, line_len: usize) -> Result<(), SseError> {
-        if self.data.len().saturating_add(line_len) > self.limits.max_event_bytes {
+        if self.fields.data.len().saturating_add(line_len) > self.limits.max_event_bytes {
             let e = SseError::EventTooLarge {
                 limit: self.limits.max_event_bytes,
             };
             self.error = Some(e.clone());
             self.buf = Vec::new();
             self.start = 0;
-            self.data = String::new();
+            self.fields.data = String::new();
             return Err(e);
         }
         Ok(())
     }
+}
 
+/// `bytes` as text: borrowed when valid UTF-8 (the fast, common case), else with replacement
+/// characters.
+fn utf8_lossy(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => std::borrow::Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
+
+impl Fields {
     fn process_line(&mut self, line: &str) -> Option<SseEvent> {
         if line.is_empty() {
             return self.dispatch();
