@@ -183,7 +183,8 @@ fn per_op(f: &mut Fixture, op: fn(&mut Fixture)) -> (f64, f64) {
 
 fn report_medians() {
     let mut f = Fixture::new();
-    let ops: [(&str, fn(&mut Fixture)); 3] = [
+    type Op = (&'static str, fn(&mut Fixture));
+    let ops: [Op; 3] = [
         ("decode_map_chunk", Fixture::decode_map),
         ("model_call_chunk", Fixture::call_chunk),
         ("fanout_delta_1_client", Fixture::fanout),

@@ -39,7 +39,7 @@ impl CatalogModel {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ProviderCatalog {
     /// `provider`: one provider; the model name comes from it or the session's `model`.
-    Single(ProviderConfig),
+    Single(Box<ProviderConfig>),
     /// `providers[]` + `models[]`.
     Named {
         /// The providers.
@@ -65,7 +65,8 @@ impl ProviderCatalog {
             });
         }
         if single {
-            return ProviderConfig::from_json(&params["provider"]).map(|p| Some(Self::Single(p)));
+            return ProviderConfig::from_json(&params["provider"])
+                .map(|p| Some(Self::Single(Box::new(p))));
         }
         if !named {
             return Ok(None);
@@ -128,7 +129,7 @@ impl ProviderCatalog {
     /// Without a model, a catalog selects its first model.
     pub fn select(&self, model: Option<&str>) -> Result<ProviderConfig, ProviderError> {
         let (providers, models) = match self {
-            Self::Single(p) => return Ok(p.clone()),
+            Self::Single(p) => return Ok((**p).clone()),
             Self::Named { providers, models } => (providers, models),
         };
         let entry = match model {
