@@ -103,6 +103,7 @@ pub mod frame;
 pub mod host;
 mod ids;
 pub mod jsonrpc;
+pub mod model;
 pub mod serve;
 mod session;
 mod time;

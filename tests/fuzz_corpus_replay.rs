@@ -6,6 +6,9 @@
 #[path = "../fuzz/src/targets.rs"]
 mod targets;
 
+#[path = "../fuzz/src/model_targets.rs"]
+mod model_targets;
+
 use std::path::{Path, PathBuf};
 
 fn corpus_files(target: &str) -> Vec<PathBuf> {
@@ -55,6 +58,11 @@ fn jsonrpc_parse_corpus() {
 #[test]
 fn host_sequence_corpus() {
     replay("host_sequence", targets::host_sequence);
+}
+
+#[test]
+fn model_stream_corpus() {
+    replay("model_stream", model_targets::model_stream);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,367 @@
+//! The conversation sent to the model, rebuilt from the session's persisted events.
+//!
+//! The history is the session's own event log, so a session resumed after a restart continues
+//! the same conversation. Events are taken as `(type, data)` pairs in log order:
+//!
+//! * `system.message` → the system prompt (the last one wins, unless the caller overrides it);
+//! * `user.message` → a `user` message with `transformedContent` (the runtime's
+//!   `<current_datetime>…</current_datetime>\n\n` + prompt), else `content`;
+//! * `assistant.message` → an `assistant` message; with `toolRequests` it carries the calls
+//!   (`content` null when the text is empty), their arguments re-serialised compactly;
+//! * `tool.execution_complete` → a `tool` message with the result text, or on failure the
+//!   runtime's wording ([`tool_failure_text`]). Results go right after their assistant message,
+//!   in the order of its calls, whatever order they completed in; a call that never completed
+//!   (the turn was aborted) gets [`INTERRUPTED_TOOL_RESULT`], since the APIs require an answer
+//!   for every call.
+//!
+//! Other events are ignored.
+
+use serde_json::Value;
+
+use super::event::ToolCall;
+use crate::Timestamp;
+
+/// One message of the conversation, provider-neutral.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChatMessage {
+    /// The system prompt.
+    System(String),
+    /// A user prompt, as sent (datetime prefix included).
+    User(String),
+    /// An assistant answer and the tool calls it made.
+    Assistant {
+        /// The text, `None` when the answer was only tool calls.
+        content: Option<String>,
+        /// The tool calls, in order.
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The result of one tool call.
+    Tool {
+        /// The call it answers.
+        tool_call_id: String,
+        /// The text the model sees.
+        content: String,
+    },
+}
+
+/// The text sent for a tool call that never completed (the turn ended first).
+pub const INTERRUPTED_TOOL_RESULT: &str = "The tool call was interrupted before it completed.";
+
+/// The user message content for `prompt` sent at `datetime` (ISO 8601, e.g.
+/// `2026-12-01T18:48:15.382+00:00`), as the runtime writes `transformedContent`.
+pub fn user_message_content(datetime: &str, prompt: &str) -> String {
+    format!("<current_datetime>{datetime}</current_datetime>\n\n{prompt}")
+}
+
+/// `now` in the form the runtime puts between `<current_datetime>` tags:
+/// `2026-12-01T18:48:15.382+00:00` (UTC, milliseconds).
+pub fn current_datetime(now: Timestamp) -> String {
+    let text = now.to_rfc3339();
+    match text.strip_suffix('Z') {
+        Some(base) => format!("{base}+00:00"),
+        None => text,
+    }
+}
+
+/// What the model sees when a tool failed (`code: "failure"`), in the runtime's wording:
+/// ``Failed to execute `NAME` tool with arguments: ARGS due to error: Error: MESSAGE``.
+pub fn tool_failure_text(name: &str, arguments_json: &str, message: &str) -> String {
+    format!("Failed to execute `{name}` tool with arguments: {arguments_json} due to error: Error: {message}")
+}
+
+/// Builds the conversation from session events. `system_prompt` overrides the persisted
+/// `system.message` (and is used when there is none); without either, no system message is
+/// sent.
+pub fn messages_from_events<'a, I>(events: I, system_prompt: Option<&str>) -> Vec<ChatMessage>
+where
+    I: IntoIterator<Item = (&'a str, &'a Value)>,
+{
+    let mut builder = HistoryBuilder::default();
+    for (kind, data) in events {
+        builder.push(kind, data);
+    }
+    builder.finish(system_prompt)
+}
+
+/// Incremental form of [`messages_from_events`].
+#[derive(Clone, Debug, Default)]
+pub struct HistoryBuilder {
+    system: Option<String>,
+    messages: Vec<ChatMessage>,
+    /// The calls of the last assistant message whose results are still being collected.
+    open_calls: Vec<ToolCall>,
+    results: Vec<Option<String>>,
+}
+
+impl HistoryBuilder {
+    /// Takes one event into account.
+    pub fn push(&mut self, kind: &str, data: &Value) {
+        match kind {
+            "system.message" => {
+                if let Some(content) = data.get("content").and_then(Value::as_str) {
+                    self.system = Some(content.to_owned());
+                }
+            }
+            "user.message" => {
+                self.close_calls();
+                let content = data
+                    .get("transformedContent")
+                    .and_then(Value::as_str)
+                    .or_else(|| data.get("content").and_then(Value::as_str))
+                    .unwrap_or_default();
+                self.messages.push(ChatMessage::User(content.to_owned()));
+            }
+            "assistant.message" => {
+                self.close_calls();
+                let text = data
+                    .get("content")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let tool_calls: Vec<ToolCall> = data
+                    .get("toolRequests")
+                    .and_then(Value::as_array)
+                    .map(|reqs| reqs.iter().filter_map(tool_request).collect())
+                    .unwrap_or_default();
+                let content = if tool_calls.is_empty() || !text.is_empty() {
+                    Some(text.to_owned())
+                } else {
+                    None
+                };
+                self.results = vec![None; tool_calls.len()];
+                self.open_calls = tool_calls.clone();
+                self.messages.push(ChatMessage::Assistant {
+                    content,
+                    tool_calls,
+                });
+            }
+            "tool.execution_complete" => {
+                let Some(id) = data.get("toolCallId").and_then(Value::as_str) else {
+                    return;
+                };
+                let Some(slot) = self.open_calls.iter().position(|c| c.id == id) else {
+                    return;
+                };
+                if self.results[slot].is_none() {
+                    self.results[slot] = Some(result_text(&self.open_calls[slot], data));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The messages, system prompt first.
+    pub fn finish(mut self, system_prompt: Option<&str>) -> Vec<ChatMessage> {
+        self.close_calls();
+        let system = system_prompt.map(str::to_owned).or(self.system);
+        let mut out = Vec::with_capacity(self.messages.len() + 1);
+        if let Some(system) = system {
+            out.push(ChatMessage::System(system));
+        }
+        out.extend(self.messages);
+        out
+    }
+
+    fn close_calls(&mut self) {
+        let calls = std::mem::take(&mut self.open_calls);
+        let results = std::mem::take(&mut self.results);
+        for (call, result) in calls.into_iter().zip(results) {
+            self.messages.push(ChatMessage::Tool {
+                tool_call_id: call.id,
+                content: result.unwrap_or_else(|| INTERRUPTED_TOOL_RESULT.to_owned()),
+            });
+        }
+    }
+}
+
+fn tool_request(req: &Value) -> Option<ToolCall> {
+    let id = req.get("toolCallId")?.as_str()?;
+    let name = req.get("name").and_then(Value::as_str).unwrap_or_default();
+    let arguments = match req.get("arguments") {
+        None | Some(Value::Null) => "{}".to_owned(),
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+    };
+    Some(ToolCall {
+        id: id.to_owned(),
+        name: name.to_owned(),
+        arguments,
+    })
+}
+
+fn result_text(call: &ToolCall, data: &Value) -> String {
+    if data.get("success").and_then(Value::as_bool) == Some(true) {
+        return match data.get("result") {
+            Some(Value::Object(r)) => r
+                .get("content")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            Some(Value::String(s)) => s.clone(),
+            _ => String::new(),
+        };
+    }
+    let error = data.get("error");
+    let message = error
+        .and_then(|e| e.get("message"))
+        .and_then(Value::as_str)
+        .or_else(|| error.and_then(Value::as_str))
+        .unwrap_or("Tool execution failed");
+    let code = error.and_then(|e| e.get("code")).and_then(Value::as_str);
+    match code {
+        // Denials and other refusals reach the model as their own message.
+        Some(code) if code != "failure" => message.to_owned(),
+        _ => tool_failure_text(&call.name, &call.arguments, message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn build(events: &[(&str, Value)], system: Option<&str>) -> Vec<ChatMessage> {
+        messages_from_events(events.iter().map(|(k, v)| (*k, v)), system)
+    }
+
+    fn assistant_with(calls: &[(&str, &str)]) -> Value {
+        json!({"content": "", "toolRequests": calls.iter().map(|(id, name)| json!({
+            "toolCallId": id, "name": name, "arguments": {"n": id}, "type": "function"
+        })).collect::<Vec<_>>()})
+    }
+
+    #[test]
+    fn results_follow_their_calls_in_call_order() {
+        let events = [
+            ("system.message", json!({"content": "sys"})),
+            ("user.message", json!({"content": "hi"})),
+            (
+                "assistant.message",
+                assistant_with(&[("a", "x"), ("b", "y")]),
+            ),
+            (
+                "tool.execution_complete",
+                json!({"toolCallId": "b", "success": true, "result": {"content": "B"}}),
+            ),
+            (
+                "tool.execution_complete",
+                json!({"toolCallId": "a", "success": true, "result": {"content": "A"}}),
+            ),
+            (
+                "assistant.message",
+                json!({"content": "done", "toolRequests": []}),
+            ),
+        ];
+        let msgs = build(&events, None);
+        assert_eq!(msgs[0], ChatMessage::System("sys".into()));
+        assert_eq!(msgs[1], ChatMessage::User("hi".into()));
+        let ChatMessage::Assistant {
+            content,
+            tool_calls,
+        } = &msgs[2]
+        else {
+            panic!()
+        };
+        assert_eq!(content, &None);
+        assert_eq!(tool_calls[0].arguments, r#"{"n":"a"}"#);
+        assert_eq!(
+            msgs[3],
+            ChatMessage::Tool {
+                tool_call_id: "a".into(),
+                content: "A".into()
+            }
+        );
+        assert_eq!(
+            msgs[4],
+            ChatMessage::Tool {
+                tool_call_id: "b".into(),
+                content: "B".into()
+            }
+        );
+        assert_eq!(
+            msgs[5],
+            ChatMessage::Assistant {
+                content: Some("done".into()),
+                tool_calls: vec![]
+            }
+        );
+        assert_eq!(
+            build(&events, Some("mine"))[0],
+            ChatMessage::System("mine".into())
+        );
+    }
+
+    #[test]
+    fn failures_use_the_runtime_wording_and_denials_their_message() {
+        let events = [
+            ("user.message", json!({"content": "hi"})),
+            (
+                "assistant.message",
+                assistant_with(&[("a", "get_weather"), ("b", "rm")]),
+            ),
+            (
+                "tool.execution_complete",
+                json!({"toolCallId": "a", "success": false,
+                "error": {"message": "Tool execution failed", "code": "failure"}}),
+            ),
+            (
+                "tool.execution_complete",
+                json!({"toolCallId": "b", "success": false,
+                "error": {"message": "The user rejected this tool call. User feedback: not now", "code": "denied"}}),
+            ),
+        ];
+        let msgs = build(&events, None);
+        assert_eq!(
+            msgs[2],
+            ChatMessage::Tool {
+                tool_call_id: "a".into(),
+                content: "Failed to execute `get_weather` tool with arguments: {\"n\":\"a\"} due to error: Error: Tool execution failed".into()
+            }
+        );
+        assert_eq!(
+            msgs[3],
+            ChatMessage::Tool {
+                tool_call_id: "b".into(),
+                content: "The user rejected this tool call. User feedback: not now".into()
+            }
+        );
+    }
+
+    #[test]
+    fn an_interrupted_call_still_gets_an_answer() {
+        let events = [
+            ("user.message", json!({"content": "one"})),
+            ("assistant.message", assistant_with(&[("a", "x")])),
+            ("abort", json!({"reason": "user_initiated"})),
+            (
+                "user.message",
+                json!({"content": "two", "transformedContent": "T two"}),
+            ),
+        ];
+        let msgs = build(&events, None);
+        assert_eq!(
+            msgs[2],
+            ChatMessage::Tool {
+                tool_call_id: "a".into(),
+                content: INTERRUPTED_TOOL_RESULT.into()
+            }
+        );
+        assert_eq!(msgs[3], ChatMessage::User("T two".into()));
+    }
+
+    #[test]
+    fn datetime_like_the_runtime() {
+        // model-requests.jsonl:1
+        assert_eq!(
+            current_datetime(Timestamp::from_millis(1_796_150_895_382)),
+            "2026-12-01T18:48:15.382+00:00"
+        );
+    }
+
+    #[test]
+    fn user_content_format() {
+        assert_eq!(
+            user_message_content("2026-12-01T18:48:15.382+00:00", "What?"),
+            "<current_datetime>2026-12-01T18:48:15.382+00:00</current_datetime>\n\nWhat?"
+        );
+    }
+}

@@ -1,0 +1,477 @@
+//! Building the HTTP requests of a model call, per provider, and reading the model list.
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::conversation::ChatMessage;
+use super::error::{ModelError, ModelErrorKind};
+use super::http::{display_url, HttpHeader, HttpMethod, HttpRequest};
+use super::provider::{ProviderConfig, ProviderKind, Secret, WireApi};
+use super::{anthropic, openai};
+
+/// One function tool offered to the model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolSpec {
+    /// The tool's name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// Its parameters, a JSON Schema object.
+    pub parameters: Value,
+}
+
+/// Sampling parameters sent with every call. The default is what the real runtime sends
+/// (`temperature: 0`, `top_p: 0.95`, both penalties 0); `None` leaves a parameter out.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SamplingParams {
+    /// `temperature`.
+    pub temperature: Option<f64>,
+    /// `top_p`.
+    pub top_p: Option<f64>,
+    /// `frequency_penalty` (OpenAI and Azure only).
+    pub frequency_penalty: Option<f64>,
+    /// `presence_penalty` (OpenAI and Azure only).
+    pub presence_penalty: Option<f64>,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        SamplingParams {
+            temperature: Some(0.0),
+            top_p: Some(0.95),
+            frequency_penalty: Some(0.0),
+            presence_penalty: Some(0.0),
+        }
+    }
+}
+
+/// What to ask the model, provider-neutral.
+#[derive(Clone, Debug)]
+pub struct ChatRequest<'a> {
+    /// The session's `model`, used when the provider names none (`wireModel`, `modelId`).
+    pub session_model: Option<&'a str>,
+    /// The conversation, system prompt first.
+    pub messages: &'a [ChatMessage],
+    /// The tools offered.
+    pub tools: &'a [ToolSpec],
+    /// Sampling parameters.
+    pub sampling: SamplingParams,
+    /// `reasoningEffort`, sent as `reasoning_effort` (OpenAI / Azure).
+    pub reasoning_effort: Option<&'a str>,
+    /// A cap on output tokens; Anthropic requires one (default 8192 when `None` and the
+    /// provider sets no `maxOutputTokens`).
+    pub max_output_tokens: Option<u64>,
+}
+
+impl<'a> ChatRequest<'a> {
+    /// A request with the runtime's default sampling and no limits.
+    pub fn new(
+        session_model: Option<&'a str>,
+        messages: &'a [ChatMessage],
+        tools: &'a [ToolSpec],
+    ) -> Self {
+        ChatRequest {
+            session_model,
+            messages,
+            tools,
+            sampling: SamplingParams::default(),
+            reasoning_effort: None,
+            max_output_tokens: None,
+        }
+    }
+}
+
+/// Which stream format the response of a call is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StreamDialect {
+    /// Chat Completions chunks (OpenAI, Azure and every OpenAI-compatible server).
+    OpenAiChat,
+    /// Anthropic Messages API events.
+    AnthropicMessages,
+}
+
+impl StreamDialect {
+    /// The dialect `provider` answers in.
+    pub fn of(provider: &ProviderConfig) -> Self {
+        match provider.kind {
+            ProviderKind::Anthropic => StreamDialect::AnthropicMessages,
+            ProviderKind::OpenAi | ProviderKind::Azure => StreamDialect::OpenAiChat,
+        }
+    }
+}
+
+/// The streaming completion request for `req` to `provider`. `fetched_token` is the token the
+/// owning client returned from `providerToken.getToken` (`hasBearerTokenProvider`); it takes
+/// precedence over the configured credentials.
+pub fn build_chat_request(
+    provider: &ProviderConfig,
+    req: &ChatRequest<'_>,
+    fetched_token: Option<&Secret>,
+) -> Result<HttpRequest, ModelError> {
+    check_supported(provider)?;
+    let model = provider.wire_model_name(req.session_model).ok_or_else(|| {
+        ModelError::new(
+            ModelErrorKind::Config,
+            "no model to call: set the session's `model` (or the provider's `wireModel` / `modelId`)",
+        )
+    })?;
+    let (url, body) = match provider.kind {
+        ProviderKind::OpenAi => (
+            format!("{}/chat/completions", provider.base_url),
+            openai::request_body(model, req),
+        ),
+        ProviderKind::Azure => {
+            let url = match &provider.azure_api_version {
+                Some(version) => format!(
+                    "{}/openai/deployments/{}/chat/completions?api-version={}",
+                    azure_root(&provider.base_url),
+                    percent_encode_segment(model),
+                    version
+                ),
+                None => format!(
+                    "{}/openai/v1/chat/completions",
+                    azure_root(&provider.base_url)
+                ),
+            };
+            (url, openai::request_body(model, req))
+        }
+        ProviderKind::Anthropic => (
+            anthropic_url(&provider.base_url, "messages"),
+            anthropic::request_body(
+                model,
+                req,
+                req.max_output_tokens.or(provider.max_output_tokens),
+            ),
+        ),
+    };
+    let mut headers = vec![
+        HttpHeader::plain("content-type", "application/json"),
+        HttpHeader::plain("accept", "text/event-stream"),
+    ];
+    auth_headers(provider, fetched_token, &mut headers);
+    Ok(HttpRequest {
+        method: HttpMethod::Post,
+        url,
+        headers,
+        body: Bytes::from(body),
+    })
+}
+
+/// `GET` the provider's model list (`{baseUrl}/models` for OpenAI-compatible servers).
+pub fn build_models_request(
+    provider: &ProviderConfig,
+    fetched_token: Option<&Secret>,
+) -> Result<HttpRequest, ModelError> {
+    check_supported(provider)?;
+    let url = match provider.kind {
+        ProviderKind::OpenAi => format!("{}/models", provider.base_url),
+        ProviderKind::Azure => match &provider.azure_api_version {
+            Some(v) => format!(
+                "{}/openai/models?api-version={v}",
+                azure_root(&provider.base_url)
+            ),
+            None => format!("{}/openai/v1/models", azure_root(&provider.base_url)),
+        },
+        ProviderKind::Anthropic => anthropic_url(&provider.base_url, "models"),
+    };
+    let mut headers = vec![HttpHeader::plain("accept", "application/json")];
+    auth_headers(provider, fetched_token, &mut headers);
+    Ok(HttpRequest {
+        method: HttpMethod::Get,
+        url,
+        headers,
+        body: Bytes::new(),
+    })
+}
+
+/// One entry of a provider's model list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelInfo {
+    /// The id to send as `model`.
+    pub id: String,
+    /// A display name, when the provider gives one.
+    pub name: Option<String>,
+    /// The context window in tokens, when the provider gives one.
+    pub context_window: Option<u64>,
+}
+
+/// Reads a model-list answer: `{"data": [{"id": …}, …]}` (OpenAI, Anthropic, Ollama, vLLM,
+/// llama.cpp), also `{"models": […]}` and a bare array. Entries without an id are skipped.
+pub fn parse_models_response(body: &[u8]) -> Result<Vec<ModelInfo>, ModelError> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        ModelError::new(
+            ModelErrorKind::MalformedStream,
+            format!("the model list is not valid JSON ({e})"),
+        )
+    })?;
+    let list = value
+        .get("data")
+        .or_else(|| value.get("models"))
+        .unwrap_or(&value)
+        .as_array()
+        .ok_or_else(|| {
+            ModelError::new(
+                ModelErrorKind::MalformedStream,
+                "the model list has no `data` array",
+            )
+        })?;
+    let number =
+        |m: &Value, keys: &[&str]| keys.iter().find_map(|k| m.get(*k).and_then(Value::as_u64));
+    Ok(list
+        .iter()
+        .filter_map(|m| {
+            let id = m
+                .get("id")
+                .or_else(|| m.get("model"))
+                .or_else(|| m.get("name"))
+                .and_then(Value::as_str)?;
+            Some(ModelInfo {
+                id: id.to_owned(),
+                name: m
+                    .get("display_name")
+                    .or_else(|| m.get("name"))
+                    .and_then(Value::as_str)
+                    .filter(|n| *n != id)
+                    .map(str::to_owned),
+                context_window: number(m, &["context_window", "context_length", "max_model_len"]),
+            })
+        })
+        .collect())
+}
+
+fn check_supported(provider: &ProviderConfig) -> Result<(), ModelError> {
+    if provider.wire_api == WireApi::Responses && provider.kind != ProviderKind::Anthropic {
+        return Err(ModelError::new(
+            ModelErrorKind::Unsupported,
+            "provider.wireApi \"responses\" (the OpenAI Responses API) is not supported yet; use \"completions\"",
+        )
+        .with_url(display_url(&provider.base_url)));
+    }
+    Ok(())
+}
+
+/// Credentials: a fetched token or `bearerToken` as `Authorization: Bearer`, else `apiKey`
+/// in the provider's header (`Authorization: Bearer` / `api-key` / `x-api-key`); then the
+/// custom headers; Anthropic also gets `anthropic-version`.
+fn auth_headers(
+    provider: &ProviderConfig,
+    fetched_token: Option<&Secret>,
+    out: &mut Vec<HttpHeader>,
+) {
+    let bearer = fetched_token.or(provider.bearer_token.as_ref());
+    match (bearer, &provider.api_key, provider.kind) {
+        (Some(token), _, _) => out.push(HttpHeader::secret(
+            "authorization",
+            format!("Bearer {}", token.expose()),
+        )),
+        (None, Some(key), ProviderKind::OpenAi) => out.push(HttpHeader::secret(
+            "authorization",
+            format!("Bearer {}", key.expose()),
+        )),
+        (None, Some(key), ProviderKind::Azure) => {
+            out.push(HttpHeader::secret("api-key", key.expose()))
+        }
+        (None, Some(key), ProviderKind::Anthropic) => {
+            out.push(HttpHeader::secret("x-api-key", key.expose()))
+        }
+        (None, None, _) => {}
+    }
+    if provider.kind == ProviderKind::Anthropic {
+        out.push(HttpHeader::plain("anthropic-version", "2023-06-01"));
+    }
+    for (name, value) in &provider.headers {
+        out.push(HttpHeader::secret(name.clone(), value.expose()));
+    }
+}
+
+/// Azure's base URL is the resource root; tolerate one that already ends in `/openai` or
+/// `/openai/v1`.
+fn azure_root(base: &str) -> &str {
+    base.strip_suffix("/openai/v1")
+        .or_else(|| base.strip_suffix("/openai"))
+        .unwrap_or(base)
+}
+
+/// `{base}/v1/{path}`, or `{base}/{path}` when the base already ends in `/v1`.
+fn anthropic_url(base: &str, path: &str) -> String {
+    if base.ends_with("/v1") {
+        format!("{base}/{path}")
+    } else {
+        format!("{base}/v1/{path}")
+    }
+}
+
+fn percent_encode_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn provider(v: Value) -> ProviderConfig {
+        ProviderConfig::from_json(&v).unwrap()
+    }
+
+    fn body(r: &HttpRequest) -> Value {
+        serde_json::from_slice(&r.body).unwrap()
+    }
+
+    fn msgs() -> Vec<ChatMessage> {
+        vec![
+            ChatMessage::System("s".into()),
+            ChatMessage::User("u".into()),
+        ]
+    }
+
+    fn tools() -> Vec<ToolSpec> {
+        vec![ToolSpec {
+            name: "get_weather".into(),
+            description: "Get weather for a city".into(),
+            parameters: json!({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}),
+        }]
+    }
+
+    #[test]
+    fn openai_request_like_the_runtime() {
+        let p = provider(
+            json!({"type":"openai","baseUrl":"http://127.0.0.1:18080/v1","apiKey":"sk-fake","headers":{"X-Org":"o"}}),
+        );
+        let (m, t) = (msgs(), tools());
+        let r =
+            build_chat_request(&p, &ChatRequest::new(Some("fake-model"), &m, &t), None).unwrap();
+        assert_eq!(r.method, HttpMethod::Post);
+        assert_eq!(r.url, "http://127.0.0.1:18080/v1/chat/completions");
+        assert_eq!(r.header("authorization"), Some("Bearer sk-fake"));
+        assert_eq!(r.header("x-org"), Some("o"));
+        assert_eq!(r.header("content-type"), Some("application/json"));
+        let b = body(&r);
+        assert_eq!(b["model"], "fake-model");
+        assert_eq!(b["stream"], true);
+        assert_eq!(b["stream_options"], json!({"include_usage": true}));
+        assert_eq!(b["temperature"], 0.0);
+        assert_eq!(b["top_p"], 0.95);
+        assert_eq!(b["tools"][0]["type"], "function");
+        assert_eq!(b["tools"][0]["function"]["name"], "get_weather");
+        assert_eq!(b["messages"][1], json!({"role":"user","content":"u"}));
+        assert!(b.get("tool_choice").is_none() && b.get("max_tokens").is_none());
+        let text = String::from_utf8(r.body.to_vec()).unwrap();
+        assert!(
+            text.starts_with(r#"{"model":"fake-model","messages":"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn bearer_token_wins_and_fetched_token_wins_over_both() {
+        let p = provider(
+            json!({"baseUrl":"http://h/v1","apiKey":"k","bearerToken":"b","wireModel":"w"}),
+        );
+        let m = msgs();
+        let req = ChatRequest::new(Some("s"), &m, &[]);
+        let r = build_chat_request(&p, &req, None).unwrap();
+        assert_eq!(r.header("authorization"), Some("Bearer b"));
+        assert_eq!(body(&r)["model"], "w");
+        assert!(body(&r).get("tools").is_none(), "no empty tools array");
+        let r = build_chat_request(&p, &req, Some(&Secret::new("f"))).unwrap();
+        assert_eq!(r.header("authorization"), Some("Bearer f"));
+    }
+
+    #[test]
+    fn azure_routes() {
+        let m = msgs();
+        let req = ChatRequest::new(Some("gpt-4o"), &m, &[]);
+        let p = provider(
+            json!({"type":"azure","baseUrl":"https://x.openai.azure.com","apiKey":"k","azure":{"apiVersion":"2024-10-21"}}),
+        );
+        let r = build_chat_request(&p, &req, None).unwrap();
+        assert_eq!(r.url, "https://x.openai.azure.com/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21");
+        assert_eq!(r.header("api-key"), Some("k"));
+        assert_eq!(r.header("authorization"), None);
+        let p = provider(
+            json!({"type":"azure","baseUrl":"https://x.openai.azure.com/openai/v1","apiKey":"k"}),
+        );
+        let r = build_chat_request(&p, &req, None).unwrap();
+        assert_eq!(
+            r.url,
+            "https://x.openai.azure.com/openai/v1/chat/completions"
+        );
+        assert_eq!(body(&r)["model"], "gpt-4o");
+        assert_eq!(
+            build_models_request(&p, None).unwrap().url,
+            "https://x.openai.azure.com/openai/v1/models"
+        );
+    }
+
+    #[test]
+    fn anthropic_request() {
+        let m = msgs();
+        let t = tools();
+        let p = provider(
+            json!({"type":"anthropic","baseUrl":"https://api.anthropic.com","apiKey":"sk-ant"}),
+        );
+        let r = build_chat_request(&p, &ChatRequest::new(Some("claude"), &m, &t), None).unwrap();
+        assert_eq!(r.url, "https://api.anthropic.com/v1/messages");
+        assert_eq!(r.header("x-api-key"), Some("sk-ant"));
+        assert_eq!(r.header("anthropic-version"), Some("2023-06-01"));
+        let b = body(&r);
+        assert_eq!(b["system"], "s");
+        assert_eq!(b["max_tokens"], 8192);
+        assert_eq!(b["tools"][0]["input_schema"]["required"][0], "city");
+        let p = provider(json!({"type":"anthropic","baseUrl":"https://proxy/v1"}));
+        assert_eq!(
+            build_models_request(&p, None).unwrap().url,
+            "https://proxy/v1/models"
+        );
+    }
+
+    #[test]
+    fn responses_api_and_missing_model_are_clear_errors() {
+        let m = msgs();
+        let p = provider(json!({"baseUrl":"http://h/v1","wireApi":"responses"}));
+        let e = build_chat_request(&p, &ChatRequest::new(Some("m"), &m, &[]), None).unwrap_err();
+        assert_eq!(e.kind, ModelErrorKind::Unsupported);
+        assert!(e.message.contains("not supported yet"), "{e}");
+        let p = provider(json!({"baseUrl":"http://h/v1"}));
+        let e = build_chat_request(&p, &ChatRequest::new(None, &m, &[]), None).unwrap_err();
+        assert_eq!(e.kind, ModelErrorKind::Config);
+    }
+
+    #[test]
+    fn models_list() {
+        let p = provider(json!({"baseUrl":"http://localhost:11434/v1","apiKey":"k"}));
+        let r = build_models_request(&p, None).unwrap();
+        assert_eq!(
+            (r.method, r.url.as_str()),
+            (HttpMethod::Get, "http://localhost:11434/v1/models")
+        );
+        assert_eq!(r.header("authorization"), Some("Bearer k"));
+        let list = parse_models_response(br#"{"object":"list","data":[{"id":"qwen3","object":"model","owned_by":"library"},{"id":"claude","display_name":"Claude","context_window":200000},{"object":"model"}]}"#).unwrap();
+        assert_eq!(list.len(), 2);
+        assert_eq!(
+            list[0],
+            ModelInfo {
+                id: "qwen3".into(),
+                name: None,
+                context_window: None
+            }
+        );
+        assert_eq!(list[1].name.as_deref(), Some("Claude"));
+        assert_eq!(list[1].context_window, Some(200000));
+        assert_eq!(
+            parse_models_response(br#"{"models":[{"name":"a"}]}"#).unwrap()[0].id,
+            "a"
+        );
+        assert!(parse_models_response(b"<html>").is_err());
+        assert!(parse_models_response(br#"{"data":1}"#).is_err());
+    }
+}
