@@ -396,10 +396,7 @@ fn an_open_whose_provider_disconnects_mid_call_is_answered_with_an_error() {
 
 #[test]
 fn a_stable_provider_id_names_the_extension_and_survives_a_restart() {
-    let config = HostConfig {
-        report_persisted_events: true,
-        ..HostConfig::default()
-    };
+    let config = HostConfig::default().with_report_persisted_events(true);
     let mut w = World::new(config);
     let mut a = w.connect();
     let mut b = w.connect();

@@ -67,10 +67,7 @@ fn handshake_and_bookkeeping_methods() {
 
 #[test]
 fn connection_token_is_enforced() {
-    let config = HostConfig {
-        connection_token: Some("secret".into()),
-        ..HostConfig::default()
-    };
+    let config = HostConfig::default().with_connection_token(Some("secret".into()));
     let mut w = World::new(config);
     let mut p = w.connect();
     let r = w.call(&mut p, &mut [], "ping", json!({"message":"hi"}));
@@ -639,10 +636,7 @@ fn runtime_shutdown_answers_then_asks_the_runtime_to_stop() {
 #[test]
 fn same_seed_and_inputs_replay_identically() {
     let run = || {
-        let mut w = World::new(HostConfig {
-            seed: 42,
-            ..HostConfig::default()
-        });
+        let mut w = World::new(HostConfig::default().with_seed(42));
         let mut p = w.connect();
         create(&mut w, &mut p, "s", json!({"tools": weather_tool()}));
         w.call(
@@ -819,10 +813,7 @@ fn a_command_reaches_only_its_owner() {
 
 #[test]
 fn persisted_events_are_reported_and_a_new_host_restores_the_session() {
-    let config = || HostConfig {
-        report_persisted_events: true,
-        ..HostConfig::default()
-    };
+    let config = || HostConfig::default().with_report_persisted_events(true);
     let mut w = World::new(config());
     let mut p = w.connect();
     create(&mut w, &mut p, "s", json!({"workingDirectory": "/w"}));
@@ -922,10 +913,7 @@ fn shell_exec_is_a_runtime_action_whose_output_reaches_the_caller() {
     );
     assert!(w.host.poll_output().is_none());
 
-    let mut w = World::new(HostConfig {
-        shell_enabled: true,
-        ..HostConfig::default()
-    });
+    let mut w = World::new(HostConfig::default().with_shell_enabled(true));
     let mut p = w.connect();
     let mut other = w.connect();
     create(&mut w, &mut p, "s", json!({"workingDirectory": "/w"}));

@@ -23,10 +23,8 @@ fn mcp_apps_need_the_host_gate_and_their_events_reach_only_mcp_apps_clients() {
     assert_eq!(warning["ephemeral"], true);
 
     // Gate on: the capability is reported and mcp_app.* events reach only MCP Apps clients.
-    let config = HostConfig {
-        mcp_apps_enabled: true,
-        ..HostConfig::with_scenario(Scenario::from_json(scenario).unwrap())
-    };
+    let config = HostConfig::with_scenario(Scenario::from_json(scenario).unwrap())
+        .with_mcp_apps_enabled(true);
     let mut w = World::new(config);
     let mut a = w.connect();
     let mut b = w.connect();
@@ -200,10 +198,7 @@ fn a_stalled_reader_loses_only_streaming_events_then_is_closed_with_a_reason() {
     let steps = [segment; 6].join(",");
     let scenario = Scenario::from_json(&format!(r#"{{"default":[{steps}]}}"#)).unwrap();
     let budget = 16 * 1024;
-    let config = HostConfig {
-        outbox_budget_bytes: budget,
-        ..HostConfig::with_scenario(scenario)
-    };
+    let config = HostConfig::with_scenario(scenario).with_outbox_budget_bytes(budget);
     let mut w = World::new(config);
     let mut fast = w.connect();
     let mut slow = w.connect();
@@ -322,10 +317,7 @@ fn a_stalled_reader_loses_only_streaming_events_then_is_closed_with_a_reason() {
 
 #[test]
 fn mcp_apps_host_context_and_diagnose_follow_the_trace() {
-    let config = HostConfig {
-        mcp_apps_enabled: true,
-        ..HostConfig::default()
-    };
+    let config = HostConfig::default().with_mcp_apps_enabled(true);
     let mut w = World::new(config);
     let mut a = w.connect();
     create(&mut w, &mut a, "s", json!({"requestMcpApps": true}));

@@ -74,10 +74,7 @@ fn changes(rec: &mut Recorder) -> Vec<Value> {
 }
 
 fn server_with_mcp_apps() -> Server {
-    Server::new(HostConfig {
-        mcp_apps_enabled: true,
-        ..HostConfig::default()
-    })
+    Server::new(HostConfig::default().with_mcp_apps_enabled(true))
 }
 
 async fn create_plain(client: &Client) -> (Session, Recorder) {

@@ -140,11 +140,9 @@ fn join_params(client: usize, d: &Decl) -> Value {
 }
 
 fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
-    let config = HostConfig {
-        agent: Arc::new(|_: &str| Box::new(Emitter) as Box<dyn Agent>),
-        mcp_apps_enabled: true,
-        ..HostConfig::default()
-    };
+    let config = HostConfig::default()
+        .with_agent(Arc::new(|_: &str| Box::new(Emitter) as Box<dyn Agent>))
+        .with_mcp_apps_enabled(true);
     let mut w = World::new(config);
     // The driver creates the session and sends prompts; it stays attached, declaring nothing.
     let mut driver = w.connect();

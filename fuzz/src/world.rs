@@ -411,14 +411,14 @@ pub fn expected_responses(body: &[u8]) -> Vec<String> {
 impl World {
     /// A world with no connections.
     pub fn new(config: WorldConfig) -> World {
-        let host = Host::new(HostConfig {
-            seed: config.seed,
-            connection_token: config.token.then(|| TOKEN.to_owned()),
-            frame_limits: config.limits,
-            outbox_budget_bytes: config.budget,
-            report_persisted_events: config.persist,
-            ..HostConfig::with_scenario(scenario())
-        });
+        let host = Host::new(
+            HostConfig::with_scenario(scenario())
+                .with_seed(config.seed)
+                .with_connection_token(config.token.then(|| TOKEN.to_owned()))
+                .with_frame_limits(config.limits)
+                .with_outbox_budget_bytes(config.budget)
+                .with_report_persisted_events(config.persist),
+        );
         World {
             host,
             now: Timestamp::from_millis(T0),

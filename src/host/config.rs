@@ -10,7 +10,21 @@ use crate::frame::FrameLimits;
 pub const DEFAULT_OUTBOX_BUDGET: usize = 8 * 1024 * 1024;
 
 /// Host configuration. Everything that varies between runs comes in here or through inputs.
+///
+/// Start from [`HostConfig::default`] (or [`HostConfig::with_scenario`]) and change what
+/// differs with the `with_*` setters; the fields can be read and assigned too. The struct is
+/// `#[non_exhaustive]`, so new settings (with their defaults) are not a breaking change:
+///
+/// ```
+/// use agentwire::{HostConfig, Scenario};
+///
+/// let config = HostConfig::with_scenario(Scenario::default())
+///     .with_seed(7)
+///     .with_shell_enabled(true);
+/// assert_eq!(config.seed, 7);
+/// ```
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct HostConfig {
     /// Seed for event and request ids (a whole run replays from its inputs and this seed).
     pub seed: u64,
@@ -22,11 +36,12 @@ pub struct HostConfig {
     pub version: String,
     /// Framing limits for every connection.
     pub frame_limits: FrameLimits,
-    /// Byte budget of each connection's outbox (see [`Outbox`] for the overflow policy).
+    /// Byte budget of each connection's outbox (see [`Outbox`](super::Outbox) for the overflow policy).
     pub outbox_budget_bytes: usize,
     /// Directory reported as `<root>/session-state/<id>` in `workspacePath` (none: omitted).
     pub workspace_root: Option<String>,
-    /// Emit [`Output::Persist`] for every persisted event and [`Output::SessionDeleted`] for
+    /// Emit [`Output::Persist`](super::Output::Persist) for every persisted event and
+    /// [`Output::SessionDeleted`](super::Output::SessionDeleted) for
     /// deletions, so a runtime can keep a durable session store. Off by default.
     pub report_persisted_events: bool,
     /// Let clients run shell commands (`session.shell.exec`) through the runtime. Off by
@@ -44,6 +59,65 @@ impl HostConfig {
             agent: scripted_factory(scenario),
             ..HostConfig::default()
         }
+    }
+    /// Sets [`HostConfig::seed`].
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Sets [`HostConfig::connection_token`].
+    pub fn with_connection_token(mut self, token: Option<String>) -> Self {
+        self.connection_token = token;
+        self
+    }
+
+    /// Sets [`HostConfig::agent`].
+    pub fn with_agent(mut self, agent: AgentFactory) -> Self {
+        self.agent = agent;
+        self
+    }
+
+    /// Sets [`HostConfig::version`].
+    pub fn with_version(mut self, version: impl Into<String>) -> Self {
+        self.version = version.into();
+        self
+    }
+
+    /// Sets [`HostConfig::frame_limits`].
+    pub fn with_frame_limits(mut self, limits: FrameLimits) -> Self {
+        self.frame_limits = limits;
+        self
+    }
+
+    /// Sets [`HostConfig::outbox_budget_bytes`].
+    pub fn with_outbox_budget_bytes(mut self, bytes: usize) -> Self {
+        self.outbox_budget_bytes = bytes;
+        self
+    }
+
+    /// Sets [`HostConfig::workspace_root`].
+    pub fn with_workspace_root(mut self, root: Option<String>) -> Self {
+        self.workspace_root = root;
+        self
+    }
+
+    /// Sets [`HostConfig::report_persisted_events`].
+    pub fn with_report_persisted_events(mut self, on: bool) -> Self {
+        self.report_persisted_events = on;
+        self
+    }
+
+    /// Sets [`HostConfig::shell_enabled`].
+    pub fn with_shell_enabled(mut self, on: bool) -> Self {
+        self.shell_enabled = on;
+        self
+    }
+
+    /// Sets [`HostConfig::mcp_apps_enabled`].
+    pub fn with_mcp_apps_enabled(mut self, on: bool) -> Self {
+        self.mcp_apps_enabled = on;
+        self
     }
 }
 
