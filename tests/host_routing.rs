@@ -468,3 +468,75 @@ fn extension_access_is_denied_at_once_when_no_client_can_grant_it() {
         "denied-no-approval-rule-and-could-not-request-from-user"
     );
 }
+
+/// A reader that falls behind and stays behind until after the turn has ended is told how
+/// many streaming events it lost *before* the turn's `session.idle`, with the exact count,
+/// although its queue was never empty when a durable event arrived (issue 16: drops at the
+/// tail of a stream went unreported).
+#[test]
+fn drops_are_reported_before_session_idle_even_when_the_reader_never_caught_up() {
+    // Twenty segments of twenty streamed words with a pause between them: the fast reader
+    // drains each segment before the next; the stalled one accumulates all of them.
+    let words: Vec<String> = (0..20).map(|i| format!("word{i}")).collect();
+    let segment = format!(r#"{{"say":"{}"}},{{"sleep_ms":5}}"#, words.join(" "));
+    let steps = vec![segment; 20].join(",");
+    let scenario = Scenario::from_json(&format!(r#"{{"default":[{steps}]}}"#)).unwrap();
+    let config = HostConfig::with_scenario(scenario).with_outbox_budget_bytes(64 * 1024);
+    let mut w = World::new(config);
+    let mut fast = w.connect();
+    let mut slow = w.connect();
+    create(&mut w, &mut fast, "s", json!({"streaming": true}));
+    w.call(
+        &mut slow,
+        &mut [&mut fast],
+        "session.resume",
+        json!({"sessionId":"s","streaming":true}),
+    );
+    // The slow reader reads nothing during the whole turn, only after it has ended.
+    w.stalled.insert(slow.conn);
+    w.call(
+        &mut fast,
+        &mut [],
+        "session.send",
+        json!({"sessionId":"s","prompt":"go"}),
+    );
+    w.run_timers(&mut [&mut fast]);
+    assert_eq!(fast.types("s").last().unwrap(), "session.idle");
+    w.resume_reading(slow.conn);
+    w.pump(&mut [&mut slow]);
+
+    let events = slow.events("s");
+    let idle = events
+        .iter()
+        .position(|e| e["type"] == "session.idle")
+        .expect("the slow reader gets the turn's end");
+    let reported: u64 = events[..idle]
+        .iter()
+        .filter(|e| e["type"] == "session.warning" && e["data"]["warningType"] == "events_dropped")
+        .map(|e| e["data"]["droppedCount"].as_u64().unwrap())
+        .sum();
+    let streaming = |p: &Peer| {
+        p.types("s")
+            .iter()
+            .filter(|t| t.starts_with("assistant.message_"))
+            .count() as u64
+    };
+    assert!(
+        reported > 0,
+        "the stalled reader lost deltas and was told before session.idle"
+    );
+    assert!(
+        !fast.types("s").contains(&"session.warning".to_owned()),
+        "the fast reader lost nothing"
+    );
+    assert_eq!(
+        streaming(&slow) + reported,
+        streaming(&fast),
+        "the report counts exactly what was lost"
+    );
+    let after: u64 = events[idle..]
+        .iter()
+        .filter(|e| e["type"] == "session.warning")
+        .count() as u64;
+    assert_eq!(after, 0, "nothing is left to report after session.idle");
+}

@@ -29,7 +29,8 @@ pub(super) struct Conn {
     pub sessions: Vec<String>,
     /// The host decided to close it; no more frames are queued.
     pub closing: bool,
-    /// The session whose streaming events this reader lost, to report once it catches up.
+    /// The session whose streaming events this reader lost, to report with its next durable
+    /// event (or when it is caught up, whichever comes first).
     pub drop_session: Option<String>,
     /// Requests the host sent to this peer, awaiting its response.
     pub calls: Box<crate::correlation::PendingRequests<super::client_calls::ClientCall>>,

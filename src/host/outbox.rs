@@ -359,6 +359,20 @@ impl Outbox {
         std::mem::take(&mut self.dropped_unreported)
     }
 
+    /// Drops queued droppable frames, oldest first and counted as drops, until `need` more
+    /// bytes fit the budget (or none is left). Used before a drop report so that the report
+    /// and the durable frame after it fit without dropping anything the report would miss.
+    pub fn make_room(&mut self, need: usize, shared: &mut SharedFrames) {
+        if self.queued_bytes + need > self.budget {
+            self.drop_droppable(need, shared);
+        }
+    }
+
+    /// Droppable frames still queued (what a connection closed now would lose unread).
+    pub fn queued_droppable(&self) -> u64 {
+        self.queue.iter().filter(|q| q.droppable).count() as u64
+    }
+
     /// Discards everything queued (the connection is going away).
     pub fn clear(&mut self, shared: &mut SharedFrames) {
         for q in self.queue.drain(..) {

@@ -124,6 +124,11 @@ impl Host {
         only: Option<ConnId>,
         from_sub_agent: bool,
     ) -> Option<()> {
+        if !droppable {
+            // Every loss is reported before the next durable event a lagging reader gets
+            // (so before its next `session.idle`), not only once it has caught up.
+            self.report_lagging_readers(session_id, event.json.len());
+        }
         // The audience is decided here, at publish time, once per event.
         let audience = Audience::of(&event.event_type).with_sub_agent(from_sub_agent);
         let everyone = audience.is_everyone();
@@ -203,6 +208,37 @@ impl Host {
             self.dialects[index].deliver_event(self, session_id, event, &targets);
         }
         Some(())
+    }
+
+    /// Sends every connection attached to `session_id` that lost streaming events of it a
+    /// drop report now, before a durable event of `event_len` bytes is queued. Room for the
+    /// report and the event is made first (dropping older streaming frames, which the same
+    /// report then counts), so the count is exact: nothing is dropped between the report and
+    /// the event.
+    fn report_lagging_readers(&mut self, session_id: &str, event_len: usize) {
+        // Framing, envelope and the report itself: generous, so neither push drops.
+        const REPORT_ROOM: usize = 1024;
+        let Some(live) = self.sessions.get(session_id) else {
+            return;
+        };
+        let mut lagging: SmallVec<[(ConnId, u64); 2]> = SmallVec::new();
+        for conn in live.session.attached.keys() {
+            let Some((c, shared)) = self.conns.get_mut_and_frames(conn) else {
+                continue;
+            };
+            // Drops are remembered per session when a streaming frame is refused; drops made
+            // to fit a response (no session) are reported in the session at hand.
+            let other_session = c.drop_session.as_deref().is_some_and(|s| s != session_id);
+            if c.closing || other_session || c.outbox.unreported_drops() == 0 {
+                continue;
+            }
+            c.outbox.make_room(event_len + REPORT_ROOM, shared);
+            c.drop_session = None;
+            lagging.push((*conn, c.outbox.take_unreported_drops()));
+        }
+        for (conn, dropped) in lagging {
+            self.report_drops(conn, session_id, dropped);
+        }
     }
 
     /// Moves the frames queued for `conn` into `out`, in emit order, until at least

@@ -120,11 +120,29 @@ impl Host {
         }
         // A slow consumer's queue is over budget: it is replaced by the reason. After a
         // framing error, what was already answered is still written, then the reason.
+        // Streaming events it lost, reported or not yet, are counted in the reason's `data`.
+        let lost = c.outbox.take_unreported_drops()
+            + if code != -32700 {
+                c.outbox.queued_droppable()
+            } else {
+                0
+            };
+        c.drop_session = None;
         if code != -32700 {
             c.outbox.clear(shared);
         }
+        let mut error = ErrorObject::new(code, reason.clone());
+        if lost > 0 {
+            let data = serde_json::json!({
+                "warningType": "events_dropped",
+                "droppedCount": lost,
+            });
+            if let Ok(with_data) = error.clone().with_data_value(&data) {
+                error = with_data;
+            }
+        }
         let mut body = Vec::new();
-        jsonrpc::write_error(&mut body, None, &ErrorObject::new(code, reason.clone()));
+        jsonrpc::write_error(&mut body, None, &error);
         let mut buf = BytesMut::with_capacity(body.len() + 32);
         encode_frame(c.framing, &body, &mut buf);
         // Bypass the budget: the reason is the last frame this peer gets.

@@ -250,6 +250,10 @@ pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
             }
             continue;
         }
+        if find(body, b"\"type\":\"assistant.message_start\"").is_some() {
+            // Streaming too (droppable, counted in `droppedCount`): one per streamed message.
+            stats.starts += 1;
+        }
         if notification.method() != "session.event" {
             continue;
         }

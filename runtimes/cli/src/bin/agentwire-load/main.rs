@@ -10,7 +10,9 @@
 //! lost (each client's received durable events against `session.getMessages`) and streaming
 //! deltas dropped (by design, for clients that read too slowly).
 //!
-//! Exits 1 if a run failed or a client lost a durable event.
+//! Exits 1 if a run failed, a client lost a durable event, or the streaming events the clients
+//! did not receive differ from the `droppedCount`s of the `events_dropped` warnings they got
+//! (a silent drop).
 
 mod client;
 mod report;
@@ -86,6 +88,9 @@ struct RunResult {
     durable_mismatch: usize,
     /// Deltas not received, summed over clients.
     deltas_dropped: u64,
+    /// Streaming events not received (deltas and the message's `assistant.message_start`),
+    /// summed over clients: what the `events_dropped` warnings must add up to.
+    streaming_dropped: u64,
     /// `droppedCount` of the `events_dropped` warnings, summed over clients.
     drops_reported: u64,
 }
@@ -95,6 +100,8 @@ struct RunResult {
 struct ClientStats {
     events: u64,
     deltas: u64,
+    /// `assistant.message_start` events received (streaming, so droppable like the deltas).
+    starts: u64,
     latencies: Vec<u64>,
     drops_reported: u64,
     durable_lost: u64,
@@ -156,6 +163,14 @@ async fn run_all(args: &Args, server: &Path) -> ExitCode {
             match run_one(args, server, rt, k, m).await {
                 Ok(r) => {
                     ok &= r.durable_lost == 0 && r.durable_mismatch == 0;
+                    if r.streaming_dropped != r.drops_reported {
+                        // A silent drop: some client lost streaming events it was not told of.
+                        ok = false;
+                        eprintln!(
+                            "{rt} K={k} M={m}: {} streaming events dropped but {} reported",
+                            r.streaming_dropped, r.drops_reported
+                        );
+                    }
                     println!("{}", row(&r));
                 }
                 Err(e) => {
@@ -283,6 +298,10 @@ async fn run_one(
         durable_lost: stats.iter().map(|s| s.durable_lost).sum(),
         durable_mismatch: stats.iter().filter(|s| s.durable_mismatch).count(),
         deltas_dropped: stats.iter().map(|s| m.saturating_sub(s.deltas)).sum(),
+        streaming_dropped: stats
+            .iter()
+            .map(|s| (m + 1).saturating_sub(s.deltas + s.starts))
+            .sum(),
         drops_reported: stats.iter().map(|s| s.drops_reported).sum(),
     })
 }
