@@ -77,7 +77,7 @@ pub enum CloseReason {
     },
     /// The byte stream broke the framing rules; it cannot be resynchronised.
     Framing(FrameError),
-    /// The application called [`Endpoint::close`].
+    /// The application called [`Endpoint::close`](super::Endpoint::close).
     Local(String),
 }
 
@@ -154,8 +154,8 @@ impl Call {
     }
 }
 
-/// A request from the peer. Answer it exactly once with [`Endpoint::respond`] (or
-/// [`respond_error`](Endpoint::respond_error) / [`respond_raw`](Endpoint::respond_raw)).
+/// A request from the peer. Answer it exactly once with [`Endpoint::respond`](super::Endpoint::respond) (or
+/// [`respond_error`](super::Endpoint::respond_error) / [`respond_raw`](super::Endpoint::respond_raw)).
 ///
 /// Holds the frame bytes and the spans of method and params found while parsing, so reading
 /// them does not parse the frame again.
@@ -220,7 +220,7 @@ impl IncomingNotification {
     }
 }
 
-/// Something the application must know about; drained with [`Endpoint::poll_event`].
+/// Something the application must know about; drained with [`Endpoint::poll_event`](super::Endpoint::poll_event).
 #[derive(Clone, Debug)]
 pub enum EndpointEvent {
     /// The peer sent a request; answer it exactly once.
@@ -228,7 +228,7 @@ pub enum EndpointEvent {
     /// The peer sent a notification (cancellation notifications are reported as
     /// [`CancelRequested`](EndpointEvent::CancelRequested) instead).
     Notification(IncomingNotification),
-    /// The single outcome of one of our requests, with the id [`Endpoint::send_request`]
+    /// The single outcome of one of our requests, with the id [`Endpoint::send_request`](super::Endpoint::send_request)
     /// returned.
     Outcome {
         /// Our request's id.
@@ -237,7 +237,7 @@ pub enum EndpointEvent {
         outcome: Outcome,
     },
     /// The peer asked to cancel its request `id`, which is still in flight. It must still be
-    /// answered once, typically with [`ErrorObject::request_cancelled`].
+    /// answered once, typically with [`ErrorObject::request_cancelled`](crate::jsonrpc::ErrorObject::request_cancelled).
     CancelRequested {
         /// The peer's request id.
         id: OwnedId,
@@ -260,7 +260,7 @@ pub(super) enum UnsentKind {
 }
 
 /// A message that did not fit in the outbox, handed back by [`SendError::Full`]; pass it to
-/// [`Endpoint::retry`] once [`poll_transmit`](Endpoint::poll_transmit) has made room. Nothing
+/// [`Endpoint::retry`](super::Endpoint::retry) once [`poll_transmit`](super::Endpoint::poll_transmit) has made room. Nothing
 /// about it was recorded: a request is not pending, a response has not answered its request.
 #[derive(Clone, Debug)]
 pub struct Unsent {
@@ -293,11 +293,11 @@ impl Unsent {
 pub enum SendError {
     /// The outbox is full ([`EndpointConfig::max_outbox_frames`] /
     /// [`max_outbox_bytes`](EndpointConfig::max_outbox_bytes)). The encoded message is handed
-    /// back for [`Endpoint::retry`].
+    /// back for [`Endpoint::retry`](super::Endpoint::retry).
     Full(Unsent),
     /// The endpoint is closed.
     Closed,
-    /// [`Endpoint::respond`] for a request that is not in flight: never received, or already
+    /// [`Endpoint::respond`](super::Endpoint::respond) for a request that is not in flight: never received, or already
     /// answered. The second answer is not sent.
     NotInFlight(OwnedId),
     /// The params or result could not be serialised.
@@ -361,7 +361,7 @@ pub struct EndpointStats {
     pub unknown_responses: u64,
     /// Cancellation notifications for ids not in flight, ignored.
     pub unknown_cancels: u64,
-    /// Frames handed out by [`Endpoint::poll_transmit`].
+    /// Frames handed out by [`Endpoint::poll_transmit`](super::Endpoint::poll_transmit).
     pub frames_sent: u64,
 }
 

@@ -17,7 +17,7 @@
 //! Guarantees: every request we send ends in exactly one [`EndpointEvent::Outcome`] (result,
 //! error, cancelled, timed out or closed); every request the peer sends is answered at most once
 //! (a second `respond` is refused with [`SendError::NotInFlight`]); invalid input is answered
-//! automatically (`-32700` / `-32600`, batches per [`BatchPolicy`]); peer input never panics; a
+//! automatically (`-32700` / `-32600`, batches per [`BatchPolicy`](crate::jsonrpc::BatchPolicy)); peer input never panics; a
 //! framing error closes the endpoint with a reason.
 //!
 //! # The run loop

@@ -115,7 +115,7 @@ impl ConnTable {
 
     /// Shared frames still queued somewhere (0 once every outbox is empty).
     #[cfg(test)]
-    pub fn shared_frames(&self) -> usize {
+    pub(super) fn shared_frames(&self) -> usize {
         self.shared.len()
     }
 

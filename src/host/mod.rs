@@ -4,7 +4,8 @@
 //! sessions and their event log, the fan-out of events with the audience rules, the pending
 //! request bridges (tools, permissions, elicitation, sampling, commands, canvases), the
 //! capability table and timers. What a client's messages mean and how an event looks on its
-//! wire is decided by the connection's dialect, behind the [`dialect`] seam; the crate's
+//! wire is decided by the connection's dialect, behind the `dialect` seam (a trait the
+//! dialects implement, with per-connection and per-session state kept here); the crate's
 //! dialects live outside this module and are registered when the host is built.
 //!
 //! Inputs are `handle_*` calls, outputs are `poll_*` calls (see the crate docs for the run

@@ -30,7 +30,7 @@ pub enum Output {
         reason: String,
     },
     /// A persisted event to store durably (only when
-    /// [`HostConfig::report_persisted_events`] is set): append `event` (one compact JSON
+    /// [`HostConfig::report_persisted_events`](super::HostConfig::report_persisted_events) is set): append `event` (one compact JSON
     /// object, no newline) as one line to the session's log. Outputs are produced before the
     /// frames carrying the same event can be taken, so a runtime that stores every `Persist`
     /// before writing the frames queued by the same input never shows a client an event it
@@ -42,13 +42,13 @@ pub enum Output {
         event: Bytes,
     },
     /// A session was deleted (`session.delete`): remove its stored state (only when
-    /// [`HostConfig::report_persisted_events`] is set).
+    /// [`HostConfig::report_persisted_events`](super::HostConfig::report_persisted_events) is set).
     SessionDeleted {
         /// The deleted session.
         session: String,
     },
     /// Run `command` with `sh -c` in `cwd` (`session.shell.exec`, only with
-    /// [`HostConfig::shell_enabled`]); report its output with [`Host::handle_shell_output`]
+    /// [`HostConfig::shell_enabled`](super::HostConfig::shell_enabled)); report its output with [`Host::handle_shell_output`]
     /// and its end with [`Host::handle_shell_exit`]; kill it after `timeout_ms`.
     ShellExec {
         /// Id the client uses for this process.
