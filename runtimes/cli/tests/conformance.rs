@@ -14,7 +14,7 @@
 mod binary;
 #[path = "../../tokio/tests/common/mod.rs"]
 mod common;
-#[path = "../../../tests/common/mod.rs"]
+#[path = "../../../tests/sdk_scenarios/mod.rs"]
 mod sdk;
 #[path = "support/agentwire.rs"]
 mod support;
@@ -259,10 +259,7 @@ conformance! {
 // ---------------------------------------------------------------------------------------------
 
 fn config() -> HostConfig {
-    HostConfig {
-        seed: 7,
-        ..HostConfig::default()
-    }
+    HostConfig::default().with_seed(7)
 }
 
 async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
@@ -399,10 +396,7 @@ async fn slow_reader_does_not_stall_others<R: RuntimeUnderTest>() {
             "tcp_wmem max {max} is too large for this test"
         );
     }
-    let server = R::serve_tcp(HostConfig {
-        outbox_budget_bytes: 64 * 1024 * 1024,
-        ..config()
-    });
+    let server = R::serve_tcp(config().with_outbox_budget_bytes(64 * 1024 * 1024));
 
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
@@ -451,10 +445,7 @@ async fn timers_drive_sleep_steps<R: RuntimeUnderTest>() {
     let scenario =
         Scenario::from_json(r#"{"default":[{"sleep_ms":200},{"say":"You said: {prompt}"}]}"#)
             .expect("scenario");
-    let server = R::serve_tcp(HostConfig {
-        seed: 7,
-        ..HostConfig::with_scenario(scenario)
-    });
+    let server = R::serve_tcp(HostConfig::with_scenario(scenario).with_seed(7));
     sdk::bounded(async {
         let client = sdk_client(server.addr).await;
         let created = sdk::create_session(&client, &sdk::new_session_id(), false).await;

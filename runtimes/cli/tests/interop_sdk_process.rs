@@ -14,10 +14,10 @@
 //!
 //! Everything above the byte stream (framing, handshake, sessions, waits, tool and permission
 //! handlers) is the SDK's code. The shared scenarios live in the root crate's
-//! `tests/common/mod.rs`.
+//! `tests/sdk_scenarios/`.
 
-#[path = "../../../tests/common/mod.rs"]
-mod common;
+#[path = "../../../tests/sdk_scenarios/mod.rs"]
+mod sdk_scenarios;
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -113,7 +113,7 @@ async fn spawn_tcp(extra_args: &[&str], env: &[(&str, &str)]) -> (Proc, u16) {
 /// A client over a fresh TCP connection to `port` (what `Transport::External` does), not yet
 /// handshaken.
 async fn tcp_client(port: u16) -> Client {
-    let stream = common::within("tcp connect", TcpStream::connect(("127.0.0.1", port)))
+    let stream = sdk_scenarios::within("tcp connect", TcpStream::connect(("127.0.0.1", port)))
         .await
         .expect("connect to agentwire");
     let (r, w) = tokio::io::split(stream);
@@ -122,7 +122,7 @@ async fn tcp_client(port: u16) -> Client {
 
 async fn tcp_client_connected(port: u16) -> Client {
     let client = tcp_client(port).await;
-    common::within("connect", client.verify_protocol_version())
+    sdk_scenarios::within("connect", client.verify_protocol_version())
         .await
         .expect("connect handshake");
     client
@@ -145,7 +145,7 @@ fn spawn_stdio() -> (Proc, Client) {
 
 /// Waits for the process to exit and asserts it exited 0.
 async fn assert_exits_cleanly(proc: &mut Proc, why: &str) {
-    let status = common::within(why, proc.child.wait())
+    let status = sdk_scenarios::within(why, proc.child.wait())
         .await
         .expect("wait for agentwire");
     assert!(status.success(), "{why}: agentwire exited with {status}");
@@ -157,125 +157,125 @@ async fn assert_exits_cleanly(proc: &mut Proc, why: &str) {
 
 #[tokio::test]
 async fn tcp_handshake() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let (_proc, port) = spawn_tcp(&[], &[]).await;
         let client = tcp_client(port).await;
-        common::scenario_handshake(&client).await;
+        sdk_scenarios::scenario_handshake(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn tcp_plain_turn() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let (_proc, port) = spawn_tcp(&[], &[]).await;
         let client = tcp_client_connected(port).await;
-        common::scenario_plain_turn(&client).await;
+        sdk_scenarios::scenario_plain_turn(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn tcp_tool_turn() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let (_proc, port) = spawn_tcp(&[], &[]).await;
         let client = tcp_client_connected(port).await;
-        common::scenario_tool_turn(&client).await;
+        sdk_scenarios::scenario_tool_turn(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn tcp_streaming_turn() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let (_proc, port) = spawn_tcp(&[], &[]).await;
         let client = tcp_client_connected(port).await;
-        common::scenario_streaming(&client).await;
+        sdk_scenarios::scenario_streaming(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn tcp_list_and_metadata() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let (_proc, port) = spawn_tcp(&[], &[]).await;
         let client = tcp_client_connected(port).await;
-        common::scenario_list_and_metadata(&client).await;
+        sdk_scenarios::scenario_list_and_metadata(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn tcp_resume_from_second_client() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let (_proc, port) = spawn_tcp(&[], &[]).await;
         let a = tcp_client_connected(port).await;
         let b = tcp_client_connected(port).await;
-        common::scenario_resume_shared(&a, &b).await;
+        sdk_scenarios::scenario_resume_shared(&a, &b).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn tcp_detach_and_delete() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let (_proc, port) = spawn_tcp(&[], &[]).await;
         let client = tcp_client_connected(port).await;
-        common::scenario_detach_delete(&client).await;
+        sdk_scenarios::scenario_detach_delete(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn tcp_send_correlation_and_concurrent_sends() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let (_proc, port) = spawn_tcp(&[], &[]).await;
         let client = tcp_client_connected(port).await;
-        common::scenario_send_correlation(&client).await;
-        common::scenario_concurrent_sends(&client).await;
+        sdk_scenarios::scenario_send_correlation(&client).await;
+        sdk_scenarios::scenario_concurrent_sends(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn tcp_permission_denied() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let (_proc, port) = spawn_tcp(&[], &[]).await;
         let client = tcp_client_connected(port).await;
-        common::scenario_permission_denied(&client).await;
+        sdk_scenarios::scenario_permission_denied(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn tcp_tool_on_joined_client() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let (_proc, port) = spawn_tcp(&[], &[]).await;
         let a = tcp_client_connected(port).await;
         let b = tcp_client_connected(port).await;
-        common::scenario_tool_on_joined_client(&a, &b).await;
+        sdk_scenarios::scenario_tool_on_joined_client(&a, &b).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn tcp_elicitation_and_command() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let (_proc, port) = spawn_tcp(&[], &[]).await;
         let client = tcp_client_connected(port).await;
-        common::scenario_elicitation(&client).await;
-        common::scenario_command(&client).await;
+        sdk_scenarios::scenario_elicitation(&client).await;
+        sdk_scenarios::scenario_command(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn tcp_elicitation_via_joined_client() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let (_proc, port) = spawn_tcp(&[], &[]).await;
         let a = tcp_client_connected(port).await;
         let b = tcp_client_connected(port).await;
-        common::scenario_elicitation_via_joined_client(&a, &b).await;
+        sdk_scenarios::scenario_elicitation_via_joined_client(&a, &b).await;
     })
     .await
 }
@@ -283,16 +283,16 @@ async fn tcp_elicitation_via_joined_client() {
 /// `session.abort` mid-turn, with the binary playing a scenario file (`--scenario FILE`).
 #[tokio::test]
 async fn tcp_abort_with_scenario_file() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let path = std::env::temp_dir().join(format!(
             "agentwire-interop-slow-{}.json",
             std::process::id()
         ));
-        std::fs::write(&path, common::SLOW_SCENARIO).expect("write scenario file");
+        std::fs::write(&path, sdk_scenarios::SLOW_SCENARIO).expect("write scenario file");
         let file = path.to_str().expect("utf-8 temp path").to_owned();
         let (_proc, port) = spawn_tcp(&["--scenario", &file], &[]).await;
         let client = tcp_client_connected(port).await;
-        common::scenario_abort(&client).await;
+        sdk_scenarios::scenario_abort(&client).await;
         let _ = std::fs::remove_file(&path);
     })
     .await
@@ -302,10 +302,10 @@ async fn tcp_abort_with_scenario_file() {
 /// answer and exit 0.
 #[tokio::test]
 async fn tcp_runtime_shutdown_exits() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let (mut proc, port) = spawn_tcp(&[], &[]).await;
         let client = tcp_client_connected(port).await;
-        common::within("runtime.shutdown", client.rpc().runtime().shutdown())
+        sdk_scenarios::within("runtime.shutdown", client.rpc().runtime().shutdown())
             .await
             .expect("runtime.shutdown answers before the process exits");
         assert_exits_cleanly(&mut proc, "exit after runtime.shutdown").await;
@@ -319,7 +319,7 @@ async fn tcp_runtime_shutdown_exits() {
 /// surfaces that error instead of falling back to `ping`.
 #[tokio::test]
 async fn tcp_token_required() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let token = "0123456789abcdef0123456789abcdef";
         let mut proc = spawn(
             &["--server", "--port", "0", "--no-auto-update"],
@@ -343,12 +343,12 @@ async fn tcp_token_required() {
         .await
         .expect("port line within 10 s");
         let client = tcp_client(port).await;
-        let err = common::within("connect without token", client.verify_protocol_version())
+        let err = sdk_scenarios::within("connect without token", client.verify_protocol_version())
             .await
             .expect_err("connect without the token must fail");
         assert_eq!(err.rpc_code(), Some(-32002), "AUTHENTICATION_FAILED: {err}");
         // Nothing else is allowed before a successful connect.
-        let err = common::within("ping before connect", client.ping(None))
+        let err = sdk_scenarios::within("ping before connect", client.ping(None))
             .await
             .expect_err("ping before a successful connect must fail");
         assert_eq!(
@@ -366,60 +366,60 @@ async fn tcp_token_required() {
 
 #[tokio::test]
 async fn stdio_handshake() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let (_proc, client) = spawn_stdio();
-        common::scenario_handshake(&client).await;
+        sdk_scenarios::scenario_handshake(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn stdio_plain_turn() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let (_proc, client) = spawn_stdio();
-        common::within("connect", client.verify_protocol_version())
+        sdk_scenarios::within("connect", client.verify_protocol_version())
             .await
             .expect("connect");
-        common::scenario_plain_turn(&client).await;
+        sdk_scenarios::scenario_plain_turn(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn stdio_tool_turn() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let (_proc, client) = spawn_stdio();
-        common::within("connect", client.verify_protocol_version())
+        sdk_scenarios::within("connect", client.verify_protocol_version())
             .await
             .expect("connect");
-        common::scenario_tool_turn(&client).await;
+        sdk_scenarios::scenario_tool_turn(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn stdio_list_metadata_detach_delete() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let (_proc, client) = spawn_stdio();
-        common::within("connect", client.verify_protocol_version())
+        sdk_scenarios::within("connect", client.verify_protocol_version())
             .await
             .expect("connect");
-        common::scenario_list_and_metadata(&client).await;
-        common::scenario_detach_delete(&client).await;
+        sdk_scenarios::scenario_list_and_metadata(&client).await;
+        sdk_scenarios::scenario_detach_delete(&client).await;
     })
     .await
 }
 
 #[tokio::test]
 async fn stdio_elicitation_and_command() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let (_proc, client) = spawn_stdio();
-        common::within("connect", client.verify_protocol_version())
+        sdk_scenarios::within("connect", client.verify_protocol_version())
             .await
             .expect("connect");
-        common::scenario_elicitation(&client).await;
-        common::scenario_command(&client).await;
-        common::scenario_send_correlation(&client).await;
+        sdk_scenarios::scenario_elicitation(&client).await;
+        sdk_scenarios::scenario_command(&client).await;
+        sdk_scenarios::scenario_send_correlation(&client).await;
     })
     .await
 }
@@ -428,18 +428,18 @@ async fn stdio_elicitation_and_command() {
 /// then close stdin and wait for the exit. The server must answer and exit 0.
 #[tokio::test]
 async fn stdio_runtime_shutdown_exits() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let (mut proc, client) = spawn_stdio();
-        common::within("connect", client.verify_protocol_version())
+        sdk_scenarios::within("connect", client.verify_protocol_version())
             .await
             .expect("connect");
-        let id = common::new_session_id();
-        let c = common::create_session(&client, &id, false).await;
-        common::turn(&c.session, "bye").await;
-        common::within("detach", c.session.disconnect())
+        let id = sdk_scenarios::new_session_id();
+        let c = sdk_scenarios::create_session(&client, &id, false).await;
+        sdk_scenarios::turn(&c.session, "bye").await;
+        sdk_scenarios::within("detach", c.session.disconnect())
             .await
             .expect("detach");
-        common::within("runtime.shutdown", client.rpc().runtime().shutdown())
+        sdk_scenarios::within("runtime.shutdown", client.rpc().runtime().shutdown())
             .await
             .expect("runtime.shutdown answers");
         assert_exits_cleanly(&mut proc, "exit after runtime.shutdown").await;
@@ -450,9 +450,9 @@ async fn stdio_runtime_shutdown_exits() {
 /// Closing stdin (end of input) ends a stdio server with exit status 0.
 #[tokio::test]
 async fn stdio_eof_exits() {
-    common::bounded(async {
+    sdk_scenarios::bounded(async {
         let (mut proc, client) = spawn_stdio();
-        common::within("connect", client.verify_protocol_version())
+        sdk_scenarios::within("connect", client.verify_protocol_version())
             .await
             .expect("connect");
         client.force_stop(); // closes the SDK's side of the pipes, like a crashed host app

@@ -5,7 +5,7 @@
 //!
 //! Every test uses its own temporary data directory; nothing touches the real home.
 
-#[path = "../../../tests/common/mod.rs"]
+#[path = "../../../tests/sdk_scenarios/mod.rs"]
 mod sdk;
 
 #[path = "../../tokio/tests/common/mod.rs"]

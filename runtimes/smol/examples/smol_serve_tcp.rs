@@ -19,10 +19,8 @@ fn main() -> std::io::Result<()> {
         None => 0,
     };
     smol::block_on(async {
-        let server = Server::new(HostConfig {
-            seed: 1, // fixed ids: every run replays the same way
-            ..HostConfig::default()
-        });
+        // Fixed ids: every run replays the same way.
+        let server = Server::new(HostConfig::default().with_seed(1));
         let (addr, serving) = server.bind_tcp(("127.0.0.1", port)).await?;
         println!("listening on port {}", addr.port());
         match serving.await {

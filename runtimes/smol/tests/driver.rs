@@ -16,10 +16,7 @@ use serde_json::{json, Value};
 const PROMPT: Duration = Duration::from_secs(10);
 
 fn server() -> Server {
-    Server::new(HostConfig {
-        seed: 7,
-        ..HostConfig::default()
-    })
+    Server::new(HostConfig::default().with_seed(7))
 }
 
 async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {

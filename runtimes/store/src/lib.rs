@@ -85,10 +85,7 @@
 //!
 //! # fn main() -> std::io::Result<()> {
 //! let mut store = Store::open("/var/lib/agentwire", StoreOptions::default())?;
-//! let mut host = Host::new(HostConfig {
-//!     report_persisted_events: true,
-//!     ..HostConfig::default()
-//! });
+//! let mut host = Host::new(HostConfig::default().with_report_persisted_events(true));
 //! let now = Timestamp::from_millis(1_795_983_976_952);
 //! for problem in store.restore(&mut host, now) {
 //!     eprintln!("warning: {problem}");

@@ -292,10 +292,7 @@ fn apply_outputs(host: &mut Host, store: &mut Store) -> usize {
 }
 
 fn reporting() -> HostConfig {
-    HostConfig {
-        report_persisted_events: true,
-        ..HostConfig::default()
-    }
+    HostConfig::default().with_report_persisted_events(true)
 }
 
 #[test]

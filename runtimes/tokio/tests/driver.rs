@@ -12,10 +12,7 @@ use serde_json::json;
 use tokio::io::AsyncWriteExt;
 
 fn server() -> Server {
-    Server::new(HostConfig {
-        seed: 7,
-        ..HostConfig::default()
-    })
+    Server::new(HostConfig::default().with_seed(7))
 }
 
 async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {

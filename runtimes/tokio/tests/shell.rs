@@ -59,10 +59,7 @@ impl Client {
 }
 
 async fn start() -> (Server, Client) {
-    let server = Server::new(HostConfig {
-        shell_enabled: true,
-        ..HostConfig::default()
-    });
+    let server = Server::new(HostConfig::default().with_shell_enabled(true));
     let (ours, theirs) = tokio::io::duplex(64 * 1024);
     let (r, w) = tokio::io::split(theirs);
     server.attach(r, w);

@@ -68,10 +68,7 @@ async fn a_stalled_tcp_reader_is_dropped_with_a_reason_and_recovers_every_durabl
     }
     steps.push(json!({"say": "done"}));
     let scenario = Scenario::from_json(&json!({ "default": steps }).to_string()).unwrap();
-    let server = Server::new(HostConfig {
-        outbox_budget_bytes: BUDGET,
-        ..HostConfig::with_scenario(scenario)
-    });
+    let server = Server::new(HostConfig::with_scenario(scenario).with_outbox_budget_bytes(BUDGET));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
 
