@@ -969,7 +969,7 @@ async fn hosted_product_features_are_not_available_here() {
         let server = server();
         let client = connect(&server).await;
         let id = new_session_id();
-        let _c = create_session(&client, &id, false).await;
+        let c = create_session(&client, &id, false).await;
         for (method, feature) in agentwire::copilot::UNSUPPORTED_METHODS {
             let (code, message) = rpc_error(
                 &client,
@@ -985,6 +985,26 @@ async fn hosted_product_features_are_not_available_here() {
                 "{method}: {message}"
             );
         }
+        // What the runtime answers when there is nothing: no tasks, no direct handler.
+        let session = &c.session;
+        let tasks = within("tasks.list", session.rpc().tasks().list())
+            .await
+            .expect("tasks.list");
+        assert!(tasks.tasks.is_empty());
+        within("tasks.waitForPending", session.rpc().tasks().wait_for_pending())
+            .await
+            .expect("tasks.waitForPending");
+        let unregistered = within(
+            "unregisterDirectAutoModeSwitchHandler",
+            session.rpc().ui().unregister_direct_auto_mode_switch_handler(
+                UIUnregisterDirectAutoModeSwitchHandlerRequest {
+                    handle: "x".into(),
+                },
+            ),
+        )
+        .await
+        .expect("unregisterDirectAutoModeSwitchHandler");
+        assert!(!unregistered.unregistered);
         let err = within("plugins.list", client.rpc().plugins().list())
             .await
             .expect_err("plugins.list");

@@ -104,6 +104,10 @@ pub const METHODS: &[&str] = &[
     "user.settings.set",
     "secrets.addFilterValues",
     "tools.list",
+    "session.tasks.list",
+    "session.tasks.refresh",
+    "session.tasks.waitForPending",
+    "session.ui.unregisterDirectAutoModeSwitchHandler",
 ];
 
 type Reply = Option<Result<Value, ErrorObject>>;

@@ -39,11 +39,8 @@ pub const UNSUPPORTED_METHODS: &[(&str, &str)] = &[
     ("sessions.open", "remote and cloud sessions (sessions.open)"),
     ("session.fleet.start", "fleet mode"),
     ("session.tasks.startAgent", "background tasks"),
-    ("session.tasks.list", "background tasks"),
     ("session.tasks.register", "background tasks"),
     ("session.tasks.update", "background tasks"),
-    ("session.tasks.refresh", "background tasks"),
-    ("session.tasks.waitForPending", "background tasks"),
     ("session.tasks.getProgress", "background tasks"),
     ("session.tasks.getCurrentPromotable", "background tasks"),
     ("session.tasks.promoteToBackground", "background tasks"),
@@ -59,10 +56,6 @@ pub const UNSUPPORTED_METHODS: &[(&str, &str)] = &[
     ("account.logout", "GitHub account login"),
     (
         "session.ui.registerDirectAutoModeSwitchHandler",
-        "in-process handler registration",
-    ),
-    (
-        "session.ui.unregisterDirectAutoModeSwitchHandler",
         "in-process handler registration",
     ),
 ];
