@@ -959,6 +959,19 @@ async fn account_and_settings_for_a_server_without_a_github_account() {
         assert_eq!(info.data["message"], json!("secret is ****** here"));
         let stored = serde_json::to_string(&messages(&client, &id).await).unwrap();
         assert!(!stored.contains("s3cr3t-value"), "the log holds no secret");
+        // A prompt with the secret: masked in its events and in the session's summary.
+        turn(&c.session, "my token is s3cr3t-value").await;
+        let user = c.events.wait_for("user.message").await;
+        assert_eq!(user.data["content"], json!("my token is ******"));
+        let listed = within("session.list", client.list_sessions(None))
+            .await
+            .expect("session.list");
+        let summary = listed
+            .iter()
+            .find(|s| s.session_id == id)
+            .and_then(|s| s.summary.clone())
+            .unwrap_or_default();
+        assert!(!summary.contains("s3cr3t-value"), "summary: {summary}");
     })
     .await
 }

@@ -415,9 +415,10 @@ fn send(host: &mut Host, params: Option<&RawValue>) -> Result<String, ErrorObjec
     let p: SendParams = decode_required(params)?;
     known_session(host, "session.send", &p.session_id)?;
     let message_id = host.new_id();
+    let summary: String = host.mask_text(&p.prompt).chars().take(200).collect();
     if let Some(session) = host.session_mut(&p.session_id) {
         if session.summary.is_none() {
-            session.summary = Some(p.prompt.chars().take(200).collect());
+            session.summary = Some(summary);
         }
     }
     host.set_last_session(&p.session_id);

@@ -207,6 +207,11 @@ impl Host {
         Some(masked)
     }
 
+    /// `text` with the secret filter values masked (session summaries, which are not events).
+    pub(crate) fn mask_text(&self, text: &str) -> String {
+        mask_str(text, &self.secret_filters)
+    }
+
     /// Tells a durable store to replace `session`'s log with the events it has now.
     fn rewrite_store(&mut self, session: &str) {
         let Some(live) = self.sessions.get(session) else {
@@ -268,5 +273,37 @@ fn mask_value(value: &mut serde_json::Value, filters: &[String]) {
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn filters(values: &[&str]) -> Vec<String> {
+        let mut f: Vec<String> = values.iter().map(|v| v.to_string()).collect();
+        f.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        f
+    }
+
+    #[test]
+    fn masks_strings_keys_and_nested_values() {
+        let f = filters(&["tok", "tok-long"]);
+        let mut v = json!({"a": "x tok-long y", "tok": ["tok", 1, {"b": "no"}]});
+        assert!(contains_secret(&v, &f));
+        mask_value(&mut v, &f);
+        assert_eq!(
+            v,
+            json!({"a": "x ****** y", "******": ["******", 1, {"b": "no"}]})
+        );
+        assert!(!contains_secret(&v, &f));
+    }
+
+    #[test]
+    fn nothing_to_mask_leaves_data_alone() {
+        let f = filters(&["secret"]);
+        assert!(!contains_secret(&json!({"a": "public", "n": 3}), &f));
+        assert_eq!(mask_str("public", &f), "public");
     }
 }
