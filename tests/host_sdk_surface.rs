@@ -25,10 +25,7 @@ fn stored(w: &mut World) -> Vec<(String, Option<Value>)> {
 
 #[test]
 fn truncate_and_fork_rewrite_a_durable_store() {
-    let config = || HostConfig {
-        report_persisted_events: true,
-        ..HostConfig::default()
-    };
+    let config = || HostConfig::default().with_report_persisted_events(true);
     let mut w = World::new(config());
     let mut p = w.connect();
     create(&mut w, &mut p, "s", json!({}));

@@ -555,10 +555,7 @@ async fn approve_all_runs_tools_without_permission_events() {
 #[tokio::test]
 async fn yolo_config_approves_every_session() {
     sdk_scenarios::bounded(async {
-        let server = Server::new(HostConfig {
-            approve_all_permissions: true,
-            ..HostConfig::default()
-        });
+        let server = Server::new(HostConfig::default().with_approve_all_permissions(true));
         let client = connect(&server).await;
         let id = new_session_id();
         let mut c = create_session(&client, &id, false).await;
@@ -584,10 +581,7 @@ async fn approve_all_covers_builtin_tool_prompts() {
             r#"{"rules":[{"match":"run","steps":[{"shell":"ls -la","result":"total 0"},{"say":"done"}]}]}"#,
         )
         .expect("scenario");
-        let server = Server::new(HostConfig {
-            approve_all_permissions: true,
-            ..HostConfig::with_scenario(scenario)
-        });
+        let server = Server::new(HostConfig::with_scenario(scenario).with_approve_all_permissions(true));
         let client = connect(&server).await;
         let id = new_session_id();
         let mut c = create_session(&client, &id, false).await;
@@ -608,10 +602,7 @@ async fn approve_all_covers_builtin_tool_prompts() {
 #[tokio::test]
 async fn plan_and_workspace_files() {
     sdk_scenarios::bounded(async {
-        let server = Server::new(HostConfig {
-            workspace_root: Some("/state".into()),
-            ..HostConfig::default()
-        });
+        let server = Server::new(HostConfig::default().with_workspace_root(Some("/state".into())));
         let client = connect(&server).await;
         let id = new_session_id();
         let mut c = create_session(&client, &id, false).await;

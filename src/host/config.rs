@@ -122,6 +122,12 @@ impl HostConfig {
         self.mcp_apps_enabled = on;
         self
     }
+
+    /// Sets [`HostConfig::approve_all_permissions`] (`--yolo`).
+    pub fn with_approve_all_permissions(mut self, on: bool) -> Self {
+        self.approve_all_permissions = on;
+        self
+    }
 }
 
 impl Default for HostConfig {
