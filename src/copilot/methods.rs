@@ -16,7 +16,9 @@ use crate::session::Session;
 use super::params::*;
 use super::{shell, turns, SessionState, PROTOCOL_VERSION};
 
-/// Every method this dialect answers (anything else gets -32601 `Unhandled method <m>`).
+/// Every method this dialect answers (anything else gets -32601 `Unhandled method <m>`,
+/// except the hosted-product features of [`UNSUPPORTED_METHODS`](super::UNSUPPORTED_METHODS),
+/// which get a "not available on this server" error).
 pub const METHODS: &[&str] = &[
     "connect",
     "ping",
@@ -57,6 +59,55 @@ pub const METHODS: &[&str] = &[
     "session.shell.kill",
     "session.skills.reload",
     "runtime.shutdown",
+    // Issue 17 part A (answered in `surface`: `lifecycle`, `session_state`, `account`).
+    "session.destroy",
+    "session.shutdown",
+    "session.suspend",
+    "sessions.save",
+    "sessions.fork",
+    "session.log",
+    "session.eventLog.registerInterest",
+    "session.eventLog.releaseInterest",
+    "session.metadata.isProcessing",
+    "session.usage.getMetrics",
+    "session.history.truncate",
+    "session.name.get",
+    "session.name.set",
+    "session.mode.get",
+    "session.mode.set",
+    "session.model.getCurrent",
+    "session.model.list",
+    "session.model.switchTo",
+    "session.model.setReasoningEffort",
+    "session.plan.read",
+    "session.plan.update",
+    "session.plan.delete",
+    "session.workspaces.getWorkspace",
+    "session.workspaces.listFiles",
+    "session.workspaces.createFile",
+    "session.workspaces.readFile",
+    "session.agent.list",
+    "session.agent.reload",
+    "session.agent.getCurrent",
+    "session.agent.select",
+    "session.agent.deselect",
+    "session.provider.getEndpoint",
+    "session.permissions.setApproveAll",
+    "session.permissions.setMode",
+    "session.permissions.getMode",
+    "session.options.update",
+    "account.getCurrentAuth",
+    "account.getAllUsers",
+    "session.gitHubAuth.getStatus",
+    "user.settings.get",
+    "user.settings.reload",
+    "user.settings.set",
+    "secrets.addFilterValues",
+    "tools.list",
+    "session.tasks.list",
+    "session.tasks.refresh",
+    "session.tasks.waitForPending",
+    "session.ui.unregisterDirectAutoModeSwitchHandler",
 ];
 
 type Reply = Option<Result<Value, ErrorObject>>;
@@ -94,6 +145,9 @@ pub(super) fn dispatch(
     if !authenticated && method != "connect" {
         return Some(Err(ErrorObject::new(-32001, "AUTHENTICATION_REQUIRED")));
     }
+    if let Some(answer) = super::surface::dispatch(host, conn, method, params) {
+        return Some(answer);
+    }
     let result = match method {
         "connect" => connect(host, conn, params),
         "ping" => ping(host, params),
@@ -103,9 +157,7 @@ pub(super) fn dispatch(
         "auth.getStatus" => {
             Ok(json!({"isAuthenticated": true, "authType": "token", "login": "agentwire"}))
         }
-        "models.list" => Ok(json!({"models": [{
-            "id": "scripted", "name": "agentwire scripted agent",
-            "capabilities": {"supports": {}, "limits": {"max_context_window_tokens": 128000}}}]})),
+        "models.list" => Ok(json!({"models": model_list()})),
         "session.create" => create(host, conn, params),
         "session.resume" => resume(host, conn, params),
         "session.send" => send(host, params).map(|m| json!({"messageId": m})),
@@ -184,6 +236,13 @@ pub(super) fn dispatch(
     Some(result)
 }
 
+/// The models this server offers (`models.list`, `session.model.list`).
+pub(super) fn model_list() -> Value {
+    json!([{
+        "id": "scripted", "name": "agentwire scripted agent",
+        "capabilities": {"supports": {}, "limits": {"max_context_window_tokens": 128000}}}])
+}
+
 fn connect(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
     let p: ConnectParams = decode(params)?;
     if let Some(expected) = &host.config().connection_token {
@@ -252,6 +311,7 @@ fn create(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
     // Attach silently: capability/command announcements follow session.start.
     let attachment = p.attachment(host.config().mcp_apps_enabled);
     host.attach_silently(&session_id, conn, attachment);
+    super::session_state::declared(host, &session_id, &p);
     let result = attach_result(host, &session_id);
     let mut data = json!({
         "sessionId": session_id,
@@ -310,6 +370,7 @@ fn resume(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
         p.attachment(host.config().mcp_apps_enabled),
     );
     warn_if_mcp_apps_refused(host, &session_id, conn, &p);
+    super::session_state::declared(host, &session_id, &p);
     host.set_last_session(&session_id);
     let mut result = attach_result(host, &session_id);
     result["openCanvases"] = host.open_canvases_json(&session_id);
@@ -354,9 +415,10 @@ fn send(host: &mut Host, params: Option<&RawValue>) -> Result<String, ErrorObjec
     let p: SendParams = decode_required(params)?;
     known_session(host, "session.send", &p.session_id)?;
     let message_id = host.new_id();
+    let summary: String = host.mask_text(&p.prompt).chars().take(200).collect();
     if let Some(session) = host.session_mut(&p.session_id) {
         if session.summary.is_none() {
-            session.summary = Some(p.prompt.chars().take(200).collect());
+            session.summary = Some(summary);
         }
     }
     host.set_last_session(&p.session_id);

@@ -15,10 +15,15 @@
 //! Everything else — sessions, attachments, fan-out, the bridges behind
 //! `handlePendingToolCall` and friends — is the host's, reached through its calls.
 
+mod account;
+mod lifecycle;
 mod methods;
 mod params;
+mod session_state;
 mod shell;
+mod surface;
 mod turns;
+mod unsupported;
 
 use serde_json::Value;
 
@@ -29,6 +34,7 @@ use crate::jsonrpc::{self, code, ErrorObject, OwnedId};
 use crate::session::Event;
 
 pub use methods::METHODS;
+pub use unsupported::UNSUPPORTED_METHODS;
 
 /// Protocol version of the Copilot SDK dialect.
 pub const PROTOCOL_VERSION: u32 = 3;

@@ -31,6 +31,12 @@ pub(crate) struct AttachParams {
     pub working_directory: Option<String>,
     pub disable_resume: bool,
     pub continue_pending_work: bool,
+    /// `customAgents` (`session.agent.*`).
+    pub custom_agents: Vec<Value>,
+    /// The BYOK `provider` (`session.provider.getEndpoint`).
+    pub provider: Option<Value>,
+    /// `reasoningEffort` (`session.model.getCurrent`).
+    pub reasoning_effort: Option<String>,
 }
 
 impl AttachParams {

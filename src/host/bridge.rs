@@ -227,7 +227,7 @@ impl Host {
             );
             return;
         };
-        if decl.skip_permission {
+        if decl.skip_permission || self.approves_all(session) {
             self.request_external_tool(session, tool_call_id, name, arguments);
             return;
         }

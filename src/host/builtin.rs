@@ -38,7 +38,10 @@ impl Host {
                     "arguments": arguments, "turnId": turn_id}),
             false,
         );
-        let Some(request) = call.permission_request(tool_call_id) else {
+        let request = call
+            .permission_request(tool_call_id)
+            .filter(|_| !self.approves_all(session));
+        let Some(request) = request else {
             self.run_builtin(session, tool_call_id, call);
             return;
         };

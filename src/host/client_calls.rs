@@ -236,11 +236,12 @@ impl Host {
         request_id: String,
         request: Value,
     ) -> Result<(), String> {
+        let interest = self.has_interest(session, "sampling.requested");
         let live = self
             .sessions
             .get_mut(session)
             .ok_or("the session is gone")?;
-        if !live.session.attached.values().any(|a| a.request_sampling) {
+        if !interest && !live.session.attached.values().any(|a| a.request_sampling) {
             return Err("sampling is not available: no attached client answers sampling requests (requestSampling)".into());
         }
         let mcp_request_id = token;

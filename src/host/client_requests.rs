@@ -27,7 +27,9 @@ impl Host {
         let Some(live) = self.sessions.get(session) else {
             return Err(session_not_found("session.ui.elicitation", session));
         };
-        if !live.session.any_elicitation_handler() {
+        if !live.session.any_elicitation_handler()
+            && !self.has_interest(session, "elicitation.requested")
+        {
             return Err(ErrorObject::new(
                 code::INTERNAL_ERROR,
                 "Request session.ui.elicitation failed with message: no attached client handles elicitation (none attached with requestElicitation)",

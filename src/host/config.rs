@@ -50,6 +50,9 @@ pub struct HostConfig {
     /// Honour `requestMcpApps` (the runtime's `COPILOT_MCP_APPS=true` gate). Off by default:
     /// a request is then answered without `ui.mcpApps` and a `session.warning` says why.
     pub mcp_apps_enabled: bool,
+    /// Approve every permission prompt of every session without asking (`--yolo`): no
+    /// `permission.*` events, the tool call runs at once. Off by default.
+    pub approve_all_permissions: bool,
 }
 
 impl HostConfig {
@@ -119,6 +122,12 @@ impl HostConfig {
         self.mcp_apps_enabled = on;
         self
     }
+
+    /// Sets [`HostConfig::approve_all_permissions`] (`--yolo`).
+    pub fn with_approve_all_permissions(mut self, on: bool) -> Self {
+        self.approve_all_permissions = on;
+        self
+    }
 }
 
 impl Default for HostConfig {
@@ -134,6 +143,7 @@ impl Default for HostConfig {
             report_persisted_events: false,
             mcp_apps_enabled: false,
             shell_enabled: false,
+            approve_all_permissions: false,
         }
     }
 }
@@ -153,6 +163,7 @@ impl fmt::Debug for HostConfig {
             .field("report_persisted_events", &self.report_persisted_events)
             .field("mcp_apps_enabled", &self.mcp_apps_enabled)
             .field("shell_enabled", &self.shell_enabled)
+            .field("approve_all_permissions", &self.approve_all_permissions)
             .finish_non_exhaustive()
     }
 }

@@ -29,6 +29,8 @@ impl Host {
         ephemeral: bool,
         only: Option<ConnId>,
     ) -> Option<String> {
+        let masked = self.mask_secrets(data);
+        let data = masked.as_ref().unwrap_or(data);
         let id = self.ids.next_uuid();
         let now = self.now;
         // Only this event comes from the sub-agent, not what emitting it triggers.

@@ -29,6 +29,7 @@ mod emit;
 mod input;
 mod outbox;
 mod output;
+mod policy;
 mod publish;
 mod restore;
 mod send;
@@ -61,6 +62,7 @@ pub use shell::ShellStream;
 pub(crate) use bridge::{always_decision, command_ids, AnswerTo, Pending, PermissionPrompt};
 pub(crate) use canvas::{ActionParams, CanvasReply, CloseParams, OpenParams};
 pub(crate) use dialect::{DialectHandler, DialectId, SessionChange};
+pub(crate) use policy::HistoryError;
 pub(crate) use shell::{ProcessInfo, ProcessRefused};
 
 use conn_table::ConnTable;
@@ -129,6 +131,8 @@ pub struct Host {
     /// The sub-agent the next emitted event comes from (set by `SessionControl::emit_as`).
     event_agent: Option<String>,
     unknown_responses: u64,
+    /// Values masked in every emitted event (`secrets.addFilterValues`).
+    secret_filters: Vec<String>,
 }
 
 /// What a deadline in the host's timer map is for.
@@ -194,6 +198,7 @@ impl Host {
             last_session: None,
             event_agent: None,
             unknown_responses: 0,
+            secret_filters: Vec::new(),
         }
     }
 

@@ -161,6 +161,15 @@ impl Session {
         self.events.push(event);
     }
 
+    /// Drops the persisted events from `index` on (history truncation) and returns how many
+    /// were dropped; the next event's `parentId` is the last one kept.
+    pub(crate) fn truncate_events(&mut self, index: usize) -> usize {
+        let removed = self.events.len().saturating_sub(index);
+        self.events.truncate(index);
+        self.last_persisted = self.events.last().map(|e| e.id.clone());
+        removed
+    }
+
     /// Persisted events in order.
     pub(crate) fn events(&self) -> &[Event] {
         &self.events

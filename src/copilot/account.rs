@@ -1,0 +1,81 @@
+//! Server-level methods about the account, user settings, secrets and built-in tools,
+//! answered truthfully for a server with no GitHub account (BYOK / scripted agent):
+//! `account.getCurrentAuth` → `{}`, `account.getAllUsers` → `[]`,
+//! `session.gitHubAuth.getStatus` → not authenticated, `user.settings.*` over an empty
+//! settings set, `secrets.addFilterValues` and `tools.list`.
+
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+
+use crate::host::Host;
+
+use super::session_state::session_id;
+use super::surface::{decode, failed, known, Answer};
+
+/// Answers `method` if it is one of this module's.
+pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>) -> Option<Answer> {
+    let answer = match method {
+        // No GitHub account: neither `authInfo` nor `authErrors` (as the runtime).
+        "account.getCurrentAuth" => Ok(json!({})),
+        "account.getAllUsers" => Ok(json!([])),
+        "session.gitHubAuth.getStatus" => decode::<Value>(params).and_then(|p| {
+            let session = session_id(&p)?;
+            known(host, method, &session)?;
+            Ok(json!({"isAuthenticated": false, "statusMessage": "Not authenticated"}))
+        }),
+        // agentwire keeps no user settings file: nothing to list, cache or write.
+        "user.settings.get" => Ok(json!({"settings": {}})),
+        "user.settings.reload" => Ok(Value::Null),
+        "user.settings.set" => Err(failed(
+            method,
+            "user settings are not available on this server (it keeps no settings file)",
+        )),
+        "secrets.addFilterValues" => secrets(host, method, params),
+        "tools.list" => Ok(json!({"tools": builtin_tools()})),
+        _ => return None,
+    };
+    Some(answer)
+}
+
+/// `secrets.addFilterValues {values}`: from now on the values are masked (`******`) in every
+/// event this server emits.
+fn secrets(host: &mut Host, method: &str, params: Option<&RawValue>) -> Answer {
+    let p: Value = decode(params)?;
+    let Some(values) = p.get("values").and_then(Value::as_array) else {
+        return Err(crate::jsonrpc::ErrorObject::new(
+            crate::jsonrpc::code::INVALID_PARAMS,
+            "invalid params: missing field `values`",
+        ));
+    };
+    let values: Vec<String> = values
+        .iter()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect();
+    if values.iter().any(String::is_empty) {
+        return Err(failed(method, "secret filter values must not be empty"));
+    }
+    host.add_secret_filters(values);
+    Ok(json!({"ok": true}))
+}
+
+/// The built-in tools the scripted agent's steps run (`view`, `create`, `bash`).
+fn builtin_tools() -> Value {
+    json!([
+        {"name": "view", "description": "Reads a file (a scenario's `read_file` step).",
+         "parameters": {"type": "object",
+                        "properties": {"path": {"type": "string"},
+                                       "line": {"type": "integer"},
+                                       "limit": {"type": "integer"}},
+                        "required": ["path"]}},
+        {"name": "create", "description": "Writes a file (a scenario's `write_file` step).",
+         "parameters": {"type": "object",
+                        "properties": {"path": {"type": "string"},
+                                       "file_text": {"type": "string"}},
+                        "required": ["path", "file_text"]}},
+        {"name": "bash", "description": "Runs a shell command (a scenario's `shell` step).",
+         "parameters": {"type": "object",
+                        "properties": {"command": {"type": "string"}},
+                        "required": ["command"]}},
+    ])
+}

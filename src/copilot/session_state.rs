@@ -1,0 +1,533 @@
+//! Session state a client reads and changes: the friendly name, the agent mode, the model,
+//! the plan, the workspace files, the custom agents, the provider endpoint, the permission
+//! mode and the option patch (`session.name.*`, `session.mode.*`, `session.model.*`,
+//! `session.plan.*`, `session.workspaces.*`, `session.agent.*`, `session.provider.*`,
+//! `session.permissions.setApproveAll` / `setMode` / `getMode`, `session.options.update`).
+//!
+//! Results and events follow the real runtime (1.0.85): e.g. `session.mode.get` answers a
+//! bare string, `session.name.set` emits `session.title_changed` (ephemeral),
+//! `session.model.switchTo` emits `session.model_change`. The state is kept in memory with
+//! the session (the dialect's session state); the changes that the runtime persists as
+//! events are persisted events here too.
+
+use std::collections::BTreeMap;
+
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+
+use crate::host::Host;
+use crate::jsonrpc::{code, ErrorObject};
+
+use super::params::AttachParams;
+use super::surface::{decode, failed, known, Answer};
+
+/// What the Copilot dialect keeps per session for these methods.
+#[derive(Debug, Default)]
+pub(super) struct SurfaceState {
+    /// The friendly name (`session.name.set`).
+    name: Option<String>,
+    /// `interactive` (default), `plan` or `autopilot`.
+    mode: Option<String>,
+    /// The plan file's content, when one exists.
+    plan: Option<String>,
+    /// Workspace files by relative path.
+    files: BTreeMap<String, String>,
+    /// `customAgents` from `session.create` / `resume`.
+    custom_agents: Vec<Value>,
+    /// The selected custom agent's name.
+    selected_agent: Option<String>,
+    /// The BYOK provider config.
+    provider: Option<Value>,
+    /// The reasoning effort, when set.
+    reasoning_effort: Option<String>,
+    /// `manual` (default), `assisted` or `allow-all`.
+    permission_mode: Option<String>,
+    /// `session.permissions.setApproveAll` (separate from the mode, as in the runtime).
+    approve_all: bool,
+}
+
+impl SurfaceState {
+    fn mode(&self) -> &str {
+        self.mode.as_deref().unwrap_or("interactive")
+    }
+
+    fn permission_mode(&self) -> &str {
+        self.permission_mode.as_deref().unwrap_or("manual")
+    }
+}
+
+/// Records what `session.create` / `session.resume` declared for these methods.
+pub(super) fn declared(host: &mut Host, session: &str, p: &AttachParams) {
+    let Some(state) = host.session_state::<SurfaceState>(session) else {
+        return;
+    };
+    if !p.custom_agents.is_empty() {
+        state.custom_agents = p.custom_agents.clone();
+    }
+    if p.provider.is_some() {
+        state.provider = p.provider.clone();
+    }
+    if p.reasoning_effort.is_some() {
+        state.reasoning_effort = p.reasoning_effort.clone();
+    }
+}
+
+/// Answers `method` if it is one of this module's.
+pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>) -> Option<Answer> {
+    let handler: fn(&mut Host, &str, &Value) -> Answer = match method {
+        "session.name.get" => name_get,
+        "session.name.set" => name_set,
+        "session.mode.get" => |h, s, _| Ok(json!(state(h, s).mode())),
+        "session.mode.set" => mode_set,
+        "session.model.getCurrent" => model_current,
+        "session.model.list" => |_, _, _| {
+            Ok(
+                json!({"list": super::methods::model_list(), "modelPriceCategories": [],
+                      "quotaSnapshots": {}}),
+            )
+        },
+        "session.model.switchTo" => model_switch,
+        "session.model.setReasoningEffort" => reasoning_effort,
+        "session.plan.read" => plan_read,
+        "session.plan.update" => plan_update,
+        "session.plan.delete" => plan_delete,
+        "session.workspaces.getWorkspace" => workspace,
+        "session.workspaces.listFiles" => {
+            |h, s, _| Ok(json!({"files": state(h, s).files.keys().collect::<Vec<_>>()}))
+        }
+        "session.workspaces.createFile" => file_create,
+        "session.workspaces.readFile" => file_read,
+        "session.agent.list" | "session.agent.reload" => agent_list,
+        "session.agent.getCurrent" => agent_current,
+        "session.agent.select" => agent_select,
+        "session.agent.deselect" => agent_deselect,
+        "session.provider.getEndpoint" => endpoint,
+        "session.permissions.setApproveAll" => approve_all,
+        "session.permissions.setMode" => permission_mode_set,
+        "session.permissions.getMode" => {
+            |h, s, _| Ok(json!({"mode": state(h, s).permission_mode()}))
+        }
+        "session.options.update" => options_update,
+        _ => return None,
+    };
+    let answer = decode::<Value>(params).and_then(|p| {
+        let session = session_id(&p)?;
+        known(host, method, &session)?;
+        handler(host, &session, &p).map_err(|e| with_method(e, method))
+    });
+    Some(answer)
+}
+
+/// The params' `sessionId`.
+pub(super) fn session_id(p: &Value) -> Result<String, ErrorObject> {
+    p.get("sessionId")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            ErrorObject::new(
+                code::INVALID_PARAMS,
+                "invalid params: missing field `sessionId`",
+            )
+        })
+}
+
+/// A string field of the params, required.
+pub(super) fn required_str<'a>(p: &'a Value, field: &str) -> Result<&'a str, ErrorObject> {
+    p.get(field).and_then(Value::as_str).ok_or_else(|| {
+        ErrorObject::new(
+            code::INVALID_PARAMS,
+            format!("invalid params: missing field `{field}`"),
+        )
+    })
+}
+
+/// Handlers fail with a bare message (`INTERNAL_ERROR`); the method name is added here.
+fn with_method(e: ErrorObject, method: &str) -> ErrorObject {
+    if e.code == code::INTERNAL_ERROR && !e.message.starts_with("Request ") {
+        failed(method, e.message)
+    } else {
+        e
+    }
+}
+
+fn fail(message: impl Into<String>) -> ErrorObject {
+    ErrorObject::new(code::INTERNAL_ERROR, message.into())
+}
+
+fn state<'a>(host: &'a mut Host, session: &str) -> &'a mut SurfaceState {
+    // `known` ran first: the session is loaded, so its state exists.
+    host.session_state::<SurfaceState>(session)
+        .expect("the session is loaded")
+}
+
+fn name_get(host: &mut Host, session: &str, _: &Value) -> Answer {
+    Ok(json!({"name": state(host, session).name}))
+}
+
+fn name_set(host: &mut Host, session: &str, p: &Value) -> Answer {
+    let name = required_str(p, "name")?.trim();
+    if name.is_empty() {
+        return Err(fail("Session name cannot be empty"));
+    }
+    state(host, session).name = Some(name.to_owned());
+    host.emit(
+        session,
+        "session.title_changed",
+        &json!({"title": name}),
+        true,
+    );
+    Ok(Value::Null)
+}
+
+/// The session's friendly name, if one was set.
+pub(super) fn name(host: &Host, session: &str) -> Option<String> {
+    host.session_state_ref::<SurfaceState>(session)
+        .and_then(|s| s.name.clone())
+}
+
+fn mode_set(host: &mut Host, session: &str, p: &Value) -> Answer {
+    let mode = required_str(p, "mode")?;
+    if !matches!(mode, "interactive" | "plan" | "autopilot") {
+        return Err(ErrorObject::new(
+            code::INVALID_PARAMS,
+            format!("invalid params: unknown mode `{mode}` (interactive, plan, autopilot)"),
+        ));
+    }
+    let state = state(host, session);
+    let previous = state.mode().to_owned();
+    if let Some(expected) = p.get("expectedMode").and_then(Value::as_str) {
+        if expected != previous {
+            return Err(fail(format!(
+                "Expected mode {expected} but the session is in {previous}"
+            )));
+        }
+    }
+    state.mode = Some(mode.to_owned());
+    if previous != mode {
+        host.emit(
+            session,
+            "session.mode_changed",
+            &json!({"previousMode": previous, "newMode": mode}),
+            false,
+        );
+    }
+    Ok(json!({"status": "unchanged", "modelChanged": false, "modeApplied": true}))
+}
+
+fn model_state(host: &mut Host, session: &str) -> Value {
+    let model = host.session(session).and_then(|s| s.model.clone());
+    let mut current = json!({});
+    if let Some(model) = model {
+        current["modelId"] = json!(model);
+    }
+    if let Some(effort) = &state(host, session).reasoning_effort {
+        current["reasoningEffort"] = json!(effort);
+    }
+    current
+}
+
+fn model_current(host: &mut Host, session: &str, _: &Value) -> Answer {
+    Ok(model_state(host, session))
+}
+
+fn model_switch(host: &mut Host, session: &str, p: &Value) -> Answer {
+    let model = required_str(p, "modelId")?.to_owned();
+    let effort = p.get("reasoningEffort").and_then(Value::as_str);
+    if let Some(effort) = effort {
+        state(host, session).reasoning_effort = Some(effort.to_owned());
+    }
+    let previous = host
+        .session_mut(session)
+        .and_then(|s| s.model.replace(model.clone()));
+    host.emit(
+        session,
+        "session.model_change",
+        &json!({"source": "sdk", "contextTier": null, "newModel": model,
+                "previousModel": previous, "reasoningEffort": effort}),
+        false,
+    );
+    let message = match &previous {
+        Some(previous) => format!("Model changed from {previous} to {model}"),
+        None => format!("Model changed to {model}"),
+    };
+    Ok(
+        json!({"status": "applied", "deferred": false, "modelId": model,
+              "message": message, "deprecationWarnings": [],
+              "modelState": model_state(host, session)}),
+    )
+}
+
+fn reasoning_effort(host: &mut Host, session: &str, p: &Value) -> Answer {
+    let effort = required_str(p, "reasoningEffort")?.to_owned();
+    state(host, session).reasoning_effort = Some(effort.clone());
+    Ok(json!({"reasoningEffort": effort}))
+}
+
+/// Where the runtime would keep `file` of the session's state directory (when the host
+/// reports a workspace root).
+fn state_path(host: &Host, session: &str, file: &str) -> Option<String> {
+    let root = host.config().workspace_root.as_ref()?;
+    Some(format!("{root}/session-state/{session}/{file}"))
+}
+
+fn plan_read(host: &mut Host, session: &str, _: &Value) -> Answer {
+    let path = state_path(host, session, "plan.md");
+    let plan = state(host, session).plan.clone();
+    Ok(json!({"exists": plan.is_some(), "content": plan, "path": path}))
+}
+
+fn plan_update(host: &mut Host, session: &str, p: &Value) -> Answer {
+    let content = required_str(p, "content")?.to_owned();
+    let operation = match state(host, session).plan.replace(content) {
+        Some(_) => "update",
+        None => "create",
+    };
+    host.emit(
+        session,
+        "session.plan_changed",
+        &json!({"operation": operation}),
+        false,
+    );
+    Ok(Value::Null)
+}
+
+fn plan_delete(host: &mut Host, session: &str, _: &Value) -> Answer {
+    if state(host, session).plan.take().is_some() {
+        host.emit(
+            session,
+            "session.plan_changed",
+            &json!({"operation": "delete"}),
+            false,
+        );
+    }
+    Ok(Value::Null)
+}
+
+fn workspace(host: &mut Host, session: &str, _: &Value) -> Answer {
+    let path = state_path(host, session, "");
+    let (cwd, start, modified) = match host.session(session) {
+        Some(s) => (
+            s.cwd.clone(),
+            s.start_time.to_rfc3339(),
+            s.modified_time.to_rfc3339(),
+        ),
+        None => (None, String::new(), String::new()),
+    };
+    let name = state(host, session).name.clone();
+    let mut workspace = json!({"id": session, "summary_count": 0,
+                               "created_at": start, "updated_at": modified});
+    if let Some(cwd) = cwd {
+        workspace["cwd"] = json!(cwd);
+    }
+    if let Some(name) = name {
+        workspace["name"] = json!(name);
+        workspace["user_named"] = json!(true);
+    }
+    let mut result = json!({"workspace": workspace});
+    if let Some(path) = path {
+        result["path"] = json!(path.trim_end_matches('/'));
+    }
+    Ok(result)
+}
+
+/// A workspace file path: relative, no `..` segment, no empty name.
+fn file_path(p: &Value) -> Result<String, ErrorObject> {
+    let path = required_str(p, "path")?;
+    let escapes = path.split(['/', '\\']).any(|seg| seg == "..");
+    if path.trim().is_empty() || path.starts_with('/') || path.starts_with('\\') || escapes {
+        return Err(fail(format!(
+            "Invalid workspace file path: {path} (must stay inside the workspace files directory)"
+        )));
+    }
+    Ok(path.to_owned())
+}
+
+fn file_create(host: &mut Host, session: &str, p: &Value) -> Answer {
+    let path = file_path(p)?;
+    let content = required_str(p, "content")?.to_owned();
+    let operation = match state(host, session).files.insert(path.clone(), content) {
+        Some(_) => "update",
+        None => "create",
+    };
+    host.emit(
+        session,
+        "session.workspace_file_changed",
+        &json!({"path": path, "operation": operation}),
+        false,
+    );
+    Ok(Value::Null)
+}
+
+fn file_read(host: &mut Host, session: &str, p: &Value) -> Answer {
+    let path = file_path(p)?;
+    match state(host, session).files.get(&path) {
+        Some(content) => Ok(json!({"content": content})),
+        None => Err(fail(format!("Workspace file not found: {path}"))),
+    }
+}
+
+/// A custom agent as `session.agent.*` report it (`AgentInfo`: `id` is the name).
+fn agent_info(agent: &Value, include_prompt: bool) -> Value {
+    let field = |name: &str| agent.get(name).and_then(Value::as_str);
+    let name = field("name").unwrap_or_default();
+    let mut info = json!({
+        "name": name,
+        "id": name,
+        "displayName": field("displayName").unwrap_or(name),
+        "description": field("description").unwrap_or_default(),
+    });
+    if include_prompt {
+        if let Some(prompt) = field("prompt") {
+            info["prompt"] = json!(prompt);
+        }
+    }
+    info
+}
+
+fn agent_list(host: &mut Host, session: &str, p: &Value) -> Answer {
+    let include_prompt = p.get("includePrompt").and_then(Value::as_bool) == Some(true);
+    let agents: Vec<Value> = state(host, session)
+        .custom_agents
+        .iter()
+        .map(|a| agent_info(a, include_prompt))
+        .collect();
+    Ok(json!({"agents": agents}))
+}
+
+fn agent_current(host: &mut Host, session: &str, _: &Value) -> Answer {
+    let state = state(host, session);
+    let agent = state.selected_agent.as_ref().and_then(|name| {
+        state
+            .custom_agents
+            .iter()
+            .find(|a| a.get("name").and_then(Value::as_str) == Some(name))
+    });
+    Ok(json!({"agent": agent.map(|a| agent_info(a, false))}))
+}
+
+fn agent_select(host: &mut Host, session: &str, p: &Value) -> Answer {
+    let name = required_str(p, "name")?.to_owned();
+    let state = state(host, session);
+    let Some(agent) = state
+        .custom_agents
+        .iter()
+        .find(|a| a.get("name").and_then(Value::as_str) == Some(name.as_str()))
+        .cloned()
+    else {
+        return Err(fail(format!("Custom agent '{name}' not found")));
+    };
+    state.selected_agent = Some(name);
+    let info = agent_info(&agent, false);
+    host.emit(
+        session,
+        "subagent.selected",
+        &json!({"agentName": info["name"], "agentDisplayName": info["displayName"],
+                "tools": agent.get("tools").cloned().unwrap_or(Value::Null)}),
+        false,
+    );
+    Ok(json!({"agent": info}))
+}
+
+fn agent_deselect(host: &mut Host, session: &str, _: &Value) -> Answer {
+    if state(host, session).selected_agent.take().is_some() {
+        host.emit(session, "subagent.deselected", &json!({}), false);
+    }
+    Ok(json!({}))
+}
+
+fn endpoint(host: &mut Host, session: &str, _: &Value) -> Answer {
+    let Some(provider) = state(host, session).provider.clone() else {
+        return Err(fail(
+            "the session has no provider endpoint (no BYOK provider was given at session.create)",
+        ));
+    };
+    let field = |name: &str| provider.get(name).cloned();
+    let mut endpoint = json!({
+        "type": field("type").unwrap_or(json!("openai")),
+        "baseUrl": field("baseUrl").unwrap_or(json!("")),
+        "headers": field("headers").unwrap_or(json!({})),
+        "transport": field("transport").unwrap_or(json!("http")),
+    });
+    if endpoint["type"] != "anthropic" {
+        endpoint["wireApi"] = field("wireApi").unwrap_or(json!("completions"));
+    }
+    if let Some(key) = field("apiKey") {
+        endpoint["apiKey"] = key;
+    }
+    Ok(endpoint)
+}
+
+/// Pushes the effective approve-all (the flag, or the `allow-all` mode) to the host.
+fn apply_approval(host: &mut Host, session: &str) {
+    let state = state(host, session);
+    let on = state.approve_all || state.permission_mode() == "allow-all";
+    host.set_approve_all(session, on);
+}
+
+fn approve_all(host: &mut Host, session: &str, p: &Value) -> Answer {
+    let enabled = p.get("enabled").and_then(Value::as_bool).ok_or_else(|| {
+        ErrorObject::new(
+            code::INVALID_PARAMS,
+            "invalid params: missing field `enabled`",
+        )
+    })?;
+    state(host, session).approve_all = enabled;
+    apply_approval(host, session);
+    Ok(json!({"success": true}))
+}
+
+fn permission_mode_set(host: &mut Host, session: &str, p: &Value) -> Answer {
+    let mode = required_str(p, "mode")?;
+    if !matches!(mode, "manual" | "assisted" | "allow-all") {
+        return Err(ErrorObject::new(
+            code::INVALID_PARAMS,
+            format!(
+                "invalid params: unknown permission mode `{mode}` (manual, assisted, allow-all)"
+            ),
+        ));
+    }
+    let state = state(host, session);
+    let previous = state.permission_mode().to_owned();
+    state.permission_mode = Some(mode.to_owned());
+    apply_approval(host, session);
+    if previous != mode {
+        host.emit(
+            session,
+            "session.permissions_changed",
+            &json!({"previousMode": previous, "mode": mode}),
+            false,
+        );
+    }
+    Ok(json!({"success": true, "mode": mode}))
+}
+
+/// `session.options.update`: lenient like the runtime (unknown keys are accepted); the
+/// options agentwire acts on (`model`, `reasoningEffort`, `workingDirectory`, `provider`)
+/// take effect, without events.
+fn options_update(host: &mut Host, session: &str, p: &Value) -> Answer {
+    let text = |name: &str| p.get(name).and_then(Value::as_str).map(str::to_owned);
+    let (model, cwd) = (text("model"), text("workingDirectory"));
+    if let Some(s) = host.session_mut(session) {
+        if model.is_some() {
+            s.model = model;
+        }
+        if cwd.is_some() {
+            s.cwd = cwd;
+        }
+    }
+    let state = state(host, session);
+    if let Some(effort) = text("reasoningEffort") {
+        state.reasoning_effort = Some(effort);
+    }
+    if let Some(provider) = p.get("provider").filter(|v| v.is_object()) {
+        state.provider = Some(provider.clone());
+    }
+    Ok(json!({"success": true, "pluginHookCount": 0}))
+}
+
+/// Sets the friendly name without an event (a fork's name).
+pub(super) fn set_name(host: &mut Host, session: &str, name: &str) {
+    if let Some(state) = host.session_state::<SurfaceState>(session) {
+        state.name = Some(name.to_owned());
+    }
+}

@@ -1,0 +1,70 @@
+//! Features of the hosted Copilot product that this server does not offer: plugins and
+//! marketplaces, remote control and remote sessions, fleets and background tasks, account
+//! login and quotas, and in-process handler registration. Each answers
+//! `-32603 "Request <m> failed with message: <feature> is not available on this server"`
+//! rather than `-32601`: a client can tell "this server has no such feature" from "no such
+//! method", and the SDKs' `-32601` fallbacks (`connect` → `ping`, `sendAndWait` → `send`)
+//! are not triggered.
+
+use crate::jsonrpc::ErrorObject;
+
+use super::surface::failed;
+
+/// Every method answered as not available, with the feature it belongs to.
+pub const UNSUPPORTED_METHODS: &[(&str, &str)] = &[
+    ("plugins.list", "plugins"),
+    ("plugins.install", "plugins"),
+    ("plugins.uninstall", "plugins"),
+    ("plugins.update", "plugins"),
+    ("plugins.updateAll", "plugins"),
+    ("plugins.enable", "plugins"),
+    ("plugins.disable", "plugins"),
+    ("plugins.builtin.set", "plugins"),
+    ("plugins.marketplaces.list", "plugin marketplaces"),
+    ("plugins.marketplaces.add", "plugin marketplaces"),
+    ("plugins.marketplaces.remove", "plugin marketplaces"),
+    ("plugins.marketplaces.browse", "plugin marketplaces"),
+    ("plugins.marketplaces.refresh", "plugin marketplaces"),
+    ("session.plugins.list", "plugins"),
+    ("session.plugins.reload", "plugins"),
+    ("sessions.startRemoteControl", "remote control"),
+    ("sessions.transferRemoteControl", "remote control"),
+    ("sessions.setRemoteControlSteering", "remote control"),
+    ("sessions.stopRemoteControl", "remote control"),
+    ("sessions.getRemoteControlStatus", "remote control"),
+    ("session.remote.enable", "remote sessions"),
+    ("session.remote.disable", "remote sessions"),
+    ("session.remote.notifySteerableChanged", "remote sessions"),
+    ("sessions.connect", "remote sessions"),
+    ("sessions.open", "remote and cloud sessions (sessions.open)"),
+    ("session.fleet.start", "fleet mode"),
+    ("session.tasks.startAgent", "background tasks"),
+    ("session.tasks.register", "background tasks"),
+    ("session.tasks.update", "background tasks"),
+    ("session.tasks.getProgress", "background tasks"),
+    ("session.tasks.getCurrentPromotable", "background tasks"),
+    ("session.tasks.promoteToBackground", "background tasks"),
+    (
+        "session.tasks.promoteCurrentToBackground",
+        "background tasks",
+    ),
+    ("session.tasks.cancel", "background tasks"),
+    ("session.tasks.remove", "background tasks"),
+    ("session.tasks.sendMessage", "background tasks"),
+    ("account.getQuota", "Copilot account quotas"),
+    ("account.login", "GitHub account login"),
+    ("account.logout", "GitHub account login"),
+    (
+        "session.ui.registerDirectAutoModeSwitchHandler",
+        "in-process handler registration",
+    ),
+];
+
+/// The "not available" error for `method`, if it is one of [`UNSUPPORTED_METHODS`].
+pub(super) fn answer(method: &str) -> Option<Result<serde_json::Value, ErrorObject>> {
+    let (_, feature) = UNSUPPORTED_METHODS.iter().find(|(m, _)| *m == method)?;
+    Some(Err(failed(
+        method,
+        format!("{feature} is not available on this server (agentwire does not host the Copilot product's {feature})"),
+    )))
+}

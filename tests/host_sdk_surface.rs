@@ -1,0 +1,141 @@
+//! Issue 17 through the host's sans-IO API (raw JSON-RPC): what a durable store hears of
+//! history edits, and the interest gate for an agent's sampling request.
+
+use agentwire::agent::Scenario;
+use agentwire::host::{HostConfig, Output};
+use serde_json::{json, Value};
+
+#[path = "support/host_world.rs"]
+mod host_world;
+use host_world::*;
+
+fn stored(w: &mut World) -> Vec<(String, Option<Value>)> {
+    let mut out = Vec::new();
+    while let Some(o) = w.host.poll_output() {
+        match o {
+            Output::Persist { session, event } => {
+                out.push((session, Some(serde_json::from_slice(&event).unwrap())))
+            }
+            Output::SessionDeleted { session } => out.push((session, None)),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    out
+}
+
+#[test]
+fn truncate_and_fork_rewrite_a_durable_store() {
+    let config = || HostConfig::default().with_report_persisted_events(true);
+    let mut w = World::new(config());
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({}));
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId":"s","prompt":"first"}),
+    );
+    stored(&mut w);
+    let events = p.events("s");
+    let user = events
+        .iter()
+        .find(|e| e["type"] == "user.message")
+        .unwrap()
+        .clone();
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.history.truncate",
+        json!({"sessionId":"s","eventId": user["id"]}),
+    );
+    let removed = r["result"]["eventsRemoved"].as_u64().unwrap();
+    assert!(removed >= 2, "{r}");
+    let out = stored(&mut w);
+    assert_eq!(
+        out[0],
+        ("s".to_owned(), None),
+        "the store drops the old log first"
+    );
+    let kept: Vec<Value> = out[1..].iter().map(|(_, e)| e.clone().unwrap()).collect();
+    assert_eq!(kept.len(), 1, "only session.start is kept: {kept:?}");
+    assert_eq!(kept[0]["type"], "session.start");
+
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "sessions.fork",
+        json!({"sessionId":"s", "name": "copy"}),
+    );
+    let fork = r["result"]["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(r["result"]["name"], "copy");
+    let out = stored(&mut w);
+    assert_eq!(out[0], (fork.clone(), None));
+    assert_eq!(out[1].0, fork);
+    assert_eq!(out[1].1.as_ref().unwrap()["type"], "session.start");
+    // The source's `session.info` (fork) is persisted on the source.
+    let info = out.last().unwrap();
+    assert_eq!(info.0, "s");
+    assert_eq!(info.1.as_ref().unwrap()["data"]["infoType"], "fork");
+
+    // A new process restores the fork from what the store holds.
+    let mut w2 = World::new(config());
+    let log: Vec<bytes::Bytes> = out
+        .iter()
+        .filter(|(s, e)| *s == fork && e.is_some())
+        .map(|(_, e)| serde_json::to_vec(e.as_ref().unwrap()).unwrap().into())
+        .collect();
+    w2.host.restore_session(w2.now, &fork, log).unwrap();
+    let mut q = w2.connect();
+    let r = w2.call(
+        &mut q,
+        &mut [],
+        "session.getMessages",
+        json!({"sessionId": fork}),
+    );
+    assert_eq!(r["result"]["events"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn sampling_interest_counts_as_a_consumer() {
+    let scenario =
+        Scenario::from_json(r#"{"default":[{"sample":{"messages":[]}},{"say":"sampled"}]}"#)
+            .unwrap();
+    let mut w = World::new(HostConfig::with_scenario(scenario));
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({}));
+    // Without a sampler or an interest the request fails at once.
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId":"s","prompt":"one"}),
+    );
+    assert!(!p.types("s").contains(&"sampling.requested".to_owned()));
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.eventLog.registerInterest",
+        json!({"sessionId":"s","eventType":"sampling.requested"}),
+    );
+    assert_eq!(r["result"]["handle"], "interest-1");
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId":"s","prompt":"two"}),
+    );
+    let requested = p
+        .events("s")
+        .into_iter()
+        .find(|e| e["type"] == "sampling.requested")
+        .expect("sampling.requested with an interest registered");
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.ui.handlePendingSampling",
+        json!({"sessionId":"s","requestId": requested["data"]["requestId"],
+               "response": {"role":"assistant","content":{"type":"text","text":"ok"}}}),
+    );
+    assert_eq!(r["result"]["success"], true);
+    assert!(p.types("s").contains(&"sampling.completed".to_owned()));
+}
