@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::call::execute;
+use crate::call::{execute, Call};
 use crate::engine::Engine;
 use crate::lease::{LeaseAction, NodeLease};
 use crate::record::NodeIdentity;
@@ -32,10 +32,15 @@ pub async fn append<E: Engine>(
         BeginError::Busy => AppendFailure::Busy,
         BeginError::Fenced => AppendFailure::Fenced,
     })?;
+    let mut retries = 0;
     loop {
         let reply = execute(engine, &call).await;
         match writer.on_reply(reply) {
-            WriterStep::Call(next) => call = next,
+            WriterStep::Call(next) => {
+                retries += 1;
+                engine.pause(retries).await;
+                call = next;
+            }
             WriterStep::Acked(seq) => return Ok(seq),
             WriterStep::Refused(why) => return Err(AppendFailure::Refused(why)),
             WriterStep::Fenced => return Err(AppendFailure::Fenced),
@@ -51,10 +56,19 @@ pub async fn take_over<E: Engine>(
     subject: String,
 ) -> TakeoverOutcome {
     let (mut takeover, mut call) = Takeover::start(me, claim_counter, subject);
+    let mut retries = 0;
     loop {
+        let claimed = matches!(call, Call::Append(_));
         let reply = execute(engine, &call).await;
         match takeover.on_reply(reply) {
-            TakeoverStep::Call(next) => call = next,
+            TakeoverStep::Call(next) => {
+                // Calls after the claim was sent resolve or retry it: back off.
+                if claimed || retries > 0 {
+                    retries += 1;
+                    engine.pause(retries).await;
+                }
+                call = next;
+            }
             TakeoverStep::Done(outcome) => return outcome,
         }
     }

@@ -192,6 +192,11 @@ pub trait Engine: Send + Sync {
         payload: Bytes,
     ) -> impl Future<Output = Result<(), EngineError>> + Send;
 
+    /// Waits before retry number `attempt` (1, 2, ...) of a call whose outcome was unknown.
+    /// The in-memory model does not wait; NATS backs off exponentially up to a second, so a
+    /// retry loop outlasts a stream-leader election (several seconds).
+    fn pause(&self, attempt: u32) -> impl Future<Output = ()> + Send;
+
     /// Subscribes to a live subject. Messages published after this returns are delivered.
     fn subscribe_live(
         &self,

@@ -16,7 +16,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::call::{Call, Reply};
-use crate::engine::{KvEntry, KvError};
+use crate::engine::KvError;
 
 /// Lease timing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +58,8 @@ enum State {
     New,
     /// A create was sent at `sent`.
     Creating { sent: Duration },
+    /// A create's outcome is unknown; reading the key to find out.
+    CheckingCreate { sent: Duration },
     /// Held at `revision`, valid until `valid_until`; last write sent at `sent`.
     Held {
         revision: u64,
@@ -128,7 +130,7 @@ impl NodeLease {
                     value: self.value.clone(),
                 });
             }
-            State::Creating { sent } => {
+            State::Creating { sent } | State::CheckingCreate { sent } => {
                 // No acknowledged write yet: nothing to lose, keep waiting for the answer.
                 return LeaseAction::IdleUntil(sent + ttl);
             }
@@ -185,8 +187,29 @@ impl NodeLease {
                 self.state = State::Lost;
                 None
             }
+            (State::Creating { sent }, Reply::KvWrite(Err(KvError::Unknown(_)))) => {
+                self.state = State::CheckingCreate { sent };
+                Some(Call::KvGet {
+                    key: self.key.clone(),
+                })
+            }
             (State::Creating { .. }, Reply::KvWrite(Err(_))) => {
                 self.state = State::New;
+                None
+            }
+            (State::CheckingCreate { sent }, Reply::KvEntry(result)) => {
+                match result {
+                    Ok(Some(entry)) if entry.value == self.value => {
+                        // Our create landed.
+                        self.state = State::Held {
+                            revision: entry.revision,
+                            sent,
+                            valid_until: fresh(sent),
+                        };
+                    }
+                    Ok(None) | Err(_) => self.state = State::New,
+                    Ok(Some(_)) => self.state = State::Lost,
+                }
                 None
             }
             (
@@ -264,6 +287,7 @@ impl NodeLease {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::KvEntry;
 
     const SEC: Duration = Duration::from_secs(1);
 
@@ -331,6 +355,20 @@ mod tests {
             LeaseAction::Call(Call::KvUpdate { revision, .. }) => assert_eq!(revision, 4),
             other => panic!("expected a renewal, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_create_whose_ack_was_lost_is_adopted() {
+        let mut lease = lease();
+        lease.poll(Duration::ZERO);
+        let check = lease.on_reply(Reply::KvWrite(Err(KvError::Unknown("timeout".into()))));
+        assert!(matches!(check, Some(Call::KvGet { .. })));
+        lease.on_reply(Reply::KvEntry(Ok(Some(KvEntry {
+            value: Bytes::from_static(b"7"),
+            revision: 2,
+        }))));
+        assert!(lease.is_valid(SEC));
+        assert!(!lease.is_lost());
     }
 
     #[test]

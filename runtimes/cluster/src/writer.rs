@@ -14,7 +14,7 @@ use crate::record::{MessageId, RecordKind};
 use crate::resolve::{resolve, Resolution};
 
 /// How many times one append is sent or resolved before the writer gives up and fences itself.
-pub const MAX_ATTEMPTS: u32 = 8;
+pub const MAX_ATTEMPTS: u32 = 12;
 
 /// What the writer wants next after a reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
