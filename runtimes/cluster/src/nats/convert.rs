@@ -2,7 +2,7 @@
 
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::kv::{CreateErrorKind, UpdateErrorKind};
-use async_nats::HeaderMap;
+use async_nats::{HeaderMap, HeaderName};
 
 use crate::engine::{AppendError, KvError, StoredMessage};
 use crate::record::RecordKind;
@@ -38,6 +38,15 @@ pub(crate) fn update_error(error: async_nats::jetstream::kv::UpdateError) -> KvE
     }
 }
 
+/// The value of header `name`, looked up by its parsed name: known NATS headers parse to their
+/// standard form, which a plain `&str` key would not match.
+pub(crate) fn header_value(headers: Option<&HeaderMap>, name: &str) -> Option<String> {
+    let name: HeaderName = name.parse().ok()?;
+    headers
+        .and_then(|h| h.get(name))
+        .map(|v| v.as_str().to_owned())
+}
+
 /// A stored message from its parts.
 pub(crate) fn stored(
     seq: u64,
@@ -45,11 +54,7 @@ pub(crate) fn stored(
     headers: Option<&HeaderMap>,
     payload: bytes::Bytes,
 ) -> StoredMessage {
-    let header = |name: &str| {
-        headers
-            .and_then(|h| h.get(name))
-            .map(|v| v.as_str().to_owned())
-    };
+    let header = |name: &str| header_value(headers, name);
     StoredMessage {
         seq,
         subject: subject.to_owned(),

@@ -11,7 +11,7 @@ use async_nats::HeaderMap;
 use bytes::Bytes;
 use futures_util::StreamExt;
 
-use super::convert::{append_error, create_error, stored, update_error, KIND_HEADER};
+use super::convert::{append_error, create_error, header_value, stored, update_error, KIND_HEADER};
 use super::NatsEngine;
 use crate::engine::{
     AppendAck, AppendError, AppendRequest, Engine, EngineError, KvEntry, KvError, LiveSubscription,
@@ -89,10 +89,7 @@ impl NatsEngine {
         let Some(message) = Self::leader_last(&self.lease_stream, &subject).await? else {
             return Ok(None);
         };
-        let operation = message
-            .headers
-            .get("KV-Operation")
-            .map(|v| v.as_str().to_owned());
+        let operation = header_value(Some(&message.headers), "KV-Operation");
         let deleted = matches!(
             operation.as_deref().map(str::parse::<Operation>),
             Some(Ok(Operation::Delete | Operation::Purge))
