@@ -60,6 +60,9 @@ enum State {
     Creating { sent: Duration },
     /// A create's outcome is unknown; reading the key to find out.
     CheckingCreate { sent: Duration },
+    /// The key is held by another incarnation (this node restarted before its old key expired,
+    /// or another process uses the same node id): try creating again at `until`.
+    Blocked { until: Duration },
     /// Held at `revision`, valid until `valid_until`; last write sent at `sent`.
     Held {
         revision: u64,
@@ -130,6 +133,11 @@ impl NodeLease {
                     value: self.value.clone(),
                 });
             }
+            State::Blocked { until } if now < until => return LeaseAction::IdleUntil(until),
+            State::Blocked { .. } => {
+                self.state = State::New;
+                return self.poll(now);
+            }
             State::Creating { sent } | State::CheckingCreate { sent } => {
                 // No acknowledged write yet: nothing to lose, keep waiting for the answer.
                 return LeaseAction::IdleUntil(sent + ttl);
@@ -181,9 +189,14 @@ impl NodeLease {
                 };
                 None
             }
-            (State::Creating { .. }, Reply::KvWrite(Err(KvError::RevisionMismatch)))
-            | (State::Renewing { .. }, Reply::KvWrite(Err(KvError::RevisionMismatch))) => {
-                // Another process holds this node id, or our key expired: either way, lost.
+            (State::Creating { sent }, Reply::KvWrite(Err(KvError::RevisionMismatch))) => {
+                self.state = State::Blocked {
+                    until: sent + self.config.ttl,
+                };
+                None
+            }
+            (State::Renewing { .. }, Reply::KvWrite(Err(KvError::RevisionMismatch))) => {
+                // Our key expired, or another process took this node id: lost.
                 self.state = State::Lost;
                 None
             }
@@ -208,7 +221,11 @@ impl NodeLease {
                         };
                     }
                     Ok(None) | Err(_) => self.state = State::New,
-                    Ok(Some(_)) => self.state = State::Lost,
+                    Ok(Some(_)) => {
+                        self.state = State::Blocked {
+                            until: sent + self.config.ttl,
+                        }
+                    }
                 }
                 None
             }
@@ -355,6 +372,20 @@ mod tests {
             LeaseAction::Call(Call::KvUpdate { revision, .. }) => assert_eq!(revision, 4),
             other => panic!("expected a renewal, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_key_held_by_an_older_incarnation_blocks_creation_for_a_ttl() {
+        let mut lease = lease();
+        lease.poll(Duration::ZERO);
+        lease.on_reply(Reply::KvWrite(Err(KvError::RevisionMismatch)));
+        assert!(!lease.is_lost());
+        assert!(!lease.is_valid(SEC));
+        assert_eq!(lease.poll(SEC), LeaseAction::IdleUntil(6 * SEC));
+        assert!(matches!(
+            lease.poll(6 * SEC),
+            LeaseAction::Call(Call::KvCreate { .. })
+        ));
     }
 
     #[test]

@@ -92,6 +92,11 @@ impl MemoryCluster {
     pub fn log(&self) -> Vec<StoredMessage> {
         self.world().log().to_vec()
     }
+
+    /// Runs `inspect` on the log stream without copying it.
+    pub fn inspect_log<R>(&self, inspect: impl FnOnce(&[StoredMessage]) -> R) -> R {
+        inspect(self.world().log())
+    }
 }
 
 /// One node's handle on a [`MemoryCluster`].
