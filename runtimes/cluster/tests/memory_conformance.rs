@@ -57,3 +57,19 @@ async fn live_subjects_deliver_in_order() {
     let cluster = cluster();
     conformance::live_subjects_deliver_in_order(&cluster.client("a"), &cluster.client("b")).await;
 }
+
+#[tokio::test]
+async fn leases_renew_and_lapse() {
+    let cluster = cluster();
+    let engine = cluster.client("a");
+    conformance::leases_renew_and_lapse(
+        &engine,
+        Duration::from_secs(6),
+        || cluster.now(),
+        |by| {
+            cluster.advance(by);
+            std::future::ready(())
+        },
+    )
+    .await;
+}

@@ -300,3 +300,61 @@ pub async fn live_subjects_deliver_in_order<E: Engine>(publisher: &E, subscriber
 pub async fn run_call<E: Engine>(engine: &E, call: &Call) -> Reply {
     execute(engine, call).await
 }
+
+/// The lease state machine on the engine: created, renewed with revisions, and, once renewals
+/// stop, lost on the node's own clock no later than the key vanishes from the engine; a new
+/// incarnation can then create the key. `clock` reads the node's monotonic time and `sleep`
+/// lets time pass (real time on NATS, model time in memory). The bucket TTL must be `ttl`.
+pub async fn leases_renew_and_lapse<E, C, S, W>(engine: &E, ttl: Duration, clock: C, sleep: S)
+where
+    E: Engine,
+    C: Fn() -> Duration,
+    S: Fn(Duration) -> W,
+    W: Future<Output = ()>,
+{
+    use agentwire_cluster::drive::tend_lease;
+    use agentwire_cluster::lease::{LeaseConfig, NodeLease};
+
+    let key = Layout::default().lease_key("lapsing node");
+    let mut lease = NodeLease::new(LeaseConfig::with_ttl(ttl), key.clone(), 1);
+    tend_lease(engine, &mut lease, clock())
+        .await
+        .expect("created");
+    assert!(lease.is_valid(clock()));
+    let first = engine.kv_get(&key).await.unwrap().expect("key exists");
+    assert_eq!(first.value.as_ref(), b"1");
+
+    // Renew twice, at the requested times.
+    for _ in 0..2 {
+        let due = tend_lease(engine, &mut lease, clock()).await.expect("held");
+        sleep(due.saturating_sub(clock())).await;
+        tend_lease(engine, &mut lease, clock())
+            .await
+            .expect("renewed");
+        assert!(lease.is_valid(clock()));
+    }
+    let renewed = engine.kv_get(&key).await.unwrap().expect("key exists");
+    assert!(
+        renewed.revision > first.revision,
+        "renewals wrote new revisions"
+    );
+
+    // Stop renewing: the node gives the lease up before the engine drops the key.
+    sleep(ttl - ttl / 8).await;
+    assert!(!lease.is_valid(clock()));
+    assert_eq!(tend_lease(engine, &mut lease, clock()).await, None);
+    sleep(ttl / 2).await;
+    assert_eq!(
+        engine.kv_get(&key).await.unwrap(),
+        None,
+        "key outlived its TTL"
+    );
+
+    let mut next = NodeLease::new(LeaseConfig::with_ttl(ttl), key.clone(), 2);
+    tend_lease(engine, &mut next, clock())
+        .await
+        .expect("re-created");
+    assert!(next.is_valid(clock()));
+    let entry = engine.kv_get(&key).await.unwrap().expect("key exists");
+    assert_eq!(entry.value.as_ref(), b"2");
+}
