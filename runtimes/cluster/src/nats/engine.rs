@@ -132,32 +132,22 @@ impl Engine for NatsEngine {
         }
     }
 
-    fn last_message(
-        &self,
-        subject: &str,
-    ) -> impl Future<Output = Result<Option<StoredMessage>, EngineError>> + Send {
-        async move {
-            Ok(Self::leader_last(&self.log, subject)
-                .await?
-                .map(|m| stored(m.sequence, m.subject.as_str(), Some(&m.headers), m.payload)))
-        }
+    async fn last_message(&self, subject: &str) -> Result<Option<StoredMessage>, EngineError> {
+        Ok(Self::leader_last(&self.log, subject)
+            .await?
+            .map(|m| stored(m.sequence, m.subject.as_str(), Some(&m.headers), m.payload)))
     }
 
-    fn message_at(
-        &self,
-        seq: u64,
-    ) -> impl Future<Output = Result<Option<StoredMessage>, EngineError>> + Send {
-        async move {
-            match self.log.get_raw_message(seq).await {
-                Ok(m) => Ok(Some(stored(
-                    m.sequence,
-                    m.subject.as_str(),
-                    Some(&m.headers),
-                    m.payload,
-                ))),
-                Err(e) if matches!(e.kind(), RawMessageErrorKind::NoMessageFound) => Ok(None),
-                Err(e) => Err(engine_error("message at", e)),
-            }
+    async fn message_at(&self, seq: u64) -> Result<Option<StoredMessage>, EngineError> {
+        match self.log.get_raw_message(seq).await {
+            Ok(m) => Ok(Some(stored(
+                m.sequence,
+                m.subject.as_str(),
+                Some(&m.headers),
+                m.payload,
+            ))),
+            Err(e) if matches!(e.kind(), RawMessageErrorKind::NoMessageFound) => Ok(None),
+            Err(e) => Err(engine_error("message at", e)),
         }
     }
 
@@ -176,26 +166,15 @@ impl Engine for NatsEngine {
         self.lease_entry(key)
     }
 
-    fn kv_create(
-        &self,
-        key: &str,
-        value: Bytes,
-    ) -> impl Future<Output = Result<u64, KvError>> + Send {
-        async move { self.leases.create(key, value).await.map_err(create_error) }
+    async fn kv_create(&self, key: &str, value: Bytes) -> Result<u64, KvError> {
+        self.leases.create(key, value).await.map_err(create_error)
     }
 
-    fn kv_update(
-        &self,
-        key: &str,
-        value: Bytes,
-        revision: u64,
-    ) -> impl Future<Output = Result<u64, KvError>> + Send {
-        async move {
-            self.leases
-                .update(key, value, revision)
-                .await
-                .map_err(update_error)
-        }
+    async fn kv_update(&self, key: &str, value: Bytes, revision: u64) -> Result<u64, KvError> {
+        self.leases
+            .update(key, value, revision)
+            .await
+            .map_err(update_error)
     }
 
     fn publish_live(
@@ -245,13 +224,11 @@ pub struct NatsLive {
 }
 
 impl LiveSubscription for NatsLive {
-    fn next(&mut self, wait: Duration) -> impl Future<Output = Option<Bytes>> + Send {
-        async move {
-            tokio::time::timeout(wait, self.subscriber.next())
-                .await
-                .ok()
-                .flatten()
-                .map(|message| message.payload)
-        }
+    async fn next(&mut self, wait: Duration) -> Option<Bytes> {
+        tokio::time::timeout(wait, self.subscriber.next())
+            .await
+            .ok()
+            .flatten()
+            .map(|message| message.payload)
     }
 }
