@@ -197,7 +197,9 @@ pub trait Engine: Send + Sync {
     /// retry loop outlasts a stream-leader election (several seconds).
     fn pause(&self, attempt: u32) -> impl Future<Output = ()> + Send;
 
-    /// Subscribes to a live subject. Messages published after this returns are delivered.
+    /// Subscribes to a live subject. Messages published after this returns through the same
+    /// server are delivered (at most once); interest reaches the other servers of a cluster
+    /// asynchronously, so a joiner reads the log after subscribing to close any gap.
     fn subscribe_live(
         &self,
         subject: &str,

@@ -72,7 +72,7 @@ async fn live_subjects_deliver_in_order() {
 #[tokio::test]
 async fn leases_renew_and_lapse() {
     let server = NatsServer::single();
-    let ttl = Duration::from_millis(1_500);
+    let ttl = Duration::from_secs(3);
     let engine = connect_nats(&[server.url()], 1, ttl).await;
     let start = std::time::Instant::now();
     conformance::leases_renew_and_lapse(&engine, ttl, || start.elapsed(), tokio::time::sleep).await;

@@ -207,11 +207,15 @@ impl Engine for NatsEngine {
                 .subscribe(subject)
                 .await
                 .map_err(|e| engine_error("live subscribe", e))?;
-            // Make sure the server knows the subscription before anything is published.
-            self.client
-                .flush()
-                .await
-                .map_err(|e| engine_error("flush", e))?;
+            // `flush` only writes the buffer out. A request nobody serves is answered at once
+            // with "no responders" by the server, after it has processed the SUB sent before it
+            // on this connection: once it returns, the subscription is live on this server.
+            let probe = self.client.new_inbox();
+            match self.client.request(probe, Bytes::new()).await {
+                Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => {}
+                Ok(_) => {}
+                Err(e) => return Err(engine_error("subscription round trip", e)),
+            }
             Ok(NatsLive { subscriber })
         }
     }
