@@ -1,0 +1,100 @@
+//! Async loops that run the protocol state machines against an [`Engine`].
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::call::{execute, Call};
+use crate::engine::Engine;
+use crate::lease::{LeaseAction, NodeLease};
+use crate::record::NodeIdentity;
+use crate::takeover::{Takeover, TakeoverOutcome, TakeoverStep};
+use crate::writer::{BeginError, SessionWriter, WriterStep};
+
+/// Why [`append`] did not store an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AppendFailure {
+    /// The writer is fenced (another owner claimed the session, or the outcome stayed unknown).
+    Fenced,
+    /// An append of this writer is already in flight.
+    Busy,
+    /// The engine refused this event; the writer can go on.
+    Refused(String),
+}
+
+/// Appends one event with `writer`, resolving lost acknowledgements; answers its sequence.
+pub async fn append<E: Engine>(
+    engine: &E,
+    writer: &mut SessionWriter,
+    payload: Bytes,
+) -> Result<u64, AppendFailure> {
+    let mut call = writer.begin(payload).map_err(|e| match e {
+        BeginError::Busy => AppendFailure::Busy,
+        BeginError::Fenced => AppendFailure::Fenced,
+    })?;
+    let mut retries = 0;
+    loop {
+        let reply = execute(engine, &call).await;
+        match writer.on_reply(reply) {
+            WriterStep::Call(next) => {
+                retries += 1;
+                engine.pause(retries).await;
+                call = next;
+            }
+            WriterStep::Acked(seq) => return Ok(seq),
+            WriterStep::Refused(why) => return Err(AppendFailure::Refused(why)),
+            WriterStep::Fenced => return Err(AppendFailure::Fenced),
+        }
+    }
+}
+
+/// Runs one takeover of the session logged on `subject` to its end.
+pub async fn take_over<E: Engine>(
+    engine: &E,
+    me: NodeIdentity,
+    claim_counter: u64,
+    subject: String,
+) -> TakeoverOutcome {
+    let (mut takeover, mut call) = Takeover::start(me, claim_counter, subject);
+    let mut retries = 0;
+    loop {
+        let claimed = matches!(call, Call::Append(_));
+        let reply = execute(engine, &call).await;
+        match takeover.on_reply(reply) {
+            TakeoverStep::Call(next) => {
+                // Calls after the claim was sent resolve or retry it: back off.
+                if claimed || retries > 0 {
+                    retries += 1;
+                    engine.pause(retries).await;
+                }
+                call = next;
+            }
+            TakeoverStep::Done(outcome) => return outcome,
+        }
+    }
+}
+
+/// Does what `lease` wants at `now` (create or renew, with any follow-up check).
+/// Answers when to poll next, or `None` if the lease is lost.
+pub async fn tend_lease<E: Engine>(
+    engine: &E,
+    lease: &mut NodeLease,
+    now: Duration,
+) -> Option<Duration> {
+    // A failed write leaves the lease due at once; one retry per call keeps a failing engine
+    // from spinning here.
+    for _ in 0..2 {
+        match lease.poll(now) {
+            LeaseAction::Lost => return None,
+            LeaseAction::IdleUntil(at) => return Some(at),
+            LeaseAction::Call(call) => {
+                let mut call = Some(call);
+                while let Some(current) = call.take() {
+                    let reply = execute(engine, &current).await;
+                    call = lease.on_reply(reply);
+                }
+            }
+        }
+    }
+    Some(now)
+}

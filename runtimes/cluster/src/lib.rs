@@ -1,0 +1,40 @@
+//! Cluster foundation for agentwire on NATS JetStream.
+//!
+//! Several agentwire nodes share sessions through one JetStream stream (one subject per
+//! session, one event per message), a KV bucket of node leases, and core NATS live subjects.
+//! This crate holds the parts that do not depend on the host:
+//!
+//! * I/O-free protocol state machines, usable by a deterministic simulation:
+//!   [`escape`] (session ids as subject tokens and KV keys), [`record`] (message ids and claim
+//!   records), [`writer`] (the fenced single writer of a session log), [`resolve`] (lost
+//!   acknowledgements), [`lease`] (node leases), [`takeover`] (the claim and who should make it).
+//!   They talk to the engine only through [`call::Call`] and [`call::Reply`] values.
+//! * [`engine::Engine`]: what the protocol needs from JetStream, implemented by
+//!   [`memory::MemoryEngine`] (a deterministic model with fault injection) and
+//!   [`nats::NatsEngine`] (the official `async-nats` client).
+//! * [`drive`]: async loops that run the state machines against any engine.
+//!
+//! Safety rests on the log, not the lease: every append expects the subject's last sequence,
+//! so once a new owner's claim record is stored, no append of an older owner can be stored.
+//! The lease only keeps nodes from trying to own a session at the same time.
+#![warn(missing_docs)]
+
+pub mod call;
+pub mod drive;
+pub mod engine;
+pub mod escape;
+pub mod layout;
+pub mod lease;
+pub mod memory;
+pub mod nats;
+pub mod record;
+pub mod resolve;
+pub mod takeover;
+pub mod writer;
+
+pub use engine::{
+    AppendAck, AppendError, AppendRequest, Engine, EngineError, KvEntry, KvError, LiveSubscription,
+    StoredMessage,
+};
+pub use layout::Layout;
+pub use record::{MessageId, NodeIdentity, RecordKind};

@@ -1,0 +1,145 @@
+//! The engine on a real NATS JetStream server, through the official `async-nats` client.
+//!
+//! [`NatsEngine::connect`] creates (or opens) the log stream and the lease bucket named by a
+//! [`Layout`]. Reads that decide ownership or resolve an append go to the stream leader
+//! (`STREAM.MSG.GET`, not direct get): direct gets may be served by followers, which do not
+//! promise read-your-writes. Subject reads from a sequence use an ordered consumer.
+
+mod convert;
+mod engine;
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv, stream};
+
+use crate::layout::Layout;
+
+pub use engine::NatsLive;
+
+/// How to set the cluster's stream and bucket up.
+#[derive(Debug, Clone)]
+pub struct NatsConfig {
+    /// Names of the stream, subjects and bucket.
+    pub layout: Layout,
+    /// Replicas of the log stream and the lease bucket (1, or 3 on a three-node cluster).
+    pub replicas: usize,
+    /// The lease bucket's `max_age`.
+    pub lease_ttl: Duration,
+    /// How long an append or KV write waits for its acknowledgement.
+    pub ack_timeout: Duration,
+}
+
+impl NatsConfig {
+    /// The default layout, `replicas` replicas, 6 s leases and 2 s acknowledgement timeouts.
+    pub fn new(replicas: usize) -> Self {
+        Self {
+            layout: Layout::default(),
+            replicas,
+            lease_ttl: Duration::from_secs(6),
+            ack_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// [`crate::Engine`] on NATS JetStream.
+#[derive(Debug, Clone)]
+pub struct NatsEngine {
+    client: async_nats::Client,
+    context: jetstream::Context,
+    log: stream::Stream,
+    leases: kv::Store,
+    lease_stream: stream::Stream,
+    lease_subject_prefix: String,
+    read_timeout: Duration,
+}
+
+/// Why [`NatsEngine::connect`] failed.
+#[derive(Debug)]
+pub struct ConnectError(pub String);
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot set up the NATS engine: {}", self.0)
+    }
+}
+
+impl std::error::Error for ConnectError {}
+
+fn setup_error(what: &str, error: impl std::fmt::Display) -> ConnectError {
+    ConnectError(format!("{what}: {error}"))
+}
+
+impl NatsEngine {
+    /// Connects to `servers` (e.g. `["nats://127.0.0.1:4222"]`) and creates or opens the log
+    /// stream and the lease bucket.
+    pub async fn connect(servers: &[String], config: NatsConfig) -> Result<Self, ConnectError> {
+        let client = async_nats::ConnectOptions::new()
+            .connection_timeout(Duration::from_secs(5))
+            .retry_on_initial_connect()
+            .connect(servers)
+            .await
+            .map_err(|e| setup_error("connect", e))?;
+        Self::with_client(client, config).await
+    }
+
+    /// Sets the engine up on an existing connection.
+    pub async fn with_client(
+        client: async_nats::Client,
+        config: NatsConfig,
+    ) -> Result<Self, ConnectError> {
+        let mut context = jetstream::new(client.clone());
+        context.set_timeout(config.ack_timeout);
+        let layout = &config.layout;
+        let log = context
+            .get_or_create_stream(stream::Config {
+                name: layout.log_stream.clone(),
+                subjects: vec![layout.log_filter()],
+                storage: stream::StorageType::File,
+                num_replicas: config.replicas,
+                duplicate_window: Duration::from_secs(120),
+                allow_direct: true,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| setup_error("log stream", e))?;
+        let leases = match context.get_key_value(&layout.lease_bucket).await {
+            Ok(store) => store,
+            Err(_) => context
+                .create_key_value(kv::Config {
+                    bucket: layout.lease_bucket.clone(),
+                    history: 1,
+                    max_age: config.lease_ttl,
+                    storage: stream::StorageType::File,
+                    num_replicas: config.replicas,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| setup_error("lease bucket", e))?,
+        };
+        let lease_stream = context
+            .get_stream(format!("KV_{}", layout.lease_bucket))
+            .await
+            .map_err(|e| setup_error("lease bucket stream", e))?;
+        Ok(Self {
+            client,
+            context,
+            log,
+            leases,
+            lease_stream,
+            lease_subject_prefix: format!("$KV.{}.", layout.lease_bucket),
+            read_timeout: config.ack_timeout,
+        })
+    }
+
+    /// The underlying connection.
+    pub fn client(&self) -> &async_nats::Client {
+        &self.client
+    }
+
+    /// The log stream's current leader, if the server reports one (clustered streams).
+    pub async fn log_leader(&self) -> Option<String> {
+        let mut stream = self.log.clone();
+        let info = stream.info().await.ok()?;
+        info.cluster.as_ref().and_then(|c| c.leader.clone())
+    }
+}

@@ -1,0 +1,138 @@
+//! What a log message is: a session event or a claim record, and its message id.
+//!
+//! Every message on a session's log subject carries a `Nats-Msg-Id` that says who wrote it:
+//!
+//! * an event appended by the owner of epoch `E` after the message at stream sequence `P` has
+//!   id `e:E:P` ([`MessageId::Event`]). The epoch is the stream sequence of the owner's claim
+//!   record and `P` is the expected last subject sequence of the append, so the id is unique in
+//!   the whole stream (stream sequences are), and a retry of the same append carries the same id;
+//! * a claim record has id `c:<node token>:<incarnation>:<counter>` ([`MessageId::Claim`]): unique
+//!   as long as a node never reuses an incarnation and counts its claims.
+//!
+//! The owner of any log position is therefore found from the last message alone: its id names
+//! the epoch, and the message at that sequence is the claim naming the node.
+
+use std::fmt;
+
+use crate::escape::{escape_id, unescape_id};
+
+/// The kind of a log message. The NATS engine carries it in the `Agentwire-Kind` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecordKind {
+    /// A session event: exactly the bytes clients receive.
+    Event,
+    /// A claim record: the fence of a new owner. Not a session event; restores skip it.
+    Claim,
+}
+
+impl RecordKind {
+    /// The header value for this kind.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Event => "event",
+            Self::Claim => "claim",
+        }
+    }
+
+    /// Parses a header value.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "event" => Some(Self::Event),
+            "claim" => Some(Self::Claim),
+            _ => None,
+        }
+    }
+}
+
+/// Who a node is: its id and the incarnation of its current process.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NodeIdentity {
+    /// The node id (`--node-id`), any string.
+    pub node: String,
+    /// Distinguishes restarts of the same node id; must never repeat for a node (for example
+    /// the start time in nanoseconds, supplied by the runtime).
+    pub incarnation: u64,
+}
+
+/// The message id of a log message.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum MessageId {
+    /// An event of the owner of `epoch`, appended after the message at stream sequence `prev`.
+    Event {
+        /// Stream sequence of the writer's claim record.
+        epoch: u64,
+        /// The append's expected last subject sequence.
+        prev: u64,
+    },
+    /// A claim record.
+    Claim {
+        /// The claiming node.
+        claimant: NodeIdentity,
+        /// The claimant's count of claims in this incarnation.
+        counter: u64,
+    },
+}
+
+impl fmt::Display for MessageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Event { epoch, prev } => write!(f, "e:{epoch}:{prev}"),
+            Self::Claim { claimant, counter } => write!(
+                f,
+                "c:{}:{}:{counter}",
+                escape_id(&claimant.node),
+                claimant.incarnation
+            ),
+        }
+    }
+}
+
+impl MessageId {
+    /// Parses a message id written by [`fmt::Display`]; `None` for anything else.
+    pub fn parse(text: &str) -> Option<Self> {
+        let mut parts = text.split(':');
+        let id = match parts.next()? {
+            "e" => Self::Event {
+                epoch: parts.next()?.parse().ok()?,
+                prev: parts.next()?.parse().ok()?,
+            },
+            "c" => Self::Claim {
+                claimant: NodeIdentity {
+                    node: unescape_id(parts.next()?).ok()?,
+                    incarnation: parts.next()?.parse().ok()?,
+                },
+                counter: parts.next()?.parse().ok()?,
+            },
+            _ => return None,
+        };
+        parts.next().is_none().then_some(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn message_ids_round_trip(node in any::<String>(), a in any::<u64>(), b in any::<u64>()) {
+            let event = MessageId::Event { epoch: a, prev: b };
+            prop_assert_eq!(MessageId::parse(&event.to_string()), Some(event));
+            let claim = MessageId::Claim {
+                claimant: NodeIdentity { node, incarnation: a },
+                counter: b,
+            };
+            let text = claim.to_string();
+            prop_assert!(!text.contains(['\r', '\n', ' ']));
+            prop_assert_eq!(MessageId::parse(&text), Some(claim));
+        }
+    }
+
+    #[test]
+    fn foreign_ids_are_not_ours() {
+        assert_eq!(MessageId::parse("e:1"), None);
+        assert_eq!(MessageId::parse("e:1:2:3"), None);
+        assert_eq!(MessageId::parse("x:1:2"), None);
+    }
+}

@@ -1,0 +1,79 @@
+//! The async-nats engine passes the engine conformance checks against a real nats-server
+//! (one JetStream server per test, on a free loopback port, killed at the end).
+
+mod support;
+
+use std::time::Duration;
+
+use support::server::NatsServer;
+use support::{conformance, connect_nats};
+
+/// The lease TTL of these tests' bucket: short, so expiry is quick to observe.
+const TTL: Duration = Duration::from_secs(1);
+
+#[tokio::test]
+async fn fenced_append_is_rejected() {
+    let server = NatsServer::single();
+    let engine = connect_nats(&[server.url()], 1, TTL).await;
+    conformance::fenced_append_is_rejected(&engine).await;
+}
+
+#[tokio::test]
+async fn duplicate_message_id_is_not_stored() {
+    let server = NatsServer::single();
+    let engine = connect_nats(&[server.url()], 1, TTL).await;
+    conformance::duplicate_message_id_is_not_stored(&engine).await;
+}
+
+#[tokio::test]
+async fn lost_acks_are_resolved() {
+    let server = NatsServer::single();
+    let engine = connect_nats(&[server.url()], 1, TTL).await;
+    conformance::lost_acks_are_resolved(&engine).await;
+}
+
+#[tokio::test]
+async fn takeover_fences_the_old_owner() {
+    let server = NatsServer::single();
+    let a = connect_nats(&[server.url()], 1, Duration::from_secs(60)).await;
+    let b = connect_nats(&[server.url()], 1, Duration::from_secs(60)).await;
+    conformance::takeover_fences_the_old_owner(&a, &b).await;
+}
+
+#[tokio::test]
+async fn kv_revisions_are_checked() {
+    let server = NatsServer::single();
+    let engine = connect_nats(&[server.url()], 1, Duration::from_secs(60)).await;
+    conformance::kv_revisions_are_checked(&engine).await;
+}
+
+#[tokio::test]
+async fn kv_leases_expire() {
+    let server = NatsServer::single();
+    let engine = connect_nats(&[server.url()], 1, TTL).await;
+    conformance::kv_leases_expire(&engine, || tokio::time::sleep(TTL * 2)).await;
+}
+
+#[tokio::test]
+async fn subject_reads_start_at_a_sequence() {
+    let server = NatsServer::single();
+    let engine = connect_nats(&[server.url()], 1, TTL).await;
+    conformance::subject_reads_start_at_a_sequence(&engine).await;
+}
+
+#[tokio::test]
+async fn live_subjects_deliver_in_order() {
+    let server = NatsServer::single();
+    let a = connect_nats(&[server.url()], 1, TTL).await;
+    let b = connect_nats(&[server.url()], 1, TTL).await;
+    conformance::live_subjects_deliver_in_order(&a, &b).await;
+}
+
+#[tokio::test]
+async fn leases_renew_and_lapse() {
+    let server = NatsServer::single();
+    let ttl = Duration::from_secs(3);
+    let engine = connect_nats(&[server.url()], 1, ttl).await;
+    let start = std::time::Instant::now();
+    conformance::leases_renew_and_lapse(&engine, ttl, || start.elapsed(), tokio::time::sleep).await;
+}
