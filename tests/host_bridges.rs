@@ -409,13 +409,13 @@ fn abort_answers_every_send_and_wait_including_queued_ones() {
     );
 }
 
-/// The README's per-bridge example scenario is a valid scenario.
+/// The manual's per-bridge example scenario (docs/scenarios.md) is a valid scenario.
 #[test]
-fn the_readme_example_scenario_loads() {
+fn the_manual_example_scenario_loads() {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/scenarios.md")).unwrap();
     let at = readme
-        .find("### One example scenario per bridge")
+        .find("## One example scenario per bridge")
         .expect("the section");
     let start = readme[at..].find("```json").unwrap() + at + "```json".len();
     let end = readme[start..].find("```").unwrap() + start;

@@ -91,6 +91,11 @@ struct Cli {
     #[arg(long)]
     mcp_apps: bool,
 
+    /// Approve every permission prompt without asking, in every session (as the real
+    /// runtime's `--yolo`): no `permission.*` events are emitted.
+    #[arg(long)]
+    yolo: bool,
+
     /// Async runtime that drives the server; all three behave the same.
     #[arg(long, value_enum, default_value_t = RuntimeKind::Tokio)]
     runtime: RuntimeKind,
@@ -242,6 +247,7 @@ fn setup(cli: &Cli) -> Result<(Mode, HostConfig), UsageError> {
         .ok()
         .filter(|t| !t.is_empty());
     config.shell_enabled = cli.allow_shell;
+    config.approve_all_permissions = cli.yolo;
     config.mcp_apps_enabled = cli.mcp_apps
         || std::env::var("COPILOT_MCP_APPS").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
     Ok((mode, config))
