@@ -31,6 +31,11 @@ impl Host {
     ) -> Option<String> {
         let masked = self.mask_secrets(data);
         let data = masked.as_ref().unwrap_or(data);
+        if !(ephemeral && crate::session::is_streaming_delta_type(event_type)) {
+            // Every loss is reported before the next durable event a lagging reader gets
+            // (so before its next `session.idle`), not only once it has caught up.
+            self.report_lagging_readers(session_id, data);
+        }
         let id = self.ids.next_uuid();
         let now = self.now;
         // Only this event comes from the sub-agent, not what emitting it triggers.

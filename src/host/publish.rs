@@ -124,11 +124,6 @@ impl Host {
         only: Option<ConnId>,
         from_sub_agent: bool,
     ) -> Option<()> {
-        if !droppable {
-            // Every loss is reported before the next durable event a lagging reader gets
-            // (so before its next `session.idle`), not only once it has caught up.
-            self.report_lagging_readers(session_id, event.json.len());
-        }
         // The audience is decided here, at publish time, once per event.
         let audience = Audience::of(&event.event_type).with_sub_agent(from_sub_agent);
         let everyone = audience.is_everyone();
@@ -210,14 +205,18 @@ impl Host {
         Some(())
     }
 
-    /// Sends every connection attached to `session_id` that lost streaming events of it a
-    /// drop report now, before a durable event of `event_len` bytes is queued. Room for the
+    /// Sends every connection attached to `session_id` that lost streaming events a drop
+    /// report now, before an event with `data` is recorded and queued (recorded after the
+    /// report, so the report's `parentId` is an event the reader already has). Room for the
     /// report and the event is made first (dropping older streaming frames, which the same
     /// report then counts), so the count is exact: nothing is dropped between the report and
     /// the event.
-    fn report_lagging_readers(&mut self, session_id: &str, event_len: usize) {
+    pub(super) fn report_lagging_readers(&mut self, session_id: &str, data: &serde_json::Value) {
         // Framing, envelope and the report itself: generous, so neither push drops.
         const REPORT_ROOM: usize = 1024;
+        // The event's envelope around `data` (id, timestamp, parentId, type, session.event).
+        const ENVELOPE_ROOM: usize = 512;
+        let mut event_len = None;
         let Some(live) = self.sessions.get(session_id) else {
             return;
         };
@@ -232,7 +231,11 @@ impl Host {
             if c.closing || other_session || c.outbox.unreported_drops() == 0 {
                 continue;
             }
-            c.outbox.make_room(event_len + REPORT_ROOM, shared);
+            // Measured only when some reader lags (rare), never on the fan-out fast path.
+            let len = *event_len.get_or_insert_with(|| {
+                serde_json::to_vec(data).map_or(0, |v| v.len()) + ENVELOPE_ROOM
+            });
+            c.outbox.make_room(len + REPORT_ROOM, shared);
             c.drop_session = None;
             lagging.push((*conn, c.outbox.take_unreported_drops()));
         }

@@ -381,3 +381,64 @@ fn the_binary_gates_shell_and_mcp_apps() {
     let from_env = run(&[], true);
     assert!(from_env.contains(r#""mcpApps":true"#), "{from_env}");
 }
+
+/// Runs one client-tool turn ("weather") against a server started with `flags` and returns
+/// the event types the client saw, answering the tool call and any permission prompt.
+async fn weather_turn_event_types(flags: &[&str]) -> Vec<String> {
+    let mut args = vec!["--port", "0", "--no-store"];
+    args.extend_from_slice(flags);
+    let (_child, port) = spawn_tcp(command(&args)).await;
+    let (mut r, mut w) = connect(port).await;
+    let tools = json!([{"name":"get_weather","description":"Get weather for a city",
+        "parameters":{"type":"object","properties":{"city":{"type":"string"}}}}]);
+    let create = json!({"jsonrpc":"2.0","id":1,"method":"session.create",
+        "params":{"sessionId":"yolo","requestPermission":true,"tools":tools}});
+    w.write_all(&frame(&create)).await.unwrap();
+    assert!(r.response(1).await.get("result").is_some(), "session created");
+    let send = json!({"jsonrpc":"2.0","id":2,"method":"session.send",
+        "params":{"sessionId":"yolo","prompt":"weather please"}});
+    w.write_all(&frame(&send)).await.unwrap();
+    let mut types = Vec::new();
+    let mut next_id = 10;
+    loop {
+        let msg = r.expect().await;
+        if msg["method"] != "session.event" {
+            continue;
+        }
+        let event = &msg["params"]["event"];
+        let ty = event["type"].as_str().unwrap_or_default().to_owned();
+        let answer = match ty.as_str() {
+            "permission.requested" => Some(("session.permissions.handlePendingPermissionRequest",
+                json!({"sessionId":"yolo","requestId":event["data"]["requestId"],
+                       "result":{"kind":"approve-once"}}))),
+            "external_tool.requested" => Some(("session.tools.handlePendingToolCall",
+                json!({"sessionId":"yolo","requestId":event["data"]["requestId"],"result":"sunny"}))),
+            _ => None,
+        };
+        if let Some((method, params)) = answer {
+            next_id += 1;
+            let req = json!({"jsonrpc":"2.0","id":next_id,"method":method,"params":params});
+            w.write_all(&frame(&req)).await.unwrap();
+        }
+        let done = ty == "session.idle";
+        types.push(ty);
+        if done {
+            return types;
+        }
+    }
+}
+
+/// `--yolo` approves every permission prompt without asking: the client tool runs and no
+/// `permission.*` event is emitted; without it the same turn asks first.
+#[tokio::test]
+async fn yolo_runs_tools_without_permission_prompts() {
+    let asked = weather_turn_event_types(&[]).await;
+    assert!(asked.contains(&"permission.requested".to_owned()), "{asked:?}");
+    let yolo = weather_turn_event_types(&["--yolo"]).await;
+    assert!(yolo.contains(&"external_tool.requested".to_owned()), "{yolo:?}");
+    assert!(
+        !yolo.iter().any(|t| t.starts_with("permission.")),
+        "no permission events with --yolo: {yolo:?}"
+    );
+    assert!(yolo.contains(&"tool.execution_complete".to_owned()), "{yolo:?}");
+}
