@@ -5,6 +5,7 @@ use std::fmt;
 
 use crate::agent::{scripted_factory, AgentFactory, Scenario};
 use crate::frame::FrameLimits;
+use crate::model::{BaseUrlPolicy, CallConfig, ServerDefault};
 
 /// Default per-connection outbox budget: 8 MiB.
 pub const DEFAULT_OUTBOX_BUDGET: usize = 8 * 1024 * 1024;
@@ -35,6 +36,15 @@ pub struct HostConfig {
     /// Honour `requestMcpApps` (the runtime's `COPILOT_MCP_APPS=true` gate). Off by default:
     /// a request is then answered without `ui.mcpApps` and a `session.warning` says why.
     pub mcp_apps_enabled: bool,
+    /// The model for sessions that name no provider (operator flags, or the runtime's own
+    /// `COPILOT_API_URL` route). When set, every session gets a
+    /// [`ModelAgent`](crate::agent::ModelAgent); without it, only sessions with their own
+    /// `provider` do, and the others keep [`HostConfig::agent`].
+    pub model_default: Option<ServerDefault>,
+    /// Deadlines (first byte, idle, total), retries and limits of every model call.
+    pub model_call: CallConfig,
+    /// Which hosts a client-chosen provider `baseUrl` may reach. Default: all.
+    pub model_base_urls: BaseUrlPolicy,
 }
 
 impl HostConfig {
@@ -60,6 +70,9 @@ impl Default for HostConfig {
             report_persisted_events: false,
             mcp_apps_enabled: false,
             shell_enabled: false,
+            model_default: None,
+            model_call: CallConfig::default(),
+            model_base_urls: BaseUrlPolicy::AllowAll,
         }
     }
 }
@@ -79,6 +92,15 @@ impl fmt::Debug for HostConfig {
             .field("report_persisted_events", &self.report_persisted_events)
             .field("mcp_apps_enabled", &self.mcp_apps_enabled)
             .field("shell_enabled", &self.shell_enabled)
+            .field(
+                "model_default",
+                &self
+                    .model_default
+                    .as_ref()
+                    .map(|d| d.provider.host().to_owned()),
+            )
+            .field("model_call", &self.model_call)
+            .field("model_base_urls", &self.model_base_urls)
             .finish_non_exhaustive()
     }
 }

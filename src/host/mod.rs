@@ -25,6 +25,7 @@ mod conn_table;
 pub(crate) mod dialect;
 mod drive;
 mod emit;
+mod http;
 mod input;
 mod outbox;
 mod output;
@@ -88,6 +89,10 @@ struct Live {
     /// The dialects' own state for this session, one value per type
     /// ([`Host::session_state`]).
     states: Vec<Box<dyn Any + Send>>,
+    /// What the session's clients asked of the model (secrets in memory only).
+    model: crate::agent::ModelSettings,
+    /// The agent is a [`crate::agent::ModelAgent`].
+    model_agent: bool,
 }
 
 /// The protocol host. See the crate docs for the run loop.
@@ -128,6 +133,9 @@ pub struct Host {
     /// The sub-agent the next emitted event comes from (set by `SessionControl::emit_as`).
     event_agent: Option<String>,
     unknown_responses: u64,
+    /// HTTP exchanges in flight, by call id: the session they are for.
+    http_calls: BTreeMap<u64, String>,
+    next_http_call: u64,
 }
 
 /// What a deadline in the host's timer map is for.
@@ -193,6 +201,8 @@ impl Host {
             last_session: None,
             event_agent: None,
             unknown_responses: 0,
+            http_calls: BTreeMap::new(),
+            next_http_call: 1,
         }
     }
 
