@@ -19,8 +19,8 @@ use github_copilot_sdk::types::{MessageOptions, ProviderConfig, SessionConfig, S
 use github_copilot_sdk::Client;
 use in_process::connect;
 use sdk_scenarios::{
-    assert_subsequence, new_session_id, types, weather_tool, within, Recorder,
-    RecordingPermission, WEATHER_ANSWER, WEATHER_PROMPT,
+    assert_subsequence, new_session_id, types, weather_tool, within, Recorder, RecordingPermission,
+    WEATHER_ANSWER, WEATHER_PROMPT,
 };
 
 const KEY: &str = "sk-fake-interop-key";
@@ -236,4 +236,85 @@ async fn cut_stream_then_next_prompt_works() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_stream_then_next_prompt_works() {
     sdk_scenarios::bounded(fault_then_recovery(FakeMode::MalformedChunk, true)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_after_a_restart_continues_the_conversation() {
+    sdk_scenarios::bounded(async {
+        let fake = FakeModel::start(FakeMode::Text);
+        let id = new_session_id();
+        // The first server runs one turn; its persisted events are all a restart keeps.
+        let stored: Vec<bytes::Bytes> = {
+            let server = Server::new(HostConfig::default());
+            let client = connect(&server).await;
+            let mut b = byok_session(&client, &fake, &id, false).await;
+            let turn = send(&mut b, "first question").await;
+            assert_eq!(last_message(&turn), WEATHER_ANSWER);
+            server.with_host(|host, _| {
+                host.session_events(id.as_ref())
+                    .expect("the session")
+                    .iter()
+                    .map(|e| e.json.clone())
+                    .collect()
+            })
+        };
+        // A new server restores them; the SDK resumes, sending the provider again.
+        let server = Server::new(HostConfig::default());
+        server
+            .with_host(|host, now| host.restore_session(now, id.as_ref(), stored))
+            .expect("restore");
+        let client = connect(&server).await;
+        let config = github_copilot_sdk::types::ResumeSessionConfig::new(id.clone())
+            .with_provider(
+                ProviderConfig::new(fake.base_url())
+                    .with_provider_type("openai")
+                    .with_api_key(KEY),
+            )
+            .with_permission_handler(Arc::new(RecordingPermission {
+                requests: Arc::new(Mutex::new(Vec::new())),
+                reject: None,
+            }));
+        let prepared = client
+            .prepare_resume_session(config)
+            .expect("prepare_resume_session");
+        let mut events = Recorder::new(prepared.subscribe());
+        let session = within("session.resume", prepared.start())
+            .await
+            .expect("session.resume succeeds");
+        within(
+            "session.send",
+            session.send(MessageOptions::new("second question")),
+        )
+        .await
+        .expect("send");
+        let turn = events.turn().await;
+        assert_eq!(last_message(&turn), WEATHER_ANSWER, "{:?}", types(&turn));
+        let bodies = fake.completion_bodies();
+        assert_eq!(bodies.len(), 2);
+        let messages = bodies[1]["messages"].as_array().unwrap();
+        let roles: Vec<&str> = messages
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["system", "user", "assistant", "user"]);
+        assert!(messages[1]["content"]
+            .as_str()
+            .unwrap()
+            .ends_with("first question"));
+        assert_eq!(messages[2]["content"], WEATHER_ANSWER);
+        assert!(messages[3]["content"]
+            .as_str()
+            .unwrap()
+            .ends_with("second question"));
+        // The key was never persisted.
+        let stored_text = server.with_host(|host, _| {
+            host.session_events(id.as_ref())
+                .unwrap()
+                .iter()
+                .map(|e| String::from_utf8_lossy(&e.json).into_owned())
+                .collect::<String>()
+        });
+        assert!(!stored_text.contains(KEY));
+    })
+    .await
 }

@@ -123,8 +123,18 @@ impl Host {
             .sessions
             .get(session)
             .ok_or_else(|| "the session is gone".to_owned())?;
-        live.model
-            .resolve(self.config.model_default.as_ref(), &self.config.model_call)
+        // A resume that names no model keeps the session's (`session.start.selectedModel`).
+        let fallback;
+        let settings = if live.model.model.is_none() && live.session.model.is_some() {
+            fallback = ModelSettings {
+                model: live.session.model.clone(),
+                ..live.model.clone()
+            };
+            &fallback
+        } else {
+            &live.model
+        };
+        settings.resolve(self.config.model_default.as_ref(), &self.config.model_call)
     }
 
     /// The conversation from the session's persisted events.
