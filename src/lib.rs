@@ -74,6 +74,10 @@
 //!             Output::SessionDeleted { session } => { /* remove the session's log */ }
 //!             Output::ShellExec { process_id, command, cwd, timeout_ms } => { /* spawn */ }
 //!             Output::ShellKill { process_id, signal } => { /* signal the process */ }
+//!             Output::HttpRequest { call, session, request } => {
+//!                 /* perform it; feed back handle_http_response / _body / _end / _error */
+//!             }
+//!             Output::HttpCancel { call } => { /* drop the exchange */ }
 //!         }
 //!     }
 //!     // Sleep until the next deadline (or the next input), then:

@@ -7,6 +7,8 @@
 //! in by implementing [`Agent`]; [`ScriptedAgent`] is the deterministic default.
 
 pub mod builtin;
+mod model;
+mod model_settings;
 mod scenario;
 mod scripted;
 
@@ -17,8 +19,12 @@ use serde_json::Value;
 use crate::Timestamp;
 
 pub use builtin::{BuiltinCall, BuiltinOp, PromptKind};
+pub use model::ModelAgent;
+pub use model_settings::{ModelSettings, ModelSetup, SystemMessage, DEFAULT_SYSTEM_PROMPT};
 pub use scenario::{Rule, Scenario, ScenarioError, Step, StreamStep, BUILTIN_SCENARIO_JSON};
 pub use scripted::ScriptedAgent;
+
+use crate::model::{ChatMessage, HttpRequest, ToolSpec, TransportErrorKind};
 
 /// What the host hands an agent to act on.
 #[derive(Clone, Debug, PartialEq)]
@@ -50,6 +56,36 @@ pub enum AgentInput {
         token: u64,
         /// The answer's JSON, or the reason there is none.
         outcome: Result<Value, String>,
+    },
+    /// Progress of an HTTP exchange started with [`SessionControl::http_request`].
+    Http {
+        /// The id `http_request` returned.
+        call: u64,
+        /// What happened.
+        event: HttpEvent,
+    },
+}
+
+/// What the runtime reported about an HTTP exchange (see [`AgentInput::Http`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HttpEvent {
+    /// The status line and headers arrived.
+    Response {
+        /// The HTTP status.
+        status: u16,
+        /// The response headers (names as sent).
+        headers: Vec<(String, String)>,
+    },
+    /// A piece of the body.
+    Body(Vec<u8>),
+    /// The body ended normally.
+    End,
+    /// The exchange failed (connect, TLS, timeout, I/O).
+    Error {
+        /// The failure's class.
+        kind: TransportErrorKind,
+        /// What the runtime saw.
+        message: String,
     },
 }
 
@@ -166,6 +202,32 @@ pub trait SessionControl {
     /// [`AgentInput::ClientAnswer`] with the returned token (at once, as an error, when no
     /// attached client can answer).
     fn ask_client(&mut self, request: ClientRequest) -> u64;
+    /// Asks the runtime to perform `request` ([`crate::Output::HttpRequest`]); its response
+    /// arrives as [`AgentInput::Http`] with the returned call id. The default implementation,
+    /// for controls without HTTP, returns 0 and never answers.
+    fn http_request(&mut self, request: HttpRequest) -> u64 {
+        let _ = request;
+        0
+    }
+    /// Abandons an exchange started with [`SessionControl::http_request`]
+    /// ([`crate::Output::HttpCancel`]); nothing more arrives for it.
+    fn cancel_http(&mut self, call: u64) {
+        let _ = call;
+    }
+    /// The session's model configuration resolved to one provider (the session's own, else
+    /// the server default), or why there is none.
+    fn model_setup(&self) -> Result<ModelSetup, String> {
+        Err("no model provider is configured".to_owned())
+    }
+    /// The conversation so far, rebuilt from the session's persisted events (so a session
+    /// resumed after a restart continues it).
+    fn history(&self) -> Vec<ChatMessage> {
+        Vec::new()
+    }
+    /// The tools the session's clients declared, as offered to a model.
+    fn client_tools(&self) -> Vec<ToolSpec> {
+        Vec::new()
+    }
 }
 
 /// An agent driving one session.
@@ -176,7 +238,9 @@ pub trait Agent: Send {
     fn is_busy(&self) -> bool;
 }
 
-/// Makes the agent for a new session (given its id).
+/// Makes the agent for a new session (given its id). Sessions with a model provider (their
+/// own, or [`HostConfig::model_default`](crate::HostConfig::model_default)) get a
+/// [`ModelAgent`] instead.
 pub type AgentFactory = Arc<dyn Fn(&str) -> Box<dyn Agent> + Send + Sync>;
 
 /// An [`AgentFactory`] that gives every session a [`ScriptedAgent`] running `scenario`.

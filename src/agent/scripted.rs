@@ -326,6 +326,8 @@ impl Agent for ScriptedAgent {
                     }
                 }
             }
+            // The scripted agent makes no HTTP calls.
+            AgentInput::Http { .. } => {}
             AgentInput::ClientAnswer { token, outcome } => {
                 let Some(run) = self.run.as_mut() else { return };
                 if run.waiting != Waiting::Client(token) {

@@ -292,8 +292,20 @@ fn attach_result(host: &Host, session: &str) -> Value {
     result
 }
 
+/// The session's model settings from create/resume params (an invalid provider fails the
+/// method with a message naming the field, never a secret).
+fn model_settings(
+    host: &Host,
+    method: &str,
+    params: Option<&RawValue>,
+) -> Result<crate::agent::ModelSettings, ErrorObject> {
+    let raw: Value = decode(params)?;
+    host.model_settings_of(&raw).map_err(|e| failed(method, e))
+}
+
 fn create(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
     let p: AttachParams = decode(params)?;
+    let settings = model_settings(host, "session.create", params)?;
     let session_id = match p.session_id.clone() {
         Some(s) if !s.is_empty() => s,
         _ => host.new_id(),
@@ -308,6 +320,7 @@ fn create(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
     session.cwd = p.working_directory.clone();
     session.model = p.model.clone();
     host.insert_session(session);
+    host.set_model_settings(&session_id, settings);
     // Attach silently: capability/command announcements follow session.start.
     let attachment = p.attachment(host.config().mcp_apps_enabled);
     host.attach_silently(&session_id, conn, attachment);
@@ -363,6 +376,8 @@ fn resume(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
     let event_count = live.events().len();
     let model = live.model.clone();
     let cwd = live.cwd.clone();
+    let settings = model_settings(host, "session.resume", params)?;
+    host.set_model_settings(&session_id, settings);
     let was_active = host.session_busy(&session_id);
     host.attach(
         &session_id,

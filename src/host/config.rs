@@ -5,6 +5,7 @@ use std::fmt;
 
 use crate::agent::{scripted_factory, AgentFactory, Scenario};
 use crate::frame::FrameLimits;
+use crate::model::{BaseUrlPolicy, CallConfig, ServerDefault};
 
 /// Default per-connection outbox budget: 8 MiB.
 pub const DEFAULT_OUTBOX_BUDGET: usize = 8 * 1024 * 1024;
@@ -53,6 +54,15 @@ pub struct HostConfig {
     /// Approve every permission prompt of every session without asking (`--yolo`): no
     /// `permission.*` events, the tool call runs at once. Off by default.
     pub approve_all_permissions: bool,
+    /// The model for sessions that name no provider (operator flags, or the runtime's own
+    /// `COPILOT_API_URL` route). When set, every session gets a
+    /// [`ModelAgent`](crate::agent::ModelAgent); without it, only sessions with their own
+    /// `provider` do, and the others keep [`HostConfig::agent`].
+    pub model_default: Option<ServerDefault>,
+    /// Deadlines (first byte, idle, total), retries and limits of every model call.
+    pub model_call: CallConfig,
+    /// Which hosts a client-chosen provider `baseUrl` may reach. Default: all.
+    pub model_base_urls: BaseUrlPolicy,
 }
 
 impl HostConfig {
@@ -144,6 +154,9 @@ impl Default for HostConfig {
             mcp_apps_enabled: false,
             shell_enabled: false,
             approve_all_permissions: false,
+            model_default: None,
+            model_call: CallConfig::default(),
+            model_base_urls: BaseUrlPolicy::AllowAll,
         }
     }
 }
@@ -164,6 +177,15 @@ impl fmt::Debug for HostConfig {
             .field("mcp_apps_enabled", &self.mcp_apps_enabled)
             .field("shell_enabled", &self.shell_enabled)
             .field("approve_all_permissions", &self.approve_all_permissions)
+            .field(
+                "model_default",
+                &self
+                    .model_default
+                    .as_ref()
+                    .map(|d| d.provider.host().to_owned()),
+            )
+            .field("model_call", &self.model_call)
+            .field("model_base_urls", &self.model_base_urls)
             .finish_non_exhaustive()
     }
 }

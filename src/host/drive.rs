@@ -75,6 +75,26 @@ impl SessionControl for Control<'_> {
         self.host.ask_client(self.session, request)
     }
 
+    fn http_request(&mut self, request: crate::model::HttpRequest) -> u64 {
+        self.host.start_http(self.session, request)
+    }
+
+    fn cancel_http(&mut self, call: u64) {
+        self.host.cancel_http(call);
+    }
+
+    fn model_setup(&self) -> Result<crate::agent::ModelSetup, String> {
+        self.host.model_setup(self.session)
+    }
+
+    fn history(&self) -> Vec<crate::model::ChatMessage> {
+        self.host.model_history(self.session)
+    }
+
+    fn client_tools(&self) -> Vec<crate::model::ToolSpec> {
+        self.host.model_tools(self.session)
+    }
+
     fn set_timer(&mut self, at: Timestamp) {
         let seq = self.host.timer_seq;
         self.host.timer_seq += 1;

@@ -26,6 +26,7 @@ mod conn_table;
 pub(crate) mod dialect;
 mod drive;
 mod emit;
+mod http;
 mod input;
 mod outbox;
 mod output;
@@ -91,6 +92,10 @@ struct Live {
     /// The dialects' own state for this session, one value per type
     /// ([`Host::session_state`]).
     states: Vec<Box<dyn Any + Send>>,
+    /// What the session's clients asked of the model (secrets in memory only).
+    model: crate::agent::ModelSettings,
+    /// The agent is a [`crate::agent::ModelAgent`].
+    model_agent: bool,
 }
 
 /// The protocol host. See the crate docs for the run loop.
@@ -133,6 +138,9 @@ pub struct Host {
     unknown_responses: u64,
     /// Values masked in every emitted event (`secrets.addFilterValues`).
     secret_filters: Vec<String>,
+    /// HTTP exchanges in flight, by call id: the session they are for.
+    http_calls: BTreeMap<u64, String>,
+    next_http_call: u64,
 }
 
 /// What a deadline in the host's timer map is for.
@@ -199,6 +207,8 @@ impl Host {
             event_agent: None,
             unknown_responses: 0,
             secret_filters: Vec::new(),
+            http_calls: BTreeMap::new(),
+            next_http_call: 1,
         }
     }
 

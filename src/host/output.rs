@@ -67,6 +67,25 @@ pub enum Output {
         /// The signal's name.
         signal: String,
     },
+    /// Perform an HTTP request for a session's model agent and stream the answer back with
+    /// [`Host::handle_http_response`], [`Host::handle_http_body`] (chunk by chunk, as bytes
+    /// arrive), then [`Host::handle_http_end`] or [`Host::handle_http_error`]. The host
+    /// enforces the model's deadlines itself; the runtime needs only coarse backstops.
+    /// Headers marked sensitive must never be logged.
+    HttpRequest {
+        /// Id of this exchange, for the inputs that report it.
+        call: u64,
+        /// The session it is for.
+        session: String,
+        /// Method, URL, headers and body.
+        request: crate::model::HttpRequest,
+    },
+    /// Abandon the exchange started by [`Output::HttpRequest`] `call` (drop the connection);
+    /// input for it is ignored from now on.
+    HttpCancel {
+        /// The exchange.
+        call: u64,
+    },
 }
 
 /// Outputs and queries.

@@ -55,10 +55,17 @@ struct Stored<'a> {
 
 impl Host {
     pub(super) fn new_live(&self, session: Session) -> Live {
-        let agent = (self.config.agent)(&session.id);
+        let model_agent = self.config.model_default.is_some();
+        let agent: Box<dyn crate::agent::Agent> = if model_agent {
+            Box::new(crate::agent::ModelAgent::new())
+        } else {
+            (self.config.agent)(&session.id)
+        };
         Live {
             session,
             agent: Some(agent),
+            model: Default::default(),
+            model_agent,
             pending: Default::default(),
             resolved: Default::default(),
             timer: None,

@@ -172,6 +172,14 @@ impl ProviderCatalog {
         Ok(provider)
     }
 
+    /// Every provider the catalog may call.
+    pub fn providers(&self) -> Vec<&ProviderConfig> {
+        match self {
+            Self::Single(p) => vec![&**p],
+            Self::Named { providers, .. } => providers.iter().collect(),
+        }
+    }
+
     /// The catalog's models for `models.list` (`provider/id`); empty for a single provider,
     /// whose list comes from its `GET /models`.
     pub fn models(&self) -> Vec<ModelInfo> {

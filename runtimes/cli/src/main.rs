@@ -2,6 +2,7 @@
 //!
 //! Run with no arguments to serve on TCP with the built-in defaults; see `--help`.
 
+mod model_args;
 mod serve;
 mod store_args;
 mod tui;
@@ -35,12 +36,20 @@ The process exits 0 after a client calls `runtime.shutdown` (or, with --stdio, w
 
 Sessions are stored in --data-dir (default: $COPILOT_HOME, else ~/.agentwire) under session-state/<sessionId>/events.jsonl and loaded again at start; --no-store keeps them in memory.
 
+Models: a session whose client sends a `provider` (BYOK: openai, azure, anthropic) gets a real \
+agent that calls it. Sessions without one call the server default (--model-base-url URL --model \
+NAME --model-api-key-env VAR), else, when COPILOT_API_URL is set and a token is found \
+(--auth-token-env NAME, COPILOT_SDK_AUTH_TOKEN, GH_TOKEN, GITHUB_TOKEN), \
+{COPILOT_API_URL}/chat/completions with that Bearer token; else they run the scripted agent. \
+See docs/model.md.
+
 Also accepted and ignored, for compatibility with the Copilot SDKs: --no-auto-update, \
---log-level L, --no-auto-login, --auth-token-env NAME, --session-idle-timeout S, --remote.";
+--log-level L, --no-auto-login, --session-idle-timeout S, --remote.";
 
 /// A sans-IO protocol host for AI-agent sessions, wire-compatible with the Copilot SDK
-/// protocol v3 (Content-Length framed JSON-RPC over stdio or TCP). It runs scripted agent
-/// turns, no model.
+/// protocol v3 (Content-Length framed JSON-RPC over stdio or TCP). Sessions with a model
+/// provider (the client's BYOK `provider`, or the server default) call the model; the others
+/// run scripted agent turns.
 #[derive(Parser, Debug)]
 #[command(name = "agentwire", version, after_help = AFTER_HELP)]
 struct Cli {
@@ -103,6 +112,9 @@ struct Cli {
     #[command(flatten)]
     store: store_args::StoreArgs,
 
+    #[command(flatten)]
+    model: model_args::ModelArgs,
+
     #[arg(long, hide = true)]
     no_auto_update: bool,
 
@@ -111,9 +123,6 @@ struct Cli {
 
     #[arg(long, hide = true)]
     no_auto_login: bool,
-
-    #[arg(long, hide = true, value_name = "NAME")]
-    auth_token_env: Option<String>,
 
     #[arg(long, hide = true, value_name = "S")]
     session_idle_timeout: Option<String>,
@@ -250,6 +259,7 @@ fn setup(cli: &Cli) -> Result<(Mode, HostConfig), UsageError> {
     config.approve_all_permissions = cli.yolo;
     config.mcp_apps_enabled = cli.mcp_apps
         || std::env::var("COPILOT_MCP_APPS").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
+    cli.model.apply(&mut config)?;
     Ok((mode, config))
 }
 

@@ -32,7 +32,11 @@
 //!   process is killed right after;
 //! * `Output::ShellExec` / `Output::ShellKill`: `sh -c COMMAND` in a process group of its own,
 //!   its output and exit fed back with `Host::handle_shell_output` / `handle_shell_exit`,
-//!   killed (the whole group) on request or at its timeout.
+//!   killed (the whole group) on request or at its timeout;
+//! * `Output::HttpRequest` / `Output::HttpCancel`: a blocking `ureq` (rustls) request on a
+//!   thread of its own, its status and headers, body chunks (as they arrive), end or
+//!   transport error fed back with `Host::handle_http_response` / `handle_http_body` /
+//!   `handle_http_end` / `handle_http_error`; a cancelled exchange reports nothing more.
 //!
 //! Every connection that the driver opens with `Host::open_with` is later ended with exactly
 //! one `Host::handle_eof`, whatever ended it (peer EOF, an IO error, or a close the host asked
@@ -66,6 +70,7 @@ mod child;
 mod clock;
 mod driver;
 mod farewell;
+mod http;
 mod quickack;
 mod runtime;
 mod shared;

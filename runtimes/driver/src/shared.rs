@@ -18,6 +18,7 @@ use tracing::{debug, warn};
 
 use crate::clock::now;
 use crate::farewell::farewell;
+use crate::http::{HttpCommand, Https};
 use crate::shell::{ShellCommand, Shells};
 use crate::sync::{lock, Flag, Notify, Watch};
 use crate::tasks::timer_task;
@@ -43,6 +44,8 @@ pub(crate) struct Shared {
     pub(crate) synced: Option<Arc<Watch<u64>>>,
     /// Commands run for clients (`session.shell.exec`).
     pub(crate) shells: Shells,
+    /// HTTP exchanges run for model agents (`Output::HttpRequest`).
+    pub(crate) https: Https,
     /// The runtime's [`Runtime::spawn`](crate::Runtime::spawn).
     spawn: fn(Task),
     /// The runtime's [`Runtime::sleep`](crate::Runtime::sleep), boxed.
@@ -79,16 +82,16 @@ pub(crate) struct ConnState {
 
 /// Work found while draining the host, done after its lock is released.
 ///
-/// Every output that needs more than a store append lands here. The next kinds slot in the
-/// same way: `HttpRequest { call, .. }` / `HttpCancel { call }` become an `Http(..)` effect
-/// performed by an HTTP module next to [`crate::shell`] (blocking `ureq` calls on threads,
-/// whose response start, body chunks, end or error come back through a queue into a driver
-/// task that feeds them to the host, exactly as child output does), and child processes
-/// (argv, env, cwd, stdin bytes) reuse [`crate::child`], which shell commands already run on.
+/// Every output that needs more than a store append lands here: `HttpRequest` /
+/// `HttpCancel` are performed by [`crate::http`] (blocking `ureq` calls on threads whose
+/// response comes back through a queue into a driver task, as child output does); child
+/// processes (argv, env, cwd, stdin bytes) will reuse [`crate::child`], which shell commands
+/// already run on.
 enum Effect {
     Close(Arc<ConnState>, String),
     Shutdown(String),
     Shell(ShellCommand),
+    Http(HttpCommand),
 }
 
 impl Drop for Shared {
@@ -118,6 +121,7 @@ impl Shared {
             options,
             synced,
             shells: Shells::default(),
+            https: Https::default(),
             spawn,
             sleep,
             yield_now,
@@ -223,6 +227,12 @@ impl Shared {
                 process_id,
                 signal: _,
             } => effects.push(Effect::Shell(ShellCommand::Kill { process_id })),
+            Output::HttpRequest {
+                call,
+                session: _,
+                request,
+            } => effects.push(Effect::Http(HttpCommand::Start { call, request })),
+            Output::HttpCancel { call } => effects.push(Effect::Http(HttpCommand::Cancel { call })),
         }
     }
 
@@ -262,6 +272,7 @@ impl Shared {
                     self.shutdown.set(Some(reason));
                 }
                 Effect::Shell(command) => crate::shell::perform(self, command),
+                Effect::Http(command) => crate::http::perform(self, command),
             }
         }
     }

@@ -10,6 +10,7 @@ use crate::host::{ConnId, Dialect, Host, HostConfig};
 use crate::Timestamp;
 
 mod client_ops;
+mod model;
 mod permissions;
 mod prompts;
 mod sessions;

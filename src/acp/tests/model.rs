@@ -1,0 +1,109 @@
+//! An ACP session served by the model agent through a server default provider: the model's
+//! answer streams as `agent_message_chunk`s, the prompt ends with `end_turn`, and
+//! `session/cancel` cancels the HTTP call.
+
+use super::*;
+use crate::host::Output;
+use crate::model::ServerDefault;
+
+fn model_world() -> World {
+    let default = ServerDefault::from_flags("http://127.0.0.1:9/v1", Some("local".into()), None)
+        .expect("a valid default");
+    World {
+        host: Host::new(HostConfig {
+            model_default: Some(default),
+            ..HostConfig::default()
+        }),
+        now: Timestamp::from_millis(T0),
+    }
+}
+
+fn next_call(w: &mut World) -> (u64, crate::model::HttpRequest) {
+    while let Some(out) = w.host.poll_output() {
+        if let Output::HttpRequest { call, request, .. } = out {
+            return (call, request);
+        }
+    }
+    panic!("no HttpRequest")
+}
+
+#[test]
+fn a_server_default_model_answers_an_acp_prompt() {
+    let mut w = model_world();
+    let (mut peer, session) = w.ready(json!({}));
+    let id = prompt(&mut w, &mut peer, &session, "hello model");
+    let (call, request) = next_call(&mut w);
+    assert_eq!(request.url, "http://127.0.0.1:9/v1/chat/completions");
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["model"], "local");
+    assert!(body["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .ends_with("hello model"));
+    let stream = concat!(
+        "data: {\"id\":\"c1\",\"choices\":[{\"delta\":{\"content\":\"Hi \"}}]}\n\n",
+        "data: {\"id\":\"c1\",\"choices\":[{\"delta\":{\"content\":\"there.\"},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n"
+    );
+    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+    w.host.handle_http_response(w.now, call, 200, &headers);
+    w.host.handle_http_body(w.now, call, stream.as_bytes());
+    w.host.handle_http_end(w.now, call);
+    w.pump(&mut peer);
+    let response = peer.response(id).expect("the prompt ends");
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    assert_eq!(peer.agent_text(), "Hi there.");
+}
+
+#[test]
+fn session_cancel_cancels_the_model_call() {
+    let mut w = model_world();
+    let (mut peer, session) = w.ready(json!({}));
+    let id = prompt(&mut w, &mut peer, &session, "hello");
+    let (call, _) = next_call(&mut w);
+    w.send(
+        &mut peer,
+        json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}),
+    );
+    let outputs: Vec<Output> = std::iter::from_fn(|| w.host.poll_output()).collect();
+    assert!(
+        outputs.contains(&Output::HttpCancel { call }),
+        "{outputs:?}"
+    );
+    let response = peer.response(id).expect("answered when the turn stops");
+    assert_eq!(response["result"], json!({"stopReason": "cancelled"}));
+}
+
+#[test]
+fn a_failed_model_call_is_a_turn_error_and_the_session_stays_usable() {
+    let mut w = model_world();
+    let (mut peer, session) = w.ready(json!({}));
+    let id = prompt(&mut w, &mut peer, &session, "hello");
+    let (call, _) = next_call(&mut w);
+    w.host.handle_http_error(
+        w.now,
+        call,
+        crate::model::TransportErrorKind::Connect,
+        "connection refused",
+    );
+    w.pump(&mut peer);
+    let response = peer.response(id).expect("the prompt ends");
+    // A session.error ends the prompt with an error response naming the URL.
+    let message = response["error"]["message"]
+        .as_str()
+        .expect("an error response");
+    assert!(message.contains("127.0.0.1:9"), "{message}");
+    let again = prompt(&mut w, &mut peer, &session, "again");
+    let (call, _) = next_call(&mut w);
+    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+    w.host.handle_http_response(w.now, call, 200, &headers);
+    w.host.handle_http_body(
+        w.now,
+        call,
+        b"data: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\ndata: [DONE]\n\n",
+    );
+    w.host.handle_http_end(w.now, call);
+    w.pump(&mut peer);
+    let response = peer.response(again).expect("the second prompt ends");
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+}

@@ -1,0 +1,504 @@
+//! The model agent: each prompt becomes model calls (Chat Completions or Anthropic Messages
+//! over [`SessionControl::http_request`]), the model's tool calls go through the client tool
+//! bridge, and their results go back to the model until it answers without tools.
+//!
+//! Events per prompt, as the real runtime emits them (`wire.jsonl:14-87`): `user.message`,
+//! `system.message`, then per model call `assistant.turn_start {turnId, interactionId}`,
+//! `assistant.streaming_delta` / `assistant.message_start` / `assistant.message_delta` /
+//! `assistant.reasoning_delta` / `assistant.tool_call_delta` (streaming clients only),
+//! `assistant.reasoning`, `assistant.usage` (ephemeral), `assistant.message`, the tool calls,
+//! `assistant.turn_end`; at the end `assistant.idle` and `session.idle`. A failed call emits
+//! `session.error` and ends the turn; the session stays usable.
+
+use std::collections::VecDeque;
+
+use serde_json::{json, Value};
+
+use super::{Agent, AgentInput, HttpEvent, ModelSetup, SessionControl};
+use crate::model::{
+    build_chat_request, current_datetime, user_message_content, CallOutput, ChatRequest, ModelCall,
+    ModelError, ModelEvent, ModelResponse, StreamDialect, ToolCall, ToolSpec, Usage,
+};
+use crate::Timestamp;
+
+/// An agent backed by a model provider.
+#[derive(Default)]
+pub struct ModelAgent {
+    run: Option<Run>,
+    queued: VecDeque<(String, String)>,
+}
+
+/// One prompt's interaction.
+struct Run {
+    message_id: String,
+    interaction_id: String,
+    /// Counts model calls in this interaction.
+    turn: u64,
+    setup: ModelSetup,
+    tools: Vec<ToolSpec>,
+    /// Cumulative bytes of text and tool calls streamed in this interaction.
+    total_bytes: u64,
+    step: Step,
+}
+
+enum Step {
+    /// A model call is running.
+    Calling(Box<Active>),
+    /// Tool calls are running; `next` is the one waited for.
+    Tools { calls: Vec<ToolCall>, next: usize },
+}
+
+struct Active {
+    call: ModelCall,
+    http: Option<u64>,
+    message_id: Option<String>,
+    reasoning_id: Option<String>,
+    usage: Option<Usage>,
+    api_call_id: Option<String>,
+}
+
+impl ModelAgent {
+    /// An idle model agent.
+    pub fn new() -> Self {
+        ModelAgent::default()
+    }
+
+    fn start(&mut self, message_id: String, prompt: String, s: &mut dyn SessionControl) {
+        let interaction_id = s.new_id();
+        let now = s.now();
+        s.emit(
+            "user.message",
+            json!({
+                "content": prompt,
+                "transformedContent": user_message_content(&current_datetime(now), &prompt),
+                "messageId": message_id,
+                "interactionId": interaction_id,
+            }),
+            false,
+        );
+        let setup = match s.model_setup() {
+            Ok(setup) => setup,
+            Err(message) => {
+                s.emit(
+                    "session.error",
+                    json!({"errorType": "configuration", "message": message}),
+                    false,
+                );
+                idle(s, false);
+                self.next_queued(s);
+                return;
+            }
+        };
+        s.emit(
+            "system.message",
+            json!({"role": "system", "content": setup.system_prompt,
+                   "interactionId": interaction_id}),
+            false,
+        );
+        let tools = s.client_tools();
+        self.run = Some(Run {
+            message_id,
+            interaction_id,
+            turn: 0,
+            setup,
+            tools,
+            total_bytes: 0,
+            step: Step::Tools {
+                calls: Vec::new(),
+                next: 0,
+            },
+        });
+        self.call_model(s);
+    }
+
+    /// Starts the next model call of the running interaction.
+    fn call_model(&mut self, s: &mut dyn SessionControl) {
+        let Some(run) = self.run.as_mut() else { return };
+        s.emit(
+            "assistant.turn_start",
+            json!({"turnId": run.turn.to_string(), "interactionId": run.interaction_id}),
+            false,
+        );
+        let messages = s.history();
+        let mut req = ChatRequest::new(run.setup.model.as_deref(), &messages, &run.tools);
+        req.reasoning_effort = run.setup.reasoning_effort.as_deref();
+        let request = match build_chat_request(&run.setup.provider, &req, None) {
+            Ok(r) => r,
+            Err(e) => return self.fail(s, e),
+        };
+        let model = run
+            .setup
+            .provider
+            .wire_model_name(run.setup.model.as_deref())
+            .unwrap_or_default()
+            .to_owned();
+        let call = ModelCall::new(
+            s.now(),
+            request,
+            StreamDialect::of(&run.setup.provider),
+            model,
+            run.setup.call.clone(),
+        );
+        run.step = Step::Calling(Box::new(Active {
+            call,
+            http: None,
+            message_id: None,
+            reasoning_id: None,
+            usage: None,
+            api_call_id: None,
+        }));
+        self.drain(s);
+    }
+
+    /// Acts on everything the running call produced, then arms its next deadline.
+    fn drain(&mut self, s: &mut dyn SessionControl) {
+        loop {
+            let Some(run) = self.run.as_mut() else { return };
+            let Step::Calling(active) = &mut run.step else {
+                return;
+            };
+            let Some(out) = active.call.poll() else {
+                if let Some(at) = active.call.next_deadline() {
+                    s.set_timer(at);
+                }
+                return;
+            };
+            match out {
+                CallOutput::Send(request) => {
+                    if let Some(old) = active.http.take() {
+                        s.cancel_http(old);
+                    }
+                    active.http = Some(s.http_request(request));
+                }
+                CallOutput::Cancel => {
+                    if let Some(old) = active.http.take() {
+                        s.cancel_http(old);
+                    }
+                }
+                CallOutput::Retrying { message, .. } => {
+                    s.emit(
+                        "session.warning",
+                        json!({"warningType": "model_retry", "message": message}),
+                        false,
+                    );
+                }
+                CallOutput::Event(ModelEvent::Done(response)) => {
+                    return self.answered(s, response);
+                }
+                CallOutput::Event(event) => stream_event(s, run, event),
+                CallOutput::Failed(error) => return self.fail(s, error),
+            }
+        }
+    }
+
+    /// The model call ended with `response`: its events, then its tools or the end.
+    fn answered(&mut self, s: &mut dyn SessionControl, response: ModelResponse) {
+        let Some(run) = self.run.as_mut() else { return };
+        let Step::Calling(active) = &mut run.step else {
+            return;
+        };
+        let turn_id = run.turn.to_string();
+        let timing = active.call.timing();
+        let api_call_id = response
+            .response_id
+            .clone()
+            .or_else(|| active.api_call_id.clone());
+        if !response.reasoning.is_empty() {
+            let reasoning_id = active.reasoning_id.clone().unwrap_or_else(|| s.new_id());
+            s.emit(
+                "assistant.reasoning",
+                json!({"reasoningId": reasoning_id, "content": response.reasoning}),
+                false,
+            );
+        }
+        let usage = response.usage.or(active.usage);
+        let model = response
+            .model
+            .clone()
+            .or_else(|| {
+                run.setup
+                    .provider
+                    .wire_model_name(run.setup.model.as_deref())
+                    .map(str::to_owned)
+            })
+            .unwrap_or_default();
+        let mut usage_data = json!({
+            "model": model,
+            "inputTokens": usage.as_ref().map_or(0, |u| u.input_tokens),
+            "outputTokens": usage.as_ref().map_or(0, |u| u.output_tokens),
+            "cacheReadTokens": usage.as_ref().map_or(0, |u| u.cache_read_tokens),
+            "cacheWriteTokens": usage.as_ref().map_or(0, |u| u.cache_write_tokens),
+            "reasoningTokens": usage.as_ref().map_or(0, |u| u.reasoning_tokens),
+            "cost": 0,
+            "duration": ms_between(timing.sent, s.now()),
+            "initiator": if run.turn == 0 { "user" } else { "agent" },
+            "isByok": true,
+            "numToolCalls": response.tool_calls.len(),
+            "finishReason": response.finish_reason,
+        });
+        if let Some(id) = &api_call_id {
+            usage_data["apiCallId"] = json!(id);
+        }
+        if let Some(first) = timing.first_byte {
+            usage_data["timeToFirstTokenMs"] = json!(ms_between(timing.sent, first));
+        }
+        s.emit("assistant.usage", usage_data, true);
+        let message_id = active.message_id.clone().unwrap_or_else(|| s.new_id());
+        let mut message = json!({
+            "messageId": message_id,
+            "originatingMessageId": run.message_id,
+            "model": model,
+            "content": response.text,
+            "toolRequests": response.tool_requests_json(),
+            "interactionId": run.interaction_id,
+            "turnId": turn_id,
+        });
+        if let Some(id) = &api_call_id {
+            message["apiCallId"] = json!(id);
+        }
+        if !response.reasoning.is_empty() {
+            message["reasoningText"] = json!(response.reasoning);
+        }
+        s.emit("assistant.message", message, false);
+        // Whether there were tool calls is decided from the calls, never `finish_reason`.
+        if response.has_tool_calls() {
+            run.step = Step::Tools {
+                calls: response.tool_calls,
+                next: 0,
+            };
+            self.next_tool(s);
+        } else {
+            s.emit("assistant.turn_end", json!({"turnId": turn_id}), false);
+            self.run = None;
+            idle(s, false);
+            self.next_queued(s);
+        }
+    }
+
+    /// Runs the next tool call of the response, or calls the model with the results.
+    fn next_tool(&mut self, s: &mut dyn SessionControl) {
+        let Some(run) = self.run.as_mut() else { return };
+        let Step::Tools { calls, next } = &mut run.step else {
+            return;
+        };
+        match calls.get(*next) {
+            Some(call) => {
+                let arguments = call
+                    .parsed_arguments()
+                    .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+                let (id, name) = (call.id.clone(), call.name.clone());
+                s.call_tool(&id, &name, &arguments, &run.turn.to_string());
+            }
+            None => {
+                s.emit(
+                    "assistant.turn_end",
+                    json!({"turnId": run.turn.to_string()}),
+                    false,
+                );
+                run.turn += 1;
+                self.call_model(s);
+            }
+        }
+    }
+
+    /// The call failed: `session.error`, the turn ends, the session stays usable.
+    fn fail(&mut self, s: &mut dyn SessionControl, error: ModelError) {
+        let Some(run) = self.run.take() else { return };
+        let mut data = json!({"errorType": error.error_type(), "message": error.message});
+        if let Some(status) = error.status {
+            data["statusCode"] = json!(status);
+        }
+        s.emit("session.error", data, false);
+        s.emit(
+            "assistant.turn_end",
+            json!({"turnId": run.turn.to_string()}),
+            false,
+        );
+        idle(s, false);
+        self.next_queued(s);
+    }
+
+    fn next_queued(&mut self, s: &mut dyn SessionControl) {
+        if self.run.is_none() {
+            if let Some((message_id, prompt)) = self.queued.pop_front() {
+                self.start(message_id, prompt, s);
+            }
+        }
+    }
+
+    fn active(&mut self) -> Option<&mut Active> {
+        match &mut self.run.as_mut()?.step {
+            Step::Calling(active) => Some(active),
+            Step::Tools { .. } => None,
+        }
+    }
+}
+
+/// A streamed step: the deltas streaming clients see.
+fn stream_event(s: &mut dyn SessionControl, run: &mut Run, event: ModelEvent) {
+    let Step::Calling(active) = &mut run.step else {
+        return;
+    };
+    let streaming = s.streaming();
+    let size = |s: &mut dyn SessionControl, run_bytes: &mut u64, added: usize| {
+        *run_bytes += added as u64;
+        if streaming {
+            s.emit(
+                "assistant.streaming_delta",
+                json!({"totalResponseSizeBytes": *run_bytes}),
+                true,
+            );
+        }
+    };
+    match event {
+        ModelEvent::TextDelta(text) => {
+            size(s, &mut run.total_bytes, text.len());
+            let id = match &active.message_id {
+                Some(id) => id.clone(),
+                None => {
+                    let id = s.new_id();
+                    active.message_id = Some(id.clone());
+                    if streaming {
+                        s.emit("assistant.message_start", json!({"messageId": id}), true);
+                    }
+                    id
+                }
+            };
+            if streaming {
+                s.emit(
+                    "assistant.message_delta",
+                    json!({"messageId": id, "deltaContent": text}),
+                    true,
+                );
+            }
+        }
+        ModelEvent::ReasoningDelta(text) => {
+            let id = match &active.reasoning_id {
+                Some(id) => id.clone(),
+                None => {
+                    let id = s.new_id();
+                    active.reasoning_id = Some(id.clone());
+                    id
+                }
+            };
+            if streaming {
+                s.emit(
+                    "assistant.reasoning_delta",
+                    json!({"reasoningId": id, "deltaContent": text}),
+                    true,
+                );
+            }
+        }
+        ModelEvent::ToolCallStart { name, .. } => size(s, &mut run.total_bytes, name.len()),
+        ModelEvent::ToolCallDelta {
+            id,
+            name,
+            arguments_delta,
+            ..
+        } => {
+            size(s, &mut run.total_bytes, arguments_delta.len());
+            if streaming {
+                s.emit(
+                    "assistant.tool_call_delta",
+                    json!({"toolCallId": id, "toolName": name, "toolType": "function",
+                           "inputDelta": arguments_delta}),
+                    true,
+                );
+            }
+        }
+        ModelEvent::Usage(usage) => active.usage = Some(usage),
+        ModelEvent::Done(_) => {}
+    }
+}
+
+fn idle(s: &mut dyn SessionControl, aborted: bool) {
+    s.emit("assistant.idle", json!({}), true);
+    let data = if aborted {
+        json!({"aborted": true, "mode": "interactive"})
+    } else {
+        json!({"mode": "interactive"})
+    };
+    s.emit("session.idle", data, true);
+}
+
+fn ms_between(from: Timestamp, to: Timestamp) -> u64 {
+    to.as_millis().saturating_sub(from.as_millis())
+}
+
+impl Agent for ModelAgent {
+    fn handle(&mut self, input: AgentInput, s: &mut dyn SessionControl) {
+        match input {
+            AgentInput::Prompt { message_id, prompt } => {
+                if self.run.is_some() {
+                    self.queued.push_back((message_id, prompt));
+                } else {
+                    self.start(message_id, prompt, s);
+                }
+            }
+            AgentInput::Abort => {
+                self.queued.clear();
+                let Some(run) = self.run.as_mut() else { return };
+                if let Step::Calling(active) = &mut run.step {
+                    active.call.cancel(s.now());
+                    if let Some(http) = active.http.take() {
+                        s.cancel_http(http);
+                    }
+                }
+                let turn = run.turn;
+                self.run = None;
+                s.cancel_tool_calls();
+                s.emit("abort", json!({"reason": "user_initiated"}), false);
+                s.emit(
+                    "assistant.turn_end",
+                    json!({"turnId": turn.to_string()}),
+                    false,
+                );
+                idle(s, true);
+            }
+            AgentInput::Timer => {
+                let now = s.now();
+                if let Some(active) = self.active() {
+                    active.call.handle_timeout(now);
+                    self.drain(s);
+                }
+            }
+            AgentInput::Http { call, event } => {
+                let now = s.now();
+                let Some(active) = self.active() else { return };
+                if active.http != Some(call) {
+                    return;
+                }
+                match event {
+                    HttpEvent::Response { status, headers } => {
+                        active.call.handle_response(now, status, &headers)
+                    }
+                    HttpEvent::Body(bytes) => active.call.handle_body(now, &bytes),
+                    HttpEvent::End => {
+                        active.http = None;
+                        active.call.handle_end(now);
+                    }
+                    HttpEvent::Error { kind, message } => {
+                        active.http = None;
+                        active.call.handle_transport_error(now, kind, &message);
+                    }
+                }
+                self.drain(s);
+            }
+            AgentInput::ToolDone { tool_call_id, .. } => {
+                let Some(run) = self.run.as_mut() else { return };
+                let Step::Tools { calls, next } = &mut run.step else {
+                    return;
+                };
+                if calls.get(*next).is_some_and(|c| c.id == tool_call_id) {
+                    *next += 1;
+                    self.next_tool(s);
+                }
+            }
+            AgentInput::ClientAnswer { .. } => {}
+        }
+    }
+
+    fn is_busy(&self) -> bool {
+        self.run.is_some()
+    }
+}

@@ -1,0 +1,192 @@
+//! A session's model configuration, as a client sent it on `session.create` /
+//! `session.resume` (secrets stay in memory only: the SDKs send the provider again on every
+//! resume).
+
+use serde_json::Value;
+
+use crate::model::{CallConfig, ProviderCatalog, ProviderConfig, ProviderError, ServerDefault};
+
+/// The system prompt agentwire sends (the runtime's own is not copied).
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful coding assistant running inside \
+agentwire. Answer concisely. When a tool can answer better than you can, call it; report what \
+the tool returned.";
+
+/// How the client adjusted the system prompt (`systemMessage`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum SystemMessage {
+    /// The default prompt.
+    #[default]
+    Default,
+    /// The default prompt followed by this text (`mode: "append"`, or `customize` content).
+    Append(String),
+    /// This text instead of the default prompt (`mode: "replace"`).
+    Replace(String),
+}
+
+/// What a session asked of its model: providers, model, prompt and tool filters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ModelSettings {
+    /// `provider`, or `providers[]` + `models[]`; `None` uses the server default.
+    pub catalog: Option<ProviderCatalog>,
+    /// The session's `model`.
+    pub model: Option<String>,
+    /// `reasoningEffort`.
+    pub reasoning_effort: Option<String>,
+    /// `systemMessage`.
+    pub system_message: SystemMessage,
+    /// `availableTools`: only these tools are offered (`None`: all).
+    pub available_tools: Option<Vec<String>>,
+    /// `excludedTools`: never offered.
+    pub excluded_tools: Vec<String>,
+}
+
+impl ModelSettings {
+    /// Reads the settings from `session.create` / `session.resume` params. A malformed
+    /// provider is an error naming the field (never its value).
+    pub fn from_params(params: &Value) -> Result<Self, ProviderError> {
+        let strings = |key: &str| {
+            params.get(key).and_then(Value::as_array).map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+        };
+        let system_message = match params.get("systemMessage") {
+            Some(m) => {
+                let content = m
+                    .get("content")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                match m.get("mode").and_then(Value::as_str) {
+                    Some("replace") => SystemMessage::Replace(content),
+                    _ if content.is_empty() => SystemMessage::Default,
+                    _ => SystemMessage::Append(content),
+                }
+            }
+            None => SystemMessage::Default,
+        };
+        Ok(ModelSettings {
+            catalog: ProviderCatalog::from_session(params)?,
+            model: params
+                .get("model")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            reasoning_effort: params
+                .get("reasoningEffort")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            system_message,
+            available_tools: strings("availableTools"),
+            excluded_tools: strings("excludedTools").unwrap_or_default(),
+        })
+    }
+
+    /// The system prompt to send.
+    pub fn system_prompt(&self) -> String {
+        match &self.system_message {
+            SystemMessage::Default => DEFAULT_SYSTEM_PROMPT.to_owned(),
+            SystemMessage::Append(extra) => format!("{DEFAULT_SYSTEM_PROMPT}\n\n{extra}"),
+            SystemMessage::Replace(text) => text.clone(),
+        }
+    }
+
+    /// Whether a client tool named `name` may be offered to the model.
+    pub fn offers_tool(&self, name: &str) -> bool {
+        let matches = |pattern: &String| {
+            pattern == name || pattern == "*" || pattern == "custom:*" || {
+                pattern.strip_prefix("custom:") == Some(name)
+            }
+        };
+        if self.excluded_tools.iter().any(matches) {
+            return false;
+        }
+        self.available_tools
+            .as_ref()
+            .is_none_or(|list| list.iter().any(matches))
+    }
+
+    /// Resolves the provider to call: the session's own, else `default`.
+    pub fn resolve(
+        &self,
+        default: Option<&ServerDefault>,
+        call: &CallConfig,
+    ) -> Result<ModelSetup, String> {
+        let (provider, model) = match (&self.catalog, default) {
+            (Some(catalog), _) => (
+                catalog
+                    .select(self.model.as_deref())
+                    .map_err(|e| e.to_string())?,
+                self.model.clone(),
+            ),
+            (None, Some(d)) => (
+                d.provider.clone(),
+                self.model.clone().or_else(|| d.model.clone()),
+            ),
+            (None, None) => return Err("no model provider is configured".to_owned()),
+        };
+        Ok(ModelSetup {
+            provider,
+            model,
+            reasoning_effort: self.reasoning_effort.clone(),
+            system_prompt: self.system_prompt(),
+            call: call.clone(),
+        })
+    }
+}
+
+/// A session's model configuration resolved to one provider.
+#[derive(Clone, Debug)]
+pub struct ModelSetup {
+    /// The provider to call.
+    pub provider: ProviderConfig,
+    /// The session's model name (the provider's `wireModel` / `modelId` take precedence).
+    pub model: Option<String>,
+    /// `reasoningEffort`.
+    pub reasoning_effort: Option<String>,
+    /// The system prompt to send.
+    pub system_prompt: String,
+    /// Deadlines, retries and limits of each call.
+    pub call: CallConfig,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn settings_from_create_params() {
+        let s = ModelSettings::from_params(&json!({
+            "provider": {"type": "openai", "baseUrl": "http://127.0.0.1:1/v1", "apiKey": "sk-x"},
+            "model": "m1",
+            "systemMessage": {"mode": "append", "content": "Be terse."},
+            "excludedTools": ["danger"],
+        }))
+        .unwrap();
+        assert!(s.catalog.is_some());
+        assert!(s.system_prompt().ends_with("\n\nBe terse."));
+        assert!(!s.offers_tool("danger"));
+        assert!(s.offers_tool("weather"));
+        let setup = s.resolve(None, &CallConfig::default()).unwrap();
+        assert_eq!(setup.model.as_deref(), Some("m1"));
+        let replaced = ModelSettings::from_params(&json!({
+            "systemMessage": {"mode": "replace", "content": "Only this."},
+            "availableTools": ["a"],
+        }))
+        .unwrap();
+        assert_eq!(replaced.system_prompt(), "Only this.");
+        assert!(replaced.offers_tool("a") && !replaced.offers_tool("b"));
+        assert!(replaced.resolve(None, &CallConfig::default()).is_err());
+    }
+
+    #[test]
+    fn a_bad_provider_names_the_field_not_the_key() {
+        let err = ModelSettings::from_params(&json!({
+            "provider": {"type": "openai", "apiKey": "sk-secret-value"},
+        }))
+        .unwrap_err();
+        assert!(!err.to_string().contains("sk-secret-value"));
+    }
+}

@@ -1,0 +1,184 @@
+//! HTTP for model agents: [`Output::HttpRequest`] / [`Output::HttpCancel`] out, the
+//! runtime's `handle_http_*` reports in, routed to the session's agent by call id; and the
+//! sessions' model settings (which decide whether a session gets a model agent).
+
+use serde_json::Value;
+
+use crate::agent::{AgentInput, HttpEvent, ModelAgent, ModelSettings, ModelSetup};
+use crate::model::{
+    messages_from_events, HttpRequest, ProviderError, ToolSpec, TransportErrorKind,
+};
+use crate::Timestamp;
+
+use super::{Host, Output};
+
+/// HTTP inputs (the runtime's reports about an [`Output::HttpRequest`]).
+impl Host {
+    /// The response to HTTP exchange `call` began: its status and headers.
+    pub fn handle_http_response(
+        &mut self,
+        now: Timestamp,
+        call: u64,
+        status: u16,
+        headers: &[(String, String)],
+    ) {
+        self.http_input(
+            now,
+            call,
+            HttpEvent::Response {
+                status,
+                headers: headers.to_vec(),
+            },
+            false,
+        );
+    }
+
+    /// A piece of the response body of exchange `call`, as it arrived.
+    pub fn handle_http_body(&mut self, now: Timestamp, call: u64, bytes: &[u8]) {
+        self.http_input(now, call, HttpEvent::Body(bytes.to_vec()), false);
+    }
+
+    /// The response body of exchange `call` ended normally.
+    pub fn handle_http_end(&mut self, now: Timestamp, call: u64) {
+        self.http_input(now, call, HttpEvent::End, true);
+    }
+
+    /// Exchange `call` failed in transport (connect, TLS, the runtime's backstop, I/O).
+    pub fn handle_http_error(
+        &mut self,
+        now: Timestamp,
+        call: u64,
+        kind: TransportErrorKind,
+        message: &str,
+    ) {
+        let event = HttpEvent::Error {
+            kind,
+            message: message.to_owned(),
+        };
+        self.http_input(now, call, event, true);
+    }
+
+    fn http_input(&mut self, now: Timestamp, call: u64, event: HttpEvent, last: bool) {
+        self.advance_time(now);
+        let session = if last {
+            self.http_calls.remove(&call)
+        } else {
+            self.http_calls.get(&call).cloned()
+        };
+        // Input for an unknown or cancelled exchange is ignored.
+        let Some(session) = session else { return };
+        self.queue_agent_input(&session, AgentInput::Http { call, event });
+        self.run_agents();
+    }
+
+    /// Starts an exchange for `session`'s agent.
+    pub(super) fn start_http(&mut self, session: &str, request: HttpRequest) -> u64 {
+        let call = self.next_http_call;
+        self.next_http_call += 1;
+        self.http_calls.insert(call, session.to_owned());
+        self.outputs.push_back(Output::HttpRequest {
+            call,
+            session: session.to_owned(),
+            request,
+        });
+        call
+    }
+
+    /// Abandons an exchange (nothing more is routed for it).
+    pub(super) fn cancel_http(&mut self, call: u64) {
+        if self.http_calls.remove(&call).is_some() {
+            self.outputs.push_back(Output::HttpCancel { call });
+        }
+    }
+
+    /// Reads a session's model settings from `session.create` / `session.resume` params;
+    /// a malformed provider, or one the operator's base-URL policy refuses, is an error.
+    pub(crate) fn model_settings_of(&self, params: &Value) -> Result<ModelSettings, ProviderError> {
+        let settings = ModelSettings::from_params(params)?;
+        if let Some(catalog) = &settings.catalog {
+            for provider in catalog.providers() {
+                self.config.model_base_urls.check(provider)?;
+            }
+        }
+        Ok(settings)
+    }
+
+    /// Keeps a session's model settings: a session that names a provider gets a model agent
+    /// (unless its current agent is in a turn).
+    pub(crate) fn set_model_settings(&mut self, session: &str, settings: ModelSettings) {
+        let busy = self.session_busy(session);
+        let Some(live) = self.sessions.get_mut(session) else {
+            return;
+        };
+        if settings.catalog.is_some() && !live.model_agent && !busy {
+            live.agent = Some(Box::new(ModelAgent::new()));
+            live.model_agent = true;
+        }
+        live.model = settings;
+    }
+
+    /// The session's model configuration resolved to one provider.
+    pub(super) fn model_setup(&self, session: &str) -> Result<ModelSetup, String> {
+        let live = self
+            .sessions
+            .get(session)
+            .ok_or_else(|| "the session is gone".to_owned())?;
+        // A resume that names no model keeps the session's (`session.start.selectedModel`).
+        let fallback;
+        let settings = if live.model.model.is_none() && live.session.model.is_some() {
+            fallback = ModelSettings {
+                model: live.session.model.clone(),
+                ..live.model.clone()
+            };
+            &fallback
+        } else {
+            &live.model
+        };
+        settings.resolve(self.config.model_default.as_ref(), &self.config.model_call)
+    }
+
+    /// The conversation from the session's persisted events.
+    pub(super) fn model_history(&self, session: &str) -> Vec<crate::model::ChatMessage> {
+        let Some(live) = self.sessions.get(session) else {
+            return Vec::new();
+        };
+        let parsed: Vec<(String, Value)> = live
+            .session
+            .events()
+            .iter()
+            .filter(|e| !e.ephemeral)
+            .filter_map(|e| {
+                let v: Value = serde_json::from_slice(&e.json).ok()?;
+                Some((
+                    e.event_type.clone(),
+                    v.get("data").cloned().unwrap_or_default(),
+                ))
+            })
+            .collect();
+        messages_from_events(parsed.iter().map(|(t, d)| (t.as_str(), d)), None)
+    }
+
+    /// The client tools of the session the model may call (first declaration of a name wins).
+    pub(super) fn model_tools(&self, session: &str) -> Vec<ToolSpec> {
+        let Some(live) = self.sessions.get(session) else {
+            return Vec::new();
+        };
+        let mut out: Vec<ToolSpec> = Vec::new();
+        for attachment in live.session.attached.values() {
+            for tool in &attachment.tools {
+                if out.iter().any(|t| t.name == tool.name) || !live.model.offers_tool(&tool.name) {
+                    continue;
+                }
+                out.push(ToolSpec {
+                    name: tool.name.clone(),
+                    description: tool.description.clone(),
+                    parameters: tool
+                        .parameters
+                        .clone()
+                        .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}})),
+                });
+            }
+        }
+        out
+    }
+}

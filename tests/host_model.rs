@@ -1,0 +1,520 @@
+//! The model loop driven through the host's sans-IO API: BYOK sessions whose HTTP exchanges
+//! are answered with recorded Chat Completions bytes (no sockets).
+
+use std::time::Duration;
+
+use agentwire::host::{HostConfig, Output};
+use agentwire::model::{CallConfig, HttpRequest, ServerDefault, TransportErrorKind};
+use serde_json::{json, Value};
+
+#[path = "support/host_world.rs"]
+mod host_world;
+use host_world::*;
+
+const KEY: &str = "sk-very-secret-key-123";
+
+fn provider() -> Value {
+    json!({"type": "openai", "baseUrl": "http://127.0.0.1:9/v1", "apiKey": KEY})
+}
+
+/// The next HTTP request the host asked for.
+fn next_request(w: &mut World) -> (u64, HttpRequest) {
+    loop {
+        match w.host.poll_output() {
+            Some(Output::HttpRequest { call, request, .. }) => return (call, request),
+            Some(_) => continue,
+            None => panic!("no HttpRequest output"),
+        }
+    }
+}
+
+fn outputs(w: &mut World) -> Vec<Output> {
+    std::iter::from_fn(|| w.host.poll_output()).collect()
+}
+
+fn sse(chunks: &[Value]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for c in chunks {
+        out.extend_from_slice(format!("data: {c}\n\n").as_bytes());
+    }
+    out.extend_from_slice(b"data: [DONE]\n\n");
+    out
+}
+
+fn text_stream(id: &str, parts: &[&str]) -> Vec<u8> {
+    let mut chunks: Vec<Value> = parts
+        .iter()
+        .map(|p| json!({"id": id, "choices": [{"index": 0, "delta": {"content": p}}]}))
+        .collect();
+    chunks.push(json!({"id": id, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}));
+    chunks.push(
+        json!({"id": id, "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5}}),
+    );
+    sse(&chunks)
+}
+
+fn tool_stream(id: &str) -> Vec<u8> {
+    sse(&[
+        json!({"id": id, "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": ""}}]}}]}),
+        json!({"id": id, "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{\"city\":\"Paris\"}"}}]}}]}),
+        json!({"id": id, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ])
+}
+
+/// Answers exchange `call` with a 200 event stream, split into small chunks.
+fn answer(w: &mut World, call: u64, body: &[u8], peers: &mut [&mut Peer]) {
+    w.now = w.now.saturating_add(Duration::from_millis(5));
+    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+    w.host.handle_http_response(w.now, call, 200, &headers);
+    for piece in body.chunks(7) {
+        w.host.handle_http_body(w.now, call, piece);
+    }
+    w.host.handle_http_end(w.now, call);
+    w.pump(peers);
+}
+
+fn messages(request: &HttpRequest) -> Vec<Value> {
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    body["messages"].as_array().unwrap().clone()
+}
+
+#[test]
+fn streamed_answer_reaches_the_client() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "streaming": true}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    let (call, request) = next_request(&mut w);
+    assert_eq!(request.url, "http://127.0.0.1:9/v1/chat/completions");
+    assert_eq!(
+        request.header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["model"], "m1");
+    assert_eq!(body["stream"], true);
+    let msgs = messages(&request);
+    assert_eq!(msgs[0]["role"], "system");
+    assert_eq!(msgs[1]["role"], "user");
+    let user = msgs[1]["content"].as_str().unwrap();
+    assert!(
+        user.starts_with("<current_datetime>") && user.ends_with("\n\nhi"),
+        "{user}"
+    );
+    answer(
+        &mut w,
+        call,
+        &text_stream("chatcmpl-1", &["Hel", "lo!"]),
+        &mut [&mut p],
+    );
+    let types = p.types("s");
+    assert!(
+        only_subsequence(
+            &types,
+            &[
+                "user.message",
+                "system.message",
+                "assistant.turn_start",
+                "assistant.streaming_delta",
+                "assistant.message_start",
+                "assistant.message_delta",
+                "assistant.message_delta",
+                "assistant.usage",
+                "assistant.message",
+                "assistant.turn_end",
+                "assistant.idle",
+                "session.idle",
+            ]
+        ),
+        "{types:?}"
+    );
+    let msg = p.event("s", "assistant.message");
+    assert_eq!(msg["data"]["content"], "Hello!");
+    assert_eq!(msg["data"]["apiCallId"], "chatcmpl-1");
+    assert_eq!(msg["data"]["turnId"], "0");
+    let start = p.event("s", "assistant.message_start");
+    assert_eq!(start["data"]["messageId"], msg["data"]["messageId"]);
+    let usage = p.event("s", "assistant.usage");
+    assert_eq!(usage["data"]["inputTokens"], 10);
+    assert_eq!(usage["data"]["initiator"], "user");
+    assert_eq!(usage["ephemeral"], true);
+    let turn = p.event("s", "assistant.turn_start");
+    assert_eq!(turn["data"]["interactionId"], msg["data"]["interactionId"]);
+    // Nothing the client saw carries the key.
+    assert!(!serde_json::to_string(&p.inbox).unwrap().contains(KEY));
+}
+
+#[test]
+fn client_tool_round_trip_sends_the_result_back_in_order() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "tools": weather_tool()}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Weather?"}),
+    );
+    let (call, request) = next_request(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["tools"][0]["function"]["name"], "get_weather");
+    answer(&mut w, call, &tool_stream("chatcmpl-1"), &mut [&mut p]);
+    let msg = p.event("s", "assistant.message");
+    assert_eq!(
+        msg["data"]["toolRequests"][0]["arguments"],
+        json!({"city": "Paris"})
+    );
+    let perm = p.event("s", "permission.requested");
+    let rid = perm["data"]["requestId"].as_str().unwrap().to_owned();
+    w.call(
+        &mut p,
+        &mut [],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId": "s", "requestId": rid, "result": {"kind": "approve-once"}}),
+    );
+    let req = p.event("s", "external_tool.requested");
+    let tool_rid = req["data"]["requestId"].as_str().unwrap().to_owned();
+    w.call(
+        &mut p,
+        &mut [],
+        "session.tools.handlePendingToolCall",
+        json!({"sessionId": "s", "requestId": tool_rid, "result": "sunny"}),
+    );
+    let (call2, request2) = next_request(&mut w);
+    let msgs = messages(&request2);
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool"]);
+    assert_eq!(msgs[2]["content"], Value::Null);
+    assert_eq!(msgs[2]["tool_calls"][0]["id"], "call_1");
+    assert_eq!(msgs[3]["tool_call_id"], "call_1");
+    assert_eq!(msgs[3]["content"], "sunny");
+    answer(
+        &mut w,
+        call2,
+        &text_stream("chatcmpl-2", &["It is sunny."]),
+        &mut [&mut p],
+    );
+    let finals: Vec<Value> = p
+        .events("s")
+        .into_iter()
+        .filter(|e| e["type"] == "assistant.message")
+        .collect();
+    assert_eq!(finals.len(), 2);
+    assert_eq!(finals[1]["data"]["content"], "It is sunny.");
+    assert_eq!(finals[1]["data"]["turnId"], "1");
+    let usages: Vec<Value> = p
+        .events("s")
+        .into_iter()
+        .filter(|e| e["type"] == "assistant.usage")
+        .collect();
+    assert_eq!(usages[1]["data"]["initiator"], "agent");
+    assert_eq!(p.types("s").last().unwrap(), "session.idle");
+}
+
+#[test]
+fn abort_mid_stream_cancels_the_call_and_ends_the_turn() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "streaming": true}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    let (call, _) = next_request(&mut w);
+    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+    w.host.handle_http_response(w.now, call, 200, &headers);
+    w.host.handle_http_body(
+        w.now,
+        call,
+        b"data: {\"choices\":[{\"delta\":{\"content\":\"par\"}}]}\n\n",
+    );
+    w.call(&mut p, &mut [], "session.abort", json!({"sessionId": "s"}));
+    assert!(outputs(&mut w).contains(&Output::HttpCancel { call }));
+    let idle = p.event("s", "session.idle");
+    assert_eq!(idle["data"]["aborted"], true);
+    // Late bytes for the cancelled call change nothing.
+    let before = p.inbox.len();
+    w.host.handle_http_body(
+        w.now,
+        call,
+        b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n",
+    );
+    w.host.handle_http_end(w.now, call);
+    w.pump(&mut [&mut p]);
+    assert_eq!(p.inbox.len(), before);
+    // The session stays usable.
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "again"}),
+    );
+    let (call2, _) = next_request(&mut w);
+    answer(&mut w, call2, &text_stream("c2", &["ok"]), &mut [&mut p]);
+    assert_eq!(p.types("s").last().unwrap(), "session.idle");
+}
+
+fn error_then_next_prompt_works(fault: impl FnOnce(&mut World, u64)) -> (World, Peer) {
+    let mut w = World::new(HostConfig {
+        model_call: CallConfig {
+            max_retries: 0,
+            ..CallConfig::default()
+        },
+        ..HostConfig::default()
+    });
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1"}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    let (call, _) = next_request(&mut w);
+    fault(&mut w, call);
+    w.pump(&mut [&mut p]);
+    let types = p.types("s");
+    assert!(
+        only_subsequence(
+            &types,
+            &["session.error", "assistant.turn_end", "session.idle"]
+        ),
+        "{types:?}"
+    );
+    let err = p.event("s", "session.error");
+    assert!(!err.to_string().contains(KEY), "{err}");
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "again"}),
+    );
+    let (call2, request2) = next_request(&mut w);
+    // The failed turn's prompt stays in the conversation.
+    let roles: Vec<String> = messages(&request2)
+        .iter()
+        .map(|m| m["role"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(roles, ["system", "user", "user"]);
+    answer(&mut w, call2, &text_stream("c2", &["fine"]), &mut [&mut p]);
+    assert_eq!(p.event("s", "assistant.message")["data"]["content"], "fine");
+    (w, p)
+}
+
+#[test]
+fn server_error_is_a_session_error() {
+    let (_, p) = error_then_next_prompt_works(|w, call| {
+        w.host.handle_http_response(w.now, call, 500, &[]);
+        w.host
+            .handle_http_body(w.now, call, b"{\"error\":{\"message\":\"boom\"}}");
+        w.host.handle_http_end(w.now, call);
+    });
+    assert_eq!(p.event("s", "session.error")["data"]["statusCode"], 500);
+}
+
+#[test]
+fn connection_refused_is_a_session_error() {
+    error_then_next_prompt_works(|w, call| {
+        w.host.handle_http_error(
+            w.now,
+            call,
+            TransportErrorKind::Connect,
+            &format!("connection refused (Bearer {KEY})"),
+        );
+    });
+}
+
+#[test]
+fn cut_and_malformed_streams_are_session_errors() {
+    error_then_next_prompt_works(|w, call| {
+        let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+        w.host.handle_http_response(w.now, call, 200, &headers);
+        w.host.handle_http_body(
+            w.now,
+            call,
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+        );
+        w.host.handle_http_end(w.now, call);
+    });
+    error_then_next_prompt_works(|w, call| {
+        let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+        w.host.handle_http_response(w.now, call, 200, &headers);
+        w.host.handle_http_body(w.now, call, b"data: {not json\n\n");
+        w.host.handle_http_end(w.now, call);
+    });
+}
+
+#[test]
+fn rate_limit_is_retried_after_a_host_timer() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1"}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    let (call, _) = next_request(&mut w);
+    w.host.handle_http_response(
+        w.now,
+        call,
+        429,
+        &[("retry-after".to_owned(), "1".to_owned())],
+    );
+    w.host.handle_http_end(w.now, call);
+    w.pump(&mut [&mut p]);
+    assert!(p.types("s").contains(&"session.warning".to_owned()));
+    let early = outputs(&mut w);
+    assert!(
+        early
+            .iter()
+            .all(|o| !matches!(o, Output::HttpRequest { .. })),
+        "the retry waits for its timer: {early:?}"
+    );
+    let at = w.host.poll_timeout().expect("a backoff timer");
+    w.now = at;
+    w.host.handle_timeout(at);
+    let (call2, _) = next_request(&mut w);
+    assert_ne!(call, call2);
+    answer(&mut w, call2, &text_stream("c", &["ok"]), &mut [&mut p]);
+    assert_eq!(p.event("s", "assistant.message")["data"]["content"], "ok");
+    assert!(!p.types("s").contains(&"session.error".to_owned()));
+}
+
+#[test]
+fn stalled_stream_hits_the_idle_deadline() {
+    let mut w = World::new(HostConfig {
+        model_call: CallConfig {
+            idle_timeout: Duration::from_secs(2),
+            ..CallConfig::default()
+        },
+        ..HostConfig::default()
+    });
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1"}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    let (call, _) = next_request(&mut w);
+    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+    w.host.handle_http_response(w.now, call, 200, &headers);
+    w.host.handle_http_body(
+        w.now,
+        call,
+        b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+    );
+    let at = w.host.poll_timeout().expect("an idle deadline");
+    w.now = at;
+    w.host.handle_timeout(at);
+    w.pump(&mut [&mut p]);
+    assert!(outputs(&mut w).contains(&Output::HttpCancel { call }));
+    assert_eq!(
+        p.event("s", "session.error")["data"]["errorType"],
+        "timeout"
+    );
+    assert_eq!(p.types("s").last().unwrap(), "session.idle");
+}
+
+#[test]
+fn sessions_without_a_provider_keep_the_scripted_agent() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({}));
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    assert!(outputs(&mut w)
+        .iter()
+        .all(|o| !matches!(o, Output::HttpRequest { .. })));
+    assert!(p.types("s").contains(&"assistant.message".to_owned()));
+}
+
+#[test]
+fn a_server_default_serves_sessions_without_a_provider() {
+    let default =
+        ServerDefault::from_flags("http://127.0.0.1:9/v1", Some("local".into()), None).unwrap();
+    let mut w = World::new(HostConfig {
+        model_default: Some(default),
+        ..HostConfig::default()
+    });
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({}));
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    let (call, request) = next_request(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["model"], "local");
+    answer(
+        &mut w,
+        call,
+        &text_stream("c", &["from default"]),
+        &mut [&mut p],
+    );
+    assert_eq!(
+        p.event("s", "assistant.message")["data"]["content"],
+        "from default"
+    );
+}
+
+#[test]
+fn an_invalid_provider_fails_create_without_the_key() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    let r = create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": {"type": "openai", "apiKey": KEY}}),
+    );
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(message.contains("baseUrl"), "{message}");
+    assert!(!message.contains(KEY));
+}

@@ -1,0 +1,320 @@
+//! BYOK sessions driven by the **official Copilot Rust SDK** (`github-copilot-sdk`,
+//! unmodified) against `agentwire_tokio::Server`, whose driver performs the model's HTTP
+//! requests against the fake OpenAI-compatible endpoint of `tests/support/fake_model.rs` on
+//! loopback: the streamed answer, a client tool round trip with permission, abort mid-stream,
+//! and faults (500, 429 then 200, a cut or malformed stream) after which the next prompt works.
+
+#[path = "support/fake_model.rs"]
+mod fake_model;
+#[path = "support/in_process.rs"]
+mod in_process;
+mod sdk_scenarios;
+
+use std::sync::{Arc, Mutex};
+
+use agentwire_tokio::agentwire::host::HostConfig;
+use agentwire_tokio::Server;
+use fake_model::{FakeMode, FakeModel};
+use github_copilot_sdk::types::{MessageOptions, ProviderConfig, SessionConfig, SessionId};
+use github_copilot_sdk::Client;
+use in_process::connect;
+use sdk_scenarios::{
+    assert_subsequence, new_session_id, types, weather_tool, within, Recorder, RecordingPermission,
+    WEATHER_ANSWER, WEATHER_PROMPT,
+};
+
+const KEY: &str = "sk-fake-interop-key";
+
+struct Byok {
+    session: github_copilot_sdk::session::Session,
+    events: Recorder,
+    tool_calls: Arc<Mutex<Vec<github_copilot_sdk::types::ToolInvocation>>>,
+    permissions: Arc<Mutex<Vec<(String, serde_json::Value)>>>,
+}
+
+async fn byok_session(client: &Client, fake: &FakeModel, id: &SessionId, streaming: bool) -> Byok {
+    let tool_calls = Arc::new(Mutex::new(Vec::new()));
+    let permissions = Arc::new(Mutex::new(Vec::new()));
+    let config = SessionConfig::default()
+        .with_session_id(id.clone())
+        .with_model("fake-model")
+        .with_streaming(streaming)
+        .with_provider(
+            ProviderConfig::new(fake.base_url())
+                .with_provider_type("openai")
+                .with_api_key(KEY),
+        )
+        .with_tools([weather_tool(tool_calls.clone())])
+        .with_permission_handler(Arc::new(RecordingPermission {
+            requests: permissions.clone(),
+            reject: None,
+        }));
+    let prepared = client.prepare_session(config).expect("prepare_session");
+    let events = Recorder::new(prepared.subscribe());
+    let session = within("session.create", prepared.start())
+        .await
+        .expect("session.create succeeds");
+    Byok {
+        session,
+        events,
+        tool_calls,
+        permissions,
+    }
+}
+
+async fn send(b: &mut Byok, prompt: &str) -> Vec<github_copilot_sdk::types::SessionEvent> {
+    within("session.send", b.session.send(MessageOptions::new(prompt)))
+        .await
+        .expect("session.send");
+    b.events.turn().await
+}
+
+fn content(ev: &github_copilot_sdk::types::SessionEvent) -> &str {
+    ev.data["content"].as_str().unwrap_or_default()
+}
+
+fn last_message(turn: &[github_copilot_sdk::types::SessionEvent]) -> String {
+    turn.iter()
+        .rev()
+        .find(|e| e.event_type == "assistant.message")
+        .map(|e| content(e).to_owned())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_answer_reaches_the_client() {
+    sdk_scenarios::bounded(async {
+        let fake = FakeModel::start(FakeMode::Text);
+        let server = Server::new(HostConfig::default());
+        let client = connect(&server).await;
+        let mut b = byok_session(&client, &fake, &new_session_id(), true).await;
+        let turn = send(&mut b, "hi").await;
+        assert_subsequence(
+            &turn,
+            &[
+                "user.message",
+                "system.message",
+                "assistant.turn_start",
+                "assistant.message_start",
+                "assistant.message_delta",
+                "assistant.message",
+                "assistant.turn_end",
+                "assistant.idle",
+                "session.idle",
+            ],
+        );
+        assert_eq!(last_message(&turn), WEATHER_ANSWER);
+        let deltas: String = turn
+            .iter()
+            .filter(|e| e.event_type == "assistant.message_delta")
+            .map(|e| e.data["deltaContent"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(deltas, WEATHER_ANSWER);
+        let requests = fake.requests();
+        let completion = requests
+            .iter()
+            .find(|r| r.path.ends_with("/chat/completions"))
+            .expect("a completion request");
+        assert_eq!(
+            completion.header("authorization"),
+            Some(format!("Bearer {KEY}").as_str())
+        );
+        let all = serde_json::to_string(&b.events.seen.iter().map(|e| &e.data).collect::<Vec<_>>())
+            .unwrap();
+        assert!(!all.contains(KEY), "the key leaked into an event");
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_tool_round_trip_with_permission() {
+    sdk_scenarios::bounded(async {
+        let fake = FakeModel::start(FakeMode::ToolCall);
+        let server = Server::new(HostConfig::default());
+        let client = connect(&server).await;
+        let mut b = byok_session(&client, &fake, &new_session_id(), false).await;
+        let turn = send(&mut b, WEATHER_PROMPT).await;
+        assert_subsequence(
+            &turn,
+            &[
+                "assistant.turn_start",
+                "assistant.message",
+                "tool.execution_start",
+                "permission.requested",
+                "external_tool.requested",
+                "tool.execution_complete",
+                "assistant.turn_end",
+                "assistant.turn_start",
+                "assistant.message",
+                "assistant.turn_end",
+                "session.idle",
+            ],
+        );
+        assert_eq!(last_message(&turn), WEATHER_ANSWER);
+        assert_eq!(b.tool_calls.lock().unwrap().len(), 1);
+        assert_eq!(b.permissions.lock().unwrap().len(), 1);
+        let bodies = fake.completion_bodies();
+        assert_eq!(bodies.len(), 2, "{}", types(&turn).join(","));
+        let messages = bodies[1]["messages"].as_array().unwrap();
+        let roles: Vec<&str> = messages
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["system", "user", "assistant", "tool"]);
+        assert_eq!(messages[2]["tool_calls"][0]["id"], "call_1");
+        assert_eq!(messages[3]["tool_call_id"], "call_1");
+        assert_eq!(messages[3]["content"], sdk_scenarios::TOOL_REPLY);
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_mid_stream_ends_the_turn_and_the_session_stays_usable() {
+    sdk_scenarios::bounded(async {
+        let fake = FakeModel::start(FakeMode::Stall);
+        let server = Server::new(HostConfig::default());
+        let client = connect(&server).await;
+        let mut b = byok_session(&client, &fake, &new_session_id(), true).await;
+        within("session.send", b.session.send(MessageOptions::new("hi")))
+            .await
+            .expect("send");
+        b.events.wait_for("assistant.message_delta").await;
+        within("session.abort", b.session.abort())
+            .await
+            .expect("abort");
+        let turn = b.events.turn().await;
+        let idle = turn.last().unwrap();
+        assert_eq!(idle.data["aborted"], true);
+        fake.set_mode(FakeMode::Text);
+        let turn = send(&mut b, "again").await;
+        assert_eq!(last_message(&turn), WEATHER_ANSWER);
+    })
+    .await
+}
+
+async fn fault_then_recovery(mode: FakeMode, expect_error: bool) {
+    let fake = FakeModel::start(mode);
+    let server = Server::new(HostConfig::default());
+    let client = connect(&server).await;
+    let mut b = byok_session(&client, &fake, &new_session_id(), false).await;
+    let turn = send(&mut b, "hi").await;
+    if expect_error {
+        assert_subsequence(&turn, &["session.error", "session.idle"]);
+        let error = turn
+            .iter()
+            .find(|e| e.event_type == "session.error")
+            .unwrap();
+        assert!(!error.data.to_string().contains(KEY));
+    } else {
+        assert!(
+            turn.iter().all(|e| e.event_type != "session.error"),
+            "{:?}",
+            types(&turn)
+        );
+        assert_eq!(last_message(&turn), WEATHER_ANSWER);
+    }
+    fake.set_mode(FakeMode::Text);
+    let turn = send(&mut b, "again").await;
+    assert_eq!(last_message(&turn), WEATHER_ANSWER, "{:?}", types(&turn));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_error_then_next_prompt_works() {
+    sdk_scenarios::bounded(fault_then_recovery(FakeMode::ServerError, true)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limited_once_is_retried() {
+    sdk_scenarios::bounded(fault_then_recovery(FakeMode::RateLimitedOnce, false)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cut_stream_then_next_prompt_works() {
+    sdk_scenarios::bounded(fault_then_recovery(FakeMode::CutMidStream, true)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_stream_then_next_prompt_works() {
+    sdk_scenarios::bounded(fault_then_recovery(FakeMode::MalformedChunk, true)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_after_a_restart_continues_the_conversation() {
+    sdk_scenarios::bounded(async {
+        let fake = FakeModel::start(FakeMode::Text);
+        let id = new_session_id();
+        // The first server runs one turn; its persisted events are all a restart keeps.
+        let stored: Vec<bytes::Bytes> = {
+            let server = Server::new(HostConfig::default());
+            let client = connect(&server).await;
+            let mut b = byok_session(&client, &fake, &id, false).await;
+            let turn = send(&mut b, "first question").await;
+            assert_eq!(last_message(&turn), WEATHER_ANSWER);
+            server.with_host(|host, _| {
+                host.session_events(id.as_ref())
+                    .expect("the session")
+                    .iter()
+                    .map(|e| e.json.clone())
+                    .collect()
+            })
+        };
+        // A new server restores them; the SDK resumes, sending the provider again.
+        let server = Server::new(HostConfig::default());
+        server
+            .with_host(|host, now| host.restore_session(now, id.as_ref(), stored))
+            .expect("restore");
+        let client = connect(&server).await;
+        let config = github_copilot_sdk::types::ResumeSessionConfig::new(id.clone())
+            .with_provider(
+                ProviderConfig::new(fake.base_url())
+                    .with_provider_type("openai")
+                    .with_api_key(KEY),
+            )
+            .with_permission_handler(Arc::new(RecordingPermission {
+                requests: Arc::new(Mutex::new(Vec::new())),
+                reject: None,
+            }));
+        let prepared = client
+            .prepare_resume_session(config)
+            .expect("prepare_resume_session");
+        let mut events = Recorder::new(prepared.subscribe());
+        let session = within("session.resume", prepared.start())
+            .await
+            .expect("session.resume succeeds");
+        within(
+            "session.send",
+            session.send(MessageOptions::new("second question")),
+        )
+        .await
+        .expect("send");
+        let turn = events.turn().await;
+        assert_eq!(last_message(&turn), WEATHER_ANSWER, "{:?}", types(&turn));
+        let bodies = fake.completion_bodies();
+        assert_eq!(bodies.len(), 2);
+        let messages = bodies[1]["messages"].as_array().unwrap();
+        let roles: Vec<&str> = messages
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["system", "user", "assistant", "user"]);
+        assert!(messages[1]["content"]
+            .as_str()
+            .unwrap()
+            .ends_with("first question"));
+        assert_eq!(messages[2]["content"], WEATHER_ANSWER);
+        assert!(messages[3]["content"]
+            .as_str()
+            .unwrap()
+            .ends_with("second question"));
+        // The key was never persisted.
+        let stored_text = server.with_host(|host, _| {
+            host.session_events(id.as_ref())
+                .unwrap()
+                .iter()
+                .map(|e| String::from_utf8_lossy(&e.json).into_owned())
+                .collect::<String>()
+        });
+        assert!(!stored_text.contains(KEY));
+    })
+    .await
+}
