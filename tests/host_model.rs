@@ -277,13 +277,10 @@ fn abort_mid_stream_cancels_the_call_and_ends_the_turn() {
 }
 
 fn error_then_next_prompt_works(fault: impl FnOnce(&mut World, u64)) -> (World, Peer) {
-    let mut w = World::new(HostConfig {
-        model_call: CallConfig {
-            max_retries: 0,
-            ..CallConfig::default()
-        },
-        ..HostConfig::default()
-    });
+    let mut w = World::new(HostConfig::default().with_model_call(CallConfig {
+        max_retries: 0,
+        ..CallConfig::default()
+    }));
     let mut p = w.connect();
     create(
         &mut w,
@@ -416,13 +413,10 @@ fn rate_limit_is_retried_after_a_host_timer() {
 
 #[test]
 fn stalled_stream_hits_the_idle_deadline() {
-    let mut w = World::new(HostConfig {
-        model_call: CallConfig {
-            idle_timeout: Duration::from_secs(2),
-            ..CallConfig::default()
-        },
-        ..HostConfig::default()
-    });
+    let mut w = World::new(HostConfig::default().with_model_call(CallConfig {
+        idle_timeout: Duration::from_secs(2),
+        ..CallConfig::default()
+    }));
     let mut p = w.connect();
     create(
         &mut w,
@@ -477,10 +471,7 @@ fn sessions_without_a_provider_keep_the_scripted_agent() {
 fn a_server_default_serves_sessions_without_a_provider() {
     let default =
         ServerDefault::from_flags("http://127.0.0.1:9/v1", Some("local".into()), None).unwrap();
-    let mut w = World::new(HostConfig {
-        model_default: Some(default),
-        ..HostConfig::default()
-    });
+    let mut w = World::new(HostConfig::default().with_model_default(Some(default)));
     let mut p = w.connect();
     create(&mut w, &mut p, "s", json!({}));
     w.call(

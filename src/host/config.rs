@@ -138,6 +138,24 @@ impl HostConfig {
         self.approve_all_permissions = on;
         self
     }
+
+    /// Sets [`HostConfig::model_default`] (the model for sessions that name no provider).
+    pub fn with_model_default(mut self, default: Option<ServerDefault>) -> Self {
+        self.model_default = default;
+        self
+    }
+
+    /// Sets [`HostConfig::model_call`] (deadlines, retries and limits of model calls).
+    pub fn with_model_call(mut self, call: CallConfig) -> Self {
+        self.model_call = call;
+        self
+    }
+
+    /// Sets [`HostConfig::model_base_urls`] (which hosts client-chosen `baseUrl`s may reach).
+    pub fn with_model_base_urls(mut self, policy: BaseUrlPolicy) -> Self {
+        self.model_base_urls = policy;
+        self
+    }
 }
 
 impl Default for HostConfig {

@@ -394,7 +394,10 @@ async fn weather_turn_event_types(flags: &[&str]) -> Vec<String> {
     let create = json!({"jsonrpc":"2.0","id":1,"method":"session.create",
         "params":{"sessionId":"yolo","requestPermission":true,"tools":tools}});
     w.write_all(&frame(&create)).await.unwrap();
-    assert!(r.response(1).await.get("result").is_some(), "session created");
+    assert!(
+        r.response(1).await.get("result").is_some(),
+        "session created"
+    );
     let send = json!({"jsonrpc":"2.0","id":2,"method":"session.send",
         "params":{"sessionId":"yolo","prompt":"weather please"}});
     w.write_all(&frame(&send)).await.unwrap();
@@ -408,11 +411,15 @@ async fn weather_turn_event_types(flags: &[&str]) -> Vec<String> {
         let event = &msg["params"]["event"];
         let ty = event["type"].as_str().unwrap_or_default().to_owned();
         let answer = match ty.as_str() {
-            "permission.requested" => Some(("session.permissions.handlePendingPermissionRequest",
+            "permission.requested" => Some((
+                "session.permissions.handlePendingPermissionRequest",
                 json!({"sessionId":"yolo","requestId":event["data"]["requestId"],
-                       "result":{"kind":"approve-once"}}))),
-            "external_tool.requested" => Some(("session.tools.handlePendingToolCall",
-                json!({"sessionId":"yolo","requestId":event["data"]["requestId"],"result":"sunny"}))),
+                       "result":{"kind":"approve-once"}}),
+            )),
+            "external_tool.requested" => Some((
+                "session.tools.handlePendingToolCall",
+                json!({"sessionId":"yolo","requestId":event["data"]["requestId"],"result":"sunny"}),
+            )),
             _ => None,
         };
         if let Some((method, params)) = answer {
@@ -433,12 +440,21 @@ async fn weather_turn_event_types(flags: &[&str]) -> Vec<String> {
 #[tokio::test]
 async fn yolo_runs_tools_without_permission_prompts() {
     let asked = weather_turn_event_types(&[]).await;
-    assert!(asked.contains(&"permission.requested".to_owned()), "{asked:?}");
+    assert!(
+        asked.contains(&"permission.requested".to_owned()),
+        "{asked:?}"
+    );
     let yolo = weather_turn_event_types(&["--yolo"]).await;
-    assert!(yolo.contains(&"external_tool.requested".to_owned()), "{yolo:?}");
+    assert!(
+        yolo.contains(&"external_tool.requested".to_owned()),
+        "{yolo:?}"
+    );
     assert!(
         !yolo.iter().any(|t| t.starts_with("permission.")),
         "no permission events with --yolo: {yolo:?}"
     );
-    assert!(yolo.contains(&"tool.execution_complete".to_owned()), "{yolo:?}");
+    assert!(
+        yolo.contains(&"tool.execution_complete".to_owned()),
+        "{yolo:?}"
+    );
 }
