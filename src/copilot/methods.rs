@@ -186,8 +186,10 @@ pub(super) fn dispatch(
         "session.ui.handlePendingSampling" => answer_sampling(host, params),
         "session.commands.execute" => return execute_command(host, conn, id, params),
         "session.commands.handlePendingCommand" => answer_command(host, params),
-        "session.commands.enqueue" => decode_required::<EnqueueParams>(params)
-            .and_then(|p| host.enqueue_command(&p.session_id, &p.command)),
+        "session.commands.enqueue" => decode_required::<EnqueueParams>(params).and_then(|p| {
+            host.enqueue_command(&p.session_id, &p.command)
+                .map_err(|e| failed("session.commands.enqueue", e))
+        }),
         "session.commands.respondToQueuedCommand" => decode_required::<QueuedAnswer>(params)
             .and_then(|p| {
                 known_session(
@@ -597,7 +599,7 @@ fn elicitation(host: &mut Host, conn: ConnId, id: &OwnedId, params: Option<&RawV
     let answer_to = AnswerTo::Caller(conn, id.clone());
     match host.start_elicitation(&session, answer_to, &request) {
         Ok(()) => None,
-        Err(e) => Some(Err(e)),
+        Err(e) => Some(Err(failed("session.ui.elicitation", e))),
     }
 }
 
@@ -621,7 +623,7 @@ fn execute_command(
     let answer_to = AnswerTo::Caller(conn, id.clone());
     match host.start_command(&p.session_id, answer_to, &p.command_name, &p.args) {
         Ok(()) => None,
-        Err(e) => Some(Err(e)),
+        Err(e) => Some(Err(failed("session.commands.execute", e))),
     }
 }
 

@@ -28,7 +28,7 @@ mod unsupported;
 use serde_json::Value;
 
 use crate::host::{
-    ConnId, DialectHandler, DialectId, Host, ProcessInfo, SessionChange, ShellStream,
+    ConnId, DialectHandler, DialectId, Host, ProcessInfo, ServerRequest, SessionChange, ShellStream,
 };
 use crate::jsonrpc::{self, code, ErrorObject, OwnedId};
 use crate::session::Event;
@@ -119,6 +119,18 @@ impl DialectHandler for Copilot {
 
     fn grants_extension_access(&self) -> bool {
         true
+    }
+
+    fn server_request_method(&self, request: ServerRequest) -> Option<&'static str> {
+        Some(match request {
+            ServerRequest::UserInput => "userInput.request",
+            ServerRequest::ExitPlanMode => "exitPlanMode.request",
+            ServerRequest::AutoModeSwitch => "autoModeSwitch.request",
+            ServerRequest::Hook => "hooks.invoke",
+            ServerRequest::CanvasOpen => "canvas.open",
+            ServerRequest::CanvasClose => "canvas.close",
+            ServerRequest::CanvasAction => "canvas.action.invoke",
+        })
     }
 
     fn request_failed(&self, method: Option<&str>, message: &str) -> ErrorObject {

@@ -236,8 +236,7 @@ impl Host {
                     ..
                 } = pending
                 {
-                    let error =
-                        self.caller_error(*conn, Some("session.delete"), "the session was deleted");
+                    let error = self.caller_error(*conn, None, "the session was deleted");
                     self.respond(*conn, id, Err(error));
                 }
             }

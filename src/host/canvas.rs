@@ -19,6 +19,7 @@ use crate::correlation::Outcome;
 use crate::jsonrpc::OwnedId;
 use crate::session::Attachment;
 
+use super::dialect::ServerRequest;
 use super::{ConnId, Host, Live};
 
 /// The agent tools a session offers while a canvas renderer (`requestCanvasRenderer`) is
@@ -96,12 +97,12 @@ pub(crate) enum CanvasOp {
 }
 
 impl CanvasOp {
-    /// The provider method.
-    pub(crate) fn method(&self) -> &'static str {
+    /// The request sent to the provider.
+    pub(crate) fn request(&self) -> ServerRequest {
         match self {
-            CanvasOp::Open(_) => "canvas.open",
-            CanvasOp::Close { .. } => "canvas.close",
-            CanvasOp::Action => "canvas.action.invoke",
+            CanvasOp::Open(_) => ServerRequest::CanvasOpen,
+            CanvasOp::Close { .. } => ServerRequest::CanvasClose,
+            CanvasOp::Action => ServerRequest::CanvasAction,
         }
     }
 }
@@ -447,13 +448,13 @@ impl Host {
             params["session"] = json!({ "workingDirectory": cwd });
         }
         params["sessionId"] = json!(session);
-        let method = op.method();
+        let request = op.request();
         let call = CanvasCall {
             session: session.to_owned(),
             op,
             reply: reply.clone(),
         };
-        if let Err(message) = self.send_client_call(conn, method, &params, call.into()) {
+        if let Err(message) = self.send_client_call(conn, request, &params, call.into()) {
             self.canvas_reply(session, reply, Err(message.into()));
         }
     }
@@ -461,19 +462,20 @@ impl Host {
     /// A provider answered a canvas request (or never will: closed, timed out).
     pub(crate) fn finish_canvas_call(&mut self, call: CanvasCall, outcome: Outcome) {
         let CanvasCall { session, op, reply } = call;
-        let method = op.method();
+        let what = op.request().describe();
         // The provider said no (an error object), as opposed to being gone or silent.
         let refused = matches!(outcome, Outcome::Error(_));
         let answer: Result<Value, CanvasFailure> = match outcome {
-            Outcome::Result(raw) => serde_json::from_str(raw.get())
-                .map_err(|e| CanvasFailure::from(format!("bad {method} result: {e}"))),
+            Outcome::Result(raw) => serde_json::from_str(raw.get()).map_err(|e| {
+                CanvasFailure::from(format!("bad result of the provider ({what}): {e}"))
+            }),
             Outcome::Error(e) => Err(CanvasFailure {
                 message: e.message,
                 data: e.data,
             }),
             Outcome::Cancelled => Err("cancelled".to_owned().into()),
             Outcome::TimedOut => {
-                Err(format!("the canvas provider did not answer {method} in time").into())
+                Err(format!("the canvas provider did not answer in time ({what})").into())
             }
             Outcome::Closed => Err("the canvas provider disconnected".to_owned().into()),
         };

@@ -19,6 +19,7 @@ use crate::session::Attachment;
 
 use super::bridge::AnswerTo;
 use super::canvas::CanvasCall;
+use super::dialect::ServerRequest;
 use super::{ConnId, Host, Pending, TimerTarget};
 
 /// How long a client has to answer a server-to-client request.
@@ -34,12 +35,12 @@ pub(crate) enum CallKind {
 }
 
 impl CallKind {
-    fn method(self) -> &'static str {
+    fn request(self) -> ServerRequest {
         match self {
-            CallKind::UserInput => "userInput.request",
-            CallKind::ExitPlanMode => "exitPlanMode.request",
-            CallKind::AutoModeSwitch => "autoModeSwitch.request",
-            CallKind::Hook => "hooks.invoke",
+            CallKind::UserInput => ServerRequest::UserInput,
+            CallKind::ExitPlanMode => ServerRequest::ExitPlanMode,
+            CallKind::AutoModeSwitch => ServerRequest::AutoModeSwitch,
+            CallKind::Hook => ServerRequest::Hook,
         }
     }
 
@@ -125,16 +126,12 @@ impl Host {
                     req["mode"] = json!("url");
                     req["url"] = json!(url);
                 }
-                return self
-                    .start_elicitation(session, AnswerTo::Agent(token), &req)
-                    .map_err(|e| e.message);
+                return self.start_elicitation(session, AnswerTo::Agent(token), &req);
             }
             ClientRequest::Command { command_line } => {
                 let line = command_line.trim_start_matches('/');
                 let (name, args) = line.split_once(' ').unwrap_or((line, ""));
-                return self
-                    .start_command(session, AnswerTo::Agent(token), name, args)
-                    .map_err(|e| e.message);
+                return self.start_command(session, AnswerTo::Agent(token), name, args);
             }
             ClientRequest::Sampling { request } => {
                 return self.start_sampling(session, token, request_id, request);
@@ -185,7 +182,7 @@ impl Host {
             .iter()
             .find(|(_, a)| kind.served_by(a))
             .map(|(c, _)| *c)
-            .ok_or_else(|| format!("no attached client handles {}", kind.method()))?;
+            .ok_or_else(|| format!("no attached client handles {}", kind.request().describe()))?;
         if let Some(event) = event {
             let mut data = params.clone();
             data["requestId"] = json!(request_id);
@@ -200,7 +197,7 @@ impl Host {
             request_id,
             kind,
         });
-        self.send_client_call(conn, kind.method(), &params, call)
+        self.send_client_call(conn, kind.request(), &params, call)
     }
 
     /// Sends `method` to `conn` as a server-to-client request correlated with `call`, with
@@ -209,7 +206,7 @@ impl Host {
     pub(crate) fn send_client_call(
         &mut self,
         conn: ConnId,
-        method: &str,
+        request: ServerRequest,
         params: &Value,
         call: ClientCall,
     ) -> Result<(), String> {
@@ -217,6 +214,12 @@ impl Host {
         let deadline = self.now.saturating_add(CLIENT_CALL_TIMEOUT);
         let Some(c) = self.conns.get_mut(&conn) else {
             return Err("the client left".into());
+        };
+        let Some(method) = self.dialects[c.dialect.index()].server_request_method(request) else {
+            return Err(format!(
+                "this client's protocol has no {}",
+                request.describe()
+            ));
         };
         let id = c.calls.start(None, call);
         jsonrpc::write_request(&mut body, &id, method, params)
@@ -298,8 +301,8 @@ impl Host {
             Outcome::Error(e) => Err(e.message),
             Outcome::Cancelled => Err("cancelled".into()),
             Outcome::TimedOut => Err(format!(
-                "the client did not answer {} in time",
-                call.kind.method()
+                "the client did not answer in time ({})",
+                call.kind.request().describe()
             )),
             Outcome::Closed => Err("the client's connection closed".into()),
         };

@@ -10,8 +10,6 @@
 
 use serde_json::{json, Value};
 
-use crate::jsonrpc::{code, ErrorObject};
-
 use super::bridge::AnswerTo;
 use super::{ConnId, Host, Pending};
 
@@ -23,17 +21,17 @@ impl Host {
         session: &str,
         answer_to: AnswerTo,
         request: &Value,
-    ) -> Result<(), ErrorObject> {
+    ) -> Result<(), String> {
         let Some(live) = self.sessions.get(session) else {
-            return Err(session_not_found("session.ui.elicitation", session));
+            return Err(session_not_found(session));
         };
         if !live.session.any_elicitation_handler()
             && !self.has_interest(session, "elicitation.requested")
         {
-            return Err(ErrorObject::new(
-                code::INTERNAL_ERROR,
-                "Request session.ui.elicitation failed with message: no attached client handles elicitation (none attached with requestElicitation)",
-            ));
+            return Err(
+                "no attached client handles elicitation (none attached with requestElicitation)"
+                    .into(),
+            );
         }
         let request_id = self.ids.next_uuid();
         let mut data = json!({"requestId": request_id});
@@ -107,9 +105,9 @@ impl Host {
         answer_to: AnswerTo,
         command_name: &str,
         args: &str,
-    ) -> Result<(), ErrorObject> {
+    ) -> Result<(), String> {
         let Some(live) = self.sessions.get(session) else {
-            return Err(session_not_found("session.commands.execute", session));
+            return Err(session_not_found(session));
         };
         let owner = live
             .session
@@ -118,10 +116,7 @@ impl Host {
             .find(|(_, a)| a.commands.iter().any(|c| c.name == command_name))
             .map(|(c, _)| *c);
         let Some(owner) = owner else {
-            return Err(ErrorObject::new(
-                code::INTERNAL_ERROR,
-                format!("Request session.commands.execute failed with message: Unknown command: {command_name}"),
-            ));
+            return Err(format!("Unknown command: {command_name}"));
         };
         let request_id = self.ids.next_uuid();
         let command = if args.is_empty() {
@@ -246,10 +241,10 @@ impl Host {
         &mut self,
         session: &str,
         command: &str,
-    ) -> Result<Value, ErrorObject> {
+    ) -> Result<Value, String> {
         let queue_id = self.ids.next_uuid();
         let Some(live) = self.sessions.get_mut(session) else {
-            return Err(session_not_found("session.commands.enqueue", session));
+            return Err(session_not_found(session));
         };
         live.command_queue
             .push_back((queue_id.clone(), command.to_owned()));
@@ -318,11 +313,9 @@ impl Host {
     }
 }
 
-fn session_not_found(method: &str, session: &str) -> ErrorObject {
-    ErrorObject::new(
-        code::INTERNAL_ERROR,
-        format!("Request {method} failed with message: Session not found for sessionId: {session}"),
-    )
+/// Why a request for an unknown session fails (the dialect adds its own framing).
+fn session_not_found(session: &str) -> String {
+    format!("Session not found for sessionId: {session}")
 }
 
 impl Host {

@@ -53,6 +53,41 @@ pub(crate) enum SessionChange {
     Deleted,
 }
 
+/// A request the host sends to one client; each dialect names it on its wire
+/// ([`DialectHandler::server_request_method`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ServerRequest {
+    /// Ask the user a question (`ask_user`).
+    UserInput,
+    /// Ask to leave plan mode.
+    ExitPlanMode,
+    /// Ask to switch to auto mode.
+    AutoModeSwitch,
+    /// Run a client-side hook.
+    Hook,
+    /// Open a canvas on its provider.
+    CanvasOpen,
+    /// Close a canvas instance on its provider.
+    CanvasClose,
+    /// Invoke an action of a canvas instance on its provider.
+    CanvasAction,
+}
+
+impl ServerRequest {
+    /// What the request is, in words, for error messages that no dialect frames.
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            ServerRequest::UserInput => "user input requests",
+            ServerRequest::ExitPlanMode => "exit-plan-mode requests",
+            ServerRequest::AutoModeSwitch => "auto-mode-switch requests",
+            ServerRequest::Hook => "hook invocations",
+            ServerRequest::CanvasOpen => "canvas open requests",
+            ServerRequest::CanvasClose => "canvas close requests",
+            ServerRequest::CanvasAction => "canvas action requests",
+        }
+    }
+}
+
 /// A dialect: how one kind of client talks to the host.
 ///
 /// Every method has a no-op default except [`DialectHandler::handle_message`]. Handlers are
@@ -123,6 +158,12 @@ pub(crate) trait DialectHandler: Sync {
     /// extension) may grant an extension access to them.
     fn grants_extension_access(&self) -> bool {
         false
+    }
+
+    /// The method name of `request` on this dialect's wire, or `None` when the dialect has
+    /// no such request (the host then fails the call with a reason).
+    fn server_request_method(&self, _request: ServerRequest) -> Option<&'static str> {
+        None
     }
 
     /// The error a client of this dialect gets when a request it made through a bridge

@@ -62,7 +62,7 @@ pub use shell::ShellStream;
 
 pub(crate) use bridge::{always_decision, command_ids, AnswerTo, Pending, PermissionPrompt};
 pub(crate) use canvas::{ActionParams, CanvasReply, CloseParams, OpenParams};
-pub(crate) use dialect::{DialectHandler, DialectId, SessionChange};
+pub(crate) use dialect::{DialectHandler, DialectId, ServerRequest, SessionChange};
 pub(crate) use policy::HistoryError;
 pub(crate) use shell::{ProcessInfo, ProcessRefused};
 
