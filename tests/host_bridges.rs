@@ -119,7 +119,7 @@ fn a_request_nobody_can_answer_fails_at_once_and_the_turn_goes_on() {
         .map(|e| e["data"]["content"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(says, [
-        "got error: no attached client handles user input requests",
+        "got error: no attached client handles userInput.request",
         "then error: sampling is not available: no attached client answers sampling requests (requestSampling)",
     ]);
     assert_eq!(a.types("s").last().unwrap(), "session.idle");
@@ -152,7 +152,7 @@ fn an_unanswered_request_times_out_and_a_departed_client_resolves_its_calls() {
     assert_eq!(cancel["params"]["id"], req["id"]);
     assert_eq!(
         last_say(&a, "s"),
-        "error: the client did not answer in time (user input requests)"
+        "error: the client did not answer userInput.request in time"
     );
 
     // Second turn: the client disconnects mid-call; the call ends as closed for the agent.

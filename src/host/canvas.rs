@@ -462,20 +462,19 @@ impl Host {
     /// A provider answered a canvas request (or never will: closed, timed out).
     pub(crate) fn finish_canvas_call(&mut self, call: CanvasCall, outcome: Outcome) {
         let CanvasCall { session, op, reply } = call;
-        let what = op.request().describe();
+        let method = self.request_name(op.request());
         // The provider said no (an error object), as opposed to being gone or silent.
         let refused = matches!(outcome, Outcome::Error(_));
         let answer: Result<Value, CanvasFailure> = match outcome {
-            Outcome::Result(raw) => serde_json::from_str(raw.get()).map_err(|e| {
-                CanvasFailure::from(format!("bad result of the provider ({what}): {e}"))
-            }),
+            Outcome::Result(raw) => serde_json::from_str(raw.get())
+                .map_err(|e| CanvasFailure::from(format!("bad {method} result: {e}"))),
             Outcome::Error(e) => Err(CanvasFailure {
                 message: e.message,
                 data: e.data,
             }),
             Outcome::Cancelled => Err("cancelled".to_owned().into()),
             Outcome::TimedOut => {
-                Err(format!("the canvas provider did not answer in time ({what})").into())
+                Err(format!("the canvas provider did not answer {method} in time").into())
             }
             Outcome::Closed => Err("the canvas provider disconnected".to_owned().into()),
         };

@@ -182,7 +182,12 @@ impl Host {
             .iter()
             .find(|(_, a)| kind.served_by(a))
             .map(|(c, _)| *c)
-            .ok_or_else(|| format!("no attached client handles {}", kind.request().describe()))?;
+            .ok_or_else(|| {
+                format!(
+                    "no attached client handles {}",
+                    self.request_name(kind.request())
+                )
+            })?;
         if let Some(event) = event {
             let mut data = params.clone();
             data["requestId"] = json!(request_id);
@@ -200,7 +205,16 @@ impl Host {
         self.send_client_call(conn, kind.request(), &params, call)
     }
 
-    /// Sends `method` to `conn` as a server-to-client request correlated with `call`, with
+    /// How errors name `request`: its method on the wire of the first dialect that has it,
+    /// else a description in words.
+    pub(crate) fn request_name(&self, request: ServerRequest) -> &'static str {
+        self.dialects
+            .iter()
+            .find_map(|d| d.server_request_method(request))
+            .unwrap_or_else(|| request.describe())
+    }
+
+    /// Sends `request` to `conn` as a server-to-client request correlated with `call`, with
     /// the [`CLIENT_CALL_TIMEOUT`] deadline. The call then ends exactly once, in
     /// [`Host::finish_client_call`].
     pub(crate) fn send_client_call(
@@ -301,8 +315,8 @@ impl Host {
             Outcome::Error(e) => Err(e.message),
             Outcome::Cancelled => Err("cancelled".into()),
             Outcome::TimedOut => Err(format!(
-                "the client did not answer in time ({})",
-                call.kind.request().describe()
+                "the client did not answer {} in time",
+                self.request_name(call.kind.request())
             )),
             Outcome::Closed => Err("the client's connection closed".into()),
         };
