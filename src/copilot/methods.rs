@@ -108,6 +108,10 @@ pub const METHODS: &[&str] = &[
     "session.tasks.refresh",
     "session.tasks.waitForPending",
     "session.ui.unregisterDirectAutoModeSwitchHandler",
+    // Issue 17 part B (`llm_inference`).
+    "llmInference.setProvider",
+    "llmInference.httpResponseStart",
+    "llmInference.httpResponseChunk",
 ];
 
 type Reply = Option<Result<Value, ErrorObject>>;
@@ -296,16 +300,22 @@ fn attach_result(host: &Host, session: &str) -> Value {
 /// method with a message naming the field, never a secret).
 fn model_settings(
     host: &Host,
+    conn: ConnId,
     method: &str,
     params: Option<&RawValue>,
 ) -> Result<crate::agent::ModelSettings, ErrorObject> {
     let raw: Value = decode(params)?;
-    host.model_settings_of(&raw).map_err(|e| failed(method, e))
+    let session = raw
+        .get("sessionId")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    host.model_settings_of(&raw, host.served_by_client(session, conn))
+        .map_err(|e| failed(method, e))
 }
 
 fn create(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
     let p: AttachParams = decode(params)?;
-    let settings = model_settings(host, "session.create", params)?;
+    let settings = model_settings(host, conn, "session.create", params)?;
     let session_id = match p.session_id.clone() {
         Some(s) if !s.is_empty() => s,
         _ => host.new_id(),
@@ -321,6 +331,9 @@ fn create(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
     session.model = p.model.clone();
     host.insert_session(session);
     host.set_model_settings(&session_id, settings);
+    if host.is_http_provider(conn) {
+        host.mark_client_transport(&session_id);
+    }
     // Attach silently: capability/command announcements follow session.start.
     let attachment = p.attachment(host.config().mcp_apps_enabled);
     host.attach_silently(&session_id, conn, attachment);
@@ -376,8 +389,12 @@ fn resume(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
     let event_count = live.events().len();
     let model = live.model.clone();
     let cwd = live.cwd.clone();
-    let settings = model_settings(host, "session.resume", params)?;
+    let settings = model_settings(host, conn, "session.resume", params)?;
+    let served_by_client = host.served_by_client(&session_id, conn);
     host.set_model_settings(&session_id, settings);
+    if served_by_client {
+        host.mark_client_transport(&session_id);
+    }
     let was_active = host.session_busy(&session_id);
     host.attach(
         &session_id,

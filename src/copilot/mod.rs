@@ -17,6 +17,7 @@
 
 mod account;
 mod lifecycle;
+mod llm_inference;
 mod methods;
 mod params;
 mod session_state;
@@ -115,6 +116,21 @@ impl DialectHandler for Copilot {
 
     fn session_deleting(&self, host: &mut Host, session: &str) {
         turns::session_deleting(host, session);
+    }
+
+    fn start_provided_http(
+        &self,
+        host: &mut Host,
+        conn: ConnId,
+        call: u64,
+        session: &str,
+        request: &crate::model::HttpRequest,
+    ) -> Result<(), String> {
+        llm_inference::start(host, conn, call, session, request)
+    }
+
+    fn cancel_provided_http(&self, host: &mut Host, conn: ConnId, call: u64) {
+        llm_inference::cancel(host, conn, call);
     }
 
     fn grants_extension_access(&self) -> bool {

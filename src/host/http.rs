@@ -10,6 +10,7 @@ use crate::model::{
 };
 use crate::Timestamp;
 
+use super::provided_http::HttpCall;
 use super::{Host, Output};
 
 /// HTTP inputs (the runtime's reports about an [`Output::HttpRequest`]).
@@ -60,22 +61,44 @@ impl Host {
 
     fn http_input(&mut self, now: Timestamp, call: u64, event: HttpEvent, last: bool) {
         self.advance_time(now);
-        let session = if last {
-            self.http_calls.remove(&call)
-        } else {
-            self.http_calls.get(&call).cloned()
-        };
-        // Input for an unknown or cancelled exchange is ignored.
-        let Some(session) = session else { return };
-        self.queue_agent_input(&session, AgentInput::Http { call, event });
+        // Input for an unknown or cancelled exchange, or one a client performs, is ignored.
+        if self
+            .http_calls
+            .get(&call)
+            .is_some_and(|c| c.provider.is_none())
+        {
+            self.route_http_event(call, event, last);
+        }
         self.run_agents();
     }
 
-    /// Starts an exchange for `session`'s agent.
+    /// Hands `event` of exchange `call` to its session's agent (`last`: the exchange ends).
+    pub(super) fn route_http_event(&mut self, call: u64, event: HttpEvent, last: bool) {
+        let session = if last {
+            self.http_calls.remove(&call).map(|c| c.session)
+        } else {
+            self.http_calls.get(&call).map(|c| c.session.clone())
+        };
+        if let Some(session) = session {
+            self.queue_agent_input(&session, AgentInput::Http { call, event });
+        }
+    }
+
+    /// Starts an exchange for `session`'s agent: through a client that provides the
+    /// session's model transport, else through the runtime ([`Output::HttpRequest`]).
     pub(super) fn start_http(&mut self, session: &str, request: HttpRequest) -> u64 {
         let call = self.next_http_call;
         self.next_http_call += 1;
-        self.http_calls.insert(call, session.to_owned());
+        if self.start_provided_http(call, session, &request) {
+            return call;
+        }
+        self.http_calls.insert(
+            call,
+            HttpCall {
+                session: session.to_owned(),
+                provider: None,
+            },
+        );
         self.outputs.push_back(Output::HttpRequest {
             call,
             session: session.to_owned(),
@@ -86,15 +109,26 @@ impl Host {
 
     /// Abandons an exchange (nothing more is routed for it).
     pub(super) fn cancel_http(&mut self, call: u64) {
-        if self.http_calls.remove(&call).is_some() {
-            self.outputs.push_back(Output::HttpCancel { call });
+        match self.http_calls.remove(&call).map(|c| c.provider) {
+            Some(None) => self.outputs.push_back(Output::HttpCancel { call }),
+            Some(Some(conn)) => self.cancel_provided_http(conn, call),
+            None => {}
         }
     }
 
     /// Reads a session's model settings from `session.create` / `session.resume` params;
     /// a malformed provider, or one the operator's base-URL policy refuses, is an error.
-    pub(crate) fn model_settings_of(&self, params: &Value) -> Result<ModelSettings, ProviderError> {
+    /// `served_by_client`: a client performs the session's model requests (the runtime
+    /// never connects to its base URLs, so the policy does not apply).
+    pub(crate) fn model_settings_of(
+        &self,
+        params: &Value,
+        served_by_client: bool,
+    ) -> Result<ModelSettings, ProviderError> {
         let settings = ModelSettings::from_params(params)?;
+        if served_by_client {
+            return Ok(settings);
+        }
         if let Some(catalog) = &settings.catalog {
             for provider in catalog.providers() {
                 self.config.model_base_urls.check(provider)?;
