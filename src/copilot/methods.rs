@@ -112,6 +112,31 @@ pub const METHODS: &[&str] = &[
     "llmInference.setProvider",
     "llmInference.httpResponseStart",
     "llmInference.httpResponseChunk",
+    // `history` and `session_state`.
+    "session.eventLog.read",
+    "session.eventLog.tail",
+    "session.history.compact",
+    "session.name.setAuto",
+    "session.metadata.snapshot",
+    // `discovery`.
+    "skills.discover",
+    "agents.discover",
+    "instructions.discover",
+    "hooks.discover",
+    "commands.list",
+    "models.getBuiltInCatalog",
+    "session.skills.list",
+    "session.skills.getInvoked",
+    "session.extensions.list",
+    "session.instructions.getSources",
+    "session.gitHubAuth.getCurrentAuthInfo",
+    "session.gitHubAuth.getAllAuthAvailable",
+    "session.gitHubAuth.lastAuthErrors",
+    "session.metadata.activity",
+    "session.interruptMainTurn",
+    "sessions.findByPrefix",
+    "sessions.checkInUse",
+    "sessions.listNonEmptySessionIds",
 ];
 
 type Reply = Option<Result<Value, ErrorObject>>;

@@ -16,6 +16,8 @@
 //! `handlePendingToolCall` and friends — is the host's, reached through its calls.
 
 mod account;
+mod discovery;
+mod history;
 mod lifecycle;
 mod llm_inference;
 mod methods;

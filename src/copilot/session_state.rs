@@ -26,6 +26,8 @@ use super::surface::{decode, failed, known, Answer};
 pub(super) struct SurfaceState {
     /// The friendly name (`session.name.set`).
     name: Option<String>,
+    /// An auto-generated name (`session.name.setAuto`), used while no name was set.
+    auto_name: Option<String>,
     /// `interactive` (default), `plan` or `autopilot`.
     mode: Option<String>,
     /// The plan file's content, when one exists.
@@ -77,6 +79,8 @@ pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>)
     let handler: fn(&mut Host, &str, &Value) -> Answer = match method {
         "session.name.get" => name_get,
         "session.name.set" => name_set,
+        "session.name.setAuto" => name_set_auto,
+        "session.metadata.snapshot" => snapshot,
         "session.mode.get" => |h, s, _| Ok(json!(state(h, s).mode())),
         "session.mode.set" => mode_set,
         "session.model.getCurrent" => model_current,
@@ -161,7 +165,54 @@ fn state<'a>(host: &'a mut Host, session: &str) -> &'a mut SurfaceState {
 }
 
 fn name_get(host: &mut Host, session: &str, _: &Value) -> Answer {
-    Ok(json!({"name": state(host, session).name}))
+    let state = state(host, session);
+    Ok(json!({"name": state.name.as_ref().or(state.auto_name.as_ref())}))
+}
+
+/// `session.name.setAuto`: the summary becomes the name unless a user set one (`{applied}`).
+fn name_set_auto(host: &mut Host, session: &str, p: &Value) -> Answer {
+    let summary = required_str(p, "summary")?.trim().to_owned();
+    let state = state(host, session);
+    if summary.is_empty() || state.name.is_some() {
+        return Ok(json!({"applied": false}));
+    }
+    state.auto_name = Some(summary.clone());
+    host.emit(
+        session,
+        "session.title_changed",
+        &json!({"title": summary}),
+        true,
+    );
+    Ok(json!({"applied": true}))
+}
+
+/// `session.metadata.snapshot`: identity, mode, model and workspace of the session.
+fn snapshot(host: &mut Host, session: &str, p: &Value) -> Answer {
+    let workspace = workspace(host, session, p)?;
+    let mode = state(host, session).mode().to_owned();
+    let Some(s) = host.session(session) else {
+        return Err(fail(format!("Session not found for sessionId: {session}")));
+    };
+    let mut out = json!({
+        "sessionId": session,
+        "startTime": s.start_time.to_rfc3339(),
+        "modifiedTime": s.modified_time.to_rfc3339(),
+        "isRemote": false,
+        "alreadyInUse": false,
+        "workspacePath": workspace.get("path").cloned().unwrap_or(Value::Null),
+        "workingDirectory": s.cwd.clone().unwrap_or_default(),
+        "currentMode": mode,
+        "sessionLimits": null,
+        "workspace": workspace["workspace"],
+        "clientName": "agentwire",
+    });
+    if let Some(summary) = &s.summary {
+        out["summary"] = json!(summary);
+    }
+    if let Some(model) = &s.model {
+        out["selectedModel"] = json!(model);
+    }
+    Ok(out)
 }
 
 fn name_set(host: &mut Host, session: &str, p: &Value) -> Answer {
@@ -313,7 +364,10 @@ fn workspace(host: &mut Host, session: &str, _: &Value) -> Answer {
         ),
         None => (None, String::new(), String::new()),
     };
-    let name = state(host, session).name.clone();
+    let (name, auto_name) = {
+        let state = state(host, session);
+        (state.name.clone(), state.auto_name.clone())
+    };
     let mut workspace = json!({"id": session, "summary_count": 0,
                                "created_at": start, "updated_at": modified});
     if let Some(cwd) = cwd {
@@ -322,6 +376,9 @@ fn workspace(host: &mut Host, session: &str, _: &Value) -> Answer {
     if let Some(name) = name {
         workspace["name"] = json!(name);
         workspace["user_named"] = json!(true);
+    } else if let Some(name) = auto_name {
+        workspace["name"] = json!(name);
+        workspace["user_named"] = json!(false);
     }
     let mut result = json!({"workspace": workspace});
     if let Some(path) = path {

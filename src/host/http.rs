@@ -176,7 +176,7 @@ impl Host {
         let Some(live) = self.sessions.get(session) else {
             return Vec::new();
         };
-        let parsed: Vec<(String, Value)> = live
+        let mut parsed: Vec<(String, Value)> = live
             .session
             .events()
             .iter()
@@ -189,6 +189,7 @@ impl Host {
                 ))
             })
             .collect();
+        compacted(&mut parsed);
         messages_from_events(parsed.iter().map(|(t, d)| (t.as_str(), d)), None)
     }
 
@@ -215,4 +216,34 @@ impl Host {
         }
         out
     }
+}
+
+/// Applies the session's last successful compaction (`session.compaction_complete`) to its
+/// events: what came before it is replaced by its summary (as one user message), except the
+/// system prompts.
+fn compacted(events: &mut Vec<(String, Value)>) {
+    let Some(at) = events.iter().rposition(|(t, d)| {
+        t == "session.compaction_complete" && d.get("success") == Some(&Value::Bool(true))
+    }) else {
+        return;
+    };
+    let summary = events[at]
+        .1
+        .get("summaryContent")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let mut kept: Vec<(String, Value)> = events[..at]
+        .iter()
+        .filter(|(t, _)| t == "system.message")
+        .cloned()
+        .collect();
+    if !summary.is_empty() {
+        kept.push((
+            "user.message".to_owned(),
+            serde_json::json!({ "content": summary }),
+        ));
+    }
+    kept.extend(events.drain(at + 1..));
+    *events = kept;
 }
