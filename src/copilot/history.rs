@@ -155,7 +155,11 @@ fn read(host: &mut Host, session: &str, p: &Value) -> Answer {
             }
         }
     };
-    let parsed = |e: &Event| serde_json::from_slice::<Value>(&e.json).ok();
+    let parsed = |e: &Event| {
+        let mut v = serde_json::from_slice::<Value>(&e.json).ok()?;
+        super::stored_state::strip(&mut v);
+        Some(v)
+    };
     let mut out = Vec::new();
     let (cursor, has_more) = if backward {
         let mut i = from;

@@ -572,7 +572,9 @@ fn get_messages(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorOb
         if i > 0 {
             text.push(',');
         }
-        text.push_str(e.raw().get());
+        // The event as clients receive it (the store's own fields removed).
+        let json = super::stored_state::wire_json(e);
+        text.push_str(std::str::from_utf8(&json).unwrap_or("null"));
     }
     text.push_str("]}");
     serde_json::from_str(&text).map_err(|e| failed("session.getMessages", e))

@@ -24,6 +24,7 @@ mod methods;
 mod params;
 mod session_state;
 mod shell;
+mod stored_state;
 mod surface;
 mod turns;
 mod unsupported;

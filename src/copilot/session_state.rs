@@ -8,7 +8,8 @@
 //! bare string, `session.name.set` emits `session.title_changed` (ephemeral),
 //! `session.model.switchTo` emits `session.model_change`. The state is kept in memory with
 //! the session (the dialect's session state); the changes that the runtime persists as
-//! events are persisted events here too.
+//! events are persisted events here too, and the plan and workspace files survive a restart
+//! through them (`stored_state`).
 
 use std::collections::BTreeMap;
 
@@ -19,6 +20,7 @@ use crate::host::Host;
 use crate::jsonrpc::{code, ErrorObject};
 
 use super::params::AttachParams;
+use super::stored_state::{self, STORED_CONTENT};
 use super::surface::{decode, failed, known, Answer};
 
 /// What the Copilot dialect keeps per session for these methods.
@@ -60,7 +62,7 @@ impl SurfaceState {
 
 /// Records what `session.create` / `session.resume` declared for these methods.
 pub(super) fn declared(host: &mut Host, session: &str, p: &AttachParams) {
-    let Some(state) = host.session_state::<SurfaceState>(session) else {
+    let Some(state) = surface(host, session) else {
         return;
     };
     if !p.custom_agents.is_empty() {
@@ -158,10 +160,22 @@ fn fail(message: impl Into<String>) -> ErrorObject {
     ErrorObject::new(code::INTERNAL_ERROR, message.into())
 }
 
+/// The session's state; the first use of a session loaded from the store rebuilds its plan
+/// and workspace files from its log (`stored_state`).
+fn surface<'a>(host: &'a mut Host, session: &str) -> Option<&'a mut SurfaceState> {
+    if host.session_state_ref::<SurfaceState>(session).is_none() {
+        let restored = stored_state::restore(host.session(session)?.events());
+        let state = host.session_state::<SurfaceState>(session)?;
+        state.plan = restored.plan;
+        state.files = restored.files;
+        return Some(state);
+    }
+    host.session_state::<SurfaceState>(session)
+}
+
 fn state<'a>(host: &'a mut Host, session: &str) -> &'a mut SurfaceState {
     // `known` ran first: the session is loaded, so its state exists.
-    host.session_state::<SurfaceState>(session)
-        .expect("the session is loaded")
+    surface(host, session).expect("the session is loaded")
 }
 
 fn name_get(host: &mut Host, session: &str, _: &Value) -> Answer {
@@ -329,14 +343,14 @@ fn plan_read(host: &mut Host, session: &str, _: &Value) -> Answer {
 
 fn plan_update(host: &mut Host, session: &str, p: &Value) -> Answer {
     let content = required_str(p, "content")?.to_owned();
-    let operation = match state(host, session).plan.replace(content) {
+    let operation = match state(host, session).plan.replace(content.clone()) {
         Some(_) => "update",
         None => "create",
     };
     host.emit(
         session,
         "session.plan_changed",
-        &json!({"operation": operation}),
+        &json!({"operation": operation, STORED_CONTENT: content}),
         false,
     );
     Ok(Value::Null)
@@ -402,14 +416,17 @@ fn file_path(p: &Value) -> Result<String, ErrorObject> {
 fn file_create(host: &mut Host, session: &str, p: &Value) -> Answer {
     let path = file_path(p)?;
     let content = required_str(p, "content")?.to_owned();
-    let operation = match state(host, session).files.insert(path.clone(), content) {
+    let operation = match state(host, session)
+        .files
+        .insert(path.clone(), content.clone())
+    {
         Some(_) => "update",
         None => "create",
     };
     host.emit(
         session,
         "session.workspace_file_changed",
-        &json!({"path": path, "operation": operation}),
+        &json!({"path": path, "operation": operation, STORED_CONTENT: content}),
         false,
     );
     Ok(Value::Null)
@@ -584,7 +601,7 @@ fn options_update(host: &mut Host, session: &str, p: &Value) -> Answer {
 
 /// Sets the friendly name without an event (a fork's name).
 pub(super) fn set_name(host: &mut Host, session: &str, name: &str) {
-    if let Some(state) = host.session_state::<SurfaceState>(session) {
+    if let Some(state) = surface(host, session) {
         state.name = Some(name.to_owned());
     }
 }
