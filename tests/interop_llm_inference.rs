@@ -369,3 +369,50 @@ async fn abort_cancels_the_request_at_the_provider_and_an_error_chunk_fails_the_
     })
     .await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_default_provider_key_is_never_sent_to_a_client() {
+    use agentwire_tokio::agentwire::model::{Secret, ServerDefault};
+    const OPERATOR_KEY: &str = "sk-operator-only-key";
+    sdk_scenarios::bounded(async {
+        let default = ServerDefault::from_flags(
+            "http://127.0.0.1:9/v1",
+            Some("operator-model".into()),
+            Some(Secret::new(OPERATOR_KEY)),
+        )
+        .expect("server default");
+        let server = Server::new(HostConfig::default().with_model_default(Some(default)));
+        let client = connect(&server).await;
+        let mut provider = Provider::register(&client).await;
+        // No provider of its own: the session uses the operator's default.
+        let config = SessionConfig::default().with_session_id(new_session_id());
+        let prepared = client.prepare_session(config).expect("prepare_session");
+        let mut events = Recorder::new(prepared.subscribe());
+        let session = within("session.create", prepared.start())
+            .await
+            .expect("session.create");
+        within("session.send", session.send(MessageOptions::new("hi")))
+            .await
+            .expect("session.send");
+        let start = provider.next_start().await;
+        let chunk = provider.next_chunk().await;
+        assert_eq!(start["url"], "http://127.0.0.1:9/v1/chat/completions");
+        assert!(start["headers"].get("authorization").is_none(), "{start}");
+        assert!(!start.to_string().contains(OPERATOR_KEY));
+        assert!(!chunk.to_string().contains(OPERATOR_KEY));
+        let rid = request_id(&start);
+        assert!(respond_start(&client, &rid, 200).await);
+        let answer = format!(
+            "{}{}data: [DONE]\n\n",
+            sse(
+                json!({"role": "assistant", "content": WEATHER_ANSWER}),
+                None
+            ),
+            sse(json!({}), Some("stop"))
+        );
+        assert!(respond_chunk(&client, &rid, &answer, true).await);
+        let turn = events.turn().await;
+        assert_eq!(last_message(&turn), WEATHER_ANSWER, "{:?}", types(&turn));
+    })
+    .await
+}
