@@ -15,10 +15,14 @@ use agentwire_tokio::agentwire::host::HostConfig;
 use agentwire_tokio::Server;
 use fake_model::{FakeMode, FakeModel};
 use github_copilot_sdk::rpc::*;
-use github_copilot_sdk::types::{MessageOptions, ProviderConfig, SessionConfig};
+use std::sync::{Arc, Mutex};
+
+use github_copilot_sdk::types::{CommandDefinition, MessageOptions, ProviderConfig, SessionConfig};
 use github_copilot_sdk::Client;
 use in_process::connect;
-use sdk_scenarios::{create_session, new_session_id, turn, within, Recorder, WEATHER_ANSWER};
+use sdk_scenarios::{
+    create_session, new_session_id, turn, within, Recorder, RecordingCommand, WEATHER_ANSWER,
+};
 use serde_json::{json, Value};
 
 fn server() -> Server {
@@ -374,6 +378,78 @@ async fn discovery_methods_answer_what_the_server_has() {
             .await,
             json!({"inUse": []})
         );
+        assert_eq!(
+            call("session.history.abortManualCompaction", session.clone()).await,
+            json!({"aborted": false})
+        );
+        // The client metadata bag: clear, remove, then set; reserved keys are refused.
+        let bag = call(
+            "session.metadata.updateClientMetadata",
+            json!({"sessionId": id.to_string(), "set": {"app/tab": "3", "app/x": "1"}}),
+        )
+        .await;
+        assert_eq!(bag, json!({"app/tab": "3", "app/x": "1"}));
+        let bag = call(
+            "session.metadata.updateClientMetadata",
+            json!({"sessionId": id.to_string(), "remove": ["app/x"], "set": {"app/y": "2"}}),
+        )
+        .await;
+        assert_eq!(bag, json!({"app/tab": "3", "app/y": "2"}));
+        assert_eq!(
+            call("session.metadata.getClientMetadata", session.clone()).await,
+            bag
+        );
+        let reserved = within(
+            "reserved key",
+            client.call(
+                "session.metadata.updateClientMetadata",
+                Some(json!({"sessionId": id.to_string(), "set": {"copilot/x": "1"}})),
+            ),
+        )
+        .await
+        .expect_err("a reserved key");
+        assert_eq!(reserved.rpc_code(), Some(-32602));
+        // The commands the session's clients declared.
+        assert_eq!(
+            call("session.commands.list", session.clone()).await,
+            json!({"commands": []})
+        );
+        let with_command = new_session_id();
+        let prepared = client
+            .prepare_session(
+                SessionConfig::default()
+                    .with_session_id(with_command.clone())
+                    .with_commands(vec![CommandDefinition::new(
+                        "hello",
+                        Arc::new(RecordingCommand {
+                            calls: Arc::new(Mutex::new(Vec::new())),
+                        }),
+                    )
+                    .with_description("say hi")]),
+            )
+            .expect("prepare_session");
+        let _s = within("session.create", prepared.start())
+            .await
+            .expect("session.create");
+        let commands = call(
+            "session.commands.list",
+            json!({"sessionId": with_command.to_string()}),
+        )
+        .await;
+        assert_eq!(
+            commands,
+            json!({"commands": [{"name": "hello", "description": "say hi", "kind": "client",
+                                 "allowDuringAgentExecution": false}]})
+        );
+        // sessions.delete deletes a loaded session.
+        let other = new_session_id();
+        let _o = create_session(&client, &other, false).await;
+        assert_eq!(
+            call("sessions.delete", json!({"sessionId": other.to_string()})).await,
+            Value::Null
+        );
+        let listed = call("session.list", json!({})).await;
+        assert!(!listed.to_string().contains(&other.to_string()), "{listed}");
         // Unknown sessions get the runtime's "Session not found".
         let err = within(
             "unknown session",

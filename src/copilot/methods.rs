@@ -137,6 +137,12 @@ pub const METHODS: &[&str] = &[
     "sessions.findByPrefix",
     "sessions.checkInUse",
     "sessions.listNonEmptySessionIds",
+    "session.history.cancelBackgroundCompaction",
+    "session.history.abortManualCompaction",
+    "session.commands.list",
+    "session.metadata.getClientMetadata",
+    "session.metadata.updateClientMetadata",
+    "sessions.delete",
 ];
 
 type Reply = Option<Result<Value, ErrorObject>>;
