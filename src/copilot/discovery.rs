@@ -82,6 +82,14 @@ pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>)
         "session.metadata.updateClientMetadata" => {
             in_session(host, method, params, update_client_metadata)
         }
+        "session.permissions.pendingRequests" => in_session(host, method, params, |h, s, _| {
+            let items: Vec<Value> = h
+                .pending_permissions(s)
+                .into_iter()
+                .map(|(id, request)| json!({"requestId": id, "request": request}))
+                .collect();
+            Ok(json!({"items": items}))
+        }),
         "sessions.delete" => in_session(host, method, params, |h, s, _| {
             h.delete_session(s);
             Ok(Value::Null)
@@ -227,6 +235,7 @@ pub(super) fn methods() -> Vec<&'static str> {
         "session.metadata.getClientMetadata",
         "session.metadata.updateClientMetadata",
         "sessions.delete",
+        "session.permissions.pendingRequests",
         "session.metadata.activity",
         "session.interruptMainTurn",
         "sessions.findByPrefix",

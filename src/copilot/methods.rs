@@ -143,6 +143,7 @@ pub const METHODS: &[&str] = &[
     "session.metadata.getClientMetadata",
     "session.metadata.updateClientMetadata",
     "sessions.delete",
+    "session.permissions.pendingRequests",
 ];
 
 type Reply = Option<Result<Value, ErrorObject>>;
