@@ -139,3 +139,41 @@ fn sampling_interest_counts_as_a_consumer() {
     assert_eq!(r["result"]["success"], true);
     assert!(p.types("s").contains(&"sampling.completed".to_owned()));
 }
+
+/// `session.permissions.pendingRequests` lists the prompts still waiting, and forgets one
+/// once it is answered.
+#[test]
+fn pending_permission_requests_are_listed_until_answered() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({"tools": weather_tool()}));
+    let pending = |w: &mut World, p: &mut Peer| {
+        w.call(
+            p,
+            &mut [],
+            "session.permissions.pendingRequests",
+            json!({"sessionId": "s"}),
+        )["result"]["items"]
+            .clone()
+    };
+    assert_eq!(pending(&mut w, &mut p), json!([]));
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId":"s","prompt":"What is the weather in Paris?"}),
+    );
+    let asked = p.event("s", "permission.requested")["data"].clone();
+    let items = pending(&mut w, &mut p);
+    assert_eq!(
+        items,
+        json!([{"requestId": asked["requestId"], "request": asked["permissionRequest"]}])
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId":"s","requestId":asked["requestId"],"result":{"kind":"approve-once"}}),
+    );
+    assert_eq!(pending(&mut w, &mut p), json!([]));
+}

@@ -1,4 +1,5 @@
-//! The method table: every request a Copilot SDK client makes, over the host's calls.
+//! The core methods of the table (`method_table`): the requests every Copilot SDK client
+//! makes, over the host's calls.
 //!
 //! Method names, params and results follow the reference (`copilot-sdk.md` §2, §5, §7) and
 //! the real runtime's traces. Errors use the runtime's wording, e.g.
@@ -15,100 +16,6 @@ use crate::session::Session;
 
 use super::params::*;
 use super::{shell, turns, SessionState, PROTOCOL_VERSION};
-
-/// Every method this dialect answers (anything else gets -32601 `Unhandled method <m>`,
-/// except the hosted-product features of [`UNSUPPORTED_METHODS`](super::UNSUPPORTED_METHODS),
-/// which get a "not available on this server" error).
-pub const METHODS: &[&str] = &[
-    "connect",
-    "ping",
-    "status.get",
-    "auth.getStatus",
-    "models.list",
-    "session.create",
-    "session.resume",
-    "session.send",
-    "session.sendAndWait",
-    "session.abort",
-    "session.detach",
-    "session.delete",
-    "session.list",
-    "session.getMetadata",
-    "session.getLastId",
-    "session.getMessages",
-    "session.getForeground",
-    "session.setForeground",
-    "session.permissions.handlePendingPermissionRequest",
-    "session.tools.handlePendingToolCall",
-    "session.ui.elicitation",
-    "session.ui.handlePendingElicitation",
-    "session.ui.handlePendingSampling",
-    "session.commands.execute",
-    "session.commands.handlePendingCommand",
-    "session.commands.enqueue",
-    "session.commands.respondToQueuedCommand",
-    "session.canvas.list",
-    "session.canvas.listOpen",
-    "session.canvas.open",
-    "session.canvas.close",
-    "session.canvas.action.invoke",
-    "session.mcp.apps.setHostContext",
-    "session.mcp.apps.getHostContext",
-    "session.mcp.apps.diagnose",
-    "session.shell.exec",
-    "session.shell.kill",
-    "session.skills.reload",
-    "runtime.shutdown",
-    // Issue 17 part A (answered in `surface`: `lifecycle`, `session_state`, `account`).
-    "session.destroy",
-    "session.shutdown",
-    "session.suspend",
-    "sessions.save",
-    "sessions.fork",
-    "session.log",
-    "session.eventLog.registerInterest",
-    "session.eventLog.releaseInterest",
-    "session.metadata.isProcessing",
-    "session.usage.getMetrics",
-    "session.history.truncate",
-    "session.name.get",
-    "session.name.set",
-    "session.mode.get",
-    "session.mode.set",
-    "session.model.getCurrent",
-    "session.model.list",
-    "session.model.switchTo",
-    "session.model.setReasoningEffort",
-    "session.plan.read",
-    "session.plan.update",
-    "session.plan.delete",
-    "session.workspaces.getWorkspace",
-    "session.workspaces.listFiles",
-    "session.workspaces.createFile",
-    "session.workspaces.readFile",
-    "session.agent.list",
-    "session.agent.reload",
-    "session.agent.getCurrent",
-    "session.agent.select",
-    "session.agent.deselect",
-    "session.provider.getEndpoint",
-    "session.permissions.setApproveAll",
-    "session.permissions.setMode",
-    "session.permissions.getMode",
-    "session.options.update",
-    "account.getCurrentAuth",
-    "account.getAllUsers",
-    "session.gitHubAuth.getStatus",
-    "user.settings.get",
-    "user.settings.reload",
-    "user.settings.set",
-    "secrets.addFilterValues",
-    "tools.list",
-    "session.tasks.list",
-    "session.tasks.refresh",
-    "session.tasks.waitForPending",
-    "session.ui.unregisterDirectAutoModeSwitchHandler",
-];
 
 type Reply = Option<Result<Value, ErrorObject>>;
 
@@ -298,16 +205,22 @@ fn attach_result(host: &Host, session: &str) -> Value {
 /// method with a message naming the field, never a secret).
 fn model_settings(
     host: &Host,
+    conn: ConnId,
     method: &str,
     params: Option<&RawValue>,
 ) -> Result<crate::agent::ModelSettings, ErrorObject> {
     let raw: Value = decode(params)?;
-    host.model_settings_of(&raw).map_err(|e| failed(method, e))
+    let session = raw
+        .get("sessionId")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    host.model_settings_of(&raw, host.served_by_client(session, conn))
+        .map_err(|e| failed(method, e))
 }
 
 fn create(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
     let p: AttachParams = decode(params)?;
-    let settings = model_settings(host, "session.create", params)?;
+    let settings = model_settings(host, conn, "session.create", params)?;
     let session_id = match p.session_id.clone() {
         Some(s) if !s.is_empty() => s,
         _ => host.new_id(),
@@ -323,6 +236,9 @@ fn create(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
     session.model = p.model.clone();
     host.insert_session(session);
     host.set_model_settings(&session_id, settings);
+    if host.is_http_provider(conn) {
+        host.mark_client_transport(&session_id);
+    }
     // Attach silently: capability/command announcements follow session.start.
     let attachment = p.attachment(host.config().mcp_apps_enabled);
     host.attach_silently(&session_id, conn, attachment);
@@ -378,8 +294,12 @@ fn resume(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
     let event_count = live.events().len();
     let model = live.model.clone();
     let cwd = live.cwd.clone();
-    let settings = model_settings(host, "session.resume", params)?;
+    let settings = model_settings(host, conn, "session.resume", params)?;
+    let served_by_client = host.served_by_client(&session_id, conn);
     host.set_model_settings(&session_id, settings);
+    if served_by_client {
+        host.mark_client_transport(&session_id);
+    }
     let was_active = host.session_busy(&session_id);
     host.attach(
         &session_id,
@@ -532,7 +452,9 @@ fn get_messages(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorOb
         if i > 0 {
             text.push(',');
         }
-        text.push_str(e.raw().get());
+        // The event as clients receive it (the store's own fields removed).
+        let json = super::stored_state::wire_json(e);
+        text.push_str(std::str::from_utf8(&json).unwrap_or("null"));
     }
     text.push_str("]}");
     serde_json::from_str(&text).map_err(|e| failed("session.getMessages", e))

@@ -3,7 +3,7 @@
 //! The official Copilot SDKs talk to the host through this dialect unmodified
 //! (`Content-Length` framing). It owns:
 //!
-//! * `methods`: the method table ([`METHODS`]: `connect`, `session.create`,
+//! * `methods` and `method_table`: the method table ([`METHODS`]: `connect`, `session.create`,
 //!   `session.send`, the `handlePending*` answers, …), its parameter types (`params`) and
 //!   the runtime's error wording (`Request <method> failed with message: …`).
 //! * `turns`: how a session event reaches a client (the `session.event` envelope, encoded
@@ -11,16 +11,25 @@
 //!   to every connection, and `session.sendAndWait`, answered when its turn ends.
 //! * `shell`: `session.shell.exec` / `kill` and the `shell.output` / `shell.exit`
 //!   notifications.
+//! * `surface` and its modules: the rest of the runtime's surface (`lifecycle`,
+//!   `session_state`, `account`, `history`, `discovery`, `unsupported`), `llm_inference`
+//!   (a client as the model transport) and `stored_state` (the plan and workspace files in
+//!   the store).
 //!
 //! Everything else — sessions, attachments, fan-out, the bridges behind
 //! `handlePendingToolCall` and friends — is the host's, reached through its calls.
 
 mod account;
+mod discovery;
+mod history;
 mod lifecycle;
+mod llm_inference;
+mod method_table;
 mod methods;
 mod params;
 mod session_state;
 mod shell;
+mod stored_state;
 mod surface;
 mod turns;
 mod unsupported;
@@ -33,7 +42,7 @@ use crate::host::{
 use crate::jsonrpc::{self, code, ErrorObject, OwnedId};
 use crate::session::Event;
 
-pub use methods::METHODS;
+pub use method_table::METHODS;
 pub use unsupported::UNSUPPORTED_METHODS;
 
 /// Protocol version of the Copilot SDK dialect.
@@ -115,6 +124,21 @@ impl DialectHandler for Copilot {
 
     fn session_deleting(&self, host: &mut Host, session: &str) {
         turns::session_deleting(host, session);
+    }
+
+    fn start_provided_http(
+        &self,
+        host: &mut Host,
+        conn: ConnId,
+        call: u64,
+        session: &str,
+        request: &crate::model::HttpRequest,
+    ) -> Result<(), String> {
+        llm_inference::start(host, conn, call, session, request)
+    }
+
+    fn cancel_provided_http(&self, host: &mut Host, conn: ConnId, call: u64) {
+        llm_inference::cancel(host, conn, call);
     }
 
     fn grants_extension_access(&self) -> bool {

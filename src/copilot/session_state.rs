@@ -8,7 +8,8 @@
 //! bare string, `session.name.set` emits `session.title_changed` (ephemeral),
 //! `session.model.switchTo` emits `session.model_change`. The state is kept in memory with
 //! the session (the dialect's session state); the changes that the runtime persists as
-//! events are persisted events here too.
+//! events are persisted events here too, and the plan and workspace files survive a restart
+//! through them (`stored_state`).
 
 use std::collections::BTreeMap;
 
@@ -19,6 +20,7 @@ use crate::host::Host;
 use crate::jsonrpc::{code, ErrorObject};
 
 use super::params::AttachParams;
+use super::stored_state::{self, STORED_CONTENT};
 use super::surface::{decode, failed, known, Answer};
 
 /// What the Copilot dialect keeps per session for these methods.
@@ -26,6 +28,8 @@ use super::surface::{decode, failed, known, Answer};
 pub(super) struct SurfaceState {
     /// The friendly name (`session.name.set`).
     name: Option<String>,
+    /// An auto-generated name (`session.name.setAuto`), used while no name was set.
+    auto_name: Option<String>,
     /// `interactive` (default), `plan` or `autopilot`.
     mode: Option<String>,
     /// The plan file's content, when one exists.
@@ -58,7 +62,7 @@ impl SurfaceState {
 
 /// Records what `session.create` / `session.resume` declared for these methods.
 pub(super) fn declared(host: &mut Host, session: &str, p: &AttachParams) {
-    let Some(state) = host.session_state::<SurfaceState>(session) else {
+    let Some(state) = surface(host, session) else {
         return;
     };
     if !p.custom_agents.is_empty() {
@@ -77,6 +81,8 @@ pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>)
     let handler: fn(&mut Host, &str, &Value) -> Answer = match method {
         "session.name.get" => name_get,
         "session.name.set" => name_set,
+        "session.name.setAuto" => name_set_auto,
+        "session.metadata.snapshot" => snapshot,
         "session.mode.get" => |h, s, _| Ok(json!(state(h, s).mode())),
         "session.mode.set" => mode_set,
         "session.model.getCurrent" => model_current,
@@ -154,14 +160,73 @@ fn fail(message: impl Into<String>) -> ErrorObject {
     ErrorObject::new(code::INTERNAL_ERROR, message.into())
 }
 
+/// The session's state; the first use of a session loaded from the store rebuilds its plan
+/// and workspace files from its log (`stored_state`).
+fn surface<'a>(host: &'a mut Host, session: &str) -> Option<&'a mut SurfaceState> {
+    if host.session_state_ref::<SurfaceState>(session).is_none() {
+        let restored = stored_state::restore(host.session(session)?.events());
+        let state = host.session_state::<SurfaceState>(session)?;
+        state.plan = restored.plan;
+        state.files = restored.files;
+        return Some(state);
+    }
+    host.session_state::<SurfaceState>(session)
+}
+
 fn state<'a>(host: &'a mut Host, session: &str) -> &'a mut SurfaceState {
     // `known` ran first: the session is loaded, so its state exists.
-    host.session_state::<SurfaceState>(session)
-        .expect("the session is loaded")
+    surface(host, session).expect("the session is loaded")
 }
 
 fn name_get(host: &mut Host, session: &str, _: &Value) -> Answer {
-    Ok(json!({"name": state(host, session).name}))
+    let state = state(host, session);
+    Ok(json!({"name": state.name.as_ref().or(state.auto_name.as_ref())}))
+}
+
+/// `session.name.setAuto`: the summary becomes the name unless a user set one (`{applied}`).
+fn name_set_auto(host: &mut Host, session: &str, p: &Value) -> Answer {
+    let summary = required_str(p, "summary")?.trim().to_owned();
+    let state = state(host, session);
+    if summary.is_empty() || state.name.is_some() {
+        return Ok(json!({"applied": false}));
+    }
+    state.auto_name = Some(summary.clone());
+    host.emit(
+        session,
+        "session.title_changed",
+        &json!({"title": summary}),
+        true,
+    );
+    Ok(json!({"applied": true}))
+}
+
+/// `session.metadata.snapshot`: identity, mode, model and workspace of the session.
+fn snapshot(host: &mut Host, session: &str, p: &Value) -> Answer {
+    let workspace = workspace(host, session, p)?;
+    let mode = state(host, session).mode().to_owned();
+    let Some(s) = host.session(session) else {
+        return Err(fail(format!("Session not found for sessionId: {session}")));
+    };
+    let mut out = json!({
+        "sessionId": session,
+        "startTime": s.start_time.to_rfc3339(),
+        "modifiedTime": s.modified_time.to_rfc3339(),
+        "isRemote": false,
+        "alreadyInUse": false,
+        "workspacePath": workspace.get("path").cloned().unwrap_or(Value::Null),
+        "workingDirectory": s.cwd.clone().unwrap_or_default(),
+        "currentMode": mode,
+        "sessionLimits": null,
+        "workspace": workspace["workspace"],
+        "clientName": "agentwire",
+    });
+    if let Some(summary) = &s.summary {
+        out["summary"] = json!(summary);
+    }
+    if let Some(model) = &s.model {
+        out["selectedModel"] = json!(model);
+    }
+    Ok(out)
 }
 
 fn name_set(host: &mut Host, session: &str, p: &Value) -> Answer {
@@ -278,14 +343,14 @@ fn plan_read(host: &mut Host, session: &str, _: &Value) -> Answer {
 
 fn plan_update(host: &mut Host, session: &str, p: &Value) -> Answer {
     let content = required_str(p, "content")?.to_owned();
-    let operation = match state(host, session).plan.replace(content) {
+    let operation = match state(host, session).plan.replace(content.clone()) {
         Some(_) => "update",
         None => "create",
     };
     host.emit(
         session,
         "session.plan_changed",
-        &json!({"operation": operation}),
+        &json!({"operation": operation, STORED_CONTENT: content}),
         false,
     );
     Ok(Value::Null)
@@ -313,7 +378,10 @@ fn workspace(host: &mut Host, session: &str, _: &Value) -> Answer {
         ),
         None => (None, String::new(), String::new()),
     };
-    let name = state(host, session).name.clone();
+    let (name, auto_name) = {
+        let state = state(host, session);
+        (state.name.clone(), state.auto_name.clone())
+    };
     let mut workspace = json!({"id": session, "summary_count": 0,
                                "created_at": start, "updated_at": modified});
     if let Some(cwd) = cwd {
@@ -322,6 +390,9 @@ fn workspace(host: &mut Host, session: &str, _: &Value) -> Answer {
     if let Some(name) = name {
         workspace["name"] = json!(name);
         workspace["user_named"] = json!(true);
+    } else if let Some(name) = auto_name {
+        workspace["name"] = json!(name);
+        workspace["user_named"] = json!(false);
     }
     let mut result = json!({"workspace": workspace});
     if let Some(path) = path {
@@ -345,14 +416,17 @@ fn file_path(p: &Value) -> Result<String, ErrorObject> {
 fn file_create(host: &mut Host, session: &str, p: &Value) -> Answer {
     let path = file_path(p)?;
     let content = required_str(p, "content")?.to_owned();
-    let operation = match state(host, session).files.insert(path.clone(), content) {
+    let operation = match state(host, session)
+        .files
+        .insert(path.clone(), content.clone())
+    {
         Some(_) => "update",
         None => "create",
     };
     host.emit(
         session,
         "session.workspace_file_changed",
-        &json!({"path": path, "operation": operation}),
+        &json!({"path": path, "operation": operation, STORED_CONTENT: content}),
         false,
     );
     Ok(Value::Null)
@@ -527,7 +601,7 @@ fn options_update(host: &mut Host, session: &str, p: &Value) -> Answer {
 
 /// Sets the friendly name without an event (a fork's name).
 pub(super) fn set_name(host: &mut Host, session: &str, name: &str) {
-    if let Some(state) = host.session_state::<SurfaceState>(session) {
+    if let Some(state) = surface(host, session) {
         state.name = Some(name.to_owned());
     }
 }

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::host::{ConnId, Host};
 use crate::jsonrpc::{code, ErrorObject};
 
-use super::{account, lifecycle, session_state, unsupported};
+use super::{account, discovery, history, lifecycle, llm_inference, session_state, unsupported};
 
 /// A method's answer.
 pub(super) type Answer = Result<Value, ErrorObject>;
@@ -29,6 +29,15 @@ pub(super) fn dispatch(
         return Some(answer);
     }
     if let Some(answer) = account::dispatch(host, method, params) {
+        return Some(answer);
+    }
+    if let Some(answer) = llm_inference::dispatch(host, conn, method, params) {
+        return Some(answer);
+    }
+    if let Some(answer) = history::dispatch(host, method, params) {
+        return Some(answer);
+    }
+    if let Some(answer) = discovery::dispatch(host, method, params) {
         return Some(answer);
     }
     unsupported::answer(method)

@@ -12,11 +12,12 @@ use super::{SessionState, ID};
 /// The `session.event` notification carrying `event` (built once per event, shared by every
 /// Copilot SDK connection that receives it).
 pub(super) fn event_body(session_id: &str, event: &Event) -> Vec<u8> {
-    let mut body = Vec::with_capacity(event.json.len() + 96);
+    let json = super::stored_state::wire_json(event);
+    let mut body = Vec::with_capacity(json.len() + 96);
     body.extend_from_slice(br#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"#);
     push_json_str(&mut body, session_id);
     body.extend_from_slice(br#","event":"#);
-    body.extend_from_slice(&event.json);
+    body.extend_from_slice(&json);
     body.extend_from_slice(b"}}");
     body
 }

@@ -669,20 +669,24 @@ impl Host {
         }
     }
 
-    /// Re-emits `permission.requested` for prompts still pending (`continuePendingWork`).
-    pub(crate) fn reemit_pending_permissions(&mut self, session: &str) {
+    /// The session's permission prompts still waiting for an answer: request id and the
+    /// request, in the order they were asked.
+    pub(crate) fn pending_permissions(&self, session: &str) -> Vec<(String, Value)> {
         let Some(live) = self.sessions.get(session) else {
-            return;
+            return Vec::new();
         };
-        let prompts: Vec<(String, Value)> = live
-            .pending
+        live.pending
             .iter()
             .filter_map(|(id, p)| match p {
                 Pending::Permission { request, .. } => Some((id.clone(), request.clone())),
                 _ => None,
             })
-            .collect();
-        for (request_id, request) in prompts {
+            .collect()
+    }
+
+    /// Re-emits `permission.requested` for prompts still pending (`continuePendingWork`).
+    pub(crate) fn reemit_pending_permissions(&mut self, session: &str) {
+        for (request_id, request) in self.pending_permissions(session) {
             self.emit(
                 session,
                 "permission.requested",

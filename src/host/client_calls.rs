@@ -71,6 +71,12 @@ pub(crate) enum ClientCall {
     Agent(AgentCall),
     /// A canvas request to the canvas's provider.
     Canvas(Box<CanvasCall>),
+    /// A frame of model HTTP exchange `call` sent to the client performing it (its answer
+    /// is an acknowledgement).
+    Http {
+        /// The exchange.
+        call: u64,
+    },
 }
 
 impl From<CanvasCall> for ClientCall {
@@ -309,6 +315,7 @@ impl Host {
         let call = match call {
             ClientCall::Agent(call) => call,
             ClientCall::Canvas(call) => return self.finish_canvas_call(*call, outcome),
+            ClientCall::Http { call } => return self.finish_http_frame(call, outcome),
         };
         let result: Result<Value, String> = match outcome {
             Outcome::Result(raw) => serde_json::from_str(raw.get()).map_err(|e| e.to_string()),

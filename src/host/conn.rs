@@ -36,6 +36,9 @@ pub(super) struct Conn {
     pub calls: Box<crate::correlation::PendingRequests<super::client_calls::ClientCall>>,
     /// The dialect's own state for this connection (only the dialect reads it).
     pub state: Box<dyn Any + Send>,
+    /// The peer performs the model HTTP requests of the sessions it is attached to
+    /// (see `provided_http.rs`).
+    pub http_provider: bool,
 }
 
 impl Conn {
@@ -58,6 +61,7 @@ impl Conn {
             in_flight: Box::new(InFlight::new()),
             outbox: Outbox::new(budget),
             in_ready: false,
+            http_provider: false,
             sessions: Vec::new(),
             closing: false,
         }

@@ -172,6 +172,25 @@ pub(crate) trait DialectHandler: Sync {
         ErrorObject::internal(message.to_owned())
     }
 
+    /// Performs model HTTP exchange `call` of `session` through `conn`, a connection of
+    /// this dialect that registered as an HTTP provider: send `request` to its client. The
+    /// client's answers come back through [`Host::provided_http_event`]. `Err`: the exchange
+    /// fails with that message.
+    fn start_provided_http(
+        &self,
+        _host: &mut Host,
+        _conn: ConnId,
+        _call: u64,
+        _session: &str,
+        _request: &crate::model::HttpRequest,
+    ) -> Result<(), String> {
+        Err("this connection's protocol cannot perform HTTP requests".to_owned())
+    }
+
+    /// Tells the client of `conn` to abandon exchange `call` (nothing it sends for it
+    /// matches any more).
+    fn cancel_provided_http(&self, _host: &mut Host, _conn: ConnId, _call: u64) {}
+
     /// Output of a process `conn` started through the runtime.
     fn process_output(
         &self,

@@ -10,6 +10,7 @@ use crate::model::{
 };
 use crate::Timestamp;
 
+use super::provided_http::HttpCall;
 use super::{Host, Output};
 
 /// HTTP inputs (the runtime's reports about an [`Output::HttpRequest`]).
@@ -60,22 +61,44 @@ impl Host {
 
     fn http_input(&mut self, now: Timestamp, call: u64, event: HttpEvent, last: bool) {
         self.advance_time(now);
-        let session = if last {
-            self.http_calls.remove(&call)
-        } else {
-            self.http_calls.get(&call).cloned()
-        };
-        // Input for an unknown or cancelled exchange is ignored.
-        let Some(session) = session else { return };
-        self.queue_agent_input(&session, AgentInput::Http { call, event });
+        // Input for an unknown or cancelled exchange, or one a client performs, is ignored.
+        if self
+            .http_calls
+            .get(&call)
+            .is_some_and(|c| c.provider.is_none())
+        {
+            self.route_http_event(call, event, last);
+        }
         self.run_agents();
     }
 
-    /// Starts an exchange for `session`'s agent.
+    /// Hands `event` of exchange `call` to its session's agent (`last`: the exchange ends).
+    pub(super) fn route_http_event(&mut self, call: u64, event: HttpEvent, last: bool) {
+        let session = if last {
+            self.http_calls.remove(&call).map(|c| c.session)
+        } else {
+            self.http_calls.get(&call).map(|c| c.session.clone())
+        };
+        if let Some(session) = session {
+            self.queue_agent_input(&session, AgentInput::Http { call, event });
+        }
+    }
+
+    /// Starts an exchange for `session`'s agent: through a client that provides the
+    /// session's model transport, else through the runtime ([`Output::HttpRequest`]).
     pub(super) fn start_http(&mut self, session: &str, request: HttpRequest) -> u64 {
         let call = self.next_http_call;
         self.next_http_call += 1;
-        self.http_calls.insert(call, session.to_owned());
+        if self.start_provided_http(call, session, &request) {
+            return call;
+        }
+        self.http_calls.insert(
+            call,
+            HttpCall {
+                session: session.to_owned(),
+                provider: None,
+            },
+        );
         self.outputs.push_back(Output::HttpRequest {
             call,
             session: session.to_owned(),
@@ -86,15 +109,26 @@ impl Host {
 
     /// Abandons an exchange (nothing more is routed for it).
     pub(super) fn cancel_http(&mut self, call: u64) {
-        if self.http_calls.remove(&call).is_some() {
-            self.outputs.push_back(Output::HttpCancel { call });
+        match self.http_calls.remove(&call).map(|c| c.provider) {
+            Some(None) => self.outputs.push_back(Output::HttpCancel { call }),
+            Some(Some(conn)) => self.cancel_provided_http(conn, call),
+            None => {}
         }
     }
 
     /// Reads a session's model settings from `session.create` / `session.resume` params;
     /// a malformed provider, or one the operator's base-URL policy refuses, is an error.
-    pub(crate) fn model_settings_of(&self, params: &Value) -> Result<ModelSettings, ProviderError> {
+    /// `served_by_client`: a client performs the session's model requests (the runtime
+    /// never connects to its base URLs, so the policy does not apply).
+    pub(crate) fn model_settings_of(
+        &self,
+        params: &Value,
+        served_by_client: bool,
+    ) -> Result<ModelSettings, ProviderError> {
         let settings = ModelSettings::from_params(params)?;
+        if served_by_client {
+            return Ok(settings);
+        }
         if let Some(catalog) = &settings.catalog {
             for provider in catalog.providers() {
                 self.config.model_base_urls.check(provider)?;
@@ -142,7 +176,7 @@ impl Host {
         let Some(live) = self.sessions.get(session) else {
             return Vec::new();
         };
-        let parsed: Vec<(String, Value)> = live
+        let mut parsed: Vec<(String, Value)> = live
             .session
             .events()
             .iter()
@@ -155,6 +189,7 @@ impl Host {
                 ))
             })
             .collect();
+        compacted(&mut parsed);
         messages_from_events(parsed.iter().map(|(t, d)| (t.as_str(), d)), None)
     }
 
@@ -181,4 +216,34 @@ impl Host {
         }
         out
     }
+}
+
+/// Applies the session's last successful compaction (`session.compaction_complete`) to its
+/// events: what came before it is replaced by its summary (as one user message), except the
+/// system prompts.
+fn compacted(events: &mut Vec<(String, Value)>) {
+    let Some(at) = events.iter().rposition(|(t, d)| {
+        t == "session.compaction_complete" && d.get("success") == Some(&Value::Bool(true))
+    }) else {
+        return;
+    };
+    let summary = events[at]
+        .1
+        .get("summaryContent")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let mut kept: Vec<(String, Value)> = events[..at]
+        .iter()
+        .filter(|(t, _)| t == "system.message")
+        .cloned()
+        .collect();
+    if !summary.is_empty() {
+        kept.push((
+            "user.message".to_owned(),
+            serde_json::json!({ "content": summary }),
+        ));
+    }
+    kept.extend(events.drain(at + 1..));
+    *events = kept;
 }

@@ -31,6 +31,7 @@ mod input;
 mod outbox;
 mod output;
 mod policy;
+mod provided_http;
 mod publish;
 mod restore;
 mod send;
@@ -96,6 +97,9 @@ struct Live {
     model: crate::agent::ModelSettings,
     /// The agent is a [`crate::agent::ModelAgent`].
     model_agent: bool,
+    /// The session's model requests are performed by a client (an HTTP provider
+    /// connection), never by the runtime: with no provider attached they fail.
+    client_transport: bool,
 }
 
 /// The protocol host. See the crate docs for the run loop.
@@ -138,8 +142,8 @@ pub struct Host {
     unknown_responses: u64,
     /// Values masked in every emitted event (`secrets.addFilterValues`).
     secret_filters: Vec<String>,
-    /// HTTP exchanges in flight, by call id: the session they are for.
-    http_calls: BTreeMap<u64, String>,
+    /// HTTP exchanges in flight, by call id: the session they are for and who performs them.
+    http_calls: BTreeMap<u64, provided_http::HttpCall>,
     next_http_call: u64,
 }
 

@@ -66,6 +66,7 @@ impl Host {
             agent: Some(agent),
             model: Default::default(),
             model_agent,
+            client_transport: false,
             pending: Default::default(),
             resolved: Default::default(),
             timer: None,

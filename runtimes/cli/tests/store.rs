@@ -179,6 +179,83 @@ async fn sessions_survive_a_restart_with_the_official_sdk() {
     .await
 }
 
+/// The plan and the workspace files a client wrote are there after a restart on the same
+/// `--data-dir`; the content stored for them never shows in the events clients receive.
+#[tokio::test]
+async fn plan_and_workspace_files_survive_a_restart() {
+    use github_copilot_sdk::rpc::{
+        PlanUpdateRequest, WorkspacesCreateFileRequest, WorkspacesReadFileRequest,
+    };
+    sdk::bounded(async {
+        let data = tempfile::tempdir().unwrap();
+        let server = start(data.path(), &[]).await;
+        let client = server.client().await;
+        let id = sdk::new_session_id();
+        let c = sdk::create_session(&client, &id, false).await;
+        let rpc = c.session.rpc();
+        for content in ["# Plan v1", "# Plan v2"] {
+            sdk::within(
+                "plan.update",
+                rpc.plan().update(PlanUpdateRequest {
+                    content: content.to_owned(),
+                }),
+            )
+            .await
+            .expect("plan.update");
+        }
+        for (path, content) in [
+            ("notes/a.md", "alpha"),
+            ("b.txt", "beta"),
+            ("b.txt", "beta 2"),
+        ] {
+            sdk::within(
+                "workspaces.createFile",
+                rpc.workspaces().create_file(WorkspacesCreateFileRequest {
+                    content: content.to_owned(),
+                    path: path.to_owned(),
+                }),
+            )
+            .await
+            .expect("createFile");
+        }
+        let seen = history(&c.session).await;
+        assert!(seen.iter().any(|e| e.event_type == "session.plan_changed"));
+        for e in &seen {
+            assert!(e.data.get("agentwireContent").is_none(), "{:?}", e.data);
+        }
+        server.shutdown_via_sdk(&client).await;
+        drop(client);
+
+        let server = start(data.path(), &[]).await;
+        let client = server.client().await;
+        let session = resume(&client, &id).await;
+        let rpc = session.rpc();
+        let plan = sdk::within("plan.read", rpc.plan().read())
+            .await
+            .expect("plan.read");
+        assert!(plan.exists);
+        assert_eq!(plan.content.as_deref(), Some("# Plan v2"));
+        let files = sdk::within("listFiles", rpc.workspaces().list_files())
+            .await
+            .expect("listFiles");
+        assert_eq!(files.files, ["b.txt", "notes/a.md"]);
+        let file = sdk::within(
+            "readFile",
+            rpc.workspaces().read_file(WorkspacesReadFileRequest {
+                path: "b.txt".to_owned(),
+            }),
+        )
+        .await
+        .expect("readFile");
+        assert_eq!(file.content, "beta 2");
+        for e in history(&session).await {
+            assert!(e.data.get("agentwireContent").is_none(), "{:?}", e.data);
+        }
+        server.shutdown_via_sdk(&client).await;
+    })
+    .await
+}
+
 /// kill -9 in the middle of a stream of turns: every persisted event the client had
 /// received is in the history after a restart.
 #[tokio::test]

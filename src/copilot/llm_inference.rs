@@ -1,0 +1,219 @@
+//! `llmInference.*`: a client performs the model HTTP requests of its sessions (the SDKs'
+//! `requestHandler` / `CopilotRequestHandler`), in the runtime's shapes
+//! (`api.schema.json`, `server.llmInference` and `clientGlobal.llmInference`).
+//!
+//! * client → server: `llmInference.setProvider` (`{success}`: the connection becomes an
+//!   HTTP provider of the host), `llmInference.httpResponseStart {requestId, status,
+//!   statusText?, headers}` and `llmInference.httpResponseChunk {requestId, data, binary?,
+//!   end?, error?}` (`{accepted}`: whether the frame matched a request in flight).
+//! * server → client: `llmInference.httpRequestStart {requestId, sessionId, method, url,
+//!   headers, transport:"http", interactionType}` then one `llmInference.httpRequestChunk
+//!   {requestId, data, binary?, end:true}` with the whole body; `llmInference.httpRequestChunk
+//!   {requestId, data:"", cancel:true, cancelReason}` abandons a request. Both are requests
+//!   the client acknowledges with `{}`.
+//!
+//! Headers travel as `{name: [values]}`; bodies as UTF-8 text, or base64 with
+//! `binary:true`. Which sessions a provider serves, and what happens when it leaves, is the
+//! host's (`host/provided_http.rs`).
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+
+use crate::agent::HttpEvent;
+use crate::host::{ConnId, Host};
+use crate::jsonrpc::{code, ErrorObject};
+use crate::model::{HttpRequest, TransportErrorKind};
+
+use super::surface::{decode, Answer};
+
+const REQUEST_ID_PREFIX: &str = "agentwire-http-";
+
+/// The `requestId` of exchange `call`.
+fn request_id(call: u64) -> String {
+    format!("{REQUEST_ID_PREFIX}{call}")
+}
+
+/// The exchange a client's `requestId` names, if it is one of ours.
+fn call_of(request_id: &str) -> Option<u64> {
+    request_id.strip_prefix(REQUEST_ID_PREFIX)?.parse().ok()
+}
+
+/// Answers `method` if it is one of this module's; `None` otherwise.
+pub(super) fn dispatch(
+    host: &mut Host,
+    conn: ConnId,
+    method: &str,
+    params: Option<&RawValue>,
+) -> Option<Answer> {
+    Some(match method {
+        "llmInference.setProvider" => Ok(json!({"success": host.register_http_provider(conn)})),
+        "llmInference.httpResponseStart" => {
+            decode(params).and_then(|p| response_start(host, conn, p))
+        }
+        "llmInference.httpResponseChunk" => {
+            decode(params).and_then(|p| response_chunk(host, conn, p))
+        }
+        _ => return None,
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ResponseStart {
+    request_id: String,
+    status: i64,
+    #[serde(default)]
+    headers: BTreeMap<String, Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ResponseChunk {
+    request_id: String,
+    #[serde(default)]
+    data: String,
+    #[serde(default)]
+    binary: bool,
+    #[serde(default)]
+    end: bool,
+    #[serde(default)]
+    error: Option<ChunkError>,
+}
+
+#[derive(Deserialize)]
+struct ChunkError {
+    message: String,
+    #[serde(default)]
+    code: Option<String>,
+}
+
+fn invalid(message: impl Into<String>) -> ErrorObject {
+    ErrorObject::new(code::INVALID_PARAMS, message.into())
+}
+
+fn response_start(host: &mut Host, conn: ConnId, p: ResponseStart) -> Answer {
+    let status = u16::try_from(p.status)
+        .ok()
+        .filter(|s| (100..=599).contains(s))
+        .ok_or_else(|| {
+            invalid(format!(
+                "invalid params: status {} is not an HTTP status",
+                p.status
+            ))
+        })?;
+    let mut headers = Vec::new();
+    for (name, values) in p.headers {
+        match values {
+            Value::String(v) => headers.push((name, v)),
+            Value::Array(vs) => {
+                for v in vs {
+                    let Value::String(v) = v else {
+                        return Err(invalid(format!(
+                            "invalid params: header {name} has a non-string value"
+                        )));
+                    };
+                    headers.push((name.clone(), v));
+                }
+            }
+            Value::Null => {}
+            _ => {
+                return Err(invalid(format!(
+                    "invalid params: header {name} is not a list of strings"
+                )))
+            }
+        }
+    }
+    let accepted = call_of(&p.request_id).is_some_and(|call| {
+        host.provided_http_event(conn, call, HttpEvent::Response { status, headers })
+    });
+    Ok(json!({"accepted": accepted}))
+}
+
+fn response_chunk(host: &mut Host, conn: ConnId, p: ResponseChunk) -> Answer {
+    let Some(call) = call_of(&p.request_id) else {
+        return Ok(json!({"accepted": false}));
+    };
+    if let Some(error) = p.error {
+        let code = error.code.map(|c| format!(" ({c})")).unwrap_or_default();
+        let event = HttpEvent::Error {
+            kind: TransportErrorKind::Io,
+            message: format!(
+                "the client's model transport failed: {}{code}",
+                error.message
+            ),
+        };
+        return Ok(json!({"accepted": host.provided_http_event(conn, call, event)}));
+    }
+    let bytes = if p.binary {
+        base64::engine::general_purpose::STANDARD
+            .decode(p.data.as_bytes())
+            .map_err(|e| invalid(format!("invalid params: data is not base64: {e}")))?
+    } else {
+        p.data.into_bytes()
+    };
+    let mut accepted = host.provides_http(conn, call);
+    if accepted && !bytes.is_empty() {
+        accepted = host.provided_http_event(conn, call, HttpEvent::Body(bytes));
+    }
+    if accepted && p.end {
+        accepted = host.provided_http_event(conn, call, HttpEvent::End);
+    }
+    Ok(json!({"accepted": accepted}))
+}
+
+/// Sends exchange `call` to the client of `conn`: the head, then the whole body.
+pub(super) fn start(
+    host: &mut Host,
+    conn: ConnId,
+    call: u64,
+    session: &str,
+    request: &HttpRequest,
+) -> Result<(), String> {
+    let id = request_id(call);
+    let mut headers = serde_json::Map::new();
+    for h in &request.headers {
+        let entry = headers
+            .entry(h.name.to_ascii_lowercase())
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(values) = entry {
+            values.push(Value::String(h.value.clone()));
+        }
+    }
+    let head = json!({
+        "requestId": id,
+        "sessionId": session,
+        "method": request.method.as_str(),
+        "url": request.url,
+        "headers": headers,
+        "transport": "http",
+        "interactionType": "conversation-agent",
+    });
+    host.send_http_frame(conn, call, "llmInference.httpRequestStart", &head)?;
+    let body = match std::str::from_utf8(&request.body) {
+        Ok(text) => json!({"requestId": id, "data": text, "end": true}),
+        Err(_) => json!({
+            "requestId": id,
+            "data": base64::engine::general_purpose::STANDARD.encode(&request.body),
+            "binary": true,
+            "end": true,
+        }),
+    };
+    host.send_http_frame(conn, call, "llmInference.httpRequestChunk", &body)
+}
+
+/// Tells the client of `conn` to abandon exchange `call`.
+pub(super) fn cancel(host: &mut Host, conn: ConnId, call: u64) {
+    let params = json!({
+        "requestId": request_id(call),
+        "data": "",
+        "cancel": true,
+        "end": true,
+        "cancelReason": "the model call was abandoned (aborted, retried or past its deadline)",
+    });
+    // The exchange is already forgotten: a failure to send changes nothing.
+    let _ = host.send_http_frame(conn, call, "llmInference.httpRequestChunk", &params);
+}
