@@ -220,9 +220,8 @@ impl Host {
             .unwrap_or_else(|| request.describe())
     }
 
-    /// Sends `request` to `conn` as a server-to-client request correlated with `call`, with
-    /// the [`CLIENT_CALL_TIMEOUT`] deadline. The call then ends exactly once, in
-    /// [`Host::finish_client_call`].
+    /// Sends `request` to `conn` as a server-to-client request correlated with `call`, named
+    /// as the connection's dialect names it (see [`Host::send_client_request`]).
     pub(crate) fn send_client_call(
         &mut self,
         conn: ConnId,
@@ -230,9 +229,7 @@ impl Host {
         params: &Value,
         call: ClientCall,
     ) -> Result<(), String> {
-        let mut body = Vec::with_capacity(160);
-        let deadline = self.now.saturating_add(CLIENT_CALL_TIMEOUT);
-        let Some(c) = self.conns.get_mut(&conn) else {
+        let Some(c) = self.conns.get(&conn) else {
             return Err("the client left".into());
         };
         let Some(method) = self.dialects[c.dialect.index()].server_request_method(request) else {
@@ -240,6 +237,24 @@ impl Host {
                 "this client's protocol has no {}",
                 request.describe()
             ));
+        };
+        self.send_client_request(conn, method, params, call)
+    }
+
+    /// Sends `method` to `conn` as a server-to-client request correlated with `call`, with
+    /// the [`CLIENT_CALL_TIMEOUT`] deadline. The call then ends exactly once, in
+    /// [`Host::finish_client_call`]. Dialects name the method themselves.
+    pub(crate) fn send_client_request(
+        &mut self,
+        conn: ConnId,
+        method: &str,
+        params: &Value,
+        call: ClientCall,
+    ) -> Result<(), String> {
+        let mut body = Vec::with_capacity(160);
+        let deadline = self.now.saturating_add(CLIENT_CALL_TIMEOUT);
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return Err("the client left".into());
         };
         let id = c.calls.start(None, call);
         jsonrpc::write_request(&mut body, &id, method, params)

@@ -116,7 +116,7 @@ impl Host {
         method: &str,
         params: &serde_json::Value,
     ) -> Result<(), String> {
-        self.send_client_call(conn, method, params, ClientCall::Http { call })
+        self.send_client_request(conn, method, params, ClientCall::Http { call })
     }
 
     /// The provider answered a frame of exchange `call`: an error (or no answer in time)
