@@ -78,6 +78,10 @@
 //!                 /* perform it; feed back handle_http_response / _body / _end / _error */
 //!             }
 //!             Output::HttpCancel { call } => { /* drop the exchange */ }
+//!             Output::LoadSession { session } => {
+//!                 /* restore it from a shared log if it can be served here, then: */
+//!                 host.finish_session_lookup(now, &session);
+//!             }
 //!         }
 //!     }
 //!     // Sleep until the next deadline (or the next input), then:

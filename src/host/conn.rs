@@ -36,6 +36,9 @@ pub(super) struct Conn {
     pub calls: Box<crate::correlation::PendingRequests<super::client_calls::ClientCall>>,
     /// The dialect's own state for this connection (only the dialect reads it).
     pub state: Box<dyn Any + Send>,
+    /// The session the runtime is looking up for this connection, and the frames that wait
+    /// for it (the first names it), in order.
+    pub parked: Option<(String, std::collections::VecDeque<bytes::Bytes>)>,
 }
 
 impl Conn {
@@ -60,6 +63,7 @@ impl Conn {
             in_ready: false,
             sessions: Vec::new(),
             closing: false,
+            parked: None,
         }
     }
 }

@@ -28,6 +28,8 @@ mod drive;
 mod emit;
 mod http;
 mod input;
+mod interrupt;
+mod lookup;
 mod outbox;
 mod output;
 mod policy;
@@ -141,6 +143,8 @@ pub struct Host {
     /// HTTP exchanges in flight, by call id: the session they are for.
     http_calls: BTreeMap<u64, String>,
     next_http_call: u64,
+    /// Sessions the runtime is looking up ([`Output::LoadSession`]).
+    lookups: BTreeSet<String>,
 }
 
 /// What a deadline in the host's timer map is for.
@@ -188,7 +192,8 @@ impl Host {
         dialects: &'static [&'static dyn DialectHandler],
     ) -> Self {
         Host {
-            ids: IdGenerator::new(config.seed),
+            ids: IdGenerator::for_node(config.seed, config.node_id.as_deref()),
+            lookups: BTreeSet::new(),
             config,
             dialects,
             now: Timestamp::EPOCH,

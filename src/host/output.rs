@@ -47,6 +47,15 @@ pub enum Output {
         /// The deleted session.
         session: String,
     },
+    /// A client named a session this host has not loaded (only with
+    /// [`HostConfig::lookup_unknown_sessions`](super::HostConfig::lookup_unknown_sessions)):
+    /// look it up in the runtime's shared log (restore it with [`Host::restore_session`] if it
+    /// can be served here), then call [`Host::finish_session_lookup`] either way. Until then the
+    /// frames of every connection that named it wait, in order.
+    LoadSession {
+        /// The session a client named.
+        session: String,
+    },
     /// Run `command` with `sh -c` in `cwd` (`session.shell.exec`, only with
     /// [`HostConfig::shell_enabled`](super::HostConfig::shell_enabled)); report its output with [`Host::handle_shell_output`]
     /// and its end with [`Host::handle_shell_exit`]; kill it after `timeout_ms`.

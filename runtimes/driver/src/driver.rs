@@ -20,7 +20,7 @@ use crate::clock::now;
 use crate::shared::{ConnState, Inner, Shared};
 use crate::sync::{Flag, Notify, Watch};
 use crate::tasks::{reader_task, writer_task};
-use crate::Runtime;
+use crate::{HostHandle, Runtime, SessionLog};
 
 /// How long to wait before retrying after a failed `accept`.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
@@ -138,7 +138,41 @@ impl<R: Runtime> Driver<R> {
         Driver::build(host, options, Some(store))
     }
 
-    fn build(host: Host, options: ServerOptions, mut store: Option<Store>) -> Self {
+    /// A server whose sessions live in a shared, asynchronous log (a cluster node): a new
+    /// [`Host`] built from `config` with [`HostConfig::report_persisted_events`] and
+    /// [`HostConfig::lookup_unknown_sessions`] set. Every persisted event goes to `log`
+    /// before the frames carrying it can be taken, and those frames are written only once
+    /// the log reports the event acknowledged ([`HostHandle::durable`]); sessions the host
+    /// has not loaded are looked up with [`SessionLog::load`].
+    ///
+    /// [`HostHandle::durable`]: crate::HostHandle::durable
+    pub fn with_session_log(
+        mut config: HostConfig,
+        options: ServerOptions,
+        log: Box<dyn SessionLog>,
+    ) -> Self {
+        config.report_persisted_events = true;
+        config.lookup_unknown_sessions = true;
+        let driver = Driver::build_with(Host::new(config), options, None, Some(log));
+        let handle = HostHandle {
+            shared: Arc::downgrade(&driver.shared),
+        };
+        if let Some(log) = driver.shared.lock().log.as_mut() {
+            log.start(handle);
+        }
+        driver
+    }
+
+    fn build(host: Host, options: ServerOptions, store: Option<Store>) -> Self {
+        Driver::build_with(host, options, store, None)
+    }
+
+    fn build_with(
+        host: Host,
+        options: ServerOptions,
+        mut store: Option<Store>,
+        log: Option<Box<dyn SessionLog>>,
+    ) -> Self {
         let synced = match store.as_mut() {
             Some(store) if store.options().sync == SyncPolicy::EveryEvent => {
                 let synced = Arc::new(Watch::new(0u64));
@@ -146,9 +180,12 @@ impl<R: Runtime> Driver<R> {
                 store.set_sync_listener(move |seq| listener.set(seq));
                 Some(synced)
             }
+            _ if log.is_some() => Some(Arc::new(Watch::new(0u64))),
             _ => None,
         };
         let inner = Inner {
+            log,
+            log_mark: 0,
             host,
             conns: HashMap::new(),
             armed: None,

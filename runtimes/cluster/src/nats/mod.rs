@@ -73,7 +73,16 @@ impl NatsEngine {
     /// Connects to `servers` (e.g. `["nats://127.0.0.1:4222"]`) and creates or opens the log
     /// stream and the lease bucket.
     pub async fn connect(servers: &[String], config: NatsConfig) -> Result<Self, ConnectError> {
-        let client = async_nats::ConnectOptions::new()
+        Self::connect_with(servers, async_nats::ConnectOptions::new(), config).await
+    }
+
+    /// Like [`NatsEngine::connect`], with the client's own options (credentials, TLS, name).
+    pub async fn connect_with(
+        servers: &[String],
+        options: async_nats::ConnectOptions,
+        config: NatsConfig,
+    ) -> Result<Self, ConnectError> {
+        let client = options
             .connection_timeout(Duration::from_secs(5))
             .retry_on_initial_connect()
             .connect(servers)
@@ -134,6 +143,16 @@ impl NatsEngine {
     /// The underlying connection.
     pub fn client(&self) -> &async_nats::Client {
         &self.client
+    }
+
+    /// Removes every message of a log subject (a deleted session).
+    pub async fn purge_subject(&self, subject: &str) -> Result<(), crate::EngineError> {
+        self.log
+            .purge()
+            .filter(subject)
+            .await
+            .map(|_| ())
+            .map_err(|e| crate::EngineError(format!("purge {subject}: {e}")))
     }
 
     /// The log stream's current leader, if the server reports one (clustered streams).
