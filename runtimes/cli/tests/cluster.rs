@@ -1,0 +1,232 @@
+//! Cluster mode end to end: two `agentwire --cluster` nodes on one real nats-server
+//! (`$AGENTWIRE_NATS_SERVER`, or `target/nats/nats-server` installed by `.ci/run`), driven by the
+//! **official Copilot Rust SDK** over TCP.
+//!
+//! Node A runs a session through a client-tool turn and is killed with SIGKILL in the middle of
+//! the next turn (a permission prompt open). A client of node B resumes the session once A's
+//! lease has expired: B claims it, restores it from JetStream, ends the interrupted turn with
+//! `session.error`, and the next turn works; `getMessages` on B holds every event the client of
+//! A received, in order, nothing twice.
+
+#[path = "../../../tests/sdk_scenarios/mod.rs"]
+mod sdk;
+
+#[path = "../../tokio/tests/common/mod.rs"]
+mod common;
+#[path = "support/agentwire.rs"]
+mod support;
+
+#[allow(dead_code)]
+#[path = "../../cluster/tests/support/server.rs"]
+mod nats;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use github_copilot_sdk::handler::{PermissionHandler, PermissionResult};
+use github_copilot_sdk::session::Session;
+use github_copilot_sdk::types::{
+    MessageOptions, PermissionRequestData, RequestId, ResumeSessionConfig, SessionConfig,
+    SessionEvent, SessionId,
+};
+use github_copilot_sdk::Client;
+use support::Agentwire;
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+/// The nodes' lease TTL: a dead node's sessions can be claimed this long after its last renewal.
+const LEASE_TTL: &str = "2s";
+
+/// `agentwire --headless --port 0 --cluster URL --node-id ID`, all nodes with the same seed.
+async fn node(url: &str, id: &str) -> Agentwire {
+    Agentwire::launch([
+        "--headless",
+        "--port",
+        "0",
+        "--cluster",
+        url,
+        "--node-id",
+        id,
+        "--cluster-lease-ttl",
+        LEASE_TTL,
+        "--seed",
+        "7",
+    ])
+    .await
+}
+
+async fn client(node: &Agentwire) -> Client {
+    let stream = sdk::within("tcp connect", TcpStream::connect(("127.0.0.1", node.port)))
+        .await
+        .expect("connect");
+    let (r, w) = tokio::io::split(stream);
+    let client = Client::from_streams(r, w, PathBuf::from("/tmp")).expect("from_streams");
+    sdk::within("connect", client.verify_protocol_version())
+        .await
+        .expect("handshake");
+    client
+}
+
+type BoxFut<'a, T> = Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// Approves the first `approve` permission prompts; later ones are never answered (the turn
+/// waits on the client), and `asked` is notified of them.
+struct ApproveFirst {
+    approve: usize,
+    seen: AtomicUsize,
+    asked: Arc<Notify>,
+}
+
+impl PermissionHandler for ApproveFirst {
+    fn handle<'life0, 'async_trait>(
+        &'life0 self,
+        _session_id: SessionId,
+        _request_id: RequestId,
+        _data: PermissionRequestData,
+    ) -> BoxFut<'async_trait, PermissionResult>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        if self.seen.fetch_add(1, Ordering::SeqCst) < self.approve {
+            return Box::pin(async { PermissionResult::approve_once() });
+        }
+        self.asked.notify_one();
+        Box::pin(std::future::pending())
+    }
+}
+
+fn ids(events: &[SessionEvent]) -> Vec<&str> {
+    events.iter().map(|e| e.id.as_str()).collect()
+}
+
+/// Resumes `id` on `client`, retrying while the node cannot serve it yet (the dead owner's
+/// lease has not expired).
+async fn resume_when_claimable(client: &Client, id: &SessionId) -> Session {
+    let tool_calls = Arc::new(Mutex::new(Vec::new()));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let config = ResumeSessionConfig::new(id.clone())
+            .with_tools([sdk::weather_tool(tool_calls.clone())])
+            .with_permission_handler(Arc::new(ApproveFirst {
+                approve: usize::MAX,
+                seen: AtomicUsize::new(0),
+                asked: Arc::new(Notify::new()),
+            }));
+        match sdk::within("session.resume", client.resume_session(config)).await {
+            Ok(session) => return session,
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("session.resume on the surviving node kept failing: {e}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_session_survives_kill_9_of_its_node_mid_turn() {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let mut a = node(&url, "a").await;
+        let b = node(&url, "b").await;
+
+        // Node A: a session with a client tool; one whole client-tool turn.
+        let client_a = client(&a).await;
+        let id = sdk::new_session_id();
+        let tool_calls = Arc::new(Mutex::new(Vec::new()));
+        let asked = Arc::new(Notify::new());
+        let config = SessionConfig::default()
+            .with_session_id(id.clone())
+            .with_model("fake-model")
+            .with_tools([sdk::weather_tool(tool_calls.clone())])
+            .with_permission_handler(Arc::new(ApproveFirst {
+                approve: 1,
+                seen: AtomicUsize::new(0),
+                asked: asked.clone(),
+            }));
+        let prepared = client_a.prepare_session(config).expect("prepare_session");
+        let mut events = sdk::Recorder::new(prepared.subscribe());
+        let session = sdk::within("session.create", prepared.start())
+            .await
+            .expect("session.create on node A");
+        let reply = sdk::turn(&session, sdk::WEATHER_PROMPT).await;
+        assert_eq!(sdk::str_field(&reply, "content"), Some(sdk::WEATHER_ANSWER));
+        assert_eq!(tool_calls.lock().unwrap().len(), 1, "the client tool ran");
+
+        // The next turn stops at a permission prompt nobody answers; node A dies there.
+        sdk::within(
+            "session.send",
+            session.send(MessageOptions::new(sdk::WEATHER_PROMPT)),
+        )
+        .await
+        .expect("session.send on node A");
+        sdk::within("the second permission prompt", asked.notified()).await;
+        a.child.start_kill().expect("SIGKILL node A");
+        a.exit(sdk::STEP).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        events.drain();
+        let received: Vec<SessionEvent> = events
+            .seen
+            .iter()
+            .filter(|e| e.ephemeral.is_none())
+            .cloned()
+            .collect();
+        assert!(
+            received
+                .iter()
+                .any(|e| e.event_type == "permission.requested"),
+            "{:?}",
+            sdk::types(&received)
+        );
+
+        // Node B: the client resumes there; B claims the session and restores it.
+        let client_b = client(&b).await;
+        let session_b = resume_when_claimable(&client_b, &id).await;
+        let history = sdk::within("session.getMessages on node B", session_b.get_events())
+            .await
+            .expect("getMessages");
+        let received_ids = ids(&received);
+        assert_eq!(
+            ids(&history)[..received_ids.len()],
+            received_ids[..],
+            "every event the client of node A received is in the log, in order"
+        );
+        let unique: HashSet<&str> = ids(&history).into_iter().collect();
+        assert_eq!(unique.len(), history.len(), "no event is stored twice");
+        sdk::assert_chain(&history, None);
+        let after: Vec<&str> = history[received.len()..]
+            .iter()
+            .map(|e| e.event_type.as_str())
+            .collect();
+        assert_eq!(
+            after,
+            ["permission.completed", "session.error", "session.resume"],
+            "the interrupted turn ends with a reason, then the resume"
+        );
+        let error = &history[received.len() + 1];
+        assert_eq!(sdk::str_field(error, "errorType"), Some("interrupted"));
+        assert!(
+            sdk::str_field(error, "message").is_some_and(|m| m.contains("node b")),
+            "{:?}",
+            error.data
+        );
+
+        // The session carries on at node B: a whole client-tool turn.
+        let reply = sdk::turn(&session_b, sdk::WEATHER_PROMPT).await;
+        assert_eq!(sdk::str_field(&reply, "content"), Some(sdk::WEATHER_ANSWER));
+        let again = sdk::within("session.getMessages", session_b.get_events())
+            .await
+            .expect("getMessages");
+        assert!(again.len() > history.len());
+        assert_eq!(ids(&again)[..history.len()], ids(&history)[..]);
+        sdk::assert_chain(&again, None);
+        drop(server);
+    })
+    .await
+}
