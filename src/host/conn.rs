@@ -39,6 +39,8 @@ pub(super) struct Conn {
     /// The session the runtime is looking up for this connection, and the frames that wait
     /// for it (the first names it), in order.
     pub parked: Option<(String, std::collections::VecDeque<bytes::Bytes>)>,
+    /// Its frames are relayed to the node owning its session (a cluster gateway).
+    pub forwarded: bool,
 }
 
 impl Conn {
@@ -64,6 +66,7 @@ impl Conn {
             sessions: Vec::new(),
             closing: false,
             parked: None,
+            forwarded: false,
         }
     }
 }

@@ -71,6 +71,10 @@ impl Host {
         let Some(mut c) = self.conns.remove(&conn) else {
             return;
         };
+        if c.forwarded {
+            self.outputs
+                .push_back(super::Output::ForwardClosed { conn });
+        }
         for (_, call) in c.calls.close_all() {
             self.finish_client_call(call, crate::correlation::Outcome::Closed);
         }

@@ -44,6 +44,10 @@ impl Host {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
+        if c.forwarded {
+            self.forward_frame(conn, frame);
+            return;
+        }
         if let Some((_, waiting)) = c.parked.as_mut() {
             waiting.push_back(frame);
             return;

@@ -26,6 +26,7 @@ mod conn_table;
 pub(crate) mod dialect;
 mod drive;
 mod emit;
+mod forward;
 mod http;
 mod input;
 mod interrupt;

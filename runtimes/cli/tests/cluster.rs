@@ -230,3 +230,79 @@ async fn a_session_survives_kill_9_of_its_node_mid_turn() {
     })
     .await
 }
+
+/// Approves every permission prompt.
+fn approve_all() -> Arc<ApproveFirst> {
+    Arc::new(ApproveFirst {
+        approve: usize::MAX,
+        seen: AtomicUsize::new(0),
+        asked: Arc::new(Notify::new()),
+    })
+}
+
+/// Gateways: a client of node B drives a session owned by live node A through a client-tool
+/// turn; A's own client sees that turn too, and both nodes answer getMessages alike.
+#[tokio::test]
+async fn a_client_of_node_b_drives_a_session_owned_by_node_a() {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let a = node(&url, "a").await;
+        let b = node(&url, "b").await;
+
+        let client_a = client(&a).await;
+        let id = sdk::new_session_id();
+        let calls_a = Arc::new(Mutex::new(Vec::new()));
+        let config = SessionConfig::default()
+            .with_session_id(id.clone())
+            .with_model("fake-model")
+            .with_tools([sdk::weather_tool(calls_a.clone())])
+            .with_permission_handler(approve_all());
+        let prepared = client_a.prepare_session(config).expect("prepare_session");
+        let mut events_a = sdk::Recorder::new(prepared.subscribe());
+        let session_a = sdk::within("session.create", prepared.start())
+            .await
+            .expect("session.create on node A");
+        sdk::turn(&session_a, "hello").await;
+        events_a.turn().await;
+
+        // Node B relays its client to A, which owns the session.
+        let client_b = client(&b).await;
+        let calls_b = Arc::new(Mutex::new(Vec::new()));
+        let config = ResumeSessionConfig::new(id.clone())
+            .with_tools([sdk::weather_tool(calls_b.clone())])
+            .with_permission_handler(approve_all());
+        let session_b = sdk::within("session.resume on node B", client_b.resume_session(config))
+            .await
+            .expect("session.resume of a session owned by a live node");
+        let reply = sdk::turn(&session_b, sdk::WEATHER_PROMPT).await;
+        assert_eq!(sdk::str_field(&reply, "content"), Some(sdk::WEATHER_ANSWER));
+        // Both clients declared the tool and see the request; the first answer wins.
+        let tool_calls = calls_a.lock().unwrap().len() + calls_b.lock().unwrap().len();
+        assert!(tool_calls >= 1, "a client ran the tool");
+
+        // A's client saw B's turn, and both nodes hold the same history.
+        let seen_by_a = events_a.turn().await;
+        assert!(
+            seen_by_a.iter().any(|e| e.id == reply.id),
+            "{:?}",
+            sdk::types(&seen_by_a)
+        );
+        let history_b = sdk::within("getMessages via B", session_b.get_events())
+            .await
+            .expect("getMessages");
+        let history_a = sdk::within("getMessages on A", session_a.get_events())
+            .await
+            .expect("getMessages");
+        assert_eq!(ids(&history_a), ids(&history_b));
+        assert!(history_b.iter().any(|e| e.id == reply.id));
+        let completed = history_b
+            .iter()
+            .filter(|e| e.event_type == "external_tool.completed")
+            .count();
+        assert_eq!(completed, 1, "the tool call completed once");
+        sdk::assert_chain(&history_b, None);
+        drop(server);
+    })
+    .await
+}

@@ -27,6 +27,7 @@ pub mod engine;
 pub mod escape;
 pub mod layout;
 pub mod lease;
+mod link;
 pub mod memory;
 pub mod nats;
 pub mod node;

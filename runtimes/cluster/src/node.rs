@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use agentwire::host::RestoreError;
+use agentwire::host::{ConnId, RestoreError};
 use agentwire_driver::{HostHandle, SessionLog};
 use bytes::Bytes;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
@@ -55,17 +55,24 @@ fn lease_wait(ttl: Duration) -> Duration {
 }
 
 /// State every task of a node shares.
-struct Node {
-    engine: NatsEngine,
-    layout: Layout,
-    me: NodeIdentity,
+pub(crate) struct Node {
+    pub(crate) engine: NatsEngine,
+    pub(crate) layout: Layout,
+    pub(crate) me: NodeIdentity,
+    pub(crate) lease_ttl: Duration,
     claims: AtomicU64,
     /// False once the lease is no longer trusted: no more appends.
     lease_ok: AtomicBool,
     /// The driver, once it started the log.
-    host: OnceLock<HostHandle>,
+    pub(crate) host: OnceLock<HostHandle>,
     acks: Mutex<Acks>,
     stopping: AtomicBool,
+    /// Live owners found by lookups, for the gateways.
+    owners: Mutex<HashMap<String, NodeIdentity>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Acknowledged marks: every mark up to `through` is acknowledged; `above` holds later ones.
@@ -78,7 +85,7 @@ struct Acks {
 impl Node {
     fn acked(&self, mark: u64) {
         let through = {
-            let mut acks = self.acks.lock().unwrap_or_else(|e| e.into_inner());
+            let mut acks = lock(&self.acks);
             acks.above.insert(mark);
             loop {
                 let next = acks.through + 1;
@@ -148,6 +155,8 @@ impl ClusterNode {
             engine,
             me,
             layout,
+            lease_ttl: options.nats.lease_ttl,
+            owners: Mutex::new(HashMap::new()),
             claims: AtomicU64::new(1),
             lease_ok: AtomicBool::new(false),
             host: OnceLock::new(),
@@ -197,6 +206,7 @@ impl ClusterNode {
             node: self.node.clone(),
             tx,
             rx: Some(rx),
+            links: HashMap::new(),
         })
     }
 }
@@ -245,6 +255,8 @@ struct ClusterLog {
     node: Arc<Node>,
     tx: UnboundedSender<Command>,
     rx: Option<UnboundedReceiver<Command>>,
+    /// Relayed client connections (gateways), by connection.
+    links: HashMap<ConnId, UnboundedSender<Vec<Bytes>>>,
 }
 
 impl SessionLog for ClusterLog {
@@ -252,7 +264,33 @@ impl SessionLog for ClusterLog {
         let _ = self.node.host.set(host);
         if let Some(rx) = self.rx.take() {
             tokio::spawn(dispatch(self.node.clone(), self.tx.clone(), rx));
+            tokio::spawn(crate::link::serve_links(self.node.clone()));
         }
+    }
+
+    fn forward(&mut self, conn: ConnId, session: Option<String>, frames: Vec<Bytes>) {
+        if let Some(session) = session {
+            let owner = lock(&self.node.owners).get(&session).cloned();
+            let Some(owner) = owner else {
+                return;
+            };
+            let (tx, rx) = unbounded_channel();
+            tokio::spawn(crate::link::gateway(
+                self.node.clone(),
+                conn,
+                session,
+                owner,
+                rx,
+            ));
+            self.links.insert(conn, tx);
+        }
+        if let Some(link) = self.links.get(&conn) {
+            let _ = link.send(frames);
+        }
+    }
+
+    fn forward_closed(&mut self, conn: ConnId) {
+        self.links.remove(&conn);
     }
 
     fn persist(&mut self, session: &str, event: Bytes, mark: u64) {
@@ -324,8 +362,25 @@ fn spawn_worker(
     tx
 }
 
+/// Why a claim did not happen.
+enum ClaimError {
+    /// A live node owns the session.
+    Owned(NodeIdentity),
+    /// Anything else.
+    Other(String),
+}
+
+impl std::fmt::Display for ClaimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClaimError::Owned(owner) => write!(f, "owned by live node {}", owner.node),
+            ClaimError::Other(why) => f.write_str(why),
+        }
+    }
+}
+
 /// Claims a session whose log this node is about to start (or continue).
-async fn claim(node: &Node, session: &str) -> Result<(SessionWriter, Vec<Bytes>), String> {
+async fn claim(node: &Node, session: &str) -> Result<(SessionWriter, Vec<Bytes>), ClaimError> {
     let subject = node.layout.log_subject(session);
     for attempt in 1..=5u32 {
         match take_over(
@@ -344,23 +399,18 @@ async fn claim(node: &Node, session: &str) -> Result<(SessionWriter, Vec<Bytes>)
                     .collect();
                 return Ok((writer, events));
             }
-            TakeoverOutcome::OwnedBy(owner) => {
-                return Err(format!(
-                    "session {session} is owned by live node {}",
-                    owner.node
-                ))
-            }
+            TakeoverOutcome::OwnedBy(owner) => return Err(ClaimError::Owned(owner)),
             TakeoverOutcome::Foreign(seq) => {
-                return Err(format!(
-                    "session {session}'s log holds a foreign message at {seq}"
-                ))
+                return Err(ClaimError::Other(format!(
+                    "the log holds a foreign message at {seq}"
+                )))
             }
             TakeoverOutcome::Contended | TakeoverOutcome::Unavailable(_) => {
                 node.engine.pause(attempt).await;
             }
         }
     }
-    Err(format!("session {session} could not be claimed"))
+    Err(ClaimError::Other("the claim did not settle".into()))
 }
 
 /// One session's single writer: appends its events in order, one in flight.
@@ -414,15 +464,32 @@ async fn write_session(
 /// Finds a session this node has not loaded: claims and restores it when its owner is gone.
 async fn look_up(node: Arc<Node>, tx: UnboundedSender<Command>, session: String) {
     let subject = node.layout.log_subject(&session);
+    let mut owner = None;
     let found = match node.engine.last_message(&subject).await {
         Ok(None) => None,
-        Ok(Some(_)) if node.lease_ok.load(Ordering::SeqCst) => match claim(&node, &session).await {
-            Ok(claimed) => Some(claimed),
-            Err(reason) => {
-                info!(%session, %reason, "session not served here");
-                None
+        Ok(Some(_)) if node.lease_ok.load(Ordering::SeqCst) => {
+            // An owner whose lease is alive but whose process is gone (killed): wait for its
+            // lease to expire, then claim.
+            let deadline = Instant::now() + node.lease_ttl * 2 + Duration::from_secs(1);
+            loop {
+                match claim(&node, &session).await {
+                    Ok(claimed) => break Some(claimed),
+                    Err(ClaimError::Owned(live)) => {
+                        if crate::link::answers(&node, &live.node).await
+                            || Instant::now() > deadline
+                        {
+                            owner = Some(live);
+                            break None;
+                        }
+                        tokio::time::sleep(Duration::from_millis(250)).await;
+                    }
+                    Err(reason) => {
+                        info!(%session, %reason, "session not served here");
+                        break None;
+                    }
+                }
             }
-        },
+        }
         Ok(Some(_)) => None,
         Err(e) => {
             warn!(%session, error = %e, "session lookup failed");
@@ -432,6 +499,12 @@ async fn look_up(node: Arc<Node>, tx: UnboundedSender<Command>, session: String)
     let Some(host) = node.host.get() else {
         return;
     };
+    if let Some(owner) = owner {
+        // A gateway: this node's clients of the session are relayed to its owner.
+        lock(&node.owners).insert(session.clone(), owner);
+        host.with_host(|host, now| host.forward_session_lookup(now, &session));
+        return;
+    }
     let Some((writer, events)) = found else {
         host.with_host(|host, now| host.finish_session_lookup(now, &session));
         return;

@@ -244,29 +244,7 @@ impl<R: Runtime> Driver<R> {
         Rd: AsyncRead + Unpin + Send + 'static,
         Wr: AsyncWrite + Unpin + Send + 'static,
     {
-        let shared = &self.shared;
-        shared.ensure_timer();
-        let (framing, dialect) = (shared.options.framing, shared.options.dialect);
-        let (state, shutting_down) = shared.with_inner(|inner, now| {
-            let id = inner.host.open_with(now, dialect, framing);
-            let state = Arc::new(ConnState {
-                id,
-                wake: Notify::new(),
-                closing: Flag::new(),
-                done: Flag::new(),
-                farewell: Mutex::new(inner.farewell.clone()),
-            });
-            inner.conns.insert(id, state.clone());
-            shared.live.set(inner.conns.len());
-            shared.unfinished.update(|n| *n += 1);
-            (state, inner.shutting_down)
-        });
-        debug!(conn = %state.id, "connection opened");
-        shared.spawn(reader_task(shared.clone(), state.clone(), reader));
-        shared.spawn(writer_task(shared.clone(), state.clone(), writer));
-        if shutting_down {
-            shared.begin_close(&state, "server is shutting down");
-        }
+        let state = attach_streams(&self.shared, reader, writer);
         Connection { state }
     }
 
@@ -420,4 +398,35 @@ impl<R: Runtime> Driver<R> {
     fn grace(&self) -> Duration {
         self.shared.options.flush_timeout + Duration::from_secs(1)
     }
+}
+
+/// Opens a host connection over `reader`/`writer` and starts its reader and writer tasks.
+pub(crate) fn attach_streams<Rd, Wr>(shared: &Arc<Shared>, reader: Rd, writer: Wr) -> Arc<ConnState>
+where
+    Rd: AsyncRead + Unpin + Send + 'static,
+    Wr: AsyncWrite + Unpin + Send + 'static,
+{
+    shared.ensure_timer();
+    let (framing, dialect) = (shared.options.framing, shared.options.dialect);
+    let (state, shutting_down) = shared.with_inner(|inner, now| {
+        let id = inner.host.open_with(now, dialect, framing);
+        let state = Arc::new(ConnState {
+            id,
+            wake: Notify::new(),
+            closing: Flag::new(),
+            done: Flag::new(),
+            farewell: Mutex::new(inner.farewell.clone()),
+        });
+        inner.conns.insert(id, state.clone());
+        shared.live.set(inner.conns.len());
+        shared.unfinished.update(|n| *n += 1);
+        (state, inner.shutting_down)
+    });
+    debug!(conn = %state.id, "connection opened");
+    shared.spawn(reader_task(shared.clone(), state.clone(), reader));
+    shared.spawn(writer_task(shared.clone(), state.clone(), writer));
+    if shutting_down {
+        shared.begin_close(&state, "server is shutting down");
+    }
+    state
 }

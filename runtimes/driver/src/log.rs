@@ -9,9 +9,11 @@
 
 use std::sync::{Arc, Weak};
 
-use agentwire::host::Host;
+use agentwire::host::{ConnId, Host};
+use agentwire::Framing;
 use agentwire::Timestamp;
 use bytes::Bytes;
+use futures_lite::io::{AsyncRead, AsyncWrite};
 
 use crate::shared::Shared;
 
@@ -33,6 +35,12 @@ pub trait SessionLog: Send + 'static {
     /// this process can serve it, then call `Host::finish_session_lookup` (both through
     /// [`HostHandle::with_host`]).
     fn load(&mut self, session: String);
+    /// Frames of a forwarded client connection (`Output::Forward`): relay them, in order, to
+    /// the node owning `session` (set on a connection's first relay), and deliver that node's
+    /// frames with `Host::deliver_forwarded`.
+    fn forward(&mut self, conn: ConnId, session: Option<String>, frames: Vec<Bytes>);
+    /// A forwarded client connection ended (`Output::ForwardClosed`).
+    fn forward_closed(&mut self, conn: ConnId);
 }
 
 /// What a [`SessionLog`] reports through: the host (under its lock) and the durability mark.
@@ -56,6 +64,23 @@ impl HostHandle {
     pub fn with_host<T>(&self, f: impl FnOnce(&mut Host, Timestamp) -> T) -> Option<T> {
         let shared: Arc<Shared> = self.shared.upgrade()?;
         Some(shared.with_inner(|inner, now| f(&mut inner.host, now)))
+    }
+
+    /// Serves one more connection over `reader`/`writer` (for example an in-memory pipe that
+    /// relays a client of another node), as `Driver::attach` does. `None` once the driver is
+    /// gone.
+    pub fn attach<Rd, Wr>(&self, reader: Rd, writer: Wr) -> Option<ConnId>
+    where
+        Rd: AsyncRead + Unpin + Send + 'static,
+        Wr: AsyncWrite + Unpin + Send + 'static,
+    {
+        let shared = self.shared.upgrade()?;
+        Some(crate::driver::attach_streams(&shared, reader, writer).id)
+    }
+
+    /// The framing of the driver's connections.
+    pub fn framing(&self) -> Option<Framing> {
+        self.shared.upgrade().map(|s| s.options.framing)
     }
 
     /// Every event up to `mark` is acknowledged by the log: frames carrying them may go out.

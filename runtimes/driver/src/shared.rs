@@ -252,6 +252,21 @@ impl Shared {
                 Some(log) => log.load(session),
                 None => inner.host.finish_session_lookup(now(), &session),
             },
+            // Only a shared log forwards connections.
+            Output::Forward {
+                conn,
+                session,
+                frames,
+            } => {
+                if let Some(log) = inner.log.as_mut() {
+                    log.forward(conn, session, frames);
+                }
+            }
+            Output::ForwardClosed { conn } => {
+                if let Some(log) = inner.log.as_mut() {
+                    log.forward_closed(conn);
+                }
+            }
             Output::ShellExec {
                 process_id,
                 command,
