@@ -254,3 +254,74 @@ fn nodes_with_the_same_seed_generate_different_ids() {
     assert_ne!(ids("a"), ids("b"));
     assert_eq!(ids("a"), ids("a"), "each node is still deterministic");
 }
+
+#[test]
+fn a_session_owned_elsewhere_forwards_the_connection_in_order() {
+    let mut b = World::new(node_config("b"));
+    let mut p = b.connect();
+    let ping = send(&mut b, &mut p, "ping", json!({"message":"local"}));
+    assert!(
+        response(&p, ping).is_some(),
+        "answered here before any lookup"
+    );
+    let resume = send(
+        &mut b,
+        &mut p,
+        "session.resume",
+        json!({"sessionId":"remote"}),
+    );
+    let later = send(&mut b, &mut p, "ping", json!({"message":"later"}));
+    assert_eq!(drain(&mut b).1, ["remote"]);
+    b.host.forward_session_lookup(b.now, "remote");
+    let relayed: Vec<Value> = std::iter::from_fn(|| b.host.poll_output())
+        .flat_map(|output| match output {
+            Output::Forward {
+                conn,
+                session,
+                frames,
+            } => {
+                assert_eq!(conn, p.conn);
+                assert_eq!(session.as_deref(), Some("remote"));
+                frames
+            }
+            other => panic!("unexpected {other:?}"),
+        })
+        .map(|f| serde_json::from_slice(&f).unwrap())
+        .collect();
+    let ids: Vec<&Value> = relayed.iter().map(|m| &m["id"]).collect();
+    assert_eq!(
+        ids,
+        [&json!(resume), &json!(later)],
+        "the waiting frames, in order"
+    );
+    assert!(b.host.is_forwarded(p.conn));
+
+    // Later frames are relayed as they come; the owner's answers reach the client.
+    let next = send(&mut b, &mut p, "ping", json!({"message":"relayed"}));
+    match b.host.poll_output() {
+        Some(Output::Forward {
+            session: None,
+            frames,
+            ..
+        }) => {
+            let m: Value = serde_json::from_slice(&frames[0]).unwrap();
+            assert_eq!(m["id"], json!(next));
+        }
+        other => panic!("expected a relay, got {other:?}"),
+    }
+    let answer = json!({"jsonrpc":"2.0","id":resume,"result":{"sessionId":"remote"}});
+    b.host
+        .deliver_forwarded(b.now, p.conn, &serde_json::to_vec(&answer).unwrap());
+    b.pump(&mut [&mut p]);
+    assert_eq!(
+        response(&p, resume).unwrap()["result"]["sessionId"],
+        "remote"
+    );
+
+    // The client leaves: the owner is told.
+    b.host.handle_eof(b.now, p.conn);
+    assert_eq!(
+        b.host.poll_output(),
+        Some(Output::ForwardClosed { conn: p.conn })
+    );
+}

@@ -306,3 +306,102 @@ async fn a_client_of_node_b_drives_a_session_owned_by_node_a() {
     })
     .await
 }
+
+/// Takeover through a gateway: node A dies mid-turn while a client of node B is relayed to
+/// it; B ends that client's connection, the client reconnects to B and resumes, B claims the
+/// session, and nothing the client received is lost or doubled.
+#[tokio::test]
+async fn a_relayed_client_resumes_on_its_own_node_after_the_owner_dies() {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let mut a = node(&url, "a").await;
+        let b = node(&url, "b").await;
+
+        let client_a = client(&a).await;
+        let id = sdk::new_session_id();
+        let never = |asked: &Arc<Notify>| {
+            Arc::new(ApproveFirst {
+                approve: 0,
+                seen: AtomicUsize::new(0),
+                asked: asked.clone(),
+            })
+        };
+        let asked_a = Arc::new(Notify::new());
+        let config = SessionConfig::default()
+            .with_session_id(id.clone())
+            .with_model("fake-model")
+            .with_tools([sdk::weather_tool(Arc::new(Mutex::new(Vec::new())))])
+            .with_permission_handler(never(&asked_a));
+        let session_a = sdk::within("session.create", client_a.create_session(config))
+            .await
+            .expect("session.create on node A");
+        sdk::turn(&session_a, "hello").await;
+
+        let client_b = client(&b).await;
+        let asked_b = Arc::new(Notify::new());
+        let config = ResumeSessionConfig::new(id.clone())
+            .with_tools([sdk::weather_tool(Arc::new(Mutex::new(Vec::new())))])
+            .with_permission_handler(never(&asked_b));
+        let prepared = client_b.prepare_resume_session(config).expect("prepare");
+        let mut events_b = sdk::Recorder::new(prepared.subscribe());
+        let session_b = sdk::within("session.resume via B", prepared.start())
+            .await
+            .expect("relayed resume");
+        sdk::within(
+            "session.send via B",
+            session_b.send(MessageOptions::new(sdk::WEATHER_PROMPT)),
+        )
+        .await
+        .expect("session.send");
+        sdk::within("the permission prompt at B's client", asked_b.notified()).await;
+        a.child.start_kill().expect("SIGKILL node A");
+        a.exit(sdk::STEP).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        events_b.drain();
+        let received: Vec<SessionEvent> = events_b
+            .seen
+            .iter()
+            .filter(|e| e.ephemeral.is_none())
+            .cloned()
+            .collect();
+        assert!(
+            received
+                .iter()
+                .any(|e| e.event_type == "permission.requested"),
+            "{:?}",
+            sdk::types(&received)
+        );
+
+        // A fresh connection to B: the resume waits until A's lease is gone, then B claims.
+        drop(session_b);
+        let client_b2 = client(&b).await;
+        let session = resume_when_claimable(&client_b2, &id).await;
+        let history = sdk::within("getMessages", session.get_events())
+            .await
+            .expect("getMessages");
+        let position = |id: &str| history.iter().position(|e| e.id == id);
+        let mut last = None;
+        for event in &received {
+            let at = position(&event.id)
+                .unwrap_or_else(|| panic!("{} {} is not in the log", event.event_type, event.id));
+            assert!(last < Some(at), "in order");
+            last = Some(at);
+        }
+        let unique: HashSet<&str> = ids(&history).into_iter().collect();
+        assert_eq!(unique.len(), history.len(), "no event is stored twice");
+        sdk::assert_chain(&history, None);
+        let tail: Vec<&str> = history[history.len() - 3..]
+            .iter()
+            .map(|e| e.event_type.as_str())
+            .collect();
+        assert_eq!(
+            tail,
+            ["permission.completed", "session.error", "session.resume"]
+        );
+        let reply = sdk::turn(&session, sdk::WEATHER_PROMPT).await;
+        assert_eq!(sdk::str_field(&reply, "content"), Some(sdk::WEATHER_ANSWER));
+        drop(server);
+    })
+    .await
+}
