@@ -176,11 +176,21 @@ impl ClusterNode {
             if lease.is_valid(started.elapsed()) {
                 break;
             }
-            if next.is_none() || started.elapsed() > lease_wait(ttl) {
+            if started.elapsed() > lease_wait(ttl) {
                 return Err(ConnectError(format!(
                     "node {} could not take its lease",
                     node.me.node
                 )));
+            }
+            if next.is_none() {
+                // Lost before it was ever held (nodes starting together race for the
+                // bucket): start over.
+                warn!(node = %node.me.node, "lease attempt failed; retrying");
+                lease = NodeLease::new(
+                    LeaseConfig::with_ttl(ttl),
+                    node.layout.lease_key(&node.me.node),
+                    node.me.incarnation,
+                );
             }
             let wait = next
                 .unwrap_or_default()
