@@ -43,6 +43,11 @@ const LEASE_TTL: &str = "2s";
 
 /// `agentwire --headless --port 0 --cluster URL --node-id ID`, all nodes with the same seed.
 async fn node(url: &str, id: &str) -> Agentwire {
+    node_with(url, id, "1").await
+}
+
+/// [`node`] with the stream and bucket replicated `replicas` times.
+async fn node_with(url: &str, id: &str, replicas: &str) -> Agentwire {
     Agentwire::launch([
         "--headless",
         "--port",
@@ -53,6 +58,8 @@ async fn node(url: &str, id: &str) -> Agentwire {
         id,
         "--cluster-lease-ttl",
         LEASE_TTL,
+        "--cluster-replicas",
+        replicas,
         "--seed",
         "7",
     ])
@@ -133,9 +140,59 @@ async fn a_session_survives_kill_9_of_its_node_mid_turn() {
     sdk::bounded(async {
         let server = nats::NatsServer::single();
         let url = server.url();
-        let mut a = node(&url, "a").await;
+        let a = node(&url, "a").await;
         let b = node(&url, "b").await;
+        takeover_mid_turn(a, b).await;
+        drop(server);
+    })
+    .await
+}
 
+/// The same on a three-server JetStream cluster, the log stream and the lease bucket
+/// replicated three times; the two nodes talk to different NATS servers.
+#[tokio::test]
+async fn a_session_survives_kill_9_of_its_node_on_a_three_server_nats_cluster() {
+    sdk::bounded(async {
+        let cluster = nats::NatsCluster::three();
+        let urls = cluster.urls();
+        // A fresh NATS cluster elects its JetStream leaders first (seconds on a loaded
+        // machine): set the replicated stream and bucket up, as a node would, before the nodes
+        // start, so their port lines come in time.
+        jetstream_ready(&urls).await;
+        let a = node_with(&urls.join(","), "a", "3").await;
+        let b = node_with(&urls[1..].join(","), "b", "3").await;
+        takeover_mid_turn(a, b).await;
+        drop(cluster);
+    })
+    .await
+}
+
+/// Creates the cluster's stream and lease bucket (three replicas, the nodes' lease TTL) once
+/// JetStream answers, and waits for their leaders.
+async fn jetstream_ready(urls: &[String]) {
+    let mut config = agentwire_cluster::nats::NatsConfig::new(3);
+    config.lease_ttl = humantime::parse_duration(LEASE_TTL).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let engine = loop {
+        match agentwire_cluster::nats::NatsEngine::connect(urls, config.clone()).await {
+            Ok(engine) => break engine,
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "JetStream never became ready: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+    };
+    assert!(engine.wait_for_leaders(Duration::from_secs(10)).await);
+}
+
+/// A client-tool turn on node `a`, a second turn stopped at a permission prompt, `kill -9` of
+/// `a`, then a client of node `b` resumes: nothing the first client received is lost or
+/// doubled, the interrupted turn ends with a reason, the next turn works.
+async fn takeover_mid_turn(mut a: Agentwire, b: Agentwire) {
+    {
         // Node A: a session with a client tool; one whole client-tool turn.
         let client_a = client(&a).await;
         let id = sdk::new_session_id();
@@ -226,9 +283,7 @@ async fn a_session_survives_kill_9_of_its_node_mid_turn() {
         assert!(again.len() > history.len());
         assert_eq!(ids(&again)[..history.len()], ids(&history)[..]);
         sdk::assert_chain(&again, None);
-        drop(server);
-    })
-    .await
+    }
 }
 
 /// Approves every permission prompt.

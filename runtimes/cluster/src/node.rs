@@ -144,8 +144,22 @@ impl ClusterNode {
         options: NodeOptions,
         connect: async_nats::ConnectOptions,
     ) -> Result<ClusterNode, ConnectError> {
-        let engine =
-            NatsEngine::connect_with(&options.servers, connect, options.nats.clone()).await?;
+        // A NATS cluster that just started elects its JetStream meta leader first: retry.
+        let ready_by = Instant::now() + Duration::from_secs(30);
+        let client = NatsEngine::connect_client(&options.servers, connect).await?;
+        let engine = loop {
+            match NatsEngine::with_client(client.clone(), options.nats.clone()).await {
+                Ok(engine) => break engine,
+                Err(e) if Instant::now() < ready_by => {
+                    warn!(error = %e, "JetStream not ready; retrying");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        if !engine.wait_for_leaders(Duration::from_secs(20)).await {
+            warn!("the log stream or the lease bucket has no leader yet");
+        }
         let me = NodeIdentity {
             node: options.node_id.clone(),
             incarnation: options.incarnation,

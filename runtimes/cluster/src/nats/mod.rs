@@ -82,13 +82,21 @@ impl NatsEngine {
         options: async_nats::ConnectOptions,
         config: NatsConfig,
     ) -> Result<Self, ConnectError> {
-        let client = options
+        let client = Self::connect_client(servers, options).await?;
+        Self::with_client(client, config).await
+    }
+
+    /// A client connection to `servers` with `options` (retrying the first connect).
+    pub async fn connect_client(
+        servers: &[String],
+        options: async_nats::ConnectOptions,
+    ) -> Result<async_nats::Client, ConnectError> {
+        options
             .connection_timeout(Duration::from_secs(5))
             .retry_on_initial_connect()
             .connect(servers)
             .await
-            .map_err(|e| setup_error("connect", e))?;
-        Self::with_client(client, config).await
+            .map_err(|e| setup_error("connect", e))
     }
 
     /// Sets the engine up on an existing connection.
@@ -153,6 +161,27 @@ impl NatsEngine {
             .await
             .map(|_| ())
             .map_err(|e| crate::EngineError(format!("purge {subject}: {e}")))
+    }
+
+    /// Waits (at most `limit`) until the log stream and the lease bucket have a leader: a new
+    /// replicated stream answers nothing before its first election. Answers whether they do.
+    pub async fn wait_for_leaders(&self, limit: Duration) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let mut log = self.log.clone();
+            let mut leases = self.lease_stream.clone();
+            let has_leader = |info: Result<stream::Info, _>| match info {
+                Ok(info) => info.cluster.is_none_or(|c| c.leader.is_some()),
+                Err(_) => false,
+            };
+            if has_leader(log.info().await.cloned()) && has_leader(leases.info().await.cloned()) {
+                return true;
+            }
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// The log stream's current leader, if the server reports one (clustered streams).
