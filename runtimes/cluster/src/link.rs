@@ -102,6 +102,8 @@ pub(crate) async fn gateway(
         Ok(out) => out,
         Err(e) => return end(format!("cannot relay to node {}: {e}", owner.node)),
     };
+    // The server has the subscription before the owner can answer on it.
+    let _ = client.flush().await;
     let open = json!({"link": link, "node": node.me.node, "incarnation": node.me.incarnation});
     let request = client.request(open_subject(&node, &owner.node), open.to_string().into());
     match tokio::time::timeout(OPEN_TIMEOUT, request).await {
@@ -206,6 +208,7 @@ async fn owner_link(node: Arc<Node>, link: String, peer: NodeIdentity, reply: as
         Ok(sub) => sub,
         Err(_) => return,
     };
+    let _ = client.flush().await;
     let (host_side, link_side) = tokio::io::duplex(PIPE_BYTES);
     let (host_read, host_write) = tokio::io::split(host_side);
     if host
