@@ -460,3 +460,66 @@ async fn a_relayed_client_resumes_on_its_own_node_after_the_owner_dies() {
     })
     .await
 }
+
+/// A paused owner is fenced: node A is stopped (SIGSTOP) past its lease, node B takes the
+/// session over, then A is continued and asked for another turn by its old client. A's
+/// append is refused (the claim of B is the fence), so none of that turn's persisted events
+/// reaches A's client, and A shuts down.
+#[tokio::test]
+async fn a_paused_owner_is_fenced_and_its_client_sees_nothing_it_could_not_store() {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let mut a = node(&url, "a").await;
+        let b = node(&url, "b").await;
+
+        let client_a = client(&a).await;
+        let id = sdk::new_session_id();
+        let config = SessionConfig::default()
+            .with_session_id(id.clone())
+            .with_model("fake-model")
+            .with_permission_handler(approve_all());
+        let prepared = client_a.prepare_session(config).expect("prepare_session");
+        let mut events_a = sdk::Recorder::new(prepared.subscribe());
+        let session_a = sdk::within("session.create", prepared.start())
+            .await
+            .expect("session.create on node A");
+        sdk::turn(&session_a, "hello").await;
+
+        a.signal("STOP");
+        let client_b = client(&b).await;
+        let session_b = resume_when_claimable(&client_b, &id).await;
+        sdk::turn(&session_b, "hello from b").await;
+        a.signal("CONT");
+
+        // A still believes it owns the session; its turn cannot be stored.
+        let _ = session_a.send(MessageOptions::new("late prompt")).await;
+        a.exit(sdk::STEP).await;
+        events_a.drain();
+        let history = sdk::within("getMessages on B", session_b.get_events())
+            .await
+            .expect("getMessages");
+        let stored: HashSet<&str> = ids(&history).into_iter().collect();
+        for event in events_a.seen.iter().filter(|e| e.ephemeral.is_none()) {
+            assert!(
+                stored.contains(event.id.as_str()),
+                "node A's client received {} {}, which is not in the log",
+                event.event_type,
+                event.id
+            );
+        }
+        assert!(
+            !history
+                .iter()
+                .any(|e| sdk::str_field(e, "content") == Some("late prompt")),
+            "the fenced owner stored nothing"
+        );
+        assert!(
+            a.stderr().contains("fenced") || a.stderr().contains("lease"),
+            "{}",
+            a.stderr()
+        );
+        drop(server);
+    })
+    .await
+}
