@@ -523,3 +523,47 @@ async fn a_paused_owner_is_fenced_and_its_client_sees_nothing_it_could_not_store
     })
     .await
 }
+
+/// Takeover without a client: once node A is dead and its lease gone, node B (the only live
+/// node, so the preferred claimant) claims A's session on its own and lists it.
+#[tokio::test]
+async fn a_dead_nodes_session_is_taken_over_without_a_client_asking() {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let mut a = node(&url, "a").await;
+        let b = node(&url, "b").await;
+        let client_a = client(&a).await;
+        let id = sdk::new_session_id();
+        let config = SessionConfig::default()
+            .with_session_id(id.clone())
+            .with_model("fake-model")
+            .with_permission_handler(approve_all());
+        let session = sdk::within("session.create", client_a.create_session(config))
+            .await
+            .expect("session.create on node A");
+        sdk::turn(&session, "remember me").await;
+        a.child.start_kill().expect("SIGKILL node A");
+        a.exit(sdk::STEP).await;
+
+        let client_b = client(&b).await;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let listed = sdk::within("session.list on B", client_b.list_sessions(None))
+                .await
+                .expect("session.list");
+            if let Some(meta) = listed.iter().find(|s| s.session_id == id) {
+                assert_eq!(meta.summary.as_deref(), Some("remember me"));
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node B never took the session over"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        assert!(b.stderr().contains("session taken over"), "{}", b.stderr());
+        drop(server);
+    })
+    .await
+}

@@ -267,6 +267,10 @@ enum Command {
     Load {
         session: String,
     },
+    /// A lookup of `session` ended (claimed or not).
+    Looked {
+        session: String,
+    },
     /// A lookup claimed `session`: its worker writes with `writer`.
     Claimed {
         session: String,
@@ -289,6 +293,7 @@ impl SessionLog for ClusterLog {
         if let Some(rx) = self.rx.take() {
             tokio::spawn(dispatch(self.node.clone(), self.tx.clone(), rx));
             tokio::spawn(crate::link::serve_links(self.node.clone()));
+            tokio::spawn(sweep(self.node.clone(), self.tx.clone()));
         }
     }
 
@@ -336,6 +341,44 @@ impl SessionLog for ClusterLog {
     }
 }
 
+/// Takes over the sessions of dead nodes without waiting for a client: every lease TTL, each
+/// session in the log whose preferred claimant among the live nodes is this node, and which
+/// this node does not write, is looked up (claimed if its owner is dead).
+async fn sweep(node: Arc<Node>, tx: UnboundedSender<Command>) {
+    let prefix = format!("{}.", node.layout.log_prefix);
+    let me = crate::escape::escape_id(&node.me.node);
+    loop {
+        tokio::time::sleep(node.lease_ttl).await;
+        if !node.lease_ok.load(Ordering::SeqCst) {
+            return;
+        }
+        let (Ok(subjects), Ok(live)) = (
+            node.engine.log_subjects(&node.layout.log_filter()).await,
+            node.engine.lease_keys().await,
+        ) else {
+            continue;
+        };
+        for subject in subjects {
+            let Some(session) = subject
+                .strip_prefix(&prefix)
+                .and_then(|token| crate::escape::unescape_id(token).ok())
+            else {
+                continue;
+            };
+            let loaded = node
+                .host
+                .get()
+                .and_then(|h| h.with_host(|host, _| host.session_events(&session).is_some()))
+                .unwrap_or(true);
+            let preferred =
+                crate::takeover::preferred_claimant(&session, live.iter().map(String::as_str));
+            if !loaded && preferred == Some(me.as_str()) {
+                let _ = tx.send(Command::Load { session });
+            }
+        }
+    }
+}
+
 /// Routes commands to one worker per session, in order.
 async fn dispatch(
     node: Arc<Node>,
@@ -343,6 +386,9 @@ async fn dispatch(
     mut rx: UnboundedReceiver<Command>,
 ) {
     let mut workers: HashMap<String, UnboundedSender<(Bytes, u64)>> = HashMap::new();
+    // Sessions being looked up: one lookup at a time per session, and none of a session this
+    // node writes (a second claim by the same node would fence its own writer).
+    let mut loading: std::collections::HashSet<String> = Default::default();
     while let Some(command) = rx.recv().await {
         match command {
             Command::Persist {
@@ -359,6 +405,9 @@ async fn dispatch(
                 let worker = spawn_worker(&node, session.clone(), Some(writer));
                 workers.insert(session, worker);
             }
+            Command::Looked { session } => {
+                loading.remove(&session);
+            }
             Command::Deleted { session } => {
                 workers.remove(&session);
                 let node = node.clone();
@@ -370,7 +419,14 @@ async fn dispatch(
                 });
             }
             Command::Load { session } => {
-                tokio::spawn(look_up(node.clone(), tx.clone(), session));
+                if workers.contains_key(&session) {
+                    // Already written here (e.g. claimed with an empty log): nothing to find.
+                    if let Some(host) = node.host.get() {
+                        host.with_host(|host, now| host.finish_session_lookup(now, &session));
+                    }
+                } else if loading.insert(session.clone()) {
+                    tokio::spawn(look_up(node.clone(), tx.clone(), session));
+                }
             }
         }
     }
@@ -487,6 +543,12 @@ async fn write_session(
 
 /// Finds a session this node has not loaded: claims and restores it when its owner is gone.
 async fn look_up(node: Arc<Node>, tx: UnboundedSender<Command>, session: String) {
+    look_up_once(&node, &tx, &session).await;
+    let _ = tx.send(Command::Looked { session });
+}
+
+async fn look_up_once(node: &Arc<Node>, tx: &UnboundedSender<Command>, session: &str) {
+    let session = session.to_owned();
     let subject = node.layout.log_subject(&session);
     let mut owner = None;
     let found = match node.engine.last_message(&subject).await {
@@ -496,11 +558,10 @@ async fn look_up(node: Arc<Node>, tx: UnboundedSender<Command>, session: String)
             // lease to expire, then claim.
             let deadline = Instant::now() + node.lease_ttl * 2 + Duration::from_secs(1);
             loop {
-                match claim(&node, &session).await {
+                match claim(node, &session).await {
                     Ok(claimed) => break Some(claimed),
                     Err(ClaimError::Owned(live)) => {
-                        if crate::link::answers(&node, &live.node).await
-                            || Instant::now() > deadline
+                        if crate::link::answers(node, &live.node).await || Instant::now() > deadline
                         {
                             owner = Some(live);
                             break None;

@@ -153,6 +153,30 @@ impl NatsEngine {
         &self.client
     }
 
+    /// Every log subject that holds messages (`filter`: the log stream's subject filter).
+    pub async fn log_subjects(&self, filter: &str) -> Result<Vec<String>, crate::EngineError> {
+        use futures_util::TryStreamExt;
+        let fail = |e: String| crate::EngineError(format!("list log subjects: {e}"));
+        let subjects = self
+            .log
+            .info_with_subjects(filter)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        subjects
+            .map_ok(|(subject, _)| subject)
+            .try_collect()
+            .await
+            .map_err(|e| fail(e.to_string()))
+    }
+
+    /// The keys of the lease bucket: the escaped ids of the nodes whose lease is alive.
+    pub async fn lease_keys(&self) -> Result<Vec<String>, crate::EngineError> {
+        use futures_util::TryStreamExt;
+        let fail = |e: String| crate::EngineError(format!("list leases: {e}"));
+        let keys = self.leases.keys().await.map_err(|e| fail(e.to_string()))?;
+        keys.try_collect().await.map_err(|e| fail(e.to_string()))
+    }
+
     /// Removes every message of a log subject (a deleted session).
     pub async fn purge_subject(&self, subject: &str) -> Result<(), crate::EngineError> {
         self.log
