@@ -78,6 +78,12 @@
 //!                 /* perform it; feed back handle_http_response / _body / _end / _error */
 //!             }
 //!             Output::HttpCancel { call } => { /* drop the exchange */ }
+//!             Output::LoadSession { session } => {
+//!                 /* restore it from a shared log if it can be served here, then: */
+//!                 host.finish_session_lookup(now, &session);
+//!             }
+//!             Output::Forward { conn, session, frames } => { /* relay to the owner node */ }
+//!             Output::ForwardClosed { conn } => { /* tell the owner node */ }
 //!         }
 //!     }
 //!     // Sleep until the next deadline (or the next input), then:

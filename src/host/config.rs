@@ -61,6 +61,13 @@ pub struct HostConfig {
     pub model_default: Option<ServerDefault>,
     /// Deadlines (first byte, idle, total), retries and limits of every model call.
     pub model_call: CallConfig,
+    /// The node this host runs as, in a cluster: mixed into the id generator's seed so two
+    /// nodes started with the same [`HostConfig::seed`] never generate the same ids.
+    pub node_id: Option<String>,
+    /// A request naming a session that is not loaded waits for the runtime to look it up
+    /// ([`Output::LoadSession`](super::Output::LoadSession)) instead of failing at once (a
+    /// cluster node whose sessions live in a shared log). Off by default.
+    pub lookup_unknown_sessions: bool,
     /// Which hosts a client-chosen provider `baseUrl` may reach. Default: all.
     pub model_base_urls: BaseUrlPolicy,
 }
@@ -151,6 +158,18 @@ impl HostConfig {
         self
     }
 
+    /// Sets [`HostConfig::node_id`].
+    pub fn with_node_id(mut self, node_id: Option<String>) -> Self {
+        self.node_id = node_id;
+        self
+    }
+
+    /// Sets [`HostConfig::lookup_unknown_sessions`].
+    pub fn with_lookup_unknown_sessions(mut self, on: bool) -> Self {
+        self.lookup_unknown_sessions = on;
+        self
+    }
+
     /// Sets [`HostConfig::model_base_urls`] (which hosts client-chosen `baseUrl`s may reach).
     pub fn with_model_base_urls(mut self, policy: BaseUrlPolicy) -> Self {
         self.model_base_urls = policy;
@@ -175,6 +194,8 @@ impl Default for HostConfig {
             model_default: None,
             model_call: CallConfig::default(),
             model_base_urls: BaseUrlPolicy::AllowAll,
+            node_id: None,
+            lookup_unknown_sessions: false,
         }
     }
 }
@@ -204,6 +225,8 @@ impl fmt::Debug for HostConfig {
             )
             .field("model_call", &self.model_call)
             .field("model_base_urls", &self.model_base_urls)
+            .field("node_id", &self.node_id)
+            .field("lookup_unknown_sessions", &self.lookup_unknown_sessions)
             .finish_non_exhaustive()
     }
 }

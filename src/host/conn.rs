@@ -39,6 +39,11 @@ pub(super) struct Conn {
     /// The peer performs the model HTTP requests of the sessions it is attached to
     /// (see `provided_http.rs`).
     pub http_provider: bool,
+    /// The session the runtime is looking up for this connection, and the frames that wait
+    /// for it (the first names it), in order.
+    pub parked: Option<(String, std::collections::VecDeque<bytes::Bytes>)>,
+    /// Its frames are relayed to the node owning its session (a cluster gateway).
+    pub forwarded: bool,
 }
 
 impl Conn {
@@ -64,6 +69,8 @@ impl Conn {
             http_provider: false,
             sessions: Vec::new(),
             closing: false,
+            parked: None,
+            forwarded: false,
         }
     }
 }

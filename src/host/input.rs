@@ -51,7 +51,7 @@ impl Host {
                 return;
             }
             match c.decoder.next_frame() {
-                Ok(Some(frame)) => self.handle_frame(conn, &frame),
+                Ok(Some(frame)) => self.admit_frame(conn, frame, None),
                 Ok(None) => break,
                 Err(e) => {
                     self.fail_connection(conn, -32700, format!("framing error: {e}"));
@@ -71,6 +71,10 @@ impl Host {
         let Some(mut c) = self.conns.remove(&conn) else {
             return;
         };
+        if c.forwarded {
+            self.outputs
+                .push_back(super::Output::ForwardClosed { conn });
+        }
         for (_, call) in c.calls.close_all() {
             self.finish_client_call(call, crate::correlation::Outcome::Closed);
         }
@@ -120,7 +124,7 @@ impl Host {
 
     // ----- inbound -----
 
-    fn handle_frame(&mut self, conn: ConnId, frame: &[u8]) {
+    pub(super) fn handle_frame(&mut self, conn: ConnId, frame: &[u8]) {
         match jsonrpc::parse(frame) {
             jsonrpc::Parsed::Single(Ok(message)) => self.handle_message(conn, message),
             jsonrpc::Parsed::Single(Err(rejection)) => {

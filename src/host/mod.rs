@@ -26,8 +26,11 @@ mod conn_table;
 pub(crate) mod dialect;
 mod drive;
 mod emit;
+mod forward;
 mod http;
 mod input;
+mod interrupt;
+mod lookup;
 mod outbox;
 mod output;
 mod policy;
@@ -145,6 +148,8 @@ pub struct Host {
     /// HTTP exchanges in flight, by call id: the session they are for and who performs them.
     http_calls: BTreeMap<u64, provided_http::HttpCall>,
     next_http_call: u64,
+    /// Sessions the runtime is looking up ([`Output::LoadSession`]).
+    lookups: BTreeSet<String>,
 }
 
 /// What a deadline in the host's timer map is for.
@@ -192,7 +197,8 @@ impl Host {
         dialects: &'static [&'static dyn DialectHandler],
     ) -> Self {
         Host {
-            ids: IdGenerator::new(config.seed),
+            ids: IdGenerator::for_node(config.seed, config.node_id.as_deref()),
+            lookups: BTreeSet::new(),
             config,
             dialects,
             now: Timestamp::EPOCH,

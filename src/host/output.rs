@@ -47,6 +47,32 @@ pub enum Output {
         /// The deleted session.
         session: String,
     },
+    /// A client named a session this host has not loaded (only with
+    /// [`HostConfig::lookup_unknown_sessions`](super::HostConfig::lookup_unknown_sessions)):
+    /// look it up in the runtime's shared log (restore it with [`Host::restore_session`] if it
+    /// can be served here), then call [`Host::finish_session_lookup`] either way. Until then the
+    /// frames of every connection that named it wait, in order.
+    LoadSession {
+        /// The session a client named.
+        session: String,
+    },
+    /// Relay these frames (bodies, in order) of a forwarded connection to the node that owns
+    /// its session (after [`Host::forward_session_lookup`]); `session` is set on the first
+    /// relay of a connection and names the session whose owner it goes to. Deliver the
+    /// owner's frames with [`Host::deliver_forwarded`].
+    Forward {
+        /// The client's connection on this node.
+        conn: ConnId,
+        /// The session that made the connection forwarded (first relay only).
+        session: Option<String>,
+        /// Frame bodies, in order.
+        frames: Vec<Bytes>,
+    },
+    /// A forwarded connection ended: tell the owner node.
+    ForwardClosed {
+        /// The client's connection on this node.
+        conn: ConnId,
+    },
     /// Run `command` with `sh -c` in `cwd` (`session.shell.exec`, only with
     /// [`HostConfig::shell_enabled`](super::HostConfig::shell_enabled)); report its output with [`Host::handle_shell_output`]
     /// and its end with [`Host::handle_shell_exit`]; kill it after `timeout_ms`.

@@ -2,6 +2,7 @@
 //!
 //! Run with no arguments to serve on TCP with the built-in defaults; see `--help`.
 
+mod cluster_args;
 mod model_args;
 mod serve;
 mod store_args;
@@ -115,6 +116,9 @@ struct Cli {
     #[command(flatten)]
     model: model_args::ModelArgs,
 
+    #[command(flatten)]
+    cluster: cluster_args::ClusterArgs,
+
     #[arg(long, hide = true)]
     no_auto_update: bool,
 
@@ -175,11 +179,52 @@ fn main() -> ExitCode {
         };
     }
 
+    let options = server_options(&cli);
+    let cluster = match cli.cluster.setup() {
+        Ok(cluster) => cluster,
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(cluster) = cluster {
+        if cli.store.explicit() {
+            eprintln!("error: --cluster keeps sessions in JetStream; it cannot be combined with --data-dir, --no-store or --fsync");
+            return ExitCode::from(2);
+        }
+        if !matches!(cli.runtime, RuntimeKind::Tokio) {
+            eprintln!("error: --cluster runs on the tokio runtime only");
+            return ExitCode::from(2);
+        }
+        let mut config = config;
+        config.node_id = Some(cluster.node.node_id.clone());
+        let runtime = match tokio::runtime::Runtime::new() {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("error: cannot start the tokio runtime: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let code = runtime.block_on(async {
+            let node =
+                match agentwire_cluster::node::ClusterNode::start(cluster.node, cluster.connect)
+                    .await
+                {
+                    Ok(node) => node,
+                    Err(e) => {
+                        eprintln!("error: cannot join the cluster: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                };
+            serve::run_cluster::<agentwire_tokio::Tokio>(mode, config, options, node).await
+        });
+        runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+        return code;
+    }
     let store = match cli.store.open() {
         Ok(store) => store,
         Err(code) => return code,
     };
-    let options = server_options(&cli);
     match cli.runtime {
         RuntimeKind::Tokio => {
             let runtime = match tokio::runtime::Runtime::new() {

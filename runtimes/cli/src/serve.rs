@@ -4,6 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use agentwire::host::HostConfig;
+use agentwire_cluster::node::ClusterNode;
 use agentwire_driver::{Driver, Runtime, ServerOptions, Stopped};
 use agentwire_store::Store;
 use tracing::{error, info};
@@ -26,6 +27,22 @@ pub async fn run<R: Runtime>(
         Some(store) => Driver::<R>::with_store(config, options, store),
         None => Driver::<R>::with_options(config, options),
     };
+    serve(server, mode).await
+}
+
+/// Serves `mode` as a node of a cluster: the node's session log holds every session.
+pub async fn run_cluster<R: Runtime>(
+    mode: Mode,
+    config: HostConfig,
+    options: ServerOptions,
+    node: ClusterNode,
+) -> ExitCode {
+    info!(node = %node.identity().node, "cluster node");
+    let server = Driver::<R>::with_session_log(config, options, node.session_log());
+    serve(server, mode).await
+}
+
+async fn serve<R: Runtime>(server: Driver<R>, mode: Mode) -> ExitCode {
     if let Err(e) = server.shutdown_on_signals() {
         error!(error = %e, "cannot handle SIGINT/SIGTERM");
     }

@@ -26,6 +26,11 @@ pub struct StoreArgs {
 }
 
 impl StoreArgs {
+    /// Whether any store flag was given.
+    pub fn explicit(&self) -> bool {
+        self.data_dir.is_some() || self.no_store || self.fsync != SyncPolicy::Never
+    }
+
     /// Opens the store the flags ask for (`None`: in memory, with `--no-store`); errors are
     /// printed and turned into the exit code. Every runtime uses the same store.
     pub fn open(&self) -> Result<Option<Store>, ExitCode> {

@@ -13,6 +13,8 @@
 //!   [`memory::MemoryEngine`] (a deterministic model with fault injection) and
 //!   [`nats::NatsEngine`] (the official `async-nats` client).
 //! * [`drive`]: async loops that run the state machines against any engine.
+//! * [`node`]: one agentwire node on NATS: its lease, and the driver's session log that
+//!   appends its sessions' events with the fenced writer and claims sessions of dead nodes.
 //!
 //! Safety rests on the log, not the lease: every append expects the subject's last sequence,
 //! so once a new owner's claim record is stored, no append of an older owner can be stored.
@@ -25,8 +27,10 @@ pub mod engine;
 pub mod escape;
 pub mod layout;
 pub mod lease;
+mod link;
 pub mod memory;
 pub mod nats;
+pub mod node;
 pub mod record;
 pub mod resolve;
 pub mod takeover;

@@ -20,7 +20,7 @@ use crate::clock::now;
 use crate::shared::{ConnState, Inner, Shared};
 use crate::sync::{Flag, Notify, Watch};
 use crate::tasks::{reader_task, writer_task};
-use crate::Runtime;
+use crate::{HostHandle, Runtime, SessionLog};
 
 /// How long to wait before retrying after a failed `accept`.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
@@ -138,7 +138,41 @@ impl<R: Runtime> Driver<R> {
         Driver::build(host, options, Some(store))
     }
 
-    fn build(host: Host, options: ServerOptions, mut store: Option<Store>) -> Self {
+    /// A server whose sessions live in a shared, asynchronous log (a cluster node): a new
+    /// [`Host`] built from `config` with [`HostConfig::report_persisted_events`] and
+    /// [`HostConfig::lookup_unknown_sessions`] set. Every persisted event goes to `log`
+    /// before the frames carrying it can be taken, and those frames are written only once
+    /// the log reports the event acknowledged ([`HostHandle::durable`]); sessions the host
+    /// has not loaded are looked up with [`SessionLog::load`].
+    ///
+    /// [`HostHandle::durable`]: crate::HostHandle::durable
+    pub fn with_session_log(
+        mut config: HostConfig,
+        options: ServerOptions,
+        log: Box<dyn SessionLog>,
+    ) -> Self {
+        config.report_persisted_events = true;
+        config.lookup_unknown_sessions = true;
+        let driver = Driver::build_with(Host::new(config), options, None, Some(log));
+        let handle = HostHandle {
+            shared: Arc::downgrade(&driver.shared),
+        };
+        if let Some(log) = driver.shared.lock().log.as_mut() {
+            log.start(handle);
+        }
+        driver
+    }
+
+    fn build(host: Host, options: ServerOptions, store: Option<Store>) -> Self {
+        Driver::build_with(host, options, store, None)
+    }
+
+    fn build_with(
+        host: Host,
+        options: ServerOptions,
+        mut store: Option<Store>,
+        log: Option<Box<dyn SessionLog>>,
+    ) -> Self {
         let synced = match store.as_mut() {
             Some(store) if store.options().sync == SyncPolicy::EveryEvent => {
                 let synced = Arc::new(Watch::new(0u64));
@@ -146,9 +180,12 @@ impl<R: Runtime> Driver<R> {
                 store.set_sync_listener(move |seq| listener.set(seq));
                 Some(synced)
             }
+            _ if log.is_some() => Some(Arc::new(Watch::new(0u64))),
             _ => None,
         };
         let inner = Inner {
+            log,
+            log_mark: 0,
             host,
             conns: HashMap::new(),
             armed: None,
@@ -207,29 +244,7 @@ impl<R: Runtime> Driver<R> {
         Rd: AsyncRead + Unpin + Send + 'static,
         Wr: AsyncWrite + Unpin + Send + 'static,
     {
-        let shared = &self.shared;
-        shared.ensure_timer();
-        let (framing, dialect) = (shared.options.framing, shared.options.dialect);
-        let (state, shutting_down) = shared.with_inner(|inner, now| {
-            let id = inner.host.open_with(now, dialect, framing);
-            let state = Arc::new(ConnState {
-                id,
-                wake: Notify::new(),
-                closing: Flag::new(),
-                done: Flag::new(),
-                farewell: Mutex::new(inner.farewell.clone()),
-            });
-            inner.conns.insert(id, state.clone());
-            shared.live.set(inner.conns.len());
-            shared.unfinished.update(|n| *n += 1);
-            (state, inner.shutting_down)
-        });
-        debug!(conn = %state.id, "connection opened");
-        shared.spawn(reader_task(shared.clone(), state.clone(), reader));
-        shared.spawn(writer_task(shared.clone(), state.clone(), writer));
-        if shutting_down {
-            shared.begin_close(&state, "server is shutting down");
-        }
+        let state = attach_streams(&self.shared, reader, writer);
         Connection { state }
     }
 
@@ -383,4 +398,35 @@ impl<R: Runtime> Driver<R> {
     fn grace(&self) -> Duration {
         self.shared.options.flush_timeout + Duration::from_secs(1)
     }
+}
+
+/// Opens a host connection over `reader`/`writer` and starts its reader and writer tasks.
+pub(crate) fn attach_streams<Rd, Wr>(shared: &Arc<Shared>, reader: Rd, writer: Wr) -> Arc<ConnState>
+where
+    Rd: AsyncRead + Unpin + Send + 'static,
+    Wr: AsyncWrite + Unpin + Send + 'static,
+{
+    shared.ensure_timer();
+    let (framing, dialect) = (shared.options.framing, shared.options.dialect);
+    let (state, shutting_down) = shared.with_inner(|inner, now| {
+        let id = inner.host.open_with(now, dialect, framing);
+        let state = Arc::new(ConnState {
+            id,
+            wake: Notify::new(),
+            closing: Flag::new(),
+            done: Flag::new(),
+            farewell: Mutex::new(inner.farewell.clone()),
+        });
+        inner.conns.insert(id, state.clone());
+        shared.live.set(inner.conns.len());
+        shared.unfinished.update(|n| *n += 1);
+        (state, inner.shutting_down)
+    });
+    debug!(conn = %state.id, "connection opened");
+    shared.spawn(reader_task(shared.clone(), state.clone(), reader));
+    shared.spawn(writer_task(shared.clone(), state.clone(), writer));
+    if shutting_down {
+        shared.begin_close(&state, "server is shutting down");
+    }
+    state
 }

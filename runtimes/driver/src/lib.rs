@@ -30,6 +30,11 @@
 //!   draining, under the lock and therefore before any writer can take the frames produced by
 //!   the same input: an event a client has received is in the store's log, even if the
 //!   process is killed right after;
+//! * `Output::LoadSession`: handed to the shared session log ([`Driver::with_session_log`],
+//!   a [`SessionLog`] such as the cluster engine), which restores the session if it can and
+//!   finishes the lookup; without one the lookup finishes at once. With a shared log every
+//!   `Output::Persist` goes to it too, numbered, and each connection's frames wait until the
+//!   log acknowledged the events they carry;
 //! * `Output::ShellExec` / `Output::ShellKill`: `sh -c COMMAND` in a process group of its own,
 //!   its output and exit fed back with `Host::handle_shell_output` / `handle_shell_exit`,
 //!   killed (the whole group) on request or at its timeout;
@@ -71,6 +76,7 @@ mod clock;
 mod driver;
 mod farewell;
 mod http;
+mod log;
 mod quickack;
 mod runtime;
 mod shared;
@@ -85,6 +91,7 @@ pub use agentwire_store;
 pub use clock::now;
 pub use driver::{Connection, Driver};
 pub use farewell::SHUTDOWN_NOTIFICATION;
+pub use log::{HostHandle, SessionLog};
 pub use quickack::{rearm as rearm_quickack, QuickAckReader, TcpSocket};
 pub use runtime::{Runtime, Task};
 

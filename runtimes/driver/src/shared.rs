@@ -19,6 +19,7 @@ use tracing::{debug, warn};
 use crate::clock::now;
 use crate::farewell::farewell;
 use crate::http::{HttpCommand, Https};
+use crate::log::SessionLog;
 use crate::shell::{ShellCommand, Shells};
 use crate::sync::{lock, Flag, Notify, Watch};
 use crate::tasks::timer_task;
@@ -65,6 +66,22 @@ pub(crate) struct Inner {
     pub(crate) store: Option<Store>,
     /// Once shutting down: the framed shutdown notification each connection ends with.
     pub(crate) farewell: Option<Bytes>,
+    /// A shared, asynchronous session log (a cluster engine), instead of or beside the store.
+    pub(crate) log: Option<Box<dyn SessionLog>>,
+    /// The mark of the last event handed to `log`.
+    pub(crate) log_mark: u64,
+}
+
+impl Inner {
+    /// The mark frames taken from the host now must wait for, if any: the store's (with
+    /// `every-event`) or the shared log's.
+    pub(crate) fn durability_mark(&self) -> Option<u64> {
+        match (&self.store, &self.log) {
+            (Some(store), _) if store.durability_mark().is_some() => store.durability_mark(),
+            (_, Some(_)) => Some(self.log_mark),
+            _ => None,
+        }
+    }
 }
 
 pub(crate) struct ConnState {
@@ -172,20 +189,28 @@ impl Shared {
 
     /// Drains `poll_ready` and `poll_output` and re-arms the timer. Runs under the lock.
     fn drain(&self, inner: &mut Inner, effects: &mut Vec<Effect>) {
-        // `poll_ready` hands out each ready connection once; the bound only guards against a
-        // host that keeps reporting the same one.
-        let mut budget = inner.conns.len() + 64;
-        while let Some(conn) = inner.host.poll_ready() {
-            if let Some(state) = inner.conns.get(&conn) {
-                state.wake.notify();
+        // An output can be an input again (a lookup with nothing to look in): drain until
+        // both are empty.
+        loop {
+            // `poll_ready` hands out each ready connection once; the bound only guards
+            // against a host that keeps reporting the same one.
+            let mut budget = inner.conns.len() + 64;
+            while let Some(conn) = inner.host.poll_ready() {
+                if let Some(state) = inner.conns.get(&conn) {
+                    state.wake.notify();
+                }
+                budget -= 1;
+                if budget == 0 {
+                    break;
+                }
             }
-            budget -= 1;
-            if budget == 0 {
+            let Some(output) = inner.host.poll_output() else {
                 break;
-            }
-        }
-        while let Some(output) = inner.host.poll_output() {
+            };
             self.handle_output(inner, output, effects);
+            while let Some(output) = inner.host.poll_output() {
+                self.handle_output(inner, output, effects);
+            }
         }
         let deadline = inner.host.poll_timeout();
         if deadline != inner.armed {
@@ -209,6 +234,37 @@ impl Shared {
             Output::Persist { .. } | Output::SessionDeleted { .. } => {
                 if let Some(Err(e)) = inner.store.as_mut().map(|s| s.apply(&output)) {
                     warn!("{e}");
+                }
+                if let Some(log) = inner.log.as_mut() {
+                    match output {
+                        Output::Persist { session, event } => {
+                            inner.log_mark += 1;
+                            log.persist(&session, event, inner.log_mark);
+                        }
+                        Output::SessionDeleted { session } => log.deleted(&session),
+                        _ => {}
+                    }
+                }
+            }
+            // Only a host with a shared log looks sessions up; without one there is nothing
+            // to find.
+            Output::LoadSession { session } => match inner.log.as_mut() {
+                Some(log) => log.load(session),
+                None => inner.host.finish_session_lookup(now(), &session),
+            },
+            // Only a shared log forwards connections.
+            Output::Forward {
+                conn,
+                session,
+                frames,
+            } => {
+                if let Some(log) = inner.log.as_mut() {
+                    log.forward(conn, session, frames);
+                }
+            }
+            Output::ForwardClosed { conn } => {
+                if let Some(log) = inner.log.as_mut() {
+                    log.forward_closed(conn);
                 }
             }
             Output::ShellExec {

@@ -90,13 +90,11 @@ where
                     forget(inner, now, state.id, &shared.live);
                     return (true, None);
                 }
-                // Every event in these frames was appended up to this mark (`every-event` only).
+                // Every event in these frames was appended up to this mark (`every-event`, or a
+                // shared log's acknowledgements).
                 let mark = match batch.is_empty() {
                     true => None,
-                    false => inner
-                        .store
-                        .as_ref()
-                        .and_then(agentwire_store::Store::durability_mark),
+                    false => inner.durability_mark(),
                 };
                 // A connection the host already forgot (ended elsewhere) has nothing to write.
                 (
@@ -112,7 +110,7 @@ where
                 continue;
             }
             if let (Some(mark), Some(synced)) = (mark, &shared.synced) {
-                // Hold the frames until their events are on disk; other connections go on.
+                // Hold the frames until their events are durable; other connections go on.
                 synced.wait_for(|s| *s >= mark).await;
             }
             for frame in batch.drain(..) {

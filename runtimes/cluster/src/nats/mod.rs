@@ -73,13 +73,30 @@ impl NatsEngine {
     /// Connects to `servers` (e.g. `["nats://127.0.0.1:4222"]`) and creates or opens the log
     /// stream and the lease bucket.
     pub async fn connect(servers: &[String], config: NatsConfig) -> Result<Self, ConnectError> {
-        let client = async_nats::ConnectOptions::new()
+        Self::connect_with(servers, async_nats::ConnectOptions::new(), config).await
+    }
+
+    /// Like [`NatsEngine::connect`], with the client's own options (credentials, TLS, name).
+    pub async fn connect_with(
+        servers: &[String],
+        options: async_nats::ConnectOptions,
+        config: NatsConfig,
+    ) -> Result<Self, ConnectError> {
+        let client = Self::connect_client(servers, options).await?;
+        Self::with_client(client, config).await
+    }
+
+    /// A client connection to `servers` with `options` (retrying the first connect).
+    pub async fn connect_client(
+        servers: &[String],
+        options: async_nats::ConnectOptions,
+    ) -> Result<async_nats::Client, ConnectError> {
+        options
             .connection_timeout(Duration::from_secs(5))
             .retry_on_initial_connect()
             .connect(servers)
             .await
-            .map_err(|e| setup_error("connect", e))?;
-        Self::with_client(client, config).await
+            .map_err(|e| setup_error("connect", e))
     }
 
     /// Sets the engine up on an existing connection.
@@ -134,6 +151,61 @@ impl NatsEngine {
     /// The underlying connection.
     pub fn client(&self) -> &async_nats::Client {
         &self.client
+    }
+
+    /// Every log subject that holds messages (`filter`: the log stream's subject filter).
+    pub async fn log_subjects(&self, filter: &str) -> Result<Vec<String>, crate::EngineError> {
+        use futures_util::TryStreamExt;
+        let fail = |e: String| crate::EngineError(format!("list log subjects: {e}"));
+        let subjects = self
+            .log
+            .info_with_subjects(filter)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        subjects
+            .map_ok(|(subject, _)| subject)
+            .try_collect()
+            .await
+            .map_err(|e| fail(e.to_string()))
+    }
+
+    /// The keys of the lease bucket: the escaped ids of the nodes whose lease is alive.
+    pub async fn lease_keys(&self) -> Result<Vec<String>, crate::EngineError> {
+        use futures_util::TryStreamExt;
+        let fail = |e: String| crate::EngineError(format!("list leases: {e}"));
+        let keys = self.leases.keys().await.map_err(|e| fail(e.to_string()))?;
+        keys.try_collect().await.map_err(|e| fail(e.to_string()))
+    }
+
+    /// Removes every message of a log subject (a deleted session).
+    pub async fn purge_subject(&self, subject: &str) -> Result<(), crate::EngineError> {
+        self.log
+            .purge()
+            .filter(subject)
+            .await
+            .map(|_| ())
+            .map_err(|e| crate::EngineError(format!("purge {subject}: {e}")))
+    }
+
+    /// Waits (at most `limit`) until the log stream and the lease bucket have a leader: a new
+    /// replicated stream answers nothing before its first election. Answers whether they do.
+    pub async fn wait_for_leaders(&self, limit: Duration) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let mut log = self.log.clone();
+            let mut leases = self.lease_stream.clone();
+            let has_leader = |info: Result<stream::Info, _>| match info {
+                Ok(info) => info.cluster.is_none_or(|c| c.leader.is_some()),
+                Err(_) => false,
+            };
+            if has_leader(log.info().await.cloned()) && has_leader(leases.info().await.cloned()) {
+                return true;
+            }
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// The log stream's current leader, if the server reports one (clustered streams).

@@ -1,0 +1,569 @@
+//! Cluster mode end to end: two `agentwire --cluster` nodes on one real nats-server
+//! (`$AGENTWIRE_NATS_SERVER`, or `target/nats/nats-server` installed by `.ci/run`), driven by the
+//! **official Copilot Rust SDK** over TCP.
+//!
+//! Node A runs a session through a client-tool turn and is killed with SIGKILL in the middle of
+//! the next turn (a permission prompt open). A client of node B resumes the session once A's
+//! lease has expired: B claims it, restores it from JetStream, ends the interrupted turn with
+//! `session.error`, and the next turn works; `getMessages` on B holds every event the client of
+//! A received, in order, nothing twice.
+
+#[path = "../../../tests/sdk_scenarios/mod.rs"]
+mod sdk;
+
+#[path = "../../tokio/tests/common/mod.rs"]
+mod common;
+#[path = "support/agentwire.rs"]
+mod support;
+
+#[allow(dead_code)]
+#[path = "../../cluster/tests/support/server.rs"]
+mod nats;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use github_copilot_sdk::handler::{PermissionHandler, PermissionResult};
+use github_copilot_sdk::session::Session;
+use github_copilot_sdk::types::{
+    MessageOptions, PermissionRequestData, RequestId, ResumeSessionConfig, SessionConfig,
+    SessionEvent, SessionId,
+};
+use github_copilot_sdk::Client;
+use support::Agentwire;
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+/// The nodes' lease TTL: a dead node's sessions can be claimed this long after its last renewal.
+const LEASE_TTL: &str = "2s";
+
+/// `agentwire --headless --port 0 --cluster URL --node-id ID`, all nodes with the same seed.
+async fn node(url: &str, id: &str) -> Agentwire {
+    node_with(url, id, "1").await
+}
+
+/// [`node`] with the stream and bucket replicated `replicas` times.
+async fn node_with(url: &str, id: &str, replicas: &str) -> Agentwire {
+    Agentwire::launch([
+        "--headless",
+        "--port",
+        "0",
+        "--cluster",
+        url,
+        "--node-id",
+        id,
+        "--cluster-lease-ttl",
+        LEASE_TTL,
+        "--cluster-replicas",
+        replicas,
+        "--seed",
+        "7",
+    ])
+    .await
+}
+
+async fn client(node: &Agentwire) -> Client {
+    let stream = sdk::within("tcp connect", TcpStream::connect(("127.0.0.1", node.port)))
+        .await
+        .expect("connect");
+    let (r, w) = tokio::io::split(stream);
+    let client = Client::from_streams(r, w, PathBuf::from("/tmp")).expect("from_streams");
+    sdk::within("connect", client.verify_protocol_version())
+        .await
+        .expect("handshake");
+    client
+}
+
+type BoxFut<'a, T> = Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// Approves the first `approve` permission prompts; later ones are never answered (the turn
+/// waits on the client), and `asked` is notified of them.
+struct ApproveFirst {
+    approve: usize,
+    seen: AtomicUsize,
+    asked: Arc<Notify>,
+}
+
+impl PermissionHandler for ApproveFirst {
+    fn handle<'life0, 'async_trait>(
+        &'life0 self,
+        _session_id: SessionId,
+        _request_id: RequestId,
+        _data: PermissionRequestData,
+    ) -> BoxFut<'async_trait, PermissionResult>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        if self.seen.fetch_add(1, Ordering::SeqCst) < self.approve {
+            return Box::pin(async { PermissionResult::approve_once() });
+        }
+        self.asked.notify_one();
+        Box::pin(std::future::pending())
+    }
+}
+
+fn ids(events: &[SessionEvent]) -> Vec<&str> {
+    events.iter().map(|e| e.id.as_str()).collect()
+}
+
+/// Resumes `id` on `client`, retrying while the node cannot serve it yet (the dead owner's
+/// lease has not expired).
+async fn resume_when_claimable(client: &Client, id: &SessionId) -> Session {
+    let tool_calls = Arc::new(Mutex::new(Vec::new()));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let config = ResumeSessionConfig::new(id.clone())
+            .with_tools([sdk::weather_tool(tool_calls.clone())])
+            .with_permission_handler(Arc::new(ApproveFirst {
+                approve: usize::MAX,
+                seen: AtomicUsize::new(0),
+                asked: Arc::new(Notify::new()),
+            }));
+        match sdk::within("session.resume", client.resume_session(config)).await {
+            Ok(session) => return session,
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("session.resume on the surviving node kept failing: {e}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_session_survives_kill_9_of_its_node_mid_turn() {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let a = node(&url, "a").await;
+        let b = node(&url, "b").await;
+        takeover_mid_turn(a, b).await;
+        drop(server);
+    })
+    .await
+}
+
+/// The same on a three-server JetStream cluster, the log stream and the lease bucket
+/// replicated three times; the two nodes talk to different NATS servers.
+#[tokio::test]
+async fn a_session_survives_kill_9_of_its_node_on_a_three_server_nats_cluster() {
+    sdk::bounded(async {
+        let cluster = nats::NatsCluster::three();
+        let urls = cluster.urls();
+        // A fresh NATS cluster elects its JetStream leaders first (seconds on a loaded
+        // machine): set the replicated stream and bucket up, as a node would, before the nodes
+        // start, so their port lines come in time.
+        jetstream_ready(&urls).await;
+        let a = node_with(&urls.join(","), "a", "3").await;
+        let b = node_with(&urls[1..].join(","), "b", "3").await;
+        takeover_mid_turn(a, b).await;
+        drop(cluster);
+    })
+    .await
+}
+
+/// Creates the cluster's stream and lease bucket (three replicas, the nodes' lease TTL) once
+/// JetStream answers, and waits for their leaders.
+async fn jetstream_ready(urls: &[String]) {
+    let mut config = agentwire_cluster::nats::NatsConfig::new(3);
+    config.lease_ttl = humantime::parse_duration(LEASE_TTL).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let engine = loop {
+        match agentwire_cluster::nats::NatsEngine::connect(urls, config.clone()).await {
+            Ok(engine) => break engine,
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "JetStream never became ready: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+    };
+    assert!(engine.wait_for_leaders(Duration::from_secs(10)).await);
+}
+
+/// A client-tool turn on node `a`, a second turn stopped at a permission prompt, `kill -9` of
+/// `a`, then a client of node `b` resumes: nothing the first client received is lost or
+/// doubled, the interrupted turn ends with a reason, the next turn works.
+async fn takeover_mid_turn(mut a: Agentwire, b: Agentwire) {
+    {
+        // Node A: a session with a client tool; one whole client-tool turn.
+        let client_a = client(&a).await;
+        let id = sdk::new_session_id();
+        let tool_calls = Arc::new(Mutex::new(Vec::new()));
+        let asked = Arc::new(Notify::new());
+        let config = SessionConfig::default()
+            .with_session_id(id.clone())
+            .with_model("fake-model")
+            .with_tools([sdk::weather_tool(tool_calls.clone())])
+            .with_permission_handler(Arc::new(ApproveFirst {
+                approve: 1,
+                seen: AtomicUsize::new(0),
+                asked: asked.clone(),
+            }));
+        let prepared = client_a.prepare_session(config).expect("prepare_session");
+        let mut events = sdk::Recorder::new(prepared.subscribe());
+        let session = sdk::within("session.create", prepared.start())
+            .await
+            .expect("session.create on node A");
+        let reply = sdk::turn(&session, sdk::WEATHER_PROMPT).await;
+        assert_eq!(sdk::str_field(&reply, "content"), Some(sdk::WEATHER_ANSWER));
+        assert_eq!(tool_calls.lock().unwrap().len(), 1, "the client tool ran");
+
+        // The next turn stops at a permission prompt nobody answers; node A dies there.
+        sdk::within(
+            "session.send",
+            session.send(MessageOptions::new(sdk::WEATHER_PROMPT)),
+        )
+        .await
+        .expect("session.send on node A");
+        sdk::within("the second permission prompt", asked.notified()).await;
+        a.child.start_kill().expect("SIGKILL node A");
+        a.exit(sdk::STEP).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        events.drain();
+        let received: Vec<SessionEvent> = events
+            .seen
+            .iter()
+            .filter(|e| e.ephemeral.is_none())
+            .cloned()
+            .collect();
+        assert!(
+            received
+                .iter()
+                .any(|e| e.event_type == "permission.requested"),
+            "{:?}",
+            sdk::types(&received)
+        );
+
+        // Node B: the client resumes there; B claims the session and restores it.
+        let client_b = client(&b).await;
+        let session_b = resume_when_claimable(&client_b, &id).await;
+        let history = sdk::within("session.getMessages on node B", session_b.get_events())
+            .await
+            .expect("getMessages");
+        let received_ids = ids(&received);
+        assert_eq!(
+            ids(&history)[..received_ids.len()],
+            received_ids[..],
+            "every event the client of node A received is in the log, in order"
+        );
+        let unique: HashSet<&str> = ids(&history).into_iter().collect();
+        assert_eq!(unique.len(), history.len(), "no event is stored twice");
+        sdk::assert_chain(&history, None);
+        let after: Vec<&str> = history[received.len()..]
+            .iter()
+            .map(|e| e.event_type.as_str())
+            .collect();
+        assert_eq!(
+            after,
+            ["permission.completed", "session.error", "session.resume"],
+            "the interrupted turn ends with a reason, then the resume"
+        );
+        let error = &history[received.len() + 1];
+        assert_eq!(sdk::str_field(error, "errorType"), Some("interrupted"));
+        assert!(
+            sdk::str_field(error, "message").is_some_and(|m| m.contains("node b")),
+            "{:?}",
+            error.data
+        );
+
+        // The session carries on at node B: a whole client-tool turn.
+        let reply = sdk::turn(&session_b, sdk::WEATHER_PROMPT).await;
+        assert_eq!(sdk::str_field(&reply, "content"), Some(sdk::WEATHER_ANSWER));
+        let again = sdk::within("session.getMessages", session_b.get_events())
+            .await
+            .expect("getMessages");
+        assert!(again.len() > history.len());
+        assert_eq!(ids(&again)[..history.len()], ids(&history)[..]);
+        sdk::assert_chain(&again, None);
+    }
+}
+
+/// Approves every permission prompt.
+fn approve_all() -> Arc<ApproveFirst> {
+    Arc::new(ApproveFirst {
+        approve: usize::MAX,
+        seen: AtomicUsize::new(0),
+        asked: Arc::new(Notify::new()),
+    })
+}
+
+/// Gateways: a client of node B drives a session owned by live node A through a client-tool
+/// turn; A's own client sees that turn too, and both nodes answer getMessages alike.
+#[tokio::test]
+async fn a_client_of_node_b_drives_a_session_owned_by_node_a() {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let a = node(&url, "a").await;
+        let b = node(&url, "b").await;
+
+        let client_a = client(&a).await;
+        let id = sdk::new_session_id();
+        let calls_a = Arc::new(Mutex::new(Vec::new()));
+        let config = SessionConfig::default()
+            .with_session_id(id.clone())
+            .with_model("fake-model")
+            .with_tools([sdk::weather_tool(calls_a.clone())])
+            .with_permission_handler(approve_all());
+        let prepared = client_a.prepare_session(config).expect("prepare_session");
+        let mut events_a = sdk::Recorder::new(prepared.subscribe());
+        let session_a = sdk::within("session.create", prepared.start())
+            .await
+            .expect("session.create on node A");
+        sdk::turn(&session_a, "hello").await;
+        events_a.turn().await;
+
+        // Node B relays its client to A, which owns the session.
+        let client_b = client(&b).await;
+        let calls_b = Arc::new(Mutex::new(Vec::new()));
+        let config = ResumeSessionConfig::new(id.clone())
+            .with_tools([sdk::weather_tool(calls_b.clone())])
+            .with_permission_handler(approve_all());
+        let session_b = sdk::within("session.resume on node B", client_b.resume_session(config))
+            .await
+            .expect("session.resume of a session owned by a live node");
+        let reply = sdk::turn(&session_b, sdk::WEATHER_PROMPT).await;
+        assert_eq!(sdk::str_field(&reply, "content"), Some(sdk::WEATHER_ANSWER));
+        // Both clients declared the tool and see the request; the first answer wins.
+        let tool_calls = calls_a.lock().unwrap().len() + calls_b.lock().unwrap().len();
+        assert!(tool_calls >= 1, "a client ran the tool");
+
+        // A's client saw B's turn, and both nodes hold the same history.
+        let seen_by_a = events_a.turn().await;
+        assert!(
+            seen_by_a.iter().any(|e| e.id == reply.id),
+            "{:?}",
+            sdk::types(&seen_by_a)
+        );
+        let history_b = sdk::within("getMessages via B", session_b.get_events())
+            .await
+            .expect("getMessages");
+        let history_a = sdk::within("getMessages on A", session_a.get_events())
+            .await
+            .expect("getMessages");
+        assert_eq!(ids(&history_a), ids(&history_b));
+        assert!(history_b.iter().any(|e| e.id == reply.id));
+        let completed = history_b
+            .iter()
+            .filter(|e| e.event_type == "external_tool.completed")
+            .count();
+        assert_eq!(completed, 1, "the tool call completed once");
+        sdk::assert_chain(&history_b, None);
+        drop(server);
+    })
+    .await
+}
+
+/// Takeover through a gateway: node A dies mid-turn while a client of node B is relayed to
+/// it; B ends that client's connection, the client reconnects to B and resumes, B claims the
+/// session, and nothing the client received is lost or doubled.
+#[tokio::test]
+async fn a_relayed_client_resumes_on_its_own_node_after_the_owner_dies() {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let mut a = node(&url, "a").await;
+        let b = node(&url, "b").await;
+
+        let client_a = client(&a).await;
+        let id = sdk::new_session_id();
+        let never = |asked: &Arc<Notify>| {
+            Arc::new(ApproveFirst {
+                approve: 0,
+                seen: AtomicUsize::new(0),
+                asked: asked.clone(),
+            })
+        };
+        let asked_a = Arc::new(Notify::new());
+        let config = SessionConfig::default()
+            .with_session_id(id.clone())
+            .with_model("fake-model")
+            .with_tools([sdk::weather_tool(Arc::new(Mutex::new(Vec::new())))])
+            .with_permission_handler(never(&asked_a));
+        let session_a = sdk::within("session.create", client_a.create_session(config))
+            .await
+            .expect("session.create on node A");
+        sdk::turn(&session_a, "hello").await;
+
+        let client_b = client(&b).await;
+        let asked_b = Arc::new(Notify::new());
+        let config = ResumeSessionConfig::new(id.clone())
+            .with_tools([sdk::weather_tool(Arc::new(Mutex::new(Vec::new())))])
+            .with_permission_handler(never(&asked_b));
+        let prepared = client_b.prepare_resume_session(config).expect("prepare");
+        let mut events_b = sdk::Recorder::new(prepared.subscribe());
+        let session_b = sdk::within("session.resume via B", prepared.start())
+            .await
+            .expect("relayed resume");
+        sdk::within(
+            "session.send via B",
+            session_b.send(MessageOptions::new(sdk::WEATHER_PROMPT)),
+        )
+        .await
+        .expect("session.send");
+        sdk::within("the permission prompt at B's client", asked_b.notified()).await;
+        a.child.start_kill().expect("SIGKILL node A");
+        a.exit(sdk::STEP).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        events_b.drain();
+        let received: Vec<SessionEvent> = events_b
+            .seen
+            .iter()
+            .filter(|e| e.ephemeral.is_none())
+            .cloned()
+            .collect();
+        assert!(
+            received
+                .iter()
+                .any(|e| e.event_type == "permission.requested"),
+            "{:?}",
+            sdk::types(&received)
+        );
+
+        // A fresh connection to B: the resume waits until A's lease is gone, then B claims.
+        drop(session_b);
+        let client_b2 = client(&b).await;
+        let session = resume_when_claimable(&client_b2, &id).await;
+        let history = sdk::within("getMessages", session.get_events())
+            .await
+            .expect("getMessages");
+        let position = |id: &str| history.iter().position(|e| e.id == id);
+        let mut last = None;
+        for event in &received {
+            let at = position(&event.id)
+                .unwrap_or_else(|| panic!("{} {} is not in the log", event.event_type, event.id));
+            assert!(last < Some(at), "in order");
+            last = Some(at);
+        }
+        let unique: HashSet<&str> = ids(&history).into_iter().collect();
+        assert_eq!(unique.len(), history.len(), "no event is stored twice");
+        sdk::assert_chain(&history, None);
+        let tail: Vec<&str> = history[history.len() - 3..]
+            .iter()
+            .map(|e| e.event_type.as_str())
+            .collect();
+        assert_eq!(
+            tail,
+            ["permission.completed", "session.error", "session.resume"]
+        );
+        let reply = sdk::turn(&session, sdk::WEATHER_PROMPT).await;
+        assert_eq!(sdk::str_field(&reply, "content"), Some(sdk::WEATHER_ANSWER));
+        drop(server);
+    })
+    .await
+}
+
+/// A paused owner is fenced: node A is stopped (SIGSTOP) past its lease, node B takes the
+/// session over, then A is continued and asked for another turn by its old client. A's
+/// append is refused (the claim of B is the fence), so none of that turn's persisted events
+/// reaches A's client, and A shuts down.
+#[tokio::test]
+async fn a_paused_owner_is_fenced_and_its_client_sees_nothing_it_could_not_store() {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let mut a = node(&url, "a").await;
+        let b = node(&url, "b").await;
+
+        let client_a = client(&a).await;
+        let id = sdk::new_session_id();
+        let config = SessionConfig::default()
+            .with_session_id(id.clone())
+            .with_model("fake-model")
+            .with_permission_handler(approve_all());
+        let prepared = client_a.prepare_session(config).expect("prepare_session");
+        let mut events_a = sdk::Recorder::new(prepared.subscribe());
+        let session_a = sdk::within("session.create", prepared.start())
+            .await
+            .expect("session.create on node A");
+        sdk::turn(&session_a, "hello").await;
+
+        a.signal("STOP");
+        let client_b = client(&b).await;
+        let session_b = resume_when_claimable(&client_b, &id).await;
+        sdk::turn(&session_b, "hello from b").await;
+        a.signal("CONT");
+
+        // A still believes it owns the session; its turn cannot be stored.
+        let _ = session_a.send(MessageOptions::new("late prompt")).await;
+        a.exit(sdk::STEP).await;
+        events_a.drain();
+        let history = sdk::within("getMessages on B", session_b.get_events())
+            .await
+            .expect("getMessages");
+        let stored: HashSet<&str> = ids(&history).into_iter().collect();
+        for event in events_a.seen.iter().filter(|e| e.ephemeral.is_none()) {
+            assert!(
+                stored.contains(event.id.as_str()),
+                "node A's client received {} {}, which is not in the log",
+                event.event_type,
+                event.id
+            );
+        }
+        assert!(
+            !history
+                .iter()
+                .any(|e| sdk::str_field(e, "content") == Some("late prompt")),
+            "the fenced owner stored nothing"
+        );
+        assert!(
+            a.stderr().contains("fenced") || a.stderr().contains("lease"),
+            "{}",
+            a.stderr()
+        );
+        drop(server);
+    })
+    .await
+}
+
+/// Takeover without a client: once node A is dead and its lease gone, node B (the only live
+/// node, so the preferred claimant) claims A's session on its own and lists it.
+#[tokio::test]
+async fn a_dead_nodes_session_is_taken_over_without_a_client_asking() {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let mut a = node(&url, "a").await;
+        let b = node(&url, "b").await;
+        let client_a = client(&a).await;
+        let id = sdk::new_session_id();
+        let config = SessionConfig::default()
+            .with_session_id(id.clone())
+            .with_model("fake-model")
+            .with_permission_handler(approve_all());
+        let session = sdk::within("session.create", client_a.create_session(config))
+            .await
+            .expect("session.create on node A");
+        sdk::turn(&session, "remember me").await;
+        a.child.start_kill().expect("SIGKILL node A");
+        a.exit(sdk::STEP).await;
+
+        let client_b = client(&b).await;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let listed = sdk::within("session.list on B", client_b.list_sessions(None))
+                .await
+                .expect("session.list");
+            if let Some(meta) = listed.iter().find(|s| s.session_id == id) {
+                assert_eq!(meta.summary.as_deref(), Some("remember me"));
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node B never took the session over"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        assert!(b.stderr().contains("session taken over"), "{}", b.stderr());
+        drop(server);
+    })
+    .await
+}

@@ -1,0 +1,618 @@
+//! One agentwire node of a cluster: its lease, and the [`SessionLog`] that writes its sessions'
+//! events to JetStream through the fenced writer and finds the sessions it has not loaded.
+//!
+//! * **Lease.** [`ClusterNode::start`] creates the node's lease key (value: its incarnation)
+//!   and waits until it holds, then renews it on a task of its own. A node whose lease is lost
+//!   shuts down and exits: another node may already have claimed its sessions.
+//! * **Appends.** Every persisted event the host reports goes to its session's worker task,
+//!   which claims the session the first time (a new session: its log is empty) and then
+//!   appends with [`crate::drive::append`]: one append in flight per session, each fenced by
+//!   the expected last subject sequence. Acknowledged events release the frames that carry
+//!   them ([`HostHandle::durable`]). A writer that finds itself fenced (another node claimed
+//!   the session) shuts the node down: nothing it emitted after the fence reached a client.
+//! * **Lookups.** A session the host has not loaded is looked for in the log: if it is there
+//!   and its owner's lease is gone (or the log was written by an earlier incarnation of this
+//!   node), this node claims it, restores it from the log and closes the turn the dead owner
+//!   left open (`Host::interrupt_open_turn`). A session owned by a live node is not served
+//!   here (gateways are not built yet): the client gets "session not found".
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use agentwire::host::{ConnId, RestoreError};
+use agentwire_driver::{HostHandle, SessionLog};
+use bytes::Bytes;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tracing::{error, info, warn};
+
+use crate::drive::{append, take_over, tend_lease, AppendFailure};
+use crate::engine::Engine;
+use crate::layout::Layout;
+use crate::lease::{LeaseConfig, NodeLease};
+use crate::nats::{ConnectError, NatsConfig, NatsEngine};
+use crate::record::{NodeIdentity, RecordKind};
+use crate::takeover::TakeoverOutcome;
+use crate::writer::SessionWriter;
+
+/// How a node joins its cluster.
+#[derive(Debug, Clone)]
+pub struct NodeOptions {
+    /// NATS server URLs (`nats://HOST:PORT`).
+    pub servers: Vec<String>,
+    /// This node's id (`--node-id`).
+    pub node_id: String,
+    /// Distinguishes restarts of the node id (e.g. the start time in nanoseconds).
+    pub incarnation: u64,
+    /// Stream, bucket and replication settings; `lease_ttl` is the lease bucket's `max_age`.
+    pub nats: NatsConfig,
+}
+
+/// How long a node waits for its lease at start (an older incarnation's key lives a TTL).
+fn lease_wait(ttl: Duration) -> Duration {
+    ttl * 3 + Duration::from_secs(5)
+}
+
+/// State every task of a node shares.
+pub(crate) struct Node {
+    pub(crate) engine: NatsEngine,
+    pub(crate) layout: Layout,
+    pub(crate) me: NodeIdentity,
+    pub(crate) lease_ttl: Duration,
+    claims: AtomicU64,
+    /// False once the lease is no longer trusted: no more appends.
+    lease_ok: AtomicBool,
+    /// The driver, once it started the log.
+    pub(crate) host: OnceLock<HostHandle>,
+    acks: Mutex<Acks>,
+    stopping: AtomicBool,
+    /// Live owners found by lookups, for the gateways.
+    owners: Mutex<HashMap<String, NodeIdentity>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Acknowledged marks: every mark up to `through` is acknowledged; `above` holds later ones.
+#[derive(Default)]
+struct Acks {
+    through: u64,
+    above: BTreeSet<u64>,
+}
+
+impl Node {
+    fn acked(&self, mark: u64) {
+        let through = {
+            let mut acks = lock(&self.acks);
+            acks.above.insert(mark);
+            loop {
+                let next = acks.through + 1;
+                if !acks.above.remove(&next) {
+                    break;
+                }
+                acks.through = next;
+            }
+            acks.through
+        };
+        if let Some(host) = self.host.get() {
+            host.durable(through);
+        }
+    }
+
+    /// The node can no longer keep its promise: stop serving, then exit.
+    fn stop(&self, reason: String) {
+        self.lease_ok.store(false, Ordering::SeqCst);
+        if self.stopping.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        error!(node = %self.me.node, %reason, "cluster node stopping");
+        if let Some(host) = self.host.get() {
+            host.shutdown(reason);
+        }
+        tokio::spawn(async {
+            // Let the shutdown notices go out; frames waiting for acknowledgements never do.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            std::process::exit(75);
+        });
+    }
+
+    fn next_claim(&self) -> u64 {
+        self.claims.fetch_add(1, Ordering::SeqCst)
+    }
+}
+
+/// A running cluster node: connected, holding its lease.
+pub struct ClusterNode {
+    node: Arc<Node>,
+}
+
+impl std::fmt::Debug for ClusterNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterNode")
+            .field("node", &self.node.me)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClusterNode {
+    /// Connects (with `connect` options: credentials, TLS), sets the stream and bucket up,
+    /// creates this node's lease and waits until it holds, and starts renewing it. Must run
+    /// inside a tokio runtime.
+    pub async fn start(
+        options: NodeOptions,
+        connect: async_nats::ConnectOptions,
+    ) -> Result<ClusterNode, ConnectError> {
+        // A NATS cluster that just started elects its JetStream meta leader first: retry.
+        let ready_by = Instant::now() + Duration::from_secs(30);
+        let client = NatsEngine::connect_client(&options.servers, connect).await?;
+        let engine = loop {
+            match NatsEngine::with_client(client.clone(), options.nats.clone()).await {
+                Ok(engine) => break engine,
+                Err(e) if Instant::now() < ready_by => {
+                    warn!(error = %e, "JetStream not ready; retrying");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        if !engine.wait_for_leaders(Duration::from_secs(20)).await {
+            warn!("the log stream or the lease bucket has no leader yet");
+        }
+        let me = NodeIdentity {
+            node: options.node_id.clone(),
+            incarnation: options.incarnation,
+        };
+        let layout = options.nats.layout.clone();
+        let node = Arc::new(Node {
+            engine,
+            me,
+            layout,
+            lease_ttl: options.nats.lease_ttl,
+            owners: Mutex::new(HashMap::new()),
+            claims: AtomicU64::new(1),
+            lease_ok: AtomicBool::new(false),
+            host: OnceLock::new(),
+            acks: Mutex::new(Acks::default()),
+            stopping: AtomicBool::new(false),
+        });
+        let ttl = options.nats.lease_ttl;
+        let mut lease = NodeLease::new(
+            LeaseConfig::with_ttl(ttl),
+            node.layout.lease_key(&node.me.node),
+            node.me.incarnation,
+        );
+        let started = Instant::now();
+        loop {
+            let now = started.elapsed();
+            let next = tend_lease(&node.engine, &mut lease, now).await;
+            if lease.is_valid(started.elapsed()) {
+                break;
+            }
+            if started.elapsed() > lease_wait(ttl) {
+                return Err(ConnectError(format!(
+                    "node {} could not take its lease",
+                    node.me.node
+                )));
+            }
+            if next.is_none() {
+                // Lost before it was ever held (nodes starting together race for the
+                // bucket): start over.
+                warn!(node = %node.me.node, "lease attempt failed; retrying");
+                lease = NodeLease::new(
+                    LeaseConfig::with_ttl(ttl),
+                    node.layout.lease_key(&node.me.node),
+                    node.me.incarnation,
+                );
+            }
+            let wait = next
+                .unwrap_or_default()
+                .saturating_sub(started.elapsed())
+                .clamp(Duration::from_millis(50), Duration::from_millis(500));
+            tokio::time::sleep(wait).await;
+        }
+        node.lease_ok.store(true, Ordering::SeqCst);
+        info!(node = %node.me.node, incarnation = node.me.incarnation, "cluster lease taken");
+        tokio::spawn(keep_lease(node.clone(), lease, started));
+        Ok(ClusterNode { node })
+    }
+
+    /// This node's identity.
+    pub fn identity(&self) -> &NodeIdentity {
+        &self.node.me
+    }
+
+    /// The session log for `Driver::with_session_log`.
+    pub fn session_log(&self) -> Box<dyn SessionLog> {
+        let (tx, rx) = unbounded_channel();
+        Box::new(ClusterLog {
+            node: self.node.clone(),
+            tx,
+            rx: Some(rx),
+            links: HashMap::new(),
+        })
+    }
+}
+
+/// Renews the lease until it is lost; then the node stops.
+async fn keep_lease(node: Arc<Node>, mut lease: NodeLease, started: Instant) {
+    loop {
+        let next = tend_lease(&node.engine, &mut lease, started.elapsed()).await;
+        if !lease.is_valid(started.elapsed()) {
+            node.stop("this node's cluster lease expired".into());
+            return;
+        }
+        let Some(at) = next else {
+            node.stop("this node's cluster lease was lost".into());
+            return;
+        };
+        let wait = at
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_millis(20));
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// What the log's dispatcher task is told.
+enum Command {
+    Persist {
+        session: String,
+        event: Bytes,
+        mark: u64,
+    },
+    Deleted {
+        session: String,
+    },
+    Load {
+        session: String,
+    },
+    /// A lookup of `session` ended (claimed or not).
+    Looked {
+        session: String,
+    },
+    /// A lookup claimed `session`: its worker writes with `writer`.
+    Claimed {
+        session: String,
+        writer: SessionWriter,
+    },
+}
+
+/// The [`SessionLog`] of a node.
+struct ClusterLog {
+    node: Arc<Node>,
+    tx: UnboundedSender<Command>,
+    rx: Option<UnboundedReceiver<Command>>,
+    /// Relayed client connections (gateways), by connection.
+    links: HashMap<ConnId, UnboundedSender<Vec<Bytes>>>,
+}
+
+impl SessionLog for ClusterLog {
+    fn start(&mut self, host: HostHandle) {
+        let _ = self.node.host.set(host);
+        if let Some(rx) = self.rx.take() {
+            tokio::spawn(dispatch(self.node.clone(), self.tx.clone(), rx));
+            tokio::spawn(crate::link::serve_links(self.node.clone()));
+            tokio::spawn(sweep(self.node.clone(), self.tx.clone()));
+        }
+    }
+
+    fn forward(&mut self, conn: ConnId, session: Option<String>, frames: Vec<Bytes>) {
+        if let Some(session) = session {
+            let owner = lock(&self.node.owners).get(&session).cloned();
+            let Some(owner) = owner else {
+                return;
+            };
+            let (tx, rx) = unbounded_channel();
+            tokio::spawn(crate::link::gateway(
+                self.node.clone(),
+                conn,
+                session,
+                owner,
+                rx,
+            ));
+            self.links.insert(conn, tx);
+        }
+        if let Some(link) = self.links.get(&conn) {
+            let _ = link.send(frames);
+        }
+    }
+
+    fn forward_closed(&mut self, conn: ConnId) {
+        self.links.remove(&conn);
+    }
+
+    fn persist(&mut self, session: &str, event: Bytes, mark: u64) {
+        let _ = self.tx.send(Command::Persist {
+            session: session.to_owned(),
+            event,
+            mark,
+        });
+    }
+
+    fn deleted(&mut self, session: &str) {
+        let _ = self.tx.send(Command::Deleted {
+            session: session.to_owned(),
+        });
+    }
+
+    fn load(&mut self, session: String) {
+        let _ = self.tx.send(Command::Load { session });
+    }
+}
+
+/// Takes over the sessions of dead nodes without waiting for a client: every lease TTL, each
+/// session in the log whose preferred claimant among the live nodes is this node, and which
+/// this node does not write, is looked up (claimed if its owner is dead).
+async fn sweep(node: Arc<Node>, tx: UnboundedSender<Command>) {
+    let prefix = format!("{}.", node.layout.log_prefix);
+    let me = crate::escape::escape_id(&node.me.node);
+    loop {
+        tokio::time::sleep(node.lease_ttl).await;
+        if !node.lease_ok.load(Ordering::SeqCst) {
+            return;
+        }
+        let (Ok(subjects), Ok(live)) = (
+            node.engine.log_subjects(&node.layout.log_filter()).await,
+            node.engine.lease_keys().await,
+        ) else {
+            continue;
+        };
+        for subject in subjects {
+            let Some(session) = subject
+                .strip_prefix(&prefix)
+                .and_then(|token| crate::escape::unescape_id(token).ok())
+            else {
+                continue;
+            };
+            let loaded = node
+                .host
+                .get()
+                .and_then(|h| h.with_host(|host, _| host.session_events(&session).is_some()))
+                .unwrap_or(true);
+            let preferred =
+                crate::takeover::preferred_claimant(&session, live.iter().map(String::as_str));
+            if !loaded && preferred == Some(me.as_str()) {
+                let _ = tx.send(Command::Load { session });
+            }
+        }
+    }
+}
+
+/// Routes commands to one worker per session, in order.
+async fn dispatch(
+    node: Arc<Node>,
+    tx: UnboundedSender<Command>,
+    mut rx: UnboundedReceiver<Command>,
+) {
+    let mut workers: HashMap<String, UnboundedSender<(Bytes, u64)>> = HashMap::new();
+    // Sessions being looked up: one lookup at a time per session, and none of a session this
+    // node writes (a second claim by the same node would fence its own writer).
+    let mut loading: std::collections::HashSet<String> = Default::default();
+    while let Some(command) = rx.recv().await {
+        match command {
+            Command::Persist {
+                session,
+                event,
+                mark,
+            } => {
+                let worker = workers
+                    .entry(session.clone())
+                    .or_insert_with(|| spawn_worker(&node, session, None));
+                let _ = worker.send((event, mark));
+            }
+            Command::Claimed { session, writer } => {
+                let worker = spawn_worker(&node, session.clone(), Some(writer));
+                workers.insert(session, worker);
+            }
+            Command::Looked { session } => {
+                loading.remove(&session);
+            }
+            Command::Deleted { session } => {
+                workers.remove(&session);
+                let node = node.clone();
+                tokio::spawn(async move {
+                    let subject = node.layout.log_subject(&session);
+                    if let Err(e) = node.engine.purge_subject(&subject).await {
+                        warn!(%session, error = %e, "cannot remove a deleted session's log");
+                    }
+                });
+            }
+            Command::Load { session } => {
+                if workers.contains_key(&session) {
+                    // Already written here (e.g. claimed with an empty log): nothing to find.
+                    if let Some(host) = node.host.get() {
+                        host.with_host(|host, now| host.finish_session_lookup(now, &session));
+                    }
+                } else if loading.insert(session.clone()) {
+                    tokio::spawn(look_up(node.clone(), tx.clone(), session));
+                }
+            }
+        }
+    }
+}
+
+fn spawn_worker(
+    node: &Arc<Node>,
+    session: String,
+    writer: Option<SessionWriter>,
+) -> UnboundedSender<(Bytes, u64)> {
+    let (tx, rx) = unbounded_channel();
+    tokio::spawn(write_session(node.clone(), session, writer, rx));
+    tx
+}
+
+/// Why a claim did not happen.
+enum ClaimError {
+    /// A live node owns the session.
+    Owned(NodeIdentity),
+    /// Anything else.
+    Other(String),
+}
+
+impl std::fmt::Display for ClaimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClaimError::Owned(owner) => write!(f, "owned by live node {}", owner.node),
+            ClaimError::Other(why) => f.write_str(why),
+        }
+    }
+}
+
+/// Claims a session whose log this node is about to start (or continue).
+async fn claim(node: &Node, session: &str) -> Result<(SessionWriter, Vec<Bytes>), ClaimError> {
+    let subject = node.layout.log_subject(session);
+    for attempt in 1..=5u32 {
+        match take_over(
+            &node.engine,
+            node.me.clone(),
+            node.next_claim(),
+            subject.clone(),
+        )
+        .await
+        {
+            TakeoverOutcome::Claimed { writer, events } => {
+                let events = events
+                    .into_iter()
+                    .filter(|m| m.kind == Some(RecordKind::Event))
+                    .map(|m| m.payload)
+                    .collect();
+                return Ok((writer, events));
+            }
+            TakeoverOutcome::OwnedBy(owner) => return Err(ClaimError::Owned(owner)),
+            TakeoverOutcome::Foreign(seq) => {
+                return Err(ClaimError::Other(format!(
+                    "the log holds a foreign message at {seq}"
+                )))
+            }
+            TakeoverOutcome::Contended | TakeoverOutcome::Unavailable(_) => {
+                node.engine.pause(attempt).await;
+            }
+        }
+    }
+    Err(ClaimError::Other("the claim did not settle".into()))
+}
+
+/// One session's single writer: appends its events in order, one in flight.
+async fn write_session(
+    node: Arc<Node>,
+    session: String,
+    mut writer: Option<SessionWriter>,
+    mut rx: UnboundedReceiver<(Bytes, u64)>,
+) {
+    while let Some((event, mark)) = rx.recv().await {
+        if writer.is_none() {
+            match claim(&node, &session).await {
+                Ok((claimed, earlier)) => {
+                    if !earlier.is_empty() {
+                        warn!(%session, events = earlier.len(), "a new session's log already held events");
+                    }
+                    writer = Some(claimed);
+                }
+                Err(reason) => {
+                    // The events stay unacknowledged: nothing of this session reaches a
+                    // client, and the node cannot keep serving it.
+                    node.stop(format!("cannot write session {session}: {reason}"));
+                    return;
+                }
+            }
+        }
+        let Some(current) = writer.as_mut() else {
+            return;
+        };
+        if !node.lease_ok.load(Ordering::SeqCst) {
+            return;
+        }
+        match append(&node.engine, current, event).await {
+            Ok(_) => node.acked(mark),
+            Err(AppendFailure::Refused(why)) => {
+                // Nothing stored (e.g. larger than the server's max_payload): the event lives
+                // on in memory only.
+                error!(%session, %why, "the cluster log refused an event; it is not durable");
+                node.acked(mark);
+            }
+            Err(AppendFailure::Fenced | AppendFailure::Busy) => {
+                node.stop(format!(
+                    "session {session} was taken over by another node (this node is fenced)"
+                ));
+                return;
+            }
+        }
+    }
+}
+
+/// Finds a session this node has not loaded: claims and restores it when its owner is gone.
+async fn look_up(node: Arc<Node>, tx: UnboundedSender<Command>, session: String) {
+    look_up_once(&node, &tx, &session).await;
+    let _ = tx.send(Command::Looked { session });
+}
+
+async fn look_up_once(node: &Arc<Node>, tx: &UnboundedSender<Command>, session: &str) {
+    let session = session.to_owned();
+    let subject = node.layout.log_subject(&session);
+    let mut owner = None;
+    let found = match node.engine.last_message(&subject).await {
+        Ok(None) => None,
+        Ok(Some(_)) if node.lease_ok.load(Ordering::SeqCst) => {
+            // An owner whose lease is alive but whose process is gone (killed): wait for its
+            // lease to expire, then claim.
+            let deadline = Instant::now() + node.lease_ttl * 2 + Duration::from_secs(1);
+            loop {
+                match claim(node, &session).await {
+                    Ok(claimed) => break Some(claimed),
+                    Err(ClaimError::Owned(live)) => {
+                        if crate::link::answers(node, &live.node).await || Instant::now() > deadline
+                        {
+                            owner = Some(live);
+                            break None;
+                        }
+                        tokio::time::sleep(Duration::from_millis(250)).await;
+                    }
+                    Err(reason) => {
+                        info!(%session, %reason, "session not served here");
+                        break None;
+                    }
+                }
+            }
+        }
+        Ok(Some(_)) => None,
+        Err(e) => {
+            warn!(%session, error = %e, "session lookup failed");
+            None
+        }
+    };
+    let Some(host) = node.host.get() else {
+        return;
+    };
+    if let Some(owner) = owner {
+        // A gateway: this node's clients of the session are relayed to its owner.
+        lock(&node.owners).insert(session.clone(), owner);
+        host.with_host(|host, now| host.forward_session_lookup(now, &session));
+        return;
+    }
+    let Some((writer, events)) = found else {
+        host.with_host(|host, now| host.finish_session_lookup(now, &session));
+        return;
+    };
+    // The worker exists before the host can persist anything for the session.
+    let _ = tx.send(Command::Claimed {
+        session: session.clone(),
+        writer,
+    });
+    let reason = format!(
+        "the turn was interrupted: the node running it stopped and node {} took the session over",
+        node.me.node
+    );
+    let count = events.len();
+    host.with_host(|host, now| {
+        match host.restore_session(now, &session, events) {
+            Ok(()) => {
+                let interrupted = host.interrupt_open_turn(now, &session, &reason);
+                info!(%session, events = count, interrupted, "session taken over");
+            }
+            Err(RestoreError::Empty) => {}
+            Err(e) => warn!(%session, error = %e, "cannot restore a claimed session"),
+        }
+        host.finish_session_lookup(now, &session);
+    });
+}

@@ -1,0 +1,327 @@
+//! The host's cluster seams, sans-IO: a request naming a session the host has not loaded
+//! waits for the runtime's lookup (in order with the connection's other frames), a session
+//! restored from a dead node's log has its open turn closed, and nodes with the same seed
+//! generate different ids.
+
+use agentwire::host::{HostConfig, Output};
+use bytes::Bytes;
+use serde_json::{json, Value};
+
+#[path = "support/host_world.rs"]
+mod host_world;
+use host_world::*;
+
+fn node_config(node: &str) -> HostConfig {
+    HostConfig::default()
+        .with_seed(7)
+        .with_node_id(Some(node.into()))
+        .with_report_persisted_events(true)
+        .with_lookup_unknown_sessions(true)
+}
+
+/// A node that owns its sessions (no lookups), approving every permission prompt.
+fn owner_config(node: &str) -> HostConfig {
+    HostConfig::default()
+        .with_seed(7)
+        .with_node_id(Some(node.into()))
+        .with_report_persisted_events(true)
+        .with_approve_all_permissions(true)
+}
+
+/// Takes every output, keeping the persisted events and the lookups.
+fn drain(w: &mut World) -> (Vec<Bytes>, Vec<String>) {
+    let (mut persisted, mut lookups) = (Vec::new(), Vec::new());
+    while let Some(output) = w.host.poll_output() {
+        match output {
+            Output::Persist { event, .. } => persisted.push(event),
+            Output::LoadSession { session } => lookups.push(session),
+            _ => {}
+        }
+    }
+    (persisted, lookups)
+}
+
+fn send(w: &mut World, p: &mut Peer, method: &str, params: Value) -> u64 {
+    let id = p.next_id;
+    p.next_id += 1;
+    w.send_frame(
+        p,
+        &json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}),
+    );
+    w.pump(&mut [p]);
+    id
+}
+
+fn response(p: &Peer, id: u64) -> Option<&Value> {
+    p.inbox
+        .iter()
+        .find(|m| m["id"] == json!(id) && m.get("method").is_none())
+}
+
+/// Node A's log of session `s` after a finished plain turn.
+fn finished_log() -> Vec<Bytes> {
+    let mut a = World::new(owner_config("a"));
+    let mut p = a.connect();
+    create(&mut a, &mut p, "s", json!({}));
+    send(
+        &mut a,
+        &mut p,
+        "session.send",
+        json!({"sessionId":"s","prompt":"hi"}),
+    );
+    a.run_timers(&mut [&mut p]);
+    let (persisted, _) = drain(&mut a);
+    assert!(persisted.len() > 3);
+    persisted
+}
+
+#[test]
+fn a_request_for_an_unknown_session_waits_for_the_lookup_in_order() {
+    let log = finished_log();
+    let mut b = World::new(node_config("b"));
+    let mut p = b.connect();
+    let resume = send(&mut b, &mut p, "session.resume", json!({"sessionId":"s"}));
+    let ping = send(&mut b, &mut p, "ping", json!({"message":"after"}));
+    let again = send(
+        &mut b,
+        &mut p,
+        "session.getMessages",
+        json!({"sessionId":"s"}),
+    );
+    assert!(
+        response(&p, resume).is_none(),
+        "the resume waits for the lookup"
+    );
+    assert!(response(&p, ping).is_none(), "later frames wait behind it");
+    let (_, lookups) = drain(&mut b);
+    assert_eq!(lookups, ["s"], "one lookup per session");
+
+    b.host.restore_session(b.now, "s", log.clone()).unwrap();
+    b.host.finish_session_lookup(b.now, "s");
+    b.pump(&mut [&mut p]);
+    let resumed = response(&p, resume).expect("resumed").clone();
+    assert_eq!(resumed["result"]["sessionId"], "s", "{resumed}");
+    let positions: Vec<usize> = [resume, ping, again]
+        .iter()
+        .map(|id| {
+            p.inbox
+                .iter()
+                .position(|m| m["id"] == json!(id) && m.get("method").is_none())
+                .unwrap()
+        })
+        .collect();
+    assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
+    let messages = response(&p, again).unwrap()["result"]["events"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(messages, log.len() + 1, "the log plus session.resume");
+    let (_, lookups) = drain(&mut b);
+    assert!(
+        lookups.is_empty(),
+        "a loaded session is not looked up again"
+    );
+}
+
+#[test]
+fn a_lookup_that_finds_nothing_answers_not_found() {
+    let mut b = World::new(node_config("b"));
+    let mut p = b.connect();
+    let send_id = send(
+        &mut b,
+        &mut p,
+        "session.send",
+        json!({"sessionId":"nope","prompt":"x"}),
+    );
+    assert!(response(&p, send_id).is_none());
+    assert_eq!(drain(&mut b).1, ["nope"]);
+    b.host.finish_session_lookup(b.now, "nope");
+    b.pump(&mut [&mut p]);
+    let r = response(&p, send_id).expect("answered");
+    assert_eq!(
+        r["error"]["message"],
+        "Request session.send failed with message: Session not found for sessionId: nope"
+    );
+}
+
+#[test]
+fn a_new_session_is_looked_up_then_created() {
+    let mut b = World::new(node_config("b"));
+    let mut p = b.connect();
+    let id = send(
+        &mut b,
+        &mut p,
+        "session.create",
+        json!({"sessionId":"fresh"}),
+    );
+    assert!(response(&p, id).is_none());
+    assert_eq!(drain(&mut b).1, ["fresh"]);
+    b.host.finish_session_lookup(b.now, "fresh");
+    b.pump(&mut [&mut p]);
+    assert_eq!(response(&p, id).unwrap()["result"]["sessionId"], "fresh");
+}
+
+#[test]
+fn a_taken_over_turn_with_an_open_tool_call_is_closed_with_a_reason() {
+    let mut a = World::new(owner_config("a"));
+    let mut p = a.connect();
+    create(&mut a, &mut p, "s", json!({"tools": weather_tool()}));
+    send(
+        &mut a,
+        &mut p,
+        "session.send",
+        json!({"sessionId":"s","prompt":"What is the weather in Paris?"}),
+    );
+    a.run_timers(&mut [&mut p]);
+    let requested = p
+        .events("s")
+        .into_iter()
+        .find(|e| e["type"] == "external_tool.requested")
+        .expect("the client is asked to run its tool");
+    // Node A dies here: the tool call is open in its log.
+    let (log, _) = drain(&mut a);
+
+    let mut b = World::new(node_config("b"));
+    b.host.restore_session(b.now, "s", log.clone()).unwrap();
+    let reason = "the node running this turn stopped";
+    assert!(b.host.interrupt_open_turn(b.now, "s", reason));
+    let (appended, _) = drain(&mut b);
+    let appended: Vec<Value> = appended
+        .iter()
+        .map(|e| serde_json::from_slice(e).unwrap())
+        .collect();
+    let types: Vec<&str> = appended
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "external_tool.completed",
+            "tool.execution_complete",
+            "session.error"
+        ]
+    );
+    assert_eq!(
+        appended[0]["data"]["requestId"],
+        requested["data"]["requestId"]
+    );
+    assert_eq!(appended[1]["data"]["success"], false);
+    assert_eq!(appended[2]["data"]["errorType"], "interrupted");
+    assert_eq!(appended[2]["data"]["message"], reason);
+    let last_a: Value = serde_json::from_slice(log.last().unwrap()).unwrap();
+    assert_eq!(
+        appended[0]["parentId"], last_a["id"],
+        "the parentId chain goes on"
+    );
+    assert!(
+        !b.host.interrupt_open_turn(b.now, "s", reason),
+        "nothing is left open"
+    );
+
+    // The session carries on: the next turn runs on node B.
+    let mut q = b.connect();
+    b.call(&mut q, &mut [], "session.resume", json!({"sessionId":"s"}));
+    b.call(
+        &mut q,
+        &mut [],
+        "session.send",
+        json!({"sessionId":"s","prompt":"hi"}),
+    );
+    b.run_timers(&mut [&mut q]);
+    assert!(q.events("s").iter().any(|e| e["type"] == "session.idle"));
+}
+
+#[test]
+fn a_finished_turn_is_not_interrupted() {
+    let log = finished_log();
+    let mut b = World::new(node_config("b"));
+    b.host.restore_session(b.now, "s", log).unwrap();
+    assert!(!b.host.interrupt_open_turn(b.now, "s", "x"));
+    assert!(drain(&mut b).0.is_empty());
+}
+
+#[test]
+fn nodes_with_the_same_seed_generate_different_ids() {
+    let ids = |node: &str| {
+        let mut w = World::new(owner_config(node));
+        let mut p = w.connect();
+        create(&mut w, &mut p, "s", json!({}));
+        let (persisted, _) = drain(&mut w);
+        let first: Value = serde_json::from_slice(&persisted[0]).unwrap();
+        first["id"].as_str().unwrap().to_owned()
+    };
+    assert_ne!(ids("a"), ids("b"));
+    assert_eq!(ids("a"), ids("a"), "each node is still deterministic");
+}
+
+#[test]
+fn a_session_owned_elsewhere_forwards_the_connection_in_order() {
+    let mut b = World::new(node_config("b"));
+    let mut p = b.connect();
+    let ping = send(&mut b, &mut p, "ping", json!({"message":"local"}));
+    assert!(
+        response(&p, ping).is_some(),
+        "answered here before any lookup"
+    );
+    let resume = send(
+        &mut b,
+        &mut p,
+        "session.resume",
+        json!({"sessionId":"remote"}),
+    );
+    let later = send(&mut b, &mut p, "ping", json!({"message":"later"}));
+    assert_eq!(drain(&mut b).1, ["remote"]);
+    b.host.forward_session_lookup(b.now, "remote");
+    let relayed: Vec<Value> = std::iter::from_fn(|| b.host.poll_output())
+        .flat_map(|output| match output {
+            Output::Forward {
+                conn,
+                session,
+                frames,
+            } => {
+                assert_eq!(conn, p.conn);
+                assert_eq!(session.as_deref(), Some("remote"));
+                frames
+            }
+            other => panic!("unexpected {other:?}"),
+        })
+        .map(|f| serde_json::from_slice(&f).unwrap())
+        .collect();
+    let ids: Vec<&Value> = relayed.iter().map(|m| &m["id"]).collect();
+    assert_eq!(
+        ids,
+        [&json!(resume), &json!(later)],
+        "the waiting frames, in order"
+    );
+    assert!(b.host.is_forwarded(p.conn));
+
+    // Later frames are relayed as they come; the owner's answers reach the client.
+    let next = send(&mut b, &mut p, "ping", json!({"message":"relayed"}));
+    match b.host.poll_output() {
+        Some(Output::Forward {
+            session: None,
+            frames,
+            ..
+        }) => {
+            let m: Value = serde_json::from_slice(&frames[0]).unwrap();
+            assert_eq!(m["id"], json!(next));
+        }
+        other => panic!("expected a relay, got {other:?}"),
+    }
+    let answer = json!({"jsonrpc":"2.0","id":resume,"result":{"sessionId":"remote"}});
+    b.host
+        .deliver_forwarded(b.now, p.conn, &serde_json::to_vec(&answer).unwrap());
+    b.pump(&mut [&mut p]);
+    assert_eq!(
+        response(&p, resume).unwrap()["result"]["sessionId"],
+        "remote"
+    );
+
+    // The client leaves: the owner is told.
+    b.host.handle_eof(b.now, p.conn);
+    assert_eq!(
+        b.host.poll_output(),
+        Some(Output::ForwardClosed { conn: p.conn })
+    );
+}
