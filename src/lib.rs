@@ -78,6 +78,9 @@
 //!                 /* perform it; feed back handle_http_response / _body / _end / _error */
 //!             }
 //!             Output::HttpCancel { call } => { /* drop the exchange */ }
+//!             Output::FileOp { op, session, request } => {
+//!                 /* perform the file operation, then host.handle_file_result(now, op, result) */
+//!             }
 //!         }
 //!     }
 //!     // Sleep until the next deadline (or the next input), then:

@@ -9,8 +9,10 @@
 pub mod builtin;
 mod model;
 mod model_settings;
+pub mod model_tools;
 mod scenario;
 mod scripted;
+pub mod tool_text;
 
 use std::sync::Arc;
 
@@ -18,7 +20,7 @@ use serde_json::Value;
 
 use crate::Timestamp;
 
-pub use builtin::{BuiltinCall, BuiltinOp, PromptKind};
+pub use builtin::{BuiltinCall, BuiltinOp, GrepQuery, PromptKind};
 pub use model::ModelAgent;
 pub use model_settings::{ModelSettings, ModelSetup, SystemMessage, DEFAULT_SYSTEM_PROMPT};
 pub use scenario::{Rule, Scenario, ScenarioError, Step, StreamStep, BUILTIN_SCENARIO_JSON};
@@ -226,6 +228,12 @@ pub trait SessionControl {
     }
     /// The tools the session's clients declared, as offered to a model.
     fn client_tools(&self) -> Vec<ToolSpec> {
+        Vec::new()
+    }
+    /// The built-in tools ([`model_tools`]) offered to the session's model: those the
+    /// session's `availableTools` / `excludedTools` admit, none when the operator switched
+    /// them off.
+    fn builtin_tools(&self) -> Vec<ToolSpec> {
         Vec::new()
     }
 }

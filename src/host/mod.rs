@@ -35,6 +35,7 @@ mod publish;
 mod restore;
 mod send;
 mod shell;
+mod tool_ops;
 
 use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -59,6 +60,7 @@ pub use outbox::{Outbox, OutboxOverflow};
 pub use output::Output;
 pub use restore::RestoreError;
 pub use shell::ShellStream;
+pub use tool_ops::{FileReply, FileRequest};
 
 pub(crate) use bridge::{always_decision, command_ids, AnswerTo, Pending, PermissionPrompt};
 pub(crate) use canvas::{ActionParams, CanvasReply, CloseParams, OpenParams};
@@ -104,7 +106,8 @@ struct Live {
 ///
 /// * **Connections**: `open`, `open_dialect`, `open_with` (one connection per peer).
 /// * **Inputs**: [`Host::handle_bytes`], [`Host::handle_eof`], [`Host::handle_timeout`],
-///   [`Host::handle_shell_output`], [`Host::handle_shell_exit`], and the runtime's own
+///   [`Host::handle_shell_output`], [`Host::handle_shell_exit`], the `handle_http_*`
+///   reports, [`Host::handle_file_result`], and the runtime's own
 ///   [`Host::emit_event`] and [`Host::restore_session`].
 /// * **Outputs** (drain after every input): [`Host::poll_ready`] with
 ///   [`Host::poll_transmit`] or [`Host::poll_transmit_batch`], [`Host::poll_output`], and
@@ -141,6 +144,8 @@ pub struct Host {
     /// HTTP exchanges in flight, by call id: the session they are for.
     http_calls: BTreeMap<u64, String>,
     next_http_call: u64,
+    /// Built-in tool calls the runtime performs (file operations, `bash` commands).
+    runtime_tools: tool_ops::RuntimeTools,
 }
 
 /// What a deadline in the host's timer map is for.
@@ -209,6 +214,7 @@ impl Host {
             secret_filters: Vec::new(),
             http_calls: BTreeMap::new(),
             next_http_call: 1,
+            runtime_tools: tool_ops::RuntimeTools::default(),
         }
     }
 

@@ -43,6 +43,26 @@ pub enum FakeMode {
     MalformedChunk,
 }
 
+/// One scripted answer (see [`FakeModel::start_script`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FakeReply {
+    /// Stream this text.
+    Text(String),
+    /// Ask for these tool calls, all in one response: `(id, name, arguments JSON)`.
+    Tools(Vec<(String, String, String)>),
+}
+
+impl FakeReply {
+    /// A response with one tool call.
+    pub fn tool(id: &str, name: &str, arguments: Value) -> FakeReply {
+        FakeReply::Tools(vec![(
+            id.to_owned(),
+            name.to_owned(),
+            arguments.to_string(),
+        )])
+    }
+}
+
 /// One request as received.
 #[derive(Clone, Debug)]
 pub struct RecordedRequest {
@@ -75,6 +95,8 @@ impl RecordedRequest {
 struct State {
     requests: Vec<RecordedRequest>,
     completions: u64,
+    /// Scripted answers: completion `n` (1-based) gets `script[n - 1]`.
+    script: Vec<FakeReply>,
 }
 
 /// The running fake. Dropping it stops the server (and releases stalled connections).
@@ -116,6 +138,14 @@ impl FakeModel {
             shutdown,
             acceptor: Some(acceptor),
         }
+    }
+
+    /// Starts a fake whose completions answer `script` in order (completion `n` gets
+    /// `script[n - 1]`; after the script, `Text` mode).
+    pub fn start_script(script: Vec<FakeReply>) -> FakeModel {
+        let fake = FakeModel::start(FakeMode::Text);
+        fake.state.lock().unwrap().script = script;
+        fake
     }
 
     /// `http://127.0.0.1:PORT/v1`, the `baseUrl` to configure.
@@ -225,64 +255,75 @@ fn serve(
         .and_then(|m| m.last())
         .is_some_and(|m| m["role"] == "tool");
     let text = text_events(&id, true);
-    let events = match mode {
-        FakeMode::Text => text,
-        FakeMode::ToolCall if after_tool => text,
-        FakeMode::ToolCall => tool_events(&id, &[("call_1", "Paris")]),
-        FakeMode::TwoToolCalls if after_tool => text,
-        FakeMode::TwoToolCalls => tool_events(&id, &[("call_1", "Paris"), ("call_2", "Lyon")]),
-        FakeMode::Reasoning => {
-            let mut e = vec![
-                chunk(
-                    &id,
-                    json!({"role": "assistant", "reasoning_content": "The user asks "}),
-                    None,
-                ),
-                chunk(&id, json!({"reasoning_content": "about Paris."}), None),
-            ];
-            e.extend(text);
-            e
-        }
-        FakeMode::NoUsage => text_events(&id, false),
-        FakeMode::RateLimitedOnce if n == 1 => {
-            let body = json!({"error": {"message": "Rate limit reached", "type": "rate_limit"}});
-            return plain(
-                &mut stream,
-                429,
-                "Too Many Requests",
-                &[("Retry-After", "0")],
-                &body.to_string(),
-            );
-        }
-        FakeMode::RateLimitedOnce => text,
-        FakeMode::ServerError => {
-            let body = json!({"error": {"message": "internal error", "type": "server_error"}});
-            return plain(
-                &mut stream,
-                500,
-                "Internal Server Error",
-                &[],
-                &body.to_string(),
-            );
-        }
-        FakeMode::CutMidStream => {
-            start_stream(&mut stream)?;
-            write_chunk(&mut stream, &text[0])?;
-            return Ok(()); // closes without the terminating chunk
-        }
-        FakeMode::Stall => {
-            start_stream(&mut stream)?;
-            write_chunk(&mut stream, &text[0])?;
-            while !shutdown.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            return Ok(());
-        }
-        FakeMode::MalformedChunk => vec![
-            text[0].clone(),
-            "data: {\"choices\":[{\"delta\":{\"content\":\n\n".to_owned(),
+    let scripted = state.lock().unwrap().script.get(n as usize - 1).cloned();
+    let events = match (scripted, mode) {
+        (Some(FakeReply::Text(t)), _) => vec![
+            chunk(&id, json!({"role": "assistant", "content": t}), None),
+            chunk(&id, json!({}), Some("stop")),
+            usage(&id),
             "data: [DONE]\n\n".to_owned(),
         ],
+        (Some(FakeReply::Tools(calls)), _) => scripted_tool_events(&id, &calls),
+        (None, mode) => match mode {
+            FakeMode::Text => text,
+            FakeMode::ToolCall if after_tool => text,
+            FakeMode::ToolCall => tool_events(&id, &[("call_1", "Paris")]),
+            FakeMode::TwoToolCalls if after_tool => text,
+            FakeMode::TwoToolCalls => tool_events(&id, &[("call_1", "Paris"), ("call_2", "Lyon")]),
+            FakeMode::Reasoning => {
+                let mut e = vec![
+                    chunk(
+                        &id,
+                        json!({"role": "assistant", "reasoning_content": "The user asks "}),
+                        None,
+                    ),
+                    chunk(&id, json!({"reasoning_content": "about Paris."}), None),
+                ];
+                e.extend(text);
+                e
+            }
+            FakeMode::NoUsage => text_events(&id, false),
+            FakeMode::RateLimitedOnce if n == 1 => {
+                let body =
+                    json!({"error": {"message": "Rate limit reached", "type": "rate_limit"}});
+                return plain(
+                    &mut stream,
+                    429,
+                    "Too Many Requests",
+                    &[("Retry-After", "0")],
+                    &body.to_string(),
+                );
+            }
+            FakeMode::RateLimitedOnce => text,
+            FakeMode::ServerError => {
+                let body = json!({"error": {"message": "internal error", "type": "server_error"}});
+                return plain(
+                    &mut stream,
+                    500,
+                    "Internal Server Error",
+                    &[],
+                    &body.to_string(),
+                );
+            }
+            FakeMode::CutMidStream => {
+                start_stream(&mut stream)?;
+                write_chunk(&mut stream, &text[0])?;
+                return Ok(()); // closes without the terminating chunk
+            }
+            FakeMode::Stall => {
+                start_stream(&mut stream)?;
+                write_chunk(&mut stream, &text[0])?;
+                while !shutdown.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                return Ok(());
+            }
+            FakeMode::MalformedChunk => vec![
+                text[0].clone(),
+                "data: {\"choices\":[{\"delta\":{\"content\":\n\n".to_owned(),
+                "data: [DONE]\n\n".to_owned(),
+            ],
+        },
     };
     start_stream(&mut stream)?;
     for e in &events {
@@ -330,6 +371,22 @@ fn tool_events(id: &str, calls: &[(&str, &str)]) -> Vec<String> {
         e.push(chunk(
             id,
             json!({"tool_calls": [{"index": i, "function": {"arguments": args}}]}),
+            None,
+        ));
+    }
+    e.push(chunk(id, json!({}), Some("tool_calls")));
+    e.push(usage(id));
+    e.push("data: [DONE]\n\n".to_owned());
+    e
+}
+
+fn scripted_tool_events(id: &str, calls: &[(String, String, String)]) -> Vec<String> {
+    let mut e = Vec::new();
+    for (i, (call_id, name, args)) in calls.iter().enumerate() {
+        e.push(chunk(
+            id,
+            json!({"role": "assistant", "tool_calls": [{"index": i, "id": call_id, "type": "function",
+                   "function": {"name": name, "arguments": args}}]}),
             None,
         ));
     }
