@@ -60,6 +60,13 @@ impl Host {
 
     fn http_input(&mut self, now: Timestamp, call: u64, event: HttpEvent, last: bool) {
         self.advance_time(now);
+        let is_models = self
+            .models_lists_call()
+            .is_some_and(|models_call| models_call == call);
+        if is_models {
+            self.models_http(call, event);
+            return;
+        }
         let session = if last {
             self.http_calls.remove(&call)
         } else {

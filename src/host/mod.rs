@@ -28,6 +28,7 @@ mod drive;
 mod emit;
 mod http;
 mod input;
+mod models_list;
 mod outbox;
 mod output;
 mod policy;
@@ -146,6 +147,8 @@ pub struct Host {
     next_http_call: u64,
     /// Built-in tool calls the runtime performs (file operations, `bash` commands).
     runtime_tools: tool_ops::RuntimeTools,
+    /// The server's model list: the provider's cached answer and the request in flight.
+    models_lists: models_list::ModelsLists,
 }
 
 /// What a deadline in the host's timer map is for.
@@ -156,6 +159,8 @@ enum TimerTarget {
     ClientCall(ConnId, OwnedId),
     /// A dialect's own request on a connection is due.
     Dialect(DialectId, ConnId, OwnedId),
+    /// The provider's model list (HTTP call id) is due.
+    ModelsList(u64),
 }
 
 /// Work deferred until the current response has been queued.
@@ -215,6 +220,7 @@ impl Host {
             http_calls: BTreeMap::new(),
             next_http_call: 1,
             runtime_tools: tool_ops::RuntimeTools::default(),
+            models_lists: models_list::ModelsLists::default(),
         }
     }
 
