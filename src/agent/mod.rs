@@ -141,6 +141,13 @@ pub enum ClientRequest {
         /// The error that prompted the switch, if any.
         error_code: Option<String>,
     },
+    /// A bearer token for the session's BYOK provider (`providerToken.getToken` to the
+    /// session's client, when the provider says `hasBearerTokenProvider`); the answer is
+    /// `{token}`.
+    ProviderToken {
+        /// The provider's name (`"default"` for the singular `provider`).
+        provider_name: String,
+    },
     /// Invoke a client hook (`hooks.invoke` to a client with `hooks: true`).
     Hook {
         /// The hook type, e.g. `preToolUse`.

@@ -16,10 +16,11 @@ use std::collections::VecDeque;
 
 use serde_json::{json, Value};
 
-use super::{Agent, AgentInput, HttpEvent, ModelSetup, SessionControl};
+use super::{Agent, AgentInput, ClientRequest, HttpEvent, ModelSetup, SessionControl};
 use crate::model::{
     build_chat_request, current_datetime, user_message_content, CallOutput, ChatRequest, ModelCall,
-    ModelError, ModelEvent, ModelResponse, StreamDialect, ToolCall, ToolSpec, Usage,
+    ModelError, ModelErrorKind, ModelEvent, ModelResponse, Secret, StreamDialect, ToolCall,
+    ToolSpec, Usage,
 };
 use crate::Timestamp;
 
@@ -46,6 +47,9 @@ struct Run {
 }
 
 enum Step {
+    /// Waiting for the client's bearer token (`providerToken.getToken`, the
+    /// [`SessionControl::ask_client`] token) before the model call.
+    Token(u64),
     /// A model call is running.
     Calling(Box<Active>),
     /// The response's tool calls are running, all at once; `waiting` holds the ids of those
@@ -132,10 +136,52 @@ impl ModelAgent {
             json!({"turnId": run.turn.to_string(), "interactionId": run.interaction_id}),
             false,
         );
+        if run.setup.provider.has_bearer_token_provider {
+            // Before each call the client supplies a fresh token; it is never stored.
+            let provider_name = run.setup.provider.token_provider_name().to_owned();
+            run.step = Step::Token(s.ask_client(ClientRequest::ProviderToken { provider_name }));
+            return;
+        }
+        self.send_model(s, None);
+    }
+
+    /// The client answered the bearer-token request `token`.
+    fn token_answered(
+        &mut self,
+        s: &mut dyn SessionControl,
+        token: u64,
+        outcome: Result<Value, String>,
+    ) {
+        let Some(run) = self.run.as_mut() else { return };
+        if !matches!(run.step, Step::Token(t) if t == token) {
+            return;
+        }
+        let bearer = outcome.and_then(|v| {
+            v.get("token")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .map(|t| Secret::new(t.to_owned()))
+                .ok_or_else(|| "the answer has no token".to_owned())
+        });
+        match bearer {
+            Ok(bearer) => self.send_model(s, Some(bearer)),
+            Err(reason) => {
+                let message = format!(
+                    "the client did not provide a bearer token for provider {:?}: {reason}",
+                    run.setup.provider.token_provider_name()
+                );
+                self.fail(s, ModelError::new(ModelErrorKind::Unauthorized, message));
+            }
+        }
+    }
+
+    /// Builds and starts the model call (with the client's bearer token, if it gave one).
+    fn send_model(&mut self, s: &mut dyn SessionControl, bearer: Option<Secret>) {
+        let Some(run) = self.run.as_mut() else { return };
         let messages = s.history();
         let mut req = ChatRequest::new(run.setup.model.as_deref(), &messages, &run.tools);
         req.reasoning_effort = run.setup.reasoning_effort.as_deref();
-        let request = match build_chat_request(&run.setup.provider, &req, None) {
+        let request = match build_chat_request(&run.setup.provider, &req, bearer.as_ref()) {
             Ok(r) => r,
             Err(e) => return self.fail(s, e),
         };
@@ -341,7 +387,7 @@ impl ModelAgent {
     fn active(&mut self) -> Option<&mut Active> {
         match &mut self.run.as_mut()?.step {
             Step::Calling(active) => Some(active),
-            Step::Tools { .. } => None,
+            Step::Tools { .. } | Step::Token(_) => None,
         }
     }
 }
@@ -512,7 +558,7 @@ impl Agent for ModelAgent {
                 self.drain(s);
             }
             AgentInput::ToolDone { tool_call_id, .. } => self.tool_done(s, &tool_call_id),
-            AgentInput::ClientAnswer { .. } => {}
+            AgentInput::ClientAnswer { token, outcome } => self.token_answered(s, token, outcome),
         }
     }
 

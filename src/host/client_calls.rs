@@ -31,6 +31,7 @@ pub(crate) enum CallKind {
     ExitPlanMode,
     AutoModeSwitch,
     Hook,
+    ProviderToken,
 }
 
 impl CallKind {
@@ -40,6 +41,7 @@ impl CallKind {
             CallKind::ExitPlanMode => "exitPlanMode.request",
             CallKind::AutoModeSwitch => "autoModeSwitch.request",
             CallKind::Hook => "hooks.invoke",
+            CallKind::ProviderToken => "providerToken.getToken",
         }
     }
 
@@ -49,7 +51,7 @@ impl CallKind {
             CallKind::UserInput => Some("user_input.completed"),
             CallKind::ExitPlanMode => Some("exit_plan_mode.completed"),
             CallKind::AutoModeSwitch => Some("auto_mode_switch.completed"),
-            CallKind::Hook => None,
+            CallKind::Hook | CallKind::ProviderToken => None,
         }
     }
 
@@ -59,6 +61,8 @@ impl CallKind {
             CallKind::ExitPlanMode => a.request_exit_plan_mode,
             CallKind::AutoModeSwitch => a.request_auto_mode_switch,
             CallKind::Hook => a.hooks,
+            // The SDK that set `hasBearerTokenProvider` answers for its session.
+            CallKind::ProviderToken => a.extension.is_none(),
         }
     }
 }
@@ -172,6 +176,11 @@ impl Host {
                     Some("auto_mode_switch.requested"),
                 )
             }
+            ClientRequest::ProviderToken { provider_name } => (
+                CallKind::ProviderToken,
+                json!({"providerName": provider_name}),
+                None,
+            ),
             ClientRequest::Hook { hook_type, input } => (
                 CallKind::Hook,
                 json!({"hookType": hook_type, "input": input}),

@@ -3,8 +3,10 @@
 //! Completions answers in the chosen [`FakeMode`] and records every request it received.
 //! Include with `#[path = "support/fake_model.rs"] mod fake_model;`.
 //!
-//! Routes: `POST /v1/chat/completions` (answered per mode) and `GET /v1/models` (one model,
-//! `fake-model`); anything else is a 404. The tool modes behave like the endpoint behind
+//! Routes: `POST …/chat/completions` (OpenAI `/v1/…` and Azure `/openai/…`, answered per
+//! mode), `POST /v1/messages` (the Anthropic Messages stream: text, or a `get_weather`
+//! tool use in `ToolCall` mode) and `GET /v1/models` / `/openai/v1/models` (one model,
+//! `fake-model`); anything else (e.g. `/v2/…`) is a 404. The tool modes behave like the endpoint behind
 //! the recorded traces: while the conversation's last message is not a `tool` result they
 //! ask for `get_weather` (ids `call_1`, `call_2`), then they answer `It is sunny in Paris.`
 #![allow(dead_code)]
@@ -240,12 +242,23 @@ fn serve(
         }
         s.completions
     };
-    match (method.as_str(), path.as_str()) {
-        ("GET", "/v1/models") => {
+    let route = path.split('?').next().unwrap_or_default();
+    match (method.as_str(), route) {
+        ("GET", "/v1/models" | "/openai/v1/models") => {
             let body = json!({"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "fake"}]});
             return plain(&mut stream, 200, "OK", &[], &body.to_string());
         }
-        ("POST", "/v1/chat/completions") => {}
+        ("POST", "/v1/messages") => {
+            let mode = *mode.lock().unwrap();
+            start_stream(&mut stream)?;
+            for e in anthropic_events(mode, &body) {
+                write_chunk(&mut stream, &e)?;
+            }
+            stream.write_all(b"0\r\n\r\n")?;
+            return stream.flush();
+        }
+        // OpenAI (`/v1/…`) and Azure (`/openai/v1/…`, `/openai/deployments/M/…`).
+        ("POST", r) if r.ends_with("/chat/completions") && r != "/v2/chat/completions" => {}
         _ => return plain(&mut stream, 404, "Not Found", &[], "404 page not found"),
     }
     let mode = *mode.lock().unwrap();
@@ -377,6 +390,67 @@ fn tool_events(id: &str, calls: &[(&str, &str)]) -> Vec<String> {
     e.push(chunk(id, json!({}), Some("tool_calls")));
     e.push(usage(id));
     e.push("data: [DONE]\n\n".to_owned());
+    e
+}
+
+/// An Anthropic Messages stream: `get_weather` in `ToolCall` mode until a `tool_result`
+/// came back, else the text answer.
+fn anthropic_events(mode: FakeMode, body: &Value) -> Vec<String> {
+    let event = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
+    let after_tool = body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_array())
+        .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"));
+    let mut e = vec![event(
+        "message_start",
+        json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",
+               "role": "assistant", "model": "claude-fake", "content": [],
+               "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+    )];
+    if mode == FakeMode::ToolCall && !after_tool {
+        e.push(event("content_block_start", json!({"type": "content_block_start", "index": 0,
+            "content_block": {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}})));
+        for part in ["{\"city\":", "\"Paris\"}"] {
+            e.push(event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": part}}),
+            ));
+        }
+        e.push(event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ));
+        e.push(event(
+            "message_delta",
+            json!({"type": "message_delta",
+            "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 5}}),
+        ));
+    } else {
+        e.push(event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0,
+            "content_block": {"type": "text", "text": ""}}),
+        ));
+        for part in ["It is ", "sunny in Paris."] {
+            e.push(event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": part}}),
+            ));
+        }
+        e.push(event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ));
+        e.push(event(
+            "message_delta",
+            json!({"type": "message_delta",
+            "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}}),
+        ));
+    }
+    e.push(event("message_stop", json!({"type": "message_stop"})));
     e
 }
 
