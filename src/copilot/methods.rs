@@ -59,6 +59,7 @@ pub const METHODS: &[&str] = &[
     "session.shell.kill",
     "session.skills.reload",
     "runtime.shutdown",
+    "sessionFs.setProvider",
     // Issue 17 part A (answered in `surface`: `lifecycle`, `session_state`, `account`).
     "session.destroy",
     "session.shutdown",
@@ -224,6 +225,10 @@ pub(super) fn dispatch(
                 Err(e) => return Some(Err(e)),
             };
             known_session(host, "session.skills.reload", &p.session_id).map(|()| json!({}))
+        }
+        "sessionFs.setProvider" => {
+            host.set_file_provider(conn);
+            Ok(json!({"success": true}))
         }
         "runtime.shutdown" => {
             host.after_response(AfterResponse::Shutdown {

@@ -19,6 +19,7 @@ mod account;
 mod lifecycle;
 mod methods;
 mod params;
+mod session_fs;
 mod session_state;
 mod shell;
 mod surface;
@@ -115,6 +116,22 @@ impl DialectHandler for Copilot {
 
     fn session_deleting(&self, host: &mut Host, session: &str) {
         turns::session_deleting(host, session);
+    }
+
+    fn fs_request(
+        &self,
+        session: &str,
+        op: &crate::host::FsPrimitive,
+    ) -> Option<(&'static str, Value)> {
+        Some(session_fs::request(session, op))
+    }
+
+    fn fs_answer(
+        &self,
+        op: &crate::host::FsPrimitive,
+        result: &Value,
+    ) -> Result<crate::host::FsAnswer, String> {
+        session_fs::answer(op, result)
     }
 
     fn grants_extension_access(&self) -> bool {

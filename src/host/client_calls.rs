@@ -74,6 +74,8 @@ pub(crate) enum ClientCall {
     Agent(AgentCall),
     /// A canvas request to the canvas's provider.
     Canvas(Box<CanvasCall>),
+    /// A file operation on the session's file provider.
+    Fs(Box<super::remote_fs::FsCall>),
 }
 
 impl From<CanvasCall> for ClientCall {
@@ -301,6 +303,7 @@ impl Host {
         let call = match call {
             ClientCall::Agent(call) => call,
             ClientCall::Canvas(call) => return self.finish_canvas_call(*call, outcome),
+            ClientCall::Fs(call) => return self.finish_fs_call(*call, outcome),
         };
         let result: Result<Value, String> = match outcome {
             Outcome::Result(raw) => serde_json::from_str(raw.get()).map_err(|e| e.to_string()),

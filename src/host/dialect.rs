@@ -119,6 +119,25 @@ pub(crate) trait DialectHandler: Sync {
     ) {
     }
 
+    /// The server-to-client request (method and params) that asks a file provider of this
+    /// dialect to perform `op` for `session`, if the dialect has one.
+    fn fs_request(
+        &self,
+        _session: &str,
+        _op: &super::FsPrimitive,
+    ) -> Option<(&'static str, Value)> {
+        None
+    }
+
+    /// Reads a file provider's answer to `op`.
+    fn fs_answer(
+        &self,
+        _op: &super::FsPrimitive,
+        _result: &Value,
+    ) -> Result<super::FsAnswer, String> {
+        Err("this client does not provide files".into())
+    }
+
     /// Whether a client of this dialect that answers permission prompts (and is not an
     /// extension) may grant an extension access to them.
     fn grants_extension_access(&self) -> bool {

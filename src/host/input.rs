@@ -75,6 +75,7 @@ impl Host {
             self.finish_client_call(call, crate::correlation::Outcome::Closed);
         }
         self.kill_processes_of(conn);
+        self.file_provider_left(conn);
         for session in c.sessions {
             self.detach_conn(&session, conn);
         }

@@ -33,6 +33,7 @@ mod outbox;
 mod output;
 mod policy;
 mod publish;
+mod remote_fs;
 mod restore;
 mod send;
 mod shell;
@@ -67,6 +68,7 @@ pub(crate) use bridge::{always_decision, command_ids, AnswerTo, Pending, Permiss
 pub(crate) use canvas::{ActionParams, CanvasReply, CloseParams, OpenParams};
 pub(crate) use dialect::{DialectHandler, DialectId, SessionChange};
 pub(crate) use policy::HistoryError;
+pub(crate) use remote_fs::{FsAnswer, FsPrimitive};
 pub(crate) use shell::{ProcessInfo, ProcessRefused};
 
 use conn_table::ConnTable;
@@ -149,6 +151,8 @@ pub struct Host {
     runtime_tools: tool_ops::RuntimeTools,
     /// The server's model list: the provider's cached answer and the request in flight.
     models_lists: models_list::ModelsLists,
+    /// Connections that provide the file storage of the sessions they attach to.
+    file_providers: BTreeSet<ConnId>,
 }
 
 /// What a deadline in the host's timer map is for.
@@ -221,6 +225,7 @@ impl Host {
             next_http_call: 1,
             runtime_tools: tool_ops::RuntimeTools::default(),
             models_lists: models_list::ModelsLists::default(),
+            file_providers: BTreeSet::new(),
         }
     }
 

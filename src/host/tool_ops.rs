@@ -228,6 +228,10 @@ impl Host {
                 stage,
             },
         );
+        // A client that provides the session's files performs it; else the runtime.
+        if let Some(conn) = self.file_provider(session) {
+            return self.start_remote_file_op(conn, session, op, request);
+        }
         self.outputs.push_back(Output::FileOp {
             op,
             session: session.to_owned(),
@@ -273,6 +277,12 @@ impl Host {
         result: Result<FileReply, String>,
     ) {
         self.advance_time(now);
+        self.file_result(op, result);
+        self.run_agents();
+    }
+
+    /// A file operation's result, from the runtime or a file provider.
+    pub(crate) fn file_result(&mut self, op: u64, result: Result<FileReply, String>) {
         let Some(ToolOp {
             session,
             tool_call_id,
@@ -295,7 +305,6 @@ impl Host {
             }
             Next::Then(request, stage) => self.file_op(&session, &tool_call_id, request, stage),
         }
-        self.run_agents();
     }
 
     /// Output of a `bash` call's command: collected for the model. Returns whether
