@@ -95,7 +95,11 @@ pub(crate) enum OutCall {
 /// The step of a client operation.
 #[derive(Clone, Debug)]
 pub(crate) enum Stage {
-    Read,
+    /// A read; for a model's `view`, the lines are numbered from `number_from` (the first
+    /// line asked for), as when the runtime reads the file.
+    Read {
+        number_from: Option<u32>,
+    },
     /// The read of an `edit`: the replacement is applied, then written back.
     EditRead {
         path: String,
@@ -116,7 +120,7 @@ pub(crate) enum Stage {
 impl Stage {
     fn method(&self) -> &'static str {
         match self {
-            Stage::Read | Stage::EditRead { .. } => "fs/read_text_file",
+            Stage::Read { .. } | Stage::EditRead { .. } => "fs/read_text_file",
             Stage::Write { .. } => "fs/write_text_file",
             Stage::Create => "terminal/create",
             Stage::Wait => "terminal/wait_for_exit",
@@ -261,6 +265,7 @@ pub(crate) fn start_builtin(
     tool_call_id: &str,
     call: BuiltinCall,
 ) {
+    let model_call = call.model_arguments.is_some();
     let (method, params, stage, timeout) = match call.op {
         BuiltinOp::ReadFile { path, line, limit } => {
             let mut params = json!({"sessionId": session, "path": path});
@@ -270,7 +275,9 @@ pub(crate) fn start_builtin(
             if let Some(limit) = limit {
                 params["limit"] = json!(limit);
             }
-            ("fs/read_text_file", params, Stage::Read, FS_TIMEOUT)
+            let number_from = model_call.then(|| line.unwrap_or(1));
+            let stage = Stage::Read { number_from };
+            ("fs/read_text_file", params, stage, FS_TIMEOUT)
         }
         BuiltinOp::WriteFile { path, content } => (
             "fs/write_text_file",
@@ -395,8 +402,12 @@ fn op_step(host: &mut Host, conn: ConnId, tool_call_id: &str, stage: Stage, outc
     };
     let text = |v: &Value, field: &str| v.get(field).and_then(Value::as_str).map(str::to_owned);
     match stage {
-        Stage::Read => {
+        Stage::Read { number_from } => {
             let outcome = text(&result, "content")
+                .map(|c| match number_from {
+                    Some(first) => crate::agent::tool_text::number_lines(&c, first),
+                    None => c,
+                })
                 .ok_or_else(|| "fs/read_text_file answered without content".to_owned());
             op_done(host, conn, tool_call_id, outcome);
         }

@@ -35,6 +35,16 @@ pub fn view_text(content: &str, line: Option<u32>, limit: Option<u32>) -> String
     out
 }
 
+/// Text already cut to the lines asked for, numbered from `first` (`N. text`), as
+/// [`view_text`] shows them.
+pub fn number_lines(content: &str, first: u32) -> String {
+    let mut out = String::new();
+    for (i, text) in content.lines().enumerate() {
+        out.push_str(&format!("{}. {text}\n", first as usize + i));
+    }
+    out
+}
+
 /// A directory's entries as `view` shows them, one per line (directories end with `/`).
 pub fn view_dir(entries: &[String]) -> String {
     let mut sorted = entries.to_vec();
@@ -255,6 +265,7 @@ mod tests {
         assert_eq!(view_text("a\nb\nc\n", None, None), "1. a\n2. b\n3. c\n");
         assert_eq!(view_text("a\nb\nc\n", Some(2), Some(1)), "2. b\n");
         assert_eq!(view_text("", None, None), "[the file is empty]\n");
+        assert_eq!(number_lines("b\nc", 2), "2. b\n3. c\n");
     }
 
     #[test]

@@ -170,3 +170,33 @@ fn the_models_edit_is_performed_by_a_client_that_offers_fs() {
         "end_turn"
     );
 }
+
+#[test]
+fn the_models_view_is_read_by_the_client_and_numbered() {
+    let mut w = model_world();
+    let (mut peer, session) = w.ready(read_caps());
+    let id = prompt(&mut w, &mut peer, &session, "show me");
+    let (call, _) = next_call(&mut w);
+    let args = json!({"path": "a.txt", "view_range": [2, 3]}).to_string();
+    let tool_call = json!({"id": "c1", "choices": [{"delta": {"tool_calls": [{"index": 0,
+        "id": "call_v", "type": "function", "function": {"name": "view", "arguments": args}}]},
+        "finish_reason": "tool_calls"}]});
+    answer(
+        &mut w,
+        &mut peer,
+        call,
+        &format!("data: {tool_call}\n\ndata: [DONE]\n\n"),
+    );
+    allow(&mut w, &mut peer, "allow-once");
+    let read = peer.requests("fs/read_text_file").remove(0);
+    assert_eq!(read["params"]["line"], 2);
+    assert_eq!(read["params"]["limit"], 2);
+    w.respond(&mut peer, &read["id"], json!({"content": "two\nthree\n"}));
+    let (call, request) = next_call(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["content"], "2. two\n3. three\n");
+    let done = "data: {\"id\":\"c2\",\"choices\":[{\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    answer(&mut w, &mut peer, call, done);
+    assert!(peer.response(id).is_some());
+}
