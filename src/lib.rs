@@ -84,6 +84,9 @@
 //!             }
 //!             Output::Forward { conn, session, frames } => { /* relay to the owner node */ }
 //!             Output::ForwardClosed { conn } => { /* tell the owner node */ }
+//!             Output::FileOp { op, session, request } => {
+//!                 /* perform the file operation, then host.handle_file_result(now, op, result) */
+//!             }
 //!         }
 //!     }
 //!     // Sleep until the next deadline (or the next input), then:

@@ -318,3 +318,35 @@ async fn resume_after_a_restart_continues_the_conversation() {
     })
     .await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn models_list_asks_the_provider_once_and_falls_back_to_the_configured_model() {
+    use agentwire_tokio::agentwire::model::ServerDefault;
+    sdk_scenarios::bounded(async {
+        let fake = FakeModel::start(FakeMode::Text);
+        let default =
+            ServerDefault::from_flags(&fake.base_url(), Some("configured".into()), None).unwrap();
+        let server = Server::new(HostConfig::default().with_model_default(Some(default)));
+        for _ in 0..2 {
+            // A fresh client each time: the SDK caches per client, agentwire per provider.
+            let client = connect(&server).await;
+            let models = within("models.list", client.list_models()).await.unwrap();
+            let ids: Vec<&str> = models.iter().map(|m| m.id.as_str()).collect();
+            assert_eq!(ids, ["fake-model"]);
+        }
+        let gets = fake.requests().iter().filter(|r| r.method == "GET").count();
+        assert_eq!(gets, 1, "the provider's answer is cached");
+        assert_eq!(fake.requests()[0].path, "/v1/models");
+
+        // A provider whose /models fails: the configured model is the list.
+        let broken = format!("http://{}/v2", fake.addr());
+        let default = ServerDefault::from_flags(&broken, Some("configured".into()), None).unwrap();
+        let server = Server::new(HostConfig::default().with_model_default(Some(default)));
+        let client = connect(&server).await;
+        let models = within("models.list", client.list_models()).await.unwrap();
+        let ids: Vec<&str> = models.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(ids, ["configured"]);
+        assert!(fake.requests().iter().any(|r| r.path == "/v2/models"));
+    })
+    .await
+}

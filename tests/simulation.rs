@@ -9,6 +9,12 @@
 //! delivers each client's bytes in random chunks after random delays; time jumps fire the
 //! scripted agent's sleeps.
 //!
+//! A third of the seeds run with a model provider instead of the scripted agent: the world's
+//! simulated endpoint (`fuzz/src/world/model.rs`) answers every model call from the seed
+//! (text in pieces, tool calls of the client and built-in tools, 500/429, cut and malformed
+//! streams), so model turns, their retries and the built-in tools' file and shell outputs are
+//! part of the run.
+//!
 //! The checker (`fuzz/src/world.rs`, shared with the `host_sequence` fuzz target) runs after
 //! every input and every read: at most one response per request and, after the run settles,
 //! exactly one; responses to in-order requests in order; `parentId` chains unbroken per
@@ -168,6 +174,8 @@ impl Sim {
             token: rng.below(4) == 0,
             limits: FrameLimits::default(),
             persist: rng.below(2) == 0,
+            // Drawn apart from `rng`, so seeds without a model play as before.
+            model: Rng(seed ^ 0x0de1_5eed).below(3) == 0,
         };
         let world = World::new(config);
         let n = 2 + rng.below(3) as usize;
@@ -497,6 +505,12 @@ impl Sim {
             if self.rng.below(4) == 0 {
                 let ms = [1, 10, 50, 120, 300][self.rng.below(5) as usize];
                 self.world.advance(ms)?;
+            }
+            if self.world.model.is_some() {
+                // The model endpoint answers a few pieces.
+                for _ in 0..self.rng.below(4) {
+                    self.world.model_step()?;
+                }
             }
             self.link()?;
             self.world.check_budgets()?;

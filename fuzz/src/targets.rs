@@ -999,6 +999,7 @@ pub fn run_host_sequence(data: &[u8]) -> World {
             FrameLimits::default()
         },
         persist: config & 0x40 != 0,
+        model: false,
     });
     if std::env::var_os("HOST_SEQUENCE_TRACE").is_some() {
         world.trace = Some(String::new());

@@ -90,6 +90,9 @@ pub struct WorldConfig {
     pub limits: FrameLimits,
     /// `report_persisted_events`: check `Output::Persist` against the logs and the frames.
     pub persist: bool,
+    /// Sessions get a model agent whose endpoint is simulated in-process
+    /// ([`SimModel`], answered from the seed) instead of the scripted agent.
+    pub model: bool,
 }
 
 impl Default for WorldConfig {
@@ -100,6 +103,7 @@ impl Default for WorldConfig {
             token: false,
             limits: FrameLimits::default(),
             persist: false,
+            model: false,
         }
     }
 }
@@ -361,6 +365,8 @@ pub struct World {
     host_closes: u64,
     /// What this run exercised.
     pub stats: Stats,
+    /// The simulated model endpoint (with [`WorldConfig::model`]).
+    pub model: Option<SimModel>,
 }
 
 /// A checker failure: what went wrong.
@@ -379,8 +385,12 @@ macro_rules! ensure {
 mod end;
 #[path = "world/inputs.rs"]
 mod inputs;
+#[path = "world/model.rs"]
+mod model;
 #[path = "world/outputs.rs"]
 mod outputs;
+
+pub use model::SimModel;
 
 /// The scenario every world plays.
 pub fn scenario() -> Scenario {
@@ -411,14 +421,23 @@ pub fn expected_responses(body: &[u8]) -> Vec<String> {
 impl World {
     /// A world with no connections.
     pub fn new(config: WorldConfig) -> World {
-        let host = Host::new(
-            HostConfig::with_scenario(scenario())
-                .with_seed(config.seed)
-                .with_connection_token(config.token.then(|| TOKEN.to_owned()))
-                .with_frame_limits(config.limits)
-                .with_outbox_budget_bytes(config.budget)
-                .with_report_persisted_events(config.persist),
-        );
+        let mut host_config = HostConfig::with_scenario(scenario())
+            .with_seed(config.seed)
+            .with_connection_token(config.token.then(|| TOKEN.to_owned()))
+            .with_frame_limits(config.limits)
+            .with_outbox_budget_bytes(config.budget)
+            .with_report_persisted_events(config.persist);
+        if config.model {
+            let default = agentwire::model::ServerDefault::from_flags(
+                "http://sim-model.invalid/v1",
+                Some("sim-model".into()),
+                None,
+            )
+            .expect("a valid simulated provider");
+            host_config = host_config.with_model_default(Some(default));
+        }
+        let host = Host::new(host_config);
+        let model = config.model.then(|| SimModel::new(config.seed));
         World {
             host,
             now: Timestamp::from_millis(T0),
@@ -444,6 +463,7 @@ impl World {
             lenient_orphan_sampling: false,
             host_closes: 0,
             stats: Stats::default(),
+            model,
         }
     }
 

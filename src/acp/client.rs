@@ -66,6 +66,10 @@ impl ClientCaps {
             BuiltinOp::ReadFile { .. } => self.read_text_file,
             BuiltinOp::WriteFile { .. } => self.write_text_file,
             BuiltinOp::Shell { .. } => self.terminal,
+            // An edit is a read, the replacement, then a write.
+            BuiltinOp::Edit { .. } => self.read_text_file && self.write_text_file,
+            // Searches run where the runtime is: ACP has no directory listing.
+            BuiltinOp::Grep(_) | BuiltinOp::Glob { .. } => false,
         }
     }
 }
@@ -91,7 +95,17 @@ pub(crate) enum OutCall {
 /// The step of a client operation.
 #[derive(Clone, Debug)]
 pub(crate) enum Stage {
-    Read,
+    /// A read; for a model's `view`, the lines are numbered from `number_from` (the first
+    /// line asked for), as when the runtime reads the file.
+    Read {
+        number_from: Option<u32>,
+    },
+    /// The read of an `edit`: the replacement is applied, then written back.
+    EditRead {
+        path: String,
+        old_str: String,
+        new_str: String,
+    },
     Write {
         result: String,
     },
@@ -106,7 +120,7 @@ pub(crate) enum Stage {
 impl Stage {
     fn method(&self) -> &'static str {
         match self {
-            Stage::Read => "fs/read_text_file",
+            Stage::Read { .. } | Stage::EditRead { .. } => "fs/read_text_file",
             Stage::Write { .. } => "fs/write_text_file",
             Stage::Create => "terminal/create",
             Stage::Wait => "terminal/wait_for_exit",
@@ -251,6 +265,7 @@ pub(crate) fn start_builtin(
     tool_call_id: &str,
     call: BuiltinCall,
 ) {
+    let model_call = call.model_arguments.is_some();
     let (method, params, stage, timeout) = match call.op {
         BuiltinOp::ReadFile { path, line, limit } => {
             let mut params = json!({"sessionId": session, "path": path});
@@ -260,7 +275,9 @@ pub(crate) fn start_builtin(
             if let Some(limit) = limit {
                 params["limit"] = json!(limit);
             }
-            ("fs/read_text_file", params, Stage::Read, FS_TIMEOUT)
+            let number_from = model_call.then(|| line.unwrap_or(1));
+            let stage = Stage::Read { number_from };
+            ("fs/read_text_file", params, stage, FS_TIMEOUT)
         }
         BuiltinOp::WriteFile { path, content } => (
             "fs/write_text_file",
@@ -279,7 +296,41 @@ pub(crate) fn start_builtin(
             }
             ("terminal/create", params, Stage::Create, FS_TIMEOUT)
         }
+        BuiltinOp::Edit {
+            path,
+            old_str,
+            new_str,
+        } => (
+            "fs/read_text_file",
+            json!({"sessionId": session, "path": path}),
+            Stage::EditRead {
+                path,
+                old_str,
+                new_str,
+            },
+            FS_TIMEOUT,
+        ),
+        BuiltinOp::Grep(_) | BuiltinOp::Glob { .. } => {
+            // Never chosen (`covers` is false); fail cleanly rather than hang.
+            track_op(host, conn, session, request_id, tool_call_id);
+            let message = "the client cannot search files".to_owned();
+            return op_done(host, conn, tool_call_id, Err(message));
+        }
     };
+    track_op(host, conn, session, request_id, tool_call_id);
+    op_request(
+        host,
+        conn,
+        tool_call_id,
+        method,
+        &params,
+        stage,
+        Some(timeout),
+    );
+}
+
+/// Records the client operation of `tool_call_id` on `conn`.
+fn track_op(host: &mut Host, conn: ConnId, session: &str, request_id: &str, tool_call_id: &str) {
     if let Some(c) = host.conn_state::<ConnState>(conn) {
         c.ops.insert(
             tool_call_id.to_owned(),
@@ -291,15 +342,6 @@ pub(crate) fn start_builtin(
             },
         );
     }
-    op_request(
-        host,
-        conn,
-        tool_call_id,
-        method,
-        &params,
-        stage,
-        Some(timeout),
-    );
 }
 
 fn op_request(
@@ -360,10 +402,39 @@ fn op_step(host: &mut Host, conn: ConnId, tool_call_id: &str, stage: Stage, outc
     };
     let text = |v: &Value, field: &str| v.get(field).and_then(Value::as_str).map(str::to_owned);
     match stage {
-        Stage::Read => {
+        Stage::Read { number_from } => {
             let outcome = text(&result, "content")
+                .map(|c| match number_from {
+                    Some(first) => crate::agent::tool_text::number_lines(&c, first),
+                    None => c,
+                })
                 .ok_or_else(|| "fs/read_text_file answered without content".to_owned());
             op_done(host, conn, tool_call_id, outcome);
+        }
+        Stage::EditRead {
+            path,
+            old_str,
+            new_str,
+        } => {
+            let Some(content) = text(&result, "content") else {
+                let message = "fs/read_text_file answered without content".to_owned();
+                return op_done(host, conn, tool_call_id, Err(message));
+            };
+            match crate::agent::tool_text::apply_edit(&content, &path, &old_str, &new_str) {
+                Ok((edited, summary)) => {
+                    let params = json!({"sessionId": session, "path": path, "content": edited});
+                    op_request(
+                        host,
+                        conn,
+                        tool_call_id,
+                        "fs/write_text_file",
+                        &params,
+                        Stage::Write { result: summary },
+                        Some(FS_TIMEOUT),
+                    );
+                }
+                Err(message) => op_done(host, conn, tool_call_id, Err(message)),
+            }
         }
         Stage::Write { result } => op_done(host, conn, tool_call_id, Ok(result)),
         Stage::Create => {

@@ -50,6 +50,47 @@ pub enum BuiltinOp {
         /// The command line, run with `sh -c`.
         command: String,
     },
+    /// Replace the one occurrence of `old_str` in a text file with `new_str` (`edit`).
+    Edit {
+        /// The file (absolute once the host resolved it against the session's cwd).
+        path: String,
+        /// The exact text to replace (must occur exactly once).
+        old_str: String,
+        /// Its replacement.
+        new_str: String,
+    },
+    /// Search file contents for a regular expression below a directory (`grep`).
+    Grep(GrepQuery),
+    /// List the files below a directory whose relative path matches a glob (`glob`).
+    Glob {
+        /// The glob, e.g. `**/*.rs`.
+        pattern: String,
+        /// The directory searched (absolute once resolved; the session's cwd by default).
+        path: String,
+    },
+}
+
+/// A `grep` tool call's query.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GrepQuery {
+    /// The regular expression.
+    pub pattern: String,
+    /// The file or directory searched (absolute once resolved; the session's cwd by default).
+    pub path: String,
+    /// Only files whose relative path matches this glob.
+    pub glob: Option<String>,
+    /// `content` (matching lines), `files_with_matches` (the default) or `count`.
+    pub output_mode: String,
+    /// Case-insensitive (`-i`).
+    pub case_insensitive: bool,
+    /// Prefix matching lines with their line number (`-n`).
+    pub line_numbers: bool,
+    /// Lines of context after (`-A`) and before (`-B`) each match.
+    pub after: usize,
+    /// See `after`.
+    pub before: usize,
+    /// At most this many output lines (`head_limit`).
+    pub head_limit: Option<usize>,
 }
 
 /// Which permission prompt precedes a built-in tool call.
@@ -77,6 +118,11 @@ pub struct BuiltinCall {
     /// The tool's result when no client performs the operation (also the result of a
     /// successful `write_file` performed by a client). Default: empty.
     pub result: String,
+    /// The arguments a model sent, when the call is a model's (see
+    /// [`crate::agent::model_tools`]): the runtime then performs the operation itself when
+    /// no client does (instead of completing with `result`), and these are the arguments
+    /// clients see. `None` for scripted calls.
+    pub model_arguments: Option<Value>,
 }
 
 impl BuiltinCall {
@@ -86,11 +132,18 @@ impl BuiltinCall {
             BuiltinOp::ReadFile { .. } => "view",
             BuiltinOp::WriteFile { .. } => "create",
             BuiltinOp::Shell { .. } => "bash",
+            BuiltinOp::Edit { .. } => "edit",
+            BuiltinOp::Grep(_) => "grep",
+            BuiltinOp::Glob { .. } => "glob",
         }
     }
 
-    /// The tool's arguments (`tool.execution_start.arguments`).
+    /// The tool's arguments (`tool.execution_start.arguments`): the model's, else derived
+    /// from the operation.
     pub fn arguments(&self) -> Value {
+        if let Some(args) = &self.model_arguments {
+            return args.clone();
+        }
         match &self.op {
             BuiltinOp::ReadFile { path, line, limit } => {
                 let mut args = json!({"path": path});
@@ -104,15 +157,34 @@ impl BuiltinCall {
             }
             BuiltinOp::WriteFile { path, content } => json!({"path": path, "file_text": content}),
             BuiltinOp::Shell { command } => json!({"command": command}),
+            BuiltinOp::Edit {
+                path,
+                old_str,
+                new_str,
+            } => json!({"path": path, "old_str": old_str, "new_str": new_str}),
+            BuiltinOp::Grep(q) => json!({"pattern": q.pattern, "paths": q.path}),
+            BuiltinOp::Glob { pattern, path } => json!({"pattern": pattern, "paths": path}),
         }
     }
 
-    /// The file path or the command line.
+    /// The file path (the directory searched, for `grep` / `glob`) or the command line.
     pub fn target(&self) -> &str {
         match &self.op {
-            BuiltinOp::ReadFile { path, .. } | BuiltinOp::WriteFile { path, .. } => path,
+            BuiltinOp::ReadFile { path, .. }
+            | BuiltinOp::WriteFile { path, .. }
+            | BuiltinOp::Edit { path, .. }
+            | BuiltinOp::Grep(GrepQuery { path, .. })
+            | BuiltinOp::Glob { path, .. } => path,
             BuiltinOp::Shell { command } => command,
         }
+    }
+
+    /// Whether the operation only reads (`view`, `grep`, `glob`).
+    pub fn reads_only(&self) -> bool {
+        matches!(
+            self.op,
+            BuiltinOp::ReadFile { .. } | BuiltinOp::Grep(_) | BuiltinOp::Glob { .. }
+        )
     }
 
     /// The first `http://` or `https://` URL in the target, if any.
@@ -138,17 +210,23 @@ impl BuiltinCall {
             BuiltinOp::Shell { command } => BuiltinOp::Shell {
                 command: fill(command),
             },
+            other => other.clone(),
         };
         BuiltinCall {
             op,
             prompt: self.prompt,
             result: fill(&self.result),
+            model_arguments: self.model_arguments.clone(),
         }
     }
 
     /// Resolves a relative file path against `cwd` (plain string joining; nothing is read).
     pub fn resolve_path(&mut self, cwd: Option<&str>) {
-        let (BuiltinOp::ReadFile { path, .. } | BuiltinOp::WriteFile { path, .. }) = &mut self.op
+        let (BuiltinOp::ReadFile { path, .. }
+        | BuiltinOp::WriteFile { path, .. }
+        | BuiltinOp::Edit { path, .. }
+        | BuiltinOp::Grep(GrepQuery { path, .. })
+        | BuiltinOp::Glob { path, .. }) = &mut self.op
         else {
             return;
         };
@@ -188,9 +266,9 @@ impl BuiltinCall {
                 "intention": "Access a path outside the allowed directories",
                 "path": target,
                 "accessKind": match self.op {
-                    BuiltinOp::ReadFile { .. } => "read",
-                    BuiltinOp::WriteFile { .. } => "write",
                     BuiltinOp::Shell { .. } => "shell",
+                    _ if self.reads_only() => "read",
+                    _ => "write",
                 },
             }),
             PromptKind::Default => match &self.op {
@@ -198,6 +276,24 @@ impl BuiltinCall {
                     "kind": "read",
                     "intention": "Read file",
                     "path": path,
+                }),
+                BuiltinOp::Grep(GrepQuery { path, .. }) | BuiltinOp::Glob { path, .. } => json!({
+                    "kind": "read",
+                    "intention": "Search files",
+                    "path": path,
+                }),
+                BuiltinOp::Edit {
+                    path,
+                    old_str,
+                    new_str,
+                } => json!({
+                    "kind": "write",
+                    "intention": "Edit file",
+                    "fileName": path,
+                    "diff": old_str.lines().map(|l| format!("-{l}\n"))
+                        .chain(new_str.lines().map(|l| format!("+{l}\n")))
+                        .collect::<String>(),
+                    "canOfferSessionApproval": true,
                 }),
                 BuiltinOp::WriteFile { path, content } => json!({
                     "kind": "write",
@@ -401,6 +497,7 @@ pub(crate) fn parse_step(
         op,
         prompt,
         result: string("result", false)?.unwrap_or_default(),
+        model_arguments: None,
     };
     if prompt == PromptKind::Url && call.url().is_none() && !call.target().contains('{') {
         return Err(err(

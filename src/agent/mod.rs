@@ -9,8 +9,10 @@
 pub mod builtin;
 mod model;
 mod model_settings;
+pub mod model_tools;
 mod scenario;
 mod scripted;
+pub mod tool_text;
 
 use std::sync::Arc;
 
@@ -18,7 +20,7 @@ use serde_json::Value;
 
 use crate::Timestamp;
 
-pub use builtin::{BuiltinCall, BuiltinOp, PromptKind};
+pub use builtin::{BuiltinCall, BuiltinOp, GrepQuery, PromptKind};
 pub use model::ModelAgent;
 pub use model_settings::{ModelSettings, ModelSetup, SystemMessage, DEFAULT_SYSTEM_PROMPT};
 pub use scenario::{Rule, Scenario, ScenarioError, Step, StreamStep, BUILTIN_SCENARIO_JSON};
@@ -139,6 +141,13 @@ pub enum ClientRequest {
         /// The error that prompted the switch, if any.
         error_code: Option<String>,
     },
+    /// A bearer token for the session's BYOK provider (`providerToken.getToken` to the
+    /// session's client, when the provider says `hasBearerTokenProvider`); the answer is
+    /// `{token}`.
+    ProviderToken {
+        /// The provider's name (`"default"` for the singular `provider`).
+        provider_name: String,
+    },
     /// Invoke a client hook (`hooks.invoke` to a client with `hooks: true`).
     Hook {
         /// The hook type, e.g. `preToolUse`.
@@ -226,6 +235,12 @@ pub trait SessionControl {
     }
     /// The tools the session's clients declared, as offered to a model.
     fn client_tools(&self) -> Vec<ToolSpec> {
+        Vec::new()
+    }
+    /// The built-in tools ([`model_tools`]) offered to the session's model: those the
+    /// session's `availableTools` / `excludedTools` admit, none when the operator switched
+    /// them off.
+    fn builtin_tools(&self) -> Vec<ToolSpec> {
         Vec::new()
     }
 }

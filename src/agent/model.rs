@@ -1,6 +1,8 @@
 //! The model agent: each prompt becomes model calls (Chat Completions or Anthropic Messages
-//! over [`SessionControl::http_request`]), the model's tool calls go through the client tool
-//! bridge, and their results go back to the model until it answers without tools.
+//! over [`SessionControl::http_request`]), the model's tool calls (all of a response's at
+//! once) go through the client tool bridge or, for the built-in tools
+//! ([`super::model_tools`]), the host, and their results go back to the model, in call
+//! order, until it answers without tools.
 //!
 //! Events per prompt, as the real runtime emits them (`wire.jsonl:14-87`): `user.message`,
 //! `system.message`, then per model call `assistant.turn_start {turnId, interactionId}`,
@@ -14,10 +16,11 @@ use std::collections::VecDeque;
 
 use serde_json::{json, Value};
 
-use super::{Agent, AgentInput, HttpEvent, ModelSetup, SessionControl};
+use super::{Agent, AgentInput, ClientRequest, HttpEvent, ModelSetup, SessionControl};
 use crate::model::{
     build_chat_request, current_datetime, user_message_content, CallOutput, ChatRequest, ModelCall,
-    ModelError, ModelEvent, ModelResponse, StreamDialect, ToolCall, ToolSpec, Usage,
+    ModelError, ModelErrorKind, ModelEvent, ModelResponse, Secret, StreamDialect, ToolCall,
+    ToolSpec, Usage,
 };
 use crate::Timestamp;
 
@@ -36,16 +39,22 @@ struct Run {
     turn: u64,
     setup: ModelSetup,
     tools: Vec<ToolSpec>,
+    /// The built-in tools among `tools` (the host performs them, not a client).
+    builtins: Vec<String>,
     /// Cumulative bytes of text and tool calls streamed in this interaction.
     total_bytes: u64,
     step: Step,
 }
 
 enum Step {
+    /// Waiting for the client's bearer token (`providerToken.getToken`, the
+    /// [`SessionControl::ask_client`] token) before the model call.
+    Token(u64),
     /// A model call is running.
     Calling(Box<Active>),
-    /// Tool calls are running; `next` is the one waited for.
-    Tools { calls: Vec<ToolCall>, next: usize },
+    /// The response's tool calls are running, all at once; `waiting` holds the ids of those
+    /// not finished yet.
+    Tools { waiting: Vec<String> },
 }
 
 struct Active {
@@ -95,17 +104,25 @@ impl ModelAgent {
                    "interactionId": interaction_id}),
             false,
         );
-        let tools = s.client_tools();
+        let mut tools = s.client_tools();
+        let mut builtins = Vec::new();
+        for spec in s.builtin_tools() {
+            // A client tool of the same name takes precedence.
+            if !tools.iter().any(|t| t.name == spec.name) {
+                builtins.push(spec.name.clone());
+                tools.push(spec);
+            }
+        }
         self.run = Some(Run {
             message_id,
             interaction_id,
             turn: 0,
             setup,
             tools,
+            builtins,
             total_bytes: 0,
             step: Step::Tools {
-                calls: Vec::new(),
-                next: 0,
+                waiting: Vec::new(),
             },
         });
         self.call_model(s);
@@ -119,10 +136,52 @@ impl ModelAgent {
             json!({"turnId": run.turn.to_string(), "interactionId": run.interaction_id}),
             false,
         );
+        if run.setup.provider.has_bearer_token_provider {
+            // Before each call the client supplies a fresh token; it is never stored.
+            let provider_name = run.setup.provider.token_provider_name().to_owned();
+            run.step = Step::Token(s.ask_client(ClientRequest::ProviderToken { provider_name }));
+            return;
+        }
+        self.send_model(s, None);
+    }
+
+    /// The client answered the bearer-token request `token`.
+    fn token_answered(
+        &mut self,
+        s: &mut dyn SessionControl,
+        token: u64,
+        outcome: Result<Value, String>,
+    ) {
+        let Some(run) = self.run.as_mut() else { return };
+        if !matches!(run.step, Step::Token(t) if t == token) {
+            return;
+        }
+        let bearer = outcome.and_then(|v| {
+            v.get("token")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .map(|t| Secret::new(t.to_owned()))
+                .ok_or_else(|| "the answer has no token".to_owned())
+        });
+        match bearer {
+            Ok(bearer) => self.send_model(s, Some(bearer)),
+            Err(reason) => {
+                let message = format!(
+                    "the client did not provide a bearer token for provider {:?}: {reason}",
+                    run.setup.provider.token_provider_name()
+                );
+                self.fail(s, ModelError::new(ModelErrorKind::Unauthorized, message));
+            }
+        }
+    }
+
+    /// Builds and starts the model call (with the client's bearer token, if it gave one).
+    fn send_model(&mut self, s: &mut dyn SessionControl, bearer: Option<Secret>) {
+        let Some(run) = self.run.as_mut() else { return };
         let messages = s.history();
         let mut req = ChatRequest::new(run.setup.model.as_deref(), &messages, &run.tools);
         req.reasoning_effort = run.setup.reasoning_effort.as_deref();
-        let request = match build_chat_request(&run.setup.provider, &req, None) {
+        let request = match build_chat_request(&run.setup.provider, &req, bearer.as_ref()) {
             Ok(r) => r,
             Err(e) => return self.fail(s, e),
         };
@@ -263,10 +322,13 @@ impl ModelAgent {
         // Whether there were tool calls is decided from the calls, never `finish_reason`.
         if response.has_tool_calls() {
             run.step = Step::Tools {
-                calls: response.tool_calls,
-                next: 0,
+                waiting: response.tool_calls.iter().map(|c| c.id.clone()).collect(),
             };
-            self.next_tool(s);
+            // Every call starts now (their permission prompts may be pending together); the
+            // results go back in call order, whatever order they finish in.
+            for call in &response.tool_calls {
+                start_tool(s, run, call);
+            }
         } else {
             s.emit("assistant.turn_end", json!({"turnId": turn_id}), false);
             self.run = None;
@@ -275,29 +337,25 @@ impl ModelAgent {
         }
     }
 
-    /// Runs the next tool call of the response, or calls the model with the results.
-    fn next_tool(&mut self, s: &mut dyn SessionControl) {
+    /// A tool call of the response finished: when it was the last one, the model is called
+    /// with the results.
+    fn tool_done(&mut self, s: &mut dyn SessionControl, tool_call_id: &str) {
         let Some(run) = self.run.as_mut() else { return };
-        let Step::Tools { calls, next } = &mut run.step else {
+        let Step::Tools { waiting } = &mut run.step else {
             return;
         };
-        match calls.get(*next) {
-            Some(call) => {
-                let arguments = call
-                    .parsed_arguments()
-                    .unwrap_or_else(|_| Value::String(call.arguments.clone()));
-                let (id, name) = (call.id.clone(), call.name.clone());
-                s.call_tool(&id, &name, &arguments, &run.turn.to_string());
-            }
-            None => {
-                s.emit(
-                    "assistant.turn_end",
-                    json!({"turnId": run.turn.to_string()}),
-                    false,
-                );
-                run.turn += 1;
-                self.call_model(s);
-            }
+        let Some(i) = waiting.iter().position(|id| id == tool_call_id) else {
+            return;
+        };
+        waiting.remove(i);
+        if waiting.is_empty() {
+            s.emit(
+                "assistant.turn_end",
+                json!({"turnId": run.turn.to_string()}),
+                false,
+            );
+            run.turn += 1;
+            self.call_model(s);
         }
     }
 
@@ -329,9 +387,24 @@ impl ModelAgent {
     fn active(&mut self) -> Option<&mut Active> {
         match &mut self.run.as_mut()?.step {
             Step::Calling(active) => Some(active),
-            Step::Tools { .. } => None,
+            Step::Tools { .. } | Step::Token(_) => None,
         }
     }
+}
+
+/// Starts one of the model's tool calls: a built-in tool on the host, else a client tool.
+fn start_tool(s: &mut dyn SessionControl, run: &Run, call: &ToolCall) {
+    let arguments = call
+        .parsed_arguments()
+        .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+    let turn_id = run.turn.to_string();
+    if run.builtins.contains(&call.name) {
+        if let Some(builtin) = super::model_tools::builtin_call(&call.name, &arguments) {
+            s.call_builtin(&call.id, &builtin, &turn_id);
+            return;
+        }
+    }
+    s.call_tool(&call.id, &call.name, &arguments, &turn_id);
 }
 
 /// A streamed step: the deltas streaming clients see.
@@ -484,17 +557,8 @@ impl Agent for ModelAgent {
                 }
                 self.drain(s);
             }
-            AgentInput::ToolDone { tool_call_id, .. } => {
-                let Some(run) = self.run.as_mut() else { return };
-                let Step::Tools { calls, next } = &mut run.step else {
-                    return;
-                };
-                if calls.get(*next).is_some_and(|c| c.id == tool_call_id) {
-                    *next += 1;
-                    self.next_tool(s);
-                }
-            }
-            AgentInput::ClientAnswer { .. } => {}
+            AgentInput::ToolDone { tool_call_id, .. } => self.tool_done(s, &tool_call_id),
+            AgentInput::ClientAnswer { token, outcome } => self.token_answered(s, token, outcome),
         }
     }
 

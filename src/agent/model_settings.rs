@@ -107,6 +107,23 @@ impl ModelSettings {
             .is_none_or(|list| list.iter().any(matches))
     }
 
+    /// Whether built-in tool `name` may be offered to the model (`availableTools` /
+    /// `excludedTools` entries `NAME`, `builtin:NAME`, `builtin:*` or `*`).
+    pub fn offers_builtin(&self, name: &str) -> bool {
+        let matches = |pattern: &String| {
+            pattern == name
+                || pattern == "*"
+                || pattern == "builtin:*"
+                || pattern.strip_prefix("builtin:") == Some(name)
+        };
+        if self.excluded_tools.iter().any(matches) {
+            return false;
+        }
+        self.available_tools
+            .as_ref()
+            .is_none_or(|list| list.iter().any(matches))
+    }
+
     /// Resolves the provider to call: the session's own, else `default`.
     pub fn resolve(
         &self,
@@ -178,6 +195,12 @@ mod tests {
         .unwrap();
         assert_eq!(replaced.system_prompt(), "Only this.");
         assert!(replaced.offers_tool("a") && !replaced.offers_tool("b"));
+        assert!(!replaced.offers_builtin("view"));
+        let builtins =
+            ModelSettings::from_params(&json!({"excludedTools": ["builtin:edit", "bash"]}))
+                .unwrap();
+        assert!(builtins.offers_builtin("view"));
+        assert!(!builtins.offers_builtin("edit") && !builtins.offers_builtin("bash"));
         assert!(replaced.resolve(None, &CallConfig::default()).is_err());
     }
 

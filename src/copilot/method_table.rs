@@ -43,6 +43,7 @@ pub const METHODS: &[&str] = &[
     "session.shell.kill",
     "session.skills.reload",
     "runtime.shutdown",
+    "sessionFs.setProvider",
     // Issue 17 part A (answered in `surface`: `lifecycle`, `session_state`, `account`).
     "session.destroy",
     "session.shutdown",

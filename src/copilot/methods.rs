@@ -64,7 +64,10 @@ pub(super) fn dispatch(
         "auth.getStatus" => {
             Ok(json!({"isAuthenticated": true, "authType": "token", "login": "agentwire"}))
         }
-        "models.list" => Ok(json!({"models": model_list()})),
+        "models.list" => match host.list_models(conn, id, models_result) {
+            Some(result) => Ok(result),
+            None => return None,
+        },
         "session.create" => create(host, conn, params),
         "session.resume" => resume(host, conn, params),
         "session.send" => send(host, params).map(|m| json!({"messageId": m})),
@@ -131,6 +134,10 @@ pub(super) fn dispatch(
             };
             known_session(host, "session.skills.reload", &p.session_id).map(|()| json!({}))
         }
+        "sessionFs.setProvider" => {
+            host.set_file_provider(conn);
+            Ok(json!({"success": true}))
+        }
         "runtime.shutdown" => {
             host.after_response(AfterResponse::Shutdown {
                 reason: "runtime.shutdown requested by a client".into(),
@@ -143,6 +150,22 @@ pub(super) fn dispatch(
         )),
     };
     Some(result)
+}
+
+/// `models.list`'s result for a provider's list (the scripted entry when it is empty).
+fn models_result(models: &[crate::model::ModelInfo]) -> Value {
+    if models.is_empty() {
+        return json!({"models": model_list()});
+    }
+    let models: Vec<Value> = models
+        .iter()
+        .map(|m| {
+            json!({"id": m.id, "name": m.name.clone().unwrap_or_else(|| m.id.clone()),
+                   "capabilities": {"supports": {}, "limits": {
+                       "max_context_window_tokens": m.context_window.unwrap_or(128_000)}}})
+        })
+        .collect();
+    json!({"models": models})
 }
 
 /// The models this server offers (`models.list`, `session.model.list`).

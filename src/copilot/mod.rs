@@ -27,6 +27,7 @@ mod llm_inference;
 mod method_table;
 mod methods;
 mod params;
+mod session_fs;
 mod session_state;
 mod shell;
 mod stored_state;
@@ -141,6 +142,22 @@ impl DialectHandler for Copilot {
         llm_inference::cancel(host, conn, call);
     }
 
+    fn fs_request(
+        &self,
+        session: &str,
+        op: &crate::host::FsPrimitive,
+    ) -> Option<(&'static str, Value)> {
+        Some(session_fs::request(session, op))
+    }
+
+    fn fs_answer(
+        &self,
+        op: &crate::host::FsPrimitive,
+        result: &Value,
+    ) -> Result<crate::host::FsAnswer, String> {
+        session_fs::answer(op, result)
+    }
+
     fn grants_extension_access(&self) -> bool {
         true
     }
@@ -151,6 +168,7 @@ impl DialectHandler for Copilot {
             ServerRequest::ExitPlanMode => "exitPlanMode.request",
             ServerRequest::AutoModeSwitch => "autoModeSwitch.request",
             ServerRequest::Hook => "hooks.invoke",
+            ServerRequest::ProviderToken => "providerToken.getToken",
             ServerRequest::CanvasOpen => "canvas.open",
             ServerRequest::CanvasClose => "canvas.close",
             ServerRequest::CanvasAction => "canvas.action.invoke",

@@ -458,6 +458,7 @@ impl Host {
 
     /// Resolves every pending request of the session as cancelled (abort).
     pub(crate) fn cancel_tool_calls(&mut self, session: &str) {
+        self.cancel_runtime_tools(session);
         let Some(live) = self.sessions.get_mut(session) else {
             return;
         };

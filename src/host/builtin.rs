@@ -6,7 +6,7 @@
 //! attached client whose dialect can run it (ACP clients that advertised `fs/*` or
 //! `terminal/*`); it is then a pending client call of the session (so an abort or the client
 //! leaving resolves it exactly once). With no such client, the call completes with the
-//! step's scripted result.
+//! step's scripted result, or, for a model's call, the runtime performs it (`tool_ops`).
 
 use serde_json::json;
 
@@ -29,6 +29,11 @@ impl Host {
         let mut call = call.clone();
         call.resolve_path(live.session.cwd.as_deref());
         let has_handler = live.session.any_permission_handler();
+        let problem = if call.model_arguments.is_some() {
+            self.prepare_model_builtin(session, &mut call)
+        } else {
+            None
+        };
         let name = call.tool_name();
         let arguments = call.arguments();
         self.emit(
@@ -38,6 +43,15 @@ impl Host {
                     "arguments": arguments, "turnId": turn_id}),
             false,
         );
+        if let Some(message) = problem {
+            let code = "failure".to_owned();
+            self.complete_tool(
+                session,
+                tool_call_id,
+                ToolOutcome::Failure { message, code },
+            );
+            return;
+        }
         let request = call
             .permission_request(tool_call_id)
             .filter(|_| !self.approves_all(session));
@@ -83,7 +97,12 @@ impl Host {
                 .map(|conn| (*handler, conn))
         });
         let Some((handler, conn)) = executor else {
-            self.complete_tool(session, tool_call_id, ToolOutcome::Success(call.result));
+            if call.model_arguments.is_some() {
+                // A model's call: the runtime performs it.
+                self.perform_builtin(session, tool_call_id, call);
+            } else {
+                self.complete_tool(session, tool_call_id, ToolOutcome::Success(call.result));
+            }
             return;
         };
         let request_id = self.ids.next_uuid();

@@ -32,6 +32,7 @@ pub(crate) enum CallKind {
     ExitPlanMode,
     AutoModeSwitch,
     Hook,
+    ProviderToken,
 }
 
 impl CallKind {
@@ -41,6 +42,7 @@ impl CallKind {
             CallKind::ExitPlanMode => ServerRequest::ExitPlanMode,
             CallKind::AutoModeSwitch => ServerRequest::AutoModeSwitch,
             CallKind::Hook => ServerRequest::Hook,
+            CallKind::ProviderToken => ServerRequest::ProviderToken,
         }
     }
 
@@ -50,7 +52,7 @@ impl CallKind {
             CallKind::UserInput => Some("user_input.completed"),
             CallKind::ExitPlanMode => Some("exit_plan_mode.completed"),
             CallKind::AutoModeSwitch => Some("auto_mode_switch.completed"),
-            CallKind::Hook => None,
+            CallKind::Hook | CallKind::ProviderToken => None,
         }
     }
 
@@ -60,6 +62,8 @@ impl CallKind {
             CallKind::ExitPlanMode => a.request_exit_plan_mode,
             CallKind::AutoModeSwitch => a.request_auto_mode_switch,
             CallKind::Hook => a.hooks,
+            // The SDK that set `hasBearerTokenProvider` answers for its session.
+            CallKind::ProviderToken => a.extension.is_none(),
         }
     }
 }
@@ -77,6 +81,8 @@ pub(crate) enum ClientCall {
         /// The exchange.
         call: u64,
     },
+    /// A file operation on the session's file provider.
+    Fs(Box<super::remote_fs::FsCall>),
 }
 
 impl From<CanvasCall> for ClientCall {
@@ -175,6 +181,11 @@ impl Host {
                     Some("auto_mode_switch.requested"),
                 )
             }
+            ClientRequest::ProviderToken { provider_name } => (
+                CallKind::ProviderToken,
+                json!({"providerName": provider_name}),
+                None,
+            ),
             ClientRequest::Hook { hook_type, input } => (
                 CallKind::Hook,
                 json!({"hookType": hook_type, "input": input}),
@@ -331,6 +342,7 @@ impl Host {
             ClientCall::Agent(call) => call,
             ClientCall::Canvas(call) => return self.finish_canvas_call(*call, outcome),
             ClientCall::Http { call } => return self.finish_http_frame(call, outcome),
+            ClientCall::Fs(call) => return self.finish_fs_call(*call, outcome),
         };
         let result: Result<Value, String> = match outcome {
             Outcome::Result(raw) => serde_json::from_str(raw.get()).map_err(|e| e.to_string()),

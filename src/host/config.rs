@@ -48,6 +48,9 @@ pub struct HostConfig {
     /// Let clients run shell commands (`session.shell.exec`) through the runtime. Off by
     /// default: the method then fails with a reason.
     pub shell_enabled: bool,
+    /// Offer model agents the built-in tools (`view`, `create`, `edit`, `grep`, `glob`,
+    /// `bash`; each behind its permission prompt). On by default.
+    pub builtin_tools: bool,
     /// Honour `requestMcpApps` (the runtime's `COPILOT_MCP_APPS=true` gate). Off by default:
     /// a request is then answered without `ui.mcpApps` and a `session.warning` says why.
     pub mcp_apps_enabled: bool,
@@ -128,6 +131,12 @@ impl HostConfig {
         self
     }
 
+    /// Sets [`HostConfig::builtin_tools`].
+    pub fn with_builtin_tools(mut self, on: bool) -> Self {
+        self.builtin_tools = on;
+        self
+    }
+
     /// Sets [`HostConfig::shell_enabled`].
     pub fn with_shell_enabled(mut self, on: bool) -> Self {
         self.shell_enabled = on;
@@ -190,6 +199,7 @@ impl Default for HostConfig {
             report_persisted_events: false,
             mcp_apps_enabled: false,
             shell_enabled: false,
+            builtin_tools: true,
             approve_all_permissions: false,
             model_default: None,
             model_call: CallConfig::default(),
@@ -215,6 +225,7 @@ impl fmt::Debug for HostConfig {
             .field("report_persisted_events", &self.report_persisted_events)
             .field("mcp_apps_enabled", &self.mcp_apps_enabled)
             .field("shell_enabled", &self.shell_enabled)
+            .field("builtin_tools", &self.builtin_tools)
             .field("approve_all_permissions", &self.approve_all_permissions)
             .field(
                 "model_default",

@@ -65,6 +65,8 @@ pub(crate) enum ServerRequest {
     AutoModeSwitch,
     /// Run a client-side hook.
     Hook,
+    /// Ask for a bearer token for the session's model provider.
+    ProviderToken,
     /// Open a canvas on its provider.
     CanvasOpen,
     /// Close a canvas instance on its provider.
@@ -81,6 +83,7 @@ impl ServerRequest {
             ServerRequest::ExitPlanMode => "exit-plan-mode requests",
             ServerRequest::AutoModeSwitch => "auto-mode-switch requests",
             ServerRequest::Hook => "hook invocations",
+            ServerRequest::ProviderToken => "provider token requests",
             ServerRequest::CanvasOpen => "canvas open requests",
             ServerRequest::CanvasClose => "canvas close requests",
             ServerRequest::CanvasAction => "canvas action requests",
@@ -152,6 +155,25 @@ pub(crate) trait DialectHandler: Sync {
         _tool_call_id: &str,
         _call: BuiltinCall,
     ) {
+    }
+
+    /// The server-to-client request (method and params) that asks a file provider of this
+    /// dialect to perform `op` for `session`, if the dialect has one.
+    fn fs_request(
+        &self,
+        _session: &str,
+        _op: &super::FsPrimitive,
+    ) -> Option<(&'static str, Value)> {
+        None
+    }
+
+    /// Reads a file provider's answer to `op`.
+    fn fs_answer(
+        &self,
+        _op: &super::FsPrimitive,
+        _result: &Value,
+    ) -> Result<super::FsAnswer, String> {
+        Err("this client does not provide files".into())
     }
 
     /// Whether a client of this dialect that answers permission prompts (and is not an

@@ -95,6 +95,10 @@ impl SessionControl for Control<'_> {
         self.host.model_tools(self.session)
     }
 
+    fn builtin_tools(&self) -> Vec<crate::model::ToolSpec> {
+        self.host.model_builtin_tools(self.session)
+    }
+
     fn set_timer(&mut self, at: Timestamp) {
         let seq = self.host.timer_seq;
         self.host.timer_seq += 1;

@@ -61,6 +61,13 @@ impl Host {
 
     fn http_input(&mut self, now: Timestamp, call: u64, event: HttpEvent, last: bool) {
         self.advance_time(now);
+        let is_models = self
+            .models_lists_call()
+            .is_some_and(|models_call| models_call == call);
+        if is_models {
+            self.models_http(call, event);
+            return;
+        }
         // Input for an unknown or cancelled exchange, or one a client performs, is ignored.
         if self
             .http_calls
@@ -191,6 +198,22 @@ impl Host {
             .collect();
         compacted(&mut parsed);
         messages_from_events(parsed.iter().map(|(t, d)| (t.as_str(), d)), None)
+    }
+
+    /// The built-in tools offered to the session's model (none when the operator switched
+    /// them off).
+    pub(super) fn model_builtin_tools(&self, session: &str) -> Vec<ToolSpec> {
+        let Some(live) = self.sessions.get(session) else {
+            return Vec::new();
+        };
+        if !self.config.builtin_tools {
+            return Vec::new();
+        }
+        crate::agent::model_tools::BUILTIN_TOOL_NAMES
+            .iter()
+            .filter(|name| live.model.offers_builtin(name))
+            .filter_map(|name| crate::agent::model_tools::builtin_tool_spec(name))
+            .collect()
     }
 
     /// The client tools of the session the model may call (first declaration of a name wins).

@@ -82,6 +82,7 @@ impl Host {
         if c.http_provider {
             self.http_provider_left(conn);
         }
+        self.file_provider_left(conn);
         for session in c.sessions {
             self.detach_conn(&session, conn);
         }
@@ -106,6 +107,7 @@ impl Host {
                     }
                 }
                 TimerTarget::ClientCall(conn, id) => self.client_call_timed_out(conn, &id),
+                TimerTarget::ModelsList(call) => self.models_list_timed_out(call),
                 TimerTarget::Dialect(dialect, conn, id) => {
                     let handler = self.dialects[dialect.index()];
                     handler.timer_fired(self, conn, &id);

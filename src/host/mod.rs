@@ -31,14 +31,17 @@ mod http;
 mod input;
 mod interrupt;
 mod lookup;
+mod models_list;
 mod outbox;
 mod output;
 mod policy;
 mod provided_http;
 mod publish;
+mod remote_fs;
 mod restore;
 mod send;
 mod shell;
+mod tool_ops;
 
 use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -63,11 +66,13 @@ pub use outbox::{Outbox, OutboxOverflow};
 pub use output::Output;
 pub use restore::RestoreError;
 pub use shell::ShellStream;
+pub use tool_ops::{FileReply, FileRequest};
 
 pub(crate) use bridge::{always_decision, command_ids, AnswerTo, Pending, PermissionPrompt};
 pub(crate) use canvas::{ActionParams, CanvasReply, CloseParams, OpenParams};
 pub(crate) use dialect::{DialectHandler, DialectId, ServerRequest, SessionChange};
 pub(crate) use policy::HistoryError;
+pub(crate) use remote_fs::{FsAnswer, FsPrimitive};
 pub(crate) use shell::{ProcessInfo, ProcessRefused};
 
 use conn_table::ConnTable;
@@ -111,7 +116,8 @@ struct Live {
 ///
 /// * **Connections**: `open`, `open_dialect`, `open_with` (one connection per peer).
 /// * **Inputs**: [`Host::handle_bytes`], [`Host::handle_eof`], [`Host::handle_timeout`],
-///   [`Host::handle_shell_output`], [`Host::handle_shell_exit`], and the runtime's own
+///   [`Host::handle_shell_output`], [`Host::handle_shell_exit`], the `handle_http_*`
+///   reports, [`Host::handle_file_result`], and the runtime's own
 ///   [`Host::emit_event`] and [`Host::restore_session`].
 /// * **Outputs** (drain after every input): [`Host::poll_ready`] with
 ///   [`Host::poll_transmit`] or [`Host::poll_transmit_batch`], [`Host::poll_output`], and
@@ -150,6 +156,12 @@ pub struct Host {
     next_http_call: u64,
     /// Sessions the runtime is looking up ([`Output::LoadSession`]).
     lookups: BTreeSet<String>,
+    /// Built-in tool calls the runtime performs (file operations, `bash` commands).
+    runtime_tools: tool_ops::RuntimeTools,
+    /// The server's model list: the provider's cached answer and the request in flight.
+    models_lists: models_list::ModelsLists,
+    /// Connections that provide the file storage of the sessions they attach to.
+    file_providers: BTreeSet<ConnId>,
 }
 
 /// What a deadline in the host's timer map is for.
@@ -160,6 +172,8 @@ enum TimerTarget {
     ClientCall(ConnId, OwnedId),
     /// A dialect's own request on a connection is due.
     Dialect(DialectId, ConnId, OwnedId),
+    /// The provider's model list (HTTP call id) is due.
+    ModelsList(u64),
 }
 
 /// Work deferred until the current response has been queued.
@@ -219,6 +233,9 @@ impl Host {
             secret_filters: Vec::new(),
             http_calls: BTreeMap::new(),
             next_http_call: 1,
+            runtime_tools: tool_ops::RuntimeTools::default(),
+            models_lists: models_list::ModelsLists::default(),
+            file_providers: BTreeSet::new(),
         }
     }
 

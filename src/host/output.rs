@@ -106,6 +106,18 @@ pub enum Output {
         /// Method, URL, headers and body.
         request: crate::model::HttpRequest,
     },
+    /// Perform a file operation for a built-in tool call of a session's model (`view`,
+    /// `create`, `edit`, `grep`, `glob` with no client performing it) and report its result
+    /// with [`Host::handle_file_result`]. Paths are the session's (absolute when it has a
+    /// working directory); the host has already asked permission.
+    FileOp {
+        /// Id of this operation, for [`Host::handle_file_result`].
+        op: u64,
+        /// The session it is for.
+        session: String,
+        /// What to do.
+        request: super::FileRequest,
+    },
     /// Abandon the exchange started by [`Output::HttpRequest`] `call` (drop the connection);
     /// input for it is ignored from now on.
     HttpCancel {

@@ -104,6 +104,9 @@ impl Host {
         data: &[u8],
     ) {
         self.advance_time(now);
+        if self.tool_shell_output(process_id, data) {
+            return;
+        }
         let Some(p) = self.processes.get(process_id).cloned() else {
             return;
         };
@@ -119,6 +122,9 @@ impl Host {
     /// `shell.exit`), and the process id is forgotten.
     pub fn handle_shell_exit(&mut self, now: Timestamp, process_id: &str, exit_code: Option<i32>) {
         self.advance_time(now);
+        if self.tool_shell_exit(process_id, exit_code) {
+            return;
+        }
         let Some(p) = self.processes.remove(process_id) else {
             return;
         };

@@ -3,8 +3,10 @@
 //! Completions answers in the chosen [`FakeMode`] and records every request it received.
 //! Include with `#[path = "support/fake_model.rs"] mod fake_model;`.
 //!
-//! Routes: `POST /v1/chat/completions` (answered per mode) and `GET /v1/models` (one model,
-//! `fake-model`); anything else is a 404. The tool modes behave like the endpoint behind
+//! Routes: `POST …/chat/completions` (OpenAI `/v1/…` and Azure `/openai/…`, answered per
+//! mode), `POST /v1/messages` (the Anthropic Messages stream: text, or a `get_weather`
+//! tool use in `ToolCall` mode) and `GET /v1/models` / `/openai/v1/models` (one model,
+//! `fake-model`); anything else (e.g. `/v2/…`) is a 404. The tool modes behave like the endpoint behind
 //! the recorded traces: while the conversation's last message is not a `tool` result they
 //! ask for `get_weather` (ids `call_1`, `call_2`), then they answer `It is sunny in Paris.`
 #![allow(dead_code)]
@@ -43,6 +45,26 @@ pub enum FakeMode {
     MalformedChunk,
 }
 
+/// One scripted answer (see [`FakeModel::start_script`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FakeReply {
+    /// Stream this text.
+    Text(String),
+    /// Ask for these tool calls, all in one response: `(id, name, arguments JSON)`.
+    Tools(Vec<(String, String, String)>),
+}
+
+impl FakeReply {
+    /// A response with one tool call.
+    pub fn tool(id: &str, name: &str, arguments: Value) -> FakeReply {
+        FakeReply::Tools(vec![(
+            id.to_owned(),
+            name.to_owned(),
+            arguments.to_string(),
+        )])
+    }
+}
+
 /// One request as received.
 #[derive(Clone, Debug)]
 pub struct RecordedRequest {
@@ -75,6 +97,8 @@ impl RecordedRequest {
 struct State {
     requests: Vec<RecordedRequest>,
     completions: u64,
+    /// Scripted answers: completion `n` (1-based) gets `script[n - 1]`.
+    script: Vec<FakeReply>,
 }
 
 /// The running fake. Dropping it stops the server (and releases stalled connections).
@@ -116,6 +140,14 @@ impl FakeModel {
             shutdown,
             acceptor: Some(acceptor),
         }
+    }
+
+    /// Starts a fake whose completions answer `script` in order (completion `n` gets
+    /// `script[n - 1]`; after the script, `Text` mode).
+    pub fn start_script(script: Vec<FakeReply>) -> FakeModel {
+        let fake = FakeModel::start(FakeMode::Text);
+        fake.state.lock().unwrap().script = script;
+        fake
     }
 
     /// `http://127.0.0.1:PORT/v1`, the `baseUrl` to configure.
@@ -210,12 +242,23 @@ fn serve(
         }
         s.completions
     };
-    match (method.as_str(), path.as_str()) {
-        ("GET", "/v1/models") => {
+    let route = path.split('?').next().unwrap_or_default();
+    match (method.as_str(), route) {
+        ("GET", "/v1/models" | "/openai/v1/models") => {
             let body = json!({"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "fake"}]});
             return plain(&mut stream, 200, "OK", &[], &body.to_string());
         }
-        ("POST", "/v1/chat/completions") => {}
+        ("POST", "/v1/messages") => {
+            let mode = *mode.lock().unwrap();
+            start_stream(&mut stream)?;
+            for e in anthropic_events(mode, &body) {
+                write_chunk(&mut stream, &e)?;
+            }
+            stream.write_all(b"0\r\n\r\n")?;
+            return stream.flush();
+        }
+        // OpenAI (`/v1/…`) and Azure (`/openai/v1/…`, `/openai/deployments/M/…`).
+        ("POST", r) if r.ends_with("/chat/completions") && r != "/v2/chat/completions" => {}
         _ => return plain(&mut stream, 404, "Not Found", &[], "404 page not found"),
     }
     let mode = *mode.lock().unwrap();
@@ -225,64 +268,75 @@ fn serve(
         .and_then(|m| m.last())
         .is_some_and(|m| m["role"] == "tool");
     let text = text_events(&id, true);
-    let events = match mode {
-        FakeMode::Text => text,
-        FakeMode::ToolCall if after_tool => text,
-        FakeMode::ToolCall => tool_events(&id, &[("call_1", "Paris")]),
-        FakeMode::TwoToolCalls if after_tool => text,
-        FakeMode::TwoToolCalls => tool_events(&id, &[("call_1", "Paris"), ("call_2", "Lyon")]),
-        FakeMode::Reasoning => {
-            let mut e = vec![
-                chunk(
-                    &id,
-                    json!({"role": "assistant", "reasoning_content": "The user asks "}),
-                    None,
-                ),
-                chunk(&id, json!({"reasoning_content": "about Paris."}), None),
-            ];
-            e.extend(text);
-            e
-        }
-        FakeMode::NoUsage => text_events(&id, false),
-        FakeMode::RateLimitedOnce if n == 1 => {
-            let body = json!({"error": {"message": "Rate limit reached", "type": "rate_limit"}});
-            return plain(
-                &mut stream,
-                429,
-                "Too Many Requests",
-                &[("Retry-After", "0")],
-                &body.to_string(),
-            );
-        }
-        FakeMode::RateLimitedOnce => text,
-        FakeMode::ServerError => {
-            let body = json!({"error": {"message": "internal error", "type": "server_error"}});
-            return plain(
-                &mut stream,
-                500,
-                "Internal Server Error",
-                &[],
-                &body.to_string(),
-            );
-        }
-        FakeMode::CutMidStream => {
-            start_stream(&mut stream)?;
-            write_chunk(&mut stream, &text[0])?;
-            return Ok(()); // closes without the terminating chunk
-        }
-        FakeMode::Stall => {
-            start_stream(&mut stream)?;
-            write_chunk(&mut stream, &text[0])?;
-            while !shutdown.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            return Ok(());
-        }
-        FakeMode::MalformedChunk => vec![
-            text[0].clone(),
-            "data: {\"choices\":[{\"delta\":{\"content\":\n\n".to_owned(),
+    let scripted = state.lock().unwrap().script.get(n as usize - 1).cloned();
+    let events = match (scripted, mode) {
+        (Some(FakeReply::Text(t)), _) => vec![
+            chunk(&id, json!({"role": "assistant", "content": t}), None),
+            chunk(&id, json!({}), Some("stop")),
+            usage(&id),
             "data: [DONE]\n\n".to_owned(),
         ],
+        (Some(FakeReply::Tools(calls)), _) => scripted_tool_events(&id, &calls),
+        (None, mode) => match mode {
+            FakeMode::Text => text,
+            FakeMode::ToolCall if after_tool => text,
+            FakeMode::ToolCall => tool_events(&id, &[("call_1", "Paris")]),
+            FakeMode::TwoToolCalls if after_tool => text,
+            FakeMode::TwoToolCalls => tool_events(&id, &[("call_1", "Paris"), ("call_2", "Lyon")]),
+            FakeMode::Reasoning => {
+                let mut e = vec![
+                    chunk(
+                        &id,
+                        json!({"role": "assistant", "reasoning_content": "The user asks "}),
+                        None,
+                    ),
+                    chunk(&id, json!({"reasoning_content": "about Paris."}), None),
+                ];
+                e.extend(text);
+                e
+            }
+            FakeMode::NoUsage => text_events(&id, false),
+            FakeMode::RateLimitedOnce if n == 1 => {
+                let body =
+                    json!({"error": {"message": "Rate limit reached", "type": "rate_limit"}});
+                return plain(
+                    &mut stream,
+                    429,
+                    "Too Many Requests",
+                    &[("Retry-After", "0")],
+                    &body.to_string(),
+                );
+            }
+            FakeMode::RateLimitedOnce => text,
+            FakeMode::ServerError => {
+                let body = json!({"error": {"message": "internal error", "type": "server_error"}});
+                return plain(
+                    &mut stream,
+                    500,
+                    "Internal Server Error",
+                    &[],
+                    &body.to_string(),
+                );
+            }
+            FakeMode::CutMidStream => {
+                start_stream(&mut stream)?;
+                write_chunk(&mut stream, &text[0])?;
+                return Ok(()); // closes without the terminating chunk
+            }
+            FakeMode::Stall => {
+                start_stream(&mut stream)?;
+                write_chunk(&mut stream, &text[0])?;
+                while !shutdown.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                return Ok(());
+            }
+            FakeMode::MalformedChunk => vec![
+                text[0].clone(),
+                "data: {\"choices\":[{\"delta\":{\"content\":\n\n".to_owned(),
+                "data: [DONE]\n\n".to_owned(),
+            ],
+        },
     };
     start_stream(&mut stream)?;
     for e in &events {
@@ -330,6 +384,83 @@ fn tool_events(id: &str, calls: &[(&str, &str)]) -> Vec<String> {
         e.push(chunk(
             id,
             json!({"tool_calls": [{"index": i, "function": {"arguments": args}}]}),
+            None,
+        ));
+    }
+    e.push(chunk(id, json!({}), Some("tool_calls")));
+    e.push(usage(id));
+    e.push("data: [DONE]\n\n".to_owned());
+    e
+}
+
+/// An Anthropic Messages stream: `get_weather` in `ToolCall` mode until a `tool_result`
+/// came back, else the text answer.
+fn anthropic_events(mode: FakeMode, body: &Value) -> Vec<String> {
+    let event = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
+    let after_tool = body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_array())
+        .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"));
+    let mut e = vec![event(
+        "message_start",
+        json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",
+               "role": "assistant", "model": "claude-fake", "content": [],
+               "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+    )];
+    if mode == FakeMode::ToolCall && !after_tool {
+        e.push(event("content_block_start", json!({"type": "content_block_start", "index": 0,
+            "content_block": {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}})));
+        for part in ["{\"city\":", "\"Paris\"}"] {
+            e.push(event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": part}}),
+            ));
+        }
+        e.push(event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ));
+        e.push(event(
+            "message_delta",
+            json!({"type": "message_delta",
+            "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 5}}),
+        ));
+    } else {
+        e.push(event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0,
+            "content_block": {"type": "text", "text": ""}}),
+        ));
+        for part in ["It is ", "sunny in Paris."] {
+            e.push(event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": part}}),
+            ));
+        }
+        e.push(event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ));
+        e.push(event(
+            "message_delta",
+            json!({"type": "message_delta",
+            "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}}),
+        ));
+    }
+    e.push(event("message_stop", json!({"type": "message_stop"})));
+    e
+}
+
+fn scripted_tool_events(id: &str, calls: &[(String, String, String)]) -> Vec<String> {
+    let mut e = Vec::new();
+    for (i, (call_id, name, args)) in calls.iter().enumerate() {
+        e.push(chunk(
+            id,
+            json!({"role": "assistant", "tool_calls": [{"index": i, "id": call_id, "type": "function",
+                   "function": {"name": name, "arguments": args}}]}),
             None,
         ));
     }

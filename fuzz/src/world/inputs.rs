@@ -277,6 +277,29 @@ impl World {
                     self.stored.insert(id.clone());
                     self.store.entry(session).or_default().push(id);
                 }
+                // Without a simulated model (a client's own `provider`), nobody answers: the
+                // call ends at its deadline.
+                Output::HttpRequest { call, request, .. } => {
+                    if let Some(model) = self.model.as_mut() {
+                        model.request(call, &request);
+                    }
+                }
+                Output::HttpCancel { call } => {
+                    if let Some(model) = self.model.as_mut() {
+                        model.cancel(call);
+                    }
+                }
+                // The built-in tools' work is always answered (a runtime performs it).
+                Output::FileOp { op, request, .. } => {
+                    let seed = self.config.seed;
+                    let model = self.model.get_or_insert_with(|| SimModel::new(seed));
+                    model.file(op, &request);
+                }
+                Output::ShellExec { process_id, .. } => {
+                    let seed = self.config.seed;
+                    let model = self.model.get_or_insert_with(|| SimModel::new(seed));
+                    model.shell(process_id);
+                }
                 Output::SessionDeleted { session } => {
                     ensure!(
                         self.config.persist,

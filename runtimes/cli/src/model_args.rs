@@ -39,6 +39,11 @@ pub(crate) struct ModelArgs {
     /// COPILOT_SDK_AUTH_TOKEN, then GH_TOKEN, then GITHUB_TOKEN).
     #[arg(long, value_name = "NAME")]
     pub(crate) auth_token_env: Option<String>,
+
+    /// Do not offer the model the built-in tools (view, create, edit, grep, glob, bash);
+    /// it then sees only the clients' tools.
+    #[arg(long)]
+    pub(crate) no_builtin_tools: bool,
 }
 
 /// The `--model-provider` choices.
@@ -60,6 +65,7 @@ fn env_nonempty(name: &str) -> Option<String> {
 impl ModelArgs {
     /// Sets the server default and the base-URL policy in `config`.
     pub(crate) fn apply(&self, config: &mut HostConfig) -> Result<(), UsageError> {
+        config.builtin_tools = !self.no_builtin_tools;
         if !self.model_allow_host.is_empty() {
             config.model_base_urls = BaseUrlPolicy::AllowHosts(self.model_allow_host.clone());
         }

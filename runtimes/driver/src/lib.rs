@@ -41,7 +41,9 @@
 //! * `Output::HttpRequest` / `Output::HttpCancel`: a blocking `ureq` (rustls) request on a
 //!   thread of its own, its status and headers, body chunks (as they arrive), end or
 //!   transport error fed back with `Host::handle_http_response` / `handle_http_body` /
-//!   `handle_http_end` / `handle_http_error`; a cancelled exchange reports nothing more.
+//!   `handle_http_end` / `handle_http_error`; a cancelled exchange reports nothing more;
+//! * `Output::FileOp`: a built-in tool's file operation (read, write, walk, read many) with
+//!   `std::fs` on a thread of its own, its result fed back with `Host::handle_file_result`.
 //!
 //! Every connection that the driver opens with `Host::open_with` is later ended with exactly
 //! one `Host::handle_eof`, whatever ended it (peer EOF, an IO error, or a close the host asked
@@ -75,6 +77,7 @@ mod child;
 mod clock;
 mod driver;
 mod farewell;
+mod files;
 mod http;
 mod log;
 mod quickack;

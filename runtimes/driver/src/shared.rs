@@ -109,6 +109,7 @@ enum Effect {
     Shutdown(String),
     Shell(ShellCommand),
     Http(HttpCommand),
+    File(u64, agentwire::host::FileRequest),
 }
 
 impl Drop for Shared {
@@ -289,6 +290,11 @@ impl Shared {
                 request,
             } => effects.push(Effect::Http(HttpCommand::Start { call, request })),
             Output::HttpCancel { call } => effects.push(Effect::Http(HttpCommand::Cancel { call })),
+            Output::FileOp {
+                op,
+                session: _,
+                request,
+            } => effects.push(Effect::File(op, request)),
         }
     }
 
@@ -329,6 +335,7 @@ impl Shared {
                 }
                 Effect::Shell(command) => crate::shell::perform(self, command),
                 Effect::Http(command) => crate::http::perform(self, command),
+                Effect::File(op, request) => crate::files::perform(self, op, request),
             }
         }
     }

@@ -107,3 +107,96 @@ fn a_failed_model_call_is_a_turn_error_and_the_session_stays_usable() {
     let response = peer.response(again).expect("the second prompt ends");
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
 }
+
+/// Feeds a complete 200 SSE answer for `call`.
+fn answer(w: &mut World, peer: &mut Peer, call: u64, stream: &str) {
+    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+    w.host.handle_http_response(w.now, call, 200, &headers);
+    w.host.handle_http_body(w.now, call, stream.as_bytes());
+    w.host.handle_http_end(w.now, call);
+    w.pump(peer);
+}
+
+#[test]
+fn the_models_edit_is_performed_by_a_client_that_offers_fs() {
+    let mut w = model_world();
+    let (mut peer, session) = w.ready(read_caps());
+    let id = prompt(&mut w, &mut peer, &session, "fix the greeting");
+    let (call, request) = next_call(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    let names: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"edit") && names.contains(&"view"),
+        "{names:?}"
+    );
+    let args = json!({"path": "hello.txt", "old_str": "world", "new_str": "ACP"}).to_string();
+    let tool_call = json!({"id": "c1", "choices": [{"delta": {"tool_calls": [{"index": 0,
+        "id": "call_e", "type": "function", "function": {"name": "edit", "arguments": args}}]},
+        "finish_reason": "tool_calls"}]});
+    answer(
+        &mut w,
+        &mut peer,
+        call,
+        &format!("data: {tool_call}\n\ndata: [DONE]\n\n"),
+    );
+    allow(&mut w, &mut peer, "allow-once");
+    // The client reads the file, agentwire applies the edit, the client writes it back.
+    let read = peer.requests("fs/read_text_file").remove(0);
+    assert_eq!(read["params"]["path"], "/work/project/hello.txt");
+    w.respond(&mut peer, &read["id"], json!({"content": "hello world\n"}));
+    let write = peer.requests("fs/write_text_file").remove(0);
+    assert_eq!(write["params"]["path"], "/work/project/hello.txt");
+    assert_eq!(write["params"]["content"], "hello ACP\n");
+    w.respond(&mut peer, &write["id"], json!(null));
+    // The next model call carries the result.
+    let (call, request) = next_call(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["role"], "tool");
+    assert_eq!(last["tool_call_id"], "call_e");
+    assert!(
+        last["content"].as_str().unwrap().contains("updated"),
+        "{last}"
+    );
+    let done = "data: {\"id\":\"c2\",\"choices\":[{\"delta\":{\"content\":\"Fixed.\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    answer(&mut w, &mut peer, call, done);
+    assert_eq!(
+        peer.response(id).expect("the prompt ends")["result"]["stopReason"],
+        "end_turn"
+    );
+}
+
+#[test]
+fn the_models_view_is_read_by_the_client_and_numbered() {
+    let mut w = model_world();
+    let (mut peer, session) = w.ready(read_caps());
+    let id = prompt(&mut w, &mut peer, &session, "show me");
+    let (call, _) = next_call(&mut w);
+    let args = json!({"path": "a.txt", "view_range": [2, 3]}).to_string();
+    let tool_call = json!({"id": "c1", "choices": [{"delta": {"tool_calls": [{"index": 0,
+        "id": "call_v", "type": "function", "function": {"name": "view", "arguments": args}}]},
+        "finish_reason": "tool_calls"}]});
+    answer(
+        &mut w,
+        &mut peer,
+        call,
+        &format!("data: {tool_call}\n\ndata: [DONE]\n\n"),
+    );
+    allow(&mut w, &mut peer, "allow-once");
+    let read = peer.requests("fs/read_text_file").remove(0);
+    assert_eq!(read["params"]["line"], 2);
+    assert_eq!(read["params"]["limit"], 2);
+    w.respond(&mut peer, &read["id"], json!({"content": "two\nthree\n"}));
+    let (call, request) = next_call(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["content"], "2. two\n3. three\n");
+    let done = "data: {\"id\":\"c2\",\"choices\":[{\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    answer(&mut w, &mut peer, call, done);
+    assert!(peer.response(id).is_some());
+}

@@ -1,0 +1,148 @@
+//! Performs the file operations of built-in tool calls (`Output::FileOp`): each runs with
+//! blocking `std::fs` calls on a plain thread, and its result is fed back to the host by a
+//! driver task (`Host::handle_file_result`). The host has already asked permission and
+//! decided the paths; this only moves bytes.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use agentwire::host::{FileReply, FileRequest};
+
+use crate::shared::Shared;
+use crate::sync::Queue;
+
+/// Starts file operation `op`; its result reaches the host later.
+pub(crate) fn perform(shared: &Arc<Shared>, op: u64, request: FileRequest) {
+    let queue = Arc::new(Queue::new());
+    let producer = queue.clone();
+    let started = std::thread::Builder::new()
+        .name(format!("agentwire-file-{op}"))
+        .spawn(move || producer.push(run(&request)));
+    if let Err(e) = started {
+        queue.push(Err(format!("cannot start the file thread: {e}")));
+    }
+    let shared2 = shared.clone();
+    shared.spawn(async move {
+        let result = queue.pop().await;
+        shared2.with_inner(|inner, now| inner.host.handle_file_result(now, op, result));
+    });
+}
+
+/// Performs one request on this thread.
+fn run(request: &FileRequest) -> Result<FileReply, String> {
+    match request {
+        FileRequest::Read { path } => read(Path::new(path)),
+        FileRequest::Write {
+            path,
+            content,
+            create_new,
+        } => write(Path::new(path), content, *create_new),
+        FileRequest::Walk { root, limit } => {
+            let root = Path::new(root);
+            let meta = fs::metadata(root).map_err(|e| describe(root, &e))?;
+            if meta.is_file() {
+                return Ok(FileReply::Entries(vec![String::new()]));
+            }
+            let mut out = Vec::new();
+            walk(root, "", *limit, &mut out);
+            out.sort();
+            Ok(FileReply::Entries(out))
+        }
+        FileRequest::ReadMany {
+            root,
+            paths,
+            max_file_bytes,
+        } => {
+            let mut texts = Vec::new();
+            for rel in paths {
+                let path = if rel.is_empty() {
+                    PathBuf::from(root)
+                } else {
+                    Path::new(root).join(rel)
+                };
+                let small = fs::metadata(&path).is_ok_and(|m| m.len() <= *max_file_bytes);
+                if let (true, Ok(bytes)) = (small, fs::read(&path)) {
+                    if let Ok(text) = String::from_utf8(bytes) {
+                        texts.push((rel.clone(), text));
+                    }
+                }
+            }
+            Ok(FileReply::Texts(texts))
+        }
+    }
+}
+
+fn describe(path: &Path, e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => format!("Path {} does not exist", path.display()),
+        std::io::ErrorKind::AlreadyExists => {
+            format!("Path {} already exists", path.display())
+        }
+        _ => format!("{}: {e}", path.display()),
+    }
+}
+
+fn read(path: &Path) -> Result<FileReply, String> {
+    let meta = fs::metadata(path).map_err(|e| describe(path, &e))?;
+    if meta.is_dir() {
+        let mut entries = Vec::new();
+        for entry in fs::read_dir(path).map_err(|e| describe(path, &e))? {
+            let entry = entry.map_err(|e| describe(path, &e))?;
+            let mut name = entry.file_name().to_string_lossy().into_owned();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                name.push('/');
+            }
+            entries.push(name);
+        }
+        return Ok(FileReply::Entries(entries));
+    }
+    let bytes = fs::read(path).map_err(|e| describe(path, &e))?;
+    String::from_utf8(bytes)
+        .map(FileReply::Text)
+        .map_err(|_| format!("{} is not a UTF-8 text file", path.display()))
+}
+
+fn write(path: &Path, content: &str, create_new: bool) -> Result<FileReply, String> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent).map_err(|e| describe(parent, &e))?;
+    }
+    let mut options = fs::OpenOptions::new();
+    options.write(true);
+    if create_new {
+        options.create_new(true);
+    } else {
+        options.create(true).truncate(true);
+    }
+    let mut file = options.open(path).map_err(|e| describe(path, &e))?;
+    file.write_all(content.as_bytes())
+        .map_err(|e| describe(path, &e))?;
+    Ok(FileReply::Written)
+}
+
+/// Collects the files below `dir` (paths relative to the walk's root), skipping `.git`
+/// and not following symbolic links to directories.
+fn walk(dir: &Path, prefix: &str, limit: usize, out: &mut Vec<String>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        if out.len() >= limit {
+            return;
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let rel = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}/{name}")
+        };
+        match entry.file_type() {
+            Ok(t) if t.is_dir() && name != ".git" => walk(&entry.path(), &rel, limit, out),
+            Ok(t) if t.is_file() => out.push(rel),
+            _ => {}
+        }
+    }
+}

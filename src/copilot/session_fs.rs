@@ -1,0 +1,84 @@
+//! `sessionFs.*`: an SDK client as the session's file store (issue 17 B). A connection that
+//! sent `sessionFs.setProvider {initialCwd, sessionStatePath, conventions, capabilities}`
+//! provides the files of the sessions it attaches to: the built-in tools' file work goes to
+//! it as `sessionFs.stat` / `readFile` / `readdirWithTypes` / `writeFile` / `mkdir` /
+//! `exists` requests (`{sessionId, path, …}`; answers carry an optional `error {code,
+//! message}`) instead of the runtime's file system. Session event storage stays agentwire's.
+
+use serde_json::{json, Value};
+
+use crate::host::{FsAnswer, FsPrimitive};
+
+/// The request for `op` (method and params).
+pub(super) fn request(session: &str, op: &FsPrimitive) -> (&'static str, Value) {
+    let p = |path: &str| json!({"sessionId": session, "path": path});
+    match op {
+        FsPrimitive::Stat { path } => ("sessionFs.stat", p(path)),
+        FsPrimitive::ReadFile { path } => ("sessionFs.readFile", p(path)),
+        FsPrimitive::ReadDir { path } => ("sessionFs.readdirWithTypes", p(path)),
+        FsPrimitive::WriteFile { path, content } => (
+            "sessionFs.writeFile",
+            json!({"sessionId": session, "path": path, "content": content}),
+        ),
+        FsPrimitive::Mkdir { path } => (
+            "sessionFs.mkdir",
+            json!({"sessionId": session, "path": path, "recursive": true}),
+        ),
+        FsPrimitive::Exists { path } => ("sessionFs.exists", p(path)),
+    }
+}
+
+/// Reads the provider's answer to `op`.
+pub(super) fn answer(op: &FsPrimitive, result: &Value) -> Result<FsAnswer, String> {
+    if let Some(error) = result.get("error").filter(|e| !e.is_null()) {
+        let code = error
+            .get("code")
+            .and_then(Value::as_str)
+            .unwrap_or("UNKNOWN");
+        let path = match op {
+            FsPrimitive::Stat { path }
+            | FsPrimitive::ReadFile { path }
+            | FsPrimitive::ReadDir { path }
+            | FsPrimitive::WriteFile { path, .. }
+            | FsPrimitive::Mkdir { path }
+            | FsPrimitive::Exists { path } => path,
+        };
+        return Err(match (code, error.get("message").and_then(Value::as_str)) {
+            ("ENOENT", _) => format!("Path {path} does not exist"),
+            (_, Some(message)) => format!("{path}: {message}"),
+            (code, None) => format!("{path}: {code}"),
+        });
+    }
+    let flag = |key: &str| result.get(key).and_then(Value::as_bool);
+    let malformed = || format!("the file provider's answer is malformed: {result}");
+    match op {
+        FsPrimitive::Stat { .. } => flag("isDirectory")
+            .map(|is_dir| FsAnswer::Stat { is_dir })
+            .ok_or_else(malformed),
+        FsPrimitive::ReadFile { .. } => result
+            .get("content")
+            .and_then(Value::as_str)
+            .map(|c| FsAnswer::Text(c.to_owned()))
+            .ok_or_else(malformed),
+        FsPrimitive::ReadDir { .. } => result
+            .get("entries")
+            .and_then(Value::as_array)
+            .map(|entries| {
+                FsAnswer::Entries(
+                    entries
+                        .iter()
+                        .filter_map(|e| {
+                            let name = e.get("name")?.as_str()?.to_owned();
+                            Some((
+                                name,
+                                e.get("type").and_then(Value::as_str) == Some("directory"),
+                            ))
+                        })
+                        .collect(),
+                )
+            })
+            .ok_or_else(malformed),
+        FsPrimitive::WriteFile { .. } | FsPrimitive::Mkdir { .. } => Ok(FsAnswer::Done),
+        FsPrimitive::Exists { .. } => flag("exists").map(FsAnswer::Exists).ok_or_else(malformed),
+    }
+}

@@ -1,0 +1,478 @@
+//! Built-in tool calls the runtime performs: a model's approved `view`, `create`, `edit`,
+//! `grep`, `glob` or `bash` call that no attached client performs (see
+//! [`crate::agent::model_tools`]).
+//!
+//! The host never touches a file system. File work is a short sequence of
+//! [`Output::FileOp`] requests ([`FileRequest`]: read a file or list a directory, write a
+//! file, walk a tree, read many files), each answered with [`Host::handle_file_result`];
+//! what the tool makes of the bytes (numbered lines, the exact-string edit, glob and regex
+//! matching) is [`crate::agent::tool_text`]. `bash` is an [`Output::ShellExec`] in the
+//! session's working directory whose output is collected ([`Host::handle_shell_output`])
+//! until it exits ([`Host::handle_shell_exit`]). Each call ends with
+//! `tool.execution_complete`; an abort drops what is in flight.
+
+use std::collections::BTreeMap;
+
+use crate::agent::tool_text::{self, normalize_path};
+use crate::agent::{BuiltinCall, BuiltinOp, GrepQuery, ToolOutcome};
+use crate::Timestamp;
+
+use super::{Host, Output};
+
+/// A file operation the runtime performs for a built-in tool ([`Output::FileOp`]). Paths
+/// are absolute when the session has a working directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FileRequest {
+    /// Read a UTF-8 text file ([`FileReply::Text`]), or list a directory's entries
+    /// ([`FileReply::Entries`]: names, directories with a trailing `/`).
+    Read {
+        /// The file or directory.
+        path: String,
+    },
+    /// Write a text file, creating missing parent directories ([`FileReply::Written`]).
+    Write {
+        /// The file.
+        path: String,
+        /// Its new content.
+        content: String,
+        /// Fail if the file already exists.
+        create_new: bool,
+    },
+    /// The files below `root` ([`FileReply::Entries`]: `/`-separated paths relative to
+    /// `root`, `.git` directories skipped, at most `limit`). A `root` that is a file gives
+    /// one empty path.
+    Walk {
+        /// The directory (or file).
+        root: String,
+        /// Most paths returned.
+        limit: usize,
+    },
+    /// Read the UTF-8 files `paths` (relative to `root`; an empty path is `root` itself)
+    /// ([`FileReply::Texts`]: files that cannot be read, are not UTF-8 or are larger than
+    /// `max_file_bytes` are left out).
+    ReadMany {
+        /// The directory the paths are relative to.
+        root: String,
+        /// The files.
+        paths: Vec<String>,
+        /// Larger files are skipped.
+        max_file_bytes: u64,
+    },
+}
+
+/// The runtime's answer to a [`FileRequest`] (see [`Host::handle_file_result`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FileReply {
+    /// A file's text.
+    Text(String),
+    /// Directory entries or walked paths.
+    Entries(Vec<String>),
+    /// Files read: (relative path, text).
+    Texts(Vec<(String, String)>),
+    /// The file was written.
+    Written,
+}
+
+/// Most paths a walk returns.
+const WALK_LIMIT: usize = 20_000;
+/// Files larger than this are not searched.
+const GREP_MAX_FILE_BYTES: u64 = 1024 * 1024;
+/// Most bytes of a command's output kept for the model.
+const BASH_OUTPUT_LIMIT: usize = 64 * 1024;
+/// A `bash` call is stopped after this long unless it asks for less (`initial_wait`).
+pub(crate) const BASH_TIMEOUT_MS: u64 = 120_000;
+
+/// What a file operation in flight is for.
+enum Stage {
+    View {
+        line: Option<u32>,
+        limit: Option<u32>,
+    },
+    Create {
+        result: String,
+    },
+    EditRead {
+        path: String,
+        old_str: String,
+        new_str: String,
+    },
+    EditWrite {
+        summary: String,
+    },
+    Glob {
+        pattern: String,
+    },
+    GrepWalk {
+        query: GrepQuery,
+    },
+    GrepRead {
+        query: GrepQuery,
+        root: String,
+    },
+}
+
+struct ToolOp {
+    session: String,
+    tool_call_id: String,
+    stage: Stage,
+}
+
+struct ToolShell {
+    session: String,
+    tool_call_id: String,
+    output: Vec<u8>,
+    truncated: bool,
+}
+
+/// The runtime-performed tool calls in flight.
+#[derive(Default)]
+pub(crate) struct RuntimeTools {
+    ops: BTreeMap<u64, ToolOp>,
+    next_op: u64,
+    shells: BTreeMap<String, ToolShell>,
+}
+
+impl Host {
+    /// Checks a model's built-in call before it is announced: its path lexically normalised
+    /// and confined to the session's working directory (a path outside gets the `path`
+    /// prompt). Returns why it cannot run, if it cannot.
+    pub(crate) fn prepare_model_builtin(
+        &self,
+        session: &str,
+        call: &mut BuiltinCall,
+    ) -> Option<String> {
+        if let Some(problem) = crate::agent::model_tools::invalid_call(call) {
+            return Some(problem);
+        }
+        let cwd = self
+            .sessions
+            .get(session)
+            .and_then(|l| l.session.cwd.clone());
+        if matches!(call.op, BuiltinOp::Shell { .. }) {
+            return None;
+        }
+        normalize_target(call);
+        if let Some(cwd) = cwd.filter(|c| !c.is_empty()) {
+            let cwd = normalize_path(&cwd);
+            if !crate::agent::builtin::is_within(call.target(), &cwd) {
+                call.prompt = crate::agent::PromptKind::Path;
+            }
+        }
+        None
+    }
+
+    /// Performs an approved model built-in call no client performs.
+    pub(crate) fn perform_builtin(&mut self, session: &str, tool_call_id: &str, call: BuiltinCall) {
+        let (request, stage) = match call.op {
+            BuiltinOp::ReadFile { path, line, limit } => {
+                (FileRequest::Read { path }, Stage::View { line, limit })
+            }
+            BuiltinOp::WriteFile { path, content } => (
+                FileRequest::Write {
+                    path,
+                    content,
+                    create_new: true,
+                },
+                Stage::Create {
+                    result: call.result,
+                },
+            ),
+            BuiltinOp::Edit {
+                path,
+                old_str,
+                new_str,
+            } => (
+                FileRequest::Read { path: path.clone() },
+                Stage::EditRead {
+                    path,
+                    old_str,
+                    new_str,
+                },
+            ),
+            BuiltinOp::Glob { pattern, path } => (
+                FileRequest::Walk {
+                    root: path,
+                    limit: WALK_LIMIT,
+                },
+                Stage::Glob { pattern },
+            ),
+            BuiltinOp::Grep(query) => (
+                FileRequest::Walk {
+                    root: query.path.clone(),
+                    limit: WALK_LIMIT,
+                },
+                Stage::GrepWalk { query },
+            ),
+            BuiltinOp::Shell { command } => {
+                let wait = call
+                    .model_arguments
+                    .as_ref()
+                    .and_then(|a| a.get("initial_wait"))
+                    .and_then(serde_json::Value::as_f64)
+                    .filter(|s| *s > 0.0)
+                    .map_or(BASH_TIMEOUT_MS, |s| (s.min(600.0) * 1000.0) as u64);
+                return self.start_tool_shell(session, tool_call_id, command, wait);
+            }
+        };
+        self.file_op(session, tool_call_id, request, stage);
+    }
+
+    fn file_op(&mut self, session: &str, tool_call_id: &str, request: FileRequest, stage: Stage) {
+        let op = self.runtime_tools.next_op;
+        self.runtime_tools.next_op += 1;
+        self.runtime_tools.ops.insert(
+            op,
+            ToolOp {
+                session: session.to_owned(),
+                tool_call_id: tool_call_id.to_owned(),
+                stage,
+            },
+        );
+        // A client that provides the session's files performs it; else the runtime.
+        if let Some(conn) = self.file_provider(session) {
+            return self.start_remote_file_op(conn, session, op, request);
+        }
+        self.outputs.push_back(Output::FileOp {
+            op,
+            session: session.to_owned(),
+            request,
+        });
+    }
+
+    fn start_tool_shell(
+        &mut self,
+        session: &str,
+        tool_call_id: &str,
+        command: String,
+        timeout_ms: u64,
+    ) {
+        let process_id = format!("tool-{}", self.ids.next_uuid());
+        let cwd = self
+            .sessions
+            .get(session)
+            .and_then(|l| l.session.cwd.clone());
+        self.runtime_tools.shells.insert(
+            process_id.clone(),
+            ToolShell {
+                session: session.to_owned(),
+                tool_call_id: tool_call_id.to_owned(),
+                output: Vec::new(),
+                truncated: false,
+            },
+        );
+        self.outputs.push_back(Output::ShellExec {
+            process_id,
+            command,
+            cwd,
+            timeout_ms,
+        });
+    }
+
+    /// The runtime's answer to [`Output::FileOp`] `op`: the file operation's result, or
+    /// what went wrong (the message reaches the model). Unknown ops are ignored.
+    pub fn handle_file_result(
+        &mut self,
+        now: Timestamp,
+        op: u64,
+        result: Result<FileReply, String>,
+    ) {
+        self.advance_time(now);
+        self.file_result(op, result);
+        self.run_agents();
+    }
+
+    /// A file operation's result, from the runtime or a file provider.
+    pub(crate) fn file_result(&mut self, op: u64, result: Result<FileReply, String>) {
+        let Some(ToolOp {
+            session,
+            tool_call_id,
+            stage,
+        }) = self.runtime_tools.ops.remove(&op)
+        else {
+            return;
+        };
+        let next = file_step(stage, result);
+        match next {
+            Next::Done(outcome) => {
+                let outcome = match outcome {
+                    Ok(text) => ToolOutcome::Success(text),
+                    Err(message) => ToolOutcome::Failure {
+                        message,
+                        code: "failure".into(),
+                    },
+                };
+                self.complete_tool(&session, &tool_call_id, outcome);
+            }
+            Next::Then(request, stage) => self.file_op(&session, &tool_call_id, request, stage),
+        }
+    }
+
+    /// Output of a `bash` call's command: collected for the model. Returns whether
+    /// `process_id` is one.
+    pub(crate) fn tool_shell_output(&mut self, process_id: &str, data: &[u8]) -> bool {
+        let Some(shell) = self.runtime_tools.shells.get_mut(process_id) else {
+            return false;
+        };
+        let room = BASH_OUTPUT_LIMIT.saturating_sub(shell.output.len());
+        shell
+            .output
+            .extend_from_slice(&data[..data.len().min(room)]);
+        shell.truncated |= data.len() > room;
+        true
+    }
+
+    /// A `bash` call's command ended: the call completes. Returns whether `process_id` is one.
+    pub(crate) fn tool_shell_exit(&mut self, process_id: &str, exit_code: Option<i32>) -> bool {
+        let Some(shell) = self.runtime_tools.shells.remove(process_id) else {
+            return false;
+        };
+        let mut text = String::from_utf8_lossy(&shell.output).into_owned();
+        if shell.truncated {
+            text.push_str("\n[output truncated]");
+        }
+        let answer = tool_text::bash_answer(&text, exit_code, false);
+        self.complete_tool(
+            &shell.session,
+            &shell.tool_call_id,
+            ToolOutcome::Success(answer),
+        );
+        self.run_agents();
+        true
+    }
+
+    /// Drops the session's runtime-performed calls (abort): their commands are killed and
+    /// each call completes as cancelled.
+    pub(crate) fn cancel_runtime_tools(&mut self, session: &str) {
+        let ops: Vec<u64> = (self.runtime_tools.ops.iter())
+            .filter(|(_, o)| o.session == session)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut cancelled = Vec::new();
+        for id in ops {
+            if let Some(op) = self.runtime_tools.ops.remove(&id) {
+                cancelled.push(op.tool_call_id);
+            }
+        }
+        let shells: Vec<String> = (self.runtime_tools.shells.iter())
+            .filter(|(_, s)| s.session == session)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for process_id in shells {
+            if let Some(shell) = self.runtime_tools.shells.remove(&process_id) {
+                cancelled.push(shell.tool_call_id);
+            }
+            self.outputs.push_back(Output::ShellKill {
+                process_id,
+                signal: "SIGKILL".to_owned(),
+            });
+        }
+        for tool_call_id in cancelled {
+            self.emit(
+                session,
+                "tool.execution_complete",
+                &serde_json::json!({"toolCallId": tool_call_id, "success": false,
+                        "error": {"message": "The tool call was cancelled", "code": "cancelled"}}),
+                false,
+            );
+        }
+    }
+}
+
+/// What follows a file operation's result.
+enum Next {
+    Done(Result<String, String>),
+    Then(FileRequest, Stage),
+}
+
+fn file_step(stage: Stage, result: Result<FileReply, String>) -> Next {
+    let reply = match result {
+        Ok(reply) => reply,
+        Err(message) => return Next::Done(Err(message)),
+    };
+    let unexpected = || {
+        Next::Done(Err(
+            "the runtime answered the file operation unexpectedly".into()
+        ))
+    };
+    match (stage, reply) {
+        (Stage::View { line, limit }, FileReply::Text(text)) => {
+            Next::Done(Ok(tool_text::view_text(&text, line, limit)))
+        }
+        (Stage::View { .. }, FileReply::Entries(entries)) => {
+            Next::Done(Ok(tool_text::view_dir(&entries)))
+        }
+        (Stage::Create { result }, FileReply::Written) => Next::Done(Ok(result)),
+        (
+            Stage::EditRead {
+                path,
+                old_str,
+                new_str,
+            },
+            FileReply::Text(text),
+        ) => match tool_text::apply_edit(&text, &path, &old_str, &new_str) {
+            Ok((content, summary)) => Next::Then(
+                FileRequest::Write {
+                    path,
+                    content,
+                    create_new: false,
+                },
+                Stage::EditWrite { summary },
+            ),
+            Err(message) => Next::Done(Err(message)),
+        },
+        (Stage::EditRead { path, .. }, FileReply::Entries(_)) => {
+            Next::Done(Err(format!("{path} is a directory, not a file")))
+        }
+        (Stage::EditWrite { summary }, FileReply::Written) => Next::Done(Ok(summary)),
+        (Stage::Glob { pattern }, FileReply::Entries(files)) => Next::Done(
+            tool_text::glob_files(&files, &pattern).map(|m| tool_text::glob_answer(&m, &pattern)),
+        ),
+        (Stage::GrepWalk { query }, FileReply::Entries(files)) => {
+            if let Err(e) = tool_text::grep_regex(&query) {
+                return Next::Done(Err(e));
+            }
+            match tool_text::grep_candidates(&files, &query) {
+                Ok(paths) => {
+                    let root = query.path.clone();
+                    Next::Then(
+                        FileRequest::ReadMany {
+                            root: root.clone(),
+                            paths,
+                            max_file_bytes: GREP_MAX_FILE_BYTES,
+                        },
+                        Stage::GrepRead { query, root },
+                    )
+                }
+                Err(e) => Next::Done(Err(e)),
+            }
+        }
+        (Stage::GrepRead { query, root }, FileReply::Texts(texts)) => {
+            // A search of one file names it by its path.
+            let texts: Vec<(String, String)> = texts
+                .into_iter()
+                .map(|(p, t)| {
+                    if p.is_empty() {
+                        (root.clone(), t)
+                    } else {
+                        (p, t)
+                    }
+                })
+                .collect();
+            Next::Done(tool_text::grep_answer(&query, &texts))
+        }
+        _ => unexpected(),
+    }
+}
+
+/// Normalises the path of a file or search call (`a/../b` → `b`).
+fn normalize_target(call: &mut BuiltinCall) {
+    let path = match &mut call.op {
+        BuiltinOp::ReadFile { path, .. }
+        | BuiltinOp::WriteFile { path, .. }
+        | BuiltinOp::Edit { path, .. }
+        | BuiltinOp::Grep(GrepQuery { path, .. })
+        | BuiltinOp::Glob { path, .. } => path,
+        BuiltinOp::Shell { .. } => return,
+    };
+    *path = normalize_path(path);
+}
