@@ -78,6 +78,11 @@
 //!                 /* perform it; feed back handle_http_response / _body / _end / _error */
 //!             }
 //!             Output::HttpCancel { call } => { /* drop the exchange */ }
+//!             Output::ProcessSpawn { process, argv, env, cwd } => {
+//!                 /* spawn in its own process group; feed back handle_process_stdout / _exit */
+//!             }
+//!             Output::ProcessWrite { process, bytes } => { /* write to its stdin */ }
+//!             Output::ProcessKill { process } => { /* kill its process group */ }
 //!         }
 //!     }
 //!     // Sleep until the next deadline (or the next input), then:
@@ -107,6 +112,7 @@ pub mod frame;
 pub mod host;
 mod ids;
 pub mod jsonrpc;
+pub mod mcp;
 pub mod model;
 pub mod serve;
 mod session;

@@ -63,6 +63,7 @@ impl Host {
                 arguments,
                 request,
                 builtin: Some(Box::new(call)),
+                mcp: None,
                 grants_extension: None,
             },
         );

@@ -179,6 +179,11 @@ impl Host {
                 });
             }
         }
+        for tool in self.mcp_tool_specs(session) {
+            if !out.iter().any(|t| t.name == tool.name) && live.model.offers_tool(&tool.name) {
+                out.push(tool);
+            }
+        }
         out
     }
 }

@@ -103,6 +103,7 @@ impl Host {
                     let handler = self.dialects[dialect.index()];
                     handler.timer_fired(self, conn, &id);
                 }
+                TimerTarget::Mcp(session, server) => self.mcp_timer_fired(&session, &server, key),
             }
         }
         self.run_agents();

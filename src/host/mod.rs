@@ -28,6 +28,9 @@ mod drive;
 mod emit;
 mod http;
 mod input;
+mod mcp;
+mod mcp_requests;
+mod mcp_tools;
 mod outbox;
 mod output;
 mod policy;
@@ -54,7 +57,7 @@ pub use crate::session::ConnId;
 pub use crate::Dialect;
 pub use canvas::CANVAS_TOOLS;
 pub use client_calls::CLIENT_CALL_TIMEOUT;
-pub use config::{HostConfig, DEFAULT_OUTBOX_BUDGET};
+pub use config::{HostConfig, McpSpawnPolicy, DEFAULT_OUTBOX_BUDGET};
 pub use outbox::{Outbox, OutboxOverflow};
 pub use output::Output;
 pub use restore::RestoreError;
@@ -96,6 +99,8 @@ struct Live {
     model: crate::agent::ModelSettings,
     /// The agent is a [`crate::agent::ModelAgent`].
     model_agent: bool,
+    /// The session's MCP servers.
+    mcp: mcp::McpServers,
 }
 
 /// The protocol host. See the crate docs for the run loop.
@@ -141,6 +146,11 @@ pub struct Host {
     /// HTTP exchanges in flight, by call id: the session they are for.
     http_calls: BTreeMap<u64, String>,
     next_http_call: u64,
+    /// Child processes of MCP servers, by process id: their session and server name.
+    mcp_processes: BTreeMap<u64, (String, String)>,
+    next_process: u64,
+    /// Tokens naming requests on the MCP clients.
+    next_mcp_token: u64,
 }
 
 /// What a deadline in the host's timer map is for.
@@ -151,6 +161,8 @@ enum TimerTarget {
     ClientCall(ConnId, OwnedId),
     /// A dialect's own request on a connection is due.
     Dialect(DialectId, ConnId, OwnedId),
+    /// A deadline of a session's MCP server (session, server name).
+    Mcp(String, String),
 }
 
 /// Work deferred until the current response has been queued.
@@ -209,6 +221,9 @@ impl Host {
             secret_filters: Vec::new(),
             http_calls: BTreeMap::new(),
             next_http_call: 1,
+            mcp_processes: BTreeMap::new(),
+            next_process: 1,
+            next_mcp_token: 1,
         }
     }
 

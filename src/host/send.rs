@@ -64,6 +64,7 @@ impl Host {
                     self.request_extension_access(&session, &extension)
                 }
                 AfterResponse::Shutdown { reason } => {
+                    self.stop_all_mcp_servers("the server is shutting down");
                     self.outputs.push_back(Output::Shutdown { reason })
                 }
             }
