@@ -397,9 +397,13 @@ impl Host {
         match mapped {
             Decision::Approved(_) => match (builtin, mcp) {
                 (Some(call), _) => self.run_builtin(session, &tool_call_id, *call),
-                (None, Some(target)) => {
-                    self.run_mcp_tool(session, &tool_call_id, &target.server, &target.tool, &arguments)
-                }
+                (None, Some(target)) => self.run_mcp_tool(
+                    session,
+                    &tool_call_id,
+                    &target.server,
+                    &target.tool,
+                    &arguments,
+                ),
                 (None, None) => {
                     self.request_external_tool(session, &tool_call_id, &tool_name, &arguments)
                 }

@@ -58,7 +58,9 @@ impl Host {
     /// Resolves a model-facing name `SERVER-TOOL` to its server and tool.
     pub(crate) fn mcp_tool_by_name(&self, session: &str, name: &str) -> Option<(String, String)> {
         self.mcp_servers(session).find_map(|server| {
-            let tool = name.strip_prefix(server.config.name.as_str())?.strip_prefix('-')?;
+            let tool = name
+                .strip_prefix(server.config.name.as_str())?
+                .strip_prefix('-')?;
             server
                 .client
                 .tools()
@@ -79,7 +81,15 @@ impl Host {
         turn_id: &str,
     ) {
         let Some(state) = self.mcp_server(session, server) else {
-            self.emit_mcp_start(session, tool_call_id, server, tool, arguments, turn_id, None);
+            self.emit_mcp_start(
+                session,
+                tool_call_id,
+                server,
+                tool,
+                arguments,
+                turn_id,
+                None,
+            );
             let message = format!("MCP server '{server}' is not configured for this session");
             self.fail_tool(session, tool_call_id, message);
             return;
@@ -99,7 +109,15 @@ impl Host {
                     .error
                     .clone()
                     .unwrap_or_else(|| "it is not running".to_owned());
-                self.emit_mcp_start(session, tool_call_id, server, tool, arguments, turn_id, None);
+                self.emit_mcp_start(
+                    session,
+                    tool_call_id,
+                    server,
+                    tool,
+                    arguments,
+                    turn_id,
+                    None,
+                );
                 let message = format!("MCP server '{server}' is not available: {reason}");
                 self.fail_tool(session, tool_call_id, message);
                 return;
@@ -299,7 +317,9 @@ impl Host {
         let now = self.now;
         if let Some(state) = self.mcp_server(session, server) {
             state.calls.remove(&token);
-            state.client.cancel_call(now, token, "the tool call was cancelled");
+            state
+                .client
+                .cancel_call(now, token, "the tool call was cancelled");
         }
         self.flush_mcp(session, server);
     }

@@ -188,6 +188,11 @@ pub(crate) enum AfterResponse {
     },
     /// An extension created the session: ask for its permission access after `session.start`.
     ExtensionAccess { session: String, extension: String },
+    /// Start the session's MCP servers (after `session.start`).
+    StartMcp {
+        session: String,
+        configs: Vec<crate::mcp::McpServerConfig>,
+    },
     /// Ask the runtime to shut down ([`Output::Shutdown`]).
     Shutdown { reason: String },
 }

@@ -422,8 +422,13 @@ impl McpClient {
         };
         let secs = self.timeout.as_millis();
         let result = match outcome {
-            Outcome::Result(raw) => Ok(serde_json::from_str::<Value>(raw.get()).unwrap_or_default()),
-            Outcome::Error(e) => Err(format!("the server answered with error {}: {}", e.code, e.message)),
+            Outcome::Result(raw) => {
+                Ok(serde_json::from_str::<Value>(raw.get()).unwrap_or_default())
+            }
+            Outcome::Error(e) => Err(format!(
+                "the server answered with error {}: {}",
+                e.code, e.message
+            )),
             Outcome::Cancelled => Err("the call was cancelled".to_owned()),
             Outcome::TimedOut => {
                 self.send_cancelled(&id, "timed out");
@@ -437,7 +442,8 @@ impl McpClient {
         match purpose {
             Purpose::Call { token, method } => {
                 let outcome = result.map_err(|e| format!("{method} failed: {e}"));
-                self.events.push_back(ClientEvent::CallDone { token, outcome });
+                self.events
+                    .push_back(ClientEvent::CallDone { token, outcome });
             }
             Purpose::Initialize => match result {
                 Ok(result) => self.initialized(now, &result),

@@ -127,7 +127,11 @@ fn writer(mut stdin: std::process::ChildStdin) -> Option<mpsc::Sender<Bytes>> {
         .name("agentwire-stdin".into())
         .spawn(move || {
             for bytes in rx {
-                if stdin.write_all(&bytes).and_then(|()| stdin.flush()).is_err() {
+                if stdin
+                    .write_all(&bytes)
+                    .and_then(|()| stdin.flush())
+                    .is_err()
+                {
                     return;
                 }
             }

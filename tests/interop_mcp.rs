@@ -1,0 +1,236 @@
+//! MCP servers through the **official Copilot Rust SDK** (`github-copilot-sdk`, unmodified) with
+//! a real, unmodified MCP server: `@modelcontextprotocol/server-everything` over stdio
+//! (installed by `.ci/run`; see `support/mcp_servers.rs`). The session's `mcpServers` start
+//! the server; scenario steps `{"mcp": "everything/TOOL"}` call its tools.
+
+#[path = "support/in_process.rs"]
+mod in_process;
+#[path = "support/mcp_servers.rs"]
+mod mcp_servers;
+mod sdk_scenarios;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use agentwire_tokio::agentwire::host::{HostConfig, McpSpawnPolicy};
+use agentwire_tokio::agentwire::Scenario;
+use agentwire_tokio::Server;
+use github_copilot_sdk::types::{
+    McpServerConfig, McpStdioServerConfig, MessageOptions, SessionConfig, SessionEvent,
+};
+use github_copilot_sdk::IndexMap;
+use in_process::connect;
+use sdk_scenarios::{bounded, within, Recorder, RecordingPermission, TURN};
+use serde_json::Value;
+
+const SCENARIO: &str = r#"{
+  "rules": [
+    { "match": "sum", "steps": [ { "mcp": "everything/get-sum", "arguments": { "a": 2, "b": 3 } },
+                                 { "say": "{result}" } ] },
+    { "match": "toggle", "steps": [ { "mcp": "everything/toggle-simulated-logging" },
+                                    { "say": "{result}" } ] },
+    { "match": "slow", "steps": [ { "mcp": "everything/trigger-long-running-operation",
+                                    "arguments": { "duration": 60, "steps": 60 } },
+                                  { "say": "after: {result}" } ] }
+  ],
+  "default": [ { "say": "You said: {prompt}" } ]
+}"#;
+
+fn server(policy: McpSpawnPolicy) -> Server {
+    let scenario = Scenario::from_json(SCENARIO).expect("scenario");
+    Server::new(HostConfig::with_scenario(scenario).with_mcp_spawn(policy))
+}
+
+struct McpSession {
+    session: github_copilot_sdk::session::Session,
+    events: Recorder,
+    permissions: Arc<Mutex<Vec<(String, Value)>>>,
+    pidfile: PathBuf,
+}
+
+fn pidfile(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "agentwire-mcp-{}-{tag}-{}",
+        std::process::id(),
+        sdk_scenarios::new_session_id()
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir.join("pid")
+}
+
+fn everything_servers(pidfile: &std::path::Path) -> IndexMap<String, McpServerConfig> {
+    let (command, args) = mcp_servers::everything_command(pidfile);
+    let mut servers = IndexMap::new();
+    servers.insert(
+        "everything".to_owned(),
+        McpServerConfig::Stdio(McpStdioServerConfig {
+            command,
+            args,
+            ..Default::default()
+        }),
+    );
+    servers
+}
+
+async fn mcp_session(client: &github_copilot_sdk::Client, tag: &str) -> McpSession {
+    let pidfile = pidfile(tag);
+    let permissions = Arc::new(Mutex::new(Vec::new()));
+    let config = SessionConfig::default()
+        .with_session_id(sdk_scenarios::new_session_id())
+        .with_model("fake-model")
+        .with_mcp_servers(everything_servers(&pidfile))
+        .with_permission_handler(Arc::new(RecordingPermission {
+            requests: permissions.clone(),
+            reject: None,
+        }));
+    let prepared = client.prepare_session(config).expect("prepare_session");
+    let events = Recorder::new(prepared.subscribe());
+    let session = within("session.create", prepared.start())
+        .await
+        .expect("session.create");
+    McpSession {
+        session,
+        events,
+        permissions,
+        pidfile,
+    }
+}
+
+fn data_str<'a>(ev: &'a SessionEvent, key: &str) -> &'a str {
+    ev.data.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// Runs a turn and returns the assistant message that ends it.
+async fn turn(s: &mut McpSession, prompt: &str) -> SessionEvent {
+    within(
+        prompt,
+        s.session
+            .send_and_wait(MessageOptions::new(prompt).with_wait_timeout(TURN)),
+    )
+    .await
+    .expect("the turn completes")
+    .expect("an assistant message")
+}
+
+#[tokio::test]
+async fn servers_load_and_tools_run_with_and_without_a_permission_prompt() {
+    bounded(async {
+        let server = server(McpSpawnPolicy::Anyone);
+        let client = connect(&server).await;
+        let mut s = mcp_session(&client, "tools").await;
+        let loaded = s.events.wait_for("session.mcp_servers_loaded").await;
+        assert_eq!(loaded.ephemeral, Some(true));
+        let servers = loaded.data["servers"].as_array().expect("servers");
+        assert_eq!(servers.len(), 1);
+        assert_eq!(servers[0]["name"], "everything");
+        assert_eq!(servers[0]["status"], "connected", "{servers:?}");
+        assert_eq!(servers[0]["transport"], "stdio");
+
+        // get-sum is annotated readOnlyHint: no prompt; its text result reaches the turn.
+        let reply = turn(&mut s, "sum please").await;
+        assert_eq!(data_str(&reply, "content"), "The sum of 2 and 3 is 5.");
+        assert!(
+            s.permissions.lock().unwrap().is_empty(),
+            "no prompt for a read-only tool"
+        );
+        let start = s.events.wait_for("tool.execution_start").await;
+        assert_eq!(data_str(&start, "mcpServerName"), "everything");
+        assert_eq!(data_str(&start, "mcpToolName"), "get-sum");
+        assert_eq!(data_str(&start, "toolName"), "everything-get-sum");
+        let done = s.events.wait_for("tool.execution_complete").await;
+        assert_eq!(done.data["success"], true);
+        assert_eq!(done.data["result"]["contents"][0]["type"], "text");
+
+        // toggle-simulated-logging is not read-only: a permission prompt of kind `mcp` first.
+        let reply = turn(&mut s, "toggle logging").await;
+        let text = data_str(&reply, "content");
+        assert!(text.contains("logging"), "the tool's answer: {text:?}");
+        let prompts = s.permissions.lock().unwrap().clone();
+        assert_eq!(prompts.len(), 1, "one prompt: {prompts:?}");
+        let request = &prompts[0].1;
+        let request = request.get("permissionRequest").unwrap_or(request);
+        assert_eq!(request["kind"], "mcp", "{request}");
+        assert_eq!(request["serverName"], "everything");
+        assert_eq!(request["toolName"], "toggle-simulated-logging");
+        assert_eq!(request["readOnly"], false);
+        assert!(request["toolTitle"].is_string());
+        s.events.wait_for("permission.completed").await;
+        let done = s.events.wait_for("tool.execution_complete").await;
+        assert_eq!(done.data["success"], true, "{:?}", done.data);
+
+        // session.delete stops the server: its process is gone.
+        let pid = mcp_servers::read_pid(&s.pidfile);
+        assert!(mcp_servers::alive(pid));
+        within("delete", client.delete_session(s.session.id()))
+            .await
+            .expect("session.delete");
+        assert!(
+            mcp_servers::gone(pid).await,
+            "the MCP server (pid {pid}) outlived session.delete"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn killing_the_server_mid_call_fails_the_call_with_a_reason_and_the_turn_ends() {
+    bounded(async {
+        let server = server(McpSpawnPolicy::Anyone);
+        let client = connect(&server).await;
+        let mut s = mcp_session(&client, "kill").await;
+        s.events.wait_for("session.mcp_servers_loaded").await;
+        within("send", s.session.send(MessageOptions::new("slow one")))
+            .await
+            .expect("session.send");
+        let start = s.events.wait_for("tool.execution_start").await;
+        assert_eq!(
+            data_str(&start, "mcpToolName"),
+            "trigger-long-running-operation"
+        );
+        let pid = mcp_servers::read_pid(&s.pidfile);
+        mcp_servers::kill(pid);
+        let done = s.events.wait_for("tool.execution_complete").await;
+        assert_eq!(done.data["success"], false, "{:?}", done.data);
+        let message = done.data["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("killed") || message.contains("exited"),
+            "the failure says why: {message:?}"
+        );
+        let reply = s.events.wait_for("assistant.message").await;
+        assert!(data_str(&reply, "content").starts_with("after: "));
+        s.events.wait_for("session.idle").await;
+        let status = s
+            .events
+            .seen
+            .iter()
+            .filter(|e| e.event_type == "session.mcp_server_status_changed")
+            .next_back()
+            .expect("a status change");
+        assert_eq!(status.data["status"], "failed");
+        assert_eq!(status.data["serverName"], "everything");
+        // The session carries on.
+        let reply = turn(&mut s, "hello").await;
+        assert_eq!(data_str(&reply, "content"), "You said: hello");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_connection_that_may_not_spawn_gets_a_clear_error() {
+    bounded(async {
+        let server = server(McpSpawnPolicy::TokenHolders);
+        let client = connect(&server).await;
+        let pidfile = pidfile("refused");
+        let config = SessionConfig::default()
+            .with_session_id(sdk_scenarios::new_session_id())
+            .with_mcp_servers(everything_servers(&pidfile));
+        let err = within("session.create", client.create_session(config))
+            .await
+            .err()
+            .expect("session.create is refused");
+        let text = err.to_string();
+        assert!(text.contains("stdio MCP servers"), "{text}");
+        assert!(!pidfile.exists(), "nothing was started");
+    })
+    .await;
+}

@@ -1,0 +1,90 @@
+//! Real MCP servers for tests, nobody here wrote: the reference server
+//! `@modelcontextprotocol/server-everything` (installed by `.ci/run` with npm), started through
+//! `sh -c 'echo $$ > PIDFILE; exec node ENTRY stdio'` so a test knows its process id.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The server-everything entry point: `$AGENTWIRE_MCP_EVERYTHING`, else
+/// `target/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js` (where
+/// `.ci/run` installs it). Panics with instructions when neither exists.
+pub fn everything_entry() -> PathBuf {
+    let path = std::env::var_os("AGENTWIRE_MCP_EVERYTHING")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(
+                "target/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+            )
+        });
+    assert!(
+        path.is_file(),
+        "the MCP reference server was not found at {}: run `.ci/run` once (it installs the pinned \
+         npm package @modelcontextprotocol/server-everything 2026.8.31 into target/mcp with \
+         `npm install --prefix target/mcp`), or set AGENTWIRE_MCP_EVERYTHING to its dist/index.js",
+        path.display()
+    );
+    path
+}
+
+/// `(command, args)` that start server-everything over stdio and write its pid to `pidfile`.
+pub fn everything_command(pidfile: &Path) -> (String, Vec<String>) {
+    let script = format!(
+        "echo $$ > '{}'; exec node '{}' stdio",
+        pidfile.display(),
+        everything_entry().display()
+    );
+    ("sh".to_owned(), vec!["-c".to_owned(), script])
+}
+
+/// The pid written to `pidfile` (waits up to 10 s for it).
+pub fn read_pid(pidfile: &Path) -> u32 {
+    let start = Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(pidfile) {
+            if let Ok(pid) = text.trim().parse() {
+                return pid;
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the MCP server never wrote its pid to {}",
+            pidfile.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether process `pid` is alive (exists and is not a zombie).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next());
+            state != Some("Z")
+        }
+        Err(_) => false,
+    }
+}
+
+/// Waits (up to 15 s) until `pid` is gone; false if it is still alive then.
+pub async fn gone(pid: u32) -> bool {
+    let start = Instant::now();
+    while alive(pid) {
+        if start.elapsed() > Duration::from_secs(15) {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    true
+}
+
+/// Kills `pid` with SIGKILL.
+pub fn kill(pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill -KILL {pid}");
+}
