@@ -13,9 +13,15 @@ pub fn everything_entry() -> PathBuf {
     let path = std::env::var_os("AGENTWIRE_MCP_EVERYTHING")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join(
-                "target/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
-            )
+            // The workspace's target/ (this file serves the root crate and runtimes/cli).
+            let rel =
+                "target/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js";
+            let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+            manifest
+                .ancestors()
+                .map(|dir| dir.join(rel))
+                .find(|p| p.is_file())
+                .unwrap_or_else(|| manifest.join(rel))
         });
     assert!(
         path.is_file(),
