@@ -15,8 +15,11 @@ use std::sync::{Arc, Mutex};
 use agentwire_tokio::agentwire::host::{HostConfig, McpSpawnPolicy};
 use agentwire_tokio::agentwire::Scenario;
 use agentwire_tokio::Server;
+use github_copilot_sdk::handler::ElicitationHandler;
+use github_copilot_sdk::rpc::RegisterEventInterestParams;
 use github_copilot_sdk::types::{
-    McpServerConfig, McpStdioServerConfig, MessageOptions, SessionConfig, SessionEvent,
+    ElicitationRequest, ElicitationResult, McpServerConfig, McpStdioServerConfig, MessageOptions,
+    RequestId, SessionConfig, SessionEvent, SessionId,
 };
 use github_copilot_sdk::IndexMap;
 use in_process::connect;
@@ -28,6 +31,11 @@ const SCENARIO: &str = r#"{
     { "match": "sum", "steps": [ { "mcp": "everything/get-sum", "arguments": { "a": 2, "b": 3 } },
                                  { "say": "{result}" } ] },
     { "match": "toggle", "steps": [ { "mcp": "everything/toggle-simulated-logging" },
+                                    { "say": "{result}" } ] },
+    { "match": "elicit", "steps": [ { "mcp": "everything/trigger-elicitation-request" },
+                                    { "say": "{result}" } ] },
+    { "match": "sample", "steps": [ { "mcp": "everything/trigger-sampling-request",
+                                      "arguments": { "prompt": "ping", "maxTokens": 10 } },
                                     { "say": "{result}" } ] },
     { "match": "slow", "steps": [ { "mcp": "everything/trigger-long-running-operation",
                                     "arguments": { "duration": 60, "steps": 60 } },
@@ -72,10 +80,42 @@ fn everything_servers(pidfile: &std::path::Path) -> IndexMap<String, McpServerCo
     servers
 }
 
+/// Answers every elicitation with `accept` and a name, recording the requests.
+struct NameElicitation(Arc<Mutex<Vec<ElicitationRequest>>>);
+
+impl ElicitationHandler for NameElicitation {
+    fn handle<'life0, 'async_trait>(
+        &'life0 self,
+        _session_id: SessionId,
+        _request_id: RequestId,
+        request: ElicitationRequest,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ElicitationResult> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        self.0.lock().unwrap().push(request);
+        Box::pin(async {
+            ElicitationResult {
+                action: "accept".into(),
+                content: Some(serde_json::json!({"name": "Ada Lovelace"})),
+            }
+        })
+    }
+}
+
 async fn mcp_session(client: &github_copilot_sdk::Client, tag: &str) -> McpSession {
+    mcp_session_with(client, tag, None).await
+}
+
+async fn mcp_session_with(
+    client: &github_copilot_sdk::Client,
+    tag: &str,
+    elicitation: Option<Arc<Mutex<Vec<ElicitationRequest>>>>,
+) -> McpSession {
     let pidfile = pidfile(tag);
     let permissions = Arc::new(Mutex::new(Vec::new()));
-    let config = SessionConfig::default()
+    let mut config = SessionConfig::default()
         .with_session_id(sdk_scenarios::new_session_id())
         .with_model("fake-model")
         .with_mcp_servers(everything_servers(&pidfile))
@@ -83,6 +123,9 @@ async fn mcp_session(client: &github_copilot_sdk::Client, tag: &str) -> McpSessi
             requests: permissions.clone(),
             reject: None,
         }));
+    if let Some(requests) = elicitation {
+        config = config.with_elicitation_handler(Arc::new(NameElicitation(requests)));
+    }
     let prepared = client.prepare_session(config).expect("prepare_session");
     let events = Recorder::new(prepared.subscribe());
     let session = within("session.create", prepared.start())
@@ -231,6 +274,111 @@ async fn a_connection_that_may_not_spawn_gets_a_clear_error() {
         let text = err.to_string();
         assert!(text.contains("stdio MCP servers"), "{text}");
         assert!(!pidfile.exists(), "nothing was started");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_server_elicitation_reaches_the_client_and_its_answer_returns() {
+    bounded(async {
+        let server = server(McpSpawnPolicy::Anyone);
+        let client = connect(&server).await;
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let mut s = mcp_session_with(&client, "elicit", Some(requests.clone())).await;
+        s.events.wait_for("session.mcp_servers_loaded").await;
+        let reply = turn(&mut s, "elicit now").await;
+        let text = data_str(&reply, "content");
+        assert!(
+            text.contains("Name: Ada Lovelace"),
+            "the server got the answer: {text:?}"
+        );
+        let requests = requests.lock().unwrap();
+        assert_eq!(requests.len(), 1);
+        assert_eq!(
+            requests[0].elicitation_source.as_deref(),
+            Some("everything")
+        );
+        let schema = requests[0].requested_schema.as_ref().expect("a form");
+        assert!(schema["properties"]["name"].is_object(), "{schema}");
+        drop(requests);
+        let requested = s.events.wait_for("elicitation.requested").await;
+        assert_eq!(requested.data["mode"], "form");
+        assert_eq!(requested.data["elicitationSource"], "everything");
+        let completed = s.events.wait_for("elicitation.completed").await;
+        assert_eq!(completed.data["action"], "accept");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_server_sampling_request_reaches_an_interested_client_and_its_answer_returns() {
+    bounded(async {
+        let server = server(McpSpawnPolicy::Anyone);
+        let client = connect(&server).await;
+        let mut s = mcp_session(&client, "sample").await;
+        s.events.wait_for("session.mcp_servers_loaded").await;
+
+        // Nobody is interested: the server gets an error with the reason, the call fails.
+        let reply = turn(&mut s, "sample without interest").await;
+        let text = data_str(&reply, "content");
+        assert!(text.contains("sampling is not available"), "{text:?}");
+
+        let handle = within(
+            "registerInterest",
+            s.session
+                .rpc()
+                .event_log()
+                .register_interest(RegisterEventInterestParams {
+                    event_type: "sampling.requested".into(),
+                }),
+        )
+        .await
+        .expect("registerInterest")
+        .handle;
+        assert!(!handle.is_empty());
+        within("send", s.session.send(MessageOptions::new("sample again")))
+            .await
+            .expect("session.send");
+        let requested = s.events.wait_for("sampling.requested").await;
+        assert_eq!(requested.data["serverName"], "everything");
+        assert!(!requested.data["mcpRequestId"].is_null());
+        let prompt = requested.data["request"]["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            prompt.contains("ping"),
+            "the server's request: {}",
+            requested.data
+        );
+        let request_id = requested.data["requestId"].as_str().unwrap().to_owned();
+        let answered = within(
+            "handlePendingSampling",
+            client.call(
+                "session.ui.handlePendingSampling",
+                Some(serde_json::json!({
+                    "sessionId": s.session.id().to_string(),
+                    "requestId": request_id,
+                    "response": {"role": "assistant", "model": "fake-model",
+                                 "stopReason": "endTurn",
+                                 "content": {"type": "text", "text": "pong from the client"}},
+                })),
+            ),
+        )
+        .await
+        .expect("handlePendingSampling");
+        assert_eq!(answered["success"], true);
+        let reply = s.events.wait_for("assistant.message").await;
+        let text = data_str(&reply, "content");
+        assert!(
+            text.contains("pong from the client"),
+            "the server got the answer: {text:?}"
+        );
+        s.events.wait_for("session.idle").await;
+        assert!(s
+            .events
+            .seen
+            .iter()
+            .any(|e| e.event_type == "sampling.completed"));
     })
     .await;
 }

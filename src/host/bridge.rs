@@ -52,9 +52,10 @@ pub(crate) enum Pending {
     /// A command (`session.commands.execute` or an agent's `command` step) waiting for its
     /// owner to run it.
     Command { owner: ConnId, answer_to: AnswerTo },
-    /// An agent's sampling request waiting for a client with `requestSampling`.
+    /// A sampling request (an agent's, or an MCP server's `sampling/createMessage`) waiting
+    /// for a client with `requestSampling` or an interest in `sampling.requested`.
     Sampling {
-        token: u64,
+        answer_to: AnswerTo,
         /// The `sampling.requested` data, offered again to a sampler that attaches later.
         announced: Box<Value>,
     },
@@ -69,6 +70,13 @@ pub(crate) enum AnswerTo {
     Caller(ConnId, OwnedId),
     /// The agent gets [`AgentInput::ClientAnswer`] with this token.
     Agent(u64),
+    /// An MCP server's request (`elicitation/create`, `sampling/createMessage`) is answered.
+    Mcp {
+        /// The session's server.
+        server: String,
+        /// The server's request id.
+        id: OwnedId,
+    },
 }
 
 /// A pending permission prompt as a dialect sees it.
