@@ -48,8 +48,6 @@ impl McpStatus {
 pub(crate) enum McpCall {
     /// A tool call of the session's agent: the pending request `request_id` ends it.
     Tool { request_id: String },
-    /// An answer the server owes another part of the host (apps, discovery).
-    Other,
 }
 
 /// One configured server of a session.
@@ -349,7 +347,7 @@ impl Host {
                     Some(McpCall::Tool { request_id }) => {
                         self.finish_mcp_tool_call(session, &request_id, outcome)
                     }
-                    Some(McpCall::Other) | None => {}
+                    None => {}
                 }
             }
             ClientEvent::ServerRequest { id, method, params } => {

@@ -132,6 +132,15 @@ impl McpClient {
         }
     }
 
+    /// Limits the size of one message from the server (default: 32 MiB); a longer line
+    /// ends the client. Call before [`McpClient::start`].
+    pub fn with_max_message_bytes(mut self, max: usize) -> Self {
+        let mut config = self.endpoint.config().clone();
+        config.frame_limits.max_frame_bytes = max;
+        self.endpoint = Endpoint::new(Role::Client, config);
+        self
+    }
+
     /// Sends `initialize`.
     pub fn start(&mut self, now: Timestamp) {
         let params = json!({
@@ -540,5 +549,171 @@ fn file_uri(dir: &str) -> String {
         format!("file://{dir}")
     } else {
         format!("file:///{dir}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t0() -> Timestamp {
+        Timestamp::from_millis(1_795_983_976_952)
+    }
+
+    /// Every frame the client wrote, parsed.
+    fn written(c: &mut McpClient) -> Vec<Value> {
+        let mut out = Vec::new();
+        while let Some(frame) = c.poll_transmit() {
+            out.push(serde_json::from_slice(&frame[..frame.len() - 1]).unwrap());
+        }
+        out
+    }
+
+    fn events(c: &mut McpClient) -> Vec<ClientEvent> {
+        std::iter::from_fn(|| c.poll_event()).collect()
+    }
+
+    fn feed(c: &mut McpClient, v: Value) {
+        let mut line = serde_json::to_vec(&v).unwrap();
+        line.push(b'\n');
+        c.handle_stdout(t0(), &line);
+    }
+
+    fn ready_client() -> McpClient {
+        let mut c = McpClient::new("s", Duration::from_secs(5), vec!["/w".into()], "1");
+        c.start(t0());
+        let init = written(&mut c);
+        assert_eq!(init[0]["method"], "initialize");
+        assert_eq!(
+            init[0]["params"]["protocolVersion"],
+            LATEST_PROTOCOL_VERSION
+        );
+        assert!(init[0]["params"]["capabilities"]["sampling"].is_object());
+        feed(
+            &mut c,
+            json!({"jsonrpc": "2.0", "id": 0, "result": {
+            "protocolVersion": "2025-06-18", "capabilities": {"tools": {}}}}),
+        );
+        let sent = written(&mut c);
+        assert_eq!(sent[0]["method"], "notifications/initialized");
+        assert_eq!(sent[1]["method"], "tools/list");
+        feed(
+            &mut c,
+            json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "tools": [{"name": "a"}], "nextCursor": "p2"}}),
+        );
+        let sent = written(&mut c);
+        assert_eq!(sent[0]["params"]["cursor"], "p2");
+        feed(
+            &mut c,
+            json!({"jsonrpc": "2.0", "id": 2, "result": {"tools": [{"name": "b"}]}}),
+        );
+        assert_eq!(events(&mut c), vec![ClientEvent::Ready]);
+        assert_eq!(c.protocol_version(), Some("2025-06-18"));
+        c
+    }
+
+    #[test]
+    fn handshake_pagination_calls_and_relisting() {
+        let mut c = ready_client();
+        let names: Vec<&str> = c.tools().iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        c.call_tool(t0(), 7, "a", &json!({"x": 1}));
+        let sent = written(&mut c);
+        assert_eq!(sent[0]["method"], "tools/call");
+        assert_eq!(
+            sent[0]["params"],
+            json!({"name": "a", "arguments": {"x": 1}})
+        );
+        let id = sent[0]["id"].clone();
+        feed(
+            &mut c,
+            json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}}),
+        );
+        assert_eq!(
+            events(&mut c),
+            vec![ClientEvent::CallDone {
+                token: 7,
+                outcome: Ok(json!({"content": []}))
+            }]
+        );
+        // The server's own requests.
+        feed(
+            &mut c,
+            json!({"jsonrpc": "2.0", "id": "r1", "method": "roots/list"}),
+        );
+        feed(
+            &mut c,
+            json!({"jsonrpc": "2.0", "id": "r2", "method": "tools/call"}),
+        );
+        let sent = written(&mut c);
+        assert_eq!(sent[0]["result"]["roots"][0]["uri"], "file:///w");
+        assert_eq!(sent[1]["error"]["code"], -32601);
+        feed(
+            &mut c,
+            json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+        );
+        let sent = written(&mut c);
+        let id = sent[0]["id"].clone();
+        assert_eq!(sent[0]["method"], "tools/list");
+        feed(
+            &mut c,
+            json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [{"name": "c"}]}}),
+        );
+        assert_eq!(events(&mut c), vec![ClientEvent::ToolsChanged]);
+        assert_eq!(c.tools()[0].name, "c");
+    }
+
+    #[test]
+    fn a_hung_call_times_out_and_the_server_is_told() {
+        let mut c = ready_client();
+        c.call_tool(t0(), 1, "a", &json!({}));
+        written(&mut c);
+        let due = c.poll_timeout().expect("a deadline");
+        c.handle_timeout(due);
+        let sent = written(&mut c);
+        assert_eq!(sent[0]["method"], "notifications/cancelled");
+        let ev = events(&mut c);
+        assert!(
+            matches!(&ev[0], ClientEvent::CallDone { token: 1, outcome: Err(e) } if e.contains("did not answer")),
+            "{ev:?}"
+        );
+    }
+
+    #[test]
+    fn junk_and_exit_fail_pending_calls_with_the_reason() {
+        let mut c = ready_client();
+        c.call_tool(t0(), 1, "a", &json!({}));
+        c.handle_stdout(t0(), b"this is not json\n");
+        let ev = events(&mut c);
+        assert!(
+            matches!(&ev[0], ClientEvent::CallDone { token: 1, outcome: Err(e) } if e.contains("not a JSON-RPC")),
+            "{ev:?}"
+        );
+        assert!(matches!(&ev[1], ClientEvent::Failed(_)));
+        let mut c = ready_client();
+        c.call_tool(t0(), 2, "a", &json!({}));
+        c.handle_stderr(b"boom: out of memory\n");
+        c.handle_exit(t0(), Some(3), None);
+        let ev = events(&mut c);
+        assert!(
+            matches!(&ev[0], ClientEvent::CallDone { token: 2, outcome: Err(e) } if e.contains("exited with code 3") && e.contains("out of memory")),
+            "{ev:?}"
+        );
+    }
+
+    #[test]
+    fn an_unsupported_protocol_version_fails_the_server() {
+        let mut c = McpClient::new("s", Duration::from_secs(5), vec![], "1");
+        c.start(t0());
+        feed(
+            &mut c,
+            json!({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "1.0"}}),
+        );
+        let ev = events(&mut c);
+        assert!(
+            matches!(&ev[0], ClientEvent::Failed(e) if e.contains("protocol version 1.0")),
+            "{ev:?}"
+        );
     }
 }
