@@ -382,3 +382,95 @@ async fn a_server_sampling_request_reaches_an_interested_client_and_its_answer_r
     })
     .await;
 }
+
+#[tokio::test]
+async fn session_mcp_methods_list_stop_and_start_servers_and_the_user_config_applies() {
+    bounded(async {
+        let server = server(McpSpawnPolicy::Anyone);
+        let client = connect(&server).await;
+        let mut s = mcp_session(&client, "methods").await;
+        s.events.wait_for("session.mcp_servers_loaded").await;
+        let id = s.session.id().to_string();
+        let call = |method: &'static str, params: Value| {
+            let client = client.clone();
+            async move { within(method, client.call(method, Some(params))).await }
+        };
+        let list = call("session.mcp.list", serde_json::json!({"sessionId": id}))
+            .await
+            .unwrap();
+        assert_eq!(list["servers"][0]["status"], "connected", "{list}");
+        let tools = call(
+            "session.mcp.listTools",
+            serde_json::json!({"sessionId": id, "serverName": "everything"}),
+        )
+        .await
+        .unwrap();
+        let names: Vec<&str> = tools["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        assert!(
+            names.contains(&"get-sum") && names.contains(&"echo"),
+            "{names:?}"
+        );
+
+        let pid = mcp_servers::read_pid(&s.pidfile);
+        call(
+            "session.mcp.stopServer",
+            serde_json::json!({"sessionId": id, "serverName": "everything"}),
+        )
+        .await
+        .unwrap();
+        assert!(mcp_servers::gone(pid).await, "stopServer kills the process");
+        let running = call(
+            "session.mcp.isServerRunning",
+            serde_json::json!({"sessionId": id, "serverName": "everything"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(running["running"], false);
+        // A call now fails with a reason; the turn ends.
+        let reply = turn(&mut s, "sum again").await;
+        assert!(
+            data_str(&reply, "content").contains("not configured"),
+            "{:?}",
+            reply.data
+        );
+
+        // The user configuration: a new session starts its servers.
+        let (command, args) = mcp_servers::everything_command(&pidfile("user"));
+        call(
+            "mcp.config.add",
+            serde_json::json!({"name": "user-everything",
+                               "config": {"type": "stdio", "command": command, "args": args}}),
+        )
+        .await
+        .unwrap();
+        let listed = call("mcp.config.list", serde_json::json!({}))
+            .await
+            .unwrap();
+        assert!(listed["servers"]["user-everything"].is_object(), "{listed}");
+        let discovered = call("mcp.discover", serde_json::json!({})).await.unwrap();
+        assert_eq!(discovered["servers"][0]["name"], "user-everything");
+        let config = SessionConfig::default().with_session_id(sdk_scenarios::new_session_id());
+        let prepared = client.prepare_session(config).expect("prepare");
+        let mut events = Recorder::new(prepared.subscribe());
+        let _second = within("session.create", prepared.start()).await.unwrap();
+        let loaded = events.wait_for("session.mcp_servers_loaded").await;
+        assert_eq!(loaded.data["servers"][0]["name"], "user-everything");
+        assert_eq!(loaded.data["servers"][0]["status"], "connected");
+        call(
+            "mcp.config.remove",
+            serde_json::json!({"name": "user-everything"}),
+        )
+        .await
+        .unwrap();
+        let listed = call("mcp.config.list", serde_json::json!({}))
+            .await
+            .unwrap();
+        assert_eq!(listed["servers"], serde_json::json!({}));
+    })
+    .await;
+}

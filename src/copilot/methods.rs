@@ -55,6 +55,23 @@ pub const METHODS: &[&str] = &[
     "session.mcp.apps.setHostContext",
     "session.mcp.apps.getHostContext",
     "session.mcp.apps.diagnose",
+    "session.mcp.list",
+    "session.mcp.listTools",
+    "session.mcp.startServer",
+    "session.mcp.stopServer",
+    "session.mcp.restartServer",
+    "session.mcp.isServerRunning",
+    "session.mcp.enable",
+    "session.mcp.disable",
+    "session.mcp.reload",
+    "session.mcp.executeSampling",
+    "session.mcp.cancelSamplingExecution",
+    "mcp.config.list",
+    "mcp.config.add",
+    "mcp.config.update",
+    "mcp.config.remove",
+    "mcp.config.reload",
+    "mcp.discover",
     "session.shell.exec",
     "session.shell.kill",
     "session.skills.reload",
@@ -303,35 +320,10 @@ fn model_settings(
     host.model_settings_of(&raw).map_err(|e| failed(method, e))
 }
 
-/// The session's MCP servers from create/resume params (`mcpServers`, minus
-/// `disabledMcpServers`); stdio servers only for connections that may start processes.
-fn mcp_configs(
-    host: &Host,
-    conn: ConnId,
-    method: &str,
-    params: Option<&RawValue>,
-) -> Result<Vec<crate::mcp::McpServerConfig>, ErrorObject> {
-    let raw: Value = decode(params)?;
-    let disabled: Vec<String> = raw
-        .get("disabledMcpServers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(str::to_owned)
-        .collect();
-    let configs =
-        crate::mcp::copilot_servers(raw.get("mcpServers").unwrap_or(&Value::Null), &disabled)
-            .map_err(|e| ErrorObject::new(code::INVALID_PARAMS, format!("invalid params: {e}")))?;
-    host.check_mcp_configs(conn, &configs)
-        .map_err(|e| failed(method, e))?;
-    Ok(configs)
-}
-
 fn create(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
     let p: AttachParams = decode(params)?;
     let settings = model_settings(host, "session.create", params)?;
-    let mcp = mcp_configs(host, conn, "session.create", params)?;
+    let mcp = super::mcp::session_configs(host, conn, "session.create", params)?;
     let session_id = match p.session_id.clone() {
         Some(s) if !s.is_empty() => s,
         _ => host.new_id(),
@@ -409,7 +401,7 @@ fn resume(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
     let model = live.model.clone();
     let cwd = live.cwd.clone();
     let settings = model_settings(host, "session.resume", params)?;
-    let mcp = mcp_configs(host, conn, "session.resume", params)?;
+    let mcp = super::mcp::session_configs(host, conn, "session.resume", params)?;
     host.set_model_settings(&session_id, settings);
     let was_active = host.session_busy(&session_id);
     host.attach(

@@ -17,6 +17,7 @@
 
 mod account;
 mod lifecycle;
+mod mcp;
 mod methods;
 mod params;
 mod session_state;

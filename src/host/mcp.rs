@@ -181,6 +181,52 @@ impl Host {
         }
     }
 
+    /// The MCP servers every new session starts with (`mcp.config.*`): name → the
+    /// configuration as a client sent it.
+    pub(crate) fn mcp_user_configs(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.mcp_user_config
+            .iter()
+            .map(|(name, (raw, _))| (name.as_str(), raw))
+    }
+
+    /// The parsed user configurations (for a new session).
+    pub(crate) fn mcp_user_servers(&self) -> Vec<McpServerConfig> {
+        self.mcp_user_config
+            .values()
+            .map(|(_, config)| config.clone())
+            .collect()
+    }
+
+    /// Adds, replaces (`Some`) or removes (`None`) a user configuration; returns whether the
+    /// name was configured before.
+    pub(crate) fn set_mcp_user_config(
+        &mut self,
+        name: &str,
+        config: Option<(Value, McpServerConfig)>,
+    ) -> bool {
+        match config {
+            Some(config) => self
+                .mcp_user_config
+                .insert(name.to_owned(), config)
+                .is_some(),
+            None => self.mcp_user_config.shift_remove(name).is_some(),
+        }
+    }
+
+    /// The configuration of `session`'s server `name`, running or not.
+    pub(crate) fn mcp_server_config(&self, session: &str, name: &str) -> Option<McpServerConfig> {
+        self.mcp_servers(session)
+            .find(|s| s.config.name == name)
+            .map(|s| s.config.clone())
+            .or_else(|| self.mcp_user_config.get(name).map(|(_, c)| c.clone()))
+    }
+
+    /// Whether `session`'s server `name` is up.
+    pub(crate) fn mcp_server_running(&self, session: &str, name: &str) -> bool {
+        self.mcp_servers(session)
+            .any(|s| s.config.name == name && s.status == McpStatus::Connected)
+    }
+
     /// Stops every server of `session` (process groups killed); their pending calls fail.
     pub(crate) fn stop_mcp_servers(&mut self, session: &str, reason: &str) {
         let names: Vec<String> = self

@@ -55,6 +55,25 @@ impl Host {
         out
     }
 
+    /// The tools of `session`'s server `server` as `session.mcp.listTools` reports them
+    /// (`{name, description?, ui?}`), unfiltered.
+    pub(crate) fn mcp_tools_json(&self, session: &str, server: &str) -> Vec<Value> {
+        self.mcp_servers(session)
+            .filter(|s| s.config.name == server)
+            .flat_map(|s| s.client.tools())
+            .map(|t| {
+                let mut entry = json!({"name": t.name});
+                if !t.description.is_empty() {
+                    entry["description"] = json!(t.description);
+                }
+                if let Some(ui) = &t.ui {
+                    entry["ui"] = ui.clone();
+                }
+                entry
+            })
+            .collect()
+    }
+
     /// Resolves a model-facing name `SERVER-TOOL` to its server and tool.
     pub(crate) fn mcp_tool_by_name(&self, session: &str, name: &str) -> Option<(String, String)> {
         self.mcp_servers(session).find_map(|server| {

@@ -151,6 +151,9 @@ pub struct Host {
     next_process: u64,
     /// Tokens naming requests on the MCP clients.
     next_mcp_token: u64,
+    /// MCP servers every new session starts with (`mcp.config.*`, in memory), by name: the
+    /// configuration as the client sent it and as parsed.
+    mcp_user_config: indexmap::IndexMap<String, (Value, crate::mcp::McpServerConfig)>,
 }
 
 /// What a deadline in the host's timer map is for.
@@ -229,6 +232,7 @@ impl Host {
             mcp_processes: BTreeMap::new(),
             next_process: 1,
             next_mcp_token: 1,
+            mcp_user_config: indexmap::IndexMap::new(),
         }
     }
 
