@@ -3,6 +3,8 @@
 //! (installed by `.ci/run`; see `support/mcp_servers.rs`). The session's `mcpServers` start
 //! the server; scenario steps `{"mcp": "everything/TOOL"}` call its tools.
 
+#[path = "support/fake_model.rs"]
+mod fake_model;
 #[path = "support/in_process.rs"]
 mod in_process;
 #[path = "support/mcp_servers.rs"]
@@ -292,7 +294,7 @@ async fn a_server_elicitation_reaches_the_client_and_its_answer_returns() {
             text.contains("Name: Ada Lovelace"),
             "the server got the answer: {text:?}"
         );
-        let requests = requests.lock().unwrap();
+        let requests = requests.lock().unwrap().clone();
         assert_eq!(requests.len(), 1);
         assert_eq!(
             requests[0].elicitation_source.as_deref(),
@@ -300,7 +302,6 @@ async fn a_server_elicitation_reaches_the_client_and_its_answer_returns() {
         );
         let schema = requests[0].requested_schema.as_ref().expect("a form");
         assert!(schema["properties"]["name"].is_object(), "{schema}");
-        drop(requests);
         let requested = s.events.wait_for("elicitation.requested").await;
         assert_eq!(requested.data["mode"], "form");
         assert_eq!(requested.data["elicitationSource"], "everything");
@@ -471,6 +472,53 @@ async fn session_mcp_methods_list_stop_and_start_servers_and_the_user_config_app
             .await
             .unwrap();
         assert_eq!(listed["servers"], serde_json::json!({}));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_sees_mcp_tools_as_server_tool_and_calls_them() {
+    bounded(async {
+        let fake = fake_model::FakeModel::start(fake_model::FakeMode::McpEcho);
+        let server = server(McpSpawnPolicy::Anyone);
+        let client = connect(&server).await;
+        let pidfile = pidfile("model");
+        let config = SessionConfig::default()
+            .with_session_id(sdk_scenarios::new_session_id())
+            .with_model("fake-model")
+            .with_provider(
+                github_copilot_sdk::types::ProviderConfig::new(fake.base_url())
+                    .with_provider_type("openai")
+                    .with_api_key("sk-test"),
+            )
+            .with_mcp_servers(everything_servers(&pidfile));
+        let prepared = client.prepare_session(config).expect("prepare_session");
+        let mut events = Recorder::new(prepared.subscribe());
+        let session = within("session.create", prepared.start()).await.unwrap();
+        events.wait_for("session.mcp_servers_loaded").await;
+        within("send", session.send(MessageOptions::new("echo something")))
+            .await
+            .expect("send");
+        let start = events.wait_for("tool.execution_start").await;
+        assert_eq!(data_str(&start, "mcpServerName"), "everything");
+        assert_eq!(data_str(&start, "mcpToolName"), "echo");
+        let done = events.wait_for("tool.execution_complete").await;
+        assert_eq!(done.data["success"], true, "{:?}", done.data);
+        events.wait_for("session.idle").await;
+        let bodies = fake.completion_bodies();
+        assert_eq!(bodies.len(), 2);
+        let offered: Vec<&str> = bodies[0]["tools"]
+            .as_array()
+            .expect("tools offered")
+            .iter()
+            .filter_map(|t| t["function"]["name"].as_str())
+            .collect();
+        assert!(offered.contains(&"everything-echo"), "{offered:?}");
+        assert!(offered.contains(&"everything-get-sum"), "{offered:?}");
+        let messages = bodies[1]["messages"].as_array().unwrap();
+        let tool = messages.last().unwrap();
+        assert_eq!(tool["role"], "tool");
+        assert_eq!(tool["content"], "Echo: hello from the model");
     })
     .await;
 }
