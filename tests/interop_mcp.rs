@@ -20,8 +20,8 @@ use agentwire_tokio::Server;
 use github_copilot_sdk::handler::ElicitationHandler;
 use github_copilot_sdk::rpc::RegisterEventInterestParams;
 use github_copilot_sdk::types::{
-    ElicitationRequest, ElicitationResult, McpServerConfig, McpStdioServerConfig, MessageOptions,
-    RequestId, SessionConfig, SessionEvent, SessionId,
+    ElicitationRequest, ElicitationResult, McpHttpServerConfig, McpServerConfig,
+    McpStdioServerConfig, MessageOptions, RequestId, SessionConfig, SessionEvent, SessionId,
 };
 use github_copilot_sdk::IndexMap;
 use in_process::connect;
@@ -519,6 +519,79 @@ async fn the_model_sees_mcp_tools_as_server_tool_and_calls_them() {
         let tool = messages.last().unwrap();
         assert_eq!(tool["role"], "tool");
         assert_eq!(tool["content"], "Echo: hello from the model");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamable_http_server_loads_and_its_tools_run() {
+    bounded(async {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let mut http_server = tokio::process::Command::new("node")
+            .arg(mcp_servers::everything_entry())
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("node server-everything streamableHttp");
+        let start = std::time::Instant::now();
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(10),
+                "the server listens"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        // No process is started for an HTTP server: the default policy admits it.
+        let server = server(McpSpawnPolicy::TokenHolders);
+        let client = connect(&server).await;
+        let mut servers = IndexMap::new();
+        servers.insert(
+            "everything".to_owned(),
+            McpServerConfig::Http(McpHttpServerConfig {
+                url: format!("http://127.0.0.1:{port}/mcp"),
+                ..Default::default()
+            }),
+        );
+        let permissions = Arc::new(Mutex::new(Vec::new()));
+        let config = SessionConfig::default()
+            .with_session_id(sdk_scenarios::new_session_id())
+            .with_mcp_servers(servers)
+            .with_permission_handler(Arc::new(RecordingPermission {
+                requests: permissions.clone(),
+                reject: None,
+            }));
+        let prepared = client.prepare_session(config).expect("prepare_session");
+        let events = Recorder::new(prepared.subscribe());
+        let session = within("session.create", prepared.start()).await.unwrap();
+        let mut s = McpSession {
+            session,
+            events,
+            permissions,
+            pidfile: PathBuf::new(),
+        };
+        let loaded = s.events.wait_for("session.mcp_servers_loaded").await;
+        let entry = &loaded.data["servers"][0];
+        assert_eq!(entry["status"], "connected", "{entry}");
+        assert_eq!(entry["transport"], "http");
+        let reply = turn(&mut s, "sum please").await;
+        assert_eq!(data_str(&reply, "content"), "The sum of 2 and 3 is 5.");
+        let reply = turn(&mut s, "toggle logging").await;
+        assert!(
+            data_str(&reply, "content").contains("logging"),
+            "{:?}",
+            reply.data
+        );
+        assert_eq!(s.permissions.lock().unwrap().len(), 1);
+        let _ = http_server.kill().await;
     })
     .await;
 }

@@ -143,7 +143,7 @@ fn initialize(
         "agentCapabilities": {
             "loadSession": true,
             "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
-            "mcpCapabilities": {"http": false, "sse": false},
+            "mcpCapabilities": {"http": true, "sse": false},
             "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
         },
         "agentInfo": {"name": "agentwire", "title": "agentwire", "version": host.config().version},

@@ -60,6 +60,10 @@ impl Host {
 
     fn http_input(&mut self, now: Timestamp, call: u64, event: HttpEvent, last: bool) {
         self.advance_time(now);
+        if self.mcp_http_calls.contains_key(&call) {
+            self.mcp_http_input(call, event, last);
+            return;
+        }
         let session = if last {
             self.http_calls.remove(&call)
         } else {

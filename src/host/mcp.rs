@@ -62,6 +62,8 @@ pub(crate) struct McpServer {
     pub(crate) calls: BTreeMap<u64, McpCall>,
     /// Tool calls made while the server was starting: run once it is up (or failed).
     pub(crate) queued: Vec<super::mcp_tools::QueuedCall>,
+    /// The Streamable HTTP transport (for an `http` server).
+    pub(crate) http: Option<super::mcp_http::HttpTransport>,
 }
 
 /// A session's servers.
@@ -133,6 +135,7 @@ impl Host {
                     timer: None,
                     calls: BTreeMap::new(),
                     queued: Vec::new(),
+                    http: None,
                 },
             );
         }
@@ -169,13 +172,17 @@ impl Host {
                 });
                 self.flush_mcp(session, name);
             }
-            McpTransport::Http { legacy_sse, .. } => {
-                let reason = if legacy_sse {
-                    "the legacy SSE transport is not supported"
-                } else {
-                    "the Streamable HTTP transport is not supported yet"
-                };
-                server.client.stop(now, reason);
+            McpTransport::Http {
+                legacy_sse: true, ..
+            } => {
+                server
+                    .client
+                    .stop(now, "the legacy SSE transport is not supported");
+                self.flush_mcp(session, name);
+            }
+            McpTransport::Http { url, headers, .. } => {
+                server.http = Some(super::mcp_http::HttpTransport::new(url, headers));
+                server.client.start(now);
                 self.flush_mcp(session, name);
             }
         }
@@ -260,6 +267,9 @@ impl Host {
         if let Some(process) = server.process {
             self.kill_mcp_process(process);
         }
+        if let Some(http) = &server.http {
+            self.cancel_mcp_http(Host::mcp_http_exchanges(http));
+        }
     }
 
     /// Stops the servers of every session (the server is shutting down).
@@ -306,10 +316,15 @@ impl Host {
             }
             let event = server.client.poll_event();
             let process = server.process;
+            let http = server.http.is_some() && server.client.failure().is_none();
             if let Some(process) = process.filter(|p| self.mcp_processes.contains_key(p)) {
                 for bytes in writes {
                     self.outputs
                         .push_back(Output::ProcessWrite { process, bytes });
+                }
+            } else if http {
+                for frame in writes {
+                    self.post_mcp(session, name, frame);
                 }
             }
             let Some(event) = event else { break };
@@ -369,6 +384,11 @@ impl Host {
                 if let Some(process) = process {
                     self.kill_mcp_process(process);
                 }
+                let exchanges = self
+                    .mcp_server(session, name)
+                    .and_then(|s| s.http.as_ref().map(Host::mcp_http_exchanges))
+                    .unwrap_or_default();
+                self.cancel_mcp_http(exchanges);
                 let stopped = self
                     .mcp_server(session, name)
                     .is_some_and(|s| s.status == McpStatus::Stopped);

@@ -29,6 +29,7 @@ mod emit;
 mod http;
 mod input;
 mod mcp;
+mod mcp_http;
 mod mcp_requests;
 mod mcp_tools;
 mod outbox;
@@ -154,6 +155,8 @@ pub struct Host {
     /// MCP servers every new session starts with (`mcp.config.*`, in memory), by name: the
     /// configuration as the client sent it and as parsed.
     mcp_user_config: indexmap::IndexMap<String, (Value, crate::mcp::McpServerConfig)>,
+    /// HTTP exchanges of MCP servers (Streamable HTTP), by call id: session and server.
+    mcp_http_calls: BTreeMap<u64, (String, String)>,
 }
 
 /// What a deadline in the host's timer map is for.
@@ -233,6 +236,7 @@ impl Host {
             next_process: 1,
             next_mcp_token: 1,
             mcp_user_config: indexmap::IndexMap::new(),
+            mcp_http_calls: BTreeMap::new(),
         }
     }
 
