@@ -595,3 +595,109 @@ async fn a_streamable_http_server_loads_and_its_tools_run() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn execute_sampling_runs_the_servers_request_on_the_sessions_model() {
+    bounded(async {
+        let fake = fake_model::FakeModel::start(fake_model::FakeMode::McpSample);
+        let server = server(McpSpawnPolicy::Anyone);
+        let client = connect(&server).await;
+        let pidfile = pidfile("exec");
+        let permissions = Arc::new(Mutex::new(Vec::new()));
+        let config = SessionConfig::default()
+            .with_session_id(sdk_scenarios::new_session_id())
+            .with_model("fake-model")
+            .with_provider(
+                github_copilot_sdk::types::ProviderConfig::new(fake.base_url())
+                    .with_provider_type("openai")
+                    .with_api_key("sk-test"),
+            )
+            .with_mcp_servers(everything_servers(&pidfile))
+            .with_permission_handler(Arc::new(RecordingPermission {
+                requests: permissions.clone(),
+                reject: None,
+            }));
+        let prepared = client.prepare_session(config).expect("prepare_session");
+        let mut events = Recorder::new(prepared.subscribe());
+        let session = within("session.create", prepared.start()).await.unwrap();
+        events.wait_for("session.mcp_servers_loaded").await;
+        within(
+            "registerInterest",
+            session
+                .rpc()
+                .event_log()
+                .register_interest(RegisterEventInterestParams {
+                    event_type: "sampling.requested".into(),
+                }),
+        )
+        .await
+        .expect("registerInterest");
+        within(
+            "send",
+            session.send(MessageOptions::new("sample through the model")),
+        )
+        .await
+        .expect("send");
+        let requested = events.wait_for("sampling.requested").await;
+        let request_id = requested.data["requestId"].as_str().unwrap().to_owned();
+        let executed = within(
+            "executeSampling",
+            client.call(
+                "session.mcp.executeSampling",
+                Some(serde_json::json!({
+                    "sessionId": session.id().to_string(),
+                    "requestId": "exec-1",
+                    "serverName": requested.data["serverName"],
+                    "mcpRequestId": requested.data["mcpRequestId"],
+                    "request": requested.data["request"],
+                })),
+            ),
+        )
+        .await
+        .expect("executeSampling");
+        assert_eq!(executed["action"], "success", "{executed}");
+        assert_eq!(
+            executed["result"]["content"]["text"],
+            "It is sunny in Paris."
+        );
+        assert_eq!(executed["result"]["role"], "assistant");
+        let bodies = fake.completion_bodies();
+        let sampled = bodies.last().unwrap().to_string();
+        assert!(
+            sampled.contains("Resource trigger-sampling-request context: ping"),
+            "{sampled}"
+        );
+        let answered = within(
+            "handlePendingSampling",
+            client.call(
+                "session.ui.handlePendingSampling",
+                Some(serde_json::json!({"sessionId": session.id().to_string(),
+                                        "requestId": request_id,
+                                        "response": executed["result"]})),
+            ),
+        )
+        .await
+        .expect("handlePendingSampling");
+        assert_eq!(answered["success"], true);
+        let done = events.wait_for("tool.execution_complete").await;
+        assert_eq!(done.data["success"], true, "{:?}", done.data);
+        let text = done.data["result"]["content"].as_str().unwrap_or_default();
+        assert!(
+            text.contains("It is sunny in Paris."),
+            "the server got the model's answer: {text}"
+        );
+        events.wait_for("session.idle").await;
+        let cancelled = within(
+            "cancelSamplingExecution",
+            client.call(
+                "session.mcp.cancelSamplingExecution",
+                Some(serde_json::json!({"sessionId": session.id().to_string(),
+                                        "requestId": "exec-1"})),
+            ),
+        )
+        .await
+        .expect("cancelSamplingExecution");
+        assert_eq!(cancelled["cancelled"], false, "it already finished");
+    })
+    .await;
+}

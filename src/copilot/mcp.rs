@@ -4,8 +4,8 @@
 //!   `session.mcp.listTools {serverName}` (the tools of the latest listing),
 //!   `session.mcp.startServer {serverName, config?}`, `stopServer`, `restartServer`,
 //!   `isServerRunning`, `enable` / `disable` (start / stop), `reload` (restart every
-//!   server), `executeSampling` (answered `failure`: running a sampling on the session's own
-//!   model is not built yet) and `cancelSamplingExecution` (`{cancelled: false}`);
+//!   server), `executeSampling` (the inference on the session's model, see
+//!   `host/mcp_sampling.rs`) and `cancelSamplingExecution`;
 //! * server scope, the "user configuration" every new session starts with — kept in memory,
 //!   nothing is written to disk: `mcp.config.list` (`{servers: {NAME: CONFIG}}`),
 //!   `mcp.config.add {name, config}`, `mcp.config.update`, `mcp.config.remove {name}`,
@@ -45,6 +45,29 @@ const MCP_METHODS: &[&str] = &[
     "mcp.config.reload",
     "mcp.discover",
 ];
+
+/// `session.mcp.executeSampling`: answered when the inference ends (`None`), or at once
+/// with `{action: "failure", error}` when it cannot start.
+pub(super) fn execute_sampling(
+    host: &mut Host,
+    conn: ConnId,
+    id: &crate::jsonrpc::OwnedId,
+    params: Option<&RawValue>,
+) -> Option<Answer> {
+    const METHOD: &str = "session.mcp.executeSampling";
+    let started = decode::<Value>(params).and_then(|p| {
+        let session = session_id(&p)?;
+        known(host, METHOD, &session)?;
+        let request_id = required_str(&p, "requestId")?.to_owned();
+        let request = p.get("request").cloned().unwrap_or(Value::Null);
+        Ok(host.execute_sampling(&session, conn, id, &request_id, &request))
+    });
+    match started {
+        Err(e) => Some(Err(e)),
+        Ok(Ok(())) => None,
+        Ok(Err(reason)) => Some(Ok(json!({"action": "failure", "error": reason}))),
+    }
+}
 
 /// Answers `method` if it is one of this module's.
 pub(super) fn dispatch(
@@ -164,11 +187,10 @@ fn session_method(host: &mut Host, conn: ConnId, method: &str, session: &str, p:
             host.start_mcp_servers(session, configs);
             Ok(Value::Null)
         }
-        "session.mcp.executeSampling" => Ok(json!({
-            "action": "failure",
-            "error": "running a sampling on the session's model is not supported by this server; answer the sampling.requested event with session.ui.handlePendingSampling",
-        })),
-        _ => Ok(json!({"cancelled": false})),
+        _ => {
+            let request_id = required_str(p, "requestId")?;
+            Ok(json!({"cancelled": host.cancel_sampling_execution(session, request_id)}))
+        }
     }
 }
 

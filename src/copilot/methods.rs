@@ -162,6 +162,9 @@ pub(super) fn dispatch(
     if !authenticated && method != "connect" {
         return Some(Err(ErrorObject::new(-32001, "AUTHENTICATION_REQUIRED")));
     }
+    if method == "session.mcp.executeSampling" {
+        return super::mcp::execute_sampling(host, conn, id, params);
+    }
     if let Some(answer) = super::surface::dispatch(host, conn, method, params) {
         return Some(answer);
     }

@@ -64,6 +64,11 @@ impl Host {
             self.mcp_http_input(call, event, last);
             return;
         }
+        if self.sampling_http.contains_key(&call) {
+            self.sampling_http_input(call, event, last);
+            self.run_agents();
+            return;
+        }
         let session = if last {
             self.http_calls.remove(&call)
         } else {

@@ -31,6 +31,7 @@ mod input;
 mod mcp;
 mod mcp_http;
 mod mcp_requests;
+mod mcp_sampling;
 mod mcp_tools;
 mod outbox;
 mod output;
@@ -157,6 +158,10 @@ pub struct Host {
     mcp_user_config: indexmap::IndexMap<String, (Value, crate::mcp::McpServerConfig)>,
     /// HTTP exchanges of MCP servers (Streamable HTTP), by call id: session and server.
     mcp_http_calls: BTreeMap<u64, (String, String)>,
+    /// `session.mcp.executeSampling` runs in flight, by `requestId`.
+    sampling_execs: BTreeMap<String, mcp_sampling::SamplingExec>,
+    /// Their HTTP exchanges, by call id.
+    sampling_http: BTreeMap<u64, String>,
 }
 
 /// What a deadline in the host's timer map is for.
@@ -169,6 +174,8 @@ enum TimerTarget {
     Dialect(DialectId, ConnId, OwnedId),
     /// A deadline of a session's MCP server (session, server name).
     Mcp(String, String),
+    /// A deadline of a `session.mcp.executeSampling` run (its `requestId`).
+    Sampling(String),
 }
 
 /// Work deferred until the current response has been queued.
@@ -237,6 +244,8 @@ impl Host {
             next_mcp_token: 1,
             mcp_user_config: indexmap::IndexMap::new(),
             mcp_http_calls: BTreeMap::new(),
+            sampling_execs: BTreeMap::new(),
+            sampling_http: BTreeMap::new(),
         }
     }
 

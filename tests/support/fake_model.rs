@@ -44,6 +44,10 @@ pub enum FakeMode {
     /// One call of the MCP tool `everything-echo` (`{"message": "hello from the model"}`),
     /// then text after the result.
     McpEcho,
+    /// One call of `everything-trigger-sampling-request` (`{"prompt": "ping"}`), then text
+    /// after the result; the server's sampling prompt (`Resource trigger-sampling-request
+    /// context: …`) is answered with the text too.
+    McpSample,
 }
 
 /// One request as received.
@@ -232,6 +236,19 @@ fn serve(
         FakeMode::Text => text,
         FakeMode::ToolCall if after_tool => text,
         FakeMode::ToolCall => tool_events(&id, &[("call_1", "Paris")]),
+        FakeMode::McpSample
+            if after_tool
+                || body
+                    .to_string()
+                    .contains("Resource trigger-sampling-request") =>
+        {
+            text
+        }
+        FakeMode::McpSample => named_tool_events(
+            &id,
+            "everything-trigger-sampling-request",
+            &json!({"prompt": "ping", "maxTokens": 10}),
+        ),
         FakeMode::McpEcho if after_tool => text,
         FakeMode::McpEcho => named_tool_events(
             &id,
