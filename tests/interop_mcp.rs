@@ -39,6 +39,12 @@ const SCENARIO: &str = r#"{
     { "match": "sample", "steps": [ { "mcp": "everything/trigger-sampling-request",
                                       "arguments": { "prompt": "ping", "maxTokens": 10 } },
                                     { "say": "{result}" } ] },
+    { "match": "fast add", "steps": [ { "mcp": "fast/add", "arguments": { "a": 2, "b": 40 } },
+                                      { "say": "{result}" } ] },
+    { "match": "fast shout", "steps": [ { "mcp": "fast/shout", "arguments": { "text": "hi" } },
+                                        { "say": "{result}" } ] },
+    { "match": "fast fail", "steps": [ { "mcp": "fast/fail", "arguments": { "reason": "nope" } },
+                                       { "say": "failed: {result}" } ] },
     { "match": "slow", "steps": [ { "mcp": "everything/trigger-long-running-operation",
                                     "arguments": { "duration": 60, "steps": 60 } },
                                   { "say": "after: {result}" } ] }
@@ -698,6 +704,68 @@ async fn execute_sampling_runs_the_servers_request_on_the_sessions_model() {
         .await
         .expect("cancelSamplingExecution");
         assert_eq!(cancelled["cancelled"], false, "it already finished");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_second_implementation_fastmcp_in_python_works_the_same() {
+    bounded(async {
+        let server = server(McpSpawnPolicy::Anyone);
+        let client = connect(&server).await;
+        let (command, args, env) = mcp_servers::fastmcp_command();
+        let mut servers = IndexMap::new();
+        servers.insert(
+            "fast".to_owned(),
+            McpServerConfig::Stdio(McpStdioServerConfig {
+                command,
+                args,
+                env: env.into_iter().collect(),
+                ..Default::default()
+            }),
+        );
+        let permissions = Arc::new(Mutex::new(Vec::new()));
+        let config = SessionConfig::default()
+            .with_session_id(sdk_scenarios::new_session_id())
+            .with_mcp_servers(servers)
+            .with_permission_handler(Arc::new(RecordingPermission {
+                requests: permissions.clone(),
+                reject: None,
+            }));
+        let prepared = client.prepare_session(config).expect("prepare_session");
+        let events = Recorder::new(prepared.subscribe());
+        let session = within("session.create", prepared.start()).await.unwrap();
+        let mut s = McpSession {
+            session,
+            events,
+            permissions,
+            pidfile: PathBuf::new(),
+        };
+        let loaded = s.events.wait_for("session.mcp_servers_loaded").await;
+        assert_eq!(loaded.data["servers"][0]["status"], "connected", "{}", loaded.data);
+
+        // Read-only (annotated): no prompt; structured content is passed on.
+        let reply = turn(&mut s, "fast add").await;
+        assert_eq!(data_str(&reply, "content"), "42");
+        let done = s.events.wait_for("tool.execution_complete").await;
+        assert_eq!(done.data["result"]["structuredContent"], serde_json::json!({"result": 42}));
+        assert!(s.permissions.lock().unwrap().is_empty());
+
+        // Not read-only: a prompt of kind mcp first.
+        let reply = turn(&mut s, "fast shout").await;
+        assert_eq!(data_str(&reply, "content"), "HI");
+        assert_eq!(s.permissions.lock().unwrap().len(), 1);
+
+        // isError: the call fails with the server's text.
+        let reply = turn(&mut s, "fast fail").await;
+        assert!(data_str(&reply, "content").contains("nope"), "{:?}", reply.data);
+        let done = loop {
+            let ev = s.events.wait_for("tool.execution_complete").await;
+            if ev.data["success"] == false {
+                break ev;
+            }
+        };
+        assert!(done.data["error"]["message"].as_str().unwrap().contains("nope"));
     })
     .await;
 }

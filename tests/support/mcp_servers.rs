@@ -94,3 +94,43 @@ pub fn kill(pid: u32) {
         .expect("kill");
     assert!(status.success(), "kill -KILL {pid}");
 }
+
+/// The directory holding the Python `mcp` package: `$AGENTWIRE_MCP_PYTHONPATH`, else
+/// `target/mcp-python` (where `.ci/run` installs it). Panics with instructions when missing.
+pub fn mcp_pythonpath() -> PathBuf {
+    let path = std::env::var_os("AGENTWIRE_MCP_PYTHONPATH")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+            manifest
+                .ancestors()
+                .map(|dir| dir.join("target/mcp-python"))
+                .find(|p| p.join("mcp-1.20.0.dist-info").is_dir())
+                .unwrap_or_else(|| manifest.join("target/mcp-python"))
+        });
+    assert!(
+        path.join("mcp").is_dir(),
+        "the Python mcp package was not found in {}: run `.ci/run` once (it runs `pip install \
+         --target target/mcp-python mcp==1.20.0 pydantic==2.12.5`), or set \
+         AGENTWIRE_MCP_PYTHONPATH to a directory holding it",
+        path.display()
+    );
+    path
+}
+
+/// `(command, args, env)` that start the FastMCP fixture server over stdio.
+pub fn fastmcp_command() -> (String, Vec<String>, Vec<(String, String)>) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|dir| dir.join("tests/fixtures/fastmcp_server.py"))
+        .find(|p| p.is_file())
+        .expect("tests/fixtures/fastmcp_server.py");
+    (
+        "python3".to_owned(),
+        vec![script.display().to_string()],
+        vec![(
+            "PYTHONPATH".to_owned(),
+            mcp_pythonpath().display().to_string(),
+        )],
+    )
+}
