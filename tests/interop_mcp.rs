@@ -423,6 +423,16 @@ async fn session_mcp_methods_list_stop_and_start_servers_and_the_user_config_app
             "{names:?}"
         );
 
+        let diagnosis = call(
+            "session.mcp.apps.diagnose",
+            serde_json::json!({"sessionId": id, "serverName": "everything"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(diagnosis["server"]["connected"], true, "{diagnosis}");
+        assert_eq!(diagnosis["server"]["toolCount"], names.len());
+        assert_eq!(diagnosis["server"]["toolsWithUiMeta"], 0);
+
         let pid = mcp_servers::read_pid(&s.pidfile);
         call(
             "session.mcp.stopServer",
@@ -742,13 +752,20 @@ async fn a_second_implementation_fastmcp_in_python_works_the_same() {
             pidfile: PathBuf::new(),
         };
         let loaded = s.events.wait_for("session.mcp_servers_loaded").await;
-        assert_eq!(loaded.data["servers"][0]["status"], "connected", "{}", loaded.data);
+        assert_eq!(
+            loaded.data["servers"][0]["status"], "connected",
+            "{}",
+            loaded.data
+        );
 
         // Read-only (annotated): no prompt; structured content is passed on.
         let reply = turn(&mut s, "fast add").await;
         assert_eq!(data_str(&reply, "content"), "42");
         let done = s.events.wait_for("tool.execution_complete").await;
-        assert_eq!(done.data["result"]["structuredContent"], serde_json::json!({"result": 42}));
+        assert_eq!(
+            done.data["result"]["structuredContent"],
+            serde_json::json!({"result": 42})
+        );
         assert!(s.permissions.lock().unwrap().is_empty());
 
         // Not read-only: a prompt of kind mcp first.
@@ -758,14 +775,21 @@ async fn a_second_implementation_fastmcp_in_python_works_the_same() {
 
         // isError: the call fails with the server's text.
         let reply = turn(&mut s, "fast fail").await;
-        assert!(data_str(&reply, "content").contains("nope"), "{:?}", reply.data);
+        assert!(
+            data_str(&reply, "content").contains("nope"),
+            "{:?}",
+            reply.data
+        );
         let done = loop {
             let ev = s.events.wait_for("tool.execution_complete").await;
             if ev.data["success"] == false {
                 break ev;
             }
         };
-        assert!(done.data["error"]["message"].as_str().unwrap().contains("nope"));
+        assert!(done.data["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nope"));
     })
     .await;
 }

@@ -773,20 +773,26 @@ fn mcp_get_host_context(host: &Host, params: Option<&RawValue>) -> Result<Value,
     Ok(json!({"context": context}))
 }
 
-/// Why MCP Apps do or do not work in this session. The scripted agent has no MCP servers,
-/// so every server reports as not connected.
+/// Why MCP Apps do or do not work in this session: the gate, and the named server's
+/// figures (`serverName`; not connected when the session has no such server up).
 fn mcp_diagnose(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
     let p: SessionParams = decode_required(params)?;
     known_session(host, "session.mcp.apps.diagnose", &p.session_id)?;
     let has = host
         .session(&p.session_id)
         .is_some_and(|s| s.attached.values().any(|a| a.mcp_apps));
+    let raw: Value = decode(params)?;
+    let name = raw.get("serverName").and_then(Value::as_str).unwrap_or("");
+    let tools = host.mcp_tools_json(&p.session_id, name);
+    let with_ui = tools.iter().filter(|t| t.get("ui").is_some()).count();
+    let sample: Vec<&Value> = tools.iter().filter_map(|t| t.get("name")).take(5).collect();
     Ok(json!({
         "capability": {"sessionHasMcpApps": has,
                        "featureFlagEnabled": host.config().mcp_apps_enabled,
                        "advertised": has},
-        "server": {"connected": false, "toolCount": 0, "toolsWithUiMeta": 0,
-                   "sampleToolNames": []},
+        "server": {"connected": host.mcp_server_running(&p.session_id, name),
+                   "toolCount": tools.len(), "toolsWithUiMeta": with_ui,
+                   "sampleToolNames": sample},
     }))
 }
 

@@ -138,6 +138,19 @@ impl Host {
         true
     }
 
+    /// Ends every execution of `session` as cancelled (the session is going away).
+    pub(crate) fn cancel_sampling_of(&mut self, session: &str) {
+        let ids: Vec<String> = self
+            .sampling_execs
+            .iter()
+            .filter(|(_, e)| e.session == session)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            self.cancel_sampling_execution(session, &id);
+        }
+    }
+
     fn end_sampling(&mut self, exec: SamplingExec, result: Value) {
         if let Some(call) = exec.http {
             if self.sampling_http.remove(&call).is_some() {
