@@ -254,8 +254,7 @@ async fn killing_the_server_mid_call_fails_the_call_with_a_reason_and_the_turn_e
             .events
             .seen
             .iter()
-            .filter(|e| e.event_type == "session.mcp_server_status_changed")
-            .next_back()
+            .rfind(|e| e.event_type == "session.mcp_server_status_changed")
             .expect("a status change");
         assert_eq!(status.data["status"], "failed");
         assert_eq!(status.data["serverName"], "everything");

@@ -124,10 +124,10 @@ impl Host {
 
     /// `session.mcp.cancelSamplingExecution`: whether an execution was running.
     pub(crate) fn cancel_sampling_execution(&mut self, session: &str, request_id: &str) -> bool {
-        if !self
+        if self
             .sampling_execs
             .get(request_id)
-            .is_some_and(|e| e.session == session)
+            .is_none_or(|e| e.session != session)
         {
             return false;
         }

@@ -157,7 +157,7 @@ async fn an_acp_session_calls_mcp_tools_with_and_without_a_permission_request() 
         text.contains("logging"),
         "then the toggle's answer: {text:?}"
     );
-    let asked = permissions.lock().unwrap();
+    let asked = permissions.lock().unwrap().clone();
     assert_eq!(
         asked.len(),
         1,
@@ -165,7 +165,6 @@ async fn an_acp_session_calls_mcp_tools_with_and_without_a_permission_request() 
     );
     let title = asked[0].tool_call.fields.title.clone().unwrap_or_default();
     assert!(title.contains("toggle-simulated-logging"), "{title:?}");
-    drop(asked);
     let pid = mcp_servers::read_pid(&pidfile);
     assert!(mcp_servers::alive(pid));
     let _ = child.kill().await;
