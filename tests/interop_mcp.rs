@@ -43,6 +43,7 @@ const SCENARIO: &str = r#"{
                                       { "say": "{result}" } ] },
     { "match": "fast shout", "steps": [ { "mcp": "fast/shout", "arguments": { "text": "hi" } },
                                         { "say": "{result}" } ] },
+    { "match": "fast clock", "steps": [ { "mcp": "fast/clock" }, { "say": "{result}" } ] },
     { "match": "fast fail", "steps": [ { "mcp": "fast/fail", "arguments": { "reason": "nope" } },
                                        { "say": "failed: {result}" } ] },
     { "match": "slow", "steps": [ { "mcp": "everything/trigger-long-running-operation",
@@ -789,6 +790,105 @@ async fn a_second_implementation_fastmcp_in_python_works_the_same() {
             .as_str()
             .unwrap()
             .contains("nope"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn mcp_apps_ui_resources_and_app_tool_calls_reach_the_server() {
+    bounded(async {
+        let scenario = Scenario::from_json(SCENARIO).expect("scenario");
+        let server = Server::new(
+            HostConfig::with_scenario(scenario)
+                .with_mcp_spawn(McpSpawnPolicy::Anyone)
+                .with_mcp_apps_enabled(true),
+        );
+        let client = connect(&server).await;
+        let (command, args, env) = mcp_servers::fastmcp_command();
+        let mut servers = IndexMap::new();
+        servers.insert(
+            "fast".to_owned(),
+            McpServerConfig::Stdio(McpStdioServerConfig {
+                command,
+                args,
+                env: env.into_iter().collect(),
+                ..Default::default()
+            }),
+        );
+        let config = SessionConfig::default()
+            .with_session_id(sdk_scenarios::new_session_id())
+            .with_mcp_servers(servers)
+            .with_enable_mcp_apps(true);
+        let prepared = client.prepare_session(config).expect("prepare_session");
+        let events = Recorder::new(prepared.subscribe());
+        let session = within("session.create", prepared.start()).await.unwrap();
+        let mut s = McpSession {
+            session,
+            events,
+            permissions: Arc::default(),
+            pidfile: PathBuf::new(),
+        };
+        s.events.wait_for("session.mcp_servers_loaded").await;
+        let reply = turn(&mut s, "fast clock").await;
+        assert_eq!(data_str(&reply, "content"), "12:00");
+        let start = s.events.wait_for("tool.execution_start").await;
+        assert_eq!(
+            start.data["toolDescription"]["_meta"]["ui"]["resourceUri"],
+            "ui://fast/clock.html"
+        );
+        let done = s.events.wait_for("tool.execution_complete").await;
+        let ui = &done.data["result"]["uiResource"];
+        assert_eq!(ui["uri"], "ui://fast/clock.html", "{:?}", done.data);
+        assert!(ui["text"].as_str().unwrap_or_default().contains("clock"));
+
+        let id = s.session.id().to_string();
+        let call = |method: &'static str, params: Value| {
+            let client = client.clone();
+            async move { within(method, client.call(method, Some(params))).await }
+        };
+        let tools = call(
+            "session.mcp.apps.listTools",
+            serde_json::json!({"sessionId": id, "serverName": "fast"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(tools["tools"].as_array().unwrap().len(), 1, "{tools}");
+        assert_eq!(tools["tools"][0]["name"], "clock");
+        let read = call(
+            "session.mcp.apps.readResource",
+            serde_json::json!({"sessionId": id, "serverName": "fast",
+                               "uri": "ui://fast/clock.html"}),
+        )
+        .await
+        .unwrap();
+        assert!(read["contents"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("<html>"));
+        let called = call(
+            "session.mcp.apps.callTool",
+            serde_json::json!({"sessionId": id, "serverName": "fast", "toolName": "add",
+                               "arguments": {"a": 1, "b": 2}}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(called["structuredContent"]["result"], 3, "{called}");
+        let complete = s.events.wait_for("mcp_app.tool_call_complete").await;
+        assert_eq!(complete.data["serverName"], "fast");
+        assert_eq!(complete.data["toolName"], "add");
+        assert_eq!(complete.data["success"], true);
+        assert!(complete.data["durationMs"].is_number());
+        let diagnosis = call(
+            "session.mcp.apps.diagnose",
+            serde_json::json!({"sessionId": id, "serverName": "fast"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(diagnosis["server"]["toolsWithUiMeta"], 1, "{diagnosis}");
+        assert_eq!(
+            diagnosis["server"]["sampleToolNames"],
+            serde_json::json!(["clock"])
+        );
     })
     .await;
 }

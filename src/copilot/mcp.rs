@@ -38,6 +38,7 @@ const MCP_METHODS: &[&str] = &[
     "session.mcp.reload",
     "session.mcp.executeSampling",
     "session.mcp.cancelSamplingExecution",
+    "session.mcp.apps.listTools",
     "mcp.config.list",
     "mcp.config.add",
     "mcp.config.update",
@@ -66,6 +67,39 @@ pub(super) fn execute_sampling(
         Err(e) => Some(Err(e)),
         Ok(Ok(())) => None,
         Ok(Err(reason)) => Some(Ok(json!({"action": "failure", "error": reason}))),
+    }
+}
+
+/// `session.mcp.apps.readResource {serverName, uri}` / `callTool {serverName, toolName,
+/// arguments}`: answered when the server answers (`None`), or at once with an error.
+pub(super) fn apps_request(
+    host: &mut Host,
+    conn: ConnId,
+    id: &crate::jsonrpc::OwnedId,
+    method: &str,
+    params: Option<&RawValue>,
+) -> Option<Answer> {
+    let method: &'static str = if method == "session.mcp.apps.callTool" {
+        "session.mcp.apps.callTool"
+    } else {
+        "session.mcp.apps.readResource"
+    };
+    let started = decode::<Value>(params).and_then(|p| {
+        let session = session_id(&p)?;
+        known(host, method, &session)?;
+        let server = required_str(&p, "serverName")?.to_owned();
+        let mcp_params = if method == "session.mcp.apps.callTool" {
+            json!({"name": required_str(&p, "toolName")?,
+                   "arguments": p.get("arguments").cloned().unwrap_or(json!({}))})
+        } else {
+            json!({"uri": required_str(&p, "uri")?})
+        };
+        host.mcp_request_for_client(&session, &server, conn, id, method, &mcp_params)
+            .map_err(|e| failed(method, e))
+    });
+    match started {
+        Ok(()) => None,
+        Err(e) => Some(Err(e)),
     }
 }
 
@@ -151,6 +185,16 @@ fn session_method(host: &mut Host, conn: ConnId, method: &str, session: &str, p:
                 ));
             }
             Ok(json!({"tools": host.mcp_tools_json(session, name)}))
+        }
+        "session.mcp.apps.listTools" => {
+            let name = server()?;
+            if !host.mcp_server_running(session, name) {
+                return Err(failed(
+                    method,
+                    format!("MCP server '{name}' is not connected"),
+                ));
+            }
+            Ok(json!({"tools": host.mcp_app_tools(session, name)}))
         }
         "session.mcp.isServerRunning" => {
             Ok(json!({"running": host.mcp_server_running(session, server()?)}))

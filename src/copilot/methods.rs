@@ -55,6 +55,9 @@ pub const METHODS: &[&str] = &[
     "session.mcp.apps.setHostContext",
     "session.mcp.apps.getHostContext",
     "session.mcp.apps.diagnose",
+    "session.mcp.apps.listTools",
+    "session.mcp.apps.readResource",
+    "session.mcp.apps.callTool",
     "session.mcp.list",
     "session.mcp.listTools",
     "session.mcp.startServer",
@@ -164,6 +167,12 @@ pub(super) fn dispatch(
     }
     if method == "session.mcp.executeSampling" {
         return super::mcp::execute_sampling(host, conn, id, params);
+    }
+    if matches!(
+        method,
+        "session.mcp.apps.readResource" | "session.mcp.apps.callTool"
+    ) {
+        return super::mcp::apps_request(host, conn, id, method, params);
     }
     if let Some(answer) = super::surface::dispatch(host, conn, method, params) {
         return Some(answer);
@@ -785,7 +794,12 @@ fn mcp_diagnose(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorOb
     let name = raw.get("serverName").and_then(Value::as_str).unwrap_or("");
     let tools = host.mcp_tools_json(&p.session_id, name);
     let with_ui = tools.iter().filter(|t| t.get("ui").is_some()).count();
-    let sample: Vec<&Value> = tools.iter().filter_map(|t| t.get("name")).take(5).collect();
+    let sample: Vec<&Value> = tools
+        .iter()
+        .filter(|t| t.get("ui").is_some())
+        .filter_map(|t| t.get("name"))
+        .take(5)
+        .collect();
     Ok(json!({
         "capability": {"sessionHasMcpApps": has,
                        "featureFlagEnabled": host.config().mcp_apps_enabled,

@@ -40,6 +40,7 @@ pub(crate) enum Pending {
     McpTool {
         tool_call_id: String,
         server: String,
+        tool: String,
         token: u64,
     },
     /// A form or URL elicitation (`session.ui.elicitation`) waiting for a provider's answer;
@@ -560,6 +561,7 @@ impl Host {
                     tool_call_id,
                     server,
                     token,
+                    ..
                 } => {
                     self.cancel_mcp_call(session, &server, token);
                     tool_call_id

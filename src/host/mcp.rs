@@ -48,6 +48,20 @@ impl McpStatus {
 pub(crate) enum McpCall {
     /// A tool call of the session's agent: the pending request `request_id` ends it.
     Tool { request_id: String },
+    /// The `ui://` resource of a finished tool call (MCP Apps): the call completes with it.
+    UiResource {
+        tool_call_id: String,
+        text: String,
+        extra: serde_json::Map<String, Value>,
+    },
+    /// A client's request (`session.mcp.apps.readResource` / `callTool`) is answered with
+    /// the result; an app's tool call also emits `mcp_app.tool_call_complete`.
+    Caller {
+        conn: ConnId,
+        id: crate::jsonrpc::OwnedId,
+        method: &'static str,
+        app_tool: Option<Box<super::mcp_apps::AppToolCall>>,
+    },
 }
 
 /// One configured server of a session.
@@ -412,6 +426,21 @@ impl Host {
                 match call {
                     Some(McpCall::Tool { request_id }) => {
                         self.finish_mcp_tool_call(session, &request_id, outcome)
+                    }
+                    Some(McpCall::UiResource {
+                        tool_call_id,
+                        text,
+                        extra,
+                    }) => {
+                        self.finish_with_ui_resource(session, &tool_call_id, text, extra, outcome)
+                    }
+                    Some(McpCall::Caller {
+                        conn,
+                        id,
+                        method,
+                        app_tool,
+                    }) => {
+                        self.answer_app_request(session, name, conn, &id, method, app_tool, outcome)
                     }
                     None => {}
                 }

@@ -278,6 +278,7 @@ impl Host {
             Pending::McpTool {
                 tool_call_id: tool_call_id.to_owned(),
                 server: server.to_owned(),
+                tool: tool.to_owned(),
                 token,
             },
         );
@@ -303,7 +304,12 @@ impl Host {
         let Some(live) = self.sessions.get_mut(session) else {
             return;
         };
-        let Some(Pending::McpTool { tool_call_id, .. }) = live.pending.shift_remove(request_id)
+        let Some(Pending::McpTool {
+            tool_call_id,
+            server,
+            tool,
+            ..
+        }) = live.pending.shift_remove(request_id)
         else {
             return;
         };
@@ -318,7 +324,14 @@ impl Host {
                         mapped.text
                     };
                     self.fail_tool(session, &tool_call_id, message);
-                } else {
+                } else if !self.read_ui_resource(
+                    session,
+                    &server,
+                    &tool,
+                    &tool_call_id,
+                    &mapped.text,
+                    &mapped.extra,
+                ) {
                     self.complete_tool_with(
                         session,
                         &tool_call_id,

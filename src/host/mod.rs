@@ -29,6 +29,7 @@ mod emit;
 mod http;
 mod input;
 mod mcp;
+mod mcp_apps;
 mod mcp_http;
 mod mcp_requests;
 mod mcp_sampling;
