@@ -294,3 +294,31 @@ fn config_method(host: &mut Host, conn: ConnId, method: &str, p: &Value) -> Answ
         }
     }
 }
+
+/// Why MCP Apps do or do not work in this session: the gate, and the named server's
+/// figures (`serverName`; not connected when the session has no such server up).
+pub(super) fn diagnose(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+    let p: Value = decode(params)?;
+    let session = session_id(&p)?;
+    known(host, "session.mcp.apps.diagnose", &session)?;
+    let has = host
+        .session(&session)
+        .is_some_and(|s| s.attached.values().any(|a| a.mcp_apps));
+    let name = p.get("serverName").and_then(Value::as_str).unwrap_or("");
+    let tools = host.mcp_tools_json(&session, name);
+    let with_ui = tools.iter().filter(|t| t.get("ui").is_some()).count();
+    let sample: Vec<&Value> = tools
+        .iter()
+        .filter(|t| t.get("ui").is_some())
+        .filter_map(|t| t.get("name"))
+        .take(5)
+        .collect();
+    Ok(json!({
+        "capability": {"sessionHasMcpApps": has,
+                       "featureFlagEnabled": host.config().mcp_apps_enabled,
+                       "advertised": has},
+        "server": {"connected": host.mcp_server_running(&session, name),
+                   "toolCount": tools.len(), "toolsWithUiMeta": with_ui,
+                   "sampleToolNames": sample},
+    }))
+}

@@ -240,7 +240,7 @@ pub(super) fn dispatch(
         }
         "session.mcp.apps.setHostContext" => mcp_set_host_context(host, params),
         "session.mcp.apps.getHostContext" => mcp_get_host_context(host, params),
-        "session.mcp.apps.diagnose" => mcp_diagnose(host, params),
+        "session.mcp.apps.diagnose" => super::mcp::diagnose(host, params),
         "session.shell.exec" => decode_required(params).and_then(|p| shell::exec(host, conn, p)),
         "session.shell.kill" => decode_required(params).and_then(|p| shell::kill(host, p)),
         // Called by the Rust SDK after every resume; the scripted agent has no skills.
@@ -780,34 +780,6 @@ fn mcp_get_host_context(host: &Host, params: Option<&RawValue>) -> Result<Value,
         .and_then(|s| s.mcp_host_context.clone())
         .unwrap_or(json!({}));
     Ok(json!({"context": context}))
-}
-
-/// Why MCP Apps do or do not work in this session: the gate, and the named server's
-/// figures (`serverName`; not connected when the session has no such server up).
-fn mcp_diagnose(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
-    let p: SessionParams = decode_required(params)?;
-    known_session(host, "session.mcp.apps.diagnose", &p.session_id)?;
-    let has = host
-        .session(&p.session_id)
-        .is_some_and(|s| s.attached.values().any(|a| a.mcp_apps));
-    let raw: Value = decode(params)?;
-    let name = raw.get("serverName").and_then(Value::as_str).unwrap_or("");
-    let tools = host.mcp_tools_json(&p.session_id, name);
-    let with_ui = tools.iter().filter(|t| t.get("ui").is_some()).count();
-    let sample: Vec<&Value> = tools
-        .iter()
-        .filter(|t| t.get("ui").is_some())
-        .filter_map(|t| t.get("name"))
-        .take(5)
-        .collect();
-    Ok(json!({
-        "capability": {"sessionHasMcpApps": has,
-                       "featureFlagEnabled": host.config().mcp_apps_enabled,
-                       "advertised": has},
-        "server": {"connected": host.mcp_server_running(&p.session_id, name),
-                   "toolCount": tools.len(), "toolsWithUiMeta": with_ui,
-                   "sampleToolNames": sample},
-    }))
 }
 
 fn session_id_of(p: &Value) -> Result<String, ErrorObject> {
