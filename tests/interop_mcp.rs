@@ -892,3 +892,25 @@ async fn mcp_apps_ui_resources_and_app_tool_calls_reach_the_server() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn server_shutdown_leaves_no_mcp_process() {
+    bounded(async {
+        let server = server(McpSpawnPolicy::Anyone);
+        let client = connect(&server).await;
+        let mut s = mcp_session(&client, "shutdown").await;
+        s.events.wait_for("session.mcp_servers_loaded").await;
+        let pid = mcp_servers::read_pid(&s.pidfile);
+        assert!(mcp_servers::alive(pid));
+        let _ = within(
+            "runtime.shutdown",
+            client.call("runtime.shutdown", Some(serde_json::json!({}))),
+        )
+        .await;
+        assert!(
+            mcp_servers::gone(pid).await,
+            "the MCP server (pid {pid}) outlived the server's shutdown"
+        );
+    })
+    .await;
+}
