@@ -87,6 +87,11 @@
 //!             Output::FileOp { op, session, request } => {
 //!                 /* perform the file operation, then host.handle_file_result(now, op, result) */
 //!             }
+//!             Output::ProcessSpawn { process, argv, env, cwd } => {
+//!                 /* spawn in its own process group; feed back handle_process_stdout / _exit */
+//!             }
+//!             Output::ProcessWrite { process, bytes } => { /* write to its stdin */ }
+//!             Output::ProcessKill { process } => { /* kill its process group */ }
 //!         }
 //!     }
 //!     // Sleep until the next deadline (or the next input), then:
@@ -116,6 +121,7 @@ pub mod frame;
 pub mod host;
 mod ids;
 pub mod jsonrpc;
+pub mod mcp;
 pub mod model;
 pub mod serve;
 mod session;

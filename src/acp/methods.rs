@@ -4,9 +4,11 @@
 //! |---|---|
 //! | `initialize` | answers `protocolVersion: 1`, the capabilities below and `authMethods: []`; records the client's `fs` / `terminal` capabilities |
 //! | `authenticate` | `{}` (no authentication is required) |
-//! | `session/new` | a new session in `cwd` (the client's, not the process's); `mcpServers` are accepted and not connected |
+//! | `session/new` | a new session in `cwd` (the client's, not the process's); its stdio `mcpServers` start with it (see docs/mcp.md) |
 //! | `session/load` | replays the whole persisted history as `session/update`s, then answers `{modes, configOptions}`; an unknown id is `-32002` with `data.sessionId` |
 //! | `session/resume` | attaches without replay |
+//!
+//! `session/load` and `session/resume` start the `mcpServers` they name that are not running.
 //! | `session/list` | sessions with a working directory, newest first (`cwd` filter; no paging) |
 //! | `session/prompt` | runs a turn; answered with a `stopReason` once the turn ends, after all its updates |
 //! | `session/set_mode`, `session/set_config_option` | the modes and options of [`modes`](super::modes) |
@@ -141,7 +143,7 @@ fn initialize(
         "agentCapabilities": {
             "loadSession": true,
             "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
-            "mcpCapabilities": {"http": false, "sse": false},
+            "mcpCapabilities": {"http": true, "sse": false},
             "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
         },
         "agentInfo": {"name": "agentwire", "title": "agentwire", "version": host.config().version},
@@ -172,6 +174,7 @@ fn new_session(
             ),
         ));
     }
+    let mcp = mcp_configs(host, conn, &p.mcp_servers)?;
     let session_id = host.new_id();
     let mut session = Session::new(session_id.clone(), host.now());
     session.cwd = Some(p.cwd.clone());
@@ -195,6 +198,12 @@ fn new_session(
         change: SessionChange::Created,
         session: session_id.clone(),
     });
+    if !mcp.is_empty() {
+        host.after_response(AfterResponse::StartMcp {
+            session: session_id.clone(),
+            configs: mcp,
+        });
+    }
     let mut result = modes_and_options(host, &session_id);
     result["sessionId"] = json!(session_id);
     Ok(result)
@@ -208,6 +217,7 @@ fn load_session(
     replay: bool,
 ) -> Result<Value, ErrorObject> {
     let p: LoadSessionParams = decode(params)?;
+    let mcp = mcp_configs(host, conn, &p.mcp_servers)?;
     let Some(session) = host.session_mut(&p.session_id) else {
         return Err(session_not_found(&p.session_id));
     };
@@ -234,7 +244,27 @@ fn load_session(
                 "sessionUpdate": "available_commands_update", "availableCommands": commands}}),
         );
     }
+    if !mcp.is_empty() {
+        host.after_response(AfterResponse::StartMcp {
+            session: p.session_id.clone(),
+            configs: mcp,
+        });
+    }
     Ok(modes_and_options(host, &p.session_id))
+}
+
+/// The `mcpServers` of new/load/resume params; stdio servers only for connections that may
+/// start processes.
+fn mcp_configs(
+    host: &Host,
+    conn: ConnId,
+    servers: &Value,
+) -> Result<Vec<crate::mcp::McpServerConfig>, ErrorObject> {
+    let configs = crate::mcp::acp_servers(servers)
+        .map_err(|e| ErrorObject::new(code::INVALID_PARAMS, format!("Invalid params: {e}")))?;
+    host.check_mcp_configs(conn, &configs)
+        .map_err(|e| ErrorObject::new(code::INVALID_REQUEST, e))?;
+    Ok(configs)
 }
 
 /// Sends the session's persisted history to `conn` as `session/update`s.

@@ -17,6 +17,9 @@ pub(crate) struct InitializeParams {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct NewSessionParams {
     pub cwd: String,
+    /// The session's MCP servers (read with [`crate::mcp::acp_servers`]).
+    #[serde(default)]
+    pub mcp_servers: Value,
 }
 
 /// `session/load` and `session/resume` params.
@@ -26,6 +29,9 @@ pub(crate) struct LoadSessionParams {
     pub session_id: String,
     #[serde(default)]
     pub cwd: Option<String>,
+    /// The session's MCP servers (read with [`crate::mcp::acp_servers`]).
+    #[serde(default)]
+    pub mcp_servers: Value,
 }
 
 /// Params naming one session (`session/close`, `session/delete`, `session/cancel`).

@@ -203,6 +203,22 @@ pub trait SessionControl {
     /// that offers it, else the call's scripted result) and `tool.execution_complete`. The
     /// agent gets [`AgentInput::ToolDone`] later.
     fn call_builtin(&mut self, tool_call_id: &str, call: &BuiltinCall, turn_id: &str);
+    /// Runs tool `tool` of the session's MCP server `server`: `tool.execution_start` (with
+    /// `mcpServerName` / `mcpToolName`), the `mcp` permission prompt unless the tool is
+    /// read-only, `tools/call` and `tool.execution_complete`. The agent gets
+    /// [`AgentInput::ToolDone`] later. The default implementation, for controls without MCP
+    /// servers, calls the client tool `SERVER-TOOL`.
+    fn call_mcp_tool(
+        &mut self,
+        tool_call_id: &str,
+        server: &str,
+        tool: &str,
+        arguments: &Value,
+        turn_id: &str,
+    ) {
+        let name = format!("{server}-{tool}");
+        self.call_tool(tool_call_id, &name, arguments, turn_id);
+    }
     /// Resolves every tool call this agent has in flight as cancelled (used on abort).
     fn cancel_tool_calls(&mut self);
     /// Asks for [`AgentInput::Timer`] at `at` (replaces an earlier timer of this session).

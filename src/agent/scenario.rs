@@ -17,6 +17,7 @@
 //! | `{"say": TEXT}` | an assistant message (streamed as deltas to streaming clients); `{prompt}` in TEXT is replaced by the prompt |
 //! | `{"stream": COUNT, "text": TEXT, "batch": N}` | an assistant message streamed as exactly COUNT deltas (for load tests); each delta's content is TEXT (default `"{i} "`) with `{i}` replaced by the delta's index and `{now_ns}` by the host's current time in nanoseconds since the Unix epoch; with N, the deltas go out N at a time, the agent yielding to the host (a zero-length timer) between batches |
 //! | `{"tool": NAME, "arguments": {..}}` | a client tool call: permission check, then the tool runs on the client that declared it |
+//! | `{"mcp": "SERVER/TOOL", "arguments": {..}}` | a call of tool TOOL of the session's MCP server SERVER (waits for the server to start): a permission prompt of kind `mcp` unless the server marks the tool read-only, then `tools/call`; its result text is `{result}` in later `say` steps |
 //! | `{"event": TYPE, "data": {..}, "ephemeral": BOOL, "agent_id": ID}` | emit any raw session event; with `agent_id`, as sub-agent ID (`agentId` in the envelope; a sub-agent's streaming deltas reach only clients that kept `includeSubAgentStreamingEvents`) |
 //! | `{"error": MESSAGE}` | emit `session.error` and end the turn |
 //! | `{"sleep_ms": N}` | wait N milliseconds (through the core's timers) |
@@ -62,6 +63,16 @@ pub enum Step {
     Tool {
         /// Tool name, as a client declared it in `tools[]`.
         name: String,
+        /// Arguments passed to the tool.
+        arguments: Value,
+    },
+    /// Call tool `tool` of the session's MCP server `server` with `arguments`; its result
+    /// text is available to later `say` steps as `{result}`.
+    Mcp {
+        /// The server's name (its key in `mcpServers`).
+        server: String,
+        /// The tool's name on that server.
+        tool: String,
         /// Arguments passed to the tool.
         arguments: Value,
     },
@@ -168,7 +179,7 @@ fn err(path: impl Into<String>, message: impl Into<String>) -> ScenarioError {
 }
 
 const STEP_KINDS: &str =
-    "say, stream, tool, event, error, sleep_ms, ask, user_input, sample, command, exit_plan_mode, auto_mode_switch, hook, read_file, write_file, shell";
+    "say, stream, tool, mcp, event, error, sleep_ms, ask, user_input, sample, command, exit_plan_mode, auto_mode_switch, hook, read_file, write_file, shell";
 
 impl Scenario {
     /// Parses and validates a scenario from JSON text.
@@ -312,6 +323,26 @@ fn parse_step(raw: &Value, path: &str) -> Result<Step, ScenarioError> {
             Some(_) => return Err(err(format!("{path}.arguments"), "must be an object")),
         };
         return Ok(Step::Tool { name, arguments });
+    }
+    if obj.contains_key("mcp") {
+        reject_unknown(obj, path, &["mcp", "arguments"])?;
+        let target = field_str("mcp")?;
+        let Some((server, tool)) = target
+            .split_once('/')
+            .filter(|(s, t)| !s.is_empty() && !t.is_empty())
+        else {
+            return Err(err(format!("{path}.mcp"), "must be \"SERVER/TOOL\""));
+        };
+        let arguments = match obj.get("arguments") {
+            None => Value::Object(Map::new()),
+            Some(v @ Value::Object(_)) => v.clone(),
+            Some(_) => return Err(err(format!("{path}.arguments"), "must be an object")),
+        };
+        return Ok(Step::Mcp {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            arguments,
+        });
     }
     if obj.contains_key("event") {
         reject_unknown(obj, path, &["event", "data", "ephemeral", "agent_id"])?;

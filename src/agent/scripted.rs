@@ -145,6 +145,31 @@ impl ScriptedAgent {
                     run.waiting = Waiting::Tool(tool_call_id.clone());
                     s.call_tool(&tool_call_id, &name, &arguments, &turn_id);
                 }
+                Step::Mcp {
+                    server,
+                    tool,
+                    arguments,
+                } => {
+                    let tool_call_id = format!("call_{}", s.new_id());
+                    let message_id = s.new_id();
+                    let turn_id = run.turn.to_string();
+                    s.emit(
+                        "assistant.message",
+                        json!({
+                            "messageId": message_id,
+                            "content": "",
+                            "toolRequests": [{"toolCallId": tool_call_id,
+                                              "name": format!("{server}-{tool}"),
+                                              "arguments": arguments, "type": "function",
+                                              "mcpServerName": server, "mcpToolName": tool}],
+                            "originatingMessageId": run.message_id,
+                            "turnId": turn_id,
+                        }),
+                        false,
+                    );
+                    run.waiting = Waiting::Tool(tool_call_id.clone());
+                    s.call_mcp_tool(&tool_call_id, &server, &tool, &arguments, &turn_id);
+                }
                 Step::Event {
                     event_type,
                     data,

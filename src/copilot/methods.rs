@@ -52,6 +52,15 @@ pub(super) fn dispatch(
     if !authenticated && method != "connect" {
         return Some(Err(ErrorObject::new(-32001, "AUTHENTICATION_REQUIRED")));
     }
+    if method == "session.mcp.executeSampling" {
+        return super::mcp::execute_sampling(host, conn, id, params);
+    }
+    if matches!(
+        method,
+        "session.mcp.apps.readResource" | "session.mcp.apps.callTool"
+    ) {
+        return super::mcp::apps_request(host, conn, id, method, params);
+    }
     if let Some(answer) = super::surface::dispatch(host, conn, method, params) {
         return Some(answer);
     }
@@ -123,7 +132,7 @@ pub(super) fn dispatch(
         }
         "session.mcp.apps.setHostContext" => mcp_set_host_context(host, params),
         "session.mcp.apps.getHostContext" => mcp_get_host_context(host, params),
-        "session.mcp.apps.diagnose" => mcp_diagnose(host, params),
+        "session.mcp.apps.diagnose" => super::mcp::diagnose(host, params),
         "session.shell.exec" => decode_required(params).and_then(|p| shell::exec(host, conn, p)),
         "session.shell.kill" => decode_required(params).and_then(|p| shell::kill(host, p)),
         // Called by the Rust SDK after every resume; the scripted agent has no skills.
@@ -244,6 +253,7 @@ fn model_settings(
 fn create(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
     let p: AttachParams = decode(params)?;
     let settings = model_settings(host, conn, "session.create", params)?;
+    let mcp = super::mcp::session_configs(host, conn, "session.create", params)?;
     let session_id = match p.session_id.clone() {
         Some(s) if !s.is_empty() => s,
         _ => host.new_id(),
@@ -290,6 +300,12 @@ fn create(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
         change: SessionChange::Created,
         session: session_id.clone(),
     });
+    if !mcp.is_empty() {
+        host.after_response(AfterResponse::StartMcp {
+            session: session_id.clone(),
+            configs: mcp,
+        });
+    }
     if let Some(extension) = p.attachment(false).extension {
         host.after_response(AfterResponse::ExtensionAccess {
             session: session_id.clone(),
@@ -319,6 +335,7 @@ fn resume(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
     let cwd = live.cwd.clone();
     let settings = model_settings(host, conn, "session.resume", params)?;
     let served_by_client = host.served_by_client(&session_id, conn);
+    let mcp = super::mcp::session_configs(host, conn, "session.resume", params)?;
     host.set_model_settings(&session_id, settings);
     if served_by_client {
         host.mark_client_transport(&session_id);
@@ -356,6 +373,12 @@ fn resume(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
     }
     if p.continue_pending_work {
         host.reemit_pending_permissions(&session_id);
+    }
+    if !mcp.is_empty() {
+        host.after_response(AfterResponse::StartMcp {
+            session: session_id.clone(),
+            configs: mcp,
+        });
     }
     Ok(result)
 }
@@ -684,23 +707,6 @@ fn mcp_get_host_context(host: &Host, params: Option<&RawValue>) -> Result<Value,
         .and_then(|s| s.mcp_host_context.clone())
         .unwrap_or(json!({}));
     Ok(json!({"context": context}))
-}
-
-/// Why MCP Apps do or do not work in this session. The scripted agent has no MCP servers,
-/// so every server reports as not connected.
-fn mcp_diagnose(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
-    let p: SessionParams = decode_required(params)?;
-    known_session(host, "session.mcp.apps.diagnose", &p.session_id)?;
-    let has = host
-        .session(&p.session_id)
-        .is_some_and(|s| s.attached.values().any(|a| a.mcp_apps));
-    Ok(json!({
-        "capability": {"sessionHasMcpApps": has,
-                       "featureFlagEnabled": host.config().mcp_apps_enabled,
-                       "advertised": has},
-        "server": {"connected": false, "toolCount": 0, "toolsWithUiMeta": 0,
-                   "sampleToolNames": []},
-    }))
 }
 
 fn session_id_of(p: &Value) -> Result<String, ErrorObject> {

@@ -24,6 +24,7 @@ mod discovery;
 mod history;
 mod lifecycle;
 mod llm_inference;
+mod mcp;
 mod method_table;
 mod methods;
 mod params;

@@ -31,6 +31,9 @@ pub(super) fn dispatch(
     if let Some(answer) = account::dispatch(host, method, params) {
         return Some(answer);
     }
+    if let Some(answer) = super::mcp::dispatch(host, conn, method, params) {
+        return Some(answer);
+    }
     if let Some(answer) = llm_inference::dispatch(host, conn, method, params) {
         return Some(answer);
     }

@@ -27,12 +27,22 @@ pub(crate) enum Pending {
         /// Set for a built-in tool call (`read_file`, `write_file`, `shell` steps): approval
         /// runs it (`Host::run_builtin`) instead of asking a client tool.
         builtin: Option<Box<crate::agent::BuiltinCall>>,
+        /// Set for an MCP tool call: approval calls the server's tool.
+        mcp: Option<Box<super::mcp_tools::McpTarget>>,
         /// Set for an `extension-permission-access` prompt: approval lets this extension's
         /// connections see the session's permission prompts. There is no tool call.
         grants_extension: Option<String>,
     },
     /// A client tool call waiting for its owner's result.
     ExternalTool { tool_call_id: String, owner: ConnId },
+    /// An MCP tool call waiting for its server's `tools/call` result (`token` names it on
+    /// the server's client).
+    McpTool {
+        tool_call_id: String,
+        server: String,
+        tool: String,
+        token: u64,
+    },
     /// A form or URL elicitation (`session.ui.elicitation`) waiting for a provider's answer;
     /// the caller's request is answered with the result.
     Elicitation {
@@ -43,9 +53,10 @@ pub(crate) enum Pending {
     /// A command (`session.commands.execute` or an agent's `command` step) waiting for its
     /// owner to run it.
     Command { owner: ConnId, answer_to: AnswerTo },
-    /// An agent's sampling request waiting for a client with `requestSampling`.
+    /// A sampling request (an agent's, or an MCP server's `sampling/createMessage`) waiting
+    /// for a client with `requestSampling` or an interest in `sampling.requested`.
     Sampling {
-        token: u64,
+        answer_to: AnswerTo,
         /// The `sampling.requested` data, offered again to a sampler that attaches later.
         announced: Box<Value>,
     },
@@ -60,6 +71,13 @@ pub(crate) enum AnswerTo {
     Caller(ConnId, OwnedId),
     /// The agent gets [`AgentInput::ClientAnswer`] with this token.
     Agent(u64),
+    /// An MCP server's request (`elicitation/create`, `sampling/createMessage`) is answered.
+    Mcp {
+        /// The session's server.
+        server: String,
+        /// The server's request id.
+        id: OwnedId,
+    },
 }
 
 /// A pending permission prompt as a dialect sees it.
@@ -193,6 +211,17 @@ impl Host {
         arguments: &Value,
         turn_id: &str,
     ) {
+        let client_tool = self
+            .sessions
+            .get(session)
+            .is_some_and(|l| l.session.tool_provider(name).is_some());
+        if !client_tool {
+            if let Some((server, tool)) = self.mcp_tool_by_name(session, name) {
+                // An MCP tool as the model names it (`SERVER-TOOL`).
+                self.start_mcp_tool_call(session, tool_call_id, &server, &tool, arguments, turn_id);
+                return;
+            }
+        }
         self.emit(
             session,
             "tool.execution_start",
@@ -255,6 +284,7 @@ impl Host {
                     arguments: arguments.clone(),
                     request,
                     builtin: None,
+                    mcp: None,
                     grants_extension: None,
                 },
             );
@@ -343,6 +373,7 @@ impl Host {
             tool_name,
             arguments,
             builtin,
+            mcp,
             grants_extension,
             ..
         }) = live.pending.shift_remove(request_id)
@@ -373,9 +404,18 @@ impl Host {
             false,
         );
         match mapped {
-            Decision::Approved(_) => match builtin {
-                Some(call) => self.run_builtin(session, &tool_call_id, *call),
-                None => self.request_external_tool(session, &tool_call_id, &tool_name, &arguments),
+            Decision::Approved(_) => match (builtin, mcp) {
+                (Some(call), _) => self.run_builtin(session, &tool_call_id, *call),
+                (None, Some(target)) => self.run_mcp_tool(
+                    session,
+                    &tool_call_id,
+                    &target.server,
+                    &target.tool,
+                    &arguments,
+                ),
+                (None, None) => {
+                    self.request_external_tool(session, &tool_call_id, &tool_name, &arguments)
+                }
             },
             Decision::Denied { message, .. } => self.complete_tool(
                 session,
@@ -434,7 +474,19 @@ impl Host {
         tool_call_id: &str,
         outcome: ToolOutcome,
     ) {
-        let data = match &outcome {
+        self.complete_tool_with(session, tool_call_id, outcome, serde_json::Map::new());
+    }
+
+    /// [`Host::complete_tool`] with `extra` members in a successful call's `result` (an MCP
+    /// tool's `contents` and `structuredContent`).
+    pub(crate) fn complete_tool_with(
+        &mut self,
+        session: &str,
+        tool_call_id: &str,
+        outcome: ToolOutcome,
+        extra: serde_json::Map<String, Value>,
+    ) {
+        let mut data = match &outcome {
             ToolOutcome::Success(text) => json!({
                 "toolCallId": tool_call_id,
                 "success": true,
@@ -446,6 +498,7 @@ impl Host {
                 "error": {"message": message, "code": code},
             }),
         };
+        super::mcp_tools::merge_result(&mut data, extra);
         self.emit(session, "tool.execution_complete", &data, false);
         self.queue_agent_input(
             session,
@@ -472,6 +525,7 @@ impl Host {
                         grants_extension: None,
                         ..
                     } | Pending::ExternalTool { .. }
+                        | Pending::McpTool { .. }
                 )
             })
             .map(|(id, _)| id.clone())
@@ -502,6 +556,15 @@ impl Host {
                         &json!({"requestId": request_id}),
                         false,
                     );
+                    tool_call_id
+                }
+                Pending::McpTool {
+                    tool_call_id,
+                    server,
+                    token,
+                    ..
+                } => {
+                    self.cancel_mcp_call(session, &server, token);
                     tool_call_id
                 }
                 Pending::Elicitation { .. }
@@ -591,6 +654,7 @@ impl Host {
                     arguments: Value::Null,
                     request,
                     builtin: None,
+                    mcp: None,
                     grants_extension: Some(extension.to_owned()),
                 },
             );

@@ -77,6 +77,7 @@ impl Host {
                 arguments,
                 request,
                 builtin: Some(Box::new(call)),
+                mcp: None,
                 grants_extension: None,
             },
         );

@@ -91,6 +91,14 @@ impl From<CanvasCall> for ClientCall {
     }
 }
 
+/// Who asked for a sampling: the `serverName` / `mcpRequestId` of `sampling.requested` and
+/// where the answer goes.
+pub(crate) struct SamplingOrigin<'a> {
+    pub(crate) server_name: &'a str,
+    pub(crate) mcp_request_id: Value,
+    pub(crate) answer_to: AnswerTo,
+}
+
 /// A server-to-client request made for the session's agent.
 #[derive(Clone, Debug)]
 pub(crate) struct AgentCall {
@@ -285,6 +293,23 @@ impl Host {
         request_id: String,
         request: Value,
     ) -> Result<(), String> {
+        let origin = SamplingOrigin {
+            server_name: "agentwire-scripted",
+            mcp_request_id: json!(token),
+            answer_to: AnswerTo::Agent(token),
+        };
+        self.announce_sampling(session, request_id, request, origin)
+    }
+
+    /// `sampling.requested` for a sampling request, pending until a client answers
+    /// (`session.ui.handlePendingSampling`); an error when no client can.
+    pub(crate) fn announce_sampling(
+        &mut self,
+        session: &str,
+        request_id: String,
+        request: Value,
+        origin: SamplingOrigin<'_>,
+    ) -> Result<(), String> {
         let interest = self.has_interest(session, "sampling.requested");
         let live = self
             .sessions
@@ -293,13 +318,12 @@ impl Host {
         if !interest && !live.session.attached.values().any(|a| a.request_sampling) {
             return Err("sampling is not available: no attached client answers sampling requests (requestSampling)".into());
         }
-        let mcp_request_id = token;
-        let data = json!({"requestId": request_id, "serverName": "agentwire-scripted",
-                          "mcpRequestId": mcp_request_id, "request": request});
+        let data = json!({"requestId": request_id, "serverName": origin.server_name,
+                          "mcpRequestId": origin.mcp_request_id, "request": request});
         live.pending.insert(
             request_id.clone(),
             Pending::Sampling {
-                token,
+                answer_to: origin.answer_to,
                 announced: Box::new(data.clone()),
             },
         );
@@ -320,7 +344,8 @@ impl Host {
         if !matches!(live.pending.get(request_id), Some(Pending::Sampling { .. })) {
             return false;
         }
-        let Some(Pending::Sampling { token, .. }) = live.pending.shift_remove(request_id) else {
+        let Some(Pending::Sampling { answer_to, .. }) = live.pending.shift_remove(request_id)
+        else {
             return false;
         };
         live.resolved.insert(request_id.to_owned());
@@ -331,7 +356,7 @@ impl Host {
             true,
         );
         let outcome = response.ok_or_else(|| "the client rejected the sampling request".to_owned());
-        self.answer(session, AnswerTo::Agent(token), outcome);
+        self.answer(session, answer_to, outcome);
         true
     }
 

@@ -203,7 +203,7 @@ impl Host {
             self.resolve_queued_command(session, &id, &json!({"handled": false}));
         }
         for id in samplings {
-            if let Some(Pending::Sampling { token, .. }) = self
+            if let Some(Pending::Sampling { answer_to, .. }) = self
                 .sessions
                 .get_mut(session)
                 .and_then(|l| l.pending.shift_remove(&id))
@@ -219,7 +219,7 @@ impl Host {
                 );
                 self.answer(
                     session,
-                    AnswerTo::Agent(token),
+                    answer_to,
                     Err("the last client that answers sampling left".into()),
                 );
             }
@@ -335,6 +335,7 @@ impl Host {
                     outcome: result,
                 },
             ),
+            AnswerTo::Mcp { server, id } => self.answer_mcp(session, &server, &id, result),
         }
     }
 }

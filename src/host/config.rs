@@ -73,6 +73,22 @@ pub struct HostConfig {
     pub lookup_unknown_sessions: bool,
     /// Which hosts a client-chosen provider `baseUrl` may reach. Default: all.
     pub model_base_urls: BaseUrlPolicy,
+    /// Which connections may configure stdio MCP servers (commands the runtime starts as its
+    /// own user). Default: [`McpSpawnPolicy::TokenHolders`].
+    pub mcp_spawn: McpSpawnPolicy,
+}
+
+/// Which connections may make the runtime start stdio MCP servers (`mcpServers` entries with
+/// a `command`): such a server runs as the runtime's user.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum McpSpawnPolicy {
+    /// Only connections that passed the connection token (none when no token is set). The
+    /// default.
+    #[default]
+    TokenHolders,
+    /// Every connection (the runtime serves one trusted client, e.g. over stdio, or the
+    /// operator opted in).
+    Anyone,
 }
 
 impl HostConfig {
@@ -143,6 +159,12 @@ impl HostConfig {
         self
     }
 
+    /// Sets [`HostConfig::mcp_spawn`].
+    pub fn with_mcp_spawn(mut self, policy: McpSpawnPolicy) -> Self {
+        self.mcp_spawn = policy;
+        self
+    }
+
     /// Sets [`HostConfig::mcp_apps_enabled`].
     pub fn with_mcp_apps_enabled(mut self, on: bool) -> Self {
         self.mcp_apps_enabled = on;
@@ -198,6 +220,7 @@ impl Default for HostConfig {
             workspace_root: None,
             report_persisted_events: false,
             mcp_apps_enabled: false,
+            mcp_spawn: McpSpawnPolicy::TokenHolders,
             shell_enabled: false,
             builtin_tools: true,
             approve_all_permissions: false,
@@ -224,6 +247,7 @@ impl fmt::Debug for HostConfig {
             .field("workspace_root", &self.workspace_root)
             .field("report_persisted_events", &self.report_persisted_events)
             .field("mcp_apps_enabled", &self.mcp_apps_enabled)
+            .field("mcp_spawn", &self.mcp_spawn)
             .field("shell_enabled", &self.shell_enabled)
             .field("builtin_tools", &self.builtin_tools)
             .field("approve_all_permissions", &self.approve_all_permissions)

@@ -67,6 +67,18 @@ impl SessionControl for Control<'_> {
             .start_builtin(self.session, tool_call_id, call, turn_id);
     }
 
+    fn call_mcp_tool(
+        &mut self,
+        tool_call_id: &str,
+        server: &str,
+        tool: &str,
+        arguments: &Value,
+        turn_id: &str,
+    ) {
+        self.host
+            .start_mcp_tool_call(self.session, tool_call_id, server, tool, arguments, turn_id);
+    }
+
     fn cancel_tool_calls(&mut self) {
         self.host.cancel_tool_calls(self.session);
     }

@@ -61,6 +61,15 @@ impl Host {
 
     fn http_input(&mut self, now: Timestamp, call: u64, event: HttpEvent, last: bool) {
         self.advance_time(now);
+        if self.mcp_http_calls.contains_key(&call) {
+            self.mcp_http_input(call, event, last);
+            return;
+        }
+        if self.sampling_http.contains_key(&call) {
+            self.sampling_http_input(call, event, last);
+            self.run_agents();
+            return;
+        }
         let is_models = self
             .models_lists_call()
             .is_some_and(|models_call| models_call == call);
@@ -235,6 +244,11 @@ impl Host {
                         .clone()
                         .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}})),
                 });
+            }
+        }
+        for tool in self.mcp_tool_specs(session) {
+            if !out.iter().any(|t| t.name == tool.name) && live.model.offers_tool(&tool.name) {
+                out.push(tool);
             }
         }
         out

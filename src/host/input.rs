@@ -112,6 +112,8 @@ impl Host {
                     let handler = self.dialects[dialect.index()];
                     handler.timer_fired(self, conn, &id);
                 }
+                TimerTarget::Mcp(session, server) => self.mcp_timer_fired(&session, &server, key),
+                TimerTarget::Sampling(request_id) => self.sampling_timer_fired(&request_id, key),
             }
         }
         self.run_agents();

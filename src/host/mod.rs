@@ -31,6 +31,12 @@ mod http;
 mod input;
 mod interrupt;
 mod lookup;
+mod mcp;
+mod mcp_apps;
+mod mcp_http;
+mod mcp_requests;
+mod mcp_sampling;
+mod mcp_tools;
 mod models_list;
 mod outbox;
 mod output;
@@ -61,7 +67,7 @@ pub use crate::session::ConnId;
 pub use crate::Dialect;
 pub use canvas::CANVAS_TOOLS;
 pub use client_calls::CLIENT_CALL_TIMEOUT;
-pub use config::{HostConfig, DEFAULT_OUTBOX_BUDGET};
+pub use config::{HostConfig, McpSpawnPolicy, DEFAULT_OUTBOX_BUDGET};
 pub use outbox::{Outbox, OutboxOverflow};
 pub use output::Output;
 pub use restore::RestoreError;
@@ -108,6 +114,8 @@ struct Live {
     /// The session's model requests are performed by a client (an HTTP provider
     /// connection), never by the runtime: with no provider attached they fail.
     client_transport: bool,
+    /// The session's MCP servers.
+    mcp: mcp::McpServers,
 }
 
 /// The protocol host. See the crate docs for the run loop.
@@ -162,6 +170,20 @@ pub struct Host {
     models_lists: models_list::ModelsLists,
     /// Connections that provide the file storage of the sessions they attach to.
     file_providers: BTreeSet<ConnId>,
+    /// Child processes of MCP servers, by process id: their session and server name.
+    mcp_processes: BTreeMap<u64, (String, String)>,
+    next_process: u64,
+    /// Tokens naming requests on the MCP clients.
+    next_mcp_token: u64,
+    /// MCP servers every new session starts with (`mcp.config.*`, in memory), by name: the
+    /// configuration as the client sent it and as parsed.
+    mcp_user_config: indexmap::IndexMap<String, (Value, crate::mcp::McpServerConfig)>,
+    /// HTTP exchanges of MCP servers (Streamable HTTP), by call id: session and server.
+    mcp_http_calls: BTreeMap<u64, (String, String)>,
+    /// `session.mcp.executeSampling` runs in flight, by `requestId`.
+    sampling_execs: BTreeMap<String, mcp_sampling::SamplingExec>,
+    /// Their HTTP exchanges, by call id.
+    sampling_http: BTreeMap<u64, String>,
 }
 
 /// What a deadline in the host's timer map is for.
@@ -174,6 +196,10 @@ enum TimerTarget {
     Dialect(DialectId, ConnId, OwnedId),
     /// The provider's model list (HTTP call id) is due.
     ModelsList(u64),
+    /// A deadline of a session's MCP server (session, server name).
+    Mcp(String, String),
+    /// A deadline of a `session.mcp.executeSampling` run (its `requestId`).
+    Sampling(String),
 }
 
 /// Work deferred until the current response has been queued.
@@ -199,6 +225,11 @@ pub(crate) enum AfterResponse {
     },
     /// An extension created the session: ask for its permission access after `session.start`.
     ExtensionAccess { session: String, extension: String },
+    /// Start the session's MCP servers (after `session.start`).
+    StartMcp {
+        session: String,
+        configs: Vec<crate::mcp::McpServerConfig>,
+    },
     /// Ask the runtime to shut down ([`Output::Shutdown`]).
     Shutdown { reason: String },
 }
@@ -236,6 +267,13 @@ impl Host {
             runtime_tools: tool_ops::RuntimeTools::default(),
             models_lists: models_list::ModelsLists::default(),
             file_providers: BTreeSet::new(),
+            mcp_processes: BTreeMap::new(),
+            next_process: 1,
+            next_mcp_token: 1,
+            mcp_user_config: indexmap::IndexMap::new(),
+            mcp_http_calls: BTreeMap::new(),
+            sampling_execs: BTreeMap::new(),
+            sampling_http: BTreeMap::new(),
         }
     }
 

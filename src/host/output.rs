@@ -124,6 +124,33 @@ pub enum Output {
         /// The exchange.
         call: u64,
     },
+    /// Start a long-lived child process (an MCP server) in a process group of its own, with
+    /// stdin, stdout and stderr piped. Report its output with [`Host::handle_process_stdout`]
+    /// / [`Host::handle_process_stderr`] and its end with [`Host::handle_process_exit`] (or
+    /// [`Host::handle_process_spawn_error`] when it could not be started).
+    ProcessSpawn {
+        /// Id of this process, for the outputs and inputs that name it.
+        process: u64,
+        /// The program and its arguments (no shell).
+        argv: Vec<String>,
+        /// Environment variables added to the runtime's own.
+        env: Vec<(String, String)>,
+        /// Working directory (the runtime's own when `None`).
+        cwd: Option<String>,
+    },
+    /// Write `bytes` to the stdin of process `process`, in order after earlier writes.
+    ProcessWrite {
+        /// The process.
+        process: u64,
+        /// What to write.
+        bytes: Bytes,
+    },
+    /// Kill process `process` and its whole process group (nothing it started may be left
+    /// running); its exit is still reported.
+    ProcessKill {
+        /// The process.
+        process: u64,
+    },
 }
 
 /// Outputs and queries.

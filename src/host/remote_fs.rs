@@ -184,7 +184,8 @@ impl Host {
             return self.file_result(call.op, Err("the file provider cannot do this".into()));
         };
         let (op, conn) = (call.op, call.conn);
-        if let Err(e) = self.send_client_request(conn, method, &params, ClientCall::Fs(Box::new(call)))
+        if let Err(e) =
+            self.send_client_request(conn, method, &params, ClientCall::Fs(Box::new(call)))
         {
             self.file_result(op, Err(format!("the file provider is unreachable: {e}")));
         }

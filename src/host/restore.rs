@@ -76,6 +76,7 @@ impl Host {
             command_queue_stopped: false,
             canvases: Default::default(),
             states: Vec::new(),
+            mcp: Default::default(),
         }
     }
 

@@ -63,7 +63,11 @@ impl Host {
                 AfterResponse::ExtensionAccess { session, extension } => {
                     self.request_extension_access(&session, &extension)
                 }
+                AfterResponse::StartMcp { session, configs } => {
+                    self.start_mcp_servers(&session, configs)
+                }
                 AfterResponse::Shutdown { reason } => {
+                    self.stop_all_mcp_servers("the server is shutting down");
                     self.outputs.push_back(Output::Shutdown { reason })
                 }
             }

@@ -43,6 +43,13 @@ pub enum FakeMode {
     Stall,
     /// The first text delta, then a chunk that is not JSON, then `[DONE]`.
     MalformedChunk,
+    /// One call of the MCP tool `everything-echo` (`{"message": "hello from the model"}`),
+    /// then text after the result.
+    McpEcho,
+    /// One call of `everything-trigger-sampling-request` (`{"prompt": "ping"}`), then text
+    /// after the result; the server's sampling prompt (`Resource trigger-sampling-request
+    /// context: …`) is answered with the text too.
+    McpSample,
 }
 
 /// One scripted answer (see [`FakeModel::start_script`]).
@@ -281,6 +288,25 @@ fn serve(
             FakeMode::Text => text,
             FakeMode::ToolCall if after_tool => text,
             FakeMode::ToolCall => tool_events(&id, &[("call_1", "Paris")]),
+            FakeMode::McpSample
+                if after_tool
+                    || body
+                        .to_string()
+                        .contains("Resource trigger-sampling-request") =>
+            {
+                text
+            }
+            FakeMode::McpSample => named_tool_events(
+                &id,
+                "everything-trigger-sampling-request",
+                &json!({"prompt": "ping", "maxTokens": 10}),
+            ),
+            FakeMode::McpEcho if after_tool => text,
+            FakeMode::McpEcho => named_tool_events(
+                &id,
+                "everything-echo",
+                &json!({"message": "hello from the model"}),
+            ),
             FakeMode::TwoToolCalls if after_tool => text,
             FakeMode::TwoToolCalls => tool_events(&id, &[("call_1", "Paris"), ("call_2", "Lyon")]),
             FakeMode::Reasoning => {
@@ -369,6 +395,20 @@ fn text_events(id: &str, with_usage: bool) -> Vec<String> {
     }
     e.push("data: [DONE]\n\n".to_owned());
     e
+}
+
+fn named_tool_events(id: &str, name: &str, arguments: &Value) -> Vec<String> {
+    vec![
+        chunk(
+            id,
+            json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": "call_1",
+                   "type": "function", "function": {"name": name, "arguments": arguments.to_string()}}]}),
+            None,
+        ),
+        chunk(id, json!({}), Some("tool_calls")),
+        usage(id),
+        "data: [DONE]\n\n".to_owned(),
+    ]
 }
 
 fn tool_events(id: &str, calls: &[(&str, &str)]) -> Vec<String> {

@@ -101,6 +101,12 @@ struct Cli {
     #[arg(long)]
     mcp_apps: bool,
 
+    /// Let every TCP client configure stdio MCP servers (`mcpServers` entries with a
+    /// `command`, run as this process's user). Without it only the stdio client and, when
+    /// COPILOT_CONNECTION_TOKEN is set, clients that passed the token may.
+    #[arg(long)]
+    allow_mcp_spawn: bool,
+
     /// Approve every permission prompt without asking, in every session (as the real
     /// runtime's `--yolo`): no `permission.*` events are emitted.
     #[arg(long)]
@@ -302,6 +308,10 @@ fn setup(cli: &Cli) -> Result<(Mode, HostConfig), UsageError> {
         .filter(|t| !t.is_empty());
     config.shell_enabled = cli.allow_shell;
     config.approve_all_permissions = cli.yolo;
+    // The stdio client is the process owner; TCP clients need the token or the opt-in.
+    if cli.allow_mcp_spawn || matches!(mode, Mode::Stdio) {
+        config.mcp_spawn = agentwire::host::McpSpawnPolicy::Anyone;
+    }
     config.mcp_apps_enabled = cli.mcp_apps
         || std::env::var("COPILOT_MCP_APPS").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
     cli.model.apply(&mut config)?;

@@ -18,6 +18,8 @@ pub(crate) struct ChildSpec {
     pub(crate) env: Vec<(String, String)>,
     /// The working directory (the driver's own when `None`).
     pub(crate) cwd: Option<String>,
+    /// Pipe stdin (handed out as [`Child::stdin`]) instead of closing it.
+    pub(crate) stdin: bool,
 }
 
 /// Which output stream a chunk came from.
@@ -41,12 +43,14 @@ pub(crate) struct Child {
     pub(crate) pid: u32,
     /// Its output and exit.
     pub(crate) events: Arc<Queue<ChildEvent>>,
+    /// Its stdin, when [`ChildSpec::stdin`] asked for it.
+    pub(crate) stdin: Option<std::process::ChildStdin>,
 }
 
 /// Size of the chunks output is read in.
 const CHUNK: usize = 16 * 1024;
 
-/// Starts `spec` with stdin closed and stdout/stderr piped.
+/// Starts `spec` with stdout/stderr piped (stdin piped or closed, as `spec` says).
 pub(crate) fn spawn(spec: ChildSpec) -> io::Result<Child> {
     let (program, args) = spec
         .argv
@@ -55,7 +59,11 @@ pub(crate) fn spawn(spec: ChildSpec) -> io::Result<Child> {
     let mut cmd = Command::new(program);
     cmd.args(args)
         .envs(spec.env)
-        .stdin(Stdio::null())
+        .stdin(if spec.stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // Its own process group, so a kill also reaches what it started (which would otherwise
@@ -66,6 +74,7 @@ pub(crate) fn spawn(spec: ChildSpec) -> io::Result<Child> {
         cmd.current_dir(dir);
     }
     let mut child = cmd.spawn()?;
+    let stdin = child.stdin.take();
     let events = Arc::new(Queue::new());
     let readers = [
         child
@@ -89,7 +98,7 @@ pub(crate) fn spawn(spec: ChildSpec) -> io::Result<Child> {
             }
             queue.push(ChildEvent::Exit(code));
         })?;
-    Ok(Child { pid, events })
+    Ok(Child { pid, events, stdin })
 }
 
 fn pump(

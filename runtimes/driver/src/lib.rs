@@ -44,6 +44,11 @@
 //!   `handle_http_end` / `handle_http_error`; a cancelled exchange reports nothing more;
 //! * `Output::FileOp`: a built-in tool's file operation (read, write, walk, read many) with
 //!   `std::fs` on a thread of its own, its result fed back with `Host::handle_file_result`.
+//! * `Output::ProcessSpawn` / `ProcessWrite` / `ProcessKill` (MCP servers): argv, env and cwd
+//!   in a process group of its own, stdin written in order by a thread of its own, stdout,
+//!   stderr and the exit fed back with `Host::handle_process_stdout` / `_stderr` / `_exit`
+//!   (or `handle_process_spawn_error`); a kill, and the server shutting down, end the whole
+//!   group.
 //!
 //! Every connection that the driver opens with `Host::open_with` is later ended with exactly
 //! one `Host::handle_eof`, whatever ended it (peer EOF, an IO error, or a close the host asked
@@ -61,8 +66,8 @@
 //!
 //! * child processes (`child.rs`): `std::process` in a process group of its own, output read
 //!   by plain threads into a queue, one driver task feeding chunks and the exit to the host
-//!   (shell commands, `shell.rs`, already run this way; processes the host asks for directly,
-//!   with argv, env, cwd and stdin bytes, reuse it);
+//!   (shell commands, `shell.rs`, and the processes the host asks for directly, with argv,
+//!   env, cwd and stdin bytes, `process.rs`);
 //! * HTTP requests to a model endpoint (`HttpRequest { call, method, url, headers, body }` /
 //!   `HttpCancel { call }`): the same shape — blocking `ureq` calls (rustls) on threads, the
 //!   response start, body chunks, end or error queued for a driver task that feeds them to
@@ -80,6 +85,7 @@ mod farewell;
 mod files;
 mod http;
 mod log;
+mod process;
 mod quickack;
 mod runtime;
 mod shared;

@@ -20,6 +20,7 @@ use crate::clock::now;
 use crate::farewell::farewell;
 use crate::http::{HttpCommand, Https};
 use crate::log::SessionLog;
+use crate::process::{ProcessCommand, Processes};
 use crate::shell::{ShellCommand, Shells};
 use crate::sync::{lock, Flag, Notify, Watch};
 use crate::tasks::timer_task;
@@ -47,6 +48,8 @@ pub(crate) struct Shared {
     pub(crate) shells: Shells,
     /// HTTP exchanges run for model agents (`Output::HttpRequest`).
     pub(crate) https: Https,
+    /// Long-lived child processes (`Output::ProcessSpawn`: MCP servers).
+    pub(crate) processes: Processes,
     /// The runtime's [`Runtime::spawn`](crate::Runtime::spawn).
     spawn: fn(Task),
     /// The runtime's [`Runtime::sleep`](crate::Runtime::sleep), boxed.
@@ -101,15 +104,16 @@ pub(crate) struct ConnState {
 ///
 /// Every output that needs more than a store append lands here: `HttpRequest` /
 /// `HttpCancel` are performed by [`crate::http`] (blocking `ureq` calls on threads whose
-/// response comes back through a queue into a driver task, as child output does); child
-/// processes (argv, env, cwd, stdin bytes) will reuse [`crate::child`], which shell commands
-/// already run on.
+/// response comes back through a queue into a driver task, as child output does); long-lived
+/// child processes (argv, env, cwd, stdin bytes) by [`crate::process`], on [`crate::child`]
+/// as shell commands.
 enum Effect {
     Close(Arc<ConnState>, String),
     Shutdown(String),
     Shell(ShellCommand),
     Http(HttpCommand),
     File(u64, agentwire::host::FileRequest),
+    Process(ProcessCommand),
 }
 
 impl Drop for Shared {
@@ -140,6 +144,7 @@ impl Shared {
             synced,
             shells: Shells::default(),
             https: Https::default(),
+            processes: Processes::default(),
             spawn,
             sleep,
             yield_now,
@@ -295,6 +300,23 @@ impl Shared {
                 session: _,
                 request,
             } => effects.push(Effect::File(op, request)),
+            Output::ProcessSpawn {
+                process,
+                argv,
+                env,
+                cwd,
+            } => effects.push(Effect::Process(ProcessCommand::Spawn {
+                process,
+                argv,
+                env,
+                cwd,
+            })),
+            Output::ProcessWrite { process, bytes } => {
+                effects.push(Effect::Process(ProcessCommand::Write { process, bytes }))
+            }
+            Output::ProcessKill { process } => {
+                effects.push(Effect::Process(ProcessCommand::Kill { process }))
+            }
         }
     }
 
@@ -331,11 +353,14 @@ impl Shared {
                 Effect::Close(state, reason) => self.begin_close(&state, &reason),
                 Effect::Shutdown(reason) => {
                     debug!(%reason, "shutting down");
+                    // Nothing the server started outlives it.
+                    crate::process::kill_all(self);
                     self.shutdown.set(Some(reason));
                 }
                 Effect::Shell(command) => crate::shell::perform(self, command),
                 Effect::Http(command) => crate::http::perform(self, command),
                 Effect::File(op, request) => crate::files::perform(self, op, request),
+                Effect::Process(command) => crate::process::perform(self, command),
             }
         }
     }

@@ -64,6 +64,7 @@ fn exec(
         argv: vec!["sh".into(), "-c".into(), command],
         env: Vec::new(),
         cwd: cwd.filter(|d| std::path::Path::new(d).is_dir()),
+        stdin: false,
     };
     match child::spawn(spec) {
         Ok(child) => {

@@ -1,0 +1,324 @@
+//! The MCP methods of the Copilot SDK protocol:
+//!
+//! * session scope: `session.mcp.list` (`{servers: [{name, status, source, error?}]}`),
+//!   `session.mcp.listTools {serverName}` (the tools of the latest listing),
+//!   `session.mcp.startServer {serverName, config?}`, `stopServer`, `restartServer`,
+//!   `isServerRunning`, `enable` / `disable` (start / stop), `reload` (restart every
+//!   server), `executeSampling` (the inference on the session's model, see
+//!   `host/mcp_sampling.rs`) and `cancelSamplingExecution`;
+//! * server scope, the "user configuration" every new session starts with — kept in memory,
+//!   nothing is written to disk: `mcp.config.list` (`{servers: {NAME: CONFIG}}`),
+//!   `mcp.config.add {name, config}`, `mcp.config.update`, `mcp.config.remove {name}`,
+//!   `mcp.config.reload`, and `mcp.discover` (`{servers: [{name, type, source: "user",
+//!   enabled: true}]}`).
+//!
+//! A configuration with a `command` is refused for a connection that may not start
+//! processes, as on `session.create`.
+
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+
+use crate::host::{ConnId, Host};
+use crate::jsonrpc::{code, ErrorObject};
+use crate::mcp::McpServerConfig;
+
+use super::session_state::{required_str, session_id};
+use super::surface::{decode, failed, known, Answer};
+
+/// The methods this module answers (also in [`METHODS`](super::METHODS)).
+const MCP_METHODS: &[&str] = &[
+    "session.mcp.list",
+    "session.mcp.listTools",
+    "session.mcp.startServer",
+    "session.mcp.stopServer",
+    "session.mcp.restartServer",
+    "session.mcp.isServerRunning",
+    "session.mcp.enable",
+    "session.mcp.disable",
+    "session.mcp.reload",
+    "session.mcp.executeSampling",
+    "session.mcp.cancelSamplingExecution",
+    "session.mcp.apps.listTools",
+    "mcp.config.list",
+    "mcp.config.add",
+    "mcp.config.update",
+    "mcp.config.remove",
+    "mcp.config.reload",
+    "mcp.discover",
+];
+
+/// `session.mcp.executeSampling`: answered when the inference ends (`None`), or at once
+/// with `{action: "failure", error}` when it cannot start.
+pub(super) fn execute_sampling(
+    host: &mut Host,
+    conn: ConnId,
+    id: &crate::jsonrpc::OwnedId,
+    params: Option<&RawValue>,
+) -> Option<Answer> {
+    const METHOD: &str = "session.mcp.executeSampling";
+    let started = decode::<Value>(params).and_then(|p| {
+        let session = session_id(&p)?;
+        known(host, METHOD, &session)?;
+        let request_id = required_str(&p, "requestId")?.to_owned();
+        let request = p.get("request").cloned().unwrap_or(Value::Null);
+        Ok(host.execute_sampling(&session, conn, id, &request_id, &request))
+    });
+    match started {
+        Err(e) => Some(Err(e)),
+        Ok(Ok(())) => None,
+        Ok(Err(reason)) => Some(Ok(json!({"action": "failure", "error": reason}))),
+    }
+}
+
+/// `session.mcp.apps.readResource {serverName, uri}` / `callTool {serverName, toolName,
+/// arguments}`: answered when the server answers (`None`), or at once with an error.
+pub(super) fn apps_request(
+    host: &mut Host,
+    conn: ConnId,
+    id: &crate::jsonrpc::OwnedId,
+    method: &str,
+    params: Option<&RawValue>,
+) -> Option<Answer> {
+    let method: &'static str = if method == "session.mcp.apps.callTool" {
+        "session.mcp.apps.callTool"
+    } else {
+        "session.mcp.apps.readResource"
+    };
+    let started = decode::<Value>(params).and_then(|p| {
+        let session = session_id(&p)?;
+        known(host, method, &session)?;
+        let server = required_str(&p, "serverName")?.to_owned();
+        let mcp_params = if method == "session.mcp.apps.callTool" {
+            json!({"name": required_str(&p, "toolName")?,
+                   "arguments": p.get("arguments").cloned().unwrap_or(json!({}))})
+        } else {
+            json!({"uri": required_str(&p, "uri")?})
+        };
+        host.mcp_request_for_client(&session, &server, conn, id, method, &mcp_params)
+            .map_err(|e| failed(method, e))
+    });
+    match started {
+        Ok(()) => None,
+        Err(e) => Some(Err(e)),
+    }
+}
+
+/// Answers `method` if it is one of this module's.
+pub(super) fn dispatch(
+    host: &mut Host,
+    conn: ConnId,
+    method: &str,
+    params: Option<&RawValue>,
+) -> Option<Answer> {
+    if !MCP_METHODS.contains(&method) {
+        return None;
+    }
+    Some(decode::<Value>(params).and_then(|p| {
+        if method.starts_with("session.") {
+            let session = session_id(&p)?;
+            known(host, method, &session)?;
+            session_method(host, conn, method, &session, &p)
+        } else {
+            config_method(host, conn, method, &p)
+        }
+    }))
+}
+
+/// The session's MCP servers from create/resume params (`mcpServers`, minus
+/// `disabledMcpServers`); stdio servers only for connections that may start processes.
+pub(super) fn session_configs(
+    host: &Host,
+    conn: ConnId,
+    method: &str,
+    params: Option<&RawValue>,
+) -> Result<Vec<crate::mcp::McpServerConfig>, ErrorObject> {
+    let raw: Value = decode(params)?;
+    let disabled: Vec<String> = raw
+        .get("disabledMcpServers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect();
+    let configs =
+        crate::mcp::copilot_servers(raw.get("mcpServers").unwrap_or(&Value::Null), &disabled)
+            .map_err(|e| ErrorObject::new(code::INVALID_PARAMS, format!("invalid params: {e}")))?;
+    host.check_mcp_configs(conn, &configs)
+        .map_err(|e| failed(method, e))?;
+    // The user configuration (`mcp.config.*`) applies to every session; the session's own
+    // entries win.
+    let mut all = host.mcp_user_servers();
+    all.retain(|u| !configs.iter().any(|c| c.name == u.name) && !disabled.contains(&u.name));
+    all.extend(configs);
+    Ok(all)
+}
+
+/// One configuration from a method's `config`, checked against `conn`'s right to spawn.
+fn parse_config(
+    host: &Host,
+    conn: ConnId,
+    method: &str,
+    name: &str,
+    config: &Value,
+) -> Result<McpServerConfig, ErrorObject> {
+    let map = json!({ name: config });
+    let mut configs = crate::mcp::copilot_servers(&map, &[])
+        .map_err(|e| ErrorObject::new(code::INVALID_PARAMS, format!("invalid params: {e}")))?;
+    host.check_mcp_configs(conn, &configs)
+        .map_err(|e| failed(method, e))?;
+    configs
+        .pop()
+        .ok_or_else(|| ErrorObject::new(code::INVALID_PARAMS, "invalid params: no config"))
+}
+
+fn session_method(host: &mut Host, conn: ConnId, method: &str, session: &str, p: &Value) -> Answer {
+    let server = || required_str(p, "serverName");
+    match method {
+        "session.mcp.list" => Ok(json!({"servers": host.mcp_servers_json(session)})),
+        "session.mcp.listTools" => {
+            let name = server()?;
+            if !host.mcp_server_running(session, name) {
+                return Err(failed(
+                    method,
+                    format!("MCP server '{name}' is not connected"),
+                ));
+            }
+            Ok(json!({"tools": host.mcp_tools_json(session, name)}))
+        }
+        "session.mcp.apps.listTools" => {
+            let name = server()?;
+            if !host.mcp_server_running(session, name) {
+                return Err(failed(
+                    method,
+                    format!("MCP server '{name}' is not connected"),
+                ));
+            }
+            Ok(json!({"tools": host.mcp_app_tools(session, name)}))
+        }
+        "session.mcp.isServerRunning" => {
+            Ok(json!({"running": host.mcp_server_running(session, server()?)}))
+        }
+        "session.mcp.stopServer" | "session.mcp.disable" => {
+            let name = server()?;
+            host.stop_mcp_server(session, name, "the server was stopped");
+            Ok(Value::Null)
+        }
+        "session.mcp.startServer" | "session.mcp.restartServer" | "session.mcp.enable" => {
+            let name = server()?;
+            let config = match p.get("config").filter(|c| !c.is_null()) {
+                Some(raw) => parse_config(host, conn, method, name, raw)?,
+                None => host.mcp_server_config(session, name).ok_or_else(|| {
+                    failed(method, format!("MCP server '{name}' is not configured"))
+                })?,
+            };
+            host.check_mcp_configs(conn, std::slice::from_ref(&config))
+                .map_err(|e| failed(method, e))?;
+            if method == "session.mcp.restartServer" || p.get("config").is_some() {
+                host.stop_mcp_server(session, name, "the server is restarting");
+            }
+            host.start_mcp_servers(session, vec![config]);
+            Ok(Value::Null)
+        }
+        "session.mcp.reload" => {
+            let configs: Vec<McpServerConfig> = host
+                .mcp_servers(session)
+                .map(|s| s.config.clone())
+                .collect();
+            host.check_mcp_configs(conn, &configs)
+                .map_err(|e| failed(method, e))?;
+            host.stop_mcp_servers(session, "the servers are reloading");
+            host.start_mcp_servers(session, configs);
+            Ok(Value::Null)
+        }
+        _ => {
+            let request_id = required_str(p, "requestId")?;
+            Ok(json!({"cancelled": host.cancel_sampling_execution(session, request_id)}))
+        }
+    }
+}
+
+fn config_method(host: &mut Host, conn: ConnId, method: &str, p: &Value) -> Answer {
+    match method {
+        "mcp.config.list" => {
+            let servers: serde_json::Map<String, Value> = host
+                .mcp_user_configs()
+                .map(|(name, raw)| (name.to_owned(), raw.clone()))
+                .collect();
+            Ok(json!({"servers": servers}))
+        }
+        "mcp.config.add" | "mcp.config.update" => {
+            let name = required_str(p, "name")?;
+            let raw = p.get("config").ok_or_else(|| {
+                ErrorObject::new(
+                    code::INVALID_PARAMS,
+                    "invalid params: missing field `config`",
+                )
+            })?;
+            let config = parse_config(host, conn, method, name, raw)?;
+            let exists = host.mcp_user_configs().any(|(n, _)| n == name);
+            if method == "mcp.config.add" && exists {
+                return Err(failed(
+                    method,
+                    format!("MCP server '{name}' already exists"),
+                ));
+            }
+            if method == "mcp.config.update" && !exists {
+                return Err(failed(method, format!("MCP server '{name}' not found")));
+            }
+            host.set_mcp_user_config(name, Some((raw.clone(), config)));
+            Ok(Value::Null)
+        }
+        "mcp.config.remove" => {
+            let name = required_str(p, "name")?;
+            if !host.set_mcp_user_config(name, None) {
+                return Err(failed(method, format!("MCP server '{name}' not found")));
+            }
+            Ok(Value::Null)
+        }
+        "mcp.config.reload" => Ok(Value::Null),
+        _ => {
+            let servers: Vec<Value> = host
+                .mcp_user_configs()
+                .map(|(name, raw)| {
+                    let kind = match raw.get("type").and_then(Value::as_str) {
+                        Some("http") => "http",
+                        Some("sse") => "sse",
+                        _ if raw.get("url").is_some() && raw.get("command").is_none() => "http",
+                        _ => "stdio",
+                    };
+                    json!({"name": name, "type": kind, "source": "user", "enabled": true})
+                })
+                .collect();
+            Ok(json!({"servers": servers}))
+        }
+    }
+}
+
+/// Why MCP Apps do or do not work in this session: the gate, and the named server's
+/// figures (`serverName`; not connected when the session has no such server up).
+pub(super) fn diagnose(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+    let p: Value = decode(params)?;
+    let session = session_id(&p)?;
+    known(host, "session.mcp.apps.diagnose", &session)?;
+    let has = host
+        .session(&session)
+        .is_some_and(|s| s.attached.values().any(|a| a.mcp_apps));
+    let name = p.get("serverName").and_then(Value::as_str).unwrap_or("");
+    let tools = host.mcp_tools_json(&session, name);
+    let with_ui = tools.iter().filter(|t| t.get("ui").is_some()).count();
+    let sample: Vec<&Value> = tools
+        .iter()
+        .filter(|t| t.get("ui").is_some())
+        .filter_map(|t| t.get("name"))
+        .take(5)
+        .collect();
+    Ok(json!({
+        "capability": {"sessionHasMcpApps": has,
+                       "featureFlagEnabled": host.config().mcp_apps_enabled,
+                       "advertised": has},
+        "server": {"connected": host.mcp_server_running(&session, name),
+                   "toolCount": tools.len(), "toolsWithUiMeta": with_ui,
+                   "sampleToolNames": sample},
+    }))
+}
