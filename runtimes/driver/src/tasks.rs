@@ -79,16 +79,19 @@ where
     let mut batch: Vec<Bytes> = Vec::new();
     let run = async {
         loop {
-            let (ended, mark) = shared.with_inner(|inner, now| {
+            let (ended, mark, drained) = shared.with_inner(|inner, now| {
                 // Every queued frame up to the batch limit, with one host call.
-                inner
+                let taken = inner
                     .host
                     .poll_transmit_batch(state.id, WRITE_BATCH_BYTES, &mut batch);
+                // Under the limit: the queue is empty now, and the next frame queued wakes
+                // this writer (the queue's empty → non-empty transition).
+                let drained = taken < WRITE_BATCH_BYTES;
                 // Nothing left and closing: tell the host in the same critical section, so no
                 // frame can be queued between the last check and `handle_eof`.
                 if batch.is_empty() && state.closing.is_set() {
                     forget(inner, now, state.id, &shared.live);
-                    return (true, None);
+                    return (true, None, drained);
                 }
                 // Every event in these frames was appended up to this mark (`every-event` only).
                 let mark = match batch.is_empty() {
@@ -102,6 +105,7 @@ where
                 (
                     batch.is_empty() && !inner.conns.contains_key(&state.id),
                     mark,
+                    drained,
                 )
             });
             if ended {
@@ -122,6 +126,11 @@ where
             }
             if let Err(e) = writer.flush().await {
                 return WriterEnd::Failed(e);
+            }
+            if drained {
+                // Nothing was left behind: sleep until woken (new frames, closing) instead of
+                // taking the lock once more to find the queue empty.
+                state.wake.notified().await;
             }
         }
     };

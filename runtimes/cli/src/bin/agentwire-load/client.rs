@@ -17,9 +17,9 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{watch, Barrier};
+use tokio::sync::{watch, Barrier, Semaphore};
 
-use crate::{now_ns, ClientStats};
+use crate::{lock, now_ns, ClientStats};
 
 /// The client's requests have no deadline, so the endpoint's clock is never consulted.
 const NO_DEADLINES: Timestamp = Timestamp::EPOCH;
@@ -27,30 +27,52 @@ const NO_DEADLINES: Timestamp = Timestamp::EPOCH;
 /// Bytes read from the socket at once.
 const READ_BUFFER: usize = 256 * 1024;
 
-pub(crate) struct ClientCtx {
-    pub(crate) idx: usize,
-    pub(crate) port: u16,
+/// What the clients of one session share.
+pub(crate) struct SessionCtx {
     pub(crate) session_id: String,
+    /// The prompt client 0 sends (unique per session: the durable check looks for it).
     pub(crate) prompt: String,
+    /// Set once client 0 created the session, so the others can resume it.
+    pub(crate) created_tx: watch::Sender<bool>,
+    /// When client 0 sent the prompt.
+    pub(crate) sent_at: std::sync::Mutex<Option<Instant>>,
+}
+
+/// What every client of a run shares.
+pub(crate) struct RunCtx {
+    pub(crate) port: u16,
     pub(crate) deltas: u64,
-    pub(crate) created_tx: Arc<watch::Sender<bool>>,
-    pub(crate) created_rx: watch::Receiver<bool>,
-    pub(crate) attached: Arc<Barrier>,
-    pub(crate) sent_tx: Arc<watch::Sender<Option<Instant>>>,
+    /// Every client, and the run's driver, meet here once attached.
+    pub(crate) attached: Barrier,
+    /// The driver's go (after it read the server's CPU time): the prompts go out.
+    pub(crate) go: watch::Sender<bool>,
+    /// Every client, and the driver, meet here after `session.idle`.
+    pub(crate) idled: Barrier,
+    /// Bounds the clients connecting and attaching at once (the listen backlog).
+    pub(crate) setup: Semaphore,
+}
+
+pub(crate) struct ClientCtx {
+    /// Index of the client in its session (0 creates the session and sends the prompt).
+    pub(crate) idx: usize,
+    pub(crate) session: Arc<SessionCtx>,
+    pub(crate) run: Arc<RunCtx>,
 }
 
 /// A Content-Length framed JSON-RPC connection to the server.
-struct Conn {
+pub(crate) struct Conn {
     reader: OwnedReadHalf,
     writer: OwnedWriteHalf,
     endpoint: Endpoint,
     buf: Vec<u8>,
+    /// When the last read returned (`now_ns`): the receipt time of what it carried.
+    read_at: u64,
     /// `droppedCount` of the `events_dropped` warnings seen so far.
     drops_reported: u64,
 }
 
 impl Conn {
-    async fn open(port: u16) -> Result<Conn, String> {
+    pub(crate) async fn open(port: u16) -> Result<Conn, String> {
         let stream = TcpStream::connect(("127.0.0.1", port))
             .await
             .map_err(|e| format!("connect: {e}"))?;
@@ -61,6 +83,7 @@ impl Conn {
             writer,
             endpoint: Endpoint::new(Role::Client, EndpointConfig::new(Framing::ContentLength)),
             buf: vec![0; READ_BUFFER],
+            read_at: 0,
             drops_reported: 0,
         })
     }
@@ -100,6 +123,7 @@ impl Conn {
                 .read(&mut self.buf)
                 .await
                 .map_err(|e| format!("read: {e}"))?;
+            self.read_at = now_ns();
             if n == 0 {
                 self.endpoint.handle_eof();
                 continue;
@@ -111,7 +135,7 @@ impl Conn {
     }
 
     /// Sends a request and waits for its result, counting drop warnings meanwhile.
-    async fn call(&mut self, method: &str, params: Value) -> Result<Value, String> {
+    pub(crate) async fn call(&mut self, method: &str, params: Value) -> Result<Value, String> {
         let id = self.send(method, params).await?;
         loop {
             match self.next_event().await? {
@@ -177,48 +201,89 @@ fn delta_stamp(body: &[u8]) -> Option<u64> {
     std::str::from_utf8(&digits[..end]).ok()?.parse().ok()
 }
 
-pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
-    let mut conn = Conn::open(ctx.port).await?;
+/// Opens a connection and attaches it to `session_id` with streaming on: `session.create`
+/// when `create`, else `session.resume` once `created` says the session exists.
+pub(crate) async fn attach(
+    port: u16,
+    session_id: &str,
+    create: bool,
+    created: &watch::Sender<bool>,
+) -> Result<Conn, String> {
+    let mut conn = Conn::open(port).await?;
     conn.call(
         "connect",
         json!({"supportedTaskKinds": ["agent", "client", "shell"]}),
     )
     .await?;
-    if ctx.idx == 0 {
+    if create {
         conn.call(
             "session.create",
-            json!({"sessionId": ctx.session_id, "streaming": true, "requestPermission": false}),
+            json!({"sessionId": session_id, "streaming": true, "requestPermission": false}),
         )
         .await?;
-        ctx.created_tx.send_replace(true);
+        created.send_replace(true);
     } else {
-        let mut created = ctx.created_rx.clone();
         created
+            .subscribe()
             .wait_for(|c| *c)
             .await
             .map_err(|_| "the session was never created")?;
         conn.call(
             "session.resume",
-            json!({"sessionId": ctx.session_id, "streaming": true, "requestPermission": false,
+            json!({"sessionId": session_id, "streaming": true, "requestPermission": false,
                    "disableResume": true}),
         )
         .await?;
     }
-    ctx.attached.wait().await;
+    Ok(conn)
+}
+
+pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
+    let session = &ctx.session;
+    let run = &ctx.run;
+    if ctx.idx != 0 {
+        // Not holding a setup slot meanwhile: the creators need them.
+        session
+            .created_tx
+            .subscribe()
+            .wait_for(|c| *c)
+            .await
+            .map_err(|_| "the session was never created")?;
+    }
+    let mut conn = {
+        let _permit = run
+            .setup
+            .acquire()
+            .await
+            .map_err(|_| "setup semaphore closed")?;
+        attach(
+            run.port,
+            &session.session_id,
+            ctx.idx == 0,
+            &session.created_tx,
+        )
+        .await?
+    };
+    run.attached.wait().await;
 
     let mut stats = ClientStats {
-        latencies: Vec::with_capacity(ctx.deltas as usize),
+        latencies: Vec::with_capacity(run.deltas as usize),
         ..ClientStats::default()
     };
     // Durable event ids received since every client attached, in order.
     let mut durable: Vec<String> = Vec::new();
     let mut send_id = None;
     if ctx.idx == 0 {
-        ctx.sent_tx.send_replace(Some(Instant::now()));
+        run.go
+            .subscribe()
+            .wait_for(|go| *go)
+            .await
+            .map_err(|_| "the run was never started")?;
+        *lock(&session.sent_at) = Some(Instant::now());
         send_id = Some(
             conn.send(
                 "session.send",
-                json!({"sessionId": ctx.session_id, "prompt": ctx.prompt}),
+                json!({"sessionId": session.session_id, "prompt": session.prompt}),
             )
             .await?,
         );
@@ -230,7 +295,7 @@ pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
                 stats.deltas
             ));
         };
-        let received = now_ns();
+        let received = conn.read_at;
         let notification = match message {
             EndpointEvent::Notification(notification) => notification,
             EndpointEvent::Outcome { id, outcome } if Some(&id) == send_id.as_ref() => {
@@ -274,15 +339,20 @@ pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
         }
         conn.count_drop_warning(&params);
     }
+    // The driver reads the server's CPU time once every client is idle, before the checks.
+    run.idled.wait().await;
 
     // Every durable event of the turn, as the log has it, must have reached this client.
     let result = conn
-        .call("session.getMessages", json!({"sessionId": ctx.session_id}))
+        .call(
+            "session.getMessages",
+            json!({"sessionId": session.session_id}),
+        )
         .await?;
     let log = result["events"]
         .as_array()
         .ok_or("getMessages: no events")?;
-    let (lost, out_of_order) = check_durable(&durable, log, &ctx.prompt)?;
+    let (lost, out_of_order) = check_durable(&durable, log, &session.prompt)?;
     stats.durable_lost = lost;
     stats.drops_reported = conn.drops_reported;
     stats.durable_mismatch = out_of_order;
