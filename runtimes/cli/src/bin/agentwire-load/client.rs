@@ -188,7 +188,18 @@ fn error_json(error: &ErrorObject) -> String {
 
 /// Finds `needle` in `hay`.
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
+    let (&first, rest) = needle.split_first()?;
+    let mut from = 0;
+    // Candidates by their first byte, then the rest compared: the load generator's own cost
+    // per event stays small next to the server's.
+    while let Some(i) = hay[from..].iter().position(|&b| b == first) {
+        let at = from + i;
+        if hay[at + 1..].starts_with(rest) {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
 }
 
 /// The emit time stamped in a delta's content (`"deltaContent":"<nanos> "`), without parsing
@@ -264,7 +275,8 @@ pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
         )
         .await?
     };
-    run.attached.wait().await;
+    // The prompt's first event may arrive before this client saw the barrier open.
+    let mut pending = wait_reading(&mut conn, &run.attached, true).await?;
 
     let mut stats = ClientStats {
         latencies: Vec::with_capacity(run.deltas as usize),
@@ -289,13 +301,18 @@ pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
         );
     }
     loop {
-        let Some(message) = conn.next_event().await? else {
-            return Err(format!(
-                "the server closed the connection before session.idle ({} deltas received)",
-                stats.deltas
-            ));
+        let (message, received) = match pending.take() {
+            Some(first) => first,
+            None => match conn.next_event().await? {
+                Some(message) => (message, conn.read_at),
+                None => {
+                    return Err(format!(
+                        "the server closed the connection before session.idle ({} deltas received)",
+                        stats.deltas
+                    ))
+                }
+            },
         };
-        let received = conn.read_at;
         let notification = match message {
             EndpointEvent::Notification(notification) => notification,
             EndpointEvent::Outcome { id, outcome } if Some(&id) == send_id.as_ref() => {
@@ -320,6 +337,9 @@ pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
             stats.starts += 1;
         }
         if notification.method() != "session.event" {
+            if notification.method() == "session.lifecycle" {
+                stats.lifecycle += 1;
+            }
             continue;
         }
         let params: Value = notification
@@ -340,7 +360,7 @@ pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
         conn.count_drop_warning(&params);
     }
     // The driver reads the server's CPU time once every client is idle, before the checks.
-    run.idled.wait().await;
+    wait_reading(&mut conn, &run.idled, false).await?;
 
     // Every durable event of the turn, as the log has it, must have reached this client.
     let result = conn
@@ -357,6 +377,38 @@ pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
     stats.drops_reported = conn.drops_reported;
     stats.durable_mismatch = out_of_order;
     Ok(stats)
+}
+
+/// Waits at `barrier` while reading what the server sends meanwhile, so that nothing piles
+/// up unread in the server while the other clients are still attaching or streaming.
+/// `session.lifecycle` notifications (other sessions') are skipped and drop reports counted;
+/// with `keep_first`, the first other message ends the reading (the barrier is then waited
+/// for without it) and is returned with its receipt time, for the caller to handle.
+async fn wait_reading(
+    conn: &mut Conn,
+    barrier: &Barrier,
+    keep_first: bool,
+) -> Result<Option<(EndpointEvent, u64)>, String> {
+    let wait = barrier.wait();
+    tokio::pin!(wait);
+    loop {
+        let event = tokio::select! {
+            biased;
+            _ = &mut wait => return Ok(None),
+            event = conn.next_event() => event?,
+        };
+        match event {
+            None => return Err("the server closed the connection".to_owned()),
+            Some(EndpointEvent::Notification(n)) if n.method() == "session.lifecycle" => {}
+            Some(event) if keep_first => {
+                let received = conn.read_at;
+                wait.await;
+                return Ok(Some((event, received)));
+            }
+            Some(EndpointEvent::Notification(n)) => conn.count_drop_warning_in(&n),
+            Some(_) => {}
+        }
+    }
 }
 
 /// Compares the durable event ids a client received (in order) with the session's log

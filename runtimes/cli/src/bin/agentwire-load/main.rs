@@ -128,6 +128,8 @@ struct RunResult {
     streaming_dropped: u64,
     /// `droppedCount` of the `events_dropped` warnings, summed over clients.
     drops_reported: u64,
+    /// `session.lifecycle` notifications the clients received during the turn.
+    lifecycle: u64,
 }
 
 /// What one client saw.
@@ -137,6 +139,8 @@ struct ClientStats {
     deltas: u64,
     /// `assistant.message_start` events received (streaming, so droppable like the deltas).
     starts: u64,
+    /// `session.lifecycle` notifications received during the turn (not counted in `events`).
+    lifecycle: u64,
     latencies: Vec<u64>,
     drops_reported: u64,
     durable_lost: u64,
@@ -224,6 +228,12 @@ async fn run_all(args: &Args, server: &Path) -> ExitCode {
                         );
                     }
                     println!("{}", row(&r));
+                    if r.lifecycle > 0 {
+                        eprintln!(
+                            "{rt} S={} K={k} M={m}: the clients also received {} session.lifecycle notifications during the turn",
+                            args.sessions, r.lifecycle
+                        );
+                    }
                 }
                 Err(e) => {
                     ok = false;
@@ -394,6 +404,7 @@ async fn run_one(
             .map(|s| (m + 1).saturating_sub(s.deltas + s.starts))
             .sum(),
         drops_reported: stats.iter().map(|s| s.drops_reported).sum(),
+        lifecycle: stats.iter().map(|s| s.lifecycle).sum(),
     })
 }
 
