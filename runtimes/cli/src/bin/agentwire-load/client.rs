@@ -3,7 +3,7 @@
 //! counting what it receives.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
 use agentwire::correlation::Outcome;
@@ -13,6 +13,7 @@ use agentwire::endpoint::{
 use agentwire::frame::Framing;
 use agentwire::jsonrpc::{ErrorObject, OwnedId};
 use agentwire::Timestamp;
+use memchr::memmem;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -186,30 +187,45 @@ fn error_json(error: &ErrorObject) -> String {
     serde_json::to_string(error).unwrap_or_else(|_| error.message.clone())
 }
 
-/// Finds `needle` in `hay`.
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    let (&first, rest) = needle.split_first()?;
-    let mut from = 0;
-    // Candidates by their first byte, then the rest compared: the load generator's own cost
-    // per event stays small next to the server's.
-    while let Some(i) = hay[from..].iter().position(|&b| b == first) {
-        let at = from + i;
-        if hay[at + 1..].starts_with(rest) {
-            return Some(at);
-        }
-        from = at + 1;
-    }
-    None
+/// A SIMD substring searcher for `needle`, built once (the load generator's own cost per
+/// event must stay small next to the server's).
+macro_rules! finder {
+    ($needle:expr) => {{
+        static FINDER: LazyLock<memmem::Finder<'static>> =
+            LazyLock::new(|| memmem::Finder::new($needle));
+        &*FINDER
+    }};
+}
+
+/// Whether `body` is an `assistant.message_delta` event.
+fn is_delta(body: &[u8]) -> bool {
+    finder!(b"\"type\":\"assistant.message_delta\"")
+        .find(body)
+        .is_some()
+}
+
+/// Whether `body` is an `assistant.message_start` event.
+fn is_message_start(body: &[u8]) -> bool {
+    finder!(b"\"type\":\"assistant.message_start\"")
+        .find(body)
+        .is_some()
 }
 
 /// The emit time stamped in a delta's content (`"deltaContent":"<nanos> "`), without parsing
 /// the whole frame.
 fn delta_stamp(body: &[u8]) -> Option<u64> {
     const KEY: &[u8] = b"\"deltaContent\":\"";
-    let at = find(body, KEY)? + KEY.len();
+    let at = finder!(KEY).find(body)? + KEY.len();
     let digits = &body[at..];
     let end = digits.iter().position(|b| !b.is_ascii_digit())?;
-    std::str::from_utf8(&digits[..end]).ok()?.parse().ok()
+    if end == 0 || end > 19 {
+        return None;
+    }
+    Some(
+        digits[..end]
+            .iter()
+            .fold(0u64, |n, d| n * 10 + u64::from(d - b'0')),
+    )
 }
 
 /// Opens a connection and attaches it to `session_id` with streaming on: `session.create`
@@ -324,7 +340,7 @@ pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
             _ => continue,
         };
         let body = notification.frame();
-        if find(body, b"\"type\":\"assistant.message_delta\"").is_some() {
+        if is_delta(body) {
             stats.events += 1;
             stats.deltas += 1;
             if let Some(emitted) = delta_stamp(body) {
@@ -332,7 +348,7 @@ pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
             }
             continue;
         }
-        if find(body, b"\"type\":\"assistant.message_start\"").is_some() {
+        if is_message_start(body) {
             // Streaming too (droppable, counted in `droppedCount`): one per streamed message.
             stats.starts += 1;
         }
