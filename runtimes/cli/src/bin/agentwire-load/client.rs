@@ -25,8 +25,13 @@ use crate::{lock, now_ns, ClientStats};
 /// The client's requests have no deadline, so the endpoint's clock is never consulted.
 const NO_DEADLINES: Timestamp = Timestamp::EPOCH;
 
-/// Bytes read from the socket at once.
+/// Bytes read from the socket at once, at most: a connection's buffer starts at
+/// [`READ_START`] and doubles whenever a read fills it (10,000 paced clients need little,
+/// a saturated one reads big chunks).
 const READ_BUFFER: usize = 256 * 1024;
+
+/// The read buffer's first size.
+const READ_START: usize = 4 * 1024;
 
 /// What the clients of one session share.
 pub(crate) struct SessionCtx {
@@ -83,7 +88,7 @@ impl Conn {
             reader,
             writer,
             endpoint: Endpoint::new(Role::Client, EndpointConfig::new(Framing::ContentLength)),
-            buf: vec![0; READ_BUFFER],
+            buf: vec![0; READ_START],
             read_at: 0,
             drops_reported: 0,
         })
@@ -130,6 +135,9 @@ impl Conn {
                 continue;
             }
             self.endpoint.handle_bytes(NO_DEADLINES, &self.buf[..n]);
+            if n == self.buf.len() && n < READ_BUFFER {
+                self.buf.resize((n * 2).min(READ_BUFFER), 0);
+            }
             // Answers the endpoint wrote by itself (rejections of invalid input).
             self.write_out().await?;
         }
