@@ -5,6 +5,8 @@
 /// it could not be read or raised (the soft limit then stays as it was). Unix only; elsewhere
 /// `None`.
 #[cfg(unix)]
+// `rlim_t` is `u64` on Linux and macOS but not on every Unix.
+#[allow(clippy::unnecessary_cast)]
 pub(crate) fn raise_to_hard_limit() -> Option<Result<u64, String>> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
