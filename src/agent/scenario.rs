@@ -102,9 +102,10 @@ pub struct StreamStep {
     /// Deltas emitted per batch; between batches the agent yields to the host through a
     /// zero-length timer, so each batch carries a fresh time. `None`: all at once.
     pub batch: Option<u64>,
-    /// Pacing: batch k (of `batch` deltas, 1 when `batch` is `None`) is due `k × interval_us` microseconds after the first (a timer of the
-    /// core, so the pace is the host's clock, not the clients'); a batch that comes due late
-    /// is not made up for by the next one coming early. `None`: batches back to back.
+    /// Pacing: batch k (of `batch` deltas, 1 when `batch` is `None`) is due `k × interval_us`
+    /// microseconds after the first (a timer of the core, so the pace is the host's clock, not
+    /// the clients'); a batch that fires late does not delay the ones after it. `None`:
+    /// batches back to back.
     pub interval_us: Option<u64>,
 }
 
