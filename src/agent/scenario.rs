@@ -15,7 +15,7 @@
 //! | step | meaning |
 //! |---|---|
 //! | `{"say": TEXT}` | an assistant message (streamed as deltas to streaming clients); `{prompt}` in TEXT is replaced by the prompt |
-//! | `{"stream": COUNT, "text": TEXT, "batch": N}` | an assistant message streamed as exactly COUNT deltas (for load tests); each delta's content is TEXT (default `"{i} "`) with `{i}` replaced by the delta's index and `{now_ns}` by the host's current time in nanoseconds since the Unix epoch; with N, the deltas go out N at a time, the agent yielding to the host (a zero-length timer) between batches |
+//! | `{"stream": COUNT, "text": TEXT, "batch": N}` | an assistant message streamed as exactly COUNT deltas (for load tests); each delta's content is TEXT (default `"{i} "`) with `{i}` replaced by the delta's index and `{now_ns}` by the host's current time in nanoseconds since the Unix epoch; with N, the deltas go out N at a time, the agent yielding to the host (a zero-length timer) between batches; with `"interval_us": U` the stream is paced: batch k (N deltas, 1 without `batch`) goes out k × U µs after the first, on a core timer |
 //! | `{"tool": NAME, "arguments": {..}}` | a client tool call: permission check, then the tool runs on the client that declared it |
 //! | `{"mcp": "SERVER/TOOL", "arguments": {..}}` | a call of tool TOOL of the session's MCP server SERVER (waits for the server to start): a permission prompt of kind `mcp` unless the server marks the tool read-only, then `tools/call`; its result text is `{result}` in later `say` steps |
 //! | `{"event": TYPE, "data": {..}, "ephemeral": BOOL, "agent_id": ID}` | emit any raw session event; with `agent_id`, as sub-agent ID (`agentId` in the envelope; a sub-agent's streaming deltas reach only clients that kept `includeSubAgentStreamingEvents`) |
@@ -113,6 +113,11 @@ pub struct StreamStep {
     /// Deltas emitted per batch; between batches the agent yields to the host through a
     /// zero-length timer, so each batch carries a fresh time. `None`: all at once.
     pub batch: Option<u64>,
+    /// Pacing: batch k (of `batch` deltas, 1 when `batch` is `None`) is due `k × interval_us`
+    /// microseconds after the first (a timer of the core, so the pace is the host's clock, not
+    /// the clients'); a batch that fires late does not delay the ones after it. `None`:
+    /// batches back to back.
+    pub interval_us: Option<u64>,
 }
 
 /// A rule: when the prompt contains `pattern` (case-insensitive), run `steps`.
@@ -293,7 +298,7 @@ fn parse_step(raw: &Value, path: &str) -> Result<Step, ScenarioError> {
         return Ok(Step::Say(field_str("say")?));
     }
     if obj.contains_key("stream") {
-        reject_unknown(obj, path, &["stream", "text", "batch"])?;
+        reject_unknown(obj, path, &["stream", "text", "batch", "interval_us"])?;
         let count = obj
             .get("stream")
             .and_then(Value::as_u64)
@@ -309,7 +314,24 @@ fn parse_step(raw: &Value, path: &str) -> Result<Step, ScenarioError> {
                 _ => return Err(err(format!("{path}.batch"), "must be a positive integer")),
             },
         };
-        return Ok(Step::Stream(StreamStep { count, text, batch }));
+        let interval_us = match obj.get("interval_us") {
+            None => None,
+            Some(v) => match v.as_u64() {
+                Some(n) if n > 0 => Some(n),
+                _ => {
+                    return Err(err(
+                        format!("{path}.interval_us"),
+                        "must be a positive integer",
+                    ))
+                }
+            },
+        };
+        return Ok(Step::Stream(StreamStep {
+            count,
+            text,
+            batch,
+            interval_us,
+        }));
     }
     if obj.contains_key("tool") {
         reject_unknown(obj, path, &["tool", "arguments"])?;
@@ -596,7 +618,8 @@ mod tests {
     #[test]
     fn stream_step_parses_with_defaults_and_validates() {
         let s = Scenario::from_json(
-            r#"{"default":[{"stream":3},{"stream":5,"text":"{now_ns} ","batch":2}]}"#,
+            r#"{"default":[{"stream":3},{"stream":5,"text":"{now_ns} ","batch":2},
+                           {"stream":2,"interval_us":10000}]}"#,
         )
         .unwrap();
         assert_eq!(
@@ -605,12 +628,20 @@ mod tests {
                 Step::Stream(StreamStep {
                     count: 3,
                     text: "{i} ".into(),
-                    batch: None
+                    batch: None,
+                    interval_us: None
                 }),
                 Step::Stream(StreamStep {
                     count: 5,
                     text: "{now_ns} ".into(),
-                    batch: Some(2)
+                    batch: Some(2),
+                    interval_us: None
+                }),
+                Step::Stream(StreamStep {
+                    count: 2,
+                    text: "{i} ".into(),
+                    batch: None,
+                    interval_us: Some(10_000)
                 }),
             ]
         );
@@ -620,6 +651,8 @@ mod tests {
         assert_eq!(e.path, "default[0].batch");
         let e = Scenario::from_json(r#"{"default":[{"stream":1,"text":1}]}"#).unwrap_err();
         assert_eq!(e.path, "default[0].text");
+        let e = Scenario::from_json(r#"{"default":[{"stream":1,"interval_us":0}]}"#).unwrap_err();
+        assert_eq!(e.path, "default[0].interval_us");
         let e = Scenario::from_json(r#"{"default":[{"stream":1,"every":1}]}"#).unwrap_err();
         assert_eq!(e.path, "default[0].every");
     }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{Agent, AgentInput, Scenario, SessionControl, Step, StreamStep, ToolOutcome};
+use crate::Timestamp;
 
 /// A deterministic agent that answers each prompt by playing the scenario's steps.
 ///
@@ -45,6 +46,10 @@ struct Streaming {
     next: u64,
     /// The deltas emitted so far, concatenated: the final message's content.
     content: String,
+    /// When the step started: paced batches are due at fixed offsets from it.
+    started: Timestamp,
+    /// Batches emitted so far.
+    batches: u64,
 }
 
 #[derive(PartialEq, Eq)]
@@ -124,6 +129,8 @@ impl ScriptedAgent {
                         message_id,
                         next: 0,
                         content: String::new(),
+                        started: s.now(),
+                        batches: 0,
                     });
                 }
                 Step::Tool { name, arguments } => {
@@ -244,8 +251,9 @@ impl ScriptedAgent {
     }
 }
 
-/// Plays one batch of the running `stream` step: its deltas, then either a zero-length timer
-/// (more batches to come) or the final `assistant.message`.
+/// Plays one batch of the running `stream` step: its deltas, then either a timer for the next
+/// batch (zero-length, or the next paced slot with `interval_us`) or the final
+/// `assistant.message`.
 fn stream_batch(s: &mut dyn SessionControl, run: &mut Run) {
     let Some(st) = run.stream.as_mut() else {
         return;
@@ -254,10 +262,12 @@ fn stream_batch(s: &mut dyn SessionControl, run: &mut Run) {
     let now = s.now();
     let now_ns = now.as_nanos().to_string();
     // Without streaming clients nobody sees the deltas: build the content in one go.
-    let end = match (streaming, st.step.batch) {
-        (true, Some(batch)) => st.next.saturating_add(batch).min(st.step.count),
+    let batch = match (streaming, st.step.batch, st.step.interval_us) {
+        (true, Some(batch), _) => batch,
+        (true, None, Some(_)) => 1,
         _ => st.step.count,
     };
+    let end = st.next.saturating_add(batch).min(st.step.count);
     while st.next < end {
         let chunk = st
             .step
@@ -274,9 +284,16 @@ fn stream_batch(s: &mut dyn SessionControl, run: &mut Run) {
         st.content.push_str(&chunk);
         st.next += 1;
     }
+    st.batches += 1;
     if st.next < st.step.count {
         run.waiting = Waiting::Timer;
-        s.set_timer(now);
+        let at = match st.step.interval_us {
+            Some(us) => st
+                .started
+                .saturating_add(Duration::from_micros(us.saturating_mul(st.batches))),
+            None => now,
+        };
+        s.set_timer(at);
         return;
     }
     let Some(st) = run.stream.take() else {
@@ -425,7 +442,6 @@ impl std::fmt::Debug for ScriptedAgent {
 mod tests {
     use super::*;
     use crate::agent::{BuiltinCall, ClientRequest};
-    use crate::Timestamp;
     use serde_json::Value;
 
     /// A session that records what the agent emits and the timer it sets.
@@ -528,6 +544,33 @@ mod tests {
         let message = &s.events[types.len() - 3].1;
         assert_eq!(message["content"], "0@1000 1@1000 2@2000 3@2000 4@3000 ");
         assert_eq!(message["messageId"], s.events[2].1["messageId"]);
+        assert!(!agent.is_busy());
+    }
+
+    #[test]
+    fn paced_stream_step_sets_each_timer_at_its_slot_from_the_start() {
+        let scenario = Scenario::from_json(
+            r#"{"default":[{"stream":4,"text":"{i}@{now_ns} ","interval_us":10}]}"#,
+        )
+        .unwrap();
+        let mut agent = ScriptedAgent::new(Arc::new(scenario));
+        let mut s = recorder(true);
+        prompt(&mut agent, &mut s);
+        // One delta per batch without `batch`; the next slot is 10 µs after the start.
+        assert_eq!(deltas(&s), ["0@1000 "]);
+        assert_eq!(s.timer, Some(Timestamp::from_nanos(11_000)));
+        // A late timer does not shift the schedule: the next slot stays at start + 2 × 10 µs.
+        s.now = Timestamp::from_nanos(15_000);
+        agent.handle(AgentInput::Timer, &mut s);
+        assert_eq!(s.timer, Some(Timestamp::from_nanos(21_000)));
+        s.now = Timestamp::from_nanos(21_000);
+        agent.handle(AgentInput::Timer, &mut s);
+        assert_eq!(s.timer, Some(Timestamp::from_nanos(31_000)));
+        s.timer = None;
+        s.now = Timestamp::from_nanos(31_000);
+        agent.handle(AgentInput::Timer, &mut s);
+        assert_eq!(deltas(&s), ["0@1000 ", "1@15000 ", "2@21000 ", "3@31000 "]);
+        assert_eq!(s.timer, None, "no timer after the last batch");
         assert!(!agent.is_busy());
     }
 

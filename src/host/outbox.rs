@@ -269,6 +269,26 @@ impl Outbox {
     }
 
     fn drop_droppable(&mut self, need: usize, shared: &mut SharedFrames) {
+        // The common case, a reader behind on a stream of deltas: the oldest frames are
+        // droppable and dropping a few from the front makes room, without walking the whole
+        // queue (which holds up to a budget's worth of frames) on every push.
+        let mut front = 0;
+        while self.queued_bytes + need > self.budget {
+            match self.queue.front() {
+                Some(q) if q.droppable => {}
+                _ => break,
+            }
+            let Some(q) = self.queue.pop_front() else {
+                break;
+            };
+            self.queued_bytes -= q.frame.len();
+            q.frame.discard(shared);
+            front += 1;
+        }
+        self.count_drop(front);
+        if self.queued_bytes + need <= self.budget {
+            return;
+        }
         let before = self.queue.len();
         let mut bytes = self.queued_bytes;
         let budget = self.budget;

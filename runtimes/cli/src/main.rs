@@ -3,6 +3,7 @@
 //! Run with no arguments to serve on TCP with the built-in defaults; see `--help`.
 
 mod cluster_args;
+mod fd_limit;
 mod model_args;
 mod serve;
 mod store_args;
@@ -166,6 +167,12 @@ fn main() -> ExitCode {
         )
         .init();
 
+    // One descriptor per connection: allow as many as the OS lets this process have.
+    match fd_limit::raise_to_hard_limit() {
+        Some(Ok(limit)) => tracing::debug!(limit, "open-file limit"),
+        Some(Err(e)) => tracing::warn!(error = %e, "cannot raise the open-file limit"),
+        None => {}
+    }
     let (mode, config) = match setup(&cli) {
         Ok(ok) => ok,
         Err(UsageError(msg)) => {

@@ -1,57 +1,117 @@
 //! The load generator (`agentwire-load`) end to end with tiny numbers: it starts the real
-//! `agentwire` binary, attaches two clients, streams 50 deltas and reports one table row with
-//! every delta delivered and no durable event lost.
+//! `agentwire` binary, attaches clients, streams deltas (saturated, paced, over several
+//! sessions) and reports one table row with every delta delivered and no durable event lost;
+//! in memory mode it reports the RSS per idle attached connection.
 
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
 
-#[test]
-fn load_generator_runs_end_to_end_with_tiny_numbers() {
-    let started = Instant::now();
+fn load(args: &[&str]) -> (Output, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_agentwire-load"))
-        .args(["--runtimes", "tokio", "--clients", "2", "--deltas", "50"])
-        .args(["--batch", "10", "--timeout-secs", "30"])
+        .args(["--runtimes", "tokio", "--timeout-secs", "60"])
         .args(["--server", env!("CARGO_BIN_EXE_agentwire")])
+        .args(args)
         .output()
         .expect("agentwire-load runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
         "agentwire-load failed ({}):\n{stdout}\n{stderr}",
         out.status
     );
-    let rows: Vec<Vec<&str>> = stdout
+    (out, stdout)
+}
+
+/// The single result row of a streaming run, as cells.
+fn only_row(stdout: &str) -> Vec<String> {
+    let rows: Vec<Vec<String>> = stdout
         .lines()
         .filter(|l| l.starts_with("| tokio |"))
-        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_owned())
+                .collect()
+        })
         .collect();
     assert_eq!(rows.len(), 1, "one result row expected:\n{stdout}");
-    let row = &rows[0];
-    assert_eq!(&row[..3], ["tokio", "2", "50"], "{stdout}");
-    // Every column is a measurement, not a failure or "n/a".
+    rows.into_iter().next().unwrap()
+}
+
+/// Checks a streaming run's row: `[runtime, S, K, M, rate]` as given, every column a
+/// measurement, nothing lost or dropped (fast clients, small numbers).
+fn check_streaming_row(stdout: &str, head: [&str; 5], total_deltas: u64) {
+    let row = only_row(stdout);
+    assert_eq!(&row[..5], head, "{stdout}");
     for (i, cell) in row.iter().enumerate() {
         assert!(
             !cell.is_empty() && !cell.contains("n/a") && !cell.contains("failed"),
             "column {i} of {stdout}"
         );
     }
+    for (i, name) in [(6, "p50"), (7, "p99"), (8, "p99.9")] {
+        assert!(
+            row[i].ends_with("µs") || row[i].ends_with("ms"),
+            "{name}: {stdout}"
+        );
+    }
     assert!(
-        row[4].ends_with("µs") || row[4].ends_with("ms"),
-        "p50: {stdout}"
+        row[9].contains(" µs (") && row[9].ends_with(" s)"),
+        "CPU per event: {stdout}"
     );
-    assert!(row[6].ends_with("MiB"), "peak RSS: {stdout}");
-    assert_eq!(row[7], "0", "durable events lost: {stdout}");
-    // Two fast clients, 50 deltas each: nothing is dropped.
+    assert!(row[10].ends_with("MiB"), "peak RSS: {stdout}");
+    assert_eq!(row[11], "0", "durable events lost: {stdout}");
     assert_eq!(
-        row[8], "0 of 100 (0.0 %, 0 reported)",
+        row[12],
+        format!("0 of {total_deltas} (0.0 %, 0 reported)"),
         "deltas dropped: {stdout}"
     );
-    assert!(
-        started.elapsed() < Duration::from_secs(30),
-        "took {:?}",
-        started.elapsed()
-    );
+}
+
+#[test]
+fn load_generator_runs_end_to_end_with_tiny_numbers() {
+    let (_, stdout) = load(&["--clients", "2", "--deltas", "50", "--batch", "10"]);
+    check_streaming_row(&stdout, ["tokio", "1", "2", "50", "max"], 100);
+}
+
+#[test]
+fn paced_mode_streams_every_delta_at_the_rate() {
+    // 20 deltas at 200 per second: a tenth of a second of pacing by the core's timer.
+    let (_, stdout) = load(&["--clients", "3", "--deltas", "20", "--rate", "200"]);
+    check_streaming_row(&stdout, ["tokio", "1", "3", "20", "200/s"], 60);
+}
+
+#[test]
+fn many_sessions_mode_streams_to_every_client_of_every_session() {
+    let (_, stdout) = load(&[
+        "--sessions",
+        "3",
+        "--clients",
+        "2",
+        "--deltas",
+        "10",
+        "--rate",
+        "500",
+    ]);
+    check_streaming_row(&stdout, ["tokio", "3", "2", "10", "500/s"], 60);
+}
+
+#[test]
+fn idle_mode_reports_the_memory_per_idle_attached_connection() {
+    let (_, stdout) = load(&["--idle", "20"]);
+    let row: Vec<&str> = stdout
+        .lines()
+        .find(|l| l.starts_with("| tokio |"))
+        .unwrap_or_else(|| panic!("no row:\n{stdout}"))
+        .trim_matches('|')
+        .split('|')
+        .map(str::trim)
+        .collect();
+    assert_eq!(row[1], "20", "{stdout}");
+    for cell in &row[2..5] {
+        assert!(cell.ends_with("MiB"), "{stdout}");
+    }
+    assert!(row[5].ends_with("KiB"), "{stdout}");
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use futures_lite::future;
-use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tracing::debug;
 
 use crate::clock::now;
@@ -19,14 +19,19 @@ use crate::READ_CHUNK;
 /// A writer takes at most about this many bytes of frames out of the host per lock.
 const WRITE_BATCH_BYTES: usize = 256 * 1024;
 
-/// Capacity of the buffer in front of each connection's byte sink.
-const WRITE_BUFFER: usize = 64 * 1024;
+/// A reader starts with a buffer this small and doubles it (up to [`READ_CHUNK`]) whenever a
+/// read fills it: an idle connection costs little memory, a busy one reads big chunks.
+const READ_START: usize = 2 * 1024;
+
+/// A writer keeps a coalescing buffer up to this size while its queue is empty; a bigger one
+/// (grown by a burst) is freed, so an idle connection holds no write buffer.
+const IDLE_WRITE_BUFFER: usize = 4 * 1024;
 
 pub(crate) async fn reader_task<Rd>(shared: Arc<Shared>, state: Arc<ConnState>, mut reader: Rd)
 where
     Rd: AsyncRead + Unpin,
 {
-    let mut buf = vec![0u8; READ_CHUNK];
+    let mut buf = vec![0u8; READ_START.min(READ_CHUNK)];
     loop {
         if state.closing.is_set() {
             return;
@@ -51,6 +56,9 @@ where
                         inner.host.handle_bytes(now, state.id, bytes);
                     }
                 });
+                if n == buf.len() && buf.len() < READ_CHUNK {
+                    buf.resize((buf.len() * 2).min(READ_CHUNK), 0);
+                }
             }
             Some(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
             Some(Err(e)) => {
@@ -75,20 +83,25 @@ pub(crate) async fn writer_task<Wr>(shared: Arc<Shared>, state: Arc<ConnState>, 
 where
     Wr: AsyncWrite + Unpin,
 {
-    let mut writer = BufWriter::with_capacity(WRITE_BUFFER, writer);
+    let mut writer = writer;
     let mut batch: Vec<Bytes> = Vec::new();
+    // Several frames are copied into one buffer and written with one call.
+    let mut coalesced: Vec<u8> = Vec::new();
     let run = async {
         loop {
-            let (ended, mark) = shared.with_inner(|inner, now| {
+            let (ended, mark, drained) = shared.with_inner(|inner, now| {
                 // Every queued frame up to the batch limit, with one host call.
-                inner
+                let taken = inner
                     .host
                     .poll_transmit_batch(state.id, WRITE_BATCH_BYTES, &mut batch);
+                // Under the limit: the queue is empty now, and the next frame queued wakes
+                // this writer (the queue's empty → non-empty transition).
+                let drained = taken < WRITE_BATCH_BYTES;
                 // Nothing left and closing: tell the host in the same critical section, so no
                 // frame can be queued between the last check and `handle_eof`.
                 if batch.is_empty() && state.closing.is_set() {
                     forget(inner, now, state.id, &shared.live);
-                    return (true, None);
+                    return (true, None, drained);
                 }
                 // Every event in these frames was appended up to this mark (`every-event`, or a
                 // shared log's acknowledgements).
@@ -100,6 +113,7 @@ where
                 (
                     batch.is_empty() && !inner.conns.contains_key(&state.id),
                     mark,
+                    drained,
                 )
             });
             if ended {
@@ -113,13 +127,30 @@ where
                 // Hold the frames until their events are durable; other connections go on.
                 synced.wait_for(|s| *s >= mark).await;
             }
-            for frame in batch.drain(..) {
-                if let Err(e) = writer.write_all(&frame).await {
-                    return WriterEnd::Failed(e);
+            let written = match batch.as_slice() {
+                [frame] => writer.write_all(frame).await,
+                frames => {
+                    coalesced.clear();
+                    for frame in frames {
+                        coalesced.extend_from_slice(frame);
+                    }
+                    writer.write_all(&coalesced).await
                 }
+            };
+            batch.clear();
+            if let Err(e) = written {
+                return WriterEnd::Failed(e);
             }
             if let Err(e) = writer.flush().await {
                 return WriterEnd::Failed(e);
+            }
+            if drained && coalesced.capacity() > IDLE_WRITE_BUFFER {
+                coalesced = Vec::new();
+            }
+            if drained {
+                // Nothing was left behind: sleep until woken (new frames, closing) instead of
+                // taking the lock once more to find the queue empty.
+                state.wake.notified().await;
             }
         }
     };

@@ -3,7 +3,7 @@
 //! counting what it receives.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
 use agentwire::correlation::Outcome;
@@ -13,44 +13,72 @@ use agentwire::endpoint::{
 use agentwire::frame::Framing;
 use agentwire::jsonrpc::{ErrorObject, OwnedId};
 use agentwire::Timestamp;
+use memchr::memmem;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{watch, Barrier};
+use tokio::sync::{watch, Barrier, Semaphore};
 
-use crate::{now_ns, ClientStats};
+use crate::{lock, now_ns, ClientStats};
 
 /// The client's requests have no deadline, so the endpoint's clock is never consulted.
 const NO_DEADLINES: Timestamp = Timestamp::EPOCH;
 
-/// Bytes read from the socket at once.
+/// Bytes read from the socket at once, at most: a connection's buffer starts at
+/// [`READ_START`] and doubles whenever a read fills it (10,000 paced clients need little,
+/// a saturated one reads big chunks).
 const READ_BUFFER: usize = 256 * 1024;
 
-pub(crate) struct ClientCtx {
-    pub(crate) idx: usize,
-    pub(crate) port: u16,
+/// The read buffer's first size.
+const READ_START: usize = 4 * 1024;
+
+/// What the clients of one session share.
+pub(crate) struct SessionCtx {
     pub(crate) session_id: String,
+    /// The prompt client 0 sends (unique per session: the durable check looks for it).
     pub(crate) prompt: String,
+    /// Set once client 0 created the session, so the others can resume it.
+    pub(crate) created_tx: watch::Sender<bool>,
+    /// When client 0 sent the prompt.
+    pub(crate) sent_at: std::sync::Mutex<Option<Instant>>,
+}
+
+/// What every client of a run shares.
+pub(crate) struct RunCtx {
+    pub(crate) port: u16,
     pub(crate) deltas: u64,
-    pub(crate) created_tx: Arc<watch::Sender<bool>>,
-    pub(crate) created_rx: watch::Receiver<bool>,
-    pub(crate) attached: Arc<Barrier>,
-    pub(crate) sent_tx: Arc<watch::Sender<Option<Instant>>>,
+    /// Every client, and the run's driver, meet here once attached.
+    pub(crate) attached: Barrier,
+    /// The driver's go (after it read the server's CPU time): the prompts go out.
+    pub(crate) go: watch::Sender<bool>,
+    /// Every client, and the driver, meet here after `session.idle`.
+    pub(crate) idled: Barrier,
+    /// Bounds the clients connecting and attaching at once (the listen backlog).
+    pub(crate) setup: Semaphore,
+}
+
+pub(crate) struct ClientCtx {
+    /// Index of the client in its session (0 creates the session and sends the prompt).
+    pub(crate) idx: usize,
+    pub(crate) session: Arc<SessionCtx>,
+    pub(crate) run: Arc<RunCtx>,
 }
 
 /// A Content-Length framed JSON-RPC connection to the server.
-struct Conn {
+pub(crate) struct Conn {
     reader: OwnedReadHalf,
     writer: OwnedWriteHalf,
     endpoint: Endpoint,
     buf: Vec<u8>,
+    /// When the last read returned (`now_ns`): the receipt time of what it carried.
+    read_at: u64,
     /// `droppedCount` of the `events_dropped` warnings seen so far.
     drops_reported: u64,
 }
 
 impl Conn {
-    async fn open(port: u16) -> Result<Conn, String> {
+    pub(crate) async fn open(port: u16) -> Result<Conn, String> {
         let stream = TcpStream::connect(("127.0.0.1", port))
             .await
             .map_err(|e| format!("connect: {e}"))?;
@@ -60,7 +88,8 @@ impl Conn {
             reader,
             writer,
             endpoint: Endpoint::new(Role::Client, EndpointConfig::new(Framing::ContentLength)),
-            buf: vec![0; READ_BUFFER],
+            buf: vec![0; READ_START],
+            read_at: 0,
             drops_reported: 0,
         })
     }
@@ -100,18 +129,22 @@ impl Conn {
                 .read(&mut self.buf)
                 .await
                 .map_err(|e| format!("read: {e}"))?;
+            self.read_at = now_ns();
             if n == 0 {
                 self.endpoint.handle_eof();
                 continue;
             }
             self.endpoint.handle_bytes(NO_DEADLINES, &self.buf[..n]);
+            if n == self.buf.len() && n < READ_BUFFER {
+                self.buf.resize((n * 2).min(READ_BUFFER), 0);
+            }
             // Answers the endpoint wrote by itself (rejections of invalid input).
             self.write_out().await?;
         }
     }
 
     /// Sends a request and waits for its result, counting drop warnings meanwhile.
-    async fn call(&mut self, method: &str, params: Value) -> Result<Value, String> {
+    pub(crate) async fn call(&mut self, method: &str, params: Value) -> Result<Value, String> {
         let id = self.send(method, params).await?;
         loop {
             match self.next_event().await? {
@@ -162,75 +195,148 @@ fn error_json(error: &ErrorObject) -> String {
     serde_json::to_string(error).unwrap_or_else(|_| error.message.clone())
 }
 
-/// Finds `needle` in `hay`.
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
+/// A SIMD substring searcher for `needle`, built once (the load generator's own cost per
+/// event must stay small next to the server's).
+macro_rules! finder {
+    ($needle:expr) => {{
+        static FINDER: LazyLock<memmem::Finder<'static>> =
+            LazyLock::new(|| memmem::Finder::new($needle));
+        &*FINDER
+    }};
+}
+
+/// Whether `body` is an `assistant.message_delta` event.
+fn is_delta(body: &[u8]) -> bool {
+    finder!(b"\"type\":\"assistant.message_delta\"")
+        .find(body)
+        .is_some()
+}
+
+/// Whether `body` is an `assistant.message_start` event.
+fn is_message_start(body: &[u8]) -> bool {
+    finder!(b"\"type\":\"assistant.message_start\"")
+        .find(body)
+        .is_some()
 }
 
 /// The emit time stamped in a delta's content (`"deltaContent":"<nanos> "`), without parsing
 /// the whole frame.
 fn delta_stamp(body: &[u8]) -> Option<u64> {
     const KEY: &[u8] = b"\"deltaContent\":\"";
-    let at = find(body, KEY)? + KEY.len();
+    let at = finder!(KEY).find(body)? + KEY.len();
     let digits = &body[at..];
     let end = digits.iter().position(|b| !b.is_ascii_digit())?;
-    std::str::from_utf8(&digits[..end]).ok()?.parse().ok()
+    if end == 0 || end > 19 {
+        return None;
+    }
+    Some(
+        digits[..end]
+            .iter()
+            .fold(0u64, |n, d| n * 10 + u64::from(d - b'0')),
+    )
 }
 
-pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
-    let mut conn = Conn::open(ctx.port).await?;
+/// Opens a connection and attaches it to `session_id` with streaming on: `session.create`
+/// when `create`, else `session.resume` once `created` says the session exists.
+pub(crate) async fn attach(
+    port: u16,
+    session_id: &str,
+    create: bool,
+    created: &watch::Sender<bool>,
+) -> Result<Conn, String> {
+    let mut conn = Conn::open(port).await?;
     conn.call(
         "connect",
         json!({"supportedTaskKinds": ["agent", "client", "shell"]}),
     )
     .await?;
-    if ctx.idx == 0 {
+    if create {
         conn.call(
             "session.create",
-            json!({"sessionId": ctx.session_id, "streaming": true, "requestPermission": false}),
+            json!({"sessionId": session_id, "streaming": true, "requestPermission": false}),
         )
         .await?;
-        ctx.created_tx.send_replace(true);
+        created.send_replace(true);
     } else {
-        let mut created = ctx.created_rx.clone();
         created
+            .subscribe()
             .wait_for(|c| *c)
             .await
             .map_err(|_| "the session was never created")?;
         conn.call(
             "session.resume",
-            json!({"sessionId": ctx.session_id, "streaming": true, "requestPermission": false,
+            json!({"sessionId": session_id, "streaming": true, "requestPermission": false,
                    "disableResume": true}),
         )
         .await?;
     }
-    ctx.attached.wait().await;
+    Ok(conn)
+}
+
+pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
+    let session = &ctx.session;
+    let run = &ctx.run;
+    if ctx.idx != 0 {
+        // Not holding a setup slot meanwhile: the creators need them.
+        session
+            .created_tx
+            .subscribe()
+            .wait_for(|c| *c)
+            .await
+            .map_err(|_| "the session was never created")?;
+    }
+    let mut conn = {
+        let _permit = run
+            .setup
+            .acquire()
+            .await
+            .map_err(|_| "setup semaphore closed")?;
+        attach(
+            run.port,
+            &session.session_id,
+            ctx.idx == 0,
+            &session.created_tx,
+        )
+        .await?
+    };
+    // The prompt's first event may arrive before this client saw the barrier open.
+    let mut pending = wait_reading(&mut conn, &run.attached, true).await?;
 
     let mut stats = ClientStats {
-        latencies: Vec::with_capacity(ctx.deltas as usize),
+        latencies: Vec::with_capacity(run.deltas as usize),
         ..ClientStats::default()
     };
     // Durable event ids received since every client attached, in order.
     let mut durable: Vec<String> = Vec::new();
     let mut send_id = None;
     if ctx.idx == 0 {
-        ctx.sent_tx.send_replace(Some(Instant::now()));
+        run.go
+            .subscribe()
+            .wait_for(|go| *go)
+            .await
+            .map_err(|_| "the run was never started")?;
+        *lock(&session.sent_at) = Some(Instant::now());
         send_id = Some(
             conn.send(
                 "session.send",
-                json!({"sessionId": ctx.session_id, "prompt": ctx.prompt}),
+                json!({"sessionId": session.session_id, "prompt": session.prompt}),
             )
             .await?,
         );
     }
     loop {
-        let Some(message) = conn.next_event().await? else {
-            return Err(format!(
-                "the server closed the connection before session.idle ({} deltas received)",
-                stats.deltas
-            ));
+        let (message, received) = match pending.take() {
+            Some(first) => first,
+            None => match conn.next_event().await? {
+                Some(message) => (message, conn.read_at),
+                None => {
+                    return Err(format!(
+                        "the server closed the connection before session.idle ({} deltas received)",
+                        stats.deltas
+                    ))
+                }
+            },
         };
-        let received = now_ns();
         let notification = match message {
             EndpointEvent::Notification(notification) => notification,
             EndpointEvent::Outcome { id, outcome } if Some(&id) == send_id.as_ref() => {
@@ -242,7 +348,7 @@ pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
             _ => continue,
         };
         let body = notification.frame();
-        if find(body, b"\"type\":\"assistant.message_delta\"").is_some() {
+        if is_delta(body) {
             stats.events += 1;
             stats.deltas += 1;
             if let Some(emitted) = delta_stamp(body) {
@@ -250,11 +356,14 @@ pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
             }
             continue;
         }
-        if find(body, b"\"type\":\"assistant.message_start\"").is_some() {
+        if is_message_start(body) {
             // Streaming too (droppable, counted in `droppedCount`): one per streamed message.
             stats.starts += 1;
         }
         if notification.method() != "session.event" {
+            if notification.method() == "session.lifecycle" {
+                stats.lifecycle += 1;
+            }
             continue;
         }
         let params: Value = notification
@@ -274,19 +383,56 @@ pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
         }
         conn.count_drop_warning(&params);
     }
+    // The driver reads the server's CPU time once every client is idle, before the checks.
+    wait_reading(&mut conn, &run.idled, false).await?;
 
     // Every durable event of the turn, as the log has it, must have reached this client.
     let result = conn
-        .call("session.getMessages", json!({"sessionId": ctx.session_id}))
+        .call(
+            "session.getMessages",
+            json!({"sessionId": session.session_id}),
+        )
         .await?;
     let log = result["events"]
         .as_array()
         .ok_or("getMessages: no events")?;
-    let (lost, out_of_order) = check_durable(&durable, log, &ctx.prompt)?;
+    let (lost, out_of_order) = check_durable(&durable, log, &session.prompt)?;
     stats.durable_lost = lost;
     stats.drops_reported = conn.drops_reported;
     stats.durable_mismatch = out_of_order;
     Ok(stats)
+}
+
+/// Waits at `barrier` while reading what the server sends meanwhile, so that nothing piles
+/// up unread in the server while the other clients are still attaching or streaming.
+/// `session.lifecycle` notifications (other sessions') are skipped and drop reports counted;
+/// with `keep_first`, the first other message ends the reading (the barrier is then waited
+/// for without it) and is returned with its receipt time, for the caller to handle.
+async fn wait_reading(
+    conn: &mut Conn,
+    barrier: &Barrier,
+    keep_first: bool,
+) -> Result<Option<(EndpointEvent, u64)>, String> {
+    let wait = barrier.wait();
+    tokio::pin!(wait);
+    loop {
+        let event = tokio::select! {
+            biased;
+            _ = &mut wait => return Ok(None),
+            event = conn.next_event() => event?,
+        };
+        match event {
+            None => return Err("the server closed the connection".to_owned()),
+            Some(EndpointEvent::Notification(n)) if n.method() == "session.lifecycle" => {}
+            Some(event) if keep_first => {
+                let received = conn.read_at;
+                wait.await;
+                return Ok(Some((event, received)));
+            }
+            Some(EndpointEvent::Notification(n)) => conn.count_drop_warning_in(&n),
+            Some(_) => {}
+        }
+    }
 }
 
 /// Compares the durable event ids a client received (in order) with the session's log

@@ -2,19 +2,30 @@
 //!
 //! For each runtime and each client count K it starts the real `agentwire` binary (found
 //! next to this executable) on TCP as a separate process, attaches K raw JSON-RPC clients to
-//! one session (the first `session.create`s it, the others `session.resume` it, all with
-//! `streaming: true`), has client 0 send a prompt that the scripted agent answers with a
+//! each of S sessions (`--sessions`, default 1; per session the first client
+//! `session.create`s it, the others `session.resume` it, all with `streaming: true`), has the
+//! first client of every session send a prompt that the scripted agent answers with a
 //! `stream` step of M deltas, each stamped with the host's input time in nanoseconds, and
-//! prints one markdown table row per run: events delivered per second, p50/p99 latency from
-//! emit to client receipt (streaming deltas), the server's peak RSS (`VmHWM`), durable events
-//! lost (each client's received durable events against `session.getMessages`) and streaming
-//! deltas dropped (by design, for clients that read too slowly).
+//! prints one markdown table row per run: events delivered per second, p50/p99/p99.9 latency
+//! from emit to client receipt (streaming deltas), the server's CPU time per delivered event,
+//! its peak RSS (`VmHWM`), durable events lost (each client's received durable events against
+//! `session.getMessages`) and streaming deltas dropped (by design, for clients that read too
+//! slowly).
+//!
+//! Saturated by default (the agent emits as fast as the host lets it); with `--rate R` every
+//! session's stream is paced at R deltas per second by a timer of the core (a model's pace).
+//! With `--idle N` it measures memory instead: the server's RSS with N idle attached
+//! connections minus its RSS with none.
 //!
 //! Exits 1 if a run failed, a client lost a durable event, or the streaming events the clients
 //! did not receive differ from the `droppedCount`s of the `events_dropped` warnings they got
 //! (a silent drop).
 
 mod client;
+#[path = "../../fd_limit.rs"]
+mod fd_limit;
+mod idle;
+mod procfs;
 mod report;
 
 use std::io::Write as _;
@@ -27,13 +38,13 @@ use clap::Parser;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
-use tokio::sync::{watch, Barrier};
+use tokio::sync::{watch, Barrier, Semaphore};
 
-use client::{client, ClientCtx};
+use client::{client, ClientCtx, RunCtx, SessionCtx};
 use report::row;
 
-/// End-to-end load test: K clients on one session of a real `agentwire` server while the
-/// scripted agent streams M deltas.
+/// End-to-end load test: K clients on each of S sessions of a real `agentwire` server while
+/// the scripted agent streams M deltas per session, saturated or paced (`--rate`).
 #[derive(Parser, Debug)]
 #[command(name = "agentwire-load")]
 struct Args {
@@ -50,10 +61,29 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "10000")]
     deltas: Vec<u64>,
 
-    /// Deltas emitted per batch; the agent yields to the host (a zero-length timer) between
-    /// batches, so each batch carries a fresh emit time.
-    #[arg(long, default_value_t = 10)]
-    batch: u64,
+    /// Deltas emitted per batch; the agent yields to the host (a zero-length timer, or the
+    /// next paced slot with `--rate`) between batches, so each batch carries a fresh emit
+    /// time [default: 10, or 1 with --rate].
+    #[arg(long)]
+    batch: Option<u64>,
+
+    /// Paced mode: every session streams R deltas per second (batches due at fixed intervals
+    /// on the core's timer); default: as fast as the host lets the agent emit.
+    #[arg(long, value_name = "R")]
+    rate: Option<f64>,
+
+    /// Sessions S, each with K clients (`--clients`) and its own stream of M deltas.
+    #[arg(long, default_value_t = 1, value_name = "S")]
+    sessions: usize,
+
+    /// Memory mode: measure the server's RSS with N idle attached connections (one session)
+    /// minus its RSS with none, per connection, instead of streaming.
+    #[arg(long, value_name = "N")]
+    idle: Option<usize>,
+
+    /// Clients connecting and attaching at once during setup.
+    #[arg(long, default_value_t = 256)]
+    setup_concurrency: usize,
 
     /// The `agentwire` binary; default: the one next to this executable.
     #[arg(long, value_name = "PATH")]
@@ -72,8 +102,11 @@ struct Args {
 /// What one run measured.
 struct RunResult {
     runtime: String,
+    sessions: usize,
     clients: usize,
     deltas: u64,
+    /// Deltas per second per session (paced mode).
+    rate: Option<f64>,
     /// `session.event` notifications received by all clients during the turn.
     events: u64,
     /// From sending the prompt to the last client's `session.idle`.
@@ -82,6 +115,8 @@ struct RunResult {
     latencies: Vec<u64>,
     /// Peak resident set of the server process, in KiB (`VmHWM`).
     peak_rss_kib: Option<u64>,
+    /// CPU time (user + system) the server used from the prompts to the last `session.idle`.
+    server_cpu_secs: Option<f64>,
     /// Durable events of the turn (per `session.getMessages`) that some client did not get.
     durable_lost: u64,
     /// Clients that got every durable event of the turn, but not in the log's order.
@@ -93,6 +128,8 @@ struct RunResult {
     streaming_dropped: u64,
     /// `droppedCount` of the `events_dropped` warnings, summed over clients.
     drops_reported: u64,
+    /// `session.lifecycle` notifications the clients received during the turn.
+    lifecycle: u64,
 }
 
 /// What one client saw.
@@ -102,6 +139,8 @@ struct ClientStats {
     deltas: u64,
     /// `assistant.message_start` events received (streaming, so droppable like the deltas).
     starts: u64,
+    /// `session.lifecycle` notifications received during the turn (not counted in `events`).
+    lifecycle: u64,
     latencies: Vec<u64>,
     drops_reported: u64,
     durable_lost: u64,
@@ -128,9 +167,25 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    if args.deltas.contains(&0) || args.batch == 0 || args.clients.contains(&0) {
-        eprintln!("error: --deltas, --batch and every --clients value must be positive");
+    if args.deltas.contains(&0)
+        || args.batch == Some(0)
+        || args.clients.contains(&0)
+        || args.sessions == 0
+        || args.idle == Some(0)
+        || args.setup_concurrency == 0
+    {
+        eprintln!(
+            "error: --deltas, --batch, --sessions, --idle, --setup-concurrency and every --clients value must be positive"
+        );
         return ExitCode::from(2);
+    }
+    if args.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+        eprintln!("error: --rate must be a positive number of deltas per second");
+        return ExitCode::from(2);
+    }
+    // Thousands of connections need as many file descriptors (the server raises its own).
+    if let Some(Err(e)) = fd_limit::raise_to_hard_limit() {
+        eprintln!("warning: cannot raise the open-file limit: {e}");
     }
     if args.deltas.len() != 1 && args.deltas.len() != args.clients.len() {
         eprintln!("error: give one --deltas value, or one per --clients value");
@@ -147,14 +202,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    runtime.block_on(run_all(&args, &server))
+    match args.idle {
+        Some(n) => runtime.block_on(idle::run_all(&args, &server, n)),
+        None => runtime.block_on(run_all(&args, &server)),
+    }
 }
 
 async fn run_all(args: &Args, server: &Path) -> ExitCode {
-    println!(
-        "| runtime | K | M | events delivered/s | p50 | p99 | peak RSS | durable lost | streaming dropped |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("{}", report::HEADER);
+    println!("{}", report::SEPARATOR);
     let _ = std::io::stdout().flush();
     let mut ok = true;
     for rt in &args.runtimes {
@@ -167,15 +223,21 @@ async fn run_all(args: &Args, server: &Path) -> ExitCode {
                         // A silent drop: some client lost streaming events it was not told of.
                         ok = false;
                         eprintln!(
-                            "{rt} K={k} M={m}: {} streaming events dropped but {} reported",
-                            r.streaming_dropped, r.drops_reported
+                            "{rt} S={} K={k} M={m}: {} streaming events dropped but {} reported",
+                            args.sessions, r.streaming_dropped, r.drops_reported
                         );
                     }
                     println!("{}", row(&r));
+                    if r.lifecycle > 0 {
+                        eprintln!(
+                            "{rt} S={} K={k} M={m}: the clients also received {} session.lifecycle notifications during the turn",
+                            args.sessions, r.lifecycle
+                        );
+                    }
                 }
                 Err(e) => {
                     ok = false;
-                    println!("| {rt} | {k} | {m} | failed: {e} | | | | | |");
+                    println!("{}", report::failed_row(rt, args, k, m, &e));
                 }
             }
             let _ = std::io::stdout().flush();
@@ -195,8 +257,13 @@ fn now_ns() -> u64 {
         .unwrap_or(0)
 }
 
+/// Locks a mutex, ignoring poisoning (a panicked client task fails its run anyway).
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Starts the server, returns it with its port.
-async fn start_server(
+pub(crate) async fn start_server(
     server: &Path,
     runtime: &str,
     scenario: &Path,
@@ -240,13 +307,51 @@ async fn start_server(
     Ok((child, port))
 }
 
-/// `VmHWM` of a process, in KiB (Linux).
-fn peak_rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+/// Starts the server with a scenario file holding `scenario`.
+pub(crate) async fn start_with_scenario(
+    server: &Path,
+    runtime: &str,
+    scenario: &serde_json::Value,
+) -> Result<(Child, u16), String> {
+    let dir = std::env::temp_dir().join(format!(
+        "agentwire-load-{}-{}",
+        std::process::id(),
+        now_ns()
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("temp dir: {e}"))?;
+    let path = dir.join("scenario.json");
+    std::fs::write(&path, scenario.to_string()).map_err(|e| format!("scenario: {e}"))?;
+    let started = start_server(server, runtime, &path).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    started
+}
+
+/// The scenario of a run: one `stream` step of `m` deltas stamped with the emit time, in
+/// batches, paced with `--rate`.
+fn stream_scenario(args: &Args, m: u64) -> serde_json::Value {
+    let batch = args
+        .batch
+        .unwrap_or(if args.rate.is_some() { 1 } else { 10 });
+    let mut step = json!({"stream": m, "text": "{now_ns} ", "batch": batch});
+    if let Some(rate) = args.rate {
+        // `batch` deltas every `batch / rate` seconds.
+        let interval_us = ((batch as f64 * 1e6 / rate).round() as u64).max(1);
+        step["interval_us"] = json!(interval_us);
+    }
+    json!({"default": [step]})
+}
+
+/// A session id unique to this process and moment (UUID-shaped, as the SDKs make them).
+pub(crate) fn new_session_id(n: usize) -> String {
+    let nanos = now_ns();
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        (nanos >> 32) as u32,
+        (nanos >> 16) as u16,
+        n & 0xfff,
+        std::process::id() & 0xfff,
+        (nanos & 0xffff_ffff) << 16 | (n as u64 >> 12 & 0xffff)
+    )
 }
 
 async fn run_one(
@@ -256,45 +361,41 @@ async fn run_one(
     k: usize,
     m: u64,
 ) -> Result<RunResult, String> {
-    let dir = std::env::temp_dir().join(format!(
-        "agentwire-load-{}-{}",
-        std::process::id(),
-        now_ns()
-    ));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("temp dir: {e}"))?;
-    let scenario = dir.join("scenario.json");
-    let text = json!({"default": [{"stream": m, "text": "{now_ns} ", "batch": args.batch}]});
-    std::fs::write(&scenario, text.to_string()).map_err(|e| format!("scenario: {e}"))?;
-    let started = start_server(server, runtime, &scenario).await;
-    let _ = std::fs::remove_dir_all(&dir);
-    let (mut child, port) = started?;
+    let (mut child, port) = start_with_scenario(server, runtime, &stream_scenario(args, m)).await?;
     let pid = child.id();
-    let outcome =
-        tokio::time::timeout(Duration::from_secs(args.timeout_secs), drive(port, k, m)).await;
-    let peak = pid.and_then(peak_rss_kib);
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(args.timeout_secs),
+        drive(args, port, pid, k, m),
+    )
+    .await;
+    let peak = pid.and_then(procfs::peak_rss_kib);
     let _ = child.kill().await;
-    let (stats, sent_at) = match outcome {
+    let driven = match outcome {
         Ok(result) => result?,
         Err(_) => return Err(format!("timed out after {} s", args.timeout_secs)),
     };
+    let stats = &driven.stats;
     let last_idle = stats
         .iter()
         .filter_map(|s| s.idle_at)
         .max()
-        .unwrap_or(sent_at);
+        .unwrap_or(driven.sent_at);
     let mut latencies: Vec<u64> = Vec::with_capacity(stats.iter().map(|s| s.latencies.len()).sum());
-    for s in &stats {
+    for s in stats {
         latencies.extend_from_slice(&s.latencies);
     }
     latencies.sort_unstable();
     Ok(RunResult {
         runtime: runtime.to_owned(),
+        sessions: args.sessions,
         clients: k,
         deltas: m,
+        rate: args.rate,
         events: stats.iter().map(|s| s.events).sum(),
-        elapsed: last_idle.duration_since(sent_at),
+        elapsed: last_idle.duration_since(driven.sent_at),
         latencies,
         peak_rss_kib: peak,
+        server_cpu_secs: driven.server_cpu_secs,
         durable_lost: stats.iter().map(|s| s.durable_lost).sum(),
         durable_mismatch: stats.iter().filter(|s| s.durable_mismatch).count(),
         deltas_dropped: stats.iter().map(|s| m.saturating_sub(s.deltas)).sum(),
@@ -303,45 +404,75 @@ async fn run_one(
             .map(|s| (m + 1).saturating_sub(s.deltas + s.starts))
             .sum(),
         drops_reported: stats.iter().map(|s| s.drops_reported).sum(),
+        lifecycle: stats.iter().map(|s| s.lifecycle).sum(),
     })
 }
 
-/// Runs K clients against the server on `port`; returns their stats and when the prompt went
-/// out.
-async fn drive(port: u16, k: usize, deltas: u64) -> Result<(Vec<ClientStats>, Instant), String> {
-    let nanos = now_ns();
-    let session_id = format!(
-        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
-        (nanos >> 32) as u32,
-        (nanos >> 16) as u16,
-        (nanos >> 4) as u16 & 0xfff,
-        std::process::id() & 0xfff,
-        nanos & 0xffff_ffff_ffff
-    );
-    let prompt = format!("load {session_id}");
-    let (created_tx, created_rx) = watch::channel(false);
-    let created_tx = Arc::new(created_tx);
-    let attached = Arc::new(Barrier::new(k));
-    let (sent_tx, mut sent_rx) = watch::channel(None::<Instant>);
-    let sent_tx = Arc::new(sent_tx);
-    let mut tasks = Vec::with_capacity(k);
+/// What [`drive`] measured.
+struct Driven {
+    stats: Vec<ClientStats>,
+    /// When the first prompt went out.
+    sent_at: Instant,
+    server_cpu_secs: Option<f64>,
+}
+
+/// Runs S sessions of K clients against the server on `port` (process `pid`): returns their
+/// stats, when the first prompt went out and the server's CPU time from then to the last
+/// client's `session.idle`.
+async fn drive(
+    args: &Args,
+    port: u16,
+    pid: Option<u32>,
+    k: usize,
+    deltas: u64,
+) -> Result<Driven, String> {
+    let total = args.sessions * k;
+    let run = Arc::new(RunCtx {
+        port,
+        deltas,
+        attached: Barrier::new(total + 1),
+        go: watch::channel(false).0,
+        idled: Barrier::new(total + 1),
+        setup: Semaphore::new(args.setup_concurrency),
+    });
+    let sessions: Vec<Arc<SessionCtx>> = (0..args.sessions)
+        .map(|n| {
+            let session_id = new_session_id(n);
+            Arc::new(SessionCtx {
+                prompt: format!("load {session_id}"),
+                session_id,
+                created_tx: watch::channel(false).0,
+                sent_at: std::sync::Mutex::new(None),
+            })
+        })
+        .collect();
+    let mut tasks = Vec::with_capacity(total);
+    // Every session's creator first, so the others find their session when they attach.
     for idx in 0..k {
-        let ctx = ClientCtx {
-            idx,
-            port,
-            session_id: session_id.clone(),
-            prompt: prompt.clone(),
-            deltas,
-            created_tx: created_tx.clone(),
-            created_rx: created_rx.clone(),
-            attached: attached.clone(),
-            sent_tx: sent_tx.clone(),
-        };
-        tasks.push(tokio::spawn(async move {
-            client(ctx).await.map_err(|e| format!("client {idx}: {e}"))
-        }));
+        for session in &sessions {
+            let ctx = ClientCtx {
+                idx,
+                session: session.clone(),
+                run: run.clone(),
+            };
+            tasks.push(tokio::spawn(async move {
+                client(ctx).await.map_err(|e| format!("client {idx}: {e}"))
+            }));
+        }
     }
-    let mut stats = Vec::with_capacity(k);
+    let driver = {
+        let run = run.clone();
+        async move {
+            run.attached.wait().await;
+            let cpu_before = pid.and_then(procfs::cpu_seconds);
+            run.go.send_replace(true);
+            run.idled.wait().await;
+            let cpu_after = pid.and_then(procfs::cpu_seconds);
+            cpu_before.zip(cpu_after).map(|(a, b)| b - a)
+        }
+    };
+    let driver = tokio::spawn(driver);
+    let mut stats = Vec::with_capacity(total);
     let mut first_error = None;
     for task in tasks {
         match task.await {
@@ -355,8 +486,18 @@ async fn drive(port: u16, k: usize, deltas: u64) -> Result<(Vec<ClientStats>, In
         }
     }
     if let Some(e) = first_error {
+        driver.abort();
         return Err(e);
     }
-    let sent_at = (*sent_rx.borrow_and_update()).ok_or("the prompt was never sent")?;
-    Ok((stats, sent_at))
+    let server_cpu_secs = driver.await.map_err(|e| format!("driver task: {e}"))?;
+    let sent_at = sessions
+        .iter()
+        .filter_map(|s| *lock(&s.sent_at))
+        .min()
+        .ok_or("the prompt was never sent")?;
+    Ok(Driven {
+        stats,
+        sent_at,
+        server_cpu_secs,
+    })
 }

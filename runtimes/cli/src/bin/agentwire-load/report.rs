@@ -1,12 +1,40 @@
 //! The table the load generator prints: one markdown row per run.
 
-use crate::RunResult;
+use crate::{Args, RunResult};
+
+/// The table's header.
+pub(crate) const HEADER: &str = "| runtime | S | K | M | rate | events delivered/s | p50 | p99 | p99.9 | server CPU per event | peak RSS | durable lost | streaming dropped |";
+
+/// The line under the header.
+pub(crate) const SEPARATOR: &str =
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
+
+/// The pace column: deltas per second per session, or `max` (saturated).
+fn pace(rate: Option<f64>) -> String {
+    match rate {
+        Some(r) => format!("{r}/s"),
+        None => "max".to_owned(),
+    }
+}
+
+/// The row of a run that failed.
+pub(crate) fn failed_row(runtime: &str, args: &Args, k: usize, m: u64, error: &str) -> String {
+    format!(
+        "| {runtime} | {} | {k} | {m} | {} | failed: {error} | | | | | | | |",
+        args.sessions,
+        pace(args.rate)
+    )
+}
 
 pub(crate) fn row(r: &RunResult) -> String {
     let secs = r.elapsed.as_secs_f64().max(1e-9);
     let rate = r.events as f64 / secs;
     let rss = match r.peak_rss_kib {
         Some(kib) => format!("{:.1} MiB", kib as f64 / 1024.0),
+        None => "n/a".to_owned(),
+    };
+    let cpu = match r.server_cpu_secs {
+        Some(cpu) => format!("{:.2} µs ({cpu:.2} s)", cpu * 1e6 / r.events.max(1) as f64),
         None => "n/a".to_owned(),
     };
     let lost = if r.durable_mismatch > 0 {
@@ -17,7 +45,7 @@ pub(crate) fn row(r: &RunResult) -> String {
     } else {
         r.durable_lost.to_string()
     };
-    let total = r.deltas * r.clients as u64;
+    let total = r.deltas * (r.clients * r.sessions) as u64;
     let dropped = format!(
         "{} of {} ({:.1} %, {} reported)",
         r.deltas_dropped,
@@ -26,13 +54,17 @@ pub(crate) fn row(r: &RunResult) -> String {
         r.drops_reported
     );
     format!(
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
         r.runtime,
+        r.sessions,
         r.clients,
         r.deltas,
+        pace(r.rate),
         human_rate(rate),
         percentile(&r.latencies, 50.0),
         percentile(&r.latencies, 99.0),
+        percentile(&r.latencies, 99.9),
+        cpu,
         rss,
         lost,
         dropped
@@ -50,7 +82,7 @@ fn human_rate(rate: f64) -> String {
 }
 
 /// The `p`th percentile of sorted nanosecond samples, formatted.
-fn percentile(sorted: &[u64], p: f64) -> String {
+pub(crate) fn percentile(sorted: &[u64], p: f64) -> String {
     if sorted.is_empty() {
         return "n/a".to_owned();
     }
@@ -72,6 +104,7 @@ mod tests {
         let samples: Vec<u64> = (1..=100).map(|i| i * 1_000).collect();
         assert_eq!(percentile(&samples, 50.0), "50 µs");
         assert_eq!(percentile(&samples, 99.0), "99 µs");
+        assert_eq!(percentile(&samples, 99.9), "100 µs");
         assert_eq!(percentile(&[2_500_000], 99.0), "2.5 ms");
         assert_eq!(percentile(&[], 50.0), "n/a");
     }
