@@ -18,7 +18,7 @@
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use crate::host::{ConnId, Host};
+use crate::host::{AppRequest, ConnId, Host};
 use crate::jsonrpc::{code, ErrorObject};
 use crate::mcp::McpServerConfig;
 
@@ -94,7 +94,12 @@ pub(super) fn apps_request(
         } else {
             json!({"uri": required_str(&p, "uri")?})
         };
-        host.mcp_request_for_client(&session, &server, conn, id, method, &mcp_params)
+        let request = if method == "session.mcp.apps.callTool" {
+            AppRequest::CallTool
+        } else {
+            AppRequest::ReadResource
+        };
+        host.mcp_request_for_client(&session, &server, conn, id, method, request, &mcp_params)
             .map_err(|e| failed(method, e))
     });
     match started {

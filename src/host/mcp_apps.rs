@@ -22,6 +22,15 @@ pub(crate) struct AppToolCall {
     started: Timestamp,
 }
 
+/// What a client asks of an MCP App's server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AppRequest {
+    /// Call one of the server's tools (`tools/call`).
+    CallTool,
+    /// Read one of the server's resources (`resources/read`).
+    ReadResource,
+}
+
 impl Host {
     /// When `tool` of `server` has a `ui://` resource and MCP Apps are on, reads it and
     /// returns `true` (the call completes when it arrives); else `false`.
@@ -103,8 +112,10 @@ impl Host {
             .collect()
     }
 
-    /// Sends `method` to `session`'s server for `conn`'s request `id`, answered when the
-    /// server answers; an error when the server is not connected.
+    /// Sends `request` to `session`'s server for `conn`'s request `id` (the dialect's
+    /// `method`, for error wording), answered when the server answers; an error when the
+    /// server is not connected.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn mcp_request_for_client(
         &mut self,
         session: &str,
@@ -112,6 +123,7 @@ impl Host {
         conn: ConnId,
         id: &OwnedId,
         method: &'static str,
+        request: AppRequest,
         params: &Value,
     ) -> Result<(), String> {
         if !self.mcp_server_running(session, server) {
@@ -120,8 +132,8 @@ impl Host {
         let token = self.next_mcp_token;
         self.next_mcp_token += 1;
         let now = self.now;
-        let (mcp_method, app_tool) = match method {
-            "session.mcp.apps.callTool" => (
+        let (mcp_method, app_tool) = match request {
+            AppRequest::CallTool => (
                 "tools/call",
                 Some(Box::new(AppToolCall {
                     tool: params
@@ -133,7 +145,7 @@ impl Host {
                     started: now,
                 })),
             ),
-            _ => ("resources/read", None),
+            AppRequest::ReadResource => ("resources/read", None),
         };
         if let Some(state) = self.mcp_server(session, server) {
             state.calls.insert(

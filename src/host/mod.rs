@@ -77,6 +77,7 @@ pub use tool_ops::{FileReply, FileRequest};
 pub(crate) use bridge::{always_decision, command_ids, AnswerTo, Pending, PermissionPrompt};
 pub(crate) use canvas::{ActionParams, CanvasReply, CloseParams, OpenParams};
 pub(crate) use dialect::{DialectHandler, DialectId, ServerRequest, SessionChange};
+pub(crate) use mcp_apps::AppRequest;
 pub(crate) use policy::HistoryError;
 pub(crate) use remote_fs::{FsAnswer, FsPrimitive};
 pub(crate) use shell::{ProcessInfo, ProcessRefused};
