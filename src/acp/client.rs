@@ -63,8 +63,12 @@ impl ClientCaps {
             read_text_file: flag("/fs/readTextFile"),
             write_text_file: flag("/fs/writeTextFile"),
             terminal: flag("/terminal"),
-            elicitation_form: caps.pointer("/elicitation/form").is_some_and(Value::is_object),
-            elicitation_url: caps.pointer("/elicitation/url").is_some_and(Value::is_object),
+            elicitation_form: caps
+                .pointer("/elicitation/form")
+                .is_some_and(Value::is_object),
+            elicitation_url: caps
+                .pointer("/elicitation/url")
+                .is_some_and(Value::is_object),
         }
     }
 
