@@ -15,7 +15,9 @@
 //! resolves the elicitation (the first answer of any client wins; the other ACP clients get
 //! `$/cancel_request`), so an MCP server gets it as its `ElicitResult`. An error answer, a
 //! malformed one or no answer in time resolves it as `cancel`. A client that advertised no
-//! elicitation is never asked (and does not count as an elicitation provider).
+//! elicitation is never asked (and does not count as an elicitation provider); one that did
+//! not advertise the elicitation's mode is not asked it, and when no other client can answer
+//! it, the elicitation is resolved as `cancel` at once.
 
 use serde_json::{json, Value};
 
@@ -68,6 +70,11 @@ pub(crate) fn ask(host: &mut Host, conn: ConnId, session: &str, data: &Value) {
     }
     let (form, url) = (c.caps.elicitation_form, c.caps.elicitation_url);
     let Some(params) = params(session, data, form, url) else {
+        // This client cannot take it; if nobody else can either, it must not wait forever.
+        let mode = data.get("mode").and_then(Value::as_str).unwrap_or("form");
+        if !answerable(host, session, mode, conn) {
+            host.resolve_elicitation(session, request_id, &json!({"action": "cancel"}));
+        }
         return;
     };
     let call = OutCall::Elicitation {
@@ -87,6 +94,28 @@ pub(crate) fn ask(host: &mut Host, conn: ConnId, session: &str, data: &Value) {
     if let Some(c) = host.conn_state::<ConnState>(conn) {
         c.elicitations.insert(request_id.to_owned(), id);
     }
+}
+
+/// Whether a client of `session` other than `except` could answer an elicitation of `mode`:
+/// an interest in `elicitation.requested`, or an attached elicitation provider that is not
+/// an ACP client lacking the mode.
+fn answerable(host: &Host, session: &str, mode: &str, except: ConnId) -> bool {
+    if host.has_interest(session, "elicitation.requested") {
+        return true;
+    }
+    let Some(live) = host.session(session) else {
+        return false;
+    };
+    live.attached
+        .iter()
+        .filter(|(c, a)| **c != except && a.request_elicitation)
+        .any(|(c, _)| match host.conn_state_ref::<ConnState>(*c) {
+            Some(acp) => match mode {
+                "url" => acp.caps.elicitation_url,
+                _ => acp.caps.elicitation_form,
+            },
+            None => true,
+        })
 }
 
 /// `elicitation.completed`: withdraws our request for it, if still open.

@@ -83,3 +83,16 @@ fn an_error_answer_cancels_the_elicitation() {
     assert!(text.contains("cancel"), "{text:?}");
     assert!(!text.contains("Ada"), "{text:?}");
 }
+
+#[test]
+fn a_mode_nobody_advertised_is_cancelled_at_once() {
+    let mut w = World::new();
+    let (mut a, session) = w.ready(json!({"elicitation": {"url": {}}}));
+    let id = prompt(&mut w, &mut a, &session, "ask me");
+    assert!(
+        a.requests("elicitation/create").is_empty(),
+        "a form to a url-only client"
+    );
+    assert_eq!(a.response(id).unwrap()["result"]["stopReason"], "end_turn");
+    assert!(a.agent_text().contains("cancel"), "{:?}", a.agent_text());
+}
