@@ -27,6 +27,7 @@ use crate::host::{ConnId, Host};
 use crate::jsonrpc::{self, OwnedId};
 use crate::Timestamp;
 
+use super::elicitation::elicitation_answered;
 use super::permission::permission_answered;
 use super::ConnState;
 
@@ -48,6 +49,10 @@ pub struct ClientCaps {
     pub write_text_file: bool,
     /// `terminal`.
     pub terminal: bool,
+    /// `elicitation.form` (an object).
+    pub elicitation_form: bool,
+    /// `elicitation.url` (an object).
+    pub elicitation_url: bool,
 }
 
 impl ClientCaps {
@@ -58,6 +63,12 @@ impl ClientCaps {
             read_text_file: flag("/fs/readTextFile"),
             write_text_file: flag("/fs/writeTextFile"),
             terminal: flag("/terminal"),
+            elicitation_form: caps
+                .pointer("/elicitation/form")
+                .is_some_and(Value::is_object),
+            elicitation_url: caps
+                .pointer("/elicitation/url")
+                .is_some_and(Value::is_object),
         }
     }
 
@@ -90,6 +101,8 @@ pub(crate) enum OutCall {
     Op { tool_call_id: String, stage: Stage },
     /// `terminal/release` (its answer only ends the request).
     Release,
+    /// `elicitation/create` for the session's pending elicitation `request_id`.
+    Elicitation { session: String, request_id: String },
 }
 
 /// The step of a client operation.
@@ -229,6 +242,10 @@ fn finish_call(host: &mut Host, conn: ConnId, call: OutCall, outcome: Outcome) {
             stage,
         } => op_step(host, conn, &tool_call_id, stage, outcome),
         OutCall::Release => {}
+        OutCall::Elicitation {
+            session,
+            request_id,
+        } => elicitation_answered(host, conn, &session, &request_id, outcome),
     }
 }
 

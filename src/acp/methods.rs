@@ -67,12 +67,18 @@ pub(crate) fn session_not_found(session: &str) -> ErrorObject {
 }
 
 /// What an ACP connection declares when it attaches: it streams and answers permission
-/// prompts (every ACP client implements `session/request_permission`).
-fn attachment() -> Attachment {
+/// prompts (every ACP client implements `session/request_permission`), and elicitations
+/// when its client advertised `elicitation.form` or `elicitation.url`.
+fn attachment(host: &mut Host, conn: ConnId) -> Attachment {
+    let caps = host
+        .conn_state::<ConnState>(conn)
+        .map(|c| c.caps)
+        .unwrap_or_default();
     Attachment {
         streaming: true,
         include_sub_agent_streaming: true,
         request_permission: true,
+        request_elicitation: caps.elicitation_form || caps.elicitation_url,
         ..Attachment::default()
     }
 }
@@ -180,7 +186,8 @@ fn new_session(
     session.cwd = Some(p.cwd.clone());
     host.insert_session(session);
     // Attach silently: announcements follow `session.start`, as for the Copilot dialect.
-    host.attach_silently(&session_id, conn, attachment());
+    let attachment = attachment(host, conn);
+    host.attach_silently(&session_id, conn, attachment);
     host.after_response(AfterResponse::Emit {
         session: session_id.clone(),
         event_type: "session.start",
@@ -227,7 +234,8 @@ fn load_session(
     if replay {
         replay_history(host, conn, &p.session_id);
     }
-    host.attach(&p.session_id, conn, attachment());
+    let attachment = attachment(host, conn);
+    host.attach(&p.session_id, conn, attachment);
     host.set_last_session(&p.session_id);
     // Slash commands offered by other clients (not history: the current state).
     let commands = host.session(&p.session_id).map(|s| {

@@ -15,6 +15,9 @@
 //!   prompts denied without asking.
 //! * `client`: the client's capabilities ([`ClientCaps`]: `fs/*`, `terminal/*`) used by the
 //!   built-in tools of [`agent::builtin`](crate::agent::builtin).
+//! * `elicitation`: elicitations of the session (an MCP server's `elicitation/create`, a
+//!   client's `session.ui.elicitation`) → `elicitation/create` to clients that advertised
+//!   `elicitation.form` / `elicitation.url`; their answer resolves the elicitation.
 //! * `modes`: the session modes (`interactive`, `autopilot`) and config options (`mode`,
 //!   `model`).
 //!
@@ -42,6 +45,7 @@
 //! at start-up is the runtime's durable store.
 
 mod client;
+mod elicitation;
 mod methods;
 mod modes;
 mod params;
@@ -106,6 +110,8 @@ pub(crate) struct ConnState {
     pub(crate) streamed: BTreeSet<String>,
     /// Our open `session/request_permission` requests, by the host's request id.
     pub(crate) asks: BTreeMap<String, OwnedId>,
+    /// Our open `elicitation/create` requests, by the host's request id.
+    pub(crate) elicitations: BTreeMap<String, OwnedId>,
     /// Client operations of built-in tool calls, by tool call id.
     pub(crate) ops: BTreeMap<String, Op>,
     /// Responses ignored: `id: null` errors and unknown, late or duplicate ids.
@@ -413,6 +419,8 @@ fn after_event(host: &mut Host, conn: ConnId, session: &str, event_type: &str, d
         }
         "permission.completed" => prompt_decided(host, conn, field("requestId")),
         "tool.execution_complete" => tool_completed(host, conn, field("toolCallId")),
+        "elicitation.requested" => elicitation::ask(host, conn, session, data),
+        "elicitation.completed" => elicitation::decided(host, conn, field("requestId")),
         _ => {}
     }
 }

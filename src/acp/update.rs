@@ -69,6 +69,8 @@ pub(crate) fn is_relevant(event_type: &str) -> bool {
             | "session.title_changed"
             | "session.idle"
             | "session.error"
+            | "elicitation.requested"
+            | "elicitation.completed"
     )
 }
 

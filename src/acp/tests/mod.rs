@@ -10,6 +10,7 @@ use crate::host::{ConnId, Dialect, Host, HostConfig};
 use crate::Timestamp;
 
 mod client_ops;
+mod elicitation;
 mod model;
 mod permissions;
 mod prompts;
@@ -30,7 +31,10 @@ const SCENARIO: &str = r#"{
     {"match": "hook", "steps": [{"read_file": "a.txt", "permission": "hook"}, {"say": "after: {result}"}]},
     {"match": "slow", "steps": [{"say": "one"}, {"sleep_ms": 1000}, {"say": "two"},
                                 {"sleep_ms": 1000}, {"say": "three"}]},
-    {"match": "fail", "steps": [{"error": "the model is down"}]}
+    {"match": "fail", "steps": [{"error": "the model is down"}]},
+    {"match": "ask me", "steps": [{"ask": "Name?", "schema": {"type": "object",
+                                   "properties": {"name": {"type": "string"}}}},
+                                  {"say": "answer: {answer}"}]}
   ],
   "default": [{"say": "You said: {prompt}"}]
 }"#;

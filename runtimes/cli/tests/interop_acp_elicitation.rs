@@ -1,0 +1,228 @@
+//! The official ACP Rust SDK (`agent-client-protocol`) drives `agentwire --acp` (stdio) with
+//! the unmodified reference MCP server `@modelcontextprotocol/server-everything` (installed by
+//! `.ci/run`) in `session/new`'s `mcpServers`. A scenario step calls the server's
+//! `trigger-elicitation-request` tool: the server's `elicitation/create` reaches an ACP client
+//! that advertised `elicitation.form` as ACP's `elicitation/create`, and the client's answer is
+//! what the server gets; a client that advertised no elicitation is never asked.
+
+#[path = "../../../tests/support/mcp_servers.rs"]
+mod mcp_servers;
+
+use std::io;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    ClientCapabilities, ContentBlock, CreateElicitationRequest, CreateElicitationResponse,
+    ElicitationAcceptAction, ElicitationAction, ElicitationCapabilities,
+    ElicitationFormCapabilities, ElicitationMode, ElicitationScope, InitializeRequest, McpServer,
+    McpServerStdio, NewSessionRequest, PromptRequest, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
+    SessionNotification, SessionUpdate, StopReason, TextContent,
+};
+use agent_client_protocol::{Client, Lines};
+use futures::channel::mpsc;
+use futures::{SinkExt, StreamExt};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+const SCENARIO: &str = r#"{
+  "rules": [
+    { "match": "elicit", "steps": [ { "mcp": "everything/trigger-elicitation-request" },
+                                    { "say": "{result}" } ] }
+  ],
+  "default": [ { "say": "You said: {prompt}" } ]
+}"#;
+
+fn closed(_: mpsc::SendError) -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, "the agent's stdin is closed")
+}
+
+fn agent_text(updates: &[SessionNotification]) -> String {
+    updates
+        .iter()
+        .filter_map(|n| match &n.update {
+            SessionUpdate::AgentMessageChunk(chunk) => match &chunk.content {
+                ContentBlock::Text(t) => Some(t.text.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+/// What one run saw: the turn's stop reason, the agent's text, the session id and the
+/// elicitation requests the client got.
+struct Run {
+    stop: StopReason,
+    text: String,
+    session_id: String,
+    elicitations: Vec<CreateElicitationRequest>,
+}
+
+/// Runs one prompt that triggers the server's elicitation; the client advertises
+/// `elicitation.form` when `advertise` is set and answers with `accept` + a name.
+async fn elicit(advertise: bool) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("scenario.json");
+    std::fs::write(&scenario, SCENARIO).unwrap();
+    let pidfile = dir.path().join("mcp.pid");
+    let (command, args) = mcp_servers::everything_command(&pidfile);
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .args(["--acp", "--no-store", "--seed", "7", "--scenario"])
+        .arg(&scenario)
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn agentwire --acp");
+    let mut writer = child.stdin.take().unwrap();
+    let reader = child.stdout.take().unwrap();
+    let (out_tx, mut out_rx) = mpsc::unbounded::<String>();
+    tokio::spawn(async move {
+        while let Some(line) = out_rx.next().await {
+            let mut bytes = line.into_bytes();
+            bytes.push(b'\n');
+            if writer.write_all(&bytes).await.is_err() || writer.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    let (in_tx, in_rx) = mpsc::unbounded::<io::Result<String>>();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(reader).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if in_tx.unbounded_send(Ok(line)).is_err() {
+                break;
+            }
+        }
+    });
+    let transport = Lines::new(out_tx.sink_map_err(closed as fn(_) -> _), in_rx);
+    let updates: Arc<Mutex<Vec<SessionNotification>>> = Arc::default();
+    let elicitations: Arc<Mutex<Vec<CreateElicitationRequest>>> = Arc::default();
+    let on_update = updates.clone();
+    let on_elicitation = elicitations.clone();
+    let cwd = dir.path().to_path_buf();
+    let mut caps = ClientCapabilities::new();
+    if advertise {
+        caps = caps
+            .elicitation(ElicitationCapabilities::new().form(ElicitationFormCapabilities::new()));
+    }
+    let run = Client
+        .v1()
+        .on_receive_notification(
+            async move |n: SessionNotification, _cx| {
+                on_update.lock().unwrap().push(n);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |_request: RequestPermissionRequest, responder, _cx| {
+                responder.respond(RequestPermissionResponse::new(
+                    RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(
+                        "allow-once",
+                    )),
+                ))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: CreateElicitationRequest, responder, _cx| {
+                on_elicitation.lock().unwrap().push(request);
+                responder.respond(CreateElicitationResponse::new(ElicitationAction::Accept(
+                    ElicitationAcceptAction::new().content(
+                        [("name".to_owned(), "Ada Lovelace".into())]
+                            .into_iter()
+                            .collect::<std::collections::BTreeMap<_, _>>(),
+                    ),
+                )))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_with(transport, async |cx| {
+            cx.send_request(InitializeRequest::new(ProtocolVersion::V1).client_capabilities(caps))
+                .block_task()
+                .await?;
+            let server = McpServer::Stdio(McpServerStdio::new("everything", command).args(args));
+            let new = cx
+                .send_request(NewSessionRequest::new(cwd).mcp_servers(vec![server]))
+                .block_task()
+                .await?;
+            let prompt = vec![ContentBlock::Text(TextContent::new("elicit now"))];
+            let response = cx
+                .send_request(PromptRequest::new(new.session_id.clone(), prompt))
+                .block_task()
+                .await?;
+            Ok((response.stop_reason, new.session_id.to_string()))
+        });
+    let (stop, session_id) = tokio::time::timeout(LIMIT, run)
+        .await
+        .expect("the client finished in time")
+        .expect("no protocol error");
+    // The turn's last chunk is queued before the prompt's answer; give the reader a moment.
+    let mut text = String::new();
+    for _ in 0..200 {
+        text = agent_text(&updates.lock().unwrap());
+        if !text.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let _ = child.kill().await;
+    let _ = child.wait().await;
+    let elicitations = elicitations.lock().unwrap().clone();
+    Run {
+        stop,
+        text,
+        session_id,
+        elicitations,
+    }
+}
+
+#[tokio::test]
+async fn a_server_elicitation_reaches_an_acp_client_that_advertises_it_and_its_answer_returns() {
+    let run = elicit(true).await;
+    assert_eq!(run.stop, StopReason::EndTurn);
+    assert_eq!(run.elicitations.len(), 1, "the client was asked once");
+    let request = &run.elicitations[0];
+    assert!(
+        request.message.contains("Please provide inputs"),
+        "{:?}",
+        request.message
+    );
+    let ElicitationMode::Form(form) = &request.mode else {
+        panic!("a form elicitation: {:?}", request.mode);
+    };
+    let ElicitationScope::Session(scope) = &form.scope else {
+        panic!("scoped to the session: {:?}", form.scope);
+    };
+    assert_eq!(scope.session_id.to_string(), run.session_id);
+    assert!(
+        form.requested_schema.properties.contains_key("name"),
+        "the server's schema: {:?}",
+        form.requested_schema
+    );
+    assert!(
+        run.text.contains("Name: Ada Lovelace"),
+        "the server got the client's answer: {:?}",
+        run.text
+    );
+}
+
+#[tokio::test]
+async fn an_acp_client_that_does_not_advertise_elicitation_is_not_asked() {
+    let run = elicit(false).await;
+    assert_eq!(run.stop, StopReason::EndTurn);
+    assert!(run.elicitations.is_empty(), "never asked");
+    assert!(
+        !run.text.contains("Ada Lovelace"),
+        "nobody answered for it: {:?}",
+        run.text
+    );
+}
