@@ -8,7 +8,9 @@
 #[path = "../../../tests/support/mcp_servers.rs"]
 mod mcp_servers;
 
-use std::io;
+#[path = "support/acp_stdio.rs"]
+mod acp_stdio;
+
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,10 +24,7 @@ use agent_client_protocol::v1::schema::{
     RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
     SessionNotification, SessionUpdate, StopReason, TextContent,
 };
-use agent_client_protocol::{Client, Lines};
-use futures::channel::mpsc;
-use futures::{SinkExt, StreamExt};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use agent_client_protocol::Client;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -36,10 +35,6 @@ const SCENARIO: &str = r#"{
   ],
   "default": [ { "say": "You said: {prompt}" } ]
 }"#;
-
-fn closed(_: mpsc::SendError) -> io::Error {
-    io::Error::new(io::ErrorKind::BrokenPipe, "the agent's stdin is closed")
-}
 
 fn agent_text(updates: &[SessionNotification]) -> String {
     updates
@@ -81,28 +76,7 @@ async fn elicit(advertise: bool) -> Run {
         .kill_on_drop(true)
         .spawn()
         .expect("spawn agentwire --acp");
-    let mut writer = child.stdin.take().unwrap();
-    let reader = child.stdout.take().unwrap();
-    let (out_tx, mut out_rx) = mpsc::unbounded::<String>();
-    tokio::spawn(async move {
-        while let Some(line) = out_rx.next().await {
-            let mut bytes = line.into_bytes();
-            bytes.push(b'\n');
-            if writer.write_all(&bytes).await.is_err() || writer.flush().await.is_err() {
-                break;
-            }
-        }
-    });
-    let (in_tx, in_rx) = mpsc::unbounded::<io::Result<String>>();
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(reader).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if in_tx.unbounded_send(Ok(line)).is_err() {
-                break;
-            }
-        }
-    });
-    let transport = Lines::new(out_tx.sink_map_err(closed as fn(_) -> _), in_rx);
+    let transport = acp_stdio::lines(&mut child);
     let updates: Arc<Mutex<Vec<SessionNotification>>> = Arc::default();
     let elicitations: Arc<Mutex<Vec<CreateElicitationRequest>>> = Arc::default();
     let on_update = updates.clone();

@@ -6,7 +6,9 @@
 #[path = "../../../tests/support/fake_model.rs"]
 mod fake_model;
 
-use std::io;
+#[path = "support/acp_stdio.rs"]
+mod acp_stdio;
+
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,17 +18,10 @@ use agent_client_protocol::v1::schema::{
     ContentBlock, InitializeRequest, NewSessionRequest, PromptRequest, SessionNotification,
     SessionUpdate, StopReason, TextContent,
 };
-use agent_client_protocol::{Client, Lines};
+use agent_client_protocol::Client;
 use fake_model::{FakeMode, FakeModel};
-use futures::channel::mpsc;
-use futures::{SinkExt, StreamExt};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-fn closed(_: mpsc::SendError) -> io::Error {
-    io::Error::new(io::ErrorKind::BrokenPipe, "the agent's stdin is closed")
-}
 
 #[tokio::test]
 async fn a_server_default_model_answers_an_acp_prompt() {
@@ -50,29 +45,7 @@ async fn a_server_default_model_answers_an_acp_prompt() {
         .kill_on_drop(true)
         .spawn()
         .expect("spawn agentwire --acp");
-    let mut writer = child.stdin.take().unwrap();
-    let reader = child.stdout.take().unwrap();
-    let (out_tx, mut out_rx) = mpsc::unbounded::<String>();
-    tokio::spawn(async move {
-        while let Some(line) = out_rx.next().await {
-            let mut bytes = line.into_bytes();
-            bytes.push(b'\n');
-            if writer.write_all(&bytes).await.is_err() || writer.flush().await.is_err() {
-                break;
-            }
-        }
-    });
-    let (in_tx, in_rx) = mpsc::unbounded::<io::Result<String>>();
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(reader).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if in_tx.unbounded_send(Ok(line)).is_err() {
-                break;
-            }
-        }
-    });
-    let sink = out_tx.sink_map_err(closed as fn(_) -> _);
-    let transport = Lines::new(sink, in_rx);
+    let transport = acp_stdio::lines(&mut child);
     let updates: Arc<Mutex<Vec<SessionNotification>>> = Arc::default();
     let on_update = updates.clone();
     let cwd = dir.path().to_path_buf();

@@ -1,0 +1,47 @@
+//! The official ACP SDK's line transport over the stdin and stdout of a spawned
+//! `agentwire --acp` (one JSON-RPC message per line, as the ACP dialect frames them).
+
+use std::io;
+
+use agent_client_protocol::Lines;
+use futures::channel::mpsc;
+use futures::sink::SinkMapErr;
+use futures::{SinkExt, StreamExt};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// What [`lines`] returns: the SDK's transport over the child's pipes.
+pub type StdioLines = Lines<
+    SinkMapErr<mpsc::UnboundedSender<String>, fn(mpsc::SendError) -> io::Error>,
+    mpsc::UnboundedReceiver<io::Result<String>>,
+>;
+
+fn closed(_: mpsc::SendError) -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, "the agent's stdin is closed")
+}
+
+/// Takes `child`'s stdin and stdout (both must be piped) and connects them to the SDK: each
+/// line the client sends is written and flushed, each line the agent writes is read.
+pub fn lines(child: &mut tokio::process::Child) -> StdioLines {
+    let mut writer = child.stdin.take().expect("the agent's stdin is piped");
+    let reader = child.stdout.take().expect("the agent's stdout is piped");
+    let (out_tx, mut out_rx) = mpsc::unbounded::<String>();
+    tokio::spawn(async move {
+        while let Some(line) = out_rx.next().await {
+            let mut bytes = line.into_bytes();
+            bytes.push(b'\n');
+            if writer.write_all(&bytes).await.is_err() || writer.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    let (in_tx, in_rx) = mpsc::unbounded::<io::Result<String>>();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(reader).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if in_tx.unbounded_send(Ok(line)).is_err() {
+                break;
+            }
+        }
+    });
+    Lines::new(out_tx.sink_map_err(closed as fn(_) -> _), in_rx)
+}
