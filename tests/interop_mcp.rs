@@ -846,9 +846,23 @@ async fn mcp_apps_ui_resources_and_app_tool_calls_reach_the_server() {
             let client = client.clone();
             async move { within(method, client.call(method, Some(params))).await }
         };
+        // An app may reach only its own server (SEP-1865): `originServerName` is required
+        // and must name the server called.
+        for params in [
+            serde_json::json!({"sessionId": id, "serverName": "fast"}),
+            serde_json::json!({"sessionId": id, "serverName": "fast", "originServerName": "other"}),
+        ] {
+            let refused = call("session.mcp.apps.listTools", params.clone()).await;
+            assert!(refused.is_err(), "{params} was answered: {refused:?}");
+            let mut call_params = params;
+            call_params["toolName"] = serde_json::json!("add");
+            call_params["arguments"] = serde_json::json!({"a": 1, "b": 2});
+            let refused = call("session.mcp.apps.callTool", call_params.clone()).await;
+            assert!(refused.is_err(), "{call_params} was answered: {refused:?}");
+        }
         let tools = call(
             "session.mcp.apps.listTools",
-            serde_json::json!({"sessionId": id, "serverName": "fast"}),
+            serde_json::json!({"sessionId": id, "serverName": "fast", "originServerName": "fast"}),
         )
         .await
         .unwrap();
@@ -867,8 +881,8 @@ async fn mcp_apps_ui_resources_and_app_tool_calls_reach_the_server() {
             .contains("<html>"));
         let called = call(
             "session.mcp.apps.callTool",
-            serde_json::json!({"sessionId": id, "serverName": "fast", "toolName": "add",
-                               "arguments": {"a": 1, "b": 2}}),
+            serde_json::json!({"sessionId": id, "serverName": "fast", "originServerName": "fast",
+                               "toolName": "add", "arguments": {"a": 1, "b": 2}}),
         )
         .await
         .unwrap();

@@ -88,6 +88,9 @@ pub(super) fn apps_request(
         let session = session_id(&p)?;
         known(host, method, &session)?;
         let server = required_str(&p, "serverName")?.to_owned();
+        if method == "session.mcp.apps.callTool" {
+            same_origin(method, &p, &server)?;
+        }
         let mcp_params = if method == "session.mcp.apps.callTool" {
             json!({"name": required_str(&p, "toolName")?,
                    "arguments": p.get("arguments").cloned().unwrap_or(json!({}))})
@@ -159,6 +162,23 @@ pub(super) fn session_configs(
     Ok(all)
 }
 
+/// SEP-1865: an app may call only the server whose `ui://` view it is, so `originServerName`
+/// is required and must equal `serverName`.
+fn same_origin(method: &str, p: &Value, server: &str) -> Result<(), ErrorObject> {
+    let origin = required_str(p, "originServerName")?;
+    if origin == server {
+        Ok(())
+    } else {
+        Err(failed(
+            method,
+            format!(
+                "an app of MCP server '{origin}' may not reach MCP server '{server}' \
+                 (originServerName must equal serverName)"
+            ),
+        ))
+    }
+}
+
 /// One configuration from a method's `config`, checked against `conn`'s right to spawn.
 fn parse_config(
     host: &Host,
@@ -193,6 +213,7 @@ fn session_method(host: &mut Host, conn: ConnId, method: &str, session: &str, p:
         }
         "session.mcp.apps.listTools" => {
             let name = server()?;
+            same_origin(method, p, name)?;
             if !host.mcp_server_running(session, name) {
                 return Err(failed(
                     method,
