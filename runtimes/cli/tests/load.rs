@@ -123,3 +123,45 @@ fn load_generator_reports_a_missing_server_binary() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not found"));
 }
+
+#[test]
+fn model_mode_streams_a_fake_endpoints_deltas_beside_the_scripted_stream() {
+    let (_, stdout) = load(&[
+        "--clients",
+        "2",
+        "--deltas",
+        "30",
+        "--model-deltas",
+        "40",
+        "--batch",
+        "5",
+    ]);
+    let rows: Vec<Vec<String>> = stdout
+        .lines()
+        .filter(|l| l.starts_with("| tokio |"))
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_owned())
+                .collect()
+        })
+        .collect();
+    assert_eq!(rows.len(), 2, "a scripted and a model row:\n{stdout}");
+    let (scripted, model) = (&rows[0], &rows[1]);
+    assert_eq!(&scripted[..4], ["tokio", "1", "2", "30"], "{stdout}");
+    assert_eq!(scripted[13], "scripted agent", "{stdout}");
+    assert_eq!(&model[..4], ["tokio", "1", "2", "40"], "{stdout}");
+    assert_eq!(model[13], "model (fake endpoint)", "{stdout}");
+    for (i, name) in [(6, "p50"), (7, "p99")] {
+        // Every model delta carried the endpoint's stamp to both clients.
+        assert!(
+            model[i].ends_with("µs") || model[i].ends_with("ms"),
+            "{name}: {stdout}"
+        );
+    }
+    assert_eq!(model[11], "0", "durable events lost: {stdout}");
+    assert_eq!(
+        model[12], "0 of 80 (0.0 %, 0 reported)",
+        "model deltas dropped: {stdout}"
+    );
+}

@@ -212,6 +212,13 @@ fn is_delta(body: &[u8]) -> bool {
         .is_some()
 }
 
+/// Whether `body` is an `assistant.streaming_delta` event (the model agent's size report).
+fn is_size_delta(body: &[u8]) -> bool {
+    finder!(b"\"type\":\"assistant.streaming_delta\"")
+        .find(body)
+        .is_some()
+}
+
 /// Whether `body` is an `assistant.message_start` event.
 fn is_message_start(body: &[u8]) -> bool {
     finder!(b"\"type\":\"assistant.message_start\"")
@@ -354,6 +361,11 @@ pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
             if let Some(emitted) = delta_stamp(body) {
                 stats.latencies.push(received.saturating_sub(emitted));
             }
+            continue;
+        }
+        if is_size_delta(body) {
+            stats.events += 1;
+            stats.size_deltas += 1;
             continue;
         }
         if is_message_start(body) {

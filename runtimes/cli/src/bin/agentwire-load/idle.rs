@@ -78,7 +78,7 @@ async fn run_one(
     n: usize,
 ) -> Result<IdleResult, String> {
     let scenario = json!({"default": [{"say": "idle"}]});
-    let (mut child, port) = start_with_scenario(server, runtime, &scenario).await?;
+    let (mut child, port) = start_with_scenario(server, runtime, &scenario, &[]).await?;
     let pid = child.id().ok_or("the server has no pid")?;
     let settle = Duration::from_millis(500);
     tokio::time::sleep(settle).await;

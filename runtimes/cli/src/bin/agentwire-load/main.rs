@@ -14,6 +14,11 @@
 //!
 //! Saturated by default (the agent emits as fast as the host lets it); with `--rate R` every
 //! session's stream is paced at R deltas per second by a timer of the core (a model's pace).
+//! With `--model-deltas M` every K also gets a second run whose deltas come from a model: the
+//! server is pointed (`--model-base-url`) at a fake OpenAI-compatible endpoint of this process
+//! that streams M `chat.completion.chunk` deltas per response, each stamped with the time the
+//! endpoint wrote it, so the latency covers the whole model path (HTTP, SSE decoding, chunk
+//! parsing, the model agent) as well as the fan-out.
 //! With `--idle N` it measures memory instead: the server's RSS with N idle attached
 //! connections minus its RSS with none.
 //!
@@ -22,6 +27,7 @@
 //! (a silent drop).
 
 mod client;
+mod fake_model;
 #[path = "../../fd_limit.rs"]
 mod fd_limit;
 mod idle;
@@ -72,6 +78,12 @@ struct Args {
     #[arg(long, value_name = "R")]
     rate: Option<f64>,
 
+    /// Also stream from a fake model endpoint: after each scripted run, a run whose M deltas
+    /// (one value for every K, or one per `--clients` value) are a model's streamed
+    /// `chat.completion.chunk`s (saturated; `--batch` chunks per write of the endpoint).
+    #[arg(long, value_delimiter = ',', value_name = "M")]
+    model_deltas: Vec<u64>,
+
     /// Sessions S, each with K clients (`--clients`) and its own stream of M deltas.
     #[arg(long, default_value_t = 1, value_name = "S")]
     sessions: usize,
@@ -99,9 +111,19 @@ struct Args {
     client_threads: usize,
 }
 
+/// Where a run's deltas come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    /// The scripted agent's `stream` step.
+    Scripted,
+    /// A fake model endpoint, through the model agent.
+    Model,
+}
+
 /// What one run measured.
 struct RunResult {
     runtime: String,
+    source: Source,
     sessions: usize,
     clients: usize,
     deltas: u64,
@@ -139,6 +161,9 @@ struct ClientStats {
     deltas: u64,
     /// `assistant.message_start` events received (streaming, so droppable like the deltas).
     starts: u64,
+    /// `assistant.streaming_delta` events received (the model agent's size report, one per
+    /// delta; streaming too).
+    size_deltas: u64,
     /// `session.lifecycle` notifications received during the turn (not counted in `events`).
     lifecycle: u64,
     latencies: Vec<u64>,
@@ -168,6 +193,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     if args.deltas.contains(&0)
+        || args.model_deltas.contains(&0)
         || args.batch == Some(0)
         || args.clients.contains(&0)
         || args.sessions == 0
@@ -189,6 +215,14 @@ fn main() -> ExitCode {
     }
     if args.deltas.len() != 1 && args.deltas.len() != args.clients.len() {
         eprintln!("error: give one --deltas value, or one per --clients value");
+        return ExitCode::from(2);
+    }
+    if args.model_deltas.len() > 1 && args.model_deltas.len() != args.clients.len() {
+        eprintln!("error: give one --model-deltas value, or one per --clients value");
+        return ExitCode::from(2);
+    }
+    if !args.model_deltas.is_empty() && args.rate.is_some() {
+        eprintln!("error: --model-deltas runs are saturated (not with --rate)");
         return ExitCode::from(2);
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -215,32 +249,43 @@ async fn run_all(args: &Args, server: &Path) -> ExitCode {
     let mut ok = true;
     for rt in &args.runtimes {
         for (i, &k) in args.clients.iter().enumerate() {
-            let m = args.deltas.get(i).copied().unwrap_or(args.deltas[0]);
-            match run_one(args, server, rt, k, m).await {
-                Ok(r) => {
-                    ok &= r.durable_lost == 0 && r.durable_mismatch == 0;
-                    if r.streaming_dropped != r.drops_reported {
-                        // A silent drop: some client lost streaming events it was not told of.
-                        ok = false;
-                        eprintln!(
+            let mut runs = vec![(
+                Source::Scripted,
+                args.deltas.get(i).copied().unwrap_or(args.deltas[0]),
+            )];
+            if let Some(&first) = args.model_deltas.first() {
+                runs.push((
+                    Source::Model,
+                    args.model_deltas.get(i).copied().unwrap_or(first),
+                ));
+            }
+            for (source, m) in runs {
+                match run_one(args, server, rt, k, m, source).await {
+                    Ok(r) => {
+                        ok &= r.durable_lost == 0 && r.durable_mismatch == 0;
+                        if r.streaming_dropped != r.drops_reported {
+                            // A silent drop: some client lost streaming events it was not told of.
+                            ok = false;
+                            eprintln!(
                             "{rt} S={} K={k} M={m}: {} streaming events dropped but {} reported",
                             args.sessions, r.streaming_dropped, r.drops_reported
                         );
-                    }
-                    println!("{}", row(&r));
-                    if r.lifecycle > 0 {
-                        eprintln!(
+                        }
+                        println!("{}", row(&r));
+                        if r.lifecycle > 0 {
+                            eprintln!(
                             "{rt} S={} K={k} M={m}: the clients also received {} session.lifecycle notifications during the turn",
                             args.sessions, r.lifecycle
                         );
+                        }
+                    }
+                    Err(e) => {
+                        ok = false;
+                        println!("{}", report::failed_row(rt, args, k, m, source, &e));
                     }
                 }
-                Err(e) => {
-                    ok = false;
-                    println!("{}", report::failed_row(rt, args, k, m, &e));
-                }
+                let _ = std::io::stdout().flush();
             }
-            let _ = std::io::stdout().flush();
         }
     }
     if ok {
@@ -262,11 +307,12 @@ pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Starts the server, returns it with its port.
+/// Starts the server (with `extra` arguments), returns it with its port.
 pub(crate) async fn start_server(
     server: &Path,
     runtime: &str,
     scenario: &Path,
+    extra: &[String],
 ) -> Result<(Child, u16), String> {
     let mut cmd = Command::new(server);
     cmd.args([
@@ -278,6 +324,7 @@ pub(crate) async fn start_server(
         "--scenario",
     ])
     .arg(scenario)
+    .args(extra)
     .stdin(Stdio::null())
     .stdout(Stdio::piped())
     .stderr(Stdio::inherit())
@@ -307,11 +354,12 @@ pub(crate) async fn start_server(
     Ok((child, port))
 }
 
-/// Starts the server with a scenario file holding `scenario`.
+/// Starts the server with a scenario file holding `scenario` (and `extra` arguments).
 pub(crate) async fn start_with_scenario(
     server: &Path,
     runtime: &str,
     scenario: &serde_json::Value,
+    extra: &[String],
 ) -> Result<(Child, u16), String> {
     let dir = std::env::temp_dir().join(format!(
         "agentwire-load-{}-{}",
@@ -321,7 +369,7 @@ pub(crate) async fn start_with_scenario(
     std::fs::create_dir_all(&dir).map_err(|e| format!("temp dir: {e}"))?;
     let path = dir.join("scenario.json");
     std::fs::write(&path, scenario.to_string()).map_err(|e| format!("scenario: {e}"))?;
-    let started = start_server(server, runtime, &path).await;
+    let started = start_server(server, runtime, &path, extra).await;
     let _ = std::fs::remove_dir_all(&dir);
     started
 }
@@ -360,8 +408,23 @@ async fn run_one(
     runtime: &str,
     k: usize,
     m: u64,
+    source: Source,
 ) -> Result<RunResult, String> {
-    let (mut child, port) = start_with_scenario(server, runtime, &stream_scenario(args, m)).await?;
+    let mut extra = Vec::new();
+    if source == Source::Model {
+        let model = fake_model::FakeModel::start(m, args.batch.unwrap_or(10))?;
+        extra = [
+            "--model-base-url",
+            &model.base_url,
+            "--model",
+            "fake-model",
+            "--no-builtin-tools",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+    }
+    let (mut child, port) =
+        start_with_scenario(server, runtime, &stream_scenario(args, m), &extra).await?;
     let pid = child.id();
     let outcome = tokio::time::timeout(
         Duration::from_secs(args.timeout_secs),
@@ -385,8 +448,12 @@ async fn run_one(
         latencies.extend_from_slice(&s.latencies);
     }
     latencies.sort_unstable();
+    // Streaming events per client: the message's `assistant.message_start`, each delta, and
+    // with a model one `assistant.streaming_delta` per delta.
+    let streaming_per_client = m + 1 + if source == Source::Model { m } else { 0 };
     Ok(RunResult {
         runtime: runtime.to_owned(),
+        source,
         sessions: args.sessions,
         clients: k,
         deltas: m,
@@ -401,7 +468,7 @@ async fn run_one(
         deltas_dropped: stats.iter().map(|s| m.saturating_sub(s.deltas)).sum(),
         streaming_dropped: stats
             .iter()
-            .map(|s| (m + 1).saturating_sub(s.deltas + s.starts))
+            .map(|s| streaming_per_client.saturating_sub(s.deltas + s.starts + s.size_deltas))
             .sum(),
         drops_reported: stats.iter().map(|s| s.drops_reported).sum(),
         lifecycle: stats.iter().map(|s| s.lifecycle).sum(),

@@ -1,13 +1,13 @@
 //! The table the load generator prints: one markdown row per run.
 
-use crate::{Args, RunResult};
+use crate::{Args, RunResult, Source};
 
 /// The table's header.
-pub(crate) const HEADER: &str = "| runtime | S | K | M | rate | events delivered/s | p50 | p99 | p99.9 | server CPU per event | peak RSS | durable lost | streaming dropped |";
+pub(crate) const HEADER: &str = "| runtime | S | K | M | rate | events delivered/s | p50 | p99 | p99.9 | server CPU per event | peak RSS | durable lost | streaming dropped | deltas from |";
 
 /// The line under the header.
 pub(crate) const SEPARATOR: &str =
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|";
 
 /// The pace column: deltas per second per session, or `max` (saturated).
 fn pace(rate: Option<f64>) -> String {
@@ -17,12 +17,28 @@ fn pace(rate: Option<f64>) -> String {
     }
 }
 
+/// The source column.
+fn source(source: Source) -> &'static str {
+    match source {
+        Source::Scripted => "scripted agent",
+        Source::Model => "model (fake endpoint)",
+    }
+}
+
 /// The row of a run that failed.
-pub(crate) fn failed_row(runtime: &str, args: &Args, k: usize, m: u64, error: &str) -> String {
+pub(crate) fn failed_row(
+    runtime: &str,
+    args: &Args,
+    k: usize,
+    m: u64,
+    from: Source,
+    error: &str,
+) -> String {
     format!(
-        "| {runtime} | {} | {k} | {m} | {} | failed: {error} | | | | | | | |",
+        "| {runtime} | {} | {k} | {m} | {} | failed: {error} | | | | | | | | {} |",
         args.sessions,
-        pace(args.rate)
+        pace(args.rate),
+        source(from)
     )
 }
 
@@ -54,7 +70,7 @@ pub(crate) fn row(r: &RunResult) -> String {
         r.drops_reported
     );
     format!(
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
         r.runtime,
         r.sessions,
         r.clients,
@@ -67,7 +83,8 @@ pub(crate) fn row(r: &RunResult) -> String {
         cpu,
         rss,
         lost,
-        dropped
+        dropped,
+        source(r.source)
     )
 }
 
