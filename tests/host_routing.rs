@@ -540,3 +540,77 @@ fn drops_are_reported_before_session_idle_even_when_the_reader_never_caught_up()
         .count() as u64;
     assert_eq!(after, 0, "nothing is left to report after session.idle");
 }
+
+/// Two readers of one streamed turn under outbox budget `budget`, neither reading until the
+/// turn has ended: for each, the streamed frames it received (`assistant.message_start` and
+/// the deltas) plus the drops reported to it before its `session.idle`.
+fn deltas_accounted_before_idle(budget: usize, words: usize) -> Vec<u64> {
+    let text: Vec<String> = (0..words).map(|i| format!("w{i}")).collect();
+    let scenario = Scenario::from_json(&format!(
+        r#"{{"default":[{{"say":"{}"}}]}}"#,
+        text.join(" ")
+    ))
+    .unwrap();
+    let config = HostConfig::with_scenario(scenario).with_outbox_budget_bytes(budget);
+    let mut w = World::new(config);
+    let mut a = w.connect();
+    let mut b = w.connect();
+    create(&mut w, &mut a, "s", json!({"streaming": true}));
+    w.call(
+        &mut b,
+        &mut [&mut a],
+        "session.resume",
+        json!({"sessionId":"s","streaming":true}),
+    );
+    w.stalled.insert(b.conn);
+    w.call(
+        &mut a,
+        &mut [],
+        "session.send",
+        json!({"sessionId":"s","prompt":"go"}),
+    );
+    w.run_timers(&mut [&mut a]);
+    w.resume_reading(b.conn);
+    w.pump(&mut [&mut b]);
+    [&a, &b]
+        .iter()
+        .map(|p| {
+            let events = p.events("s");
+            let idle = events
+                .iter()
+                .position(|e| e["type"] == "session.idle")
+                .unwrap_or_else(|| {
+                    panic!(
+                        "budget {budget}: no session.idle in {:?}; last: {:?}",
+                        p.types("s"),
+                        p.inbox.iter().rev().take(3).collect::<Vec<_>>()
+                    )
+                });
+            events[..idle]
+                .iter()
+                .map(|e| match e["type"].as_str() {
+                    // The streamed frames: `assistant.message_start` and each delta.
+                    Some(t) if t.starts_with("assistant.message_") => 1,
+                    Some("session.warning") if e["data"]["warningType"] == "events_dropped" => {
+                        e["data"]["droppedCount"].as_u64().unwrap()
+                    }
+                    _ => 0,
+                })
+                .sum()
+        })
+        .collect()
+}
+
+#[test]
+fn a_drop_made_to_fit_the_turns_last_events_is_reported_before_session_idle() {
+    // Budgets around the size of the turn: for some, a reader's queue is full to within a few
+    // bytes when the turn's last durable events arrive, so making room for them (session.idle
+    // included) drops deltas that must still be reported before session.idle.
+    for budget in (9_000..13_000).step_by(17) {
+        assert_eq!(
+            deltas_accounted_before_idle(budget, 400),
+            [401, 401],
+            "budget {budget}: each reader's deltas plus its reported drops"
+        );
+    }
+}

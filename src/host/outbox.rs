@@ -364,6 +364,11 @@ impl Outbox {
         self.queued_bytes
     }
 
+    /// Whether `need` more bytes fit without dropping anything.
+    pub fn fits(&self, need: usize) -> bool {
+        self.queued_bytes + need <= self.budget
+    }
+
     /// Frames dropped so far because the reader fell behind.
     pub fn dropped_total(&self) -> u64 {
         self.dropped

@@ -228,16 +228,28 @@ impl Host {
             // Drops are remembered per session when a streaming frame is refused; drops made
             // to fit a response (no session) are reported in the session at hand.
             let other_session = c.drop_session.as_deref().is_some_and(|s| s != session_id);
-            if c.closing || other_session || c.outbox.unreported_drops() == 0 {
+            let unreported = c.outbox.unreported_drops();
+            // An empty queue has nothing to drop: the fan-out fast path stops here.
+            if c.closing || other_session || (unreported == 0 && c.outbox.queued_bytes() == 0) {
                 continue;
             }
-            // Measured only when some reader lags (rare), never on the fan-out fast path.
+            // Measured only when some reader has a backlog, once per event.
             let len = *event_len.get_or_insert_with(|| {
                 serde_json::to_vec(data).map_or(0, |v| v.len()) + ENVELOPE_ROOM
             });
+            // A reader with nothing unreported is told only if making room for this event
+            // drops something (otherwise that drop would be reported after the event, which
+            // may be its `session.idle`).
+            if unreported == 0 && c.outbox.fits(len + REPORT_ROOM) {
+                continue;
+            }
             c.outbox.make_room(len + REPORT_ROOM, shared);
+            let dropped = c.outbox.take_unreported_drops();
+            if dropped == 0 {
+                continue;
+            }
             c.drop_session = None;
-            lagging.push((*conn, c.outbox.take_unreported_drops()));
+            lagging.push((*conn, dropped));
         }
         for (conn, dropped) in lagging {
             self.report_drops(conn, session_id, dropped);
