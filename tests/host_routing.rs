@@ -198,25 +198,7 @@ fn a_stalled_reader_loses_only_streaming_events_then_is_closed_with_a_reason() {
     let steps = [segment; 6].join(",");
     let scenario = Scenario::from_json(&format!(r#"{{"default":[{steps}]}}"#)).unwrap();
     let budget = 16 * 1024;
-    let config = HostConfig::with_scenario(scenario).with_outbox_budget_bytes(budget);
-    let mut w = World::new(config);
-    let mut fast = w.connect();
-    let mut slow = w.connect();
-    create(&mut w, &mut fast, "s", json!({"streaming": true}));
-    w.call(
-        &mut slow,
-        &mut [&mut fast],
-        "session.resume",
-        json!({"sessionId":"s","streaming":true}),
-    );
-    w.stalled.insert(slow.conn);
-    w.call(
-        &mut fast,
-        &mut [],
-        "session.send",
-        json!({"sessionId":"s","prompt":"a"}),
-    );
-    w.run_timers(&mut [&mut fast]);
+    let (mut w, mut fast, mut slow) = stalled_turn(scenario, budget, "a");
     // The fast client got the whole turn, deltas included.
     assert_eq!(fast.types("s").last().unwrap(), "session.idle");
     let deltas = |p: &Peer| {
@@ -481,26 +463,8 @@ fn drops_are_reported_before_session_idle_even_when_the_reader_never_caught_up()
     let segment = format!(r#"{{"say":"{}"}},{{"sleep_ms":5}}"#, words.join(" "));
     let steps = vec![segment; 20].join(",");
     let scenario = Scenario::from_json(&format!(r#"{{"default":[{steps}]}}"#)).unwrap();
-    let config = HostConfig::with_scenario(scenario).with_outbox_budget_bytes(64 * 1024);
-    let mut w = World::new(config);
-    let mut fast = w.connect();
-    let mut slow = w.connect();
-    create(&mut w, &mut fast, "s", json!({"streaming": true}));
-    w.call(
-        &mut slow,
-        &mut [&mut fast],
-        "session.resume",
-        json!({"sessionId":"s","streaming":true}),
-    );
     // The slow reader reads nothing during the whole turn, only after it has ended.
-    w.stalled.insert(slow.conn);
-    w.call(
-        &mut fast,
-        &mut [],
-        "session.send",
-        json!({"sessionId":"s","prompt":"go"}),
-    );
-    w.run_timers(&mut [&mut fast]);
+    let (mut w, fast, mut slow) = stalled_turn(scenario, 64 * 1024, "go");
     assert_eq!(fast.types("s").last().unwrap(), "session.idle");
     w.resume_reading(slow.conn);
     w.pump(&mut [&mut slow]);
@@ -551,25 +515,7 @@ fn deltas_accounted_before_idle(budget: usize, words: usize) -> Vec<u64> {
         text.join(" ")
     ))
     .unwrap();
-    let config = HostConfig::with_scenario(scenario).with_outbox_budget_bytes(budget);
-    let mut w = World::new(config);
-    let mut a = w.connect();
-    let mut b = w.connect();
-    create(&mut w, &mut a, "s", json!({"streaming": true}));
-    w.call(
-        &mut b,
-        &mut [&mut a],
-        "session.resume",
-        json!({"sessionId":"s","streaming":true}),
-    );
-    w.stalled.insert(b.conn);
-    w.call(
-        &mut a,
-        &mut [],
-        "session.send",
-        json!({"sessionId":"s","prompt":"go"}),
-    );
-    w.run_timers(&mut [&mut a]);
+    let (mut w, a, mut b) = stalled_turn(scenario, budget, "go");
     w.resume_reading(b.conn);
     w.pump(&mut [&mut b]);
     [&a, &b]
@@ -613,4 +559,30 @@ fn a_drop_made_to_fit_the_turns_last_events_is_reported_before_session_idle() {
             "budget {budget}: each reader's deltas plus its reported drops"
         );
     }
+}
+
+/// Two streaming readers of session `s` under outbox budget `budget`; the second stops
+/// reading, then `prompt` runs the scenario's whole turn (timers included) while only the
+/// first reads. Returns the world and the reading and stalled peers.
+fn stalled_turn(scenario: Scenario, budget: usize, prompt: &str) -> (World, Peer, Peer) {
+    let config = HostConfig::with_scenario(scenario).with_outbox_budget_bytes(budget);
+    let mut w = World::new(config);
+    let mut reading = w.connect();
+    let mut stalled = w.connect();
+    create(&mut w, &mut reading, "s", json!({"streaming": true}));
+    w.call(
+        &mut stalled,
+        &mut [&mut reading],
+        "session.resume",
+        json!({"sessionId":"s","streaming":true}),
+    );
+    w.stalled.insert(stalled.conn);
+    w.call(
+        &mut reading,
+        &mut [],
+        "session.send",
+        json!({"sessionId":"s","prompt":prompt}),
+    );
+    w.run_timers(&mut [&mut reading]);
+    (w, reading, stalled)
 }
