@@ -234,9 +234,7 @@ impl Host {
                 continue;
             }
             // Measured only when some reader has a backlog, once per event.
-            let len = *event_len.get_or_insert_with(|| {
-                serde_json::to_vec(data).map_or(0, |v| v.len()) + ENVELOPE_ROOM
-            });
+            let len = *event_len.get_or_insert_with(|| encoded_len(data) + ENVELOPE_ROOM);
             // A reader with nothing unreported is told only if making room for this event
             // drops something (otherwise that drop would be reported after the event, which
             // may be its `session.idle`).
@@ -313,6 +311,24 @@ fn ask_dialect(handler: &dyn DialectHandler, session: &str, event: &Event) -> Di
         Some(body) => DialectFrames::Shared(Published::new(body)),
         None => DialectFrames::PerConn(SmallVec::new()),
     }
+}
+
+/// The length of `value` as compact JSON, counted without building it.
+fn encoded_len(value: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` to a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 #[cfg(test)]
