@@ -350,3 +350,165 @@ async fn models_list_asks_the_provider_once_and_falls_back_to_the_configured_mod
     })
     .await
 }
+
+/// A BYOK session on `base_url` (OpenAI type, key [`KEY`]) whose model is `model`.
+async fn provider_session(
+    client: &Client,
+    base_url: String,
+    model: &str,
+) -> (github_copilot_sdk::session::Session, Recorder) {
+    let config = SessionConfig::default()
+        .with_session_id(new_session_id())
+        .with_model(model)
+        .with_provider(
+            ProviderConfig::new(base_url)
+                .with_provider_type("openai")
+                .with_api_key(KEY),
+        )
+        .with_permission_handler(Arc::new(RecordingPermission {
+            requests: Arc::new(Mutex::new(Vec::new())),
+            reject: None,
+        }));
+    let prepared = client.prepare_session(config).expect("prepare_session");
+    let events = Recorder::new(prepared.subscribe());
+    let session = within("session.create", prepared.start())
+        .await
+        .expect("session.create succeeds");
+    (session, events)
+}
+
+fn list_ids(list: &github_copilot_sdk::rpc::SessionModelList) -> Vec<String> {
+    list.list
+        .iter()
+        .map(|m| m["id"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_model_list_asks_the_sessions_provider_once_and_falls_back_to_its_model() {
+    use github_copilot_sdk::rpc::ModelListRequest;
+    sdk_scenarios::bounded(async {
+        let fake = FakeModel::start(FakeMode::Text);
+        fake.set_models(&["model-a", "model-b"]);
+        // No server default: the session's own provider is the only one to ask.
+        let server = Server::new(HostConfig::default());
+        let client = connect(&server).await;
+        let (session, mut events) = provider_session(&client, fake.base_url(), "model-a").await;
+        let models_gets = || {
+            fake.requests()
+                .iter()
+                .filter(|r| r.method == "GET" && r.path == "/v1/models")
+                .count()
+        };
+        let first = within("session.model.list", session.rpc().model().list())
+            .await
+            .expect("session.model.list");
+        assert_eq!(list_ids(&first), ["model-a", "model-b"]);
+        let entry = &first.list[1];
+        assert_eq!(entry["name"], "model-b");
+        assert!(entry["capabilities"]["limits"]["max_context_window_tokens"].is_u64());
+        let get = fake
+            .requests()
+            .into_iter()
+            .find(|r| r.path == "/v1/models")
+            .expect("the provider was asked");
+        assert_eq!(
+            get.header("authorization"),
+            Some(format!("Bearer {KEY}").as_str())
+        );
+
+        // A second session on the same provider and key: answered from the cache.
+        let (other, _) = provider_session(&client, fake.base_url(), "model-b").await;
+        let second = within("session.model.list", other.rpc().model().list())
+            .await
+            .expect("session.model.list");
+        assert_eq!(list_ids(&second), ["model-a", "model-b"]);
+        let again = within("session.model.list", session.rpc().model().list())
+            .await
+            .expect("session.model.list");
+        assert_eq!(list_ids(&again), ["model-a", "model-b"]);
+        assert_eq!(models_gets(), 1, "the provider's answer is cached");
+
+        // `skipCache` asks the provider again.
+        fake.set_models(&["model-c"]);
+        let refreshed = within(
+            "session.model.list",
+            session.rpc().model().list_with_params(ModelListRequest {
+                skip_cache: Some(true),
+            }),
+        )
+        .await
+        .expect("session.model.list");
+        assert_eq!(list_ids(&refreshed), ["model-c"]);
+        assert_eq!(models_gets(), 2);
+
+        // A provider whose /models fails: the session's configured model is the list.
+        let broken = format!("http://{}/v2", fake.addr());
+        let (failing, mut failing_events) = provider_session(&client, broken, "configured").await;
+        let fallback = within("session.model.list", failing.rpc().model().list())
+            .await
+            .expect("session.model.list");
+        assert_eq!(list_ids(&fallback), ["configured"]);
+        assert!(fake.requests().iter().any(|r| r.path == "/v2/models"));
+
+        // The key is in no response and no event.
+        let responses = serde_json::to_string(&[&first, &second, &again, &refreshed, &fallback])
+            .unwrap();
+        assert!(!responses.contains(KEY), "the key leaked into a response");
+        events.drain();
+        failing_events.drain();
+        let seen: Vec<_> = events
+            .seen
+            .iter()
+            .chain(&failing_events.seen)
+            .map(|e| serde_json::to_string(e).unwrap())
+            .collect();
+        assert!(!seen.is_empty());
+        assert!(
+            seen.iter().all(|e| !e.contains(KEY)),
+            "the key leaked into an event"
+        );
+        let stored = server.with_host(|host, _| {
+            [session.id(), failing.id()]
+                .iter()
+                .flat_map(|id| host.session_events(id.as_ref()).unwrap().to_vec())
+                .map(|e| String::from_utf8_lossy(&e.json).into_owned())
+                .collect::<String>()
+        });
+        assert!(!stored.contains(KEY), "the key was persisted");
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_model_list_without_a_provider_uses_the_server_default() {
+    use agentwire_tokio::agentwire::model::ServerDefault;
+    sdk_scenarios::bounded(async {
+        let fake = FakeModel::start(FakeMode::Text);
+        fake.set_models(&["default-a", "default-b"]);
+        let default =
+            ServerDefault::from_flags(&fake.base_url(), Some("configured".into()), None).unwrap();
+        let server = Server::new(HostConfig::default().with_model_default(Some(default)));
+        let client = connect(&server).await;
+        let config = SessionConfig::default()
+            .with_session_id(new_session_id())
+            .with_permission_handler(Arc::new(RecordingPermission {
+                requests: Arc::new(Mutex::new(Vec::new())),
+                reject: None,
+            }));
+        let session = within("session.create", client.create_session(config))
+            .await
+            .expect("session.create");
+        let list = within("session.model.list", session.rpc().model().list())
+            .await
+            .expect("session.model.list");
+        assert_eq!(list_ids(&list), ["default-a", "default-b"]);
+        // The server's `models.list` shares the server default's cached answer.
+        let models = within("models.list", client.list_models()).await.unwrap();
+        let ids: Vec<&str> = models.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(ids, ["default-a", "default-b"]);
+        let gets = fake.requests().iter().filter(|r| r.method == "GET").count();
+        assert_eq!(gets, 1);
+    })
+    .await
+}

@@ -61,6 +61,9 @@ pub(super) fn dispatch(
     ) {
         return super::mcp::apps_request(host, conn, id, method, params);
     }
+    if method == "session.model.list" {
+        return super::session_state::model_list(host, conn, id, params);
+    }
     if let Some(answer) = super::surface::dispatch(host, conn, method, params) {
         return Some(answer);
     }
@@ -163,22 +166,27 @@ pub(super) fn dispatch(
 
 /// `models.list`'s result for a provider's list (the scripted entry when it is empty).
 fn models_result(models: &[crate::model::ModelInfo]) -> Value {
+    json!({"models": model_entries(models)})
+}
+
+/// A model list as the SDKs read it (`ModelInfo` / `Model`: `id`, `name`, `capabilities`);
+/// the scripted entry when it is empty.
+pub(super) fn model_entries(models: &[crate::model::ModelInfo]) -> Value {
     if models.is_empty() {
-        return json!({"models": model_list()});
+        return model_list();
     }
-    let models: Vec<Value> = models
+    models
         .iter()
         .map(|m| {
             json!({"id": m.id, "name": m.name.clone().unwrap_or_else(|| m.id.clone()),
                    "capabilities": {"supports": {}, "limits": {
                        "max_context_window_tokens": m.context_window.unwrap_or(128_000)}}})
         })
-        .collect();
-    json!({"models": models})
+        .collect()
 }
 
-/// The models this server offers (`models.list`, `session.model.list`).
-pub(super) fn model_list() -> Value {
+/// The scripted agent's entry (the list when no model is known).
+fn model_list() -> Value {
     json!([{
         "id": "scripted", "name": "agentwire scripted agent",
         "capabilities": {"supports": {}, "limits": {"max_context_window_tokens": 128000}}}])

@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use crate::host::Host;
-use crate::jsonrpc::{code, ErrorObject};
+use crate::host::{ConnId, Host};
+use crate::jsonrpc::{code, ErrorObject, OwnedId};
 
 use super::params::AttachParams;
 use super::stored_state::{self, STORED_CONTENT};
@@ -86,12 +86,6 @@ pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>)
         "session.mode.get" => |h, s, _| Ok(json!(state(h, s).mode())),
         "session.mode.set" => mode_set,
         "session.model.getCurrent" => model_current,
-        "session.model.list" => |_, _, _| {
-            Ok(
-                json!({"list": super::methods::model_list(), "modelPriceCategories": [],
-                      "quotaSnapshots": {}}),
-            )
-        },
         "session.model.switchTo" => model_switch,
         "session.model.setReasoningEffort" => reasoning_effort,
         "session.plan.read" => plan_read,
@@ -122,6 +116,33 @@ pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>)
         handler(host, &session, &p).map_err(|e| with_method(e, method))
     });
     Some(answer)
+}
+
+/// `session.model.list`: the session's provider's models (`GET /models`, cached per
+/// provider; `skipCache: true` asks again), its declared `models`, else the server default's,
+/// falling back to the configured model. `None`: the answer follows when the provider did.
+pub(super) fn model_list(
+    host: &mut Host,
+    conn: ConnId,
+    id: &OwnedId,
+    params: Option<&RawValue>,
+) -> Option<Answer> {
+    const METHOD: &str = "session.model.list";
+    let answer = decode::<Value>(params).and_then(|p| {
+        let session = session_id(&p)?;
+        known(host, METHOD, &session)?;
+        Ok((session, p.get("skipCache") == Some(&Value::Bool(true))))
+    });
+    let (session, refresh) = match answer {
+        Ok(found) => found,
+        Err(e) => return Some(Err(e)),
+    };
+    fn reply(models: &[crate::model::ModelInfo]) -> Value {
+        json!({"list": super::methods::model_entries(models), "modelPriceCategories": [],
+               "quotaSnapshots": {}})
+    }
+    host.list_session_models(conn, id, &session, refresh, reply)
+        .map(Ok)
 }
 
 /// The params' `sessionId`.

@@ -70,10 +70,7 @@ impl Host {
             self.run_agents();
             return;
         }
-        let is_models = self
-            .models_lists_call()
-            .is_some_and(|models_call| models_call == call);
-        if is_models {
+        if self.is_models_call(call) {
             self.models_http(call, event);
             return;
         }

@@ -1,19 +1,30 @@
-//! The server's model list: asked of the server default provider (`GET {baseUrl}/models`,
-//! or the provider kind's own route: `model::build_models_request`) once, then answered
-//! from a cache; when there is no provider, or the provider fails or does not answer in
-//! time, the configured model (the server default's `model`) is the list.
+//! Model lists: asked of a provider (`GET {baseUrl}/models`, or the provider kind's own
+//! route: `model::build_models_request`) once, then answered from a cache kept per provider;
+//! when there is no provider, or the provider fails or does not answer in time, the
+//! configured model(s) are the list.
+//!
+//! Two askers: the server's list ([`Host::list_models`], the server default provider) and a
+//! session's list ([`Host::list_session_models`], the session's own BYOK provider, else the
+//! server default). The cache is keyed by the list's URL and a fingerprint of the request's
+//! headers (so two credentials for one URL never share an answer); it lives in memory only,
+//! holds no credential, and is bounded ([`MAX_CACHED`] providers).
 //!
 //! The dialect shapes the answer: it passes a function that turns the list into its result
 //! (so no dialect wording lives here). Requests that arrive while the provider is being
 //! asked wait for the same answer.
 
+use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
 
+use indexmap::IndexMap;
 use serde_json::Value;
 
 use crate::agent::HttpEvent;
 use crate::jsonrpc::OwnedId;
-use crate::model::{build_models_request, parse_models_response, ModelInfo};
+use crate::model::{
+    build_models_request, parse_models_response, ModelInfo, ProviderCatalog, ProviderConfig,
+};
 
 use super::{ConnId, Host, Output, TimerTarget};
 
@@ -23,65 +34,171 @@ pub(crate) type ModelsReply = fn(&[ModelInfo]) -> Value;
 /// How long the provider has to answer before the configured model is used.
 const MODELS_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The cache and the request in flight.
-#[derive(Default)]
-pub(crate) struct ModelsLists {
-    /// The provider's answer, by the URL it came from.
-    cache: Option<(String, Vec<ModelInfo>)>,
-    fetch: Option<Fetch>,
-}
-
-struct Fetch {
-    call: u64,
-    url: String,
-    status: Option<u16>,
-    body: Vec<u8>,
-    timer: (crate::Timestamp, u64),
-    waiters: Vec<(ConnId, OwnedId, ModelsReply)>,
-}
+/// Most providers whose answer is kept (the oldest is dropped first).
+pub(crate) const MAX_CACHED: usize = 64;
 
 /// Most bytes of a model list read.
 const MAX_BODY: usize = 4 * 1024 * 1024;
 
+/// Which provider a list came from: its URL and a fingerprint of the request's headers
+/// (credentials included, so a list fetched with one key is never served to another).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct ListKey {
+    url: String,
+    identity: u64,
+}
+
+/// The caches and the requests in flight.
+#[derive(Default)]
+pub(crate) struct ModelsLists {
+    /// The providers' answers, oldest first.
+    cache: IndexMap<ListKey, Vec<ModelInfo>>,
+    /// Requests in flight, by HTTP call id.
+    fetches: BTreeMap<u64, Fetch>,
+}
+
+struct Fetch {
+    key: ListKey,
+    status: Option<u16>,
+    body: Vec<u8>,
+    timer: (crate::Timestamp, u64),
+    waiters: Vec<Waiter>,
+}
+
+/// A request waiting for a provider's list, with what it answers if the provider fails.
+struct Waiter {
+    conn: ConnId,
+    id: OwnedId,
+    reply: ModelsReply,
+    fallback: Vec<ModelInfo>,
+}
+
 impl Host {
-    /// Answers a model-list request `id` of `conn`: at once (`Some`) from the cache or the
-    /// configuration, or later (`None`: the response is sent when the provider answered).
+    /// Answers the server's model-list request `id` of `conn` (the server default provider):
+    /// at once (`Some`) from the cache or the configuration, or later (`None`: the response
+    /// is sent when the provider answered).
     pub(crate) fn list_models(
         &mut self,
         conn: ConnId,
         id: &OwnedId,
         reply: ModelsReply,
     ) -> Option<Value> {
+        self.list_default_models(conn, id, false, reply)
+    }
+
+    /// Answers a session's model-list request: its own provider's list (`provider`), its
+    /// declared models (`providers` + `models`), else the server default's. `refresh`
+    /// asks the provider again even when its answer is cached. A session whose model
+    /// requests a client performs, or whose provider has no credential but a client token
+    /// (`hasBearerTokenProvider`), answers its configured model: the runtime does not call
+    /// that provider on its own.
+    pub(crate) fn list_session_models(
+        &mut self,
+        conn: ConnId,
+        id: &OwnedId,
+        session: &str,
+        refresh: bool,
+        reply: ModelsReply,
+    ) -> Option<Value> {
+        let Some(live) = self.sessions.get(session) else {
+            return Some(reply(&[]));
+        };
+        let provider = match &live.model.catalog {
+            None => return self.list_default_models(conn, id, refresh, reply),
+            Some(catalog @ ProviderCatalog::Named { .. }) => return Some(reply(&catalog.models())),
+            Some(ProviderCatalog::Single(provider)) => (**provider).clone(),
+        };
+        let configured: Vec<ModelInfo> = live
+            .model
+            .model
+            .clone()
+            .or_else(|| live.session.model.clone())
+            .or_else(|| provider.wire_model_name(None).map(str::to_owned))
+            .into_iter()
+            .map(model_info)
+            .collect();
+        let token_only = provider.has_bearer_token_provider
+            && provider.bearer_token.is_none()
+            && provider.api_key.is_none();
+        if live.client_transport || token_only {
+            return Some(reply(&configured));
+        }
+        self.list_provider_models(&provider, configured, refresh, conn, id, reply)
+    }
+
+    fn list_default_models(
+        &mut self,
+        conn: ConnId,
+        id: &OwnedId,
+        refresh: bool,
+        reply: ModelsReply,
+    ) -> Option<Value> {
         let Some(default) = &self.config.model_default else {
             return Some(reply(&[]));
         };
-        let request = match build_models_request(&default.provider, None) {
+        let provider = default.provider.clone();
+        let configured = self.configured_models();
+        self.list_provider_models(&provider, configured, refresh, conn, id, reply)
+    }
+
+    /// `provider`'s list: cached, joined to the request in flight, or asked now.
+    fn list_provider_models(
+        &mut self,
+        provider: &ProviderConfig,
+        fallback: Vec<ModelInfo>,
+        refresh: bool,
+        conn: ConnId,
+        id: &OwnedId,
+        reply: ModelsReply,
+    ) -> Option<Value> {
+        let request = match build_models_request(provider, None) {
             Ok(r) => r,
-            Err(_) => return Some(reply(&self.configured_models())),
+            Err(_) => return Some(reply(&fallback)),
         };
-        if let Some((url, models)) = &self.models_lists.cache {
-            if *url == request.url {
-                return Some(reply(models));
-            }
+        let mut hasher = DefaultHasher::new();
+        for header in &request.headers {
+            (&header.name, &header.value).hash(&mut hasher);
         }
-        if let Some(fetch) = &mut self.models_lists.fetch {
-            fetch.waiters.push((conn, id.clone(), reply));
+        let key = ListKey {
+            url: request.url.clone(),
+            identity: hasher.finish(),
+        };
+        if refresh {
+            self.models_lists.cache.shift_remove(&key);
+        } else if let Some(models) = self.models_lists.cache.get(&key) {
+            return Some(reply(models));
+        }
+        let waiter = Waiter {
+            conn,
+            id: id.clone(),
+            reply,
+            fallback,
+        };
+        if let Some(fetch) = self
+            .models_lists
+            .fetches
+            .values_mut()
+            .find(|f| f.key == key)
+        {
+            fetch.waiters.push(waiter);
             return None;
         }
         let call = self.next_http_call;
         self.next_http_call += 1;
         let at = self.now.saturating_add(MODELS_TIMEOUT);
-        let key = (at, self.timer_seq);
+        let timer = (at, self.timer_seq);
         self.timer_seq += 1;
-        self.timers.insert(key, TimerTarget::ModelsList(call));
-        self.models_lists.fetch = Some(Fetch {
+        self.timers.insert(timer, TimerTarget::ModelsList(call));
+        self.models_lists.fetches.insert(
             call,
-            url: request.url.clone(),
-            status: None,
-            body: Vec::new(),
-            timer: key,
-            waiters: vec![(conn, id.clone(), reply)],
-        });
+            Fetch {
+                key,
+                status: None,
+                body: Vec::new(),
+                timer,
+                waiters: vec![waiter],
+            },
+        );
         self.outputs.push_back(Output::HttpRequest {
             call,
             session: String::new(),
@@ -90,31 +207,24 @@ impl Host {
         None
     }
 
-    /// The configured model, as a list.
+    /// The server default's configured model, as a list.
     fn configured_models(&self) -> Vec<ModelInfo> {
         let model = self.config.model_default.as_ref().and_then(|d| {
             d.model
                 .clone()
                 .or_else(|| d.provider.wire_model_name(None).map(str::to_owned))
         });
-        model
-            .into_iter()
-            .map(|id| ModelInfo {
-                id,
-                name: None,
-                context_window: None,
-            })
-            .collect()
+        model.into_iter().map(model_info).collect()
     }
 
-    /// The HTTP call of the model-list request in flight.
-    pub(super) fn models_lists_call(&self) -> Option<u64> {
-        self.models_lists.fetch.as_ref().map(|f| f.call)
+    /// Whether HTTP call `call` is a model-list request in flight.
+    pub(super) fn is_models_call(&self, call: u64) -> bool {
+        self.models_lists.fetches.contains_key(&call)
     }
 
-    /// Routes an HTTP report for the model-list request; returns whether `call` was it.
+    /// Routes an HTTP report for a model-list request; returns whether `call` was one.
     pub(super) fn models_http(&mut self, call: u64, event: HttpEvent) -> bool {
-        let Some(fetch) = self.models_lists.fetch.as_mut().filter(|f| f.call == call) else {
+        let Some(fetch) = self.models_lists.fetches.get_mut(&call) else {
             return false;
         };
         match event {
@@ -122,7 +232,7 @@ impl Host {
             HttpEvent::Body(bytes) => {
                 if fetch.body.len() + bytes.len() > MAX_BODY {
                     self.outputs.push_back(Output::HttpCancel { call });
-                    self.finish_models(None);
+                    self.finish_models(call, None);
                 } else {
                     fetch.body.extend_from_slice(&bytes);
                 }
@@ -133,41 +243,48 @@ impl Host {
                     .then(|| parse_models_response(&fetch.body).ok())
                     .flatten()
                     .filter(|m| !m.is_empty());
-                self.finish_models(models);
+                self.finish_models(call, models);
             }
-            HttpEvent::Error { .. } => self.finish_models(None),
+            HttpEvent::Error { .. } => self.finish_models(call, None),
         }
         true
     }
 
-    /// The provider did not answer the model list in time.
+    /// A provider did not answer its model list in time.
     pub(super) fn models_list_timed_out(&mut self, call: u64) {
-        if self
-            .models_lists
-            .fetch
-            .as_ref()
-            .is_some_and(|f| f.call == call)
-        {
+        if self.models_lists.fetches.contains_key(&call) {
             self.outputs.push_back(Output::HttpCancel { call });
-            self.finish_models(None);
+            self.finish_models(call, None);
         }
     }
 
-    /// Answers every waiter with the provider's list (cached), or the configured model.
-    fn finish_models(&mut self, models: Option<Vec<ModelInfo>>) {
-        let Some(fetch) = self.models_lists.fetch.take() else {
+    /// Answers every waiter of `call` with the provider's list (cached), or its own
+    /// configured models.
+    fn finish_models(&mut self, call: u64, models: Option<Vec<ModelInfo>>) {
+        let Some(fetch) = self.models_lists.fetches.remove(&call) else {
             return;
         };
         self.timers.remove(&fetch.timer);
-        let list = match models {
-            Some(models) => {
-                self.models_lists.cache = Some((fetch.url, models.clone()));
-                models
+        if let Some(models) = &models {
+            let cache = &mut self.models_lists.cache;
+            if cache.len() >= MAX_CACHED && !cache.contains_key(&fetch.key) {
+                cache.shift_remove_index(0);
             }
-            None => self.configured_models(),
-        };
-        for (conn, id, reply) in fetch.waiters {
-            self.respond(conn, &id, Ok(reply(&list)));
+            cache.insert(fetch.key, models.clone());
         }
+        for waiter in fetch.waiters {
+            let list = models.as_ref().unwrap_or(&waiter.fallback);
+            let result = (waiter.reply)(list);
+            self.respond(waiter.conn, &waiter.id, Ok(result));
+        }
+    }
+}
+
+/// A model known only by its id.
+fn model_info(id: String) -> ModelInfo {
+    ModelInfo {
+        id,
+        name: None,
+        context_window: None,
     }
 }

@@ -6,7 +6,7 @@
 //! Routes: `POST …/chat/completions` (OpenAI `/v1/…` and Azure `/openai/…`, answered per
 //! mode), `POST /v1/messages` (the Anthropic Messages stream: text, or a `get_weather`
 //! tool use in `ToolCall` mode) and `GET /v1/models` / `/openai/v1/models` (one model,
-//! `fake-model`); anything else (e.g. `/v2/…`) is a 404. The tool modes behave like the endpoint behind
+//! `fake-model`, or the ids of [`FakeModel::set_models`]); anything else (e.g. `/v2/…`) is a 404. The tool modes behave like the endpoint behind
 //! the recorded traces: while the conversation's last message is not a `tool` result they
 //! ask for `get_weather` (ids `call_1`, `call_2`), then they answer `It is sunny in Paris.`
 #![allow(dead_code)]
@@ -106,6 +106,8 @@ struct State {
     completions: u64,
     /// Scripted answers: completion `n` (1-based) gets `script[n - 1]`.
     script: Vec<FakeReply>,
+    /// The ids `GET …/models` lists (empty: `fake-model`).
+    models: Vec<String>,
 }
 
 /// The running fake. Dropping it stops the server (and releases stalled connections).
@@ -165,6 +167,11 @@ impl FakeModel {
     /// The listening address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Sets the model ids `GET …/models` lists from now on.
+    pub fn set_models(&self, ids: &[&str]) {
+        self.state.lock().unwrap().models = ids.iter().map(|s| (*s).to_owned()).collect();
     }
 
     /// Switches the mode for later requests.
@@ -252,7 +259,15 @@ fn serve(
     let route = path.split('?').next().unwrap_or_default();
     match (method.as_str(), route) {
         ("GET", "/v1/models" | "/openai/v1/models") => {
-            let body = json!({"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "fake"}]});
+            let mut ids = state.lock().unwrap().models.clone();
+            if ids.is_empty() {
+                ids.push("fake-model".to_owned());
+            }
+            let data: Vec<Value> = ids
+                .iter()
+                .map(|id| json!({"id": id, "object": "model", "owned_by": "fake"}))
+                .collect();
+            let body = json!({"object": "list", "data": data});
             return plain(&mut stream, 200, "OK", &[], &body.to_string());
         }
         ("POST", "/v1/messages") => {
