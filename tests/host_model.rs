@@ -509,3 +509,135 @@ fn an_invalid_provider_fails_create_without_the_key() {
     assert!(message.contains("baseUrl"), "{message}");
     assert!(!message.contains(KEY));
 }
+
+/// A response asking for one built-in `bash` call with these arguments.
+fn bash_stream(id: &str, arguments: Value) -> Vec<u8> {
+    sse(&[
+        json!({"id": id, "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_bash", "type": "function", "function": {"name": "bash", "arguments": arguments.to_string()}}]}}]}),
+        json!({"id": id, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ])
+}
+
+/// Starts a BYOK session (no working directory given, the server's is `/srv/agentwire`) whose
+/// model calls `bash` with `arguments`; approves the call and returns the `ShellExec`
+/// output's process id, cwd and timeout.
+fn start_bash(w: &mut World, p: &mut Peer, arguments: Value) -> (String, Option<String>, u64) {
+    create(w, p, "s", json!({"provider": provider(), "model": "m1"}));
+    w.call(
+        p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Run it"}),
+    );
+    let (call, _) = next_request(w);
+    answer(
+        w,
+        call,
+        &bash_stream("chatcmpl-1", arguments),
+        &mut [&mut *p],
+    );
+    let perm = p.event("s", "permission.requested");
+    let rid = perm["data"]["requestId"].as_str().unwrap().to_owned();
+    w.call(
+        p,
+        &mut [],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId": "s", "requestId": rid, "result": {"kind": "approve-once"}}),
+    );
+    outputs(w)
+        .into_iter()
+        .find_map(|o| match o {
+            Output::ShellExec {
+                process_id,
+                cwd,
+                timeout_ms,
+                ..
+            } => Some((process_id, cwd, timeout_ms)),
+            _ => None,
+        })
+        .expect("a ShellExec output for the bash call")
+}
+
+/// The text of the `bash` call's result in the next model request.
+fn bash_result(w: &mut World) -> String {
+    let (_, request) = next_request(w);
+    let msgs = messages(&request);
+    let last = msgs.last().unwrap();
+    assert_eq!(last["role"], "tool");
+    assert_eq!(last["tool_call_id"], "call_bash");
+    last["content"].as_str().unwrap().to_owned()
+}
+
+fn bash_config() -> HostConfig {
+    HostConfig::default().with_server_cwd(Some("/srv/agentwire".into()))
+}
+
+#[test]
+fn a_bash_command_past_its_timeout_is_killed_and_reported_as_timed_out() {
+    let mut w = World::new(bash_config());
+    let mut p = w.connect();
+    let (process, cwd, timeout_ms) = start_bash(
+        &mut w,
+        &mut p,
+        json!({"command": "echo started; sleep 100", "initial_wait": 2}),
+    );
+    assert_eq!(timeout_ms, 2_000);
+    // No `workingDirectory`: the session works in the server's directory, and says so.
+    assert_eq!(cwd.as_deref(), Some("/srv/agentwire"));
+    let start = p.event("s", "session.start");
+    assert_eq!(start["data"]["context"]["cwd"], "/srv/agentwire");
+    w.host.handle_shell_output(
+        w.now,
+        &process,
+        agentwire::host::ShellStream::Stdout,
+        b"started\n",
+    );
+    // Before the deadline nothing is killed.
+    w.now = w.now.saturating_add(Duration::from_millis(1_000));
+    w.host.handle_timeout(w.now);
+    assert!(!outputs(&mut w)
+        .iter()
+        .any(|o| matches!(o, Output::ShellKill { .. })));
+    // At the deadline the host kills the command; its exit reports the timeout.
+    w.now = w.now.saturating_add(Duration::from_millis(1_000));
+    w.host.handle_timeout(w.now);
+    let killed = outputs(&mut w).into_iter().any(|o| {
+        matches!(&o, Output::ShellKill { process_id, signal } if *process_id == process && signal == "SIGKILL")
+    });
+    assert!(killed, "the host kills the command at its deadline");
+    w.host.handle_shell_exit(w.now, &process, None);
+    assert_eq!(
+        bash_result(&mut w),
+        "started\n<command timed out after 2 seconds and was stopped>"
+    );
+}
+
+#[test]
+fn a_bash_command_the_runtime_killed_at_its_timeout_is_reported_as_timed_out() {
+    let mut w = World::new(bash_config());
+    let mut p = w.connect();
+    let (process, _, _) = start_bash(&mut w, &mut p, json!({"command": "sleep 100"}));
+    // The runtime's own deadline (120 s by default) killed it before the host's timer ran.
+    w.now = w.now.saturating_add(Duration::from_secs(120));
+    w.host.handle_shell_exit(w.now, &process, None);
+    assert_eq!(
+        bash_result(&mut w),
+        "<command timed out after 120 seconds and was stopped>"
+    );
+}
+
+#[test]
+fn a_bash_command_killed_before_its_timeout_is_killed_by_a_signal() {
+    let mut w = World::new(bash_config());
+    let mut p = w.connect();
+    let (process, _, _) = start_bash(&mut w, &mut p, json!({"command": "kill -9 $$"}));
+    w.now = w.now.saturating_add(Duration::from_millis(10));
+    w.host.handle_shell_exit(w.now, &process, None);
+    assert_eq!(bash_result(&mut w), "<killed by a signal>");
+    // The deadline no longer fires for it.
+    w.now = w.now.saturating_add(Duration::from_secs(200));
+    w.host.handle_timeout(w.now);
+    assert!(!outputs(&mut w)
+        .iter()
+        .any(|o| matches!(o, Output::ShellKill { .. })));
+}

@@ -68,11 +68,25 @@ async fn session(
     reject: Option<&str>,
     adjust: impl FnOnce(SessionConfig) -> SessionConfig,
 ) -> Setup {
+    session_in(client, fake, Some(dir), reject, adjust).await
+}
+
+/// A BYOK session in `dir`, or (`None`) with no `workingDirectory` at all.
+async fn session_in(
+    client: &Client,
+    fake: &FakeModel,
+    dir: Option<&Path>,
+    reject: Option<&str>,
+    adjust: impl FnOnce(SessionConfig) -> SessionConfig,
+) -> Setup {
     let permissions = Arc::new(Mutex::new(Vec::new()));
-    let config = SessionConfig::default()
+    let mut config = SessionConfig::default()
         .with_session_id(new_session_id())
-        .with_model("fake-model")
-        .with_working_directory(dir)
+        .with_model("fake-model");
+    if let Some(dir) = dir {
+        config = config.with_working_directory(dir);
+    }
+    let config = config
         .with_provider(
             ProviderConfig::new(fake.base_url())
                 .with_provider_type("openai")
@@ -378,6 +392,92 @@ async fn calls_of_one_response_run_together_and_answer_in_call_order() {
         assert_eq!(results[0].1, "src/a.rs:2:// TODO: fix\n");
         assert_eq!(results[1].1, "src/b.txt\n");
         assert_eq!(results[2].1, sdk_scenarios::TOOL_REPLY);
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_working_directory_the_session_works_in_the_servers_directory() {
+    sdk_scenarios::bounded(async {
+        let dir = TempDir::new("server-cwd");
+        std::fs::write(
+            dir.path().join("notes.txt"),
+            "from the server's directory\n",
+        )
+        .unwrap();
+        let fake = FakeModel::start_script(vec![
+            FakeReply::tool("call_view", "view", json!({"path": "notes.txt"})),
+            FakeReply::tool("call_bash", "bash", json!({"command": "pwd"})),
+            FakeReply::tool(
+                "call_create",
+                "create",
+                json!({"path": "made.txt", "file_text": "new\n"}),
+            ),
+            FakeReply::Text("Done.".into()),
+        ]);
+        let cwd = dir.path().to_string_lossy().into_owned();
+        let server = Server::new(HostConfig::default().with_server_cwd(Some(cwd.clone())));
+        let client = connect(&server).await;
+        let mut s = session_in(&client, &fake, None, None, |c| c).await;
+        s.events.wait_for("session.start").await;
+        let start = s
+            .events
+            .seen
+            .iter()
+            .find(|e| e.event_type == "session.start")
+            .unwrap();
+        assert_eq!(start.data["context"]["cwd"], cwd.as_str());
+        let turn = send(&mut s, "look around").await;
+        // Relative paths were inside the session's directory: no `path` prompt.
+        assert_eq!(permission_kinds(&s), ["read", "shell", "write"]);
+        let bodies = fake.completion_bodies();
+        assert_eq!(bodies.len(), 4, "{}", types(&turn).join(","));
+        let view = &tool_results(&bodies[1])[0].1;
+        assert!(view.contains("from the server's directory"), "{view}");
+        let pwd = &tool_results(&bodies[2])[0].1;
+        assert!(pwd.starts_with(&format!("{cwd}\n")), "{pwd}");
+        assert_eq!(dir.read("made.txt"), "new\n");
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_driver_uses_the_process_directory_when_none_is_configured() {
+    sdk_scenarios::bounded(async {
+        let fake = FakeModel::start_script(vec![FakeReply::Text("ok".into())]);
+        let server = Server::new(HostConfig::default());
+        let client = connect(&server).await;
+        let mut s = session_in(&client, &fake, None, None, |c| c).await;
+        let start = s.events.wait_for("session.start").await;
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(start.data["context"]["cwd"], here.to_str().unwrap());
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bash_command_past_its_timeout_is_reported_as_timed_out() {
+    sdk_scenarios::bounded(async {
+        let dir = TempDir::new("timeout");
+        let fake = FakeModel::start_script(vec![
+            FakeReply::tool(
+                "call_bash",
+                "bash",
+                json!({"command": "echo started; sleep 30", "initial_wait": 1}),
+            ),
+            FakeReply::Text("Gave up.".into()),
+        ]);
+        let server = Server::new(HostConfig::default());
+        let client = connect(&server).await;
+        let mut s = session(&client, &fake, dir.path(), None, |c| c).await;
+        let turn = send(&mut s, "run the slow thing").await;
+        let bodies = fake.completion_bodies();
+        assert_eq!(bodies.len(), 2, "{}", types(&turn).join(","));
+        let result = &tool_results(&bodies[1])[0].1;
+        assert_eq!(
+            result, "started\n<command timed out after 1 second and was stopped>",
+            "{result}"
+        );
     })
     .await
 }

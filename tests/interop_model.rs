@@ -452,8 +452,8 @@ async fn session_model_list_asks_the_sessions_provider_once_and_falls_back_to_it
         assert!(fake.requests().iter().any(|r| r.path == "/v2/models"));
 
         // The key is in no response and no event.
-        let responses = serde_json::to_string(&[&first, &second, &again, &refreshed, &fallback])
-            .unwrap();
+        let responses =
+            serde_json::to_string(&[&first, &second, &again, &refreshed, &fallback]).unwrap();
         assert!(!responses.contains(KEY), "the key leaked into a response");
         events.drain();
         failing_events.drain();

@@ -211,17 +211,31 @@ pub fn grep_answer(query: &GrepQuery, files: &[(String, String)]) -> Result<Stri
 }
 
 /// The model's answer to a `bash` call: the command's output, then its exit.
-pub fn bash_answer(output: &str, exit_code: Option<i32>, timed_out: bool) -> String {
+/// `timed_out`: the command was stopped because it ran longer than this many milliseconds.
+pub fn bash_answer(output: &str, exit_code: Option<i32>, timed_out: Option<u64>) -> String {
     let mut out = output.to_owned();
     if !out.is_empty() && !out.ends_with('\n') {
         out.push('\n');
     }
     match (exit_code, timed_out) {
-        (_, true) => out.push_str("<command timed out and was stopped>"),
-        (Some(code), false) => out.push_str(&format!("<exited with exit code {code}>")),
-        (None, false) => out.push_str("<killed by a signal>"),
+        (_, Some(ms)) => out.push_str(&format!(
+            "<command timed out after {} and was stopped>",
+            duration_words(ms)
+        )),
+        (Some(code), None) => out.push_str(&format!("<exited with exit code {code}>")),
+        (None, None) => out.push_str("<killed by a signal>"),
     }
     out
+}
+
+/// `30 seconds`, `1 second`, `1.5 seconds`, `250 milliseconds`.
+fn duration_words(ms: u64) -> String {
+    match ms {
+        1000 => "1 second".to_owned(),
+        ms if ms % 1000 == 0 => format!("{} seconds", ms / 1000),
+        ms if ms < 1000 => format!("{ms} milliseconds"),
+        ms => format!("{} seconds", ms as f64 / 1000.0),
+    }
 }
 
 /// Removes `.` and `..` components of a `/`-separated path without touching a file system
@@ -336,8 +350,29 @@ mod tests {
         assert_eq!(normalize_path("/../x"), "/x");
         assert_eq!(normalize_path("a/../../b"), "../b");
         assert_eq!(
-            bash_answer("hi", Some(0), false),
+            bash_answer("hi", Some(0), None),
             "hi\n<exited with exit code 0>"
         );
+    }
+
+    #[test]
+    fn a_timeout_says_so() {
+        assert_eq!(
+            bash_answer("partial\n", None, Some(30_000)),
+            "partial\n<command timed out after 30 seconds and was stopped>"
+        );
+        assert_eq!(
+            bash_answer("", None, Some(1_000)),
+            "<command timed out after 1 second and was stopped>"
+        );
+        assert_eq!(
+            bash_answer("", None, Some(1_500)),
+            "<command timed out after 1.5 seconds and was stopped>"
+        );
+        assert_eq!(
+            bash_answer("", None, Some(250)),
+            "<command timed out after 250 milliseconds and was stopped>"
+        );
+        assert_eq!(bash_answer("", None, None), "<killed by a signal>");
     }
 }

@@ -273,7 +273,11 @@ fn create(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
         ));
     }
     let mut session = Session::new(session_id.clone(), host.now());
-    session.cwd = p.working_directory.clone();
+    // No `workingDirectory`: the server's own directory, as the real runtime does.
+    session.cwd = p
+        .working_directory
+        .clone()
+        .or_else(|| host.config().server_cwd.clone());
     session.model = p.model.clone();
     host.insert_session(session);
     host.set_model_settings(&session_id, settings);
@@ -295,7 +299,7 @@ fn create(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
     if let Some(model) = &p.model {
         data["selectedModel"] = json!(model);
     }
-    if let Some(cwd) = &p.working_directory {
+    if let Some(cwd) = host.session(&session_id).and_then(|s| s.cwd.clone()) {
         data["context"] = json!({"cwd": cwd});
     }
     host.after_response(AfterResponse::Emit {

@@ -41,6 +41,12 @@ pub struct HostConfig {
     pub outbox_budget_bytes: usize,
     /// Directory reported as `<root>/session-state/<id>` in `workspacePath` (none: omitted).
     pub workspace_root: Option<String>,
+    /// The server process's working directory: the working directory of a session created
+    /// without one (as the real runtime uses its own), shown in `session.start`'s
+    /// `context.cwd`; the built-in tools resolve relative paths and run `bash` there. The
+    /// core reads no environment: the runtime sets it (the driver fills in the process's
+    /// current directory when it is unset). `None`: such a session has no working directory.
+    pub server_cwd: Option<String>,
     /// Emit [`Output::Persist`](super::Output::Persist) for every persisted event and
     /// [`Output::SessionDeleted`](super::Output::SessionDeleted) for
     /// deletions, so a runtime can keep a durable session store. Off by default.
@@ -201,6 +207,12 @@ impl HostConfig {
         self
     }
 
+    /// Sets [`HostConfig::server_cwd`] (the working directory of sessions created without one).
+    pub fn with_server_cwd(mut self, cwd: Option<String>) -> Self {
+        self.server_cwd = cwd;
+        self
+    }
+
     /// Sets [`HostConfig::model_base_urls`] (which hosts client-chosen `baseUrl`s may reach).
     pub fn with_model_base_urls(mut self, policy: BaseUrlPolicy) -> Self {
         self.model_base_urls = policy;
@@ -218,6 +230,7 @@ impl Default for HostConfig {
             frame_limits: FrameLimits::default(),
             outbox_budget_bytes: DEFAULT_OUTBOX_BUDGET,
             workspace_root: None,
+            server_cwd: None,
             report_persisted_events: false,
             mcp_apps_enabled: false,
             mcp_spawn: McpSpawnPolicy::TokenHolders,
@@ -245,6 +258,7 @@ impl fmt::Debug for HostConfig {
             .field("frame_limits", &self.frame_limits)
             .field("outbox_budget_bytes", &self.outbox_budget_bytes)
             .field("workspace_root", &self.workspace_root)
+            .field("server_cwd", &self.server_cwd)
             .field("report_persisted_events", &self.report_persisted_events)
             .field("mcp_apps_enabled", &self.mcp_apps_enabled)
             .field("mcp_spawn", &self.mcp_spawn)

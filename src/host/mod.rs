@@ -197,6 +197,8 @@ enum TimerTarget {
     Dialect(DialectId, ConnId, OwnedId),
     /// The provider's model list (HTTP call id) is due.
     ModelsList(u64),
+    /// A built-in `bash` call's command (process id) ran out of time.
+    ToolShell(String),
     /// A deadline of a session's MCP server (session, server name).
     Mcp(String, String),
     /// A deadline of a `session.mcp.executeSampling` run (its `requestId`).

@@ -120,7 +120,14 @@ impl Host {
         let token_only = provider.has_bearer_token_provider
             && provider.bearer_token.is_none()
             && provider.api_key.is_none();
-        if live.client_transport || token_only {
+        // A session a client serves skipped the base-URL policy: never connect for it.
+        let served_by_client = live.client_transport
+            || live
+                .session
+                .attached
+                .keys()
+                .any(|c| self.is_http_provider(*c));
+        if served_by_client || token_only {
             return Some(reply(&configured));
         }
         self.list_provider_models(&provider, configured, refresh, conn, id, reply)

@@ -122,6 +122,12 @@ struct ToolShell {
     tool_call_id: String,
     output: Vec<u8>,
     truncated: bool,
+    /// How long the command may run.
+    timeout_ms: u64,
+    /// The host's deadline timer (its key), when it kills the command.
+    timer: (Timestamp, u64),
+    /// The deadline passed and the command was told to stop.
+    timed_out: bool,
 }
 
 /// The runtime-performed tool calls in flight.
@@ -251,6 +257,16 @@ impl Host {
             .sessions
             .get(session)
             .and_then(|l| l.session.cwd.clone());
+        // The host's own deadline decides that the command timed out (the runtime's kill at
+        // the same deadline is a backstop; either way the exit reports the timeout).
+        let timer = (
+            self.now
+                .saturating_add(std::time::Duration::from_millis(timeout_ms)),
+            self.timer_seq,
+        );
+        self.timer_seq += 1;
+        self.timers
+            .insert(timer, super::TimerTarget::ToolShell(process_id.clone()));
         self.runtime_tools.shells.insert(
             process_id.clone(),
             ToolShell {
@@ -258,6 +274,9 @@ impl Host {
                 tool_call_id: tool_call_id.to_owned(),
                 output: Vec::new(),
                 truncated: false,
+                timeout_ms,
+                timer,
+                timed_out: false,
             },
         );
         self.outputs.push_back(Output::ShellExec {
@@ -321,16 +340,35 @@ impl Host {
         true
     }
 
+    /// A `bash` call's deadline passed: its command is killed (the exit then reports the
+    /// timeout).
+    pub(crate) fn tool_shell_timed_out(&mut self, process_id: &str) {
+        let Some(shell) = self.runtime_tools.shells.get_mut(process_id) else {
+            return;
+        };
+        shell.timed_out = true;
+        self.outputs.push_back(Output::ShellKill {
+            process_id: process_id.to_owned(),
+            signal: "SIGKILL".to_owned(),
+        });
+    }
+
     /// A `bash` call's command ended: the call completes. Returns whether `process_id` is one.
+    /// A command killed once its deadline passed (by the host, or by the runtime's own
+    /// timeout) is reported as timed out, not as killed by a signal.
     pub(crate) fn tool_shell_exit(&mut self, process_id: &str, exit_code: Option<i32>) -> bool {
         let Some(shell) = self.runtime_tools.shells.remove(process_id) else {
             return false;
         };
+        self.timers.remove(&shell.timer);
         let mut text = String::from_utf8_lossy(&shell.output).into_owned();
         if shell.truncated {
             text.push_str("\n[output truncated]");
         }
-        let answer = tool_text::bash_answer(&text, exit_code, false);
+        let past_deadline = self.now >= shell.timer.0;
+        let timed_out = exit_code.is_none() && (shell.timed_out || past_deadline);
+        let timeout = timed_out.then_some(shell.timeout_ms);
+        let answer = tool_text::bash_answer(&text, exit_code, timeout);
         self.complete_tool(
             &shell.session,
             &shell.tool_call_id,
@@ -359,6 +397,7 @@ impl Host {
             .collect();
         for process_id in shells {
             if let Some(shell) = self.runtime_tools.shells.remove(&process_id) {
+                self.timers.remove(&shell.timer);
                 cancelled.push(shell.tool_call_id);
             }
             self.outputs.push_back(Output::ShellKill {

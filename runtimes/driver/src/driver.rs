@@ -95,9 +95,11 @@ impl<R: Runtime> Driver<R> {
         Driver::with_options(config, ServerOptions::default())
     }
 
-    /// A server for a new [`Host`] built from `config`, with the given options.
+    /// A server for a new [`Host`] built from `config`, with the given options. When
+    /// `config.server_cwd` is unset it becomes the process's current directory (the working
+    /// directory of sessions created without one).
     pub fn with_options(config: HostConfig, options: ServerOptions) -> Self {
-        Driver::from_host(Host::new(config), options)
+        Driver::from_host(Host::new(with_process_cwd(config)), options)
     }
 
     /// A server that drives an existing host (for example one that already has state).
@@ -113,9 +115,11 @@ impl<R: Runtime> Driver<R> {
     /// the store is synced when a `serve_*` call returns. With
     /// [`SyncPolicy::EveryEvent`] each connection's frames wait until the events they carry
     /// are synced. When `config.workspace_root` is unset it becomes the store's data
-    /// directory, so `workspacePath` names the session's directory in the store. See the
+    /// directory, so `workspacePath` names the session's directory in the store; an unset
+    /// `config.server_cwd` becomes the process's current directory. See the
     /// `agentwire-store` crate docs for what reaches the disk when.
-    pub fn with_store(mut config: HostConfig, options: ServerOptions, mut store: Store) -> Self {
+    pub fn with_store(config: HostConfig, options: ServerOptions, mut store: Store) -> Self {
+        let mut config = with_process_cwd(config);
         config.report_persisted_events = true;
         if config.workspace_root.is_none() {
             config.workspace_root = Some(store.data_dir().to_string_lossy().into_owned());
@@ -429,4 +433,15 @@ where
         shared.begin_close(&state, "server is shutting down");
     }
     state
+}
+
+/// `config` with [`HostConfig::server_cwd`] set to the process's current directory when it
+/// was unset (and the directory is readable and valid UTF-8).
+fn with_process_cwd(mut config: HostConfig) -> HostConfig {
+    if config.server_cwd.is_none() {
+        config.server_cwd = std::env::current_dir()
+            .ok()
+            .and_then(|d| d.to_str().map(str::to_owned));
+    }
+    config
 }
