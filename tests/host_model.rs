@@ -641,3 +641,161 @@ fn a_bash_command_killed_before_its_timeout_is_killed_by_a_signal() {
         .iter()
         .any(|o| matches!(o, Output::ShellKill { .. })));
 }
+
+/// Sends `session.model.list` for `session` without waiting; returns the request id.
+fn ask_model_list(w: &mut World, p: &mut Peer, session: &str) -> u64 {
+    let id = p.next_id;
+    p.next_id += 1;
+    w.send_frame(
+        p,
+        &json!({"jsonrpc": "2.0", "id": id, "method": "session.model.list",
+                "params": {"sessionId": session}}),
+    );
+    w.pump(&mut [&mut *p]);
+    id
+}
+
+/// The ids of the `session.model.list` response `id`, once it arrived.
+fn listed(p: &Peer, id: u64) -> Option<Vec<String>> {
+    let response = p
+        .inbox
+        .iter()
+        .find(|m| m["id"] == json!(id) && m.get("method").is_none())?;
+    let list = response["result"]["list"].as_array().expect("a list");
+    Some(
+        list.iter()
+            .map(|m| m["id"].as_str().unwrap().to_owned())
+            .collect(),
+    )
+}
+
+#[test]
+fn a_session_model_list_the_provider_does_not_answer_falls_back_after_its_deadline() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1"}),
+    );
+    let id = ask_model_list(&mut w, &mut p, "s");
+    let (call, request) = next_request(&mut w);
+    assert_eq!(request.url, "http://127.0.0.1:9/v1/models");
+    assert!(format!("{request:?}").contains("<redacted>"));
+    assert!(!format!("{request:?}").contains(KEY));
+    assert_eq!(listed(&p, id), None, "the answer waits for the provider");
+    // A second asker joins the request in flight.
+    let id2 = ask_model_list(&mut w, &mut p, "s");
+    assert!(!outputs(&mut w)
+        .iter()
+        .any(|o| matches!(o, Output::HttpRequest { .. })));
+    w.now = w.now.saturating_add(Duration::from_secs(10));
+    w.host.handle_timeout(w.now);
+    let cancelled = outputs(&mut w)
+        .iter()
+        .any(|o| matches!(o, Output::HttpCancel { call: c } if *c == call));
+    assert!(cancelled);
+    w.pump(&mut [&mut p]);
+    assert_eq!(listed(&p, id), Some(vec!["m1".to_owned()]));
+    assert_eq!(listed(&p, id2), Some(vec!["m1".to_owned()]));
+    // A late answer changes nothing; the next request asks again (failures are not cached).
+    w.host.handle_http_response(w.now, call, 200, &[]);
+    let id3 = ask_model_list(&mut w, &mut p, "s");
+    let (call3, _) = next_request(&mut w);
+    w.host.handle_http_response(w.now, call3, 200, &[]);
+    w.host
+        .handle_http_body(w.now, call3, br#"{"data":[{"id":"x"},{"id":"y"}]}"#);
+    w.host.handle_http_end(w.now, call3);
+    w.pump(&mut [&mut p]);
+    assert_eq!(listed(&p, id3), Some(vec!["x".to_owned(), "y".to_owned()]));
+    let all = serde_json::to_string(&p.inbox).unwrap();
+    assert!(!all.contains(KEY), "the key reached the client");
+}
+
+#[test]
+fn session_model_lists_are_cached_per_provider_and_key() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    let other_key =
+        json!({"type": "openai", "baseUrl": "http://127.0.0.1:9/v1", "apiKey": "sk-other"});
+    create(
+        &mut w,
+        &mut p,
+        "a",
+        json!({"provider": provider(), "model": "m1"}),
+    );
+    create(
+        &mut w,
+        &mut p,
+        "b",
+        json!({"provider": provider(), "model": "m1"}),
+    );
+    create(
+        &mut w,
+        &mut p,
+        "c",
+        json!({"provider": other_key, "model": "m1"}),
+    );
+    let answer_list = |w: &mut World, call: u64, body: &[u8]| {
+        w.host.handle_http_response(w.now, call, 200, &[]);
+        w.host.handle_http_body(w.now, call, body);
+        w.host.handle_http_end(w.now, call);
+    };
+    let id_a = ask_model_list(&mut w, &mut p, "a");
+    let (call, _) = next_request(&mut w);
+    answer_list(&mut w, call, br#"{"data":[{"id":"for-key-1"}]}"#);
+    w.pump(&mut [&mut p]);
+    assert_eq!(listed(&p, id_a), Some(vec!["for-key-1".to_owned()]));
+    // Same URL and key: from the cache.
+    let id_b = ask_model_list(&mut w, &mut p, "b");
+    assert_eq!(listed(&p, id_b), Some(vec!["for-key-1".to_owned()]));
+    assert!(!outputs(&mut w)
+        .iter()
+        .any(|o| matches!(o, Output::HttpRequest { .. })));
+    // Same URL, another key: asked with that key.
+    let id_c = ask_model_list(&mut w, &mut p, "c");
+    let (call, request) = next_request(&mut w);
+    let auth = request
+        .headers
+        .iter()
+        .find(|h| h.name == "authorization")
+        .unwrap();
+    assert_eq!(auth.value, "Bearer sk-other");
+    answer_list(&mut w, call, br#"{"data":[{"id":"for-key-2"}]}"#);
+    w.pump(&mut [&mut p]);
+    assert_eq!(listed(&p, id_c), Some(vec!["for-key-2".to_owned()]));
+}
+
+#[test]
+fn a_session_with_declared_models_lists_them_without_a_request() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({
+            "providers": [{"name": "local", "baseUrl": "http://127.0.0.1:9/v1", "apiKey": KEY}],
+            "models": [{"id": "qwen", "provider": "local"}, {"id": "llama", "provider": "local", "name": "Llama"}],
+        }),
+    );
+    let id = ask_model_list(&mut w, &mut p, "s");
+    assert_eq!(
+        listed(&p, id),
+        Some(vec!["local/qwen".to_owned(), "local/llama".to_owned()])
+    );
+    assert!(!outputs(&mut w)
+        .iter()
+        .any(|o| matches!(o, Output::HttpRequest { .. })));
+    let unknown = w.call(
+        &mut p,
+        &mut [],
+        "session.model.list",
+        json!({"sessionId": "nope"}),
+    );
+    assert!(unknown["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("Session not found"));
+}

@@ -512,3 +512,61 @@ async fn session_model_list_without_a_provider_uses_the_server_default() {
     })
     .await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_model_list_asks_a_bearer_token_provider_for_its_token() {
+    use github_copilot_sdk::{BearerTokenError, ProviderTokenArgs};
+    sdk_scenarios::bounded(async {
+        let fake = FakeModel::start(FakeMode::Text);
+        fake.set_models(&["tok-model-a", "tok-model-b"]);
+        let asked: Arc<Mutex<Vec<ProviderTokenArgs>>> = Arc::new(Mutex::new(Vec::new()));
+        let log = asked.clone();
+        let tokens = move |args: ProviderTokenArgs| {
+            let log = log.clone();
+            async move {
+                log.lock().unwrap().push(args);
+                Ok::<String, BearerTokenError>("tok-secret-list".to_owned())
+            }
+        };
+        let server = Server::new(HostConfig::default());
+        let client = connect(&server).await;
+        let config = SessionConfig::default()
+            .with_session_id(new_session_id())
+            .with_model("tok-model-a")
+            .with_provider(
+                ProviderConfig::new(fake.base_url())
+                    .with_provider_type("openai")
+                    .with_bearer_token_provider(Arc::new(tokens)),
+            )
+            .with_permission_handler(Arc::new(RecordingPermission {
+                requests: Arc::new(Mutex::new(Vec::new())),
+                reject: None,
+            }));
+        let session = within("session.create", client.create_session(config))
+            .await
+            .expect("session.create");
+        for _ in 0..2 {
+            let list = within("session.model.list", session.rpc().model().list())
+                .await
+                .expect("session.model.list");
+            assert_eq!(list_ids(&list), ["tok-model-a", "tok-model-b"]);
+            let text = serde_json::to_string(&list).unwrap();
+            assert!(!text.contains("tok-secret-list"), "the token leaked");
+        }
+        let gets: Vec<_> = fake
+            .requests()
+            .into_iter()
+            .filter(|r| r.path == "/v1/models")
+            .collect();
+        assert_eq!(gets.len(), 1, "the session's answer is cached");
+        assert_eq!(
+            gets[0].header("authorization"),
+            Some("Bearer tok-secret-list")
+        );
+        let asked = asked.lock().unwrap().clone();
+        assert_eq!(asked.len(), 1, "one token for the one request");
+        assert_eq!(asked[0].provider_name, "default");
+        assert_eq!(asked[0].session_id, session.id().to_string());
+    })
+    .await
+}

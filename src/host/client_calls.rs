@@ -83,6 +83,11 @@ pub(crate) enum ClientCall {
     },
     /// A file operation on the session's file provider.
     Fs(Box<super::remote_fs::FsCall>),
+    /// A bearer token for the provider of model-list request `call` (HTTP call id).
+    ModelsToken {
+        /// The model-list request.
+        call: u64,
+    },
 }
 
 impl From<CanvasCall> for ClientCall {
@@ -368,6 +373,7 @@ impl Host {
             ClientCall::Canvas(call) => return self.finish_canvas_call(*call, outcome),
             ClientCall::Http { call } => return self.finish_http_frame(call, outcome),
             ClientCall::Fs(call) => return self.finish_fs_call(*call, outcome),
+            ClientCall::ModelsToken { call } => return self.models_token_answered(call, outcome),
         };
         let result: Result<Value, String> = match outcome {
             Outcome::Result(raw) => serde_json::from_str(raw.get()).map_err(|e| e.to_string()),

@@ -21,11 +21,14 @@ use indexmap::IndexMap;
 use serde_json::Value;
 
 use crate::agent::HttpEvent;
+use crate::correlation::Outcome;
 use crate::jsonrpc::OwnedId;
 use crate::model::{
-    build_models_request, parse_models_response, ModelInfo, ProviderCatalog, ProviderConfig,
+    build_models_request, parse_models_response, ModelInfo, ProviderCatalog, ProviderConfig, Secret,
 };
 
+use super::client_calls::ClientCall;
+use super::dialect::ServerRequest;
 use super::{ConnId, Host, Output, TimerTarget};
 
 /// Turns a model list into a dialect's result (an empty list: no model is known).
@@ -59,6 +62,9 @@ pub(crate) struct ModelsLists {
 
 struct Fetch {
     key: ListKey,
+    /// The provider, while the owning client is asked for its bearer token
+    /// (`hasBearerTokenProvider`): the request goes out when the token arrives.
+    awaiting_token: Option<Box<ProviderConfig>>,
     status: Option<u16>,
     body: Vec<u8>,
     timer: (crate::Timestamp, u64),
@@ -88,10 +94,10 @@ impl Host {
 
     /// Answers a session's model-list request: its own provider's list (`provider`), its
     /// declared models (`providers` + `models`), else the server default's. `refresh`
-    /// asks the provider again even when its answer is cached. A session whose model
-    /// requests a client performs, or whose provider has no credential but a client token
-    /// (`hasBearerTokenProvider`), answers its configured model: the runtime does not call
-    /// that provider on its own.
+    /// asks the provider again even when its answer is cached. A provider with
+    /// `hasBearerTokenProvider` is asked with the token a client of the session returns
+    /// (its answer is cached for that session only). A session whose model requests a
+    /// client performs answers its configured model: the runtime never connects for it.
     pub(crate) fn list_session_models(
         &mut self,
         conn: ConnId,
@@ -117,9 +123,6 @@ impl Host {
             .into_iter()
             .map(model_info)
             .collect();
-        let token_only = provider.has_bearer_token_provider
-            && provider.bearer_token.is_none()
-            && provider.api_key.is_none();
         // A session a client serves skipped the base-URL policy: never connect for it.
         let served_by_client = live.client_transport
             || live
@@ -127,10 +130,31 @@ impl Host {
                 .attached
                 .keys()
                 .any(|c| self.is_http_provider(*c));
-        if served_by_client || token_only {
+        if served_by_client {
             return Some(reply(&configured));
         }
-        self.list_provider_models(&provider, configured, refresh, conn, id, reply)
+        let token_from = if provider.has_bearer_token_provider {
+            // The asker if it answers token requests, else another client of the session.
+            let answers = |a: &crate::session::Attachment| a.extension.is_none();
+            let attached = &live.session.attached;
+            let from = match attached.get(&conn) {
+                Some(a) if answers(a) => Some(conn),
+                _ => attached.iter().find(|(_, a)| answers(a)).map(|(c, _)| *c),
+            };
+            match from {
+                Some(c) => Some((session.to_owned(), c)),
+                None => return Some(reply(&configured)),
+            }
+        } else {
+            None
+        };
+        let asked = Asked {
+            conn,
+            id,
+            refresh,
+            token_from,
+        };
+        self.list_provider_models(&provider, configured, asked, reply)
     }
 
     fn list_default_models(
@@ -145,7 +169,13 @@ impl Host {
         };
         let provider = default.provider.clone();
         let configured = self.configured_models();
-        self.list_provider_models(&provider, configured, refresh, conn, id, reply)
+        let asked = Asked {
+            conn,
+            id,
+            refresh,
+            token_from: None,
+        };
+        self.list_provider_models(&provider, configured, asked, reply)
     }
 
     /// `provider`'s list: cached, joined to the request in flight, or asked now.
@@ -153,11 +183,15 @@ impl Host {
         &mut self,
         provider: &ProviderConfig,
         fallback: Vec<ModelInfo>,
-        refresh: bool,
-        conn: ConnId,
-        id: &OwnedId,
+        asked: Asked<'_>,
         reply: ModelsReply,
     ) -> Option<Value> {
+        let Asked {
+            conn,
+            id,
+            refresh,
+            token_from,
+        } = asked;
         let request = match build_models_request(provider, None) {
             Ok(r) => r,
             Err(_) => return Some(reply(&fallback)),
@@ -165,6 +199,10 @@ impl Host {
         let mut hasher = DefaultHasher::new();
         for header in &request.headers {
             (&header.name, &header.value).hash(&mut hasher);
+        }
+        if let Some((session, _)) = &token_from {
+            // A client's token may differ per session: its answer is the session's own.
+            (provider.token_provider_name(), session.as_str()).hash(&mut hasher);
         }
         let key = ListKey {
             url: request.url.clone(),
@@ -200,18 +238,61 @@ impl Host {
             call,
             Fetch {
                 key,
+                awaiting_token: token_from.is_some().then(|| Box::new(provider.clone())),
                 status: None,
                 body: Vec::new(),
                 timer,
                 waiters: vec![waiter],
             },
         );
-        self.outputs.push_back(Output::HttpRequest {
-            call,
-            session: String::new(),
-            request,
-        });
+        let Some((session, from)) = token_from else {
+            self.outputs.push_back(Output::HttpRequest {
+                call,
+                session: String::new(),
+                request,
+            });
+            return None;
+        };
+        let params = serde_json::json!({"providerName": provider.token_provider_name(),
+            "sessionId": session, "requestId": self.ids.next_uuid()});
+        let sent = self.send_client_call(
+            from,
+            ServerRequest::ProviderToken,
+            &params,
+            ClientCall::ModelsToken { call },
+        );
+        if sent.is_err() {
+            self.finish_models(call, None);
+        }
         None
+    }
+
+    /// The client answered the bearer-token request of model-list request `call`: the
+    /// request goes out with the token (never kept), or the configured models answer.
+    pub(crate) fn models_token_answered(&mut self, call: u64, outcome: Outcome) {
+        let Some(fetch) = self.models_lists.fetches.get_mut(&call) else {
+            return;
+        };
+        let Some(provider) = fetch.awaiting_token.take() else {
+            return;
+        };
+        let token = match outcome {
+            Outcome::Result(raw) => serde_json::from_str::<Value>(raw.get())
+                .ok()
+                .and_then(|v| v.get("token")?.as_str().map(str::to_owned))
+                .filter(|t| !t.is_empty())
+                .map(Secret::new),
+            _ => None,
+        };
+        let request = token.and_then(|t| build_models_request(&provider, Some(&t)).ok());
+        match request {
+            Some(request) => self.outputs.push_back(Output::HttpRequest {
+                call,
+                session: String::new(),
+                request,
+            }),
+            None => self.finish_models(call, None),
+        }
     }
 
     /// The server default's configured model, as a list.
@@ -257,12 +338,15 @@ impl Host {
         true
     }
 
-    /// A provider did not answer its model list in time.
+    /// A provider (or the client asked for its token) did not answer in time.
     pub(super) fn models_list_timed_out(&mut self, call: u64) {
-        if self.models_lists.fetches.contains_key(&call) {
+        let Some(fetch) = self.models_lists.fetches.get(&call) else {
+            return;
+        };
+        if fetch.awaiting_token.is_none() {
             self.outputs.push_back(Output::HttpCancel { call });
-            self.finish_models(call, None);
         }
+        self.finish_models(call, None);
     }
 
     /// Answers every waiter of `call` with the provider's list (cached), or its own
@@ -285,6 +369,16 @@ impl Host {
             self.respond(waiter.conn, &waiter.id, Ok(result));
         }
     }
+}
+
+/// Who asked for a list, and how.
+struct Asked<'a> {
+    conn: ConnId,
+    id: &'a OwnedId,
+    /// Ask the provider even when its answer is cached.
+    refresh: bool,
+    /// The session and the client to ask for the provider's bearer token, if it needs one.
+    token_from: Option<(String, ConnId)>,
 }
 
 /// A model known only by its id.
