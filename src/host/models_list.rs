@@ -38,7 +38,7 @@ pub(crate) type ModelsReply = fn(&[ModelInfo]) -> Value;
 const MODELS_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Most providers whose answer is kept (the oldest is dropped first).
-pub(crate) const MAX_CACHED: usize = 64;
+const MAX_CACHED: usize = 64;
 
 /// Most bytes of a model list read.
 const MAX_BODY: usize = 4 * 1024 * 1024;
@@ -63,7 +63,7 @@ pub(crate) struct ModelsLists {
 struct Fetch {
     key: ListKey,
     /// The provider, while the owning client is asked for its bearer token
-    /// (`hasBearerTokenProvider`): the request goes out when the token arrives.
+    /// (a provider whose token a client supplies): the request goes out when it arrives.
     awaiting_token: Option<Box<ProviderConfig>>,
     status: Option<u16>,
     body: Vec<u8>,
@@ -92,10 +92,10 @@ impl Host {
         self.list_default_models(conn, id, false, reply)
     }
 
-    /// Answers a session's model-list request: its own provider's list (`provider`), its
-    /// declared models (`providers` + `models`), else the server default's. `refresh`
-    /// asks the provider again even when its answer is cached. A provider with
-    /// `hasBearerTokenProvider` is asked with the token a client of the session returns
+    /// Answers a session's model-list request: its own single provider's list, its catalog's
+    /// declared models, else the server default's. `refresh` asks the provider again even
+    /// when its answer is cached. A provider whose bearer token a client supplies is asked
+    /// with the token a client of the session returns
     /// (its answer is cached for that session only). A session whose model requests a
     /// client performs answers its configured model: the runtime never connects for it.
     pub(crate) fn list_session_models(
