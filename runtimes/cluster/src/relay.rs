@@ -1,0 +1,426 @@
+//! What a gateway remembers about the client connection it relays, so that a takeover of the
+//! owner does not cost the client its connection: the attachments to re-establish at the new
+//! owner, the requests to answer if the owner dies before it does, and the last durable event
+//! the client received of each session. I/O-free: the gateway task feeds it the frames it
+//! relays and sends what it returns.
+//!
+//! The gateway relays Copilot SDK connections only (see `docs/cluster.md`), so this module
+//! speaks that dialect's method names.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use bytes::Bytes;
+use serde_json::{json, Value};
+
+/// The JSON-RPC error code of requests the dead owner never answered.
+const OWNER_STOPPED: i64 = -32603;
+
+/// Prefix of the ids of the gateway's own requests (re-attachments), never a client's.
+const REPLAY_ID_PREFIX: &str = "agentwire-gateway-reattach-";
+
+/// One session the relayed client is attached to.
+#[derive(Debug, Clone)]
+struct Attached {
+    /// The params of its `session.create` / `session.resume`, `sessionId` set.
+    params: Value,
+    /// Attached by `session.create` (the client received every event of the session).
+    created: bool,
+    /// The id of the last durable event the client received since it attached.
+    last_event: Option<String>,
+    /// Durable events delivered from the log after a re-attachment, which the new owner may
+    /// send again live: dropped once, until a newer event arrives.
+    caught_up: HashSet<String>,
+}
+
+/// A client request the owner has not answered.
+#[derive(Debug, Clone)]
+struct Pending {
+    id: Value,
+    method: String,
+    /// Its `params.sessionId`.
+    session: Option<String>,
+    /// For `session.create` / `session.resume`: its params.
+    attach: Option<Value>,
+}
+
+/// The relay state of one client connection (see the module docs).
+#[derive(Debug, Default)]
+pub(crate) struct Relay {
+    /// Requests in flight to the owner, by arrival order.
+    pending: BTreeMap<u64, Pending>,
+    /// Order key of each pending request, by its id's JSON text.
+    pending_ids: HashMap<String, u64>,
+    next_order: u64,
+    attached: BTreeMap<String, Attached>,
+    /// Re-attachments sent to a new owner and not answered yet: id → session.
+    replays: HashMap<String, String>,
+    next_replay: u64,
+}
+
+/// A JSON-RPC response body.
+fn response(id: &Value, outcome: Result<Value, (i64, String)>) -> Bytes {
+    let body = match outcome {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err((code, message)) => {
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+        }
+    };
+    Bytes::from(body.to_string())
+}
+
+/// The `session.event` notification carrying `event` (its JSON text, as stored).
+fn event_notification(session: &str, event: &[u8]) -> Option<Bytes> {
+    let event: &serde_json::value::RawValue = serde_json::from_slice(event).ok()?;
+    let body = json!({"jsonrpc": "2.0", "method": "session.event",
+                      "params": {"sessionId": session, "event": event}});
+    Some(Bytes::from(body.to_string()))
+}
+
+/// A UUID-shaped id derived from `seed` (the synthetic events' ids are stable per seed).
+fn derived_id(seed: &str) -> String {
+    let mut a: u64 = 0xCBF2_9CE4_8422_2325;
+    let mut b: u64 = 0x8422_2325_CBF2_9CE4;
+    for &byte in seed.as_bytes() {
+        a = (a ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01B3);
+        b = (b ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01B3).rotate_left(7);
+    }
+    let hex = format!("{a:016x}{b:016x}");
+    format!(
+        "{}-{}-4{}-8{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[13..16],
+        &hex[17..20],
+        &hex[20..32]
+    )
+}
+
+impl Relay {
+    /// A frame the client sends to the owner.
+    pub(crate) fn from_client(&mut self, body: &[u8]) {
+        let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(body) else {
+            return;
+        };
+        let (Some(id), Some(Value::String(method))) = (message.remove("id"), message.remove("method"))
+        else {
+            return;
+        };
+        let params = message.remove("params").unwrap_or(Value::Null);
+        let session = params["sessionId"].as_str().map(str::to_owned);
+        let attach = matches!(method.as_str(), "session.create" | "session.resume")
+            .then_some(params);
+        let order = self.next_order;
+        self.next_order += 1;
+        self.pending_ids.insert(id.to_string(), order);
+        self.pending.insert(
+            order,
+            Pending {
+                id,
+                method,
+                session,
+                attach,
+            },
+        );
+    }
+
+    /// A frame the owner sends to the client: whether to deliver it.
+    pub(crate) fn from_owner(&mut self, body: &[u8]) -> bool {
+        let Ok(Value::Object(message)) = serde_json::from_slice::<Value>(body) else {
+            return true;
+        };
+        match (message.get("method"), message.get("id")) {
+            (None, Some(id)) => self.answered(id, &message),
+            (Some(Value::String(method)), _) if method == "session.event" => {
+                let params = &message["params"];
+                let (Some(session), Some(event_id)) =
+                    (params["sessionId"].as_str(), params["event"]["id"].as_str())
+                else {
+                    return true;
+                };
+                if params["event"]["ephemeral"] == true {
+                    return true;
+                }
+                let Some(attached) = self.attached.get_mut(session) else {
+                    return true;
+                };
+                if attached.caught_up.remove(event_id) {
+                    return false;
+                }
+                attached.caught_up.clear();
+                attached.last_event = Some(event_id.to_owned());
+                true
+            }
+            _ => true,
+        }
+    }
+
+    /// A response of the owner (`message` holds `id` and `result` or `error`).
+    fn answered(&mut self, id: &Value, message: &serde_json::Map<String, Value>) -> bool {
+        let key = id.to_string();
+        if let Some(session) = self.replays.remove(&key) {
+            if message.contains_key("error") {
+                // The new owner refused the re-attachment: the client is no longer attached.
+                self.attached.remove(&session);
+            }
+            return false;
+        }
+        let Some(order) = self.pending_ids.remove(&key) else {
+            return true;
+        };
+        let Some(pending) = self.pending.remove(&order) else {
+            return true;
+        };
+        let Some(result) = message.get("result") else {
+            return true;
+        };
+        match pending.method.as_str() {
+            "session.create" | "session.resume" => {
+                let mut params = pending.attach.unwrap_or(Value::Null);
+                if !params.is_object() {
+                    params = json!({});
+                }
+                let session = result["sessionId"]
+                    .as_str()
+                    .or_else(|| params["sessionId"].as_str())
+                    .map(str::to_owned);
+                if let Some(session) = session {
+                    params["sessionId"] = json!(session);
+                    let created = pending.method == "session.create";
+                    let previous = self.attached.remove(&session);
+                    self.attached.insert(
+                        session,
+                        Attached {
+                            params,
+                            created,
+                            last_event: previous.and_then(|p| p.last_event),
+                            caught_up: HashSet::new(),
+                        },
+                    );
+                }
+            }
+            "session.detach" | "session.delete" => {
+                if let Some(session) = &pending.session {
+                    self.attached.remove(session);
+                }
+            }
+            _ => {}
+        }
+        true
+    }
+
+    /// The sessions the client is attached to through this relay.
+    pub(crate) fn sessions(&self) -> Vec<String> {
+        self.attached.keys().cloned().collect()
+    }
+
+    /// The owner died: an error answer (with `reason`) for every request it did not answer,
+    /// in the order the client sent them. Each request is answered once: the new owner never
+    /// saw them.
+    pub(crate) fn fail_pending(&mut self, reason: &str) -> Vec<Bytes> {
+        self.pending_ids.clear();
+        self.replays.clear();
+        std::mem::take(&mut self.pending)
+            .into_values()
+            .map(|p| {
+                let message = format!("{} was not completed: {reason}", p.method);
+                response(&p.id, Err((OWNER_STOPPED, message)))
+            })
+            .collect()
+    }
+
+    /// The `session.resume` requests that re-attach the client to a new owner, one per
+    /// session, with the params it attached with (no `session.resume` event: the client did not
+    /// resume). Their answers are not delivered ([`Relay::from_owner`] drops them).
+    pub(crate) fn reattach(&mut self) -> Vec<Bytes> {
+        let mut frames = Vec::new();
+        for (session, attached) in &self.attached {
+            let mut params = attached.params.clone();
+            params["disableResume"] = json!(true);
+            params["continuePendingWork"] = json!(false);
+            let id = format!("{REPLAY_ID_PREFIX}{}", self.next_replay);
+            self.next_replay += 1;
+            let body = json!({"jsonrpc": "2.0", "id": id, "method": "session.resume",
+                              "params": params});
+            self.replays
+                .insert(Value::String(id).to_string(), session.clone());
+            frames.push(Bytes::from(body.to_string()));
+        }
+        frames
+    }
+
+    /// Whether `body` answers one of the re-attachments (hand it to [`Relay::from_owner`]).
+    pub(crate) fn is_reattach_answer(&self, body: &[u8]) -> bool {
+        match serde_json::from_slice::<Value>(body) {
+            Ok(Value::Object(message)) if message.get("method").is_none() => message
+                .get("id")
+                .is_some_and(|id| self.replays.contains_key(&id.to_string())),
+            _ => false,
+        }
+    }
+
+    /// Whether re-attachments are still unanswered.
+    pub(crate) fn reattaching(&self) -> bool {
+        !self.replays.is_empty()
+    }
+
+    /// The events of `session`'s log (`events`, oldest first, as stored) the client has not
+    /// received: the notifications to deliver after a re-attachment. A turn the takeover
+    /// interrupted ends with `session.idle` as it does for attached clients (that event is
+    /// ephemeral, so not in the log).
+    pub(crate) fn catch_up(&mut self, session: &str, events: &[Bytes]) -> Vec<Bytes> {
+        let Some(attached) = self.attached.get_mut(session) else {
+            return Vec::new();
+        };
+        let ids: Vec<Option<String>> = events
+            .iter()
+            .map(|e| {
+                serde_json::from_slice::<Value>(e)
+                    .ok()
+                    .and_then(|v| v["id"].as_str().map(str::to_owned))
+            })
+            .collect();
+        let start = match &attached.last_event {
+            Some(last) => match ids.iter().position(|id| id.as_deref() == Some(last)) {
+                Some(at) => at + 1,
+                // Not in the log (it cannot be: the owner releases an event once stored).
+                None => events.len(),
+            },
+            None if attached.created => 0,
+            // A resume with no event received yet: where it attached is not known.
+            None => events.len(),
+        };
+        let mut frames = Vec::new();
+        for (event, id) in events[start..].iter().zip(&ids[start..]) {
+            let Some(id) = id else { continue };
+            let Some(frame) = event_notification(session, event) else {
+                continue;
+            };
+            frames.push(frame);
+            attached.caught_up.insert(id.clone());
+            attached.last_event = Some(id.clone());
+            let Ok(parsed) = serde_json::from_slice::<Value>(event) else {
+                continue;
+            };
+            if parsed["type"] == "session.error" && parsed["data"]["errorType"] == "interrupted" {
+                let idle = json!({
+                    "id": derived_id(id),
+                    "timestamp": parsed["timestamp"],
+                    "parentId": id,
+                    "type": "session.idle",
+                    "data": {"aborted": true, "mode": "interactive"},
+                    "ephemeral": true,
+                });
+                if let Some(frame) = event_notification(session, idle.to_string().as_bytes()) {
+                    frames.push(frame);
+                }
+            }
+        }
+        frames
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(id: &str, kind: &str, data: Value) -> Bytes {
+        Bytes::from(
+            json!({"id": id, "timestamp": "2026-12-02T00:00:00.000Z", "parentId": null,
+                   "type": kind, "data": data})
+            .to_string(),
+        )
+    }
+
+    fn notification(session: &str, event: &Bytes) -> Vec<u8> {
+        event_notification(session, event).unwrap().to_vec()
+    }
+
+    fn attached_relay() -> Relay {
+        let mut relay = Relay::default();
+        relay.from_client(
+            br#"{"jsonrpc":"2.0","id":1,"method":"session.resume","params":{"sessionId":"s","requestPermission":true,"tools":[{"name":"t"}]}}"#,
+        );
+        assert!(relay.from_owner(br#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s"}}"#));
+        relay
+    }
+
+    #[test]
+    fn pending_requests_are_failed_once_in_order() {
+        let mut relay = attached_relay();
+        relay.from_client(br#"{"jsonrpc":"2.0","id":2,"method":"session.send","params":{"sessionId":"s"}}"#);
+        relay.from_client(br#"{"jsonrpc":"2.0","id":"x","method":"session.getMessages"}"#);
+        relay.from_client(br#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#);
+        assert!(relay.from_owner(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#));
+        let failed: Vec<Value> = relay
+            .fail_pending("node a stopped")
+            .iter()
+            .map(|b| serde_json::from_slice(b).unwrap())
+            .collect();
+        assert_eq!(failed.len(), 2);
+        assert_eq!(failed[0]["id"], 2);
+        assert_eq!(failed[1]["id"], "x");
+        assert!(failed[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("node a stopped"));
+        assert!(relay.fail_pending("again").is_empty());
+    }
+
+    #[test]
+    fn reattachment_replays_the_attach_params_and_hides_its_answer() {
+        let mut relay = attached_relay();
+        let frames = relay.reattach();
+        assert_eq!(frames.len(), 1);
+        let replay: Value = serde_json::from_slice(&frames[0]).unwrap();
+        assert_eq!(replay["method"], "session.resume");
+        assert_eq!(replay["params"]["sessionId"], "s");
+        assert_eq!(replay["params"]["requestPermission"], true);
+        assert_eq!(replay["params"]["tools"][0]["name"], "t");
+        assert_eq!(replay["params"]["disableResume"], true);
+        assert!(relay.reattaching());
+        let answer = json!({"jsonrpc": "2.0", "id": replay["id"], "result": {"sessionId": "s"}});
+        assert!(relay.is_reattach_answer(answer.to_string().as_bytes()));
+        assert!(!relay.is_reattach_answer(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
+        assert!(!relay.from_owner(answer.to_string().as_bytes()));
+        assert!(!relay.reattaching());
+        assert_eq!(relay.sessions(), ["s"]);
+    }
+
+    #[test]
+    fn catch_up_sends_what_the_client_missed_once_and_ends_the_interrupted_turn() {
+        let mut relay = attached_relay();
+        let log = [
+            event("e1", "user.message", json!({})),
+            event("e2", "permission.requested", json!({})),
+            event("e3", "permission.completed", json!({})),
+            event("e4", "session.error", json!({"errorType": "interrupted"})),
+        ];
+        assert!(relay.from_owner(&notification("s", &log[0])));
+        assert!(relay.from_owner(&notification("s", &log[1])));
+        let frames = relay.catch_up("s", &log);
+        let types: Vec<String> = frames
+            .iter()
+            .map(|f| {
+                let v: Value = serde_json::from_slice(f).unwrap();
+                v["params"]["event"]["type"].as_str().unwrap().to_owned()
+            })
+            .collect();
+        assert_eq!(types, ["permission.completed", "session.error", "session.idle"]);
+        // The new owner sending a caught-up event live again: dropped; a new one passes.
+        assert!(!relay.from_owner(&notification("s", &log[3])));
+        let next = event("e5", "user.message", json!({}));
+        assert!(relay.from_owner(&notification("s", &next)));
+        assert!(relay.catch_up("s", &[log[3].clone(), next]).is_empty());
+    }
+
+    #[test]
+    fn a_created_session_catches_up_from_its_start() {
+        let mut relay = Relay::default();
+        relay.from_client(br#"{"jsonrpc":"2.0","id":1,"method":"session.create","params":{}}"#);
+        assert!(relay.from_owner(br#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"new"}}"#));
+        let log = [event("e1", "session.start", json!({}))];
+        assert_eq!(relay.catch_up("new", &log).len(), 1);
+        let replay: Value = serde_json::from_slice(&relay.reattach()[0]).unwrap();
+        assert_eq!(replay["params"]["sessionId"], "new");
+    }
+}
