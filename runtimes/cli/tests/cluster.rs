@@ -567,3 +567,142 @@ async fn a_dead_nodes_session_is_taken_over_without_a_client_asking() {
     })
     .await
 }
+
+/// Leaves the first permission prompt unanswered (notifying `asked`), approves the later ones.
+struct HoldFirst {
+    seen: AtomicUsize,
+    asked: Arc<Notify>,
+}
+
+impl PermissionHandler for HoldFirst {
+    fn handle<'life0, 'async_trait>(
+        &'life0 self,
+        _session_id: SessionId,
+        _request_id: RequestId,
+        _data: PermissionRequestData,
+    ) -> BoxFut<'async_trait, PermissionResult>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        if self.seen.fetch_add(1, Ordering::SeqCst) > 0 {
+            return Box::pin(async { PermissionResult::approve_once() });
+        }
+        self.asked.notify_one();
+        Box::pin(std::future::pending())
+    }
+}
+
+/// Takeover through a gateway, keeping the connection: a client of node B is relayed to node
+/// A, which owns the session, and waits on a permission prompt when A is killed. The same
+/// client object, without reconnecting, sees the interrupted turn end (`session.error`, then
+/// `session.idle`), then runs a whole client-tool turn (its permission handler and client tool
+/// re-attached at the new owner, node B). It received every durable event once, in the log's
+/// order, and `getMessages` holds each once.
+#[tokio::test]
+async fn a_relayed_client_keeps_its_connection_when_the_owner_dies_mid_turn() {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let mut a = node(&url, "a").await;
+        let b = node(&url, "b").await;
+
+        // A's own client never answers prompts and has no tools: B's client is asked.
+        let client_a = client(&a).await;
+        let id = sdk::new_session_id();
+        let config = SessionConfig::default()
+            .with_session_id(id.clone())
+            .with_model("fake-model")
+            .with_permission_handler(Arc::new(ApproveFirst {
+                approve: 0,
+                seen: AtomicUsize::new(0),
+                asked: Arc::new(Notify::new()),
+            }));
+        let session_a = sdk::within("session.create", client_a.create_session(config))
+            .await
+            .expect("session.create on node A");
+        sdk::turn(&session_a, "hello").await;
+
+        let client_b = client(&b).await;
+        let calls_b = Arc::new(Mutex::new(Vec::new()));
+        let asked_b = Arc::new(Notify::new());
+        let config = ResumeSessionConfig::new(id.clone())
+            .with_tools([sdk::weather_tool(calls_b.clone())])
+            .with_permission_handler(Arc::new(HoldFirst {
+                seen: AtomicUsize::new(0),
+                asked: asked_b.clone(),
+            }));
+        let prepared = client_b.prepare_resume_session(config).expect("prepare");
+        let mut events_b = sdk::Recorder::new(prepared.subscribe());
+        let session_b = sdk::within("session.resume via B", prepared.start())
+            .await
+            .expect("relayed resume");
+        sdk::within(
+            "session.send via B",
+            session_b.send(MessageOptions::new(sdk::WEATHER_PROMPT)),
+        )
+        .await
+        .expect("session.send");
+        sdk::within("the permission prompt at B's client", asked_b.notified()).await;
+        a.child.start_kill().expect("SIGKILL node A");
+        a.exit(sdk::STEP).await;
+
+        // The same client: the interrupted turn ends with a reason, then idle.
+        let error = events_b.wait_for("session.error").await;
+        assert_eq!(sdk::str_field(&error, "errorType"), Some("interrupted"));
+        assert!(
+            sdk::str_field(&error, "message").is_some_and(|m| m.contains("node b")),
+            "{:?}",
+            error.data
+        );
+        let idle = events_b.wait_for("session.idle").await;
+        assert_eq!(idle.parent_id.as_deref(), Some(error.id.as_str()));
+        events_b.turn().await;
+
+        // The next turn on the same session object: asked for permission (approved now) and
+        // for the client tool, answered at the new owner.
+        let reply = sdk::turn(&session_b, sdk::WEATHER_PROMPT).await;
+        assert_eq!(sdk::str_field(&reply, "content"), Some(sdk::WEATHER_ANSWER));
+        assert_eq!(calls_b.lock().unwrap().len(), 1, "B's client ran the tool");
+        events_b.turn().await;
+        events_b.drain();
+
+        let history = sdk::within("getMessages via B", session_b.get_events())
+            .await
+            .expect("getMessages");
+        let unique: HashSet<&str> = ids(&history).into_iter().collect();
+        assert_eq!(unique.len(), history.len(), "no event is stored twice");
+        sdk::assert_chain(&history, None);
+        let received: Vec<&SessionEvent> = events_b
+            .seen
+            .iter()
+            .filter(|e| e.ephemeral.is_none())
+            .collect();
+        let first = history
+            .iter()
+            .position(|e| e.id == received[0].id)
+            .expect("the first event B's client received is in the log");
+        assert_eq!(
+            received.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+            ids(&history[first..]),
+            "B's client received every durable event since it attached, once, in the log's order"
+        );
+        let kinds = sdk::types(&history[first..]);
+        let error_at = kinds
+            .iter()
+            .position(|k| *k == "session.error")
+            .expect("session.error");
+        assert_eq!(
+            kinds[error_at - 1..=error_at + 1],
+            ["permission.completed", "session.error", "user.message"],
+            "{kinds:?}"
+        );
+        assert!(
+            !kinds.contains(&"session.resume") || kinds[..error_at].contains(&"session.resume"),
+            "the re-attachment adds no session.resume event: {kinds:?}"
+        );
+        assert!(b.stderr().contains("re-attached"), "{}", b.stderr());
+        drop(server);
+    })
+    .await
+}
