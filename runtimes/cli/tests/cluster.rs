@@ -362,9 +362,11 @@ async fn a_client_of_node_b_drives_a_session_owned_by_node_a() {
     .await
 }
 
-/// Takeover through a gateway: node A dies mid-turn while a client of node B is relayed to
-/// it; B ends that client's connection, the client reconnects to B and resumes, B claims the
-/// session, and nothing the client received is lost or doubled.
+/// Takeover through a gateway, seen from a new connection: node A dies mid-turn while a client
+/// of node B is relayed to it; a fresh connection to B resumes the session (waiting for A's
+/// lease to expire), B has claimed it, and nothing the first client received is lost or
+/// doubled. (The first client keeps its connection, re-attached silently: see
+/// `a_relayed_client_keeps_its_connection_when_the_owner_dies_mid_turn`.)
 #[tokio::test]
 async fn a_relayed_client_resumes_on_its_own_node_after_the_owner_dies() {
     sdk::bounded(async {
@@ -594,11 +596,12 @@ impl PermissionHandler for HoldFirst {
 }
 
 /// Takeover through a gateway, keeping the connection: a client of node B is relayed to node
-/// A, which owns the session, and waits on a permission prompt when A is killed. The same
+/// A, which owns two sessions the client resumed, and waits on a permission prompt in one of
+/// them when A is killed. The same
 /// client object, without reconnecting, sees the interrupted turn end (`session.error`, then
 /// `session.idle`), then runs a whole client-tool turn (its permission handler and client tool
 /// re-attached at the new owner, node B). It received every durable event once, in the log's
-/// order, and `getMessages` holds each once.
+/// order, and `getMessages` holds each once. The other session, idle, carries on as well.
 #[tokio::test]
 async fn a_relayed_client_keeps_its_connection_when_the_owner_dies_mid_turn() {
     sdk::bounded(async {
@@ -622,8 +625,26 @@ async fn a_relayed_client_keeps_its_connection_when_the_owner_dies_mid_turn() {
             .await
             .expect("session.create on node A");
         sdk::turn(&session_a, "hello").await;
+        // A second session of A, idle when A dies, on the same relayed connection.
+        let idle_id = sdk::new_session_id();
+        let config = SessionConfig::default()
+            .with_session_id(idle_id.clone())
+            .with_model("fake-model")
+            .with_permission_handler(approve_all());
+        let idle_a = sdk::within("session.create", client_a.create_session(config))
+            .await
+            .expect("second session.create on node A");
+        sdk::turn(&idle_a, "idle").await;
 
         let client_b = client(&b).await;
+        let config =
+            ResumeSessionConfig::new(idle_id.clone()).with_permission_handler(approve_all());
+        let idle_b = sdk::within(
+            "second session.resume via B",
+            client_b.resume_session(config),
+        )
+        .await
+        .expect("relayed resume");
         let calls_b = Arc::new(Mutex::new(Vec::new()));
         let asked_b = Arc::new(Notify::new());
         let config = ResumeSessionConfig::new(id.clone())
@@ -646,6 +667,17 @@ async fn a_relayed_client_keeps_its_connection_when_the_owner_dies_mid_turn() {
         sdk::within("the permission prompt at B's client", asked_b.notified()).await;
         a.child.start_kill().expect("SIGKILL node A");
         a.exit(sdk::STEP).await;
+
+        // A request sent while A is dead but its lease lives goes to A, which never answers:
+        // the gateway answers it once, with the reason (served by the new owner instead if B
+        // already saw the lease expire).
+        match sdk::within("getMessages sent to the dead owner", idle_b.get_events()).await {
+            Ok(history) => assert!(!history.is_empty()),
+            Err(e) => assert!(
+                e.to_string().contains("node a owning the session stopped"),
+                "{e}"
+            ),
+        }
 
         // The same client: the interrupted turn ends with a reason, then idle.
         let error = events_b.wait_for("session.error").await;
@@ -702,6 +734,23 @@ async fn a_relayed_client_keeps_its_connection_when_the_owner_dies_mid_turn() {
             "the re-attachment adds no session.resume event: {kinds:?}"
         );
         assert!(b.stderr().contains("re-attached"), "{}", b.stderr());
+
+        // The idle session carries on too, on the same connection.
+        let before = sdk::within("getMessages", idle_b.get_events())
+            .await
+            .expect("getMessages");
+        let reply = sdk::turn(&idle_b, "still here").await;
+        let after = sdk::within("getMessages", idle_b.get_events())
+            .await
+            .expect("getMessages");
+        assert_eq!(ids(&after)[..before.len()], ids(&before)[..]);
+        assert!(after[before.len()..].iter().any(|e| e.id == reply.id));
+        assert!(
+            !sdk::types(&after).contains(&"session.error"),
+            "nothing was interrupted in the idle session"
+        );
+        let unique: HashSet<&str> = ids(&after).into_iter().collect();
+        assert_eq!(unique.len(), after.len(), "no event is stored twice");
         drop(server);
     })
     .await

@@ -27,7 +27,6 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tracing::{info, warn};
 
-
 use crate::engine::Engine;
 use crate::escape::escape_id;
 use crate::node::Node;
@@ -129,7 +128,11 @@ pub(crate) async fn open_remote(
     let inbound = in_subject(node, &link);
     tokio::spawn(async move {
         while let Some(body) = bodies.recv().await {
-            if client.publish(inbound.clone(), frame_message(&body)).await.is_err() {
+            if client
+                .publish(inbound.clone(), frame_message(&body))
+                .await
+                .is_err()
+            {
                 return;
             }
         }

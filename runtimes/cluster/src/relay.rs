@@ -82,7 +82,9 @@ fn derived_id(seed: &str) -> String {
     let mut b: u64 = 0x8422_2325_CBF2_9CE4;
     for &byte in seed.as_bytes() {
         a = (a ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01B3);
-        b = (b ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01B3).rotate_left(7);
+        b = (b ^ u64::from(byte))
+            .wrapping_mul(0x0000_0100_0000_01B3)
+            .rotate_left(7);
     }
     let hex = format!("{a:016x}{b:016x}");
     format!(
@@ -101,14 +103,15 @@ impl Relay {
         let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(body) else {
             return;
         };
-        let (Some(id), Some(Value::String(method))) = (message.remove("id"), message.remove("method"))
+        let (Some(id), Some(Value::String(method))) =
+            (message.remove("id"), message.remove("method"))
         else {
             return;
         };
         let params = message.remove("params").unwrap_or(Value::Null);
         let session = params["sessionId"].as_str().map(str::to_owned);
-        let attach = matches!(method.as_str(), "session.create" | "session.resume")
-            .then_some(params);
+        let attach =
+            matches!(method.as_str(), "session.create" | "session.resume").then_some(params);
         let order = self.next_order;
         self.next_order += 1;
         self.pending_ids.insert(id.to_string(), order);
@@ -347,7 +350,9 @@ mod tests {
     #[test]
     fn pending_requests_are_failed_once_in_order() {
         let mut relay = attached_relay();
-        relay.from_client(br#"{"jsonrpc":"2.0","id":2,"method":"session.send","params":{"sessionId":"s"}}"#);
+        relay.from_client(
+            br#"{"jsonrpc":"2.0","id":2,"method":"session.send","params":{"sessionId":"s"}}"#,
+        );
         relay.from_client(br#"{"jsonrpc":"2.0","id":"x","method":"session.getMessages"}"#);
         relay.from_client(br#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#);
         assert!(relay.from_owner(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#));
@@ -405,7 +410,10 @@ mod tests {
                 v["params"]["event"]["type"].as_str().unwrap().to_owned()
             })
             .collect();
-        assert_eq!(types, ["permission.completed", "session.error", "session.idle"]);
+        assert_eq!(
+            types,
+            ["permission.completed", "session.error", "session.idle"]
+        );
         // The new owner sending a caught-up event live again: dropped; a new one passes.
         assert!(!relay.from_owner(&notification("s", &log[3])));
         let next = event("e5", "user.message", json!({}));
