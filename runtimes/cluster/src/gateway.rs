@@ -81,7 +81,7 @@ pub(crate) async fn gateway(
             batch = frames.recv() => match batch {
                 Some(batch) => {
                     for body in batch {
-                        relay.from_client(&body);
+                        relay.client_sent(&body);
                         let _ = link.to_owner.send(body);
                     }
                 }
@@ -90,7 +90,7 @@ pub(crate) async fn gateway(
             },
             body = link.from_owner.recv() => match body {
                 Some(body) => {
-                    if relay.from_owner(&body) {
+                    if relay.owner_sent(&body) {
                         deliver(&host, conn, &body);
                     }
                 }
@@ -106,6 +106,12 @@ pub(crate) async fn gateway(
                 let Some(dead) = watched else { continue };
                 if alive(&node, &dead).await {
                     continue;
+                }
+                // What the owner sent before it died is the client's.
+                while let Ok(body) = link.from_owner.try_recv() {
+                    if relay.owner_sent(&body) {
+                        deliver(&host, conn, &body);
+                    }
                 }
                 attempt += 1;
                 match reattach(&node, &lookups, &host, conn, &mut relay, &dead, attempt).await {
@@ -183,7 +189,7 @@ async fn reattach(
         match tokio::time::timeout(left, link.from_owner.recv()).await {
             Ok(Some(body)) => {
                 if relay.is_reattach_answer(&body) {
-                    relay.from_owner(&body);
+                    relay.owner_sent(&body);
                 } else {
                     held.push(body);
                 }
@@ -212,7 +218,7 @@ async fn reattach(
         }
     }
     for body in held {
-        if relay.from_owner(&body) {
+        if relay.owner_sent(&body) {
             deliver(host, conn, &body);
         }
     }

@@ -99,7 +99,7 @@ fn derived_id(seed: &str) -> String {
 
 impl Relay {
     /// A frame the client sends to the owner.
-    pub(crate) fn from_client(&mut self, body: &[u8]) {
+    pub(crate) fn client_sent(&mut self, body: &[u8]) {
         let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(body) else {
             return;
         };
@@ -127,7 +127,7 @@ impl Relay {
     }
 
     /// A frame the owner sends to the client: whether to deliver it.
-    pub(crate) fn from_owner(&mut self, body: &[u8]) -> bool {
+    pub(crate) fn owner_sent(&mut self, body: &[u8]) -> bool {
         let Ok(Value::Object(message)) = serde_json::from_slice::<Value>(body) else {
             return true;
         };
@@ -233,7 +233,7 @@ impl Relay {
 
     /// The `session.resume` requests that re-attach the client to a new owner, one per
     /// session, with the params it attached with (no `session.resume` event: the client did not
-    /// resume). Their answers are not delivered ([`Relay::from_owner`] drops them).
+    /// resume). Their answers are not delivered ([`Relay::owner_sent`] drops them).
     pub(crate) fn reattach(&mut self) -> Vec<Bytes> {
         let mut frames = Vec::new();
         for (session, attached) in &self.attached {
@@ -251,7 +251,7 @@ impl Relay {
         frames
     }
 
-    /// Whether `body` answers one of the re-attachments (hand it to [`Relay::from_owner`]).
+    /// Whether `body` answers one of the re-attachments (hand it to [`Relay::owner_sent`]).
     pub(crate) fn is_reattach_answer(&self, body: &[u8]) -> bool {
         match serde_json::from_slice::<Value>(body) {
             Ok(Value::Object(message)) if message.get("method").is_none() => message
@@ -292,18 +292,24 @@ impl Relay {
             // A resume with no event received yet: where it attached is not known.
             None => events.len(),
         };
+        let mcp_apps = attached.params["requestMcpApps"] == true;
         let mut frames = Vec::new();
         for (event, id) in events[start..].iter().zip(&ids[start..]) {
             let Some(id) = id else { continue };
+            let Ok(parsed) = serde_json::from_slice::<Value>(event) else {
+                continue;
+            };
+            // The owner's audience rule for durable MCP Apps events.
+            let kind = parsed["type"].as_str().unwrap_or_default();
+            if kind.starts_with("mcp_app.") && !mcp_apps {
+                continue;
+            }
             let Some(frame) = event_notification(session, event) else {
                 continue;
             };
             frames.push(frame);
             attached.caught_up.insert(id.clone());
             attached.last_event = Some(id.clone());
-            let Ok(parsed) = serde_json::from_slice::<Value>(event) else {
-                continue;
-            };
             if parsed["type"] == "session.error" && parsed["data"]["errorType"] == "interrupted" {
                 let idle = json!({
                     "id": derived_id(id),
@@ -340,22 +346,22 @@ mod tests {
 
     fn attached_relay() -> Relay {
         let mut relay = Relay::default();
-        relay.from_client(
+        relay.client_sent(
             br#"{"jsonrpc":"2.0","id":1,"method":"session.resume","params":{"sessionId":"s","requestPermission":true,"tools":[{"name":"t"}]}}"#,
         );
-        assert!(relay.from_owner(br#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s"}}"#));
+        assert!(relay.owner_sent(br#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s"}}"#));
         relay
     }
 
     #[test]
     fn pending_requests_are_failed_once_in_order() {
         let mut relay = attached_relay();
-        relay.from_client(
+        relay.client_sent(
             br#"{"jsonrpc":"2.0","id":2,"method":"session.send","params":{"sessionId":"s"}}"#,
         );
-        relay.from_client(br#"{"jsonrpc":"2.0","id":"x","method":"session.getMessages"}"#);
-        relay.from_client(br#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#);
-        assert!(relay.from_owner(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#));
+        relay.client_sent(br#"{"jsonrpc":"2.0","id":"x","method":"session.getMessages"}"#);
+        relay.client_sent(br#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#);
+        assert!(relay.owner_sent(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#));
         let failed: Vec<Value> = relay
             .fail_pending("node a stopped")
             .iter()
@@ -386,7 +392,7 @@ mod tests {
         let answer = json!({"jsonrpc": "2.0", "id": replay["id"], "result": {"sessionId": "s"}});
         assert!(relay.is_reattach_answer(answer.to_string().as_bytes()));
         assert!(!relay.is_reattach_answer(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
-        assert!(!relay.from_owner(answer.to_string().as_bytes()));
+        assert!(!relay.owner_sent(answer.to_string().as_bytes()));
         assert!(!relay.reattaching());
         assert_eq!(relay.sessions(), ["s"]);
     }
@@ -400,8 +406,8 @@ mod tests {
             event("e3", "permission.completed", json!({})),
             event("e4", "session.error", json!({"errorType": "interrupted"})),
         ];
-        assert!(relay.from_owner(&notification("s", &log[0])));
-        assert!(relay.from_owner(&notification("s", &log[1])));
+        assert!(relay.owner_sent(&notification("s", &log[0])));
+        assert!(relay.owner_sent(&notification("s", &log[1])));
         let frames = relay.catch_up("s", &log);
         let types: Vec<String> = frames
             .iter()
@@ -415,17 +421,17 @@ mod tests {
             ["permission.completed", "session.error", "session.idle"]
         );
         // The new owner sending a caught-up event live again: dropped; a new one passes.
-        assert!(!relay.from_owner(&notification("s", &log[3])));
+        assert!(!relay.owner_sent(&notification("s", &log[3])));
         let next = event("e5", "user.message", json!({}));
-        assert!(relay.from_owner(&notification("s", &next)));
+        assert!(relay.owner_sent(&notification("s", &next)));
         assert!(relay.catch_up("s", &[log[3].clone(), next]).is_empty());
     }
 
     #[test]
     fn a_created_session_catches_up_from_its_start() {
         let mut relay = Relay::default();
-        relay.from_client(br#"{"jsonrpc":"2.0","id":1,"method":"session.create","params":{}}"#);
-        assert!(relay.from_owner(br#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"new"}}"#));
+        relay.client_sent(br#"{"jsonrpc":"2.0","id":1,"method":"session.create","params":{}}"#);
+        assert!(relay.owner_sent(br#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"new"}}"#));
         let log = [event("e1", "session.start", json!({}))];
         assert_eq!(relay.catch_up("new", &log).len(), 1);
         let replay: Value = serde_json::from_slice(&relay.reattach()[0]).unwrap();
