@@ -604,6 +604,20 @@ impl PermissionHandler for HoldFirst {
 /// order, and `getMessages` holds each once. The other session, idle, carries on as well.
 #[tokio::test]
 async fn a_relayed_client_keeps_its_connection_when_the_owner_dies_mid_turn() {
+    relayed_client_keeps_its_connection("KILL").await;
+}
+
+/// The same when the owner stops gracefully (SIGTERM, e.g. a rolling restart): its shutdown
+/// notice is not passed on to the relayed client, which follows the session once the owner's
+/// lease is gone.
+#[tokio::test]
+async fn a_relayed_client_keeps_its_connection_when_the_owner_is_stopped_mid_turn() {
+    relayed_client_keeps_its_connection("TERM").await;
+}
+
+/// Stops node A with `signal` while a client of node B waits on a permission prompt in A's
+/// session (see the tests above).
+async fn relayed_client_keeps_its_connection(signal: &str) {
     sdk::bounded(async {
         let server = nats::NatsServer::single();
         let url = server.url();
@@ -665,7 +679,7 @@ async fn a_relayed_client_keeps_its_connection_when_the_owner_dies_mid_turn() {
         .await
         .expect("session.send");
         sdk::within("the permission prompt at B's client", asked_b.notified()).await;
-        a.child.start_kill().expect("SIGKILL node A");
+        a.signal(signal);
         a.exit(sdk::STEP).await;
 
         // A request sent while A is dead but its lease lives goes to A, which never answers:

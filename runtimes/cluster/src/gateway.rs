@@ -72,59 +72,102 @@ pub(crate) async fn gateway(
     let mut target = Target::Remote(owner);
     let mut relay = Relay::default();
     let mut check = tokio::time::interval(node.lease_ttl / 2);
+    // The owner sent its shutdown notice (it stops gracefully, or was fenced).
+    let mut owner_stopping = false;
     loop {
         let watched = match &target {
             Target::Remote(owner) => Some(owner.clone()),
             Target::Local => None,
         };
-        tokio::select! {
+        // Set when the owner is gone: follow the sessions to their new owner.
+        let gone: Option<NodeIdentity> = tokio::select! {
             batch = frames.recv() => match batch {
                 Some(batch) => {
                     for body in batch {
                         relay.client_sent(&body);
                         let _ = link.to_owner.send(body);
                     }
+                    None
                 }
                 // The client is gone: dropping the link closes it.
                 None => return,
             },
             body = link.from_owner.recv() => match body {
                 Some(body) => {
-                    if relay.owner_sent(&body) {
-                        deliver(&host, conn, &body);
-                    }
+                    owner_stopping |= pass_on(&host, conn, &mut relay, &body);
+                    None
                 }
                 None => {
-                    let who = match &target {
-                        Target::Remote(owner) => format!("node {}", owner.node),
-                        Target::Local => "this node".to_owned(),
+                    let stopped = match &watched {
+                        Some(owner) if owner_stopping => lease_ends(&node, owner).await,
+                        _ => false,
                     };
-                    return end(format!("{who} closed the relayed connection"));
+                    if !stopped {
+                        let who = match &target {
+                            Target::Remote(owner) => format!("node {}", owner.node),
+                            Target::Local => "this node".to_owned(),
+                        };
+                        return end(format!("{who} closed the relayed connection"));
+                    }
+                    watched
                 }
             },
-            _ = check.tick(), if watched.is_some() => {
-                let Some(dead) = watched else { continue };
-                if alive(&node, &dead).await {
-                    continue;
-                }
-                // What the owner sent before it died is the client's.
-                while let Ok(body) = link.from_owner.try_recv() {
-                    if relay.owner_sent(&body) {
-                        deliver(&host, conn, &body);
-                    }
-                }
-                attempt += 1;
-                match reattach(&node, &lookups, &host, conn, &mut relay, &dead, attempt).await {
-                    Ok((next, ends)) => {
-                        info!(sessions = ?relay.sessions(), to = ?next, "relayed client re-attached");
-                        target = next;
-                        link = ends;
-                    }
-                    Err(reason) => return end(reason),
-                }
+            _ = check.tick(), if watched.is_some() => match watched {
+                Some(owner) if !alive(&node, &owner).await => Some(owner),
+                _ => None,
+            },
+        };
+        let Some(dead) = gone else { continue };
+        // What the owner sent before it died is the client's.
+        while let Ok(body) = link.from_owner.try_recv() {
+            pass_on(&host, conn, &mut relay, &body);
+        }
+        attempt += 1;
+        match reattach(&node, &lookups, &host, conn, &mut relay, &dead, attempt).await {
+            Ok((next, ends)) => {
+                info!(sessions = ?relay.sessions(), to = ?next, "relayed client re-attached");
+                target = next;
+                link = ends;
+                owner_stopping = false;
             }
+            Err(reason) => return end(reason),
         }
     }
+}
+
+/// Hands a frame of the owner to the client (unless the relay holds it back); whether it was
+/// the owner's shutdown notice, which is not passed on: the owner is stopping, not the
+/// client's node, and the client follows the session once the owner's lease is gone.
+fn pass_on(host: &HostHandle, conn: ConnId, relay: &mut Relay, body: &[u8]) -> bool {
+    if is_shutdown_notice(body) {
+        return true;
+    }
+    if relay.owner_sent(body) {
+        deliver(host, conn, body);
+    }
+    false
+}
+
+/// Whether `body` is a node's shutdown notice ([`agentwire_driver::SHUTDOWN_NOTIFICATION`]).
+fn is_shutdown_notice(body: &[u8]) -> bool {
+    let needle = agentwire_driver::SHUTDOWN_NOTIFICATION.as_bytes();
+    body.windows(needle.len()).any(|w| w == needle)
+        && serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|v| {
+            v["method"] == agentwire_driver::SHUTDOWN_NOTIFICATION && v.get("id").is_none()
+        })
+}
+
+/// Waits (up to a little over two lease TTLs) for the lease of `owner`, which is stopping, to
+/// end; whether it did.
+async fn lease_ends(node: &Node, owner: &NodeIdentity) -> bool {
+    let deadline = Instant::now() + node.lease_ttl * 2 + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        if !alive(node, owner).await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    false
 }
 
 fn deliver(host: &HostHandle, conn: ConnId, body: &[u8]) {
@@ -218,9 +261,7 @@ async fn reattach(
         }
     }
     for body in held {
-        if relay.owner_sent(&body) {
-            deliver(host, conn, &body);
-        }
+        pass_on(host, conn, relay, &body);
     }
     Ok((target, link))
 }
