@@ -151,7 +151,9 @@ fn pass_on(host: &HostHandle, conn: ConnId, relay: &mut Relay, body: &[u8]) -> b
 /// Whether `body` is a node's shutdown notice ([`agentwire_driver::SHUTDOWN_NOTIFICATION`]).
 fn is_shutdown_notice(body: &[u8]) -> bool {
     let needle = agentwire_driver::SHUTDOWN_NOTIFICATION.as_bytes();
-    body.windows(needle.len()).any(|w| w == needle)
+    // The notice is a short notification: a long frame is not one.
+    body.len() < 4096
+        && body.windows(needle.len()).any(|w| w == needle)
         && serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|v| {
             v["method"] == agentwire_driver::SHUTDOWN_NOTIFICATION && v.get("id").is_none()
         })

@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use bytes::Bytes;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 /// The JSON-RPC error code of requests the dead owner never answered.
@@ -57,6 +58,16 @@ pub(crate) struct Relay {
     next_replay: u64,
 }
 
+/// A JSON object's members, borrowed.
+type Fields<'a> = HashMap<&'a str, &'a RawValue>;
+
+/// A request id as a map key (its compact JSON text).
+fn id_key(id: &RawValue) -> Option<String> {
+    serde_json::from_str::<Value>(id.get())
+        .ok()
+        .map(|v| v.to_string())
+}
+
 /// A JSON-RPC response body.
 fn response(id: &Value, outcome: Result<Value, (i64, String)>) -> Bytes {
     let body = match outcome {
@@ -70,7 +81,7 @@ fn response(id: &Value, outcome: Result<Value, (i64, String)>) -> Bytes {
 
 /// The `session.event` notification carrying `event` (its JSON text, as stored).
 fn event_notification(session: &str, event: &[u8]) -> Option<Bytes> {
-    let event: &serde_json::value::RawValue = serde_json::from_slice(event).ok()?;
+    let event: &RawValue = serde_json::from_slice(event).ok()?;
     let body = json!({"jsonrpc": "2.0", "method": "session.event",
                       "params": {"sessionId": session, "event": event}});
     Some(Bytes::from(body.to_string()))
@@ -126,40 +137,45 @@ impl Relay {
         );
     }
 
-    /// A frame the owner sends to the client: whether to deliver it.
+    /// A frame the owner sends to the client: whether to deliver it. Only the envelope is
+    /// parsed (borrowed): event payloads and results are not copied.
     pub(crate) fn owner_sent(&mut self, body: &[u8]) -> bool {
-        let Ok(Value::Object(message)) = serde_json::from_slice::<Value>(body) else {
+        let Ok(message) = serde_json::from_slice::<Fields<'_>>(body) else {
             return true;
         };
         match (message.get("method"), message.get("id")) {
             (None, Some(id)) => self.answered(id, &message),
-            (Some(Value::String(method)), _) if method == "session.event" => {
-                let params = &message["params"];
-                let (Some(session), Some(event_id)) =
-                    (params["sessionId"].as_str(), params["event"]["id"].as_str())
-                else {
-                    return true;
-                };
-                if params["event"]["ephemeral"] == true {
-                    return true;
-                }
-                let Some(attached) = self.attached.get_mut(session) else {
-                    return true;
-                };
-                if attached.caught_up.remove(event_id) {
-                    return false;
-                }
-                attached.caught_up.clear();
-                attached.last_event = Some(event_id.to_owned());
-                true
+            (Some(method), _) if method.get() == r#""session.event""# => {
+                self.event_sent(&message).unwrap_or(true)
             }
             _ => true,
         }
     }
 
+    /// A `session.event` notification of the owner: whether to deliver it (`None`: not one
+    /// the relay follows).
+    fn event_sent(&mut self, message: &Fields<'_>) -> Option<bool> {
+        let params: Fields<'_> = serde_json::from_str(message.get("params")?.get()).ok()?;
+        let session: String = serde_json::from_str(params.get("sessionId")?.get()).ok()?;
+        let event: Fields<'_> = serde_json::from_str(params.get("event")?.get()).ok()?;
+        if event.get("ephemeral").is_some_and(|e| e.get() == "true") {
+            return None;
+        }
+        let event_id: String = serde_json::from_str(event.get("id")?.get()).ok()?;
+        let attached = self.attached.get_mut(&session)?;
+        if attached.caught_up.remove(&event_id) {
+            return Some(false);
+        }
+        attached.caught_up.clear();
+        attached.last_event = Some(event_id);
+        Some(true)
+    }
+
     /// A response of the owner (`message` holds `id` and `result` or `error`).
-    fn answered(&mut self, id: &Value, message: &serde_json::Map<String, Value>) -> bool {
-        let key = id.to_string();
+    fn answered(&mut self, id: &RawValue, message: &Fields<'_>) -> bool {
+        let Some(key) = id_key(id) else {
+            return true;
+        };
         if let Some(session) = self.replays.remove(&key) {
             if message.contains_key("error") {
                 // The new owner refused the re-attachment: the client is no longer attached.
@@ -175,6 +191,12 @@ impl Relay {
         };
         let Some(result) = message.get("result") else {
             return true;
+        };
+        let result = match pending.method.as_str() {
+            "session.create" | "session.resume" => {
+                serde_json::from_str::<Value>(result.get()).unwrap_or(Value::Null)
+            }
+            _ => Value::Null,
         };
         match pending.method.as_str() {
             "session.create" | "session.resume" => {
@@ -253,10 +275,11 @@ impl Relay {
 
     /// Whether `body` answers one of the re-attachments (hand it to [`Relay::owner_sent`]).
     pub(crate) fn is_reattach_answer(&self, body: &[u8]) -> bool {
-        match serde_json::from_slice::<Value>(body) {
-            Ok(Value::Object(message)) if message.get("method").is_none() => message
+        match serde_json::from_slice::<Fields<'_>>(body) {
+            Ok(message) if !message.contains_key("method") => message
                 .get("id")
-                .is_some_and(|id| self.replays.contains_key(&id.to_string())),
+                .and_then(|id| id_key(id))
+                .is_some_and(|key| self.replays.contains_key(&key)),
             _ => false,
         }
     }
