@@ -304,3 +304,27 @@ async fn new_owner(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_owners_shutdown_notice_is_held_back() {
+        let notice = format!(
+            r#"{{"jsonrpc":"2.0","method":"{}","params":{{"reason":"stopping"}}}}"#,
+            agentwire_driver::SHUTDOWN_NOTIFICATION
+        );
+        assert!(is_shutdown_notice(notice.as_bytes()));
+        let event = format!(
+            r#"{{"jsonrpc":"2.0","method":"session.event","params":{{"sessionId":"s","event":{{"data":{{"content":"{}"}}}}}}}}"#,
+            agentwire_driver::SHUTDOWN_NOTIFICATION
+        );
+        assert!(!is_shutdown_notice(event.as_bytes()));
+        let request = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"{}"}}"#,
+            agentwire_driver::SHUTDOWN_NOTIFICATION
+        );
+        assert!(!is_shutdown_notice(request.as_bytes()));
+    }
+}
