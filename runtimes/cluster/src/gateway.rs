@@ -13,7 +13,8 @@
 //!    ends its interrupted turn (`session.error`, `session.idle`);
 //! 3. the gateway links to the new owner (its own host over an in-memory pipe, or another node
 //!    over NATS) and re-attaches the client with a `session.resume` per session carrying the
-//!    params it attached with (answers not delivered, no `session.resume` event);
+//!    params it attached with (answers not delivered, no `session.resume` event; a refusal
+//!    ends the connection with the reason);
 //! 4. the events the client missed are read from the log and delivered (those it received
 //!    are not sent again), the interrupted turn's `session.idle` included; the new owner's
 //!    live frames follow, without the events already delivered.
@@ -247,6 +248,13 @@ async fn reattach(
                 ))
             }
         }
+    }
+    if let Some((session, why)) = relay.take_refused().into_iter().next() {
+        return Err(format!(
+            "the node owning session {session} ({}) stopped and the new owner refused to take \
+             this client back ({why}); reconnect and resume the session",
+            dead.node
+        ));
     }
     for session in relay.sessions() {
         let subject = node.layout.log_subject(&session);

@@ -56,6 +56,8 @@ pub(crate) struct Relay {
     /// Re-attachments sent to a new owner and not answered yet: id → session.
     replays: HashMap<String, String>,
     next_replay: u64,
+    /// Re-attachments the new owner refused: session and its error message.
+    refused: Vec<(String, String)>,
 }
 
 /// A JSON object's members, borrowed.
@@ -177,9 +179,14 @@ impl Relay {
             return true;
         };
         if let Some(session) = self.replays.remove(&key) {
-            if message.contains_key("error") {
+            if let Some(error) = message.get("error") {
                 // The new owner refused the re-attachment: the client is no longer attached.
                 self.attached.remove(&session);
+                let why = serde_json::from_str::<Value>(error.get())
+                    .ok()
+                    .and_then(|e| e["message"].as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                self.refused.push((session, why));
             }
             return false;
         }
@@ -282,6 +289,11 @@ impl Relay {
                 .is_some_and(|key| self.replays.contains_key(&key)),
             _ => false,
         }
+    }
+
+    /// The re-attachments the new owner refused since the last call (session, reason).
+    pub(crate) fn take_refused(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.refused)
     }
 
     /// Whether re-attachments are still unanswered.
@@ -418,6 +430,18 @@ mod tests {
         assert!(!relay.owner_sent(answer.to_string().as_bytes()));
         assert!(!relay.reattaching());
         assert_eq!(relay.sessions(), ["s"]);
+        assert!(relay.take_refused().is_empty());
+
+        // A refused re-attachment: the session is no longer attached, and the reason kept.
+        let replay: Value = serde_json::from_slice(&relay.reattach()[0]).unwrap();
+        let refusal = json!({"jsonrpc": "2.0", "id": replay["id"],
+                             "error": {"code": -32603, "message": "Session not found: s"}});
+        assert!(!relay.owner_sent(refusal.to_string().as_bytes()));
+        assert!(relay.sessions().is_empty());
+        assert_eq!(
+            relay.take_refused(),
+            [("s".to_owned(), "Session not found: s".to_owned())]
+        );
     }
 
     #[test]
