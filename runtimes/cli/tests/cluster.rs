@@ -29,9 +29,10 @@ use std::time::{Duration, Instant};
 
 use github_copilot_sdk::handler::{PermissionHandler, PermissionResult};
 use github_copilot_sdk::session::Session;
+use github_copilot_sdk::tool::ToolHandler;
 use github_copilot_sdk::types::{
     MessageOptions, PermissionRequestData, RequestId, ResumeSessionConfig, SessionConfig,
-    SessionEvent, SessionId,
+    SessionEvent, SessionId, ToolInvocation, ToolResult,
 };
 use github_copilot_sdk::Client;
 use support::Agentwire;
@@ -604,7 +605,14 @@ impl PermissionHandler for HoldFirst {
 /// order, and `getMessages` holds each once. The other session, idle, carries on as well.
 #[tokio::test]
 async fn a_relayed_client_keeps_its_connection_when_the_owner_dies_mid_turn() {
-    relayed_client_keeps_its_connection("KILL").await;
+    relayed_client_keeps_its_connection("KILL", Hold::Permission).await;
+}
+
+/// The same when the turn waits on B's client running a client tool: the interrupted call
+/// completes as failed, and the next turn's call of the same tool is answered.
+#[tokio::test]
+async fn a_relayed_client_keeps_its_connection_when_the_owner_dies_during_a_client_tool_call() {
+    relayed_client_keeps_its_connection("KILL", Hold::Tool).await;
 }
 
 /// The same when the owner stops gracefully (SIGTERM, e.g. a rolling restart): its shutdown
@@ -612,12 +620,47 @@ async fn a_relayed_client_keeps_its_connection_when_the_owner_dies_mid_turn() {
 /// lease is gone.
 #[tokio::test]
 async fn a_relayed_client_keeps_its_connection_when_the_owner_is_stopped_mid_turn() {
-    relayed_client_keeps_its_connection("TERM").await;
+    relayed_client_keeps_its_connection("TERM", Hold::Permission).await;
 }
 
-/// Stops node A with `signal` while a client of node B waits on a permission prompt in A's
-/// session (see the tests above).
-async fn relayed_client_keeps_its_connection(signal: &str) {
+/// What B's client leaves unanswered in the first turn.
+#[derive(Clone, Copy, PartialEq)]
+enum Hold {
+    Permission,
+    Tool,
+}
+
+/// Leaves the first call unanswered (notifying `asked`), answers the later ones; records all.
+struct HoldFirstTool {
+    calls: Arc<Mutex<Vec<ToolInvocation>>>,
+    asked: Arc<Notify>,
+}
+
+impl ToolHandler for HoldFirstTool {
+    fn call<'life0, 'async_trait>(
+        &'life0 self,
+        invocation: ToolInvocation,
+    ) -> BoxFut<'async_trait, Result<ToolResult, github_copilot_sdk::Error>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        let first = {
+            let mut calls = self.calls.lock().unwrap();
+            calls.push(invocation);
+            calls.len() == 1
+        };
+        if first {
+            self.asked.notify_one();
+            return Box::pin(std::future::pending());
+        }
+        Box::pin(async { Ok(ToolResult::Text(sdk::TOOL_REPLY.to_string())) })
+    }
+}
+
+/// Stops node A with `signal` while a client of node B waits on a permission prompt or a
+/// client tool call (`hold`) in A's session (see the tests above).
+async fn relayed_client_keeps_its_connection(signal: &str, hold: Hold) {
     sdk::bounded(async {
         let server = nats::NatsServer::single();
         let url = server.url();
@@ -661,12 +704,22 @@ async fn relayed_client_keeps_its_connection(signal: &str) {
         .expect("relayed resume");
         let calls_b = Arc::new(Mutex::new(Vec::new()));
         let asked_b = Arc::new(Notify::new());
-        let config = ResumeSessionConfig::new(id.clone())
-            .with_tools([sdk::weather_tool(calls_b.clone())])
-            .with_permission_handler(Arc::new(HoldFirst {
-                seen: AtomicUsize::new(0),
-                asked: asked_b.clone(),
-            }));
+        let config = match hold {
+            Hold::Permission => ResumeSessionConfig::new(id.clone())
+                .with_tools([sdk::weather_tool(calls_b.clone())])
+                .with_permission_handler(Arc::new(HoldFirst {
+                    seen: AtomicUsize::new(0),
+                    asked: asked_b.clone(),
+                })),
+            Hold::Tool => ResumeSessionConfig::new(id.clone())
+                .with_tools([
+                    sdk::weather_declaration().with_handler(Arc::new(HoldFirstTool {
+                        calls: calls_b.clone(),
+                        asked: asked_b.clone(),
+                    })),
+                ])
+                .with_permission_handler(approve_all()),
+        };
         let prepared = client_b.prepare_resume_session(config).expect("prepare");
         let mut events_b = sdk::Recorder::new(prepared.subscribe());
         let session_b = sdk::within("session.resume via B", prepared.start())
@@ -678,7 +731,7 @@ async fn relayed_client_keeps_its_connection(signal: &str) {
         )
         .await
         .expect("session.send");
-        sdk::within("the permission prompt at B's client", asked_b.notified()).await;
+        sdk::within("B's client asked to answer", asked_b.notified()).await;
         a.signal(signal);
         a.exit(sdk::STEP).await;
 
@@ -709,7 +762,15 @@ async fn relayed_client_keeps_its_connection(signal: &str) {
         // for the client tool, answered at the new owner.
         let reply = sdk::turn(&session_b, sdk::WEATHER_PROMPT).await;
         assert_eq!(sdk::str_field(&reply, "content"), Some(sdk::WEATHER_ANSWER));
-        assert_eq!(calls_b.lock().unwrap().len(), 1, "B's client ran the tool");
+        let calls = match hold {
+            Hold::Permission => 1,
+            Hold::Tool => 2,
+        };
+        assert_eq!(
+            calls_b.lock().unwrap().len(),
+            calls,
+            "B's client ran the tool"
+        );
         events_b.turn().await;
         events_b.drain();
 
@@ -738,13 +799,22 @@ async fn relayed_client_keeps_its_connection(signal: &str) {
             .iter()
             .position(|k| *k == "session.error")
             .expect("session.error");
+        let closed = match hold {
+            Hold::Permission => "permission.completed",
+            Hold::Tool => "tool.execution_complete",
+        };
         assert_eq!(
             kinds[error_at - 1..=error_at + 1],
-            ["permission.completed", "session.error", "user.message"],
+            [closed, "session.error", "user.message"],
             "{kinds:?}"
         );
+        if hold == Hold::Tool {
+            let failed = &history[first + error_at - 1];
+            assert_eq!(failed.data["success"], false, "{:?}", failed.data);
+            assert!(kinds[..error_at].contains(&"external_tool.completed"));
+        }
         assert!(
-            !kinds.contains(&"session.resume") || kinds[..error_at].contains(&"session.resume"),
+            !kinds[error_at..].contains(&"session.resume"),
             "the re-attachment adds no session.resume event: {kinds:?}"
         );
         assert!(b.stderr().contains("re-attached"), "{}", b.stderr());
