@@ -7,6 +7,9 @@
 //! lease has expired: B claims it, restores it from JetStream, ends the interrupted turn with
 //! `session.error`, and the next turn works; `getMessages` on B holds every event the client of
 //! A received, in order, nothing twice.
+//!
+//! Gateways: a client of node B drives a session owned by node A; when A dies (or stops) the
+//! relayed client keeps its connection, follows the session to its new owner and carries on.
 
 #[path = "../../../tests/sdk_scenarios/mod.rs"]
 mod sdk;
