@@ -95,7 +95,7 @@ pub(crate) async fn gateway(
             },
             body = link.from_owner.recv() => match body {
                 Some(body) => {
-                    owner_stopping |= pass_on(&host, conn, &mut relay, &body);
+                    owner_stopping |= pass_on(&node, &host, conn, &mut relay, &body).await;
                     None
                 }
                 None => {
@@ -121,7 +121,7 @@ pub(crate) async fn gateway(
         let Some(dead) = gone else { continue };
         // What the owner sent before it died is the client's.
         while let Ok(body) = link.from_owner.try_recv() {
-            pass_on(&host, conn, &mut relay, &body);
+            pass_on(&node, &host, conn, &mut relay, &body).await;
         }
         attempt += 1;
         match reattach(&node, &lookups, &host, conn, &mut relay, &dead, attempt).await {
@@ -139,11 +139,28 @@ pub(crate) async fn gateway(
 /// Hands a frame of the owner to the client (unless the relay holds it back); whether it was
 /// the owner's shutdown notice, which is not passed on: the owner is stopping, not the
 /// client's node, and the client follows the session once the owner's lease is gone.
-fn pass_on(host: &HostHandle, conn: ConnId, relay: &mut Relay, body: &[u8]) -> bool {
+///
+/// The answer to a resume of the client is delivered once the log's last sequence is read
+/// (where a catch-up would start if the client receives no event of the session before the
+/// owner dies).
+async fn pass_on(
+    node: &Node,
+    host: &HostHandle,
+    conn: ConnId,
+    relay: &mut Relay,
+    body: &[u8],
+) -> bool {
     if is_shutdown_notice(body) {
         return true;
     }
     if relay.owner_sent(body) {
+        for session in relay.floors_wanted() {
+            let subject = node.layout.log_subject(&session);
+            match node.engine.last_message(&subject).await {
+                Ok(last) => relay.set_floor(&session, last.map_or(0, |m| m.seq)),
+                Err(e) => warn!(%session, error = %e, "cannot read the log's end after a resume"),
+            }
+        }
         deliver(host, conn, body);
     }
     false
@@ -261,17 +278,17 @@ async fn reattach(
         let stored = node.engine.read_subject(&subject, 1).await.map_err(|e| {
             format!("cannot read session {session}'s log after a takeover ({e}); reconnect and resume the session")
         })?;
-        let events: Vec<Bytes> = stored
+        let events: Vec<(u64, Bytes)> = stored
             .into_iter()
             .filter(|m| m.kind == Some(RecordKind::Event))
-            .map(|m| m.payload)
+            .map(|m| (m.seq, m.payload))
             .collect();
         for frame in relay.catch_up(&session, &events) {
             deliver(host, conn, &frame);
         }
     }
     for body in held {
-        pass_on(host, conn, relay, &body);
+        pass_on(node, host, conn, relay, &body).await;
     }
     Ok((target, link))
 }

@@ -28,6 +28,10 @@ struct Attached {
     created: bool,
     /// The id of the last durable event the client received since it attached.
     last_event: Option<String>,
+    /// For a resume: the log's last sequence read when its answer came, before the client saw
+    /// it (every event up to it is history the client did not get as events; later ones are
+    /// live). Where the catch-up starts if no event was received.
+    floor: Option<u64>,
     /// Durable events delivered from the log after a re-attachment, which the new owner may
     /// send again live: dropped once, until a newer event arrives.
     caught_up: HashSet<String>,
@@ -58,6 +62,8 @@ pub(crate) struct Relay {
     next_replay: u64,
     /// Re-attachments the new owner refused: session and its error message.
     refused: Vec<(String, String)>,
+    /// Resumed sessions whose floor is to be read (see [`Relay::floors_wanted`]).
+    floors_wanted: Vec<String>,
 }
 
 /// A JSON object's members, borrowed.
@@ -219,12 +225,19 @@ impl Relay {
                     params["sessionId"] = json!(session);
                     let created = pending.method == "session.create";
                     let previous = self.attached.remove(&session);
+                    let (last_event, floor) = previous
+                        .map(|p| (p.last_event, p.floor))
+                        .unwrap_or_default();
+                    if !created && last_event.is_none() && floor.is_none() {
+                        self.floors_wanted.push(session.clone());
+                    }
                     self.attached.insert(
                         session,
                         Attached {
                             params,
                             created,
-                            last_event: previous.and_then(|p| p.last_event),
+                            last_event,
+                            floor,
                             caught_up: HashSet::new(),
                         },
                     );
@@ -291,6 +304,20 @@ impl Relay {
         }
     }
 
+    /// Sessions the client just resumed, with no event received yet: read the log's last
+    /// sequence for each and report it with [`Relay::set_floor`] before the answer that made
+    /// this call return them reaches the client.
+    pub(crate) fn floors_wanted(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.floors_wanted)
+    }
+
+    /// The log's last sequence of `session` (`0`: empty), read after its resume was answered.
+    pub(crate) fn set_floor(&mut self, session: &str, seq: u64) {
+        if let Some(attached) = self.attached.get_mut(session) {
+            attached.floor.get_or_insert(seq);
+        }
+    }
+
     /// The re-attachments the new owner refused since the last call (session, reason).
     pub(crate) fn take_refused(&mut self) -> Vec<(String, String)> {
         std::mem::take(&mut self.refused)
@@ -305,13 +332,13 @@ impl Relay {
     /// received: the notifications to deliver after a re-attachment. A turn the takeover
     /// interrupted ends with `session.idle` as it does for attached clients (that event is
     /// ephemeral, so not in the log).
-    pub(crate) fn catch_up(&mut self, session: &str, events: &[Bytes]) -> Vec<Bytes> {
+    pub(crate) fn catch_up(&mut self, session: &str, events: &[(u64, Bytes)]) -> Vec<Bytes> {
         let Some(attached) = self.attached.get_mut(session) else {
             return Vec::new();
         };
         let ids: Vec<Option<String>> = events
             .iter()
-            .map(|e| {
+            .map(|(_, e)| {
                 serde_json::from_slice::<Value>(e)
                     .ok()
                     .and_then(|v| v["id"].as_str().map(str::to_owned))
@@ -324,12 +351,19 @@ impl Relay {
                 None => events.len(),
             },
             None if attached.created => 0,
-            // A resume with no event received yet: where it attached is not known.
-            None => events.len(),
+            // A resume with no event received yet: after what was in the log when it was
+            // answered (where it attached is not known without that read).
+            None => match attached.floor {
+                Some(floor) => events
+                    .iter()
+                    .position(|(seq, _)| *seq > floor)
+                    .unwrap_or(events.len()),
+                None => events.len(),
+            },
         };
         let mcp_apps = attached.params["requestMcpApps"] == true;
         let mut frames = Vec::new();
-        for (event, id) in events[start..].iter().zip(&ids[start..]) {
+        for ((_, event), id) in events[start..].iter().zip(&ids[start..]) {
             let Some(id) = id else { continue };
             let Ok(parsed) = serde_json::from_slice::<Value>(event) else {
                 continue;
@@ -455,6 +489,7 @@ mod tests {
         ];
         assert!(relay.owner_sent(&notification("s", &log[0])));
         assert!(relay.owner_sent(&notification("s", &log[1])));
+        let log: Vec<(u64, Bytes)> = log.into_iter().zip(1..).map(|(e, seq)| (seq, e)).collect();
         let frames = relay.catch_up("s", &log);
         let types: Vec<String> = frames
             .iter()
@@ -468,10 +503,30 @@ mod tests {
             ["permission.completed", "session.error", "session.idle"]
         );
         // The new owner sending a caught-up event live again: dropped; a new one passes.
-        assert!(!relay.owner_sent(&notification("s", &log[3])));
+        assert!(!relay.owner_sent(&notification("s", &log[3].1)));
         let next = event("e5", "user.message", json!({}));
         assert!(relay.owner_sent(&notification("s", &next)));
-        assert!(relay.catch_up("s", &[log[3].clone(), next]).is_empty());
+        assert!(relay.catch_up("s", &[log[3].clone(), (5, next)]).is_empty());
+    }
+
+    #[test]
+    fn a_resume_with_no_event_received_catches_up_after_its_floor() {
+        let mut relay = attached_relay();
+        assert_eq!(relay.floors_wanted(), ["s"]);
+        relay.set_floor("s", 2);
+        let log = [
+            (1, event("e1", "session.start", json!({}))),
+            (2, event("e2", "session.idle", json!({}))),
+            (4, event("e3", "user.message", json!({}))),
+        ];
+        let frames = relay.catch_up("s", &log);
+        assert_eq!(frames.len(), 1);
+        let v: Value = serde_json::from_slice(&frames[0]).unwrap();
+        assert_eq!(v["params"]["event"]["id"], "e3");
+        // Without the floor nothing is known: nothing is sent.
+        let mut unknown = attached_relay();
+        unknown.floors_wanted();
+        assert!(unknown.catch_up("s", &log).is_empty());
     }
 
     #[test]
@@ -479,7 +534,11 @@ mod tests {
         let mut relay = Relay::default();
         relay.client_sent(br#"{"jsonrpc":"2.0","id":1,"method":"session.create","params":{}}"#);
         assert!(relay.owner_sent(br#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"new"}}"#));
-        let log = [event("e1", "session.start", json!({}))];
+        assert!(
+            relay.floors_wanted().is_empty(),
+            "a created session needs no floor"
+        );
+        let log = [(1, event("e1", "session.start", json!({})))];
         assert_eq!(relay.catch_up("new", &log).len(), 1);
         let replay: Value = serde_json::from_slice(&relay.reattach()[0]).unwrap();
         assert_eq!(replay["params"]["sessionId"], "new");
