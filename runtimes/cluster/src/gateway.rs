@@ -4,7 +4,10 @@
 //! The gateway task relays the client's frames over a [`crate::link`] and watches A's lease.
 //! It remembers what it relayed ([`crate::relay::Relay`]): the client's attachments (the
 //! params of each successful `session.create` / `session.resume`), its unanswered requests and
-//! the last durable event it received of each session. When A's lease is gone:
+//! the last durable event it received of each session (or, for a resume with none yet, the
+//! log's end read when the resume was answered). When A's lease is gone, or A sent its shutdown
+//! notice (held back: it is not the client's node that stops) and closed the link and then its
+//! lease went:
 //!
 //! 1. every request A did not answer gets an error answer naming the reason (once: the new
 //!    owner never saw them);
