@@ -117,20 +117,30 @@ fn derived_id(seed: &str) -> String {
 }
 
 impl Relay {
-    /// A frame the client sends to the owner.
+    /// A frame the client sends to the owner (only its envelope is parsed, and the params of
+    /// `session.create` / `session.resume`).
     pub(crate) fn client_sent(&mut self, body: &[u8]) {
-        let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(body) else {
+        let Ok(message) = serde_json::from_slice::<Fields<'_>>(body) else {
             return;
         };
-        let (Some(id), Some(Value::String(method))) =
-            (message.remove("id"), message.remove("method"))
-        else {
+        let (Some(id), Some(method)) = (message.get("id"), message.get("method")) else {
             return;
         };
-        let params = message.remove("params").unwrap_or(Value::Null);
-        let session = params["sessionId"].as_str().map(str::to_owned);
-        let attach =
-            matches!(method.as_str(), "session.create" | "session.resume").then_some(params);
+        let (Ok(id), Ok(method)) = (
+            serde_json::from_str::<Value>(id.get()),
+            serde_json::from_str::<String>(method.get()),
+        ) else {
+            return;
+        };
+        let params = message.get("params");
+        let session = params
+            .and_then(|p| serde_json::from_str::<Fields<'_>>(p.get()).ok())
+            .and_then(|p| serde_json::from_str::<String>(p.get("sessionId")?.get()).ok());
+        let attach = matches!(method.as_str(), "session.create" | "session.resume").then(|| {
+            params
+                .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+                .unwrap_or(Value::Null)
+        });
         let order = self.next_order;
         self.next_order += 1;
         self.pending_ids.insert(id.to_string(), order);
