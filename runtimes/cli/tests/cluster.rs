@@ -7,6 +7,9 @@
 //! lease has expired: B claims it, restores it from JetStream, ends the interrupted turn with
 //! `session.error`, and the next turn works; `getMessages` on B holds every event the client of
 //! A received, in order, nothing twice.
+//!
+//! Gateways: a client of node B drives a session owned by node A; when A dies (or stops) the
+//! relayed client keeps its connection, follows the session to its new owner and carries on.
 
 #[path = "../../../tests/sdk_scenarios/mod.rs"]
 mod sdk;
@@ -29,9 +32,10 @@ use std::time::{Duration, Instant};
 
 use github_copilot_sdk::handler::{PermissionHandler, PermissionResult};
 use github_copilot_sdk::session::Session;
+use github_copilot_sdk::tool::ToolHandler;
 use github_copilot_sdk::types::{
     MessageOptions, PermissionRequestData, RequestId, ResumeSessionConfig, SessionConfig,
-    SessionEvent, SessionId,
+    SessionEvent, SessionId, ToolInvocation, ToolResult,
 };
 use github_copilot_sdk::Client;
 use support::Agentwire;
@@ -362,9 +366,11 @@ async fn a_client_of_node_b_drives_a_session_owned_by_node_a() {
     .await
 }
 
-/// Takeover through a gateway: node A dies mid-turn while a client of node B is relayed to
-/// it; B ends that client's connection, the client reconnects to B and resumes, B claims the
-/// session, and nothing the client received is lost or doubled.
+/// Takeover through a gateway, seen from a new connection: node A dies mid-turn while a client
+/// of node B is relayed to it; a fresh connection to B resumes the session (waiting for A's
+/// lease to expire), B has claimed it, and nothing the first client received is lost or
+/// doubled. (The first client keeps its connection, re-attached silently: see
+/// `a_relayed_client_keeps_its_connection_when_the_owner_dies_mid_turn`.)
 #[tokio::test]
 async fn a_relayed_client_resumes_on_its_own_node_after_the_owner_dies() {
     sdk::bounded(async {
@@ -563,6 +569,383 @@ async fn a_dead_nodes_session_is_taken_over_without_a_client_asking() {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         assert!(b.stderr().contains("session taken over"), "{}", b.stderr());
+        drop(server);
+    })
+    .await
+}
+
+/// Leaves the first permission prompt unanswered (notifying `asked`), approves the later ones.
+struct HoldFirst {
+    seen: AtomicUsize,
+    asked: Arc<Notify>,
+}
+
+impl PermissionHandler for HoldFirst {
+    fn handle<'life0, 'async_trait>(
+        &'life0 self,
+        _session_id: SessionId,
+        _request_id: RequestId,
+        _data: PermissionRequestData,
+    ) -> BoxFut<'async_trait, PermissionResult>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        if self.seen.fetch_add(1, Ordering::SeqCst) > 0 {
+            return Box::pin(async { PermissionResult::approve_once() });
+        }
+        self.asked.notify_one();
+        Box::pin(std::future::pending())
+    }
+}
+
+/// Takeover through a gateway, keeping the connection: a client of node B is relayed to node
+/// A, which owns two sessions the client resumed, and waits on a permission prompt in one of
+/// them when A is killed. The same
+/// client object, without reconnecting, sees the interrupted turn end (`session.error`, then
+/// `session.idle`), then runs a whole client-tool turn (its permission handler and client tool
+/// re-attached at the new owner, node B). It received every durable event once, in the log's
+/// order, and `getMessages` holds each once. The other session, idle, carries on as well.
+#[tokio::test]
+async fn a_relayed_client_keeps_its_connection_when_the_owner_dies_mid_turn() {
+    relayed_client_keeps_its_connection("KILL", Hold::Permission).await;
+}
+
+/// The same when the turn waits on B's client running a client tool: the interrupted call
+/// completes as failed, and the next turn's call of the same tool is answered.
+#[tokio::test]
+async fn a_relayed_client_keeps_its_connection_when_the_owner_dies_during_a_client_tool_call() {
+    relayed_client_keeps_its_connection("KILL", Hold::Tool).await;
+}
+
+/// The same when the owner stops gracefully (SIGTERM, e.g. a rolling restart): its shutdown
+/// notice is not passed on to the relayed client, which follows the session once the owner's
+/// lease is gone.
+#[tokio::test]
+async fn a_relayed_client_keeps_its_connection_when_the_owner_is_stopped_mid_turn() {
+    relayed_client_keeps_its_connection("TERM", Hold::Permission).await;
+}
+
+/// What B's client leaves unanswered in the first turn.
+#[derive(Clone, Copy, PartialEq)]
+enum Hold {
+    Permission,
+    Tool,
+}
+
+/// Leaves the first call unanswered (notifying `asked`), answers the later ones; records all.
+struct HoldFirstTool {
+    calls: Arc<Mutex<Vec<ToolInvocation>>>,
+    asked: Arc<Notify>,
+}
+
+impl ToolHandler for HoldFirstTool {
+    fn call<'life0, 'async_trait>(
+        &'life0 self,
+        invocation: ToolInvocation,
+    ) -> BoxFut<'async_trait, Result<ToolResult, github_copilot_sdk::Error>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        let first = {
+            let mut calls = self.calls.lock().unwrap();
+            calls.push(invocation);
+            calls.len() == 1
+        };
+        if first {
+            self.asked.notify_one();
+            return Box::pin(std::future::pending());
+        }
+        Box::pin(async { Ok(ToolResult::Text(sdk::TOOL_REPLY.to_string())) })
+    }
+}
+
+/// Stops node A with `signal` while a client of node B waits on a permission prompt or a
+/// client tool call (`hold`) in A's session (see the tests above).
+async fn relayed_client_keeps_its_connection(signal: &str, hold: Hold) {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let mut a = node(&url, "a").await;
+        let b = node(&url, "b").await;
+
+        // A's own client never answers prompts and has no tools: B's client is asked.
+        let client_a = client(&a).await;
+        let id = sdk::new_session_id();
+        let config = SessionConfig::default()
+            .with_session_id(id.clone())
+            .with_model("fake-model")
+            .with_permission_handler(Arc::new(ApproveFirst {
+                approve: 0,
+                seen: AtomicUsize::new(0),
+                asked: Arc::new(Notify::new()),
+            }));
+        let session_a = sdk::within("session.create", client_a.create_session(config))
+            .await
+            .expect("session.create on node A");
+        sdk::turn(&session_a, "hello").await;
+        // A second session of A, idle when A dies, on the same relayed connection.
+        let idle_id = sdk::new_session_id();
+        let config = SessionConfig::default()
+            .with_session_id(idle_id.clone())
+            .with_model("fake-model")
+            .with_permission_handler(approve_all());
+        let idle_a = sdk::within("session.create", client_a.create_session(config))
+            .await
+            .expect("second session.create on node A");
+        sdk::turn(&idle_a, "idle").await;
+
+        let client_b = client(&b).await;
+        let config =
+            ResumeSessionConfig::new(idle_id.clone()).with_permission_handler(approve_all());
+        let idle_b = sdk::within(
+            "second session.resume via B",
+            client_b.resume_session(config),
+        )
+        .await
+        .expect("relayed resume");
+        let calls_b = Arc::new(Mutex::new(Vec::new()));
+        let asked_b = Arc::new(Notify::new());
+        let config = match hold {
+            Hold::Permission => ResumeSessionConfig::new(id.clone())
+                .with_tools([sdk::weather_tool(calls_b.clone())])
+                .with_permission_handler(Arc::new(HoldFirst {
+                    seen: AtomicUsize::new(0),
+                    asked: asked_b.clone(),
+                })),
+            Hold::Tool => ResumeSessionConfig::new(id.clone())
+                .with_tools([
+                    sdk::weather_declaration().with_handler(Arc::new(HoldFirstTool {
+                        calls: calls_b.clone(),
+                        asked: asked_b.clone(),
+                    })),
+                ])
+                .with_permission_handler(approve_all()),
+        };
+        let prepared = client_b.prepare_resume_session(config).expect("prepare");
+        let mut events_b = sdk::Recorder::new(prepared.subscribe());
+        let session_b = sdk::within("session.resume via B", prepared.start())
+            .await
+            .expect("relayed resume");
+        sdk::within(
+            "session.send via B",
+            session_b.send(MessageOptions::new(sdk::WEATHER_PROMPT)),
+        )
+        .await
+        .expect("session.send");
+        sdk::within("B's client asked to answer", asked_b.notified()).await;
+        a.signal(signal);
+        a.exit(sdk::STEP).await;
+
+        // A request sent while A is dead but its lease lives goes to A, which never answers:
+        // the gateway answers it once, with the reason (served by the new owner instead if B
+        // already saw the lease expire).
+        match sdk::within("getMessages sent to the dead owner", idle_b.get_events()).await {
+            Ok(history) => assert!(!history.is_empty()),
+            Err(e) => assert!(
+                e.to_string().contains("node a owning the session stopped"),
+                "{e}"
+            ),
+        }
+
+        // The same client: the interrupted turn ends with a reason, then idle.
+        let error = events_b.wait_for("session.error").await;
+        assert_eq!(sdk::str_field(&error, "errorType"), Some("interrupted"));
+        assert!(
+            sdk::str_field(&error, "message").is_some_and(|m| m.contains("node b")),
+            "{:?}",
+            error.data
+        );
+        let idle = events_b.wait_for("session.idle").await;
+        assert_eq!(idle.parent_id.as_deref(), Some(error.id.as_str()));
+        events_b.turn().await;
+
+        // The next turn on the same session object: asked for permission (approved now) and
+        // for the client tool, answered at the new owner.
+        let reply = sdk::turn(&session_b, sdk::WEATHER_PROMPT).await;
+        assert_eq!(sdk::str_field(&reply, "content"), Some(sdk::WEATHER_ANSWER));
+        let calls = match hold {
+            Hold::Permission => 1,
+            Hold::Tool => 2,
+        };
+        assert_eq!(
+            calls_b.lock().unwrap().len(),
+            calls,
+            "B's client ran the tool"
+        );
+        events_b.turn().await;
+        events_b.drain();
+
+        let history = sdk::within("getMessages via B", session_b.get_events())
+            .await
+            .expect("getMessages");
+        let unique: HashSet<&str> = ids(&history).into_iter().collect();
+        assert_eq!(unique.len(), history.len(), "no event is stored twice");
+        sdk::assert_chain(&history, None);
+        let received: Vec<&SessionEvent> = events_b
+            .seen
+            .iter()
+            .filter(|e| e.ephemeral.is_none())
+            .collect();
+        let first = history
+            .iter()
+            .position(|e| e.id == received[0].id)
+            .expect("the first event B's client received is in the log");
+        assert_eq!(
+            received.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+            ids(&history[first..]),
+            "B's client received every durable event since it attached, once, in the log's order"
+        );
+        let kinds = sdk::types(&history[first..]);
+        let error_at = kinds
+            .iter()
+            .position(|k| *k == "session.error")
+            .expect("session.error");
+        let closed = match hold {
+            Hold::Permission => "permission.completed",
+            Hold::Tool => "tool.execution_complete",
+        };
+        assert_eq!(
+            kinds[error_at - 1..=error_at + 1],
+            [closed, "session.error", "user.message"],
+            "{kinds:?}"
+        );
+        if hold == Hold::Tool {
+            let failed = &history[first + error_at - 1];
+            assert_eq!(failed.data["success"], false, "{:?}", failed.data);
+            assert!(kinds[..error_at].contains(&"external_tool.completed"));
+        }
+        assert!(
+            !kinds[error_at..].contains(&"session.resume"),
+            "the re-attachment adds no session.resume event: {kinds:?}"
+        );
+        assert!(b.stderr().contains("re-attached"), "{}", b.stderr());
+
+        // The idle session carries on too, on the same connection.
+        let before = sdk::within("getMessages", idle_b.get_events())
+            .await
+            .expect("getMessages");
+        let reply = sdk::turn(&idle_b, "still here").await;
+        let after = sdk::within("getMessages", idle_b.get_events())
+            .await
+            .expect("getMessages");
+        assert_eq!(ids(&after)[..before.len()], ids(&before)[..]);
+        assert!(after[before.len()..].iter().any(|e| e.id == reply.id));
+        assert!(
+            !sdk::types(&after).contains(&"session.error"),
+            "nothing was interrupted in the idle session"
+        );
+        let unique: HashSet<&str> = ids(&after).into_iter().collect();
+        assert_eq!(unique.len(), after.len(), "no event is stored twice");
+        drop(server);
+    })
+    .await
+}
+
+/// The same with three nodes: while a client of node B waits on a permission prompt in a
+/// session relayed to node A, A is killed and a client of node C resumes the session at once,
+/// so C (polling for A's lease to expire) usually claims it before B's gateway notices: B then
+/// re-attaches its client to C over a new link (or to itself if it claimed first). Either way
+/// B's client keeps its connection, sees the interrupted turn end and runs the next turn, and
+/// received every durable event once, in the log's order.
+#[tokio::test]
+async fn a_relayed_client_follows_its_session_to_whichever_node_takes_it_over() {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let mut a = node(&url, "a").await;
+        let b = node(&url, "b").await;
+        let c = node(&url, "c").await;
+
+        let client_a = client(&a).await;
+        let id = sdk::new_session_id();
+        let config = SessionConfig::default()
+            .with_session_id(id.clone())
+            .with_model("fake-model")
+            .with_permission_handler(Arc::new(ApproveFirst {
+                approve: 0,
+                seen: AtomicUsize::new(0),
+                asked: Arc::new(Notify::new()),
+            }));
+        let session_a = sdk::within("session.create", client_a.create_session(config))
+            .await
+            .expect("session.create on node A");
+        sdk::turn(&session_a, "hello").await;
+
+        let client_b = client(&b).await;
+        let calls_b = Arc::new(Mutex::new(Vec::new()));
+        let asked_b = Arc::new(Notify::new());
+        let config = ResumeSessionConfig::new(id.clone())
+            .with_tools([sdk::weather_tool(calls_b.clone())])
+            .with_permission_handler(Arc::new(HoldFirst {
+                seen: AtomicUsize::new(0),
+                asked: asked_b.clone(),
+            }));
+        let prepared = client_b.prepare_resume_session(config).expect("prepare");
+        let mut events_b = sdk::Recorder::new(prepared.subscribe());
+        let session_b = sdk::within("session.resume via B", prepared.start())
+            .await
+            .expect("relayed resume");
+        sdk::within(
+            "session.send via B",
+            session_b.send(MessageOptions::new(sdk::WEATHER_PROMPT)),
+        )
+        .await
+        .expect("session.send");
+        sdk::within("the permission prompt at B's client", asked_b.notified()).await;
+        a.child.start_kill().expect("SIGKILL node A");
+        a.exit(sdk::STEP).await;
+
+        // C's client resumes while A's lease lives: C claims the moment it expires.
+        let client_c = client(&c).await;
+        let session_c = resume_when_claimable(&client_c, &id).await;
+
+        let error = events_b.wait_for("session.error").await;
+        assert_eq!(sdk::str_field(&error, "errorType"), Some("interrupted"));
+        let idle = events_b.wait_for("session.idle").await;
+        assert_eq!(idle.parent_id.as_deref(), Some(error.id.as_str()));
+        events_b.turn().await;
+        let claimed_by_c = c.stderr().contains("session taken over");
+        eprintln!(
+            "session taken over by node {}",
+            if claimed_by_c { "c" } else { "b" }
+        );
+
+        let reply = sdk::turn(&session_b, sdk::WEATHER_PROMPT).await;
+        assert_eq!(sdk::str_field(&reply, "content"), Some(sdk::WEATHER_ANSWER));
+        events_b.turn().await;
+        events_b.drain();
+
+        let history = sdk::within("getMessages via B", session_b.get_events())
+            .await
+            .expect("getMessages");
+        let history_c = sdk::within("getMessages via C", session_c.get_events())
+            .await
+            .expect("getMessages");
+        assert_eq!(ids(&history), ids(&history_c));
+        let unique: HashSet<&str> = ids(&history).into_iter().collect();
+        assert_eq!(unique.len(), history.len(), "no event is stored twice");
+        sdk::assert_chain(&history, None);
+        let received: Vec<&SessionEvent> = events_b
+            .seen
+            .iter()
+            .filter(|e| e.ephemeral.is_none())
+            .collect();
+        let first = history
+            .iter()
+            .position(|e| e.id == received[0].id)
+            .expect("the first event B's client received is in the log");
+        assert_eq!(
+            received.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+            ids(&history[first..]),
+            "B's client received every durable event since it attached, once, in the log's order"
+        );
+        let errors = history
+            .iter()
+            .filter(|e| e.event_type == "session.error")
+            .count();
+        assert_eq!(errors, 1, "{:?}", sdk::types(&history));
         drop(server);
     })
     .await

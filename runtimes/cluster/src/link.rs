@@ -1,4 +1,4 @@
-//! Gateways: a client of node B whose session is owned by live node A is relayed to A.
+//! Links: how a gateway relays a client of node B to the node A owning its session.
 //!
 //! B's host hands the client's connection over (`Output::Forward`) once a lookup finds the
 //! session owned by A. B opens a *link* with a NATS request to A's link subject; A attaches an
@@ -8,20 +8,22 @@
 //! per core NATS message, in order (one publisher per direction): B → A on the link's `in`
 //! subject, A → B on its `out` subject; a message is `F` + a frame body, or `C` (closed).
 //!
-//! Each side watches the other's lease: when A dies, B ends the client's connection with a
-//! reason (the client reconnects to any node and resumes, which claims the session); when B
-//! dies, A ends the relayed connection (its tool calls fail, its prompts are denied).
+//! Each side watches the other's lease: when A dies, B's gateway re-attaches the client to the
+//! session's new owner (see [`crate::gateway`]), over a new link, or over an in-memory pipe to
+//! B's own host ([`open_local`]) when B took the session over; when B dies, A ends the relayed
+//! connection (its tool calls fail, its prompts are denied).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use agentwire::frame::{encode_frame, FrameDecoder, FrameLimits};
 use agentwire::host::ConnId;
+use agentwire::Framing;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tracing::{info, warn};
 
@@ -57,7 +59,7 @@ fn frame_message(body: &[u8]) -> Bytes {
 
 /// Whether `who`'s lease key still holds its incarnation (errors count as alive: a NATS hiccup
 /// must not cut every relayed client).
-async fn alive(node: &Node, who: &NodeIdentity) -> bool {
+pub(crate) async fn alive(node: &Node, who: &NodeIdentity) -> bool {
     match node.engine.kv_get(&node.layout.lease_key(&who.node)).await {
         Ok(Some(entry)) => entry.value == who.incarnation.to_string().as_bytes(),
         Ok(None) => false,
@@ -77,77 +79,129 @@ pub(crate) async fn answers(node: &Node, owner: &str) -> bool {
     )
 }
 
-/// B's side: relays the client connection `conn` to `owner`, the node owning `session`.
-pub(crate) async fn gateway(
-    node: Arc<Node>,
+/// The gateway's ends of a link to a session's owner: client frame bodies go in, the
+/// owner's frame bodies come out; `from_owner` ends when the owner closed the link. Dropping
+/// `to_owner` closes it.
+pub(crate) struct LinkEnds {
+    /// The client's frame bodies, in order.
+    pub(crate) to_owner: UnboundedSender<Bytes>,
+    /// The owner's frame bodies for the client, in order.
+    pub(crate) from_owner: UnboundedReceiver<Bytes>,
+}
+
+/// Opens a link over NATS to `owner` for the client connection `conn` (`attempt` makes each
+/// link of the connection distinct).
+pub(crate) async fn open_remote(
+    node: &Arc<Node>,
     conn: ConnId,
-    session: String,
-    owner: NodeIdentity,
-    mut frames: UnboundedReceiver<Vec<Bytes>>,
-) {
-    let Some(host) = node.host.get().cloned() else {
-        return;
-    };
+    owner: &NodeIdentity,
+    attempt: u64,
+) -> Result<LinkEnds, String> {
     let client = node.engine.client().clone();
     let link = format!(
-        "{}x{}x{}",
+        "{}x{}x{}x{attempt}",
         escape_id(&node.me.node),
         node.me.incarnation,
         conn.as_u64()
     );
-    let end = |reason: String| {
-        host.with_host(|host, now| host.end_forwarding(now, conn, reason));
-    };
-    let mut out = match client.subscribe(out_subject(&node, &link)).await {
-        Ok(out) => out,
-        Err(e) => return end(format!("cannot relay to node {}: {e}", owner.node)),
-    };
+    let mut out = client
+        .subscribe(out_subject(node, &link))
+        .await
+        .map_err(|e| format!("cannot relay to node {}: {e}", owner.node))?;
     // The server has the subscription before the owner can answer on it.
     let _ = client.flush().await;
     let open = json!({"link": link, "node": node.me.node, "incarnation": node.me.incarnation});
-    let request = client.request(open_subject(&node, &owner.node), open.to_string().into());
+    let request = client.request(open_subject(node, &owner.node), open.to_string().into());
     match tokio::time::timeout(OPEN_TIMEOUT, request).await {
         Ok(Ok(_)) => {}
         _ => {
-            return end(format!(
-                "session {session} is owned by node {}, which does not answer; reconnect and \
-                 resume the session",
+            return Err(format!(
+                "the session is owned by node {}, which does not answer; reconnect and resume \
+                 the session",
                 owner.node
             ))
         }
     }
-    info!(%session, owner = %owner.node, %link, "client relayed to the owner node");
-    let inbound = in_subject(&node, &link);
-    let mut check = tokio::time::interval(node.lease_ttl / 2);
+    info!(owner = %owner.node, %link, "client relayed to the owner node");
+    let (to_owner, mut bodies) = unbounded_channel::<Bytes>();
+    let (owner_tx, from_owner) = unbounded_channel();
+    let inbound = in_subject(node, &link);
+    tokio::spawn(async move {
+        while let Some(body) = bodies.recv().await {
+            if client
+                .publish(inbound.clone(), frame_message(&body))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+        let _ = client.publish(inbound, Bytes::from_static(b"C")).await;
+    });
+    tokio::spawn(async move {
+        while let Some(m) = out.next().await {
+            if m.payload.first() != Some(&b'F') || owner_tx.send(m.payload.slice(1..)).is_err() {
+                return;
+            }
+        }
+    });
+    Ok(LinkEnds {
+        to_owner,
+        from_owner,
+    })
+}
+
+/// Opens a link to this node's own host (the gateway's node became the session's owner): an
+/// in-memory pipe served as an ordinary connection.
+pub(crate) fn open_local(node: &Node) -> Option<LinkEnds> {
+    let host = node.host.get()?.clone();
+    let framing = host.framing()?;
+    let (host_side, link_side) = tokio::io::duplex(PIPE_BYTES);
+    let (host_read, host_write) = tokio::io::split(host_side);
+    host.attach(host_read.compat(), host_write.compat_write())?;
+    let (from_host, mut to_host) = tokio::io::split(link_side);
+    let (to_owner, mut bodies) = unbounded_channel::<Bytes>();
+    let (owner_tx, from_owner) = unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(body) = bodies.recv().await {
+            let mut framed = BytesMut::new();
+            encode_frame(framing, &body, &mut framed);
+            if to_host.write_all(&framed).await.is_err() {
+                return;
+            }
+        }
+        let _ = to_host.shutdown().await;
+    });
+    tokio::spawn(read_bodies(from_host, framing, owner_tx));
+    Some(LinkEnds {
+        to_owner,
+        from_owner,
+    })
+}
+
+/// Decodes the host's frames on `reader` into bodies for `tx`, until EOF.
+async fn read_bodies(
+    mut reader: impl AsyncRead + Unpin,
+    framing: Framing,
+    tx: UnboundedSender<Bytes>,
+) {
+    let limits = FrameLimits {
+        max_frame_bytes: usize::MAX / 2,
+        ..FrameLimits::default()
+    };
+    let mut decoder = FrameDecoder::new(framing, limits);
+    let mut buf = vec![0u8; 64 * 1024];
     loop {
-        tokio::select! {
-            batch = frames.recv() => match batch {
-                Some(batch) => {
-                    for body in batch {
-                        if let Err(e) = client.publish(inbound.clone(), frame_message(&body)).await {
-                            return end(format!("cannot relay to node {}: {e}", owner.node));
-                        }
-                    }
-                }
-                None => {
-                    let _ = client.publish(inbound, Bytes::from_static(b"C")).await;
-                    return;
-                }
-            },
-            message = out.next() => match message {
-                Some(m) if m.payload.first() == Some(&b'F') => {
-                    host.with_host(|host, now| host.deliver_forwarded(now, conn, &m.payload[1..]));
-                }
-                _ => return end(format!("node {} closed the relayed connection", owner.node)),
-            },
-            _ = check.tick() => {
-                if !alive(&node, &owner).await {
-                    return end(format!(
-                        "the node owning session {session} ({}) stopped; reconnect and resume \
-                         the session to continue on another node",
-                        owner.node
-                    ));
-                }
+        let n = match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if decoder.push(&buf[..n]).is_err() {
+            return;
+        }
+        while let Ok(Some(body)) = decoder.next_frame() {
+            if tx.send(body).is_err() {
+                return;
             }
         }
     }
@@ -217,36 +271,23 @@ async fn owner_link(node: Arc<Node>, link: String, peer: NodeIdentity, reply: as
     {
         return;
     }
-    let (mut from_host, mut to_host) = tokio::io::split(link_side);
+    let (from_host, mut to_host) = tokio::io::split(link_side);
     let _ = client.publish(reply, Bytes::from_static(b"ok")).await;
     info!(%link, peer = %peer.node, "relayed client attached");
 
     // The host's frames for the client: decoded back into bodies, one message each.
     let outbound = out_subject(&node, &link);
     let publisher = client.clone();
+    let (bodies_tx, mut bodies) = unbounded_channel();
+    tokio::spawn(read_bodies(from_host, framing, bodies_tx));
     let writer = tokio::spawn(async move {
-        let limits = FrameLimits {
-            max_frame_bytes: usize::MAX / 2,
-            ..FrameLimits::default()
-        };
-        let mut decoder = FrameDecoder::new(framing, limits);
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let n = match from_host.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            if decoder.push(&buf[..n]).is_err() {
-                break;
-            }
-            while let Ok(Some(body)) = decoder.next_frame() {
-                if publisher
-                    .publish(outbound.clone(), frame_message(&body))
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
+        while let Some(body) = bodies.recv().await {
+            if publisher
+                .publish(outbound.clone(), frame_message(&body))
+                .await
+                .is_err()
+            {
+                return;
             }
         }
         let _ = publisher.publish(outbound, Bytes::from_static(b"C")).await;

@@ -118,6 +118,11 @@ impl Node {
         });
     }
 
+    /// The live owner the last lookup of `session` found, if any.
+    pub(crate) fn owner_of(&self, session: &str) -> Option<NodeIdentity> {
+        lock(&self.owners).get(session).cloned()
+    }
+
     fn next_claim(&self) -> u64 {
         self.claims.fetch_add(1, Ordering::SeqCst)
     }
@@ -278,6 +283,18 @@ enum Command {
     },
 }
 
+/// Asks a node's dispatcher to look sessions up (a gateway whose owner died).
+#[derive(Clone)]
+pub(crate) struct Lookups(UnboundedSender<Command>);
+
+impl Lookups {
+    /// Looks `session` up as a client naming it would: claimed here if its owner is gone,
+    /// else its live owner is recorded ([`Node::owner_of`]).
+    pub(crate) fn look_up(&self, session: String) {
+        let _ = self.0.send(Command::Load { session });
+    }
+}
+
 /// The [`SessionLog`] of a node.
 struct ClusterLog {
     node: Arc<Node>,
@@ -304,8 +321,9 @@ impl SessionLog for ClusterLog {
                 return;
             };
             let (tx, rx) = unbounded_channel();
-            tokio::spawn(crate::link::gateway(
+            tokio::spawn(crate::gateway::gateway(
                 self.node.clone(),
+                Lookups(self.tx.clone()),
                 conn,
                 session,
                 owner,

@@ -1,0 +1,358 @@
+//! Gateways: a client of node B whose session is owned by live node A is relayed to A, and
+//! keeps its connection and its attachments when A dies.
+//!
+//! The gateway task relays the client's frames over a [`crate::link`] and watches A's lease.
+//! It remembers what it relayed ([`crate::relay::Relay`]): the client's attachments (the
+//! params of each successful `session.create` / `session.resume`), its unanswered requests and
+//! the last durable event it received of each session (or, for a resume with none yet, the
+//! log's end read when the resume was answered). When A's lease is gone, or A sent its shutdown
+//! notice (held back: it is not the client's node that stops) and closed the link and then its
+//! lease went:
+//!
+//! 1. every request A did not answer gets an error answer naming the reason (once: the new
+//!    owner never saw them);
+//! 2. each session is looked up again, which claims it here (this node is alive and holds a
+//!    client of it) unless another node claimed it first; the claim restores the session and
+//!    ends its interrupted turn (`session.error`, `session.idle`);
+//! 3. the gateway links to the new owner (its own host over an in-memory pipe, or another node
+//!    over NATS) and re-attaches the client with a `session.resume` per session carrying the
+//!    params it attached with (answers not delivered, no `session.resume` event; a refusal
+//!    ends the connection with the reason);
+//! 4. the events the client missed are read from the log and delivered (those it received
+//!    are not sent again), the interrupted turn's `session.idle` included; the new owner's
+//!    live frames follow, without the events already delivered.
+//!
+//! The client's later frames wait while this happens, then go to the new owner.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentwire::host::ConnId;
+use agentwire_driver::HostHandle;
+use bytes::Bytes;
+use tokio::sync::mpsc::UnboundedReceiver;
+use tracing::{info, warn};
+
+use crate::engine::Engine;
+use crate::link::{alive, open_local, open_remote, LinkEnds};
+use crate::node::{Lookups, Node};
+use crate::record::{NodeIdentity, RecordKind};
+use crate::relay::Relay;
+
+/// How long a re-attachment may wait for the new owner's answers.
+const REATTACH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where a relayed connection's frames go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Target {
+    /// Another node, over NATS.
+    Remote(NodeIdentity),
+    /// This node's own host (it took the sessions over).
+    Local,
+}
+
+/// B's side: relays the client connection `conn` to `owner`, the node owning `session`, and
+/// re-attaches it to the new owner when `owner` dies.
+pub(crate) async fn gateway(
+    node: Arc<Node>,
+    lookups: Lookups,
+    conn: ConnId,
+    session: String,
+    owner: NodeIdentity,
+    mut frames: UnboundedReceiver<Vec<Bytes>>,
+) {
+    let Some(host) = node.host.get().cloned() else {
+        return;
+    };
+    let end = |reason: String| {
+        host.with_host(|host, now| host.end_forwarding(now, conn, reason));
+    };
+    let mut attempt = 0;
+    let mut link = match open_remote(&node, conn, &owner, attempt).await {
+        Ok(link) => link,
+        Err(reason) => return end(reason),
+    };
+    info!(%session, owner = %owner.node, "client relayed to the owner node");
+    let mut target = Target::Remote(owner);
+    let mut relay = Relay::default();
+    let mut check = tokio::time::interval(node.lease_ttl / 2);
+    // The owner sent its shutdown notice (it stops gracefully, or was fenced).
+    let mut owner_stopping = false;
+    loop {
+        let watched = match &target {
+            Target::Remote(owner) => Some(owner.clone()),
+            Target::Local => None,
+        };
+        // Set when the owner is gone: follow the sessions to their new owner.
+        let gone: Option<NodeIdentity> = tokio::select! {
+            batch = frames.recv() => match batch {
+                Some(batch) => {
+                    for body in batch {
+                        relay.client_sent(&body);
+                        let _ = link.to_owner.send(body);
+                    }
+                    None
+                }
+                // The client is gone: dropping the link closes it.
+                None => return,
+            },
+            body = link.from_owner.recv() => match body {
+                Some(body) => {
+                    owner_stopping |= pass_on(&node, &host, conn, &mut relay, &body).await;
+                    None
+                }
+                None => {
+                    let stopped = match &watched {
+                        Some(owner) if owner_stopping => lease_ends(&node, owner).await,
+                        _ => false,
+                    };
+                    if !stopped {
+                        let who = match &target {
+                            Target::Remote(owner) => format!("node {}", owner.node),
+                            Target::Local => "this node".to_owned(),
+                        };
+                        return end(format!("{who} closed the relayed connection"));
+                    }
+                    watched
+                }
+            },
+            _ = check.tick(), if watched.is_some() => match watched {
+                Some(owner) if !alive(&node, &owner).await => Some(owner),
+                _ => None,
+            },
+        };
+        let Some(dead) = gone else { continue };
+        // What the owner sent before it died is the client's.
+        while let Ok(body) = link.from_owner.try_recv() {
+            pass_on(&node, &host, conn, &mut relay, &body).await;
+        }
+        attempt += 1;
+        match reattach(&node, &lookups, &host, conn, &mut relay, &dead, attempt).await {
+            Ok((next, ends)) => {
+                info!(sessions = ?relay.sessions(), to = ?next, "relayed client re-attached");
+                target = next;
+                link = ends;
+                owner_stopping = false;
+            }
+            Err(reason) => return end(reason),
+        }
+    }
+}
+
+/// Hands a frame of the owner to the client (unless the relay holds it back); whether it was
+/// the owner's shutdown notice, which is not passed on: the owner is stopping, not the
+/// client's node, and the client follows the session once the owner's lease is gone.
+///
+/// The answer to a resume of the client is delivered once the log's last sequence is read
+/// (where a catch-up would start if the client receives no event of the session before the
+/// owner dies).
+async fn pass_on(
+    node: &Node,
+    host: &HostHandle,
+    conn: ConnId,
+    relay: &mut Relay,
+    body: &[u8],
+) -> bool {
+    if is_shutdown_notice(body) {
+        return true;
+    }
+    if relay.owner_sent(body) {
+        for session in relay.floors_wanted() {
+            let subject = node.layout.log_subject(&session);
+            match node.engine.last_message(&subject).await {
+                Ok(last) => relay.set_floor(&session, last.map_or(0, |m| m.seq)),
+                Err(e) => warn!(%session, error = %e, "cannot read the log's end after a resume"),
+            }
+        }
+        deliver(host, conn, body);
+    }
+    false
+}
+
+/// Whether `body` is a node's shutdown notice ([`agentwire_driver::SHUTDOWN_NOTIFICATION`]).
+fn is_shutdown_notice(body: &[u8]) -> bool {
+    let needle = agentwire_driver::SHUTDOWN_NOTIFICATION.as_bytes();
+    // The notice is a short notification: a long frame is not one.
+    body.len() < 4096
+        && body.windows(needle.len()).any(|w| w == needle)
+        && serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|v| {
+            v["method"] == agentwire_driver::SHUTDOWN_NOTIFICATION && v.get("id").is_none()
+        })
+}
+
+/// Waits (up to a little over two lease TTLs) for the lease of `owner`, which is stopping, to
+/// end; whether it did.
+async fn lease_ends(node: &Node, owner: &NodeIdentity) -> bool {
+    let deadline = Instant::now() + node.lease_ttl * 2 + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        if !alive(node, owner).await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    false
+}
+
+fn deliver(host: &HostHandle, conn: ConnId, body: &[u8]) {
+    host.with_host(|host, now| host.deliver_forwarded(now, conn, body));
+}
+
+/// The owner `dead` is gone: answers what it did not, finds the sessions' new owner, links to
+/// it, re-attaches the client and delivers what the client missed.
+async fn reattach(
+    node: &Arc<Node>,
+    lookups: &Lookups,
+    host: &HostHandle,
+    conn: ConnId,
+    relay: &mut Relay,
+    dead: &NodeIdentity,
+    attempt: u64,
+) -> Result<(Target, LinkEnds), String> {
+    let reason = format!(
+        "node {} owning the session stopped before answering",
+        dead.node
+    );
+    for answer in relay.fail_pending(&reason) {
+        deliver(host, conn, &answer);
+    }
+    let sessions = relay.sessions();
+    let mut target = None;
+    for session in &sessions {
+        let Some(found) = new_owner(node, lookups, session, dead).await else {
+            return Err(format!(
+                "the node owning session {session} ({}) stopped and no node took the session \
+                 over; reconnect and resume the session",
+                dead.node
+            ));
+        };
+        match &target {
+            None => target = Some(found),
+            Some(earlier) if *earlier == found => {}
+            Some(_) => {
+                return Err(format!(
+                    "the node owning this connection's sessions ({}) stopped and they were \
+                     taken over by different nodes; reconnect and resume each session",
+                    dead.node
+                ))
+            }
+        }
+    }
+    // A connection with no session attached: this node serves it from now on.
+    let target = target.unwrap_or(Target::Local);
+    let mut link = match &target {
+        Target::Remote(owner) => open_remote(node, conn, owner, attempt).await?,
+        Target::Local => open_local(node).ok_or("this node is shutting down")?,
+    };
+    for frame in relay.reattach() {
+        let _ = link.to_owner.send(frame);
+    }
+    // Frames of the new owner that are not answers to the re-attachments wait until the
+    // client has caught up.
+    let mut held = Vec::new();
+    let deadline = Instant::now() + REATTACH_TIMEOUT;
+    while relay.reattaching() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, link.from_owner.recv()).await {
+            Ok(Some(body)) => {
+                if relay.is_reattach_answer(&body) {
+                    relay.owner_sent(&body);
+                } else {
+                    held.push(body);
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "the node owning the session ({}) stopped and the new owner did not take \
+                     this client back; reconnect and resume the session",
+                    dead.node
+                ))
+            }
+        }
+    }
+    if let Some((session, why)) = relay.take_refused().into_iter().next() {
+        return Err(format!(
+            "the node owning session {session} ({}) stopped and the new owner refused to take \
+             this client back ({why}); reconnect and resume the session",
+            dead.node
+        ));
+    }
+    for session in relay.sessions() {
+        let subject = node.layout.log_subject(&session);
+        let stored = node.engine.read_subject(&subject, 1).await.map_err(|e| {
+            format!("cannot read session {session}'s log after a takeover ({e}); reconnect and resume the session")
+        })?;
+        let events: Vec<(u64, Bytes)> = stored
+            .into_iter()
+            .filter(|m| m.kind == Some(RecordKind::Event))
+            .map(|m| (m.seq, m.payload))
+            .collect();
+        for frame in relay.catch_up(&session, &events) {
+            deliver(host, conn, &frame);
+        }
+    }
+    for body in held {
+        pass_on(node, host, conn, relay, &body).await;
+    }
+    Ok((target, link))
+}
+
+/// Looks `session` up again after its owner `dead` died, until it is loaded here (this node
+/// claimed it) or owned by another live node.
+async fn new_owner(
+    node: &Arc<Node>,
+    lookups: &Lookups,
+    session: &str,
+    dead: &NodeIdentity,
+) -> Option<Target> {
+    let deadline = Instant::now() + node.lease_ttl * 3 + Duration::from_secs(5);
+    let mut asked: Option<Instant> = None;
+    loop {
+        let loaded = node
+            .host
+            .get()
+            .and_then(|h| h.with_host(|host, _| host.session_events(session).is_some()))
+            .unwrap_or(false);
+        if loaded {
+            return Some(Target::Local);
+        }
+        if let Some(owner) = node.owner_of(session).filter(|o| o != dead) {
+            if alive(node, &owner).await {
+                return Some(Target::Remote(owner));
+            }
+        }
+        if Instant::now() > deadline {
+            warn!(%session, "no node took the session over");
+            return None;
+        }
+        // A lookup that found nothing ends; ask again now and then.
+        if asked.is_none_or(|at| at.elapsed() > Duration::from_secs(1)) {
+            lookups.look_up(session.to_owned());
+            asked = Some(Instant::now());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_owners_shutdown_notice_is_held_back() {
+        let notice = format!(
+            r#"{{"jsonrpc":"2.0","method":"{}","params":{{"reason":"stopping"}}}}"#,
+            agentwire_driver::SHUTDOWN_NOTIFICATION
+        );
+        assert!(is_shutdown_notice(notice.as_bytes()));
+        let event = format!(
+            r#"{{"jsonrpc":"2.0","method":"session.event","params":{{"sessionId":"s","event":{{"data":{{"content":"{}"}}}}}}}}"#,
+            agentwire_driver::SHUTDOWN_NOTIFICATION
+        );
+        assert!(!is_shutdown_notice(event.as_bytes()));
+        let request = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"{}"}}"#,
+            agentwire_driver::SHUTDOWN_NOTIFICATION
+        );
+        assert!(!is_shutdown_notice(request.as_bytes()));
+    }
+}

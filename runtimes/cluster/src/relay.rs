@@ -1,0 +1,556 @@
+//! What a gateway remembers about the client connection it relays, so that a takeover of the
+//! owner does not cost the client its connection: the attachments to re-establish at the new
+//! owner, the requests to answer if the owner dies before it does, and the last durable event
+//! the client received of each session. I/O-free: the gateway task feeds it the frames it
+//! relays and sends what it returns.
+//!
+//! The gateway relays Copilot SDK connections only (see `docs/cluster.md`), so this module
+//! speaks that dialect's method names.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use bytes::Bytes;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+
+/// The JSON-RPC error code of requests the dead owner never answered.
+const OWNER_STOPPED: i64 = -32603;
+
+/// Prefix of the ids of the gateway's own requests (re-attachments), never a client's.
+const REPLAY_ID_PREFIX: &str = "agentwire-gateway-reattach-";
+
+/// One session the relayed client is attached to.
+#[derive(Debug, Clone)]
+struct Attached {
+    /// The params of its `session.create` / `session.resume`, `sessionId` set.
+    params: Value,
+    /// Attached by `session.create` (the client received every event of the session).
+    created: bool,
+    /// The id of the last durable event the client received since it attached.
+    last_event: Option<String>,
+    /// For a resume: the log's last sequence read when its answer came, before the client saw
+    /// it (every event up to it is history the client did not get as events; later ones are
+    /// live). Where the catch-up starts if no event was received.
+    floor: Option<u64>,
+    /// Durable events delivered from the log after a re-attachment, which the new owner may
+    /// send again live: dropped once, until a newer event arrives.
+    caught_up: HashSet<String>,
+}
+
+/// A client request the owner has not answered.
+#[derive(Debug, Clone)]
+struct Pending {
+    id: Value,
+    method: String,
+    /// Its `params.sessionId`.
+    session: Option<String>,
+    /// For `session.create` / `session.resume`: its params.
+    attach: Option<Value>,
+}
+
+/// The relay state of one client connection (see the module docs).
+#[derive(Debug, Default)]
+pub(crate) struct Relay {
+    /// Requests in flight to the owner, by arrival order.
+    pending: BTreeMap<u64, Pending>,
+    /// Order key of each pending request, by its id's JSON text.
+    pending_ids: HashMap<String, u64>,
+    next_order: u64,
+    attached: BTreeMap<String, Attached>,
+    /// Re-attachments sent to a new owner and not answered yet: id → session.
+    replays: HashMap<String, String>,
+    next_replay: u64,
+    /// Re-attachments the new owner refused: session and its error message.
+    refused: Vec<(String, String)>,
+    /// Resumed sessions whose floor is to be read (see [`Relay::floors_wanted`]).
+    floors_wanted: Vec<String>,
+}
+
+/// A JSON object's members, borrowed.
+type Fields<'a> = HashMap<&'a str, &'a RawValue>;
+
+/// A request id as a map key (its compact JSON text).
+fn id_key(id: &RawValue) -> Option<String> {
+    serde_json::from_str::<Value>(id.get())
+        .ok()
+        .map(|v| v.to_string())
+}
+
+/// A JSON-RPC response body.
+fn response(id: &Value, outcome: Result<Value, (i64, String)>) -> Bytes {
+    let body = match outcome {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err((code, message)) => {
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+        }
+    };
+    Bytes::from(body.to_string())
+}
+
+/// The `session.event` notification carrying `event` (its JSON text, as stored).
+fn event_notification(session: &str, event: &[u8]) -> Option<Bytes> {
+    let event: &RawValue = serde_json::from_slice(event).ok()?;
+    let body = json!({"jsonrpc": "2.0", "method": "session.event",
+                      "params": {"sessionId": session, "event": event}});
+    Some(Bytes::from(body.to_string()))
+}
+
+/// A UUID-shaped id derived from `seed` (the synthetic events' ids are stable per seed).
+fn derived_id(seed: &str) -> String {
+    let mut a: u64 = 0xCBF2_9CE4_8422_2325;
+    let mut b: u64 = 0x8422_2325_CBF2_9CE4;
+    for &byte in seed.as_bytes() {
+        a = (a ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01B3);
+        b = (b ^ u64::from(byte))
+            .wrapping_mul(0x0000_0100_0000_01B3)
+            .rotate_left(7);
+    }
+    let hex = format!("{a:016x}{b:016x}");
+    format!(
+        "{}-{}-4{}-8{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[13..16],
+        &hex[17..20],
+        &hex[20..32]
+    )
+}
+
+impl Relay {
+    /// A frame the client sends to the owner (only its envelope is parsed, and the params of
+    /// `session.create` / `session.resume`).
+    pub(crate) fn client_sent(&mut self, body: &[u8]) {
+        let Ok(message) = serde_json::from_slice::<Fields<'_>>(body) else {
+            return;
+        };
+        let (Some(id), Some(method)) = (message.get("id"), message.get("method")) else {
+            return;
+        };
+        let (Ok(id), Ok(method)) = (
+            serde_json::from_str::<Value>(id.get()),
+            serde_json::from_str::<String>(method.get()),
+        ) else {
+            return;
+        };
+        let params = message.get("params");
+        let session = params
+            .and_then(|p| serde_json::from_str::<Fields<'_>>(p.get()).ok())
+            .and_then(|p| serde_json::from_str::<String>(p.get("sessionId")?.get()).ok());
+        let attach = matches!(method.as_str(), "session.create" | "session.resume").then(|| {
+            params
+                .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+                .unwrap_or(Value::Null)
+        });
+        let order = self.next_order;
+        self.next_order += 1;
+        self.pending_ids.insert(id.to_string(), order);
+        self.pending.insert(
+            order,
+            Pending {
+                id,
+                method,
+                session,
+                attach,
+            },
+        );
+    }
+
+    /// A frame the owner sends to the client: whether to deliver it. Only the envelope is
+    /// parsed (borrowed): event payloads and results are not copied.
+    pub(crate) fn owner_sent(&mut self, body: &[u8]) -> bool {
+        let Ok(message) = serde_json::from_slice::<Fields<'_>>(body) else {
+            return true;
+        };
+        match (message.get("method"), message.get("id")) {
+            (None, Some(id)) => self.answered(id, &message),
+            (Some(method), _) if method.get() == r#""session.event""# => {
+                self.event_sent(&message).unwrap_or(true)
+            }
+            _ => true,
+        }
+    }
+
+    /// A `session.event` notification of the owner: whether to deliver it (`None`: not one
+    /// the relay follows).
+    fn event_sent(&mut self, message: &Fields<'_>) -> Option<bool> {
+        let params: Fields<'_> = serde_json::from_str(message.get("params")?.get()).ok()?;
+        let session: String = serde_json::from_str(params.get("sessionId")?.get()).ok()?;
+        let event: Fields<'_> = serde_json::from_str(params.get("event")?.get()).ok()?;
+        if event.get("ephemeral").is_some_and(|e| e.get() == "true") {
+            return None;
+        }
+        let event_id: String = serde_json::from_str(event.get("id")?.get()).ok()?;
+        let attached = self.attached.get_mut(&session)?;
+        if attached.caught_up.remove(&event_id) {
+            return Some(false);
+        }
+        attached.caught_up.clear();
+        attached.last_event = Some(event_id);
+        Some(true)
+    }
+
+    /// A response of the owner (`message` holds `id` and `result` or `error`).
+    fn answered(&mut self, id: &RawValue, message: &Fields<'_>) -> bool {
+        let Some(key) = id_key(id) else {
+            return true;
+        };
+        if let Some(session) = self.replays.remove(&key) {
+            if let Some(error) = message.get("error") {
+                // The new owner refused the re-attachment: the client is no longer attached.
+                self.attached.remove(&session);
+                let why = serde_json::from_str::<Value>(error.get())
+                    .ok()
+                    .and_then(|e| e["message"].as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                self.refused.push((session, why));
+            }
+            return false;
+        }
+        let Some(order) = self.pending_ids.remove(&key) else {
+            return true;
+        };
+        let Some(pending) = self.pending.remove(&order) else {
+            return true;
+        };
+        let Some(result) = message.get("result") else {
+            return true;
+        };
+        let result = match pending.method.as_str() {
+            "session.create" | "session.resume" => {
+                serde_json::from_str::<Value>(result.get()).unwrap_or(Value::Null)
+            }
+            _ => Value::Null,
+        };
+        match pending.method.as_str() {
+            "session.create" | "session.resume" => {
+                let mut params = pending.attach.unwrap_or(Value::Null);
+                if !params.is_object() {
+                    params = json!({});
+                }
+                let session = result["sessionId"]
+                    .as_str()
+                    .or_else(|| params["sessionId"].as_str())
+                    .map(str::to_owned);
+                if let Some(session) = session {
+                    params["sessionId"] = json!(session);
+                    let created = pending.method == "session.create";
+                    let previous = self.attached.remove(&session);
+                    let (last_event, floor) = previous
+                        .map(|p| (p.last_event, p.floor))
+                        .unwrap_or_default();
+                    if !created && last_event.is_none() && floor.is_none() {
+                        self.floors_wanted.push(session.clone());
+                    }
+                    self.attached.insert(
+                        session,
+                        Attached {
+                            params,
+                            created,
+                            last_event,
+                            floor,
+                            caught_up: HashSet::new(),
+                        },
+                    );
+                }
+            }
+            "session.detach" | "session.delete" => {
+                if let Some(session) = &pending.session {
+                    self.attached.remove(session);
+                }
+            }
+            _ => {}
+        }
+        true
+    }
+
+    /// The sessions the client is attached to through this relay.
+    pub(crate) fn sessions(&self) -> Vec<String> {
+        self.attached.keys().cloned().collect()
+    }
+
+    /// The owner died: an error answer (with `reason`) for every request it did not answer,
+    /// in the order the client sent them. Each request is answered once: the new owner never
+    /// saw them.
+    pub(crate) fn fail_pending(&mut self, reason: &str) -> Vec<Bytes> {
+        self.pending_ids.clear();
+        self.replays.clear();
+        std::mem::take(&mut self.pending)
+            .into_values()
+            .map(|p| {
+                let message = format!("{} was not completed: {reason}", p.method);
+                response(&p.id, Err((OWNER_STOPPED, message)))
+            })
+            .collect()
+    }
+
+    /// The `session.resume` requests that re-attach the client to a new owner, one per
+    /// session, with the params it attached with (no `session.resume` event: the client did not
+    /// resume). Their answers are not delivered ([`Relay::owner_sent`] drops them).
+    pub(crate) fn reattach(&mut self) -> Vec<Bytes> {
+        let mut frames = Vec::new();
+        for (session, attached) in &self.attached {
+            let mut params = attached.params.clone();
+            params["disableResume"] = json!(true);
+            params["continuePendingWork"] = json!(false);
+            let id = format!("{REPLAY_ID_PREFIX}{}", self.next_replay);
+            self.next_replay += 1;
+            let body = json!({"jsonrpc": "2.0", "id": id, "method": "session.resume",
+                              "params": params});
+            self.replays
+                .insert(Value::String(id).to_string(), session.clone());
+            frames.push(Bytes::from(body.to_string()));
+        }
+        frames
+    }
+
+    /// Whether `body` answers one of the re-attachments (hand it to [`Relay::owner_sent`]).
+    pub(crate) fn is_reattach_answer(&self, body: &[u8]) -> bool {
+        match serde_json::from_slice::<Fields<'_>>(body) {
+            Ok(message) if !message.contains_key("method") => message
+                .get("id")
+                .and_then(|id| id_key(id))
+                .is_some_and(|key| self.replays.contains_key(&key)),
+            _ => false,
+        }
+    }
+
+    /// Sessions the client just resumed, with no event received yet: read the log's last
+    /// sequence for each and report it with [`Relay::set_floor`] before the answer that made
+    /// this call return them reaches the client.
+    pub(crate) fn floors_wanted(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.floors_wanted)
+    }
+
+    /// The log's last sequence of `session` (`0`: empty), read after its resume was answered.
+    pub(crate) fn set_floor(&mut self, session: &str, seq: u64) {
+        if let Some(attached) = self.attached.get_mut(session) {
+            attached.floor.get_or_insert(seq);
+        }
+    }
+
+    /// The re-attachments the new owner refused since the last call (session, reason).
+    pub(crate) fn take_refused(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.refused)
+    }
+
+    /// Whether re-attachments are still unanswered.
+    pub(crate) fn reattaching(&self) -> bool {
+        !self.replays.is_empty()
+    }
+
+    /// The events of `session`'s log (`events`, oldest first, as stored) the client has not
+    /// received: the notifications to deliver after a re-attachment. A turn the takeover
+    /// interrupted ends with `session.idle` as it does for attached clients (that event is
+    /// ephemeral, so not in the log).
+    pub(crate) fn catch_up(&mut self, session: &str, events: &[(u64, Bytes)]) -> Vec<Bytes> {
+        let Some(attached) = self.attached.get_mut(session) else {
+            return Vec::new();
+        };
+        let ids: Vec<Option<String>> = events
+            .iter()
+            .map(|(_, e)| {
+                serde_json::from_slice::<Value>(e)
+                    .ok()
+                    .and_then(|v| v["id"].as_str().map(str::to_owned))
+            })
+            .collect();
+        let start = match &attached.last_event {
+            Some(last) => match ids.iter().position(|id| id.as_deref() == Some(last)) {
+                Some(at) => at + 1,
+                // Not in the log (it cannot be: the owner releases an event once stored).
+                None => events.len(),
+            },
+            None if attached.created => 0,
+            // A resume with no event received yet: after what was in the log when it was
+            // answered (where it attached is not known without that read).
+            None => match attached.floor {
+                Some(floor) => events
+                    .iter()
+                    .position(|(seq, _)| *seq > floor)
+                    .unwrap_or(events.len()),
+                None => events.len(),
+            },
+        };
+        let mcp_apps = attached.params["requestMcpApps"] == true;
+        let mut frames = Vec::new();
+        for ((_, event), id) in events[start..].iter().zip(&ids[start..]) {
+            let Some(id) = id else { continue };
+            let Ok(parsed) = serde_json::from_slice::<Value>(event) else {
+                continue;
+            };
+            // The owner's audience rule for durable MCP Apps events.
+            let kind = parsed["type"].as_str().unwrap_or_default();
+            if kind.starts_with("mcp_app.") && !mcp_apps {
+                continue;
+            }
+            let Some(frame) = event_notification(session, event) else {
+                continue;
+            };
+            frames.push(frame);
+            attached.caught_up.insert(id.clone());
+            attached.last_event = Some(id.clone());
+            if parsed["type"] == "session.error" && parsed["data"]["errorType"] == "interrupted" {
+                let idle = json!({
+                    "id": derived_id(id),
+                    "timestamp": parsed["timestamp"],
+                    "parentId": id,
+                    "type": "session.idle",
+                    "data": {"aborted": true, "mode": "interactive"},
+                    "ephemeral": true,
+                });
+                if let Some(frame) = event_notification(session, idle.to_string().as_bytes()) {
+                    frames.push(frame);
+                }
+            }
+        }
+        frames
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(id: &str, kind: &str, data: Value) -> Bytes {
+        Bytes::from(
+            json!({"id": id, "timestamp": "2026-12-02T00:00:00.000Z", "parentId": null,
+                   "type": kind, "data": data})
+            .to_string(),
+        )
+    }
+
+    fn notification(session: &str, event: &Bytes) -> Vec<u8> {
+        event_notification(session, event).unwrap().to_vec()
+    }
+
+    fn attached_relay() -> Relay {
+        let mut relay = Relay::default();
+        relay.client_sent(
+            br#"{"jsonrpc":"2.0","id":1,"method":"session.resume","params":{"sessionId":"s","requestPermission":true,"tools":[{"name":"t"}]}}"#,
+        );
+        assert!(relay.owner_sent(br#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s"}}"#));
+        relay
+    }
+
+    #[test]
+    fn pending_requests_are_failed_once_in_order() {
+        let mut relay = attached_relay();
+        relay.client_sent(
+            br#"{"jsonrpc":"2.0","id":2,"method":"session.send","params":{"sessionId":"s"}}"#,
+        );
+        relay.client_sent(br#"{"jsonrpc":"2.0","id":"x","method":"session.getMessages"}"#);
+        relay.client_sent(br#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#);
+        assert!(relay.owner_sent(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#));
+        let failed: Vec<Value> = relay
+            .fail_pending("node a stopped")
+            .iter()
+            .map(|b| serde_json::from_slice(b).unwrap())
+            .collect();
+        assert_eq!(failed.len(), 2);
+        assert_eq!(failed[0]["id"], 2);
+        assert_eq!(failed[1]["id"], "x");
+        assert!(failed[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("node a stopped"));
+        assert!(relay.fail_pending("again").is_empty());
+    }
+
+    #[test]
+    fn reattachment_replays_the_attach_params_and_hides_its_answer() {
+        let mut relay = attached_relay();
+        let frames = relay.reattach();
+        assert_eq!(frames.len(), 1);
+        let replay: Value = serde_json::from_slice(&frames[0]).unwrap();
+        assert_eq!(replay["method"], "session.resume");
+        assert_eq!(replay["params"]["sessionId"], "s");
+        assert_eq!(replay["params"]["requestPermission"], true);
+        assert_eq!(replay["params"]["tools"][0]["name"], "t");
+        assert_eq!(replay["params"]["disableResume"], true);
+        assert!(relay.reattaching());
+        let answer = json!({"jsonrpc": "2.0", "id": replay["id"], "result": {"sessionId": "s"}});
+        assert!(relay.is_reattach_answer(answer.to_string().as_bytes()));
+        assert!(!relay.is_reattach_answer(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
+        assert!(!relay.owner_sent(answer.to_string().as_bytes()));
+        assert!(!relay.reattaching());
+        assert_eq!(relay.sessions(), ["s"]);
+        assert!(relay.take_refused().is_empty());
+
+        // A refused re-attachment: the session is no longer attached, and the reason kept.
+        let replay: Value = serde_json::from_slice(&relay.reattach()[0]).unwrap();
+        let refusal = json!({"jsonrpc": "2.0", "id": replay["id"],
+                             "error": {"code": -32603, "message": "Session not found: s"}});
+        assert!(!relay.owner_sent(refusal.to_string().as_bytes()));
+        assert!(relay.sessions().is_empty());
+        assert_eq!(
+            relay.take_refused(),
+            [("s".to_owned(), "Session not found: s".to_owned())]
+        );
+    }
+
+    #[test]
+    fn catch_up_sends_what_the_client_missed_once_and_ends_the_interrupted_turn() {
+        let mut relay = attached_relay();
+        let log = [
+            event("e1", "user.message", json!({})),
+            event("e2", "permission.requested", json!({})),
+            event("e3", "permission.completed", json!({})),
+            event("e4", "session.error", json!({"errorType": "interrupted"})),
+        ];
+        assert!(relay.owner_sent(&notification("s", &log[0])));
+        assert!(relay.owner_sent(&notification("s", &log[1])));
+        let log: Vec<(u64, Bytes)> = log.into_iter().zip(1..).map(|(e, seq)| (seq, e)).collect();
+        let frames = relay.catch_up("s", &log);
+        let types: Vec<String> = frames
+            .iter()
+            .map(|f| {
+                let v: Value = serde_json::from_slice(f).unwrap();
+                v["params"]["event"]["type"].as_str().unwrap().to_owned()
+            })
+            .collect();
+        assert_eq!(
+            types,
+            ["permission.completed", "session.error", "session.idle"]
+        );
+        // The new owner sending a caught-up event live again: dropped; a new one passes.
+        assert!(!relay.owner_sent(&notification("s", &log[3].1)));
+        let next = event("e5", "user.message", json!({}));
+        assert!(relay.owner_sent(&notification("s", &next)));
+        assert!(relay.catch_up("s", &[log[3].clone(), (5, next)]).is_empty());
+    }
+
+    #[test]
+    fn a_resume_with_no_event_received_catches_up_after_its_floor() {
+        let mut relay = attached_relay();
+        assert_eq!(relay.floors_wanted(), ["s"]);
+        relay.set_floor("s", 2);
+        let log = [
+            (1, event("e1", "session.start", json!({}))),
+            (2, event("e2", "session.idle", json!({}))),
+            (4, event("e3", "user.message", json!({}))),
+        ];
+        let frames = relay.catch_up("s", &log);
+        assert_eq!(frames.len(), 1);
+        let v: Value = serde_json::from_slice(&frames[0]).unwrap();
+        assert_eq!(v["params"]["event"]["id"], "e3");
+        // Without the floor nothing is known: nothing is sent.
+        let mut unknown = attached_relay();
+        unknown.floors_wanted();
+        assert!(unknown.catch_up("s", &log).is_empty());
+    }
+
+    #[test]
+    fn a_created_session_catches_up_from_its_start() {
+        let mut relay = Relay::default();
+        relay.client_sent(br#"{"jsonrpc":"2.0","id":1,"method":"session.create","params":{}}"#);
+        assert!(relay.owner_sent(br#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"new"}}"#));
+        assert!(
+            relay.floors_wanted().is_empty(),
+            "a created session needs no floor"
+        );
+        let log = [(1, event("e1", "session.start", json!({})))];
+        assert_eq!(relay.catch_up("new", &log).len(), 1);
+        let replay: Value = serde_json::from_slice(&relay.reattach()[0]).unwrap();
+        assert_eq!(replay["params"]["sessionId"], "new");
+    }
+}
