@@ -1,0 +1,943 @@
+//! The simulated cluster: nodes, clients, the engine and the seeded schedule.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use agentwire::agent::Scenario;
+use agentwire::frame::{encode_frame, Framing};
+use agentwire::host::{ConnId, Host, HostConfig};
+use agentwire::Timestamp;
+use agentwire_cluster::call::execute;
+use agentwire_cluster::escape::{escape_id, unescape_id};
+use agentwire_cluster::lease::{LeaseAction, LeaseConfig, NodeLease};
+use agentwire_cluster::memory::{Fault, MemoryCluster};
+use agentwire_cluster::takeover::preferred_claimant;
+use agentwire_cluster::{Engine, Layout, LiveSubscription, NodeIdentity};
+use bytes::BytesMut;
+use serde_json::json;
+
+use super::client::{frame, Client, ClientStats, Link};
+use super::log::{check_ack, check_owner_history, Ack, LogIndex};
+use super::node::{in_subject, out_subject, Effect, End, Gateway, SimNode};
+use super::now;
+
+/// Steps of the faulty part of a run (the quiet end follows).
+pub(crate) const STEPS: usize = 400;
+const TTL: Duration = Duration::from_secs(6);
+const NODES: usize = 3;
+const SESSIONS: usize = 3;
+const CLIENTS_PER_SESSION: usize = 2;
+const PROMPTS_PER_CLIENT: u32 = 3;
+const T0: u64 = 1_795_983_976_952;
+
+const SCENARIO: &str = r#"{
+  "rules": [
+    {"match": "weather", "steps": [{"tool": "get_weather", "arguments": {"city": "Paris"}},
+                                   {"say": "It is sunny in Paris."}]},
+    {"match": "slow", "steps": [{"sleep_ms": 400}, {"say": "slept"}]}
+  ],
+  "default": [{"say": "You said: {prompt}"}]
+}"#;
+
+const PROMPTS: &[&str] = &["hi", "What is the weather in Paris?", "slow one", "weather again"];
+
+/// What a run did (to show the schedule exercised the protocol).
+#[derive(Default, Debug, Clone, Copy)]
+pub(crate) struct Stats {
+    pub(crate) acked: u64,
+    pub(crate) takeovers: u64,
+    pub(crate) fenced_stops: u64,
+    pub(crate) other_stops: u64,
+    pub(crate) kills: u64,
+    pub(crate) pauses: u64,
+    pub(crate) gateways: u64,
+    pub(crate) resumes_elsewhere: u64,
+    pub(crate) quiet_steps: u64,
+    pub(crate) client: ClientStats,
+}
+
+impl Stats {
+    pub(crate) fn add(&mut self, o: &Stats) {
+        self.acked += o.acked;
+        self.takeovers += o.takeovers;
+        self.fenced_stops += o.fenced_stops;
+        self.other_stops += o.other_stops;
+        self.kills += o.kills;
+        self.pauses += o.pauses;
+        self.gateways += o.gateways;
+        self.resumes_elsewhere += o.resumes_elsewhere;
+        self.quiet_steps += o.quiet_steps;
+        self.client.events += o.client.events;
+        self.client.get_messages_checked += o.client.get_messages_checked;
+        self.client.tool_requests += o.client.tool_requests;
+        self.client.errors += o.client.errors;
+    }
+}
+
+/// splitmix64.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// A client-chosen session id that needs escaping in subjects and keys.
+fn session_id(index: usize) -> String {
+    format!("chat.{index} *>")
+}
+
+struct Sim {
+    rng: Rng,
+    seed: u64,
+    cluster: MemoryCluster,
+    layout: Layout,
+    index: LogIndex,
+    names: Vec<String>,
+    nodes: Vec<Option<SimNode>>,
+    dead_since: Vec<u64>,
+    partitioned: Vec<u32>,
+    next_incarnation: u64,
+    clients: Vec<Client>,
+    /// The client's previous node (to count resumes on another node).
+    last_node: Vec<Option<usize>>,
+    created: Vec<bool>,
+    acked: BTreeMap<String, Vec<Ack>>,
+    /// Time still to move in small slices (a node paused past its lease).
+    drift: Duration,
+    /// Steps a resumed node runs its other tasks before its lease task.
+    burst: Vec<u32>,
+    step: u64,
+    stats: Stats,
+}
+
+pub(crate) fn run(seed: u64, steps: usize) -> Stats {
+    let mut sim = Sim::new(seed);
+    for _ in 0..steps {
+        sim.step();
+        sim.check();
+    }
+    sim.quiesce();
+    sim.final_checks();
+    sim.stats
+}
+
+impl Sim {
+    fn new(seed: u64) -> Self {
+        let cluster = MemoryCluster::new(TTL);
+        let names: Vec<String> = (0..NODES).map(|i| format!("node {i}.")).collect();
+        let mut clients = Vec::new();
+        for s in 0..SESSIONS {
+            for k in 0..CLIENTS_PER_SESSION {
+                clients.push(Client::new(session_id(s), k == 0, PROMPTS_PER_CLIENT));
+            }
+        }
+        let mut sim = Sim {
+            rng: Rng(seed),
+            seed,
+            cluster,
+            layout: Layout::default(),
+            index: LogIndex::default(),
+            nodes: (0..NODES).map(|_| None).collect(),
+            dead_since: vec![0; NODES],
+            partitioned: vec![0; NODES],
+            names,
+            next_incarnation: 1,
+            last_node: vec![None; clients.len()],
+            clients,
+            created: vec![false; SESSIONS],
+            acked: BTreeMap::new(),
+            drift: Duration::ZERO,
+            burst: vec![0; NODES],
+            step: 0,
+            stats: Stats::default(),
+        };
+        for i in 0..NODES {
+            sim.start_node(i);
+        }
+        while sim.nodes.iter().any(|n| n.as_ref().is_some_and(|n| !n.serving)) {
+            for i in 0..NODES {
+                sim.lease_step(i);
+            }
+        }
+        sim
+    }
+
+    fn t(&self) -> Timestamp {
+        Timestamp::from_millis(T0 + self.cluster.now().as_millis() as u64)
+    }
+
+    fn start_node(&mut self, i: usize) {
+        let incarnation = self.next_incarnation;
+        self.next_incarnation += 1;
+        let name = self.names[i].clone();
+        let config = HostConfig::with_scenario(Scenario::from_json(SCENARIO).expect("scenario"))
+            .with_seed(self.seed.wrapping_mul(1_000_003).wrapping_add(incarnation))
+            .with_node_id(Some(name.clone()))
+            .with_report_persisted_events(true)
+            .with_lookup_unknown_sessions(true);
+        let me = NodeIdentity {
+            node: name.clone(),
+            incarnation,
+        };
+        let lease = NodeLease::new(
+            LeaseConfig::with_ttl(TTL),
+            self.layout.lease_key(&name),
+            incarnation,
+        );
+        let engine = self.cluster.client(&name);
+        let at = self.cluster.now();
+        self.nodes[i] = Some(SimNode::new(me, engine, Host::new(config), lease, at + TTL));
+    }
+
+    fn node(&mut self, i: usize) -> &mut SimNode {
+        self.nodes[i].as_mut().expect("a live node")
+    }
+
+    fn serving(&self, i: usize) -> bool {
+        self.nodes[i].as_ref().is_some_and(|n| n.serving)
+    }
+
+    // ----- the schedule -----
+
+    fn step(&mut self) {
+        self.step += 1;
+        match self.rng.below(100) {
+            0..=49 => {
+                let i = self.rng.below(NODES as u64) as usize;
+                self.node_step(i);
+            }
+            50..=71 => {
+                let c = self.rng.below(self.clients.len() as u64) as usize;
+                self.client_step(c, true);
+            }
+            72..=81 => {
+                let by = Duration::from_millis(self.rng.below(700));
+                self.cluster.advance(by);
+            }
+            82..=83 => self.pause(),
+            84..=86 => {
+                let i = self.rng.below(NODES as u64) as usize;
+                let fault = [Fault::LoseAck, Fault::LoseRequest][self.rng.below(2) as usize];
+                self.cluster.inject(&self.names[i], fault);
+            }
+            87..=88 => self.cluster.drop_live(1 + self.rng.below(2) as u32),
+            89 => {
+                let serving = (0..NODES).filter(|&i| self.serving(i)).count();
+                let i = self.rng.below(NODES as u64) as usize;
+                if serving >= 2 && self.serving(i) {
+                    self.stats.kills += 1;
+                    self.die(i, None);
+                }
+            }
+            90..=92 => {
+                let c = self.rng.below(self.clients.len() as u64) as usize;
+                self.move_client(c);
+            }
+            93 => {
+                let i = self.rng.below(NODES as u64) as usize;
+                if self.partitioned[i] == 0 {
+                    self.partitioned[i] = 3 + self.rng.below(20) as u32;
+                    self.cluster.set_partitioned(&self.names[i], true);
+                }
+            }
+            _ => {
+                let by = Duration::from_millis(500 + self.rng.below(1500));
+                self.cluster.advance(by);
+            }
+        }
+        self.tick();
+    }
+
+    /// What happens every step whatever was scheduled: slices of a drift, partitions that
+    /// heal, dead nodes that restart.
+    fn tick(&mut self) {
+        if !self.drift.is_zero() {
+            let slice = self.drift.min(Duration::from_millis(300));
+            self.drift -= slice;
+            self.cluster.advance(slice);
+        }
+        for i in 0..NODES {
+            if self.partitioned[i] > 0 {
+                self.partitioned[i] -= 1;
+                if self.partitioned[i] == 0 {
+                    self.cluster.set_partitioned(&self.names[i], false);
+                }
+            }
+            if self.nodes[i].is_none() && self.step >= self.dead_since[i] + 15 {
+                self.start_node(i);
+            }
+        }
+    }
+
+    /// Pauses a serving node (SIGSTOP); most of the time long enough for its lease to expire.
+    fn pause(&mut self) {
+        let i = self.rng.below(NODES as u64) as usize;
+        if !self.serving(i) || self.node(i).paused > 0 {
+            return;
+        }
+        self.stats.pauses += 1;
+        let steps = 10 + self.rng.below(30) as u32;
+        self.node(i).paused = steps;
+        if self.rng.below(3) > 0 {
+            self.drift += TTL + Duration::from_secs(2);
+        }
+    }
+
+    /// A node dies: killed (`None`) or stopped because it could no longer keep its promise.
+    /// Its clients' connections end; its lease key lives on until it expires.
+    fn die(&mut self, i: usize, reason: Option<String>) {
+        let Some(node) = self.nodes[i].take() else {
+            return;
+        };
+        if let Some(reason) = reason {
+            if reason.contains("fenced") {
+                self.stats.fenced_stops += 1;
+            } else {
+                self.stats.other_stops += 1;
+            }
+        }
+        for end in node.ends.values() {
+            if let End::Client(c) = end {
+                if self.clients[*c].link.is_some_and(|l| l.node == i) {
+                    self.clients[*c].disconnected();
+                }
+            }
+        }
+        self.dead_since[i] = self.step;
+        self.burst[i] = 0;
+    }
+
+    // ----- nodes -----
+
+    /// The lease task (`keep_lease`): one call; a lease no longer valid stops the node.
+    /// Answers whether it did anything.
+    fn lease_step(&mut self, i: usize) -> bool {
+        let at = self.cluster.now();
+        let Some(node) = self.nodes[i].as_mut() else {
+            return false;
+        };
+        let call = match node.lease_call.take() {
+            Some(call) => Some(call),
+            None => match node.lease.poll(at) {
+                LeaseAction::Call(call) => Some(call),
+                LeaseAction::Lost if node.serving => {
+                    self.die(i, Some("this node's cluster lease was lost".into()));
+                    return true;
+                }
+                LeaseAction::Lost => {
+                    // Not yet serving: start over (`ClusterNode::start`).
+                    node.lease = NodeLease::new(
+                        LeaseConfig::with_ttl(TTL),
+                        self.layout.lease_key(&node.me.node),
+                        node.me.incarnation,
+                    );
+                    None
+                }
+                LeaseAction::IdleUntil(_) => None,
+            },
+        };
+        let did = call.is_some();
+        if let Some(call) = call {
+            let reply = now(execute(&node.engine, &call));
+            node.lease_call = node.lease.on_reply(reply);
+        }
+        let valid = node.lease.is_valid(at);
+        if node.serving && !valid {
+            self.die(i, Some("this node's cluster lease expired".into()));
+            return true;
+        }
+        if !node.serving && valid {
+            node.serving = true;
+        }
+        did
+    }
+
+    fn node_step(&mut self, i: usize) {
+        let Some(node) = self.nodes[i].as_mut() else {
+            return;
+        };
+        if node.paused > 0 {
+            node.paused -= 1;
+            if node.paused == 0 {
+                // Resumed: its other tasks may run before its lease task notices.
+                self.burst[i] = 3;
+            }
+            return;
+        }
+        if !node.serving {
+            self.lease_step(i);
+            return;
+        }
+        if self.burst[i] == 0 {
+            if self.lease_step(i) {
+                return;
+            }
+        } else {
+            self.burst[i] -= 1;
+        }
+        let at = self.cluster.now();
+        let t = self.t();
+        let node = self.node(i);
+        // Every other task of the node that has something to do; one of them runs.
+        let mut tasks: Vec<Task> = node.busy_workers().into_iter().map(Task::Worker).collect();
+        tasks.extend(node.lookups.keys().cloned().map(Task::Lookup));
+        if node.host.poll_timeout().is_some_and(|d| d <= t) {
+            tasks.push(Task::Timer);
+        }
+        if !node.gateways.is_empty() || node.ends.values().any(|e| matches!(e, End::Link { .. })) {
+            tasks.push(Task::Links);
+        }
+        if at >= node.next_sweep {
+            tasks.push(Task::Sweep);
+        }
+        if self.burst[i] > 0 {
+            tasks.push(Task::Lease);
+        }
+        if tasks.is_empty() {
+            return;
+        }
+        let task = tasks.swap_remove(self.rng.below(tasks.len() as u64) as usize);
+        match task {
+            Task::Worker(session) => self.node(i).worker_step(&session),
+            Task::Lookup(session) => {
+                let owners: Vec<Option<(NodeIdentity, bool)>> = (0..NODES)
+                    .map(|j| {
+                        self.nodes[j]
+                            .as_ref()
+                            .map(|n| (n.me.clone(), n.paused == 0 && self.partitioned[j] == 0))
+                    })
+                    .collect();
+                let answers = move |who: &NodeIdentity| {
+                    owners
+                        .iter()
+                        .flatten()
+                        .any(|(me, up)| me == who && *up)
+                };
+                if self.node(i).lookup_step(t, at, &session, answers, TTL) == Some(true) {
+                    self.stats.takeovers += 1;
+                }
+            }
+            Task::Timer => self.node(i).host.handle_timeout(t),
+            Task::Links => self.links_step(i),
+            Task::Sweep => self.sweep(i),
+            Task::Lease => {
+                self.lease_step(i);
+            }
+        }
+        self.settle(i);
+    }
+
+    /// Whether `who` answers on its link subject (a killed node's subscription is gone; a
+    /// paused or partitioned one times out).
+    fn answers(&self, who: &NodeIdentity) -> bool {
+        (0..NODES).any(|j| {
+            self.nodes[j]
+                .as_ref()
+                .is_some_and(|n| &n.me == who && n.paused == 0 && self.partitioned[j] == 0)
+        })
+    }
+
+    /// Pumps node `i` and acts on what it asked for, until nothing is left.
+    fn settle(&mut self, i: usize) {
+        loop {
+            self.index.refresh(&self.cluster);
+            let t = self.t();
+            let Some(node) = self.nodes[i].as_mut() else {
+                return;
+            };
+            node.pump(t, &self.index);
+            let effects = std::mem::take(&mut node.effects);
+            if effects.is_empty() {
+                return;
+            }
+            self.index.refresh(&self.cluster);
+            for effect in effects {
+                self.effect(i, effect);
+            }
+        }
+    }
+
+    fn effect(&mut self, i: usize, effect: Effect) {
+        match effect {
+            Effect::ToClient(c, bytes, fenced) => {
+                assert!(
+                    !fenced,
+                    "invariant 1: a frame node {i} took while fenced reached client {c}"
+                );
+                let client = &mut self.clients[c];
+                if client.link.is_some_and(|l| l.node == i) {
+                    let subject = self.layout.log_subject(&client.session);
+                    let session = client.session.clone();
+                    if let Some(created) =
+                        client.receive(&bytes, &self.index, &subject, &mut self.stats.client)
+                    {
+                        let s = (0..SESSIONS).find(|&s| session_id(s) == session).expect("s");
+                        self.created[s] |= created;
+                    }
+                }
+            }
+            Effect::ClientClosed(c) => {
+                if self.clients[c].link.is_some_and(|l| l.node == i) {
+                    self.clients[c].disconnected();
+                }
+            }
+            Effect::OpenGateway {
+                conn,
+                session,
+                frames,
+            } => self.open_gateway(i, conn, &session, frames),
+            Effect::Stop(reason) => self.die(i, Some(reason)),
+            Effect::Acked(ack) => {
+                check_ack(&self.index, &ack);
+                self.stats.acked += 1;
+                self.acked.entry(ack.subject.clone()).or_default().push(ack);
+            }
+        }
+    }
+
+    /// `link::gateway`: B asks the owner to accept a link, then relays the waiting frames.
+    fn open_gateway(&mut self, i: usize, conn: ConnId, session: &str, frames: Vec<bytes::Bytes>) {
+        let t = self.t();
+        let b = self.node(i);
+        let Some(owner) = b.owners.get(session).cloned() else {
+            return;
+        };
+        let link = format!("{}x{}x{}", escape_id(&b.me.node), b.me.incarnation, conn.as_u64());
+        let peer = b.me.clone();
+        let outbound = now(b.engine.subscribe_live(&out_subject(&link))).expect("subscribe");
+        let j = (0..NODES).find(|&j| self.nodes[j].as_ref().is_some_and(|n| n.me == owner));
+        let up = j.is_some_and(|j| self.answers(&owner) && self.partitioned[i] == 0 && self.serving(j));
+        let Some(j) = j.filter(|_| up) else {
+            let reason = format!(
+                "session {session} is owned by node {}, which does not answer; reconnect and resume the session",
+                owner.node
+            );
+            self.node(i).host.end_forwarding(t, conn, reason);
+            return;
+        };
+        let a = self.node(j);
+        let conn_a = a.host.open(t, Framing::ContentLength);
+        let inbound = now(a.engine.subscribe_live(&in_subject(&link))).expect("subscribe");
+        a.ends.insert(
+            conn_a,
+            End::Link {
+                link: link.clone(),
+                peer,
+                inbound,
+            },
+        );
+        self.stats.gateways += 1;
+        let b = self.node(i);
+        for body in frames {
+            now(b.engine.publish_live(&in_subject(&link), super::node::frame_message(&body)))
+                .expect("publish");
+        }
+        b.gateways.insert(
+            conn,
+            Gateway {
+                link,
+                owner,
+                outbound,
+            },
+        );
+    }
+
+    /// Both sides of every link of node `i`: frames in, and each side watching the other's
+    /// lease (`link::gateway`, `link::owner_link`).
+    fn links_step(&mut self, i: usize) {
+        let t = self.t();
+        let node = self.node(i);
+        let conns: Vec<ConnId> = node.gateways.keys().copied().collect();
+        for conn in conns {
+            let node = self.node(i);
+            let gateway = node.gateways.get_mut(&conn).expect("gateway");
+            let mut end = None;
+            while let Some(message) = now(gateway.outbound.next(Duration::ZERO)) {
+                if message.first() == Some(&b'F') {
+                    node.host.deliver_forwarded(t, conn, &message[1..]);
+                } else {
+                    end = Some(format!("node {} closed the relayed connection", gateway.owner.node));
+                    break;
+                }
+            }
+            let gateway = node.gateways.get(&conn).expect("gateway");
+            if end.is_none() && !alive(node, &gateway.owner) {
+                end = Some(format!(
+                    "the node owning this session ({}) stopped; reconnect and resume the session",
+                    gateway.owner.node
+                ));
+            }
+            if let Some(reason) = end {
+                node.gateways.remove(&conn);
+                node.host.end_forwarding(t, conn, reason);
+            }
+        }
+        let node = self.node(i);
+        let links: Vec<ConnId> = node
+            .ends
+            .iter()
+            .filter(|(_, e)| matches!(e, End::Link { .. }))
+            .map(|(c, _)| *c)
+            .collect();
+        for conn in links {
+            let node = self.node(i);
+            let Some(End::Link { inbound, peer, .. }) = node.ends.get_mut(&conn) else {
+                continue;
+            };
+            let peer = peer.clone();
+            let mut bytes = Vec::new();
+            let mut closed = false;
+            while let Some(message) = now(inbound.next(Duration::ZERO)) {
+                if message.first() == Some(&b'F') {
+                    let mut framed = BytesMut::new();
+                    encode_frame(Framing::ContentLength, &message[1..], &mut framed);
+                    bytes.push(framed);
+                } else {
+                    closed = true;
+                    break;
+                }
+            }
+            for framed in bytes {
+                node.feed(t, conn, &framed);
+            }
+            if closed || !alive(node, &peer) {
+                node.ends.remove(&conn);
+                node.held.remove(&conn);
+                node.host.handle_eof(t, conn);
+            }
+        }
+    }
+
+    /// `sweep`: sessions in the log this node should claim (preferred among the live nodes)
+    /// and has not loaded are looked up.
+    fn sweep(&mut self, i: usize) {
+        let t = self.t();
+        let at = self.cluster.now();
+        let names = self.names.clone();
+        let prefix = format!("{}.", self.layout.log_prefix);
+        let subjects: Vec<String> = self.index.subjects.keys().cloned().collect();
+        let node = self.node(i);
+        node.next_sweep = at + TTL;
+        let mut live = Vec::new();
+        for name in &names {
+            match now(node.engine.kv_get(&node.layout.lease_key(name))) {
+                Ok(Some(_)) => live.push(escape_id(name)),
+                Ok(None) => {}
+                Err(_) => return,
+            }
+        }
+        let me = escape_id(&node.me.node);
+        for subject in subjects {
+            let Some(session) = subject
+                .strip_prefix(&prefix)
+                .and_then(|token| unescape_id(token).ok())
+            else {
+                continue;
+            };
+            let preferred = preferred_claimant(&session, live.iter().map(String::as_str));
+            if node.host.session_events(&session).is_none() && preferred == Some(me.as_str()) {
+                node.load(t, session);
+            }
+        }
+    }
+
+    // ----- clients -----
+
+    fn move_client(&mut self, c: usize) {
+        let Some(link) = self.clients[c].link else {
+            return;
+        };
+        let t = self.t();
+        if let Some(node) = self.nodes[link.node].as_mut() {
+            if node.paused > 0 {
+                return;
+            }
+            node.ends.remove(&link.conn);
+            node.held.remove(&link.conn);
+            node.host.handle_eof(t, link.conn);
+        }
+        self.clients[c].disconnected();
+        self.settle(link.node);
+    }
+
+    /// One thing client `c` does. `chatty`: it may prompt, ask for messages and move.
+    fn client_step(&mut self, c: usize, chatty: bool) {
+        let s = (0..SESSIONS)
+            .find(|&s| session_id(s) == self.clients[c].session)
+            .expect("session");
+        let Some(link) = self.clients[c].link else {
+            return self.connect(c, s, None);
+        };
+        if self.nodes[link.node].as_ref().is_none_or(|n| n.paused > 0) {
+            return;
+        }
+        let subject = self.layout.log_subject(&self.clients[c].session);
+        let acked: Vec<String> = self
+            .acked
+            .get(&subject)
+            .map(|a| a.iter().map(|a| a.event_id.clone()).collect())
+            .unwrap_or_default();
+        let client = &mut self.clients[c];
+        let session = client.session.clone();
+        let bytes = if let Some(answer) = client.answers.pop_front() {
+            match answer["method"].as_str() {
+                Some(method) => client.request(method, answer["params"].clone(), Vec::new()),
+                None => frame(&answer),
+            }
+        } else if !client.attached {
+            if !client.pending.is_empty() {
+                return;
+            }
+            let Some(method) = self.attach_method(c, s) else {
+                return;
+            };
+            let client = &mut self.clients[c];
+            let params = client.attach_params();
+            client.request(method, params, Vec::new())
+        } else if chatty && client.prompts_left > 0 && self.rng.below(3) == 0 {
+            client.prompts_left -= 1;
+            let prompt = PROMPTS[self.rng.below(PROMPTS.len() as u64) as usize];
+            let params = json!({"sessionId": session, "prompt": prompt});
+            client.request("session.send", params, Vec::new())
+        } else if chatty && self.rng.below(2) == 0 {
+            client.request("session.getMessages", json!({"sessionId": session}), acked)
+        } else {
+            return;
+        };
+        let t = self.t();
+        self.node(link.node).feed(t, link.conn, &bytes);
+        self.settle(link.node);
+    }
+
+    /// Create or resume, or nothing while the session does not exist yet.
+    fn attach_method(&mut self, c: usize, s: usize) -> Option<&'static str> {
+        let client = &self.clients[c];
+        if self.created[s] {
+            let link = client.link.expect("connected");
+            if self.last_node[c].is_some_and(|n| n != link.node) {
+                self.stats.resumes_elsewhere += 1;
+            }
+            self.last_node[c] = Some(link.node);
+            Some("session.resume")
+        } else if client.creator {
+            self.last_node[c] = client.link.map(|l| l.node);
+            Some("session.create")
+        } else {
+            None
+        }
+    }
+
+    /// Connects client `c` to a serving node (`only`: that one), preferring another node
+    /// than its last.
+    fn connect(&mut self, c: usize, s: usize, only: Option<usize>) {
+        let candidates: Vec<usize> = (0..NODES)
+            .filter(|&i| only.is_none_or(|o| o == i))
+            .filter(|&i| self.nodes[i].as_ref().is_some_and(|n| n.serving && n.paused == 0))
+            .collect();
+        if candidates.is_empty() {
+            return;
+        }
+        let mut i = candidates[self.rng.below(candidates.len() as u64) as usize];
+        if Some(i) == self.last_node[c] && candidates.len() > 1 && self.rng.below(4) > 0 {
+            i = candidates[(candidates.iter().position(|&x| x == i).expect("i") + 1) % candidates.len()];
+        }
+        let t = self.t();
+        let node = self.node(i);
+        let conn = node.host.open(t, Framing::ContentLength);
+        node.ends.insert(conn, End::Client(c));
+        let incarnation = node.me.incarnation;
+        self.clients[c].connected(Link {
+            node: i,
+            incarnation,
+            conn,
+        });
+        if self.attach_method(c, s).is_some() {
+            // The attach goes out with the client's next step.
+        }
+        self.last_node[c] = self.last_node[c].or(Some(i));
+    }
+
+    // ----- invariants -----
+
+    fn check(&mut self) {
+        self.index.refresh(&self.cluster);
+        for node in self.nodes.iter().flatten() {
+            for s in 0..SESSIONS {
+                let session = session_id(s);
+                let subject = self.layout.log_subject(&session);
+                let Some(events) = node.host.session_events(&session) else {
+                    continue;
+                };
+                if self.index.fenced(&subject, &node.me) {
+                    continue;
+                }
+                let ids: Vec<&str> = events.iter().map(|e| e.id.as_str()).collect();
+                let what = format!("node {} (incarnation {})", node.me.node, node.me.incarnation);
+                check_owner_history(self.index.subject(&subject), &ids, &what);
+            }
+        }
+    }
+
+    // ----- the quiet end -----
+
+    /// Heals everything, restarts dead nodes and lets the run settle: no new prompts, every
+    /// client reconnected and attached, every request answered, every frame out.
+    fn quiesce(&mut self) {
+        for i in 0..NODES {
+            self.partitioned[i] = 0;
+            self.cluster.set_partitioned(&self.names[i], false);
+            if let Some(node) = self.nodes[i].as_mut() {
+                node.paused = 0;
+            }
+        }
+        self.cluster.heal();
+        self.drift = Duration::ZERO;
+        for round in 0..3_000u64 {
+            for i in 0..NODES {
+                if self.nodes[i].is_none() {
+                    self.start_node(i);
+                }
+                self.node_step(i);
+            }
+            for c in 0..self.clients.len() {
+                self.client_step(c, false);
+            }
+            self.cluster.advance(Duration::from_millis(100));
+            self.check();
+            self.stats.quiet_steps += 1;
+            if round > 20 && self.settled() {
+                return;
+            }
+        }
+        panic!("the run did not settle: {}", self.describe());
+    }
+
+    fn settled(&self) -> bool {
+        let t = self.t();
+        self.nodes.iter().all(|n| {
+            n.as_ref().is_some_and(|n| {
+                n.serving && n.quiet() && n.host.poll_timeout().is_none_or(|d| d > t)
+            })
+        }) && self.clients.iter().all(|c| {
+            c.link.is_some() && c.attached && c.pending.is_empty() && c.answers.is_empty()
+        })
+    }
+
+    fn describe(&self) -> String {
+        let mut out = String::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            match n {
+                None => out.push_str(&format!("\nnode {i}: dead")),
+                Some(n) => out.push_str(&format!(
+                    "\nnode {i}: serving {} workers {:?} lookups {:?} held {} gateways {} links {}",
+                    n.serving,
+                    n.busy_workers(),
+                    n.lookups.keys().collect::<Vec<_>>(),
+                    n.held.values().map(|h| h.len()).sum::<usize>(),
+                    n.gateways.len(),
+                    n.ends.values().filter(|e| matches!(e, End::Link { .. })).count(),
+                )),
+            }
+        }
+        for (c, client) in self.clients.iter().enumerate() {
+            out.push_str(&format!(
+                "\nclient {c}: link {:?} attached {} pending {:?}",
+                client.link.map(|l| l.node),
+                client.attached,
+                client.pending.values().map(|p| p.method.as_str()).collect::<Vec<_>>()
+            ));
+        }
+        out
+    }
+
+    /// Invariant 3 on every node for every session, and invariant 4 at the end.
+    fn final_checks(&mut self) {
+        for i in 0..NODES {
+            for s in 0..SESSIONS {
+                if !self.created[s] {
+                    continue;
+                }
+                let session = session_id(s);
+                let subject = self.layout.log_subject(&session);
+                let c = self.clients.len();
+                self.clients.push(Client::new(session.clone(), false, 0));
+                self.last_node.push(None);
+                self.connect(c, s, Some(i));
+                assert!(self.clients[c].link.is_some(), "node {i} serves at the end");
+                let everything: Vec<String> = self
+                    .index
+                    .subject(&subject)
+                    .map(|l| l.ids().map(str::to_owned).collect())
+                    .unwrap_or_default();
+                let bytes = self.clients[c].request(
+                    "session.getMessages",
+                    json!({"sessionId": session}),
+                    everything,
+                );
+                let link = self.clients[c].link.expect("connected");
+                let before = self.stats.client.get_messages_checked;
+                let t = self.t();
+                self.node(i).feed(t, link.conn, &bytes);
+                self.settle(i);
+                for _ in 0..500 {
+                    if self.clients[c].pending.is_empty() {
+                        break;
+                    }
+                    for j in 0..NODES {
+                        self.node_step(j);
+                    }
+                    self.cluster.advance(Duration::from_millis(100));
+                }
+                assert!(
+                    self.clients[c].pending.is_empty(),
+                    "invariant 3: node {i} never answered getMessages for {session}: {}",
+                    self.describe()
+                );
+                assert_eq!(
+                    self.stats.client.get_messages_checked,
+                    before + 1,
+                    "invariant 3: node {i} failed getMessages for {session}: {:?} {:?} {}",
+                    self.clients[c].last_error,
+                    self.clients[c].link,
+                    self.describe()
+                );
+            }
+        }
+        for (c, client) in self.clients.iter().enumerate() {
+            assert!(
+                client.pending.is_empty(),
+                "invariant 4: client {c} has requests never answered: {:?}",
+                client.pending
+            );
+        }
+    }
+}
+
+/// Whether `who`'s lease key holds its incarnation (errors count as alive).
+fn alive(node: &SimNode, who: &NodeIdentity) -> bool {
+    match now(node.engine.kv_get(&node.layout.lease_key(&who.node))) {
+        Ok(Some(entry)) => entry.value == who.incarnation.to_string().as_bytes(),
+        Ok(None) => false,
+        Err(_) => true,
+    }
+}
+
+/// One task of a node.
+enum Task {
+    Worker(String),
+    Lookup(String),
+    Timer,
+    Links,
+    Sweep,
+    Lease,
+}
