@@ -45,6 +45,9 @@ impl LogIndex {
             let id = message.msg_id.as_deref().and_then(MessageId::parse);
             match (message.kind, id) {
                 (Some(RecordKind::Claim), Some(MessageId::Claim { claimant, .. })) => {
+                    if std::env::var_os("SIM_TRACE").is_some() {
+                        eprintln!("log {}: claim by {claimant:?} on {}", message.seq, message.subject);
+                    }
                     subject.claim = Some((message.seq, claimant));
                 }
                 (Some(RecordKind::Event), Some(MessageId::Event { .. })) => {

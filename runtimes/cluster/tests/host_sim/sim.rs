@@ -22,12 +22,12 @@ use super::node::{in_subject, out_subject, Effect, End, Gateway, SimNode};
 use super::now;
 
 /// Steps of the faulty part of a run (the quiet end follows).
-pub(crate) const STEPS: usize = 400;
+pub(crate) const STEPS: usize = 600;
 const TTL: Duration = Duration::from_secs(6);
 const NODES: usize = 3;
 const SESSIONS: usize = 3;
 const CLIENTS_PER_SESSION: usize = 2;
-const PROMPTS_PER_CLIENT: u32 = 3;
+const PROMPTS_PER_CLIENT: u32 = 4;
 const T0: u64 = 1_795_983_976_952;
 
 const SCENARIO: &str = r#"{
@@ -172,6 +172,12 @@ impl Sim {
         sim
     }
 
+    fn trace(&self, what: String) {
+        if std::env::var_os("SIM_TRACE").is_some() {
+            eprintln!("step {} at {:?}: {what}", self.step, self.cluster.now());
+        }
+    }
+
     fn t(&self) -> Timestamp {
         Timestamp::from_millis(T0 + self.cluster.now().as_millis() as u64)
     }
@@ -230,12 +236,18 @@ impl Sim {
                 let fault = [Fault::LoseAck, Fault::LoseRequest][self.rng.below(2) as usize];
                 self.cluster.inject(&self.names[i], fault);
             }
-            87..=88 => self.cluster.drop_live(1 + self.rng.below(2) as u32),
+            87..=88 => {
+                let count = 1 + self.rng.below(2) as u32;
+                if std::env::var_os("SIM_NO_LIVE_LOSS").is_none() {
+                    self.cluster.drop_live(count);
+                }
+            }
             89 => {
                 let serving = (0..NODES).filter(|&i| self.serving(i)).count();
                 let i = self.rng.below(NODES as u64) as usize;
                 if serving >= 2 && self.serving(i) {
                     self.stats.kills += 1;
+                    self.trace(format!("node {i} killed"));
                     self.die(i, None);
                 }
             }
@@ -247,6 +259,7 @@ impl Sim {
                 let i = self.rng.below(NODES as u64) as usize;
                 if self.partitioned[i] == 0 {
                     self.partitioned[i] = 3 + self.rng.below(20) as u32;
+                    self.trace(format!("node {i} partitioned"));
                     self.cluster.set_partitioned(&self.names[i], true);
                 }
             }
@@ -276,17 +289,38 @@ impl Sim {
             if self.nodes[i].is_none() && self.step >= self.dead_since[i] + 15 {
                 self.start_node(i);
             }
+            // The lease task runs on its own timer (`keep_lease`), except in a paused process
+            // and, for a few steps, in one just resumed.
+            if self.nodes[i].as_ref().is_some_and(|n| n.paused == 0) && self.burst[i] == 0 {
+                self.lease_step(i);
+            }
         }
     }
 
     /// Pauses a serving node (SIGSTOP); most of the time long enough for its lease to expire.
     fn pause(&mut self) {
-        let i = self.rng.below(NODES as u64) as usize;
+        // Preferably an owner with appends in flight or a turn running.
+        let t = self.t();
+        let busy: Vec<usize> = (0..NODES)
+            .filter(|&i| {
+                self.nodes[i].as_ref().is_some_and(|n| {
+                    n.serving
+                        && n.paused == 0
+                        && (!n.busy_workers().is_empty() || n.host.poll_timeout().is_some())
+                })
+            })
+            .collect();
+        let i = match busy.is_empty() {
+            true => self.rng.below(NODES as u64) as usize,
+            false => busy[self.rng.below(busy.len() as u64) as usize],
+        };
+        let _ = t;
         if !self.serving(i) || self.node(i).paused > 0 {
             return;
         }
         self.stats.pauses += 1;
-        let steps = 10 + self.rng.below(30) as u32;
+        self.trace(format!("node {i} paused"));
+        let steps = 20 + self.rng.below(40) as u32;
         self.node(i).paused = steps;
         if self.rng.below(3) > 0 {
             self.drift += TTL + Duration::from_secs(2);
@@ -300,6 +334,9 @@ impl Sim {
             return;
         };
         if let Some(reason) = reason {
+            if std::env::var_os("SIM_TRACE").is_some() {
+                eprintln!("step {}: node {i} stops: {reason}", self.step);
+            }
             if reason.contains("fenced") {
                 self.stats.fenced_stops += 1;
             } else {
@@ -371,6 +408,7 @@ impl Sim {
             if node.paused == 0 {
                 // Resumed: its other tasks may run before its lease task notices.
                 self.burst[i] = 3;
+                self.trace(format!("node {i} resumed"));
             }
             return;
         }
@@ -425,6 +463,7 @@ impl Sim {
                 };
                 if self.node(i).lookup_step(t, at, &session, answers, TTL) == Some(true) {
                     self.stats.takeovers += 1;
+                    self.trace(format!("node {i} took {session} over"));
                 }
             }
             Task::Timer => self.node(i).host.handle_timeout(t),
@@ -472,7 +511,10 @@ impl Sim {
             Effect::ToClient(c, bytes, fenced) => {
                 assert!(
                     !fenced,
-                    "invariant 1: a frame node {i} took while fenced reached client {c}"
+                    "invariant 1: a frame node {i} ({:?}) took while fenced reached client {c}: {}\nclaims: {:?}",
+                    self.nodes[i].as_ref().map(|n| &n.me),
+                    String::from_utf8_lossy(&bytes),
+                    self.index.subjects.values().map(|s| &s.claim).collect::<Vec<_>>()
                 );
                 let client = &mut self.clients[c];
                 if client.link.is_some_and(|l| l.node == i) {
@@ -793,6 +835,7 @@ impl Sim {
     /// Heals everything, restarts dead nodes and lets the run settle: no new prompts, every
     /// client reconnected and attached, every request answered, every frame out.
     fn quiesce(&mut self) {
+        self.trace("quiet end".into());
         for i in 0..NODES {
             self.partitioned[i] = 0;
             self.cluster.set_partitioned(&self.names[i], false);
