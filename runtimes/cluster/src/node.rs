@@ -247,6 +247,11 @@ async fn keep_lease(node: Arc<Node>, mut lease: NodeLease, started: Instant) {
             node.stop("this node's cluster lease was lost".into());
             return;
         };
+        // Frames go out only while the lease is valid, whichever task runs first after a
+        // pause (SIGSTOP) past it.
+        if let (Some(host), Some(until)) = (node.host.get(), lease.valid_until()) {
+            host.release_until(started + until);
+        }
         let wait = at
             .saturating_sub(started.elapsed())
             .max(Duration::from_millis(20));

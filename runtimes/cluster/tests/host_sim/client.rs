@@ -151,6 +151,9 @@ impl Client {
             if !ok {
                 stats.errors += 1;
                 self.last_error = Some(format!("{}: {message}", pending.method));
+                if std::env::var_os("SIM_TRACE").is_some() {
+                    eprintln!("client error {:?}", self.last_error);
+                }
             }
             match pending.method.as_str() {
                 "session.create" | "session.resume" => {
@@ -175,6 +178,9 @@ impl Client {
         }
         let event = &params["event"];
         stats.events += 1;
+        if std::env::var_os("SIM_TRACE").is_some() {
+            eprintln!("event {}", event["type"]);
+        }
         if event["ephemeral"] != true {
             // Invariant 1: a durable event reaches a client only once the log holds it.
             let id = event["id"].as_str().expect("an event id");

@@ -208,7 +208,7 @@ impl SimNode {
     /// What every call into the host is followed by (`Shared::with_inner` + the writer
     /// tasks): act on the outputs, take the frames with the current mark, release those
     /// whose mark is acknowledged, finish closing connections.
-    pub(crate) fn pump(&mut self, t: Timestamp, index: &LogIndex) {
+    pub(crate) fn pump(&mut self, t: Timestamp, at: Duration, index: &LogIndex) {
         loop {
             let mut again = false;
             while let Some(output) = self.host.poll_output() {
@@ -228,7 +228,7 @@ impl SimNode {
                     self.held.entry(conn).or_default().push_back(Held { mark, frame, fenced });
                 }
             }
-            self.release();
+            self.release(at);
             let done: Vec<ConnId> = self
                 .closing
                 .iter()
@@ -321,8 +321,12 @@ impl SimNode {
         false
     }
 
-    /// Releases held frames whose mark is acknowledged, in order per connection.
-    fn release(&mut self) {
+    /// Releases held frames whose mark is acknowledged, in order per connection, while the
+    /// node's lease is valid (`HostHandle::release_until`).
+    fn release(&mut self, at: Duration) {
+        if !self.lease.is_valid(at) {
+            return;
+        }
         for (conn, queue) in self.held.iter_mut() {
             while queue.front().is_some_and(|h| h.mark <= self.acks.through) {
                 let held = queue.pop_front().expect("front");
@@ -363,7 +367,6 @@ impl SimNode {
         while self.acks.above.remove(&(self.acks.through + 1)) {
             self.acks.through += 1;
         }
-        self.release();
     }
 
     /// Sessions with engine work to do.
