@@ -874,7 +874,12 @@ impl Sim {
                 return;
             }
         }
-        panic!("the run did not settle: {}", self.describe());
+        let pending = self.clients.iter().any(|c| !c.pending.is_empty());
+        panic!(
+            "{}the run did not settle: {}",
+            if pending { "invariant 4: requests never answered; " } else { "" },
+            self.describe()
+        );
     }
 
     fn settled(&self) -> bool {
