@@ -59,7 +59,9 @@ fn run_seed(seed: u64) -> sim::Stats {
     match std::panic::catch_unwind(|| sim::run(seed, sim::STEPS)) {
         Ok(stats) => stats,
         Err(e) => {
-            eprintln!("host simulation failed with seed {seed} (SIM_FIRST_SEED={seed} SIM_SEEDS=1)");
+            eprintln!(
+                "host simulation failed with seed {seed} (SIM_FIRST_SEED={seed} SIM_SEEDS=1)"
+            );
             std::panic::resume_unwind(e)
         }
     }

@@ -132,7 +132,8 @@ impl Client {
             if let Some(method) = message["method"].as_str() {
                 if message.get("id").is_some_and(|id| !id.is_null()) {
                     // A server-to-client request this client does not serve.
-                    self.answers.push_back(json!({"jsonrpc":"2.0","id":message["id"],
+                    self.answers
+                        .push_back(json!({"jsonrpc":"2.0","id":message["id"],
                         "error":{"code":-32601,"message":"not handled by this client"}}));
                 } else if method == "session.event" {
                     self.event(&message["params"], index, subject, stats);
@@ -178,9 +179,6 @@ impl Client {
         }
         let event = &params["event"];
         stats.events += 1;
-        if std::env::var_os("SIM_TRACE").is_some() {
-            eprintln!("event {}", event["type"]);
-        }
         if event["ephemeral"] != true {
             // Invariant 1: a durable event reaches a client only once the log holds it.
             let id = event["id"].as_str().expect("an event id");
@@ -197,7 +195,8 @@ impl Client {
         match (event["type"].as_str(), request) {
             (Some("external_tool.requested"), Some(request)) => {
                 stats.tool_requests += 1;
-                self.answers.push_back(json!({"method":"session.tools.handlePendingToolCall",
+                self.answers
+                    .push_back(json!({"method":"session.tools.handlePendingToolCall",
                     "params":{"sessionId":self.session,"requestId":request,"result":"sunny"}}));
             }
             (Some("permission.requested"), Some(request)) => {
@@ -214,7 +213,9 @@ impl Client {
 /// Invariant 3: a `session.getMessages` answer is the log's events of the session, a prefix,
 /// in order, with every event acknowledged before the request was sent.
 fn check_messages(result: &Value, acked_before: &[String], index: &LogIndex, subject: &str) {
-    let events = result["events"].as_array().expect("getMessages answers events");
+    let events = result["events"]
+        .as_array()
+        .expect("getMessages answers events");
     let ids: Vec<&str> = events
         .iter()
         .map(|e| e["id"].as_str().expect("an event id"))

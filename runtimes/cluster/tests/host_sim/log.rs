@@ -46,13 +46,16 @@ impl LogIndex {
             match (message.kind, id) {
                 (Some(RecordKind::Claim), Some(MessageId::Claim { claimant, .. })) => {
                     if std::env::var_os("SIM_TRACE").is_some() {
-                        eprintln!("log {}: claim by {claimant:?} on {}", message.seq, message.subject);
+                        eprintln!(
+                            "log {}: claim by {claimant:?} on {}",
+                            message.seq, message.subject
+                        );
                     }
                     subject.claim = Some((message.seq, claimant));
                 }
                 (Some(RecordKind::Event), Some(MessageId::Event { .. })) => {
-                    let event: Value = serde_json::from_slice(&message.payload)
-                        .expect("a logged event is JSON");
+                    let event: Value =
+                        serde_json::from_slice(&message.payload).expect("a logged event is JSON");
                     let event_id = event["id"].as_str().expect("an event id").to_owned();
                     let position = subject.events.len();
                     assert!(
@@ -109,7 +112,10 @@ pub(crate) fn check_ack(index: &LogIndex, ack: &Ack) {
 pub(crate) fn check_owner_history(log: Option<&SubjectLog>, host_ids: &[&str], what: &str) {
     let mut seen = HashSet::new();
     for id in host_ids {
-        assert!(seen.insert(*id), "invariant 2: {what} holds event {id} twice");
+        assert!(
+            seen.insert(*id),
+            "invariant 2: {what} holds event {id} twice"
+        );
     }
     let Some(log) = log else {
         return;

@@ -88,7 +88,7 @@ pub(crate) struct Worker {
 pub(crate) enum Lookup {
     Start,
     Claiming {
-        takeover: Takeover,
+        takeover: Box<Takeover>,
         call: Call,
         attempt: u32,
         deadline: Duration,
@@ -218,14 +218,16 @@ impl SimNode {
             let conns: Vec<ConnId> = self.ends.keys().copied().collect();
             for conn in conns {
                 while let Some(frame) = self.host.poll_transmit(conn) {
-                    let fenced = self
-                        .concerns(conn, &frame)
-                        .is_some_and(|s| {
-                            self.host.session_events(&s).is_some()
-                                && index.fenced(&self.layout.log_subject(&s), &self.me)
-                        });
+                    let fenced = self.concerns(conn, &frame).is_some_and(|s| {
+                        self.host.session_events(&s).is_some()
+                            && index.fenced(&self.layout.log_subject(&s), &self.me)
+                    });
                     let mark = self.mark;
-                    self.held.entry(conn).or_default().push_back(Held { mark, frame, fenced });
+                    self.held.entry(conn).or_default().push_back(Held {
+                        mark,
+                        frame,
+                        fenced,
+                    });
                 }
             }
             self.release(at);
@@ -254,7 +256,9 @@ impl SimNode {
         if message.get("method").is_some() {
             return message["params"]["sessionId"].as_str().map(str::to_owned);
         }
-        self.requests.get(&(conn, message["id"].to_string())).cloned()
+        self.requests
+            .get(&(conn, message["id"].to_string()))
+            .cloned()
     }
 
     /// One output; `true` if it called into the host again.
@@ -263,7 +267,11 @@ impl SimNode {
             Output::Persist { session, event } => {
                 self.mark += 1;
                 let mark = self.mark;
-                self.workers.entry(session).or_default().queue.push_back((event, mark));
+                self.workers
+                    .entry(session)
+                    .or_default()
+                    .queue
+                    .push_back((event, mark));
                 false
             }
             Output::SessionDeleted { .. } => false,
@@ -332,7 +340,8 @@ impl SimNode {
                 let held = queue.pop_front().expect("front");
                 match self.ends.get(conn) {
                     Some(End::Client(c)) => {
-                        self.effects.push(Effect::ToClient(*c, held.frame, held.fenced))
+                        self.effects
+                            .push(Effect::ToClient(*c, held.frame, held.fenced))
                     }
                     Some(End::Link { link, .. }) => {
                         assert!(
@@ -340,8 +349,10 @@ impl SimNode {
                             "invariant 1: a fenced owner relayed a frame toward a client"
                         );
                         let body = body_of(&held.frame).expect("one frame").to_vec();
-                        now(self.engine.publish_live(&out_subject(link), frame_message(&body)))
-                            .expect("publish");
+                        now(self
+                            .engine
+                            .publish_live(&out_subject(link), frame_message(&body)))
+                        .expect("publish");
                     }
                     None => {}
                 }
@@ -355,8 +366,10 @@ impl SimNode {
         match self.ends.remove(&conn) {
             Some(End::Client(c)) => self.effects.push(Effect::ClientClosed(c)),
             Some(End::Link { link, .. }) => {
-                now(self.engine.publish_live(&out_subject(&link), Bytes::from_static(b"C")))
-                    .expect("publish");
+                now(self
+                    .engine
+                    .publish_live(&out_subject(&link), Bytes::from_static(b"C")))
+                .expect("publish");
             }
             None => {}
         }
@@ -455,7 +468,9 @@ impl SimNode {
                 let reply = now(execute(&self.engine, &call));
                 let writer = worker.writer.as_mut().expect("an appending writer");
                 match writer.on_reply(reply) {
-                    WriterStep::Call(call) => worker.in_flight = Some(InFlight::Append { call, mark }),
+                    WriterStep::Call(call) => {
+                        worker.in_flight = Some(InFlight::Append { call, mark })
+                    }
                     WriterStep::Acked(seq) => {
                         let (event, _) = worker.queue.pop_front().expect("the appended event");
                         let event: Value = serde_json::from_slice(&event).expect("JSON");
@@ -492,7 +507,9 @@ impl SimNode {
         let state = self.lookups.remove(session).expect("lookup");
         let next = match state {
             Lookup::Start => match now(self.engine.last_message(&subject)) {
-                Ok(Some(_)) => self.claim_start(session, at + lease_ttl * 2 + Duration::from_secs(1), 1),
+                Ok(Some(_)) => {
+                    self.claim_start(session, at + lease_ttl * 2 + Duration::from_secs(1), 1)
+                }
                 Ok(None) | Err(_) => {
                     self.host.finish_session_lookup(t, session);
                     return None;
@@ -533,7 +550,9 @@ impl SimNode {
                     }
                     TakeoverStep::Done(
                         TakeoverOutcome::Contended | TakeoverOutcome::Unavailable(_),
-                    ) if attempt < CLAIM_ATTEMPTS => self.claim_start(session, deadline, attempt + 1),
+                    ) if attempt < CLAIM_ATTEMPTS => {
+                        self.claim_start(session, deadline, attempt + 1)
+                    }
                     TakeoverStep::Done(_) => {
                         self.host.finish_session_lookup(t, session);
                         return None;
@@ -551,7 +570,7 @@ impl SimNode {
         let subject = self.layout.log_subject(session);
         let (takeover, call) = Takeover::start(self.me.clone(), self.claims, subject);
         Lookup::Claiming {
-            takeover,
+            takeover: Box::new(takeover),
             call,
             attempt,
             deadline,

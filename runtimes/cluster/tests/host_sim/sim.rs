@@ -4,21 +4,21 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use agentwire::agent::Scenario;
-use agentwire::frame::{encode_frame, Framing};
-use agentwire::host::{ConnId, Host, HostConfig};
+use agentwire::host::{Host, HostConfig};
 use agentwire::Timestamp;
 use agentwire_cluster::call::execute;
-use agentwire_cluster::escape::{escape_id, unescape_id};
 use agentwire_cluster::lease::{LeaseAction, LeaseConfig, NodeLease};
 use agentwire_cluster::memory::{Fault, MemoryCluster};
-use agentwire_cluster::takeover::preferred_claimant;
-use agentwire_cluster::{Engine, Layout, LiveSubscription, NodeIdentity};
-use bytes::BytesMut;
-use serde_json::json;
+use agentwire_cluster::{Engine, Layout, NodeIdentity};
 
-use super::client::{frame, Client, ClientStats, Link};
+#[path = "clients.rs"]
+mod clients;
+#[path = "links.rs"]
+mod links;
+
+use super::client::{Client, ClientStats};
 use super::log::{check_ack, check_owner_history, Ack, LogIndex};
-use super::node::{in_subject, out_subject, Effect, End, Gateway, SimNode};
+use super::node::{Effect, End, SimNode};
 use super::now;
 
 /// Steps of the faulty part of a run (the quiet end follows).
@@ -39,7 +39,12 @@ const SCENARIO: &str = r#"{
   "default": [{"say": "You said: {prompt}"}]
 }"#;
 
-const PROMPTS: &[&str] = &["hi", "What is the weather in Paris?", "slow one", "weather again"];
+const PROMPTS: &[&str] = &[
+    "hi",
+    "What is the weather in Paris?",
+    "slow one",
+    "weather again",
+];
 
 /// What a run did (to show the schedule exercised the protocol).
 #[derive(Default, Debug, Clone, Copy)]
@@ -164,7 +169,11 @@ impl Sim {
         for i in 0..NODES {
             sim.start_node(i);
         }
-        while sim.nodes.iter().any(|n| n.as_ref().is_some_and(|n| !n.serving)) {
+        while sim
+            .nodes
+            .iter()
+            .any(|n| n.as_ref().is_some_and(|n| !n.serving))
+        {
             for i in 0..NODES {
                 sim.lease_step(i);
             }
@@ -459,10 +468,7 @@ impl Sim {
                     })
                     .collect();
                 let answers = move |who: &NodeIdentity| {
-                    owners
-                        .iter()
-                        .flatten()
-                        .any(|(me, up)| me == who && *up)
+                    owners.iter().flatten().any(|(me, up)| me == who && *up)
                 };
                 if self.node(i).lookup_step(t, at, &session, answers, TTL) == Some(true) {
                     self.stats.takeovers += 1;
@@ -526,7 +532,9 @@ impl Sim {
                     if let Some(created) =
                         client.receive(&bytes, &self.index, &subject, &mut self.stats.client)
                     {
-                        let s = (0..SESSIONS).find(|&s| session_id(s) == session).expect("s");
+                        let s = (0..SESSIONS)
+                            .find(|&s| session_id(s) == session)
+                            .expect("s");
                         self.created[s] |= created;
                     }
                 }
@@ -550,277 +558,6 @@ impl Sim {
         }
     }
 
-    /// `link::gateway`: B asks the owner to accept a link, then relays the waiting frames.
-    fn open_gateway(&mut self, i: usize, conn: ConnId, session: &str, frames: Vec<bytes::Bytes>) {
-        let t = self.t();
-        let b = self.node(i);
-        let Some(owner) = b.owners.get(session).cloned() else {
-            return;
-        };
-        let link = format!("{}x{}x{}", escape_id(&b.me.node), b.me.incarnation, conn.as_u64());
-        let peer = b.me.clone();
-        let outbound = now(b.engine.subscribe_live(&out_subject(&link))).expect("subscribe");
-        let j = (0..NODES).find(|&j| self.nodes[j].as_ref().is_some_and(|n| n.me == owner));
-        let up = j.is_some_and(|j| self.answers(&owner) && self.partitioned[i] == 0 && self.serving(j));
-        let Some(j) = j.filter(|_| up) else {
-            let reason = format!(
-                "session {session} is owned by node {}, which does not answer; reconnect and resume the session",
-                owner.node
-            );
-            self.node(i).host.end_forwarding(t, conn, reason);
-            return;
-        };
-        let a = self.node(j);
-        let conn_a = a.host.open(t, Framing::ContentLength);
-        let inbound = now(a.engine.subscribe_live(&in_subject(&link))).expect("subscribe");
-        a.ends.insert(
-            conn_a,
-            End::Link {
-                link: link.clone(),
-                peer,
-                inbound,
-            },
-        );
-        self.stats.gateways += 1;
-        self.trace(format!("gateway {link}: node {i} -> node {j} for {session}"));
-        let b = self.node(i);
-        for body in frames {
-            now(b.engine.publish_live(&in_subject(&link), super::node::frame_message(&body)))
-                .expect("publish");
-        }
-        b.gateways.insert(
-            conn,
-            Gateway {
-                link,
-                owner,
-                outbound,
-            },
-        );
-    }
-
-    /// Both sides of every link of node `i`: frames in, and each side watching the other's
-    /// lease (`link::gateway`, `link::owner_link`).
-    fn links_step(&mut self, i: usize) {
-        let t = self.t();
-        let node = self.node(i);
-        let conns: Vec<ConnId> = node.gateways.keys().copied().collect();
-        for conn in conns {
-            let node = self.node(i);
-            let gateway = node.gateways.get_mut(&conn).expect("gateway");
-            let mut end = None;
-            while let Some(message) = now(gateway.outbound.next(Duration::ZERO)) {
-                if message.first() == Some(&b'F') {
-                    node.host.deliver_forwarded(t, conn, &message[1..]);
-                } else {
-                    end = Some(format!("node {} closed the relayed connection", gateway.owner.node));
-                    break;
-                }
-            }
-            let gateway = node.gateways.get(&conn).expect("gateway");
-            if end.is_none() && !alive(node, &gateway.owner) {
-                end = Some(format!(
-                    "the node owning this session ({}) stopped; reconnect and resume the session",
-                    gateway.owner.node
-                ));
-            }
-            if let Some(reason) = end {
-                if std::env::var_os("SIM_TRACE").is_some() {
-                    eprintln!("gateway on node {i} ends: {reason}");
-                }
-                node.gateways.remove(&conn);
-                node.host.end_forwarding(t, conn, reason);
-            }
-        }
-        let node = self.node(i);
-        let links: Vec<ConnId> = node
-            .ends
-            .iter()
-            .filter(|(_, e)| matches!(e, End::Link { .. }))
-            .map(|(c, _)| *c)
-            .collect();
-        for conn in links {
-            let node = self.node(i);
-            let Some(End::Link { inbound, peer, .. }) = node.ends.get_mut(&conn) else {
-                continue;
-            };
-            let peer = peer.clone();
-            let mut bytes = Vec::new();
-            let mut closed = false;
-            while let Some(message) = now(inbound.next(Duration::ZERO)) {
-                if message.first() == Some(&b'F') {
-                    let mut framed = BytesMut::new();
-                    encode_frame(Framing::ContentLength, &message[1..], &mut framed);
-                    bytes.push(framed);
-                } else {
-                    closed = true;
-                    break;
-                }
-            }
-            for framed in bytes {
-                node.feed(t, conn, &framed);
-            }
-            if closed || !alive(node, &peer) {
-                node.ends.remove(&conn);
-                node.held.remove(&conn);
-                node.host.handle_eof(t, conn);
-            }
-        }
-    }
-
-    /// `sweep`: sessions in the log this node should claim (preferred among the live nodes)
-    /// and has not loaded are looked up.
-    fn sweep(&mut self, i: usize) {
-        let t = self.t();
-        let at = self.cluster.now();
-        let names = self.names.clone();
-        let prefix = format!("{}.", self.layout.log_prefix);
-        let subjects: Vec<String> = self.index.subjects.keys().cloned().collect();
-        let node = self.node(i);
-        node.next_sweep = at + TTL;
-        let mut live = Vec::new();
-        for name in &names {
-            match now(node.engine.kv_get(&node.layout.lease_key(name))) {
-                Ok(Some(_)) => live.push(escape_id(name)),
-                Ok(None) => {}
-                Err(_) => return,
-            }
-        }
-        let me = escape_id(&node.me.node);
-        for subject in subjects {
-            let Some(session) = subject
-                .strip_prefix(&prefix)
-                .and_then(|token| unescape_id(token).ok())
-            else {
-                continue;
-            };
-            let preferred = preferred_claimant(&session, live.iter().map(String::as_str));
-            if node.host.session_events(&session).is_none() && preferred == Some(me.as_str()) {
-                node.load(t, session);
-            }
-        }
-    }
-
-    // ----- clients -----
-
-    fn move_client(&mut self, c: usize) {
-        let Some(link) = self.clients[c].link else {
-            return;
-        };
-        let t = self.t();
-        if let Some(node) = self.nodes[link.node].as_mut() {
-            if node.paused > 0 {
-                return;
-            }
-            node.ends.remove(&link.conn);
-            node.held.remove(&link.conn);
-            node.host.handle_eof(t, link.conn);
-        }
-        self.clients[c].disconnected();
-        self.settle(link.node);
-    }
-
-    /// One thing client `c` does. `chatty`: it may prompt, ask for messages and move.
-    fn client_step(&mut self, c: usize, chatty: bool) {
-        let s = (0..SESSIONS)
-            .find(|&s| session_id(s) == self.clients[c].session)
-            .expect("session");
-        let Some(link) = self.clients[c].link else {
-            return self.connect(c, s, None);
-        };
-        if self.nodes[link.node].as_ref().is_none_or(|n| n.paused > 0) {
-            return;
-        }
-        let subject = self.layout.log_subject(&self.clients[c].session);
-        let acked: Vec<String> = self
-            .acked
-            .get(&subject)
-            .map(|a| a.iter().map(|a| a.event_id.clone()).collect())
-            .unwrap_or_default();
-        let client = &mut self.clients[c];
-        let session = client.session.clone();
-        let bytes = if let Some(answer) = client.answers.pop_front() {
-            match answer["method"].as_str() {
-                Some(method) => client.request(method, answer["params"].clone(), Vec::new()),
-                None => frame(&answer),
-            }
-        } else if !client.attached {
-            if !client.pending.is_empty() {
-                return;
-            }
-            let Some(method) = self.attach_method(c, s) else {
-                return;
-            };
-            let client = &mut self.clients[c];
-            let params = client.attach_params();
-            client.request(method, params, Vec::new())
-        } else if chatty && client.prompts_left > 0 && self.rng.below(3) == 0 {
-            client.prompts_left -= 1;
-            let prompt = PROMPTS[self.rng.below(PROMPTS.len() as u64) as usize];
-            let params = json!({"sessionId": session, "prompt": prompt});
-            client.request("session.send", params, Vec::new())
-        } else if chatty && self.rng.below(2) == 0 {
-            client.request("session.getMessages", json!({"sessionId": session}), acked)
-        } else {
-            return;
-        };
-        let t = self.t();
-        if std::env::var_os("SIM_TRACE").is_some() {
-            let text = String::from_utf8_lossy(&bytes);
-            let method = text.split("\"method\":\"").nth(1).and_then(|m| m.split('"').next());
-            eprintln!("send {method:?}");
-        }
-        self.node(link.node).feed(t, link.conn, &bytes);
-        self.settle(link.node);
-    }
-
-    /// Create or resume, or nothing while the session does not exist yet.
-    fn attach_method(&mut self, c: usize, s: usize) -> Option<&'static str> {
-        let client = &self.clients[c];
-        if self.created[s] {
-            let link = client.link.expect("connected");
-            if self.last_node[c].is_some_and(|n| n != link.node) {
-                self.stats.resumes_elsewhere += 1;
-            }
-            self.last_node[c] = Some(link.node);
-            Some("session.resume")
-        } else if client.creator {
-            self.last_node[c] = client.link.map(|l| l.node);
-            Some("session.create")
-        } else {
-            None
-        }
-    }
-
-    /// Connects client `c` to a serving node (`only`: that one), preferring another node
-    /// than its last.
-    fn connect(&mut self, c: usize, s: usize, only: Option<usize>) {
-        let candidates: Vec<usize> = (0..NODES)
-            .filter(|&i| only.is_none_or(|o| o == i))
-            .filter(|&i| self.nodes[i].as_ref().is_some_and(|n| n.serving && n.paused == 0))
-            .collect();
-        if candidates.is_empty() {
-            return;
-        }
-        let mut i = candidates[self.rng.below(candidates.len() as u64) as usize];
-        if Some(i) == self.last_node[c] && candidates.len() > 1 && self.rng.below(4) > 0 {
-            i = candidates[(candidates.iter().position(|&x| x == i).expect("i") + 1) % candidates.len()];
-        }
-        let t = self.t();
-        let node = self.node(i);
-        let conn = node.host.open(t, Framing::ContentLength);
-        node.ends.insert(conn, End::Client(c));
-        let incarnation = node.me.incarnation;
-        self.clients[c].connected(Link {
-            node: i,
-            incarnation,
-            conn,
-        });
-        if self.attach_method(c, s).is_some() {
-            // The attach goes out with the client's next step.
-        }
-        self.last_node[c] = self.last_node[c].or(Some(i));
-    }
-
     // ----- invariants -----
 
     fn check(&mut self) {
@@ -836,149 +573,12 @@ impl Sim {
                     continue;
                 }
                 let ids: Vec<&str> = events.iter().map(|e| e.id.as_str()).collect();
-                let what = format!("node {} (incarnation {})", node.me.node, node.me.incarnation);
+                let what = format!(
+                    "node {} (incarnation {})",
+                    node.me.node, node.me.incarnation
+                );
                 check_owner_history(self.index.subject(&subject), &ids, &what);
             }
-        }
-    }
-
-    // ----- the quiet end -----
-
-    /// Heals everything, restarts dead nodes and lets the run settle: no new prompts, every
-    /// client reconnected and attached, every request answered, every frame out.
-    fn quiesce(&mut self) {
-        self.trace("quiet end".into());
-        for i in 0..NODES {
-            self.partitioned[i] = 0;
-            self.cluster.set_partitioned(&self.names[i], false);
-            if let Some(node) = self.nodes[i].as_mut() {
-                node.paused = 0;
-            }
-        }
-        self.cluster.heal();
-        self.drift = Duration::ZERO;
-        for round in 0..3_000u64 {
-            for i in 0..NODES {
-                if self.nodes[i].is_none() {
-                    self.start_node(i);
-                }
-                self.node_step(i);
-            }
-            for c in 0..self.clients.len() {
-                self.client_step(c, false);
-            }
-            self.cluster.advance(Duration::from_millis(100));
-            self.check();
-            self.stats.quiet_steps += 1;
-            if round > 20 && self.settled() {
-                return;
-            }
-        }
-        let pending = self.clients.iter().any(|c| !c.pending.is_empty());
-        panic!(
-            "{}the run did not settle: {}",
-            if pending { "invariant 4: requests never answered; " } else { "" },
-            self.describe()
-        );
-    }
-
-    fn settled(&self) -> bool {
-        let t = self.t();
-        self.nodes.iter().all(|n| {
-            n.as_ref().is_some_and(|n| {
-                n.serving && n.quiet() && n.host.poll_timeout().is_none_or(|d| d > t)
-            })
-        }) && self.clients.iter().all(|c| {
-            c.link.is_some() && c.attached && c.pending.is_empty() && c.answers.is_empty()
-        })
-    }
-
-    fn describe(&self) -> String {
-        let mut out = String::new();
-        for (i, n) in self.nodes.iter().enumerate() {
-            match n {
-                None => out.push_str(&format!("\nnode {i}: dead")),
-                Some(n) => out.push_str(&format!(
-                    "\nnode {i}: serving {} workers {:?} lookups {:?} held {} gateways {} links {}",
-                    n.serving,
-                    n.busy_workers(),
-                    n.lookups.keys().collect::<Vec<_>>(),
-                    n.held.values().map(|h| h.len()).sum::<usize>(),
-                    n.gateways.len(),
-                    n.ends.values().filter(|e| matches!(e, End::Link { .. })).count(),
-                )),
-            }
-        }
-        for (c, client) in self.clients.iter().enumerate() {
-            out.push_str(&format!(
-                "\nclient {c}: link {:?} attached {} pending {:?}",
-                client.link.map(|l| l.node),
-                client.attached,
-                client.pending.values().map(|p| p.method.as_str()).collect::<Vec<_>>()
-            ));
-        }
-        out
-    }
-
-    /// Invariant 3 on every node for every session, and invariant 4 at the end.
-    fn final_checks(&mut self) {
-        for i in 0..NODES {
-            for s in 0..SESSIONS {
-                if !self.created[s] {
-                    continue;
-                }
-                let session = session_id(s);
-                let subject = self.layout.log_subject(&session);
-                let c = self.clients.len();
-                self.clients.push(Client::new(session.clone(), false, 0));
-                self.last_node.push(None);
-                self.connect(c, s, Some(i));
-                assert!(self.clients[c].link.is_some(), "node {i} serves at the end");
-                let everything: Vec<String> = self
-                    .index
-                    .subject(&subject)
-                    .map(|l| l.ids().map(str::to_owned).collect())
-                    .unwrap_or_default();
-                let bytes = self.clients[c].request(
-                    "session.getMessages",
-                    json!({"sessionId": session}),
-                    everything,
-                );
-                let link = self.clients[c].link.expect("connected");
-                let before = self.stats.client.get_messages_checked;
-                let t = self.t();
-                self.node(i).feed(t, link.conn, &bytes);
-                self.settle(i);
-                for _ in 0..500 {
-                    if self.clients[c].pending.is_empty() {
-                        break;
-                    }
-                    for j in 0..NODES {
-                        self.node_step(j);
-                    }
-                    self.cluster.advance(Duration::from_millis(100));
-                }
-                assert!(
-                    self.clients[c].pending.is_empty(),
-                    "invariant 3: node {i} never answered getMessages for {session}: {}",
-                    self.describe()
-                );
-                assert_eq!(
-                    self.stats.client.get_messages_checked,
-                    before + 1,
-                    "invariant 3: node {i} failed getMessages for {session}: {:?} {:?} {}",
-                    self.clients[c].last_error,
-                    self.clients[c].link,
-                    self.describe()
-                );
-            }
-        }
-        for (c, client) in self.clients.iter().enumerate() {
-            assert!(
-                client.pending.is_empty(),
-                "invariant 4: client {c} has requests never answered: {:?}",
-                client.pending
-            );
         }
     }
 }
