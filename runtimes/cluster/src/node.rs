@@ -510,7 +510,15 @@ async fn write_session(
             match claim(&node, &session).await {
                 Ok((claimed, earlier)) => {
                     if !earlier.is_empty() {
-                        warn!(%session, events = earlier.len(), "a new session's log already held events");
+                        // Another node created the same session first (both lookups found an
+                        // empty log): this node's history is not the log's. Its events stay
+                        // unacknowledged, so none reaches a client; the log keeps the other
+                        // creation (found by the host simulation).
+                        node.stop(format!(
+                            "session {session} was created on another node too ({} events in its log)",
+                            earlier.len()
+                        ));
+                        return;
                     }
                     writer = Some(claimed);
                 }

@@ -16,6 +16,8 @@ pub(crate) struct SubjectLog {
     pub(crate) by_id: HashMap<String, usize>,
     /// The newest claim record: (stream sequence, claimant).
     pub(crate) claim: Option<(u64, NodeIdentity)>,
+    /// Every claimant, oldest first.
+    pub(crate) claimants: Vec<NodeIdentity>,
 }
 
 impl SubjectLog {
@@ -51,6 +53,7 @@ impl LogIndex {
                             message.seq, message.subject
                         );
                     }
+                    subject.claimants.push(claimant.clone());
                     subject.claim = Some((message.seq, claimant));
                 }
                 (Some(RecordKind::Event), Some(MessageId::Event { .. })) => {
@@ -77,12 +80,13 @@ impl LogIndex {
         self.subjects.get(subject)
     }
 
-    /// Whether `me` is fenced for the session logged on `subject`: another node's claim is
-    /// the newest one.
+    /// Whether `me` is fenced for the session logged on `subject`: it claimed the session,
+    /// and another node's claim is newer. (A node that has not claimed yet is not fenced: its
+    /// first append claims, or fails and releases nothing.)
     pub(crate) fn fenced(&self, subject: &str, me: &NodeIdentity) -> bool {
-        self.subject(subject)
-            .and_then(|s| s.claim.as_ref())
-            .is_some_and(|(_, claimant)| claimant != me)
+        self.subject(subject).is_some_and(|s| {
+            s.claimants.contains(me) && s.claim.as_ref().is_some_and(|(_, newest)| newest != me)
+        })
     }
 }
 

@@ -222,6 +222,15 @@ impl SimNode {
                         self.host.session_events(&s).is_some()
                             && index.fenced(&self.layout.log_subject(&s), &self.me)
                     });
+                    if fenced && std::env::var_os("SIM_TRACE").is_some() {
+                        eprintln!(
+                            "{:?} took while fenced (mark {}, acked {}): {}",
+                            self.me,
+                            self.mark,
+                            self.acks.through,
+                            String::from_utf8_lossy(&frame)
+                        );
+                    }
                     let mark = self.mark;
                     self.held.entry(conn).or_default().push_back(Held {
                         mark,
@@ -444,8 +453,14 @@ impl SimNode {
                             attempt,
                         })
                     }
-                    TakeoverStep::Done(TakeoverOutcome::Claimed { writer, .. }) => {
-                        worker.writer = Some(writer)
+                    TakeoverStep::Done(TakeoverOutcome::Claimed { writer, events }) => {
+                        if events.is_empty() {
+                            worker.writer = Some(writer);
+                        } else {
+                            // `write_session`: the session was created on another node too.
+                            let why = format!("session {session} was created on another node too");
+                            self.effects.push(Effect::Stop(why));
+                        }
                     }
                     TakeoverStep::Done(
                         TakeoverOutcome::Contended | TakeoverOutcome::Unavailable(_),

@@ -569,7 +569,10 @@ impl Sim {
                 let Some(events) = node.host.session_events(&session) else {
                     continue;
                 };
-                if self.index.fenced(&subject, &node.me) {
+                // The session's owner: its claim is the newest (a node that has not claimed
+                // yet holds nothing durable; a superseded one is fenced).
+                let owner = self.index.subject(&subject).and_then(|s| s.claim.as_ref());
+                if owner.is_none_or(|(_, claimant)| claimant != &node.me) {
                     continue;
                 }
                 let ids: Vec<&str> = events.iter().map(|e| e.id.as_str()).collect();
