@@ -35,7 +35,7 @@ impl Sim {
             .find(|&s| session_id(s) == self.clients[c].session)
             .expect("session");
         let Some(link) = self.clients[c].link else {
-            return self.connect(c, s, None);
+            return self.connect(c, None);
         };
         if self.nodes[link.node].as_ref().is_none_or(|n| n.paused > 0) {
             return;
@@ -98,7 +98,7 @@ impl Sim {
 
     /// Connects client `c` to a serving node (`only`: that one), preferring another node
     /// than its last.
-    pub(super) fn connect(&mut self, c: usize, s: usize, only: Option<usize>) {
+    pub(super) fn connect(&mut self, c: usize, only: Option<usize>) {
         let candidates: Vec<usize> = (0..NODES)
             .filter(|&i| only.is_none_or(|o| o == i))
             .filter(|&i| {
@@ -125,9 +125,6 @@ impl Sim {
             incarnation,
             conn,
         });
-        if self.attach_method(c, s).is_some() {
-            // The attach goes out with the client's next step.
-        }
         self.last_node[c] = self.last_node[c].or(Some(i));
     }
 
@@ -232,7 +229,7 @@ impl Sim {
                 let c = self.clients.len();
                 self.clients.push(Client::new(session.clone(), false, 0));
                 self.last_node.push(None);
-                self.connect(c, s, Some(i));
+                self.connect(c, Some(i));
                 assert!(self.clients[c].link.is_some(), "node {i} serves at the end");
                 let everything: Vec<String> = self
                     .index

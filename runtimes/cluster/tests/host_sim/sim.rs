@@ -312,7 +312,6 @@ impl Sim {
     /// Pauses a serving node (SIGSTOP); most of the time long enough for its lease to expire.
     fn pause(&mut self) {
         // Preferably an owner with appends in flight or a turn running.
-        let t = self.t();
         let busy: Vec<usize> = (0..NODES)
             .filter(|&i| {
                 self.nodes[i].as_ref().is_some_and(|n| {
@@ -326,7 +325,6 @@ impl Sim {
             true => self.rng.below(NODES as u64) as usize,
             false => busy[self.rng.below(busy.len() as u64) as usize],
         };
-        let _ = t;
         if !self.serving(i) || self.node(i).paused > 0 {
             return;
         }
