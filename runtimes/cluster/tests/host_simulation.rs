@@ -90,6 +90,7 @@ fn invariants_hold_across_nodes_under_faults() {
         assert!(total.kills > seeds, "{total:?}");
         assert!(total.client.get_messages_checked > 5 * seeds, "{total:?}");
         assert!(total.client.tool_requests > seeds / 2, "{total:?}");
+        assert!(total.client.ephemeral > seeds, "{total:?}");
         assert!(total.resumes_elsewhere > 5 * seeds, "{total:?}");
     }
 }

@@ -31,6 +31,8 @@ pub(crate) struct Client {
     pub(crate) session: String,
     /// Creates the session (the others resume it once it exists).
     pub(crate) creator: bool,
+    /// Attaches with `streaming: true` (gets the ephemeral deltas).
+    pub(crate) streaming: bool,
     pub(crate) link: Option<Link>,
     pub(crate) attached: bool,
     decoder: FrameDecoder,
@@ -50,6 +52,7 @@ pub(crate) struct Client {
 #[derive(Default, Debug, Clone, Copy)]
 pub(crate) struct ClientStats {
     pub(crate) events: u64,
+    pub(crate) ephemeral: u64,
     pub(crate) get_messages_checked: u64,
     pub(crate) tool_requests: u64,
     pub(crate) errors: u64,
@@ -60,6 +63,7 @@ impl Client {
         Client {
             session,
             creator,
+            streaming: !creator,
             link: None,
             attached: false,
             decoder: FrameDecoder::new(Framing::ContentLength, FrameLimits::default()),
@@ -109,7 +113,7 @@ impl Client {
         json!({
             "sessionId": self.session,
             "requestPermission": true,
-            "streaming": false,
+            "streaming": self.streaming,
             "tools": [{"name":"get_weather","description":"Get weather for a city",
                        "parameters":{"type":"object","properties":{"city":{"type":"string"}},
                                      "required":["city"]}}],
@@ -179,6 +183,9 @@ impl Client {
         }
         let event = &params["event"];
         stats.events += 1;
+        if event["ephemeral"] == true {
+            stats.ephemeral += 1;
+        }
         if event["ephemeral"] != true {
             // Invariant 1: a durable event reaches a client only once the log holds it.
             let id = event["id"].as_str().expect("an event id");

@@ -73,6 +73,7 @@ impl Stats {
         self.resumes_elsewhere += o.resumes_elsewhere;
         self.quiet_steps += o.quiet_steps;
         self.client.events += o.client.events;
+        self.client.ephemeral += o.client.ephemeral;
         self.client.get_messages_checked += o.client.get_messages_checked;
         self.client.tool_requests += o.client.tool_requests;
         self.client.errors += o.client.errors;
