@@ -115,6 +115,16 @@ impl NodeLease {
         }
     }
 
+    /// Until when the lease is valid (see [`NodeLease::is_valid`]), if it is held.
+    pub fn valid_until(&self) -> Option<Duration> {
+        match self.state {
+            State::Held { valid_until, .. }
+            | State::Renewing { valid_until, .. }
+            | State::Checking { valid_until, .. } => Some(valid_until),
+            _ => None,
+        }
+    }
+
     /// Whether the lease was lost.
     pub fn is_lost(&self) -> bool {
         self.state == State::Lost

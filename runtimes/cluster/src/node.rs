@@ -252,6 +252,11 @@ async fn keep_lease(node: Arc<Node>, mut lease: NodeLease, started: Instant) {
             node.stop("this node's cluster lease was lost".into());
             return;
         };
+        // Frames go out only while the lease is valid, whichever task runs first after a
+        // pause (SIGSTOP) past it.
+        if let (Some(host), Some(until)) = (node.host.get(), lease.valid_until()) {
+            host.release_until(started + until);
+        }
         let wait = at
             .saturating_sub(started.elapsed())
             .max(Duration::from_millis(20));
@@ -523,7 +528,15 @@ async fn write_session(
             match claim(&node, &session).await {
                 Ok((claimed, earlier)) => {
                     if !earlier.is_empty() {
-                        warn!(%session, events = earlier.len(), "a new session's log already held events");
+                        // Another node created the same session first (both lookups found an
+                        // empty log): this node's history is not the log's. Its events stay
+                        // unacknowledged, so none reaches a client; the log keeps the other
+                        // creation (found by the host simulation).
+                        node.stop(format!(
+                            "session {session} was created on another node too ({} events in its log)",
+                            earlier.len()
+                        ));
+                        return;
                     }
                     writer = Some(claimed);
                 }

@@ -8,6 +8,7 @@
 //! event the log does not hold.
 
 use std::sync::{Arc, Weak};
+use std::time::Instant;
 
 use agentwire::host::{ConnId, Host};
 use agentwire::Framing;
@@ -87,6 +88,16 @@ impl HostHandle {
     pub fn durable(&self, mark: u64) {
         if let Some(synced) = self.shared.upgrade().and_then(|s| s.synced.clone()) {
             synced.update(|m| *m = (*m).max(mark));
+        }
+    }
+
+    /// Frames go out only before `deadline`; once it has passed they wait until a later one
+    /// is set. A cluster node passes its lease's validity: once it can no longer trust its
+    /// lease another node may own its sessions, so nothing it emits from then on (a stale
+    /// `getMessages`, a streaming delta) reaches a client, even before the node notices.
+    pub fn release_until(&self, deadline: Instant) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared.release_until.set(Some(deadline));
         }
     }
 

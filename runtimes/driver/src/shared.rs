@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agentwire::host::{ConnId, Host, Output};
 use agentwire::serve::ServerOptions;
@@ -44,6 +44,8 @@ pub(crate) struct Shared {
     pub(crate) sync: Option<SyncHandle>,
     /// With `SyncPolicy::EveryEvent`: the append sequence number every completed sync covers.
     pub(crate) synced: Option<Arc<Watch<u64>>>,
+    /// Frames are written only before this instant, if set ([`crate::HostHandle::release_until`]).
+    pub(crate) release_until: Watch<Option<Instant>>,
     /// Commands run for clients (`session.shell.exec`).
     pub(crate) shells: Shells,
     /// HTTP exchanges run for model agents (`Output::HttpRequest`).
@@ -142,6 +144,7 @@ impl Shared {
             unfinished: Watch::new(0),
             options,
             synced,
+            release_until: Watch::new(None),
             shells: Shells::default(),
             https: Https::default(),
             processes: Processes::default(),

@@ -127,6 +127,11 @@ where
                 // Hold the frames until their events are durable; other connections go on.
                 synced.wait_for(|s| *s >= mark).await;
             }
+            // Nothing goes out once a cluster node's lease may have expired.
+            shared
+                .release_until
+                .wait_for(|d| d.is_none_or(|d| std::time::Instant::now() < d))
+                .await;
             let written = match batch.as_slice() {
                 [frame] => writer.write_all(frame).await,
                 frames => {

@@ -88,6 +88,17 @@ impl MemoryCluster {
         self.world().live_drops += count;
     }
 
+    /// Ends every fault: partitions heal, queued write faults and live-message drops are
+    /// forgotten (a simulation's quiet end).
+    pub fn heal(&self) {
+        let mut world = self.world();
+        world.live_drops = 0;
+        for client in world.clients.values_mut() {
+            client.partitioned = false;
+            client.faults.clear();
+        }
+    }
+
     /// Every message in the log stream, in stream order.
     pub fn log(&self) -> Vec<StoredMessage> {
         self.world().log().to_vec()

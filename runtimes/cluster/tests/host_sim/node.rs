@@ -1,0 +1,653 @@
+//! One simulated agentwire node: a `Host` glued to the in-memory engine the way
+//! `src/node.rs` (and the driver's `SessionLog` seam, `runtimes/driver/src/shared.rs` and
+//! `tasks.rs`) glue it to NATS, one engine call per step instead of tasks:
+//!
+//! * every `Output::Persist` gets the next *mark* and goes to its session's worker, which
+//!   claims the session on its first event and then appends with the fenced
+//!   [`SessionWriter`], one append in flight (`write_session`);
+//! * frames are taken from the host right after the outputs of the same input were drained,
+//!   tagged with the mark of the last persisted event, and written to their client only once
+//!   every mark up to it is acknowledged (`HostHandle::durable`, the writer task's
+//!   `synced.wait_for`);
+//! * `Output::LoadSession` runs `look_up_once`: read the last message; claim when the owner is
+//!   gone (restore + `interrupt_open_turn`), relay when it is live and answers
+//!   (`forward_session_lookup`), wait for its lease while it is live and silent;
+//! * `Output::Forward` / `ForwardClosed` open and feed a gateway link (`link.rs`), whose frames
+//!   travel as live-subject messages of the engine (so live loss hits them);
+//! * a fenced writer, a failed claim or a lost lease stops the node (`Node::stop`).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+use agentwire::host::{ConnId, Host, Output, RestoreError};
+use agentwire::Timestamp;
+use agentwire_cluster::call::{execute, Call};
+use agentwire_cluster::lease::NodeLease;
+use agentwire_cluster::memory::{MemoryEngine, MemoryLive};
+use agentwire_cluster::takeover::{Takeover, TakeoverOutcome, TakeoverStep};
+use agentwire_cluster::writer::{SessionWriter, WriterStep};
+use agentwire_cluster::{Engine, Layout, NodeIdentity, RecordKind};
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::log::{Ack, LogIndex};
+use super::now;
+
+/// How many times a claim is tried before the node gives up (`node.rs`'s `claim`).
+const CLAIM_ATTEMPTS: u32 = 5;
+
+/// Who is at the other end of one of the host's connections.
+pub(crate) enum End {
+    /// A client of this node.
+    Client(usize),
+    /// A client of another node, relayed over a gateway link (`owner_link`).
+    Link {
+        link: String,
+        peer: NodeIdentity,
+        inbound: MemoryLive,
+    },
+}
+
+/// The gateway side of a relayed connection (`link::gateway`).
+pub(crate) struct Gateway {
+    pub(crate) link: String,
+    pub(crate) owner: NodeIdentity,
+    pub(crate) outbound: MemoryLive,
+}
+
+/// A frame taken from the host, waiting for its mark to be acknowledged.
+pub(crate) struct Held {
+    mark: u64,
+    frame: Bytes,
+    /// Taken while this node was fenced for the session the frame concerns.
+    pub(crate) fenced: bool,
+}
+
+/// What a session's worker is doing.
+enum InFlight {
+    Claim {
+        takeover: Takeover,
+        call: Call,
+        attempt: u32,
+    },
+    Append {
+        call: Call,
+        mark: u64,
+    },
+}
+
+/// One session's single writer (`write_session`).
+#[derive(Default)]
+pub(crate) struct Worker {
+    writer: Option<SessionWriter>,
+    queue: VecDeque<(Bytes, u64)>,
+    in_flight: Option<InFlight>,
+}
+
+/// A lookup of a session the host has not loaded (`look_up_once`).
+pub(crate) enum Lookup {
+    Start,
+    Claiming {
+        takeover: Box<Takeover>,
+        call: Call,
+        attempt: u32,
+        deadline: Duration,
+    },
+    Waiting {
+        until: Duration,
+        deadline: Duration,
+    },
+}
+
+/// Acknowledged marks: every mark up to `through` is acknowledged (`node.rs`'s `Acks`).
+#[derive(Default)]
+struct Acks {
+    through: u64,
+    above: BTreeSet<u64>,
+}
+
+/// Something the node's step asks the simulation to do.
+pub(crate) enum Effect {
+    /// Bytes for client `0`.
+    ToClient(usize, Bytes, bool),
+    /// The connection of client `0` ended.
+    ClientClosed(usize),
+    /// Open a gateway link for `conn` to the owner of `session`, then relay `frames`.
+    OpenGateway {
+        conn: ConnId,
+        session: String,
+        frames: Vec<Bytes>,
+    },
+    /// The node can no longer keep its promise.
+    Stop(String),
+    /// The log acknowledged an event.
+    Acked(Ack),
+}
+
+/// One node's process (gone once killed or stopped; a restart is a new `SimNode`).
+pub(crate) struct SimNode {
+    pub(crate) me: NodeIdentity,
+    pub(crate) engine: MemoryEngine,
+    pub(crate) layout: Layout,
+    pub(crate) host: Host,
+    pub(crate) lease: NodeLease,
+    pub(crate) lease_call: Option<Call>,
+    /// Set once the lease held: the node listens.
+    pub(crate) serving: bool,
+    pub(crate) paused: u32,
+    claims: u64,
+    mark: u64,
+    acks: Acks,
+    pub(crate) workers: BTreeMap<String, Worker>,
+    pub(crate) lookups: BTreeMap<String, Lookup>,
+    pub(crate) held: BTreeMap<ConnId, VecDeque<Held>>,
+    pub(crate) closing: BTreeSet<ConnId>,
+    pub(crate) ends: BTreeMap<ConnId, End>,
+    pub(crate) gateways: BTreeMap<ConnId, Gateway>,
+    /// Live owners found by lookups, for the gateways.
+    pub(crate) owners: BTreeMap<String, NodeIdentity>,
+    /// (connection, request id) -> the session the request named.
+    requests: BTreeMap<(ConnId, String), String>,
+    pub(crate) next_sweep: Duration,
+    /// The sweep found these sessions to look up (`Command::Load` from `sweep`).
+    pub(crate) effects: Vec<Effect>,
+}
+
+impl SimNode {
+    pub(crate) fn new(
+        me: NodeIdentity,
+        engine: MemoryEngine,
+        host: Host,
+        lease: NodeLease,
+        at: Duration,
+    ) -> Self {
+        SimNode {
+            me,
+            engine,
+            layout: Layout::default(),
+            host,
+            lease,
+            lease_call: None,
+            serving: false,
+            paused: 0,
+            claims: 1,
+            mark: 0,
+            acks: Acks::default(),
+            workers: BTreeMap::new(),
+            lookups: BTreeMap::new(),
+            held: BTreeMap::new(),
+            closing: BTreeSet::new(),
+            ends: BTreeMap::new(),
+            gateways: BTreeMap::new(),
+            owners: BTreeMap::new(),
+            requests: BTreeMap::new(),
+            next_sweep: at,
+            effects: Vec::new(),
+        }
+    }
+
+    /// Bytes from a client (or a link) into the host; requests are remembered with the
+    /// session they name, to tell later which session a response concerns.
+    pub(crate) fn feed(&mut self, t: Timestamp, conn: ConnId, bytes: &[u8]) {
+        if let Some(body) = body_of(bytes) {
+            if let Ok(message) = serde_json::from_slice::<Value>(body) {
+                if let (Some(_), Some(session)) = (
+                    message["method"].as_str(),
+                    message["params"]["sessionId"].as_str(),
+                ) {
+                    if !message["id"].is_null() {
+                        let key = (conn, message["id"].to_string());
+                        self.requests.insert(key, session.to_owned());
+                    }
+                }
+            }
+        }
+        self.host.handle_bytes(t, conn, bytes);
+    }
+
+    /// What every call into the host is followed by (`Shared::with_inner` + the writer
+    /// tasks): act on the outputs, take the frames with the current mark, release those
+    /// whose mark is acknowledged, finish closing connections.
+    pub(crate) fn pump(&mut self, t: Timestamp, at: Duration, index: &LogIndex) {
+        loop {
+            let mut again = false;
+            while let Some(output) = self.host.poll_output() {
+                again |= self.output(t, output);
+            }
+            while self.host.poll_ready().is_some() {}
+            let conns: Vec<ConnId> = self.ends.keys().copied().collect();
+            for conn in conns {
+                while let Some(frame) = self.host.poll_transmit(conn) {
+                    let fenced = self.concerns(conn, &frame).is_some_and(|s| {
+                        self.host.session_events(&s).is_some()
+                            && index.fenced(&self.layout.log_subject(&s), &self.me)
+                    });
+                    if fenced && std::env::var_os("SIM_TRACE").is_some() {
+                        eprintln!(
+                            "{:?} took while fenced (mark {}, acked {}): {}",
+                            self.me,
+                            self.mark,
+                            self.acks.through,
+                            String::from_utf8_lossy(&frame)
+                        );
+                    }
+                    let mark = self.mark;
+                    self.held.entry(conn).or_default().push_back(Held {
+                        mark,
+                        frame,
+                        fenced,
+                    });
+                }
+            }
+            self.release(at);
+            let done: Vec<ConnId> = self
+                .closing
+                .iter()
+                .filter(|c| self.held.get(c).is_none_or(VecDeque::is_empty))
+                .copied()
+                .collect();
+            for conn in done {
+                self.closing.remove(&conn);
+                self.close_end(conn);
+                self.host.handle_eof(t, conn);
+                again = true;
+            }
+            if !again {
+                return;
+            }
+        }
+    }
+
+    /// The session a frame concerns: a notification's `sessionId`, or the session its
+    /// request named.
+    fn concerns(&self, conn: ConnId, frame: &[u8]) -> Option<String> {
+        let message: Value = serde_json::from_slice(body_of(frame)?).ok()?;
+        if message.get("method").is_some() {
+            return message["params"]["sessionId"].as_str().map(str::to_owned);
+        }
+        self.requests
+            .get(&(conn, message["id"].to_string()))
+            .cloned()
+    }
+
+    /// One output; `true` if it called into the host again.
+    fn output(&mut self, t: Timestamp, output: Output) -> bool {
+        match output {
+            Output::Persist { session, event } => {
+                self.mark += 1;
+                let mark = self.mark;
+                self.workers
+                    .entry(session)
+                    .or_default()
+                    .queue
+                    .push_back((event, mark));
+                false
+            }
+            Output::SessionDeleted { .. } => false,
+            Output::LoadSession { session } => self.load(t, session),
+            Output::Forward {
+                conn,
+                session,
+                frames,
+            } => {
+                match session {
+                    Some(session) => self.effects.push(Effect::OpenGateway {
+                        conn,
+                        session,
+                        frames,
+                    }),
+                    None => {
+                        if let Some(gateway) = self.gateways.get(&conn) {
+                            let subject = in_subject(&gateway.link);
+                            for body in frames {
+                                now(self.engine.publish_live(&subject, frame_message(&body)))
+                                    .expect("publish");
+                            }
+                        }
+                    }
+                }
+                false
+            }
+            Output::ForwardClosed { conn } => {
+                if let Some(gateway) = self.gateways.remove(&conn) {
+                    let subject = in_subject(&gateway.link);
+                    now(self.engine.publish_live(&subject, Bytes::from_static(b"C")))
+                        .expect("publish");
+                }
+                false
+            }
+            Output::Close { conn, .. } => {
+                self.closing.insert(conn);
+                false
+            }
+            Output::Shutdown { reason } => {
+                self.effects.push(Effect::Stop(reason));
+                false
+            }
+            other => panic!("the simulation's hosts do not ask for {other:?}"),
+        }
+    }
+
+    /// `Command::Load`: one lookup per session at a time, none of a session this node writes.
+    pub(crate) fn load(&mut self, t: Timestamp, session: String) -> bool {
+        if self.workers.contains_key(&session) {
+            self.host.finish_session_lookup(t, &session);
+            return true;
+        }
+        self.lookups.entry(session).or_insert(Lookup::Start);
+        false
+    }
+
+    /// Releases held frames whose mark is acknowledged, in order per connection, while the
+    /// node's lease is valid (`HostHandle::release_until`).
+    fn release(&mut self, at: Duration) {
+        if !self.lease.is_valid(at) {
+            return;
+        }
+        for (conn, queue) in self.held.iter_mut() {
+            while queue.front().is_some_and(|h| h.mark <= self.acks.through) {
+                let held = queue.pop_front().expect("front");
+                match self.ends.get(conn) {
+                    Some(End::Client(c)) => {
+                        self.effects
+                            .push(Effect::ToClient(*c, held.frame, held.fenced))
+                    }
+                    Some(End::Link { link, .. }) => {
+                        assert!(
+                            !held.fenced,
+                            "invariant 1: a fenced owner relayed a frame toward a client"
+                        );
+                        let body = body_of(&held.frame).expect("one frame").to_vec();
+                        now(self
+                            .engine
+                            .publish_live(&out_subject(link), frame_message(&body)))
+                        .expect("publish");
+                    }
+                    None => {}
+                }
+            }
+        }
+    }
+
+    fn close_end(&mut self, conn: ConnId) {
+        self.held.remove(&conn);
+        self.gateways.remove(&conn);
+        match self.ends.remove(&conn) {
+            Some(End::Client(c)) => self.effects.push(Effect::ClientClosed(c)),
+            Some(End::Link { link, .. }) => {
+                now(self
+                    .engine
+                    .publish_live(&out_subject(&link), Bytes::from_static(b"C")))
+                .expect("publish");
+            }
+            None => {}
+        }
+    }
+
+    fn acked(&mut self, mark: u64) {
+        self.acks.above.insert(mark);
+        while self.acks.above.remove(&(self.acks.through + 1)) {
+            self.acks.through += 1;
+        }
+    }
+
+    /// Sessions with engine work to do.
+    pub(crate) fn busy_workers(&self) -> Vec<String> {
+        self.workers
+            .iter()
+            .filter(|(_, w)| w.in_flight.is_some() || !w.queue.is_empty())
+            .map(|(s, _)| s.clone())
+            .collect()
+    }
+
+    /// Whether frames, appends or lookups are still on their way.
+    pub(crate) fn quiet(&self) -> bool {
+        self.busy_workers().is_empty()
+            && self.lookups.is_empty()
+            && self.closing.is_empty()
+            && self.held.values().all(VecDeque::is_empty)
+    }
+
+    /// One engine call of `session`'s worker (`write_session`).
+    pub(crate) fn worker_step(&mut self, session: &str) {
+        let subject = self.layout.log_subject(session);
+        let me = self.me.clone();
+        let claims = &mut self.claims;
+        let worker = self.workers.get_mut(session).expect("worker");
+        match worker.in_flight.take() {
+            None => {
+                let Some((event, mark)) = worker.queue.front().cloned() else {
+                    return;
+                };
+                worker.in_flight = Some(match worker.writer.as_mut() {
+                    None => {
+                        *claims += 1;
+                        let (takeover, call) = Takeover::start(me, *claims, subject);
+                        InFlight::Claim {
+                            takeover,
+                            call,
+                            attempt: 1,
+                        }
+                    }
+                    Some(writer) => match writer.begin(event) {
+                        Ok(call) => InFlight::Append { call, mark },
+                        Err(e) => {
+                            let why = format!("session {session}: append refused ({e:?})");
+                            self.effects.push(Effect::Stop(why));
+                            return;
+                        }
+                    },
+                });
+            }
+            Some(InFlight::Claim {
+                mut takeover,
+                call,
+                attempt,
+            }) => {
+                let reply = now(execute(&self.engine, &call));
+                match takeover.on_reply(reply) {
+                    TakeoverStep::Call(call) => {
+                        worker.in_flight = Some(InFlight::Claim {
+                            takeover,
+                            call,
+                            attempt,
+                        })
+                    }
+                    TakeoverStep::Done(TakeoverOutcome::Claimed { writer, events }) => {
+                        if events.is_empty() {
+                            worker.writer = Some(writer);
+                        } else {
+                            // `write_session`: the session was created on another node too.
+                            let why = format!("session {session} was created on another node too");
+                            self.effects.push(Effect::Stop(why));
+                        }
+                    }
+                    TakeoverStep::Done(
+                        TakeoverOutcome::Contended | TakeoverOutcome::Unavailable(_),
+                    ) if attempt < CLAIM_ATTEMPTS => {
+                        *claims += 1;
+                        let (takeover, call) = Takeover::start(me, *claims, subject);
+                        worker.in_flight = Some(InFlight::Claim {
+                            takeover,
+                            call,
+                            attempt: attempt + 1,
+                        });
+                    }
+                    TakeoverStep::Done(outcome) => {
+                        let why = format!("cannot write session {session}: {outcome:?}");
+                        self.effects.push(Effect::Stop(why));
+                    }
+                }
+            }
+            Some(InFlight::Append { call, mark }) => {
+                let reply = now(execute(&self.engine, &call));
+                let writer = worker.writer.as_mut().expect("an appending writer");
+                match writer.on_reply(reply) {
+                    WriterStep::Call(call) => {
+                        worker.in_flight = Some(InFlight::Append { call, mark })
+                    }
+                    WriterStep::Acked(seq) => {
+                        let (event, _) = worker.queue.pop_front().expect("the appended event");
+                        let event: Value = serde_json::from_slice(&event).expect("JSON");
+                        self.effects.push(Effect::Acked(Ack {
+                            subject,
+                            seq,
+                            event_id: event["id"].as_str().expect("an id").to_owned(),
+                        }));
+                        self.acked(mark);
+                    }
+                    WriterStep::Refused(why) => panic!("the model refused an append: {why}"),
+                    WriterStep::Fenced => {
+                        let why = format!(
+                            "session {session} was taken over by another node (this node is fenced)"
+                        );
+                        self.effects.push(Effect::Stop(why));
+                    }
+                }
+            }
+        }
+    }
+
+    /// One engine call of `session`'s lookup (`look_up_once`). `answers` tells whether a
+    /// node answers on its link subject.
+    pub(crate) fn lookup_step(
+        &mut self,
+        t: Timestamp,
+        at: Duration,
+        session: &str,
+        answers: impl Fn(&NodeIdentity) -> bool,
+        lease_ttl: Duration,
+    ) -> Option<bool> {
+        let subject = self.layout.log_subject(session);
+        let state = self.lookups.remove(session).expect("lookup");
+        let next = match state {
+            Lookup::Start => match now(self.engine.last_message(&subject)) {
+                Ok(Some(_)) => {
+                    self.claim_start(session, at + lease_ttl * 2 + Duration::from_secs(1), 1)
+                }
+                Ok(None) | Err(_) => {
+                    self.host.finish_session_lookup(t, session);
+                    return None;
+                }
+            },
+            Lookup::Waiting { until, deadline } if at < until => {
+                Lookup::Waiting { until, deadline }
+            }
+            Lookup::Waiting { deadline, .. } => self.claim_start(session, deadline, 1),
+            Lookup::Claiming {
+                mut takeover,
+                call,
+                attempt,
+                deadline,
+            } => {
+                let reply = now(execute(&self.engine, &call));
+                match takeover.on_reply(reply) {
+                    TakeoverStep::Call(call) => Lookup::Claiming {
+                        takeover,
+                        call,
+                        attempt,
+                        deadline,
+                    },
+                    TakeoverStep::Done(TakeoverOutcome::Claimed { writer, events }) => {
+                        self.claimed(t, session, writer, events);
+                        return Some(true);
+                    }
+                    TakeoverStep::Done(TakeoverOutcome::OwnedBy(owner)) => {
+                        if answers(&owner) || at > deadline {
+                            self.owners.insert(session.to_owned(), owner);
+                            self.host.forward_session_lookup(t, session);
+                            return Some(false);
+                        }
+                        Lookup::Waiting {
+                            until: at + Duration::from_millis(250),
+                            deadline,
+                        }
+                    }
+                    TakeoverStep::Done(
+                        TakeoverOutcome::Contended | TakeoverOutcome::Unavailable(_),
+                    ) if attempt < CLAIM_ATTEMPTS => {
+                        self.claim_start(session, deadline, attempt + 1)
+                    }
+                    TakeoverStep::Done(_) => {
+                        self.host.finish_session_lookup(t, session);
+                        return None;
+                    }
+                }
+            }
+        };
+        self.lookups.insert(session.to_owned(), next);
+        None
+    }
+
+    /// One attempt of `claim` (a fresh takeover with a new claim counter).
+    fn claim_start(&mut self, session: &str, deadline: Duration, attempt: u32) -> Lookup {
+        self.claims += 1;
+        let subject = self.layout.log_subject(session);
+        let (takeover, call) = Takeover::start(self.me.clone(), self.claims, subject);
+        Lookup::Claiming {
+            takeover: Box::new(takeover),
+            call,
+            attempt,
+            deadline,
+        }
+    }
+
+    /// A lookup claimed `session`: its worker exists before the host can persist anything,
+    /// then the session is restored and its open turn closed.
+    fn claimed(
+        &mut self,
+        t: Timestamp,
+        session: &str,
+        writer: SessionWriter,
+        events: Vec<agentwire_cluster::StoredMessage>,
+    ) {
+        self.workers.insert(
+            session.to_owned(),
+            Worker {
+                writer: Some(writer),
+                ..Worker::default()
+            },
+        );
+        let events: Vec<Bytes> = events
+            .into_iter()
+            .filter(|m| m.kind == Some(RecordKind::Event))
+            .map(|m| m.payload)
+            .collect();
+        let reason = format!(
+            "the turn was interrupted: the node running it stopped and node {} took the session over",
+            self.me.node
+        );
+        match self.host.restore_session(t, session, events) {
+            Ok(()) => {
+                self.host.interrupt_open_turn(t, session, &reason);
+            }
+            Err(RestoreError::Empty) => {}
+            Err(e) => panic!("cannot restore a claimed session: {e}"),
+        }
+        self.host.finish_session_lookup(t, session);
+    }
+}
+
+/// The body of one Content-Length frame.
+pub(crate) fn body_of(frame: &[u8]) -> Option<&[u8]> {
+    let at = frame.windows(4).position(|w| w == b"\r\n\r\n")?;
+    Some(&frame[at + 4..])
+}
+
+/// A link message: `F` + a frame body.
+pub(crate) fn frame_message(body: &[u8]) -> Bytes {
+    let mut message = Vec::with_capacity(body.len() + 1);
+    message.push(b'F');
+    message.extend_from_slice(body);
+    Bytes::from(message)
+}
+
+/// The gateway-to-owner subject of a link.
+pub(crate) fn in_subject(link: &str) -> String {
+    format!("agentwire.live.in.{link}")
+}
+
+/// The owner-to-gateway subject of a link.
+pub(crate) fn out_subject(link: &str) -> String {
+    format!("agentwire.live.out.{link}")
+}
