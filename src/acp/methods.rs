@@ -301,7 +301,12 @@ fn replay_history(host: &mut Host, conn: ConnId, session: &str) {
 }
 
 /// A `session/list` row: id, working directory, modified time, title.
-type ListRow<'a> = (&'a str, &'a Option<String>, crate::Timestamp, &'a Option<String>);
+type ListRow<'a> = (
+    &'a str,
+    &'a Option<String>,
+    crate::Timestamp,
+    &'a Option<String>,
+);
 
 fn list(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
     let p: ListParams = decode(params)?;

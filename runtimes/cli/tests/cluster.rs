@@ -567,3 +567,120 @@ async fn a_dead_nodes_session_is_taken_over_without_a_client_asking() {
     })
     .await
 }
+
+/// The summaries (`summary`, `startTime`) `client`'s node lists, once every session of
+/// `expected` is listed with its summary.
+async fn listed_all(
+    client: &Client,
+    expected: &[(SessionId, &str)],
+    node: &str,
+) -> Vec<github_copilot_sdk::types::SessionMetadata> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let listed = sdk::within("session.list", client.list_sessions(None))
+            .await
+            .expect("session.list");
+        let all = expected.iter().all(|(id, summary)| {
+            listed
+                .iter()
+                .any(|m| &m.session_id == id && m.summary.as_deref() == Some(*summary))
+        });
+        if all {
+            return listed;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node {node} never listed every session of the cluster: {:?}",
+            listed
+                .iter()
+                .map(|m| (&m.session_id, &m.summary))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// `session.list` is cluster-wide: sessions created on nodes A and B are listed by A, B and C
+/// with the metadata their owner lists (summary, start time); `getMetadata` of B's session
+/// works from C; after a `kill -9` of A, its sessions are still listed by B and C, before and
+/// after they are taken over.
+#[tokio::test]
+async fn session_list_on_any_node_lists_every_session_of_the_cluster() {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let mut a = node(&url, "a").await;
+        let b = node(&url, "b").await;
+        let c = node(&url, "c").await;
+
+        let mut expected = Vec::new();
+        let mut sessions = Vec::new();
+        let (client_a, client_b) = (client(&a).await, client(&b).await);
+        for (on, prompt) in [
+            (&client_a, "first on a"),
+            (&client_a, "second on a"),
+            (&client_b, "first on b"),
+        ] {
+            let id = sdk::new_session_id();
+            let config = SessionConfig::default()
+                .with_session_id(id.clone())
+                .with_model("fake-model")
+                .with_permission_handler(approve_all());
+            let session = sdk::within("session.create", on.create_session(config))
+                .await
+                .expect("session.create");
+            sdk::turn(&session, prompt).await;
+            expected.push((id, prompt));
+            sessions.push(session);
+        }
+
+        let own_a = listed_all(&client_a, &expected, "a").await;
+        listed_all(&client_b, &expected, "b").await;
+        let client_c = client(&c).await;
+        let from_c = listed_all(&client_c, &expected, "c").await;
+        for (id, _) in &expected[..2] {
+            let start = |list: &[github_copilot_sdk::types::SessionMetadata]| {
+                list.iter()
+                    .find(|m| &m.session_id == id)
+                    .map(|m| m.start_time.clone())
+            };
+            assert_eq!(
+                start(&from_c),
+                start(&own_a),
+                "C lists A's session with the start time A lists"
+            );
+        }
+
+        // getMetadata of B's session from C (the connection is relayed to B).
+        let meta_client = client(&c).await;
+        let meta = sdk::within(
+            "session.getMetadata on C",
+            meta_client.get_session_metadata(&expected[2].0),
+        )
+        .await
+        .expect("getMetadata")
+        .expect("C finds B's session");
+        assert_eq!(meta.summary.as_deref(), Some("first on b"));
+
+        // A dies: its sessions stay listed, then are taken over and still listed.
+        a.child.start_kill().expect("SIGKILL node A");
+        a.exit(sdk::STEP).await;
+        listed_all(&client_b, &expected, "b").await;
+        listed_all(&client_c, &expected, "c").await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !(b.stderr().contains("session taken over")
+            || c.stderr().contains("session taken over"))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "A's sessions were never taken over"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        listed_all(&client_b, &expected, "b").await;
+        listed_all(&client_c, &expected, "c").await;
+        drop(sessions);
+        drop(server);
+    })
+    .await
+}

@@ -109,9 +109,15 @@ pub(crate) async fn keep_catalog(node: Arc<Node>) {
 /// Reads what changed in one session's log since `known` was last brought up to date.
 async fn refresh(node: &Node, subject: &str, known: &mut Known) -> Result<(), EngineError> {
     let messages = if !known.seen_event || known.summary.wants_more_than_the_last_event() {
-        node.engine.read_subject(subject, known.last_seq + 1).await?
+        node.engine
+            .read_subject(subject, known.last_seq + 1)
+            .await?
     } else {
-        node.engine.last_message(subject).await?.into_iter().collect()
+        node.engine
+            .last_message(subject)
+            .await?
+            .into_iter()
+            .collect()
     };
     for message in messages {
         if message.seq <= known.last_seq {
