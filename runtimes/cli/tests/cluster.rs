@@ -592,7 +592,7 @@ async fn listed_all(
         let all = expected.iter().all(|(id, summary)| {
             listed
                 .iter()
-                .any(|m| &m.session_id == id && m.summary.as_deref() == Some(*summary))
+                .any(|m| m.session_id == *id && m.summary.as_deref() == Some(*summary))
         });
         if all {
             return listed;
@@ -650,7 +650,7 @@ async fn session_list_on_any_node_lists_every_session_of_the_cluster() {
         for (id, _) in &expected[..2] {
             let start = |list: &[github_copilot_sdk::types::SessionMetadata]| {
                 list.iter()
-                    .find(|m| &m.session_id == id)
+                    .find(|m| m.session_id == *id)
                     .map(|m| m.start_time.clone())
             };
             assert_eq!(
