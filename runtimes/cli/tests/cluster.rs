@@ -556,22 +556,25 @@ async fn a_dead_nodes_session_is_taken_over_without_a_client_asking() {
         a.exit(sdk::STEP).await;
 
         let client_b = client(&b).await;
+        // The session is listed from the log before and after the takeover: wait for the
+        // takeover itself, then check B lists it.
         let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            let listed = sdk::within("session.list on B", client_b.list_sessions(None))
-                .await
-                .expect("session.list");
-            if let Some(meta) = listed.iter().find(|s| s.session_id == id) {
-                assert_eq!(meta.summary.as_deref(), Some("remember me"));
-                break;
-            }
+        while !b.stderr().contains("session taken over") {
             assert!(
                 Instant::now() < deadline,
-                "node B never took the session over"
+                "node B never took the session over: {}",
+                b.stderr()
             );
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        assert!(b.stderr().contains("session taken over"), "{}", b.stderr());
+        let listed = sdk::within("session.list on B", client_b.list_sessions(None))
+            .await
+            .expect("session.list");
+        let meta = listed
+            .iter()
+            .find(|s| s.session_id == id)
+            .expect("B lists the session it took over");
+        assert_eq!(meta.summary.as_deref(), Some("remember me"));
         drop(server);
     })
     .await
