@@ -84,6 +84,18 @@ impl SessionSummary {
         true
     }
 
+    /// Folds in the session's newest event when the events before it were not all read: only
+    /// its time counts (the modified time). Answers false if it is not a stored event.
+    pub fn add_last_event(&mut self, json: &[u8]) -> bool {
+        let (summary, cwd) = (self.summary.take(), self.cwd.take());
+        let start = self.start_time;
+        let added = self.add_event(json);
+        self.start_time = start;
+        self.summary = summary;
+        self.cwd = cwd;
+        added
+    }
+
     /// Whether a later event can still change more than the modified time (no first prompt
     /// seen yet).
     pub fn wants_more_than_the_last_event(&self) -> bool {
@@ -125,10 +137,13 @@ mod tests {
             br#"{"id":"3","type":"user.message","timestamp":"2026-01-01T00:00:05Z","data":{"content":"second"}}"#
         ));
         assert!(!s.add_event(b"not json"));
+        assert!(s.add_last_event(
+            br#"{"id":"9","type":"user.message","timestamp":"2026-01-01T00:00:09Z","data":{"content":"later"}}"#
+        ));
         assert_eq!(s.cwd.as_deref(), Some("/w"));
         assert_eq!(s.summary.as_deref(), Some("first"));
         assert!(!s.wants_more_than_the_last_event());
         assert_eq!(s.start_time.to_rfc3339(), "2026-01-01T00:00:00.000Z");
-        assert_eq!(s.modified_time.to_rfc3339(), "2026-01-01T00:00:05.000Z");
+        assert_eq!(s.modified_time.to_rfc3339(), "2026-01-01T00:00:09.000Z");
     }
 }

@@ -612,8 +612,43 @@ async fn listed_all(
     }
 }
 
+/// Waits until `client`'s node lists session `id` with the `startTime`, `modifiedTime` and
+/// `summary` of `reference` (its owner's list).
+async fn same_metadata(
+    client: &Client,
+    reference: &[github_copilot_sdk::types::SessionMetadata],
+    id: &SessionId,
+    node: &str,
+) {
+    let fields = |list: &[github_copilot_sdk::types::SessionMetadata]| {
+        list.iter().find(|m| m.session_id == *id).map(|m| {
+            (
+                m.start_time.clone(),
+                m.modified_time.clone(),
+                m.summary.clone(),
+            )
+        })
+    };
+    let want = fields(reference).expect("the owner lists its session");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let listed = sdk::within("session.list", client.list_sessions(None))
+            .await
+            .expect("session.list");
+        let got = fields(&listed);
+        if got.as_ref() == Some(&want) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node {node} lists {id:?} as {got:?}, its owner as {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// `session.list` is cluster-wide: sessions created on nodes A and B are listed by A, B and C
-/// with the metadata their owner lists (summary, start time); `getMetadata` of B's session
+/// with the metadata their owner lists (summary, start and modified times); `getMetadata` of B's session
 /// works from C; after a `kill -9` of A, its sessions are still listed by B and C, before and
 /// after they are taken over.
 #[tokio::test]
@@ -647,20 +682,18 @@ async fn session_list_on_any_node_lists_every_session_of_the_cluster() {
         }
 
         let own_a = listed_all(&client_a, &expected, "a").await;
-        listed_all(&client_b, &expected, "b").await;
+        let own_b = listed_all(&client_b, &expected, "b").await;
         let client_c = client(&c).await;
-        let from_c = listed_all(&client_c, &expected, "c").await;
-        for (id, _) in &expected[..2] {
-            let start = |list: &[github_copilot_sdk::types::SessionMetadata]| {
-                list.iter()
-                    .find(|m| m.session_id == *id)
-                    .map(|m| m.start_time.clone())
-            };
-            assert_eq!(
-                start(&from_c),
-                start(&own_a),
-                "C lists A's session with the start time A lists"
-            );
+        listed_all(&client_c, &expected, "c").await;
+        // Every node lists each session with the metadata its owner lists (once the last
+        // events are read from the log).
+        let owners = [(&own_a, &expected[..2]), (&own_b, &expected[2..])];
+        for (node, lister) in [("a", &client_a), ("b", &client_b), ("c", &client_c)] {
+            for (own, sessions) in owners {
+                for (id, _) in sessions {
+                    same_metadata(lister, own, id, node).await;
+                }
+            }
         }
 
         // getMetadata of B's session from C (the connection is relayed to B).

@@ -4,10 +4,11 @@
 //!
 //! Every `lease TTL / 3` the node lists the log stream's subjects with their message counts
 //! (one `STREAM.INFO` request) and reads only the sessions whose count changed since the last
-//! pass: from the last message it read on, until it has seen the session's first prompt
-//! (`session.start` and the first `user.message` give the start time, working directory and
-//! summary), then only the subject's last message (its modified time). An idle session costs
-//! nothing but its line in the `STREAM.INFO` answer. The log is the source of truth, so the
+//! pass: while it has not seen the session's first prompt, the next few messages from the
+//! session's start (`session.start` and the first `user.message` give the start time, working
+//! directory and summary), and the subject's last message (its modified time). An idle
+//! session costs nothing but its line in the `STREAM.INFO` answer; a changed one, one or two
+//! bounded reads. The log is the source of truth, so the
 //! list is the same whoever owns a session, before and after a takeover; it lags the log by at
 //! most one pass.
 
@@ -26,12 +27,15 @@ use crate::record::RecordKind;
 struct Known {
     /// The subject's message count when it was last read.
     count: usize,
-    /// The stream sequence of the last message read.
-    last_seq: u64,
+    /// The stream sequence of the last message read in order from the subject's start.
+    head_seq: u64,
     /// At least one event was read.
     seen_event: bool,
     summary: SessionSummary,
 }
+
+/// Messages read in order from a session's start per pass, until its first prompt is found.
+const HEAD: usize = 8;
 
 /// How often the list is refreshed.
 fn every(lease_ttl: Duration) -> Duration {
@@ -85,7 +89,7 @@ pub(crate) async fn keep_catalog(node: Arc<Node>) {
             }
             let entry = known.entry(session.clone()).or_insert_with(|| Known {
                 count: 0,
-                last_seq: 0,
+                head_seq: 0,
                 seen_event: false,
                 summary: SessionSummary::new(session.clone()),
             });
@@ -106,26 +110,33 @@ pub(crate) async fn keep_catalog(node: Arc<Node>) {
     }
 }
 
-/// Reads what changed in one session's log since `known` was last brought up to date.
+/// Reads what changed in one session's log since `known` was last brought up to date: the
+/// next [`HEAD`] messages from its start while its first prompt is not known, and the
+/// subject's last message (its modified time) unless that read reached it.
 async fn refresh(node: &Node, subject: &str, known: &mut Known) -> Result<(), EngineError> {
-    let messages = if !known.seen_event || known.summary.wants_more_than_the_last_event() {
-        node.engine
-            .read_subject(subject, known.last_seq + 1)
-            .await?
-    } else {
-        node.engine
-            .last_message(subject)
-            .await?
-            .into_iter()
-            .collect()
-    };
-    for message in messages {
-        if message.seq <= known.last_seq {
-            continue;
+    let mut reached_the_end = false;
+    if !known.seen_event || known.summary.wants_more_than_the_last_event() {
+        let head = node
+            .engine
+            .read_at_most(subject, known.head_seq + 1, HEAD)
+            .await?;
+        reached_the_end = head.len() < HEAD;
+        for message in head {
+            known.head_seq = known.head_seq.max(message.seq);
+            if message.kind == Some(RecordKind::Event) && known.summary.add_event(&message.payload)
+            {
+                known.seen_event = true;
+            }
         }
-        known.last_seq = message.seq;
-        if message.kind == Some(RecordKind::Event) && known.summary.add_event(&message.payload) {
-            known.seen_event = true;
+    }
+    if !reached_the_end {
+        if let Some(last) = node.engine.last_message(subject).await? {
+            if last.seq > known.head_seq
+                && last.kind == Some(RecordKind::Event)
+                && known.summary.add_last_event(&last.payload)
+            {
+                known.seen_event = true;
+            }
         }
     }
     Ok(())
