@@ -811,9 +811,11 @@ async fn killing_the_nats_stream_leader_mid_turn_loses_no_event_a_client_receive
         // Kill whichever server leads the log stream now.
         let leader = log_leader(&engine).await;
         cluster.member(&leader).kill();
+        let killed_at = Instant::now();
         let infos_at_kill = infos(&events);
         let idle = |e: &sdk::Recorder| e.seen.iter().any(|e| e.event_type == "session.idle");
         wait_until(&mut events, Duration::from_secs(60), idle).await;
+        let kill_to_idle = killed_at.elapsed();
         let turn: Vec<&str> = events.seen.iter().map(|e| e.event_type.as_str()).collect();
         let completed = events
             .seen
@@ -855,7 +857,7 @@ async fn killing_the_nats_stream_leader_mid_turn_loses_no_event_a_client_receive
         sdk::assert_chain(&history, None);
         eprintln!(
             "killed stream leader {leader} after {infos_at_kill} session.info events; turn \
-             {}; {} durable events received, {} in the log",
+             {} {kill_to_idle:?} after the kill; {} durable events received, {} in the log",
             if completed { "completed" } else { "failed" },
             received.len(),
             history.len()
