@@ -325,3 +325,64 @@ fn a_session_owned_elsewhere_forwards_the_connection_in_order() {
         Some(Output::ForwardClosed { conn: p.conn })
     );
 }
+
+/// `session.list` shows the loaded sessions, then the sessions the runtime found in its shared
+/// log (`Host::set_cluster_sessions`) with the metadata a loaded session gets; the `cwd`
+/// filter applies to them; once such a session is loaded here, it is listed once, from the
+/// host's own state.
+#[test]
+fn session_list_shows_the_sessions_the_runtime_found_in_the_log() {
+    use agentwire::host::SessionSummary;
+    let log = finished_log();
+    let mut from_log = SessionSummary::new("s");
+    for event in &log {
+        assert!(from_log.add_event(event));
+    }
+    let mut elsewhere = SessionSummary::new("elsewhere");
+    elsewhere.add_event(
+        br#"{"id":"x","type":"session.start","timestamp":"2026-01-01T00:00:00.000Z","data":{"context":{"cwd":"/w"}}}"#,
+    );
+    elsewhere.add_event(
+        br#"{"id":"y","type":"user.message","timestamp":"2026-01-01T00:00:02.000Z","data":{"content":"far away"}}"#,
+    );
+    let mut b = World::new(owner_config("b"));
+    let mut p = b.connect();
+    create(&mut b, &mut p, "local", json!({}));
+    b.host.set_cluster_sessions([from_log, elsewhere]);
+
+    let list = |b: &mut World, p: &mut Peer, params: Value| -> Vec<Value> {
+        let id = send(b, p, "session.list", params);
+        response(p, id).expect("session.list answered")["result"]["sessions"]
+            .as_array()
+            .expect("sessions")
+            .clone()
+    };
+    let sessions = list(&mut b, &mut p, json!({}));
+    let ids: Vec<&str> = sessions
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["local", "elsewhere", "s"]);
+    let far = &sessions[1];
+    assert_eq!(far["summary"], "far away");
+    assert_eq!(far["startTime"], "2026-01-01T00:00:00.000Z");
+    assert_eq!(far["modifiedTime"], "2026-01-01T00:00:02.000Z");
+    assert_eq!(far["context"]["cwd"], "/w");
+    assert_eq!(far["isDetached"], true);
+    let first: Value = serde_json::from_slice(&log[0]).unwrap();
+    let last: Value = serde_json::from_slice(log.last().unwrap()).unwrap();
+    assert_eq!(sessions[2]["summary"], "hi");
+    assert_eq!(sessions[2]["startTime"], first["timestamp"]);
+    assert_eq!(sessions[2]["modifiedTime"], last["timestamp"]);
+
+    let filtered = list(&mut b, &mut p, json!({"filter": {"cwd": "/w"}}));
+    assert_eq!(filtered.len(), 1);
+    assert_eq!(filtered[0]["sessionId"], "elsewhere");
+
+    // Loaded here (a takeover): listed once, from the host's state.
+    b.host.restore_session(b.now, "s", log).unwrap();
+    let sessions = list(&mut b, &mut p, json!({}));
+    let listed_s: Vec<&Value> = sessions.iter().filter(|s| s["sessionId"] == "s").collect();
+    assert_eq!(listed_s.len(), 1);
+    assert_eq!(listed_s[0]["summary"], "hi");
+}

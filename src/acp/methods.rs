@@ -300,23 +300,42 @@ fn replay_history(host: &mut Host, conn: ConnId, session: &str) {
     }
 }
 
+/// A `session/list` row: id, working directory, modified time, title.
+type ListRow<'a> = (
+    &'a str,
+    &'a Option<String>,
+    crate::Timestamp,
+    &'a Option<String>,
+);
+
 fn list(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
     let p: ListParams = decode(params)?;
-    let mut sessions: Vec<&crate::session::Session> = host
+    let sessions: Vec<&crate::session::Session> = host
         .sessions()
         .filter(|s| s.cwd.is_some())
         .filter(|s| p.cwd.is_none() || s.cwd == p.cwd)
         .collect();
-    sessions.sort_by(|a, b| b.modified_time.cmp(&a.modified_time).then(a.id.cmp(&b.id)));
+    // Loaded sessions, and those of other cluster nodes (read from the shared log).
+    let mut sessions: Vec<ListRow<'_>> = sessions
+        .into_iter()
+        .map(|s| (s.id.as_str(), &s.cwd, s.modified_time, &s.summary))
+        .chain(
+            host.cluster_sessions()
+                .filter(|s| s.cwd.is_some())
+                .filter(|s| p.cwd.is_none() || s.cwd == p.cwd)
+                .map(|s| (s.id.as_str(), &s.cwd, s.modified_time, &s.summary)),
+        )
+        .collect();
+    sessions.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(b.0)));
     let sessions: Vec<Value> = sessions
         .into_iter()
-        .map(|s| {
+        .map(|(id, cwd, modified, summary)| {
             let mut info = json!({
-                "sessionId": s.id,
-                "cwd": s.cwd,
-                "updatedAt": s.modified_time.to_rfc3339(),
+                "sessionId": id,
+                "cwd": cwd,
+                "updatedAt": modified.to_rfc3339(),
             });
-            if let Some(summary) = &s.summary {
+            if let Some(summary) = summary {
                 info["title"] = json!(summary);
             }
             info

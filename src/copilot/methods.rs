@@ -480,6 +480,26 @@ fn metadata(host: &Host, session_id: &str) -> Option<Value> {
     Some(m)
 }
 
+/// The metadata of a session of another cluster node (or of none), read from the shared log:
+/// whether clients are attached to it is not known here (reported detached).
+fn cluster_metadata(s: &crate::host::SessionSummary) -> Value {
+    let mut m = json!({
+        "sessionId": s.id,
+        "startTime": s.start_time.to_rfc3339(),
+        "modifiedTime": s.modified_time.to_rfc3339(),
+        "isRemote": false,
+        "isDetached": true,
+    });
+    if let Some(summary) = &s.summary {
+        m["summary"] = json!(summary);
+        m["name"] = json!(summary);
+    }
+    if let Some(cwd) = &s.cwd {
+        m["context"] = json!({"cwd": cwd});
+    }
+    m
+}
+
 fn list(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
     let p: ListParams = decode(params)?;
     let cwd = p.filter.and_then(|f| f.cwd);
@@ -487,6 +507,11 @@ fn list(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
         .sessions()
         .filter(|s| cwd.is_none() || s.cwd == cwd)
         .filter_map(|s| metadata(host, &s.id))
+        .chain(
+            host.cluster_sessions()
+                .filter(|s| cwd.is_none() || s.cwd == cwd)
+                .map(cluster_metadata),
+        )
         .collect();
     Ok(json!({"sessions": sessions}))
 }

@@ -18,6 +18,7 @@ mod audience;
 mod bridge;
 mod builtin;
 mod canvas;
+mod catalog;
 mod client_calls;
 mod client_requests;
 mod config;
@@ -66,6 +67,7 @@ pub use crate::session::ConnId;
 /// ([`agentwire::Dialect`](crate::Dialect)); also named here, where connections are opened.
 pub use crate::Dialect;
 pub use canvas::CANVAS_TOOLS;
+pub use catalog::SessionSummary;
 pub use client_calls::CLIENT_CALL_TIMEOUT;
 pub use config::{HostConfig, McpSpawnPolicy, DEFAULT_OUTBOX_BUDGET};
 pub use outbox::{Outbox, OutboxOverflow};
@@ -165,6 +167,8 @@ pub struct Host {
     next_http_call: u64,
     /// Sessions the runtime is looking up ([`Output::LoadSession`]).
     lookups: BTreeSet<String>,
+    /// Sessions the runtime found in its shared log ([`Host::set_cluster_sessions`]), by id.
+    cluster_sessions: BTreeMap<String, SessionSummary>,
     /// Built-in tool calls the runtime performs (file operations, `bash` commands).
     runtime_tools: tool_ops::RuntimeTools,
     /// The server's model list: the provider's cached answer and the request in flight.
@@ -247,6 +251,7 @@ impl Host {
         Host {
             ids: IdGenerator::for_node(config.seed, config.node_id.as_deref()),
             lookups: BTreeSet::new(),
+            cluster_sessions: BTreeMap::new(),
             config,
             dialects,
             now: Timestamp::EPOCH,

@@ -174,8 +174,16 @@ async fn a_session_survives_kill_9_of_its_node_on_a_three_server_nats_cluster() 
 /// Creates the cluster's stream and lease bucket (three replicas, the nodes' lease TTL) once
 /// JetStream answers, and waits for their leaders.
 async fn jetstream_ready(urls: &[String]) {
+    jetstream_ready_with(urls, LEASE_TTL).await;
+}
+
+/// [`jetstream_ready`] with a lease TTL of `lease_ttl`; answers the engine it set them up with.
+async fn jetstream_ready_with(
+    urls: &[String],
+    lease_ttl: &str,
+) -> agentwire_cluster::nats::NatsEngine {
     let mut config = agentwire_cluster::nats::NatsConfig::new(3);
-    config.lease_ttl = humantime::parse_duration(LEASE_TTL).unwrap();
+    config.lease_ttl = humantime::parse_duration(lease_ttl).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     let engine = loop {
         match agentwire_cluster::nats::NatsEngine::connect(urls, config.clone()).await {
@@ -190,6 +198,7 @@ async fn jetstream_ready(urls: &[String]) {
         }
     };
     assert!(engine.wait_for_leaders(Duration::from_secs(10)).await);
+    engine
 }
 
 /// A client-tool turn on node `a`, a second turn stopped at a permission prompt, `kill -9` of
@@ -553,22 +562,25 @@ async fn a_dead_nodes_session_is_taken_over_without_a_client_asking() {
         a.exit(sdk::STEP).await;
 
         let client_b = client(&b).await;
+        // The session is listed from the log before and after the takeover: wait for the
+        // takeover itself, then check B lists it.
         let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            let listed = sdk::within("session.list on B", client_b.list_sessions(None))
-                .await
-                .expect("session.list");
-            if let Some(meta) = listed.iter().find(|s| s.session_id == id) {
-                assert_eq!(meta.summary.as_deref(), Some("remember me"));
-                break;
-            }
+        while !b.stderr().contains("session taken over") {
             assert!(
                 Instant::now() < deadline,
-                "node B never took the session over"
+                "node B never took the session over: {}",
+                b.stderr()
             );
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        assert!(b.stderr().contains("session taken over"), "{}", b.stderr());
+        let listed = sdk::within("session.list on B", client_b.list_sessions(None))
+            .await
+            .expect("session.list");
+        let meta = listed
+            .iter()
+            .find(|s| s.session_id == id)
+            .expect("B lists the session it took over");
+        assert_eq!(meta.summary.as_deref(), Some("remember me"));
         drop(server);
     })
     .await
@@ -851,12 +863,208 @@ async fn relayed_client_keeps_its_connection(signal: &str, hold: Hold) {
 /// received every durable event once, in the log's order.
 #[tokio::test]
 async fn a_relayed_client_follows_its_session_to_whichever_node_takes_it_over() {
+/// The summaries (`summary`, `startTime`) `client`'s node lists, once every session of
+/// `expected` is listed with its summary.
+async fn listed_all(
+    client: &Client,
+    expected: &[(SessionId, &str)],
+    node: &str,
+) -> Vec<github_copilot_sdk::types::SessionMetadata> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let listed = sdk::within("session.list", client.list_sessions(None))
+            .await
+            .expect("session.list");
+        let all = expected.iter().all(|(id, summary)| {
+            listed
+                .iter()
+                .any(|m| m.session_id == *id && m.summary.as_deref() == Some(*summary))
+        });
+        if all {
+            return listed;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node {node} never listed every session of the cluster: {:?}",
+            listed
+                .iter()
+                .map(|m| (&m.session_id, &m.summary))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until `client`'s node lists session `id` with the `startTime`, `modifiedTime` and
+/// `summary` of `reference` (its owner's list).
+async fn same_metadata(
+    client: &Client,
+    reference: &[github_copilot_sdk::types::SessionMetadata],
+    id: &SessionId,
+    node: &str,
+) {
+    let fields = |list: &[github_copilot_sdk::types::SessionMetadata]| {
+        list.iter().find(|m| m.session_id == *id).map(|m| {
+            (
+                m.start_time.clone(),
+                m.modified_time.clone(),
+                m.summary.clone(),
+            )
+        })
+    };
+    let want = fields(reference).expect("the owner lists its session");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let listed = sdk::within("session.list", client.list_sessions(None))
+            .await
+            .expect("session.list");
+        let got = fields(&listed);
+        if got.as_ref() == Some(&want) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node {node} lists {id:?} as {got:?}, its owner as {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// `session.list` is cluster-wide: sessions created on nodes A and B are listed by A, B and C
+/// with the metadata their owner lists (summary, start and modified times); `getMetadata` of B's session
+/// works from C; after a `kill -9` of A, its sessions are still listed by B and C, before and
+/// after they are taken over.
+#[tokio::test]
+async fn session_list_on_any_node_lists_every_session_of_the_cluster() {
     sdk::bounded(async {
         let server = nats::NatsServer::single();
         let url = server.url();
         let mut a = node(&url, "a").await;
         let b = node(&url, "b").await;
         let c = node(&url, "c").await;
+
+        let mut expected = Vec::new();
+        let mut sessions = Vec::new();
+        let (client_a, client_b) = (client(&a).await, client(&b).await);
+        for (on, prompt) in [
+            (&client_a, "first on a"),
+            (&client_a, "second on a"),
+            (&client_b, "first on b"),
+        ] {
+            let id = sdk::new_session_id();
+            let config = SessionConfig::default()
+                .with_session_id(id.clone())
+                .with_model("fake-model")
+                .with_permission_handler(approve_all());
+            let session = sdk::within("session.create", on.create_session(config))
+                .await
+                .expect("session.create");
+            sdk::turn(&session, prompt).await;
+            expected.push((id, prompt));
+            sessions.push(session);
+        }
+
+        let own_a = listed_all(&client_a, &expected, "a").await;
+        let own_b = listed_all(&client_b, &expected, "b").await;
+        let client_c = client(&c).await;
+        listed_all(&client_c, &expected, "c").await;
+        // Every node lists each session with the metadata its owner lists (once the last
+        // events are read from the log).
+        let owners = [(&own_a, &expected[..2]), (&own_b, &expected[2..])];
+        for (node, lister) in [("a", &client_a), ("b", &client_b), ("c", &client_c)] {
+            for (own, sessions) in owners {
+                for (id, _) in sessions {
+                    same_metadata(lister, own, id, node).await;
+                }
+            }
+        }
+
+        // getMetadata of B's session from C (the connection is relayed to B).
+        let meta_client = client(&c).await;
+        let meta = sdk::within(
+            "session.getMetadata on C",
+            meta_client.get_session_metadata(&expected[2].0),
+        )
+        .await
+        .expect("getMetadata")
+        .expect("C finds B's session");
+        assert_eq!(meta.summary.as_deref(), Some("first on b"));
+
+        // A dies: its sessions stay listed, then are taken over and still listed.
+        a.child.start_kill().expect("SIGKILL node A");
+        a.exit(sdk::STEP).await;
+        listed_all(&client_b, &expected, "b").await;
+        listed_all(&client_c, &expected, "c").await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !(b.stderr().contains("session taken over")
+            || c.stderr().contains("session taken over"))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "A's sessions were never taken over"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        listed_all(&client_b, &expected, "b").await;
+        listed_all(&client_c, &expected, "c").await;
+        drop(sessions);
+        drop(server);
+    })
+    .await
+}
+
+/// The lease TTL of the stream-leader test: longer than a JetStream leader election, so the
+/// node keeps its lease while the log stream (and maybe the lease bucket) elects a new leader.
+const ELECTION_PROOF_TTL: &str = "20s";
+
+/// `kill -9` of the log stream's NATS leader mid-turn, under agentwire: three NATS servers,
+/// R3, one agentwire node connected to the two servers that do not lead the log stream; a
+/// client's turn persists an event every 100 ms while the leader is killed. The turn ends
+/// (completed, or with `session.error`) with `session.idle`, the next turn works, and
+/// `getMessages` holds every durable event the client received, in order, none twice.
+#[tokio::test]
+async fn killing_the_nats_stream_leader_mid_turn_loses_no_event_a_client_received() {
+    let test = async {
+        let mut cluster = nats::NatsCluster::three();
+        let urls = cluster.urls();
+        let engine = jetstream_ready_with(&urls, ELECTION_PROOF_TTL).await;
+        let leader = log_leader(&engine).await;
+        let others: Vec<String> = cluster
+            .servers
+            .iter()
+            .filter(|s| s.name != leader)
+            .map(|s| s.url())
+            .collect();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let scenario = dir.path().join("scenario.json");
+        let mut steps: Vec<serde_json::Value> = Vec::new();
+        for i in 0..40 {
+            steps.push(serde_json::json!({"event": "session.info",
+                "data": {"infoType": "notification", "message": format!("step {i}")}}));
+            steps.push(serde_json::json!({"sleep_ms": 100}));
+        }
+        steps.push(serde_json::json!({"say": "all steps done"}));
+        let rules = serde_json::json!({"rules": [{"match": "persist slowly", "steps": steps}],
+            "default": [{"say": "You said: {prompt}"}]});
+        std::fs::write(&scenario, rules.to_string()).expect("write the scenario");
+        let a = Agentwire::launch([
+            "--headless",
+            "--port",
+            "0",
+            "--cluster",
+            &others.join(","),
+            "--node-id",
+            "a",
+            "--cluster-lease-ttl",
+            ELECTION_PROOF_TTL,
+            "--cluster-replicas",
+            "3",
+            "--seed",
+            "7",
+            "--scenario",
+            scenario.to_str().unwrap(),
+        ])
+        .await;
 
         let client_a = client(&a).await;
         let id = sdk::new_session_id();
@@ -949,4 +1157,120 @@ async fn a_relayed_client_follows_its_session_to_whichever_node_takes_it_over() 
         drop(server);
     })
     .await
+            .with_permission_handler(approve_all());
+        let prepared = client_a.prepare_session(config).expect("prepare_session");
+        let mut events = sdk::Recorder::new(prepared.subscribe());
+        let session = sdk::within("session.create", prepared.start())
+            .await
+            .expect("session.create");
+        sdk::within(
+            "session.send",
+            session.send(MessageOptions::new("persist slowly")),
+        )
+        .await
+        .expect("session.send");
+        let infos = |events: &sdk::Recorder| {
+            events
+                .seen
+                .iter()
+                .filter(|e| e.event_type == "session.info")
+                .count()
+        };
+        wait_until(&mut events, Duration::from_secs(20), |e| infos(e) >= 5).await;
+        // Kill whichever server leads the log stream now.
+        let leader = log_leader(&engine).await;
+        cluster.member(&leader).kill();
+        let killed_at = Instant::now();
+        let infos_at_kill = infos(&events);
+        let idle = |e: &sdk::Recorder| e.seen.iter().any(|e| e.event_type == "session.idle");
+        wait_until(&mut events, Duration::from_secs(60), idle).await;
+        let kill_to_idle = killed_at.elapsed();
+        let turn: Vec<&str> = events.seen.iter().map(|e| e.event_type.as_str()).collect();
+        let completed = events
+            .seen
+            .iter()
+            .any(|e| sdk::str_field(e, "content") == Some("all steps done"));
+        assert!(
+            completed || turn.contains(&"session.error"),
+            "the turn neither completed nor failed with session.error: {turn:?}"
+        );
+        assert!(infos(&events) >= infos_at_kill);
+
+        // The next turn works (on the new stream leader).
+        let reply = sdk::turn(&session, "hello after the election").await;
+        assert_eq!(
+            sdk::str_field(&reply, "content"),
+            Some("You said: hello after the election")
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        events.drain();
+        let received: Vec<SessionEvent> = events
+            .seen
+            .iter()
+            .filter(|e| e.ephemeral.is_none())
+            .cloned()
+            .collect();
+        let history = sdk::within("getMessages", session.get_events())
+            .await
+            .expect("getMessages");
+        let position = |id: &str| history.iter().position(|e| e.id == id);
+        let mut last = None;
+        for event in &received {
+            let at = position(&event.id)
+                .unwrap_or_else(|| panic!("{} {} is not in the log", event.event_type, event.id));
+            assert!(last < Some(at), "in order");
+            last = Some(at);
+        }
+        let unique: HashSet<&str> = ids(&history).into_iter().collect();
+        assert_eq!(unique.len(), history.len(), "no event is stored twice");
+        sdk::assert_chain(&history, None);
+        eprintln!(
+            "killed stream leader {leader} after {infos_at_kill} session.info events; turn \
+             {} {kill_to_idle:?} after the kill; {} durable events received, {} in the log",
+            if completed { "completed" } else { "failed" },
+            received.len(),
+            history.len()
+        );
+        drop(a);
+        drop(cluster);
+    };
+    if tokio::time::timeout(Duration::from_secs(150), test)
+        .await
+        .is_err()
+    {
+        panic!("the stream-leader test exceeded 150 s");
+    }
+}
+
+/// The log stream's current leader (retrying while it has none).
+async fn log_leader(engine: &agentwire_cluster::nats::NatsEngine) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(leader) = engine.log_leader().await {
+            return leader;
+        }
+        assert!(Instant::now() < deadline, "the log stream has no leader");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Receives `events` until `done` holds (at most `limit`).
+async fn wait_until(
+    events: &mut sdk::Recorder,
+    limit: Duration,
+    done: impl Fn(&sdk::Recorder) -> bool,
+) {
+    let deadline = Instant::now() + limit;
+    loop {
+        events.drain();
+        if done(events) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "waited {limit:?}; seen {:?}",
+            sdk::types(&events.seen)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -22,11 +22,11 @@ fn load(args: &[&str]) -> (Output, String) {
     (out, stdout)
 }
 
-/// The single result row of a streaming run, as cells.
-fn only_row(stdout: &str) -> Vec<String> {
+/// The single result row of a streaming run whose runtime column is `runtime`, as cells.
+fn only_row(stdout: &str, runtime: &str) -> Vec<String> {
     let rows: Vec<Vec<String>> = stdout
         .lines()
-        .filter(|l| l.starts_with("| tokio |"))
+        .filter(|l| l.starts_with(&format!("| {runtime} |")))
         .map(|l| {
             l.trim_matches('|')
                 .split('|')
@@ -41,7 +41,7 @@ fn only_row(stdout: &str) -> Vec<String> {
 /// Checks a streaming run's row: `[runtime, S, K, M, rate]` as given, every column a
 /// measurement, nothing lost or dropped (fast clients, small numbers).
 fn check_streaming_row(stdout: &str, head: [&str; 5], total_deltas: u64) {
-    let row = only_row(stdout);
+    let row = only_row(stdout, head[0]);
     assert_eq!(&row[..5], head, "{stdout}");
     for (i, cell) in row.iter().enumerate() {
         assert!(
@@ -94,6 +94,26 @@ fn many_sessions_mode_streams_to_every_client_of_every_session() {
         "500",
     ]);
     check_streaming_row(&stdout, ["tokio", "3", "2", "10", "500/s"], 60);
+}
+
+/// `--cluster-nodes 3`: beside the single-node row, the same run across three agentwire
+/// nodes on a nats-server (`$AGENTWIRE_NATS_SERVER` or `target/nats/nats-server`), two
+/// sessions owned by different nodes, each with a client on every node: every delta reaches
+/// every client, and no durable event is lost.
+#[test]
+fn cluster_mode_streams_across_three_nodes_beside_one_node() {
+    let (_, stdout) = load(&[
+        "--sessions",
+        "2",
+        "--clients",
+        "3",
+        "--deltas",
+        "30",
+        "--cluster-nodes",
+        "3",
+    ]);
+    check_streaming_row(&stdout, ["tokio", "2", "3", "30", "max"], 180);
+    check_streaming_row(&stdout, ["tokio, 3 nodes", "2", "3", "30", "max"], 180);
 }
 
 #[test]

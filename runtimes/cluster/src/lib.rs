@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 pub mod call;
+mod catalog;
 pub mod drive;
 pub mod engine;
 pub mod escape;

@@ -316,6 +316,7 @@ impl SessionLog for ClusterLog {
             tokio::spawn(dispatch(self.node.clone(), self.tx.clone(), rx));
             tokio::spawn(crate::link::serve_links(self.node.clone()));
             tokio::spawn(sweep(self.node.clone(), self.tx.clone()));
+            tokio::spawn(crate::catalog::keep_catalog(self.node.clone()));
         }
     }
 

@@ -194,3 +194,35 @@ fn a_restored_session_loads_like_a_live_one() {
         "end_turn"
     );
 }
+
+#[test]
+fn list_shows_sessions_of_other_cluster_nodes_with_a_working_directory() {
+    let mut w = World::new();
+    let (mut peer, session) = w.ready(json!({}));
+    prompt(&mut w, &mut peer, &session, "hello");
+    let mut far = crate::host::SessionSummary::new("far");
+    far.add_event(
+        br#"{"id":"x","type":"session.start","timestamp":"2026-01-01T00:00:00.000Z","data":{"context":{"cwd":"/elsewhere"}}}"#,
+    );
+    far.add_event(
+        br#"{"id":"y","type":"user.message","timestamp":"2026-01-01T00:00:02.000Z","data":{"content":"far away"}}"#,
+    );
+    let mut no_cwd = crate::host::SessionSummary::new("no-cwd");
+    no_cwd.add_event(br#"{"id":"z","type":"session.start","data":{}}"#);
+    w.host.set_cluster_sessions([far, no_cwd]);
+    let list = w.call(&mut peer, "session/list", json!({}));
+    let sessions = list["result"]["sessions"].as_array().unwrap();
+    let ids: Vec<&str> = sessions
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 2, "{sessions:?}");
+    assert!(ids.contains(&session.as_str()) && ids.contains(&"far"));
+    let far = sessions.iter().find(|s| s["sessionId"] == "far").unwrap();
+    assert_eq!(far["cwd"], "/elsewhere");
+    assert_eq!(far["title"], "far away");
+    assert_eq!(far["updatedAt"], "2026-01-01T00:00:02.000Z");
+    let filtered = w.call(&mut peer, "session/list", json!({"cwd": "/elsewhere"}));
+    assert_eq!(filtered["result"]["sessions"].as_array().unwrap().len(), 1);
+    assert_eq!(filtered["result"]["sessions"][0]["sessionId"], "far");
+}

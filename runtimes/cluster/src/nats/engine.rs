@@ -36,6 +36,17 @@ impl NatsEngine {
     }
 
     async fn read(&self, subject: &str, from_seq: u64) -> Result<Vec<StoredMessage>, EngineError> {
+        self.read_at_most(subject, from_seq, usize::MAX).await
+    }
+
+    /// The first `limit` messages on `subject` from `from_seq` on (fewer if the subject's newest
+    /// message comes first), in order.
+    pub(crate) async fn read_at_most(
+        &self,
+        subject: &str,
+        from_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, EngineError> {
         let Some(last) = Self::leader_last(&self.log, subject).await? else {
             return Ok(Vec::new());
         };
@@ -78,7 +89,7 @@ impl NatsEngine {
                 message.headers.as_ref(),
                 message.payload.clone(),
             ));
-            if seq >= until {
+            if seq >= until || out.len() >= limit {
                 return Ok(out);
             }
         }

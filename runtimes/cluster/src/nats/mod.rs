@@ -169,6 +169,25 @@ impl NatsEngine {
             .map_err(|e| fail(e.to_string()))
     }
 
+    /// Every log subject that holds messages, with how many (`filter`: the log stream's subject
+    /// filter). A subject's count changes with every append to it.
+    pub async fn log_subject_counts(
+        &self,
+        filter: &str,
+    ) -> Result<Vec<(String, usize)>, crate::EngineError> {
+        use futures_util::TryStreamExt;
+        let fail = |e: String| crate::EngineError(format!("list log subjects: {e}"));
+        let subjects = self
+            .log
+            .info_with_subjects(filter)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        subjects
+            .try_collect()
+            .await
+            .map_err(|e| fail(e.to_string()))
+    }
+
     /// The keys of the lease bucket: the escaped ids of the nodes whose lease is alive.
     pub async fn lease_keys(&self) -> Result<Vec<String>, crate::EngineError> {
         use futures_util::TryStreamExt;

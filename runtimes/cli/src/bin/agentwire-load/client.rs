@@ -42,11 +42,15 @@ pub(crate) struct SessionCtx {
     pub(crate) created_tx: watch::Sender<bool>,
     /// When client 0 sent the prompt.
     pub(crate) sent_at: std::sync::Mutex<Option<Instant>>,
+    /// The node (index in [`RunCtx::ports`]) client 0 attaches to; client `i` attaches to
+    /// node `home + i` (modulo the node count).
+    pub(crate) home: usize,
 }
 
 /// What every client of a run shares.
 pub(crate) struct RunCtx {
-    pub(crate) port: u16,
+    /// The nodes' ports (one for a single server).
+    pub(crate) ports: Vec<u16>,
     pub(crate) deltas: u64,
     /// Every client, and the run's driver, meet here once attached.
     pub(crate) attached: Barrier,
@@ -299,7 +303,7 @@ pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
             .await
             .map_err(|_| "setup semaphore closed")?;
         attach(
-            run.port,
+            run.ports[(session.home + ctx.idx) % run.ports.len()],
             &session.session_id,
             ctx.idx == 0,
             &session.created_tx,

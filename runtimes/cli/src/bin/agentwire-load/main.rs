@@ -27,6 +27,7 @@
 //! (a silent drop).
 
 mod client;
+mod cluster;
 mod fake_model;
 #[path = "../../fd_limit.rs"]
 mod fd_limit;
@@ -104,6 +105,13 @@ struct Args {
     /// Give up on a run after this many seconds.
     #[arg(long, default_value_t = 120)]
     timeout_secs: u64,
+
+    /// Also run every K across N `agentwire --cluster` nodes on a nats-server of this run
+    /// (`$AGENTWIRE_NATS_SERVER` or `target/nats/nats-server`): each session owned by one
+    /// node, its clients spread over all of them (the others relayed by their gateway node);
+    /// a row beside the single-node tokio row (scripted agent only).
+    #[arg(long, value_name = "N")]
+    cluster_nodes: Option<usize>,
 
     /// Worker threads for the clients (1: all clients on one thread, leaving the other
     /// cores to the server).
@@ -205,6 +213,12 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    if args.cluster_nodes.is_some_and(|n| n < 2)
+        || (args.cluster_nodes.is_some() && !args.runtimes.iter().any(|r| r == "tokio"))
+    {
+        eprintln!("error: --cluster-nodes needs at least 2 nodes and tokio in --runtimes");
+        return ExitCode::from(2);
+    }
     if args.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
         eprintln!("error: --rate must be a positive number of deltas per second");
         return ExitCode::from(2);
@@ -249,18 +263,28 @@ async fn run_all(args: &Args, server: &Path) -> ExitCode {
     let mut ok = true;
     for rt in &args.runtimes {
         for (i, &k) in args.clients.iter().enumerate() {
-            let mut runs = vec![(
-                Source::Scripted,
-                args.deltas.get(i).copied().unwrap_or(args.deltas[0]),
-            )];
+            let scripted = args.deltas.get(i).copied().unwrap_or(args.deltas[0]);
+            let mut runs = vec![(Source::Scripted, scripted, None)];
+            if let Some(nodes) = args.cluster_nodes.filter(|_| rt == "tokio") {
+                runs.push((Source::Scripted, scripted, Some(nodes)));
+            }
             if let Some(&first) = args.model_deltas.first() {
                 runs.push((
                     Source::Model,
                     args.model_deltas.get(i).copied().unwrap_or(first),
+                    None,
                 ));
             }
-            for (source, m) in runs {
-                match run_one(args, server, rt, k, m, source).await {
+            for (source, m, nodes) in runs {
+                let outcome = match nodes {
+                    None => run_one(args, server, rt, k, m, source).await,
+                    Some(n) => cluster::run_cluster(args, server, n, k, m).await,
+                };
+                let rt = match nodes {
+                    None => rt.clone(),
+                    Some(n) => format!("{rt}, {n} nodes"),
+                };
+                match outcome {
                     Ok(r) => {
                         ok &= r.durable_lost == 0 && r.durable_mismatch == 0;
                         if r.streaming_dropped != r.drops_reported {
@@ -281,7 +305,7 @@ async fn run_all(args: &Args, server: &Path) -> ExitCode {
                     }
                     Err(e) => {
                         ok = false;
-                        println!("{}", report::failed_row(rt, args, k, m, source, &e));
+                        println!("{}", report::failed_row(&rt, args, k, m, source, &e));
                     }
                 }
                 let _ = std::io::stdout().flush();
@@ -295,7 +319,7 @@ async fn run_all(args: &Args, server: &Path) -> ExitCode {
     }
 }
 
-fn now_ns() -> u64 {
+pub(crate) fn now_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
@@ -315,20 +339,17 @@ pub(crate) async fn start_server(
     extra: &[String],
 ) -> Result<(Child, u16), String> {
     let mut cmd = Command::new(server);
-    cmd.args([
-        "--runtime",
-        runtime,
-        "--no-store",
-        "--port",
-        "0",
-        "--scenario",
-    ])
-    .arg(scenario)
-    .args(extra)
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit())
-    .kill_on_drop(true);
+    cmd.args(["--runtime", runtime, "--port", "0", "--scenario"])
+        .arg(scenario);
+    // A cluster node keeps its sessions in JetStream; a single server keeps none.
+    if !extra.iter().any(|a| a == "--cluster") {
+        cmd.arg("--no-store");
+    }
+    cmd.args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
     if std::env::var_os("RUST_LOG").is_none() {
         cmd.env("RUST_LOG", "error");
     }
@@ -376,7 +397,7 @@ pub(crate) async fn start_with_scenario(
 
 /// The scenario of a run: one `stream` step of `m` deltas stamped with the emit time, in
 /// batches, paced with `--rate`.
-fn stream_scenario(args: &Args, m: u64) -> serde_json::Value {
+pub(crate) fn stream_scenario(args: &Args, m: u64) -> serde_json::Value {
     let batch = args
         .batch
         .unwrap_or(if args.rate.is_some() { 1 } else { 10 });
@@ -428,7 +449,7 @@ async fn run_one(
     let pid = child.id();
     let outcome = tokio::time::timeout(
         Duration::from_secs(args.timeout_secs),
-        drive(args, port, pid, k, m),
+        drive(args, vec![port], vec![pid], k, m),
     )
     .await;
     let peak = pid.and_then(procfs::peak_rss_kib);
@@ -437,6 +458,27 @@ async fn run_one(
         Ok(result) => result?,
         Err(_) => return Err(format!("timed out after {} s", args.timeout_secs)),
     };
+    Ok(result(
+        runtime.to_owned(),
+        source,
+        args,
+        k,
+        m,
+        &driven,
+        peak,
+    ))
+}
+
+/// The measurements of a driven run (`peak`: the server's peak RSS).
+pub(crate) fn result(
+    runtime: String,
+    source: Source,
+    args: &Args,
+    k: usize,
+    m: u64,
+    driven: &Driven,
+    peak: Option<u64>,
+) -> RunResult {
     let stats = &driven.stats;
     let last_idle = stats
         .iter()
@@ -451,8 +493,8 @@ async fn run_one(
     // Streaming events per client: the message's `assistant.message_start`, each delta, and
     // with a model one `assistant.streaming_delta` per delta.
     let streaming_per_client = m + 1 + if source == Source::Model { m } else { 0 };
-    Ok(RunResult {
-        runtime: runtime.to_owned(),
+    RunResult {
+        runtime,
         source,
         sessions: args.sessions,
         clients: k,
@@ -472,11 +514,11 @@ async fn run_one(
             .sum(),
         drops_reported: stats.iter().map(|s| s.drops_reported).sum(),
         lifecycle: stats.iter().map(|s| s.lifecycle).sum(),
-    })
+    }
 }
 
 /// What [`drive`] measured.
-struct Driven {
+pub(crate) struct Driven {
     stats: Vec<ClientStats>,
     /// When the first prompt went out.
     sent_at: Instant,
@@ -486,16 +528,16 @@ struct Driven {
 /// Runs S sessions of K clients against the server on `port` (process `pid`): returns their
 /// stats, when the first prompt went out and the server's CPU time from then to the last
 /// client's `session.idle`.
-async fn drive(
+pub(crate) async fn drive(
     args: &Args,
-    port: u16,
-    pid: Option<u32>,
+    ports: Vec<u16>,
+    pids: Vec<Option<u32>>,
     k: usize,
     deltas: u64,
 ) -> Result<Driven, String> {
     let total = args.sessions * k;
     let run = Arc::new(RunCtx {
-        port,
+        ports,
         deltas,
         attached: Barrier::new(total + 1),
         go: watch::channel(false).0,
@@ -506,6 +548,7 @@ async fn drive(
         .map(|n| {
             let session_id = new_session_id(n);
             Arc::new(SessionCtx {
+                home: n,
                 prompt: format!("load {session_id}"),
                 session_id,
                 created_tx: watch::channel(false).0,
@@ -530,11 +573,17 @@ async fn drive(
     let driver = {
         let run = run.clone();
         async move {
+            // The CPU time of every server process (all nodes of a cluster run).
+            let cpu = || -> Option<f64> {
+                pids.iter()
+                    .map(|pid| pid.and_then(procfs::cpu_seconds))
+                    .sum()
+            };
             run.attached.wait().await;
-            let cpu_before = pid.and_then(procfs::cpu_seconds);
+            let cpu_before = cpu();
             run.go.send_replace(true);
             run.idled.wait().await;
-            let cpu_after = pid.and_then(procfs::cpu_seconds);
+            let cpu_after = cpu();
             cpu_before.zip(cpu_after).map(|(a, b)| b - a)
         }
     };
