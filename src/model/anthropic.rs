@@ -10,6 +10,7 @@ use super::accumulate::{ResponseAccumulator, ToolCallFragment};
 use super::conversation::ChatMessage;
 use super::error::{ModelError, ModelErrorKind};
 use super::event::{ModelEvent, Usage};
+use super::fast_json::{Fast, Reader, Seen};
 use super::lenient::{LArgs, LObj, LStr, LU64};
 use super::openai::{excerpt, provider_error};
 use super::request::ChatRequest;
@@ -99,9 +100,9 @@ pub(crate) fn request_body(model: &str, req: &ChatRequest<'_>, max_tokens: Optio
     serde_json::to_vec(&Value::Object(body)).expect("serialising plain data cannot fail")
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, Debug)]
 #[serde(default)]
-struct Event<'a> {
+pub(super) struct Event<'a> {
     #[serde(rename = "type", borrow)]
     kind: LStr<'a>,
     #[serde(borrow)]
@@ -116,7 +117,7 @@ struct Event<'a> {
     error: Option<&'a serde_json::value::RawValue>,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, Debug)]
 #[serde(default)]
 struct Message<'a> {
     #[serde(borrow)]
@@ -126,7 +127,7 @@ struct Message<'a> {
     usage: LObj<WireUsage>,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, Debug)]
 #[serde(default)]
 struct Block<'a> {
     #[serde(rename = "type", borrow)]
@@ -143,7 +144,7 @@ struct Block<'a> {
     input: LArgs<'a>,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, Debug)]
 #[serde(default)]
 struct Delta<'a> {
     #[serde(rename = "type", borrow)]
@@ -158,13 +159,158 @@ struct Delta<'a> {
     stop_reason: LStr<'a>,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, Debug)]
 #[serde(default)]
 struct WireUsage {
     input_tokens: LU64,
     output_tokens: LU64,
     cache_read_input_tokens: LU64,
     cache_creation_input_tokens: LU64,
+}
+
+/// One event's JSON: the fast reader when it is certain, else serde_json (the reference).
+pub(super) fn parse_event(text: &str) -> Result<Event<'_>, ModelError> {
+    if let Ok(event) = fast_event(text) {
+        return Ok(event);
+    }
+    serde_event(text)
+}
+
+/// One event's JSON through serde_json alone.
+pub(super) fn serde_event(text: &str) -> Result<Event<'_>, ModelError> {
+    serde_json::from_str(text).map_err(|e| {
+        ModelError::new(
+            ModelErrorKind::MalformedStream,
+            format!("a stream event is not valid JSON ({e}): {}", excerpt(text)),
+        )
+    })
+}
+
+/// One event's JSON through the fast reader ([`super::fast_json`]): the same `Event` serde
+/// would give, or [`Bail`](super::fast_json::Bail).
+pub(super) fn fast_event(text: &str) -> Fast<Event<'_>> {
+    let mut r = Reader::new(text);
+    let mut ev = Event::default();
+    let mut seen = Seen::default();
+    r.object(|r, key| {
+        match key {
+            "type" => {
+                seen.once(0)?;
+                ev.kind = r.lstr()?;
+            }
+            "message" => {
+                seen.once(1)?;
+                ev.message = r.lobj(|r| {
+                    let mut m = Message::default();
+                    let mut seen = Seen::default();
+                    r.object(|r, key| {
+                        match key {
+                            "id" => {
+                                seen.once(0)?;
+                                m.id = r.lstr()?;
+                            }
+                            "model" => {
+                                seen.once(1)?;
+                                m.model = r.lstr()?;
+                            }
+                            "usage" => {
+                                seen.once(2)?;
+                                m.usage = r.lobj(fast_usage)?;
+                            }
+                            _ => r.skip()?,
+                        }
+                        Ok(())
+                    })?;
+                    Ok(m)
+                })?;
+            }
+            "index" => {
+                seen.once(2)?;
+                ev.index = r.lu64()?;
+            }
+            "content_block" => {
+                seen.once(3)?;
+                ev.content_block = r.lobj(fast_block)?;
+            }
+            "delta" => {
+                seen.once(4)?;
+                ev.delta = r.lobj(fast_delta)?;
+            }
+            "usage" => {
+                seen.once(5)?;
+                ev.usage = r.lobj(fast_usage)?;
+            }
+            "error" => {
+                seen.once(6)?;
+                ev.error = r.null_only()?;
+            }
+            _ => r.skip()?,
+        }
+        Ok(())
+    })?;
+    r.end()?;
+    Ok(ev)
+}
+
+fn fast_block<'a>(r: &mut Reader<'a>) -> Fast<Block<'a>> {
+    let mut b = Block::default();
+    let mut seen = Seen::default();
+    r.object(|r, key| {
+        let (bit, field) = match key {
+            "type" => (0, &mut b.kind),
+            "text" => (1, &mut b.text),
+            "thinking" => (2, &mut b.thinking),
+            "id" => (3, &mut b.id),
+            "name" => (4, &mut b.name),
+            "input" => {
+                seen.once(5)?;
+                b.input = r.largs()?;
+                return Ok(());
+            }
+            _ => return r.skip(),
+        };
+        seen.once(bit)?;
+        *field = r.lstr()?;
+        Ok(())
+    })?;
+    Ok(b)
+}
+
+fn fast_delta<'a>(r: &mut Reader<'a>) -> Fast<Delta<'a>> {
+    let mut d = Delta::default();
+    let mut seen = Seen::default();
+    r.object(|r, key| {
+        let (bit, field) = match key {
+            "type" => (0, &mut d.kind),
+            "text" => (1, &mut d.text),
+            "thinking" => (2, &mut d.thinking),
+            "partial_json" => (3, &mut d.partial_json),
+            "stop_reason" => (4, &mut d.stop_reason),
+            _ => return r.skip(),
+        };
+        seen.once(bit)?;
+        *field = r.lstr()?;
+        Ok(())
+    })?;
+    Ok(d)
+}
+
+fn fast_usage(r: &mut Reader<'_>) -> Fast<WireUsage> {
+    let mut u = WireUsage::default();
+    let mut seen = Seen::default();
+    r.object(|r, key| {
+        let (bit, field) = match key {
+            "input_tokens" => (0, &mut u.input_tokens),
+            "output_tokens" => (1, &mut u.output_tokens),
+            "cache_read_input_tokens" => (2, &mut u.cache_read_input_tokens),
+            "cache_creation_input_tokens" => (3, &mut u.cache_creation_input_tokens),
+            _ => return r.skip(),
+        };
+        seen.once(bit)?;
+        *field = r.lu64()?;
+        Ok(())
+    })?;
+    Ok(u)
 }
 
 /// Maps one Messages stream onto [`ModelEvent`]s.
@@ -205,15 +351,7 @@ impl AnthropicStream {
         if trimmed.is_empty() {
             return Ok(());
         }
-        let ev: Event<'_> = serde_json::from_str(trimmed).map_err(|e| {
-            ModelError::new(
-                ModelErrorKind::MalformedStream,
-                format!(
-                    "a stream event is not valid JSON ({e}): {}",
-                    excerpt(trimmed)
-                ),
-            )
-        })?;
+        let ev = parse_event(trimmed)?;
         let kind = ev.kind.get().or(event_name).unwrap_or("");
         let index = ev.index.0.unwrap_or(0);
         match kind {

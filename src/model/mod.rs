@@ -46,7 +46,11 @@ pub mod conversation;
 pub mod error;
 pub mod event;
 pub mod http;
+#[cfg(test)]
+mod fast_equiv_tests;
+mod fast_json;
 mod lenient;
+mod openai_chunk;
 pub mod openai;
 pub mod provider;
 pub mod request;

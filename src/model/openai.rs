@@ -8,13 +8,13 @@
 //! `chat.completion` (`message` instead of `delta`); `{"error": …}` chunks.
 
 use serde::ser::{SerializeMap, SerializeSeq};
-use serde::{Deserialize, Serialize, Serializer};
+use serde::{Serialize, Serializer};
 
 use super::accumulate::{ResponseAccumulator, ToolCallFragment};
 use super::conversation::ChatMessage;
 use super::error::{ModelError, ModelErrorKind};
 use super::event::{ModelEvent, Usage};
-use super::lenient::{LArgs, LObj, LSeq, LStr, LU64};
+use super::openai_chunk::{parse_chunk, WireUsage};
 use super::request::{ChatRequest, ToolSpec};
 
 /// Serialises `messages` in the Chat Completions form, as the runtime sends them: an assistant
@@ -171,93 +171,6 @@ pub(crate) fn request_body(model: &str, req: &ChatRequest<'_>) -> Vec<u8> {
     serde_json::to_vec(&body).expect("serialising plain data cannot fail")
 }
 
-// ----- stream chunks -----
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Chunk<'a> {
-    #[serde(borrow)]
-    id: LStr<'a>,
-    #[serde(borrow)]
-    model: LStr<'a>,
-    #[serde(borrow)]
-    object: LStr<'a>,
-    #[serde(borrow)]
-    message: LStr<'a>,
-    #[serde(borrow)]
-    choices: LSeq<LObj<Choice<'a>>>,
-    usage: LObj<WireUsage>,
-    #[serde(borrow)]
-    error: Option<&'a serde_json::value::RawValue>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Choice<'a> {
-    index: LU64,
-    #[serde(borrow)]
-    delta: LObj<Delta<'a>>,
-    #[serde(borrow)]
-    message: LObj<Delta<'a>>,
-    #[serde(borrow)]
-    finish_reason: LStr<'a>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Delta<'a> {
-    #[serde(borrow)]
-    content: LStr<'a>,
-    #[serde(borrow)]
-    reasoning_content: LStr<'a>,
-    #[serde(borrow)]
-    reasoning: LStr<'a>,
-    #[serde(borrow)]
-    tool_calls: LSeq<LObj<WireToolCallDelta<'a>>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct WireToolCallDelta<'a> {
-    index: LU64,
-    #[serde(borrow)]
-    id: LStr<'a>,
-    #[serde(borrow)]
-    function: LObj<WireFunctionDelta<'a>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct WireFunctionDelta<'a> {
-    #[serde(borrow)]
-    name: LStr<'a>,
-    #[serde(borrow)]
-    arguments: LArgs<'a>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct WireUsage {
-    prompt_tokens: LU64,
-    completion_tokens: LU64,
-    input_tokens: LU64,
-    output_tokens: LU64,
-    prompt_tokens_details: LObj<PromptDetails>,
-    completion_tokens_details: LObj<CompletionDetails>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct PromptDetails {
-    cached_tokens: LU64,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct CompletionDetails {
-    reasoning_tokens: LU64,
-}
-
 /// Maps one Chat Completions stream onto [`ModelEvent`]s.
 #[derive(Debug)]
 pub struct OpenAiStream {
@@ -291,15 +204,7 @@ impl OpenAiStream {
         if trimmed.is_empty() {
             return Ok(());
         }
-        let chunk: Chunk<'_> = serde_json::from_str(trimmed).map_err(|e| {
-            ModelError::new(
-                ModelErrorKind::MalformedStream,
-                format!(
-                    "a stream chunk is not valid JSON ({e}): {}",
-                    excerpt(trimmed)
-                ),
-            )
-        })?;
+        let chunk = parse_chunk(trimmed)?;
         if let Some(error) = chunk.error.filter(|e| e.get() != "null") {
             return Err(provider_error(error.get()));
         }

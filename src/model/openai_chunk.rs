@@ -1,0 +1,323 @@
+//! The shape of a streamed Chat Completions chunk, and its two readers: serde_json (the
+//! reference) and the fast reader ([`super::fast_json`]), which fills the same structs and
+//! declines whatever it is not certain to read the same way.
+//!
+//! Every leaf is lenient ([`super::lenient`]): unknown fields are ignored and a field of an
+//! unexpected type reads as absent.
+
+use serde::Deserialize;
+
+use super::error::{ModelError, ModelErrorKind};
+use super::fast_json::{Fast, Reader, Seen};
+use super::lenient::{LArgs, LObj, LSeq, LStr, LU64};
+use super::openai::excerpt;
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub(super) struct Chunk<'a> {
+    #[serde(borrow)]
+    pub(super) id: LStr<'a>,
+    #[serde(borrow)]
+    pub(super) model: LStr<'a>,
+    #[serde(borrow)]
+    pub(super) object: LStr<'a>,
+    #[serde(borrow)]
+    pub(super) message: LStr<'a>,
+    #[serde(borrow)]
+    pub(super) choices: LSeq<LObj<Choice<'a>>>,
+    pub(super) usage: LObj<WireUsage>,
+    #[serde(borrow)]
+    pub(super) error: Option<&'a serde_json::value::RawValue>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub(super) struct Choice<'a> {
+    pub(super) index: LU64,
+    #[serde(borrow)]
+    pub(super) delta: LObj<Delta<'a>>,
+    #[serde(borrow)]
+    pub(super) message: LObj<Delta<'a>>,
+    #[serde(borrow)]
+    pub(super) finish_reason: LStr<'a>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub(super) struct Delta<'a> {
+    #[serde(borrow)]
+    pub(super) content: LStr<'a>,
+    #[serde(borrow)]
+    pub(super) reasoning_content: LStr<'a>,
+    #[serde(borrow)]
+    pub(super) reasoning: LStr<'a>,
+    #[serde(borrow)]
+    pub(super) tool_calls: LSeq<LObj<WireToolCallDelta<'a>>>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub(super) struct WireToolCallDelta<'a> {
+    pub(super) index: LU64,
+    #[serde(borrow)]
+    pub(super) id: LStr<'a>,
+    #[serde(borrow)]
+    pub(super) function: LObj<WireFunctionDelta<'a>>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub(super) struct WireFunctionDelta<'a> {
+    #[serde(borrow)]
+    pub(super) name: LStr<'a>,
+    #[serde(borrow)]
+    pub(super) arguments: LArgs<'a>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub(super) struct WireUsage {
+    pub(super) prompt_tokens: LU64,
+    pub(super) completion_tokens: LU64,
+    pub(super) input_tokens: LU64,
+    pub(super) output_tokens: LU64,
+    pub(super) prompt_tokens_details: LObj<PromptDetails>,
+    pub(super) completion_tokens_details: LObj<CompletionDetails>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub(super) struct PromptDetails {
+    pub(super) cached_tokens: LU64,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub(super) struct CompletionDetails {
+    pub(super) reasoning_tokens: LU64,
+}
+
+/// One chunk's JSON: the fast reader when it is certain, else serde_json (the reference).
+pub(super) fn parse_chunk(text: &str) -> Result<Chunk<'_>, ModelError> {
+    if let Ok(chunk) = fast_chunk(text) {
+        return Ok(chunk);
+    }
+    serde_chunk(text)
+}
+
+/// One chunk's JSON through serde_json alone.
+pub(super) fn serde_chunk(text: &str) -> Result<Chunk<'_>, ModelError> {
+    serde_json::from_str(text).map_err(|e| {
+        ModelError::new(
+            ModelErrorKind::MalformedStream,
+            format!("a stream chunk is not valid JSON ({e}): {}", excerpt(text)),
+        )
+    })
+}
+
+/// One chunk's JSON through the fast reader ([`super::fast_json`]): the same `Chunk` serde
+/// would give, or [`Bail`].
+pub(super) fn fast_chunk(text: &str) -> Fast<Chunk<'_>> {
+    let mut r = Reader::new(text);
+    let mut chunk = Chunk::default();
+    let mut seen = Seen::default();
+    r.object(|r, key| {
+        match key {
+            "id" => {
+ seen.once(0)?;
+ chunk.id = r.lstr()?;
+ }
+            "model" => {
+ seen.once(1)?;
+ chunk.model = r.lstr()?;
+ }
+            "object" => {
+ seen.once(2)?;
+ chunk.object = r.lstr()?;
+ }
+            "message" => {
+ seen.once(3)?;
+ chunk.message = r.lstr()?;
+ }
+            "choices" => {
+ seen.once(4)?;
+ chunk.choices = r.lseq(|r| r.lobj(fast_choice))?;
+ }
+            "usage" => {
+ seen.once(5)?;
+ chunk.usage = r.lobj(fast_usage)?;
+ }
+            "error" => {
+ seen.once(6)?;
+ chunk.error = r.null_only()?;
+ }
+            _ => r.skip()?,
+        }
+        Ok(())
+    })?;
+    r.end()?;
+    Ok(chunk)
+}
+
+fn fast_choice<'a>(r: &mut Reader<'a>) -> Fast<Choice<'a>> {
+    let mut choice = Choice::default();
+    let mut seen = Seen::default();
+    r.object(|r, key| {
+        match key {
+            "index" => {
+ seen.once(0)?;
+ choice.index = r.lu64()?;
+ }
+            "delta" => {
+ seen.once(1)?;
+ choice.delta = r.lobj(fast_delta)?;
+ }
+            "message" => {
+ seen.once(2)?;
+ choice.message = r.lobj(fast_delta)?;
+ }
+            "finish_reason" => {
+ seen.once(3)?;
+ choice.finish_reason = r.lstr()?;
+ }
+            _ => r.skip()?,
+        }
+        Ok(())
+    })?;
+    Ok(choice)
+}
+
+fn fast_delta<'a>(r: &mut Reader<'a>) -> Fast<Delta<'a>> {
+    let mut delta = Delta::default();
+    let mut seen = Seen::default();
+    r.object(|r, key| {
+        match key {
+            "content" => {
+ seen.once(0)?;
+ delta.content = r.lstr()?;
+ }
+            "reasoning_content" => {
+ seen.once(1)?;
+ delta.reasoning_content = r.lstr()?;
+ }
+            "reasoning" => {
+ seen.once(2)?;
+ delta.reasoning = r.lstr()?;
+ }
+            "tool_calls" => {
+                seen.once(3)?;
+                delta.tool_calls = r.lseq(|r| r.lobj(fast_tool_call))?;
+            }
+            _ => r.skip()?,
+        }
+        Ok(())
+    })?;
+    Ok(delta)
+}
+
+fn fast_tool_call<'a>(r: &mut Reader<'a>) -> Fast<WireToolCallDelta<'a>> {
+    let mut call = WireToolCallDelta::default();
+    let mut seen = Seen::default();
+    r.object(|r, key| {
+        match key {
+            "index" => {
+ seen.once(0)?;
+ call.index = r.lu64()?;
+ }
+            "id" => {
+ seen.once(1)?;
+ call.id = r.lstr()?;
+ }
+            "function" => {
+                seen.once(2)?;
+                call.function = r.lobj(|r| {
+                    let mut f = WireFunctionDelta::default();
+                    let mut seen = Seen::default();
+                    r.object(|r, key| {
+                        match key {
+                            "name" => {
+ seen.once(0)?;
+ f.name = r.lstr()?;
+ }
+                            "arguments" => {
+ seen.once(1)?;
+ f.arguments = r.largs()?;
+ }
+                            _ => r.skip()?,
+                        }
+                        Ok(())
+                    })?;
+                    Ok(f)
+                })?;
+            }
+            _ => r.skip()?,
+        }
+        Ok(())
+    })?;
+    Ok(call)
+}
+
+fn fast_usage(r: &mut Reader<'_>) -> Fast<WireUsage> {
+    let mut u = WireUsage::default();
+    let mut seen = Seen::default();
+    r.object(|r, key| {
+        match key {
+            "prompt_tokens" => {
+ seen.once(0)?;
+ u.prompt_tokens = r.lu64()?;
+ }
+            "completion_tokens" => {
+ seen.once(1)?;
+ u.completion_tokens = r.lu64()?;
+ }
+            "input_tokens" => {
+ seen.once(2)?;
+ u.input_tokens = r.lu64()?;
+ }
+            "output_tokens" => {
+ seen.once(3)?;
+ u.output_tokens = r.lu64()?;
+ }
+            "prompt_tokens_details" => {
+                seen.once(4)?;
+                u.prompt_tokens_details = r.lobj(|r| {
+                    let mut d = PromptDetails::default();
+                    let mut seen = Seen::default();
+                    r.object(|r, key| {
+                        match key {
+                            "cached_tokens" => {
+ seen.once(0)?;
+ d.cached_tokens = r.lu64()?;
+ }
+                            _ => r.skip()?,
+                        }
+                        Ok(())
+                    })?;
+                    Ok(d)
+                })?;
+            }
+            "completion_tokens_details" => {
+                seen.once(5)?;
+                u.completion_tokens_details = r.lobj(|r| {
+                    let mut d = CompletionDetails::default();
+                    let mut seen = Seen::default();
+                    r.object(|r, key| {
+                        match key {
+                            "reasoning_tokens" => {
+                                seen.once(0)?;
+                                d.reasoning_tokens = r.lu64()?;
+                            }
+                            _ => r.skip()?,
+                        }
+                        Ok(())
+                    })?;
+                    Ok(d)
+                })?;
+            }
+            _ => r.skip()?,
+        }
+        Ok(())
+    })?;
+    Ok(u)
+}
+
