@@ -308,3 +308,30 @@ fn what_the_fast_reader_declines() {
         assert!(fast_chunk(text).is_err(), "{text}");
     }
 }
+
+#[test]
+fn the_generated_chunks_often_take_the_fast_path() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    for (name, strategy, accepts) in [
+        (
+            "openai",
+            mutated(openai_chunk()).boxed(),
+            (|t: &str| fast_chunk(t).is_ok()) as fn(&str) -> bool,
+        ),
+        (
+            "anthropic",
+            mutated(anthropic_event()).boxed(),
+            |t: &str| fast_event(t).is_ok(),
+        ),
+    ] {
+        let total = 2000;
+        let fast = (0..total)
+            .filter(|_| accepts(&strategy.new_tree(&mut runner).unwrap().current()))
+            .count();
+        // Otherwise the property tests above would compare almost nothing.
+        assert!(fast * 10 >= total, "{name}: {fast} of {total} took the fast path");
+        eprintln!("{name}: {fast} of {total} generated chunks took the fast path");
+    }
+}
