@@ -2,14 +2,18 @@
 //!
 //! What one text chunk costs, split where the agent hands events to the host:
 //!
-//! * `decode_map_chunk` (OpenAI) and `decode_map_chunk_anthropic`: the model path. One SSE
-//!   event's bytes (a Chat Completions `chat.completion.chunk` as Ollama / vLLM send it; an
-//!   Anthropic `content_block_delta`) handed to a running [`ModelAgent`] as
+//! * `decode_map_chunk` (Ollama), `decode_map_chunk_openai` and `decode_map_chunk_anthropic`:
+//!   the model path. One SSE event's bytes handed to a running [`ModelAgent`] as
 //!   [`AgentInput::Http`] `Body` — the bytes copied into the `Vec` the host passes, the SSE
 //!   decoder, the lenient chunk parser, the accumulator, the [`ModelCall`], and the agent
 //!   mapping the `TextDelta` to the events it emits (`assistant.streaming_delta` and
 //!   `assistant.message_delta`, as the agent does for a streaming session) — up to the
 //!   `SessionControl` calls, which here only take the payloads (the host's side is below).
+//!   The chunks cycle through 64 texts (8 words, one with a JSON escape). Ollama's chunks
+//!   (as llama.cpp's and vLLM's) repeat one frame around the text, which the parser reads
+//!   once (`src/model/openai_frame.rs`); OpenAI's carry a per-chunk nonce
+//!   (`obfuscation`), so every one of them is read in full by the fast JSON reader
+//!   (`src/model/fast_json.rs`); Anthropic's `content_block_delta` always is.
 //! * `fanout_delta_1_client`: what the host then does with the delta: emit one ephemeral
 //!   `assistant.message_delta` to a session with one attached streaming client and drain its
 //!   frame (as `benches/fanout.rs` `emit+drain/1`, with the delta event).
@@ -45,9 +49,50 @@ use agentwire::Timestamp;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde_json::{json, Value};
 
-const CHUNK: &[u8] = b"data: {\"id\":\"chatcmpl-b1f0\",\"object\":\"chat.completion.chunk\",\"created\":1764612300,\"model\":\"qwen3:8b\",\"system_fingerprint\":\"fp_ollama\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\" sunny\"},\"finish_reason\":null}]}\n\n";
+/// The words of the streamed answer, one per chunk, cycled.
+const WORDS: [&str; 8] = [
+    " sunny", " and", " warm", " in", " Paris", " today", ",", " 24\\u00b0C",
+];
 
-const ANTHROPIC_CHUNK: &[u8] = b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" sunny\"}}\n\n";
+/// A Chat Completions text chunk as Ollama sends it (the same frame around every piece of
+/// text).
+fn ollama_chunk(word: &str) -> Vec<u8> {
+    format!("data: {{\"id\":\"chatcmpl-b1f0\",\"object\":\"chat.completion.chunk\",\"created\":1764612300,\"model\":\"qwen3:8b\",\"system_fingerprint\":\"fp_ollama\",\"choices\":[{{\"index\":0,\"delta\":{{\"role\":\"assistant\",\"content\":\"{word}\"}},\"finish_reason\":null}}]}}\n\n").into_bytes()
+}
+
+/// A text chunk as OpenAI sends it: a nonce (`obfuscation`) that differs in every chunk, so
+/// no two chunks share a frame.
+fn openai_chunk(word: &str, n: usize) -> Vec<u8> {
+    format!("data: {{\"id\":\"chatcmpl-CZ0x\",\"object\":\"chat.completion.chunk\",\"created\":1764612300,\"model\":\"gpt-4.1-mini\",\"service_tier\":\"default\",\"system_fingerprint\":\"fp_6d7c\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{word}\"}},\"logprobs\":null,\"finish_reason\":null}}],\"usage\":null,\"obfuscation\":\"q{n:04}\"}}\n\n").into_bytes()
+}
+
+/// An Anthropic Messages text delta.
+fn anthropic_chunk(word: &str) -> Vec<u8> {
+    format!("event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"{word}\"}}}}\n\n").into_bytes()
+}
+
+/// Which server's chunks a [`Streaming`] is fed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Server {
+    Ollama,
+    OpenAi,
+    Anthropic,
+}
+
+impl Server {
+    fn chunks(self) -> Vec<Vec<u8>> {
+        (0..64)
+            .map(|n| {
+                let word = WORDS[n % WORDS.len()];
+                match self {
+                    Server::Ollama => ollama_chunk(word),
+                    Server::OpenAi => openai_chunk(word, n),
+                    Server::Anthropic => anthropic_chunk(word),
+                }
+            })
+            .collect()
+    }
+}
 
 const ANTHROPIC_START: &[u8] = b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"usage\":{\"input_tokens\":12,\"output_tokens\":1}}}\n\nevent: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n";
 
@@ -136,13 +181,14 @@ impl SessionControl for Sink {
 struct Streaming {
     agent: ModelAgent,
     sink: Sink,
-    chunk: &'static [u8],
+    chunks: Vec<Vec<u8>>,
     fed: u32,
-    anthropic: bool,
+    server: Server,
 }
 
 impl Streaming {
-    fn new(anthropic: bool) -> Self {
+    fn new(server: Server) -> Self {
+        let anthropic = server == Server::Anthropic;
         let provider = ProviderConfig::from_json(&json!({
             "type": if anthropic { "anthropic" } else { "openai" },
             "baseUrl": "http://127.0.0.1:11434/v1",
@@ -178,14 +224,14 @@ impl Streaming {
         if anthropic {
             agent.handle(http(HttpEvent::Body(ANTHROPIC_START.to_vec())), &mut sink);
         }
-        let chunk = if anthropic { ANTHROPIC_CHUNK } else { CHUNK };
-        agent.handle(http(HttpEvent::Body(chunk.to_vec())), &mut sink);
+        let chunks = server.chunks();
+        agent.handle(http(HttpEvent::Body(chunks[0].clone())), &mut sink);
         let mut s = Streaming {
             agent,
             sink,
-            chunk,
+            chunks,
             fed: 0,
-            anthropic,
+            server,
         };
         let before = s.sink.emitted;
         s.chunk();
@@ -200,9 +246,10 @@ impl Streaming {
     fn chunk(&mut self) {
         self.fed += 1;
         if self.fed == RENEW_AFTER {
-            *self = Streaming::new(self.anthropic);
+            *self = Streaming::new(self.server);
         }
-        let body = HttpEvent::Body(black_box(self.chunk).to_vec());
+        let chunk = &self.chunks[self.fed as usize % self.chunks.len()];
+        let body = HttpEvent::Body(black_box(chunk.as_slice()).to_vec());
         self.agent
             .handle(AgentInput::Http { call: 1, event: body }, &mut self.sink);
     }
@@ -309,6 +356,7 @@ struct HostStream {
     host: Host,
     now: Timestamp,
     call: u64,
+    chunks: Vec<Vec<u8>>,
     fed: u32,
 }
 
@@ -325,12 +373,14 @@ impl HostStream {
             .expect("the model call");
         let headers = [("content-type".to_owned(), "text/event-stream".to_owned())];
         host.handle_http_response(now, call, 200, &headers);
-        host.handle_http_body(now, call, CHUNK);
+        let chunks = Server::Ollama.chunks();
+        host.handle_http_body(now, call, &chunks[0]);
         drain(&mut host);
         let mut s = HostStream {
             host,
             now,
             call,
+            chunks,
             fed: 0,
         };
         assert_eq!(s.chunk_frames(), 2, "a chunk is two frames to the client");
@@ -339,8 +389,9 @@ impl HostStream {
 
     fn chunk_frames(&mut self) -> usize {
         self.now = self.now.saturating_add(Duration::from_micros(1));
+        let chunk = &self.chunks[self.fed as usize % self.chunks.len()];
         self.host
-            .handle_http_body(self.now, self.call, black_box(CHUNK));
+            .handle_http_body(self.now, self.call, black_box(chunk));
         while let Some(o) = self.host.poll_output() {
             black_box(o);
         }
@@ -358,6 +409,7 @@ impl HostStream {
 
 /// The operations under test, with their state.
 struct Fixture {
+    ollama: Streaming,
     openai: Streaming,
     anthropic: Streaming,
     fanout: Fanout,
@@ -367,8 +419,9 @@ struct Fixture {
 impl Fixture {
     fn new() -> Self {
         Fixture {
-            openai: Streaming::new(false),
-            anthropic: Streaming::new(true),
+            ollama: Streaming::new(Server::Ollama),
+            openai: Streaming::new(Server::OpenAi),
+            anthropic: Streaming::new(Server::Anthropic),
             fanout: Fanout::new(),
             host: HostStream::new(),
         }
@@ -377,8 +430,9 @@ impl Fixture {
 
 type Op = (&'static str, fn(&mut Fixture));
 
-const OPS: [Op; 5] = [
-    ("decode_map_chunk", |f| f.openai.chunk()),
+const OPS: [Op; 6] = [
+    ("decode_map_chunk", |f| f.ollama.chunk()),
+    ("decode_map_chunk_openai", |f| f.openai.chunk()),
     ("decode_map_chunk_anthropic", |f| f.anthropic.chunk()),
     ("fanout_delta_1_client", |f| f.fanout.delta()),
     ("fanout_chunk_1_client", |f| f.fanout.chunk()),
@@ -419,13 +473,13 @@ fn report_medians() {
         eprintln!("{name:>28} {median:>7.0} ns {p10:>7.0} ns {allocs:>6.2} allocs");
         medians.push(median);
     }
-    eprintln!(
-        "decode+map / fan-out of the delta: OpenAI {:.2}, Anthropic {:.2}; / fan-out of the chunk's events: {:.2}, {:.2}",
-        medians[0] / medians[2],
-        medians[1] / medians[2],
-        medians[0] / medians[3],
-        medians[1] / medians[3],
-    );
+    for (i, name) in ["Ollama", "OpenAI", "Anthropic"].iter().enumerate() {
+        eprintln!(
+            "decode+map {name:>9} / fan-out of the delta {:.2}, / fan-out of the chunk's events {:.2}",
+            medians[i] / medians[3],
+            medians[i] / medians[4],
+        );
+    }
 }
 
 fn bench(c: &mut Criterion) {

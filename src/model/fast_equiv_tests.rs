@@ -335,3 +335,71 @@ fn the_generated_chunks_often_take_the_fast_path() {
         eprintln!("{name}: {fast} of {total} generated chunks took the fast path");
     }
 }
+
+/// Chunk texts with holes (`%1`, `%2`) for string contents: plain text frames as servers
+/// send them, and frames that are not plain text.
+const FRAMES: [&str; 7] = [
+    r#"{"id":"chatcmpl-b1f0","object":"chat.completion.chunk","created":1764612300,"model":"qwen3:8b","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":"%1"},"finish_reason":null}]}"#,
+    r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"%1"},"logprobs":null,"finish_reason":null}],"obfuscation":"%2"}"#,
+    r#"{"choices":[{"delta":{"content":"%1","reasoning":"%2"}}]}"#,
+    r#"{"choices":[{"delta":{"content":"%1"},"finish_reason":"%2"}]}"#,
+    r#"{"id":"%2","choices":[{"delta":{"content":"%1"}}],"usage":null}"#,
+    r#"{"choices":[{"index":0,"delta":{"content":"%1"}},{"index":1,"delta":{"content":"%2"}}]}"#,
+    r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"%2","function":{"name":"t","arguments":"%1"}}]}}]}"#,
+];
+
+/// String contents (raw JSON string text), including ones that close the string early and
+/// change the chunk's structure.
+fn content() -> impl Strategy<Value = String> {
+    let fragment = prop_oneof![
+        Just(" sunny"),
+        Just("x"),
+        Just(""),
+        Just("\\n"),
+        Just("\\\""),
+        Just("\\u00e9"),
+        Just("\\ud800"),
+        Just("\u{1}"),
+        Just("é"),
+        Just("\","),
+        Just("\",\"reasoning\":\"b"),
+        Just("\"},\"finish_reason\":\"stop\",\"x\":{\"y\":\""),
+        Just("\"}]}"),
+    ];
+    prop::collection::vec(fragment, 0..3).prop_map(|v| v.concat())
+}
+
+fn run_stream(
+    mut stream: super::openai::OpenAiStream,
+    chunks: &[String],
+) -> (Vec<super::event::ModelEvent>, Result<(), super::error::ModelError>) {
+    let mut out = Vec::new();
+    for chunk in chunks {
+        if let Err(e) = stream.on_data(chunk, &mut out) {
+            return (out, Err(e));
+        }
+    }
+    let end = stream.on_end(&mut out);
+    (out, end)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1500))]
+
+    #[test]
+    fn repeated_frames_give_what_reading_every_chunk_gives(
+        chunks in prop::collection::vec((0..FRAMES.len(), content(), content()), 1..14),
+        done in any::<bool>(),
+    ) {
+        let mut texts: Vec<String> = chunks
+            .iter()
+            .map(|(frame, a, b)| FRAMES[*frame].replace("%1", a).replace("%2", b))
+            .collect();
+        if done {
+            texts.push("[DONE]".to_owned());
+        }
+        let framed = run_stream(super::openai::OpenAiStream::new("call_"), &texts);
+        let full = run_stream(super::openai::OpenAiStream::without_frames("call_"), &texts);
+        prop_assert_eq!(framed, full, "{:?}", texts);
+    }
+}

@@ -67,6 +67,20 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A reader at byte `pos` of `text`.
+    pub(crate) fn at(text: &'a str, pos: usize) -> Self {
+        Reader {
+            text,
+            pos,
+            depth: 0,
+        }
+    }
+
+    /// The current byte offset.
+    pub(crate) fn position(&self) -> usize {
+        self.pos
+    }
+
     fn bytes(&self) -> &'a [u8] {
         self.text.as_bytes()
     }
@@ -178,7 +192,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A string at `"`: borrowed when it has no escapes, else decoded.
-    fn string(&mut self) -> Fast<Cow<'a, str>> {
+    pub(crate) fn string(&mut self) -> Fast<Cow<'a, str>> {
         let start = self.pos + 1;
         let bytes = self.bytes();
         let mut i = start + plain_run(&bytes[start..]);
@@ -318,7 +332,7 @@ impl<'a> Reader<'a> {
         if self.peek()? != b'[' {
             return self.skip().map(|()| LSeq::default());
         }
-        let mut items = Vec::new();
+        let mut items = smallvec::SmallVec::new();
         self.array(|r| {
             items.push(read(r)?);
             Ok(())

@@ -15,6 +15,7 @@ use super::conversation::ChatMessage;
 use super::error::{ModelError, ModelErrorKind};
 use super::event::{ModelEvent, Usage};
 use super::openai_chunk::{parse_chunk, WireUsage};
+use super::openai_frame::TextFrames;
 use super::request::{ChatRequest, ToolSpec};
 
 /// Serialises `messages` in the Chat Completions form, as the runtime sends them: an assistant
@@ -175,6 +176,8 @@ pub(crate) fn request_body(model: &str, req: &ChatRequest<'_>) -> Vec<u8> {
 #[derive(Debug)]
 pub struct OpenAiStream {
     acc: Option<ResponseAccumulator>,
+    /// The last plain text chunk's frame ([`super::openai_frame`]), `None` when disabled.
+    frames: Option<TextFrames>,
 }
 
 impl OpenAiStream {
@@ -182,6 +185,16 @@ impl OpenAiStream {
     pub fn new(id_prefix: &str) -> Self {
         OpenAiStream {
             acc: Some(ResponseAccumulator::new(id_prefix)),
+            frames: Some(TextFrames::default()),
+        }
+    }
+
+    /// A parser that reads every chunk in full (no repeated frames), for comparisons.
+    #[cfg(test)]
+    pub(super) fn without_frames(id_prefix: &str) -> Self {
+        OpenAiStream {
+            frames: None,
+            ..OpenAiStream::new(id_prefix)
         }
     }
 
@@ -204,7 +217,14 @@ impl OpenAiStream {
         if trimmed.is_empty() {
             return Ok(());
         }
+        if let Some(text) = self.frames.as_mut().and_then(|f| f.text(trimmed)) {
+            acc.text(&text, out);
+            return Ok(());
+        }
         let chunk = parse_chunk(trimmed)?;
+        if let (Some(frames), Some(content)) = (self.frames.as_mut(), chunk.plain_text()) {
+            frames.learn(trimmed, content);
+        }
         if let Some(error) = chunk.error.filter(|e| e.get() != "null") {
             return Err(provider_error(error.get()));
         }

@@ -5,6 +5,8 @@
 //! Every leaf is lenient ([`super::lenient`]): unknown fields are ignored and a field of an
 //! unexpected type reads as absent.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 
 use super::error::{ModelError, ModelErrorKind};
@@ -95,6 +97,33 @@ pub(super) struct PromptDetails {
 #[serde(default)]
 pub(super) struct CompletionDetails {
     pub(super) reasoning_tokens: LU64,
+}
+
+impl<'a> Chunk<'a> {
+    /// The text, when the chunk is a plain text chunk whose only effect is that text (one
+    /// choice at index 0 with a `delta` holding `content` without escapes and nothing else
+    /// that counts: no reasoning, tool calls, finish reason, usage or error).
+    pub(super) fn plain_text(&self) -> Option<&'a str> {
+        if self.error.is_some() || self.usage.0.is_some() || self.object.get() == Some("error") {
+            return None;
+        }
+        let [LObj(Some(choice))] = self.choices.0.as_slice() else {
+            return None;
+        };
+        let delta = choice.delta.0.as_ref()?;
+        if choice.index.0.unwrap_or(0) != 0
+            || choice.finish_reason.0.is_some()
+            || delta.reasoning_content.0.is_some()
+            || delta.reasoning.0.is_some()
+            || !delta.tool_calls.0.is_empty()
+        {
+            return None;
+        }
+        match delta.content.0 {
+            Some(Cow::Borrowed(text)) => Some(text),
+            _ => None,
+        }
+    }
 }
 
 /// One chunk's JSON: the fast reader when it is certain, else serde_json (the reference).
