@@ -11,7 +11,7 @@
 //!   `SessionControl` calls, which here only take the payloads (the host's side is below).
 //!   The chunks cycle through 64 texts (8 words, one with a JSON escape). Ollama's chunks
 //!   (as llama.cpp's and vLLM's) repeat one frame around the text, which the parser reads
-//!   once (`src/model/openai_frame.rs`); OpenAI's carry a per-chunk nonce
+//!   once (`src/model/text_frame.rs`); OpenAI's carry a per-chunk nonce
 //!   (`obfuscation`), so every one of them is read in full by the fast JSON reader
 //!   (`src/model/fast_json.rs`); Anthropic's `content_block_delta` always is.
 //! * `fanout_delta_1_client`: what the host then does with the delta: emit one ephemeral

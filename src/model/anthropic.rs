@@ -11,6 +11,7 @@ use super::conversation::ChatMessage;
 use super::error::{ModelError, ModelErrorKind};
 use super::event::{ModelEvent, Usage};
 use super::fast_json::{Fast, Reader, Seen};
+use super::text_frame::TextFrames;
 use super::lenient::{LArgs, LObj, LStr, LU64};
 use super::openai::{excerpt, provider_error};
 use super::request::ChatRequest;
@@ -168,6 +169,21 @@ struct WireUsage {
     cache_creation_input_tokens: LU64,
 }
 
+impl<'a> Event<'a> {
+    /// The text, when the event is a `content_block_delta` whose only effect is that text
+    /// (a `text_delta` without escapes; nothing else of such an event counts).
+    fn plain_text(&self) -> Option<&'a str> {
+        let delta = self.delta.0.as_ref()?;
+        if self.kind.get() != Some("content_block_delta") || delta.kind.get() != Some("text_delta") {
+            return None;
+        }
+        match delta.text.0 {
+            Some(std::borrow::Cow::Borrowed(text)) => Some(text),
+            _ => None,
+        }
+    }
+}
+
 /// One event's JSON: the fast reader when it is certain, else serde_json (the reference).
 pub(super) fn parse_event(text: &str) -> Result<Event<'_>, ModelError> {
     if let Ok(event) = fast_event(text) {
@@ -320,6 +336,8 @@ pub struct AnthropicStream {
     usage: Usage,
     /// Tool blocks: (index, whether an `input_json_delta` arrived, the start's `input`).
     tool_blocks: Vec<(u64, bool, Option<String>)>,
+    /// The last text delta's frame ([`super::text_frame`]), `None` when disabled.
+    frames: Option<TextFrames>,
 }
 
 impl AnthropicStream {
@@ -329,6 +347,16 @@ impl AnthropicStream {
             acc: Some(ResponseAccumulator::new(id_prefix)),
             usage: Usage::default(),
             tool_blocks: Vec::new(),
+            frames: Some(TextFrames::default()),
+        }
+    }
+
+    /// A parser that reads every event in full (no repeated frames), for comparisons.
+    #[cfg(test)]
+    pub(super) fn without_frames(id_prefix: &str) -> Self {
+        AnthropicStream {
+            frames: None,
+            ..AnthropicStream::new(id_prefix)
         }
     }
 
@@ -351,7 +379,14 @@ impl AnthropicStream {
         if trimmed.is_empty() {
             return Ok(());
         }
+        if let Some(text) = self.frames.as_mut().and_then(|f| f.text(trimmed)) {
+            acc.text(&text, out);
+            return Ok(());
+        }
         let ev = parse_event(trimmed)?;
+        if let (Some(frames), Some(text)) = (self.frames.as_mut(), ev.plain_text()) {
+            frames.learn(trimmed, text);
+        }
         let kind = ev.kind.get().or(event_name).unwrap_or("");
         let index = ev.index.0.unwrap_or(0);
         match kind {

@@ -403,3 +403,52 @@ proptest! {
         prop_assert_eq!(framed, full, "{:?}", texts);
     }
 }
+
+/// Anthropic events with holes, and the `event:` names they may come with.
+const ANTHROPIC_FRAMES: [&str; 6] = [
+    r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"%1"}}"#,
+    r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"%1"}}"#,
+    r#"{"type":"content_block_delta","index":%2,"delta":{"text":"%1","type":"text_delta"}}"#,
+    r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t%2","name":"get","input":{}}}"#,
+    r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"%1"}}"#,
+    r#"{"type":"message_delta","delta":{"stop_reason":"%1"},"usage":{"output_tokens":3}}"#,
+];
+
+fn run_anthropic(
+    mut stream: super::anthropic::AnthropicStream,
+    events: &[(Option<&str>, String)],
+) -> (Vec<super::event::ModelEvent>, Result<(), super::error::ModelError>) {
+    let mut out = Vec::new();
+    for (name, data) in events {
+        if let Err(e) = stream.on_event(*name, data, &mut out) {
+            return (out, Err(e));
+        }
+    }
+    let end = stream.on_end(&mut out);
+    (out, end)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    #[test]
+    fn repeated_anthropic_frames_give_what_reading_every_event_gives(
+        events in prop::collection::vec(
+            (0..ANTHROPIC_FRAMES.len(), content(), prop_oneof![Just("0"), Just("1"), Just("x")],
+             prop::sample::select(vec![None, Some("content_block_delta"), Some("ping")])),
+            1..14,
+        ),
+        stop in any::<bool>(),
+    ) {
+        let mut texts: Vec<(Option<&str>, String)> = events
+            .iter()
+            .map(|(frame, a, b, name)| (*name, ANTHROPIC_FRAMES[*frame].replace("%1", a).replace("%2", b)))
+            .collect();
+        if stop {
+            texts.push((Some("message_stop"), r#"{"type":"message_stop"}"#.to_owned()));
+        }
+        let framed = run_anthropic(super::anthropic::AnthropicStream::new("call_"), &texts);
+        let full = run_anthropic(super::anthropic::AnthropicStream::without_frames("call_"), &texts);
+        prop_assert_eq!(framed, full, "{:?}", texts);
+    }
+}

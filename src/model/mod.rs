@@ -51,7 +51,7 @@ mod fast_equiv_tests;
 mod fast_json;
 mod lenient;
 mod openai_chunk;
-mod openai_frame;
+mod text_frame;
 pub mod openai;
 pub mod provider;
 pub mod request;

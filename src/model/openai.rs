@@ -15,7 +15,7 @@ use super::conversation::ChatMessage;
 use super::error::{ModelError, ModelErrorKind};
 use super::event::{ModelEvent, Usage};
 use super::openai_chunk::{parse_chunk, WireUsage};
-use super::openai_frame::TextFrames;
+use super::text_frame::TextFrames;
 use super::request::{ChatRequest, ToolSpec};
 
 /// Serialises `messages` in the Chat Completions form, as the runtime sends them: an assistant
@@ -176,7 +176,7 @@ pub(crate) fn request_body(model: &str, req: &ChatRequest<'_>) -> Vec<u8> {
 #[derive(Debug)]
 pub struct OpenAiStream {
     acc: Option<ResponseAccumulator>,
-    /// The last plain text chunk's frame ([`super::openai_frame`]), `None` when disabled.
+    /// The last plain text chunk's frame ([`super::text_frame`]), `None` when disabled.
     frames: Option<TextFrames>,
 }
 

@@ -1,8 +1,9 @@
-//! Repeated chunk frames: an OpenAI-compatible server streams its text chunks in one frame —
-//! Ollama, llama.cpp and vLLM send the same `id`, `object`, `created`, `model`,
-//! `system_fingerprint` and choice wrapper around every piece of text — so once a plain text
-//! chunk has been read, the next chunk that repeats it byte for byte outside its `content`
-//! string is the same chunk with other text: only that string needs reading.
+//! Repeated chunk frames: servers stream their text chunks in one frame — Ollama, llama.cpp
+//! and vLLM send the same `id`, `object`, `created`, `model`, `system_fingerprint` and choice
+//! wrapper around every piece of text, Anthropic the same `content_block_delta` wrapper — so
+//! once a plain text chunk has been read, the next chunk that repeats it byte for byte
+//! outside its text string is the same chunk with other text: only that string needs
+//! reading.
 //!
 //! This is exact, not a guess: the chunk is the learned one with one string token replaced
 //! by another (the new token must be a valid JSON string that ends exactly where the
