@@ -9,11 +9,14 @@
 //!   mapping the `TextDelta` to the events it emits (`assistant.streaming_delta` and
 //!   `assistant.message_delta`, as the agent does for a streaming session) — up to the
 //!   `SessionControl` calls, which here only take the payloads (the host's side is below).
-//!   The chunks cycle through 64 texts (8 words, one with a JSON escape). Ollama's chunks
-//!   (as llama.cpp's and vLLM's) repeat one frame around the text, which the parser reads
-//!   once (`src/model/text_frame.rs`); OpenAI's carry a per-chunk nonce
-//!   (`obfuscation`), so every one of them is read in full by the fast JSON reader
-//!   (`src/model/fast_json.rs`); Anthropic's `content_block_delta` always is.
+//!   The chunks cycle through 64 texts (8 words, one with a JSON escape). Servers repeat
+//!   one frame around the text — Ollama, llama.cpp and vLLM the same members, OpenAI the
+//!   same members and a per-chunk nonce (`obfuscation`), Anthropic the same
+//!   `content_block_delta` wrapper — which the parser reads once
+//!   (`src/model/text_frame.rs`), then only the text string (and the nonce) of each chunk.
+//! * `decode_map_chunk_unframed`: the worst case, Ollama chunks whose `created` differs in
+//!   every chunk, so no frame ever repeats and every chunk is read in full by the fast JSON
+//!   reader (`src/model/fast_json.rs`). Real servers change `created` at most once a second.
 //! * `fanout_delta_1_client`: what the host then does with the delta: emit one ephemeral
 //!   `assistant.message_delta` to a session with one attached streaming client and drain its
 //!   frame (as `benches/fanout.rs` `emit+drain/1`, with the delta event).
@@ -60,10 +63,18 @@ fn ollama_chunk(word: &str) -> Vec<u8> {
     format!("data: {{\"id\":\"chatcmpl-b1f0\",\"object\":\"chat.completion.chunk\",\"created\":1764612300,\"model\":\"qwen3:8b\",\"system_fingerprint\":\"fp_ollama\",\"choices\":[{{\"index\":0,\"delta\":{{\"role\":\"assistant\",\"content\":\"{word}\"}},\"finish_reason\":null}}]}}\n\n").into_bytes()
 }
 
-/// A text chunk as OpenAI sends it: a nonce (`obfuscation`) that differs in every chunk, so
-/// no two chunks share a frame.
+/// A text chunk as OpenAI sends it, with a nonce (`obfuscation`) that differs in every chunk.
 fn openai_chunk(word: &str, n: usize) -> Vec<u8> {
     format!("data: {{\"id\":\"chatcmpl-CZ0x\",\"object\":\"chat.completion.chunk\",\"created\":1764612300,\"model\":\"gpt-4.1-mini\",\"service_tier\":\"default\",\"system_fingerprint\":\"fp_6d7c\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{word}\"}},\"logprobs\":null,\"finish_reason\":null}}],\"usage\":null,\"obfuscation\":\"q{n:04}\"}}\n\n").into_bytes()
+}
+
+/// An Ollama chunk whose frame never repeats (`created` differs in every chunk): the worst
+/// case, every chunk read in full.
+fn unframed_chunk(word: &str, n: usize) -> Vec<u8> {
+    String::from_utf8(ollama_chunk(word))
+        .unwrap()
+        .replace("1764612300", &(1_764_612_300 + n).to_string())
+        .into_bytes()
 }
 
 /// An Anthropic Messages text delta.
@@ -77,6 +88,7 @@ enum Server {
     Ollama,
     OpenAi,
     Anthropic,
+    Unframed,
 }
 
 impl Server {
@@ -88,6 +100,7 @@ impl Server {
                     Server::Ollama => ollama_chunk(word),
                     Server::OpenAi => openai_chunk(word, n),
                     Server::Anthropic => anthropic_chunk(word),
+                    Server::Unframed => unframed_chunk(word, n),
                 }
             })
             .collect()
@@ -412,6 +425,7 @@ struct Fixture {
     ollama: Streaming,
     openai: Streaming,
     anthropic: Streaming,
+    unframed: Streaming,
     fanout: Fanout,
     host: HostStream,
 }
@@ -422,6 +436,7 @@ impl Fixture {
             ollama: Streaming::new(Server::Ollama),
             openai: Streaming::new(Server::OpenAi),
             anthropic: Streaming::new(Server::Anthropic),
+            unframed: Streaming::new(Server::Unframed),
             fanout: Fanout::new(),
             host: HostStream::new(),
         }
@@ -430,10 +445,11 @@ impl Fixture {
 
 type Op = (&'static str, fn(&mut Fixture));
 
-const OPS: [Op; 6] = [
+const OPS: [Op; 7] = [
     ("decode_map_chunk", |f| f.ollama.chunk()),
     ("decode_map_chunk_openai", |f| f.openai.chunk()),
     ("decode_map_chunk_anthropic", |f| f.anthropic.chunk()),
+    ("decode_map_chunk_unframed", |f| f.unframed.chunk()),
     ("fanout_delta_1_client", |f| f.fanout.delta()),
     ("fanout_chunk_1_client", |f| f.fanout.chunk()),
     ("host_chunk_1_client", |f| f.host.chunk()),
@@ -473,11 +489,11 @@ fn report_medians() {
         eprintln!("{name:>28} {median:>7.0} ns {p10:>7.0} ns {allocs:>6.2} allocs");
         medians.push(median);
     }
-    for (i, name) in ["Ollama", "OpenAI", "Anthropic"].iter().enumerate() {
+    for (i, name) in ["Ollama", "OpenAI", "Anthropic", "unframed"].iter().enumerate() {
         eprintln!(
             "decode+map {name:>9} / fan-out of the delta {:.2}, / fan-out of the chunk's events {:.2}",
-            medians[i] / medians[3],
             medians[i] / medians[4],
+            medians[i] / medians[5],
         );
     }
 }

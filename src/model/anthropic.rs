@@ -107,13 +107,13 @@ pub(super) struct Event<'a> {
     #[serde(rename = "type", borrow)]
     kind: LStr<'a>,
     #[serde(borrow)]
-    message: LObj<Message<'a>>,
+    message: LObj<Box<Message<'a>>>,
     index: LU64,
     #[serde(borrow)]
-    content_block: LObj<Block<'a>>,
+    content_block: LObj<Box<Block<'a>>>,
     #[serde(borrow)]
     delta: LObj<Delta<'a>>,
-    usage: LObj<WireUsage>,
+    usage: LObj<Box<WireUsage>>,
     #[serde(borrow)]
     error: Option<&'a serde_json::value::RawValue>,
 }
@@ -237,7 +237,7 @@ pub(super) fn fast_event(text: &str) -> Fast<Event<'_>> {
                         }
                         Ok(())
                     })?;
-                    Ok(m)
+                    Ok(Box::new(m))
                 })?;
             }
             "index" => {
@@ -246,7 +246,7 @@ pub(super) fn fast_event(text: &str) -> Fast<Event<'_>> {
             }
             "content_block" => {
                 seen.once(3)?;
-                ev.content_block = r.lobj(fast_block)?;
+                ev.content_block = r.lobj(|r| fast_block(r).map(Box::new))?;
             }
             "delta" => {
                 seen.once(4)?;
@@ -254,7 +254,7 @@ pub(super) fn fast_event(text: &str) -> Fast<Event<'_>> {
             }
             "usage" => {
                 seen.once(5)?;
-                ev.usage = r.lobj(fast_usage)?;
+                ev.usage = r.lobj(|r| fast_usage(r).map(Box::new))?;
             }
             "error" => {
                 seen.once(6)?;
@@ -385,7 +385,7 @@ impl AnthropicStream {
         }
         let ev = parse_event(trimmed)?;
         if let (Some(frames), Some(text)) = (self.frames.as_mut(), ev.plain_text()) {
-            frames.learn(trimmed, text);
+            frames.learn(trimmed, text, None);
         }
         let kind = ev.kind.get().or(event_name).unwrap_or("");
         let index = ev.index.0.unwrap_or(0);

@@ -338,7 +338,10 @@ fn the_generated_chunks_often_take_the_fast_path() {
 
 /// Chunk texts with holes (`%1`, `%2`) for string contents: plain text frames as servers
 /// send them, and frames that are not plain text.
-const FRAMES: [&str; 7] = [
+const FRAMES: [&str; 10] = [
+    r#"{"id":"c","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"%1"},"finish_reason":null}],"usage":null,"obfuscation":"%2"}"#,
+    r#"{"choices":[{"delta":{"content":"%1"}}],"x":{"nonce":"%2"}}"#,
+    r#"{"choices":[{"delta":{"content":"%1"}}],"usage":null,"obfuscation":"%2","x":"%2"}"#,
     r#"{"id":"chatcmpl-b1f0","object":"chat.completion.chunk","created":1764612300,"model":"qwen3:8b","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":"%1"},"finish_reason":null}]}"#,
     r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"%1"},"logprobs":null,"finish_reason":null}],"obfuscation":"%2"}"#,
     r#"{"choices":[{"delta":{"content":"%1","reasoning":"%2"}}]}"#,

@@ -93,7 +93,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The next significant byte (after whitespace), not consumed.
-    fn peek(&mut self) -> Fast<u8> {
+    pub(crate) fn peek(&mut self) -> Fast<u8> {
         self.ws();
         self.bytes().get(self.pos).copied().ok_or(Bail)
     }

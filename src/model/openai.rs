@@ -221,9 +221,9 @@ impl OpenAiStream {
             acc.text(&text, out);
             return Ok(());
         }
-        let chunk = parse_chunk(trimmed)?;
+        let (chunk, nonce) = parse_chunk(trimmed)?;
         if let (Some(frames), Some(content)) = (self.frames.as_mut(), chunk.plain_text()) {
-            frames.learn(trimmed, content);
+            frames.learn(trimmed, content, nonce);
         }
         if let Some(error) = chunk.error.filter(|e| e.get() != "null") {
             return Err(provider_error(error.get()));
@@ -242,7 +242,7 @@ impl OpenAiStream {
             if choice.index.0.unwrap_or(0) != 0 {
                 continue; // only one choice is ever asked for
             }
-            let delta = choice.delta.0.as_ref().or(choice.message.0.as_ref());
+            let delta = choice.delta.0.as_ref().or(choice.message.0.as_deref());
             if let Some(delta) = delta {
                 let reasoning = delta
                     .reasoning_content

@@ -27,7 +27,8 @@ pub(super) struct Chunk<'a> {
     pub(super) message: LStr<'a>,
     #[serde(borrow)]
     pub(super) choices: LSeq<LObj<Choice<'a>>>,
-    pub(super) usage: LObj<WireUsage>,
+    /// Boxed, as the rare members are: the struct moves through the readers by value.
+    pub(super) usage: LObj<Box<WireUsage>>,
     #[serde(borrow)]
     pub(super) error: Option<&'a serde_json::value::RawValue>,
 }
@@ -39,7 +40,7 @@ pub(super) struct Choice<'a> {
     #[serde(borrow)]
     pub(super) delta: LObj<Delta<'a>>,
     #[serde(borrow)]
-    pub(super) message: LObj<Delta<'a>>,
+    pub(super) message: LObj<Box<Delta<'a>>>,
     #[serde(borrow)]
     pub(super) finish_reason: LStr<'a>,
 }
@@ -54,7 +55,7 @@ pub(super) struct Delta<'a> {
     #[serde(borrow)]
     pub(super) reasoning: LStr<'a>,
     #[serde(borrow)]
-    pub(super) tool_calls: LSeq<LObj<WireToolCallDelta<'a>>>,
+    pub(super) tool_calls: LSeq<LObj<Box<WireToolCallDelta<'a>>>>,
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -127,11 +128,11 @@ impl<'a> Chunk<'a> {
 }
 
 /// One chunk's JSON: the fast reader when it is certain, else serde_json (the reference).
-pub(super) fn parse_chunk(text: &str) -> Result<Chunk<'_>, ModelError> {
-    if let Ok(chunk) = fast_chunk(text) {
-        return Ok(chunk);
+pub(super) fn parse_chunk(text: &str) -> Result<(Chunk<'_>, Option<Span>), ModelError> {
+    if let Ok(read) = fast_chunk_spans(text) {
+        return Ok(read);
     }
-    serde_chunk(text)
+    serde_chunk(text).map(|chunk| (chunk, None))
 }
 
 /// One chunk's JSON through serde_json alone.
@@ -146,10 +147,22 @@ pub(super) fn serde_chunk(text: &str) -> Result<Chunk<'_>, ModelError> {
 
 /// One chunk's JSON through the fast reader ([`super::fast_json`]): the same `Chunk` serde
 /// would give, or [`Bail`].
+#[cfg(test)]
 pub(super) fn fast_chunk(text: &str) -> Fast<Chunk<'_>> {
+    fast_chunk_spans(text).map(|(chunk, _)| chunk)
+}
+
+/// A byte range of the chunk text.
+pub(super) type Span = (usize, usize);
+
+/// [`fast_chunk`], and the span of the last top-level member of an unknown name whose value
+/// is a string (the value's token, quotes included): a per-chunk nonce such as OpenAI's
+/// `obfuscation`, which [`super::text_frame`] treats as a second hole in a frame.
+fn fast_chunk_spans(text: &str) -> Fast<(Chunk<'_>, Option<Span>)> {
     let mut r = Reader::new(text);
     let mut chunk = Chunk::default();
     let mut seen = Seen::default();
+    let mut ignored_string = None;
     r.object(|r, key| {
         match key {
             "id" => {
@@ -174,18 +187,23 @@ pub(super) fn fast_chunk(text: &str) -> Fast<Chunk<'_>> {
  }
             "usage" => {
  seen.once(5)?;
- chunk.usage = r.lobj(fast_usage)?;
+ chunk.usage = r.lobj(|r| fast_usage(r).map(Box::new))?;
  }
             "error" => {
  seen.once(6)?;
  chunk.error = r.null_only()?;
  }
+            _ if r.peek()? == b'"' => {
+                let start = r.position();
+                r.skip()?;
+                ignored_string = Some((start, r.position()));
+            }
             _ => r.skip()?,
         }
         Ok(())
     })?;
     r.end()?;
-    Ok(chunk)
+    Ok((chunk, ignored_string))
 }
 
 fn fast_choice<'a>(r: &mut Reader<'a>) -> Fast<Choice<'a>> {
@@ -203,7 +221,7 @@ fn fast_choice<'a>(r: &mut Reader<'a>) -> Fast<Choice<'a>> {
  }
             "message" => {
  seen.once(2)?;
- choice.message = r.lobj(fast_delta)?;
+ choice.message = r.lobj(|r| fast_delta(r).map(Box::new))?;
  }
             "finish_reason" => {
  seen.once(3)?;
@@ -235,7 +253,7 @@ fn fast_delta<'a>(r: &mut Reader<'a>) -> Fast<Delta<'a>> {
  }
             "tool_calls" => {
                 seen.once(3)?;
-                delta.tool_calls = r.lseq(|r| r.lobj(fast_tool_call))?;
+                delta.tool_calls = r.lseq(|r| r.lobj(|r| fast_tool_call(r).map(Box::new)))?;
             }
             _ => r.skip()?,
         }
