@@ -54,7 +54,14 @@ use serde_json::{json, Value};
 
 /// The words of the streamed answer, one per chunk, cycled.
 const WORDS: [&str; 8] = [
-    " sunny", " and", " warm", " in", " Paris", " today", ",", " 24\\u00b0C",
+    " sunny",
+    " and",
+    " warm",
+    " in",
+    " Paris",
+    " today",
+    ",",
+    " 24\\u00b0C",
 ];
 
 /// A Chat Completions text chunk as Ollama sends it (the same frame around every piece of
@@ -263,8 +270,13 @@ impl Streaming {
         }
         let chunk = &self.chunks[self.fed as usize % self.chunks.len()];
         let body = HttpEvent::Body(black_box(chunk.as_slice()).to_vec());
-        self.agent
-            .handle(AgentInput::Http { call: 1, event: body }, &mut self.sink);
+        self.agent.handle(
+            AgentInput::Http {
+                call: 1,
+                event: body,
+            },
+            &mut self.sink,
+        );
     }
 }
 
@@ -329,7 +341,11 @@ impl Fanout {
         let delta =
             json!({"messageId": "3b4e5015-f982-4b18-98f9-750e4a79496e", "deltaContent": " sunny"});
         host.emit_event(now, "s", "assistant.message_delta", &delta, true);
-        assert_eq!(drain(&mut host), 1, "the streaming client receives the delta");
+        assert_eq!(
+            drain(&mut host),
+            1,
+            "the streaming client receives the delta"
+        );
         Fanout {
             host,
             now,
@@ -340,10 +356,13 @@ impl Fanout {
 
     fn delta(&mut self) {
         self.now = self.now.saturating_add(Duration::from_micros(1));
-        black_box(
-            self.host
-                .emit_event(self.now, "s", "assistant.message_delta", &self.delta, true),
-        );
+        black_box(self.host.emit_event(
+            self.now,
+            "s",
+            "assistant.message_delta",
+            &self.delta,
+            true,
+        ));
         black_box(drain(&mut self.host));
     }
 
@@ -356,10 +375,13 @@ impl Fanout {
             &self.size,
             true,
         ));
-        black_box(
-            self.host
-                .emit_event(self.now, "s", "assistant.message_delta", &self.delta, true),
-        );
+        black_box(self.host.emit_event(
+            self.now,
+            "s",
+            "assistant.message_delta",
+            &self.delta,
+            true,
+        ));
         black_box(drain(&mut self.host));
     }
 }
@@ -376,7 +398,8 @@ struct HostStream {
 impl HostStream {
     fn new() -> Self {
         let now = Timestamp::from_millis(1_795_983_976_952);
-        let provider = json!({"type": "openai", "baseUrl": "http://127.0.0.1:11434/v1", "apiKey": "sk-bench"});
+        let provider =
+            json!({"type": "openai", "baseUrl": "http://127.0.0.1:11434/v1", "apiKey": "sk-bench"});
         let mut host = host_with_session(now, json!({"provider": provider, "model": "qwen3:8b"}));
         let call = std::iter::from_fn(|| host.poll_output())
             .find_map(|o| match o {
@@ -489,7 +512,10 @@ fn report_medians() {
         eprintln!("{name:>28} {median:>7.0} ns {p10:>7.0} ns {allocs:>6.2} allocs");
         medians.push(median);
     }
-    for (i, name) in ["Ollama", "OpenAI", "Anthropic", "unframed"].iter().enumerate() {
+    for (i, name) in ["Ollama", "OpenAI", "Anthropic", "unframed"]
+        .iter()
+        .enumerate()
+    {
         eprintln!(
             "decode+map {name:>9} / fan-out of the delta {:.2}, / fan-out of the chunk's events {:.2}",
             medians[i] / medians[4],

@@ -434,7 +434,11 @@ fn stream_event(s: &mut dyn SessionControl, run: &mut Run, event: ModelEvent) {
         run.total_bytes += added as u64;
         if streaming {
             let payload = size_payload.get_or_insert_with(|| json!({}));
-            set(payload, "totalResponseSizeBytes", Value::from(run.total_bytes));
+            set(
+                payload,
+                "totalResponseSizeBytes",
+                Value::from(run.total_bytes),
+            );
             s.emit_ref("assistant.streaming_delta", payload, true);
         }
     };

@@ -11,10 +11,10 @@ use super::conversation::ChatMessage;
 use super::error::{ModelError, ModelErrorKind};
 use super::event::{ModelEvent, Usage};
 use super::fast_json::{Fast, Reader, Seen};
-use super::text_frame::TextFrames;
 use super::lenient::{LArgs, LObj, LStr, LU64};
 use super::openai::{excerpt, provider_error};
 use super::request::ChatRequest;
+use super::text_frame::TextFrames;
 
 /// The default `max_tokens` (the API requires one).
 pub const DEFAULT_MAX_TOKENS: u64 = 8192;
@@ -174,7 +174,8 @@ impl<'a> Event<'a> {
     /// (a `text_delta` without escapes; nothing else of such an event counts).
     fn plain_text(&self) -> Option<&'a str> {
         let delta = self.delta.0.as_ref()?;
-        if self.kind.get() != Some("content_block_delta") || delta.kind.get() != Some("text_delta") {
+        if self.kind.get() != Some("content_block_delta") || delta.kind.get() != Some("text_delta")
+        {
             return None;
         }
         match delta.text.0 {

@@ -218,7 +218,12 @@ fn anthropic_event() -> S {
 
 /// `text`, sometimes cut short or with a byte inserted (at a character boundary).
 fn mutated(text: S) -> impl Strategy<Value = String> {
-    (text, 0u8..8, any::<usize>(), prop::sample::select(vec![",", "}", "]", "\"", "\\", "1", "{", ":"]))
+    (
+        text,
+        0u8..8,
+        any::<usize>(),
+        prop::sample::select(vec![",", "}", "]", "\"", "\\", "1", "{", ":"]),
+    )
         .prop_map(|(mut t, how, at, insert)| {
             let boundaries: Vec<usize> = (0..=t.len()).filter(|&i| t.is_char_boundary(i)).collect();
             let at = boundaries[at % boundaries.len()];
@@ -331,7 +336,10 @@ fn the_generated_chunks_often_take_the_fast_path() {
             .filter(|_| accepts(&strategy.new_tree(&mut runner).unwrap().current()))
             .count();
         // Otherwise the property tests above would compare almost nothing.
-        assert!(fast * 10 >= total, "{name}: {fast} of {total} took the fast path");
+        assert!(
+            fast * 10 >= total,
+            "{name}: {fast} of {total} took the fast path"
+        );
         eprintln!("{name}: {fast} of {total} generated chunks took the fast path");
     }
 }
@@ -375,7 +383,10 @@ fn content() -> impl Strategy<Value = String> {
 fn run_stream(
     mut stream: super::openai::OpenAiStream,
     chunks: &[String],
-) -> (Vec<super::event::ModelEvent>, Result<(), super::error::ModelError>) {
+) -> (
+    Vec<super::event::ModelEvent>,
+    Result<(), super::error::ModelError>,
+) {
     let mut out = Vec::new();
     for chunk in chunks {
         if let Err(e) = stream.on_data(chunk, &mut out) {
@@ -420,7 +431,10 @@ const ANTHROPIC_FRAMES: [&str; 6] = [
 fn run_anthropic(
     mut stream: super::anthropic::AnthropicStream,
     events: &[(Option<&str>, String)],
-) -> (Vec<super::event::ModelEvent>, Result<(), super::error::ModelError>) {
+) -> (
+    Vec<super::event::ModelEvent>,
+    Result<(), super::error::ModelError>,
+) {
     let mut out = Vec::new();
     for (name, data) in events {
         if let Err(e) = stream.on_event(*name, data, &mut out) {

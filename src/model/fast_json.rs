@@ -375,9 +375,10 @@ fn plain_run(bytes: &[u8]) -> usize {
         let slash = x ^ (ONES * u64::from(b'\\'));
         // A byte is zero in `quote` / `slash`, or below 0x20 in `x`: its high bit is set in
         // `special` (bytes >= 0x80 are masked out by `!x`).
-        let special = (quote.wrapping_sub(ONES) | slash.wrapping_sub(ONES) | x.wrapping_sub(ONES * 0x20))
-            & !x
-            & HIGHS;
+        let special =
+            (quote.wrapping_sub(ONES) | slash.wrapping_sub(ONES) | x.wrapping_sub(ONES * 0x20))
+                & !x
+                & HIGHS;
         if special != 0 {
             return i + (special.trailing_zeros() / 8) as usize;
         }

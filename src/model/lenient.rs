@@ -6,8 +6,8 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use serde::de::value::MapAccessDeserializer;
-use smallvec::SmallVec;
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use smallvec::SmallVec;
 
 macro_rules! ignore_others {
     () => {

@@ -15,8 +15,8 @@ use super::conversation::ChatMessage;
 use super::error::{ModelError, ModelErrorKind};
 use super::event::{ModelEvent, Usage};
 use super::openai_chunk::{parse_chunk, WireUsage};
-use super::text_frame::TextFrames;
 use super::request::{ChatRequest, ToolSpec};
+use super::text_frame::TextFrames;
 
 /// Serialises `messages` in the Chat Completions form, as the runtime sends them: an assistant
 /// message with tool calls has `content: null` (when it has no text), `refusal: null` and

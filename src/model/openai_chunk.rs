@@ -166,33 +166,33 @@ fn fast_chunk_spans(text: &str) -> Fast<(Chunk<'_>, Option<Span>)> {
     r.object(|r, key| {
         match key {
             "id" => {
- seen.once(0)?;
- chunk.id = r.lstr()?;
- }
+                seen.once(0)?;
+                chunk.id = r.lstr()?;
+            }
             "model" => {
- seen.once(1)?;
- chunk.model = r.lstr()?;
- }
+                seen.once(1)?;
+                chunk.model = r.lstr()?;
+            }
             "object" => {
- seen.once(2)?;
- chunk.object = r.lstr()?;
- }
+                seen.once(2)?;
+                chunk.object = r.lstr()?;
+            }
             "message" => {
- seen.once(3)?;
- chunk.message = r.lstr()?;
- }
+                seen.once(3)?;
+                chunk.message = r.lstr()?;
+            }
             "choices" => {
- seen.once(4)?;
- chunk.choices = r.lseq(|r| r.lobj(fast_choice))?;
- }
+                seen.once(4)?;
+                chunk.choices = r.lseq(|r| r.lobj(fast_choice))?;
+            }
             "usage" => {
- seen.once(5)?;
- chunk.usage = r.lobj(|r| fast_usage(r).map(Box::new))?;
- }
+                seen.once(5)?;
+                chunk.usage = r.lobj(|r| fast_usage(r).map(Box::new))?;
+            }
             "error" => {
- seen.once(6)?;
- chunk.error = r.null_only()?;
- }
+                seen.once(6)?;
+                chunk.error = r.null_only()?;
+            }
             _ if r.peek()? == b'"' => {
                 let start = r.position();
                 r.skip()?;
@@ -212,21 +212,21 @@ fn fast_choice<'a>(r: &mut Reader<'a>) -> Fast<Choice<'a>> {
     r.object(|r, key| {
         match key {
             "index" => {
- seen.once(0)?;
- choice.index = r.lu64()?;
- }
+                seen.once(0)?;
+                choice.index = r.lu64()?;
+            }
             "delta" => {
- seen.once(1)?;
- choice.delta = r.lobj(fast_delta)?;
- }
+                seen.once(1)?;
+                choice.delta = r.lobj(fast_delta)?;
+            }
             "message" => {
- seen.once(2)?;
- choice.message = r.lobj(|r| fast_delta(r).map(Box::new))?;
- }
+                seen.once(2)?;
+                choice.message = r.lobj(|r| fast_delta(r).map(Box::new))?;
+            }
             "finish_reason" => {
- seen.once(3)?;
- choice.finish_reason = r.lstr()?;
- }
+                seen.once(3)?;
+                choice.finish_reason = r.lstr()?;
+            }
             _ => r.skip()?,
         }
         Ok(())
@@ -240,17 +240,17 @@ fn fast_delta<'a>(r: &mut Reader<'a>) -> Fast<Delta<'a>> {
     r.object(|r, key| {
         match key {
             "content" => {
- seen.once(0)?;
- delta.content = r.lstr()?;
- }
+                seen.once(0)?;
+                delta.content = r.lstr()?;
+            }
             "reasoning_content" => {
- seen.once(1)?;
- delta.reasoning_content = r.lstr()?;
- }
+                seen.once(1)?;
+                delta.reasoning_content = r.lstr()?;
+            }
             "reasoning" => {
- seen.once(2)?;
- delta.reasoning = r.lstr()?;
- }
+                seen.once(2)?;
+                delta.reasoning = r.lstr()?;
+            }
             "tool_calls" => {
                 seen.once(3)?;
                 delta.tool_calls = r.lseq(|r| r.lobj(|r| fast_tool_call(r).map(Box::new)))?;
@@ -268,13 +268,13 @@ fn fast_tool_call<'a>(r: &mut Reader<'a>) -> Fast<WireToolCallDelta<'a>> {
     r.object(|r, key| {
         match key {
             "index" => {
- seen.once(0)?;
- call.index = r.lu64()?;
- }
+                seen.once(0)?;
+                call.index = r.lu64()?;
+            }
             "id" => {
- seen.once(1)?;
- call.id = r.lstr()?;
- }
+                seen.once(1)?;
+                call.id = r.lstr()?;
+            }
             "function" => {
                 seen.once(2)?;
                 call.function = r.lobj(|r| {
@@ -283,13 +283,13 @@ fn fast_tool_call<'a>(r: &mut Reader<'a>) -> Fast<WireToolCallDelta<'a>> {
                     r.object(|r, key| {
                         match key {
                             "name" => {
- seen.once(0)?;
- f.name = r.lstr()?;
- }
+                                seen.once(0)?;
+                                f.name = r.lstr()?;
+                            }
                             "arguments" => {
- seen.once(1)?;
- f.arguments = r.largs()?;
- }
+                                seen.once(1)?;
+                                f.arguments = r.largs()?;
+                            }
                             _ => r.skip()?,
                         }
                         Ok(())
@@ -310,21 +310,21 @@ fn fast_usage(r: &mut Reader<'_>) -> Fast<WireUsage> {
     r.object(|r, key| {
         match key {
             "prompt_tokens" => {
- seen.once(0)?;
- u.prompt_tokens = r.lu64()?;
- }
+                seen.once(0)?;
+                u.prompt_tokens = r.lu64()?;
+            }
             "completion_tokens" => {
- seen.once(1)?;
- u.completion_tokens = r.lu64()?;
- }
+                seen.once(1)?;
+                u.completion_tokens = r.lu64()?;
+            }
             "input_tokens" => {
- seen.once(2)?;
- u.input_tokens = r.lu64()?;
- }
+                seen.once(2)?;
+                u.input_tokens = r.lu64()?;
+            }
             "output_tokens" => {
- seen.once(3)?;
- u.output_tokens = r.lu64()?;
- }
+                seen.once(3)?;
+                u.output_tokens = r.lu64()?;
+            }
             "prompt_tokens_details" => {
                 seen.once(4)?;
                 u.prompt_tokens_details = r.lobj(|r| {
@@ -333,9 +333,9 @@ fn fast_usage(r: &mut Reader<'_>) -> Fast<WireUsage> {
                     r.object(|r, key| {
                         match key {
                             "cached_tokens" => {
- seen.once(0)?;
- d.cached_tokens = r.lu64()?;
- }
+                                seen.once(0)?;
+                                d.cached_tokens = r.lu64()?;
+                            }
                             _ => r.skip()?,
                         }
                         Ok(())
@@ -367,4 +367,3 @@ fn fast_usage(r: &mut Reader<'_>) -> Fast<WireUsage> {
     })?;
     Ok(u)
 }
-

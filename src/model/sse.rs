@@ -336,7 +336,10 @@ impl Fields {
         let (field, value_from) = match memchr::memchr(b':', line) {
             Some(colon) => {
                 let value = colon + 1;
-                (&line[..colon], value + usize::from(line.get(value) == Some(&b' ')))
+                (
+                    &line[..colon],
+                    value + usize::from(line.get(value) == Some(&b' ')),
+                )
             }
             None => (line, line.len()),
         };
@@ -361,9 +364,7 @@ impl Fields {
                 self.last_id.push_str(&utf8_lossy(value));
             }
             b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
-                self.retry_ms = std::str::from_utf8(value)
-                    .ok()
-                    .and_then(|v| v.parse().ok());
+                self.retry_ms = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
             }
             _ => {}
         }

@@ -131,9 +131,26 @@ mod tests {
         let a = r#"{"id":"x","choices":[{"delta":{"content":"Hel"}}]}"#;
         let mut f = learned(a, "Hel", None);
         let hit = |f: &mut TextFrames, c: &str| f.text(c).map(|t| t.into_owned());
-        assert_eq!(hit(&mut f, r#"{"id":"x","choices":[{"delta":{"content":"lo!"}}]}"#).as_deref(), Some("lo!"));
-        assert_eq!(hit(&mut f, r#"{"id":"x","choices":[{"delta":{"content":"a\nb"}}]}"#).as_deref(), Some("a\nb"));
-        assert_eq!(hit(&mut f, r#"{"id":"x","choices":[{"delta":{"content":""}}]}"#).as_deref(), Some(""));
+        assert_eq!(
+            hit(
+                &mut f,
+                r#"{"id":"x","choices":[{"delta":{"content":"lo!"}}]}"#
+            )
+            .as_deref(),
+            Some("lo!")
+        );
+        assert_eq!(
+            hit(
+                &mut f,
+                r#"{"id":"x","choices":[{"delta":{"content":"a\nb"}}]}"#
+            )
+            .as_deref(),
+            Some("a\nb")
+        );
+        assert_eq!(
+            hit(&mut f, r#"{"id":"x","choices":[{"delta":{"content":""}}]}"#).as_deref(),
+            Some("")
+        );
         for miss in [
             r#"{"id":"y","choices":[{"delta":{"content":"lo"}}]}"#,
             r#"{"id":"x","choices":[{"delta":{"content":"lo"}}],"z":1}"#,
@@ -145,9 +162,19 @@ mod tests {
         let b = r#"{"choices":[{"delta":{"content":"Hel"}}],"obfuscation":"q1"}"#;
         let mut f = learned(b, "Hel", Some("q1"));
         assert_eq!(
-            hit(&mut f, r#"{"choices":[{"delta":{"content":"lo"}}],"obfuscation":"zz9"}"#).as_deref(),
+            hit(
+                &mut f,
+                r#"{"choices":[{"delta":{"content":"lo"}}],"obfuscation":"zz9"}"#
+            )
+            .as_deref(),
             Some("lo")
         );
-        assert_eq!(hit(&mut f, r#"{"choices":[{"delta":{"content":"lo"}}],"obfuscation":"z","k":"v"}"#), None);
+        assert_eq!(
+            hit(
+                &mut f,
+                r#"{"choices":[{"delta":{"content":"lo"}}],"obfuscation":"z","k":"v"}"#
+            ),
+            None
+        );
     }
 }
