@@ -181,6 +181,13 @@ pub trait SessionControl {
     fn streaming(&self) -> bool;
     /// Emits a session event and returns its id. `data` must be a JSON object.
     fn emit(&mut self, event_type: &str, data: Value, ephemeral: bool) -> String;
+    /// Like [`SessionControl::emit`], with `data` borrowed, so an agent that emits the same
+    /// shape many times (a streaming delta per model chunk) can keep one payload and
+    /// update it in place. The default implementation clones `data` into
+    /// [`SessionControl::emit`].
+    fn emit_ref(&mut self, event_type: &str, data: &Value, ephemeral: bool) -> String {
+        self.emit(event_type, data.clone(), ephemeral)
+    }
     /// Emits a session event on behalf of sub-agent `agent_id` (`agentId` in the envelope;
     /// `None` is the main agent, as [`SessionControl::emit`]). A sub-agent's streaming deltas
     /// reach only clients that kept `includeSubAgentStreamingEvents`. The default

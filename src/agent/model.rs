@@ -64,6 +64,12 @@ struct Active {
     reasoning_id: Option<String>,
     usage: Option<Usage>,
     api_call_id: Option<String>,
+    /// The streaming payloads, kept and updated in place for each delta (no JSON objects
+    /// built per chunk): `{totalResponseSizeBytes}`, `{messageId, deltaContent}`,
+    /// `{reasoningId, deltaContent}`.
+    size_payload: Option<Value>,
+    message_payload: Option<Value>,
+    reasoning_payload: Option<Value>,
 }
 
 impl ModelAgent {
@@ -205,6 +211,9 @@ impl ModelAgent {
             reasoning_id: None,
             usage: None,
             api_call_id: None,
+            size_payload: None,
+            message_payload: None,
+            reasoning_payload: None,
         }));
         self.drain(s);
     }
@@ -413,63 +422,58 @@ fn stream_event(s: &mut dyn SessionControl, run: &mut Run, event: ModelEvent) {
         return;
     };
     let streaming = s.streaming();
-    let size = |s: &mut dyn SessionControl, run_bytes: &mut u64, added: usize| {
-        *run_bytes += added as u64;
+    let Active {
+        message_id,
+        reasoning_id,
+        size_payload,
+        message_payload,
+        reasoning_payload,
+        ..
+    } = &mut **active;
+    let mut size = |s: &mut dyn SessionControl, added: usize| {
+        run.total_bytes += added as u64;
         if streaming {
-            s.emit(
-                "assistant.streaming_delta",
-                json!({"totalResponseSizeBytes": *run_bytes}),
-                true,
+            let payload = size_payload.get_or_insert_with(|| json!({}));
+            set(
+                payload,
+                "totalResponseSizeBytes",
+                Value::from(run.total_bytes),
             );
+            s.emit_ref("assistant.streaming_delta", payload, true);
         }
     };
     match event {
         ModelEvent::TextDelta(text) => {
-            size(s, &mut run.total_bytes, text.len());
-            let id = match &active.message_id {
-                Some(id) => id.clone(),
-                None => {
-                    let id = s.new_id();
-                    active.message_id = Some(id.clone());
-                    if streaming {
-                        s.emit("assistant.message_start", json!({"messageId": id}), true);
-                    }
-                    id
+            size(s, text.len());
+            let id = message_id.get_or_insert_with(|| {
+                let id = s.new_id();
+                if streaming {
+                    s.emit("assistant.message_start", json!({"messageId": id}), true);
                 }
-            };
+                id
+            });
             if streaming {
-                s.emit(
-                    "assistant.message_delta",
-                    json!({"messageId": id, "deltaContent": text}),
-                    true,
-                );
+                let payload = message_payload.get_or_insert_with(|| json!({"messageId": id}));
+                set(payload, "deltaContent", Value::String(text));
+                s.emit_ref("assistant.message_delta", payload, true);
             }
         }
         ModelEvent::ReasoningDelta(text) => {
-            let id = match &active.reasoning_id {
-                Some(id) => id.clone(),
-                None => {
-                    let id = s.new_id();
-                    active.reasoning_id = Some(id.clone());
-                    id
-                }
-            };
+            let id = reasoning_id.get_or_insert_with(|| s.new_id());
             if streaming {
-                s.emit(
-                    "assistant.reasoning_delta",
-                    json!({"reasoningId": id, "deltaContent": text}),
-                    true,
-                );
+                let payload = reasoning_payload.get_or_insert_with(|| json!({"reasoningId": id}));
+                set(payload, "deltaContent", Value::String(text));
+                s.emit_ref("assistant.reasoning_delta", payload, true);
             }
         }
-        ModelEvent::ToolCallStart { name, .. } => size(s, &mut run.total_bytes, name.len()),
+        ModelEvent::ToolCallStart { name, .. } => size(s, name.len()),
         ModelEvent::ToolCallDelta {
             id,
             name,
             arguments_delta,
             ..
         } => {
-            size(s, &mut run.total_bytes, arguments_delta.len());
+            size(s, arguments_delta.len());
             if streaming {
                 s.emit(
                     "assistant.tool_call_delta",
@@ -481,6 +485,17 @@ fn stream_event(s: &mut dyn SessionControl, run: &mut Run, event: ModelEvent) {
         }
         ModelEvent::Usage(usage) => active.usage = Some(usage),
         ModelEvent::Done(_) => {}
+    }
+}
+
+/// Sets `key` of a payload object, reusing the key when it is there.
+fn set(payload: &mut Value, key: &str, value: Value) {
+    let Value::Object(map) = payload else { return };
+    match map.get_mut(key) {
+        Some(slot) => *slot = value,
+        None => {
+            map.insert(key.to_owned(), value);
+        }
     }
 }
 

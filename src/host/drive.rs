@@ -31,11 +31,15 @@ impl SessionControl for Control<'_> {
     }
 
     fn emit(&mut self, event_type: &str, data: Value, ephemeral: bool) -> String {
+        self.emit_ref(event_type, &data, ephemeral)
+    }
+
+    fn emit_ref(&mut self, event_type: &str, data: &Value, ephemeral: bool) -> String {
         if let Some(live) = self.host.sessions.get_mut(self.session) {
             live.ran_turn = true;
         }
         self.host
-            .emit(self.session, event_type, &data, ephemeral)
+            .emit(self.session, event_type, data, ephemeral)
             .unwrap_or_default()
     }
 

@@ -10,9 +10,11 @@ use super::accumulate::{ResponseAccumulator, ToolCallFragment};
 use super::conversation::ChatMessage;
 use super::error::{ModelError, ModelErrorKind};
 use super::event::{ModelEvent, Usage};
+use super::fast_json::{Fast, Reader, Seen};
 use super::lenient::{LArgs, LObj, LStr, LU64};
 use super::openai::{excerpt, provider_error};
 use super::request::ChatRequest;
+use super::text_frame::TextFrames;
 
 /// The default `max_tokens` (the API requires one).
 pub const DEFAULT_MAX_TOKENS: u64 = 8192;
@@ -99,24 +101,24 @@ pub(crate) fn request_body(model: &str, req: &ChatRequest<'_>, max_tokens: Optio
     serde_json::to_vec(&Value::Object(body)).expect("serialising plain data cannot fail")
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, Debug)]
 #[serde(default)]
-struct Event<'a> {
+pub(super) struct Event<'a> {
     #[serde(rename = "type", borrow)]
     kind: LStr<'a>,
     #[serde(borrow)]
-    message: LObj<Message<'a>>,
+    message: LObj<Box<Message<'a>>>,
     index: LU64,
     #[serde(borrow)]
-    content_block: LObj<Block<'a>>,
+    content_block: LObj<Box<Block<'a>>>,
     #[serde(borrow)]
     delta: LObj<Delta<'a>>,
-    usage: LObj<WireUsage>,
+    usage: LObj<Box<WireUsage>>,
     #[serde(borrow)]
     error: Option<&'a serde_json::value::RawValue>,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, Debug)]
 #[serde(default)]
 struct Message<'a> {
     #[serde(borrow)]
@@ -126,7 +128,7 @@ struct Message<'a> {
     usage: LObj<WireUsage>,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, Debug)]
 #[serde(default)]
 struct Block<'a> {
     #[serde(rename = "type", borrow)]
@@ -143,7 +145,7 @@ struct Block<'a> {
     input: LArgs<'a>,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, Debug)]
 #[serde(default)]
 struct Delta<'a> {
     #[serde(rename = "type", borrow)]
@@ -158,13 +160,174 @@ struct Delta<'a> {
     stop_reason: LStr<'a>,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, Debug)]
 #[serde(default)]
 struct WireUsage {
     input_tokens: LU64,
     output_tokens: LU64,
     cache_read_input_tokens: LU64,
     cache_creation_input_tokens: LU64,
+}
+
+impl<'a> Event<'a> {
+    /// The text, when the event is a `content_block_delta` whose only effect is that text
+    /// (a `text_delta` without escapes; nothing else of such an event counts).
+    fn plain_text(&self) -> Option<&'a str> {
+        let delta = self.delta.0.as_ref()?;
+        if self.kind.get() != Some("content_block_delta") || delta.kind.get() != Some("text_delta")
+        {
+            return None;
+        }
+        match delta.text.0 {
+            Some(std::borrow::Cow::Borrowed(text)) => Some(text),
+            _ => None,
+        }
+    }
+}
+
+/// One event's JSON: the fast reader when it is certain, else serde_json (the reference).
+pub(super) fn parse_event(text: &str) -> Result<Event<'_>, ModelError> {
+    if let Ok(event) = fast_event(text) {
+        return Ok(event);
+    }
+    serde_event(text)
+}
+
+/// One event's JSON through serde_json alone.
+pub(super) fn serde_event(text: &str) -> Result<Event<'_>, ModelError> {
+    serde_json::from_str(text).map_err(|e| {
+        ModelError::new(
+            ModelErrorKind::MalformedStream,
+            format!("a stream event is not valid JSON ({e}): {}", excerpt(text)),
+        )
+    })
+}
+
+/// One event's JSON through the fast reader ([`super::fast_json`]): the same `Event` serde
+/// would give, or [`Bail`](super::fast_json::Bail).
+pub(super) fn fast_event(text: &str) -> Fast<Event<'_>> {
+    let mut r = Reader::new(text);
+    let mut ev = Event::default();
+    let mut seen = Seen::default();
+    r.object(|r, key| {
+        match key {
+            "type" => {
+                seen.once(0)?;
+                ev.kind = r.lstr()?;
+            }
+            "message" => {
+                seen.once(1)?;
+                ev.message = r.lobj(|r| {
+                    let mut m = Message::default();
+                    let mut seen = Seen::default();
+                    r.object(|r, key| {
+                        match key {
+                            "id" => {
+                                seen.once(0)?;
+                                m.id = r.lstr()?;
+                            }
+                            "model" => {
+                                seen.once(1)?;
+                                m.model = r.lstr()?;
+                            }
+                            "usage" => {
+                                seen.once(2)?;
+                                m.usage = r.lobj(fast_usage)?;
+                            }
+                            _ => r.skip()?,
+                        }
+                        Ok(())
+                    })?;
+                    Ok(Box::new(m))
+                })?;
+            }
+            "index" => {
+                seen.once(2)?;
+                ev.index = r.lu64()?;
+            }
+            "content_block" => {
+                seen.once(3)?;
+                ev.content_block = r.lobj(|r| fast_block(r).map(Box::new))?;
+            }
+            "delta" => {
+                seen.once(4)?;
+                ev.delta = r.lobj(fast_delta)?;
+            }
+            "usage" => {
+                seen.once(5)?;
+                ev.usage = r.lobj(|r| fast_usage(r).map(Box::new))?;
+            }
+            "error" => {
+                seen.once(6)?;
+                ev.error = r.null_only()?;
+            }
+            _ => r.skip()?,
+        }
+        Ok(())
+    })?;
+    r.end()?;
+    Ok(ev)
+}
+
+fn fast_block<'a>(r: &mut Reader<'a>) -> Fast<Block<'a>> {
+    let mut b = Block::default();
+    let mut seen = Seen::default();
+    r.object(|r, key| {
+        let (bit, field) = match key {
+            "type" => (0, &mut b.kind),
+            "text" => (1, &mut b.text),
+            "thinking" => (2, &mut b.thinking),
+            "id" => (3, &mut b.id),
+            "name" => (4, &mut b.name),
+            "input" => {
+                seen.once(5)?;
+                b.input = r.largs()?;
+                return Ok(());
+            }
+            _ => return r.skip(),
+        };
+        seen.once(bit)?;
+        *field = r.lstr()?;
+        Ok(())
+    })?;
+    Ok(b)
+}
+
+fn fast_delta<'a>(r: &mut Reader<'a>) -> Fast<Delta<'a>> {
+    let mut d = Delta::default();
+    let mut seen = Seen::default();
+    r.object(|r, key| {
+        let (bit, field) = match key {
+            "type" => (0, &mut d.kind),
+            "text" => (1, &mut d.text),
+            "thinking" => (2, &mut d.thinking),
+            "partial_json" => (3, &mut d.partial_json),
+            "stop_reason" => (4, &mut d.stop_reason),
+            _ => return r.skip(),
+        };
+        seen.once(bit)?;
+        *field = r.lstr()?;
+        Ok(())
+    })?;
+    Ok(d)
+}
+
+fn fast_usage(r: &mut Reader<'_>) -> Fast<WireUsage> {
+    let mut u = WireUsage::default();
+    let mut seen = Seen::default();
+    r.object(|r, key| {
+        let (bit, field) = match key {
+            "input_tokens" => (0, &mut u.input_tokens),
+            "output_tokens" => (1, &mut u.output_tokens),
+            "cache_read_input_tokens" => (2, &mut u.cache_read_input_tokens),
+            "cache_creation_input_tokens" => (3, &mut u.cache_creation_input_tokens),
+            _ => return r.skip(),
+        };
+        seen.once(bit)?;
+        *field = r.lu64()?;
+        Ok(())
+    })?;
+    Ok(u)
 }
 
 /// Maps one Messages stream onto [`ModelEvent`]s.
@@ -174,6 +337,8 @@ pub struct AnthropicStream {
     usage: Usage,
     /// Tool blocks: (index, whether an `input_json_delta` arrived, the start's `input`).
     tool_blocks: Vec<(u64, bool, Option<String>)>,
+    /// The last text delta's frame ([`super::text_frame`]), `None` when disabled.
+    frames: Option<TextFrames>,
 }
 
 impl AnthropicStream {
@@ -183,6 +348,16 @@ impl AnthropicStream {
             acc: Some(ResponseAccumulator::new(id_prefix)),
             usage: Usage::default(),
             tool_blocks: Vec::new(),
+            frames: Some(TextFrames::default()),
+        }
+    }
+
+    /// A parser that reads every event in full (no repeated frames), for comparisons.
+    #[cfg(test)]
+    pub(super) fn without_frames(id_prefix: &str) -> Self {
+        AnthropicStream {
+            frames: None,
+            ..AnthropicStream::new(id_prefix)
         }
     }
 
@@ -205,15 +380,14 @@ impl AnthropicStream {
         if trimmed.is_empty() {
             return Ok(());
         }
-        let ev: Event<'_> = serde_json::from_str(trimmed).map_err(|e| {
-            ModelError::new(
-                ModelErrorKind::MalformedStream,
-                format!(
-                    "a stream event is not valid JSON ({e}): {}",
-                    excerpt(trimmed)
-                ),
-            )
-        })?;
+        if let Some(text) = self.frames.as_mut().and_then(|f| f.text(trimmed)) {
+            acc.text(&text, out);
+            return Ok(());
+        }
+        let ev = parse_event(trimmed)?;
+        if let (Some(frames), Some(text)) = (self.frames.as_mut(), ev.plain_text()) {
+            frames.learn(trimmed, text, None);
+        }
         let kind = ev.kind.get().or(event_name).unwrap_or("");
         let index = ev.index.0.unwrap_or(0);
         match kind {

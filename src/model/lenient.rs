@@ -7,6 +7,7 @@ use std::marker::PhantomData;
 
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use smallvec::SmallVec;
 
 macro_rules! ignore_others {
     () => {
@@ -178,13 +179,14 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for LObj<T> {
     }
 }
 
-/// An array of `T`, or empty when the value is not an array.
+/// An array of `T`, or empty when the value is not an array (one element kept inline: a
+/// chunk's `choices` has one).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct LSeq<T>(pub Vec<T>);
+pub(crate) struct LSeq<T>(pub SmallVec<[T; 1]>);
 
 impl<T> Default for LSeq<T> {
     fn default() -> Self {
-        LSeq(Vec::new())
+        LSeq(SmallVec::new())
     }
 }
 
@@ -197,7 +199,7 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for LSeq<T> {
                 f.write_str("any JSON value")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                let mut out = Vec::new();
+                let mut out = SmallVec::new();
                 while let Some(t) = seq.next_element::<T>()? {
                     out.push(t);
                 }

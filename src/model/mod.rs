@@ -45,13 +45,18 @@ pub mod catalog;
 pub mod conversation;
 pub mod error;
 pub mod event;
+#[cfg(test)]
+mod fast_equiv_tests;
+mod fast_json;
 pub mod http;
 mod lenient;
 pub mod openai;
+mod openai_chunk;
 pub mod provider;
 pub mod request;
 pub mod sse;
 pub mod stream;
+mod text_frame;
 
 pub use accumulate::{ResponseAccumulator, ToolCallAccumulator, ToolCallFragment};
 pub use anthropic::AnthropicStream;

@@ -8,14 +8,15 @@
 //! `chat.completion` (`message` instead of `delta`); `{"error": …}` chunks.
 
 use serde::ser::{SerializeMap, SerializeSeq};
-use serde::{Deserialize, Serialize, Serializer};
+use serde::{Serialize, Serializer};
 
 use super::accumulate::{ResponseAccumulator, ToolCallFragment};
 use super::conversation::ChatMessage;
 use super::error::{ModelError, ModelErrorKind};
 use super::event::{ModelEvent, Usage};
-use super::lenient::{LArgs, LObj, LSeq, LStr, LU64};
+use super::openai_chunk::{parse_chunk, WireUsage};
 use super::request::{ChatRequest, ToolSpec};
+use super::text_frame::TextFrames;
 
 /// Serialises `messages` in the Chat Completions form, as the runtime sends them: an assistant
 /// message with tool calls has `content: null` (when it has no text), `refusal: null` and
@@ -171,97 +172,12 @@ pub(crate) fn request_body(model: &str, req: &ChatRequest<'_>) -> Vec<u8> {
     serde_json::to_vec(&body).expect("serialising plain data cannot fail")
 }
 
-// ----- stream chunks -----
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Chunk<'a> {
-    #[serde(borrow)]
-    id: LStr<'a>,
-    #[serde(borrow)]
-    model: LStr<'a>,
-    #[serde(borrow)]
-    object: LStr<'a>,
-    #[serde(borrow)]
-    message: LStr<'a>,
-    #[serde(borrow)]
-    choices: LSeq<LObj<Choice<'a>>>,
-    usage: LObj<WireUsage>,
-    #[serde(borrow)]
-    error: Option<&'a serde_json::value::RawValue>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Choice<'a> {
-    index: LU64,
-    #[serde(borrow)]
-    delta: LObj<Delta<'a>>,
-    #[serde(borrow)]
-    message: LObj<Delta<'a>>,
-    #[serde(borrow)]
-    finish_reason: LStr<'a>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Delta<'a> {
-    #[serde(borrow)]
-    content: LStr<'a>,
-    #[serde(borrow)]
-    reasoning_content: LStr<'a>,
-    #[serde(borrow)]
-    reasoning: LStr<'a>,
-    #[serde(borrow)]
-    tool_calls: LSeq<LObj<WireToolCallDelta<'a>>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct WireToolCallDelta<'a> {
-    index: LU64,
-    #[serde(borrow)]
-    id: LStr<'a>,
-    #[serde(borrow)]
-    function: LObj<WireFunctionDelta<'a>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct WireFunctionDelta<'a> {
-    #[serde(borrow)]
-    name: LStr<'a>,
-    #[serde(borrow)]
-    arguments: LArgs<'a>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct WireUsage {
-    prompt_tokens: LU64,
-    completion_tokens: LU64,
-    input_tokens: LU64,
-    output_tokens: LU64,
-    prompt_tokens_details: LObj<PromptDetails>,
-    completion_tokens_details: LObj<CompletionDetails>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct PromptDetails {
-    cached_tokens: LU64,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct CompletionDetails {
-    reasoning_tokens: LU64,
-}
-
 /// Maps one Chat Completions stream onto [`ModelEvent`]s.
 #[derive(Debug)]
 pub struct OpenAiStream {
     acc: Option<ResponseAccumulator>,
+    /// The last plain text chunk's frame ([`super::text_frame`]), `None` when disabled.
+    frames: Option<TextFrames>,
 }
 
 impl OpenAiStream {
@@ -269,6 +185,16 @@ impl OpenAiStream {
     pub fn new(id_prefix: &str) -> Self {
         OpenAiStream {
             acc: Some(ResponseAccumulator::new(id_prefix)),
+            frames: Some(TextFrames::default()),
+        }
+    }
+
+    /// A parser that reads every chunk in full (no repeated frames), for comparisons.
+    #[cfg(test)]
+    pub(super) fn without_frames(id_prefix: &str) -> Self {
+        OpenAiStream {
+            frames: None,
+            ..OpenAiStream::new(id_prefix)
         }
     }
 
@@ -291,15 +217,14 @@ impl OpenAiStream {
         if trimmed.is_empty() {
             return Ok(());
         }
-        let chunk: Chunk<'_> = serde_json::from_str(trimmed).map_err(|e| {
-            ModelError::new(
-                ModelErrorKind::MalformedStream,
-                format!(
-                    "a stream chunk is not valid JSON ({e}): {}",
-                    excerpt(trimmed)
-                ),
-            )
-        })?;
+        if let Some(text) = self.frames.as_mut().and_then(|f| f.text(trimmed)) {
+            acc.text(&text, out);
+            return Ok(());
+        }
+        let (chunk, nonce) = parse_chunk(trimmed)?;
+        if let (Some(frames), Some(content)) = (self.frames.as_mut(), chunk.plain_text()) {
+            frames.learn(trimmed, content, nonce);
+        }
         if let Some(error) = chunk.error.filter(|e| e.get() != "null") {
             return Err(provider_error(error.get()));
         }
@@ -317,7 +242,7 @@ impl OpenAiStream {
             if choice.index.0.unwrap_or(0) != 0 {
                 continue; // only one choice is ever asked for
             }
-            let delta = choice.delta.0.as_ref().or(choice.message.0.as_ref());
+            let delta = choice.delta.0.as_ref().or(choice.message.0.as_deref());
             if let Some(delta) = delta {
                 let reasoning = delta
                     .reasoning_content

@@ -73,6 +73,30 @@ pub struct SseEvent {
     pub id: Option<String>,
 }
 
+/// One dispatched event, borrowed from the decoder: its data is read in place from the
+/// input when it is a single `data:` line that arrived in one [`SseDecoder::push`] (the
+/// common case), so handing it out copies nothing. See [`SseDecoder::next_event_ref`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SseEventRef<'a> {
+    /// The `event:` type, or `None` for the default type (`message`).
+    pub(crate) event: Option<&'a str>,
+    /// The `data:` lines joined with `\n`.
+    pub(crate) data: &'a str,
+    /// The last event id at dispatch.
+    pub(crate) id: Option<&'a str>,
+}
+
+impl SseEventRef<'_> {
+    /// The owned event.
+    pub(crate) fn to_owned_event(self) -> SseEvent {
+        SseEvent {
+            event: self.event.map(str::to_owned),
+            data: self.data.to_owned(),
+            id: self.id.map(str::to_owned),
+        }
+    }
+}
+
 /// Incremental server-sent-events decoder. See the [module documentation](self).
 #[derive(Debug, Clone)]
 pub struct SseDecoder {
@@ -93,13 +117,20 @@ pub struct SseDecoder {
 /// The event being assembled, and the stream's last id and retry.
 #[derive(Debug, Clone, Default)]
 struct Fields {
-    /// The data buffer (each `data` value followed by `\n`).
+    /// The data buffer (each `data` value followed by `\n`), UTF-8 decoded with
+    /// replacement characters.
     data: String,
+    /// The event's first `data` value while it is its only one and still in the input
+    /// buffer: its byte range there (it stands for the value plus `\n` in `data`). Moved
+    /// into `data` when a second `data` line comes or more input is needed first.
+    in_place: Option<(usize, usize)>,
     /// Whether a `data` field was seen for the event being assembled.
     has_data: bool,
     event_type: String,
     last_id: String,
     retry_ms: Option<u64>,
+    /// An event was handed out (borrowed); the event fields are reset before the next line.
+    dispatched: bool,
 }
 
 impl SseDecoder {
@@ -131,9 +162,15 @@ impl SseDecoder {
 
     /// The next complete event, `Ok(None)` when more bytes are needed.
     pub fn next_event(&mut self) -> Result<Option<SseEvent>, SseError> {
+        Ok(self.next_event_ref()?.map(SseEventRef::to_owned_event))
+    }
+
+    /// Like [`SseDecoder::next_event`], the event borrowed (valid until the next call).
+    pub(crate) fn next_event_ref(&mut self) -> Result<Option<SseEventRef<'_>>, SseError> {
         if let Some(e) = &self.error {
             return Err(e.clone());
         }
+        self.fields.reset_if_dispatched();
         loop {
             if !self.strip_bom(false) {
                 return Ok(None);
@@ -154,14 +191,19 @@ impl SseDecoder {
                     self.start += line_len + 1;
                     self.scanned = 0;
                     self.skip_lf = terminator == b'\r';
-                    let line = utf8_lossy(&self.buf[line_start..line_start + line_len]);
-                    if let Some(event) = self.fields.process_line(&line) {
-                        return Ok(Some(event));
+                    if self
+                        .fields
+                        .process_line(&self.buf, line_start, line_start + line_len)
+                    {
+                        return Ok(Some(self.dispatched_event()));
                     }
                 }
                 None => {
                     self.scanned += rest.len();
                     self.check_size(self.scanned)?;
+                    // The event continues in input still to come: its data moves out of
+                    // the buffer, which the next push may compact.
+                    self.fields.own_data(&self.buf);
                     if self.start == self.buf.len() {
                         self.buf.clear();
                         self.start = 0;
@@ -180,24 +222,28 @@ impl SseDecoder {
         if let Some(e) = &self.error {
             return Err(e.clone());
         }
+        self.fields.reset_if_dispatched();
         self.strip_bom(true);
         if self.skip_lf && self.start < self.buf.len() && self.buf[self.start] == b'\n' {
             self.start += 1;
         }
         self.skip_lf = false;
-        let mut dispatched = None;
+        let mut dispatched = false;
         if self.start < self.buf.len() {
             self.check_size(self.buf.len() - self.start)?;
-            let line = utf8_lossy(&self.buf[self.start..]);
-            dispatched = self.fields.process_line(&line);
-            self.buf.clear();
-            self.start = 0;
-            self.scanned = 0;
+            dispatched = self
+                .fields
+                .process_line(&self.buf, self.start, self.buf.len());
         }
-        if dispatched.is_none() {
+        if !dispatched {
             dispatched = self.fields.dispatch();
         }
-        Ok(dispatched)
+        let event = dispatched.then(|| self.dispatched_event().to_owned_event());
+        self.fields.reset_if_dispatched();
+        self.buf.clear();
+        self.start = 0;
+        self.scanned = 0;
+        Ok(event)
     }
 
     /// The last `retry:` value (milliseconds) the stream sent, if any.
@@ -208,6 +254,27 @@ impl SseDecoder {
     /// Bytes buffered and not yet decoded (the current partial line).
     pub fn buffered(&self) -> usize {
         self.buf.len() - self.start
+    }
+
+    /// The event just dispatched, borrowed from the input buffer or the data buffer.
+    fn dispatched_event(&mut self) -> SseEventRef<'_> {
+        let SseDecoder { buf, fields, .. } = self;
+        let in_place = fields
+            .in_place
+            .map(|(from, to)| std::str::from_utf8(&buf[from..to]));
+        let data = match in_place {
+            Some(Ok(text)) => text,
+            Some(Err(_)) => {
+                fields.own_data(buf);
+                &fields.data[..fields.data.len() - 1]
+            }
+            None => &fields.data[..fields.data.len() - 1],
+        };
+        SseEventRef {
+            event: (!fields.event_type.is_empty()).then_some(fields.event_type.as_str()),
+            data,
+            id: (!fields.last_id.is_empty()).then_some(fields.last_id.as_str()),
+        }
     }
 
     /// Drops a leading BOM once. Returns false when the stream start is still a BOM prefix
@@ -229,7 +296,7 @@ impl SseDecoder {
     }
 
     fn check_size(&mut self, line_len: usize) -> Result<(), SseError> {
-        if self.fields.data.len().saturating_add(line_len) > self.limits.max_event_bytes {
+        if self.fields.data_len().saturating_add(line_len) > self.limits.max_event_bytes {
             let e = SseError::EventTooLarge {
                 limit: self.limits.max_event_bytes,
             };
@@ -237,6 +304,7 @@ impl SseDecoder {
             self.buf = Vec::new();
             self.start = 0;
             self.fields.data = String::new();
+            self.fields.in_place = None;
             return Err(e);
         }
         Ok(())
@@ -253,56 +321,88 @@ fn utf8_lossy(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
 }
 
 impl Fields {
-    fn process_line(&mut self, line: &str) -> Option<SseEvent> {
+    /// Processes the line `buf[from..to]`; true when it dispatches an event. Fields are
+    /// split on bytes: the names and separators are ASCII, and decoding with replacement
+    /// characters never merges an ASCII byte into a replaced sequence, so decoding the
+    /// value alone gives what decoding the line and splitting it would.
+    fn process_line(&mut self, buf: &[u8], from: usize, to: usize) -> bool {
+        let line = &buf[from..to];
         if line.is_empty() {
             return self.dispatch();
         }
-        if line.starts_with(':') {
-            return None;
+        if line[0] == b':' {
+            return false;
         }
-        let (field, value) = match line.find(':') {
+        let (field, value_from) = match memchr::memchr(b':', line) {
             Some(colon) => {
-                let value = &line[colon + 1..];
-                (&line[..colon], value.strip_prefix(' ').unwrap_or(value))
+                let value = colon + 1;
+                (
+                    &line[..colon],
+                    value + usize::from(line.get(value) == Some(&b' ')),
+                )
             }
-            None => (line, ""),
+            None => (line, line.len()),
         };
+        let value = &line[value_from..];
         match field {
-            "data" => {
-                self.data.push_str(value);
-                self.data.push('\n');
-                self.has_data = true;
+            b"data" => {
+                if !self.has_data {
+                    self.has_data = true;
+                    self.in_place = Some((from + value_from, to));
+                } else {
+                    self.own_data(buf);
+                    self.data.push_str(&utf8_lossy(value));
+                    self.data.push('\n');
+                }
             }
-            "event" => {
+            b"event" => {
                 self.event_type.clear();
-                self.event_type.push_str(value);
+                self.event_type.push_str(&utf8_lossy(value));
             }
-            "id" if !value.contains('\0') => {
+            b"id" if !value.contains(&0) => {
                 self.last_id.clear();
-                self.last_id.push_str(value);
+                self.last_id.push_str(&utf8_lossy(value));
             }
-            "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
-                self.retry_ms = value.parse().ok();
+            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                self.retry_ms = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
             }
             _ => {}
         }
-        None
+        false
     }
 
-    fn dispatch(&mut self) -> Option<SseEvent> {
+    /// The bytes the event's data counts towards the limit (each value plus `\n`).
+    fn data_len(&self) -> usize {
+        self.data.len() + self.in_place.map_or(0, |(from, to)| to - from + 1)
+    }
+
+    /// Moves an in-place data value into the data buffer.
+    fn own_data(&mut self, buf: &[u8]) {
+        if let Some((from, to)) = self.in_place.take() {
+            self.data.push_str(&utf8_lossy(&buf[from..to]));
+            self.data.push('\n');
+        }
+    }
+
+    /// A blank line: true when an event is dispatched (a `data` field was seen).
+    fn dispatch(&mut self) -> bool {
         if !self.has_data {
             self.event_type.clear();
-            return None;
+            return false;
         }
-        let mut data = std::mem::take(&mut self.data);
-        data.pop(); // the trailing `\n`
-        self.has_data = false;
-        let event = std::mem::take(&mut self.event_type);
-        Some(SseEvent {
-            event: (!event.is_empty()).then_some(event),
-            data,
-            id: (!self.last_id.is_empty()).then(|| self.last_id.clone()),
-        })
+        self.dispatched = true;
+        true
+    }
+
+    /// After an event was handed out: clears its data and type for the next one.
+    fn reset_if_dispatched(&mut self) {
+        if self.dispatched {
+            self.dispatched = false;
+            self.has_data = false;
+            self.in_place = None;
+            self.data.clear();
+            self.event_type.clear();
+        }
     }
 }
 

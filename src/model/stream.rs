@@ -33,9 +33,19 @@ impl StreamParser {
         event: &SseEvent,
         out: &mut Vec<ModelEvent>,
     ) -> Result<(), ModelError> {
+        self.on_parts(event.event.as_deref(), &event.data, out)
+    }
+
+    /// One decoded server-sent event, as its type and data.
+    fn on_parts(
+        &mut self,
+        event: Option<&str>,
+        data: &str,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<(), ModelError> {
         match self {
-            StreamParser::OpenAi(p) => p.on_data(&event.data, out),
-            StreamParser::Anthropic(p) => p.on_event(event.event.as_deref(), &event.data, out),
+            StreamParser::OpenAi(p) => p.on_data(data, out),
+            StreamParser::Anthropic(p) => p.on_event(event, data, out),
         }
     }
 
@@ -88,8 +98,9 @@ impl ResponseDecoder {
         }
         self.sse.push(bytes);
         loop {
-            let event = match self.sse.next_event() {
-                Ok(Some(event)) => event,
+            // The event is borrowed from the decoder (its data read in place).
+            let parsed = match self.sse.next_event_ref() {
+                Ok(Some(event)) => self.parser.on_parts(event.event, event.data, out),
                 Ok(None) => return Ok(()),
                 Err(e) => {
                     return Err(self.fail(ModelError::new(
@@ -99,7 +110,7 @@ impl ResponseDecoder {
                 }
             };
             self.events_seen += 1;
-            if let Err(e) = self.parser.on_sse(&event, out) {
+            if let Err(e) = parsed {
                 return Err(self.fail(e));
             }
             if self.parser.is_done() {
