@@ -863,6 +863,106 @@ async fn relayed_client_keeps_its_connection(signal: &str, hold: Hold) {
 /// received every durable event once, in the log's order.
 #[tokio::test]
 async fn a_relayed_client_follows_its_session_to_whichever_node_takes_it_over() {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let mut a = node(&url, "a").await;
+        let b = node(&url, "b").await;
+        let c = node(&url, "c").await;
+
+        let client_a = client(&a).await;
+        let id = sdk::new_session_id();
+        let config = SessionConfig::default()
+            .with_session_id(id.clone())
+            .with_model("fake-model")
+            .with_permission_handler(Arc::new(ApproveFirst {
+                approve: 0,
+                seen: AtomicUsize::new(0),
+                asked: Arc::new(Notify::new()),
+            }));
+        let session_a = sdk::within("session.create", client_a.create_session(config))
+            .await
+            .expect("session.create on node A");
+        sdk::turn(&session_a, "hello").await;
+
+        let client_b = client(&b).await;
+        let calls_b = Arc::new(Mutex::new(Vec::new()));
+        let asked_b = Arc::new(Notify::new());
+        let config = ResumeSessionConfig::new(id.clone())
+            .with_tools([sdk::weather_tool(calls_b.clone())])
+            .with_permission_handler(Arc::new(HoldFirst {
+                seen: AtomicUsize::new(0),
+                asked: asked_b.clone(),
+            }));
+        let prepared = client_b.prepare_resume_session(config).expect("prepare");
+        let mut events_b = sdk::Recorder::new(prepared.subscribe());
+        let session_b = sdk::within("session.resume via B", prepared.start())
+            .await
+            .expect("relayed resume");
+        sdk::within(
+            "session.send via B",
+            session_b.send(MessageOptions::new(sdk::WEATHER_PROMPT)),
+        )
+        .await
+        .expect("session.send");
+        sdk::within("the permission prompt at B's client", asked_b.notified()).await;
+        a.child.start_kill().expect("SIGKILL node A");
+        a.exit(sdk::STEP).await;
+
+        // C's client resumes while A's lease lives: C claims the moment it expires.
+        let client_c = client(&c).await;
+        let session_c = resume_when_claimable(&client_c, &id).await;
+
+        let error = events_b.wait_for("session.error").await;
+        assert_eq!(sdk::str_field(&error, "errorType"), Some("interrupted"));
+        let idle = events_b.wait_for("session.idle").await;
+        assert_eq!(idle.parent_id.as_deref(), Some(error.id.as_str()));
+        events_b.turn().await;
+        let claimed_by_c = c.stderr().contains("session taken over");
+        eprintln!(
+            "session taken over by node {}",
+            if claimed_by_c { "c" } else { "b" }
+        );
+
+        let reply = sdk::turn(&session_b, sdk::WEATHER_PROMPT).await;
+        assert_eq!(sdk::str_field(&reply, "content"), Some(sdk::WEATHER_ANSWER));
+        events_b.turn().await;
+        events_b.drain();
+
+        let history = sdk::within("getMessages via B", session_b.get_events())
+            .await
+            .expect("getMessages");
+        let history_c = sdk::within("getMessages via C", session_c.get_events())
+            .await
+            .expect("getMessages");
+        assert_eq!(ids(&history), ids(&history_c));
+        let unique: HashSet<&str> = ids(&history).into_iter().collect();
+        assert_eq!(unique.len(), history.len(), "no event is stored twice");
+        sdk::assert_chain(&history, None);
+        let received: Vec<&SessionEvent> = events_b
+            .seen
+            .iter()
+            .filter(|e| e.ephemeral.is_none())
+            .collect();
+        let first = history
+            .iter()
+            .position(|e| e.id == received[0].id)
+            .expect("the first event B's client received is in the log");
+        assert_eq!(
+            received.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+            ids(&history[first..]),
+            "B's client received every durable event since it attached, once, in the log's order"
+        );
+        let errors = history
+            .iter()
+            .filter(|e| e.event_type == "session.error")
+            .count();
+        assert_eq!(errors, 1, "{:?}", sdk::types(&history));
+        drop(server);
+    })
+    .await
+}
+
 /// The summaries (`summary`, `startTime`) `client`'s node lists, once every session of
 /// `expected` is listed with its summary.
 async fn listed_all(
@@ -1071,92 +1171,6 @@ async fn killing_the_nats_stream_leader_mid_turn_loses_no_event_a_client_receive
         let config = SessionConfig::default()
             .with_session_id(id.clone())
             .with_model("fake-model")
-            .with_permission_handler(Arc::new(ApproveFirst {
-                approve: 0,
-                seen: AtomicUsize::new(0),
-                asked: Arc::new(Notify::new()),
-            }));
-        let session_a = sdk::within("session.create", client_a.create_session(config))
-            .await
-            .expect("session.create on node A");
-        sdk::turn(&session_a, "hello").await;
-
-        let client_b = client(&b).await;
-        let calls_b = Arc::new(Mutex::new(Vec::new()));
-        let asked_b = Arc::new(Notify::new());
-        let config = ResumeSessionConfig::new(id.clone())
-            .with_tools([sdk::weather_tool(calls_b.clone())])
-            .with_permission_handler(Arc::new(HoldFirst {
-                seen: AtomicUsize::new(0),
-                asked: asked_b.clone(),
-            }));
-        let prepared = client_b.prepare_resume_session(config).expect("prepare");
-        let mut events_b = sdk::Recorder::new(prepared.subscribe());
-        let session_b = sdk::within("session.resume via B", prepared.start())
-            .await
-            .expect("relayed resume");
-        sdk::within(
-            "session.send via B",
-            session_b.send(MessageOptions::new(sdk::WEATHER_PROMPT)),
-        )
-        .await
-        .expect("session.send");
-        sdk::within("the permission prompt at B's client", asked_b.notified()).await;
-        a.child.start_kill().expect("SIGKILL node A");
-        a.exit(sdk::STEP).await;
-
-        // C's client resumes while A's lease lives: C claims the moment it expires.
-        let client_c = client(&c).await;
-        let session_c = resume_when_claimable(&client_c, &id).await;
-
-        let error = events_b.wait_for("session.error").await;
-        assert_eq!(sdk::str_field(&error, "errorType"), Some("interrupted"));
-        let idle = events_b.wait_for("session.idle").await;
-        assert_eq!(idle.parent_id.as_deref(), Some(error.id.as_str()));
-        events_b.turn().await;
-        let claimed_by_c = c.stderr().contains("session taken over");
-        eprintln!(
-            "session taken over by node {}",
-            if claimed_by_c { "c" } else { "b" }
-        );
-
-        let reply = sdk::turn(&session_b, sdk::WEATHER_PROMPT).await;
-        assert_eq!(sdk::str_field(&reply, "content"), Some(sdk::WEATHER_ANSWER));
-        events_b.turn().await;
-        events_b.drain();
-
-        let history = sdk::within("getMessages via B", session_b.get_events())
-            .await
-            .expect("getMessages");
-        let history_c = sdk::within("getMessages via C", session_c.get_events())
-            .await
-            .expect("getMessages");
-        assert_eq!(ids(&history), ids(&history_c));
-        let unique: HashSet<&str> = ids(&history).into_iter().collect();
-        assert_eq!(unique.len(), history.len(), "no event is stored twice");
-        sdk::assert_chain(&history, None);
-        let received: Vec<&SessionEvent> = events_b
-            .seen
-            .iter()
-            .filter(|e| e.ephemeral.is_none())
-            .collect();
-        let first = history
-            .iter()
-            .position(|e| e.id == received[0].id)
-            .expect("the first event B's client received is in the log");
-        assert_eq!(
-            received.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
-            ids(&history[first..]),
-            "B's client received every durable event since it attached, once, in the log's order"
-        );
-        let errors = history
-            .iter()
-            .filter(|e| e.event_type == "session.error")
-            .count();
-        assert_eq!(errors, 1, "{:?}", sdk::types(&history));
-        drop(server);
-    })
-    .await
             .with_permission_handler(approve_all());
         let prepared = client_a.prepare_session(config).expect("prepare_session");
         let mut events = sdk::Recorder::new(prepared.subscribe());
