@@ -21,7 +21,6 @@
 //! parsing, the model agent) as well as the fan-out.
 //! With `--idle N` it measures memory instead: the server's RSS with N idle attached
 //! connections minus its RSS with none.
-
 //! With `--floor K` there is no agentwire at all: a child process writes one 100-byte frame
 //! per round to K loopback sockets from one thread with plain non-blocking writes, and the
 //! clients stamp receipt, which gives the kernel path's own latency for that fan-out.
