@@ -23,7 +23,10 @@ use super::{ConnId, DialectId, Host, OutboxOverflow};
 /// The latest frame of every key broadcast with [`Host::broadcast_latest`], per dialect.
 #[derive(Default)]
 pub(super) struct LatestFrames {
-    by_key: BTreeMap<(DialectId, String), Latest>,
+    /// Per dialect (by [`DialectId`] index), by key.
+    by_key: Vec<BTreeMap<String, Latest>>,
+    /// Keys held, over every dialect.
+    len: usize,
     /// Keys held when the table is next pruned of keys no connection has queued.
     prune_at: usize,
 }
@@ -89,23 +92,32 @@ impl LatestFrames {
         body: Vec<u8>,
         shared: &mut SharedFrames,
     ) -> &mut Latest {
-        match self.by_key.entry((dialect, key.to_owned())) {
-            std::collections::btree_map::Entry::Occupied(entry) => {
-                let latest = entry.into_mut();
-                latest.set(body, shared);
-                latest
-            }
-            std::collections::btree_map::Entry::Vacant(entry) => entry.insert(Latest {
-                body,
-                content_length: None,
-                ndjson: None,
-            }),
+        if self.by_key.len() <= dialect.index() {
+            self.by_key.resize_with(dialect.index() + 1, BTreeMap::new);
         }
+        let map = &mut self.by_key[dialect.index()];
+        // Looked up by `&str` first: a key seen before costs no allocation.
+        if map.contains_key(key) {
+            let latest = map.get_mut(key).expect("present");
+            latest.set(body, shared);
+            return latest;
+        }
+        self.len += 1;
+        map.entry(key.to_owned()).or_insert(Latest {
+            body,
+            content_length: None,
+            ndjson: None,
+        })
     }
 
     /// Forgets `key`: its queued frames keep their content, later broadcasts start afresh.
     fn end(&mut self, dialect: DialectId, key: &str, shared: &mut SharedFrames) {
-        if let Some(latest) = self.by_key.remove(&(dialect, key.to_owned())) {
+        if let Some(latest) = self
+            .by_key
+            .get_mut(dialect.index())
+            .and_then(|map| map.remove(key))
+        {
+            self.len -= 1;
             latest.let_go(shared);
         }
     }
@@ -113,27 +125,29 @@ impl LatestFrames {
     /// Drops the keys no outbox has queued once the table has doubled since the last time
     /// (amortised O(1) per broadcast), so keys that are never ended do not accumulate.
     fn prune(&mut self, shared: &mut SharedFrames) {
-        if self.by_key.len() <= self.prune_at {
+        if self.len <= self.prune_at {
             return;
         }
-        let keys: Vec<(DialectId, String)> = self
-            .by_key
-            .iter()
-            .filter(|(_, latest)| !latest.queued_somewhere(shared))
-            .map(|(key, _)| key.clone())
-            .collect();
-        for key in keys {
-            if let Some(latest) = self.by_key.remove(&key) {
-                latest.let_go(shared);
+        for map in &mut self.by_key {
+            let idle: Vec<String> = map
+                .iter()
+                .filter(|(_, latest)| !latest.queued_somewhere(shared))
+                .map(|(key, _)| key.clone())
+                .collect();
+            for key in idle {
+                if let Some(latest) = map.remove(&key) {
+                    self.len -= 1;
+                    latest.let_go(shared);
+                }
             }
         }
-        self.prune_at = 2 * self.by_key.len() + 64;
+        self.prune_at = 2 * self.len + 64;
     }
 
     /// Keys currently held.
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.by_key.len()
+        self.len
     }
 }
 
@@ -221,5 +235,35 @@ mod tests {
         table.end(d, "s", &mut shared);
         assert_eq!(table.len(), 0);
         assert!(shared.is_empty());
+    }
+
+    #[test]
+    fn pruning_forgets_only_the_keys_no_outbox_has_queued() {
+        let mut shared = SharedFrames::default();
+        let mut table = LatestFrames::default();
+        let mut slow = Outbox::new(100_000);
+        let d = DialectId(0);
+        for n in 0..100 {
+            let key = format!("s{n}");
+            let frame = table
+                .set(d, &key, key.clone().into_bytes(), &mut shared)
+                .get(Framing::Ndjson, &mut shared);
+            // Only the first ten stay queued.
+            if n < 10 {
+                slow.push_latest(frame, &mut shared).unwrap();
+            }
+        }
+        table.prune(&mut shared);
+        assert_eq!(table.len(), 10);
+        assert_eq!(shared.len(), 10);
+        // A pruned key starts afresh; a kept one is still replaced in place.
+        let kept = table
+            .set(d, "s3", b"s3 again".to_vec(), &mut shared)
+            .get(Framing::Ndjson, &mut shared);
+        assert!(slow.has_latest(kept));
+        let mut out = Vec::new();
+        slow.pop_into(usize::MAX, &mut out, &mut shared);
+        assert_eq!(out[3], "s3 again\n");
+        assert_eq!(out.len(), 10);
     }
 }
