@@ -144,6 +144,16 @@ impl LatestFrames {
         self.prune_at = 2 * self.len + 64;
     }
 
+    /// Shared frames this table holds (each key's latest, per framing used).
+    #[cfg(test)]
+    pub(super) fn held_frames(&self) -> usize {
+        self.by_key
+            .iter()
+            .flat_map(|map| map.values())
+            .map(|latest| latest.frames().count())
+            .sum()
+    }
+
     /// Keys currently held.
     #[cfg(test)]
     fn len(&self) -> usize {

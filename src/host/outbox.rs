@@ -1,7 +1,7 @@
 //! A connection's bounded queue of encoded frames, and the table of frames shared by many
 //! connections' queues.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
 use bytes::Bytes;
 
@@ -213,8 +213,10 @@ pub struct Outbox {
     budget: usize,
     dropped: u64,
     dropped_unreported: u64,
-    /// The shared frames queued with [`Outbox::push_latest`] and not taken yet.
-    latest: BTreeSet<u32>,
+    /// The shared frames queued with [`Outbox::push_latest`] and not taken yet, sorted (a
+    /// sorted `Vec`: usually empty or one long, searched in O(log n) when many sessions'
+    /// updates wait; it keeps its capacity, so a steady stream allocates nothing).
+    latest: Vec<u32>,
 }
 
 impl Outbox {
@@ -226,7 +228,7 @@ impl Outbox {
             budget,
             dropped: 0,
             dropped_unreported: 0,
-            latest: BTreeSet::new(),
+            latest: Vec::new(),
         }
     }
 
@@ -264,17 +266,17 @@ impl Outbox {
         frame: SharedFrame,
         shared: &mut SharedFrames,
     ) -> Result<bool, OutboxOverflow> {
-        if self.latest.contains(&frame.index) {
+        let Err(at) = self.latest.binary_search(&frame.index) else {
             return Ok(false);
-        }
+        };
         let became_ready = self.push_frame(Frame::Shared(frame), false, true, shared)?;
-        self.latest.insert(frame.index);
+        self.latest.insert(at, frame.index);
         Ok(became_ready)
     }
 
     /// Whether `frame` is queued here by [`Outbox::push_latest`] and not taken yet.
     pub fn has_latest(&self, frame: SharedFrame) -> bool {
-        self.latest.contains(&frame.index)
+        self.latest.binary_search(&frame.index).is_ok()
     }
 
     /// Forgets a taken entry's place in the set of latest-state frames.
@@ -282,7 +284,9 @@ impl Outbox {
     fn taken(&mut self, q: &Queued) {
         if q.latest {
             if let Frame::Shared(f) = &q.frame {
-                self.latest.remove(&f.index);
+                if let Ok(at) = self.latest.binary_search(&f.index) {
+                    self.latest.remove(at);
+                }
             }
         }
     }
