@@ -13,8 +13,9 @@
 //! * `fanout/emit/N`: the same, timing only the `emit_event` call (the drain runs untimed).
 //! * `fanout/turn/N`: one `session.send` on the first connection runs a scripted turn
 //!   (`user.message`, `assistant.turn_start`, `bench.tick`, `assistant.turn_end`, ephemeral
-//!   `session.idle`, each persisted one followed by `session.updated` to all); everything is
-//!   drained. Elements = frames written per turn (`9N + 1`, counted at setup).
+//!   `session.idle`, each persisted one followed by `session.updated` to all, coalesced per
+//!   connection while one is still queued, so one per connection); everything is drained.
+//!   Elements = frames written per turn (`6N + 1`, counted at setup).
 //!
 //! Before the timed runs, a counting global allocator measures allocator calls (`alloc`,
 //! `alloc_zeroed`, `realloc`) and bytes requested per event and per turn at every `N`; they
@@ -366,7 +367,7 @@ fn bench_fanout(c: &mut Criterion) {
 
         f.turn();
         let per_turn = f.drain();
-        assert_eq!(per_turn, 9 * n + 1, "frames per scripted turn");
+        assert_eq!(per_turn, 6 * n + 1, "frames per scripted turn");
         group.throughput(Throughput::Elements(per_turn as u64));
         group.bench_function(BenchmarkId::new("turn", n), |b| {
             b.iter_custom(|iters| {

@@ -23,6 +23,12 @@ pub(super) fn event_body(session_id: &str, event: &Event) -> Vec<u8> {
 }
 
 /// Sends a `session.lifecycle` notification of `kind` to every Copilot SDK connection.
+///
+/// `session.updated` says "this session's metadata is now this", so it is coalesced per
+/// connection ([`Host::broadcast_latest`]): a connection that has not yet been written the
+/// previous one for the session gets that one, at its place, with the newest metadata, and
+/// no second one. Every other kind (created, deleted, foreground, background) is queued
+/// after the updates before it and before the updates after it.
 pub(super) fn lifecycle(host: &mut Host, kind: &str, session_id: &str) {
     let mut body = Vec::with_capacity(160);
     body.extend_from_slice(br#"{"jsonrpc":"2.0","method":"session.lifecycle","params":{"type":"#);
@@ -43,7 +49,12 @@ pub(super) fn lifecycle(host: &mut Host, kind: &str, session_id: &str) {
         }
     }
     body.extend_from_slice(b"}}");
-    host.broadcast(ID, body);
+    if kind == "session.updated" {
+        host.broadcast_latest(ID, session_id, body);
+    } else {
+        host.end_latest(ID, session_id);
+        host.broadcast(ID, body);
+    }
 }
 
 /// `session.sendAndWait`: `conn`'s request `id` is answered when the turn of `message_id`

@@ -32,7 +32,7 @@ use crate::session::{ConnId, Event};
 use super::{Host, ShellStream};
 
 /// Which entry of the host's dialect table a connection speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct DialectId(pub(crate) u8);
 
 impl DialectId {

@@ -31,6 +31,7 @@ mod forward;
 mod http;
 mod input;
 mod interrupt;
+mod latest;
 mod lookup;
 mod mcp;
 mod mcp_apps;
@@ -189,6 +190,9 @@ pub struct Host {
     sampling_execs: BTreeMap<String, mcp_sampling::SamplingExec>,
     /// Their HTTP exchanges, by call id.
     sampling_http: BTreeMap<u64, String>,
+    /// The latest frame of each key broadcast with `broadcast_latest` (coalesced per
+    /// connection).
+    latest: latest::LatestFrames,
 }
 
 /// What a deadline in the host's timer map is for.
@@ -282,6 +286,7 @@ impl Host {
             mcp_http_calls: BTreeMap::new(),
             sampling_execs: BTreeMap::new(),
             sampling_http: BTreeMap::new(),
+            latest: latest::LatestFrames::default(),
         }
     }
 

@@ -72,6 +72,36 @@ impl SharedFrames {
         }
     }
 
+    /// Stores `frame` with one reference held by the caller (not by an outbox): the frame
+    /// stays stored, and may be [`SharedFrames::replace`]d, until [`SharedFrames::let_go`].
+    pub fn insert_held(&mut self, frame: Bytes) -> SharedFrame {
+        let frame = self.insert(frame);
+        self.retain(frame.index);
+        frame
+    }
+
+    /// Gives up the caller's reference taken by [`SharedFrames::insert_held`].
+    pub fn let_go(&mut self, frame: SharedFrame) {
+        self.release(frame.index);
+    }
+
+    /// Replaces the bytes of a held frame: every queued entry that refers to it, on every
+    /// outbox, now sends `bytes`. Each entry stays charged to its outbox's budget at the
+    /// size it had when queued. Returns the frame with its new size.
+    pub fn replace(&mut self, frame: SharedFrame, bytes: Bytes) -> SharedFrame {
+        let len = bytes.len();
+        self.slots[frame.index as usize].frame = bytes;
+        SharedFrame {
+            index: frame.index,
+            len,
+        }
+    }
+
+    /// How many references `frame` has (queued entries, plus the caller's if held).
+    pub fn holders(&self, frame: SharedFrame) -> u32 {
+        self.slots[frame.index as usize].refs
+    }
+
     /// Shared frames currently stored (queued somewhere).
     pub fn len(&self) -> usize {
         self.slots.len() - self.free.len()
@@ -154,6 +184,9 @@ struct Queued {
     frame: Frame,
     /// An ephemeral streaming event that may be dropped when the reader falls behind.
     droppable: bool,
+    /// A shared frame that stands for the latest state of something: queued at most once
+    /// per outbox until it is taken ([`Outbox::push_latest`]).
+    latest: bool,
 }
 
 /// Why a frame could not be queued.
@@ -180,6 +213,10 @@ pub struct Outbox {
     budget: usize,
     dropped: u64,
     dropped_unreported: u64,
+    /// The shared frames queued with [`Outbox::push_latest`] and not taken yet, sorted (a
+    /// sorted `Vec`: usually empty or one long, searched in O(log n) when many sessions'
+    /// updates wait; it keeps its capacity, so a steady stream allocates nothing).
+    latest: Vec<u32>,
 }
 
 impl Outbox {
@@ -191,6 +228,7 @@ impl Outbox {
             budget,
             dropped: 0,
             dropped_unreported: 0,
+            latest: Vec::new(),
         }
     }
 
@@ -203,7 +241,7 @@ impl Outbox {
         droppable: bool,
         shared: &mut SharedFrames,
     ) -> Result<bool, OutboxOverflow> {
-        self.push_frame(Frame::Own(frame), droppable, shared)
+        self.push_frame(Frame::Own(frame), droppable, false, shared)
     }
 
     /// Queues a frame stored in `shared` (see `SharedFrame`). Returns whether the queue
@@ -215,7 +253,42 @@ impl Outbox {
         droppable: bool,
         shared: &mut SharedFrames,
     ) -> Result<bool, OutboxOverflow> {
-        self.push_frame(Frame::Shared(frame), droppable, shared)
+        self.push_frame(Frame::Shared(frame), droppable, false, shared)
+    }
+
+    /// Queues a durable shared frame that stands for the latest state of something (kept
+    /// current with [`SharedFrames::replace`]), unless this outbox already has it queued and
+    /// not taken: then nothing is queued, and the entry already queued, at its place, sends
+    /// whatever the frame holds when it is taken. Returns whether the queue went from empty
+    /// to non-empty.
+    pub fn push_latest(
+        &mut self,
+        frame: SharedFrame,
+        shared: &mut SharedFrames,
+    ) -> Result<bool, OutboxOverflow> {
+        let Err(at) = self.latest.binary_search(&frame.index) else {
+            return Ok(false);
+        };
+        let became_ready = self.push_frame(Frame::Shared(frame), false, true, shared)?;
+        self.latest.insert(at, frame.index);
+        Ok(became_ready)
+    }
+
+    /// Whether `frame` is queued here by [`Outbox::push_latest`] and not taken yet.
+    pub fn has_latest(&self, frame: SharedFrame) -> bool {
+        self.latest.binary_search(&frame.index).is_ok()
+    }
+
+    /// Forgets a taken entry's place in the set of latest-state frames.
+    #[inline]
+    fn taken(&mut self, q: &Queued) {
+        if q.latest {
+            if let Frame::Shared(f) = &q.frame {
+                if let Ok(at) = self.latest.binary_search(&f.index) {
+                    self.latest.remove(at);
+                }
+            }
+        }
     }
 
     #[inline]
@@ -223,37 +296,43 @@ impl Outbox {
         &mut self,
         frame: Frame,
         droppable: bool,
+        latest: bool,
         shared: &mut SharedFrames,
     ) -> Result<bool, OutboxOverflow> {
         let was_empty = self.queue.is_empty();
         let len = frame.len();
+        let q = Queued {
+            frame,
+            droppable,
+            latest,
+        };
         // The common case: the frame fits (one add and one compare).
         if self.queued_bytes + len <= self.budget {
-            self.accept(frame, len, droppable, shared);
+            self.accept(q, len, shared);
             return Ok(was_empty);
         }
-        self.push_over_budget(frame, droppable, was_empty, shared)
+        self.push_over_budget(q, was_empty, shared)
     }
 
     #[inline]
-    fn accept(&mut self, frame: Frame, len: usize, droppable: bool, shared: &mut SharedFrames) {
-        if let Frame::Shared(f) = &frame {
+    fn accept(&mut self, q: Queued, len: usize, shared: &mut SharedFrames) {
+        if let Frame::Shared(f) = &q.frame {
             shared.retain(f.index);
         }
         self.queued_bytes += len;
-        self.queue.push_back(Queued { frame, droppable });
+        self.queue.push_back(q);
     }
 
     /// [`Outbox::push`] when the frame does not fit as things stand.
     #[cold]
     fn push_over_budget(
         &mut self,
-        frame: Frame,
-        droppable: bool,
+        q: Queued,
         was_empty: bool,
         shared: &mut SharedFrames,
     ) -> Result<bool, OutboxOverflow> {
-        let len = frame.len();
+        let len = q.frame.len();
+        let droppable = q.droppable;
         self.drop_droppable(len, shared);
         // A single frame larger than the whole budget is still accepted into an empty queue,
         // so one big durable event never wedges a healthy connection.
@@ -264,7 +343,7 @@ impl Outbox {
             }
             return Err(OutboxOverflow::DurableDoesNotFit);
         }
-        self.accept(frame, len, droppable, shared);
+        self.accept(q, len, shared);
         Ok(was_empty)
     }
 
@@ -321,6 +400,7 @@ impl Outbox {
         self.queue.push_back(Queued {
             frame: Frame::Own(frame),
             droppable: false,
+            latest: false,
         });
         was_empty
     }
@@ -330,6 +410,7 @@ impl Outbox {
     pub fn pop(&mut self, shared: &mut SharedFrames) -> Option<Bytes> {
         let q = self.queue.pop_front()?;
         self.queued_bytes -= q.frame.len();
+        self.taken(&q);
         Some(q.frame.into_bytes(shared))
     }
 
@@ -348,6 +429,7 @@ impl Outbox {
                 break;
             };
             taken += q.frame.len();
+            self.taken(&q);
             out.push(q.frame.into_bytes(shared));
         }
         self.queued_bytes -= taken;
@@ -403,6 +485,7 @@ impl Outbox {
         for q in self.queue.drain(..) {
             q.frame.discard(shared);
         }
+        self.latest.clear();
         self.queued_bytes = 0;
     }
 }

@@ -1,7 +1,8 @@
 //! The load generator (`agentwire-load`) end to end with tiny numbers: it starts the real
 //! `agentwire` binary, attaches clients, streams deltas (saturated, paced, over several
 //! sessions) and reports one table row with every delta delivered and no durable event lost;
-//! in memory mode it reports the RSS per idle attached connection.
+//! in memory mode it reports the RSS per idle attached connection; in floor mode, the bare
+//! kernel path's latency without agentwire.
 
 use std::process::{Command, Output};
 
@@ -184,4 +185,23 @@ fn model_mode_streams_a_fake_endpoints_deltas_beside_the_scripted_stream() {
         model[12], "0 of 80 (0.0 %, 0 reported)",
         "model deltas dropped: {stdout}"
     );
+}
+
+#[test]
+fn floor_mode_writes_every_frame_to_every_socket_and_reports_the_kernel_paths_latency() {
+    // Exits 1 unless every client received every frame.
+    let (_, stdout) = load(&["--floor", "20", "--deltas", "5", "--rate", "100"]);
+    let row: Vec<&str> = stdout
+        .lines()
+        .find(|l| l.starts_with("| 20 |"))
+        .unwrap_or_else(|| panic!("no row:\n{stdout}"))
+        .trim_matches('|')
+        .split('|')
+        .map(str::trim)
+        .collect();
+    assert_eq!(&row[..3], ["20", "5", "100/s"], "{stdout}");
+    for cell in &row[3..6] {
+        assert!(cell.ends_with('s'), "a latency: {stdout}");
+    }
+    assert!(row[6].contains("µs"), "{stdout}");
 }

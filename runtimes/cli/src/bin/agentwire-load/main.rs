@@ -21,6 +21,9 @@
 //! parsing, the model agent) as well as the fan-out.
 //! With `--idle N` it measures memory instead: the server's RSS with N idle attached
 //! connections minus its RSS with none.
+//! With `--floor K` there is no agentwire at all: a child process writes one 100-byte frame
+//! per round to K loopback sockets from one thread with plain non-blocking writes, and the
+//! clients stamp receipt, which gives the kernel path's own latency for that fan-out.
 //!
 //! Exits 1 if a run failed, a client lost a durable event, or the streaming events the clients
 //! did not receive differ from the `droppedCount`s of the `events_dropped` warnings they got
@@ -31,6 +34,7 @@ mod cluster;
 mod fake_model;
 #[path = "../../fd_limit.rs"]
 mod fd_limit;
+mod floor;
 mod idle;
 mod procfs;
 mod report;
@@ -93,6 +97,16 @@ struct Args {
     /// minus its RSS with none, per connection, instead of streaming.
     #[arg(long, value_name = "N")]
     idle: Option<usize>,
+
+    /// Floor mode: no agentwire; a child process writes one 100-byte frame to K loopback
+    /// sockets per round from one thread with plain non-blocking writes (M rounds at
+    /// `--rate`, default 10/s), and the clients stamp receipt: the kernel path's latency.
+    #[arg(long, value_name = "K")]
+    floor: Option<usize>,
+
+    /// The floor mode's writer (internal: started by `--floor`).
+    #[arg(long, value_name = "K", hide = true)]
+    floor_serve: Option<usize>,
 
     /// Clients connecting and attaching at once during setup.
     #[arg(long, default_value_t = 256)]
@@ -206,6 +220,7 @@ fn main() -> ExitCode {
         || args.clients.contains(&0)
         || args.sessions == 0
         || args.idle == Some(0)
+        || args.floor == Some(0)
         || args.setup_concurrency == 0
     {
         eprintln!(
@@ -239,6 +254,9 @@ fn main() -> ExitCode {
         eprintln!("error: --model-deltas runs are saturated (not with --rate)");
         return ExitCode::from(2);
     }
+    if let Some(k) = args.floor_serve {
+        return floor::serve(k, args.deltas[0], args.rate.unwrap_or(10.0));
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(args.client_threads.max(1))
         .enable_all()
@@ -250,9 +268,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match args.idle {
-        Some(n) => runtime.block_on(idle::run_all(&args, &server, n)),
-        None => runtime.block_on(run_all(&args, &server)),
+    match (args.idle, args.floor) {
+        (_, Some(k)) => runtime.block_on(floor::run(&args, k)),
+        (Some(n), None) => runtime.block_on(idle::run_all(&args, &server, n)),
+        (None, None) => runtime.block_on(run_all(&args, &server)),
     }
 }
 
