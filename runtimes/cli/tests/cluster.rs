@@ -366,6 +366,58 @@ async fn a_client_of_node_b_drives_a_session_owned_by_node_a() {
     .await
 }
 
+/// Gateways carry frames larger than NATS's `max_payload` (1 MiB by default) both ways: a
+/// relayed client of node B sends a 1.5 MiB prompt to the session owned by node A, the turn
+/// runs, and the history read back through B (a response over 1.5 MiB) holds the prompt whole.
+#[tokio::test]
+async fn a_relayed_client_sends_and_receives_frames_larger_than_max_payload() {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let a = node(&url, "a").await;
+        let b = node(&url, "b").await;
+
+        let client_a = client(&a).await;
+        let id = sdk::new_session_id();
+        let config = SessionConfig::default()
+            .with_session_id(id.clone())
+            .with_model("fake-model")
+            .with_permission_handler(approve_all());
+        let _session_a = sdk::within("session.create on node A", client_a.create_session(config))
+            .await
+            .expect("session.create on node A");
+
+        let client_b = client(&b).await;
+        let config = ResumeSessionConfig::new(id.clone()).with_permission_handler(approve_all());
+        let session_b = sdk::within("session.resume on node B", client_b.resume_session(config))
+            .await
+            .expect("session.resume of a session owned by a live node");
+        let prompt: String = "large prompt through the gateway. "
+            .chars()
+            .cycle()
+            .take(1536 * 1024)
+            .collect();
+        sdk::turn(&session_b, &prompt).await;
+        let history = sdk::within("getMessages via B", session_b.get_events())
+            .await
+            .expect("getMessages");
+        let sent = history
+            .iter()
+            .filter(|e| e.event_type == "user.message")
+            .filter_map(|e| sdk::str_field(e, "content"))
+            .find(|content| content.len() == prompt.len());
+        assert!(
+            sent == Some(prompt.as_str()),
+            "the prompt reached the owner whole and came back in the history"
+        );
+        // The link is still up: a small turn works after the large frames.
+        let reply = sdk::turn(&session_b, "hello").await;
+        assert_eq!(reply.event_type, "assistant.message");
+        drop(server);
+    })
+    .await
+}
+
 /// Takeover through a gateway, seen from a new connection: node A dies mid-turn while a client
 /// of node B is relayed to it; a fresh connection to B resumes the session (waiting for A's
 /// lease to expire), B has claimed it, and nothing the first client received is lost or
