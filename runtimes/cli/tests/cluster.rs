@@ -418,6 +418,98 @@ async fn a_relayed_client_sends_and_receives_frames_larger_than_max_payload() {
     .await
 }
 
+/// Nodes with `COPILOT_CONNECTION_TOKEN`: a client that authenticated with node B is
+/// relayed to node A, which owns its session, as an authenticated connection (B vouches for
+/// it); a client that did not authenticate is refused by B before anything is relayed.
+#[tokio::test]
+async fn a_client_authenticated_by_node_b_is_authenticated_at_the_owner() {
+    use common::{frame, ping_ok};
+    use tokio::io::AsyncWriteExt;
+    const TOKEN: &str = "cluster-s3cret";
+    let launch = |url: String, id: &'static str| async move {
+        Agentwire::launch_with_token(
+            [
+                "--headless",
+                "--port",
+                "0",
+                "--cluster",
+                &url,
+                "--node-id",
+                id,
+                "--cluster-lease-ttl",
+                LEASE_TTL,
+                "--seed",
+                "7",
+            ],
+            Some(TOKEN),
+        )
+        .await
+    };
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let a = launch(server.url(), "a").await;
+        let b = launch(server.url(), "b").await;
+        let request = |id: u64, method: &str, params: serde_json::Value| {
+            frame(&serde_json::json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}))
+        };
+
+        // The session lives on A.
+        let (mut ra, mut wa) = a.raw().await;
+        wa.write_all(&request(1, "connect", serde_json::json!({"token": TOKEN})))
+            .await
+            .unwrap();
+        assert!(ra.response(1).await.get("result").is_some());
+        let session = sdk::new_session_id().to_string();
+        wa.write_all(&request(
+            2,
+            "session.create",
+            serde_json::json!({"sessionId": session}),
+        ))
+        .await
+        .unwrap();
+        let created = ra.response(2).await;
+        assert_eq!(
+            created["result"]["sessionId"],
+            session.as_str(),
+            "{created}"
+        );
+
+        // Without the token, B refuses the request itself.
+        let (mut rx, mut wx) = b.raw().await;
+        let messages = serde_json::json!({"sessionId": session});
+        wx.write_all(&request(1, "session.getMessages", messages.clone()))
+            .await
+            .unwrap();
+        let refused = rx.response(1).await;
+        assert_eq!(refused["error"]["code"], -32001, "{refused}");
+
+        // With it, B relays the connection to A, which serves it.
+        let (mut rb, mut wb) = b.raw().await;
+        wb.write_all(&request(1, "connect", serde_json::json!({"token": TOKEN})))
+            .await
+            .unwrap();
+        assert!(rb.response(1).await.get("result").is_some());
+        wb.write_all(&request(2, "session.getMessages", messages))
+            .await
+            .unwrap();
+        let answer = rb.response(2).await;
+        let events = answer["result"]["events"]
+            .as_array()
+            .unwrap_or_else(|| panic!("getMessages relayed to the owner: {answer}"));
+        assert!(
+            events.iter().any(|e| e["type"] == "session.start"),
+            "{answer}"
+        );
+        assert!(
+            b.stderr().contains("relayed to the owner node"),
+            "the request went through the gateway"
+        );
+        ping_ok(&mut rb, &mut wb, 3).await;
+        drop(server);
+    })
+    .await
+}
+
 /// Takeover through a gateway, seen from a new connection: node A dies mid-turn while a client
 /// of node B is relayed to it; a fresh connection to B resumes the session (waiting for A's
 /// lease to expire), B has claimed it, and nothing the first client received is lost or

@@ -195,7 +195,11 @@ pub(crate) async fn open_remote(
         .map_err(|e| format!("cannot relay to node {}: {e}", owner.node))?;
     // The server has the subscription before the owner can answer on it.
     let _ = client.flush().await;
-    let open = json!({"link": link, "node": node.me.node, "incarnation": node.me.incarnation});
+    // The owner counts the relayed connection as authenticated when this node authenticated
+    // its client (a cluster peer is trusted: it holds the cluster's NATS credentials).
+    let authenticated = authenticated(node, conn);
+    let open = json!({"link": link, "node": node.me.node, "incarnation": node.me.incarnation,
+                      "authenticated": authenticated});
     let request = client.request(open_subject(node, &owner.node), open.to_string().into());
     match tokio::time::timeout(OPEN_TIMEOUT, request).await {
         Ok(Ok(_)) => {}
@@ -240,14 +244,32 @@ pub(crate) async fn open_remote(
     })
 }
 
-/// Opens a link to this node's own host (the gateway's node became the session's owner): an
-/// in-memory pipe served as an ordinary connection.
-pub(crate) fn open_local(node: &Node) -> Option<LinkEnds> {
+/// Whether this node's host authenticated the client connection `conn`.
+fn authenticated(node: &Node, conn: ConnId) -> bool {
+    node.host
+        .get()
+        .and_then(|host| host.with_host(|h, _| h.is_connection_authenticated(conn)))
+        .unwrap_or(false)
+}
+
+/// Counts the relayed connection `conn` of `host` as authenticated.
+fn authenticate(host: &agentwire_driver::HostHandle, conn: ConnId) {
+    host.with_host(|h, _| h.authenticate_connection(conn));
+}
+
+/// Opens a link to this node's own host (the gateway's node became the session's owner) for
+/// the client connection `conn`: an in-memory pipe served as an ordinary connection,
+/// authenticated when `conn` is.
+pub(crate) fn open_local(node: &Node, conn: ConnId) -> Option<LinkEnds> {
     let host = node.host.get()?.clone();
     let framing = host.framing()?;
+    let authenticated = authenticated(node, conn);
     let (host_side, link_side) = tokio::io::duplex(PIPE_BYTES);
     let (host_read, host_write) = tokio::io::split(host_side);
-    host.attach(host_read.compat(), host_write.compat_write())?;
+    let relayed = host.attach(host_read.compat(), host_write.compat_write())?;
+    if authenticated {
+        authenticate(&host, relayed);
+    }
     let (from_host, mut to_host) = tokio::io::split(link_side);
     let (to_owner, mut bodies) = unbounded_channel::<Bytes>();
     let (owner_tx, from_owner) = unbounded_channel();
@@ -335,11 +357,24 @@ pub(crate) async fn serve_links(node: Arc<Node>) {
             node: peer.to_owned(),
             incarnation,
         };
-        tokio::spawn(owner_link(node.clone(), link.to_owned(), peer, reply));
+        let authenticated = open["authenticated"] == true;
+        tokio::spawn(owner_link(
+            node.clone(),
+            link.to_owned(),
+            peer,
+            authenticated,
+            reply,
+        ));
     }
 }
 
-async fn owner_link(node: Arc<Node>, link: String, peer: NodeIdentity, reply: async_nats::Subject) {
+async fn owner_link(
+    node: Arc<Node>,
+    link: String,
+    peer: NodeIdentity,
+    authenticated: bool,
+    reply: async_nats::Subject,
+) {
     let Some(host) = node.host.get().cloned() else {
         return;
     };
@@ -354,11 +389,12 @@ async fn owner_link(node: Arc<Node>, link: String, peer: NodeIdentity, reply: as
     let _ = client.flush().await;
     let (host_side, link_side) = tokio::io::duplex(PIPE_BYTES);
     let (host_read, host_write) = tokio::io::split(host_side);
-    if host
-        .attach(host_read.compat(), host_write.compat_write())
-        .is_none()
-    {
+    let Some(relayed) = host.attach(host_read.compat(), host_write.compat_write()) else {
         return;
+    };
+    if authenticated {
+        // Before the open is answered: the peer sends no frame until then.
+        authenticate(&host, relayed);
     }
     let (from_host, mut to_host) = tokio::io::split(link_side);
     let _ = client.publish(reply, Bytes::from_static(b"ok")).await;
