@@ -386,3 +386,60 @@ fn session_list_shows_the_sessions_the_runtime_found_in_the_log() {
     assert_eq!(listed_s.len(), 1);
     assert_eq!(listed_s[0]["summary"], "hi");
 }
+
+#[test]
+fn events_after_a_takeover_never_step_back_in_time_when_the_new_owners_clock_is_behind() {
+    // Node A's clock is an hour ahead of node B's.
+    let mut a = World::new(owner_config("a"));
+    a.now = a.now.saturating_add(std::time::Duration::from_secs(3600));
+    let mut p = a.connect();
+    create(&mut a, &mut p, "s", json!({"tools": weather_tool()}));
+    send(
+        &mut a,
+        &mut p,
+        "session.send",
+        json!({"sessionId":"s","prompt":"What is the weather in Paris?"}),
+    );
+    a.run_timers(&mut [&mut p]);
+    let (log, _) = drain(&mut a);
+    let stamp = |e: &Value| e["timestamp"].as_str().unwrap().to_owned();
+    let last_a = stamp(&serde_json::from_slice(log.last().unwrap()).unwrap());
+
+    let mut b = World::new(node_config("b"));
+    b.host.restore_session(b.now, "s", log.clone()).unwrap();
+    assert!(b.host.interrupt_open_turn(b.now, "s", "taken over"));
+    let mut q = b.connect();
+    b.call(&mut q, &mut [], "session.resume", json!({"sessionId":"s"}));
+    b.call(
+        &mut q,
+        &mut [],
+        "session.send",
+        json!({"sessionId":"s","prompt":"hi"}),
+    );
+    b.run_timers(&mut [&mut q]);
+    let (appended, _) = drain(&mut b);
+    assert!(
+        appended.len() > 4,
+        "the interrupted turn's end and a new turn"
+    );
+    // RFC 3339 with fixed millisecond precision: string order is time order.
+    let mut previous = last_a.clone();
+    for event in &appended {
+        let event: Value = serde_json::from_slice(event).unwrap();
+        assert!(
+            stamp(&event) >= previous,
+            "{} at {} is earlier than the event before it ({previous}); A's last: {last_a}",
+            event["type"],
+            stamp(&event)
+        );
+        previous = stamp(&event);
+    }
+    for event in q.events("s") {
+        assert!(
+            stamp(&event) >= last_a,
+            "the client got {} at {}, before A's last event ({last_a})",
+            event["type"],
+            stamp(&event)
+        );
+    }
+}

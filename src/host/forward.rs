@@ -58,6 +58,19 @@ impl Host {
         }
     }
 
+    /// Whether `conn` passed the host's connection check (it sent the connection token, or the
+    /// host has none): a gateway tells the owner node so when it relays the connection.
+    pub fn is_connection_authenticated(&self, conn: ConnId) -> bool {
+        self.is_authenticated(conn)
+    }
+
+    /// Counts `conn` as authenticated without the dialect's handshake: for a connection
+    /// relayed from a cluster peer that authenticated its client itself (the peer is trusted
+    /// through the cluster's own credentials). Unknown connections are ignored.
+    pub fn authenticate_connection(&mut self, conn: ConnId) {
+        self.set_authenticated(conn);
+    }
+
     /// Whether `conn` is forwarded to another node.
     pub fn is_forwarded(&self, conn: ConnId) -> bool {
         self.conns.get(&conn).is_some_and(|c| c.forwarded)

@@ -127,6 +127,10 @@ impl Session {
 
     /// Creates an event with the next `parentId` (emitted by sub-agent `agent_id`; `None`:
     /// the main agent), records it if persisted, and returns it.
+    ///
+    /// Its timestamp is `now`, or the last persisted event's time when `now` is earlier (a
+    /// session restored from a log written by a node whose clock was ahead): a session's
+    /// timestamps never step back.
     pub(crate) fn record_from(
         &mut self,
         id: String,
@@ -136,6 +140,7 @@ impl Session {
         now: Timestamp,
         agent_id: Option<&str>,
     ) -> Event {
+        let now = now.max(self.modified_time);
         let event = Event::new_from(
             id,
             event_type,

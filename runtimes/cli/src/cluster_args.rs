@@ -47,6 +47,11 @@ pub struct ClusterArgs {
     #[arg(long, value_name = "VAR")]
     cluster_token_env: Option<String>,
 
+    /// NATS credentials file (`.creds`: a user JWT and its nkey seed, as `nsc` writes them);
+    /// read and checked at startup.
+    #[arg(long, value_name = "FILE")]
+    cluster_creds: Option<PathBuf>,
+
     /// PEM file of the CA certificates that sign the NATS servers' certificates.
     #[arg(long, value_name = "FILE")]
     cluster_tls_ca: Option<PathBuf>,
@@ -70,6 +75,19 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         Ok(_) => Err("the lease TTL must be at least 1s".into()),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// `connect` authenticating with the `.creds` file at `path`; an error naming the file when it
+/// cannot be read or holds no user JWT and nkey seed.
+fn with_credentials_file(
+    connect: async_nats::ConnectOptions,
+    path: &std::path::Path,
+) -> Result<async_nats::ConnectOptions, String> {
+    let contents = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read NATS credentials file {}: {e}", path.display()))?;
+    connect
+        .credentials(&contents)
+        .map_err(|e| format!("invalid NATS credentials file {}: {e}", path.display()))
 }
 
 /// What the cluster flags ask for.
@@ -111,6 +129,9 @@ impl ClusterArgs {
         }
         if let Some(var) = &self.cluster_token_env {
             connect = connect.token(env(var)?);
+        }
+        if let Some(path) = &self.cluster_creds {
+            connect = with_credentials_file(connect, path)?;
         }
         if let Some(ca) = &self.cluster_tls_ca {
             connect = connect.add_root_certificates(ca.clone());

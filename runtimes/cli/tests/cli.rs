@@ -266,6 +266,39 @@ async fn bad_scenario_file_is_named_in_the_error() {
 }
 
 #[tokio::test]
+async fn a_bad_nats_credentials_file_is_named_in_the_error() {
+    let dir = std::env::temp_dir().join(format!("agentwire-cli-creds-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cluster = |creds: &str| {
+        [
+            "--headless",
+            "--port",
+            "0",
+            "--cluster",
+            "nats://127.0.0.1:1",
+            "--node-id",
+            "n1",
+            "--cluster-creds",
+            creds,
+        ]
+        .map(str::to_owned)
+    };
+    let missing = dir.join("missing.creds");
+    let args = cluster(missing.to_str().unwrap());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    usage_error(&args, "cannot read NATS credentials file").await;
+    usage_error(&args, "missing.creds").await;
+
+    let garbage = dir.join("garbage.creds");
+    std::fs::write(&garbage, "not a user JWT\nnor an nkey seed\n").unwrap();
+    let args = cluster(garbage.to_str().unwrap());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    usage_error(&args, "invalid NATS credentials file").await;
+    usage_error(&args, "garbage.creds").await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
 async fn unknown_flag_is_rejected() {
     usage_error(&["--no-such-flag"], "--no-such-flag").await;
 }

@@ -375,6 +375,150 @@ async fn a_client_of_node_b_drives_a_session_owned_by_node_a() {
     .await
 }
 
+/// Gateways carry frames larger than NATS's `max_payload` (1 MiB by default) both ways: a
+/// relayed client of node B sends a 1.5 MiB prompt to the session owned by node A, the turn
+/// runs, and the history read back through B (a response over 1.5 MiB) holds the prompt whole.
+#[tokio::test]
+async fn a_relayed_client_sends_and_receives_frames_larger_than_max_payload() {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let a = node(&url, "a").await;
+        let b = node(&url, "b").await;
+
+        let client_a = client(&a).await;
+        let id = sdk::new_session_id();
+        let config = SessionConfig::default()
+            .with_session_id(id.clone())
+            .with_model("fake-model")
+            .with_permission_handler(approve_all());
+        let _session_a = sdk::within("session.create on node A", client_a.create_session(config))
+            .await
+            .expect("session.create on node A");
+
+        let client_b = client(&b).await;
+        let config = ResumeSessionConfig::new(id.clone()).with_permission_handler(approve_all());
+        let session_b = sdk::within("session.resume on node B", client_b.resume_session(config))
+            .await
+            .expect("session.resume of a session owned by a live node");
+        let prompt: String = "large prompt through the gateway. "
+            .chars()
+            .cycle()
+            .take(1536 * 1024)
+            .collect();
+        sdk::turn(&session_b, &prompt).await;
+        let history = sdk::within("getMessages via B", session_b.get_events())
+            .await
+            .expect("getMessages");
+        let sent = history
+            .iter()
+            .filter(|e| e.event_type == "user.message")
+            .filter_map(|e| sdk::str_field(e, "content"))
+            .find(|content| content.len() == prompt.len());
+        assert!(
+            sent == Some(prompt.as_str()),
+            "the prompt reached the owner whole and came back in the history"
+        );
+        // The link is still up: a small turn works after the large frames.
+        let reply = sdk::turn(&session_b, "hello").await;
+        assert_eq!(reply.event_type, "assistant.message");
+        drop(server);
+    })
+    .await
+}
+
+/// Nodes with `COPILOT_CONNECTION_TOKEN`: a client that authenticated with node B is
+/// relayed to node A, which owns its session, as an authenticated connection (B vouches for
+/// it); a client that did not authenticate is refused by B before anything is relayed.
+#[tokio::test]
+async fn a_client_authenticated_by_node_b_is_authenticated_at_the_owner() {
+    use common::{frame, ping_ok};
+    use tokio::io::AsyncWriteExt;
+    const TOKEN: &str = "cluster-s3cret";
+    let launch = |url: String, id: &'static str| async move {
+        Agentwire::launch_with_token(
+            [
+                "--headless",
+                "--port",
+                "0",
+                "--cluster",
+                &url,
+                "--node-id",
+                id,
+                "--cluster-lease-ttl",
+                LEASE_TTL,
+                "--seed",
+                "7",
+            ],
+            Some(TOKEN),
+        )
+        .await
+    };
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let a = launch(server.url(), "a").await;
+        let b = launch(server.url(), "b").await;
+        let request = |id: u64, method: &str, params: serde_json::Value| {
+            frame(&serde_json::json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}))
+        };
+
+        // The session lives on A.
+        let (mut ra, mut wa) = a.raw().await;
+        wa.write_all(&request(1, "connect", serde_json::json!({"token": TOKEN})))
+            .await
+            .unwrap();
+        assert!(ra.response(1).await.get("result").is_some());
+        let session = sdk::new_session_id().to_string();
+        wa.write_all(&request(
+            2,
+            "session.create",
+            serde_json::json!({"sessionId": session}),
+        ))
+        .await
+        .unwrap();
+        let created = ra.response(2).await;
+        assert_eq!(
+            created["result"]["sessionId"],
+            session.as_str(),
+            "{created}"
+        );
+
+        // Without the token, B refuses the request itself.
+        let (mut rx, mut wx) = b.raw().await;
+        let messages = serde_json::json!({"sessionId": session});
+        wx.write_all(&request(1, "session.getMessages", messages.clone()))
+            .await
+            .unwrap();
+        let refused = rx.response(1).await;
+        assert_eq!(refused["error"]["code"], -32001, "{refused}");
+
+        // With it, B relays the connection to A, which serves it.
+        let (mut rb, mut wb) = b.raw().await;
+        wb.write_all(&request(1, "connect", serde_json::json!({"token": TOKEN})))
+            .await
+            .unwrap();
+        assert!(rb.response(1).await.get("result").is_some());
+        wb.write_all(&request(2, "session.getMessages", messages))
+            .await
+            .unwrap();
+        let answer = rb.response(2).await;
+        let events = answer["result"]["events"]
+            .as_array()
+            .unwrap_or_else(|| panic!("getMessages relayed to the owner: {answer}"));
+        assert!(
+            events.iter().any(|e| e["type"] == "session.start"),
+            "{answer}"
+        );
+        assert!(
+            b.stderr().contains("relayed to the owner node"),
+            "the request went through the gateway"
+        );
+        ping_ok(&mut rb, &mut wb, 3).await;
+        drop(server);
+    })
+    .await
+}
+
 /// Takeover through a gateway, seen from a new connection: node A dies mid-turn while a client
 /// of node B is relayed to it; a fresh connection to B resumes the session (waiting for A's
 /// lease to expire), B has claimed it, and nothing the first client received is lost or

@@ -241,7 +241,7 @@ async fn reattach(
     let target = target.unwrap_or(Target::Local);
     let mut link = match &target {
         Target::Remote(owner) => open_remote(node, conn, owner, attempt).await?,
-        Target::Local => open_local(node).ok_or("this node is shutting down")?,
+        Target::Local => open_local(node, conn).ok_or("this node is shutting down")?,
     };
     for frame in relay.reattach() {
         let _ = link.to_owner.send(frame);

@@ -6,7 +6,9 @@
 //! it decides who is asked, tool and command ownership and first answers, and holds frames
 //! until their events are acknowledged by JetStream, as for its own clients. Frames travel one
 //! per core NATS message, in order (one publisher per direction): B → A on the link's `in`
-//! subject, A → B on its `out` subject; a message is `F` + a frame body, or `C` (closed).
+//! subject, A → B on its `out` subject; a message is `F` + a frame body, or `C` (closed). A
+//! frame larger than the server's `max_payload` travels as several messages: `P` + a part for
+//! each but the last, then `F` + the last part; the other side joins them in order.
 //!
 //! Each side watches the other's lease: when A dies, B's gateway re-attaches the client to the
 //! session's new owner (see [`crate::gateway`]), over a new link, or over an in-memory pipe to
@@ -50,11 +52,94 @@ fn out_subject(node: &Node, link: &str) -> String {
     format!("{}.out.{link}", node.layout.live_prefix)
 }
 
-fn frame_message(body: &[u8]) -> Bytes {
-    let mut message = BytesMut::with_capacity(body.len() + 1);
-    message.extend_from_slice(b"F");
-    message.extend_from_slice(body);
-    message.freeze()
+/// The largest frame a link carries (a reassembled frame over this ends the link): the host's
+/// own default frame limit.
+const MAX_LINK_FRAME: usize = FrameLimits::DEFAULT_MAX_FRAME_BYTES;
+
+/// The link messages carrying `body` when a message may hold `max_payload` bytes: `F` + body
+/// when it fits, otherwise `P` + part for each part but the last and `F` + the last part.
+fn frame_messages(body: &[u8], max_payload: usize) -> Vec<Bytes> {
+    let part_len = max_payload.saturating_sub(1).max(1);
+    let parts: Vec<&[u8]> = if body.is_empty() {
+        vec![body]
+    } else {
+        body.chunks(part_len).collect()
+    };
+    let last = parts.len() - 1;
+    parts
+        .into_iter()
+        .enumerate()
+        .map(|(i, part)| {
+            let mut message = BytesMut::with_capacity(part.len() + 1);
+            message.extend_from_slice(if i == last { b"F" } else { b"P" });
+            message.extend_from_slice(part);
+            message.freeze()
+        })
+        .collect()
+}
+
+/// Publishes `body` on `subject` as one or more link messages, in order, sized for the server
+/// the client is connected to.
+async fn publish_frame(
+    client: &async_nats::Client,
+    subject: &str,
+    body: &[u8],
+) -> Result<(), async_nats::PublishError> {
+    // Reading the server info clones it: only for frames that might not fit.
+    const SURELY_FITS: usize = 64 * 1024;
+    let max_payload = if body.len() < SURELY_FITS {
+        usize::MAX
+    } else {
+        client.server_info().max_payload
+    };
+    for message in frame_messages(body, max_payload) {
+        client.publish(subject.to_owned(), message).await?;
+    }
+    Ok(())
+}
+
+/// What one link message meant to its receiver.
+#[derive(Debug, PartialEq)]
+enum Received {
+    /// A whole frame body.
+    Frame(Bytes),
+    /// A part of a larger frame: more follow.
+    Part,
+    /// `C`, or a message that is not part of the link protocol (the link ends).
+    End,
+}
+
+/// Joins the parts of frames larger than one message, in the order they arrive.
+#[derive(Default)]
+struct Reassembly {
+    parts: BytesMut,
+}
+
+impl Reassembly {
+    /// Takes the next link message on the subject.
+    fn push(&mut self, payload: &Bytes) -> Received {
+        let (tag, rest) = match payload.first() {
+            Some(tag) => (*tag, payload.slice(1..)),
+            None => return Received::End,
+        };
+        if tag != b'F' && tag != b'P' {
+            return Received::End;
+        }
+        if self.parts.len() + rest.len() > MAX_LINK_FRAME {
+            return Received::End;
+        }
+        match tag {
+            b'P' => {
+                self.parts.extend_from_slice(&rest);
+                Received::Part
+            }
+            _ if self.parts.is_empty() => Received::Frame(rest),
+            _ => {
+                self.parts.extend_from_slice(&rest);
+                Received::Frame(std::mem::take(&mut self.parts).freeze())
+            }
+        }
+    }
 }
 
 /// Whether `who`'s lease key still holds its incarnation (errors count as alive: a NATS hiccup
@@ -110,7 +195,11 @@ pub(crate) async fn open_remote(
         .map_err(|e| format!("cannot relay to node {}: {e}", owner.node))?;
     // The server has the subscription before the owner can answer on it.
     let _ = client.flush().await;
-    let open = json!({"link": link, "node": node.me.node, "incarnation": node.me.incarnation});
+    // The owner counts the relayed connection as authenticated when this node authenticated
+    // its client (a cluster peer is trusted: it holds the cluster's NATS credentials).
+    let authenticated = authenticated(node, conn);
+    let open = json!({"link": link, "node": node.me.node, "incarnation": node.me.incarnation,
+                      "authenticated": authenticated});
     let request = client.request(open_subject(node, &owner.node), open.to_string().into());
     match tokio::time::timeout(OPEN_TIMEOUT, request).await {
         Ok(Ok(_)) => {}
@@ -128,20 +217,24 @@ pub(crate) async fn open_remote(
     let inbound = in_subject(node, &link);
     tokio::spawn(async move {
         while let Some(body) = bodies.recv().await {
-            if client
-                .publish(inbound.clone(), frame_message(&body))
-                .await
-                .is_err()
-            {
+            if let Err(e) = publish_frame(&client, &inbound, &body).await {
+                warn!(error = %e, "cannot relay a client frame; the link ends");
                 return;
             }
         }
         let _ = client.publish(inbound, Bytes::from_static(b"C")).await;
     });
     tokio::spawn(async move {
+        let mut parts = Reassembly::default();
         while let Some(m) = out.next().await {
-            if m.payload.first() != Some(&b'F') || owner_tx.send(m.payload.slice(1..)).is_err() {
-                return;
+            match parts.push(&m.payload) {
+                Received::Frame(body) => {
+                    if owner_tx.send(body).is_err() {
+                        return;
+                    }
+                }
+                Received::Part => {}
+                Received::End => return,
             }
         }
     });
@@ -151,14 +244,32 @@ pub(crate) async fn open_remote(
     })
 }
 
-/// Opens a link to this node's own host (the gateway's node became the session's owner): an
-/// in-memory pipe served as an ordinary connection.
-pub(crate) fn open_local(node: &Node) -> Option<LinkEnds> {
+/// Whether this node's host authenticated the client connection `conn`.
+fn authenticated(node: &Node, conn: ConnId) -> bool {
+    node.host
+        .get()
+        .and_then(|host| host.with_host(|h, _| h.is_connection_authenticated(conn)))
+        .unwrap_or(false)
+}
+
+/// Counts the relayed connection `conn` of `host` as authenticated.
+fn authenticate(host: &agentwire_driver::HostHandle, conn: ConnId) {
+    host.with_host(|h, _| h.authenticate_connection(conn));
+}
+
+/// Opens a link to this node's own host (the gateway's node became the session's owner) for
+/// the client connection `conn`: an in-memory pipe served as an ordinary connection,
+/// authenticated when `conn` is.
+pub(crate) fn open_local(node: &Node, conn: ConnId) -> Option<LinkEnds> {
     let host = node.host.get()?.clone();
     let framing = host.framing()?;
+    let authenticated = authenticated(node, conn);
     let (host_side, link_side) = tokio::io::duplex(PIPE_BYTES);
     let (host_read, host_write) = tokio::io::split(host_side);
-    host.attach(host_read.compat(), host_write.compat_write())?;
+    let relayed = host.attach(host_read.compat(), host_write.compat_write())?;
+    if authenticated {
+        authenticate(&host, relayed);
+    }
     let (from_host, mut to_host) = tokio::io::split(link_side);
     let (to_owner, mut bodies) = unbounded_channel::<Bytes>();
     let (owner_tx, from_owner) = unbounded_channel();
@@ -246,11 +357,24 @@ pub(crate) async fn serve_links(node: Arc<Node>) {
             node: peer.to_owned(),
             incarnation,
         };
-        tokio::spawn(owner_link(node.clone(), link.to_owned(), peer, reply));
+        let authenticated = open["authenticated"] == true;
+        tokio::spawn(owner_link(
+            node.clone(),
+            link.to_owned(),
+            peer,
+            authenticated,
+            reply,
+        ));
     }
 }
 
-async fn owner_link(node: Arc<Node>, link: String, peer: NodeIdentity, reply: async_nats::Subject) {
+async fn owner_link(
+    node: Arc<Node>,
+    link: String,
+    peer: NodeIdentity,
+    authenticated: bool,
+    reply: async_nats::Subject,
+) {
     let Some(host) = node.host.get().cloned() else {
         return;
     };
@@ -265,11 +389,12 @@ async fn owner_link(node: Arc<Node>, link: String, peer: NodeIdentity, reply: as
     let _ = client.flush().await;
     let (host_side, link_side) = tokio::io::duplex(PIPE_BYTES);
     let (host_read, host_write) = tokio::io::split(host_side);
-    if host
-        .attach(host_read.compat(), host_write.compat_write())
-        .is_none()
-    {
+    let Some(relayed) = host.attach(host_read.compat(), host_write.compat_write()) else {
         return;
+    };
+    if authenticated {
+        // Before the open is answered: the peer sends no frame until then.
+        authenticate(&host, relayed);
     }
     let (from_host, mut to_host) = tokio::io::split(link_side);
     let _ = client.publish(reply, Bytes::from_static(b"ok")).await;
@@ -282,11 +407,8 @@ async fn owner_link(node: Arc<Node>, link: String, peer: NodeIdentity, reply: as
     tokio::spawn(read_bodies(from_host, framing, bodies_tx));
     let writer = tokio::spawn(async move {
         while let Some(body) = bodies.recv().await {
-            if publisher
-                .publish(outbound.clone(), frame_message(&body))
-                .await
-                .is_err()
-            {
+            if let Err(e) = publish_frame(&publisher, &outbound, &body).await {
+                warn!(error = %e, "cannot relay a frame to the client's node; the link ends");
                 return;
             }
         }
@@ -295,17 +417,19 @@ async fn owner_link(node: Arc<Node>, link: String, peer: NodeIdentity, reply: as
 
     // The client's frames, framed again for the host; EOF when the client or its node is gone.
     let mut check = tokio::time::interval(node.lease_ttl / 2);
+    let mut parts = Reassembly::default();
     loop {
         tokio::select! {
-            message = inbound.next() => match message {
-                Some(m) if m.payload.first() == Some(&b'F') => {
+            message = inbound.next() => match message.map(|m| parts.push(&m.payload)) {
+                Some(Received::Frame(body)) => {
                     let mut framed = BytesMut::new();
-                    encode_frame(framing, &m.payload[1..], &mut framed);
+                    encode_frame(framing, &body, &mut framed);
                     if to_host.write_all(&framed).await.is_err() {
                         break;
                     }
                 }
-                _ => break,
+                Some(Received::Part) => {}
+                Some(Received::End) | None => break,
             },
             _ = check.tick() => {
                 if !alive(&node, &peer).await {
@@ -318,4 +442,78 @@ async fn owner_link(node: Arc<Node>, link: String, peer: NodeIdentity, reply: as
     let _ = to_host.shutdown().await;
     drop(to_host);
     let _ = writer.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn join(messages: &[Bytes]) -> Vec<Received> {
+        let mut parts = Reassembly::default();
+        messages.iter().map(|m| parts.push(m)).collect()
+    }
+
+    #[test]
+    fn a_frame_that_fits_is_one_message() {
+        let messages = frame_messages(b"{}", 10);
+        assert_eq!(messages, [Bytes::from_static(b"F{}")]);
+        assert_eq!(
+            join(&messages),
+            [Received::Frame(Bytes::from_static(b"{}"))]
+        );
+        assert_eq!(frame_messages(b"", 10), [Bytes::from_static(b"F")]);
+    }
+
+    #[test]
+    fn a_larger_frame_is_split_to_fit_and_joined_in_order() {
+        let body: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
+        for max_payload in [2, 7, 1000, 9_999, 10_000, 10_001] {
+            let messages = frame_messages(&body, max_payload);
+            assert!(
+                messages.iter().all(|m| m.len() <= max_payload),
+                "{max_payload}"
+            );
+            let mut received = join(&messages);
+            assert_eq!(received.pop(), Some(Received::Frame(body.clone().into())));
+            assert!(
+                received.iter().all(|r| *r == Received::Part),
+                "{max_payload}"
+            );
+        }
+        // Two split frames in a row come out as two frames.
+        let mut messages = frame_messages(&body, 3000);
+        messages.extend(frame_messages(b"next", 3000));
+        let frames: Vec<Received> = join(&messages)
+            .into_iter()
+            .filter(|r| *r != Received::Part)
+            .collect();
+        assert_eq!(
+            frames,
+            [
+                Received::Frame(body.into()),
+                Received::Frame(Bytes::from_static(b"next"))
+            ]
+        );
+    }
+
+    #[test]
+    fn close_garbage_and_oversized_frames_end_the_link() {
+        assert_eq!(join(&[Bytes::from_static(b"C")]), [Received::End]);
+        assert_eq!(join(&[Bytes::new()]), [Received::End]);
+        assert_eq!(join(&[Bytes::from_static(b"Xjunk")]), [Received::End]);
+        let mut parts = Reassembly::default();
+        let part = Bytes::from(vec![b'P'; 1024 * 1024 + 1]);
+        let mut last = Received::Part;
+        for _ in 0..=MAX_LINK_FRAME / (1024 * 1024) {
+            last = parts.push(&part);
+            if last != Received::Part {
+                break;
+            }
+        }
+        assert_eq!(
+            last,
+            Received::End,
+            "a peer cannot grow a frame without bound"
+        );
+    }
 }

@@ -77,3 +77,39 @@ async fn leases_renew_and_lapse() {
     let start = std::time::Instant::now();
     conformance::leases_renew_and_lapse(&engine, ttl, || start.elapsed(), tokio::time::sleep).await;
 }
+
+/// An append larger than the server's `max_payload` is refused before it is sent (the server
+/// would drop the connection, and a retry would do it again); the connection stays up and the
+/// next append at the same sequence is stored.
+#[tokio::test]
+async fn an_append_over_max_payload_is_refused_and_the_connection_stays_up() {
+    use agentwire_cluster::{AppendError, AppendRequest, Engine, Layout, RecordKind};
+    let server = NatsServer::single();
+    let engine = connect_nats(&[server.url()], 1, TTL).await;
+    let subject = Layout::default().log_subject("big");
+    let max_payload = engine.client().server_info().max_payload;
+    let append = |msg_id: &str, payload: bytes::Bytes| AppendRequest {
+        subject: subject.clone(),
+        expected_last_subject_seq: 0,
+        msg_id: msg_id.into(),
+        kind: RecordKind::Event,
+        payload,
+    };
+    let big = bytes::Bytes::from(vec![b'x'; max_payload + 1]);
+    match engine.append(&append("big", big)).await {
+        Err(AppendError::Failed(why)) => assert!(why.contains("max_payload"), "{why}"),
+        other => panic!("an append over max_payload must be refused, got {other:?}"),
+    }
+    // Just under max_payload, but over it with the headers: refused too.
+    let tight = bytes::Bytes::from(vec![b'x'; max_payload - 10]);
+    assert!(matches!(
+        engine.append(&append("tight", tight)).await,
+        Err(AppendError::Failed(_))
+    ));
+    let ack = engine
+        .append(&append("small", bytes::Bytes::from_static(b"{}")))
+        .await
+        .expect("the next append is stored");
+    assert!(ack.seq > 0);
+    assert_eq!(engine.client().connection_state().to_string(), "connected");
+}

@@ -42,9 +42,22 @@ impl Agentwire {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let mut child = Command::new(BIN)
+        Self::launch_with_token(args, None).await
+    }
+
+    /// [`Agentwire::launch`] with `COPILOT_CONNECTION_TOKEN` set to `token` (`None`: unset).
+    pub async fn launch_with_token<I, S>(args: I, token: Option<&str>) -> Agentwire
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut command = Command::new(BIN);
+        command.env_remove("COPILOT_CONNECTION_TOKEN");
+        if let Some(token) = token {
+            command.env("COPILOT_CONNECTION_TOKEN", token);
+        }
+        let mut child = command
             .args(args)
-            .env_remove("COPILOT_CONNECTION_TOKEN")
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

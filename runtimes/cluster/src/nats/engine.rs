@@ -112,6 +112,38 @@ impl NatsEngine {
     }
 }
 
+impl NatsEngine {
+    /// Why a message with `headers` and `payload` is larger than the connected server's
+    /// `max_payload` (which counts headers and payload together), or `None` when it fits.
+    fn exceeds_max_payload(&self, headers: &HeaderMap, payload: &[u8]) -> Option<String> {
+        // Reading the server info clones it: only for messages that might not fit.
+        const SURELY_FITS: usize = 64 * 1024;
+        if payload.len() < SURELY_FITS {
+            return None;
+        }
+        // `NATS/1.0\r\n`, `Name: value\r\n` per header, the closing `\r\n`.
+        let header_len = 10
+            + headers
+                .iter()
+                .map(|(name, values)| {
+                    values
+                        .iter()
+                        .map(|v| AsRef::<[u8]>::as_ref(name).len() + 4 + v.as_str().len())
+                        .sum::<usize>()
+                })
+                .sum::<usize>()
+            + 2;
+        let max_payload = self.client.server_info().max_payload;
+        (header_len + payload.len() > max_payload).then(|| {
+            format!(
+                "the message ({} bytes with its headers) is larger than the server's max_payload \
+                 ({max_payload} bytes)",
+                header_len + payload.len()
+            )
+        })
+    }
+}
+
 impl Engine for NatsEngine {
     type Live = NatsLive;
 
@@ -128,7 +160,13 @@ impl Engine for NatsEngine {
         headers.insert(KIND_HEADER, request.kind.as_str());
         let subject = request.subject.clone();
         let payload = request.payload.clone();
+        let too_large = self.exceeds_max_payload(&headers, &payload);
         async move {
+            if let Some(why) = too_large {
+                // The server would end the connection ("Maximum Payload Violation"), and the
+                // writer's retry would do it again: refused here, nothing stored.
+                return Err(AppendError::Failed(why));
+            }
             let ack = self
                 .context
                 .publish_with_headers(subject, headers, payload)
