@@ -36,6 +36,11 @@ struct Latest {
     body: Vec<u8>,
     content_length: Option<SharedFrame>,
     ndjson: Option<SharedFrame>,
+    /// The length each framing's frame had before the last [`Latest::set`] (outboxes that
+    /// have it queued were charged that much: see [`Outbox::recharge_latest`]).
+    ///
+    /// [`Outbox::recharge_latest`]: super::outbox::Outbox::recharge_latest
+    previous_len: [usize; 2],
 }
 
 fn framed(framing: Framing, body: &[u8]) -> bytes::Bytes {
@@ -56,6 +61,10 @@ impl Latest {
 
     /// Makes `body` the latest: every entry already queued anywhere now sends it.
     fn set(&mut self, body: Vec<u8>, shared: &mut SharedFrames) {
+        self.previous_len = [
+            self.content_length.map_or(0, SharedFrame::len),
+            self.ndjson.map_or(0, SharedFrame::len),
+        ];
         for (framing, cell) in [
             (Framing::ContentLength, &mut self.content_length),
             (Framing::Ndjson, &mut self.ndjson),
@@ -107,6 +116,7 @@ impl LatestFrames {
             body,
             content_length: None,
             ndjson: None,
+            previous_len: [0; 2],
         })
     }
 
@@ -176,10 +186,17 @@ impl Host {
         let (all, shared) = conns.iter_mut_and_frames();
         let entry = latest.set(dialect, key, body, shared);
         for (conn, c) in all {
-            if c.closing || c.dialect != dialect {
+            if c.dialect != dialect {
                 continue;
             }
+            // A connection (closing or not) that has the frame queued now sends the new
+            // content: charge its budget the new length instead of the old one.
             let frame = entry.get(c.framing, shared);
+            let previous = entry.previous_len[usize::from(c.framing == Framing::Ndjson)];
+            c.outbox.recharge_latest(frame, previous);
+            if c.closing {
+                continue;
+            }
             match c.outbox.push_latest(frame, shared) {
                 Ok(became_ready) => {
                     if became_ready && !c.in_ready {
@@ -248,6 +265,25 @@ mod tests {
     }
 
     #[test]
+    fn a_replaced_frame_is_charged_its_new_length() {
+        let mut shared = SharedFrames::default();
+        let mut table = LatestFrames::default();
+        let mut slow = Outbox::new(100_000);
+        let (d, f) = (DialectId(0), Framing::Ndjson);
+        let frame = table
+            .set(d, "s", b"v1".to_vec(), &mut shared)
+            .get(f, &mut shared);
+        slow.push_latest(frame, &mut shared).unwrap();
+        assert_eq!(slow.queued_bytes(), 3);
+        let latest = table.set(d, "s", b"a longer v2".to_vec(), &mut shared);
+        let (frame, previous) = (latest.get(f, &mut shared), latest.previous_len[1]);
+        slow.recharge_latest(frame, previous);
+        assert_eq!(slow.queued_bytes(), 12, "what it will write");
+        assert_eq!(slow.pop(&mut shared).unwrap(), "a longer v2\n");
+        assert_eq!(slow.queued_bytes(), 0);
+    }
+
+    #[test]
     fn pruning_forgets_only_the_keys_no_outbox_has_queued() {
         let mut shared = SharedFrames::default();
         let mut table = LatestFrames::default();
@@ -267,10 +303,13 @@ mod tests {
         assert_eq!(table.len(), 10);
         assert_eq!(shared.len(), 10);
         // A pruned key starts afresh; a kept one is still replaced in place.
-        let kept = table
-            .set(d, "s3", b"s3 again".to_vec(), &mut shared)
-            .get(Framing::Ndjson, &mut shared);
+        let latest = table.set(d, "s3", b"s3 again".to_vec(), &mut shared);
+        let (kept, previous) = (
+            latest.get(Framing::Ndjson, &mut shared),
+            latest.previous_len[1],
+        );
         assert!(slow.has_latest(kept));
+        slow.recharge_latest(kept, previous);
         let mut out = Vec::new();
         slow.pop_into(usize::MAX, &mut out, &mut shared);
         assert_eq!(out[3], "s3 again\n");

@@ -274,6 +274,15 @@ impl Outbox {
         Ok(became_ready)
     }
 
+    /// After [`SharedFrames::replace`] changed `frame`'s content from `previous_len` bytes to
+    /// `frame.len()`: if this outbox has it queued (by [`Outbox::push_latest`]), its queued
+    /// bytes now count the new length, which is what it will write.
+    pub fn recharge_latest(&mut self, frame: SharedFrame, previous_len: usize) {
+        if self.has_latest(frame) {
+            self.queued_bytes = self.queued_bytes - previous_len + frame.len();
+        }
+    }
+
     /// Whether `frame` is queued here by [`Outbox::push_latest`] and not taken yet.
     pub fn has_latest(&self, frame: SharedFrame) -> bool {
         self.latest.binary_search(&frame.index).is_ok()
@@ -409,9 +418,12 @@ impl Outbox {
     #[inline]
     pub fn pop(&mut self, shared: &mut SharedFrames) -> Option<Bytes> {
         let q = self.queue.pop_front()?;
-        self.queued_bytes -= q.frame.len();
         self.taken(&q);
-        Some(q.frame.into_bytes(shared))
+        // The frame's bytes, not the length recorded when it was queued: a latest-state
+        // frame may have been replaced since (its charge was updated then).
+        let bytes = q.frame.into_bytes(shared);
+        self.queued_bytes -= bytes.len();
+        Some(bytes)
     }
 
     /// Moves frames, in order, into `out` until at least `max_bytes` bytes were taken or
@@ -428,9 +440,10 @@ impl Outbox {
             let Some(q) = self.queue.pop_front() else {
                 break;
             };
-            taken += q.frame.len();
             self.taken(&q);
-            out.push(q.frame.into_bytes(shared));
+            let bytes = q.frame.into_bytes(shared);
+            taken += bytes.len();
+            out.push(bytes);
         }
         self.queued_bytes -= taken;
         taken
