@@ -299,6 +299,14 @@ async fn takeover_mid_turn(mut a: Agentwire, b: Agentwire) {
     }
 }
 
+/// A session of the fake model with the client-chosen id `id` (its permission handler is
+/// added by the caller).
+fn session_config(id: &SessionId) -> SessionConfig {
+    SessionConfig::default()
+        .with_session_id(id.clone())
+        .with_model("fake-model")
+}
+
 /// Approves every permission prompt.
 fn approve_all() -> Arc<ApproveFirst> {
     Arc::new(ApproveFirst {
@@ -388,10 +396,7 @@ async fn a_relayed_client_sends_and_receives_frames_larger_than_max_payload() {
 
         let client_a = client(&a).await;
         let id = sdk::new_session_id();
-        let config = SessionConfig::default()
-            .with_session_id(id.clone())
-            .with_model("fake-model")
-            .with_permission_handler(approve_all());
+        let config = session_config(&id).with_permission_handler(approve_all());
         let _session_a = sdk::within("session.create on node A", client_a.create_session(config))
             .await
             .expect("session.create on node A");
@@ -634,10 +639,7 @@ async fn a_paused_owner_is_fenced_and_its_client_sees_nothing_it_could_not_store
 
         let client_a = client(&a).await;
         let id = sdk::new_session_id();
-        let config = SessionConfig::default()
-            .with_session_id(id.clone())
-            .with_model("fake-model")
-            .with_permission_handler(approve_all());
+        let config = session_config(&id).with_permission_handler(approve_all());
         let prepared = client_a.prepare_session(config).expect("prepare_session");
         let mut events_a = sdk::Recorder::new(prepared.subscribe());
         let session_a = sdk::within("session.create", prepared.start())
@@ -694,10 +696,7 @@ async fn a_dead_nodes_session_is_taken_over_without_a_client_asking() {
         let b = node(&url, "b").await;
         let client_a = client(&a).await;
         let id = sdk::new_session_id();
-        let config = SessionConfig::default()
-            .with_session_id(id.clone())
-            .with_model("fake-model")
-            .with_permission_handler(approve_all());
+        let config = session_config(&id).with_permission_handler(approve_all());
         let session = sdk::within("session.create", client_a.create_session(config))
             .await
             .expect("session.create on node A");
@@ -829,24 +828,18 @@ async fn relayed_client_keeps_its_connection(signal: &str, hold: Hold) {
         // A's own client never answers prompts and has no tools: B's client is asked.
         let client_a = client(&a).await;
         let id = sdk::new_session_id();
-        let config = SessionConfig::default()
-            .with_session_id(id.clone())
-            .with_model("fake-model")
-            .with_permission_handler(Arc::new(ApproveFirst {
-                approve: 0,
-                seen: AtomicUsize::new(0),
-                asked: Arc::new(Notify::new()),
-            }));
+        let config = session_config(&id).with_permission_handler(Arc::new(ApproveFirst {
+            approve: 0,
+            seen: AtomicUsize::new(0),
+            asked: Arc::new(Notify::new()),
+        }));
         let session_a = sdk::within("session.create", client_a.create_session(config))
             .await
             .expect("session.create on node A");
         sdk::turn(&session_a, "hello").await;
         // A second session of A, idle when A dies, on the same relayed connection.
         let idle_id = sdk::new_session_id();
-        let config = SessionConfig::default()
-            .with_session_id(idle_id.clone())
-            .with_model("fake-model")
-            .with_permission_handler(approve_all());
+        let config = session_config(&idle_id).with_permission_handler(approve_all());
         let idle_a = sdk::within("session.create", client_a.create_session(config))
             .await
             .expect("second session.create on node A");
@@ -1031,14 +1024,11 @@ async fn a_relayed_client_follows_its_session_to_whichever_node_takes_it_over() 
 
         let client_a = client(&a).await;
         let id = sdk::new_session_id();
-        let config = SessionConfig::default()
-            .with_session_id(id.clone())
-            .with_model("fake-model")
-            .with_permission_handler(Arc::new(ApproveFirst {
-                approve: 0,
-                seen: AtomicUsize::new(0),
-                asked: Arc::new(Notify::new()),
-            }));
+        let config = session_config(&id).with_permission_handler(Arc::new(ApproveFirst {
+            approve: 0,
+            seen: AtomicUsize::new(0),
+            asked: Arc::new(Notify::new()),
+        }));
         let session_a = sdk::within("session.create", client_a.create_session(config))
             .await
             .expect("session.create on node A");
@@ -1211,10 +1201,7 @@ async fn session_list_on_any_node_lists_every_session_of_the_cluster() {
             (&client_b, "first on b"),
         ] {
             let id = sdk::new_session_id();
-            let config = SessionConfig::default()
-                .with_session_id(id.clone())
-                .with_model("fake-model")
-                .with_permission_handler(approve_all());
+            let config = session_config(&id).with_permission_handler(approve_all());
             let session = sdk::within("session.create", on.create_session(config))
                 .await
                 .expect("session.create");
@@ -1327,10 +1314,7 @@ async fn killing_the_nats_stream_leader_mid_turn_loses_no_event_a_client_receive
 
         let client_a = client(&a).await;
         let id = sdk::new_session_id();
-        let config = SessionConfig::default()
-            .with_session_id(id.clone())
-            .with_model("fake-model")
-            .with_permission_handler(approve_all());
+        let config = session_config(&id).with_permission_handler(approve_all());
         let prepared = client_a.prepare_session(config).expect("prepare_session");
         let mut events = sdk::Recorder::new(prepared.subscribe());
         let session = sdk::within("session.create", prepared.start())
