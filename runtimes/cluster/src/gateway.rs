@@ -255,7 +255,13 @@ async fn reattach(
 ) -> Result<(Target, LinkEnds), String> {
     let dead = lost.owner();
     let what = lost.what();
-    let reason = format!("{what} before answering");
+    let reason = match lost {
+        Lost::Died(owner) => format!(
+            "node {} owning the session stopped before answering",
+            owner.node
+        ),
+        Lost::Broke(..) => format!("{what} before answering"),
+    };
     for answer in relay.fail_pending(&reason) {
         deliver(host, conn, &answer);
     }
