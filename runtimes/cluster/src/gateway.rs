@@ -117,7 +117,7 @@ pub(crate) async fn gateway(
             Target::Remote(owner) => Some(owner.clone()),
             Target::Local => None,
         };
-        // Set when the owner is gone: follow the sessions to their new owner.
+        // Set when the owner is gone (follow the sessions to their new owner) or the link broke.
         let gone: Option<Lost> = tokio::select! {
             batch = frames.recv() => match batch {
                 Some(batch) => {
@@ -145,18 +145,18 @@ pub(crate) async fn gateway(
                             Some(Lost::Died(owner.clone()))
                         }
                     } else {
-                    let stopped = match &watched {
-                        Some(owner) if owner_stopping => lease_ends(&node, owner).await,
-                        _ => false,
-                    };
-                    if !stopped {
-                        let who = match &target {
-                            Target::Remote(owner) => format!("node {}", owner.node),
-                            Target::Local => "this node".to_owned(),
+                        let stopped = match &watched {
+                            Some(owner) if owner_stopping => lease_ends(&node, owner).await,
+                            _ => false,
                         };
-                        return end(format!("{who} closed the relayed connection"));
-                    }
-                    watched.map(Lost::Died)
+                        if !stopped {
+                            let who = match &target {
+                                Target::Remote(owner) => format!("node {}", owner.node),
+                                Target::Local => "this node".to_owned(),
+                            };
+                            return end(format!("{who} closed the relayed connection"));
+                        }
+                        watched.map(Lost::Died)
                     }
                 }
             },
