@@ -23,6 +23,10 @@
 //!    live frames follow, without the events already delivered.
 //!
 //! The client's later frames wait while this happens, then go to the new owner.
+//!
+//! When the link itself breaks (a message lost or silence, [`crate::link_messages`]) and A
+//! still answers, the same steps re-attach the client to A over a new link (step 2 is skipped:
+//! A still owns the sessions); when A does not answer, it is treated as gone.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,13 +38,43 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tracing::{info, warn};
 
 use crate::engine::Engine;
-use crate::link::{alive, open_local, open_remote, LinkEnds};
+use crate::link::{alive, answers, open_local, open_remote, LinkEnds};
 use crate::node::{Lookups, Node};
 use crate::record::{NodeIdentity, RecordKind};
 use crate::relay::Relay;
 
 /// How long a re-attachment may wait for the new owner's answers.
 const REATTACH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a relayed connection leaves its link.
+#[derive(Debug, Clone)]
+enum Lost {
+    /// The owner is gone: follow the sessions to their new owner.
+    Died(NodeIdentity),
+    /// The link to the owner, which still answers, lost a message or went silent: re-attach
+    /// to the same owner over a new link.
+    Broke(NodeIdentity, String),
+}
+
+impl Lost {
+    /// The node the link went to.
+    fn owner(&self) -> &NodeIdentity {
+        match self {
+            Lost::Died(owner) | Lost::Broke(owner, _) => owner,
+        }
+    }
+
+    /// What happened, for reasons given to the client.
+    fn what(&self) -> String {
+        match self {
+            Lost::Died(owner) => format!("the node owning the session ({}) stopped", owner.node),
+            Lost::Broke(owner, why) => format!(
+                "the link to the node owning the session ({}) broke: {why}",
+                owner.node
+            ),
+        }
+    }
+}
 
 /// Where a relayed connection's frames go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,8 +117,8 @@ pub(crate) async fn gateway(
             Target::Remote(owner) => Some(owner.clone()),
             Target::Local => None,
         };
-        // Set when the owner is gone: follow the sessions to their new owner.
-        let gone: Option<NodeIdentity> = tokio::select! {
+        // Set when the owner is gone (follow the sessions to their new owner) or the link broke.
+        let gone: Option<Lost> = tokio::select! {
             batch = frames.recv() => match batch {
                 Some(batch) => {
                     for body in batch {
@@ -102,32 +136,42 @@ pub(crate) async fn gateway(
                     None
                 }
                 None => {
-                    let stopped = match &watched {
-                        Some(owner) if owner_stopping => lease_ends(&node, owner).await,
-                        _ => false,
-                    };
-                    if !stopped {
-                        let who = match &target {
-                            Target::Remote(owner) => format!("node {}", owner.node),
-                            Target::Local => "this node".to_owned(),
+                    if let (Some(why), Some(owner)) = (link.broken(), &watched) {
+                        // A lost message: the same owner takes the client back if it answers,
+                        // otherwise it is gone.
+                        if answers(&node, &owner.node).await {
+                            Some(Lost::Broke(owner.clone(), why))
+                        } else {
+                            Some(Lost::Died(owner.clone()))
+                        }
+                    } else {
+                        let stopped = match &watched {
+                            Some(owner) if owner_stopping => lease_ends(&node, owner).await,
+                            _ => false,
                         };
-                        return end(format!("{who} closed the relayed connection"));
+                        if !stopped {
+                            let who = match &target {
+                                Target::Remote(owner) => format!("node {}", owner.node),
+                                Target::Local => "this node".to_owned(),
+                            };
+                            return end(format!("{who} closed the relayed connection"));
+                        }
+                        watched.map(Lost::Died)
                     }
-                    watched
                 }
             },
             _ = check.tick(), if watched.is_some() => match watched {
-                Some(owner) if !alive(&node, &owner).await => Some(owner),
+                Some(owner) if !alive(&node, &owner).await => Some(Lost::Died(owner)),
                 _ => None,
             },
         };
-        let Some(dead) = gone else { continue };
+        let Some(lost) = gone else { continue };
         // What the owner sent before it died is the client's.
         while let Ok(body) = link.from_owner.try_recv() {
             pass_on(&node, &host, conn, &mut relay, &body).await;
         }
         attempt += 1;
-        match reattach(&node, &lookups, &host, conn, &mut relay, &dead, attempt).await {
+        match reattach(&node, &lookups, &host, conn, &mut relay, &lost, attempt).await {
             Ok((next, ends)) => {
                 info!(sessions = ?relay.sessions(), to = ?next, "relayed client re-attached");
                 target = next;
@@ -197,27 +241,36 @@ fn deliver(host: &HostHandle, conn: ConnId, body: &[u8]) {
     host.with_host(|host, now| host.deliver_forwarded(now, conn, body));
 }
 
-/// The owner `dead` is gone: answers what it did not, finds the sessions' new owner, links to
-/// it, re-attaches the client and delivers what the client missed.
+/// The link to the owner is `lost`: answers what the owner did not, finds the sessions' new
+/// owner (the same one when only the link broke), links to it, re-attaches the client and
+/// delivers what the client missed.
 async fn reattach(
     node: &Arc<Node>,
     lookups: &Lookups,
     host: &HostHandle,
     conn: ConnId,
     relay: &mut Relay,
-    dead: &NodeIdentity,
+    lost: &Lost,
     attempt: u64,
 ) -> Result<(Target, LinkEnds), String> {
-    let reason = format!(
-        "node {} owning the session stopped before answering",
-        dead.node
-    );
+    let dead = lost.owner();
+    let what = lost.what();
+    let reason = match lost {
+        Lost::Died(owner) => format!(
+            "node {} owning the session stopped before answering",
+            owner.node
+        ),
+        Lost::Broke(..) => format!("{what} before answering"),
+    };
     for answer in relay.fail_pending(&reason) {
         deliver(host, conn, &answer);
     }
     let sessions = relay.sessions();
-    let mut target = None;
-    for session in &sessions {
+    let mut target = match lost {
+        Lost::Broke(owner, _) => Some(Target::Remote(owner.clone())),
+        Lost::Died(_) => None,
+    };
+    for session in sessions.iter().filter(|_| matches!(lost, Lost::Died(_))) {
         let Some(found) = new_owner(node, lookups, session, dead).await else {
             return Err(format!(
                 "the node owning session {session} ({}) stopped and no node took the session \
@@ -262,24 +315,22 @@ async fn reattach(
             }
             _ => {
                 return Err(format!(
-                    "the node owning the session ({}) stopped and the new owner did not take \
-                     this client back; reconnect and resume the session",
-                    dead.node
+                    "{what} and the new owner did not take this client back; reconnect and \
+                     resume the session"
                 ))
             }
         }
     }
     if let Some((session, why)) = relay.take_refused().into_iter().next() {
         return Err(format!(
-            "the node owning session {session} ({}) stopped and the new owner refused to take \
-             this client back ({why}); reconnect and resume the session",
-            dead.node
+            "{what} and the new owner refused to take this client back to session {session} \
+             ({why}); reconnect and resume the session"
         ));
     }
     for session in relay.sessions() {
         let subject = node.layout.log_subject(&session);
         let stored = node.engine.read_subject(&subject, 1).await.map_err(|e| {
-            format!("cannot read session {session}'s log after a takeover ({e}); reconnect and resume the session")
+            format!("cannot read session {session}'s log after {what} ({e}); reconnect and resume the session")
         })?;
         let events: Vec<(u64, Bytes)> = stored
             .into_iter()

@@ -5,7 +5,8 @@
 //! This crate holds the parts that do not depend on the host:
 //!
 //! * I/O-free protocol state machines, usable by a deterministic simulation:
-//!   [`escape`] (session ids as subject tokens and KV keys), [`record`] (message ids and claim
+//!   [`escape`] (session ids as subject tokens and KV keys), [`link_messages`] (numbered gateway
+//!   link messages and heartbeats), [`record`] (message ids and claim
 //!   records), [`writer`] (the fenced single writer of a session log), [`resolve`] (lost
 //!   acknowledgements), [`lease`] (node leases), [`takeover`] (the claim and who should make it).
 //!   They talk to the engine only through [`call::Call`] and [`call::Reply`] values.
@@ -30,6 +31,7 @@ mod gateway;
 pub mod layout;
 pub mod lease;
 mod link;
+pub mod link_messages;
 pub mod memory;
 pub mod nats;
 pub mod node;

@@ -6,16 +6,22 @@
 //! it decides who is asked, tool and command ownership and first answers, and holds frames
 //! until their events are acknowledged by JetStream, as for its own clients. Frames travel one
 //! per core NATS message, in order (one publisher per direction): B → A on the link's `in`
-//! subject, A → B on its `out` subject; a message is `F` + a frame body, or `C` (closed). A
-//! frame larger than the server's `max_payload` travels as several messages: `P` + a part for
-//! each but the last, then `F` + the last part; the other side joins them in order.
+//! subject, A → B on its `out` subject. Messages are numbered per direction and each side
+//! sends a heartbeat every second naming the last number it sent ([`crate::link_messages`]);
+//! a frame larger than the server's `max_payload` travels as several messages.
+//!
+//! Core NATS delivers at most once, so a message can be lost: a skipped number, a heartbeat
+//! naming a number never received, or five seconds without any message **breaks** the link.
+//! A sees it as if B died: the relayed connection ends. B re-attaches the client to A over a
+//! new link (as after a takeover, [`crate::gateway`]) when A still answers, and treats A as
+//! dead otherwise.
 //!
 //! Each side watches the other's lease: when A dies, B's gateway re-attaches the client to the
 //! session's new owner (see [`crate::gateway`]), over a new link, or over an in-memory pipe to
 //! B's own host ([`open_local`]) when B took the session over; when B dies, A ends the relayed
 //! connection (its tool calls fail, its prompts are denied).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentwire::frame::{encode_frame, FrameDecoder, FrameLimits};
@@ -31,6 +37,7 @@ use tracing::{info, warn};
 
 use crate::engine::Engine;
 use crate::escape::escape_id;
+use crate::link_messages::{LinkReceiver, LinkSender, Received, HEARTBEAT};
 use crate::node::Node;
 use crate::record::NodeIdentity;
 
@@ -56,90 +63,41 @@ fn out_subject(node: &Node, link: &str) -> String {
 /// own default frame limit.
 const MAX_LINK_FRAME: usize = FrameLimits::DEFAULT_MAX_FRAME_BYTES;
 
-/// The link messages carrying `body` when a message may hold `max_payload` bytes: `F` + body
-/// when it fits, otherwise `P` + part for each part but the last and `F` + the last part.
-fn frame_messages(body: &[u8], max_payload: usize) -> Vec<Bytes> {
-    let part_len = max_payload.saturating_sub(1).max(1);
-    let parts: Vec<&[u8]> = if body.is_empty() {
-        vec![body]
-    } else {
-        body.chunks(part_len).collect()
-    };
-    let last = parts.len() - 1;
-    parts
-        .into_iter()
-        .enumerate()
-        .map(|(i, part)| {
-            let mut message = BytesMut::with_capacity(part.len() + 1);
-            message.extend_from_slice(if i == last { b"F" } else { b"P" });
-            message.extend_from_slice(part);
-            message.freeze()
-        })
-        .collect()
-}
-
-/// Publishes `body` on `subject` as one or more link messages, in order, sized for the server
-/// the client is connected to.
-async fn publish_frame(
-    client: &async_nats::Client,
-    subject: &str,
-    body: &[u8],
-) -> Result<(), async_nats::PublishError> {
+/// Publishes the bodies of `bodies` on `subject` as numbered link messages, in order, sized
+/// for the server the client is connected to, with a heartbeat every [`HEARTBEAT`]; a close
+/// message once `bodies` ends.
+async fn send_link(
+    client: async_nats::Client,
+    subject: String,
+    mut bodies: UnboundedReceiver<Bytes>,
+) {
     // Reading the server info clones it: only for frames that might not fit.
     const SURELY_FITS: usize = 64 * 1024;
-    let max_payload = if body.len() < SURELY_FITS {
-        usize::MAX
-    } else {
-        client.server_info().max_payload
-    };
-    for message in frame_messages(body, max_payload) {
-        client.publish(subject.to_owned(), message).await?;
-    }
-    Ok(())
-}
-
-/// What one link message meant to its receiver.
-#[derive(Debug, PartialEq)]
-enum Received {
-    /// A whole frame body.
-    Frame(Bytes),
-    /// A part of a larger frame: more follow.
-    Part,
-    /// `C`, or a message that is not part of the link protocol (the link ends).
-    End,
-}
-
-/// Joins the parts of frames larger than one message, in the order they arrive.
-#[derive(Default)]
-struct Reassembly {
-    parts: BytesMut,
-}
-
-impl Reassembly {
-    /// Takes the next link message on the subject.
-    fn push(&mut self, payload: &Bytes) -> Received {
-        let (tag, rest) = match payload.first() {
-            Some(tag) => (*tag, payload.slice(1..)),
-            None => return Received::End,
+    let mut sender = LinkSender::default();
+    let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    loop {
+        let messages = tokio::select! {
+            body = bodies.recv() => match body {
+                Some(body) => {
+                    let max_payload = if body.len() < SURELY_FITS {
+                        usize::MAX
+                    } else {
+                        client.server_info().max_payload
+                    };
+                    sender.frame(&body, max_payload)
+                }
+                None => break,
+            },
+            _ = heartbeat.tick() => vec![sender.heartbeat()],
         };
-        if tag != b'F' && tag != b'P' {
-            return Received::End;
-        }
-        if self.parts.len() + rest.len() > MAX_LINK_FRAME {
-            return Received::End;
-        }
-        match tag {
-            b'P' => {
-                self.parts.extend_from_slice(&rest);
-                Received::Part
-            }
-            _ if self.parts.is_empty() => Received::Frame(rest),
-            _ => {
-                self.parts.extend_from_slice(&rest);
-                Received::Frame(std::mem::take(&mut self.parts).freeze())
+        for message in messages {
+            if let Err(e) = client.publish(subject.clone(), message).await {
+                warn!(error = %e, "cannot relay a frame over a link; the link ends");
+                return;
             }
         }
     }
+    let _ = client.publish(subject, sender.close()).await;
 }
 
 /// Whether `who`'s lease key still holds its incarnation (errors count as alive: a NATS hiccup
@@ -165,13 +123,23 @@ pub(crate) async fn answers(node: &Node, owner: &str) -> bool {
 }
 
 /// The gateway's ends of a link to a session's owner: client frame bodies go in, the
-/// owner's frame bodies come out; `from_owner` ends when the owner closed the link. Dropping
-/// `to_owner` closes it.
+/// owner's frame bodies come out; `from_owner` ends when the owner closed the link or the link
+/// broke ([`LinkEnds::broken`] says why). Dropping `to_owner` closes it.
 pub(crate) struct LinkEnds {
     /// The client's frame bodies, in order.
     pub(crate) to_owner: UnboundedSender<Bytes>,
     /// The owner's frame bodies for the client, in order.
     pub(crate) from_owner: UnboundedReceiver<Bytes>,
+    /// Set (before `from_owner` ends) when the link lost a message or went silent.
+    broken: Arc<Mutex<Option<String>>>,
+}
+
+impl LinkEnds {
+    /// Why the link broke (a message lost, or silence), once `from_owner` ended; `None` when
+    /// the owner closed it.
+    pub(crate) fn broken(&self) -> Option<String> {
+        self.broken.lock().ok().and_then(|b| b.clone())
+    }
 }
 
 /// Opens a link over NATS to `owner` for the client connection `conn` (`attempt` makes each
@@ -212,35 +180,45 @@ pub(crate) async fn open_remote(
         }
     }
     info!(owner = %owner.node, %link, "client relayed to the owner node");
-    let (to_owner, mut bodies) = unbounded_channel::<Bytes>();
+    let (to_owner, bodies) = unbounded_channel::<Bytes>();
     let (owner_tx, from_owner) = unbounded_channel();
-    let inbound = in_subject(node, &link);
+    tokio::spawn(send_link(client, in_subject(node, &link), bodies));
+    let broken = Arc::new(Mutex::new(None));
+    let broke = broken.clone();
     tokio::spawn(async move {
-        while let Some(body) = bodies.recv().await {
-            if let Err(e) = publish_frame(&client, &inbound, &body).await {
-                warn!(error = %e, "cannot relay a client frame; the link ends");
-                return;
-            }
-        }
-        let _ = client.publish(inbound, Bytes::from_static(b"C")).await;
-    });
-    tokio::spawn(async move {
-        let mut parts = Reassembly::default();
-        while let Some(m) = out.next().await {
-            match parts.push(&m.payload) {
+        let mut receiver = LinkReceiver::new(MAX_LINK_FRAME);
+        let mut heartbeat = tokio::time::interval(HEARTBEAT);
+        let why = loop {
+            let received = tokio::select! {
+                m = out.next() => match m {
+                    Some(m) => receiver.push(&m.payload),
+                    None => Received::Closed,
+                },
+                _ = heartbeat.tick() => match receiver.tick() {
+                    Some(why) => Received::Broken(why),
+                    None => Received::Nothing,
+                },
+            };
+            match received {
                 Received::Frame(body) => {
                     if owner_tx.send(body).is_err() {
                         return;
                     }
                 }
-                Received::Part => {}
-                Received::End => return,
+                Received::Nothing => {}
+                Received::Closed => return,
+                Received::Broken(why) => break why,
             }
+        };
+        warn!(%link, reason = %why, "the link to the owner node broke");
+        if let Ok(mut b) = broke.lock() {
+            *b = Some(why);
         }
     });
     Ok(LinkEnds {
         to_owner,
         from_owner,
+        broken,
     })
 }
 
@@ -287,6 +265,7 @@ pub(crate) fn open_local(node: &Node, conn: ConnId) -> Option<LinkEnds> {
     Some(LinkEnds {
         to_owner,
         from_owner,
+        broken: Arc::default(),
     })
 }
 
@@ -402,25 +381,17 @@ async fn owner_link(
 
     // The host's frames for the client: decoded back into bodies, one message each.
     let outbound = out_subject(&node, &link);
-    let publisher = client.clone();
-    let (bodies_tx, mut bodies) = unbounded_channel();
+    let (bodies_tx, bodies) = unbounded_channel();
     tokio::spawn(read_bodies(from_host, framing, bodies_tx));
-    let writer = tokio::spawn(async move {
-        while let Some(body) = bodies.recv().await {
-            if let Err(e) = publish_frame(&publisher, &outbound, &body).await {
-                warn!(error = %e, "cannot relay a frame to the client's node; the link ends");
-                return;
-            }
-        }
-        let _ = publisher.publish(outbound, Bytes::from_static(b"C")).await;
-    });
+    let writer = tokio::spawn(send_link(client.clone(), outbound, bodies));
 
     // The client's frames, framed again for the host; EOF when the client or its node is gone.
     let mut check = tokio::time::interval(node.lease_ttl / 2);
-    let mut parts = Reassembly::default();
+    let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    let mut receiver = LinkReceiver::new(MAX_LINK_FRAME);
     loop {
         tokio::select! {
-            message = inbound.next() => match message.map(|m| parts.push(&m.payload)) {
+            message = inbound.next() => match message.map(|m| receiver.push(&m.payload)) {
                 Some(Received::Frame(body)) => {
                     let mut framed = BytesMut::new();
                     encode_frame(framing, &body, &mut framed);
@@ -428,9 +399,20 @@ async fn owner_link(
                         break;
                     }
                 }
-                Some(Received::Part) => {}
-                Some(Received::End) | None => break,
+                Some(Received::Nothing) => {}
+                Some(Received::Broken(why)) => {
+                    // As when the relaying node dies: the relayed connection ends.
+                    warn!(%link, peer = %peer.node, reason = %why, "the link from the relaying node broke");
+                    break;
+                }
+                Some(Received::Closed) | None => break,
             },
+            _ = heartbeat.tick() => {
+                if let Some(why) = receiver.tick() {
+                    warn!(%link, peer = %peer.node, reason = %why, "the link from the relaying node broke");
+                    break;
+                }
+            }
             _ = check.tick() => {
                 if !alive(&node, &peer).await {
                     info!(%link, peer = %peer.node, "the relaying node stopped");
@@ -442,78 +424,4 @@ async fn owner_link(
     let _ = to_host.shutdown().await;
     drop(to_host);
     let _ = writer.await;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn join(messages: &[Bytes]) -> Vec<Received> {
-        let mut parts = Reassembly::default();
-        messages.iter().map(|m| parts.push(m)).collect()
-    }
-
-    #[test]
-    fn a_frame_that_fits_is_one_message() {
-        let messages = frame_messages(b"{}", 10);
-        assert_eq!(messages, [Bytes::from_static(b"F{}")]);
-        assert_eq!(
-            join(&messages),
-            [Received::Frame(Bytes::from_static(b"{}"))]
-        );
-        assert_eq!(frame_messages(b"", 10), [Bytes::from_static(b"F")]);
-    }
-
-    #[test]
-    fn a_larger_frame_is_split_to_fit_and_joined_in_order() {
-        let body: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
-        for max_payload in [2, 7, 1000, 9_999, 10_000, 10_001] {
-            let messages = frame_messages(&body, max_payload);
-            assert!(
-                messages.iter().all(|m| m.len() <= max_payload),
-                "{max_payload}"
-            );
-            let mut received = join(&messages);
-            assert_eq!(received.pop(), Some(Received::Frame(body.clone().into())));
-            assert!(
-                received.iter().all(|r| *r == Received::Part),
-                "{max_payload}"
-            );
-        }
-        // Two split frames in a row come out as two frames.
-        let mut messages = frame_messages(&body, 3000);
-        messages.extend(frame_messages(b"next", 3000));
-        let frames: Vec<Received> = join(&messages)
-            .into_iter()
-            .filter(|r| *r != Received::Part)
-            .collect();
-        assert_eq!(
-            frames,
-            [
-                Received::Frame(body.into()),
-                Received::Frame(Bytes::from_static(b"next"))
-            ]
-        );
-    }
-
-    #[test]
-    fn close_garbage_and_oversized_frames_end_the_link() {
-        assert_eq!(join(&[Bytes::from_static(b"C")]), [Received::End]);
-        assert_eq!(join(&[Bytes::new()]), [Received::End]);
-        assert_eq!(join(&[Bytes::from_static(b"Xjunk")]), [Received::End]);
-        let mut parts = Reassembly::default();
-        let part = Bytes::from(vec![b'P'; 1024 * 1024 + 1]);
-        let mut last = Received::Part;
-        for _ in 0..=MAX_LINK_FRAME / (1024 * 1024) {
-            last = parts.push(&part);
-            if last != Received::Part {
-                break;
-            }
-        }
-        assert_eq!(
-            last,
-            Received::End,
-            "a peer cannot grow a frame without bound"
-        );
-    }
 }

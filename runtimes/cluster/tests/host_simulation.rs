@@ -14,9 +14,10 @@
 //! resumes it (its tasks run before its lease task notices: its appends are fenced), loses
 //! requests and acknowledgements, and kills nodes (their clients reconnect to another node and
 //! resume; the node restarts as a new incarnation); then every fault heals and the run settles.
-//! `SIM_LINK_LOSS=1` also drops live-subject messages and partitions nodes (both lose gateway
-//! link frames, which have no sequence numbers yet: a relayed request can then stay
-//! unanswered, so that mode fails today). Invariants, checked after every step:
+//! It also drops live-subject messages and partitions nodes (both lose gateway link messages;
+//! `SIM_LINK_LOSS=0` turns that off): links number their messages and send heartbeats, so a
+//! lost one or silence breaks the link, and both sides end the relayed connection with a
+//! reason. Invariants, checked after every step:
 //!
 //! 1. nothing a fenced owner emits after its fence reaches a client: every durable event a
 //!    client gets is in the log, and no frame a node took after another node's claim superseded
@@ -92,5 +93,8 @@ fn invariants_hold_across_nodes_under_faults() {
         assert!(total.client.tool_requests > seeds / 2, "{total:?}");
         assert!(total.client.ephemeral > seeds, "{total:?}");
         assert!(total.resumes_elsewhere > 5 * seeds, "{total:?}");
+        if sim::link_loss() {
+            assert!(total.links_broken > seeds, "{total:?}");
+        }
     }
 }

@@ -5,11 +5,12 @@ use std::time::Duration;
 use agentwire::frame::{encode_frame, Framing};
 use agentwire::host::ConnId;
 use agentwire_cluster::escape::{escape_id, unescape_id};
+use agentwire_cluster::link_messages::{LinkReceiver, LinkSender, Received, HEARTBEAT};
 use agentwire_cluster::takeover::preferred_claimant;
 use agentwire_cluster::{Engine, LiveSubscription};
 use bytes::BytesMut;
 
-use super::super::node::{frame_message, in_subject, out_subject, End, Gateway};
+use super::super::node::{in_subject, out_subject, End, Gateway};
 use super::super::now;
 use super::{alive, Sim, NODES, TTL};
 
@@ -46,6 +47,7 @@ impl Sim {
             self.node(i).host.end_forwarding(t, conn, reason);
             return;
         };
+        let at = self.cluster.now();
         let a = self.node(j);
         let conn_a = a.host.open(t, Framing::ContentLength);
         let inbound = now(a.engine.subscribe_live(&in_subject(&link))).expect("subscribe");
@@ -55,6 +57,9 @@ impl Sim {
                 link: link.clone(),
                 peer,
                 inbound,
+                sender: LinkSender::default(),
+                receiver: LinkReceiver::new(MAX_FRAME),
+                next_heartbeat: at,
             },
         );
         self.stats.gateways += 1;
@@ -62,11 +67,11 @@ impl Sim {
             "gateway {link}: node {i} -> node {j} for {session}"
         ));
         let b = self.node(i);
+        let mut sender = LinkSender::default();
         for body in frames {
-            now(b
-                .engine
-                .publish_live(&in_subject(&link), frame_message(&body)))
-            .expect("publish");
+            for message in sender.frame(&body, usize::MAX) {
+                now(b.engine.publish_live(&in_subject(&link), message)).expect("publish");
+            }
         }
         b.gateways.insert(
             conn,
@@ -74,14 +79,22 @@ impl Sim {
                 link,
                 owner,
                 outbound,
+                sender,
+                receiver: LinkReceiver::new(MAX_FRAME),
+                next_heartbeat: at,
             },
         );
     }
 
-    /// Both sides of every link of node `i`: frames in, and each side watching the other's
-    /// lease (`link::gateway`, `link::owner_link`).
+    /// Both sides of every link of node `i`: numbered frames in, heartbeats out, and each side
+    /// watching the other's lease and the link's numbers (`link::gateway`, `link::owner_link`).
+    /// A broken link (a lost message, or silence) ends the relayed connection on both sides
+    /// (the runtime's gateway re-attaches the client instead; the simulation ends it, as it
+    /// does after a takeover).
     pub(super) fn links_step(&mut self, i: usize) {
         let t = self.t();
+        let at = self.cluster.now();
+        let mut broke = 0;
         let node = self.node(i);
         let conns: Vec<ConnId> = node.gateways.keys().copied().collect();
         for conn in conns {
@@ -89,14 +102,33 @@ impl Sim {
             let gateway = node.gateways.get_mut(&conn).expect("gateway");
             let mut end = None;
             while let Some(message) = now(gateway.outbound.next(Duration::ZERO)) {
-                if message.first() == Some(&b'F') {
-                    node.host.deliver_forwarded(t, conn, &message[1..]);
-                } else {
-                    end = Some(format!(
-                        "node {} closed the relayed connection",
-                        gateway.owner.node
-                    ));
-                    break;
+                match gateway.receiver.push(&message) {
+                    Received::Frame(body) => node.host.deliver_forwarded(t, conn, &body),
+                    Received::Nothing => {}
+                    Received::Closed => {
+                        end = Some(format!(
+                            "node {} closed the relayed connection",
+                            gateway.owner.node
+                        ));
+                        break;
+                    }
+                    Received::Broken(why) => {
+                        broke += 1;
+                        end = Some(broken(&gateway.owner, &why));
+                        break;
+                    }
+                }
+            }
+            if end.is_none() && at >= gateway.next_heartbeat {
+                gateway.next_heartbeat = at + HEARTBEAT;
+                let heartbeat = gateway.sender.heartbeat();
+                now(node
+                    .engine
+                    .publish_live(&in_subject(&gateway.link), heartbeat))
+                .expect("publish");
+                if let Some(why) = gateway.receiver.tick() {
+                    broke += 1;
+                    end = Some(broken(&gateway.owner, &why));
                 }
             }
             let gateway = node.gateways.get(&conn).expect("gateway");
@@ -123,21 +155,47 @@ impl Sim {
             .collect();
         for conn in links {
             let node = self.node(i);
-            let Some(End::Link { inbound, peer, .. }) = node.ends.get_mut(&conn) else {
+            let Some(End::Link {
+                link,
+                inbound,
+                peer,
+                sender,
+                receiver,
+                next_heartbeat,
+            }) = node.ends.get_mut(&conn)
+            else {
                 continue;
             };
             let peer = peer.clone();
             let mut bytes = Vec::new();
             let mut closed = false;
             while let Some(message) = now(inbound.next(Duration::ZERO)) {
-                if message.first() == Some(&b'F') {
-                    let mut framed = BytesMut::new();
-                    encode_frame(Framing::ContentLength, &message[1..], &mut framed);
-                    bytes.push(framed);
-                } else {
-                    closed = true;
-                    break;
+                match receiver.push(&message) {
+                    Received::Frame(body) => {
+                        let mut framed = BytesMut::new();
+                        encode_frame(Framing::ContentLength, &body, &mut framed);
+                        bytes.push(framed);
+                    }
+                    Received::Nothing => {}
+                    Received::Closed => {
+                        closed = true;
+                        break;
+                    }
+                    Received::Broken(_) => {
+                        broke += 1;
+                        closed = true;
+                        break;
+                    }
                 }
+            }
+            if !closed && at >= *next_heartbeat {
+                *next_heartbeat = at + HEARTBEAT;
+                now(node
+                    .engine
+                    .publish_live(&out_subject(link), sender.heartbeat()))
+                .expect("publish");
+                closed = receiver.tick().is_some();
+                broke += u64::from(closed);
             }
             for framed in bytes {
                 node.feed(t, conn, &framed);
@@ -148,6 +206,7 @@ impl Sim {
                 node.host.handle_eof(t, conn);
             }
         }
+        self.stats.links_broken += broke;
     }
 
     /// `sweep`: sessions in the log this node should claim (preferred among the live nodes)
@@ -182,4 +241,15 @@ impl Sim {
             }
         }
     }
+}
+
+/// The largest frame a simulated link carries.
+const MAX_FRAME: usize = 16 * 1024 * 1024;
+
+/// The reason a relayed client's connection ends with when its link broke.
+fn broken(owner: &agentwire_cluster::NodeIdentity, why: &str) -> String {
+    format!(
+        "the link to the node owning this session ({}) broke: {why}; reconnect and resume the session",
+        owner.node
+    )
 }

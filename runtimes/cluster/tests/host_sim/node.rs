@@ -23,6 +23,7 @@ use agentwire::host::{ConnId, Host, Output, RestoreError};
 use agentwire::Timestamp;
 use agentwire_cluster::call::{execute, Call};
 use agentwire_cluster::lease::NodeLease;
+use agentwire_cluster::link_messages::{LinkReceiver, LinkSender};
 use agentwire_cluster::memory::{MemoryEngine, MemoryLive};
 use agentwire_cluster::takeover::{Takeover, TakeoverOutcome, TakeoverStep};
 use agentwire_cluster::writer::{SessionWriter, WriterStep};
@@ -45,6 +46,12 @@ pub(crate) enum End {
         link: String,
         peer: NodeIdentity,
         inbound: MemoryLive,
+        /// Numbers the messages to the gateway.
+        sender: LinkSender,
+        /// Checks the gateway's messages.
+        receiver: LinkReceiver,
+        /// When the next heartbeat is due.
+        next_heartbeat: Duration,
     },
 }
 
@@ -53,6 +60,12 @@ pub(crate) struct Gateway {
     pub(crate) link: String,
     pub(crate) owner: NodeIdentity,
     pub(crate) outbound: MemoryLive,
+    /// Numbers the messages to the owner.
+    pub(crate) sender: LinkSender,
+    /// Checks the owner's messages.
+    pub(crate) receiver: LinkReceiver,
+    /// When the next heartbeat is due.
+    pub(crate) next_heartbeat: Duration,
 }
 
 /// A frame taken from the host, waiting for its mark to be acknowledged.
@@ -297,11 +310,13 @@ impl SimNode {
                         frames,
                     }),
                     None => {
-                        if let Some(gateway) = self.gateways.get(&conn) {
+                        if let Some(gateway) = self.gateways.get_mut(&conn) {
                             let subject = in_subject(&gateway.link);
                             for body in frames {
-                                now(self.engine.publish_live(&subject, frame_message(&body)))
-                                    .expect("publish");
+                                for message in gateway.sender.frame(&body, usize::MAX) {
+                                    now(self.engine.publish_live(&subject, message))
+                                        .expect("publish");
+                                }
                             }
                         }
                     }
@@ -309,9 +324,9 @@ impl SimNode {
                 false
             }
             Output::ForwardClosed { conn } => {
-                if let Some(gateway) = self.gateways.remove(&conn) {
+                if let Some(mut gateway) = self.gateways.remove(&conn) {
                     let subject = in_subject(&gateway.link);
-                    now(self.engine.publish_live(&subject, Bytes::from_static(b"C")))
+                    now(self.engine.publish_live(&subject, gateway.sender.close()))
                         .expect("publish");
                 }
                 false
@@ -347,21 +362,21 @@ impl SimNode {
         for (conn, queue) in self.held.iter_mut() {
             while queue.front().is_some_and(|h| h.mark <= self.acks.through) {
                 let held = queue.pop_front().expect("front");
-                match self.ends.get(conn) {
+                match self.ends.get_mut(conn) {
                     Some(End::Client(c)) => {
                         self.effects
                             .push(Effect::ToClient(*c, held.frame, held.fenced))
                     }
-                    Some(End::Link { link, .. }) => {
+                    Some(End::Link { link, sender, .. }) => {
                         assert!(
                             !held.fenced,
                             "invariant 1: a fenced owner relayed a frame toward a client"
                         );
                         let body = body_of(&held.frame).expect("one frame").to_vec();
-                        now(self
-                            .engine
-                            .publish_live(&out_subject(link), frame_message(&body)))
-                        .expect("publish");
+                        for message in sender.frame(&body, usize::MAX) {
+                            now(self.engine.publish_live(&out_subject(link), message))
+                                .expect("publish");
+                        }
                     }
                     None => {}
                 }
@@ -374,10 +389,12 @@ impl SimNode {
         self.gateways.remove(&conn);
         match self.ends.remove(&conn) {
             Some(End::Client(c)) => self.effects.push(Effect::ClientClosed(c)),
-            Some(End::Link { link, .. }) => {
+            Some(End::Link {
+                link, mut sender, ..
+            }) => {
                 now(self
                     .engine
-                    .publish_live(&out_subject(&link), Bytes::from_static(b"C")))
+                    .publish_live(&out_subject(&link), sender.close()))
                 .expect("publish");
             }
             None => {}
@@ -632,14 +649,6 @@ impl SimNode {
 pub(crate) fn body_of(frame: &[u8]) -> Option<&[u8]> {
     let at = frame.windows(4).position(|w| w == b"\r\n\r\n")?;
     Some(&frame[at + 4..])
-}
-
-/// A link message: `F` + a frame body.
-pub(crate) fn frame_message(body: &[u8]) -> Bytes {
-    let mut message = Vec::with_capacity(body.len() + 1);
-    message.push(b'F');
-    message.extend_from_slice(body);
-    Bytes::from(message)
 }
 
 /// The gateway-to-owner subject of a link.

@@ -56,6 +56,8 @@ pub(crate) struct Stats {
     pub(crate) kills: u64,
     pub(crate) pauses: u64,
     pub(crate) gateways: u64,
+    /// Link ends that saw a lost message or silence.
+    pub(crate) links_broken: u64,
     pub(crate) resumes_elsewhere: u64,
     pub(crate) quiet_steps: u64,
     pub(crate) client: ClientStats,
@@ -70,6 +72,7 @@ impl Stats {
         self.kills += o.kills;
         self.pauses += o.pauses;
         self.gateways += o.gateways;
+        self.links_broken += o.links_broken;
         self.resumes_elsewhere += o.resumes_elsewhere;
         self.quiet_steps += o.quiet_steps;
         self.client.events += o.client.events;
@@ -248,8 +251,7 @@ impl Sim {
             }
             87..=88 => {
                 let count = 1 + self.rng.below(2) as u32;
-                // Gateway links are the only live subjects, and they cannot survive a lost
-                // message yet (no sequence numbers): loss is injected only on request.
+                // Gateway links are the only live subjects: a lost message breaks its link.
                 if link_loss() {
                     self.cluster.drop_live(count);
                 }
@@ -585,11 +587,11 @@ impl Sim {
     }
 }
 
-/// `SIM_LINK_LOSS=1`: drop live-subject messages (the gateway links) and partition nodes
-/// (which loses their live messages too). Off by default: a lost link message leaves a
-/// relayed request unanswered for good (links have no sequence numbers yet).
-fn link_loss() -> bool {
-    std::env::var_os("SIM_LINK_LOSS").is_some()
+/// Drop live-subject messages (the gateway links) and partition nodes (which loses their live
+/// messages too): on unless `SIM_LINK_LOSS=0`. Links number their messages and send
+/// heartbeats, so a lost one breaks the link and ends the relayed connection with a reason.
+pub(crate) fn link_loss() -> bool {
+    std::env::var_os("SIM_LINK_LOSS").is_none_or(|v| v != "0")
 }
 
 /// Whether `who`'s lease key holds its incarnation (errors count as alive).
