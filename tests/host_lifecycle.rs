@@ -164,3 +164,80 @@ fn once_its_update_is_written_a_reader_gets_the_next_one() {
     );
     assert_ne!(got[2].2["modifiedTime"], got[3].2["modifiedTime"]);
 }
+
+/// Updates about sessions a reader is not attached to wait behind its own frames: a reader
+/// that fell behind gets its own session's events first, then one update per other session
+/// (with the latest metadata), while its own session's updates keep their place among its
+/// events.
+#[test]
+fn other_sessions_updates_never_delay_a_readers_own_events() {
+    let mut w = World::new(HostConfig::default());
+    let mut app = w.connect();
+    let mut reader = w.connect();
+    create(&mut w, &mut reader, "mine", json!({}));
+    let others: Vec<String> = (0..5).map(|i| format!("o{i}")).collect();
+    for s in &others {
+        create(&mut w, &mut app, s, json!({}));
+    }
+    w.pump(&mut [&mut reader]);
+    let before = reader.inbox.len();
+    w.stalled.insert(reader.conn);
+    for round in 0..2 {
+        for s in &others {
+            send(&mut w, &mut app, &mut [], s, &format!("{s} turn {round}"));
+        }
+    }
+    // The stalled reader's own prompt (its response waits in its outbox too).
+    w.send_frame(
+        &reader,
+        &json!({"jsonrpc":"2.0","id":900,"method":"session.send",
+                "params":{"sessionId":"mine","prompt":"my turn"}}),
+    );
+    w.pump(&mut []);
+    w.run_timers(&mut []);
+    w.resume_reading(reader.conn);
+    w.pump(&mut [&mut reader]);
+
+    let got: Vec<&Value> = reader.inbox[before..].iter().collect();
+    let is_other_update = |m: &Value| {
+        m["method"] == "session.lifecycle"
+            && m["params"]["type"] == "session.updated"
+            && m["params"]["sessionId"] != "mine"
+    };
+    let last_own_event = got
+        .iter()
+        .rposition(|m| m["method"] == "session.event")
+        .expect("the reader's own events");
+    let first_other = got
+        .iter()
+        .position(|m| is_other_update(m))
+        .expect("the other sessions' updates");
+    assert!(
+        last_own_event < first_other,
+        "every own event before the other sessions' updates: {got:#?}"
+    );
+    // The reader's own session's updates stay among its events, before the others'.
+    let own_updates = got[..first_other]
+        .iter()
+        .filter(|m| m["method"] == "session.lifecycle" && m["params"]["sessionId"] == "mine")
+        .count();
+    assert!(own_updates >= 1, "{got:#?}");
+    // One update per other session, coalesced to its latest metadata.
+    let updated: Vec<&str> = got
+        .iter()
+        .filter(|m| is_other_update(m))
+        .map(|m| m["params"]["sessionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(updated, ["o0", "o1", "o2", "o3", "o4"]);
+    let listed = w.call(&mut app, &mut [], "session.list", json!({}));
+    for m in got.iter().filter(|m| is_other_update(m)) {
+        let s = m["params"]["sessionId"].as_str().unwrap();
+        let now = listed["result"]["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["sessionId"] == s)
+            .unwrap();
+        assert_eq!(m["params"]["metadata"]["summary"], now["summary"], "{s}");
+    }
+}

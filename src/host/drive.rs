@@ -193,6 +193,9 @@ impl Host {
         if let Some(c) = self.conns.get_mut(&conn) {
             if !c.sessions.iter().any(|s| s == session) {
                 c.sessions.push(session.to_owned());
+                // Updates about this session waiting behind its frames must not be overtaken
+                // by the session's own frames from now on.
+                c.outbox.promote_background();
             }
         }
         self.announce_changes(session, before, after);

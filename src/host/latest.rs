@@ -9,6 +9,15 @@
 //! coalescing. A notification that must not be merged (the key was created or deleted)
 //! goes through [`Host::end_latest`] first: the frames already queued keep the state they
 //! had, and the next broadcast for the key is queued after it.
+//!
+//! The key names a session. A connection not attached to it gets the notification in its
+//! outbox's background lane ([`Outbox::push_latest_background`]): written only once the
+//! connection's own frames are out, so other sessions' updates never delay its events, and
+//! coalesced for as long as they wait. The lane moves behind the connection's own frames
+//! when it attaches to a session and before [`Host::end_latest`]'s notification, so neither
+//! the session's own frames nor a created/deleted notification overtakes an update.
+//!
+//! [`Outbox::push_latest_background`]: super::outbox::Outbox::push_latest_background
 
 use std::collections::BTreeMap;
 
@@ -197,7 +206,13 @@ impl Host {
             if c.closing {
                 continue;
             }
-            match c.outbox.push_latest(frame, shared) {
+            // About a session this connection is not attached to: behind its own frames.
+            let pushed = if c.sessions.iter().any(|s| s == key) {
+                c.outbox.push_latest(frame, shared)
+            } else {
+                c.outbox.push_latest_background(frame, shared)
+            };
+            match pushed {
                 Ok(became_ready) => {
                     if became_ready && !c.in_ready {
                         c.in_ready = true;
@@ -218,6 +233,14 @@ impl Host {
     /// later one (its creation, its deletion).
     pub(crate) fn end_latest(&mut self, dialect: DialectId, key: &str) {
         self.latest.end(dialect, key, self.conns.frames_mut());
+        // What is queued next must not overtake the background lane (it may hold `key`'s
+        // last update).
+        let (all, _) = self.conns.iter_mut_and_frames();
+        for (_, c) in all {
+            if c.dialect == dialect {
+                c.outbox.promote_background();
+            }
+        }
     }
 }
 

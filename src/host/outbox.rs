@@ -217,6 +217,11 @@ pub struct Outbox {
     /// sorted `Vec`: usually empty or one long, searched in O(log n) when many sessions'
     /// updates wait; it keeps its capacity, so a steady stream allocates nothing).
     latest: Vec<u32>,
+    /// Latest-state frames about something this connection does not follow (e.g. another
+    /// session's metadata), queued with [`Outbox::push_latest_background`]: written only when
+    /// `queue` is empty, so they never delay the connection's own frames, and coalesced for
+    /// as long as they wait. [`Outbox::promote_background`] moves them to the end of `queue`.
+    background: VecDeque<Queued>,
 }
 
 impl Outbox {
@@ -229,6 +234,7 @@ impl Outbox {
             dropped: 0,
             dropped_unreported: 0,
             latest: Vec::new(),
+            background: VecDeque::new(),
         }
     }
 
@@ -274,6 +280,50 @@ impl Outbox {
         Ok(became_ready)
     }
 
+    /// [`Outbox::push_latest`] into the background lane: the frame is written once nothing
+    /// else is queued (frames of the background lane keep their order among themselves).
+    /// Returns whether the outbox went from empty to non-empty.
+    pub fn push_latest_background(
+        &mut self,
+        frame: SharedFrame,
+        shared: &mut SharedFrames,
+    ) -> Result<bool, OutboxOverflow> {
+        let Err(at) = self.latest.binary_search(&frame.index) else {
+            return Ok(false);
+        };
+        let was_empty = self.is_empty();
+        let len = frame.len();
+        if self.queued_bytes + len > self.budget {
+            self.drop_droppable(len, shared);
+            if self.queued_bytes + len > self.budget && !self.is_empty() {
+                return Err(OutboxOverflow::DurableDoesNotFit);
+            }
+        }
+        shared.retain(frame.index);
+        self.queued_bytes += len;
+        self.background.push_back(Queued {
+            frame: Frame::Shared(frame),
+            droppable: false,
+            latest: true,
+        });
+        self.latest.insert(at, frame.index);
+        Ok(was_empty)
+    }
+
+    /// Moves the background lane, in order, to the end of the queue: what comes after must
+    /// not overtake it (the connection now follows what they are about, or a frame that must
+    /// come after them is queued).
+    pub fn promote_background(&mut self) {
+        if !self.background.is_empty() {
+            self.queue.extend(self.background.drain(..));
+        }
+    }
+
+    /// Whether the background lane holds anything.
+    pub fn has_background(&self) -> bool {
+        !self.background.is_empty()
+    }
+
     /// After [`SharedFrames::replace`] changed `frame`'s content from `previous_len` bytes to
     /// `frame.len()`: if this outbox has it queued (by [`Outbox::push_latest`]), its queued
     /// bytes now count the new length, which is what it will write.
@@ -308,7 +358,7 @@ impl Outbox {
         latest: bool,
         shared: &mut SharedFrames,
     ) -> Result<bool, OutboxOverflow> {
-        let was_empty = self.queue.is_empty();
+        let was_empty = self.queue.is_empty() && self.background.is_empty();
         let len = frame.len();
         let q = Queued {
             frame,
@@ -345,7 +395,7 @@ impl Outbox {
         self.drop_droppable(len, shared);
         // A single frame larger than the whole budget is still accepted into an empty queue,
         // so one big durable event never wedges a healthy connection.
-        if self.queued_bytes + len > self.budget && !self.queue.is_empty() {
+        if self.queued_bytes + len > self.budget && !self.is_empty() {
             if droppable {
                 self.count_drop(1);
                 return Ok(false);
@@ -404,7 +454,8 @@ impl Outbox {
     /// Queues a connection's last frame (the reason it is being closed) whatever the budget:
     /// the budget bounds what a peer can pile up, and nothing follows this frame.
     pub fn push_final(&mut self, frame: Bytes) -> bool {
-        let was_empty = self.queue.is_empty();
+        let was_empty = self.is_empty();
+        self.promote_background();
         self.queued_bytes += frame.len();
         self.queue.push_back(Queued {
             frame: Frame::Own(frame),
@@ -417,7 +468,10 @@ impl Outbox {
     /// The next frame to write.
     #[inline]
     pub fn pop(&mut self, shared: &mut SharedFrames) -> Option<Bytes> {
-        let q = self.queue.pop_front()?;
+        let q = match self.queue.pop_front() {
+            Some(q) => q,
+            None => self.background.pop_front()?,
+        };
         self.taken(&q);
         // The frame's bytes, not the length recorded when it was queued: a latest-state
         // frame may have been replaced since (its charge was updated then).
@@ -437,7 +491,11 @@ impl Outbox {
     ) -> usize {
         let mut taken = 0;
         while taken < max_bytes {
-            let Some(q) = self.queue.pop_front() else {
+            let Some(q) = self
+                .queue
+                .pop_front()
+                .or_else(|| self.background.pop_front())
+            else {
                 break;
             };
             self.taken(&q);
@@ -451,7 +509,7 @@ impl Outbox {
 
     /// Whether nothing is queued.
     pub fn is_empty(&self) -> bool {
-        self.queue.is_empty()
+        self.queue.is_empty() && self.background.is_empty()
     }
 
     /// Bytes currently queued.
@@ -495,7 +553,7 @@ impl Outbox {
 
     /// Discards everything queued (the connection is going away).
     pub fn clear(&mut self, shared: &mut SharedFrames) {
-        for q in self.queue.drain(..) {
+        for q in self.queue.drain(..).chain(self.background.drain(..)) {
             q.frame.discard(shared);
         }
         self.latest.clear();
@@ -509,6 +567,28 @@ mod tests {
 
     fn frame(n: usize) -> Bytes {
         Bytes::from(vec![b'x'; n])
+    }
+
+    #[test]
+    fn the_background_lane_waits_behind_own_frames_and_before_a_final_frame() {
+        let mut t = SharedFrames::default();
+        let mut o = Outbox::new(1_000);
+        let bg = t.insert_held(Bytes::from_static(b"bg"));
+        assert_eq!(o.push_latest_background(bg, &mut t), Ok(true));
+        assert_eq!(o.push_latest_background(bg, &mut t), Ok(false), "coalesced");
+        o.push(Bytes::from_static(b"own"), false, &mut t).unwrap();
+        assert_eq!(o.queued_bytes(), 5);
+        assert_eq!(o.pop(&mut t).unwrap(), "own");
+        assert_eq!(o.pop(&mut t).unwrap(), "bg");
+        assert!(o.is_empty());
+        // Promoted (or before a final frame), it keeps its place before what follows.
+        o.push_latest_background(bg, &mut t).unwrap();
+        o.push_final(Bytes::from_static(b"bye"));
+        let mut out = Vec::new();
+        assert_eq!(o.pop_into(usize::MAX, &mut out, &mut t), 5);
+        assert_eq!(out, ["bg", "bye"]);
+        t.let_go(bg);
+        assert!(t.is_empty());
     }
 
     #[test]
