@@ -152,9 +152,10 @@ where
             if drained && coalesced.capacity() > IDLE_WRITE_BUFFER {
                 coalesced = Vec::new();
             }
-            if drained {
-                // Nothing was left behind: sleep until woken (new frames, closing) instead of
-                // taking the lock once more to find the queue empty.
+            // Nothing was left behind: sleep until woken (new frames, closing) instead of
+            // taking the lock once more to find the queue empty. Not once closing: the wake
+            // that said so was spent on this batch, so look again and end.
+            if drained && !state.closing.is_set() {
                 state.wake.notified().await;
             }
         }
