@@ -929,23 +929,7 @@ async fn relayed_client_keeps_its_connection(signal: &str, hold: Hold) {
         let history = sdk::within("getMessages via B", session_b.get_events())
             .await
             .expect("getMessages");
-        let unique: HashSet<&str> = ids(&history).into_iter().collect();
-        assert_eq!(unique.len(), history.len(), "no event is stored twice");
-        sdk::assert_chain(&history, None);
-        let received: Vec<&SessionEvent> = events_b
-            .seen
-            .iter()
-            .filter(|e| e.ephemeral.is_none())
-            .collect();
-        let first = history
-            .iter()
-            .position(|e| e.id == received[0].id)
-            .expect("the first event B's client received is in the log");
-        assert_eq!(
-            received.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
-            ids(&history[first..]),
-            "B's client received every durable event since it attached, once, in the log's order"
-        );
+        let first = received_once_in_log_order(&history, &events_b.seen);
         let kinds = sdk::types(&history[first..]);
         let error_at = kinds
             .iter()
@@ -1085,23 +1069,7 @@ async fn a_relayed_client_follows_its_session_to_whichever_node_takes_it_over() 
             .await
             .expect("getMessages");
         assert_eq!(ids(&history), ids(&history_c));
-        let unique: HashSet<&str> = ids(&history).into_iter().collect();
-        assert_eq!(unique.len(), history.len(), "no event is stored twice");
-        sdk::assert_chain(&history, None);
-        let received: Vec<&SessionEvent> = events_b
-            .seen
-            .iter()
-            .filter(|e| e.ephemeral.is_none())
-            .collect();
-        let first = history
-            .iter()
-            .position(|e| e.id == received[0].id)
-            .expect("the first event B's client received is in the log");
-        assert_eq!(
-            received.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
-            ids(&history[first..]),
-            "B's client received every durable event since it attached, once, in the log's order"
-        );
+        received_once_in_log_order(&history, &events_b.seen);
         let errors = history
             .iter()
             .filter(|e| e.event_type == "session.error")
@@ -1430,4 +1398,24 @@ async fn wait_until(
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Checks that the log `history` holds no event twice and chains, and that the durable events
+/// among `seen` (what B's client received) are exactly the log from the first of them on,
+/// once each, in order; returns where in the log that first one is.
+fn received_once_in_log_order(history: &[SessionEvent], seen: &[SessionEvent]) -> usize {
+    let unique: HashSet<&str> = ids(history).into_iter().collect();
+    assert_eq!(unique.len(), history.len(), "no event is stored twice");
+    sdk::assert_chain(history, None);
+    let received: Vec<&SessionEvent> = seen.iter().filter(|e| e.ephemeral.is_none()).collect();
+    let first = history
+        .iter()
+        .position(|e| e.id == received[0].id)
+        .expect("the first event B's client received is in the log");
+    assert_eq!(
+        received.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+        ids(&history[first..]),
+        "B's client received every durable event since it attached, once, in the log's order"
+    );
+    first
 }

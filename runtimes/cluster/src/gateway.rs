@@ -136,7 +136,10 @@ pub(crate) async fn gateway(
                     None
                 }
                 None => {
-                    if let (Some(why), Some(owner)) = (link.broken(), &watched) {
+                    // The owner said it is stopping: its link ends (broken or closed) because
+                    // it stops, so wait for its lease to end rather than re-attach to it.
+                    let broken = if owner_stopping { None } else { link.broken() };
+                    if let (Some(why), Some(owner)) = (broken, &watched) {
                         // A lost message: the same owner takes the client back if it answers,
                         // otherwise it is gone.
                         if answers(&node, &owner.node).await {
