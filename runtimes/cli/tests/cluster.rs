@@ -23,13 +23,16 @@ mod support;
 #[path = "../../cluster/tests/support/server.rs"]
 mod nats;
 
+#[path = "support/cluster_node.rs"]
+mod cluster_node;
+
 use std::collections::HashSet;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use cluster_node::{client, ids, node, node_with, session_config, LEASE_TTL};
 use github_copilot_sdk::handler::{PermissionHandler, PermissionResult};
 use github_copilot_sdk::session::Session;
 use github_copilot_sdk::tool::ToolHandler;
@@ -39,48 +42,7 @@ use github_copilot_sdk::types::{
 };
 use github_copilot_sdk::Client;
 use support::Agentwire;
-use tokio::net::TcpStream;
 use tokio::sync::Notify;
-
-/// The nodes' lease TTL: a dead node's sessions can be claimed this long after its last renewal.
-const LEASE_TTL: &str = "2s";
-
-/// `agentwire --headless --port 0 --cluster URL --node-id ID`, all nodes with the same seed.
-async fn node(url: &str, id: &str) -> Agentwire {
-    node_with(url, id, "1").await
-}
-
-/// [`node`] with the stream and bucket replicated `replicas` times.
-async fn node_with(url: &str, id: &str, replicas: &str) -> Agentwire {
-    Agentwire::launch([
-        "--headless",
-        "--port",
-        "0",
-        "--cluster",
-        url,
-        "--node-id",
-        id,
-        "--cluster-lease-ttl",
-        LEASE_TTL,
-        "--cluster-replicas",
-        replicas,
-        "--seed",
-        "7",
-    ])
-    .await
-}
-
-async fn client(node: &Agentwire) -> Client {
-    let stream = sdk::within("tcp connect", TcpStream::connect(("127.0.0.1", node.port)))
-        .await
-        .expect("connect");
-    let (r, w) = tokio::io::split(stream);
-    let client = Client::from_streams(r, w, PathBuf::from("/tmp")).expect("from_streams");
-    sdk::within("connect", client.verify_protocol_version())
-        .await
-        .expect("handshake");
-    client
-}
 
 type BoxFut<'a, T> = Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
@@ -109,10 +71,6 @@ impl PermissionHandler for ApproveFirst {
         self.asked.notify_one();
         Box::pin(std::future::pending())
     }
-}
-
-fn ids(events: &[SessionEvent]) -> Vec<&str> {
-    events.iter().map(|e| e.id.as_str()).collect()
 }
 
 /// Resumes `id` on `client`, retrying while the node cannot serve it yet (the dead owner's
@@ -297,14 +255,6 @@ async fn takeover_mid_turn(mut a: Agentwire, b: Agentwire) {
         assert_eq!(ids(&again)[..history.len()], ids(&history)[..]);
         sdk::assert_chain(&again, None);
     }
-}
-
-/// A session of the fake model with the client-chosen id `id` (its permission handler is
-/// added by the caller).
-fn session_config(id: &SessionId) -> SessionConfig {
-    SessionConfig::default()
-        .with_session_id(id.clone())
-        .with_model("fake-model")
 }
 
 /// Approves every permission prompt.

@@ -19,49 +19,16 @@ mod support;
 #[path = "../../cluster/tests/support/server.rs"]
 mod nats;
 
-use std::path::PathBuf;
+#[allow(dead_code)]
+#[path = "support/cluster_node.rs"]
+mod cluster_node;
+
 use std::sync::{Arc, Mutex};
 
+use cluster_node::{client, ids, node, session_config};
 use futures::StreamExt;
 use github_copilot_sdk::handler::ApproveAllHandler;
-use github_copilot_sdk::types::{ResumeSessionConfig, SessionConfig, SessionEvent};
-use github_copilot_sdk::Client;
-use support::Agentwire;
-use tokio::net::TcpStream;
-
-/// `agentwire --headless --port 0 --cluster URL --node-id ID`.
-async fn node(url: &str, id: &str) -> Agentwire {
-    Agentwire::launch([
-        "--headless",
-        "--port",
-        "0",
-        "--cluster",
-        url,
-        "--node-id",
-        id,
-        "--cluster-lease-ttl",
-        "2s",
-        "--seed",
-        "7",
-    ])
-    .await
-}
-
-async fn client(node: &Agentwire) -> Client {
-    let stream = sdk::within("tcp connect", TcpStream::connect(("127.0.0.1", node.port)))
-        .await
-        .expect("connect");
-    let (r, w) = tokio::io::split(stream);
-    let client = Client::from_streams(r, w, PathBuf::from("/tmp")).expect("from_streams");
-    sdk::within("connect", client.verify_protocol_version())
-        .await
-        .expect("handshake");
-    client
-}
-
-fn ids(events: &[SessionEvent]) -> Vec<&str> {
-    events.iter().map(|e| e.id.as_str()).collect()
-}
+use github_copilot_sdk::types::ResumeSessionConfig;
 
 #[tokio::test]
 async fn a_relayed_client_whose_link_lost_a_message_is_re_attached_to_the_same_owner() {
@@ -80,10 +47,7 @@ async fn a_relayed_client_whose_link_lost_a_message_is_re_attached_to_the_same_o
 
         let client_a = client(&a).await;
         let id = sdk::new_session_id();
-        let config = SessionConfig::default()
-            .with_session_id(id.clone())
-            .with_model("fake-model")
-            .with_permission_handler(Arc::new(ApproveAllHandler));
+        let config = session_config(&id).with_permission_handler(Arc::new(ApproveAllHandler));
         let session_a = sdk::within("session.create", client_a.create_session(config))
             .await
             .expect("session.create on node A");

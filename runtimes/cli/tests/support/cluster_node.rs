@@ -1,0 +1,63 @@
+//! The agentwire nodes and SDK clients of the cluster tests (`cluster.rs`, `cluster_links.rs`).
+
+use std::path::PathBuf;
+
+use github_copilot_sdk::types::{SessionConfig, SessionEvent, SessionId};
+use github_copilot_sdk::Client;
+use tokio::net::TcpStream;
+
+use super::sdk;
+use super::support::Agentwire;
+
+/// The nodes' lease TTL: a dead node's sessions can be claimed this long after its last renewal.
+pub const LEASE_TTL: &str = "2s";
+
+/// `agentwire --headless --port 0 --cluster URL --node-id ID`, all nodes with the same seed.
+pub async fn node(url: &str, id: &str) -> Agentwire {
+    node_with(url, id, "1").await
+}
+
+/// [`node`] with the stream and bucket replicated `replicas` times.
+pub async fn node_with(url: &str, id: &str, replicas: &str) -> Agentwire {
+    Agentwire::launch([
+        "--headless",
+        "--port",
+        "0",
+        "--cluster",
+        url,
+        "--node-id",
+        id,
+        "--cluster-lease-ttl",
+        LEASE_TTL,
+        "--cluster-replicas",
+        replicas,
+        "--seed",
+        "7",
+    ])
+    .await
+}
+
+pub async fn client(node: &Agentwire) -> Client {
+    let stream = sdk::within("tcp connect", TcpStream::connect(("127.0.0.1", node.port)))
+        .await
+        .expect("connect");
+    let (r, w) = tokio::io::split(stream);
+    let client = Client::from_streams(r, w, PathBuf::from("/tmp")).expect("from_streams");
+    sdk::within("connect", client.verify_protocol_version())
+        .await
+        .expect("handshake");
+    client
+}
+
+/// The ids of `events`, in order.
+pub fn ids(events: &[SessionEvent]) -> Vec<&str> {
+    events.iter().map(|e| e.id.as_str()).collect()
+}
+
+/// A session of the fake model with the client-chosen id `id` (its permission handler is
+/// added by the caller).
+pub fn session_config(id: &SessionId) -> SessionConfig {
+    SessionConfig::default()
+        .with_session_id(id.clone())
+        .with_model("fake-model")
+}
