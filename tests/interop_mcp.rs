@@ -123,18 +123,27 @@ async fn mcp_session_with(
     elicitation: Option<Arc<Mutex<Vec<ElicitationRequest>>>>,
 ) -> McpSession {
     let pidfile = pidfile(tag);
-    let permissions = Arc::new(Mutex::new(Vec::new()));
     let mut config = SessionConfig::default()
         .with_session_id(sdk_scenarios::new_session_id())
         .with_model("fake-model")
-        .with_mcp_servers(everything_servers(&pidfile))
-        .with_permission_handler(Arc::new(RecordingPermission {
-            requests: permissions.clone(),
-            reject: None,
-        }));
+        .with_mcp_servers(everything_servers(&pidfile));
     if let Some(requests) = elicitation {
         config = config.with_elicitation_handler(Arc::new(NameElicitation(requests)));
     }
+    start_recorded(client, config, pidfile).await
+}
+
+/// Creates the session of `config` with a permission handler that records every request.
+async fn start_recorded(
+    client: &github_copilot_sdk::Client,
+    config: SessionConfig,
+    pidfile: PathBuf,
+) -> McpSession {
+    let permissions = Arc::new(Mutex::new(Vec::new()));
+    let config = config.with_permission_handler(Arc::new(RecordingPermission {
+        requests: permissions.clone(),
+        reject: None,
+    }));
     let prepared = client.prepare_session(config).expect("prepare_session");
     let events = Recorder::new(prepared.subscribe());
     let session = within("session.create", prepared.start())
@@ -577,23 +586,10 @@ async fn a_streamable_http_server_loads_and_its_tools_run() {
                 ..Default::default()
             }),
         );
-        let permissions = Arc::new(Mutex::new(Vec::new()));
         let config = SessionConfig::default()
             .with_session_id(sdk_scenarios::new_session_id())
-            .with_mcp_servers(servers)
-            .with_permission_handler(Arc::new(RecordingPermission {
-                requests: permissions.clone(),
-                reject: None,
-            }));
-        let prepared = client.prepare_session(config).expect("prepare_session");
-        let events = Recorder::new(prepared.subscribe());
-        let session = within("session.create", prepared.start()).await.unwrap();
-        let mut s = McpSession {
-            session,
-            events,
-            permissions,
-            pidfile: PathBuf::new(),
-        };
+            .with_mcp_servers(servers);
+        let mut s = start_recorded(&client, config, PathBuf::new()).await;
         let loaded = s.events.wait_for("session.mcp_servers_loaded").await;
         let entry = &loaded.data["servers"][0];
         assert_eq!(entry["status"], "connected", "{entry}");
@@ -734,23 +730,10 @@ async fn a_second_implementation_fastmcp_in_python_works_the_same() {
                 ..Default::default()
             }),
         );
-        let permissions = Arc::new(Mutex::new(Vec::new()));
         let config = SessionConfig::default()
             .with_session_id(sdk_scenarios::new_session_id())
-            .with_mcp_servers(servers)
-            .with_permission_handler(Arc::new(RecordingPermission {
-                requests: permissions.clone(),
-                reject: None,
-            }));
-        let prepared = client.prepare_session(config).expect("prepare_session");
-        let events = Recorder::new(prepared.subscribe());
-        let session = within("session.create", prepared.start()).await.unwrap();
-        let mut s = McpSession {
-            session,
-            events,
-            permissions,
-            pidfile: PathBuf::new(),
-        };
+            .with_mcp_servers(servers);
+        let mut s = start_recorded(&client, config, PathBuf::new()).await;
         let loaded = s.events.wait_for("session.mcp_servers_loaded").await;
         assert_eq!(
             loaded.data["servers"][0]["status"], "connected",
