@@ -11,7 +11,6 @@ mod mcp_servers;
 #[path = "support/acp_stdio.rs"]
 mod acp_stdio;
 
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -62,20 +61,9 @@ struct Run {
 /// `elicitation.form` when `advertise` is set and answers with `accept` + a name.
 async fn elicit(advertise: bool) -> Run {
     let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("scenario.json");
-    std::fs::write(&scenario, SCENARIO).unwrap();
     let pidfile = dir.path().join("mcp.pid");
     let (command, args) = mcp_servers::everything_command(&pidfile);
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentwire"))
-        .args(["--acp", "--no-store", "--seed", "7", "--scenario"])
-        .arg(&scenario)
-        .current_dir(dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn agentwire --acp");
+    let mut child = acp_stdio::spawn_scripted(dir.path(), SCENARIO);
     let transport = acp_stdio::lines(&mut child);
     let updates: Arc<Mutex<Vec<SessionNotification>>> = Arc::default();
     let elicitations: Arc<Mutex<Vec<CreateElicitationRequest>>> = Arc::default();

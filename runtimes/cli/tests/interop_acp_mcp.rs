@@ -12,7 +12,6 @@ mod mcp_servers;
 #[path = "support/acp_stdio.rs"]
 mod acp_stdio;
 
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -56,20 +55,9 @@ fn agent_text(updates: &[SessionNotification]) -> String {
 #[tokio::test]
 async fn an_acp_session_calls_mcp_tools_with_and_without_a_permission_request() {
     let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("scenario.json");
-    std::fs::write(&scenario, SCENARIO).unwrap();
     let pidfile = dir.path().join("mcp.pid");
     let (command, args) = mcp_servers::everything_command(&pidfile);
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentwire"))
-        .args(["--acp", "--no-store", "--seed", "7", "--scenario"])
-        .arg(&scenario)
-        .current_dir(dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn agentwire --acp");
+    let mut child = acp_stdio::spawn_scripted(dir.path(), SCENARIO);
     let transport = acp_stdio::lines(&mut child);
     let updates: Arc<Mutex<Vec<SessionNotification>>> = Arc::default();
     let permissions: Arc<Mutex<Vec<RequestPermissionRequest>>> = Arc::default();
@@ -172,23 +160,12 @@ fn failed_tool_calls(updates: &[SessionNotification]) -> Vec<String> {
 #[tokio::test]
 async fn killing_the_mcp_server_mid_call_fails_the_acp_tool_call_and_delete_ends_the_server() {
     let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("scenario.json");
-    std::fs::write(&scenario, SCENARIO).unwrap();
     let pidfile = dir.path().join("mcp.pid");
     let (command, args) = mcp_servers::everything_command(&pidfile);
     // A second session with a server of its own, deleted while that server runs.
     let doomed_pidfile = dir.path().join("doomed.pid");
     let (doomed_command, doomed_args) = mcp_servers::everything_command(&doomed_pidfile);
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentwire"))
-        .args(["--acp", "--no-store", "--seed", "7", "--scenario"])
-        .arg(&scenario)
-        .current_dir(dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn agentwire --acp");
+    let mut child = acp_stdio::spawn_scripted(dir.path(), SCENARIO);
     let transport = acp_stdio::lines(&mut child);
     let updates: Arc<Mutex<Vec<SessionNotification>>> = Arc::default();
     let on_update = updates.clone();

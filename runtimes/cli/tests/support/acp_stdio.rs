@@ -2,6 +2,8 @@
 //! `agentwire --acp` (one JSON-RPC message per line, as the ACP dialect frames them).
 
 use std::io;
+use std::path::Path;
+use std::process::Stdio;
 
 use agent_client_protocol::Lines;
 use futures::channel::mpsc;
@@ -44,4 +46,22 @@ pub fn lines(child: &mut tokio::process::Child) -> StdioLines {
         }
     });
     Lines::new(out_tx.sink_map_err(closed as fn(_) -> _), in_rx)
+}
+
+/// Spawns `agentwire --acp --no-store --seed 7` in `dir`, running the scripted agent of
+/// `scenario` (written to `dir/scenario.json`), with stdin and stdout piped for [`lines`].
+#[allow(dead_code)]
+pub fn spawn_scripted(dir: &Path, scenario: &str) -> tokio::process::Child {
+    let path = dir.join("scenario.json");
+    std::fs::write(&path, scenario).expect("write the scenario");
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .args(["--acp", "--no-store", "--seed", "7", "--scenario"])
+        .arg(&path)
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn agentwire --acp")
 }
