@@ -44,6 +44,8 @@ pub(super) struct Conn {
     pub parked: Option<(String, std::collections::VecDeque<bytes::Bytes>)>,
     /// Its frames are relayed to the node owning its session (a cluster gateway).
     pub forwarded: bool,
+    /// Its part in relay groups (see `relay_group.rs`).
+    pub relay: super::relay_group::RelayRole,
 }
 
 impl Conn {
@@ -71,6 +73,7 @@ impl Conn {
             closing: false,
             parked: None,
             forwarded: false,
+            relay: super::relay_group::RelayRole::None,
         }
     }
 }

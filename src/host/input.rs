@@ -71,6 +71,13 @@ impl Host {
         let Some(mut c) = self.conns.remove(&conn) else {
             return;
         };
+        match c.relay {
+            super::relay_group::RelayRole::Member(group) => {
+                self.announce_member_end(group, conn, "the relayed connection ended")
+            }
+            super::relay_group::RelayRole::Group => self.end_group_members(conn),
+            super::relay_group::RelayRole::None => {}
+        }
         if c.forwarded {
             self.outputs
                 .push_back(super::Output::ForwardClosed { conn });

@@ -27,6 +27,7 @@ use smallvec::SmallVec;
 use crate::frame::{encode_frame, Framing};
 
 use super::outbox::{SharedFrame, SharedFrames};
+use super::relay_group::RelayRole;
 use super::{ConnId, DialectId, Host, OutboxOverflow};
 
 /// The latest frame of every key broadcast with [`Host::broadcast_latest`], per dialect.
@@ -185,6 +186,8 @@ impl Host {
     /// connection of `dialect`, except on those that still have an earlier notification for
     /// `key` queued: that one now carries `body` (see the module documentation).
     pub(crate) fn broadcast_latest(&mut self, dialect: DialectId, key: &str, body: Vec<u8>) {
+        // A relay group counts as attached where one of its members is.
+        let groups = self.groups_attached_to(key);
         let Host {
             conns,
             ready,
@@ -195,7 +198,8 @@ impl Host {
         let (all, shared) = conns.iter_mut_and_frames();
         let entry = latest.set(dialect, key, body, shared);
         for (conn, c) in all {
-            if c.dialect != dialect {
+            // A relay group member gets it through its group (for all its members).
+            if c.dialect != dialect || matches!(c.relay, RelayRole::Member(_)) {
                 continue;
             }
             // A connection (closing or not) that has the frame queued now sends the new
@@ -207,7 +211,7 @@ impl Host {
                 continue;
             }
             // About a session this connection is not attached to: behind its own frames.
-            let pushed = if c.sessions.iter().any(|s| s == key) {
+            let pushed = if c.sessions.iter().any(|s| s == key) || groups.contains(&conn) {
                 c.outbox.push_latest(frame, shared)
             } else {
                 c.outbox.push_latest_background(frame, shared)

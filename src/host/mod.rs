@@ -45,6 +45,7 @@ mod output;
 mod policy;
 mod provided_http;
 mod publish;
+mod relay_group;
 mod remote_fs;
 mod restore;
 mod send;
@@ -73,6 +74,7 @@ pub use client_calls::CLIENT_CALL_TIMEOUT;
 pub use config::{HostConfig, McpSpawnPolicy, DEFAULT_OUTBOX_BUDGET};
 pub use outbox::{Outbox, OutboxOverflow};
 pub use output::Output;
+pub use relay_group::{BadRelayFrame, RelayFrame};
 pub use restore::RestoreError;
 pub use shell::ShellStream;
 pub use tool_ops::{FileReply, FileRequest};
@@ -168,6 +170,8 @@ pub struct Host {
     next_http_call: u64,
     /// Sessions the runtime is looking up ([`Output::LoadSession`]).
     lookups: BTreeSet<String>,
+    /// Some connection was made a relay group ([`Host::join_relay_group`]).
+    has_relay_groups: bool,
     /// Sessions the runtime found in its shared log ([`Host::set_cluster_sessions`]), by id.
     cluster_sessions: BTreeMap<String, SessionSummary>,
     /// Built-in tool calls the runtime performs (file operations, `bash` commands).
@@ -255,6 +259,7 @@ impl Host {
         Host {
             ids: IdGenerator::for_node(config.seed, config.node_id.as_deref()),
             lookups: BTreeSet::new(),
+            has_relay_groups: false,
             cluster_sessions: BTreeMap::new(),
             config,
             dialects,

@@ -13,6 +13,7 @@ use crate::session::Event;
 
 use super::audience::Audience;
 use super::outbox::{SharedFrame, SharedFrames};
+use super::relay_group::{addressed, RelayRole};
 use super::{ConnId, DialectHandler, DialectId, Host, OutboxOverflow};
 
 /// A body framed at most once per framing and stored in the shared-frame table, queued by
@@ -139,6 +140,8 @@ impl Host {
             dialects.iter().map(|_| DialectFrames::Unasked).collect();
         let mut overflowed: SmallVec<[ConnId; 2]> = SmallVec::new();
         let mut caught_up: SmallVec<[(ConnId, String, u64); 2]> = SmallVec::new();
+        // Relay group members reached: (group, member, dialect index).
+        let mut relayed: SmallVec<[(ConnId, ConnId, usize); 4]> = SmallVec::new();
         for (conn, attachment) in &live.session.attached {
             if only.is_some_and(|o| o != *conn)
                 || !(everyone || audience.admits(attachment, &live.approved_extensions))
@@ -163,6 +166,11 @@ impl Host {
             if c.closing {
                 continue;
             }
+            if let RelayRole::Member(group) = c.relay {
+                // Queued once per group, after the loop.
+                relayed.push((group, *conn, c.dialect.index()));
+                continue;
+            }
             let frame = frames.get(c.framing, shared);
             match c.outbox.push_shared(frame, droppable, shared) {
                 Ok(became_ready) => {
@@ -185,6 +193,19 @@ impl Host {
                 c.drop_session = Some(session_id.to_owned());
             }
         }
+        // One frame per relay group, naming its members that receive the event.
+        let mut group_frames: SmallVec<[(ConnId, Vec<u8>); 1]> = SmallVec::new();
+        if !relayed.is_empty() {
+            relayed.sort_by_key(|(group, member, _)| (*group, *member));
+            for run in relayed.chunk_by(|a, b| a.0 == b.0) {
+                let (group, _, dialect) = run[0];
+                let DialectFrames::Shared(frames) = &per_dialect[dialect] else {
+                    continue;
+                };
+                let members: SmallVec<[ConnId; 8]> = run.iter().map(|r| r.1).collect();
+                group_frames.push((group, addressed(&members, &frames.body)));
+            }
+        }
         let mut per_conn: SmallVec<[(usize, SmallVec<[ConnId; 4]>); 1]> = SmallVec::new();
         for (index, frames) in per_dialect.into_iter().enumerate() {
             match frames {
@@ -192,6 +213,9 @@ impl Host {
                 DialectFrames::PerConn(targets) => per_conn.push((index, targets)),
                 DialectFrames::Unasked => {}
             }
+        }
+        for (group, body) in group_frames {
+            self.queue_on_group(group, &body);
         }
         for conn in overflowed {
             self.fail_slow_consumer(conn);
@@ -282,7 +306,8 @@ impl Host {
         let mut overflowed: SmallVec<[ConnId; 2]> = SmallVec::new();
         let (all, shared) = conns.iter_mut_and_frames();
         for (conn, c) in all {
-            if c.closing || c.dialect != dialect {
+            // A relay group member gets it through its group (for all its members).
+            if c.closing || c.dialect != dialect || matches!(c.relay, RelayRole::Member(_)) {
                 continue;
             }
             let frame = frames.get(c.framing, shared);

@@ -6,6 +6,7 @@ use serde_json::Value;
 use crate::frame::encode_frame;
 use crate::jsonrpc::{self, ErrorObject, OwnedId};
 
+use super::relay_group::RelayRole;
 use super::{AfterResponse, ConnId, Host, OutboxOverflow, Output};
 
 /// Sending.
@@ -79,6 +80,12 @@ impl Host {
         let Some(c) = self.conns.get(&conn) else {
             return;
         };
+        if let RelayRole::Member(group) = c.relay {
+            if !c.closing {
+                self.queue_for_members(group, &[conn], body);
+            }
+            return;
+        }
         let mut buf = BytesMut::with_capacity(body.len() + 32);
         encode_frame(c.framing, body, &mut buf);
         self.deliver(conn, buf.freeze(), false);
@@ -147,18 +154,32 @@ impl Host {
         }
         let mut body = Vec::new();
         jsonrpc::write_error(&mut body, None, &error);
-        let mut buf = BytesMut::with_capacity(body.len() + 32);
-        encode_frame(c.framing, &body, &mut buf);
-        // Bypass the budget: the reason is the last frame this peer gets.
-        c.outbox.push_final(buf.freeze());
+        let role = c.relay;
+        if let RelayRole::Member(_) = role {
+            // Its reason and its end travel in its group's stream, in order.
+            c.relay = RelayRole::None;
+        } else {
+            let mut buf = BytesMut::with_capacity(body.len() + 32);
+            encode_frame(c.framing, &body, &mut buf);
+            // Bypass the budget: the reason is the last frame this peer gets.
+            c.outbox.push_final(buf.freeze());
+        }
         c.closing = true;
         if !c.in_ready {
             c.in_ready = true;
             self.ready.push_back(conn);
         }
-        self.outputs.push_back(Output::Close { conn, reason });
         let calls = c.calls.close_all();
         let sessions = std::mem::take(&mut c.sessions);
+        match role {
+            RelayRole::Member(group) => {
+                self.queue_for_members(group, &[conn], &body);
+                self.announce_member_end(group, conn, &reason);
+            }
+            RelayRole::Group => self.end_group_members(conn),
+            RelayRole::None => {}
+        }
+        self.outputs.push_back(Output::Close { conn, reason });
         for (_, call) in calls {
             self.finish_client_call(call, crate::correlation::Outcome::Closed);
         }

@@ -1,0 +1,324 @@
+//! Relay groups: one ordered stream per gateway node for the connections it relays.
+//!
+//! A cluster node relays each client of a remote session as an ordinary connection of the
+//! session's owner ([`Host::forward_session_lookup`] on the gateway's side). Without a group
+//! the owner encodes and sends every event once per relayed client, so fan-out does not
+//! scale with the number of gateway nodes. A **relay group** is a connection of the owner
+//! that stands for one gateway node: its **members** (the gateway's relayed connections,
+//! joined with [`Host::join_relay_group`]) queue nothing of their own. Every frame for a
+//! member goes to the group instead, and an event that reaches several members of a group
+//! is queued there **once**, naming the members it is for. The gateway reads the group's
+//! frames ([`RelayFrame::parse`]) and fans them out to its clients with the members' own
+//! audience already applied (the owner decided it, as for its own clients). A member's
+//! responses, server-to-client requests and events travel in the one stream, so the gateway
+//! sees them in the owner's order.
+//!
+//! The group's frame bodies:
+//! * a plain body (a JSON-RPC message): for **every** member of the group (notifications
+//!   broadcast to every connection, such as `session.lifecycle`);
+//! * `@3,5,9\n` then a body: for members 3, 5 and 9 (their [`ConnId::as_u64`]);
+//! * `@!3\n` then a reason: member 3's connection ended here (after every frame for it
+//!   queued before);
+//! * `@?3\n` then a reason: member 3 was ended because its link from the gateway broke
+//!   ([`Host::relay_member_link_broke`]); the gateway may attach its client again.
+//!
+//! Members must speak the group's dialect. When the group connection ends, every member
+//! ends with it; when a member ends, the group carries on.
+
+use bytes::BytesMut;
+use smallvec::SmallVec;
+
+use crate::frame::encode_frame;
+use crate::Timestamp;
+
+use super::{ConnId, Host, OutboxOverflow};
+
+/// A connection's part in relay groups.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum RelayRole {
+    /// An ordinary connection.
+    #[default]
+    None,
+    /// A member: its frames go to this group connection.
+    Member(ConnId),
+    /// A group connection: it carries its members' frames.
+    Group,
+}
+
+/// One frame of a relay group's stream, as the gateway reads it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RelayFrame<'a> {
+    /// A body for every member of the group.
+    All(&'a [u8]),
+    /// A body for the listed members.
+    To {
+        /// The members' ids ([`ConnId::as_u64`] on the owner).
+        members: SmallVec<[u64; 4]>,
+        /// The frame body (a JSON-RPC message).
+        body: &'a [u8],
+    },
+    /// A member's connection ended on the owner, after every frame for it before this one.
+    Ended {
+        /// The member's id.
+        member: u64,
+        /// Why.
+        reason: &'a [u8],
+        /// It ended because its link from the gateway broke: its client may be attached
+        /// again.
+        link_broke: bool,
+    },
+}
+
+/// A group frame that is not one of [`RelayFrame`]'s forms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadRelayFrame;
+
+impl std::fmt::Display for BadRelayFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("malformed relay group frame")
+    }
+}
+
+impl std::error::Error for BadRelayFrame {}
+
+impl<'a> RelayFrame<'a> {
+    /// Reads one group frame body.
+    pub fn parse(body: &'a [u8]) -> Result<Self, BadRelayFrame> {
+        let Some(rest) = body.strip_prefix(b"@") else {
+            return Ok(RelayFrame::All(body));
+        };
+        let newline = rest.iter().position(|&b| b == b'\n').ok_or(BadRelayFrame)?;
+        let (head, tail) = (&rest[..newline], &rest[newline + 1..]);
+        let ended = match head.first() {
+            Some(b'!') => Some(false),
+            Some(b'?') => Some(true),
+            _ => None,
+        };
+        if let Some(link_broke) = ended {
+            return Ok(RelayFrame::Ended {
+                member: parse_id(&head[1..])?,
+                reason: tail,
+                link_broke,
+            });
+        }
+        let members = head
+            .split(|&b| b == b',')
+            .map(parse_id)
+            .collect::<Result<SmallVec<[u64; 4]>, _>>()?;
+        Ok(RelayFrame::To {
+            members,
+            body: tail,
+        })
+    }
+}
+
+/// A decimal member id.
+fn parse_id(digits: &[u8]) -> Result<u64, BadRelayFrame> {
+    if digits.is_empty() || digits.len() > 20 || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(BadRelayFrame);
+    }
+    std::str::from_utf8(digits)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or(BadRelayFrame)
+}
+
+/// The group frame body carrying `body` for `members` (`@3,5\n` then `body`).
+pub(super) fn addressed(members: &[ConnId], body: &[u8]) -> Vec<u8> {
+    let mut framed = Vec::with_capacity(2 + members.len() * 8 + body.len());
+    framed.push(b'@');
+    for (i, member) in members.iter().enumerate() {
+        if i > 0 {
+            framed.push(b',');
+        }
+        framed.extend_from_slice(member.as_u64().to_string().as_bytes());
+    }
+    framed.push(b'\n');
+    framed.extend_from_slice(body);
+    framed
+}
+
+impl Host {
+    /// Makes `member`, a relayed connection, a member of the relay group connection `group`
+    /// (see the module documentation): from now on every frame for `member` is queued on
+    /// `group`, addressed to it, and an event for several members of `group` is queued there
+    /// once. Call it before the member's first frame. Returns `false` (and changes nothing)
+    /// when either connection is unknown or closing, they are the same, they speak different
+    /// dialects, `member` is a group or already a member, or `group` is a member.
+    pub fn join_relay_group(&mut self, member: ConnId, group: ConnId) -> bool {
+        if member == group {
+            return false;
+        }
+        let (Some(m), Some(g)) = (self.conns.get(&member), self.conns.get(&group)) else {
+            return false;
+        };
+        if m.closing
+            || g.closing
+            || m.dialect != g.dialect
+            || m.relay != RelayRole::None
+            || matches!(g.relay, RelayRole::Member(_))
+        {
+            return false;
+        }
+        if let Some(g) = self.conns.get_mut(&group) {
+            g.relay = RelayRole::Group;
+        }
+        self.has_relay_groups = true;
+        if let Some(m) = self.conns.get_mut(&member) {
+            m.relay = RelayRole::Member(group);
+        }
+        true
+    }
+
+    /// The link from the gateway of relay group member `member` broke: its group tells the
+    /// gateway so (`@?` frame, with `reason`), so that the gateway may attach the client
+    /// again; the member's end is not announced again when its connection then ends. Call it
+    /// before closing the member's connection.
+    pub fn relay_member_link_broke(&mut self, now: Timestamp, member: ConnId, reason: &str) {
+        self.advance_time(now);
+        let Some(c) = self.conns.get_mut(&member) else {
+            return;
+        };
+        let RelayRole::Member(group) = c.relay else {
+            return;
+        };
+        c.relay = RelayRole::None;
+        let mut body = format!("@?{}\n", member.as_u64()).into_bytes();
+        body.extend_from_slice(reason.as_bytes());
+        self.queue_on_group(group, &body);
+    }
+
+    /// Queues `body` for the members `members` of `group`.
+    pub(super) fn queue_for_members(&mut self, group: ConnId, members: &[ConnId], body: &[u8]) {
+        self.queue_on_group(group, &addressed(members, body));
+    }
+
+    /// Announces on its group that member `member` ended, with `reason`.
+    pub(super) fn announce_member_end(&mut self, group: ConnId, member: ConnId, reason: &str) {
+        let mut body = format!("@!{}\n", member.as_u64()).into_bytes();
+        body.extend_from_slice(reason.as_bytes());
+        self.queue_on_group(group, &body);
+    }
+
+    /// Queues the group frame `body` on `group` (durable: the gateway applies its own
+    /// clients' budgets); a group that cannot keep up is closed, and its members with it.
+    pub(super) fn queue_on_group(&mut self, group: ConnId, body: &[u8]) {
+        let Some((g, shared)) = self.conns.get_mut_and_frames(&group) else {
+            return;
+        };
+        if g.closing {
+            return;
+        }
+        let mut buf = BytesMut::with_capacity(body.len() + 32);
+        encode_frame(g.framing, body, &mut buf);
+        match g.outbox.push(buf.freeze(), false, shared) {
+            Ok(became_ready) => {
+                if became_ready && !g.in_ready {
+                    g.in_ready = true;
+                    self.ready.push_back(group);
+                }
+            }
+            Err(OutboxOverflow::DurableDoesNotFit) => self.fail_slow_consumer(group),
+        }
+    }
+
+    /// The relay groups with a member attached to `session` (empty when there are no groups).
+    pub(super) fn groups_attached_to(&self, session: &str) -> SmallVec<[ConnId; 2]> {
+        let mut groups = SmallVec::new();
+        if !self.has_relay_groups {
+            return groups;
+        }
+        let Some(live) = self.sessions.get(session) else {
+            return groups;
+        };
+        for conn in live.session.attached.keys() {
+            if let Some(RelayRole::Member(group)) = self.conns.get(conn).map(|c| c.relay) {
+                if !groups.contains(&group) {
+                    groups.push(group);
+                }
+            }
+        }
+        groups
+    }
+
+    /// `group` ended (it was closed or its peer is gone): so does every member.
+    pub(super) fn end_group_members(&mut self, group: ConnId) {
+        let (conns, _) = self.conns.iter_mut_and_frames();
+        let mut members: SmallVec<[ConnId; 8]> = SmallVec::new();
+        for (id, c) in conns {
+            if c.relay == RelayRole::Member(group) {
+                c.relay = RelayRole::None;
+                members.push(id);
+            }
+        }
+        for member in members {
+            self.fail_connection(
+                member,
+                -32603,
+                "the relay stream of this connection's gateway node ended".to_owned(),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_every_form_and_refuses_junk() {
+        assert_eq!(
+            RelayFrame::parse(br#"{"jsonrpc":"2.0"}"#),
+            Ok(RelayFrame::All(br#"{"jsonrpc":"2.0"}"#))
+        );
+        assert_eq!(
+            RelayFrame::parse(b"@3,5,18446744073709551615\n{}"),
+            Ok(RelayFrame::To {
+                members: SmallVec::from_slice(&[3, 5, u64::MAX]),
+                body: b"{}"
+            })
+        );
+        assert_eq!(
+            RelayFrame::parse(b"@!7\nbye"),
+            Ok(RelayFrame::Ended {
+                member: 7,
+                reason: b"bye",
+                link_broke: false
+            })
+        );
+        assert_eq!(
+            RelayFrame::parse(b"@?7\n"),
+            Ok(RelayFrame::Ended {
+                member: 7,
+                reason: b"",
+                link_broke: true
+            })
+        );
+        for junk in [
+            &b"@"[..],
+            b"@3",
+            b"@\n{}",
+            b"@3,\n{}",
+            b"@x\n{}",
+            b"@!\n",
+            b"@99999999999999999999999\n{}",
+        ] {
+            assert_eq!(RelayFrame::parse(junk), Err(BadRelayFrame), "{junk:?}");
+        }
+    }
+
+    #[test]
+    fn addressed_heads_round_trip() {
+        let members = [ConnId(1), ConnId(u64::MAX), ConnId(42)];
+        let body = addressed(&members, b"{}");
+        let Ok(RelayFrame::To {
+            members: read,
+            body,
+        }) = RelayFrame::parse(&body)
+        else {
+            panic!("not addressed");
+        };
+        assert_eq!(&read[..], &[1, u64::MAX, 42]);
+        assert_eq!(body, b"{}");
+    }
+}

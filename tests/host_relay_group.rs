@@ -1,0 +1,259 @@
+//! Relay groups (`Host::join_relay_group`): the connections a gateway node relays get every
+//! frame through one group connection, each event once per group, and see exactly what
+//! ordinary connections would.
+
+#[path = "support/host_world.rs"]
+mod host_world;
+
+use agentwire::frame::{FrameDecoder, FrameLimits, Framing};
+use agentwire::host::{ConnId, HostConfig, Output, RelayFrame};
+use host_world::*;
+use serde_json::{json, Value};
+
+/// The gateway's side of a group in miniature: decodes the group connection's frames and
+/// hands each body to the members it names.
+struct Gateway {
+    group: ConnId,
+    decoder: FrameDecoder,
+    /// Group frame bodies seen, in order.
+    frames: Vec<Vec<u8>>,
+    /// Members that ended: (member, reason, link broke).
+    ended: Vec<(ConnId, String, bool)>,
+}
+
+impl Gateway {
+    fn new(w: &mut World) -> Self {
+        let group = w.host.open(w.now, Framing::ContentLength);
+        Gateway {
+            group,
+            decoder: FrameDecoder::new(Framing::ContentLength, FrameLimits::default()),
+            frames: Vec::new(),
+            ended: Vec::new(),
+        }
+    }
+
+    /// Drains the host, then delivers the group's frames to `members`.
+    fn pump(&mut self, w: &mut World, members: &mut [&mut Peer], others: &mut [&mut Peer]) {
+        w.pump(others);
+        for frame in w.stash.remove(&self.group).unwrap_or_default() {
+            self.decoder.push(&frame).unwrap();
+        }
+        // Direct writes to members would be lost on a real gateway: there are none.
+        for m in members.iter() {
+            assert!(
+                w.stash.remove(&m.conn).is_none(),
+                "a member's frame bypassed its group"
+            );
+        }
+        while let Some(body) = self.decoder.next_frame().unwrap() {
+            self.frames.push(body.to_vec());
+            match RelayFrame::parse(&body).unwrap() {
+                RelayFrame::All(body) => {
+                    for m in members.iter_mut() {
+                        m.inbox.push(serde_json::from_slice(body).unwrap());
+                    }
+                }
+                RelayFrame::To { members: to, body } => {
+                    for id in to {
+                        let m = members
+                            .iter_mut()
+                            .find(|m| m.conn.as_u64() == id)
+                            .expect("addressed to a member");
+                        m.inbox.push(serde_json::from_slice(body).unwrap());
+                    }
+                }
+                RelayFrame::Ended {
+                    member,
+                    reason,
+                    link_broke,
+                } => {
+                    let m = members.iter().find(|m| m.conn.as_u64() == member).unwrap();
+                    self.ended.push((
+                        m.conn,
+                        String::from_utf8(reason.to_vec()).unwrap(),
+                        link_broke,
+                    ));
+                }
+            }
+        }
+    }
+}
+
+fn request(id: &mut u64, method: &str, params: Value) -> Value {
+    *id += 1;
+    json!({"jsonrpc":"2.0","id":*id,"method":method,"params":params})
+}
+
+/// The same script for two clients `a` and `b` (and a bystander `c` that is never relayed):
+/// `a` creates a streaming session with a client tool, `b` joins without streaming, a turn
+/// runs with the tool call answered by `a`, a second session is created by `c`.
+/// `relayed` makes `a` and `b` members of one group. Returns the inboxes of a, b, c and the
+/// gateway (when relayed).
+fn run(relayed: bool) -> (Vec<Value>, Vec<Value>, Vec<Value>, Option<Gateway>) {
+    let mut w = World::new(HostConfig::default());
+    let mut gateway = relayed.then(|| Gateway::new(&mut w));
+    let mut a = w.connect();
+    let mut b = w.connect();
+    let mut c = w.connect();
+    if let Some(g) = &gateway {
+        assert!(w.host.join_relay_group(a.conn, g.group));
+        assert!(w.host.join_relay_group(b.conn, g.group));
+    }
+    let mut step = |w: &mut World, who: usize, body: Value, gateway: &mut Option<Gateway>| {
+        let peer = [&a, &b, &c][who];
+        w.send_frame(peer, &body);
+        let _ = w.host.poll_timeout();
+        match gateway {
+            Some(g) => g.pump(w, &mut [&mut a, &mut b], &mut [&mut c]),
+            None => w.pump(&mut [&mut a, &mut b, &mut c]),
+        }
+        while let Some(t) = w.host.poll_timeout() {
+            w.now = t;
+            w.host.handle_timeout(t);
+            match gateway {
+                Some(g) => g.pump(w, &mut [&mut a, &mut b], &mut [&mut c]),
+                None => w.pump(&mut [&mut a, &mut b, &mut c]),
+            }
+        }
+    };
+    let mut pa = 0;
+    let create = request(
+        &mut pa,
+        "session.create",
+        json!({"sessionId": "s1", "streaming": true, "tools": weather_tool(),
+               "requestPermission": false}),
+    );
+    step(&mut w, 0, create, &mut gateway);
+    let resume = request(
+        &mut pa,
+        "session.resume",
+        json!({"sessionId": "s1", "streaming": false}),
+    );
+    step(&mut w, 1, resume, &mut gateway);
+    let send = request(
+        &mut pa,
+        "session.send",
+        json!({"sessionId": "s1", "prompt": "What is the weather in Paris?"}),
+    );
+    step(&mut w, 1, send, &mut gateway);
+    let create2 = request(&mut pa, "session.create", json!({"sessionId": "s2"}));
+    step(&mut w, 2, create2, &mut gateway);
+    (a.inbox, b.inbox, c.inbox, gateway)
+}
+
+#[test]
+fn members_see_exactly_what_ordinary_connections_see() {
+    let (a0, b0, c0, _) = run(false);
+    let (a1, b1, c1, gateway) = run(true);
+    // The script did what it should: a turn with deltas for the streaming client only.
+    let types = |inbox: &[Value]| -> Vec<String> {
+        inbox
+            .iter()
+            .filter(|m| m["method"] == "session.event")
+            .map(|m| m["params"]["event"]["type"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(types(&a0).iter().any(|t| t == "assistant.message_delta"));
+    assert!(!types(&b0).iter().any(|t| t == "assistant.message_delta"));
+    assert!(types(&b0).iter().any(|t| t == "session.idle"));
+    assert!(c0.iter().any(|m| m["method"] == "session.lifecycle"));
+    assert_eq!(a1, a0, "the streaming member");
+    assert_eq!(b1, b0, "the other member");
+    assert_eq!(c1, c0, "the ordinary connection");
+
+    // Each event both members receive was queued on the group once, naming both.
+    let gateway = gateway.unwrap();
+    let ids = |inbox: &[Value]| -> Vec<String> {
+        inbox
+            .iter()
+            .filter(|m| m["method"] == "session.event")
+            .map(|m| m["params"]["event"]["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let shared: Vec<String> = ids(&b1)
+        .into_iter()
+        .filter(|id| ids(&a1).contains(id))
+        .collect();
+    assert!(shared.len() >= 5, "{shared:?}");
+    for id in &shared {
+        let carrying: Vec<&Vec<u8>> = gateway
+            .frames
+            .iter()
+            .filter(|f| String::from_utf8_lossy(f).contains(&format!("\"id\":\"{id}\"")))
+            .collect();
+        assert_eq!(carrying.len(), 1, "event {id} queued once");
+        let RelayFrame::To { members, .. } = RelayFrame::parse(carrying[0]).unwrap() else {
+            panic!("addressed");
+        };
+        assert_eq!(members.len(), 2);
+    }
+}
+
+#[test]
+fn a_failed_member_gets_its_reason_then_its_end_and_the_group_carries_on() {
+    let mut w = World::new(HostConfig::default());
+    let mut g = Gateway::new(&mut w);
+    let mut a = w.connect();
+    let mut b = w.connect();
+    assert!(w.host.join_relay_group(a.conn, g.group));
+    assert!(w.host.join_relay_group(b.conn, g.group));
+    // Refusals: twice, a group as a member, a member as a group, itself.
+    assert!(!w.host.join_relay_group(a.conn, g.group));
+    assert!(!w.host.join_relay_group(g.group, b.conn));
+    assert!(!w.host.join_relay_group(b.conn, b.conn));
+    let loner = w.connect();
+    assert!(!w.host.join_relay_group(loner.conn, a.conn));
+
+    w.send_raw(&a, b"Content-Length: x\r\n\r\n");
+    g.pump(&mut w, &mut [&mut a, &mut b], &mut []);
+    let error = a.inbox.last().expect("the reason").clone();
+    assert_eq!(error["error"]["code"], -32700);
+    assert_eq!(g.ended.len(), 1);
+    assert_eq!(g.ended[0].0, a.conn);
+    assert!(!g.ended[0].2, "not a broken link");
+    let mut closed = Vec::new();
+    while let Some(out) = w.host.poll_output() {
+        if let Output::Close { conn, .. } = out {
+            closed.push(conn);
+        }
+    }
+    assert_eq!(closed, vec![a.conn]);
+
+    // The other member still works through the group.
+    w.send_frame(
+        &b,
+        &json!({"jsonrpc":"2.0","id":1,"method":"ping","params":{}}),
+    );
+    g.pump(&mut w, &mut [&mut a, &mut b], &mut []);
+    assert_eq!(b.inbox.last().unwrap()["id"], 1);
+
+    // Its link from the gateway breaks: the group says so, once.
+    w.host
+        .relay_member_link_broke(w.now, b.conn, "message 7 lost");
+    w.host.handle_eof(w.now, b.conn);
+    g.pump(&mut w, &mut [&mut a, &mut b], &mut []);
+    assert_eq!(g.ended.len(), 2);
+    assert_eq!(g.ended[1], (b.conn, "message 7 lost".to_owned(), true));
+}
+
+#[test]
+fn members_end_with_their_group() {
+    let mut w = World::new(HostConfig::default());
+    let g = Gateway::new(&mut w);
+    let a = w.connect();
+    assert!(w.host.join_relay_group(a.conn, g.group));
+    w.send_frame(
+        &a,
+        &json!({"jsonrpc":"2.0","id":1,"method":"session.create","params":{"sessionId":"s1"}}),
+    );
+    assert!(w.host.session_events("s1").is_some());
+    while w.host.poll_output().is_some() {}
+    w.host.handle_eof(w.now, g.group);
+    let mut closed = Vec::new();
+    while let Some(out) = w.host.poll_output() {
+        if let Output::Close { conn, .. } = out {
+            closed.push(conn);
+        }
+    }
+    assert_eq!(closed, vec![a.conn], "the member is closed with its group");
+}
