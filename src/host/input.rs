@@ -72,6 +72,11 @@ impl Host {
             return;
         };
         match c.relay {
+            super::relay_group::RelayRole::Member(_) if self.runtime_stopping => {
+                // Its client is not gone: its gateway follows the session to the next owner,
+                // which closes the turn left open. Nothing is resolved here.
+                return;
+            }
             super::relay_group::RelayRole::Member(group) => {
                 self.announce_member_end(group, conn, "the relayed connection ended")
             }

@@ -172,6 +172,8 @@ pub struct Host {
     lookups: BTreeSet<String>,
     /// Some connection was made a relay group ([`Host::join_relay_group`]).
     has_relay_groups: bool,
+    /// The runtime said it is stopping ([`Host::runtime_stopping`]).
+    runtime_stopping: bool,
     /// Sessions the runtime found in its shared log ([`Host::set_cluster_sessions`]), by id.
     cluster_sessions: BTreeMap<String, SessionSummary>,
     /// Built-in tool calls the runtime performs (file operations, `bash` commands).
@@ -260,6 +262,7 @@ impl Host {
             ids: IdGenerator::for_node(config.seed, config.node_id.as_deref()),
             lookups: BTreeSet::new(),
             has_relay_groups: false,
+            runtime_stopping: false,
             cluster_sessions: BTreeMap::new(),
             config,
             dialects,

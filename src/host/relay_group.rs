@@ -188,6 +188,17 @@ impl Host {
         self.queue_on_group(group, &body);
     }
 
+    /// The runtime is stopping: every connection is about to end, each with the runtime's
+    /// own farewell. From now on a relay group member's end is not announced in its group
+    /// (the group's farewell, written after everything queued for its members, tells the
+    /// gateway that this node stops, rather than that it ended their connections), and
+    /// nothing of a member is resolved when its connection ends: its client is not gone, its
+    /// gateway follows the session to the next owner, which closes the turn left open (its
+    /// prompts are not denied here, its tool calls not failed).
+    pub fn runtime_stopping(&mut self) {
+        self.runtime_stopping = true;
+    }
+
     /// Queues `body` for the members `members` of `group`.
     pub(super) fn queue_for_members(&mut self, group: ConnId, members: &[ConnId], body: &[u8]) {
         self.queue_on_group(group, &addressed(members, body));
@@ -195,6 +206,9 @@ impl Host {
 
     /// Announces on its group that member `member` ended, with `reason`.
     pub(super) fn announce_member_end(&mut self, group: ConnId, member: ConnId, reason: &str) {
+        if self.runtime_stopping {
+            return;
+        }
         let mut body = format!("@!{}\n", member.as_u64()).into_bytes();
         body.extend_from_slice(reason.as_bytes());
         self.queue_on_group(group, &body);
@@ -243,6 +257,10 @@ impl Host {
 
     /// `group` ended (it was closed or its peer is gone): so does every member.
     pub(super) fn end_group_members(&mut self, group: ConnId) {
+        if self.runtime_stopping {
+            // The members end with the runtime, as it stops (see `Host::runtime_stopping`).
+            return;
+        }
         let (conns, _) = self.conns.iter_mut_and_frames();
         let mut members: SmallVec<[ConnId; 8]> = SmallVec::new();
         for (id, c) in conns {

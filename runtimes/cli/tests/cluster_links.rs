@@ -2,10 +2,11 @@
 //! nats-server (`$AGENTWIRE_NATS_SERVER`, or `target/nats/nats-server` installed by `.ci/run`),
 //! driven by the **official Copilot Rust SDK** over TCP.
 //!
-//! A client of node B drives a session owned by node A over a link. A heartbeat naming a link
-//! message B never received is injected on the link's subject: B sees a message lost, counts the
-//! link broken, and re-attaches its client to A over a new link. The client keeps its connection
-//! and its next turn works.
+//! A client of node B drives a session owned by node A over a link, A's frames for it coming
+//! in B's relay group from A. A heartbeat naming a group message B never received is injected
+//! on the group's subject: B sees a message lost, counts the group (and so its client's link)
+//! broken, and re-attaches its client to A over a new link in a new group. The client keeps
+//! its connection and its next turn works.
 
 #[path = "../../../tests/sdk_scenarios/mod.rs"]
 mod sdk;
@@ -37,10 +38,10 @@ async fn a_relayed_client_whose_link_lost_a_message_is_re_attached_to_the_same_o
         let url = server.url();
         let a = node(&url, "a").await;
         let b = node(&url, "b").await;
-        // Watches what A sends to B's relayed clients.
+        // Watches what A sends to B's relayed clients (in B's relay group).
         let watcher = async_nats::connect(&url).await.expect("connect to NATS");
         let mut from_owner = watcher
-            .subscribe("agentwire.live.out.>")
+            .subscribe("agentwire.live.grp.>")
             .await
             .expect("subscribe");
         watcher.flush().await.expect("flush");
@@ -75,7 +76,7 @@ async fn a_relayed_client_whose_link_lost_a_message_is_re_attached_to_the_same_o
             .expect("publish");
         watcher.flush().await.expect("flush");
 
-        // B links to A again, on a new link.
+        // B links to A again, on a new link in a new group.
         let second = loop {
             let m = sdk::within("a message on a new link", from_owner.next())
                 .await
@@ -100,8 +101,106 @@ async fn a_relayed_client_whose_link_lost_a_message_is_re_attached_to_the_same_o
         assert!(history_b.iter().any(|e| e.id == reply.id));
         sdk::assert_chain(&history_b, None);
         let log = b.stderr();
-        assert!(log.contains("the link to the owner node broke"), "{log}");
+        assert!(
+            log.contains("the relay group from the owner node broke"),
+            "{log}"
+        );
+        assert!(log.contains("relayed client re-attached"), "{log}");
         assert!(log.contains("were lost"), "{log}");
+        drop(server);
+    })
+    .await
+}
+
+/// Three clients of node B on one session owned by node A: A sends each event **once** to B
+/// (in B's relay group, naming the clients it is for), and every client receives every event
+/// of the turn, in A's order.
+#[tokio::test]
+async fn an_event_for_several_clients_of_one_gateway_crosses_nats_once() {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let a = node(&url, "a").await;
+        let b = node(&url, "b").await;
+        let watcher = async_nats::connect(&url).await.expect("connect to NATS");
+        let mut from_owner = watcher
+            .subscribe("agentwire.live.>")
+            .await
+            .expect("subscribe");
+        watcher.flush().await.expect("flush");
+
+        let client_a = client(&a).await;
+        let id = sdk::new_session_id();
+        let config = session_config(&id).with_permission_handler(Arc::new(ApproveAllHandler));
+        let session_a = sdk::within("session.create", client_a.create_session(config))
+            .await
+            .expect("session.create on node A");
+
+        let mut clients = Vec::new();
+        let mut recorders = Vec::new();
+        let mut sessions = Vec::new();
+        for _ in 0..3 {
+            let client_b = client(&b).await;
+            let config = ResumeSessionConfig::new(id.clone())
+                .with_permission_handler(Arc::new(ApproveAllHandler));
+            let prepared = client_b.prepare_resume_session(config).expect("prepare");
+            recorders.push(sdk::Recorder::new(prepared.subscribe()));
+            let session = sdk::within("session.resume via B", prepared.start())
+                .await
+                .expect("relayed resume");
+            sessions.push(session);
+            clients.push(client_b);
+        }
+        let reply = sdk::turn(&session_a, "hello").await;
+        let mut turns = Vec::new();
+        for recorder in &mut recorders {
+            turns.push(recorder.turn().await);
+        }
+        // Every client got the whole turn (from its user.message; before it come the
+        // session.resume events of the clients that attached later), in the same order.
+        let turn_ids: Vec<Vec<String>> = turns
+            .iter()
+            .map(|t| {
+                let start = t
+                    .iter()
+                    .position(|e| e.event_type == "user.message")
+                    .expect("the turn's user.message");
+                t[start..].iter().map(|e| e.id.clone()).collect()
+            })
+            .collect();
+        assert!(turn_ids[0].len() >= 4, "{:?}", sdk::types(&turns[0]));
+        assert!(
+            turn_ids[0].contains(&reply.id),
+            "{:?}",
+            sdk::types(&turns[0])
+        );
+        assert_eq!(turn_ids[1], turn_ids[0]);
+        assert_eq!(turn_ids[2], turn_ids[0]);
+
+        // What crossed NATS from A to B's clients: each event of the turn in one message.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let mut messages = Vec::new();
+        while let Ok(Some(m)) =
+            tokio::time::timeout(std::time::Duration::from_millis(200), from_owner.next()).await
+        {
+            messages.push(m);
+        }
+        for event in &turn_ids[0] {
+            let needle = format!("\"id\":\"{event}\"");
+            let carrying: Vec<&str> = messages
+                .iter()
+                .filter(|m| {
+                    m.payload
+                        .windows(needle.len())
+                        .any(|w| w == needle.as_bytes())
+                })
+                .map(|m| m.subject.as_str())
+                .collect();
+            assert_eq!(carrying.len(), 1, "event {event} crossed as {carrying:?}");
+            assert!(carrying[0].contains(".grp."), "{carrying:?}");
+        }
+        drop(sessions);
+        drop(clients);
         drop(server);
     })
     .await

@@ -28,6 +28,7 @@ pub mod drive;
 pub mod engine;
 pub mod escape;
 mod gateway;
+mod group;
 pub mod layout;
 pub mod lease;
 mod link;

@@ -37,12 +37,13 @@ use tracing::{info, warn};
 
 use crate::engine::Engine;
 use crate::escape::escape_id;
+use crate::group::{GroupOut, GroupsOut};
 use crate::link_messages::{LinkReceiver, LinkSender, Received, HEARTBEAT};
 use crate::node::Node;
 use crate::record::NodeIdentity;
 
 /// Capacity of the in-memory pipe of a relayed connection, each way.
-const PIPE_BYTES: usize = 256 * 1024;
+pub(crate) const PIPE_BYTES: usize = 256 * 1024;
 
 /// How long B waits for A to accept a link.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -55,18 +56,14 @@ fn in_subject(node: &Node, link: &str) -> String {
     format!("{}.in.{link}", node.layout.live_prefix)
 }
 
-fn out_subject(node: &Node, link: &str) -> String {
-    format!("{}.out.{link}", node.layout.live_prefix)
-}
-
 /// The largest frame a link carries (a reassembled frame over this ends the link): the host's
 /// own default frame limit.
-const MAX_LINK_FRAME: usize = FrameLimits::DEFAULT_MAX_FRAME_BYTES;
+pub(crate) const MAX_LINK_FRAME: usize = FrameLimits::DEFAULT_MAX_FRAME_BYTES;
 
 /// Publishes the bodies of `bodies` on `subject` as numbered link messages, in order, sized
 /// for the server the client is connected to, with a heartbeat every [`HEARTBEAT`]; a close
 /// message once `bodies` ends.
-async fn send_link(
+pub(crate) async fn send_link(
     client: async_nats::Client,
     subject: String,
     mut bodies: UnboundedReceiver<Bytes>,
@@ -157,64 +154,45 @@ pub(crate) async fn open_remote(
         node.me.incarnation,
         conn.as_u64()
     );
-    let mut out = client
-        .subscribe(out_subject(node, &link))
-        .await
-        .map_err(|e| format!("cannot relay to node {}: {e}", owner.node))?;
-    // The server has the subscription before the owner can answer on it.
-    let _ = client.flush().await;
     // The owner counts the relayed connection as authenticated when this node authenticated
     // its client (a cluster peer is trusted: it holds the cluster's NATS credentials).
     let authenticated = authenticated(node, conn);
-    let open = json!({"link": link, "node": node.me.node, "incarnation": node.me.incarnation,
-                      "authenticated": authenticated});
-    let request = client.request(open_subject(node, &owner.node), open.to_string().into());
-    match tokio::time::timeout(OPEN_TIMEOUT, request).await {
-        Ok(Ok(_)) => {}
-        _ => {
-            return Err(format!(
-                "the session is owned by node {}, which does not answer; reconnect and resume \
-                 the session",
-                owner.node
-            ))
+    let unanswered = || {
+        format!(
+            "the session is owned by node {}, which does not answer; reconnect and resume \
+             the session",
+            owner.node
+        )
+    };
+    // A group the owner ended meanwhile is refused once: the next one is new.
+    let (group, member) = loop {
+        let group = node.groups_in.to(node, owner).await?;
+        let open = json!({"link": link, "node": node.me.node, "incarnation": node.me.incarnation,
+                          "authenticated": authenticated, "group": group.id});
+        let request = client.request(open_subject(node, &owner.node), open.to_string().into());
+        let answer = match tokio::time::timeout(OPEN_TIMEOUT, request).await {
+            Ok(Ok(answer)) => answer,
+            _ => return Err(unanswered()),
+        };
+        let answer: serde_json::Value =
+            serde_json::from_slice(&answer.payload).map_err(|_| unanswered())?;
+        match answer["member"].as_u64() {
+            Some(member) => break (group, member),
+            None if answer["error"] == "group" && !group.is_dead() => group.refused(),
+            None => return Err(unanswered()),
         }
-    }
-    info!(owner = %owner.node, %link, "client relayed to the owner node");
+    };
+    info!(owner = %owner.node, %link, group = %group.id, "client relayed to the owner node");
     let (to_owner, bodies) = unbounded_channel::<Bytes>();
     let (owner_tx, from_owner) = unbounded_channel();
-    tokio::spawn(send_link(client, in_subject(node, &link), bodies));
     let broken = Arc::new(Mutex::new(None));
-    let broke = broken.clone();
-    tokio::spawn(async move {
-        let mut receiver = LinkReceiver::new(MAX_LINK_FRAME);
-        let mut heartbeat = tokio::time::interval(HEARTBEAT);
-        let why = loop {
-            let received = tokio::select! {
-                m = out.next() => match m {
-                    Some(m) => receiver.push(&m.payload),
-                    None => Received::Closed,
-                },
-                _ = heartbeat.tick() => match receiver.tick() {
-                    Some(why) => Received::Broken(why),
-                    None => Received::Nothing,
-                },
-            };
-            match received {
-                Received::Frame(body) => {
-                    if owner_tx.send(body).is_err() {
-                        return;
-                    }
-                }
-                Received::Nothing => {}
-                Received::Closed => return,
-                Received::Broken(why) => break why,
-            }
-        };
-        warn!(%link, reason = %why, "the link to the owner node broke");
-        if let Ok(mut b) = broke.lock() {
-            *b = Some(why);
+    if !group.add_member(member, owner_tx, broken.clone()) {
+        // The group broke between the answer and now: the gateway re-attaches.
+        if let Ok(mut b) = broken.lock() {
+            *b = Some("the relay group from the owner node broke".to_owned());
         }
-    });
+    }
+    tokio::spawn(send_link(client, in_subject(node, &link), bodies));
     Ok(LinkEnds {
         to_owner,
         from_owner,
@@ -270,7 +248,7 @@ pub(crate) fn open_local(node: &Node, conn: ConnId) -> Option<LinkEnds> {
 }
 
 /// Decodes the host's frames on `reader` into bodies for `tx`, until EOF.
-async fn read_bodies(
+pub(crate) async fn read_bodies(
     mut reader: impl AsyncRead + Unpin,
     framing: Framing,
     tx: UnboundedSender<Bytes>,
@@ -297,7 +275,8 @@ async fn read_bodies(
     }
 }
 
-/// A's side: accepts links and serves each as a connection of its own host.
+/// A's side: accepts links and serves each as a connection of its own host, a member of the
+/// relay group the opening names ([`crate::group`]).
 pub(crate) async fn serve_links(node: Arc<Node>) {
     let client = node.engine.client().clone();
     let mut requests = match client.subscribe(open_subject(&node, &node.me.node)).await {
@@ -307,6 +286,7 @@ pub(crate) async fn serve_links(node: Arc<Node>) {
             return;
         }
     };
+    let mut groups = GroupsOut::default();
     while let Some(request) = requests.next().await {
         let Some(reply) = request.reply.clone() else {
             continue;
@@ -318,18 +298,15 @@ pub(crate) async fn serve_links(node: Arc<Node>) {
             let _ = client.publish(reply, Bytes::from_static(b"ok")).await;
             continue;
         }
-        let (Some(link), Some(peer), Some(incarnation)) = (
+        let (Some(link), Some(peer), Some(incarnation), Some(group)) = (
             open["link"].as_str(),
             open["node"].as_str(),
             open["incarnation"].as_u64(),
+            open["group"].as_str(),
         ) else {
             continue;
         };
-        if link.is_empty()
-            || !link
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        {
+        if !is_token(link) || !is_token(group) {
             continue;
         }
         let peer = NodeIdentity {
@@ -337,22 +314,52 @@ pub(crate) async fn serve_links(node: Arc<Node>) {
             incarnation,
         };
         let authenticated = open["authenticated"] == true;
+        let Some(group) = groups.get(&node, group, &peer).filter(GroupOut::enter) else {
+            let _ = client
+                .publish(reply, Bytes::from_static(br#"{"error":"group"}"#))
+                .await;
+            continue;
+        };
         tokio::spawn(owner_link(
             node.clone(),
             link.to_owned(),
             peer,
             authenticated,
             reply,
+            group,
         ));
     }
 }
 
+/// Whether `name` is usable as a subject token of a link or group.
+fn is_token(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Serves one link on A: the relayed connection is a member of `group` (counted in by the
+/// caller, counted out here).
 async fn owner_link(
     node: Arc<Node>,
     link: String,
     peer: NodeIdentity,
     authenticated: bool,
     reply: async_nats::Subject,
+    group: GroupOut,
+) {
+    serve_member(&node, &link, &peer, authenticated, reply, &group).await;
+    group.leave();
+}
+
+async fn serve_member(
+    node: &Arc<Node>,
+    link: &str,
+    peer: &NodeIdentity,
+    authenticated: bool,
+    reply: async_nats::Subject,
+    group: &GroupOut,
 ) {
     let Some(host) = node.host.get().cloned() else {
         return;
@@ -361,7 +368,7 @@ async fn owner_link(
         return;
     };
     let client = node.engine.client().clone();
-    let mut inbound = match client.subscribe(in_subject(&node, &link)).await {
+    let mut inbound = match client.subscribe(in_subject(node, link)).await {
         Ok(sub) => sub,
         Err(_) => return,
     };
@@ -371,24 +378,45 @@ async fn owner_link(
     let Some(relayed) = host.attach(host_read.compat(), host_write.compat_write()) else {
         return;
     };
-    if authenticated {
-        // Before the open is answered: the peer sends no frame until then.
-        authenticate(&host, relayed);
+    // Before the open is answered: the peer sends no frame until then.
+    let joined = host
+        .with_host(|h, _| {
+            if authenticated {
+                h.authenticate_connection(relayed);
+            }
+            h.join_relay_group(relayed, group.conn)
+        })
+        .unwrap_or(false);
+    let (mut from_host, mut to_host) = tokio::io::split(link_side);
+    if !joined {
+        // The group connection is gone from the host: the peer starts a new group.
+        group.end();
+        let _ = client
+            .publish(reply, Bytes::from_static(br#"{"error":"group"}"#))
+            .await;
+        let _ = to_host.shutdown().await;
+        return;
     }
-    let (from_host, mut to_host) = tokio::io::split(link_side);
-    let _ = client.publish(reply, Bytes::from_static(b"ok")).await;
+    let answer = json!({"member": relayed.as_u64()}).to_string();
+    let _ = client.publish(reply, answer.into()).await;
     info!(%link, peer = %peer.node, "relayed client attached");
-
-    // The host's frames for the client: decoded back into bodies, one message each.
-    let outbound = out_subject(&node, &link);
-    let (bodies_tx, bodies) = unbounded_channel();
-    tokio::spawn(read_bodies(from_host, framing, bodies_tx));
-    let writer = tokio::spawn(send_link(client.clone(), outbound, bodies));
+    // Everything for the client travels in the group; what the driver writes to the member
+    // itself (its shutdown notice) goes to the group connection too.
+    tokio::spawn(async move {
+        let mut sink = vec![0u8; 16 * 1024];
+        while matches!(from_host.read(&mut sink).await, Ok(n) if n > 0) {}
+    });
 
     // The client's frames, framed again for the host; EOF when the client or its node is gone.
     let mut check = tokio::time::interval(node.lease_ttl / 2);
     let mut heartbeat = tokio::time::interval(HEARTBEAT);
     let mut receiver = LinkReceiver::new(MAX_LINK_FRAME);
+    let broke = |why: &str| {
+        warn!(%link, peer = %peer.node, reason = %why, "the link from the relaying node broke");
+        // As when the relaying node dies, the relayed connection ends; the group tells the
+        // peer why, so that it attaches its client again.
+        host.with_host(|h, now| h.relay_member_link_broke(now, relayed, why));
+    };
     loop {
         tokio::select! {
             message = inbound.next() => match message.map(|m| receiver.push(&m.payload)) {
@@ -401,20 +429,19 @@ async fn owner_link(
                 }
                 Some(Received::Nothing) => {}
                 Some(Received::Broken(why)) => {
-                    // As when the relaying node dies: the relayed connection ends.
-                    warn!(%link, peer = %peer.node, reason = %why, "the link from the relaying node broke");
+                    broke(&why);
                     break;
                 }
                 Some(Received::Closed) | None => break,
             },
             _ = heartbeat.tick() => {
                 if let Some(why) = receiver.tick() {
-                    warn!(%link, peer = %peer.node, reason = %why, "the link from the relaying node broke");
+                    broke(&why);
                     break;
                 }
             }
             _ = check.tick() => {
-                if !alive(&node, &peer).await {
+                if !alive(node, peer).await {
                     info!(%link, peer = %peer.node, "the relaying node stopped");
                     break;
                 }
@@ -422,6 +449,4 @@ async fn owner_link(
         }
     }
     let _ = to_host.shutdown().await;
-    drop(to_host);
-    let _ = writer.await;
 }

@@ -69,6 +69,8 @@ pub(crate) struct Node {
     stopping: AtomicBool,
     /// Live owners found by lookups, for the gateways.
     owners: Mutex<HashMap<String, NodeIdentity>>,
+    /// Relay groups from the owners this node relays clients to.
+    pub(crate) groups_in: crate::group::GroupsIn,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -176,6 +178,7 @@ impl ClusterNode {
             layout,
             lease_ttl: options.nats.lease_ttl,
             owners: Mutex::new(HashMap::new()),
+            groups_in: Default::default(),
             claims: AtomicU64::new(1),
             lease_ok: AtomicBool::new(false),
             host: OnceLock::new(),

@@ -328,6 +328,7 @@ impl Shared {
             return;
         }
         inner.shutting_down = true;
+        inner.host.runtime_stopping();
         let farewell = farewell(&self.options, &reason);
         inner.farewell = Some(farewell.clone());
         for state in inner.conns.values() {

@@ -1,0 +1,350 @@
+//! Relay groups over NATS: one ordered stream from a session's owner A to each gateway node B
+//! for all the clients B relays to A, so that an event for many of B's clients crosses NATS
+//! once.
+//!
+//! A serves every relayed client as an ordinary connection made a *member* of B's group
+//! connection ([`agentwire::host::Host::join_relay_group`]): the members queue nothing of
+//! their own, and the group connection's frames ([`RelayFrame`]) carry each member's
+//! responses, requests and events, an event for several members once, naming them. A
+//! publishes the group connection's frames on the group subject as numbered link messages
+//! with heartbeats ([`crate::link_messages`]); B reads them and hands each body to the
+//! members' gateways. The client → owner direction stays one link per client.
+//!
+//! A group is named by B (its node, incarnation, the owner and a counter) in each link's
+//! opening. A starts a group on the first opening that names it; it ends when B's lease is
+//! gone, after a lease TTL without members, or when the host closes it. An opening naming an
+//! ended group is refused (`{"error":"group"}`) and B starts a new group. When B's receiver
+//! sees a skipped number, silence or junk, the group is **broken**: every member's link is
+//! broken with the reason, and each gateway re-attaches its client as after any broken link.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use agentwire::host::{ConnId, RelayFrame};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+use tracing::{info, warn};
+
+use crate::link::{alive, read_bodies, send_link, MAX_LINK_FRAME, PIPE_BYTES};
+use crate::link_messages::{LinkReceiver, Received, HEARTBEAT};
+use crate::node::Node;
+use crate::record::NodeIdentity;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The subject a group's frames travel on.
+pub(crate) fn group_subject(node: &Node, group: &str) -> String {
+    format!("{}.grp.{group}", node.layout.live_prefix)
+}
+
+/// A member's end of its group, on the gateway's side.
+struct MemberIn {
+    /// The owner's frame bodies for the member's client.
+    tx: UnboundedSender<Bytes>,
+    /// Set before `tx` is dropped when the member's link counts as broken.
+    broken: Arc<Mutex<Option<String>>>,
+}
+
+/// B's side of one group: the members it dispatches to.
+pub(crate) struct GroupIn {
+    /// The group's name, as the openings carry it.
+    pub(crate) id: String,
+    members: Mutex<HashMap<u64, MemberIn>>,
+    dead: AtomicBool,
+}
+
+impl GroupIn {
+    /// Registers member `member` (A's id of the relayed connection): its frames go to `tx`.
+    /// `false` when the group already ended.
+    pub(crate) fn add_member(
+        &self,
+        member: u64,
+        tx: UnboundedSender<Bytes>,
+        broken: Arc<Mutex<Option<String>>>,
+    ) -> bool {
+        let mut members = lock(&self.members);
+        if self.dead.load(Ordering::SeqCst) {
+            return false;
+        }
+        members.insert(member, MemberIn { tx, broken });
+        true
+    }
+
+    /// Ends the group: every member's channel ends, with `broken` as its link's reason.
+    fn end(&self, broken: Option<&str>) {
+        let mut members = lock(&self.members);
+        self.dead.store(true, Ordering::SeqCst);
+        for (_, member) in members.drain() {
+            if let Some(why) = broken {
+                *lock(&member.broken) = Some(why.to_owned());
+            }
+        }
+    }
+
+    /// Whether the group ended.
+    pub(crate) fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::SeqCst)
+    }
+
+    /// Marks the group ended because the owner refused it (it ended there).
+    pub(crate) fn refused(&self) {
+        self.end(Some("the owner node ended this node's relay group"));
+    }
+
+    /// Hands one group frame to its members; `Err` for junk.
+    fn dispatch(&self, body: &Bytes) -> Result<(), String> {
+        let frame = RelayFrame::parse(body).map_err(|e| e.to_string())?;
+        let mut members = lock(&self.members);
+        match frame {
+            RelayFrame::All(part) => {
+                let part = body.slice_ref(part);
+                for member in members.values() {
+                    let _ = member.tx.send(part.clone());
+                }
+            }
+            RelayFrame::To {
+                members: to,
+                body: part,
+            } => {
+                let part = body.slice_ref(part);
+                for id in to {
+                    if let Some(member) = members.get(&id) {
+                        let _ = member.tx.send(part.clone());
+                    }
+                }
+            }
+            RelayFrame::Ended {
+                member,
+                reason,
+                link_broke,
+            } => {
+                if let Some(m) = members.remove(&member) {
+                    if link_broke {
+                        *lock(&m.broken) = Some(String::from_utf8_lossy(reason).into_owned());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// B's groups, one per owner incarnation.
+#[derive(Default)]
+pub(crate) struct GroupsIn {
+    groups: tokio::sync::Mutex<HashMap<NodeIdentity, Arc<GroupIn>>>,
+    next: AtomicU64,
+}
+
+impl GroupsIn {
+    /// The live group to `owner`, started (subscribed, and its receiver running) if there is
+    /// none.
+    pub(crate) async fn to(
+        &self,
+        node: &Arc<Node>,
+        owner: &NodeIdentity,
+    ) -> Result<Arc<GroupIn>, String> {
+        let mut groups = self.groups.lock().await;
+        if let Some(group) = groups.get(owner).filter(|g| !g.is_dead()) {
+            return Ok(group.clone());
+        }
+        let n = self.next.fetch_add(1, Ordering::SeqCst);
+        let id = format!(
+            "{}x{}x{}x{}x{n}",
+            crate::escape::escape_id(&node.me.node),
+            node.me.incarnation,
+            crate::escape::escape_id(&owner.node),
+            owner.incarnation
+        );
+        let client = node.engine.client().clone();
+        let subscription = client
+            .subscribe(group_subject(node, &id))
+            .await
+            .map_err(|e| format!("cannot relay to node {}: {e}", owner.node))?;
+        // The server has the subscription before the owner publishes on it.
+        let _ = client.flush().await;
+        let group = Arc::new(GroupIn {
+            id,
+            members: Mutex::new(HashMap::new()),
+            dead: AtomicBool::new(false),
+        });
+        groups.insert(owner.clone(), group.clone());
+        tokio::spawn(receive(group.clone(), subscription));
+        Ok(group)
+    }
+}
+
+/// B's receiver of one group: dispatches its frames until it is closed or breaks.
+async fn receive(group: Arc<GroupIn>, mut subscription: async_nats::Subscriber) {
+    let mut receiver = LinkReceiver::new(MAX_LINK_FRAME);
+    let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    let broken = loop {
+        let received = tokio::select! {
+            m = subscription.next() => match m {
+                Some(m) => receiver.push(&m.payload),
+                None => Received::Closed,
+            },
+            _ = heartbeat.tick() => match receiver.tick() {
+                Some(why) => Received::Broken(why),
+                None => Received::Nothing,
+            },
+        };
+        match received {
+            Received::Frame(body) => {
+                if let Err(why) = group.dispatch(&body) {
+                    break Some(format!("the owner sent junk on the relay group ({why})"));
+                }
+            }
+            Received::Nothing => {}
+            Received::Closed => break None,
+            Received::Broken(why) => break Some(why),
+        }
+    };
+    match &broken {
+        Some(why) => {
+            warn!(group = %group.id, reason = %why, "the relay group from the owner node broke")
+        }
+        None => info!(group = %group.id, "the owner node closed the relay group"),
+    }
+    group.end(broken.as_deref());
+}
+
+/// A's state of one group.
+struct GroupState {
+    /// Members attached or being attached.
+    members: usize,
+    /// The group ended: no member may join.
+    ended: bool,
+}
+
+/// A's side of one group: its connection in the host and who is in it.
+#[derive(Clone)]
+pub(crate) struct GroupOut {
+    /// The group connection.
+    pub(crate) conn: ConnId,
+    state: Arc<Mutex<GroupState>>,
+}
+
+impl GroupOut {
+    /// Counts a member in (before it is attached); `false` when the group ended.
+    pub(crate) fn enter(&self) -> bool {
+        let mut state = lock(&self.state);
+        if state.ended {
+            return false;
+        }
+        state.members += 1;
+        true
+    }
+
+    /// Marks the group ended (its connection is gone from the host).
+    pub(crate) fn end(&self) {
+        lock(&self.state).ended = true;
+    }
+
+    /// Counts a member out.
+    pub(crate) fn leave(&self) {
+        let mut state = lock(&self.state);
+        state.members = state.members.saturating_sub(1);
+    }
+}
+
+/// A's groups, by name; names of ended groups are remembered so that they are refused.
+#[derive(Default)]
+pub(crate) struct GroupsOut {
+    groups: HashMap<String, GroupOut>,
+    ended: HashSet<String>,
+}
+
+impl GroupsOut {
+    /// The group `id` of `peer`, started if it is new; `None` when it ended (the opening is
+    /// refused) or the host is gone.
+    pub(crate) fn get(
+        &mut self,
+        node: &Arc<Node>,
+        id: &str,
+        peer: &NodeIdentity,
+    ) -> Option<GroupOut> {
+        if let Some(group) = self.groups.get(id) {
+            if !lock(&group.state).ended {
+                return Some(group.clone());
+            }
+            self.groups.remove(id);
+            self.ended.insert(id.to_owned());
+            return None;
+        }
+        if self.ended.contains(id) {
+            return None;
+        }
+        // Forget ended groups' names now and then (a name is never reused by its node).
+        let ended: Vec<String> = self
+            .groups
+            .iter()
+            .filter(|(_, g)| lock(&g.state).ended)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ended {
+            self.groups.remove(&id);
+            self.ended.insert(id);
+        }
+        if self.ended.len() > 4096 {
+            self.ended.clear();
+        }
+        let group = start_group(node, id, peer)?;
+        self.groups.insert(id.to_owned(), group.clone());
+        Some(group)
+    }
+}
+
+/// Starts group `id` for `peer` on A: a connection of the host whose frames are published on
+/// the group subject, ended when the peer's lease is gone or it has had no member for a TTL.
+fn start_group(node: &Arc<Node>, id: &str, peer: &NodeIdentity) -> Option<GroupOut> {
+    let host = node.host.get()?.clone();
+    let framing = host.framing()?;
+    let (host_side, link_side) = tokio::io::duplex(PIPE_BYTES);
+    let (host_read, host_write) = tokio::io::split(host_side);
+    let conn = host.attach(host_read.compat(), host_write.compat_write())?;
+    // It never sends a request; it must not be refused for want of the connection token.
+    host.with_host(|h, _| h.authenticate_connection(conn));
+    let (from_host, mut to_host) = tokio::io::split(link_side);
+    let (bodies_tx, bodies) = unbounded_channel();
+    tokio::spawn(read_bodies(from_host, framing, bodies_tx));
+    let client = node.engine.client().clone();
+    tokio::spawn(send_link(client, group_subject(node, id), bodies));
+    let state = Arc::new(Mutex::new(GroupState {
+        members: 0,
+        ended: false,
+    }));
+    let group = GroupOut { conn, state };
+    info!(group = %id, peer = %peer.node, "relay group started");
+    let watched = group.clone();
+    let (node, peer, id) = (node.clone(), peer.clone(), id.to_owned());
+    tokio::spawn(async move {
+        let mut check = tokio::time::interval(node.lease_ttl / 2);
+        let mut idle_checks = 0;
+        loop {
+            check.tick().await;
+            let peer_alive = alive(&node, &peer).await;
+            let mut state = lock(&watched.state);
+            idle_checks = if state.members == 0 {
+                idle_checks + 1
+            } else {
+                0
+            };
+            // Two idle checks in a row: a TTL or more without a member.
+            if !peer_alive || idle_checks > 2 {
+                state.ended = true;
+                break;
+            }
+        }
+        info!(group = %id, peer = %peer.node, "relay group ended");
+        // EOF to the host: it ends the group connection and any member left.
+        let _ = to_host.shutdown().await;
+    });
+    Some(group)
+}
