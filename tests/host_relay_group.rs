@@ -38,13 +38,12 @@ impl Gateway {
         for frame in w.stash.remove(&self.group).unwrap_or_default() {
             self.decoder.push(&frame).unwrap();
         }
-        // Direct writes to members would be lost on a real gateway: there are none.
-        for m in members.iter() {
-            assert!(
-                w.stash.remove(&m.conn).is_none(),
-                "a member's frame bypassed its group"
-            );
-        }
+        // Direct writes to members would be lost on a real gateway: there are none while
+        // the group lives.
+        let bypassed = members
+            .iter()
+            .filter(|m| w.stash.remove(&m.conn).is_some())
+            .count();
         while let Some(body) = self.decoder.next_frame().unwrap() {
             self.frames.push(body.to_vec());
             match RelayFrame::parse(&body).unwrap() {
@@ -62,6 +61,13 @@ impl Gateway {
                         m.inbox.push(serde_json::from_slice(body).unwrap());
                     }
                 }
+                RelayFrame::GroupEnded { reason } => {
+                    self.ended.push((
+                        self.group,
+                        String::from_utf8(reason.to_vec()).unwrap(),
+                        true,
+                    ));
+                }
                 RelayFrame::Ended {
                     member,
                     reason,
@@ -76,6 +82,11 @@ impl Gateway {
                 }
             }
         }
+        let group_ended = self.ended.iter().any(|(who, _, _)| *who == self.group);
+        assert!(
+            bypassed == 0 || group_ended,
+            "a member's frame bypassed its group"
+        );
     }
 }
 
@@ -256,4 +267,67 @@ fn members_end_with_their_group() {
         }
     }
     assert_eq!(closed, vec![a.conn], "the member is closed with its group");
+}
+
+#[test]
+fn a_group_that_falls_a_budget_behind_ends_with_its_reason_and_its_members() {
+    let mut w = World::new(HostConfig::default().with_outbox_budget_bytes(64 * 1024));
+    let mut g = Gateway::new(&mut w);
+    let mut a = w.connect();
+    let mut direct = w.connect();
+    assert!(w.host.join_relay_group(a.conn, g.group));
+    create(&mut w, &mut direct, "s1", json!({}));
+    w.send_frame(
+        &a,
+        &json!({"jsonrpc":"2.0","id":1,"method":"session.resume","params":{"sessionId":"s1"}}),
+    );
+    g.pump(&mut w, &mut [&mut a], &mut [&mut direct]);
+    assert!(
+        a.inbox
+            .iter()
+            .any(|m| m["id"] == 1 && m.get("result").is_some()),
+        "resumed through the group: {:?}",
+        a.inbox
+    );
+    // The gateway stops reading; the session goes on.
+    w.stalled.insert(g.group);
+    let big = "x".repeat(4096);
+    for _ in 0..32 {
+        w.host
+            .emit_event(w.now, "s1", "session.info", &json!({"message": big}), false)
+            .unwrap();
+        // The direct client keeps reading.
+        w.pump(&mut [&mut direct]);
+    }
+    let mut closed = Vec::new();
+    while let Some(out) = w.host.poll_output() {
+        if let Output::Close { conn, .. } = out {
+            closed.push(conn);
+        }
+    }
+    assert!(
+        closed.contains(&g.group) && closed.contains(&a.conn),
+        "{closed:?}"
+    );
+    w.resume_reading(g.group);
+    g.pump(&mut w, &mut [&mut a], &mut [&mut direct]);
+    let (who, reason, reattach) = g.ended.last().expect("the group's last frame").clone();
+    assert_eq!(who, g.group);
+    assert!(reason.contains("not reading fast enough"), "{reason}");
+    assert!(reattach);
+    // The direct client is unaffected.
+    w.host
+        .emit_event(
+            w.now,
+            "s1",
+            "session.info",
+            &json!({"message": "still"}),
+            true,
+        )
+        .unwrap();
+    w.pump(&mut [&mut direct]);
+    assert!(direct
+        .inbox
+        .iter()
+        .any(|m| m["params"]["event"]["data"]["message"] == "still"));
 }

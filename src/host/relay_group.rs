@@ -20,7 +20,10 @@
 //! * `@!3\n` then a reason: member 3's connection ended here (after every frame for it
 //!   queued before);
 //! * `@?3\n` then a reason: member 3 was ended because its link from the gateway broke
-//!   ([`Host::relay_member_link_broke`]); the gateway may attach its client again.
+//!   ([`Host::relay_member_link_broke`]); the gateway may attach its client again;
+//! * `@?\n` then a reason: the group's last frame when the owner closes it (it fell a whole
+//!   outbox budget behind); every member ends with it, and the gateway may attach their
+//!   clients again.
 //!
 //! Members must speak the group's dialect. When the group connection ends, every member
 //! ends with it; when a member ends, the group carries on.
@@ -67,6 +70,12 @@ pub enum RelayFrame<'a> {
         /// again.
         link_broke: bool,
     },
+    /// The owner closed the group (it could not keep up): its last frame. Every member's
+    /// client may be attached again.
+    GroupEnded {
+        /// Why.
+        reason: &'a [u8],
+    },
 }
 
 /// A group frame that is not one of [`RelayFrame`]'s forms.
@@ -94,6 +103,9 @@ impl<'a> RelayFrame<'a> {
             Some(b'?') => Some(true),
             _ => None,
         };
+        if head == b"?" {
+            return Ok(RelayFrame::GroupEnded { reason: tail });
+        }
         if let Some(link_broke) = ended {
             return Ok(RelayFrame::Ended {
                 member: parse_id(&head[1..])?,
@@ -303,6 +315,10 @@ mod tests {
                 reason: b"bye",
                 link_broke: false
             })
+        );
+        assert_eq!(
+            RelayFrame::parse(b"@?\nbehind"),
+            Ok(RelayFrame::GroupEnded { reason: b"behind" })
         );
         assert_eq!(
             RelayFrame::parse(b"@?7\n"),

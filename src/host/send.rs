@@ -153,8 +153,14 @@ impl Host {
             }
         }
         let mut body = Vec::new();
-        jsonrpc::write_error(&mut body, None, &error);
         let role = c.relay;
+        if role == RelayRole::Group {
+            // Not a message for any one client: the gateway learns the group ended, and why.
+            body.extend_from_slice(b"@?\n");
+            body.extend_from_slice(reason.as_bytes());
+        } else {
+            jsonrpc::write_error(&mut body, None, &error);
+        }
         if let RelayRole::Member(_) = role {
             // Its reason and its end travel in its group's stream, in order.
             c.relay = RelayRole::None;

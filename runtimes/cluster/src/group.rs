@@ -99,7 +99,8 @@ impl GroupIn {
 
     /// Hands one group frame to its members; `Err` for junk.
     fn dispatch(&self, body: &Bytes) -> Result<(), String> {
-        let frame = RelayFrame::parse(body).map_err(|e| e.to_string())?;
+        let frame =
+            RelayFrame::parse(body).map_err(|_| "the owner sent a malformed frame".to_owned())?;
         let mut members = lock(&self.members);
         match frame {
             RelayFrame::All(part) => {
@@ -118,6 +119,12 @@ impl GroupIn {
                         let _ = member.tx.send(part.clone());
                     }
                 }
+            }
+            RelayFrame::GroupEnded { reason } => {
+                return Err(format!(
+                    "the owner node closed it: {}",
+                    String::from_utf8_lossy(reason)
+                ));
             }
             RelayFrame::Ended {
                 member,
@@ -198,7 +205,7 @@ async fn receive(group: Arc<GroupIn>, mut subscription: async_nats::Subscriber) 
         match received {
             Received::Frame(body) => {
                 if let Err(why) = group.dispatch(&body) {
-                    break Some(format!("the owner sent junk on the relay group ({why})"));
+                    break Some(format!("relay group ended ({why})"));
                 }
             }
             Received::Nothing => {}
