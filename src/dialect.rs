@@ -65,6 +65,14 @@ impl Host {
     pub fn open_with(&mut self, now: Timestamp, dialect: Dialect, framing: Framing) -> ConnId {
         self.open_conn(now, dialect.id(), framing)
     }
+
+    /// The dialect `conn` speaks (`None` for an unknown connection).
+    pub fn connection_dialect(&self, conn: ConnId) -> Option<Dialect> {
+        let id = self.conn_dialect(conn)?;
+        [Dialect::CopilotSdk, Dialect::Acp]
+            .into_iter()
+            .find(|d| d.id() == id)
+    }
 }
 
 #[cfg(test)]

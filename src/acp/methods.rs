@@ -141,6 +141,7 @@ fn initialize(
     if let Some(c) = host.conn_state::<ConnState>(conn) {
         c.initialized = true;
         c.caps = super::ClientCaps::from_value(&p.client_capabilities);
+        c.initialize_params = params.map(|p| p.get().to_owned());
     }
     // A v1-only agent answers 1 whatever was asked (the client disconnects if it
     // cannot speak it).

@@ -116,6 +116,8 @@ pub(crate) struct ConnState {
     pub(crate) ops: BTreeMap<String, Op>,
     /// Responses ignored: `id: null` errors and unknown, late or duplicate ids.
     pub(crate) ignored_responses: u64,
+    /// The params of the client's `initialize` (JSON), for relaying the connection.
+    pub(crate) initialize_params: Option<String>,
 }
 
 /// This dialect's entry in the host's dialect table (see [`crate::dialect`]).
@@ -131,6 +133,21 @@ impl DialectHandler for Acp {
 
     fn handle_message(&self, host: &mut Host, conn: ConnId, message: jsonrpc::Message<'_>) {
         handle_message(host, conn, message);
+    }
+
+    fn relay_handshake(&self, host: &Host, conn: ConnId) -> Option<Vec<u8>> {
+        let params = host
+            .conn_state_ref::<ConnState>(conn)?
+            .initialize_params
+            .as_deref()?;
+        let params: &serde_json::value::RawValue = serde_json::from_str(params).ok()?;
+        serde_json::to_vec(&serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": crate::host::RELAY_HANDSHAKE_ID,
+            "method": "initialize",
+            "params": params,
+        }))
+        .ok()
     }
 
     fn deliver_event(&self, host: &mut Host, session: &str, event: &Event, conns: &[ConnId]) {

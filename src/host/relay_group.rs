@@ -25,13 +25,14 @@
 //!   outbox budget behind); every member ends with it, and the gateway may attach their
 //!   clients again.
 //!
-//! Members must speak the group's dialect. When the group connection ends, every member
-//! ends with it; when a member ends, the group carries on.
+//! Members must speak the group's dialect (their framing may differ). A group frame's head
+//! ends with a newline, so the group connection must not use NDJSON framing. When the group
+//! connection ends, every member ends with it; when a member ends, the group carries on.
 
 use bytes::BytesMut;
 use smallvec::SmallVec;
 
-use crate::frame::encode_frame;
+use crate::frame::{encode_frame, Framing};
 use crate::Timestamp;
 
 use super::{ConnId, Host, OutboxOverflow};
@@ -150,13 +151,49 @@ pub(super) fn addressed(members: &[ConnId], body: &[u8]) -> Vec<u8> {
     framed
 }
 
+/// The id of the handshake request a relaying node replays on the owner
+/// ([`Host::relay_handshake`]); its answer is not the client's.
+pub const RELAY_HANDSHAKE_ID: &str = "agentwire-relay-handshake";
+
+/// The body of `frame`, a frame in `framing`.
+fn unframe(framing: Framing, frame: &[u8]) -> &[u8] {
+    match framing {
+        Framing::Ndjson => frame.strip_suffix(b"\n").unwrap_or(frame),
+        Framing::ContentLength => frame
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map_or(frame, |at| &frame[at + 4..]),
+    }
+}
+
 impl Host {
+    /// The request that sets a connection up as `conn` was set up, for relaying `conn` to
+    /// another node that must see the same handshake: for ACP, `initialize` with the client's
+    /// params and the id [`RELAY_HANDSHAKE_ID`] (the relaying node keeps its answer from the
+    /// client). `None` when the dialect needs none (the Copilot SDK protocol) or `conn` did
+    /// not complete it.
+    pub fn relay_handshake(&self, conn: ConnId) -> Option<Vec<u8>> {
+        let dialect = self.conns.get(&conn)?.dialect;
+        self.dialects[dialect.index()].relay_handshake(self, conn)
+    }
+
+    /// Queues the framed `frame` of relay group member `member` on its group (a dialect
+    /// that frames its own bodies, e.g. ACP's shared update lines).
+    pub(super) fn queue_member_frame(&mut self, group: ConnId, member: ConnId, frame: &[u8]) {
+        let Some(framing) = self.conns.get(&member).map(|c| c.framing) else {
+            return;
+        };
+        let body = unframe(framing, frame).to_vec();
+        self.queue_for_members(group, &[member], &body);
+    }
+
     /// Makes `member`, a relayed connection, a member of the relay group connection `group`
     /// (see the module documentation): from now on every frame for `member` is queued on
     /// `group`, addressed to it, and an event for several members of `group` is queued there
     /// once. Call it before the member's first frame. Returns `false` (and changes nothing)
     /// when either connection is unknown or closing, they are the same, they speak different
-    /// dialects, `member` is a group or already a member, or `group` is a member.
+    /// dialects, `group` uses NDJSON framing (a group frame's head ends with a newline),
+    /// `member` is a group or already a member, or `group` is a member.
     pub fn join_relay_group(&mut self, member: ConnId, group: ConnId) -> bool {
         if member == group {
             return false;
@@ -167,6 +204,7 @@ impl Host {
         if m.closing
             || g.closing
             || m.dialect != g.dialect
+            || g.framing == Framing::Ndjson
             || m.relay != RelayRole::None
             || matches!(g.relay, RelayRole::Member(_))
         {

@@ -99,6 +99,10 @@ impl Host {
         if c.closing {
             return;
         }
+        if let RelayRole::Member(group) = c.relay {
+            self.queue_member_frame(group, conn, &frame);
+            return;
+        }
         match c.outbox.push(frame, droppable, shared) {
             Ok(became_ready) => {
                 if became_ready && !c.in_ready {

@@ -31,7 +31,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentwire::host::ConnId;
+use agentwire::host::{ConnId, Dialect, RELAY_HANDSHAKE_ID};
 use agentwire_driver::HostHandle;
 use bytes::Bytes;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -101,6 +101,10 @@ pub(crate) async fn gateway(
     let end = |reason: String| {
         host.with_host(|host, now| host.end_forwarding(now, conn, reason));
     };
+    let dialect = host
+        .with_host(|h, _| h.connection_dialect(conn))
+        .flatten()
+        .unwrap_or(Dialect::CopilotSdk);
     let mut attempt = 0;
     let mut link = match open_remote(&node, conn, &owner, attempt).await {
         Ok(link) => link,
@@ -173,6 +177,18 @@ pub(crate) async fn gateway(
         while let Ok(body) = link.from_owner.try_recv() {
             pass_on(&node, &host, conn, &mut relay, &body).await;
         }
+        if dialect == Dialect::Acp {
+            // ACP updates carry no event ids to catch up from: the client loads the session
+            // again (from any node) instead.
+            let reason = format!("{} before answering", lost.what());
+            for answer in relay.fail_pending(&reason) {
+                deliver(&host, conn, &answer);
+            }
+            return end(format!(
+                "{}; reconnect and load the session again",
+                lost.what()
+            ));
+        }
         attempt += 1;
         match reattach(&node, &lookups, &host, conn, &mut relay, &lost, attempt).await {
             Ok((next, ends)) => {
@@ -203,6 +219,10 @@ async fn pass_on(
     if is_shutdown_notice(body) {
         return true;
     }
+    if is_handshake_answer(body) {
+        // The answer to the client's handshake replayed on the owner: it had its own.
+        return false;
+    }
     if relay.owner_sent(body) {
         for session in relay.floors_wanted() {
             let subject = node.layout.log_subject(&session);
@@ -216,15 +236,27 @@ async fn pass_on(
     false
 }
 
-/// Whether `body` is a node's shutdown notice ([`agentwire_driver::SHUTDOWN_NOTIFICATION`]).
+/// Whether `body` is a node's shutdown notice ([`agentwire_driver::SHUTDOWN_NOTIFICATION`],
+/// `_`-prefixed for ACP).
 fn is_shutdown_notice(body: &[u8]) -> bool {
     let needle = agentwire_driver::SHUTDOWN_NOTIFICATION.as_bytes();
     // The notice is a short notification: a long frame is not one.
     body.len() < 4096
         && body.windows(needle.len()).any(|w| w == needle)
         && serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|v| {
-            v["method"] == agentwire_driver::SHUTDOWN_NOTIFICATION && v.get("id").is_none()
+            let method = v["method"].as_str().unwrap_or("");
+            method.strip_prefix('_').unwrap_or(method) == agentwire_driver::SHUTDOWN_NOTIFICATION
+                && v.get("id").is_none()
         })
+}
+
+/// Whether `body` answers the handshake the link replayed on the owner
+/// ([`agentwire::host::RELAY_HANDSHAKE_ID`]).
+fn is_handshake_answer(body: &[u8]) -> bool {
+    let needle = RELAY_HANDSHAKE_ID.as_bytes();
+    body.windows(needle.len()).any(|w| w == needle)
+        && serde_json::from_slice::<serde_json::Value>(body)
+            .is_ok_and(|v| v["id"] == RELAY_HANDSHAKE_ID && v.get("method").is_none())
 }
 
 /// Waits (up to a little over two lease TTLs) for the lease of `owner`, which is stopping, to
@@ -408,5 +440,17 @@ mod tests {
             agentwire_driver::SHUTDOWN_NOTIFICATION
         );
         assert!(!is_shutdown_notice(request.as_bytes()));
+        let acp = r#"{"jsonrpc":"2.0","method":"_agentwire/shutdown","params":{"reason":"x"}}"#;
+        assert!(is_shutdown_notice(acp.as_bytes()));
+    }
+
+    #[test]
+    fn only_the_replayed_handshakes_answer_is_kept_from_the_client() {
+        let answer = format!(r#"{{"jsonrpc":"2.0","id":"{RELAY_HANDSHAKE_ID}","result":{{}}}}"#);
+        assert!(is_handshake_answer(answer.as_bytes()));
+        let clients = r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}"#;
+        assert!(!is_handshake_answer(clients.as_bytes()));
+        let request = format!(r#"{{"jsonrpc":"2.0","id":"{RELAY_HANDSHAKE_ID}","method":"x"}}"#);
+        assert!(!is_handshake_answer(request.as_bytes()));
     }
 }

@@ -21,7 +21,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use agentwire::host::{ConnId, RelayFrame};
+use agentwire::host::{ConnId, Dialect, RelayFrame};
+use agentwire::Framing;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
@@ -36,6 +37,23 @@ use crate::record::NodeIdentity;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How a link opening names a dialect.
+pub(crate) fn dialect_name(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::CopilotSdk => "copilot",
+        Dialect::Acp => "acp",
+    }
+}
+
+/// The dialect a link opening names (the Copilot SDK protocol when it names none).
+pub(crate) fn dialect_named(name: Option<&str>) -> Option<Dialect> {
+    match name {
+        None | Some("copilot") => Some(Dialect::CopilotSdk),
+        Some("acp") => Some(Dialect::Acp),
+        Some(_) => None,
+    }
 }
 
 /// The subject a group's frames travel on.
@@ -145,29 +163,32 @@ impl GroupIn {
 /// B's groups, one per owner incarnation.
 #[derive(Default)]
 pub(crate) struct GroupsIn {
-    groups: tokio::sync::Mutex<HashMap<NodeIdentity, Arc<GroupIn>>>,
+    groups: tokio::sync::Mutex<HashMap<(NodeIdentity, Dialect), Arc<GroupIn>>>,
     next: AtomicU64,
 }
 
 impl GroupsIn {
-    /// The live group to `owner`, started (subscribed, and its receiver running) if there is
-    /// none.
+    /// The live group to `owner` for clients speaking `dialect`, started (subscribed, and
+    /// its receiver running) if there is none.
     pub(crate) async fn to(
         &self,
         node: &Arc<Node>,
         owner: &NodeIdentity,
+        dialect: Dialect,
     ) -> Result<Arc<GroupIn>, String> {
         let mut groups = self.groups.lock().await;
-        if let Some(group) = groups.get(owner).filter(|g| !g.is_dead()) {
+        let key = (owner.clone(), dialect);
+        if let Some(group) = groups.get(&key).filter(|g| !g.is_dead()) {
             return Ok(group.clone());
         }
         let n = self.next.fetch_add(1, Ordering::SeqCst);
         let id = format!(
-            "{}x{}x{}x{}x{n}",
+            "{}x{}x{}x{}x{}{n}",
             crate::escape::escape_id(&node.me.node),
             node.me.incarnation,
             crate::escape::escape_id(&owner.node),
-            owner.incarnation
+            owner.incarnation,
+            dialect_name(dialect),
         );
         let client = node.engine.client().clone();
         let subscription = client
@@ -181,7 +202,7 @@ impl GroupsIn {
             members: Mutex::new(HashMap::new()),
             dead: AtomicBool::new(false),
         });
-        groups.insert(owner.clone(), group.clone());
+        groups.insert(key, group.clone());
         tokio::spawn(receive(group.clone(), subscription));
         Ok(group)
     }
@@ -235,6 +256,8 @@ struct GroupState {
 pub(crate) struct GroupOut {
     /// The group connection.
     pub(crate) conn: ConnId,
+    /// The dialect of its members.
+    pub(crate) dialect: Dialect,
     state: Arc<Mutex<GroupState>>,
 }
 
@@ -269,17 +292,18 @@ pub(crate) struct GroupsOut {
 }
 
 impl GroupsOut {
-    /// The group `id` of `peer`, started if it is new; `None` when it ended (the opening is
-    /// refused) or the host is gone.
+    /// The group `id` of `peer` for clients speaking `dialect`, started if it is new; `None`
+    /// when it ended (the opening is refused), speaks another dialect, or the host is gone.
     pub(crate) fn get(
         &mut self,
         node: &Arc<Node>,
         id: &str,
         peer: &NodeIdentity,
+        dialect: Dialect,
     ) -> Option<GroupOut> {
         if let Some(group) = self.groups.get(id) {
             if !lock(&group.state).ended {
-                return Some(group.clone());
+                return (group.dialect == dialect).then(|| group.clone());
             }
             self.groups.remove(id);
             self.ended.insert(id.to_owned());
@@ -302,7 +326,7 @@ impl GroupsOut {
         if self.ended.len() > 4096 {
             self.ended.clear();
         }
-        let group = start_group(node, id, peer)?;
+        let group = start_group(node, id, peer, dialect)?;
         self.groups.insert(id.to_owned(), group.clone());
         Some(group)
     }
@@ -310,12 +334,23 @@ impl GroupsOut {
 
 /// Starts group `id` for `peer` on A: a connection of the host whose frames are published on
 /// the group subject, ended when the peer's lease is gone or it has had no member for a TTL.
-fn start_group(node: &Arc<Node>, id: &str, peer: &NodeIdentity) -> Option<GroupOut> {
+fn start_group(
+    node: &Arc<Node>,
+    id: &str,
+    peer: &NodeIdentity,
+    dialect: Dialect,
+) -> Option<GroupOut> {
     let host = node.host.get()?.clone();
-    let framing = host.framing()?;
+    // Content-Length whatever the dialect: a group frame's head ends with a newline.
+    let framing = Framing::ContentLength;
     let (host_side, link_side) = tokio::io::duplex(PIPE_BYTES);
     let (host_read, host_write) = tokio::io::split(host_side);
-    let conn = host.attach(host_read.compat(), host_write.compat_write())?;
+    let conn = host.attach_with(
+        dialect,
+        framing,
+        host_read.compat(),
+        host_write.compat_write(),
+    )?;
     // It never sends a request; it must not be refused for want of the connection token.
     host.with_host(|h, _| h.authenticate_connection(conn));
     let (from_host, mut to_host) = tokio::io::split(link_side);
@@ -327,7 +362,11 @@ fn start_group(node: &Arc<Node>, id: &str, peer: &NodeIdentity) -> Option<GroupO
         members: 0,
         ended: false,
     }));
-    let group = GroupOut { conn, state };
+    let group = GroupOut {
+        conn,
+        dialect,
+        state,
+    };
     info!(group = %id, peer = %peer.node, "relay group started");
     let watched = group.clone();
     let (node, peer, id) = (node.clone(), peer.clone(), id.to_owned());

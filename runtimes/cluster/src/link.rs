@@ -37,7 +37,7 @@ use tracing::{info, warn};
 
 use crate::engine::Engine;
 use crate::escape::escape_id;
-use crate::group::{GroupOut, GroupsOut};
+use crate::group::{dialect_name, dialect_named, GroupOut, GroupsOut};
 use crate::link_messages::{LinkReceiver, LinkSender, Received, HEARTBEAT};
 use crate::node::Node;
 use crate::record::NodeIdentity;
@@ -157,6 +157,22 @@ pub(crate) async fn open_remote(
     // The owner counts the relayed connection as authenticated when this node authenticated
     // its client (a cluster peer is trusted: it holds the cluster's NATS credentials).
     let authenticated = authenticated(node, conn);
+    // The owner serves the client in its own dialect, set up with the client's own
+    // handshake (ACP's `initialize`).
+    let (dialect, handshake) = node
+        .host
+        .get()
+        .and_then(|host| {
+            host.with_host(|h, _| {
+                let dialect = h.connection_dialect(conn)?;
+                let handshake = h
+                    .relay_handshake(conn)
+                    .map(|b| String::from_utf8_lossy(&b).into_owned());
+                Some((dialect, handshake))
+            })
+        })
+        .flatten()
+        .ok_or("this node is shutting down")?;
     let unanswered = || {
         format!(
             "the session is owned by node {}, which does not answer; reconnect and resume \
@@ -166,9 +182,10 @@ pub(crate) async fn open_remote(
     };
     // A group the owner ended meanwhile is refused once: the next one is new.
     let (group, member) = loop {
-        let group = node.groups_in.to(node, owner).await?;
+        let group = node.groups_in.to(node, owner, dialect).await?;
         let open = json!({"link": link, "node": node.me.node, "incarnation": node.me.incarnation,
-                          "authenticated": authenticated, "group": group.id});
+                          "authenticated": authenticated, "group": group.id,
+                          "dialect": dialect_name(dialect), "handshake": handshake});
         let request = client.request(open_subject(node, &owner.node), open.to_string().into());
         let answer = match tokio::time::timeout(OPEN_TIMEOUT, request).await {
             Ok(Ok(answer)) => answer,
@@ -314,7 +331,16 @@ pub(crate) async fn serve_links(node: Arc<Node>) {
             incarnation,
         };
         let authenticated = open["authenticated"] == true;
-        let Some(group) = groups.get(&node, group, &peer).filter(GroupOut::enter) else {
+        let Some(dialect) = dialect_named(open["dialect"].as_str()) else {
+            continue;
+        };
+        let handshake = open["handshake"]
+            .as_str()
+            .map(|h| Bytes::from(h.to_owned()));
+        let Some(group) = groups
+            .get(&node, group, &peer, dialect)
+            .filter(GroupOut::enter)
+        else {
             let _ = client
                 .publish(reply, Bytes::from_static(br#"{"error":"group"}"#))
                 .await;
@@ -322,10 +348,13 @@ pub(crate) async fn serve_links(node: Arc<Node>) {
         };
         tokio::spawn(owner_link(
             node.clone(),
-            link.to_owned(),
-            peer,
-            authenticated,
-            reply,
+            Opening {
+                link: link.to_owned(),
+                peer,
+                authenticated,
+                handshake,
+                reply,
+            },
             group,
         ));
     }
@@ -339,34 +368,40 @@ fn is_token(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
+/// A link opening A accepted.
+struct Opening {
+    /// The link's name.
+    link: String,
+    /// The relaying node.
+    peer: NodeIdentity,
+    /// The relaying node authenticated the client.
+    authenticated: bool,
+    /// The request that set the client's connection up there, replayed here first.
+    handshake: Option<Bytes>,
+    /// Where the opening is answered.
+    reply: async_nats::Subject,
+}
+
 /// Serves one link on A: the relayed connection is a member of `group` (counted in by the
 /// caller, counted out here).
-async fn owner_link(
-    node: Arc<Node>,
-    link: String,
-    peer: NodeIdentity,
-    authenticated: bool,
-    reply: async_nats::Subject,
-    group: GroupOut,
-) {
-    serve_member(&node, &link, &peer, authenticated, reply, &group).await;
+async fn owner_link(node: Arc<Node>, opening: Opening, group: GroupOut) {
+    serve_member(&node, opening, &group).await;
     group.leave();
 }
 
-async fn serve_member(
-    node: &Arc<Node>,
-    link: &str,
-    peer: &NodeIdentity,
-    authenticated: bool,
-    reply: async_nats::Subject,
-    group: &GroupOut,
-) {
+async fn serve_member(node: &Arc<Node>, opening: Opening, group: &GroupOut) {
+    let Opening {
+        link,
+        peer,
+        authenticated,
+        handshake,
+        reply,
+    } = opening;
+    let (link, peer) = (link.as_str(), &peer);
     let Some(host) = node.host.get().cloned() else {
         return;
     };
-    let Some(framing) = host.framing() else {
-        return;
-    };
+    let framing = group.dialect.default_framing();
     let client = node.engine.client().clone();
     let mut inbound = match client.subscribe(in_subject(node, link)).await {
         Ok(sub) => sub,
@@ -375,7 +410,12 @@ async fn serve_member(
     let _ = client.flush().await;
     let (host_side, link_side) = tokio::io::duplex(PIPE_BYTES);
     let (host_read, host_write) = tokio::io::split(host_side);
-    let Some(relayed) = host.attach(host_read.compat(), host_write.compat_write()) else {
+    let Some(relayed) = host.attach_with(
+        group.dialect,
+        framing,
+        host_read.compat(),
+        host_write.compat_write(),
+    ) else {
         return;
     };
     // Before the open is answered: the peer sends no frame until then.
@@ -396,6 +436,14 @@ async fn serve_member(
             .await;
         let _ = to_host.shutdown().await;
         return;
+    }
+    if let Some(handshake) = handshake {
+        // Its answer goes to the peer in the group, which keeps it from the client.
+        let mut framed = BytesMut::new();
+        encode_frame(framing, &handshake, &mut framed);
+        if to_host.write_all(&framed).await.is_err() {
+            return;
+        }
     }
     let answer = json!({"member": relayed.as_u64()}).to_string();
     let _ = client.publish(reply, answer.into()).await;

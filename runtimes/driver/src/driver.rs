@@ -410,16 +410,37 @@ where
     Rd: AsyncRead + Unpin + Send + 'static,
     Wr: AsyncWrite + Unpin + Send + 'static,
 {
+    let (dialect, framing) = (shared.options.dialect, shared.options.framing);
+    attach_streams_with(shared, dialect, framing, reader, writer)
+}
+
+/// [`attach_streams`] for a connection speaking `dialect` over `framing`.
+pub(crate) fn attach_streams_with<Rd, Wr>(
+    shared: &Arc<Shared>,
+    dialect: agentwire::host::Dialect,
+    framing: agentwire::Framing,
+    reader: Rd,
+    writer: Wr,
+) -> Arc<ConnState>
+where
+    Rd: AsyncRead + Unpin + Send + 'static,
+    Wr: AsyncWrite + Unpin + Send + 'static,
+{
     shared.ensure_timer();
-    let (framing, dialect) = (shared.options.framing, shared.options.dialect);
     let (state, shutting_down) = shared.with_inner(|inner, now| {
         let id = inner.host.open_with(now, dialect, framing);
+        let farewell = inner
+            .farewell
+            .as_deref()
+            .map(|reason| crate::farewell::farewell(dialect, framing, reason));
         let state = Arc::new(ConnState {
             id,
             wake: Notify::new(),
             closing: Flag::new(),
             done: Flag::new(),
-            farewell: Mutex::new(inner.farewell.clone()),
+            farewell: Mutex::new(farewell),
+            dialect,
+            framing,
         });
         inner.conns.insert(id, state.clone());
         shared.live.set(inner.conns.len());

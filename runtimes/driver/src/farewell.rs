@@ -2,7 +2,7 @@
 
 use agentwire::frame::encode_frame;
 use agentwire::host::Dialect;
-use agentwire::serve::ServerOptions;
+use agentwire::Framing;
 use bytes::{Bytes, BytesMut};
 
 /// The JSON-RPC notification every connection receives when the server shuts down, as the
@@ -13,9 +13,9 @@ use bytes::{Bytes, BytesMut};
 /// `_agentwire/shutdown` (ACP reserves names starting with `_` for extensions).
 pub const SHUTDOWN_NOTIFICATION: &str = "agentwire/shutdown";
 
-/// The framed [`SHUTDOWN_NOTIFICATION`] for this server's dialect and framing.
-pub(crate) fn farewell(options: &ServerOptions, reason: &str) -> Bytes {
-    let method = match options.dialect {
+/// The framed [`SHUTDOWN_NOTIFICATION`] for a connection speaking `dialect` over `framing`.
+pub(crate) fn farewell(dialect: Dialect, framing: Framing, reason: &str) -> Bytes {
+    let method = match dialect {
         Dialect::Acp => "_agentwire/shutdown",
         Dialect::CopilotSdk => SHUTDOWN_NOTIFICATION,
     };
@@ -26,6 +26,6 @@ pub(crate) fn farewell(options: &ServerOptions, reason: &str) -> Bytes {
     });
     let body = serde_json::to_vec(&body).unwrap_or_default();
     let mut buf = BytesMut::with_capacity(body.len() + 32);
-    encode_frame(options.framing, &body, &mut buf);
+    encode_frame(framing, &body, &mut buf);
     buf.freeze()
 }

@@ -79,6 +79,23 @@ impl HostHandle {
         Some(crate::driver::attach_streams(&shared, reader, writer).id)
     }
 
+    /// [`HostHandle::attach`] for a connection speaking `dialect` over `framing` (a client
+    /// of another node that speaks another dialect than this driver's own connections).
+    pub fn attach_with<Rd, Wr>(
+        &self,
+        dialect: agentwire::host::Dialect,
+        framing: Framing,
+        reader: Rd,
+        writer: Wr,
+    ) -> Option<ConnId>
+    where
+        Rd: AsyncRead + Unpin + Send + 'static,
+        Wr: AsyncWrite + Unpin + Send + 'static,
+    {
+        let shared = self.shared.upgrade()?;
+        Some(crate::driver::attach_streams_with(&shared, dialect, framing, reader, writer).id)
+    }
+
     /// The framing of the driver's connections.
     pub fn framing(&self) -> Option<Framing> {
         self.shared.upgrade().map(|s| s.options.framing)

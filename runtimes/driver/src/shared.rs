@@ -69,8 +69,8 @@ pub(crate) struct Inner {
     /// Where persisted events go (appended while draining, under the lock, before any writer
     /// can take the frames produced by the same input).
     pub(crate) store: Option<Store>,
-    /// Once shutting down: the framed shutdown notification each connection ends with.
-    pub(crate) farewell: Option<Bytes>,
+    /// Once shutting down: the reason each connection's farewell gives.
+    pub(crate) farewell: Option<String>,
     /// A shared, asynchronous session log (a cluster engine), instead of or beside the store.
     pub(crate) log: Option<Box<dyn SessionLog>>,
     /// The mark of the last event handed to `log`.
@@ -100,6 +100,9 @@ pub(crate) struct ConnState {
     pub(crate) done: Flag,
     /// Written after the last frame, before the stream is closed (server shutdown).
     pub(crate) farewell: Mutex<Option<Bytes>>,
+    /// The connection's dialect and framing (its farewell is written in them).
+    pub(crate) dialect: agentwire::host::Dialect,
+    pub(crate) framing: agentwire::Framing,
 }
 
 /// Work found while draining the host, done after its lock is released.
@@ -329,10 +332,9 @@ impl Shared {
         }
         inner.shutting_down = true;
         inner.host.runtime_stopping();
-        let farewell = farewell(&self.options, &reason);
-        inner.farewell = Some(farewell.clone());
+        inner.farewell = Some(reason.clone());
         for state in inner.conns.values() {
-            *lock(&state.farewell) = Some(farewell.clone());
+            *lock(&state.farewell) = Some(farewell(state.dialect, state.framing, &reason));
             effects.push(Effect::Close(
                 state.clone(),
                 "server is shutting down".to_owned(),
