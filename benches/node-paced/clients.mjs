@@ -1,0 +1,167 @@
+// One client process of paced.mjs (forked by it; not run by hand). It holds `count` official
+// Node SDK clients (`CopilotClient` + `RuntimeConnection.forUri`, one TCP connection each) and
+// talks to its parent over the fork IPC channel:
+//
+//   parent → {cmd:"create"}            first client creates the BYOK session → {ev:"created", sessionId}
+//   parent → {cmd:"join", sessionId}   every other client joins it with resumeSession → {ev:"attached"}
+//   parent → {cmd:"start"}           stream window opens (CPU counted, deadline armed) → {ev:"started"}
+//   parent → {cmd:"send"}              first client sends the prompt → {ev:"sent"}
+//   (every client saw session.idle, or the deadline passed) → {ev:"done", ...results}
+//
+// Each client records, for every `assistant.message_delta`, its receipt time (the time its
+// handler runs, `process.hrtime`, CLOCK_MONOTONIC, in ms) minus each `[i:T]` stamp in the
+// delta's text (the fake endpoint's write time, same clock), and which indices i it saw.
+import { CopilotClient, RuntimeConnection, approveAll } from "@github/copilot-sdk";
+import { performance } from "node:perf_hooks";
+
+const cfg = JSON.parse(process.argv[2]);
+const { port, modelPort, count, chunks, first, joinConcurrency, streamTimeoutMs } = cfg;
+// CLOCK_MONOTONIC in ms: one clock for every process on this machine (timeOrigin + now() is
+// not: each process fixes its own timeOrigin at start, and they differed by tens of ms here).
+const now = () => Number(process.hrtime.bigint()) / 1e6;
+const send = (m) => process.send(m);
+
+const provider = { type: "openai", baseUrl: `http://127.0.0.1:${modelPort}/v1`, apiKey: "sk-fake" };
+const sessionOpts = { model: "fake-model", streaming: true, onPermissionRequest: approveAll, provider };
+const STAMP = /\[(\d+):(\d+\.\d+)\]/g;
+
+const clients = []; // {client, session, seen: Uint8Array, lat: number[], deltas, dupes, idle, errors}
+let prompted = false;
+let doneCount = 0;
+let finished = false;
+
+function track(c) {
+  c.session.on((e) => {
+    if (e.type === "assistant.message_delta") {
+      const t = now();
+      c.deltas++;
+      const text = e.data?.deltaContent ?? "";
+      for (const m of text.matchAll(STAMP)) {
+        const i = Number(m[1]);
+        if (i < chunks && c.seen[i]) c.dupes++;
+        else if (i < chunks) c.seen[i] = 1;
+        c.lat.push(t - Number(m[2]));
+      }
+      if (c.firstAt === null) c.firstAt = t;
+      c.lastAt = t;
+    } else if (e.type === "session.idle" && prompted && !c.idle) {
+      c.idle = true;
+      if (++doneCount === clients.length) finish("all idle");
+    } else if (e.type === "session.error" || e.type === "session.warning") {
+      c.notes.push(`${e.type}: ${JSON.stringify(e.data).slice(0, 300)}`);
+    }
+  });
+}
+
+function newClient() {
+  return {
+    client: new CopilotClient({ connection: RuntimeConnection.forUri(`127.0.0.1:${port}`) }),
+    session: null,
+    seen: new Uint8Array(chunks),
+    lat: [],
+    deltas: 0,
+    dupes: 0,
+    idle: false,
+    firstAt: null,
+    lastAt: null,
+    notes: [],
+  };
+}
+
+async function join(sessionId, c) {
+  await c.client.start();
+  c.session = await c.client.resumeSession(sessionId, { ...sessionOpts, suppressResumeEvent: true });
+  track(c);
+}
+
+let cpu0 = null;
+function finish(why) {
+  if (finished) return;
+  finished = true;
+  const cpu = process.cpuUsage(cpu0);
+  const lat = [];
+  let received = 0;
+  let dupes = 0;
+  let deltas = 0;
+  let idle = 0;
+  let short = 0;
+  let lastAt = 0;
+  const notes = [];
+  for (const c of clients) {
+    for (const x of c.lat) lat.push(x);
+    let got = 0;
+    for (let i = 0; i < chunks; i++) got += c.seen[i];
+    received += got;
+    if (got < chunks) short++;
+    dupes += c.dupes;
+    deltas += c.deltas;
+    idle += c.idle ? 1 : 0;
+    if (c.lastAt > lastAt) lastAt = c.lastAt;
+    for (const n of c.notes) if (notes.length < 5) notes.push(n);
+  }
+  send({
+    ev: "done",
+    why,
+    clients: clients.length,
+    received,
+    dupes,
+    deltas,
+    idle,
+    short,
+    lastAt,
+    lat,
+    cpuUserS: cpu.user / 1e6,
+    cpuSysS: cpu.system / 1e6,
+    notes,
+  });
+}
+
+process.on("message", async (m) => {
+  try {
+    if (m.cmd === "create") {
+      const c = newClient();
+      await c.client.start();
+      c.session = await c.client.createSession(sessionOpts);
+      track(c);
+      clients.push(c);
+      send({ ev: "created", sessionId: c.session.sessionId });
+    } else if (m.cmd === "join") {
+      const todo = count - clients.length;
+      let next = 0;
+      let attached = 0;
+      let failed = 0;
+      let firstError = null;
+      const fresh = Array.from({ length: todo }, newClient);
+      const worker = async () => {
+        while (next < fresh.length) {
+          const c = fresh[next++];
+          try {
+            await join(m.sessionId, c);
+          } catch (err) {
+            // A refused join is a finding: count it, keep the first message, go on.
+            if (failed++ === 0) firstError = String(err?.message ?? err).slice(0, 500);
+            continue;
+          }
+          clients.push(c);
+          if (++attached % 25 === 0) send({ ev: "progress", attached });
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(joinConcurrency, todo) }, worker));
+      send({ ev: "attached", attached, failed, firstError, clients: clients.length });
+    } else if (m.cmd === "start") {
+      // Stream window starts: count CPU from here; arm the deadline.
+      cpu0 = process.cpuUsage();
+      prompted = true;
+      setTimeout(() => finish("deadline"), streamTimeoutMs).unref();
+      send({ ev: "started" });
+    } else if (m.cmd === "send") {
+      if (!first) throw new Error("send: not the first process");
+      const t = now();
+      await clients[0].session.send({ prompt: "PACED: stream the stamps." });
+      send({ ev: "sent", at: t, acked: now() });
+    }
+  } catch (err) {
+    send({ ev: "error", cmd: m.cmd, message: String(err?.stack ?? err).slice(0, 2000) });
+  }
+});
+send({ ev: "ready" });
