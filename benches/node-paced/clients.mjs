@@ -4,8 +4,10 @@
 //
 //   parent → {cmd:"create"}            first client creates the BYOK session → {ev:"created", sessionId}
 //   parent → {cmd:"join", sessionId}   every other client joins it with resumeSession → {ev:"attached"}
+//   parent → {cmd:"warmup"}, {cmd:"send", prompt}   an unmeasured turn first → {ev:"warm"} when
+//                                   every client saw its session.idle
 //   parent → {cmd:"start"}           stream window opens (CPU counted, deadline armed) → {ev:"started"}
-//   parent → {cmd:"send"}              first client sends the prompt → {ev:"sent"}
+//   parent → {cmd:"send", prompt}      first client sends the measured prompt → {ev:"sent"}
 //   (every client saw session.idle, or the deadline passed) → {ev:"done", ...results}
 //
 // Each client records, for every `assistant.message_delta`, its receipt time (the time its
@@ -15,7 +17,7 @@ import { CopilotClient, RuntimeConnection, approveAll } from "@github/copilot-sd
 import { performance } from "node:perf_hooks";
 
 const cfg = JSON.parse(process.argv[2]);
-const { port, modelPort, count, chunks, first, joinConcurrency, streamTimeoutMs } = cfg;
+const { port, modelPort, count, chunks, first, joinConcurrency, joinTimeoutMs, streamTimeoutMs } = cfg;
 // CLOCK_MONOTONIC in ms: one clock for every process on this machine (timeOrigin + now() is
 // not: each process fixes its own timeOrigin at start, and they differed by tens of ms here).
 const now = () => Number(process.hrtime.bigint()) / 1e6;
@@ -26,25 +28,35 @@ const sessionOpts = { model: "fake-model", streaming: true, onPermissionRequest:
 const STAMP = /\[(\d+):(\d+\.\d+)\]/g;
 
 const clients = []; // {client, session, seen: Uint8Array, lat: number[], deltas, dupes, idle, errors}
-let prompted = false;
+// Per chunk index, the lowest latency over this process's clients (the first receipt).
+const firstLat = new Float64Array(chunks).fill(Infinity);
+let phase = null; // "warmup" (an unmeasured turn first), then "measure"
+let warmIdle = 0;
 let doneCount = 0;
 let finished = false;
 
 function track(c) {
   c.session.on((e) => {
-    if (e.type === "assistant.message_delta") {
+    if (e.type === "assistant.message_delta" && phase === "measure") {
       const t = now();
       c.deltas++;
       const text = e.data?.deltaContent ?? "";
       for (const m of text.matchAll(STAMP)) {
         const i = Number(m[1]);
+        const l = t - Number(m[2]);
         if (i < chunks && c.seen[i]) c.dupes++;
-        else if (i < chunks) c.seen[i] = 1;
-        c.lat.push(t - Number(m[2]));
+        else if (i < chunks) {
+          c.seen[i] = 1;
+          if (l < firstLat[i]) firstLat[i] = l;
+        }
+        c.lat.push(l);
       }
       if (c.firstAt === null) c.firstAt = t;
       c.lastAt = t;
-    } else if (e.type === "session.idle" && prompted && !c.idle) {
+    } else if (e.type === "session.idle" && phase === "warmup" && !c.warmIdle) {
+      c.warmIdle = true;
+      if (++warmIdle === clients.length) send({ ev: "warm" });
+    } else if (e.type === "session.idle" && phase === "measure" && !c.idle) {
       c.idle = true;
       if (++doneCount === clients.length) finish("all idle");
     } else if (e.type === "session.error" || e.type === "session.warning") {
@@ -62,15 +74,26 @@ function newClient() {
     deltas: 0,
     dupes: 0,
     idle: false,
+    warmIdle: false,
     firstAt: null,
     lastAt: null,
     notes: [],
   };
 }
 
+// Rejects after ms: a join the server never answers must not hold the run.
+const within = (p, ms, what) =>
+  Promise.race([p, new Promise((_, rej) => setTimeout(() => rej(new Error(`${what}: no answer in ${ms / 1000} s`)), ms).unref())]);
+
 async function join(sessionId, c) {
-  await c.client.start();
-  c.session = await c.client.resumeSession(sessionId, { ...sessionOpts, suppressResumeEvent: true });
+  try {
+    await within(c.client.start(), joinTimeoutMs, "start");
+    c.session = await within(
+      c.client.resumeSession(sessionId, { ...sessionOpts, suppressResumeEvent: true }), joinTimeoutMs, "resumeSession");
+  } catch (err) {
+    c.client.forceStop().catch(() => {});
+    throw err;
+  }
   track(c);
 }
 
@@ -102,6 +125,8 @@ function finish(why) {
   send({
     ev: "done",
     why,
+    uncaught,
+    firstUncaught,
     clients: clients.length,
     received,
     dupes,
@@ -110,6 +135,7 @@ function finish(why) {
     short,
     lastAt,
     lat,
+    firstLat: Array.from(firstLat, (x) => (Number.isFinite(x) ? x : null)),
     cpuUserS: cpu.user / 1e6,
     cpuSysS: cpu.system / 1e6,
     notes,
@@ -147,21 +173,34 @@ process.on("message", async (m) => {
         }
       };
       await Promise.all(Array.from({ length: Math.min(joinConcurrency, todo) }, worker));
-      send({ ev: "attached", attached, failed, firstError, clients: clients.length });
+      send({ ev: "attached", attached, failed, firstError, clients: clients.length, uncaught, firstUncaught });
     } else if (m.cmd === "start") {
       // Stream window starts: count CPU from here; arm the deadline.
       cpu0 = process.cpuUsage();
-      prompted = true;
+      phase = "measure";
       setTimeout(() => finish("deadline"), streamTimeoutMs).unref();
       send({ ev: "started" });
+    } else if (m.cmd === "warmup") {
+      phase = "warmup";
+      send({ ev: "warming" });
     } else if (m.cmd === "send") {
       if (!first) throw new Error("send: not the first process");
       const t = now();
-      await clients[0].session.send({ prompt: "PACED: stream the stamps." });
+      await clients[0].session.send({ prompt: m.prompt });
       send({ ev: "sent", at: t, acked: now() });
     }
   } catch (err) {
     send({ ev: "error", cmd: m.cmd, message: String(err?.stack ?? err).slice(0, 2000) });
   }
 });
+// The SDK lets some socket errors escape as unhandled rejections (an EPIPE from a write to a
+// connection the server closed); count them as a finding instead of dying.
+let uncaught = 0;
+let firstUncaught = null;
+const onUncaught = (err) => {
+  if (uncaught++ === 0) firstUncaught = String(err?.stack ?? err).slice(0, 800);
+  if (uncaught === 1) send({ ev: "uncaught", message: firstUncaught, at: now() });
+};
+process.on("uncaughtException", onUncaught);
+process.on("unhandledRejection", onUncaught);
 send({ ev: "ready" });

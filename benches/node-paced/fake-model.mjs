@@ -1,6 +1,6 @@
 // A fake OpenAI-compatible model endpoint that streams at a model's pace.
 //
-//   node fake-model.mjs [--chunks M] [--rate R] [--log FILE]
+//   node fake-model.mjs [--chunks M] [--rate R] [--warmup W] [--log FILE]
 //
 // Listens on 127.0.0.1, port 0, and prints `listening on port N`. `POST …/chat/completions`
 // whose last user message contains the word PACED answers (stream:true) with an SSE stream of
@@ -8,9 +8,11 @@
 // schedule, so timer lateness does not accumulate), each written on its own; then a `stop`
 // chunk, a usage chunk and `data: [DONE]`. Chunk i's text is `[i:T] `, where T is
 // `process.hrtime` (CLOCK_MONOTONIC, system-wide) in ms with µs decimals, taken just before
-// the write, so the client processes on this machine can subtract it from their receipt time. Any other completion request (the runtime may ask for titles and the like)
-// gets a short `ok` reply, streamed or not as asked. `GET …/models` lists `fake-model`. Every
-// request's method, path and kind is appended to --log (default stderr) as one JSON line.
+// the write, so the client processes on this machine can subtract it from their receipt time.
+// WARMUP in the last user message gets the same with W chunks (default 50). Any other
+// completion request (the runtime may ask for titles and the like) gets a short `ok` reply,
+// streamed or not as asked. `GET …/models` lists `fake-model`. Every request's method, path
+// and kind is appended to --log (default stderr) as one JSON line.
 import http from "node:http";
 import fs from "node:fs";
 import { performance } from "node:perf_hooks";
@@ -21,6 +23,7 @@ function arg(name, fallback) {
 }
 const chunks = Number(arg("chunks", "500"));
 const rate = Number(arg("rate", "100"));
+const warmupChunks = Number(arg("warmup", "50"));
 const logFile = arg("log", null);
 // CLOCK_MONOTONIC in ms: one clock for every process on this machine (timeOrigin + now() is
 // not: each process fixes its own timeOrigin at start, and they differed by tens of ms here).
@@ -55,7 +58,7 @@ function lastUserText(body) {
   return "";
 }
 
-function finish(res, id) {
+function finish(res, id, chunks) {
   sse(res, chunk(id, {}, "stop"));
   sse(res, {
     id,
@@ -69,7 +72,7 @@ function finish(res, id) {
   res.end();
 }
 
-function paced(res, id, started) {
+function paced(res, id, started, chunks) {
   const interval = 1000 / rate;
   const t0 = performance.now();
   let i = 0;
@@ -87,7 +90,7 @@ function paced(res, id, started) {
     if (i < chunks) {
       setTimeout(tick, Math.max(0, t0 + i * interval - performance.now()));
     } else {
-      finish(res, id);
+      finish(res, id, chunks);
       log({ event: "paced stream done", id, chunks, rate, ms: now() - started, timer_late_max_ms: lateMax });
     }
   };
@@ -113,8 +116,10 @@ const server = http.createServer({ noDelay: true }, (req, res) => {
     }
     if (req.method === "POST" && path.endsWith("/chat/completions")) {
       const id = `chatcmpl-${++seq}`;
-      const isPaced = /\bPACED\b/.test(lastUserText(body));
-      log({ method: req.method, path, kind: isPaced ? "paced" : "short", id, stream: !!body?.stream });
+      const text = lastUserText(body);
+      const n = /\bPACED\b/.test(text) ? chunks : /\bWARMUP\b/.test(text) ? warmupChunks : 0;
+      const kind = n === chunks ? "paced" : n ? "warmup" : "short";
+      log({ method: req.method, path, kind, id, stream: !!body?.stream });
       if (!body?.stream) {
         res.writeHead(200, { "content-type": "application/json" });
         res.end(JSON.stringify({
@@ -126,10 +131,10 @@ const server = http.createServer({ noDelay: true }, (req, res) => {
       }
       res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
       res.flushHeaders();
-      if (isPaced) paced(res, id, started);
+      if (n) paced(res, id, started, n);
       else {
         sse(res, chunk(id, { role: "assistant", content: "ok" }, null));
-        finish(res, id);
+        finish(res, id, 1);
       }
       return;
     }

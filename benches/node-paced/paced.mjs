@@ -2,27 +2,34 @@
 //
 //   node paced.mjs --port N --pid PID --model-port MP --model-log FILE [--label NAME]
 //                  [--clients K] [--chunks M] [--rate R] [--procs P] [--join-concurrency C]
-//                  [--setup-timeout S] [--stream-slack S]
+//                  [--warmup W] [--join-timeout S] [--setup-timeout S] [--stream-slack S]
 //
 // The server (listening on 127.0.0.1:N, process PID) must already run, and so must
-// fake-model.mjs (port MP, logging to FILE) with the same --chunks and --rate. This forks P
-// client processes (clients.mjs; default ceil(K / 100)) holding K clients between them. The
-// first client creates a BYOK session (`provider: {type: "openai", baseUrl:
-// http://127.0.0.1:MP/v1}`, `model: "fake-model"`, `streaming: true`); the others join it with
-// `resumeSession(id, {streaming: true, suppressResumeEvent: true, same provider})`, C at a time
-// per process. Once all are attached, the first client sends one prompt; the endpoint streams
-// M chunks at R per second; every client records emit-to-receipt for every delta until it sees
-// `session.idle` (or M / R + slack seconds pass).
+// fake-model.mjs (port MP, logging to FILE) with the same --chunks, --rate and --warmup. This
+// forks P client processes (clients.mjs; default max(2, ceil(K / 100)), at most K) holding K
+// clients between them, each client its own CopilotClient and TCP connection. The first
+// client creates a BYOK session (`provider: {type: "openai", baseUrl: http://127.0.0.1:MP/v1}`,
+// `model: "fake-model"`, `streaming: true`); the others join it with `resumeSession(id,
+// {streaming: true, suppressResumeEvent: true, same provider})`, C at a time per process
+// (default 10). A join that fails or takes over --join-timeout seconds (default 10) is counted
+// and the run goes on with the clients that did attach. Then one unmeasured warm-up turn (the
+// endpoint streams W chunks at the same rate, default 50; 0 skips it) until every client saw
+// its session.idle. Then the first client sends the measured prompt; the endpoint streams M
+// chunks at R per second; every client records emit-to-receipt for every delta until it sees
+// `session.idle` (or M / R + slack seconds pass, default 60).
 //
 // Prints one JSON line: K, R, M, deltas received / expected (unique stamps per client),
-// duplicates, clients short of M, p50/p99/p99.9/max latency (ms), the server's CPU seconds
-// (utime + stime of PID and its descendants, /proc/PID/stat, from just before the prompt to
-// the last client's `session.idle`) and per delivered delta (µs), the server's VmRSS before
-// any client, with the creator attached (1 s after create), with all attached (1 s after the
-// last join), and VmHWM at the end; RSS per joined client = (all − creator) / (K − 1); the client
-// processes' CPU (each, and summed), the share of the whole machine's CPU time that was busy
-// during the stream window (/proc/stat, all cores), the endpoint's worst timer lateness and the
-// requests it saw, and `os.loadavg()` before and after.
+// duplicates, clients short of M, p50/p99/p99.9/max latency (ms) over every (client, delta),
+// the same of the first receipt of each chunk by any client (first_*: the model path and the
+// first write, before the rest of the fan-out queues behind it) and where the worst of those
+// fall in the stream, the server's CPU seconds (utime + stime of PID and its descendants,
+// /proc/PID/stat, from just before the measured prompt to the last client's `session.idle`)
+// and per delivered delta (µs), the server's VmRSS before any client, with the creator
+// attached (1 s after create), with all attached (1 s after the last join), and VmHWM at the
+// end; RSS per joined client = (all − creator) / (K − 1); the client processes' CPU (each,
+// and summed), the share of the whole machine's CPU time that was busy during the stream
+// window (/proc/stat, all cores), the endpoint's worst timer lateness and the requests it
+// saw, and `os.loadavg()` before and after.
 import { fork } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
@@ -43,8 +50,10 @@ const label = arg("label", `port ${port}`);
 const K = Number(arg("clients", "10"));
 const M = Number(arg("chunks", "500"));
 const R = Number(arg("rate", "100"));
-const P = Math.max(1, Math.min(K, Number(arg("procs", String(Math.ceil(K / 100))))));
+const P = Math.max(1, Math.min(K, Number(arg("procs", String(Math.max(2, Math.ceil(K / 100)))))));
 const joinConcurrency = Number(arg("join-concurrency", "10"));
+const warmupChunks = Number(arg("warmup", "50"));
+const joinTimeoutMs = Number(arg("join-timeout", "10")) * 1000;
 const setupTimeoutMs = Number(arg("setup-timeout", "300")) * 1000;
 const streamTimeoutMs = Math.round((M / R + Number(arg("stream-slack", "60"))) * 1000);
 if (!port || !pid || !modelPort || !modelLog) {
@@ -132,7 +141,11 @@ function waitAll(ev, n, timeoutMs, what) {
 let progress = 0;
 listeners.add((i, m) => {
   if (m.ev === "progress") progress++;
+  if (m.ev === "uncaught") {
+    result.uncaught_first = result.uncaught_first ?? { process: i, at_s: round((m.at - tStart) / 1000, 2), message: m.message };
+  }
 });
+const tStart = now();
 
 function finish(code) {
   result.load_after = load();
@@ -146,7 +159,7 @@ try {
   const base = Math.floor(K / P);
   for (let i = 0; i < P; i++) {
     const count = base + (i < K % P ? 1 : 0);
-    const cfg = { port, modelPort, count, chunks: M, first: i === 0, joinConcurrency, streamTimeoutMs };
+    const cfg = { port, modelPort, count, chunks: M, first: i === 0, joinConcurrency, joinTimeoutMs, streamTimeoutMs };
     const w = fork(path.join(here, "clients.mjs"), [JSON.stringify(cfg)], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
     w.on("message", (m) => emit(i, m));
     w.on("exit", (code, sig) => emit(i, { ev: "error", message: `client process exited (${code ?? sig})` }));
@@ -173,6 +186,7 @@ try {
   result.attached = 1 + att.reduce((a, m) => a + m.attached, 0);
   result.join_failed = att.reduce((a, m) => a + m.failed, 0);
   if (result.join_failed) result.join_error = att.find((m) => m.firstError)?.firstError;
+  result.uncaught_during_join = att.reduce((a, m) => a + m.uncaught, 0);
   await new Promise((r) => setTimeout(r, 1000)); // let the joins' own notifications drain
   result.server_rss_attached_kb = status("VmRSS");
   if (result.attached > 1) {
@@ -180,6 +194,17 @@ try {
       (result.server_rss_attached_kb - result.server_rss_session_kb) / (result.attached - 1), 2);
   }
 
+  if (warmupChunks > 0) {
+    // One unmeasured turn first (the endpoint streams WARMUP chunks at the same rate), so the
+    // measured one is not the first that the server, the endpoint and the clients run.
+    const warming = waitAll("warming", P, 10000, "warm-up");
+    for (const w of workers) w.send({ cmd: "warmup" });
+    await warming;
+    const warm = waitAll("warm", P, Math.round((warmupChunks / R + 60) * 1000), "warm-up turn");
+    workers[0].send({ cmd: "send", prompt: "WARMUP: stream a few stamps." });
+    await warm;
+    result.warmup_chunks = warmupChunks;
+  }
   const started = waitAll("started", P, 10000, "start");
   for (const w of workers) w.send({ cmd: "start" });
   await started;
@@ -188,7 +213,7 @@ try {
   const done = waitAll("done", P, streamTimeoutMs + 30000, "stream");
   const sent = waitAll("sent", 1, 60000, "session.send");
   const tSend = now();
-  workers[0].send({ cmd: "send" });
+  workers[0].send({ cmd: "send", prompt: "PACED: stream the stamps." });
   await sent;
   const res = await done;
   const cpu1 = treeCpu(pid);
@@ -202,6 +227,26 @@ try {
   for (const m of res) for (const x of m.lat) lat[k++] = x;
   lat.sort();
   const at = (q) => (lat.length ? lat[Math.min(lat.length - 1, Math.floor(q * lat.length))] : null);
+  // Per chunk, the first receipt over all clients: the model path before the fan-out.
+  const first = [];
+  for (let i = 0; i < M; i++) {
+    let best = Infinity;
+    for (const m of res) if (m.firstLat[i] != null && m.firstLat[i] < best) best = m.firstLat[i];
+    if (Number.isFinite(best)) first.push(best);
+  }
+  // Where the worst first receipts fall in the stream (chunk index: ms), to tell a start-up
+  // transient from stalls spread over the stream.
+  const firstByChunk = [];
+  for (let i = 0; i < M; i++) {
+    let best = Infinity;
+    for (const m of res) if (m.firstLat[i] != null && m.firstLat[i] < best) best = m.firstLat[i];
+    firstByChunk.push([i, best]);
+  }
+  result.first_worst_chunks = firstByChunk
+    .filter((e) => Number.isFinite(e[1])).sort((a, b) => b[1] - a[1]).slice(0, 8)
+    .map(([i, x]) => `${i}: ${round(x, 1)}`).join(", ");
+  first.sort((a, b) => a - b);
+  const atF = (q) => (first.length ? first[Math.min(first.length - 1, Math.floor(q * first.length))] : null);
   const received = res.reduce((a, m) => a + m.received, 0);
   Object.assign(result, {
     ended: [...new Set(res.map((m) => m.why))].join(", "),
@@ -211,10 +256,14 @@ try {
     delta_events: res.reduce((a, m) => a + m.deltas, 0),
     clients_short: res.reduce((a, m) => a + m.short, 0),
     clients_idle: res.reduce((a, m) => a + m.idle, 0),
+    uncaught: res.reduce((a, m) => a + m.uncaught, 0),
     p50_ms: round(at(0.5)),
     p99_ms: round(at(0.99)),
     p999_ms: round(at(0.999)),
     max_ms: round(lat.length ? lat[lat.length - 1] : null),
+    first_p50_ms: round(atF(0.5)),
+    first_p99_ms: round(atF(0.99)),
+    first_max_ms: round(first.length ? first[first.length - 1] : null),
     stream_s: round((Math.max(...res.map((m) => m.lastAt)) - tSend) / 1000, 2),
     server_cpu_s: round(cpu1.s - cpu0.s, 2),
     server_cpu_per_delta_us: received ? round(((cpu1.s - cpu0.s) * 1e6) / received, 2) : null,

@@ -9,10 +9,12 @@
 #                      each server's fixed cost of a turn, for the marginal CPU column)
 #   R=100              chunks per second from the fake model endpoint
 #   M=500              chunks per response
-#   PROCS=             client processes (default ceil(K / 100), paced.mjs)
+#   WARMUP=50          chunks of the unmeasured turn every run starts with (0: none)
+#   PROCS=             client processes (default max(2, ceil(K / 100)), at most K; paced.mjs)
 #   REAL=1             REAL=0 skips the real runtime; AGENTWIRE=0 skips agentwire
 #   RUN_TIMEOUT=600    seconds before one run (one server, one K) is killed
 #   SETUP_TIMEOUT=300  seconds for all K clients to attach
+#   LOG_DIR=           if set, each run's server stdout/stderr and endpoint log are kept there
 #   AGENTWIRE_BIN      default target/release/agentwire (or $CARGO_TARGET_DIR/release/…),
 #                      started as `agentwire --port 0 --no-store`
 #
@@ -31,6 +33,7 @@ repo="$(cd "$here/../.." && pwd)"
 ks="${KS:-1 10 100 1000}"
 rate="${R:-100}"
 chunks="${M:-500}"
+warmup="${WARMUP:-50}"
 run_timeout="${RUN_TIMEOUT:-600}"
 setup_timeout="${SETUP_TIMEOUT:-300}"
 agentwire_bin="${AGENTWIRE_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/agentwire}"
@@ -76,7 +79,7 @@ port_from() {
 
 start_model() {
   : >"$scratch/model.log"
-  node "$here/fake-model.mjs" --chunks "$chunks" --rate "$rate" --log "$scratch/model.log" \
+  node "$here/fake-model.mjs" --chunks "$chunks" --rate "$rate" --warmup "$warmup" --log "$scratch/model.log" \
     >"$scratch/model.out" 2>"$scratch/model.err" &
   model_pid=$!
   model_port="$(port_from "$scratch/model.out" 'listening on port ')" \
@@ -117,7 +120,7 @@ run_one() {
   local line rc=0
   line="$(timeout -k 5 "$run_timeout" node "$here/paced.mjs" --port "$port" --pid "$server_pid" \
     --model-port "$model_port" --model-log "$scratch/model.log" --label "$label" \
-    --clients "$2" --chunks "$chunks" --rate "$rate" --setup-timeout "$setup_timeout" \
+    --clients "$2" --chunks "$chunks" --rate "$rate" --warmup "$warmup" --setup-timeout "$setup_timeout" \
     "${procs_arg[@]}")" || rc=$?
   if [ -z "$line" ]; then
     line="$(node -e 'console.log(JSON.stringify({label:process.argv[1],K:+process.argv[2],R:+process.argv[3],M:+process.argv[4],error:`paced.mjs exited ${process.argv[5]} with no result (killed after ${process.argv[6]} s?)`}))' \
@@ -127,6 +130,13 @@ run_one() {
     line="$(node -e 'const r=JSON.parse(process.argv[1]);r.server_exited=true;console.log(JSON.stringify(r))' "$line")"
   fi
   echo "$line" | tee -a "$results"
+  if [ -n "${LOG_DIR:-}" ]; then
+    mkdir -p "$LOG_DIR"
+    local tag="$1-K$2-R$rate-M$chunks"
+    cp "$scratch/server.out" "$LOG_DIR/$tag.server.out"
+    cp "$scratch/server.err" "$LOG_DIR/$tag.server.err"
+    cp "$scratch/model.log" "$LOG_DIR/$tag.model.log"
+  fi
   if [ -s "$scratch/server.err" ]; then
     echo "($label stderr, last lines:)" >&2
     tail -5 "$scratch/server.err" >&2
@@ -158,5 +168,5 @@ node -e '
     }
     const b = base.get(r.label);
     const marginal = b && r.received > b.received ? ((r.server_cpu_s - b.server_cpu_s) * 1e6) / (r.received - b.received) : null;
-    console.log(`| ${r.label} | ${r.K} | ${r.R} | ${r.M} | ${r.received} / ${r.expected}${r.ended !== "all idle" ? ` (${r.ended})` : ""} | ${f(r.p50_ms, 2)} | ${f(r.p99_ms, 2)} | ${f(r.p999_ms, 2)} | ${f(r.server_cpu_s, 2)} (${f(r.server_cpu_per_delta_us)}) | ${f(marginal)} | ${f(r.server_hwm_kb / 1024)} | ${f(r.rss_per_client_kb)} | ${f(r.client_cpu_s_total, 2)} | ${f(r.machine_busy * 100, 0)} % | ${r.load_before[0]} |`);
+    console.log(`| ${r.label} | ${r.K} | ${r.R} | ${r.M} | ${r.received} / ${r.expected}${r.attached < r.K ? ` (**${r.attached} of ${r.K} attached**, ${r.join_failed} joins failed)` : ""}${r.ended !== "all idle" ? ` (${r.ended})` : ""} | ${f(r.p50_ms, 2)} | ${f(r.p99_ms, 2)} | ${f(r.p999_ms, 2)} | ${f(r.server_cpu_s, 2)} (${f(r.server_cpu_per_delta_us)}) | ${f(marginal)} | ${f(r.server_hwm_kb / 1024)} | ${f(r.rss_per_client_kb)} | ${f(r.client_cpu_s_total, 2)} | ${f(r.machine_busy * 100, 0)} % | ${r.load_before[0]} |`);
   }' "$results"
