@@ -21,6 +21,13 @@ const { port, modelPort, count, chunks, first, joinConcurrency, joinTimeoutMs, s
 // CLOCK_MONOTONIC in ms: one clock for every process on this machine (timeOrigin + now() is
 // not: each process fixes its own timeOrigin at start, and they differed by tens of ms here).
 const now = () => Number(process.hrtime.bigint()) / 1e6;
+// Wall clock minus that clock, to place the server's event `timestamp` (ISO 8601, wall clock,
+// ms) on it: splits each latency into endpoint write → server's event and event → receipt.
+const wallOffset = (() => {
+  const a = now();
+  const w = Date.now();
+  return w - (a + now()) / 2;
+})();
 const send = (m) => process.send(m);
 
 const provider = { type: "openai", baseUrl: `http://127.0.0.1:${modelPort}/v1`, apiKey: "sk-fake" };
@@ -50,6 +57,11 @@ function track(c) {
           if (l < firstLat[i]) firstLat[i] = l;
         }
         c.lat.push(l);
+        const emitted = Date.parse(e.timestamp) - wallOffset;
+        if (Number.isFinite(emitted)) {
+          c.toEvent.push(emitted - Number(m[2]));
+          c.toReceipt.push(t - emitted);
+        }
       }
       if (c.firstAt === null) c.firstAt = t;
       c.lastAt = t;
@@ -71,6 +83,8 @@ function newClient() {
     session: null,
     seen: new Uint8Array(chunks),
     lat: [],
+    toEvent: [],
+    toReceipt: [],
     deltas: 0,
     dupes: 0,
     idle: false,
@@ -103,6 +117,8 @@ function finish(why) {
   finished = true;
   const cpu = process.cpuUsage(cpu0);
   const lat = [];
+  const toEvent = [];
+  const toReceipt = [];
   let received = 0;
   let dupes = 0;
   let deltas = 0;
@@ -112,6 +128,8 @@ function finish(why) {
   const notes = [];
   for (const c of clients) {
     for (const x of c.lat) lat.push(x);
+    for (const x of c.toEvent) toEvent.push(x);
+    for (const x of c.toReceipt) toReceipt.push(x);
     let got = 0;
     for (let i = 0; i < chunks; i++) got += c.seen[i];
     received += got;
@@ -135,6 +153,8 @@ function finish(why) {
     short,
     lastAt,
     lat,
+    toEvent,
+    toReceipt,
     firstLat: Array.from(firstLat, (x) => (Number.isFinite(x) ? x : null)),
     cpuUserS: cpu.user / 1e6,
     cpuSysS: cpu.system / 1e6,

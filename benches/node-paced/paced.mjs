@@ -22,7 +22,10 @@
 // duplicates, clients short of M, p50/p99/p99.9/max latency (ms) over every (client, delta),
 // the same of the first receipt of each chunk by any client (first_*: the model path and the
 // first write, before the rest of the fan-out queues behind it) and where the worst of those
-// fall in the stream, the server's CPU seconds (utime + stime of PID and its descendants,
+// fall in the stream; each latency split at the server's event `timestamp` (wall clock, ms,
+// placed on the monotonic clock per client process) into endpoint write → event (to_event_ms:
+// the model path inside the server) and event → receipt (to_receipt_ms: the fan-out, the
+// sockets and the client), p50/p99/max of each; the server's CPU seconds (utime + stime of PID and its descendants,
 // /proc/PID/stat, from just before the measured prompt to the last client's `session.idle`)
 // and per delivered delta (µs), the server's VmRSS before any client, with the creator
 // attached (1 s after create), with all attached (1 s after the last join), and VmHWM at the
@@ -247,6 +250,16 @@ try {
     .map(([i, x]) => `${i}: ${round(x, 1)}`).join(", ");
   first.sort((a, b) => a - b);
   const atF = (q) => (first.length ? first[Math.min(first.length - 1, Math.floor(q * first.length))] : null);
+  const split = (key) => {
+    const a = new Float64Array(res.reduce((n, m) => n + m[key].length, 0));
+    let j = 0;
+    for (const m of res) for (const x of m[key]) a[j++] = x;
+    a.sort();
+    const q = (p) => (a.length ? round(a[Math.min(a.length - 1, Math.floor(p * a.length))], 1) : null);
+    return { p50: q(0.5), p99: q(0.99), max: a.length ? round(a[a.length - 1], 1) : null };
+  };
+  result.to_event_ms = split("toEvent");
+  result.to_receipt_ms = split("toReceipt");
   const received = res.reduce((a, m) => a + m.received, 0);
   Object.assign(result, {
     ended: [...new Set(res.map((m) => m.why))].join(", "),
