@@ -153,8 +153,8 @@ done
 echo "uptime after: $(uptime)"
 
 echo
-echo "| server | K | R | M | deltas received / expected | p50 ms | p99 ms | p99.9 ms | server CPU s (µs per delta) | marginal µs per delta | peak RSS MiB | RSS per joined client KiB | client CPU s | machine busy | load 1-min |"
-echo "|---|---:|---:|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"
+echo "| server | K | R | M | deltas received / expected | p50 ms | p99 ms | p99.9 ms | p99 split: write → event / event → receipt ms | server CPU s (µs per delta) | marginal µs per delta | peak RSS MiB | RSS per joined client KiB | client CPU s | machine busy | load 1-min |"
+echo "|---|---:|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"
 node -e '
   const f = (x, d = 1) => (x == null ? "" : Number(x).toFixed(d));
   const rows = require("fs").readFileSync(process.argv[1], "utf8").trim().split("\n").map((l) => JSON.parse(l));
@@ -163,10 +163,10 @@ node -e '
   for (const r of rows) if (!r.error && (!base.has(r.label) || r.K < base.get(r.label).K)) base.set(r.label, r);
   for (const r of rows) {
     if (r.error) {
-      console.log(`| ${r.label} | ${r.K} | ${r.R} | ${r.M} | **${r.error}**${r.attached != null ? ` (${r.attached} attached)` : ""} | | | | | | | | | | ${r.load_before?.[0] ?? ""} |`);
+      console.log(`| ${r.label} | ${r.K} | ${r.R} | ${r.M} | **${r.error}**${r.attached != null ? ` (${r.attached} attached)` : ""} | | | | | | | | | | | ${r.load_before?.[0] ?? ""} |`);
       continue;
     }
     const b = base.get(r.label);
     const marginal = b && r.received > b.received ? ((r.server_cpu_s - b.server_cpu_s) * 1e6) / (r.received - b.received) : null;
-    console.log(`| ${r.label} | ${r.K} | ${r.R} | ${r.M} | ${r.received} / ${r.expected}${r.attached < r.K ? ` (**${r.attached} of ${r.K} attached**, ${r.join_failed} joins failed)` : ""}${r.ended !== "all idle" ? ` (${r.ended})` : ""} | ${f(r.p50_ms, 2)} | ${f(r.p99_ms, 2)} | ${f(r.p999_ms, 2)} | ${f(r.server_cpu_s, 2)} (${f(r.server_cpu_per_delta_us)}) | ${f(marginal)} | ${f(r.server_hwm_kb / 1024)} | ${f(r.rss_per_client_kb)} | ${f(r.client_cpu_s_total, 2)} | ${f(r.machine_busy * 100, 0)} % | ${r.load_before[0]} |`);
+    console.log(`| ${r.label} | ${r.K} | ${r.R} | ${r.M} | ${r.received} / ${r.expected}${r.attached < r.K ? ` (**${r.attached} of ${r.K} attached**, ${r.join_failed} joins failed)` : ""}${r.ended !== "all idle" ? ` (${r.ended})` : ""} | ${f(r.p50_ms, 2)} | ${f(r.p99_ms, 2)} | ${f(r.p999_ms, 2)} | ${f(r.to_event_ms?.p99)} / ${f(r.to_receipt_ms?.p99)} | ${f(r.server_cpu_s, 2)} (${f(r.server_cpu_per_delta_us)}) | ${f(marginal)} | ${f(r.server_hwm_kb / 1024)} | ${f(r.rss_per_client_kb)} | ${f(r.client_cpu_s_total, 2)} | ${f(r.machine_busy * 100, 0)} % | ${r.load_before[0]} |`);
   }' "$results"
