@@ -49,12 +49,13 @@ impl Host {
         }
     }
 
-    /// Ends a forwarded connection: `reason` is sent to the client as a JSON-RPC error, then
-    /// the connection is closed ([`Output::Close`]), e.g. when the owner node died.
+    /// Ends a forwarded connection: what is queued for it is written, then `reason` as a
+    /// JSON-RPC error, then the connection is closed ([`Output::Close`]), e.g. when the owner
+    /// node died (the answers the runtime gave its unanswered requests reach it first).
     pub fn end_forwarding(&mut self, now: Timestamp, conn: ConnId, reason: String) {
         self.advance_time(now);
         if self.conns.get(&conn).is_some_and(|c| c.forwarded) {
-            self.fail_connection(conn, -32603, reason);
+            self.close_with_reason(conn, -32603, reason, true);
         }
     }
 

@@ -127,6 +127,19 @@ impl Host {
     /// Sends a JSON-RPC error object with `id: null` carrying `reason`, then asks the runtime
     /// to close the connection after flushing it. Used for framing errors and slow consumers.
     pub(crate) fn fail_connection(&mut self, conn: ConnId, code: i64, reason: String) {
+        self.close_with_reason(conn, code, reason, code == -32700);
+    }
+
+    /// [`Host::fail_connection`]; `keep_queued`: what is queued is still written before the
+    /// reason (a framing error, a relayed connection ended after its last answers), otherwise
+    /// the queue is replaced by the reason (a slow consumer).
+    pub(crate) fn close_with_reason(
+        &mut self,
+        conn: ConnId,
+        code: i64,
+        reason: String,
+        keep_queued: bool,
+    ) {
         let Some((c, shared)) = self.conns.get_mut_and_frames(&conn) else {
             return;
         };
@@ -137,13 +150,13 @@ impl Host {
         // framing error, what was already answered is still written, then the reason.
         // Streaming events it lost, reported or not yet, are counted in the reason's `data`.
         let lost = c.outbox.take_unreported_drops()
-            + if code != -32700 {
-                c.outbox.queued_droppable()
-            } else {
+            + if keep_queued {
                 0
+            } else {
+                c.outbox.queued_droppable()
             };
         c.drop_session = None;
-        if code != -32700 {
+        if !keep_queued {
             c.outbox.clear(shared);
         }
         let mut error = ErrorObject::new(code, reason.clone());

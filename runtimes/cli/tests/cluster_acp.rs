@@ -86,26 +86,7 @@ async fn an_acp_client_of_node_b_loads_and_prompts_a_session_owned_by_node_a() {
             .to_owned();
 
         // The editor spawns node B as its ACP agent.
-        let mut b = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentwire"))
-            .args(["--acp", "--cluster", &url, "--node-id", "b"])
-            .args(["--cluster-lease-ttl", LEASE_TTL, "--seed", "7"])
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn agentwire --acp --cluster");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut lines = BufReader::new(b.stderr.take().unwrap()).lines();
-        let log = stderr.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                let mut log = log.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
+        let (mut b, stderr) = spawn_acp_node(&url, "b");
         let transport: acp_stdio::StdioLines = acp_stdio::lines(&mut b);
         let updates = Arc::new(Mutex::new(Vec::<SessionNotification>::new()));
         let on_update = updates.clone();
@@ -175,6 +156,97 @@ async fn an_acp_client_of_node_b_loads_and_prompts_a_session_owned_by_node_a() {
         let log = stderr.lock().unwrap().clone();
         assert!(log.contains("client relayed to the owner node"), "{log}");
         drop(b);
+        drop(server);
+    })
+    .await
+}
+
+/// `agentwire --acp --cluster URL --node-id ID` on stdio, as an editor spawns its agent; its
+/// stderr is collected.
+fn spawn_acp_node(url: &str, id: &str) -> (tokio::process::Child, Arc<Mutex<String>>) {
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .args(["--acp", "--cluster", url, "--node-id", id])
+        .args(["--cluster-lease-ttl", LEASE_TTL, "--seed", "7"])
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn agentwire --acp --cluster");
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let log = stderr.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let mut log = log.lock().unwrap();
+            log.push_str(&line);
+            log.push('\n');
+        }
+    });
+    (child, stderr)
+}
+
+#[tokio::test]
+async fn an_acp_client_whose_owner_dies_gets_its_prompt_answered_with_the_reason() {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let mut a = node(&url, "a").await;
+        let client_a = client(&a).await;
+        let id = sdk::new_session_id();
+        let config = session_config(&id).with_permission_handler(Arc::new(ApproveAllHandler));
+        let session_a = sdk::within("session.create", client_a.create_session(config))
+            .await
+            .expect("session.create on node A");
+        sdk::turn(&session_a, "hello from the app").await;
+
+        let (mut b, stderr) = spawn_acp_node(&url, "b");
+        let transport: acp_stdio::StdioLines = acp_stdio::lines(&mut b);
+        let session = id.to_string();
+        let cwd = std::env::temp_dir();
+        let killed = Arc::new(tokio::sync::Notify::new());
+        let kill = killed.clone();
+        let run = Client.v1().connect_with(transport, async move |cx| {
+            cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
+                .block_task()
+                .await?;
+            cx.send_request(LoadSessionRequest::new(session.clone(), cwd.clone()))
+                .block_task()
+                .await?;
+            // A is killed; the editor's next prompt goes to it and is never answered there.
+            kill.notify_one();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let prompt = PromptRequest::new(
+                session.clone(),
+                vec![ContentBlock::Text(TextContent::new("anyone there?"))],
+            );
+            Ok(cx.send_request(prompt).block_task().await)
+        });
+        let run = tokio::spawn(run);
+        sdk::within("the session loaded through B", killed.notified()).await;
+        a.child.start_kill().expect("SIGKILL node A");
+        a.exit(sdk::STEP).await;
+        let answered = tokio::time::timeout(Duration::from_secs(30), run)
+            .await
+            .expect("the prompt was answered in time")
+            .expect("the client task")
+            .expect("the client ran");
+        let error = answered.expect_err("no turn ran: the owner is dead");
+        assert!(
+            error.to_string().contains("owning the session")
+                && error.to_string().contains("stopped"),
+            "{error:?}\n---- node B ----\n{}",
+            stderr.lock().unwrap()
+        );
+        // The editor's agent ends the connection with the reason (stdio: it exits).
+        let status = tokio::time::timeout(Duration::from_secs(20), b.wait())
+            .await
+            .expect("node B ended the connection")
+            .expect("wait");
+        assert!(status.success(), "{status:?}");
+        let log = stderr.lock().unwrap().clone();
+        assert!(log.contains("client relayed to the owner node"), "{log}");
         drop(server);
     })
     .await
