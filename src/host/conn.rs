@@ -44,6 +44,9 @@ pub(super) struct Conn {
     pub parked: Option<(String, std::collections::VecDeque<bytes::Bytes>)>,
     /// Its frames are relayed to the node owning its session (a cluster gateway).
     pub forwarded: bool,
+    /// For a forwarded connection, per session: the id of the last persisted event relayed
+    /// to it (the `parentId` of a drop report the gateway makes; see `forward.rs`).
+    pub forwarded_parents: Option<Box<super::forward::ForwardedParents>>,
     /// Its part in relay groups (see `relay_group.rs`).
     pub relay: super::relay_group::RelayRole,
 }
@@ -73,6 +76,7 @@ impl Conn {
             closing: false,
             parked: None,
             forwarded: false,
+            forwarded_parents: None,
             relay: super::relay_group::RelayRole::None,
         }
     }

@@ -7,12 +7,88 @@
 //! the end of the client is [`Output::ForwardClosed`]. The owner serves the relayed frames as
 //! an ordinary connection, so it keeps deciding who is asked, tool and command ownership and
 //! first answers. Frames the host already answered stay answered.
+//!
+//! The relayed frames follow the host's no-silent-drop policy here too: a relayed streaming
+//! delta is queued droppable, and what a slow client lost is reported with an
+//! `events_dropped` `session.warning` made here (see [`Host::deliver_forwarded`]).
+
+use std::borrow::Cow;
 
 use bytes::Bytes;
+use serde::Deserialize;
 
+use crate::session::{is_streaming_delta_type, push_json_str, Event};
 use crate::Timestamp;
 
+use super::relay_group::RelayRole;
+use super::send::{drops_warning_data, frame_body};
 use super::{ConnId, Host, Output};
+
+/// A forwarded connection's sessions, each with the id of the last persisted event relayed to
+/// it: the `parentId` of a drop report made here (as the owner's reports name the last
+/// persisted event, which the reader already has).
+#[derive(Debug, Default)]
+pub(super) struct ForwardedParents(Vec<(String, String)>);
+
+impl ForwardedParents {
+    fn get(&self, session: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(s, _)| s == session)
+            .map(|(_, id)| id.as_str())
+    }
+
+    /// Remembers `id` for `session`, reusing the stored id's buffer (no allocation once the
+    /// session is known, ids being of one length).
+    fn set(&mut self, session: &str, id: &str) {
+        match self.0.iter_mut().find(|(s, _)| s == session) {
+            Some((_, last)) => {
+                last.clear();
+                last.push_str(id);
+            }
+            None => self.0.push((session.to_owned(), id.to_owned())),
+        }
+    }
+}
+
+/// The parts of a relayed body that decide how it is queued, borrowed from the body (a
+/// string is copied only if it holds an escape); everything else is skipped unread.
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(borrow, default)]
+    method: Cow<'a, str>,
+    #[serde(borrow, default)]
+    params: Option<HeadParams<'a>>,
+}
+
+#[derive(Deserialize)]
+struct HeadParams<'a> {
+    #[serde(borrow, default, rename = "sessionId")]
+    session_id: Cow<'a, str>,
+    #[serde(borrow, default)]
+    event: Option<HeadEvent<'a>>,
+}
+
+#[derive(Deserialize)]
+struct HeadEvent<'a> {
+    #[serde(borrow, default, rename = "type")]
+    event_type: Cow<'a, str>,
+    #[serde(borrow, default)]
+    id: Cow<'a, str>,
+    #[serde(default)]
+    ephemeral: bool,
+}
+
+/// The session and event of a relayed `session.event` notification; `None` for anything
+/// else (a response, a request, another notification, or a body that does not parse).
+fn relayed_event(body: &[u8]) -> Option<(Cow<'_, str>, HeadEvent<'_>)> {
+    let head: Head<'_> = serde_json::from_slice(body).ok()?;
+    if head.method != "session.event" {
+        return None;
+    }
+    let params = head.params?;
+    Some((params.session_id, params.event?))
+}
 
 impl Host {
     /// The runtime found `session` (after [`Output::LoadSession`]) owned by another node: every
@@ -41,12 +117,156 @@ impl Host {
     }
 
     /// A frame (its body, without framing) from the node a forwarded connection is relayed
-    /// to: queued for the client like the host's own frames.
+    /// to: queued for the client under the same policy as the host's own frames.
+    ///
+    /// A `session.event` notification whose event is an ephemeral streaming delta
+    /// ([`is_streaming_delta_type`]) is queued droppable: a client that falls a whole outbox
+    /// budget behind loses such frames instead of being closed. Every other body is durable.
+    /// Before the next durable `session.event` of the session that lost deltas (so before its
+    /// `session.idle`), the client gets a `session.warning` event notification made here
+    /// (this node does not hold the session): `warningType: "events_dropped"`, the exact
+    /// `droppedCount` and the host's usual message, `ephemeral: true`, a fresh id, `now` as
+    /// its timestamp and, as `parentId`, the last persisted event relayed to the client for
+    /// that session (`null` if none). Room for the report and the durable frame is made first
+    /// (dropping older deltas, which the report counts), so nothing is dropped between them.
+    /// A client that cannot take a durable frame (or the report and the frame) is closed as a
+    /// slow consumer, with the count of the deltas it lost in the reason's `data`.
+    ///
+    /// Cost: the body is read once without building anything (a borrowed parse of `method`,
+    /// `params.sessionId` and `params.event`'s `type`, `id` and `ephemeral`; a string is
+    /// copied only if it holds an escape), then framed into one buffer of the exact size: one
+    /// allocation per delta, kept or dropped, plus the queue's amortised growth (and once per
+    /// loss, the name of its session; once per session, its last persisted event id).
     pub fn deliver_forwarded(&mut self, now: Timestamp, conn: ConnId, body: &[u8]) {
         self.advance_time(now);
-        if self.conns.get(&conn).is_some_and(|c| c.forwarded) {
-            self.send_body(conn, body);
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        if !c.forwarded || c.closing {
+            return;
         }
+        if c.relay != RelayRole::None {
+            // Not the case of a gateway's relayed client; its frames stay as they were.
+            self.send_body(conn, body);
+            return;
+        }
+        let Some((session, event)) = relayed_event(body) else {
+            self.send_body(conn, body);
+            return;
+        };
+        let frame = frame_body(c.framing, body);
+        if event.ephemeral && is_streaming_delta_type(&event.event_type) {
+            self.deliver(conn, frame, true);
+            if let Some(c) = self.conns.get_mut(&conn) {
+                if !c.closing && c.drop_session.is_none() && c.outbox.unreported_drops() > 0 {
+                    // Remember where to report the loss.
+                    c.drop_session = Some(session.into_owned());
+                }
+            }
+            return;
+        }
+        let persisted = (!event.ephemeral && !event.id.is_empty()).then_some(&*event.id);
+        self.deliver_forwarded_event(conn, &session, persisted, frame);
+    }
+
+    /// Queues the durable frame of a relayed event of `session` on `conn`, after the report of
+    /// the streaming events the client lost, if any (see [`Host::deliver_forwarded`]).
+    /// `persisted`: the event's id, when it is persisted.
+    fn deliver_forwarded_event(
+        &mut self,
+        conn: ConnId,
+        session: &str,
+        persisted: Option<&str>,
+        frame: Bytes,
+    ) {
+        // The report's envelope and data without its session id and parent id (which may take
+        // up to 6 bytes per byte escaped): generous, so room made for it is always enough.
+        const REPORT_ROOM: usize = 1024;
+        let Some((c, shared)) = self.conns.get_mut_and_frames(&conn) else {
+            return;
+        };
+        // Drops are remembered per session; those made to fit a response (no session) are
+        // reported in the session at hand, and another session's once the reader caught up
+        // (its queue is empty), as for the host's own readers.
+        let report_in = match c.drop_session.as_deref() {
+            None => Some(session),
+            Some(s) if s == session || c.outbox.is_empty() => Some(s),
+            Some(_) => None,
+        };
+        let unreported = c.outbox.unreported_drops();
+        let mut report = None;
+        if let Some(report_in) = report_in {
+            // An empty queue has nothing to drop: the common path stops here.
+            if unreported > 0 || c.outbox.queued_bytes() > 0 {
+                let parent = c.forwarded_parents.as_ref().and_then(|p| p.get(report_in));
+                let room = REPORT_ROOM + 6 * (report_in.len() + parent.map_or(0, str::len));
+                // A reader with nothing unreported is told only if making room for this frame
+                // drops something (that drop would otherwise be reported after it).
+                if unreported > 0 || !c.outbox.fits(frame.len() + room) {
+                    c.outbox.make_room(frame.len() + room, shared);
+                    let dropped = c.outbox.unreported_drops();
+                    if dropped > 0 {
+                        report = Some((report_in.to_owned(), parent.map(str::to_owned), dropped));
+                    }
+                }
+            }
+        }
+        if let Some((report_in, parent, dropped)) = report {
+            let report = self.forwarded_drop_report(conn, &report_in, parent.as_deref(), dropped);
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            if !c.outbox.fits(report.len() + frame.len()) {
+                // Nothing droppable is left (room was made): the reader is behind on durable
+                // frames. Closed now, its loss is counted in the reason (not yet taken).
+                self.fail_slow_consumer(conn);
+                return;
+            }
+            c.outbox.take_unreported_drops();
+            c.drop_session = None;
+            // Both fit: neither push drops anything the report would miss.
+            self.deliver(conn, report, false);
+        }
+        if let Some(id) = persisted {
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.forwarded_parents
+                    .get_or_insert_with(Default::default)
+                    .set(session, id);
+            }
+        }
+        self.deliver(conn, frame, false);
+    }
+
+    /// The framed `session.warning` notification telling `conn` it lost `dropped` streaming
+    /// events of `session`, made here as the owner would make it.
+    fn forwarded_drop_report(
+        &mut self,
+        conn: ConnId,
+        session: &str,
+        parent: Option<&str>,
+        dropped: u64,
+    ) -> Bytes {
+        let id = self.ids.next_uuid();
+        let data = drops_warning_data(dropped);
+        let event = Event::new(id, "session.warning", &data, true, self.now, parent);
+        let Some(c) = self.conns.get(&conn) else {
+            return Bytes::new();
+        };
+        let body = self.dialects[c.dialect.index()]
+            .event_body(session, &event)
+            .unwrap_or_else(|| {
+                // The envelope of the `session.event` notification the owner relayed.
+                let mut body = Vec::with_capacity(event.json.len() + 96);
+                body.extend_from_slice(
+                    br#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"#,
+                );
+                push_json_str(&mut body, session);
+                body.extend_from_slice(br#","event":"#);
+                body.extend_from_slice(&event.json);
+                body.extend_from_slice(b"}}");
+                body
+            });
+        frame_body(c.framing, &body)
     }
 
     /// Ends a forwarded connection: what is queued for it is written, then `reason` as a

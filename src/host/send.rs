@@ -3,7 +3,7 @@
 use bytes::{Bytes, BytesMut};
 use serde_json::Value;
 
-use crate::frame::encode_frame;
+use crate::frame::{encode_frame, encoded_len, Framing};
 use crate::jsonrpc::{self, ErrorObject, OwnedId};
 
 use super::relay_group::RelayRole;
@@ -86,9 +86,7 @@ impl Host {
             }
             return;
         }
-        let mut buf = BytesMut::with_capacity(body.len() + 32);
-        encode_frame(c.framing, body, &mut buf);
-        self.deliver(conn, buf.freeze(), false);
+        self.deliver(conn, frame_body(c.framing, body), false);
     }
 
     /// Queues an encoded frame on `conn`, closing the connection if it cannot keep up.
@@ -220,13 +218,27 @@ impl Host {
         self.emit_to(
             session,
             "session.warning",
-            &serde_json::json!({
-                "warningType": "events_dropped",
-                "message": format!("{dropped} streaming events were dropped because this client was not reading fast enough; durable events are complete (session.getMessages)"),
-                "droppedCount": dropped,
-            }),
+            &drops_warning_data(dropped),
             true,
             Some(conn),
         );
     }
+}
+
+/// `body` framed into one buffer of the exact size (so it becomes a [`Bytes`] without a
+/// second allocation).
+pub(super) fn frame_body(framing: Framing, body: &[u8]) -> Bytes {
+    let mut buf = BytesMut::with_capacity(encoded_len(framing, body.len()));
+    encode_frame(framing, body, &mut buf);
+    buf.freeze()
+}
+
+/// The `data` of the `session.warning` that reports `dropped` lost streaming events (sent by
+/// [`Host::report_drops`], and by a gateway for a forwarded connection).
+pub(super) fn drops_warning_data(dropped: u64) -> Value {
+    serde_json::json!({
+        "warningType": "events_dropped",
+        "message": format!("{dropped} streaming events were dropped because this client was not reading fast enough; durable events are complete (session.getMessages)"),
+        "droppedCount": dropped,
+    })
 }
