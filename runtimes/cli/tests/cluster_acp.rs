@@ -20,7 +20,6 @@ mod nats;
 #[path = "support/cluster_node.rs"]
 mod cluster_node;
 
-#[allow(dead_code)]
 #[path = "support/acp_stdio.rs"]
 mod acp_stdio;
 
@@ -31,40 +30,12 @@ use std::time::Duration;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     ContentBlock, InitializeRequest, LoadSessionRequest, PromptRequest, SessionNotification,
-    SessionUpdate, StopReason, TextContent,
+    StopReason, TextContent,
 };
 use agent_client_protocol::Client;
 use cluster_node::{client, node, session_config, LEASE_TTL};
 use github_copilot_sdk::handler::ApproveAllHandler;
 use tokio::io::{AsyncBufReadExt, BufReader};
-
-/// The text of the agent message chunks among `updates`.
-fn agent_text(updates: &[SessionNotification]) -> String {
-    updates
-        .iter()
-        .filter_map(|n| match &n.update {
-            SessionUpdate::AgentMessageChunk(chunk) => match &chunk.content {
-                ContentBlock::Text(text) => Some(text.text.clone()),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect()
-}
-
-/// The text of the user message chunks among `updates`.
-fn user_text(updates: &[SessionNotification]) -> String {
-    updates
-        .iter()
-        .filter_map(|n| match &n.update {
-            SessionUpdate::UserMessageChunk(chunk) => match &chunk.content {
-                ContentBlock::Text(text) => Some(text.text.clone()),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect()
-}
 
 #[tokio::test]
 async fn an_acp_client_of_node_b_loads_and_prompts_a_session_owned_by_node_a() {
@@ -114,8 +85,8 @@ async fn an_acp_client_of_node_b_loads_and_prompts_a_session_owned_by_node_a() {
                     .block_task()
                     .await?;
                 let replayed = seen.lock().unwrap().clone();
-                assert_eq!(user_text(&replayed), "hello from the app");
-                assert_eq!(agent_text(&replayed), first_answer);
+                assert_eq!(acp_stdio::user_text(&replayed), "hello from the app");
+                assert_eq!(acp_stdio::agent_text(&replayed), first_answer);
                 // A prompt from the editor runs on A.
                 let prompt = PromptRequest::new(
                     session.clone(),
@@ -139,7 +110,7 @@ async fn an_acp_client_of_node_b_loads_and_prompts_a_session_owned_by_node_a() {
         let all = updates.lock().unwrap().clone();
         let live = &all[all.len() - new_updates..];
         assert!(
-            !agent_text(live).is_empty(),
+            !acp_stdio::agent_text(live).is_empty(),
             "the editor saw the answer: {live:?}"
         );
 

@@ -85,7 +85,10 @@ async fn a_relayed_client_whose_link_lost_a_message_is_re_attached_to_the_same_o
                 break m.subject;
             }
         };
-        assert!(second.as_str().ends_with("xcopilot1"), "{second} after {first}");
+        assert!(
+            second.as_str().ends_with("xcopilot1"),
+            "{second} after {first}"
+        );
 
         // The same connection carries on: a turn with a client tool, then the whole history.
         let reply = sdk::turn(&session_b, sdk::WEATHER_PROMPT).await;

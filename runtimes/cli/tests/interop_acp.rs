@@ -8,6 +8,9 @@
 //! `session/load` is exercised within one process: loading a session from an earlier process
 //! needs the durable session store, which is not in the binary yet.
 
+#[path = "support/acp_stdio.rs"]
+mod acp_stdio;
+
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -343,19 +346,6 @@ async fn settle(agent_wire: &Arc<Mutex<Vec<String>>>, seen: &Arc<Mutex<Seen>>) {
     );
 }
 
-fn agent_text(updates: &[SessionNotification]) -> String {
-    updates
-        .iter()
-        .filter_map(|n| match &n.update {
-            SessionUpdate::AgentMessageChunk(chunk) => match &chunk.content {
-                ContentBlock::Text(t) => Some(t.text.clone()),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect()
-}
-
 /// How many `session/update`s the agent wrote after line `index`.
 fn update_lines_after(wire: &[Value], index: usize) -> usize {
     wire[index + 1..]
@@ -437,7 +427,10 @@ async fn reads_a_workspace_file(name: &str, extra: &[&str]) {
             announced && completed,
             "the tool call reached a terminal status"
         );
-        assert_eq!(agent_text(&seen.updates), "Hello from the workspace!\n");
+        assert_eq!(
+            acp_stdio::agent_text(&seen.updates),
+            "Hello from the workspace!\n"
+        );
     }
     // On the wire: every update before the prompt's response, none after it.
     let wire = agent.wire();
@@ -514,7 +507,7 @@ async fn load_replays_the_history_before_its_response_then_prompts_work() {
     {
         let seen = seen.lock().unwrap();
         assert!(seen.updates.len() > before_load + replayed.len());
-        assert!(agent_text(&seen.updates).ends_with("You said: and a follow-up"));
+        assert!(acp_stdio::agent_text(&seen.updates).ends_with("You said: and a follow-up"));
     }
     agent.assert_strict_output();
     agent.finish().await;
@@ -548,7 +541,7 @@ async fn a_streaming_prompt_cancelled_midway_ends_cancelled() {
     })
     .await;
     assert_eq!(stop, StopReason::Cancelled);
-    let text = agent_text(&seen.lock().unwrap().updates);
+    let text = acp_stdio::agent_text(&seen.lock().unwrap().updates);
     assert!(text.starts_with("one two three"), "{text}");
     assert!(!text.contains("six"), "the turn stopped: {text}");
     let wire = agent.wire();
@@ -608,7 +601,7 @@ async fn deny_and_allow_always() {
         let seen = seen.lock().unwrap();
         assert_eq!(seen.permissions.len(), 2, "the second read was not asked");
         assert_eq!(seen.reads.len(), 2);
-        assert!(agent_text(&seen.updates).ends_with("Second file.\n"));
+        assert!(acp_stdio::agent_text(&seen.updates).ends_with("Second file.\n"));
         Ok(())
     })
     .await;
@@ -638,7 +631,7 @@ async fn a_hook_prompt_is_denied_without_a_round_trip() {
         let seen = seen.lock().unwrap();
         assert!(seen.permissions.is_empty(), "the client was not asked");
         assert!(seen.reads.is_empty());
-        assert!(agent_text(&seen.updates).starts_with("after the hook: "));
+        assert!(acp_stdio::agent_text(&seen.updates).starts_with("after the hook: "));
         assert!(!agent
             .wire()
             .iter()
@@ -678,7 +671,7 @@ async fn junk_unknown_methods_and_null_id_errors_never_break_the_session() {
     .await;
     assert_eq!(stop, StopReason::EndTurn);
     assert_eq!(
-        agent_text(&seen.lock().unwrap().updates),
+        acp_stdio::agent_text(&seen.lock().unwrap().updates),
         "You said: still there?"
     );
     let wire = agent.wire();
@@ -713,7 +706,7 @@ async fn acp_over_tcp_with_port() {
     .await;
     assert_eq!(stop, StopReason::EndTurn);
     assert_eq!(
-        agent_text(&seen.lock().unwrap().updates),
+        acp_stdio::agent_text(&seen.lock().unwrap().updates),
         "You said: over tcp"
     );
     agent.assert_strict_output();
@@ -792,7 +785,9 @@ async fn a_fresh_process_loads_a_stored_session_then_prompts_work() {
         .map(|u| u["content"]["text"].as_str().unwrap())
         .collect();
     assert_eq!(replayed_text, "Hello from the workspace!\n");
-    assert!(agent_text(&seen.lock().unwrap().updates).ends_with("You said: and a follow-up"));
+    assert!(
+        acp_stdio::agent_text(&seen.lock().unwrap().updates).ends_with("You said: and a follow-up")
+    );
     second.assert_strict_output();
     second.finish().await;
     let _ = std::fs::remove_dir_all(&data);

@@ -21,7 +21,7 @@ use agent_client_protocol::v1::schema::{
     ElicitationFormCapabilities, ElicitationMode, ElicitationScope, InitializeRequest, McpServer,
     McpServerStdio, NewSessionRequest, PromptRequest, RequestPermissionOutcome,
     RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
-    SessionNotification, SessionUpdate, StopReason, TextContent,
+    SessionNotification, StopReason, TextContent,
 };
 use agent_client_protocol::Client;
 
@@ -34,19 +34,6 @@ const SCENARIO: &str = r#"{
   ],
   "default": [ { "say": "You said: {prompt}" } ]
 }"#;
-
-fn agent_text(updates: &[SessionNotification]) -> String {
-    updates
-        .iter()
-        .filter_map(|n| match &n.update {
-            SessionUpdate::AgentMessageChunk(chunk) => match &chunk.content {
-                ContentBlock::Text(t) => Some(t.text.clone()),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect()
-}
 
 /// What one run saw: the turn's stop reason, the agent's text, the session id and the
 /// elicitation requests the client got.
@@ -130,7 +117,7 @@ async fn elicit(advertise: bool) -> Run {
     // The turn's last chunk is queued before the prompt's answer; give the reader a moment.
     let mut text = String::new();
     for _ in 0..200 {
-        text = agent_text(&updates.lock().unwrap());
+        text = acp_stdio::agent_text(&updates.lock().unwrap());
         if !text.is_empty() {
             break;
         }

@@ -39,19 +39,6 @@ const SCENARIO: &str = r#"{
   "default": [ { "say": "You said: {prompt}" } ]
 }"#;
 
-fn agent_text(updates: &[SessionNotification]) -> String {
-    updates
-        .iter()
-        .filter_map(|n| match &n.update {
-            SessionUpdate::AgentMessageChunk(chunk) => match &chunk.content {
-                ContentBlock::Text(t) => Some(t.text.clone()),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn an_acp_session_calls_mcp_tools_with_and_without_a_permission_request() {
     let dir = tempfile::tempdir().unwrap();
@@ -111,7 +98,7 @@ async fn an_acp_session_calls_mcp_tools_with_and_without_a_permission_request() 
     assert_eq!(stops, [StopReason::EndTurn, StopReason::EndTurn]);
     let mut text = String::new();
     for _ in 0..200 {
-        text = agent_text(&updates.lock().unwrap());
+        text = acp_stdio::agent_text(&updates.lock().unwrap());
         if text.contains("logging") {
             break;
         }
@@ -262,7 +249,7 @@ async fn killing_the_mcp_server_mid_call_fails_the_acp_tool_call_and_delete_ends
         "the failure says why: {}",
         failed[0]
     );
-    let text = agent_text(&seen);
+    let text = acp_stdio::agent_text(&seen);
     assert!(text.contains("after: "), "the turn went on: {text:?}");
     assert!(
         text.contains("You said: hello"),

@@ -1,10 +1,13 @@
 //! The official ACP SDK's line transport over the stdin and stdout of a spawned
-//! `agentwire --acp` (one JSON-RPC message per line, as the ACP dialect frames them).
+//! `agentwire --acp` (one JSON-RPC message per line, as the ACP dialect frames them), and
+//! what tests read from the updates it delivers.
+#![allow(dead_code)]
 
 use std::io;
 use std::path::Path;
 use std::process::Stdio;
 
+use agent_client_protocol::v1::schema::{ContentBlock, SessionNotification, SessionUpdate};
 use agent_client_protocol::Lines;
 use futures::channel::mpsc;
 use futures::sink::SinkMapErr;
@@ -64,4 +67,28 @@ pub fn spawn_scripted(dir: &Path, scenario: &str) -> tokio::process::Child {
         .kill_on_drop(true)
         .spawn()
         .expect("spawn agentwire --acp")
+}
+
+/// The text of the agent message chunks among `updates`, in order.
+pub fn agent_text(updates: &[SessionNotification]) -> String {
+    chunk_text(updates, false)
+}
+
+/// The text of the user message chunks among `updates` (a loaded session's replayed prompts).
+pub fn user_text(updates: &[SessionNotification]) -> String {
+    chunk_text(updates, true)
+}
+
+fn chunk_text(updates: &[SessionNotification], user: bool) -> String {
+    updates
+        .iter()
+        .filter_map(|n| match (&n.update, user) {
+            (SessionUpdate::AgentMessageChunk(chunk), false)
+            | (SessionUpdate::UserMessageChunk(chunk), true) => match &chunk.content {
+                ContentBlock::Text(t) => Some(t.text.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
 }
