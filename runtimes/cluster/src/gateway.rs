@@ -237,12 +237,17 @@ async fn pass_on(
 }
 
 /// Whether `body` is a node's shutdown notice ([`agentwire_driver::SHUTDOWN_NOTIFICATION`],
-/// `_`-prefixed for ACP).
+/// `_`-prefixed for ACP). The driver writes it with its keys in order, so only a frame that
+/// starts as it does is parsed (this runs for every frame relayed to every client).
 fn is_shutdown_notice(body: &[u8]) -> bool {
-    let needle = agentwire_driver::SHUTDOWN_NOTIFICATION.as_bytes();
+    const HEAD: &[u8] = br#"{"jsonrpc":"2.0","method":""#;
+    let Some(rest) = body.strip_prefix(HEAD) else {
+        return false;
+    };
+    let rest = rest.strip_prefix(b"_").unwrap_or(rest);
     // The notice is a short notification: a long frame is not one.
     body.len() < 4096
-        && body.windows(needle.len()).any(|w| w == needle)
+        && rest.starts_with(agentwire_driver::SHUTDOWN_NOTIFICATION.as_bytes())
         && serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|v| {
             let method = v["method"].as_str().unwrap_or("");
             method.strip_prefix('_').unwrap_or(method) == agentwire_driver::SHUTDOWN_NOTIFICATION
@@ -251,10 +256,12 @@ fn is_shutdown_notice(body: &[u8]) -> bool {
 }
 
 /// Whether `body` answers the handshake the link replayed on the owner
-/// ([`agentwire::host::RELAY_HANDSHAKE_ID`]).
+/// ([`agentwire::host::RELAY_HANDSHAKE_ID`]). The host writes `jsonrpc` then `id` first in
+/// every response, so only a frame that starts so is parsed.
 fn is_handshake_answer(body: &[u8]) -> bool {
-    let needle = RELAY_HANDSHAKE_ID.as_bytes();
-    body.windows(needle.len()).any(|w| w == needle)
+    const HEAD: &[u8] = br#"{"jsonrpc":"2.0","id":""#;
+    body.strip_prefix(HEAD)
+        .is_some_and(|rest| rest.starts_with(RELAY_HANDSHAKE_ID.as_bytes()))
         && serde_json::from_slice::<serde_json::Value>(body)
             .is_ok_and(|v| v["id"] == RELAY_HANDSHAKE_ID && v.get("method").is_none())
 }

@@ -180,8 +180,11 @@ pub(crate) async fn open_remote(
             owner.node
         )
     };
-    // A group the owner ended meanwhile is refused once: the next one is new.
+    // A group the owner ended meanwhile is refused: the next one is new. An owner that
+    // refuses a new group too (it is stopping) does not answer.
+    let mut tries = 0;
     let (group, member) = loop {
+        tries += 1;
         let group = node.groups_in.to(node, owner, dialect).await?;
         let open = json!({"link": link, "node": node.me.node, "incarnation": node.me.incarnation,
                           "authenticated": authenticated, "group": group.id,
@@ -195,7 +198,7 @@ pub(crate) async fn open_remote(
             serde_json::from_slice(&answer.payload).map_err(|_| unanswered())?;
         match answer["member"].as_u64() {
             Some(member) => break (group, member),
-            None if answer["error"] == "group" && !group.is_dead() => group.refused(),
+            None if answer["error"] == "group" && tries < 3 => group.refused(),
             None => return Err(unanswered()),
         }
     };
