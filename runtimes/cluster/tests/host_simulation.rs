@@ -32,7 +32,8 @@
 //!    client gets is in the log, and no frame a node took after another node's claim superseded
 //!    its own is written to a client or a relay group;
 //! 2. no acknowledged event is lost or duplicated: each is in the log at its acknowledged
-//!    sequence, no event is stored twice, and every owner's history starts with the whole log;
+//!    sequence, no event is stored twice, and every owner's history (once its claim is
+//!    acknowledged to it) starts with the whole log;
 //! 3. every `session.getMessages` answer is a prefix of the log holding every event
 //!    acknowledged before it was asked; at the end every live node answers it for every
 //!    session with the whole log;

@@ -517,6 +517,14 @@ impl SimNode {
         }
     }
 
+    /// Whether this node's claim of `session` was acknowledged to it (its worker holds the
+    /// fenced writer).
+    pub(crate) fn holds_writer(&self, session: &str) -> bool {
+        self.workers
+            .get(session)
+            .is_some_and(|w| w.writer.is_some())
+    }
+
     /// Sessions with engine work to do.
     pub(crate) fn busy_workers(&self) -> Vec<String> {
         self.workers

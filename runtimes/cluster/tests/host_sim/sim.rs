@@ -619,10 +619,16 @@ impl Sim {
                 let Some(events) = node.host.session_events(&session) else {
                     continue;
                 };
-                // The session's owner: its claim is the newest (a node that has not claimed
-                // yet holds nothing durable; a superseded one is fenced).
+                // The session's owner: its claim is the newest and it knows (it holds the
+                // writer). A node that has not claimed yet holds nothing durable; a superseded
+                // one is fenced; one whose claim is stored but whose acknowledgement was lost
+                // finds out when the takeover reads it back, and stops if the log holds
+                // another node's creation of the session (`write_session`), having released
+                // nothing of it.
                 let owner = self.index.subject(&subject).and_then(|s| s.claim.as_ref());
-                if owner.is_none_or(|(_, claimant)| claimant != &node.me) {
+                if owner.is_none_or(|(_, claimant)| claimant != &node.me)
+                    || !node.holds_writer(&session)
+                {
                     continue;
                 }
                 let ids: Vec<&str> = events.iter().map(|e| e.id.as_str()).collect();
