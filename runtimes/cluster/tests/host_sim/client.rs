@@ -178,10 +178,20 @@ impl Client {
     }
 
     fn event(&mut self, params: &Value, index: &LogIndex, subject: &str, stats: &mut ClientStats) {
-        if params["sessionId"] != self.session.as_str() {
-            return;
-        }
         let event = &params["event"];
+        // Invariant 5 (addressing, which a relay group's frames must keep): a client gets the
+        // events of the session it attached to, and streaming deltas only if it asked.
+        assert_eq!(
+            params["sessionId"],
+            self.session.as_str(),
+            "invariant 5: a client of {} got an event of another session: {event}",
+            self.session
+        );
+        let kind = event["type"].as_str().unwrap_or_default();
+        assert!(
+            self.streaming || !agentwire::is_streaming_delta_type(kind),
+            "invariant 5: a client that attached without streaming got a streaming delta: {event}"
+        );
         stats.events += 1;
         if event["ephemeral"] == true {
             stats.ephemeral += 1;

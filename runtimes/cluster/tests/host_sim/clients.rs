@@ -115,6 +115,15 @@ impl Sim {
             i = candidates
                 [(candidates.iter().position(|&x| x == i).expect("i") + 1) % candidates.len()];
         }
+        // Now and then the node another client of the session is on: two clients of one
+        // gateway node relayed to one owner share its relay group (invariant 5).
+        let sibling = (0..self.clients.len())
+            .filter(|&o| o != c && self.clients[o].session == self.clients[c].session)
+            .filter_map(|o| self.clients[o].link.map(|l| l.node))
+            .find(|n| candidates.contains(n));
+        if let Some(n) = sibling.filter(|_| only.is_none() && self.rng.below(3) == 0) {
+            i = n;
+        }
         let t = self.t();
         let node = self.node(i);
         let conn = node.host.open(t, Framing::ContentLength);
@@ -191,13 +200,15 @@ impl Sim {
                 None => out.push_str(&format!("\nnode {i}: dead")),
                 Some(n) => {
                     out.push_str(&format!(
-                    "\nnode {i}: serving {} workers {:?} lookups {:?} held {} gateways {} links {}",
+                    "\nnode {i}: serving {} workers {:?} lookups {:?} held {} gateways {} links {} groups in {} out {}",
                     n.serving,
                     n.busy_workers(),
                     n.lookups.keys().collect::<Vec<_>>(),
                     n.held.values().map(|h| h.len()).sum::<usize>(),
                     n.gateways.len(),
                     n.ends.values().filter(|e| matches!(e, End::Link { .. })).count(),
+                    n.groups_in.len(),
+                    n.groups_out.len(),
                 ))
                 }
             }

@@ -12,14 +12,17 @@
 //! * `Output::LoadSession` runs `look_up_once`: read the last message; claim when the owner is
 //!   gone (restore + `interrupt_open_turn`), relay when it is live and answers
 //!   (`forward_session_lookup`), wait for its lease while it is live and silent;
-//! * `Output::Forward` / `ForwardClosed` open and feed a gateway link (`link.rs`), whose frames
-//!   travel as live-subject messages of the engine (so live loss hits them);
+//! * `Output::Forward` / `ForwardClosed` open and feed a gateway link (`link.rs`): the client's
+//!   frames go to the owner on the link's own subject; the owner serves the relayed connection
+//!   as a member of the gateway node's relay group (`group.rs`, `Host::join_relay_group`), whose
+//!   one connection carries every member's frames back on the group's subject. Both travel as
+//!   live-subject messages of the engine (so live loss hits them);
 //! * a fenced writer, a failed claim or a lost lease stops the node (`Node::stop`).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
-use agentwire::host::{ConnId, Host, Output, RestoreError};
+use agentwire::host::{ConnId, Host, Output, RelayFrame, RestoreError};
 use agentwire::Timestamp;
 use agentwire_cluster::call::{execute, Call};
 use agentwire_cluster::lease::NodeLease;
@@ -41,29 +44,67 @@ const CLAIM_ATTEMPTS: u32 = 5;
 pub(crate) enum End {
     /// A client of this node.
     Client(usize),
-    /// A client of another node, relayed over a gateway link (`owner_link`).
+    /// A client of another node, relayed over a gateway link (`link::serve_member`): a member
+    /// of the relay group `group`, so it writes nothing of its own (its frames travel in the
+    /// group); the client's frames come in on the link's `in` subject.
     Link {
         link: String,
         peer: NodeIdentity,
+        group: String,
         inbound: MemoryLive,
-        /// Numbers the messages to the gateway.
-        sender: LinkSender,
         /// Checks the gateway's messages.
         receiver: LinkReceiver,
-        /// When the next heartbeat is due.
-        next_heartbeat: Duration,
+        /// When the receiver's next heartbeat interval ends.
+        next_tick: Duration,
     },
+    /// The relay group connection `0` (`group::start_group`): its frames go to its gateway
+    /// node on the group's subject.
+    Group(String),
 }
 
-/// The gateway side of a relayed connection (`link::gateway`).
+/// The owner's side of a relay group (`group::GroupOut` and its watcher task).
+pub(crate) struct GroupOut {
+    /// The group connection in the host.
+    pub(crate) conn: ConnId,
+    /// The gateway node.
+    pub(crate) peer: NodeIdentity,
+    /// Numbers the group's messages.
+    pub(crate) sender: LinkSender,
+    /// When the next heartbeat is due.
+    pub(crate) next_heartbeat: Duration,
+    /// When the watcher next checks the peer's lease and the members.
+    pub(crate) next_check: Duration,
+    /// Checks in a row that found no member.
+    pub(crate) idle_checks: u32,
+    /// The group ended (closed by the host, or ended here): no member may join.
+    pub(crate) ended: bool,
+    /// The session events the group carried (invariant 5: each once).
+    pub(crate) carried: BTreeSet<String>,
+}
+
+/// The gateway node's side of a relay group (`group::GroupIn` and its receiver task).
+pub(crate) struct GroupIn {
+    /// The group's name, as the openings carry it.
+    pub(crate) id: String,
+    pub(crate) owner: NodeIdentity,
+    pub(crate) subscription: MemoryLive,
+    /// Checks the owner's messages.
+    pub(crate) receiver: LinkReceiver,
+    /// When the receiver's next heartbeat interval ends.
+    pub(crate) next_tick: Duration,
+    /// The owner's member id -> this node's relayed connection.
+    pub(crate) members: BTreeMap<u64, ConnId>,
+}
+
+/// The gateway side of a relayed connection (`gateway::gateway`, `link::open_remote`).
 pub(crate) struct Gateway {
     pub(crate) link: String,
     pub(crate) owner: NodeIdentity,
-    pub(crate) outbound: MemoryLive,
+    /// The group the owner's frames for it come in, and its member id there.
+    pub(crate) group: String,
+    pub(crate) member: u64,
     /// Numbers the messages to the owner.
     pub(crate) sender: LinkSender,
-    /// Checks the owner's messages.
-    pub(crate) receiver: LinkReceiver,
     /// When the next heartbeat is due.
     pub(crate) next_heartbeat: Duration,
 }
@@ -157,10 +198,23 @@ pub(crate) struct SimNode {
     pub(crate) closing: BTreeSet<ConnId>,
     pub(crate) ends: BTreeMap<ConnId, End>,
     pub(crate) gateways: BTreeMap<ConnId, Gateway>,
+    /// The relay groups this node serves as an owner, by name.
+    pub(crate) groups_out: BTreeMap<String, GroupOut>,
+    /// Names of the relay groups that ended here (openings naming them are refused).
+    pub(crate) groups_ended: BTreeSet<String>,
+    /// The relay groups from owners, one per owner incarnation (node, incarnation).
+    pub(crate) groups_in: BTreeMap<(String, u64), GroupIn>,
+    /// Numbers this node's relay groups.
+    pub(crate) next_group: u64,
+    /// Connections this node relays (forwarded once, they stay forwarded).
+    pub(crate) relayed: BTreeSet<ConnId>,
+    /// (relayed connection, event id) handed to it from a relay group and not yet seen by
+    /// its client (invariant 5).
+    pub(crate) via_group: BTreeSet<(ConnId, String)>,
     /// Live owners found by lookups, for the gateways.
     pub(crate) owners: BTreeMap<String, NodeIdentity>,
     /// (connection, request id) -> the session the request named.
-    requests: BTreeMap<(ConnId, String), String>,
+    requests: BTreeMap<(u64, String), String>,
     pub(crate) next_sweep: Duration,
     /// The sweep found these sessions to look up (`Command::Load` from `sweep`).
     pub(crate) effects: Vec<Effect>,
@@ -192,6 +246,12 @@ impl SimNode {
             closing: BTreeSet::new(),
             ends: BTreeMap::new(),
             gateways: BTreeMap::new(),
+            groups_out: BTreeMap::new(),
+            groups_ended: BTreeSet::new(),
+            groups_in: BTreeMap::new(),
+            next_group: 0,
+            relayed: BTreeSet::new(),
+            via_group: BTreeSet::new(),
             owners: BTreeMap::new(),
             requests: BTreeMap::new(),
             next_sweep: at,
@@ -209,7 +269,7 @@ impl SimNode {
                     message["params"]["sessionId"].as_str(),
                 ) {
                     if !message["id"].is_null() {
-                        let key = (conn, message["id"].to_string());
+                        let key = (conn.as_u64(), message["id"].to_string());
                         self.requests.insert(key, session.to_owned());
                     }
                 }
@@ -231,6 +291,19 @@ impl SimNode {
             let conns: Vec<ConnId> = self.ends.keys().copied().collect();
             for conn in conns {
                 while let Some(frame) = self.host.poll_transmit(conn) {
+                    if let Some(End::Link { group, .. }) = self.ends.get(&conn) {
+                        // Invariant 5: a member's frames travel in its group; one written to the
+                        // member itself would be lost (the node drains it into a sink). Only a
+                        // member whose group ended gets its own farewell.
+                        assert!(
+                            self.groups_out.get(group).is_none_or(|g| g.ended),
+                            "invariant 5: {:?} wrote a frame for relay group member {conn:?} of \
+                             live group {group} outside the group: {}",
+                            self.me,
+                            String::from_utf8_lossy(&frame)
+                        );
+                        continue;
+                    }
                     let fenced = self.concerns(conn, &frame).is_some_and(|s| {
                         self.host.session_events(&s).is_some()
                             && index.fenced(&self.layout.log_subject(&s), &self.me)
@@ -272,14 +345,23 @@ impl SimNode {
     }
 
     /// The session a frame concerns: a notification's `sessionId`, or the session its
-    /// request named.
+    /// request named (a group frame's body for its first member).
     fn concerns(&self, conn: ConnId, frame: &[u8]) -> Option<String> {
-        let message: Value = serde_json::from_slice(body_of(frame)?).ok()?;
+        let body = body_of(frame)?;
+        let (body, member) = match self.ends.get(&conn) {
+            Some(End::Group(_)) => match RelayFrame::parse(body).ok()? {
+                RelayFrame::All(body) => (body, None),
+                RelayFrame::To { members, body } => (body, members.first().copied()),
+                RelayFrame::Ended { .. } | RelayFrame::GroupEnded { .. } => return None,
+            },
+            _ => (body, Some(conn.as_u64())),
+        };
+        let message: Value = serde_json::from_slice(body).ok()?;
         if message.get("method").is_some() {
             return message["params"]["sessionId"].as_str().map(str::to_owned);
         }
         self.requests
-            .get(&(conn, message["id"].to_string()))
+            .get(&(member?, message["id"].to_string()))
             .cloned()
     }
 
@@ -332,6 +414,12 @@ impl SimNode {
                 false
             }
             Output::Close { conn, .. } => {
+                if let Some(End::Group(id)) = self.ends.get(&conn) {
+                    // The host closed the group (it fell behind): its members ended with it.
+                    if let Some(group) = self.groups_out.get_mut(id) {
+                        group.ended = true;
+                    }
+                }
                 self.closing.insert(conn);
                 false
             }
@@ -367,17 +455,27 @@ impl SimNode {
                         self.effects
                             .push(Effect::ToClient(*c, held.frame, held.fenced))
                     }
-                    Some(End::Link { link, sender, .. }) => {
+                    Some(End::Group(id)) => {
                         assert!(
                             !held.fenced,
                             "invariant 1: a fenced owner relayed a frame toward a client"
                         );
-                        let body = body_of(&held.frame).expect("one frame").to_vec();
-                        for message in sender.frame(&body, usize::MAX) {
-                            now(self.engine.publish_live(&out_subject(link), message))
+                        let body = body_of(&held.frame).expect("one frame");
+                        let group = self.groups_out.get_mut(id).expect("a group's state");
+                        if let Some(event) = relayed_event(body) {
+                            // Invariant 5: an event crosses once per group, however many of
+                            // the gateway node's clients it is for.
+                            assert!(
+                                group.carried.insert(event.clone()),
+                                "invariant 5: event {event} crossed twice in relay group {id}"
+                            );
+                        }
+                        for message in group.sender.frame(body, usize::MAX) {
+                            now(self.engine.publish_live(&group_subject(id), message))
                                 .expect("publish");
                         }
                     }
+                    Some(End::Link { .. }) => unreachable!("a member holds nothing"),
                     None => {}
                 }
             }
@@ -386,19 +484,30 @@ impl SimNode {
 
     fn close_end(&mut self, conn: ConnId) {
         self.held.remove(&conn);
-        self.gateways.remove(&conn);
+        if let Some(mut gateway) = self.gateways.remove(&conn) {
+            // The gateway task ends: its link closes.
+            let subject = in_subject(&gateway.link);
+            now(self.engine.publish_live(&subject, gateway.sender.close())).expect("publish");
+        }
         match self.ends.remove(&conn) {
             Some(End::Client(c)) => self.effects.push(Effect::ClientClosed(c)),
-            Some(End::Link {
-                link, mut sender, ..
-            }) => {
-                now(self
-                    .engine
-                    .publish_live(&out_subject(&link), sender.close()))
-                .expect("publish");
-            }
+            // Its end travels in its group (`@!`).
+            Some(End::Link { .. }) => {}
+            Some(End::Group(id)) => self.group_closed(&id),
             None => {}
         }
+    }
+
+    /// Relay group `id` is gone from the host: its publisher sends its close, its name is
+    /// refused from now on.
+    pub(crate) fn group_closed(&mut self, id: &str) {
+        if let Some(mut group) = self.groups_out.remove(id) {
+            now(self
+                .engine
+                .publish_live(&group_subject(id), group.sender.close()))
+            .expect("publish");
+        }
+        self.groups_ended.insert(id.to_owned());
     }
 
     fn acked(&mut self, mark: u64) {
@@ -406,6 +515,14 @@ impl SimNode {
         while self.acks.above.remove(&(self.acks.through + 1)) {
             self.acks.through += 1;
         }
+    }
+
+    /// Whether this node's claim of `session` was acknowledged to it (its worker holds the
+    /// fenced writer).
+    pub(crate) fn holds_writer(&self, session: &str) -> bool {
+        self.workers
+            .get(session)
+            .is_some_and(|w| w.writer.is_some())
     }
 
     /// Sessions with engine work to do.
@@ -656,7 +773,25 @@ pub(crate) fn in_subject(link: &str) -> String {
     format!("agentwire.live.in.{link}")
 }
 
-/// The owner-to-gateway subject of a link.
-pub(crate) fn out_subject(link: &str) -> String {
-    format!("agentwire.live.out.{link}")
+/// The owner-to-gateway subject of a relay group (`group::group_subject`).
+pub(crate) fn group_subject(group: &str) -> String {
+    format!("agentwire.live.grp.{group}")
+}
+
+/// The id of the session event a group frame body carries, if it carries one.
+pub(crate) fn relayed_event(body: &[u8]) -> Option<String> {
+    let body = match RelayFrame::parse(body).ok()? {
+        RelayFrame::All(body) | RelayFrame::To { body, .. } => body,
+        RelayFrame::Ended { .. } | RelayFrame::GroupEnded { .. } => return None,
+    };
+    event_id(body)
+}
+
+/// The id of the event a `session.event` notification body carries.
+pub(crate) fn event_id(body: &[u8]) -> Option<String> {
+    let message: Value = serde_json::from_slice(body).ok()?;
+    if message["method"] != "session.event" {
+        return None;
+    }
+    message["params"]["event"]["id"].as_str().map(str::to_owned)
 }

@@ -18,7 +18,7 @@ mod links;
 
 use super::client::{Client, ClientStats};
 use super::log::{check_ack, check_owner_history, Ack, LogIndex};
-use super::node::{Effect, End, SimNode};
+use super::node::{body_of, event_id, Effect, End, SimNode};
 use super::now;
 
 /// Steps of the faulty part of a run (the quiet end follows).
@@ -56,8 +56,28 @@ pub(crate) struct Stats {
     pub(crate) kills: u64,
     pub(crate) pauses: u64,
     pub(crate) gateways: u64,
-    /// Link ends that saw a lost message or silence.
+    /// Links (gateway to owner) the owner saw lose a message or fall silent.
     pub(crate) links_broken: u64,
+    /// Relay groups started on owners.
+    pub(crate) groups: u64,
+    /// Relay groups (owner to gateway) a gateway node saw lose a message, fall silent or
+    /// end with the owner's `@?` frame.
+    pub(crate) groups_broken: u64,
+    /// Openings the owner refused because they named a group that had ended there.
+    pub(crate) groups_refused: u64,
+    /// Groups an owner ended after three checks without a member.
+    pub(crate) groups_idle: u64,
+    /// Groups an owner ended because the gateway node's lease was gone.
+    pub(crate) groups_peer_gone: u64,
+    /// Relayed connections a gateway node ended because the owner's `@?` frame said their
+    /// link broke.
+    pub(crate) ended_link_broke: u64,
+    /// Relayed connections a gateway node ended because their group broke.
+    pub(crate) ended_group_broke: u64,
+    /// Group messages carrying a session event that a gateway node dispatched.
+    pub(crate) group_events: u64,
+    /// Of those, messages handed to two or more of the gateway node's clients.
+    pub(crate) shared_events: u64,
     pub(crate) resumes_elsewhere: u64,
     pub(crate) quiet_steps: u64,
     pub(crate) client: ClientStats,
@@ -73,6 +93,15 @@ impl Stats {
         self.pauses += o.pauses;
         self.gateways += o.gateways;
         self.links_broken += o.links_broken;
+        self.groups += o.groups;
+        self.groups_broken += o.groups_broken;
+        self.groups_refused += o.groups_refused;
+        self.groups_idle += o.groups_idle;
+        self.groups_peer_gone += o.groups_peer_gone;
+        self.ended_link_broke += o.ended_link_broke;
+        self.ended_group_broke += o.ended_group_broke;
+        self.group_events += o.group_events;
+        self.shared_events += o.shared_events;
         self.resumes_elsewhere += o.resumes_elsewhere;
         self.quiet_steps += o.quiet_steps;
         self.client.events += o.client.events;
@@ -251,7 +280,8 @@ impl Sim {
             }
             87..=88 => {
                 let count = 1 + self.rng.below(2) as u32;
-                // Gateway links are the only live subjects: a lost message breaks its link.
+                // Gateway links and relay groups are the only live subjects: a lost message
+                // breaks its link or group.
                 if link_loss() {
                     self.cluster.drop_live(count);
                 }
@@ -445,7 +475,11 @@ impl Sim {
         if node.host.poll_timeout().is_some_and(|d| d <= t) {
             tasks.push(Task::Timer);
         }
-        if !node.gateways.is_empty() || node.ends.values().any(|e| matches!(e, End::Link { .. })) {
+        if !node.gateways.is_empty()
+            || !node.groups_in.is_empty()
+            || !node.groups_out.is_empty()
+            || node.ends.values().any(|e| matches!(e, End::Link { .. }))
+        {
             tasks.push(Task::Links);
         }
         if at >= node.next_sweep {
@@ -527,7 +561,22 @@ impl Sim {
                     self.index.subjects.values().map(|s| &s.claim).collect::<Vec<_>>()
                 );
                 let client = &mut self.clients[c];
-                if client.link.is_some_and(|l| l.node == i) {
+                if let Some(link) = client.link.filter(|l| l.node == i) {
+                    let node = self.nodes[i].as_mut().expect("a live node");
+                    if let Some(id) = node
+                        .relayed
+                        .contains(&link.conn)
+                        .then(|| body_of(&bytes).and_then(event_id))
+                        .flatten()
+                    {
+                        // Invariant 5: a relayed client's events all came through its relay
+                        // group, addressed to it.
+                        assert!(
+                            node.via_group.remove(&(link.conn, id.clone())),
+                            "invariant 5: relayed client {c} on node {i} got event {id}, which \
+                             no relay group brought it"
+                        );
+                    }
                     let subject = self.layout.log_subject(&client.session);
                     let session = client.session.clone();
                     if let Some(created) =
@@ -570,10 +619,16 @@ impl Sim {
                 let Some(events) = node.host.session_events(&session) else {
                     continue;
                 };
-                // The session's owner: its claim is the newest (a node that has not claimed
-                // yet holds nothing durable; a superseded one is fenced).
+                // The session's owner: its claim is the newest and it knows (it holds the
+                // writer). A node that has not claimed yet holds nothing durable; a superseded
+                // one is fenced; one whose claim is stored but whose acknowledgement was lost
+                // finds out when the takeover reads it back, and stops if the log holds
+                // another node's creation of the session (`write_session`), having released
+                // nothing of it.
                 let owner = self.index.subject(&subject).and_then(|s| s.claim.as_ref());
-                if owner.is_none_or(|(_, claimant)| claimant != &node.me) {
+                if owner.is_none_or(|(_, claimant)| claimant != &node.me)
+                    || !node.holds_writer(&session)
+                {
                     continue;
                 }
                 let ids: Vec<&str> = events.iter().map(|e| e.id.as_str()).collect();
@@ -587,9 +642,10 @@ impl Sim {
     }
 }
 
-/// Drop live-subject messages (the gateway links) and partition nodes (which loses their live
-/// messages too): on unless `SIM_LINK_LOSS=0`. Links number their messages and send
-/// heartbeats, so a lost one breaks the link and ends the relayed connection with a reason.
+/// Drop live-subject messages (the gateway links and relay groups) and partition nodes (which
+/// loses their live messages too): on unless `SIM_LINK_LOSS=0`. Links and groups number their
+/// messages and send heartbeats, so a lost one breaks the link or the group and ends the
+/// relayed connections with a reason.
 pub(crate) fn link_loss() -> bool {
     std::env::var_os("SIM_LINK_LOSS").is_none_or(|v| v != "0")
 }
