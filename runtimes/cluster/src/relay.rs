@@ -7,9 +7,11 @@
 //! The gateway relays Copilot SDK connections only (see `docs/cluster.md`), so this module
 //! speaks that dialect's method names.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use bytes::Bytes;
+use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
@@ -68,6 +70,40 @@ pub(crate) struct Relay {
 
 /// A JSON object's members, borrowed.
 type Fields<'a> = HashMap<&'a str, &'a RawValue>;
+
+/// The parts of a message of the owner the relay reads, borrowed (one pass over the body;
+/// this runs for every frame relayed to every client).
+#[derive(Deserialize)]
+struct OwnerMessage<'a> {
+    #[serde(borrow, default)]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+}
+
+/// The params of a `session.event` notification, as far as the relay reads them.
+#[derive(Deserialize)]
+struct EventParams<'a> {
+    #[serde(rename = "sessionId", borrow)]
+    session_id: Cow<'a, str>,
+    #[serde(borrow)]
+    event: EventHead<'a>,
+}
+
+/// An event's id and whether it is ephemeral.
+#[derive(Deserialize)]
+struct EventHead<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default)]
+    ephemeral: Option<bool>,
+}
 
 /// A request id as a map key (its compact JSON text).
 fn id_key(id: &RawValue) -> Option<String> {
@@ -158,10 +194,10 @@ impl Relay {
     /// A frame the owner sends to the client: whether to deliver it. Only the envelope is
     /// parsed (borrowed): event payloads and results are not copied.
     pub(crate) fn owner_sent(&mut self, body: &[u8]) -> bool {
-        let Ok(message) = serde_json::from_slice::<Fields<'_>>(body) else {
+        let Ok(message) = serde_json::from_slice::<OwnerMessage<'_>>(body) else {
             return true;
         };
-        match (message.get("method"), message.get("id")) {
+        match (message.method, message.id) {
             (None, Some(id)) => self.answered(id, &message),
             (Some(method), _) if method.get() == r#""session.event""# => {
                 self.event_sent(&message).unwrap_or(true)
@@ -172,30 +208,28 @@ impl Relay {
 
     /// A `session.event` notification of the owner: whether to deliver it (`None`: not one
     /// the relay follows).
-    fn event_sent(&mut self, message: &Fields<'_>) -> Option<bool> {
-        let params: Fields<'_> = serde_json::from_str(message.get("params")?.get()).ok()?;
-        let session: String = serde_json::from_str(params.get("sessionId")?.get()).ok()?;
-        let event: Fields<'_> = serde_json::from_str(params.get("event")?.get()).ok()?;
-        if event.get("ephemeral").is_some_and(|e| e.get() == "true") {
+    fn event_sent(&mut self, message: &OwnerMessage<'_>) -> Option<bool> {
+        let params: EventParams<'_> = serde_json::from_str(message.params?.get()).ok()?;
+        if params.event.ephemeral == Some(true) {
             return None;
         }
-        let event_id: String = serde_json::from_str(event.get("id")?.get()).ok()?;
-        let attached = self.attached.get_mut(&session)?;
-        if attached.caught_up.remove(&event_id) {
+        let event_id = params.event.id?;
+        let attached = self.attached.get_mut(&*params.session_id)?;
+        if attached.caught_up.remove(&*event_id) {
             return Some(false);
         }
         attached.caught_up.clear();
-        attached.last_event = Some(event_id);
+        attached.last_event = Some(event_id.into_owned());
         Some(true)
     }
 
     /// A response of the owner (`message` holds `id` and `result` or `error`).
-    fn answered(&mut self, id: &RawValue, message: &Fields<'_>) -> bool {
+    fn answered(&mut self, id: &RawValue, message: &OwnerMessage<'_>) -> bool {
         let Some(key) = id_key(id) else {
             return true;
         };
         if let Some(session) = self.replays.remove(&key) {
-            if let Some(error) = message.get("error") {
+            if let Some(error) = message.error {
                 // The new owner refused the re-attachment: the client is no longer attached.
                 self.attached.remove(&session);
                 let why = serde_json::from_str::<Value>(error.get())
@@ -212,7 +246,7 @@ impl Relay {
         let Some(pending) = self.pending.remove(&order) else {
             return true;
         };
-        let Some(result) = message.get("result") else {
+        let Some(result) = message.result else {
             return true;
         };
         let result = match pending.method.as_str() {
