@@ -75,6 +75,36 @@ pub(crate) struct GroupIn {
     pub(crate) id: String,
     members: Mutex<HashMap<u64, MemberIn>>,
     dead: AtomicBool,
+    /// Broadcasts (`All` frames) received while an opening is unanswered.
+    recent: Mutex<Recent>,
+}
+
+/// What a client being relayed must not miss: the owner joins it to the group before it
+/// answers the opening, the gateway registers it after, and broadcasts queued in between are
+/// its too.
+#[derive(Default)]
+struct Recent {
+    /// Openings sent and not yet registered or abandoned.
+    pending: usize,
+    /// The broadcasts received meanwhile (at most [`RECENT_LIMIT`]).
+    frames: std::collections::VecDeque<Bytes>,
+}
+
+/// How many broadcasts an unanswered opening keeps.
+const RECENT_LIMIT: usize = 256;
+
+/// An opening of a link naming a group, from sending it until its member is registered (or
+/// the opening is abandoned): broadcasts of the group received meanwhile are kept for it.
+pub(crate) struct PendingOpen(Arc<GroupIn>);
+
+impl Drop for PendingOpen {
+    fn drop(&mut self) {
+        let mut recent = lock(&self.0.recent);
+        recent.pending = recent.pending.saturating_sub(1);
+        if recent.pending == 0 {
+            recent.frames.clear();
+        }
+    }
 }
 
 impl GroupIn {
@@ -90,8 +120,19 @@ impl GroupIn {
         if self.dead.load(Ordering::SeqCst) {
             return false;
         }
+        // The broadcasts since the opening was sent (some may predate the owner's join: a
+        // lifecycle notification more is harmless, one less is not).
+        for frame in &lock(&self.recent).frames {
+            let _ = tx.send(frame.clone());
+        }
         members.insert(member, MemberIn { tx, broken });
         true
+    }
+
+    /// An opening naming this group is about to be sent (see [`PendingOpen`]).
+    pub(crate) fn begin_open(self: &Arc<Self>) -> PendingOpen {
+        lock(&self.recent).pending += 1;
+        PendingOpen(self.clone())
     }
 
     /// Ends the group: every member's channel ends, with `broken` as its link's reason.
@@ -125,6 +166,13 @@ impl GroupIn {
                 let part = body.slice_ref(part);
                 for member in members.values() {
                     let _ = member.tx.send(part.clone());
+                }
+                let mut recent = lock(&self.recent);
+                if recent.pending > 0 {
+                    if recent.frames.len() == RECENT_LIMIT {
+                        recent.frames.pop_front();
+                    }
+                    recent.frames.push_back(part);
                 }
             }
             RelayFrame::To {
@@ -201,6 +249,7 @@ impl GroupsIn {
             id,
             members: Mutex::new(HashMap::new()),
             dead: AtomicBool::new(false),
+            recent: Mutex::default(),
         });
         groups.insert(key, group.clone());
         tokio::spawn(receive(group.clone(), subscription));
@@ -393,4 +442,67 @@ fn start_group(
         let _ = to_host.shutdown().await;
     });
     Some(group)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group() -> Arc<GroupIn> {
+        Arc::new(GroupIn {
+            id: "g".to_owned(),
+            members: Mutex::new(HashMap::new()),
+            dead: AtomicBool::new(false),
+            recent: Mutex::default(),
+        })
+    }
+
+    fn member(g: &GroupIn, id: u64) -> tokio::sync::mpsc::UnboundedReceiver<Bytes> {
+        let (tx, rx) = unbounded_channel();
+        assert!(g.add_member(id, tx, Arc::default()));
+        rx
+    }
+
+    fn drain(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Bytes>) -> Vec<Bytes> {
+        std::iter::from_fn(|| rx.try_recv().ok()).collect()
+    }
+
+    #[test]
+    fn frames_reach_the_members_they_name() {
+        let g = group();
+        let (mut a, mut b) = (member(&g, 1), member(&g, 2));
+        g.dispatch(&Bytes::from_static(b"@2\n{\"to\":2}")).unwrap();
+        g.dispatch(&Bytes::from_static(b"{\"all\":1}")).unwrap();
+        assert_eq!(drain(&mut a), [Bytes::from_static(b"{\"all\":1}")]);
+        assert_eq!(
+            drain(&mut b),
+            [
+                Bytes::from_static(b"{\"to\":2}"),
+                Bytes::from_static(b"{\"all\":1}")
+            ]
+        );
+        // A member the owner ended gets nothing more; junk is refused.
+        g.dispatch(&Bytes::from_static(b"@!2\nbye")).unwrap();
+        g.dispatch(&Bytes::from_static(b"{\"all\":2}")).unwrap();
+        assert!(drain(&mut b).is_empty());
+        assert!(g.dispatch(&Bytes::from_static(b"@x\n")).is_err());
+    }
+
+    #[test]
+    fn a_client_being_relayed_gets_the_broadcasts_queued_before_it_was_registered() {
+        let g = group();
+        let opening = g.begin_open();
+        // The owner joined the client and broadcast before the gateway registered it.
+        g.dispatch(&Bytes::from_static(b"{\"lifecycle\":1}"))
+            .unwrap();
+        let mut a = member(&g, 1);
+        drop(opening);
+        assert_eq!(drain(&mut a), [Bytes::from_static(b"{\"lifecycle\":1}")]);
+        // Without an opening in flight nothing is kept.
+        g.dispatch(&Bytes::from_static(b"{\"lifecycle\":2}"))
+            .unwrap();
+        let mut b = member(&g, 2);
+        assert!(drain(&mut b).is_empty());
+        assert_eq!(drain(&mut a), [Bytes::from_static(b"{\"lifecycle\":2}")]);
+    }
 }

@@ -183,9 +183,10 @@ pub(crate) async fn open_remote(
     // A group the owner ended meanwhile is refused: the next one is new. An owner that
     // refuses a new group too (it is stopping) does not answer.
     let mut tries = 0;
-    let (group, member) = loop {
+    let (group, member, _opening) = loop {
         tries += 1;
         let group = node.groups_in.to(node, owner, dialect).await?;
+        let opening = group.begin_open();
         let open = json!({"link": link, "node": node.me.node, "incarnation": node.me.incarnation,
                           "authenticated": authenticated, "group": group.id,
                           "dialect": dialect_name(dialect), "handshake": handshake});
@@ -197,7 +198,7 @@ pub(crate) async fn open_remote(
         let answer: serde_json::Value =
             serde_json::from_slice(&answer.payload).map_err(|_| unanswered())?;
         match answer["member"].as_u64() {
-            Some(member) => break (group, member),
+            Some(member) => break (group, member, opening),
             None if answer["error"] == "group" && tries < 3 => group.refused(),
             None => return Err(unanswered()),
         }
