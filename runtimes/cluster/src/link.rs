@@ -6,14 +6,18 @@
 //! it decides who is asked, tool and command ownership and first answers, and holds frames
 //! until their events are acknowledged by JetStream, as for its own clients. Frames travel one
 //! per core NATS message, in order (one publisher per direction): B → A on the link's `in`
-//! subject, A → B on its `out` subject. Messages are numbered per direction and each side
-//! sends a heartbeat every second naming the last number it sent ([`crate::link_messages`]);
-//! a frame larger than the server's `max_payload` travels as several messages.
+//! subject; A → B in B's relay group ([`crate::group`]), which carries the frames of all the
+//! clients B relays to A, an event for several of them once. The opening names the client's
+//! dialect and its handshake (ACP's `initialize`), which A replays on its side. Messages are
+//! numbered per direction and each side sends a heartbeat every second naming the last number
+//! it sent ([`crate::link_messages`]); a frame larger than the server's `max_payload` travels
+//! as several messages.
 //!
 //! Core NATS delivers at most once, so a message can be lost: a skipped number, a heartbeat
-//! naming a number never received, or five seconds without any message **breaks** the link.
-//! A sees it as if B died: the relayed connection ends. B re-attaches the client to A over a
-//! new link (as after a takeover, [`crate::gateway`]) when A still answers, and treats A as
+//! naming a number never received, or five seconds without any message **breaks** the link
+//! (or the group, and so the links of all its clients). A sees a broken link as if B died:
+//! the relayed connection ends, and A says so in the group. B re-attaches the client to A over
+//! a new link (as after a takeover, [`crate::gateway`]) when A still answers, and treats A as
 //! dead otherwise.
 //!
 //! Each side watches the other's lease: when A dies, B's gateway re-attaches the client to the
