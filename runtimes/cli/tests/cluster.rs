@@ -23,6 +23,7 @@ mod support;
 #[path = "../../cluster/tests/support/server.rs"]
 mod nats;
 
+#[allow(dead_code)]
 #[path = "support/cluster_node.rs"]
 mod cluster_node;
 

@@ -33,8 +33,7 @@ use agent_client_protocol::v1::schema::{
     StopReason, TextContent,
 };
 use agent_client_protocol::Client;
-use cluster_node::{client, node, session_config, LEASE_TTL};
-use github_copilot_sdk::handler::ApproveAllHandler;
+use cluster_node::{app_session, node, LEASE_TTL};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 #[tokio::test]
@@ -45,13 +44,8 @@ async fn an_acp_client_of_node_b_loads_and_prompts_a_session_owned_by_node_a() {
         let a = node(&url, "a").await;
 
         // A Copilot SDK app creates the session on A and runs a turn.
-        let client_a = client(&a).await;
-        let id = sdk::new_session_id();
-        let config = session_config(&id).with_permission_handler(Arc::new(ApproveAllHandler));
-        let session_a = sdk::within("session.create", client_a.create_session(config))
-            .await
-            .expect("session.create on node A");
-        let first = sdk::turn(&session_a, "hello from the app").await;
+        let (_client_a, id, session_a, first) = app_session(&a, Some("hello from the app")).await;
+        let first = first.expect("the turn's answer");
         let first_answer = sdk::str_field(&first, "content")
             .expect("an answer")
             .to_owned();
@@ -164,13 +158,7 @@ async fn an_acp_client_whose_owner_dies_gets_its_prompt_answered_with_the_reason
         let server = nats::NatsServer::single();
         let url = server.url();
         let mut a = node(&url, "a").await;
-        let client_a = client(&a).await;
-        let id = sdk::new_session_id();
-        let config = session_config(&id).with_permission_handler(Arc::new(ApproveAllHandler));
-        let session_a = sdk::within("session.create", client_a.create_session(config))
-            .await
-            .expect("session.create on node A");
-        sdk::turn(&session_a, "hello from the app").await;
+        let (_client_a, id, _session_a, _) = app_session(&a, Some("hello from the app")).await;
 
         let (mut b, stderr) = spawn_acp_node(&url, "b");
         let transport: acp_stdio::StdioLines = acp_stdio::lines(&mut b);

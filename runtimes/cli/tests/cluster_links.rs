@@ -26,7 +26,7 @@ mod cluster_node;
 
 use std::sync::{Arc, Mutex};
 
-use cluster_node::{client, ids, node, session_config};
+use cluster_node::{app_session, client, ids, node};
 use futures::StreamExt;
 use github_copilot_sdk::handler::ApproveAllHandler;
 use github_copilot_sdk::types::ResumeSessionConfig;
@@ -46,13 +46,7 @@ async fn a_relayed_client_whose_link_lost_a_message_is_re_attached_to_the_same_o
             .expect("subscribe");
         watcher.flush().await.expect("flush");
 
-        let client_a = client(&a).await;
-        let id = sdk::new_session_id();
-        let config = session_config(&id).with_permission_handler(Arc::new(ApproveAllHandler));
-        let session_a = sdk::within("session.create", client_a.create_session(config))
-            .await
-            .expect("session.create on node A");
-        sdk::turn(&session_a, "hello").await;
+        let (_client_a, id, session_a, _) = app_session(&a, Some("hello")).await;
 
         let client_b = client(&b).await;
         let calls_b = Arc::new(Mutex::new(Vec::new()));
@@ -132,12 +126,7 @@ async fn an_event_for_several_clients_of_one_gateway_crosses_nats_once() {
             .expect("subscribe");
         watcher.flush().await.expect("flush");
 
-        let client_a = client(&a).await;
-        let id = sdk::new_session_id();
-        let config = session_config(&id).with_permission_handler(Arc::new(ApproveAllHandler));
-        let session_a = sdk::within("session.create", client_a.create_session(config))
-            .await
-            .expect("session.create on node A");
+        let (_client_a, id, session_a, _) = app_session(&a, None).await;
 
         let mut clients = Vec::new();
         let mut recorders = Vec::new();

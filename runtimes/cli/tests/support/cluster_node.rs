@@ -61,3 +61,29 @@ pub fn session_config(id: &SessionId) -> SessionConfig {
         .with_session_id(id.clone())
         .with_model("fake-model")
 }
+
+/// A client of `node` and a new session it created there (approving every permission),
+/// after one turn with `prompt` when given (its final message returned).
+pub async fn app_session(
+    node: &Agentwire,
+    prompt: Option<&str>,
+) -> (
+    Client,
+    SessionId,
+    github_copilot_sdk::session::Session,
+    Option<SessionEvent>,
+) {
+    let app = client(node).await;
+    let id = sdk::new_session_id();
+    let config = session_config(&id).with_permission_handler(std::sync::Arc::new(
+        github_copilot_sdk::handler::ApproveAllHandler,
+    ));
+    let session = sdk::within("session.create", app.create_session(config))
+        .await
+        .expect("session.create");
+    let reply = match prompt {
+        Some(prompt) => Some(sdk::turn(&session, prompt).await),
+        None => None,
+    };
+    (app, id, session, reply)
+}
