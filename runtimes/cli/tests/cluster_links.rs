@@ -31,20 +31,32 @@ use futures::StreamExt;
 use github_copilot_sdk::handler::ApproveAllHandler;
 use github_copilot_sdk::types::ResumeSessionConfig;
 
+/// A nats-server, nodes A and B on it, and a raw NATS client subscribed to `subject` (what A
+/// sends to B's relayed clients travels on `agentwire.live.grp.>`).
+async fn two_nodes_watching(
+    subject: &'static str,
+) -> (
+    nats::NatsServer,
+    support::Agentwire,
+    support::Agentwire,
+    async_nats::Client,
+    async_nats::Subscriber,
+) {
+    let server = nats::NatsServer::single();
+    let url = server.url();
+    let a = node(&url, "a").await;
+    let b = node(&url, "b").await;
+    let watcher = async_nats::connect(&url).await.expect("connect to NATS");
+    let from_owner = watcher.subscribe(subject).await.expect("subscribe");
+    watcher.flush().await.expect("flush");
+    (server, a, b, watcher, from_owner)
+}
+
 #[tokio::test]
 async fn a_relayed_client_whose_link_lost_a_message_is_re_attached_to_the_same_owner() {
     sdk::bounded(async {
-        let server = nats::NatsServer::single();
-        let url = server.url();
-        let a = node(&url, "a").await;
-        let b = node(&url, "b").await;
-        // Watches what A sends to B's relayed clients (in B's relay group).
-        let watcher = async_nats::connect(&url).await.expect("connect to NATS");
-        let mut from_owner = watcher
-            .subscribe("agentwire.live.grp.>")
-            .await
-            .expect("subscribe");
-        watcher.flush().await.expect("flush");
+        let (server, a, b, watcher, mut from_owner) =
+            two_nodes_watching("agentwire.live.grp.>").await;
 
         let (_client_a, id, session_a, _) = app_session(&a, Some("hello")).await;
 
@@ -115,16 +127,7 @@ async fn a_relayed_client_whose_link_lost_a_message_is_re_attached_to_the_same_o
 #[tokio::test]
 async fn an_event_for_several_clients_of_one_gateway_crosses_nats_once() {
     sdk::bounded(async {
-        let server = nats::NatsServer::single();
-        let url = server.url();
-        let a = node(&url, "a").await;
-        let b = node(&url, "b").await;
-        let watcher = async_nats::connect(&url).await.expect("connect to NATS");
-        let mut from_owner = watcher
-            .subscribe("agentwire.live.>")
-            .await
-            .expect("subscribe");
-        watcher.flush().await.expect("flush");
+        let (server, a, b, _watcher, mut from_owner) = two_nodes_watching("agentwire.live.>").await;
 
         let (_client_a, id, session_a, _) = app_session(&a, None).await;
 
