@@ -473,16 +473,30 @@ async fn a_second_sigterm_exits_at_once() {
         // Ask for far more than the socket buffers hold and never read: this connection
         // cannot finish flushing, so a graceful shutdown has to wait for the flush timeout.
         let big = "x".repeat(1024 * 1024);
+        let written = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let progress = written.clone();
         tokio::spawn(async move {
             for i in 2..26u64 {
                 let body = json!({"jsonrpc":"2.0","id":i,"method":"ping","params":{"message":big}});
                 if w.write_all(&frame(&body)).await.is_err() {
                     break;
                 }
+                progress.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             }
             std::future::pending::<()>().await;
         });
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Wait until the server stopped reading (its answers fill the socket and its queue),
+        // rather than a fixed time: on a loaded machine a fixed 500 ms could end while the
+        // server had few answers queued, and it then flushed them and exited at once.
+        let mut last = u64::MAX;
+        let mut still = 0;
+        let deadline = Instant::now() + Duration::from_secs(4);
+        while still < 6 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let now = written.load(std::sync::atomic::Ordering::SeqCst);
+            still = if now == last { still + 1 } else { 0 };
+            last = now;
+        }
         server.signal("TERM");
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(
