@@ -26,10 +26,16 @@ const HEADER_SUFFIX: &str = "\r\n\r\n";
 
 /// Appends `Content-Length: N\r\n\r\n` and `body` to `out`.
 pub(super) fn encode(body: &[u8], out: &mut BytesMut) {
+    encode_header(body.len(), out);
+    out.extend_from_slice(body);
+}
+
+/// Appends `Content-Length: N\r\n\r\n` for a body of `len` bytes to `out`.
+pub(super) fn encode_header(len: usize, out: &mut BytesMut) {
     // The decimal length, written by hand (no formatting machinery on the hot path).
     let mut digits = [0u8; 20];
     let mut start = digits.len();
-    let mut n = body.len();
+    let mut n = len;
     loop {
         start -= 1;
         digits[start] = b'0' + (n % 10) as u8;
@@ -41,7 +47,6 @@ pub(super) fn encode(body: &[u8], out: &mut BytesMut) {
     out.extend_from_slice(HEADER_PREFIX.as_bytes());
     out.extend_from_slice(&digits[start..]);
     out.extend_from_slice(HEADER_SUFFIX.as_bytes());
-    out.extend_from_slice(body);
 }
 
 /// Length of what [`encode`] appends for a body of `body_len` bytes.

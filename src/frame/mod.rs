@@ -242,6 +242,22 @@ pub fn encode_frame(framing: Framing, body: &[u8], out: &mut BytesMut) {
     }
 }
 
+/// Appends one frame whose body is `head` followed by `body` to `out` (as [`encode_frame`] of
+/// their concatenation, without building it).
+pub(crate) fn encode_frame_parts(framing: Framing, head: &[u8], body: &[u8], out: &mut BytesMut) {
+    let len = head.len() + body.len();
+    out.reserve(encoded_len(framing, len));
+    match framing {
+        Framing::ContentLength => content_length::encode_header(len, out),
+        Framing::Ndjson => {}
+    }
+    out.extend_from_slice(head);
+    out.extend_from_slice(body);
+    if framing == Framing::Ndjson {
+        out.extend_from_slice(b"\n");
+    }
+}
+
 /// Number of bytes [`encode_frame`] appends for a body of `body_len` bytes.
 pub fn encoded_len(framing: Framing, body_len: usize) -> usize {
     match framing {

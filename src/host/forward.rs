@@ -17,7 +17,7 @@ use std::borrow::Cow;
 use bytes::Bytes;
 use serde::Deserialize;
 
-use crate::session::{is_streaming_delta_type, push_json_str, Event};
+use crate::session::{is_streaming_delta_type, Event};
 use crate::Timestamp;
 
 use super::relay_group::RelayRole;
@@ -211,8 +211,10 @@ impl Host {
                 }
             }
         }
-        if let Some((report_in, parent, dropped)) = report {
-            let report = self.forwarded_drop_report(conn, &report_in, parent.as_deref(), dropped);
+        let report = report.and_then(|(report_in, parent, dropped)| {
+            self.forwarded_drop_report(conn, &report_in, parent.as_deref(), dropped)
+        });
+        if let Some(report) = report {
             let Some(c) = self.conns.get_mut(&conn) else {
                 return;
             };
@@ -238,35 +240,21 @@ impl Host {
     }
 
     /// The framed `session.warning` notification telling `conn` it lost `dropped` streaming
-    /// events of `session`, made here as the owner would make it.
+    /// events of `session`, made here as the owner would make it (`None` for a dialect without
+    /// one shared event body: its relayed frames are never `session.event`s).
     fn forwarded_drop_report(
         &mut self,
         conn: ConnId,
         session: &str,
         parent: Option<&str>,
         dropped: u64,
-    ) -> Bytes {
+    ) -> Option<Bytes> {
         let id = self.ids.next_uuid();
         let data = drops_warning_data(dropped);
         let event = Event::new(id, "session.warning", &data, true, self.now, parent);
-        let Some(c) = self.conns.get(&conn) else {
-            return Bytes::new();
-        };
-        let body = self.dialects[c.dialect.index()]
-            .event_body(session, &event)
-            .unwrap_or_else(|| {
-                // The envelope of the `session.event` notification the owner relayed.
-                let mut body = Vec::with_capacity(event.json.len() + 96);
-                body.extend_from_slice(
-                    br#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"#,
-                );
-                push_json_str(&mut body, session);
-                body.extend_from_slice(br#","event":"#);
-                body.extend_from_slice(&event.json);
-                body.extend_from_slice(b"}}");
-                body
-            });
-        frame_body(c.framing, &body)
+        let c = self.conns.get(&conn)?;
+        let body = self.dialects[c.dialect.index()].event_body(session, &event)?;
+        Some(frame_body(c.framing, &body))
     }
 
     /// Ends a forwarded connection: what is queued for it is written, then `reason` as a

@@ -13,7 +13,7 @@ use crate::session::Event;
 
 use super::audience::Audience;
 use super::outbox::{SharedFrame, SharedFrames};
-use super::relay_group::{addressed, RelayRole};
+use super::relay_group::{addressed_head, group_frame, RelayRole};
 use super::{ConnId, DialectHandler, DialectId, Host, OutboxOverflow};
 
 /// A body framed at most once per framing and stored in the shared-frame table, queued by
@@ -194,7 +194,7 @@ impl Host {
             }
         }
         // One frame per relay group, naming its members that receive the event.
-        let mut group_frames: SmallVec<[(ConnId, Vec<u8>); 1]> = SmallVec::new();
+        let mut group_frames: SmallVec<[(ConnId, Bytes); 1]> = SmallVec::new();
         if !relayed.is_empty() {
             relayed.sort_by_key(|(group, member, _)| (*group, *member));
             for run in relayed.chunk_by(|a, b| a.0 == b.0) {
@@ -203,7 +203,11 @@ impl Host {
                     continue;
                 };
                 let members: SmallVec<[ConnId; 8]> = run.iter().map(|r| r.1).collect();
-                group_frames.push((group, addressed(&members, &frames.body)));
+                let Some(framing) = conns.get(&group).map(|g| g.framing) else {
+                    continue;
+                };
+                let head = addressed_head(&members);
+                group_frames.push((group, group_frame(framing, &head, &frames.body)));
             }
         }
         let mut per_conn: SmallVec<[(usize, SmallVec<[ConnId; 4]>); 1]> = SmallVec::new();
@@ -214,8 +218,8 @@ impl Host {
                 DialectFrames::Unasked => {}
             }
         }
-        for (group, body) in group_frames {
-            self.queue_on_group(group, &body);
+        for (group, frame) in group_frames {
+            self.push_on_group(group, frame);
         }
         for conn in overflowed {
             self.fail_slow_consumer(conn);

@@ -29,10 +29,10 @@
 //! ends with a newline, so the group connection must not use NDJSON framing. When the group
 //! connection ends, every member ends with it; when a member ends, the group carries on.
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use smallvec::SmallVec;
 
-use crate::frame::{encode_frame, Framing};
+use crate::frame::{encode_frame_parts, Framing};
 use crate::Timestamp;
 
 use super::{ConnId, Host, OutboxOverflow};
@@ -136,19 +136,38 @@ fn parse_id(digits: &[u8]) -> Result<u64, BadRelayFrame> {
         .ok_or(BadRelayFrame)
 }
 
-/// The group frame body carrying `body` for `members` (`@3,5\n` then `body`).
-pub(super) fn addressed(members: &[ConnId], body: &[u8]) -> Vec<u8> {
-    let mut framed = Vec::with_capacity(2 + members.len() * 8 + body.len());
-    framed.push(b'@');
+/// The head of a group frame for `members` (`@3,5\n`; the body follows it).
+pub(super) fn addressed_head(members: &[ConnId]) -> SmallVec<[u8; 32]> {
+    let mut head = SmallVec::new();
+    head.push(b'@');
     for (i, member) in members.iter().enumerate() {
         if i > 0 {
-            framed.push(b',');
+            head.push(b',');
         }
-        framed.extend_from_slice(member.as_u64().to_string().as_bytes());
+        head.extend_from_slice(itoa(member.as_u64(), &mut [0u8; 20]));
     }
-    framed.push(b'\n');
-    framed.extend_from_slice(body);
-    framed
+    head.push(b'\n');
+    head
+}
+
+/// `n` in decimal, written into `buf`.
+fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut start = buf.len();
+    loop {
+        start -= 1;
+        buf[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[start..];
+        }
+    }
+}
+
+/// The framed group frame `head` then `body`, for a group connection using `framing`.
+pub(super) fn group_frame(framing: Framing, head: &[u8], body: &[u8]) -> Bytes {
+    let mut buf = BytesMut::new();
+    encode_frame_parts(framing, head, body, &mut buf);
+    buf.freeze()
 }
 
 /// The id of the handshake request a relaying node replays on the owner
@@ -183,8 +202,7 @@ impl Host {
         let Some(framing) = self.conns.get(&member).map(|c| c.framing) else {
             return;
         };
-        let body = unframe(framing, frame).to_vec();
-        self.queue_for_members(group, &[member], &body);
+        self.queue_for_members(group, &[member], unframe(framing, frame));
     }
 
     /// Makes `member`, a relayed connection, a member of the relay group connection `group`
@@ -233,9 +251,8 @@ impl Host {
             return;
         };
         c.relay = RelayRole::None;
-        let mut body = format!("@?{}\n", member.as_u64()).into_bytes();
-        body.extend_from_slice(reason.as_bytes());
-        self.queue_on_group(group, &body);
+        let head = format!("@?{}\n", member.as_u64());
+        self.queue_on_group(group, head.as_bytes(), reason.as_bytes());
     }
 
     /// The runtime is stopping: every connection is about to end, each with the runtime's
@@ -251,7 +268,7 @@ impl Host {
 
     /// Queues `body` for the members `members` of `group`.
     pub(super) fn queue_for_members(&mut self, group: ConnId, members: &[ConnId], body: &[u8]) {
-        self.queue_on_group(group, &addressed(members, body));
+        self.queue_on_group(group, &addressed_head(members), body);
     }
 
     /// Announces on its group that member `member` ended, with `reason`.
@@ -259,23 +276,28 @@ impl Host {
         if self.runtime_stopping {
             return;
         }
-        let mut body = format!("@!{}\n", member.as_u64()).into_bytes();
-        body.extend_from_slice(reason.as_bytes());
-        self.queue_on_group(group, &body);
+        let head = format!("@!{}\n", member.as_u64());
+        self.queue_on_group(group, head.as_bytes(), reason.as_bytes());
     }
 
-    /// Queues the group frame `body` on `group` (durable: the gateway applies its own
-    /// clients' budgets); a group that cannot keep up is closed, and its members with it.
-    pub(super) fn queue_on_group(&mut self, group: ConnId, body: &[u8]) {
+    /// Queues the group frame `head` then `body` on `group` (durable: the gateway applies its
+    /// own clients' budgets); a group that cannot keep up is closed, and its members with it.
+    pub(super) fn queue_on_group(&mut self, group: ConnId, head: &[u8], body: &[u8]) {
+        let Some(framing) = self.conns.get(&group).map(|g| g.framing) else {
+            return;
+        };
+        self.push_on_group(group, group_frame(framing, head, body));
+    }
+
+    /// Queues the framed group frame `frame` on `group` (see [`Host::queue_on_group`]).
+    pub(super) fn push_on_group(&mut self, group: ConnId, frame: Bytes) {
         let Some((g, shared)) = self.conns.get_mut_and_frames(&group) else {
             return;
         };
         if g.closing {
             return;
         }
-        let mut buf = BytesMut::with_capacity(body.len() + 32);
-        encode_frame(g.framing, body, &mut buf);
-        match g.outbox.push(buf.freeze(), false, shared) {
+        match g.outbox.push(frame, false, shared) {
             Ok(became_ready) => {
                 if became_ready && !g.in_ready {
                     g.in_ready = true;
@@ -382,7 +404,8 @@ mod tests {
     #[test]
     fn addressed_heads_round_trip() {
         let members = [ConnId(1), ConnId(u64::MAX), ConnId(42)];
-        let body = addressed(&members, b"{}");
+        let mut body = addressed_head(&members).to_vec();
+        body.extend_from_slice(b"{}");
         let Ok(RelayFrame::To {
             members: read,
             body,

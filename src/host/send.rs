@@ -180,10 +180,8 @@ impl Host {
             // Its reason and its end travel in its group's stream, in order.
             c.relay = RelayRole::None;
         } else {
-            let mut buf = BytesMut::with_capacity(body.len() + 32);
-            encode_frame(c.framing, &body, &mut buf);
             // Bypass the budget: the reason is the last frame this peer gets.
-            c.outbox.push_final(buf.freeze());
+            c.outbox.push_final(frame_body(c.framing, &body));
         }
         c.closing = true;
         if !c.in_ready {

@@ -32,12 +32,8 @@ use tracing::{info, warn};
 
 use crate::link::{alive, read_bodies, send_link, MAX_LINK_FRAME, PIPE_BYTES};
 use crate::link_messages::{LinkReceiver, Received, HEARTBEAT};
-use crate::node::Node;
+use crate::node::{lock, Node};
 use crate::record::NodeIdentity;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// How a link opening names a dialect.
 pub(crate) fn dialect_name(dialect: Dialect) -> &'static str {

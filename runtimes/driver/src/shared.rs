@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use agentwire::host::{ConnId, Host, Output};
+use agentwire::host::{ConnId, Dialect, Host, Output};
 use agentwire::serve::ServerOptions;
-use agentwire::Timestamp;
+use agentwire::{Framing, Timestamp};
 use agentwire_store::{Store, SyncHandle};
 use bytes::Bytes;
 use futures_lite::future;
@@ -333,8 +333,19 @@ impl Shared {
         inner.shutting_down = true;
         inner.host.runtime_stopping();
         inner.farewell = Some(reason.clone());
+        // Encoded once per dialect and framing, shared by every connection that speaks them.
+        let mut encoded: Vec<((Dialect, Framing), Bytes)> = Vec::with_capacity(1);
         for state in inner.conns.values() {
-            *lock(&state.farewell) = Some(farewell(state.dialect, state.framing, &reason));
+            let key = (state.dialect, state.framing);
+            let frame = match encoded.iter().find(|(k, _)| *k == key) {
+                Some((_, frame)) => frame.clone(),
+                None => {
+                    let frame = farewell(state.dialect, state.framing, &reason);
+                    encoded.push((key, frame.clone()));
+                    frame
+                }
+            };
+            *lock(&state.farewell) = Some(frame);
             effects.push(Effect::Close(
                 state.clone(),
                 "server is shutting down".to_owned(),
