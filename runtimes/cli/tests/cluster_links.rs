@@ -3,10 +3,12 @@
 //! driven by the **official Copilot Rust SDK** over TCP.
 //!
 //! A client of node B drives a session owned by node A over a link, A's frames for it coming
-//! in B's relay group from A. A heartbeat naming a group message B never received is injected
-//! on the group's subject: B sees a message lost, counts the group (and so its client's link)
-//! broken, and re-attaches its client to A over a new link in a new group. The client keeps
-//! its connection and its next turn works.
+//! in B's relay group from A. A heartbeat naming a group message A never sent is injected on
+//! the group's subject: B sees messages lost and asks A to send them again; A answers that it
+//! does not keep them, so B counts the group (and so its client's link) broken, and
+//! re-attaches its client to A over a new link in a new group. The client keeps its
+//! connection and its next turn works. (A message that really was lost, and that A still
+//! keeps, is sent again and nothing breaks: `link_messages`' tests and the host simulation.)
 
 #[path = "../../../tests/sdk_scenarios/mod.rs"]
 mod sdk;
@@ -73,7 +75,8 @@ async fn a_relayed_client_whose_link_lost_a_message_is_re_attached_to_the_same_o
             .expect("a message")
             .subject;
 
-        // A heartbeat naming a message B never received: one was lost.
+        // A heartbeat naming a message B never received (nor A sent): B asks for it again,
+        // and A says it does not keep it.
         let mut heartbeat = vec![b'H'];
         heartbeat.extend_from_slice(&(1u64 << 40).to_be_bytes());
         watcher
@@ -115,7 +118,8 @@ async fn a_relayed_client_whose_link_lost_a_message_is_re_attached_to_the_same_o
             "{log}"
         );
         assert!(log.contains("relayed client re-attached"), "{log}");
-        assert!(log.contains("were lost"), "{log}");
+        assert!(log.contains("asking for them again"), "{log}");
+        assert!(log.contains("no longer keeps them"), "{log}");
         drop(server);
     })
     .await

@@ -30,7 +30,9 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tracing::{info, warn};
 
-use crate::link::{alive, read_bodies, send_link, MAX_LINK_FRAME, PIPE_BYTES};
+use crate::link::{
+    alive, ask_again, read_bodies, resend_subject, send_link, MAX_LINK_FRAME, PIPE_BYTES,
+};
 use crate::link_messages::{LinkReceiver, Received, HEARTBEAT};
 use crate::node::{lock, Node};
 use crate::record::NodeIdentity;
@@ -248,35 +250,44 @@ impl GroupsIn {
             recent: Mutex::default(),
         });
         groups.insert(key, group.clone());
-        tokio::spawn(receive(group.clone(), subscription));
+        let resend = resend_subject(node, &group_subject(node, &group.id));
+        tokio::spawn(receive(group.clone(), client, resend, subscription));
         Ok(group)
     }
 }
 
-/// B's receiver of one group: dispatches its frames until it is closed or breaks.
-async fn receive(group: Arc<GroupIn>, mut subscription: async_nats::Subscriber) {
+/// B's receiver of one group: dispatches its frames until it is closed or breaks; lost
+/// messages are asked for again on `resend`.
+async fn receive(
+    group: Arc<GroupIn>,
+    client: async_nats::Client,
+    resend: String,
+    mut subscription: async_nats::Subscriber,
+) {
     let mut receiver = LinkReceiver::new(MAX_LINK_FRAME);
     let mut heartbeat = tokio::time::interval(HEARTBEAT);
-    let broken = loop {
+    let broken = 'group: loop {
         let received = tokio::select! {
             m = subscription.next() => match m {
                 Some(m) => receiver.push(&m.payload),
                 None => Received::Closed,
             },
-            _ = heartbeat.tick() => match receiver.tick() {
-                Some(why) => Received::Broken(why),
-                None => Received::Nothing,
-            },
+            _ = heartbeat.tick() => receiver.tick(),
         };
-        match received {
-            Received::Frame(body) => {
-                if let Err(why) = group.dispatch(&body) {
-                    break Some(format!("relay group ended ({why})"));
+        let mut next = Some(received);
+        while let Some(received) = next {
+            match received {
+                Received::Frame(body) => {
+                    if let Err(why) = group.dispatch(&body) {
+                        break 'group Some(format!("relay group ended ({why})"));
+                    }
                 }
+                Received::Nothing => {}
+                Received::Resend(request) => ask_again(&client, &resend, request).await,
+                Received::Closed => break 'group None,
+                Received::Broken(why) => break 'group Some(why),
             }
-            Received::Nothing => {}
-            Received::Closed => break None,
-            Received::Broken(why) => break Some(why),
+            next = receiver.next_held();
         }
     };
     match &broken {
@@ -402,7 +413,9 @@ fn start_group(
     let (bodies_tx, bodies) = unbounded_channel();
     tokio::spawn(read_bodies(from_host, framing, bodies_tx));
     let client = node.engine.client().clone();
-    tokio::spawn(send_link(client, group_subject(node, id), bodies));
+    let subject = group_subject(node, id);
+    let resend = resend_subject(node, &subject);
+    tokio::spawn(send_link(client, subject, resend, bodies));
     let state = Arc::new(Mutex::new(GroupState {
         members: 0,
         ended: false,

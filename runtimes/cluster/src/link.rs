@@ -64,18 +64,40 @@ fn in_subject(node: &Node, link: &str) -> String {
 /// own default frame limit.
 pub(crate) const MAX_LINK_FRAME: usize = FrameLimits::DEFAULT_MAX_FRAME_BYTES;
 
+/// Where the receiver of the link messages published on `subject` asks for lost ones again
+/// ([`crate::link_messages`]): `<live prefix>.re.<subject's tail>`, outside the subjects the
+/// link's messages travel on.
+pub(crate) fn resend_subject(node: &Node, subject: &str) -> String {
+    let tail = subject
+        .strip_prefix(node.layout.live_prefix.as_str())
+        .and_then(|t| t.strip_prefix('.'))
+        .unwrap_or(subject);
+    format!("{}.re.{tail}", node.layout.live_prefix)
+}
+
 /// Publishes the bodies of `bodies` on `subject` as numbered link messages, in order, sized
 /// for the server the client is connected to, with a heartbeat every [`HEARTBEAT`]; a close
-/// message once `bodies` ends.
+/// message once `bodies` ends. The receiver's resend requests, on `resend`, are answered
+/// with the kept messages they ask for, published on `subject` again.
 pub(crate) async fn send_link(
     client: async_nats::Client,
     subject: String,
+    resend: String,
     mut bodies: UnboundedReceiver<Bytes>,
 ) {
     // Reading the server info clones it: only for frames that might not fit.
     const SURELY_FITS: usize = 64 * 1024;
     let mut sender = LinkSender::default();
     let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    // Subscribed before the first message is published (the server keeps a connection's
+    // order), so no request can come before it.
+    let mut requests = match client.subscribe(resend).await {
+        Ok(requests) => Some(requests),
+        Err(e) => {
+            warn!(error = %e, "cannot serve resend requests of a link; a lost message breaks it");
+            None
+        }
+    };
     loop {
         let messages = tokio::select! {
             body = bodies.recv() => match body {
@@ -89,6 +111,17 @@ pub(crate) async fn send_link(
                 }
                 None => break,
             },
+            request = next_request(&mut requests) => match request {
+                Some(request) => {
+                    let again = sender.resend(&request.payload);
+                    info!(%subject, messages = again.len(), "link messages sent again");
+                    again
+                }
+                None => {
+                    requests = None;
+                    Vec::new()
+                }
+            },
             _ = heartbeat.tick() => vec![sender.heartbeat()],
         };
         for message in messages {
@@ -99,6 +132,25 @@ pub(crate) async fn send_link(
         }
     }
     let _ = client.publish(subject, sender.close()).await;
+}
+
+/// The next resend request, or never when there is no subscription.
+async fn next_request(
+    requests: &mut Option<async_nats::Subscriber>,
+) -> Option<async_nats::Message> {
+    match requests {
+        Some(requests) => requests.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Publishes the resend request `request` of a link receiver on `resend`
+/// ([`crate::link_messages::Received::Resend`]).
+pub(crate) async fn ask_again(client: &async_nats::Client, resend: &str, request: Bytes) {
+    warn!(subject = %resend, "link messages were lost; asking for them again");
+    if let Err(e) = client.publish(resend.to_owned(), request).await {
+        warn!(error = %e, "cannot ask for lost link messages again");
+    }
 }
 
 /// Whether `who`'s lease key still holds its incarnation (errors count as alive: a NATS hiccup
@@ -217,7 +269,9 @@ pub(crate) async fn open_remote(
             *b = Some("the relay group from the owner node broke".to_owned());
         }
     }
-    tokio::spawn(send_link(client, in_subject(node, &link), bodies));
+    let subject = in_subject(node, &link);
+    let resend = resend_subject(node, &subject);
+    tokio::spawn(send_link(client, subject, resend, bodies));
     Ok(LinkEnds {
         to_owner,
         from_owner,
@@ -473,35 +527,57 @@ async fn serve_member(node: &Arc<Node>, opening: Opening, group: &GroupOut) {
         // peer why, so that it attaches its client again.
         host.with_host(|h, now| h.relay_member_link_broke(now, relayed, why));
     };
-    loop {
-        tokio::select! {
-            message = inbound.next() => match message.map(|m| receiver.push(&m.payload)) {
-                Some(Received::Frame(body)) => {
-                    let mut framed = BytesMut::new();
-                    encode_frame(framing, &body, &mut framed);
-                    if to_host.write_all(&framed).await.is_err() {
-                        break;
-                    }
-                }
-                Some(Received::Nothing) => {}
-                Some(Received::Broken(why)) => {
-                    broke(&why);
-                    break;
-                }
-                Some(Received::Closed) | None => break,
+    let resend = resend_subject(node, &in_subject(node, link));
+    let mut deliver = Vec::new();
+    'link: loop {
+        let got = tokio::select! {
+            message = inbound.next() => match message {
+                Some(message) => receiver.push(&message.payload),
+                None => break,
             },
-            _ = heartbeat.tick() => {
-                if let Some(why) = receiver.tick() {
-                    broke(&why);
-                    break;
-                }
-            }
+            _ = heartbeat.tick() => receiver.tick(),
             _ = check.tick() => {
                 if !alive(node, peer).await {
                     info!(%link, peer = %peer.node, "the relaying node stopped");
                     break;
                 }
+                Received::Nothing
             }
+        };
+        // Set when the link ends: broken (and why) or closed.
+        let mut ended: Option<Option<String>> = None;
+        let mut next = Some(got);
+        while let Some(got) = next {
+            match got {
+                Received::Frame(body) => deliver.push(body),
+                Received::Nothing => {}
+                Received::Resend(request) => ask_again(&client, &resend, request).await,
+                Received::Broken(why) => {
+                    ended = Some(Some(why));
+                    break;
+                }
+                Received::Closed => {
+                    ended = Some(None);
+                    break;
+                }
+            }
+            next = receiver.next_held();
+        }
+        // The frames before the end are the client's.
+        for body in deliver.drain(..) {
+            let mut framed = BytesMut::new();
+            encode_frame(framing, &body, &mut framed);
+            if to_host.write_all(&framed).await.is_err() {
+                break 'link;
+            }
+        }
+        match ended {
+            Some(Some(why)) => {
+                broke(&why);
+                break;
+            }
+            Some(None) => break,
+            None => {}
         }
     }
     let _ = to_host.shutdown().await;

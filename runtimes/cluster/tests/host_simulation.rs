@@ -117,7 +117,10 @@ fn invariants_hold_across_nodes_under_faults() {
             "{total:?}"
         );
         if sim::link_loss() {
-            assert!(total.links_broken > seeds, "{total:?}");
+            // Lost link messages are sent again; partitions longer than the repair window
+            // still break links and groups.
+            assert!(total.resends > seeds, "{total:?}");
+            assert!(total.links_broken > seeds / 2, "{total:?}");
             assert!(total.groups_broken > seeds / 2, "{total:?}");
             assert!(total.ended_link_broke > seeds / 4, "{total:?}");
             assert!(total.ended_group_broke > seeds / 10, "{total:?}");

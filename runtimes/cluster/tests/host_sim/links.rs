@@ -19,7 +19,9 @@ use agentwire_cluster::takeover::preferred_claimant;
 use agentwire_cluster::{Engine, LiveSubscription, NodeIdentity};
 use bytes::{Bytes, BytesMut};
 
-use super::super::node::{event_id, group_subject, in_subject, End, Gateway, GroupIn, GroupOut};
+use super::super::node::{
+    event_id, group_subject, in_subject, resend_subject, End, Gateway, GroupIn, GroupOut,
+};
 use super::super::now;
 use super::{alive, Sim, NODES, TTL};
 
@@ -99,6 +101,9 @@ impl Sim {
             .members
             .insert(member, conn);
         b.relayed.insert(conn);
+        let Ok(resend) = now(b.engine.subscribe_live(&resend_subject(&in_subject(&link)))) else {
+            return;
+        };
         let mut sender = LinkSender::default();
         for body in frames {
             for message in sender.frame(&body, usize::MAX) {
@@ -113,6 +118,7 @@ impl Sim {
                 group,
                 member,
                 sender,
+                resend,
                 next_heartbeat: at,
             },
         );
@@ -172,6 +178,10 @@ impl Sim {
             Some(g) if g.ended => return None,
             Some(g) => g.conn,
             None => {
+                let resend = now(a
+                    .engine
+                    .subscribe_live(&resend_subject(&group_subject(group))))
+                .ok()?;
                 let conn = a.host.open(t, Framing::ContentLength);
                 // It never sends a request.
                 a.host.authenticate_connection(conn);
@@ -182,6 +192,7 @@ impl Sim {
                         conn,
                         peer: peer.clone(),
                         sender: LinkSender::default(),
+                        resend,
                         next_heartbeat: at,
                         next_check: at + TTL / 2,
                         idle_checks: 0,
@@ -250,28 +261,37 @@ impl Sim {
                 let Some(message) = now(group.subscription.next(Duration::ZERO)) else {
                     break;
                 };
-                match group.receiver.push(&message) {
-                    Received::Frame(body) => {
-                        if let Err(why) = self.dispatch(i, &key, &body) {
-                            end = Some(Some(format!("relay group ended ({why})")));
-                            break;
+                let mut next = Some(group.receiver.push(&message));
+                while let Some(received) = next {
+                    match received {
+                        Received::Frame(body) => {
+                            if let Err(why) = self.dispatch(i, &key, &body) {
+                                end = Some(Some(format!("relay group ended ({why})")));
+                            }
                         }
+                        Received::Nothing => {}
+                        Received::Resend(request) => self.ask_again(i, &key, request),
+                        Received::Closed => end = Some(None),
+                        Received::Broken(why) => end = Some(Some(why)),
                     }
-                    Received::Nothing => {}
-                    Received::Closed => {
-                        end = Some(None);
+                    if end.is_some() {
                         break;
                     }
-                    Received::Broken(why) => {
-                        end = Some(Some(why));
-                        break;
-                    }
+                    let group = self.node(i).groups_in.get_mut(&key).expect("a group");
+                    next = group.receiver.next_held();
+                }
+                if end.is_some() {
+                    break;
                 }
             }
             let group = self.node(i).groups_in.get_mut(&key).expect("a group");
             if end.is_none() && at >= group.next_tick {
                 group.next_tick = at + HEARTBEAT;
-                end = group.receiver.tick().map(Some);
+                match group.receiver.tick() {
+                    Received::Broken(why) => end = Some(Some(why)),
+                    Received::Resend(request) => self.ask_again(i, &key, request),
+                    _ => {}
+                }
             }
             if let Some(broken) = end {
                 if broken.is_some() {
@@ -282,6 +302,14 @@ impl Sim {
                 self.group_ends(i, &key, broken.as_deref());
             }
         }
+    }
+
+    /// `link::ask_again` for B's group to `key`'s owner: the receiver's resend request on
+    /// the group's resend subject.
+    fn ask_again(&mut self, i: usize, key: &OwnerKey, request: Bytes) {
+        let node = self.node(i);
+        let subject = resend_subject(&group_subject(&node.groups_in[key].id));
+        now(node.engine.publish_live(&subject, request)).expect("publish");
     }
 
     /// `GroupIn::dispatch`: hands one group frame to the members it names; `Err` for junk
@@ -398,6 +426,14 @@ impl Sim {
         for conn in conns {
             let node = self.node(i);
             let gateway = node.gateways.get_mut(&conn).expect("gateway");
+            let subject = in_subject(&gateway.link);
+            let mut resends = 0;
+            while let Some(request) = now(gateway.resend.next(Duration::ZERO)) {
+                resends += 1;
+                for message in gateway.sender.resend(&request) {
+                    now(node.engine.publish_live(&subject, message)).expect("publish");
+                }
+            }
             if at >= gateway.next_heartbeat {
                 gateway.next_heartbeat = at + HEARTBEAT;
                 let heartbeat = gateway.sender.heartbeat();
@@ -407,6 +443,8 @@ impl Sim {
                 .expect("publish");
             }
             let owner = gateway.owner.clone();
+            self.stats.resends += resends;
+            let node = self.node(i);
             if !alive(node, &owner) {
                 let reason = format!(
                     "the node owning this session ({}) stopped; reconnect and resume the session",
@@ -447,27 +485,41 @@ impl Sim {
             let mut bytes = Vec::new();
             let mut closed = false;
             let mut broke = None;
-            while let Some(message) = now(inbound.next(Duration::ZERO)) {
-                match receiver.push(&message) {
-                    Received::Frame(body) => {
-                        let mut framed = BytesMut::new();
-                        encode_frame(Framing::ContentLength, &body, &mut framed);
-                        bytes.push(framed);
+            let mut requests = Vec::new();
+            'messages: while let Some(message) = now(inbound.next(Duration::ZERO)) {
+                let mut next = Some(receiver.push(&message));
+                while let Some(received) = next {
+                    match received {
+                        Received::Frame(body) => {
+                            let mut framed = BytesMut::new();
+                            encode_frame(Framing::ContentLength, &body, &mut framed);
+                            bytes.push(framed);
+                        }
+                        Received::Nothing => {}
+                        Received::Resend(request) => requests.push(request),
+                        Received::Closed => {
+                            closed = true;
+                            break 'messages;
+                        }
+                        Received::Broken(why) => {
+                            broke = Some(why);
+                            break 'messages;
+                        }
                     }
-                    Received::Nothing => {}
-                    Received::Closed => {
-                        closed = true;
-                        break;
-                    }
-                    Received::Broken(why) => {
-                        broke = Some(why);
-                        break;
-                    }
+                    next = receiver.next_held();
                 }
             }
             if !closed && broke.is_none() && at >= *next_tick {
                 *next_tick = at + HEARTBEAT;
-                broke = receiver.tick();
+                match receiver.tick() {
+                    Received::Broken(why) => broke = Some(why),
+                    Received::Resend(request) => requests.push(request),
+                    _ => {}
+                }
+            }
+            let resend = resend_subject(&in_subject(&link));
+            for request in requests {
+                now(node.engine.publish_live(&resend, request)).expect("publish");
             }
             for framed in bytes {
                 node.feed(t, conn, &framed);
@@ -501,14 +553,25 @@ impl Sim {
                 // Closing: the host's close ends it.
                 continue;
             }
+            let mut resends = 0;
+            while let Some(request) = now(group.resend.next(Duration::ZERO)) {
+                resends += 1;
+                for message in group.sender.resend(&request) {
+                    now(node.engine.publish_live(&group_subject(&id), message)).expect("publish");
+                }
+            }
             if at >= group.next_heartbeat {
                 group.next_heartbeat = at + HEARTBEAT;
                 let heartbeat = group.sender.heartbeat();
                 now(node.engine.publish_live(&group_subject(&id), heartbeat)).expect("publish");
             }
-            if at < group.next_check {
+            let due = at >= group.next_check;
+            self.stats.resends += resends;
+            if !due {
                 continue;
             }
+            let node = self.node(i);
+            let group = node.groups_out.get_mut(&id).expect("a group");
             group.next_check = at + TTL / 2;
             let peer = group.peer.clone();
             let members = node

@@ -70,6 +70,8 @@ pub(crate) struct GroupOut {
     pub(crate) peer: NodeIdentity,
     /// Numbers the group's messages.
     pub(crate) sender: LinkSender,
+    /// The gateway node's resend requests (`link::send_link`).
+    pub(crate) resend: MemoryLive,
     /// When the next heartbeat is due.
     pub(crate) next_heartbeat: Duration,
     /// When the watcher next checks the peer's lease and the members.
@@ -105,6 +107,8 @@ pub(crate) struct Gateway {
     pub(crate) member: u64,
     /// Numbers the messages to the owner.
     pub(crate) sender: LinkSender,
+    /// The owner's resend requests (`link::send_link`).
+    pub(crate) resend: MemoryLive,
     /// When the next heartbeat is due.
     pub(crate) next_heartbeat: Duration,
 }
@@ -771,6 +775,13 @@ pub(crate) fn body_of(frame: &[u8]) -> Option<&[u8]> {
 /// The gateway-to-owner subject of a link.
 pub(crate) fn in_subject(link: &str) -> String {
     format!("agentwire.live.in.{link}")
+}
+
+/// Where the receiver of the link messages on `subject` asks for lost ones again
+/// (`link::resend_subject`).
+pub(crate) fn resend_subject(subject: &str) -> String {
+    let tail = subject.strip_prefix("agentwire.live.").unwrap_or(subject);
+    format!("agentwire.live.re.{tail}")
 }
 
 /// The owner-to-gateway subject of a relay group (`group::group_subject`).

@@ -58,6 +58,9 @@ pub(crate) struct Stats {
     pub(crate) gateways: u64,
     /// Links (gateway to owner) the owner saw lose a message or fall silent.
     pub(crate) links_broken: u64,
+    /// Resend requests a link's or group's sender answered (lost messages repaired, or
+    /// refused as no longer kept).
+    pub(crate) resends: u64,
     /// Relay groups started on owners.
     pub(crate) groups: u64,
     /// Relay groups (owner to gateway) a gateway node saw lose a message, fall silent or
@@ -93,6 +96,7 @@ impl Stats {
         self.pauses += o.pauses;
         self.gateways += o.gateways;
         self.links_broken += o.links_broken;
+        self.resends += o.resends;
         self.groups += o.groups;
         self.groups_broken += o.groups_broken;
         self.groups_refused += o.groups_refused;
@@ -281,7 +285,7 @@ impl Sim {
             87..=88 => {
                 let count = 1 + self.rng.below(2) as u32;
                 // Gateway links and relay groups are the only live subjects: a lost message
-                // breaks its link or group.
+                // (resend requests included) is sent again or breaks its link or group.
                 if link_loss() {
                     self.cluster.drop_live(count);
                 }
@@ -644,8 +648,8 @@ impl Sim {
 
 /// Drop live-subject messages (the gateway links and relay groups) and partition nodes (which
 /// loses their live messages too): on unless `SIM_LINK_LOSS=0`. Links and groups number their
-/// messages and send heartbeats, so a lost one breaks the link or the group and ends the
-/// relayed connections with a reason.
+/// messages and send heartbeats, so a lost one is asked for again; one that is not sent again
+/// in time breaks the link or the group and ends the relayed connections with a reason.
 pub(crate) fn link_loss() -> bool {
     std::env::var_os("SIM_LINK_LOSS").is_none_or(|v| v != "0")
 }
