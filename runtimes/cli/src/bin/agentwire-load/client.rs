@@ -20,6 +20,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Barrier, Semaphore};
 
+use crate::progress::Phase;
 use crate::{lock, now_ns, ClientStats};
 
 /// The client's requests have no deadline, so the endpoint's clock is never consulted.
@@ -67,6 +68,8 @@ pub(crate) struct ClientCtx {
     pub(crate) idx: usize,
     pub(crate) session: Arc<SessionCtx>,
     pub(crate) run: Arc<RunCtx>,
+    /// Where the client is, for the report of a run that times out.
+    pub(crate) progress: Arc<crate::progress::Progress>,
 }
 
 /// A Content-Length framed JSON-RPC connection to the server.
@@ -302,14 +305,11 @@ pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
             .acquire()
             .await
             .map_err(|_| "setup semaphore closed")?;
-        attach(
-            run.ports[(session.home + ctx.idx) % run.ports.len()],
-            &session.session_id,
-            ctx.idx == 0,
-            &session.created_tx,
-        )
-        .await?
+        let port = run.ports[(session.home + ctx.idx) % run.ports.len()];
+        ctx.progress.at_port(port);
+        attach(port, &session.session_id, ctx.idx == 0, &session.created_tx).await?
     };
+    ctx.progress.set(Phase::Attached);
     // The prompt's first event may arrive before this client saw the barrier open.
     let mut pending = wait_reading(&mut conn, &run.attached, true).await?;
 
@@ -326,6 +326,7 @@ pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
             .wait_for(|go| *go)
             .await
             .map_err(|_| "the run was never started")?;
+        ctx.progress.set(Phase::Streaming);
         *lock(&session.sent_at) = Some(Instant::now());
         send_id = Some(
             conn.send(
@@ -335,6 +336,7 @@ pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
             .await?,
         );
     }
+    ctx.progress.set(Phase::Streaming);
     loop {
         let (message, received) = match pending.take() {
             Some(first) => first,
@@ -362,6 +364,7 @@ pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
         if is_delta(body) {
             stats.events += 1;
             stats.deltas += 1;
+            ctx.progress.deltas(stats.deltas);
             if let Some(emitted) = delta_stamp(body) {
                 stats.latencies.push(received.saturating_sub(emitted));
             }
@@ -399,8 +402,10 @@ pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
         }
         conn.count_drop_warning(&params);
     }
+    ctx.progress.set(Phase::Idle);
     // The driver reads the server's CPU time once every client is idle, before the checks.
     wait_reading(&mut conn, &run.idled, false).await?;
+    ctx.progress.set(Phase::Checking);
 
     // Every durable event of the turn, as the log has it, must have reached this client.
     let result = conn
@@ -416,6 +421,7 @@ pub(crate) async fn client(ctx: ClientCtx) -> Result<ClientStats, String> {
     stats.durable_lost = lost;
     stats.drops_reported = conn.drops_reported;
     stats.durable_mismatch = out_of_order;
+    ctx.progress.set(Phase::Done);
     Ok(stats)
 }
 

@@ -115,9 +115,10 @@ pub(crate) async fn run_cluster(
         ports.push(port);
     }
     let pids: Vec<Option<u32>> = children.iter().map(Child::id).collect();
+    let tracker = crate::progress::Tracker::default();
     let outcome = tokio::time::timeout(
         Duration::from_secs(args.timeout_secs),
-        drive(args, ports, pids.clone(), k, m),
+        drive(args, ports, pids.clone(), k, m, &tracker),
     )
     .await;
     let peak: Option<u64> = pids
@@ -130,7 +131,13 @@ pub(crate) async fn run_cluster(
     drop(nats);
     let driven = match outcome {
         Ok(driven) => driven?,
-        Err(_) => return Err(format!("timed out after {} s", args.timeout_secs)),
+        Err(_) => {
+            return Err(format!(
+                "timed out after {} s ({})",
+                args.timeout_secs,
+                tracker.summary()
+            ))
+        }
     };
     Ok(result(
         format!("tokio, {nodes} nodes"),

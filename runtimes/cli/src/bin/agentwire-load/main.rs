@@ -37,6 +37,7 @@ mod fd_limit;
 mod floor;
 mod idle;
 mod procfs;
+mod progress;
 mod report;
 
 use std::io::Write as _;
@@ -466,16 +467,23 @@ async fn run_one(
     let (mut child, port) =
         start_with_scenario(server, runtime, &stream_scenario(args, m), &extra).await?;
     let pid = child.id();
+    let tracker = progress::Tracker::default();
     let outcome = tokio::time::timeout(
         Duration::from_secs(args.timeout_secs),
-        drive(args, vec![port], vec![pid], k, m),
+        drive(args, vec![port], vec![pid], k, m, &tracker),
     )
     .await;
     let peak = pid.and_then(procfs::peak_rss_kib);
     let _ = child.kill().await;
     let driven = match outcome {
         Ok(result) => result?,
-        Err(_) => return Err(format!("timed out after {} s", args.timeout_secs)),
+        Err(_) => {
+            return Err(format!(
+                "timed out after {} s ({})",
+                args.timeout_secs,
+                tracker.summary()
+            ))
+        }
     };
     Ok(result(
         runtime.to_owned(),
@@ -553,6 +561,7 @@ pub(crate) async fn drive(
     pids: Vec<Option<u32>>,
     k: usize,
     deltas: u64,
+    tracker: &progress::Tracker,
 ) -> Result<Driven, String> {
     let total = args.sessions * k;
     let run = Arc::new(RunCtx {
@@ -583,6 +592,7 @@ pub(crate) async fn drive(
                 idx,
                 session: session.clone(),
                 run: run.clone(),
+                progress: tracker.client(),
             };
             tasks.push(tokio::spawn(async move {
                 client(ctx).await.map_err(|e| format!("client {idx}: {e}"))
