@@ -363,6 +363,9 @@ fn resume(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
     host.set_last_session(&session_id);
     let mut result = attach_result(host, &session_id);
     result["openCanvases"] = host.open_canvases_json(&session_id);
+    if p.relay_reattach {
+        result[crate::host::RELAY_SESSION_BUSY] = json!(was_active);
+    }
     if !p.disable_resume {
         let mut data = json!({
             "resumeTime": host.now().to_rfc3339(),

@@ -31,6 +31,12 @@ pub(crate) struct AttachParams {
     pub working_directory: Option<String>,
     pub disable_resume: bool,
     pub continue_pending_work: bool,
+    /// `agentwireRelayReattach`: a cluster gateway re-attaching a client it relays (after
+    /// its link broke or its owner died); the answer says whether the session is in a turn
+    /// ([`crate::host::RELAY_SESSION_BUSY`]), so that the gateway can end a turn whose
+    /// `session.idle` its client missed. Not a Copilot SDK field.
+    #[serde(rename = "agentwireRelayReattach")]
+    pub relay_reattach: bool,
     /// `customAgents` (`session.agent.*`).
     pub custom_agents: Vec<Value>,
     /// The BYOK `provider` (`session.provider.getEndpoint`).

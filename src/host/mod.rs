@@ -74,7 +74,7 @@ pub use client_calls::CLIENT_CALL_TIMEOUT;
 pub use config::{HostConfig, McpSpawnPolicy, DEFAULT_OUTBOX_BUDGET};
 pub use outbox::{Outbox, OutboxOverflow};
 pub use output::Output;
-pub use relay_group::{BadRelayFrame, RelayFrame, RELAY_HANDSHAKE_ID};
+pub use relay_group::{BadRelayFrame, RelayFrame, RELAY_HANDSHAKE_ID, RELAY_SESSION_BUSY};
 pub use restore::RestoreError;
 pub use shell::ShellStream;
 pub use tool_ops::{FileReply, FileRequest};

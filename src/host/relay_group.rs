@@ -170,6 +170,12 @@ pub(super) fn group_frame(framing: Framing, head: &[u8], body: &[u8]) -> Bytes {
     buf.freeze()
 }
 
+/// The result field of a `session.resume` that a cluster gateway sent to re-attach a client
+/// (params `agentwireRelayReattach: true`): whether the session's agent is in a turn. A
+/// client that missed the turn's `session.idle` while its link was broken is sent one when
+/// it is not. Clients' own resumes never carry it.
+pub const RELAY_SESSION_BUSY: &str = "agentwireSessionBusy";
+
 /// The id of the handshake request a relaying node replays on the owner
 /// ([`Host::relay_handshake`]); its answer is not the client's.
 pub const RELAY_HANDSHAKE_ID: &str = "agentwire-relay-handshake";

@@ -383,6 +383,13 @@ async fn reattach(
             deliver(host, conn, &frame);
         }
     }
+    // A turn that ended while the link was down: its `session.idle` was lost with it.
+    let now = host
+        .with_host(|_, now| now.to_rfc3339())
+        .unwrap_or_default();
+    for frame in relay.missed_idles(&now) {
+        deliver(host, conn, &frame);
+    }
     for body in held {
         pass_on(node, host, conn, relay, &body).await;
     }

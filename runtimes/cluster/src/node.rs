@@ -16,7 +16,7 @@
 //!   left open (`Host::interrupt_open_turn`). A session owned by a live node is not served
 //!   here (gateways are not built yet): the client gets "session not found".
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -416,7 +416,7 @@ async fn dispatch(
     let mut workers: HashMap<String, UnboundedSender<(Bytes, u64)>> = HashMap::new();
     // Sessions being looked up: one lookup at a time per session, and none of a session this
     // node writes (a second claim by the same node would fence its own writer).
-    let mut loading: std::collections::HashSet<String> = Default::default();
+    let mut loading = Loading::default();
     while let Some(command) = rx.recv().await {
         match command {
             Command::Persist {
@@ -434,7 +434,11 @@ async fn dispatch(
                 workers.insert(session, worker);
             }
             Command::Looked { session } => {
-                loading.remove(&session);
+                if loading.finished(&session) {
+                    // Asked for again while this lookup ran (after it handed the connections
+                    // waiting then, before it ended here): those connections wait for this.
+                    tokio::spawn(look_up(node.clone(), tx.clone(), session));
+                }
             }
             Command::Deleted { session } => {
                 workers.remove(&session);
@@ -452,11 +456,46 @@ async fn dispatch(
                     if let Some(host) = node.host.get() {
                         host.with_host(|host, now| host.finish_session_lookup(now, &session));
                     }
-                } else if loading.insert(session.clone()) {
+                } else if loading.start(&session) {
                     tokio::spawn(look_up(node.clone(), tx.clone(), session));
                 }
             }
         }
+    }
+}
+
+/// The sessions being looked up, one lookup at a time per session, and those asked for again
+/// meanwhile.
+///
+/// A lookup hands the host's connections waiting for the session over (forwarded, restored
+/// or not found) *before* it reports here that it ended. A connection that asks for the
+/// session in between waits for a lookup of its own: it is started when the running one
+/// ends, rather than dropped as a duplicate (which left the connection waiting for ever).
+#[derive(Debug, Default)]
+struct Loading {
+    running: HashSet<String>,
+    again: HashSet<String>,
+}
+
+impl Loading {
+    /// A lookup of `session` is asked for: whether to start one now (none is running).
+    fn start(&mut self, session: &str) -> bool {
+        if self.running.contains(session) {
+            self.again.insert(session.to_owned());
+            return false;
+        }
+        self.running.insert(session.to_owned());
+        true
+    }
+
+    /// The lookup of `session` ended: whether to start another (it was asked for meanwhile;
+    /// it counts as running).
+    fn finished(&mut self, session: &str) -> bool {
+        if self.again.remove(session) {
+            return true;
+        }
+        self.running.remove(session);
+        false
     }
 }
 
@@ -651,4 +690,28 @@ async fn look_up_once(node: &Arc<Node>, tx: &UnboundedSender<Command>, session: 
         }
         host.finish_session_lookup(now, &session);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Loading;
+
+    #[test]
+    fn a_lookup_asked_for_while_one_runs_runs_after_it() {
+        let mut loading = Loading::default();
+        assert!(loading.start("s"));
+        // Asked for again (twice) while it runs: not now, but once more after it.
+        assert!(!loading.start("s"));
+        assert!(!loading.start("s"));
+        assert!(loading.start("t"), "other sessions are looked up at once");
+        assert!(
+            loading.finished("s"),
+            "the waiting connections get their lookup"
+        );
+        assert!(!loading.start("s"), "that lookup runs");
+        assert!(loading.finished("s"));
+        assert!(!loading.finished("s"));
+        assert!(loading.start("s"), "nothing runs any more");
+        assert!(!loading.finished("t"));
+    }
 }

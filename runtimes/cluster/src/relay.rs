@@ -15,6 +15,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
+use agentwire::host::RELAY_SESSION_BUSY;
+
 /// The JSON-RPC error code of requests the dead owner never answered.
 const OWNER_STOPPED: i64 = -32603;
 
@@ -37,6 +39,11 @@ struct Attached {
     /// Durable events delivered from the log after a re-attachment, which the new owner may
     /// send again live: dropped once, until a newer event arrives.
     caught_up: HashSet<String>,
+    /// A turn started (`user.message`, `assistant.turn_start`) and its `session.idle` has not
+    /// reached the client yet.
+    awaiting_idle: bool,
+    /// What the owner answered to the last re-attachment: whether the session is in a turn.
+    owner_busy: Option<bool>,
 }
 
 /// A client request the owner has not answered.
@@ -96,13 +103,25 @@ struct EventParams<'a> {
     event: EventHead<'a>,
 }
 
-/// An event's id and whether it is ephemeral.
+/// An event's id, type and whether it is ephemeral.
 #[derive(Deserialize)]
 struct EventHead<'a> {
     #[serde(borrow, default)]
     id: Option<Cow<'a, str>>,
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Cow<'a, str>>,
     #[serde(default)]
     ephemeral: Option<bool>,
+}
+
+/// How an event of type `kind` moves a session's turn: `Some(true)` a turn started,
+/// `Some(false)` it ended (`session.idle`).
+fn turn_edge(kind: &str) -> Option<bool> {
+    match kind {
+        "user.message" | "assistant.turn_start" => Some(true),
+        "session.idle" => Some(false),
+        _ => None,
+    }
 }
 
 /// A request id as a map key (its compact JSON text).
@@ -210,11 +229,18 @@ impl Relay {
     /// the relay follows).
     fn event_sent(&mut self, message: &OwnerMessage<'_>) -> Option<bool> {
         let params: EventParams<'_> = serde_json::from_str(message.params?.get()).ok()?;
+        let edge = params.event.kind.as_deref().and_then(turn_edge);
         if params.event.ephemeral == Some(true) {
+            // Streaming deltas end here: only a turn's edges are followed.
+            let turn = edge?;
+            self.attached.get_mut(&*params.session_id)?.awaiting_idle = turn;
             return None;
         }
         let event_id = params.event.id?;
         let attached = self.attached.get_mut(&*params.session_id)?;
+        if let Some(turn) = edge {
+            attached.awaiting_idle = turn;
+        }
         if attached.caught_up.remove(&*event_id) {
             return Some(false);
         }
@@ -229,6 +255,13 @@ impl Relay {
             return true;
         };
         if let Some(session) = self.replays.remove(&key) {
+            if let (Some(result), Some(attached)) =
+                (message.result, self.attached.get_mut(&session))
+            {
+                attached.owner_busy = serde_json::from_str::<Value>(result.get())
+                    .ok()
+                    .and_then(|r| r[RELAY_SESSION_BUSY].as_bool());
+            }
             if let Some(error) = message.error {
                 // The new owner refused the re-attachment: the client is no longer attached.
                 self.attached.remove(&session);
@@ -269,8 +302,8 @@ impl Relay {
                     params["sessionId"] = json!(session);
                     let created = pending.method == "session.create";
                     let previous = self.attached.remove(&session);
-                    let (last_event, floor) = previous
-                        .map(|p| (p.last_event, p.floor))
+                    let (last_event, floor, awaiting_idle) = previous
+                        .map(|p| (p.last_event, p.floor, p.awaiting_idle))
                         .unwrap_or_default();
                     if !created && last_event.is_none() && floor.is_none() {
                         self.floors_wanted.push(session.clone());
@@ -283,6 +316,8 @@ impl Relay {
                             last_event,
                             floor,
                             caught_up: HashSet::new(),
+                            awaiting_idle,
+                            owner_busy: None,
                         },
                     );
                 }
@@ -326,6 +361,7 @@ impl Relay {
             let mut params = attached.params.clone();
             params["disableResume"] = json!(true);
             params["continuePendingWork"] = json!(false);
+            params["agentwireRelayReattach"] = json!(true);
             let id = format!("{REPLAY_ID_PREFIX}{}", self.next_replay);
             self.next_replay += 1;
             let body = json!({"jsonrpc": "2.0", "id": id, "method": "session.resume",
@@ -370,6 +406,35 @@ impl Relay {
     /// Whether re-attachments are still unanswered.
     pub(crate) fn reattaching(&self) -> bool {
         !self.replays.is_empty()
+    }
+
+    /// After a re-attachment and its catch-up: a `session.idle` (stamped `timestamp`) for each
+    /// session whose turn the client saw start but not end, when the owner answered that the
+    /// session is not in a turn any more (its `session.idle` was lost with the link). A turn
+    /// still running ends live, as for every client.
+    pub(crate) fn missed_idles(&mut self, timestamp: &str) -> Vec<Bytes> {
+        let mut frames = Vec::new();
+        for (session, attached) in &mut self.attached {
+            let owner_busy = attached.owner_busy.take();
+            if !attached.awaiting_idle || owner_busy != Some(false) {
+                continue;
+            }
+            attached.awaiting_idle = false;
+            let parent = attached.last_event.clone();
+            let seed = format!("{}:idle", parent.as_deref().unwrap_or(session));
+            let idle = json!({
+                "id": derived_id(&seed),
+                "timestamp": timestamp,
+                "parentId": parent,
+                "type": "session.idle",
+                "data": {"mode": "interactive"},
+                "ephemeral": true,
+            });
+            if let Some(frame) = event_notification(session, idle.to_string().as_bytes()) {
+                frames.push(frame);
+            }
+        }
+        frames
     }
 
     /// The events of `session`'s log (`events`, oldest first, as stored) the client has not
@@ -423,7 +488,11 @@ impl Relay {
             frames.push(frame);
             attached.caught_up.insert(id.clone());
             attached.last_event = Some(id.clone());
+            if let Some(turn) = turn_edge(kind) {
+                attached.awaiting_idle = turn;
+            }
             if parsed["type"] == "session.error" && parsed["data"]["errorType"] == "interrupted" {
+                attached.awaiting_idle = false;
                 let idle = json!({
                     "id": derived_id(id),
                     "timestamp": parsed["timestamp"],
@@ -586,5 +655,47 @@ mod tests {
         assert_eq!(relay.catch_up("new", &log).len(), 1);
         let replay: Value = serde_json::from_slice(&relay.reattach()[0]).unwrap();
         assert_eq!(replay["params"]["sessionId"], "new");
+    }
+
+    #[test]
+    fn a_turn_whose_idle_was_lost_is_ended_when_the_owner_says_it_is_not_in_a_turn() {
+        let idle = |id: &str| {
+            json!({"jsonrpc": "2.0", "method": "session.event", "params": {"sessionId": "s",
+                   "event": {"id": id, "timestamp": "t", "parentId": null, "type": "session.idle",
+                             "data": {}, "ephemeral": true}}})
+            .to_string()
+        };
+        let answer = |relay: &mut Relay, busy: bool| {
+            let replay: Value = serde_json::from_slice(&relay.reattach()[0]).unwrap();
+            assert_eq!(replay["params"]["agentwireRelayReattach"], true);
+            let answer = json!({"jsonrpc": "2.0", "id": replay["id"],
+                                "result": {"sessionId": "s", RELAY_SESSION_BUSY: busy}});
+            assert!(!relay.owner_sent(answer.to_string().as_bytes()));
+        };
+        let mut relay = attached_relay();
+        // Nothing started: nothing to end, whatever the owner says.
+        answer(&mut relay, false);
+        assert!(relay.missed_idles("now").is_empty());
+        // A turn started; the link broke before its session.idle.
+        let prompt = event("e1", "user.message", json!({}));
+        assert!(relay.owner_sent(&notification("s", &prompt)));
+        // Still in a turn on the owner: its idle comes live.
+        answer(&mut relay, true);
+        assert!(relay.missed_idles("now").is_empty());
+        // Over on the owner: one idle, after the last event the client has, once.
+        answer(&mut relay, false);
+        let frames = relay.missed_idles("now");
+        assert_eq!(frames.len(), 1);
+        let v: Value = serde_json::from_slice(&frames[0]).unwrap();
+        assert_eq!(v["params"]["sessionId"], "s");
+        assert_eq!(v["params"]["event"]["type"], "session.idle");
+        assert_eq!(v["params"]["event"]["parentId"], "e1");
+        assert_eq!(v["params"]["event"]["ephemeral"], true);
+        assert!(relay.missed_idles("now").is_empty());
+        // A turn whose idle the client did receive needs none.
+        assert!(relay.owner_sent(&notification("s", &event("e2", "user.message", json!({})))));
+        assert!(relay.owner_sent(idle("i2").as_bytes()));
+        answer(&mut relay, false);
+        assert!(relay.missed_idles("now").is_empty());
     }
 }
