@@ -331,3 +331,36 @@ fn a_group_that_falls_a_budget_behind_ends_with_its_reason_and_its_members() {
         .iter()
         .any(|m| m["params"]["event"]["data"]["message"] == "still"));
 }
+
+/// A gateway re-attaching a client it relays (`agentwireRelayReattach`) learns whether the
+/// session is in a turn (so that it can end a turn whose `session.idle` its client missed);
+/// a client's own resume is answered as before.
+#[test]
+fn a_gateways_reattachment_learns_whether_the_session_is_in_a_turn() {
+    use agentwire::host::RELAY_SESSION_BUSY;
+    let mut w = World::new(HostConfig::default());
+    let mut a = w.connect();
+    create(&mut w, &mut a, "busy", json!({"tools": weather_tool()}));
+    create(&mut w, &mut a, "quiet", json!({}));
+    // The turn waits for `a` to answer its permission prompt.
+    w.send_frame(
+        &a,
+        &json!({"jsonrpc": "2.0", "id": 900, "method": "session.send",
+                "params": {"sessionId": "busy", "prompt": "What is the weather in Paris?"}}),
+    );
+    w.pump(&mut [&mut a]);
+    let mut g = w.connect();
+    let mut resume = |w: &mut World, session: &str, relay: bool| -> Value {
+        let mut params = json!({"sessionId": session, "disableResume": true});
+        if relay {
+            params["agentwireRelayReattach"] = json!(true);
+        }
+        let answer = w.call(&mut g, &mut [], "session.resume", params);
+        answer["result"].clone()
+    };
+    assert_eq!(resume(&mut w, "busy", true)[RELAY_SESSION_BUSY], true);
+    assert_eq!(resume(&mut w, "quiet", true)[RELAY_SESSION_BUSY], false);
+    assert!(resume(&mut w, "busy", false)
+        .get(RELAY_SESSION_BUSY)
+        .is_none());
+}
