@@ -436,3 +436,34 @@ fn a_relayed_delta_costs_one_allocation() {
     let dropped = warnings(&p)[0]["data"]["droppedCount"].as_u64().unwrap() as usize;
     assert_eq!(dropped + received_deltas(&p), 1000);
 }
+
+/// Deltas the gateway lost with a link that broke for good (`Host::forwarded_deltas_lost`)
+/// are reported with those the client dropped itself, in one warning before the next durable
+/// event; a reader that kept up otherwise gets exactly the lost count.
+#[test]
+fn deltas_lost_with_a_broken_link_are_reported_before_the_next_durable_event() {
+    let (mut b, mut p) = forwarded_client(64 * 1024);
+    relay(&mut b, &p, &durable("e1"));
+    relay(&mut b, &p, &delta(0));
+    b.pump(&mut [&mut p]);
+    b.host.forwarded_deltas_lost(b.now, p.conn, SESSION, 7);
+    // Nothing is said until the next durable event of the session.
+    b.pump(&mut [&mut p]);
+    assert!(warnings(&p).is_empty());
+    relay(&mut b, &p, &durable("e2"));
+    relay(&mut b, &p, &idle("i1"));
+    b.pump(&mut [&mut p]);
+    let events = p.events(SESSION);
+    let warned = warnings(&p);
+    assert_eq!(warned.len(), 1, "{events:?}");
+    assert_eq!(warned[0]["data"]["droppedCount"], 7);
+    assert_eq!(warned[0]["parentId"], "e1");
+    let warning = index_of(&events, |e| e["type"] == "session.warning");
+    assert!(warning < index_of(&events, |e| e["id"] == "e2"));
+    assert!(closed(&mut b).is_empty());
+    // Nothing lost: nothing reported.
+    b.host.forwarded_deltas_lost(b.now, p.conn, SESSION, 0);
+    relay(&mut b, &p, &durable("e3"));
+    b.pump(&mut [&mut p]);
+    assert_eq!(warnings(&p).len(), 1);
+}

@@ -10,6 +10,16 @@ use agentwire::host::{ConnId, HostConfig, Output, RelayFrame};
 use host_world::*;
 use serde_json::{json, Value};
 
+/// A member's frame body as the gateway hands it to its client: an attach answer without the
+/// owner's count of the session's deltas (the gateway's own, see `RELAY_DELTAS_EMITTED`).
+fn as_delivered(body: &[u8]) -> Value {
+    let mut v: Value = serde_json::from_slice(body).unwrap();
+    if let Some(result) = v.get_mut("result").and_then(Value::as_object_mut) {
+        result.remove(agentwire::host::RELAY_DELTAS_EMITTED);
+    }
+    v
+}
+
 /// The gateway's side of a group in miniature: decodes the group connection's frames and
 /// hands each body to the members it names.
 struct Gateway {
@@ -49,7 +59,7 @@ impl Gateway {
             match RelayFrame::parse(&body).unwrap() {
                 RelayFrame::All(body) => {
                     for m in members.iter_mut() {
-                        m.inbox.push(serde_json::from_slice(body).unwrap());
+                        m.inbox.push(as_delivered(body));
                     }
                 }
                 RelayFrame::To { members: to, body } => {
@@ -58,7 +68,7 @@ impl Gateway {
                             .iter_mut()
                             .find(|m| m.conn.as_u64() == id)
                             .expect("addressed to a member");
-                        m.inbox.push(serde_json::from_slice(body).unwrap());
+                        m.inbox.push(as_delivered(body));
                     }
                 }
                 RelayFrame::GroupEnded { reason } => {
@@ -363,4 +373,68 @@ fn a_gateways_reattachment_learns_whether_the_session_is_in_a_turn() {
     assert!(resume(&mut w, "busy", false)
         .get(RELAY_SESSION_BUSY)
         .is_none());
+}
+
+/// A relay group member's attach answer carries the session's count of streaming deltas
+/// (`RELAY_DELTAS_EMITTED`), from which its gateway counts what the client loses with a
+/// broken link; an ordinary connection's answer does not.
+#[test]
+fn a_members_resume_answer_counts_the_sessions_deltas() {
+    use agentwire::host::RELAY_DELTAS_EMITTED;
+    let mut w = World::new(HostConfig::default());
+    let mut a = w.connect();
+    create(
+        &mut w,
+        &mut a,
+        "s",
+        json!({"streaming": true, "requestPermission": false}),
+    );
+    w.send_frame(
+        &a,
+        &json!({"jsonrpc": "2.0", "id": 900, "method": "session.send",
+                "params": {"sessionId": "s", "prompt": "hello"}}),
+    );
+    w.pump(&mut [&mut a]);
+    w.run_timers(&mut [&mut a]);
+    let deltas = a
+        .inbox
+        .iter()
+        .filter(|m| {
+            m["params"]["event"]["type"]
+                .as_str()
+                .is_some_and(agentwire::is_streaming_delta_type)
+        })
+        .count() as u64;
+    assert!(deltas > 0, "the turn streamed");
+    let group = w.host.open(w.now, Framing::ContentLength);
+    let mut member = w.connect();
+    assert!(w.host.join_relay_group(member.conn, group));
+    w.send_frame(
+        &member,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "session.resume",
+                "params": {"sessionId": "s", "streaming": true}}),
+    );
+    w.pump(&mut [&mut member]);
+    let mut decoder = FrameDecoder::new(Framing::ContentLength, FrameLimits::default());
+    for frame in w.stash.remove(&group).unwrap_or_default() {
+        decoder.push(&frame).unwrap();
+    }
+    let mut answer = None;
+    while let Some(body) = decoder.next_frame().unwrap() {
+        if let Ok(RelayFrame::To { body, .. }) = RelayFrame::parse(&body) {
+            let v: Value = serde_json::from_slice(body).unwrap();
+            if v["id"] == 1 {
+                answer = Some(v);
+            }
+        }
+    }
+    let answer = answer.expect("the member's resume answered in its group");
+    assert_eq!(answer["result"][RELAY_DELTAS_EMITTED], json!([deltas, 0]));
+    let plain = w.call(
+        &mut a,
+        &mut [],
+        "session.resume",
+        json!({"sessionId": "s", "streaming": true}),
+    );
+    assert!(plain["result"].get(RELAY_DELTAS_EMITTED).is_none());
 }

@@ -366,6 +366,9 @@ fn resume(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
     if p.relay_reattach {
         result[crate::host::RELAY_SESSION_BUSY] = json!(was_active);
     }
+    if host.is_relay_member(conn) {
+        result[crate::host::RELAY_DELTAS_EMITTED] = json!(host.deltas_emitted(&session_id));
+    }
     if !p.disable_resume {
         let mut data = json!({
             "resumeTime": host.now().to_rfc3339(),

@@ -51,6 +51,9 @@ impl Host {
             });
         }
         let droppable = ephemeral && event.is_streaming_delta();
+        if droppable {
+            live.deltas_emitted[usize::from(agent_id.is_some())] += 1;
+        }
         self.deliver_event(session_id, &event, droppable, only, agent_id.is_some())?;
         if !ephemeral {
             self.session_changed(SessionChange::Updated, session_id);

@@ -257,6 +257,31 @@ impl Host {
         Some(frame_body(c.framing, &body))
     }
 
+    /// The relaying node lost `lost` streaming deltas of `session` on their way to the forwarded
+    /// connection `conn` (a link to the owner broke for good): they are reported with those
+    /// the client dropped itself, in the same `events_dropped` warning before the next
+    /// durable event of the session (see [`Host::deliver_forwarded`]). When the connection
+    /// has drops of another session still unreported, they are reported together there.
+    pub fn forwarded_deltas_lost(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        session: &str,
+        lost: u64,
+    ) {
+        self.advance_time(now);
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if !c.forwarded || c.closing || lost == 0 {
+            return;
+        }
+        c.outbox.count_lost(lost);
+        if c.drop_session.is_none() {
+            c.drop_session = Some(session.to_owned());
+        }
+    }
+
     /// Ends a forwarded connection: what is queued for it is written, then `reason` as a
     /// JSON-RPC error, then the connection is closed ([`Output::Close`]), e.g. when the owner
     /// node died (the answers the runtime gave its unanswered requests reach it first).

@@ -74,7 +74,9 @@ pub use client_calls::CLIENT_CALL_TIMEOUT;
 pub use config::{HostConfig, McpSpawnPolicy, DEFAULT_OUTBOX_BUDGET};
 pub use outbox::{Outbox, OutboxOverflow};
 pub use output::Output;
-pub use relay_group::{BadRelayFrame, RelayFrame, RELAY_HANDSHAKE_ID, RELAY_SESSION_BUSY};
+pub use relay_group::{
+    BadRelayFrame, RelayFrame, RELAY_DELTAS_EMITTED, RELAY_HANDSHAKE_ID, RELAY_SESSION_BUSY,
+};
 pub use restore::RestoreError;
 pub use shell::ShellStream;
 pub use tool_ops::{FileReply, FileRequest};
@@ -122,6 +124,9 @@ struct Live {
     client_transport: bool,
     /// The session's MCP servers.
     mcp: mcp::McpServers,
+    /// Streaming deltas emitted since the session was loaded: the main agent's and the
+    /// sub-agents' (a gateway counts what its relayed clients lost with a broken link).
+    deltas_emitted: [u64; 2],
 }
 
 /// The protocol host. See the crate docs for the run loop.

@@ -446,6 +446,12 @@ impl Outbox {
         self.count_drop(dropped);
     }
 
+    /// Counts `n` frames lost before they reached this queue (a gateway's broken link) among
+    /// the drops to report.
+    pub(crate) fn count_lost(&mut self, n: u64) {
+        self.count_drop(n);
+    }
+
     fn count_drop(&mut self, n: u64) {
         self.dropped += n;
         self.dropped_unreported += n;

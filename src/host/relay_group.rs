@@ -176,6 +176,13 @@ pub(super) fn group_frame(framing: Framing, head: &[u8], body: &[u8]) -> Bytes {
 /// it is not. Clients' own resumes never carry it.
 pub const RELAY_SESSION_BUSY: &str = "agentwireSessionBusy";
 
+/// The result field of a `session.create` / `session.resume` answered to a relay group member
+/// (a client a cluster gateway relays): the streaming deltas the session emitted so far,
+/// `[main agent, sub-agents]`. The gateway takes it out of the answer, counts the deltas it
+/// relays, and so knows how many its client lost when a link breaks and the client is
+/// attached again to the same owner.
+pub const RELAY_DELTAS_EMITTED: &str = "agentwireDeltasEmitted";
+
 /// The id of the handshake request a relaying node replays on the owner
 /// ([`Host::relay_handshake`]); its answer is not the client's.
 pub const RELAY_HANDSHAKE_ID: &str = "agentwire-relay-handshake";

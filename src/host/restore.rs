@@ -77,6 +77,7 @@ impl Host {
             canvases: Default::default(),
             states: Vec::new(),
             mcp: Default::default(),
+            deltas_emitted: [0; 2],
         }
     }
 

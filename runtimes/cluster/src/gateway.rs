@@ -231,7 +231,10 @@ async fn pass_on(
                 Err(e) => warn!(%session, error = %e, "cannot read the log's end after a resume"),
             }
         }
-        deliver(host, conn, body);
+        match relay.take_rewritten() {
+            Some(rewritten) => deliver(host, conn, &rewritten),
+            None => deliver(host, conn, body),
+        }
     }
     false
 }
@@ -332,6 +335,9 @@ async fn reattach(
             }
         }
     }
+    if matches!(lost, Lost::Died(_)) {
+        relay.owner_changed();
+    }
     // A connection with no session attached: this node serves it from now on.
     let target = target.unwrap_or(Target::Local);
     let mut link = match &target {
@@ -368,6 +374,11 @@ async fn reattach(
             "{what} and the new owner refused to take this client back to session {session} \
              ({why}); reconnect and resume the session"
         ));
+    }
+    // Streaming deltas lost with the link, reported before the catch-up's first durable event.
+    for (session, lost) in relay.take_gaps() {
+        info!(%session, lost, "streaming deltas lost with the link");
+        host.with_host(|host, now| host.forwarded_deltas_lost(now, conn, &session, lost));
     }
     for session in relay.sessions() {
         let subject = node.layout.log_subject(&session);

@@ -15,7 +15,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use agentwire::host::RELAY_SESSION_BUSY;
+use agentwire::host::{RELAY_DELTAS_EMITTED, RELAY_SESSION_BUSY};
+use agentwire::is_streaming_delta_type;
 
 /// The JSON-RPC error code of requests the dead owner never answered.
 const OWNER_STOPPED: i64 = -32603;
@@ -44,6 +45,15 @@ struct Attached {
     awaiting_idle: bool,
     /// What the owner answered to the last re-attachment: whether the session is in a turn.
     owner_busy: Option<bool>,
+    /// The client asked for streaming deltas (`streaming: true`), and for the sub-agents'
+    /// too (`includeSubAgentStreamingEvents`, on unless `false`).
+    streaming: [bool; 2],
+    /// The deltas the session had emitted on the owner when the client was (re-)attached
+    /// there ([`RELAY_DELTAS_EMITTED`]: main agent, sub-agents); `None` when not known (the
+    /// owner changed).
+    deltas_base: Option<[u64; 2]>,
+    /// The deltas relayed to the client since then.
+    deltas_received: [u64; 2],
 }
 
 /// A client request the owner has not answered.
@@ -73,6 +83,12 @@ pub(crate) struct Relay {
     refused: Vec<(String, String)>,
     /// Resumed sessions whose floor is to be read (see [`Relay::floors_wanted`]).
     floors_wanted: Vec<String>,
+    /// Streaming deltas the client lost with a broken link, found at its re-attachment:
+    /// (session, count).
+    gaps: Vec<(String, u64)>,
+    /// The body to deliver instead of the owner's last frame (an attach answer without the
+    /// relay's own field).
+    rewritten: Option<Bytes>,
 }
 
 /// A JSON object's members, borrowed.
@@ -112,6 +128,9 @@ struct EventHead<'a> {
     kind: Option<Cow<'a, str>>,
     #[serde(default)]
     ephemeral: Option<bool>,
+    /// Present on a sub-agent's events.
+    #[serde(rename = "agentId", default)]
+    agent_id: Option<serde::de::IgnoredAny>,
 }
 
 /// How an event of type `kind` moves a session's turn: `Some(true)` a turn started,
@@ -121,6 +140,30 @@ fn turn_edge(kind: &str) -> Option<bool> {
         "user.message" | "assistant.turn_start" => Some(true),
         "session.idle" => Some(false),
         _ => None,
+    }
+}
+
+/// The owner's [`RELAY_DELTAS_EMITTED`] in an attach answer's `result`.
+fn deltas_emitted(result: &Value) -> Option<[u64; 2]> {
+    let counts = result.get(RELAY_DELTAS_EMITTED)?.as_array()?;
+    Some([counts.first()?.as_u64()?, counts.get(1)?.as_u64()?])
+}
+
+impl Attached {
+    /// The deltas the client should have received between its last attachment and one the
+    /// owner answered with `now`, less those it did: `None` when that is not known (no base,
+    /// no count, or counts that went back: not the same session state) or nothing was lost.
+    fn deltas_lost(&self, now: Option<[u64; 2]>) -> Option<u64> {
+        let (base, now) = (self.deltas_base?, now?);
+        let mut lost = 0;
+        for class in 0..2 {
+            if !self.streaming[0] || !self.streaming[class] {
+                continue;
+            }
+            let emitted = now[class].checked_sub(base[class])?;
+            lost += emitted.saturating_sub(self.deltas_received[class]);
+        }
+        (lost > 0).then_some(lost)
     }
 }
 
@@ -231,9 +274,17 @@ impl Relay {
         let params: EventParams<'_> = serde_json::from_str(message.params?.get()).ok()?;
         let edge = params.event.kind.as_deref().and_then(turn_edge);
         if params.event.ephemeral == Some(true) {
-            // Streaming deltas end here: only a turn's edges are followed.
-            let turn = edge?;
-            self.attached.get_mut(&*params.session_id)?.awaiting_idle = turn;
+            let attached = self.attached.get_mut(&*params.session_id)?;
+            if params
+                .event
+                .kind
+                .as_deref()
+                .is_some_and(is_streaming_delta_type)
+            {
+                attached.deltas_received[usize::from(params.event.agent_id.is_some())] += 1;
+            }
+            // Of the other ephemeral events, only a turn's edges are followed.
+            attached.awaiting_idle = edge.unwrap_or(attached.awaiting_idle);
             return None;
         }
         let event_id = params.event.id?;
@@ -258,9 +309,14 @@ impl Relay {
             if let (Some(result), Some(attached)) =
                 (message.result, self.attached.get_mut(&session))
             {
-                attached.owner_busy = serde_json::from_str::<Value>(result.get())
-                    .ok()
-                    .and_then(|r| r[RELAY_SESSION_BUSY].as_bool());
+                let result = serde_json::from_str::<Value>(result.get()).unwrap_or_default();
+                attached.owner_busy = result[RELAY_SESSION_BUSY].as_bool();
+                let now = deltas_emitted(&result);
+                if let Some(lost) = attached.deltas_lost(now) {
+                    self.gaps.push((session.clone(), lost));
+                }
+                attached.deltas_base = now;
+                attached.deltas_received = [0; 2];
             }
             if let Some(error) = message.error {
                 // The new owner refused the re-attachment: the client is no longer attached.
@@ -282,12 +338,19 @@ impl Relay {
         let Some(result) = message.result else {
             return true;
         };
-        let result = match pending.method.as_str() {
+        let mut result = match pending.method.as_str() {
             "session.create" | "session.resume" => {
                 serde_json::from_str::<Value>(result.get()).unwrap_or(Value::Null)
             }
             _ => Value::Null,
         };
+        // The owner's count of the session's deltas is the relay's, not the client's.
+        let emitted = deltas_emitted(&result);
+        if let Some(fields) = result.as_object_mut() {
+            if fields.remove(RELAY_DELTAS_EMITTED).is_some() {
+                self.rewritten = Some(response(&pending.id, Ok(result.clone())));
+            }
+        }
         match pending.method.as_str() {
             "session.create" | "session.resume" => {
                 let mut params = pending.attach.unwrap_or(Value::Null);
@@ -301,6 +364,12 @@ impl Relay {
                 if let Some(session) = session {
                     params["sessionId"] = json!(session);
                     let created = pending.method == "session.create";
+                    let streaming = [
+                        params["streaming"] == true,
+                        params["includeSubAgentStreamingEvents"] != false,
+                    ];
+                    // A created session starts with no delta.
+                    let deltas_base = emitted.or(created.then_some([0; 2]));
                     let previous = self.attached.remove(&session);
                     let (last_event, floor, awaiting_idle) = previous
                         .map(|p| (p.last_event, p.floor, p.awaiting_idle))
@@ -318,6 +387,9 @@ impl Relay {
                             caught_up: HashSet::new(),
                             awaiting_idle,
                             owner_busy: None,
+                            streaming,
+                            deltas_base,
+                            deltas_received: [0; 2],
                         },
                     );
                 }
@@ -330,6 +402,26 @@ impl Relay {
             _ => {}
         }
         true
+    }
+
+    /// The body to deliver instead of the frame [`Relay::owner_sent`] just said to deliver,
+    /// if it was rewritten.
+    pub(crate) fn take_rewritten(&mut self) -> Option<Bytes> {
+        self.rewritten.take()
+    }
+
+    /// The sessions are about to be attached to another owner, whose delta counts are its
+    /// own: what the client lost meanwhile cannot be counted.
+    pub(crate) fn owner_changed(&mut self) {
+        for attached in self.attached.values_mut() {
+            attached.deltas_base = None;
+        }
+    }
+
+    /// The streaming deltas the client lost with the link, per session, found as the
+    /// re-attachments were answered (report them before the catch-up).
+    pub(crate) fn take_gaps(&mut self) -> Vec<(String, u64)> {
+        std::mem::take(&mut self.gaps)
     }
 
     /// The sessions the client is attached to through this relay.
@@ -697,5 +789,67 @@ mod tests {
         assert!(relay.owner_sent(idle("i2").as_bytes()));
         answer(&mut relay, false);
         assert!(relay.missed_idles("now").is_empty());
+    }
+
+    #[test]
+    fn deltas_lost_with_a_broken_link_are_counted_from_the_owners_counts() {
+        let delta = |id: &str, sub: bool| {
+            let mut event = json!({"id": id, "timestamp": "t", "parentId": null,
+                                   "type": "assistant.message_delta",
+                                   "data": {"deltaContent": "x"}, "ephemeral": true});
+            if sub {
+                event["agentId"] = json!("sub");
+            }
+            json!({"jsonrpc": "2.0", "method": "session.event",
+                   "params": {"sessionId": "s", "event": event}})
+            .to_string()
+        };
+        let attach = |params: Value, emitted: [u64; 2]| {
+            let mut relay = Relay::default();
+            let request = json!({"jsonrpc": "2.0", "id": 1, "method": "session.resume",
+                                 "params": params});
+            relay.client_sent(request.to_string().as_bytes());
+            let answer = json!({"jsonrpc": "2.0", "id": 1,
+                                "result": {"sessionId": "s", RELAY_DELTAS_EMITTED: emitted}});
+            assert!(relay.owner_sent(answer.to_string().as_bytes()));
+            // The client gets the answer without the relay's field.
+            let delivered: Value =
+                serde_json::from_slice(&relay.take_rewritten().expect("rewritten")).unwrap();
+            assert_eq!(delivered["id"], 1);
+            assert_eq!(delivered["result"], json!({"sessionId": "s"}));
+            relay
+        };
+        let reattached = |relay: &mut Relay, emitted: [u64; 2]| {
+            let replay: Value = serde_json::from_slice(&relay.reattach()[0]).unwrap();
+            let answer = json!({"jsonrpc": "2.0", "id": replay["id"],
+                                "result": {"sessionId": "s", RELAY_DELTAS_EMITTED: emitted}});
+            assert!(!relay.owner_sent(answer.to_string().as_bytes()));
+            relay.take_gaps()
+        };
+        let streaming = json!({"sessionId": "s", "streaming": true});
+        let mut relay = attach(streaming.clone(), [5, 1]);
+        for id in ["d1", "d2", "d3"] {
+            assert!(relay.owner_sent(delta(id, false).as_bytes()));
+        }
+        assert!(relay.owner_sent(delta("d4", true).as_bytes()));
+        // 12 - 5 main deltas emitted, 3 received; 3 - 1 sub-agent deltas, 1 received.
+        assert_eq!(reattached(&mut relay, [12, 3]), [("s".to_owned(), 5)]);
+        // Counted from the re-attachment on: nothing lost since.
+        assert!(relay.owner_sent(delta("d5", false).as_bytes()));
+        assert!(reattached(&mut relay, [13, 3]).is_empty());
+        // A new owner counts its own deltas: nothing can be said.
+        relay.owner_changed();
+        assert!(reattached(&mut relay, [2, 0]).is_empty());
+        assert!(reattached(&mut relay, [4, 0]) == [("s".to_owned(), 2)]);
+
+        // Without sub-agent streaming only the main agent's deltas count; without streaming
+        // none do.
+        let mut relay = attach(
+            json!({"sessionId": "s", "streaming": true, "includeSubAgentStreamingEvents": false}),
+            [0, 0],
+        );
+        assert_eq!(reattached(&mut relay, [2, 9]), [("s".to_owned(), 2)]);
+        let mut relay = attach(json!({"sessionId": "s"}), [0, 0]);
+        assert!(reattached(&mut relay, [2, 9]).is_empty());
     }
 }
