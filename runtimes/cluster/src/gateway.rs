@@ -24,7 +24,8 @@
 //!
 //! The client's later frames wait while this happens, then go to the new owner.
 //!
-//! When the link itself breaks (a message lost or silence, [`crate::link_messages`]) and A
+//! When the link itself breaks (a lost message not sent again in time, or silence,
+//! [`crate::link_messages`]) and A
 //! still answers, the same steps re-attach the client to A over a new link (step 2 is skipped:
 //! A still owns the sessions); when A does not answer, it is treated as gone.
 

@@ -13,9 +13,12 @@
 //! it sent ([`crate::link_messages`]); a frame larger than the server's `max_payload` travels
 //! as several messages.
 //!
-//! Core NATS delivers at most once, so a message can be lost: a skipped number, a heartbeat
-//! naming a number never received, or five seconds without any message **breaks** the link
-//! (or the group, and so the links of all its clients). A sees a broken link as if B died:
+//! Core NATS delivers at most once, so a message can be lost: a skipped number or a heartbeat
+//! naming a number never received makes the receiver ask for it again, and the sender, which
+//! keeps its latest messages, publishes it again ([`resend_subject`]). A loss that is not
+//! repaired in time (or that the sender no longer keeps), or five seconds without any message,
+//! **breaks** the link (or the group, and so the links of all its clients). A sees a broken
+//! link as if B died:
 //! the relayed connection ends, and A says so in the group. B re-attaches the client to A over
 //! a new link (as after a takeover, [`crate::gateway`]) when A still answers, and treats A as
 //! dead otherwise.
