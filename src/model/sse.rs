@@ -126,6 +126,11 @@ struct Fields {
     in_place: Option<(usize, usize)>,
     /// Whether a `data` field was seen for the event being assembled.
     has_data: bool,
+    /// The bytes the event's data values took on the wire, each plus one for its `\n`: what
+    /// the size limit counts (not `data`'s length, which grows by a replacement character
+    /// per invalid byte, and only once a value is moved out of the input buffer, so it
+    /// would make the limit depend on where the input was split).
+    data_bytes: usize,
     event_type: String,
     last_id: String,
     retry_ms: Option<u64>,
@@ -304,6 +309,7 @@ impl SseDecoder {
             self.buf = Vec::new();
             self.start = 0;
             self.fields.data = String::new();
+            self.fields.data_bytes = 0;
             self.fields.in_place = None;
             return Err(e);
         }
@@ -346,6 +352,7 @@ impl Fields {
         let value = &line[value_from..];
         match field {
             b"data" => {
+                self.data_bytes += value.len() + 1;
                 if !self.has_data {
                     self.has_data = true;
                     self.in_place = Some((from + value_from, to));
@@ -373,7 +380,7 @@ impl Fields {
 
     /// The bytes the event's data counts towards the limit (each value plus `\n`).
     fn data_len(&self) -> usize {
-        self.data.len() + self.in_place.map_or(0, |(from, to)| to - from + 1)
+        self.data_bytes
     }
 
     /// Moves an in-place data value into the data buffer.
@@ -401,6 +408,7 @@ impl Fields {
             self.has_data = false;
             self.in_place = None;
             self.data.clear();
+            self.data_bytes = 0;
             self.event_type.clear();
         }
     }
@@ -445,6 +453,22 @@ mod tests {
 
     fn data(events: &[SseEvent]) -> Vec<&str> {
         events.iter().map(|e| e.data.as_str()).collect()
+    }
+
+    /// The size limit counts the data's bytes as they came: a value with invalid UTF-8 (each
+    /// byte a 3-byte replacement character once decoded) counts the same whether the input
+    /// was split after it or not (found by `tests/model_props.rs`).
+    #[test]
+    fn the_size_limit_does_not_depend_on_the_split_with_invalid_utf8() {
+        let stream: &[u8] = b"data: \xff\xff\xff\xff\nevent: x\n\n";
+        let limits = SseLimits {
+            max_event_bytes: 14,
+        };
+        let whole = decode_chunks(&[stream], limits.clone());
+        assert_eq!(whole.1, None);
+        assert_eq!(data(&whole.0), ["\u{fffd}\u{fffd}\u{fffd}\u{fffd}"]);
+        let split = decode_chunks(&[&stream[..13], &stream[13..]], limits);
+        assert_eq!(split, whole);
     }
 
     #[test]
