@@ -464,7 +464,7 @@ mod tests {
         let limits = SseLimits {
             max_event_bytes: 14,
         };
-        let whole = decode_chunks(&[stream], limits.clone());
+        let whole = decode_chunks(&[stream], limits);
         assert_eq!(whole.1, None);
         assert_eq!(data(&whole.0), ["\u{fffd}\u{fffd}\u{fffd}\u{fffd}"]);
         let split = decode_chunks(&[&stream[..13], &stream[13..]], limits);
