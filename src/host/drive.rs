@@ -153,21 +153,6 @@ impl Host {
         }
     }
 
-    /// The streaming deltas `session` emitted since it was loaded here: the main agent's and
-    /// the sub-agents' (`[0, 0]` when it is not loaded).
-    pub(crate) fn deltas_emitted(&self, session: &str) -> [u64; 2] {
-        self.sessions
-            .get(session)
-            .map_or([0; 2], |l| l.deltas_emitted)
-    }
-
-    /// Whether `conn` is a member of a relay group (a client a cluster gateway relays here).
-    pub(crate) fn is_relay_member(&self, conn: ConnId) -> bool {
-        self.conns
-            .get(&conn)
-            .is_some_and(|c| matches!(c.relay, super::relay_group::RelayRole::Member(_)))
-    }
-
     /// Whether the session's agent is in a turn.
     pub(crate) fn session_busy(&self, session: &str) -> bool {
         self.sessions

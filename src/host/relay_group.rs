@@ -279,6 +279,21 @@ impl Host {
         self.runtime_stopping = true;
     }
 
+    /// The streaming deltas `session` emitted since it was loaded here: the main agent's and
+    /// the sub-agents' (`[0, 0]` when it is not loaded).
+    pub(crate) fn deltas_emitted(&self, session: &str) -> [u64; 2] {
+        self.sessions
+            .get(session)
+            .map_or([0; 2], |l| l.deltas_emitted)
+    }
+
+    /// Whether `conn` is a member of a relay group (a client a cluster gateway relays here).
+    pub(crate) fn is_relay_member(&self, conn: ConnId) -> bool {
+        self.conns
+            .get(&conn)
+            .is_some_and(|c| matches!(c.relay, RelayRole::Member(_)))
+    }
+
     /// Queues `body` for the members `members` of `group`.
     pub(super) fn queue_for_members(&mut self, group: ConnId, members: &[ConnId], body: &[u8]) {
         self.queue_on_group(group, &addressed_head(members), body);

@@ -193,6 +193,27 @@ fn event_notification(session: &str, event: &[u8]) -> Option<Bytes> {
     Some(Bytes::from(body.to_string()))
 }
 
+/// The `session.event` notification of a `session.idle` the gateway adds for its client (the
+/// owner's was lost, or ended with it): its id derived from `seed`, with `timestamp`,
+/// `parent` and `data`.
+fn idle_notification(
+    session: &str,
+    seed: &str,
+    timestamp: &Value,
+    parent: &Value,
+    data: Value,
+) -> Option<Bytes> {
+    let idle = json!({
+        "id": derived_id(seed),
+        "timestamp": timestamp,
+        "parentId": parent,
+        "type": "session.idle",
+        "data": data,
+        "ephemeral": true,
+    });
+    event_notification(session, idle.to_string().as_bytes())
+}
+
 /// A UUID-shaped id derived from `seed` (the synthetic events' ids are stable per seed).
 fn derived_id(seed: &str) -> String {
     let mut a: u64 = 0xCBF2_9CE4_8422_2325;
@@ -272,15 +293,11 @@ impl Relay {
     /// the relay follows).
     fn event_sent(&mut self, message: &OwnerMessage<'_>) -> Option<bool> {
         let params: EventParams<'_> = serde_json::from_str(message.params?.get()).ok()?;
-        let edge = params.event.kind.as_deref().and_then(turn_edge);
+        let kind = params.event.kind.as_deref().unwrap_or_default();
+        let edge = turn_edge(kind);
         if params.event.ephemeral == Some(true) {
             let attached = self.attached.get_mut(&*params.session_id)?;
-            if params
-                .event
-                .kind
-                .as_deref()
-                .is_some_and(is_streaming_delta_type)
-            {
+            if is_streaming_delta_type(kind) {
                 attached.deltas_received[usize::from(params.event.agent_id.is_some())] += 1;
             }
             // Of the other ephemeral events, only a turn's edges are followed.
@@ -514,17 +531,14 @@ impl Relay {
             attached.awaiting_idle = false;
             let parent = attached.last_event.clone();
             let seed = format!("{}:idle", parent.as_deref().unwrap_or(session));
-            let idle = json!({
-                "id": derived_id(&seed),
-                "timestamp": timestamp,
-                "parentId": parent,
-                "type": "session.idle",
-                "data": {"mode": "interactive"},
-                "ephemeral": true,
-            });
-            if let Some(frame) = event_notification(session, idle.to_string().as_bytes()) {
-                frames.push(frame);
-            }
+            let data = json!({"mode": "interactive"});
+            frames.extend(idle_notification(
+                session,
+                &seed,
+                &json!(timestamp),
+                &json!(parent),
+                data,
+            ));
         }
         frames
     }
@@ -585,17 +599,14 @@ impl Relay {
             }
             if parsed["type"] == "session.error" && parsed["data"]["errorType"] == "interrupted" {
                 attached.awaiting_idle = false;
-                let idle = json!({
-                    "id": derived_id(id),
-                    "timestamp": parsed["timestamp"],
-                    "parentId": id,
-                    "type": "session.idle",
-                    "data": {"aborted": true, "mode": "interactive"},
-                    "ephemeral": true,
-                });
-                if let Some(frame) = event_notification(session, idle.to_string().as_bytes()) {
-                    frames.push(frame);
-                }
+                let data = json!({"aborted": true, "mode": "interactive"});
+                frames.extend(idle_notification(
+                    session,
+                    id,
+                    &parsed["timestamp"],
+                    &json!(id),
+                    data,
+                ));
             }
         }
         frames
