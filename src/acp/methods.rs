@@ -7,13 +7,16 @@
 //! | `session/new` | a new session in `cwd` (the client's, not the process's); its stdio `mcpServers` start with it (see docs/mcp.md) |
 //! | `session/load` | replays the whole persisted history as `session/update`s, then answers `{modes, configOptions}`; an unknown id is `-32002` with `data.sessionId` |
 //! | `session/resume` | attaches without replay |
-//!
-//! `session/load` and `session/resume` start the `mcpServers` they name that are not running.
 //! | `session/list` | sessions with a working directory, newest first (`cwd` filter; no paging) |
 //! | `session/prompt` | runs a turn; answered with a `stopReason` once the turn ends, after all its updates |
 //! | `session/set_mode`, `session/set_config_option` | the modes and options of [`modes`](super::modes) |
 //! | `session/close` | cancels this connection's turn (answered `cancelled`) and detaches it; the session stays loaded |
 //! | `session/delete` | cancels the session's work and removes it |
+//!
+//! `session/load` and `session/resume` start the `mcpServers` they name that are not running.
+//! With [`RELAY_REPLAY_AFTER`](super::RELAY_REPLAY_AFTER) in their `_meta`, both replay the
+//! events after the one it names (how a cluster gateway re-attaches an editor), and a relay
+//! group member gets its [`RELAY_POSITION`](super::RELAY_POSITION) before the answer.
 //!
 //! Notifications: `session/cancel` (the turn ends with `stopReason: "cancelled"`, never an
 //! error) and `$/cancel_request` (a running `session/prompt` is cancelled the same way; every
@@ -229,15 +232,40 @@ fn load_session(
     let Some(session) = host.session_mut(&p.session_id) else {
         return Err(session_not_found(&p.session_id));
     };
+    // What to replay: everything (`session/load`), nothing (`session/resume`), or what
+    // follows the event a relaying gateway names (its client has the rest).
+    let from = match p.replay_after() {
+        Some(after) => match session.events().iter().position(|e| e.id == after) {
+            Some(at) => Some(at + 1),
+            None => {
+                return Err(ErrorObject::new(
+                    code::INVALID_PARAMS,
+                    format!(
+                        "Invalid params: event {after} is not in session {}'s history",
+                        p.session_id
+                    ),
+                ))
+            }
+        },
+        None => replay.then_some(0),
+    };
     if session.cwd.is_none() {
         session.cwd = p.cwd.filter(|c| is_absolute(c));
     }
-    if replay {
-        replay_history(host, conn, &p.session_id);
+    if let Some(from) = from {
+        replay_history(host, conn, &p.session_id, from);
     }
     let attachment = attachment(host, conn);
     host.attach(&p.session_id, conn, attachment);
     host.set_last_session(&p.session_id);
+    // A relayed editor's gateway learns how far the client got (see `RELAY_POSITION`).
+    let last = host
+        .session(&p.session_id)
+        .and_then(|s| s.events().last())
+        .map(|e| e.id.clone());
+    if let Some(last) = last.filter(|_| host.is_relay_member(conn)) {
+        super::relay_position(host, conn, &p.session_id, &last);
+    }
     // Slash commands offered by other clients (not history: the current state).
     let commands = host.session(&p.session_id).map(|s| {
         s.commands()
@@ -276,13 +304,14 @@ fn mcp_configs(
     Ok(configs)
 }
 
-/// Sends the session's persisted history to `conn` as `session/update`s.
-fn replay_history(host: &mut Host, conn: ConnId, session: &str) {
+/// Sends the session's persisted history from its `from`th event on to `conn` as
+/// `session/update`s.
+fn replay_history(host: &mut Host, conn: ConnId, session: &str, from: usize) {
     let Some(live) = host.session(session) else {
         return;
     };
     let mut bodies: Vec<Vec<u8>> = Vec::new();
-    for event in live.events() {
+    for event in live.events().iter().skip(from) {
         if !update::is_relevant(&event.event_type) {
             continue;
         }

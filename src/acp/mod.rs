@@ -79,6 +79,20 @@ use update::{Audience, Mapped};
 /// The ACP protocol version this dialect speaks.
 pub const PROTOCOL_VERSION: u16 = 1;
 
+/// The notification a relay group member (an editor a cluster gateway relays, see
+/// [`Host::join_relay_group`]) gets after the updates of each durable event of a session, and
+/// after the replay of `session/load` / `session/resume`: `{"sessionId", "eventId"}`, the last
+/// durable event whose updates it has. ACP updates carry no event ids: this is where the
+/// gateway learns how far its client got, to re-attach it after a takeover with
+/// [`RELAY_REPLAY_AFTER`]. The gateway keeps it from the client.
+pub const RELAY_POSITION: &str = "_agentwire/relay_position";
+
+/// The `_meta` member of `session/load` / `session/resume` params naming an event of the
+/// session: only the events after it are replayed (as `session/update`s), then the connection
+/// is attached, so it misses nothing and gets nothing twice. An id the session's history does
+/// not hold is refused (`-32602`). What a gateway sends to re-attach its client.
+pub const RELAY_REPLAY_AFTER: &str = "agentwireReplayAfter";
+
 /// A `session/prompt` waiting for its turn to end.
 #[derive(Debug)]
 pub(crate) struct PromptWait {
@@ -318,8 +332,18 @@ pub(crate) fn answer_prompts_cancelled(host: &mut Host, conn: ConnId, session: &
     any
 }
 
+/// The [`RELAY_POSITION`] notification: `conn` has the updates of `session` up to event `id`.
+pub(crate) fn relay_position(host: &mut Host, conn: ConnId, session: &str, id: &str) {
+    host.notify(
+        conn,
+        RELAY_POSITION,
+        &json!({"sessionId": session, "eventId": id}),
+    );
+}
+
 /// Delivers a session event to the ACP connections attached to the session: its updates
-/// (each encoded once for all of them), then the turn and request bookkeeping.
+/// (each encoded once for all of them), then the turn and request bookkeeping, then, for
+/// relay group members and a durable event, its [`RELAY_POSITION`].
 pub(crate) fn on_event(host: &mut Host, session: &str, event: &Event, conns: &[ConnId]) {
     if !update::is_relevant(&event.event_type) {
         return;
@@ -345,6 +369,9 @@ pub(crate) fn on_event(host: &mut Host, session: &str, event: &Event, conns: &[C
             deliver_update(host, conn, session, m, frame.as_ref());
         }
         after_event(host, conn, session, &event.event_type, data);
+        if !event.ephemeral && host.is_relay_member(conn) {
+            relay_position(host, conn, session, &event.id);
+        }
     }
 }
 

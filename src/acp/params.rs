@@ -32,6 +32,16 @@ pub(crate) struct LoadSessionParams {
     /// The session's MCP servers (read with [`crate::mcp::acp_servers`]).
     #[serde(default)]
     pub mcp_servers: Value,
+    /// Extension metadata: agentwire reads [`super::RELAY_REPLAY_AFTER`] from it.
+    #[serde(rename = "_meta", default)]
+    pub meta: Option<Value>,
+}
+
+impl LoadSessionParams {
+    /// The event [`super::RELAY_REPLAY_AFTER`] names: replay only what follows it.
+    pub(crate) fn replay_after(&self) -> Option<&str> {
+        self.meta.as_ref()?.get(super::RELAY_REPLAY_AFTER)?.as_str()
+    }
 }
 
 /// Params naming one session (`session/close`, `session/delete`, `session/cancel`).

@@ -22,6 +22,10 @@
 //!    are not sent again), the interrupted turn's `session.idle` included; the new owner's
 //!    live frames follow, without the events already delivered.
 //!
+//! An editor (ACP) is re-attached the same way, except for step 4: its `session/update`s
+//! carry no event ids, so the owner says how far the editor got ([`crate::relay_acp`]) and
+//! the new owner replays the updates of the events after that before attaching it.
+//!
 //! The client's later frames wait while this happens, then go to the new owner.
 //!
 //! When the link itself breaks (a lost message not sent again in time, or silence,
@@ -43,6 +47,7 @@ use crate::link::{alive, answers, open_local, open_remote, LinkEnds};
 use crate::node::{Lookups, Node};
 use crate::record::{NodeIdentity, RecordKind};
 use crate::relay::Relay;
+use crate::relay_acp::AcpRelay;
 
 /// How long a re-attachment may wait for the new owner's answers.
 const REATTACH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -86,6 +91,87 @@ enum Target {
     Local,
 }
 
+/// What the gateway remembers about its client, in the client's dialect.
+enum ClientRelay {
+    /// A Copilot SDK client: the gateway catches it up from the log itself.
+    Copilot(Relay),
+    /// An editor: the new owner replays what it missed ([`crate::relay_acp`]).
+    Acp(AcpRelay),
+}
+
+impl ClientRelay {
+    fn new(dialect: Dialect) -> ClientRelay {
+        match dialect {
+            Dialect::Acp => ClientRelay::Acp(AcpRelay::default()),
+            _ => ClientRelay::Copilot(Relay::default()),
+        }
+    }
+
+    fn client_sent(&mut self, body: &[u8]) {
+        match self {
+            ClientRelay::Copilot(r) => r.client_sent(body),
+            ClientRelay::Acp(r) => r.client_sent(body),
+        }
+    }
+
+    fn owner_sent(&mut self, body: &[u8]) -> bool {
+        match self {
+            ClientRelay::Copilot(r) => r.owner_sent(body),
+            ClientRelay::Acp(r) => r.owner_sent(body),
+        }
+    }
+
+    fn fail_pending(&mut self, reason: &str) -> Vec<Bytes> {
+        match self {
+            ClientRelay::Copilot(r) => r.fail_pending(reason),
+            ClientRelay::Acp(r) => r.fail_pending(reason),
+        }
+    }
+
+    fn sessions(&self) -> Vec<String> {
+        match self {
+            ClientRelay::Copilot(r) => r.sessions(),
+            ClientRelay::Acp(r) => r.sessions(),
+        }
+    }
+
+    fn reattach(&mut self) -> Vec<Bytes> {
+        match self {
+            ClientRelay::Copilot(r) => r.reattach(),
+            ClientRelay::Acp(r) => r.reattach(),
+        }
+    }
+
+    fn is_reattach_answer(&self, body: &[u8]) -> bool {
+        match self {
+            ClientRelay::Copilot(r) => r.is_reattach_answer(body),
+            ClientRelay::Acp(r) => r.is_reattach_answer(body),
+        }
+    }
+
+    fn reattaching(&self) -> bool {
+        match self {
+            ClientRelay::Copilot(r) => r.reattaching(),
+            ClientRelay::Acp(r) => r.reattaching(),
+        }
+    }
+
+    fn take_refused(&mut self) -> Vec<(String, String)> {
+        match self {
+            ClientRelay::Copilot(r) => r.take_refused(),
+            ClientRelay::Acp(r) => r.take_refused(),
+        }
+    }
+
+    /// The Copilot SDK relay (floors, delta counts, catch-up from the log).
+    fn copilot(&mut self) -> Option<&mut Relay> {
+        match self {
+            ClientRelay::Copilot(r) => Some(r),
+            ClientRelay::Acp(_) => None,
+        }
+    }
+}
+
 /// B's side: relays the client connection `conn` to `owner`, the node owning `session`, and
 /// re-attaches it to the new owner when `owner` dies.
 pub(crate) async fn gateway(
@@ -113,7 +199,7 @@ pub(crate) async fn gateway(
     };
     info!(%session, owner = %owner.node, "client relayed to the owner node");
     let mut target = Target::Remote(owner);
-    let mut relay = Relay::default();
+    let mut relay = ClientRelay::new(dialect);
     let mut check = tokio::time::interval(node.lease_ttl / 2);
     // The owner sent its shutdown notice (it stops gracefully, or was fenced).
     let mut owner_stopping = false;
@@ -178,18 +264,6 @@ pub(crate) async fn gateway(
         while let Ok(body) = link.from_owner.try_recv() {
             pass_on(&node, &host, conn, &mut relay, &body).await;
         }
-        if dialect == Dialect::Acp {
-            // ACP updates carry no event ids to catch up from: the client loads the session
-            // again (from any node) instead.
-            let reason = format!("{} before answering", lost.what());
-            for answer in relay.fail_pending(&reason) {
-                deliver(&host, conn, &answer);
-            }
-            return end(format!(
-                "{}; reconnect and load the session again",
-                lost.what()
-            ));
-        }
         attempt += 1;
         match reattach(&node, &lookups, &host, conn, &mut relay, &lost, attempt).await {
             Ok((next, ends)) => {
@@ -214,7 +288,7 @@ async fn pass_on(
     node: &Node,
     host: &HostHandle,
     conn: ConnId,
-    relay: &mut Relay,
+    relay: &mut ClientRelay,
     body: &[u8],
 ) -> bool {
     if is_shutdown_notice(body) {
@@ -224,18 +298,23 @@ async fn pass_on(
         // The answer to the client's handshake replayed on the owner: it had its own.
         return false;
     }
-    if relay.owner_sent(body) {
-        for session in relay.floors_wanted() {
-            let subject = node.layout.log_subject(&session);
-            match node.engine.last_message(&subject).await {
-                Ok(last) => relay.set_floor(&session, last.map_or(0, |m| m.seq)),
-                Err(e) => warn!(%session, error = %e, "cannot read the log's end after a resume"),
-            }
+    if !relay.owner_sent(body) {
+        return false;
+    }
+    let Some(relay) = relay.copilot() else {
+        deliver(host, conn, body);
+        return false;
+    };
+    for session in relay.floors_wanted() {
+        let subject = node.layout.log_subject(&session);
+        match node.engine.last_message(&subject).await {
+            Ok(last) => relay.set_floor(&session, last.map_or(0, |m| m.seq)),
+            Err(e) => warn!(%session, error = %e, "cannot read the log's end after a resume"),
         }
-        match relay.take_rewritten() {
-            Some(rewritten) => deliver(host, conn, &rewritten),
-            None => deliver(host, conn, body),
-        }
+    }
+    match relay.take_rewritten() {
+        Some(rewritten) => deliver(host, conn, &rewritten),
+        None => deliver(host, conn, body),
     }
     false
 }
@@ -295,7 +374,7 @@ async fn reattach(
     lookups: &Lookups,
     host: &HostHandle,
     conn: ConnId,
-    relay: &mut Relay,
+    relay: &mut ClientRelay,
     lost: &Lost,
     attempt: u64,
 ) -> Result<(Target, LinkEnds), String> {
@@ -336,7 +415,7 @@ async fn reattach(
             }
         }
     }
-    if matches!(lost, Lost::Died(_)) {
+    if let (Lost::Died(_), Some(relay)) = (lost, relay.copilot()) {
         relay.owner_changed();
     }
     // A connection with no session attached: this node serves it from now on.
@@ -376,6 +455,26 @@ async fn reattach(
              ({why}); reconnect and resume the session"
         ));
     }
+    // An editor's new owner replayed what it missed before taking it back.
+    if let Some(copilot) = relay.copilot() {
+        catch_up(node, host, conn, copilot, &what).await?;
+    }
+    for body in held {
+        pass_on(node, host, conn, relay, &body).await;
+    }
+    Ok((target, link))
+}
+
+/// Delivers what a Copilot SDK client missed while its link was down, once the new owner took
+/// it back: the count of streaming deltas it lost, the durable events read from the log, and
+/// the `session.idle` of a turn that ended meanwhile.
+async fn catch_up(
+    node: &Node,
+    host: &HostHandle,
+    conn: ConnId,
+    relay: &mut Relay,
+    what: &str,
+) -> Result<(), String> {
     // Streaming deltas lost with the link, reported before the catch-up's first durable event.
     for (session, lost) in relay.take_gaps() {
         info!(%session, lost, "streaming deltas lost with the link");
@@ -402,10 +501,7 @@ async fn reattach(
     for frame in relay.missed_idles(&now) {
         deliver(host, conn, &frame);
     }
-    for body in held {
-        pass_on(node, host, conn, relay, &body).await;
-    }
-    Ok((target, link))
+    Ok(())
 }
 
 /// Looks `session` up again after its owner `dead` died, until it is loaded here (this node

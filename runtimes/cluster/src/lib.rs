@@ -41,6 +41,8 @@ pub mod nats;
 pub mod node;
 pub mod record;
 mod relay;
+mod relay_acp;
+mod relay_requests;
 pub mod resolve;
 pub mod takeover;
 pub mod writer;

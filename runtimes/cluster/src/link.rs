@@ -297,11 +297,14 @@ fn authenticate(host: &agentwire_driver::HostHandle, conn: ConnId) {
 
 /// Opens a link to this node's own host (the gateway's node became the session's owner) for
 /// the client connection `conn`: an in-memory pipe served as an ordinary connection,
-/// authenticated when `conn` is.
+/// authenticated when `conn` is, set up with `conn`'s handshake (whose answer is not the
+/// client's).
 pub(crate) fn open_local(node: &Node, conn: ConnId) -> Option<LinkEnds> {
     let host = node.host.get()?.clone();
     let framing = host.framing()?;
     let authenticated = authenticated(node, conn);
+    // Set up as the client set its connection up (ACP's `initialize`), as on a remote owner.
+    let handshake = host.with_host(|h, _| h.relay_handshake(conn)).flatten();
     let (host_side, link_side) = tokio::io::duplex(PIPE_BYTES);
     let (host_read, host_write) = tokio::io::split(host_side);
     let relayed = host.attach(host_read.compat(), host_write.compat_write())?;
@@ -310,6 +313,9 @@ pub(crate) fn open_local(node: &Node, conn: ConnId) -> Option<LinkEnds> {
     }
     let (from_host, mut to_host) = tokio::io::split(link_side);
     let (to_owner, mut bodies) = unbounded_channel::<Bytes>();
+    if let Some(handshake) = handshake {
+        let _ = to_owner.send(Bytes::from(handshake));
+    }
     let (owner_tx, from_owner) = unbounded_channel();
     tokio::spawn(async move {
         while let Some(body) = bodies.recv().await {

@@ -4,11 +4,11 @@
 //! the client received of each session. I/O-free: the gateway task feeds it the frames it
 //! relays and sends what it returns.
 //!
-//! The gateway relays Copilot SDK connections only (see `docs/cluster.md`), so this module
-//! speaks that dialect's method names.
+//! This module follows Copilot SDK connections and speaks that dialect's method names;
+//! [`crate::relay_acp`] follows editors (ACP).
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use bytes::Bytes;
 use serde::Deserialize;
@@ -18,11 +18,7 @@ use serde_json::{json, Value};
 use agentwire::host::{RELAY_DELTAS_EMITTED, RELAY_SESSION_BUSY};
 use agentwire::is_streaming_delta_type;
 
-/// The JSON-RPC error code of requests the dead owner never answered.
-const OWNER_STOPPED: i64 = -32603;
-
-/// Prefix of the ids of the gateway's own requests (re-attachments), never a client's.
-const REPLAY_ID_PREFIX: &str = "agentwire-gateway-reattach-";
+use crate::relay_requests::{error_message, id_key, response, ClientRequests, Reattachments};
 
 /// One session the relayed client is attached to.
 #[derive(Debug, Clone)]
@@ -56,29 +52,14 @@ struct Attached {
     deltas_received: [u64; 2],
 }
 
-/// A client request the owner has not answered.
-#[derive(Debug, Clone)]
-struct Pending {
-    id: Value,
-    method: String,
-    /// Its `params.sessionId`.
-    session: Option<String>,
-    /// For `session.create` / `session.resume`: its params.
-    attach: Option<Value>,
-}
-
 /// The relay state of one client connection (see the module docs).
 #[derive(Debug, Default)]
 pub(crate) struct Relay {
-    /// Requests in flight to the owner, by arrival order.
-    pending: BTreeMap<u64, Pending>,
-    /// Order key of each pending request, by its id's JSON text.
-    pending_ids: HashMap<String, u64>,
-    next_order: u64,
+    /// Requests in flight to the owner.
+    requests: ClientRequests,
     attached: BTreeMap<String, Attached>,
-    /// Re-attachments sent to a new owner and not answered yet: id → session.
-    replays: HashMap<String, String>,
-    next_replay: u64,
+    /// Re-attachments sent to a new owner and not answered yet.
+    replays: Reattachments,
     /// Re-attachments the new owner refused: session and its error message.
     refused: Vec<(String, String)>,
     /// Resumed sessions whose floor is to be read (see [`Relay::floors_wanted`]).
@@ -90,9 +71,6 @@ pub(crate) struct Relay {
     /// relay's own field).
     rewritten: Option<Bytes>,
 }
-
-/// A JSON object's members, borrowed.
-type Fields<'a> = HashMap<&'a str, &'a RawValue>;
 
 /// The parts of a message of the owner the relay reads, borrowed (one pass over the body;
 /// this runs for every frame relayed to every client).
@@ -167,24 +145,6 @@ impl Attached {
     }
 }
 
-/// A request id as a map key (its compact JSON text).
-fn id_key(id: &RawValue) -> Option<String> {
-    serde_json::from_str::<Value>(id.get())
-        .ok()
-        .map(|v| v.to_string())
-}
-
-/// A JSON-RPC response body.
-fn response(id: &Value, outcome: Result<Value, (i64, String)>) -> Bytes {
-    let body = match outcome {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        Err((code, message)) => {
-            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-        }
-    };
-    Bytes::from(body.to_string())
-}
-
 /// The `session.event` notification carrying `event` (its JSON text, as stored).
 fn event_notification(session: &str, event: &[u8]) -> Option<Bytes> {
     let event: &RawValue = serde_json::from_slice(event).ok()?;
@@ -239,39 +199,8 @@ impl Relay {
     /// A frame the client sends to the owner (only its envelope is parsed, and the params of
     /// `session.create` / `session.resume`).
     pub(crate) fn client_sent(&mut self, body: &[u8]) {
-        let Ok(message) = serde_json::from_slice::<Fields<'_>>(body) else {
-            return;
-        };
-        let (Some(id), Some(method)) = (message.get("id"), message.get("method")) else {
-            return;
-        };
-        let (Ok(id), Ok(method)) = (
-            serde_json::from_str::<Value>(id.get()),
-            serde_json::from_str::<String>(method.get()),
-        ) else {
-            return;
-        };
-        let params = message.get("params");
-        let session = params
-            .and_then(|p| serde_json::from_str::<Fields<'_>>(p.get()).ok())
-            .and_then(|p| serde_json::from_str::<String>(p.get("sessionId")?.get()).ok());
-        let attach = matches!(method.as_str(), "session.create" | "session.resume").then(|| {
-            params
-                .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
-                .unwrap_or(Value::Null)
-        });
-        let order = self.next_order;
-        self.next_order += 1;
-        self.pending_ids.insert(id.to_string(), order);
-        self.pending.insert(
-            order,
-            Pending {
-                id,
-                method,
-                session,
-                attach,
-            },
-        );
+        self.requests
+            .sent(body, &["session.create", "session.resume"]);
     }
 
     /// A frame the owner sends to the client: whether to deliver it. Only the envelope is
@@ -322,7 +251,7 @@ impl Relay {
         let Some(key) = id_key(id) else {
             return true;
         };
-        if let Some(session) = self.replays.remove(&key) {
+        if let Some(session) = self.replays.answered(&key) {
             if let (Some(result), Some(attached)) =
                 (message.result, self.attached.get_mut(&session))
             {
@@ -338,18 +267,11 @@ impl Relay {
             if let Some(error) = message.error {
                 // The new owner refused the re-attachment: the client is no longer attached.
                 self.attached.remove(&session);
-                let why = serde_json::from_str::<Value>(error.get())
-                    .ok()
-                    .and_then(|e| e["message"].as_str().map(str::to_owned))
-                    .unwrap_or_default();
-                self.refused.push((session, why));
+                self.refused.push((session, error_message(error)));
             }
             return false;
         }
-        let Some(order) = self.pending_ids.remove(&key) else {
-            return true;
-        };
-        let Some(pending) = self.pending.remove(&order) else {
+        let Some(pending) = self.requests.answered(&key) else {
             return true;
         };
         let Some(result) = message.result else {
@@ -450,15 +372,8 @@ impl Relay {
     /// in the order the client sent them. Each request is answered once: the new owner never
     /// saw them.
     pub(crate) fn fail_pending(&mut self, reason: &str) -> Vec<Bytes> {
-        self.pending_ids.clear();
         self.replays.clear();
-        std::mem::take(&mut self.pending)
-            .into_values()
-            .map(|p| {
-                let message = format!("{} was not completed: {reason}", p.method);
-                response(&p.id, Err((OWNER_STOPPED, message)))
-            })
-            .collect()
+        self.requests.fail_all(reason)
     }
 
     /// The `session.resume` requests that re-attach the client to a new owner, one per
@@ -471,26 +386,14 @@ impl Relay {
             params["disableResume"] = json!(true);
             params["continuePendingWork"] = json!(false);
             params["agentwireRelayReattach"] = json!(true);
-            let id = format!("{REPLAY_ID_PREFIX}{}", self.next_replay);
-            self.next_replay += 1;
-            let body = json!({"jsonrpc": "2.0", "id": id, "method": "session.resume",
-                              "params": params});
-            self.replays
-                .insert(Value::String(id).to_string(), session.clone());
-            frames.push(Bytes::from(body.to_string()));
+            frames.push(self.replays.request(session, "session.resume", params));
         }
         frames
     }
 
     /// Whether `body` answers one of the re-attachments (hand it to [`Relay::owner_sent`]).
     pub(crate) fn is_reattach_answer(&self, body: &[u8]) -> bool {
-        match serde_json::from_slice::<Fields<'_>>(body) {
-            Ok(message) if !message.contains_key("method") => message
-                .get("id")
-                .and_then(|id| id_key(id))
-                .is_some_and(|key| self.replays.contains_key(&key)),
-            _ => false,
-        }
+        self.replays.is_answer(body)
     }
 
     /// Sessions the client just resumed, with no event received yet: read the log's last
@@ -514,7 +417,7 @@ impl Relay {
 
     /// Whether re-attachments are still unanswered.
     pub(crate) fn reattaching(&self) -> bool {
-        !self.replays.is_empty()
+        self.replays.any_open()
     }
 
     /// After a re-attachment and its catch-up: a `session.idle` (stamped `timestamp`) for each

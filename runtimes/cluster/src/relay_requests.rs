@@ -1,0 +1,220 @@
+//! The requests a gateway tracks for the client connection it relays, whatever its dialect:
+//! the client's requests the owner has not answered (each answered once with an error if the
+//! owner dies first) and the gateway's own re-attachments (whose answers are not the
+//! client's). I/O-free; used by [`crate::relay`] (Copilot SDK) and [`crate::relay_acp`] (ACP).
+
+use std::collections::{BTreeMap, HashMap};
+
+use bytes::Bytes;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+
+/// The JSON-RPC error code of requests the dead owner never answered.
+const OWNER_STOPPED: i64 = -32603;
+
+/// Prefix of the ids of the gateway's own requests (re-attachments), never a client's.
+const REATTACH_ID_PREFIX: &str = "agentwire-gateway-reattach-";
+
+/// A JSON object's members, borrowed.
+pub(crate) type Fields<'a> = HashMap<&'a str, &'a RawValue>;
+
+/// A request id as a map key (its compact JSON text).
+pub(crate) fn id_key(id: &RawValue) -> Option<String> {
+    serde_json::from_str::<Value>(id.get())
+        .ok()
+        .map(|v| v.to_string())
+}
+
+/// A JSON-RPC response body.
+pub(crate) fn response(id: &Value, outcome: Result<Value, (i64, String)>) -> Bytes {
+    let body = match outcome {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err((code, message)) => {
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+        }
+    };
+    Bytes::from(body.to_string())
+}
+
+/// A client request the owner has not answered.
+#[derive(Debug, Clone)]
+pub(crate) struct Pending {
+    /// Its id.
+    pub(crate) id: Value,
+    /// Its method.
+    pub(crate) method: String,
+    /// Its `params.sessionId`.
+    pub(crate) session: Option<String>,
+    /// For a request that attaches the client to a session: its params.
+    pub(crate) attach: Option<Value>,
+}
+
+/// The client's requests in flight to the owner, by arrival order.
+#[derive(Debug, Default)]
+pub(crate) struct ClientRequests {
+    pending: BTreeMap<u64, Pending>,
+    /// Order key of each pending request, by its id's JSON text.
+    ids: HashMap<String, u64>,
+    next: u64,
+}
+
+impl ClientRequests {
+    /// A frame the client sends to the owner: a request is remembered (only its envelope is
+    /// parsed, and the params of the methods in `attaches`); anything else is ignored.
+    pub(crate) fn sent(&mut self, body: &[u8], attaches: &[&str]) {
+        let Ok(message) = serde_json::from_slice::<Fields<'_>>(body) else {
+            return;
+        };
+        let (Some(id), Some(method)) = (message.get("id"), message.get("method")) else {
+            return;
+        };
+        let (Ok(id), Ok(method)) = (
+            serde_json::from_str::<Value>(id.get()),
+            serde_json::from_str::<String>(method.get()),
+        ) else {
+            return;
+        };
+        let params = message.get("params");
+        let session = params
+            .and_then(|p| serde_json::from_str::<Fields<'_>>(p.get()).ok())
+            .and_then(|p| serde_json::from_str::<String>(p.get("sessionId")?.get()).ok());
+        let attach = attaches.contains(&method.as_str()).then(|| {
+            params
+                .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+                .unwrap_or(Value::Null)
+        });
+        let order = self.next;
+        self.next += 1;
+        self.ids.insert(id.to_string(), order);
+        self.pending.insert(
+            order,
+            Pending {
+                id,
+                method,
+                session,
+                attach,
+            },
+        );
+    }
+
+    /// The pending request whose id has the JSON text `key`, now answered.
+    pub(crate) fn answered(&mut self, key: &str) -> Option<Pending> {
+        let order = self.ids.remove(key)?;
+        self.pending.remove(&order)
+    }
+
+    /// The owner died: an error answer (with `reason`) for every request it did not answer,
+    /// in the order the client sent them. Each request is answered once: the new owner never
+    /// saw them.
+    pub(crate) fn fail_all(&mut self, reason: &str) -> Vec<Bytes> {
+        self.ids.clear();
+        std::mem::take(&mut self.pending)
+            .into_values()
+            .map(|p| {
+                let message = format!("{} was not completed: {reason}", p.method);
+                response(&p.id, Err((OWNER_STOPPED, message)))
+            })
+            .collect()
+    }
+}
+
+/// The gateway's own requests re-attaching the client to a session, not answered yet.
+#[derive(Debug, Default)]
+pub(crate) struct Reattachments {
+    /// Id (JSON text) → session.
+    open: HashMap<String, String>,
+    next: u64,
+}
+
+impl Reattachments {
+    /// The request re-attaching the client to `session` with `method` and `params`.
+    pub(crate) fn request(&mut self, session: &str, method: &str, params: Value) -> Bytes {
+        let id = format!("{REATTACH_ID_PREFIX}{}", self.next);
+        self.next += 1;
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.open
+            .insert(Value::String(id).to_string(), session.to_owned());
+        Bytes::from(body.to_string())
+    }
+
+    /// The session of the re-attachment whose id has the JSON text `key`, now answered.
+    pub(crate) fn answered(&mut self, key: &str) -> Option<String> {
+        self.open.remove(key)
+    }
+
+    /// Whether `body` answers one of the re-attachments.
+    pub(crate) fn is_answer(&self, body: &[u8]) -> bool {
+        match serde_json::from_slice::<Fields<'_>>(body) {
+            Ok(message) if !message.contains_key("method") => message
+                .get("id")
+                .and_then(|id| id_key(id))
+                .is_some_and(|key| self.open.contains_key(&key)),
+            _ => false,
+        }
+    }
+
+    /// Whether re-attachments are still unanswered.
+    pub(crate) fn any_open(&self) -> bool {
+        !self.open.is_empty()
+    }
+
+    /// Forgets the unanswered re-attachments (their owner is gone).
+    pub(crate) fn clear(&mut self) {
+        self.open.clear();
+    }
+}
+
+/// The `message` of a JSON-RPC error object (empty when it has none).
+pub(crate) fn error_message(error: &RawValue) -> String {
+    serde_json::from_str::<Value>(error.get())
+        .ok()
+        .and_then(|e| e["message"].as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unanswered_requests_fail_once_in_the_order_they_were_sent() {
+        let mut requests = ClientRequests::default();
+        requests.sent(
+            br#"{"jsonrpc":"2.0","id":"a","method":"m1","params":{"sessionId":"s"}}"#,
+            &[],
+        );
+        requests.sent(br#"{"jsonrpc":"2.0","id":2,"method":"m2"}"#, &["m2"]);
+        requests.sent(br#"{"jsonrpc":"2.0","method":"note"}"#, &[]);
+        let first = requests.answered(r#""a""#).expect("pending");
+        assert_eq!(first.session.as_deref(), Some("s"));
+        assert!(first.attach.is_none());
+        requests.sent(br#"{"jsonrpc":"2.0","id":3,"method":"m3"}"#, &[]);
+        let failed: Vec<Value> = requests
+            .fail_all("gone")
+            .iter()
+            .map(|b| serde_json::from_slice(b).unwrap())
+            .collect();
+        assert_eq!(failed.len(), 2, "{failed:?}");
+        assert_eq!(failed[0]["id"], 2);
+        assert_eq!(failed[0]["error"]["message"], "m2 was not completed: gone");
+        assert_eq!(failed[1]["id"], 3);
+        assert!(requests.fail_all("again").is_empty());
+        assert!(requests.answered("2").is_none());
+    }
+
+    #[test]
+    fn only_answers_to_the_gateways_own_requests_are_reattachment_answers() {
+        let mut reattach = Reattachments::default();
+        let body = reattach.request("s", "session.resume", json!({"sessionId": "s"}));
+        let sent: Value = serde_json::from_slice(&body).unwrap();
+        let id = sent["id"].clone();
+        assert!(reattach.any_open());
+        let answer = json!({"jsonrpc": "2.0", "id": id, "result": {}}).to_string();
+        assert!(reattach.is_answer(answer.as_bytes()));
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": "x"}).to_string();
+        assert!(!reattach.is_answer(request.as_bytes()));
+        assert!(!reattach.is_answer(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
+        assert_eq!(reattach.answered(&id.to_string()).as_deref(), Some("s"));
+        assert!(!reattach.any_open());
+    }
+}
