@@ -23,17 +23,23 @@ mod cluster_node;
 #[path = "support/acp_stdio.rs"]
 mod acp_stdio;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, InitializeRequest, LoadSessionRequest, PromptRequest, SessionNotification,
-    StopReason, TextContent,
+    ContentBlock, InitializeRequest, LoadSessionRequest, PromptRequest, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
+    SessionNotification, SessionUpdate, StopReason, TextContent,
 };
 use agent_client_protocol::Client;
 use cluster_node::{app_session, node, LEASE_TTL};
+use futures::StreamExt;
+use github_copilot_sdk::tool::ToolHandler;
+use github_copilot_sdk::types::{ToolInvocation, ToolResult};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 #[tokio::test]
@@ -152,60 +158,302 @@ fn spawn_acp_node(url: &str, id: &str) -> (tokio::process::Child, Arc<Mutex<Stri
     (child, stderr)
 }
 
+/// A client tool whose calls are never answered (each one notifies `asked`).
+struct HangingTool {
+    asked: Arc<tokio::sync::Notify>,
+}
+
+impl ToolHandler for HangingTool {
+    fn call<'life0, 'async_trait>(
+        &'life0 self,
+        _invocation: ToolInvocation,
+    ) -> Pin<
+        Box<
+            dyn Future<Output = Result<ToolResult, github_copilot_sdk::Error>>
+                + Send
+                + 'async_trait,
+        >,
+    >
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        self.asked.notify_one();
+        Box::pin(std::future::pending())
+    }
+}
+
+/// Node A dies while a turn the editor (on node B) prompted waits on a client tool of A's app:
+/// B takes the session over and re-attaches the editor. The prompt in flight gets an error
+/// naming the reason; the tool call's failure, stored by the new owner while the editor was
+/// away, reaches it once (replayed after the last event it had); nothing it had is sent
+/// again; its next prompt on the same connection runs.
 #[tokio::test]
-async fn an_acp_client_whose_owner_dies_gets_its_prompt_answered_with_the_reason() {
+async fn an_acp_client_whose_owner_dies_mid_turn_is_reattached_and_its_next_prompt_runs() {
     sdk::bounded(async {
         let server = nats::NatsServer::single();
         let url = server.url();
         let mut a = node(&url, "a").await;
-        let (_client_a, id, _session_a, _) = app_session(&a, Some("hello from the app")).await;
+        // A's app: a client tool that never answers, every permission approved.
+        let app = cluster_node::client(&a).await;
+        let id = sdk::new_session_id();
+        let asked = Arc::new(tokio::sync::Notify::new());
+        let tool = sdk::weather_declaration().with_handler(Arc::new(HangingTool {
+            asked: asked.clone(),
+        }));
+        let config = cluster_node::session_config(&id)
+            .with_tools([tool])
+            .with_permission_handler(Arc::new(github_copilot_sdk::handler::ApproveAllHandler));
+        let app_session = sdk::within("session.create", app.create_session(config))
+            .await
+            .expect("session.create");
+        let first = sdk::turn(&app_session, "hello from the app").await;
+        let first_answer = sdk::str_field(&first, "content")
+            .expect("an answer")
+            .to_owned();
 
         let (mut b, stderr) = spawn_acp_node(&url, "b");
-        let transport: acp_stdio::StdioLines = acp_stdio::lines(&mut b);
+        let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+        let transport = acp_stdio::lines_recorded(&mut b, Some(lines.clone()));
+        let updates = Arc::new(Mutex::new(Vec::<SessionNotification>::new()));
+        let on_update = updates.clone();
+        let seen = updates.clone();
         let session = id.to_string();
         let cwd = std::env::temp_dir();
-        let killed = Arc::new(tokio::sync::Notify::new());
-        let kill = killed.clone();
-        let run = Client.v1().connect_with(transport, async move |cx| {
-            cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
-                .block_task()
-                .await?;
-            cx.send_request(LoadSessionRequest::new(session.clone(), cwd.clone()))
-                .block_task()
-                .await?;
-            // A is killed; the editor's next prompt goes to it and is never answered there.
-            kill.notify_one();
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            let prompt = PromptRequest::new(
-                session.clone(),
-                vec![ContentBlock::Text(TextContent::new("anyone there?"))],
-            );
-            Ok(cx.send_request(prompt).block_task().await)
-        });
+        let run = Client
+            .v1()
+            .on_receive_notification(
+                async move |n: SessionNotification, _cx| {
+                    on_update.lock().unwrap().push(n);
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .on_receive_request(
+                async move |_: RequestPermissionRequest, responder, _cx| {
+                    responder.respond(RequestPermissionResponse::new(
+                        RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(
+                            "allow-once",
+                        )),
+                    ))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .connect_with(transport, async move |cx| {
+                cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
+                    .block_task()
+                    .await?;
+                cx.send_request(LoadSessionRequest::new(session.clone(), cwd.clone()))
+                    .block_task()
+                    .await?;
+                let loaded = seen.lock().unwrap().len();
+                let text = |t: &str| vec![ContentBlock::Text(TextContent::new(t))];
+                // Its turn waits on A's app's tool; A is killed there.
+                let lost = cx
+                    .send_request(PromptRequest::new(
+                        session.clone(),
+                        text(sdk::WEATHER_PROMPT),
+                    ))
+                    .block_task()
+                    .await;
+                let interrupted = seen.lock().unwrap().len();
+                // The same connection: the session's new owner runs the next one.
+                let next = cx
+                    .send_request(PromptRequest::new(session.clone(), text("hello again")))
+                    .block_task()
+                    .await?;
+                Ok((loaded, interrupted, lost, next.stop_reason))
+            });
         let run = tokio::spawn(run);
-        sdk::within("the session loaded through B", killed.notified()).await;
+        sdk::within("the tool call at A's app", asked.notified()).await;
         a.child.start_kill().expect("SIGKILL node A");
         a.exit(sdk::STEP).await;
-        let answered = tokio::time::timeout(Duration::from_secs(30), run)
+        let ran = tokio::time::timeout(Duration::from_secs(60), run)
             .await
-            .expect("the prompt was answered in time")
-            .expect("the client task")
-            .expect("the client ran");
-        let error = answered.expect_err("no turn ran: the owner is dead");
+            .expect("the prompts were answered in time")
+            .expect("the client task");
+        let (loaded, interrupted, lost, stop) = match ran {
+            Ok(outcome) => outcome,
+            Err(e) => panic!(
+                "the ACP client failed: {e:?}\n---- node B ----\n{}",
+                stderr.lock().unwrap()
+            ),
+        };
+        let log = stderr.lock().unwrap().clone();
+        let error = lost.expect_err("the owner died before the turn ended");
         assert!(
             error.to_string().contains("owning the session")
                 && error.to_string().contains("stopped"),
-            "{error:?}\n---- node B ----\n{}",
-            stderr.lock().unwrap()
+            "{error:?}\n---- node B ----\n{log}"
         );
-        // The editor's agent ends the connection with the reason (stdio: it exits).
-        let status = tokio::time::timeout(Duration::from_secs(20), b.wait())
-            .await
-            .expect("node B ended the connection")
-            .expect("wait");
-        assert!(status.success(), "{status:?}");
-        let log = stderr.lock().unwrap().clone();
+        assert_eq!(stop, StopReason::EndTurn);
+        let all = updates.lock().unwrap().clone();
+        let history = &all[..loaded];
+        assert_eq!(acp_stdio::user_text(history), "hello from the app");
+        assert_eq!(acp_stdio::agent_text(history), first_answer);
+        // The tool call started before A died and failed after: each update once.
+        let calls: Vec<(String, String)> = all[loaded..]
+            .iter()
+            .filter_map(|n| match &n.update {
+                SessionUpdate::ToolCall(call) => {
+                    Some((call.tool_call_id.to_string(), format!("{:?}", call.status)))
+                }
+                SessionUpdate::ToolCallUpdate(update) => Some((
+                    update.tool_call_id.to_string(),
+                    format!("{:?}", update.fields.status),
+                )),
+                _ => None,
+            })
+            .collect();
+        let statuses: Vec<&str> = calls.iter().map(|(_, s)| s.as_str()).collect();
+        assert_eq!(
+            statuses,
+            ["Pending", "Some(InProgress)", "Some(Failed)"],
+            "{calls:?}\n---- node B ----\n{log}"
+        );
+        assert!(calls.iter().all(|(id, _)| *id == calls[0].0), "{calls:?}");
+        // The failure came with the re-attachment, before the next turn's answer.
+        let failed_at = all
+            .iter()
+            .rposition(|n| matches!(&n.update, SessionUpdate::ToolCallUpdate(_)))
+            .unwrap();
+        let next_turn = &all[interrupted.max(failed_at + 1)..];
+        assert!(!acp_stdio::agent_text(next_turn).is_empty(), "{all:?}");
+        // Nothing the editor had was sent again.
+        let after = &all[loaded..];
+        assert_eq!(acp_stdio::user_text(after), "", "{after:?}");
+        assert!(!acp_stdio::agent_text(after).contains(&first_answer));
+        // The positions the owner told B were B's, not the editor's.
+        let written = lines.lock().unwrap().clone();
+        assert!(
+            written
+                .iter()
+                .all(|l| !l.contains(agentwire::acp::RELAY_POSITION)),
+            "{written:#?}"
+        );
         assert!(log.contains("client relayed to the owner node"), "{log}");
+        assert!(log.contains("relayed client re-attached"), "{log}");
+        // The editor's agent process kept running.
+        assert!(b.try_wait().expect("try_wait").is_none(), "{log}");
+        drop(b);
+        drop(server);
+    })
+    .await
+}
+
+/// The editor's relay group from node A breaks (a heartbeat naming a message A never sent is
+/// injected, and A says it does not keep it) while an app on A runs a turn: B re-attaches the
+/// editor to A over a new link, replaying what follows the last event it had. Whenever the
+/// turn's events came (before the break, in the gap, or after), the editor sees each of their
+/// updates once, and its next prompt runs.
+#[tokio::test]
+async fn an_acp_client_whose_link_broke_is_reattached_to_the_same_owner_missing_nothing() {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let a = node(&url, "a").await;
+        let watcher = async_nats::connect(&url).await.expect("connect to NATS");
+        let mut from_owner = watcher
+            .subscribe("agentwire.live.grp.>")
+            .await
+            .expect("subscribe");
+        watcher.flush().await.expect("flush");
+        let (_client_a, id, session_a, _) = app_session(&a, Some("hello from the app")).await;
+
+        let (mut b, stderr) = spawn_acp_node(&url, "b");
+        let transport: acp_stdio::StdioLines = acp_stdio::lines(&mut b);
+        let updates = Arc::new(Mutex::new(Vec::<SessionNotification>::new()));
+        let on_update = updates.clone();
+        let session = id.to_string();
+        let cwd = std::env::temp_dir();
+        let (loaded_tx, loaded) = tokio::sync::oneshot::channel();
+        let (go_tx, go) = tokio::sync::oneshot::channel::<()>();
+        let run = Client
+            .v1()
+            .on_receive_notification(
+                async move |n: SessionNotification, _cx| {
+                    on_update.lock().unwrap().push(n);
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .connect_with(transport, async move |cx| {
+                cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
+                    .block_task()
+                    .await?;
+                cx.send_request(LoadSessionRequest::new(session.clone(), cwd.clone()))
+                    .block_task()
+                    .await?;
+                let _ = loaded_tx.send(());
+                let _ = go.await;
+                let prompt = PromptRequest::new(
+                    session.clone(),
+                    vec![ContentBlock::Text(TextContent::new(
+                        "hello from the editor",
+                    ))],
+                );
+                Ok(cx.send_request(prompt).block_task().await?.stop_reason)
+            });
+        let run = tokio::spawn(run);
+        sdk::within("the session loaded through B", loaded)
+            .await
+            .expect("loaded");
+        let first = sdk::within("a group message from A", from_owner.next())
+            .await
+            .expect("a message")
+            .subject;
+
+        // The break, while the app runs a turn.
+        let mut heartbeat = vec![b'H'];
+        heartbeat.extend_from_slice(&(1u64 << 40).to_be_bytes());
+        watcher
+            .publish(first.clone(), heartbeat.into())
+            .await
+            .expect("publish");
+        watcher.flush().await.expect("flush");
+        let during = sdk::turn(&session_a, "while the link broke").await;
+        let during = sdk::str_field(&during, "content")
+            .expect("an answer")
+            .to_owned();
+        // B is on a new group from A once it re-attached the editor.
+        let log_of_b = || stderr.lock().unwrap().clone();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while !log_of_b().contains("relayed client re-attached") {
+            assert!(tokio::time::Instant::now() < deadline, "{}", log_of_b());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = go_tx.send(());
+        let stop = tokio::time::timeout(Duration::from_secs(30), run)
+            .await
+            .expect("the prompt was answered in time")
+            .expect("the client task");
+        let stop = match stop {
+            Ok(stop) => stop,
+            Err(e) => panic!(
+                "the ACP client failed: {e:?}\n---- node B ----\n{}",
+                log_of_b()
+            ),
+        };
+        assert_eq!(stop, StopReason::EndTurn);
+        let all = updates.lock().unwrap().clone();
+        assert_eq!(
+            acp_stdio::user_text(&all),
+            "hello from the appwhile the link broke",
+            "{all:?}\n---- node B ----\n{}",
+            log_of_b()
+        );
+        assert_eq!(
+            acp_stdio::agent_text(&all).matches(&during).count(),
+            1,
+            "{all:?}"
+        );
+        let log = log_of_b();
+        assert!(
+            log.contains("the relay group from the owner node broke"),
+            "{log}"
+        );
+        assert!(log.contains("no longer keeps them"), "{log}");
+        drop(b);
         drop(server);
     })
     .await

@@ -14,6 +14,7 @@ mod elicitation;
 mod model;
 mod permissions;
 mod prompts;
+mod relay;
 mod sessions;
 
 const T0: u64 = 1_795_983_976_952;

@@ -27,6 +27,14 @@ fn closed(_: mpsc::SendError) -> io::Error {
 /// Takes `child`'s stdin and stdout (both must be piped) and connects them to the SDK: each
 /// line the client sends is written and flushed, each line the agent writes is read.
 pub fn lines(child: &mut tokio::process::Child) -> StdioLines {
+    lines_recorded(child, None)
+}
+
+/// [`lines`], and each line the agent writes is also pushed to `record` (when given).
+pub fn lines_recorded(
+    child: &mut tokio::process::Child,
+    record: Option<std::sync::Arc<std::sync::Mutex<Vec<String>>>>,
+) -> StdioLines {
     let mut writer = child.stdin.take().expect("the agent's stdin is piped");
     let reader = child.stdout.take().expect("the agent's stdout is piped");
     let (out_tx, mut out_rx) = mpsc::unbounded::<String>();
@@ -43,6 +51,9 @@ pub fn lines(child: &mut tokio::process::Child) -> StdioLines {
     tokio::spawn(async move {
         let mut lines = BufReader::new(reader).lines();
         while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(record) = &record {
+                record.lock().unwrap().push(line.clone());
+            }
             if in_tx.unbounded_send(Ok(line)).is_err() {
                 break;
             }
