@@ -334,15 +334,18 @@ async fn a_client_of_node_b_drives_a_session_owned_by_node_a() {
     .await
 }
 
-/// Gateways carry frames larger than NATS's `max_payload` (1 MiB by default) both ways: a
-/// relayed client of node B sends a 1.5 MiB prompt to the session owned by node A, the turn
-/// runs, and the history read back through B (a response over 1.5 MiB) holds the prompt whole.
+/// Gateways carry frames larger than NATS's `max_payload` (1 MiB by default) both ways, and
+/// the log stores events larger than it: a relayed client of node B sends a 1.5 MiB prompt to
+/// the session owned by node A, the turn runs, and the history read back through B (a
+/// response over 1.5 MiB) holds the prompt whole. Then A is killed (`kill -9`): B takes the
+/// session over, restoring it from the log, where the prompt's `user.message` is stored in
+/// pieces; B's history holds it whole, and everything before, in order.
 #[tokio::test]
 async fn a_relayed_client_sends_and_receives_frames_larger_than_max_payload() {
     sdk::bounded(async {
         let server = nats::NatsServer::single();
         let url = server.url();
-        let a = node(&url, "a").await;
+        let mut a = node(&url, "a").await;
         let b = node(&url, "b").await;
 
         let client_a = client(&a).await;
@@ -377,6 +380,37 @@ async fn a_relayed_client_sends_and_receives_frames_larger_than_max_payload() {
         );
         // The link is still up: a small turn works after the large frames.
         let reply = sdk::turn(&session_b, "hello").await;
+        assert_eq!(reply.event_type, "assistant.message");
+        let before = sdk::within("getMessages via B", session_b.get_events())
+            .await
+            .expect("getMessages");
+
+        a.child.start_kill().expect("SIGKILL node A");
+        a.exit(sdk::STEP).await;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !b.stderr().contains("relayed client re-attached") {
+            assert!(Instant::now() < deadline, "{}", b.stderr());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let after = sdk::within("getMessages on B", session_b.get_events())
+            .await
+            .expect("getMessages after the takeover");
+        assert!(
+            after.len() >= before.len() && ids(&after)[..before.len()] == ids(&before)[..],
+            "the new owner restored every event, in order: {:?} after {:?}",
+            sdk::types(&after),
+            sdk::types(&before)
+        );
+        let restored = after
+            .iter()
+            .filter(|e| e.event_type == "user.message")
+            .filter_map(|e| sdk::str_field(e, "content"))
+            .find(|content| content.len() == prompt.len());
+        assert!(
+            restored == Some(prompt.as_str()),
+            "the large prompt was restored whole from the log"
+        );
+        let reply = sdk::turn(&session_b, "after the takeover").await;
         assert_eq!(reply.event_type, "assistant.message");
         drop(server);
     })

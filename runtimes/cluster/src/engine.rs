@@ -197,6 +197,12 @@ pub trait Engine: Send + Sync {
     /// retry loop outlasts a stream-leader election (several seconds).
     fn pause(&self, attempt: u32) -> impl Future<Output = ()> + Send;
 
+    /// The most bytes of an event one log message holds (the writer appends a larger one in
+    /// pieces, [`crate::parts`]). Unlimited unless the engine says otherwise.
+    fn max_record_bytes(&self) -> usize {
+        usize::MAX
+    }
+
     /// Subscribes to a live subject. Messages published after this returns through the same
     /// server are delivered (at most once); interest reaches the other servers of a cluster
     /// asynchronously, so a joiner reads the log after subscribing to close any gap.

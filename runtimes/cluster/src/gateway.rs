@@ -45,7 +45,7 @@ use tracing::{info, warn};
 use crate::engine::Engine;
 use crate::link::{alive, answers, open_local, open_remote, LinkEnds};
 use crate::node::{Lookups, Node};
-use crate::record::{NodeIdentity, RecordKind};
+use crate::record::NodeIdentity;
 use crate::relay::Relay;
 use crate::relay_acp::AcpRelay;
 
@@ -485,9 +485,8 @@ async fn catch_up(
         let stored = node.engine.read_subject(&subject, 1).await.map_err(|e| {
             format!("cannot read session {session}'s log after {what} ({e}); reconnect and resume the session")
         })?;
-        let events: Vec<(u64, Bytes)> = stored
+        let events: Vec<(u64, Bytes)> = crate::parts::events(stored)
             .into_iter()
-            .filter(|m| m.kind == Some(RecordKind::Event))
             .map(|m| (m.seq, m.payload))
             .collect();
         for frame in relay.catch_up(&session, &events) {

@@ -39,6 +39,7 @@ pub mod link_messages;
 pub mod memory;
 pub mod nats;
 pub mod node;
+pub mod parts;
 pub mod record;
 mod relay;
 mod relay_acp;

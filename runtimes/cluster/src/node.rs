@@ -539,6 +539,7 @@ async fn claim(node: &Node, session: &str) -> Result<(SessionWriter, Vec<Bytes>)
         .await
         {
             TakeoverOutcome::Claimed { writer, events } => {
+                let writer = writer.with_piece_limit(node.engine.max_record_bytes());
                 let events = events
                     .into_iter()
                     .filter(|m| m.kind == Some(RecordKind::Event))
@@ -601,8 +602,8 @@ async fn write_session(
         match append(&node.engine, current, event).await {
             Ok(_) => node.acked(mark),
             Err(AppendFailure::Refused(why)) => {
-                // Nothing stored (e.g. larger than the server's max_payload): the event lives
-                // on in memory only.
+                // Nothing stored (the engine refused it; a large event is stored in pieces,
+                // so not for its size): the event lives on in memory only.
                 error!(%session, %why, "the cluster log refused an event; it is not durable");
                 node.acked(mark);
             }

@@ -16,31 +16,53 @@ use std::fmt;
 
 use crate::escape::{escape_id, unescape_id};
 
-/// The kind of a log message. The NATS engine carries it in the `Agentwire-Kind` header.
+/// The kind of a log message. The NATS engine carries it in the `Agentwire-Kind` header
+/// (`event`, `claim`, `part:<index>:<count>`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RecordKind {
     /// A session event: exactly the bytes clients receive.
     Event,
     /// A claim record: the fence of a new owner. Not a session event; restores skip it.
     Claim,
+    /// Piece `index` (from 0) of the `count` pieces of one event too large for one message,
+    /// appended one after the other ([`crate::parts`]): the event is the concatenation of a
+    /// complete run; an incomplete run (its writer stopped) is not an event.
+    Part {
+        /// Which piece.
+        index: u32,
+        /// How many pieces the event has (at least 2).
+        count: u32,
+    },
+}
+
+impl fmt::Display for RecordKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Event => f.write_str("event"),
+            Self::Claim => f.write_str("claim"),
+            Self::Part { index, count } => write!(f, "part:{index}:{count}"),
+        }
+    }
 }
 
 impl RecordKind {
-    /// The header value for this kind.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Event => "event",
-            Self::Claim => "claim",
-        }
-    }
-
-    /// Parses a header value.
+    /// Parses a header value written by [`fmt::Display`].
     pub fn parse(value: &str) -> Option<Self> {
         match value {
             "event" => Some(Self::Event),
             "claim" => Some(Self::Claim),
-            _ => None,
+            _ => {
+                let (index, count) = value.strip_prefix("part:")?.split_once(':')?;
+                let (index, count) = (index.parse().ok()?, count.parse().ok()?);
+                (index < count && count >= 2).then_some(Self::Part { index, count })
+            }
         }
+    }
+
+    /// Whether a message of this kind holds a session event or a piece of one (its message
+    /// id is then a [`MessageId::Event`]).
+    pub fn is_event_data(self) -> bool {
+        matches!(self, Self::Event | Self::Part { .. })
     }
 }
 
@@ -126,6 +148,28 @@ mod tests {
             let text = claim.to_string();
             prop_assert!(!text.contains(['\r', '\n', ' ']));
             prop_assert_eq!(MessageId::parse(&text), Some(claim));
+        }
+    }
+
+    #[test]
+    fn kinds_round_trip_and_malformed_parts_are_not_kinds() {
+        for kind in [
+            RecordKind::Event,
+            RecordKind::Claim,
+            RecordKind::Part { index: 0, count: 2 },
+            RecordKind::Part { index: 6, count: 7 },
+        ] {
+            assert_eq!(RecordKind::parse(&kind.to_string()), Some(kind));
+        }
+        for bad in [
+            "part:2:2",
+            "part:0:1",
+            "part:1",
+            "part:a:3",
+            "part:-1:3",
+            "events",
+        ] {
+            assert_eq!(RecordKind::parse(bad), None, "{bad}");
         }
     }
 

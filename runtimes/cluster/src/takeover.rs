@@ -120,7 +120,7 @@ impl Takeover {
                     (Some(RecordKind::Claim), Some(MessageId::Claim { claimant, .. })) => {
                         self.check_owner(claimant, last.seq)
                     }
-                    (Some(RecordKind::Event), Some(MessageId::Event { epoch, .. })) => {
+                    (Some(kind), Some(MessageId::Event { epoch, .. })) if kind.is_event_data() => {
                         self.state = State::FindClaim { last_seq: last.seq };
                         TakeoverStep::Call(Call::MessageAt { seq: epoch })
                     }
@@ -157,11 +157,7 @@ impl Takeover {
                 if messages.last().map(|m| m.seq) != Some(last_seq) {
                     return done(TakeoverOutcome::Contended);
                 }
-                let events = messages
-                    .into_iter()
-                    .filter(|m| m.kind == Some(RecordKind::Event))
-                    .collect();
-                self.claim(last_seq, events)
+                self.claim(last_seq, crate::parts::events(messages))
             }
             (
                 State::Claim {

@@ -4,7 +4,11 @@
 //! [`crate::takeover`]); its epoch is the claim's stream sequence. Each append expects the
 //! subject's last sequence to be the writer's last acknowledged one, so once another node's claim
 //! is stored every append of this writer fails, forever. One append is in flight at a time,
-//! because the next expected sequence is only known from the previous acknowledgement.
+//! because the next expected sequence is only known from the previous acknowledgement. An
+//! event larger than one message ([`SessionWriter::with_piece_limit`]) is appended as a run of
+//! pieces ([`crate::parts`]), one after the other, and acknowledged with its last piece.
+
+use std::collections::VecDeque;
 
 use bytes::Bytes;
 
@@ -66,6 +70,10 @@ pub struct SessionWriter {
     epoch: u64,
     last_seq: u64,
     state: State,
+    /// The most bytes of an event one message holds.
+    piece_limit: usize,
+    /// The pieces of the event being appended that follow the one in flight.
+    pieces: VecDeque<(RecordKind, Bytes)>,
 }
 
 impl SessionWriter {
@@ -76,7 +84,15 @@ impl SessionWriter {
             epoch,
             last_seq: epoch,
             state: State::Ready,
+            piece_limit: usize::MAX,
+            pieces: VecDeque::new(),
         }
+    }
+
+    /// The writer, appending an event larger than `bytes` as pieces of at most `bytes`.
+    pub fn with_piece_limit(mut self, bytes: usize) -> Self {
+        self.piece_limit = bytes.max(1);
+        self
     }
 
     /// The log subject.
@@ -119,6 +135,16 @@ impl SessionWriter {
             State::Fenced => return Err(BeginError::Fenced),
             _ => return Err(BeginError::Busy),
         }
+        self.pieces = crate::parts::split(&payload, self.piece_limit).into();
+        Ok(self.append_next())
+    }
+
+    /// Sends the next record of the event being appended (there is one).
+    fn append_next(&mut self) -> Call {
+        let (kind, payload) = self
+            .pieces
+            .pop_front()
+            .unwrap_or((RecordKind::Event, Bytes::new()));
         let request = AppendRequest {
             subject: self.subject.clone(),
             expected_last_subject_seq: self.last_seq,
@@ -127,14 +153,14 @@ impl SessionWriter {
                 prev: self.last_seq,
             }
             .to_string(),
-            kind: RecordKind::Event,
+            kind,
             payload,
         };
         self.state = State::Appending {
             request: request.clone(),
             attempts: 1,
         };
-        Ok(Call::Append(request))
+        Call::Append(request)
     }
 
     /// Feeds the reply to the last call this writer asked for.
@@ -145,6 +171,8 @@ impl SessionWriter {
             (State::Appending { request, attempts }, Reply::Append(result)) => match result {
                 Ok(ack) => self.acked(ack.seq),
                 Err(AppendError::Failed(why)) => {
+                    // The pieces stored before this one are an incomplete run: no event.
+                    self.pieces.clear();
                     self.state = State::Ready;
                     WriterStep::Refused(why)
                 }
@@ -172,9 +200,13 @@ impl SessionWriter {
         }
     }
 
-    /// Records an acknowledgement at `seq`.
+    /// Records an acknowledgement at `seq`: the event's, or one piece's (then the next piece
+    /// follows).
     fn acked(&mut self, seq: u64) -> WriterStep {
         self.last_seq = seq;
+        if !self.pieces.is_empty() {
+            return WriterStep::Call(self.append_next());
+        }
         self.state = State::Ready;
         WriterStep::Acked(seq)
     }
@@ -273,6 +305,70 @@ mod tests {
             assert!(rounds < 100, "never gave up");
             step = writer.on_reply(Reply::Message(Err(EngineError("down".into()))));
         }
+        assert_eq!(step, WriterStep::Fenced);
+    }
+
+    fn ack(seq: u64) -> Reply {
+        Reply::Append(Ok(AppendAck {
+            seq,
+            duplicate: false,
+        }))
+    }
+
+    #[test]
+    fn a_large_event_is_appended_piece_after_piece_and_acked_with_the_last() {
+        let mut writer = SessionWriter::new("log.s".into(), 5).with_piece_limit(4);
+        let call = writer.begin(Bytes::from_static(b"0123456789")).unwrap();
+        let first = request_of(&call).clone();
+        assert_eq!(first.kind, RecordKind::Part { index: 0, count: 3 });
+        assert_eq!(first.payload, Bytes::from_static(b"0123"));
+        assert_eq!(
+            (first.expected_last_subject_seq, first.msg_id.as_str()),
+            (5, "e:5:5")
+        );
+        assert_eq!(writer.begin(Bytes::new()), Err(BeginError::Busy));
+        // Each piece is fenced on the one before it.
+        let WriterStep::Call(call) = writer.on_reply(ack(6)) else {
+            panic!("the second piece")
+        };
+        let second = request_of(&call).clone();
+        assert_eq!(second.kind, RecordKind::Part { index: 1, count: 3 });
+        assert_eq!(
+            (second.expected_last_subject_seq, second.msg_id.as_str()),
+            (6, "e:5:6")
+        );
+        // A lost acknowledgement of a piece resolves like any append's.
+        let step = writer.on_reply(Reply::Append(Err(AppendError::Unknown("t".into()))));
+        assert!(matches!(step, WriterStep::Call(Call::LastMessage { .. })));
+        let WriterStep::Call(call) = writer.on_reply(Reply::Message(Ok(Some(stored(7, "e:5:6")))))
+        else {
+            panic!("the third piece")
+        };
+        let third = request_of(&call).clone();
+        assert_eq!(third.kind, RecordKind::Part { index: 2, count: 3 });
+        assert_eq!(third.payload, Bytes::from_static(b"89"));
+        assert_eq!(writer.on_reply(ack(8)), WriterStep::Acked(8));
+        // The next event fits: one record, after the last piece.
+        let call = writer.begin(Bytes::from_static(b"ab")).unwrap();
+        assert_eq!(request_of(&call).kind, RecordKind::Event);
+        assert_eq!(request_of(&call).expected_last_subject_seq, 8);
+    }
+
+    #[test]
+    fn a_refused_piece_refuses_the_event_and_a_superseded_one_fences() {
+        let mut writer = SessionWriter::new("log.s".into(), 5).with_piece_limit(2);
+        writer.begin(Bytes::from_static(b"abcdef")).unwrap();
+        writer.on_reply(ack(6));
+        let step = writer.on_reply(Reply::Append(Err(AppendError::Failed("no".into()))));
+        assert_eq!(step, WriterStep::Refused("no".into()));
+        // Nothing of the refused event is sent after it.
+        let call = writer.begin(Bytes::from_static(b"x")).unwrap();
+        assert_eq!(request_of(&call).kind, RecordKind::Event);
+        assert_eq!(writer.on_reply(ack(7)), WriterStep::Acked(7));
+        writer.begin(Bytes::from_static(b"abcd")).unwrap();
+        writer.on_reply(ack(8));
+        writer.on_reply(Reply::Append(Err(AppendError::WrongLastSequence)));
+        let step = writer.on_reply(Reply::Message(Ok(Some(stored(9, "c:sB:1:1")))));
         assert_eq!(step, WriterStep::Fenced);
     }
 

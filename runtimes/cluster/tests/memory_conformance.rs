@@ -73,3 +73,10 @@ async fn leases_renew_and_lapse() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn large_events_are_stored_in_pieces() {
+    let cluster = cluster();
+    conformance::large_events_are_stored_in_pieces(&cluster.client("a"), &cluster.client("b"))
+        .await;
+}

@@ -113,3 +113,11 @@ async fn an_append_over_max_payload_is_refused_and_the_connection_stays_up() {
     assert!(ack.seq > 0);
     assert_eq!(engine.client().connection_state().to_string(), "connected");
 }
+
+#[tokio::test]
+async fn large_events_are_stored_in_pieces() {
+    let server = NatsServer::single();
+    let a = connect_nats(&[server.url()], 1, Duration::from_secs(60)).await;
+    let b = connect_nats(&[server.url()], 1, Duration::from_secs(60)).await;
+    conformance::large_events_are_stored_in_pieces(&a, &b).await;
+}

@@ -18,6 +18,10 @@ use crate::engine::{
     StoredMessage,
 };
 
+/// The bytes of `max_payload` left for a log message's headers (the expected sequence, the
+/// message id and the kind take under 200).
+const RECORD_HEADROOM: usize = 1024;
+
 fn engine_error(what: &str, error: impl std::fmt::Display) -> EngineError {
     EngineError(format!("{what}: {error}"))
 }
@@ -157,7 +161,7 @@ impl Engine for NatsEngine {
             request.expected_last_subject_seq.to_string(),
         );
         headers.insert(NATS_MESSAGE_ID, request.msg_id.as_str());
-        headers.insert(KIND_HEADER, request.kind.as_str());
+        headers.insert(KIND_HEADER, request.kind.to_string());
         let subject = request.subject.clone();
         let payload = request.payload.clone();
         let too_large = self.exceeds_max_payload(&headers, &payload);
@@ -206,6 +210,15 @@ impl Engine for NatsEngine {
         from_seq: u64,
     ) -> impl Future<Output = Result<Vec<StoredMessage>, EngineError>> + Send {
         self.read(subject, from_seq)
+    }
+
+    /// The server's `max_payload` less [`RECORD_HEADROOM`] for the headers.
+    fn max_record_bytes(&self) -> usize {
+        let max_payload = self.client.server_info().max_payload;
+        max_payload
+            .saturating_sub(RECORD_HEADROOM)
+            .max(max_payload / 2)
+            .max(1)
     }
 
     fn kv_get(

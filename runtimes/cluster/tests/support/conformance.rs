@@ -358,3 +358,83 @@ where
     let entry = engine.kv_get(&key).await.unwrap().expect("key exists");
     assert_eq!(entry.value.as_ref(), b"2");
 }
+
+/// An event larger than one message is appended in pieces, acknowledged with the last one and
+/// restored whole by a takeover; a run its writer did not finish is no event, and the next
+/// owner's claim follows it.
+pub async fn large_events_are_stored_in_pieces<E: Engine>(a: &E, b: &E) {
+    let layout = Layout::default();
+    let subject = layout.log_subject("large");
+    let owner = node("node-a", 3);
+    let key = layout.lease_key(&owner.node);
+    a.kv_create(&key, Bytes::from_static(b"3")).await.unwrap();
+    let piece = a.max_record_bytes().min(256 * 1024);
+    let mut writer = claim_empty(a, owner.clone(), &subject)
+        .await
+        .with_piece_limit(piece);
+    let large: Bytes = (0..piece * 5 / 2)
+        .map(|i| (i % 251) as u8)
+        .collect::<Vec<u8>>()
+        .into();
+    let acked = append(a, &mut writer, large.clone()).await.unwrap();
+    let small = append(a, &mut writer, Bytes::from_static(b"small"))
+        .await
+        .unwrap();
+    let stored = a.read_subject(&subject, 1).await.unwrap();
+    let kinds: Vec<Option<RecordKind>> = stored.iter().map(|m| m.kind).collect();
+    let part = |index| Some(RecordKind::Part { index, count: 3 });
+    assert_eq!(
+        kinds,
+        [
+            Some(RecordKind::Claim),
+            part(0),
+            part(1),
+            part(2),
+            Some(RecordKind::Event)
+        ]
+    );
+    assert!(stored.iter().all(|m| m.payload.len() <= piece));
+    assert_eq!(stored[3].seq, acked, "acknowledged with its last piece");
+    // The owner dies after the first piece of another large event.
+    let request = AppendRequest {
+        subject: subject.clone(),
+        expected_last_subject_seq: small,
+        msg_id: format!("e:{}:{small}", writer.epoch()),
+        kind: RecordKind::Part { index: 0, count: 2 },
+        payload: Bytes::from_static(b"cut short"),
+    };
+    let cut = a.append(&request).await.unwrap();
+    let entry = a.kv_get(&key).await.unwrap().unwrap();
+    a.kv_update(&key, Bytes::from_static(b"4"), entry.revision)
+        .await
+        .unwrap();
+    let (mut new, events) = match take_over(b, node("node-b", 1), 1, subject.clone()).await {
+        TakeoverOutcome::Claimed { writer, events } => (writer, events),
+        other => panic!("takeover failed: {other:?}"),
+    };
+    let restored: Vec<(u64, Bytes)> = events.into_iter().map(|m| (m.seq, m.payload)).collect();
+    assert_eq!(
+        restored,
+        [
+            (acked, large.clone()),
+            (small, Bytes::from_static(b"small"))
+        ]
+    );
+    assert!(new.epoch() > cut.seq, "the claim follows the cut-short run");
+    append(b, &mut new, Bytes::from_static(b"next"))
+        .await
+        .unwrap();
+    let all: Vec<Bytes> =
+        agentwire_cluster::parts::events(b.read_subject(&subject, 1).await.unwrap())
+            .into_iter()
+            .map(|m| m.payload)
+            .collect();
+    assert_eq!(
+        all,
+        [
+            large,
+            Bytes::from_static(b"small"),
+            Bytes::from_static(b"next")
+        ]
+    );
+}
