@@ -8,7 +8,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use agentwire::host::{HostConfig, Output};
+use agentwire::host::{HostConfig, Output, RelayedEventHead};
 use agentwire::Timestamp;
 use serde_json::{json, Value};
 
@@ -466,4 +466,77 @@ fn deltas_lost_with_a_broken_link_are_reported_before_the_next_durable_event() {
     relay(&mut b, &p, &durable("e3"));
     b.pump(&mut [&mut p]);
     assert_eq!(warnings(&p).len(), 1);
+}
+
+/// The frames a gateway's client gets from a mixed relayed stream (a stalled stretch of
+/// deltas included), each body handed over by `deliver`.
+fn relayed_stream(deliver: impl Fn(&mut World, &Peer, &[u8])) -> Vec<Value> {
+    let (mut b, mut p) = forwarded_client(8 * 1024);
+    let mut bodies = vec![durable("e1")];
+    bodies.extend((0..100).map(delta));
+    bodies.push(durable("e2"));
+    bodies.extend((100..130).map(delta));
+    bodies.push(idle("i1"));
+    bodies.push(json!({"jsonrpc": "2.0", "id": 9, "result": {"ok": true}}));
+    b.stalled.insert(p.conn);
+    for body in &bodies {
+        deliver(&mut b, &p, &serde_json::to_vec(body).unwrap());
+    }
+    b.resume_reading(p.conn);
+    b.pump(&mut [&mut p]);
+    assert!(!warnings(&p).is_empty(), "the stretch dropped deltas");
+    p.inbox
+}
+
+#[test]
+fn an_event_read_once_for_every_client_is_delivered_as_if_each_read_it() {
+    let parsed_each_time =
+        relayed_stream(|b, p, body| b.host.deliver_forwarded(b.now, p.conn, body));
+    let read_once = relayed_stream(|b, p, body| match RelayedEventHead::parse(body) {
+        Some(head) => b
+            .host
+            .deliver_forwarded_with_head(b.now, p.conn, body, &head),
+        None => b.host.deliver_forwarded(b.now, p.conn, body),
+    });
+    assert_eq!(read_once, parsed_each_time);
+    // The heads say what the host reads.
+    let head = RelayedEventHead::parse(&serde_json::to_vec(&delta(3)).unwrap()).unwrap();
+    assert_eq!(head.session, SESSION);
+    assert_eq!(head.id, "delta-3");
+    assert!(head.ephemeral && !head.sub_agent);
+    assert_eq!(head.event_type, "assistant.message_delta");
+    let mut sub = delta(4);
+    sub["params"]["event"]["agentId"] = json!("agent-1");
+    assert!(
+        RelayedEventHead::parse(&serde_json::to_vec(&sub).unwrap())
+            .unwrap()
+            .sub_agent
+    );
+    assert!(RelayedEventHead::parse(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#).is_none());
+}
+
+#[test]
+fn a_relayed_delta_whose_head_was_read_costs_one_allocation() {
+    let (mut b, mut p) = forwarded_client(128 * 1024);
+    let bodies: Vec<(Vec<u8>, RelayedEventHead)> = (0..500)
+        .map(|n| {
+            let body = serde_json::to_vec(&delta(n)).unwrap();
+            let head = RelayedEventHead::parse(&body).unwrap();
+            (body, head)
+        })
+        .collect();
+    let now: Timestamp = b.now;
+    let relay_all = |b: &mut World, bodies: &[(Vec<u8>, RelayedEventHead)]| {
+        let before = allocations();
+        for (body, head) in bodies {
+            b.host.deliver_forwarded_with_head(now, p.conn, body, head);
+        }
+        allocations() - before
+    };
+    relay_all(&mut b, &bodies[..250]);
+    b.pump(&mut []);
+    b.stash.clear();
+    assert_eq!(relay_all(&mut b, &bodies[250..450]), 200);
+    b.pump(&mut [&mut p]);
+    assert!(closed(&mut b).is_empty());
 }

@@ -77,6 +77,41 @@ struct HeadEvent<'a> {
     id: Cow<'a, str>,
     #[serde(default)]
     ephemeral: bool,
+    /// Present on a sub-agent's events.
+    #[serde(rename = "agentId", default)]
+    agent_id: Option<serde::de::IgnoredAny>,
+}
+
+/// What decides how a relayed `session.event` notification is queued and followed, read from
+/// its body once ([`RelayedEventHead::parse`]) and shared by every client of a gateway it is
+/// for: hand it to [`Host::deliver_forwarded_with_head`] with the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayedEventHead {
+    /// `params.sessionId`.
+    pub session: String,
+    /// The event's id (empty when it has none).
+    pub id: String,
+    /// The event's type.
+    pub event_type: String,
+    /// The event is ephemeral.
+    pub ephemeral: bool,
+    /// The event is a sub-agent's (it has an `agentId`).
+    pub sub_agent: bool,
+}
+
+impl RelayedEventHead {
+    /// The head of `body` if it is a `session.event` notification (one borrowed pass over the
+    /// body; the three strings are then copied); `None` for any other body.
+    pub fn parse(body: &[u8]) -> Option<RelayedEventHead> {
+        let (session, event) = relayed_event(body)?;
+        Some(RelayedEventHead {
+            session: session.into_owned(),
+            id: event.id.into_owned(),
+            event_type: event.event_type.into_owned(),
+            ephemeral: event.ephemeral,
+            sub_agent: event.agent_id.is_some(),
+        })
+    }
 }
 
 /// The session and event of a relayed `session.event` notification; `None` for anything
@@ -154,19 +189,73 @@ impl Host {
             self.send_body(conn, body);
             return;
         };
+        self.deliver_relayed_event(
+            conn,
+            body,
+            &session,
+            &event.id,
+            &event.event_type,
+            event.ephemeral,
+        );
+    }
+
+    /// [`Host::deliver_forwarded`] of a `session.event` body whose head was read already
+    /// (once for all the clients a gateway relays it to): the body is not parsed again.
+    pub fn deliver_forwarded_with_head(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        body: &[u8],
+        head: &RelayedEventHead,
+    ) {
+        self.advance_time(now);
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        if !c.forwarded || c.closing {
+            return;
+        }
+        if c.relay != RelayRole::None {
+            self.send_body(conn, body);
+            return;
+        }
+        self.deliver_relayed_event(
+            conn,
+            body,
+            &head.session,
+            &head.id,
+            &head.event_type,
+            head.ephemeral,
+        );
+    }
+
+    /// Queues the relayed `session.event` `body` (of `session`, with the event's id, type and
+    /// ephemeral flag) on the forwarded connection `conn`.
+    fn deliver_relayed_event(
+        &mut self,
+        conn: ConnId,
+        body: &[u8],
+        session: &str,
+        id: &str,
+        event_type: &str,
+        ephemeral: bool,
+    ) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
         let frame = frame_body(c.framing, body);
-        if event.ephemeral && is_streaming_delta_type(&event.event_type) {
+        if ephemeral && is_streaming_delta_type(event_type) {
             self.deliver(conn, frame, true);
             if let Some(c) = self.conns.get_mut(&conn) {
                 if !c.closing && c.drop_session.is_none() && c.outbox.unreported_drops() > 0 {
                     // Remember where to report the loss.
-                    c.drop_session = Some(session.into_owned());
+                    c.drop_session = Some(session.to_owned());
                 }
             }
             return;
         }
-        let persisted = (!event.ephemeral && !event.id.is_empty()).then_some(&*event.id);
-        self.deliver_forwarded_event(conn, &session, persisted, frame);
+        let persisted = (!ephemeral && !id.is_empty()).then_some(id);
+        self.deliver_forwarded_event(conn, session, persisted, frame);
     }
 
     /// Queues the durable frame of a relayed event of `session` on `conn`, after the report of

@@ -72,6 +72,7 @@ pub use canvas::CANVAS_TOOLS;
 pub use catalog::SessionSummary;
 pub use client_calls::CLIENT_CALL_TIMEOUT;
 pub use config::{HostConfig, McpSpawnPolicy, DEFAULT_OUTBOX_BUDGET};
+pub use forward::RelayedEventHead;
 pub use outbox::{Outbox, OutboxOverflow};
 pub use output::Output;
 pub use relay_group::{

@@ -36,13 +36,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentwire::host::{ConnId, Dialect, RELAY_HANDSHAKE_ID};
+use agentwire::host::{ConnId, Dialect, RelayedEventHead, RELAY_HANDSHAKE_ID};
 use agentwire_driver::HostHandle;
 use bytes::Bytes;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tracing::{info, warn};
 
 use crate::engine::Engine;
+use crate::group::OwnerFrame;
 use crate::link::{alive, answers, open_local, open_remote, LinkEnds};
 use crate::node::{Lookups, Node};
 use crate::record::NodeIdentity;
@@ -118,6 +119,15 @@ impl ClientRelay {
         match self {
             ClientRelay::Copilot(r) => r.owner_sent(body),
             ClientRelay::Acp(r) => r.owner_sent(body),
+        }
+    }
+
+    /// A `session.event` of the owner, its head read: whether to deliver it (ACP clients get
+    /// `session/update`s, not events).
+    fn owner_sent_event(&mut self, head: &RelayedEventHead) -> bool {
+        match self {
+            ClientRelay::Copilot(r) => r.owner_sent_event(head),
+            ClientRelay::Acp(_) => true,
         }
     }
 
@@ -289,8 +299,18 @@ async fn pass_on(
     host: &HostHandle,
     conn: ConnId,
     relay: &mut ClientRelay,
-    body: &[u8],
+    frame: &OwnerFrame,
 ) -> bool {
+    if let Some(head) = &frame.head {
+        // An event, read once for all this node's clients of it.
+        if relay.owner_sent_event(head) {
+            host.with_host(|host, now| {
+                host.deliver_forwarded_with_head(now, conn, &frame.body, head)
+            });
+        }
+        return false;
+    }
+    let body = &frame.body[..];
     if is_shutdown_notice(body) {
         return true;
     }
@@ -435,8 +455,8 @@ async fn reattach(
         let left = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout(left, link.from_owner.recv()).await {
             Ok(Some(body)) => {
-                if relay.is_reattach_answer(&body) {
-                    relay.owner_sent(&body);
+                if relay.is_reattach_answer(&body.body) {
+                    relay.owner_sent(&body.body);
                 } else {
                     held.push(body);
                 }

@@ -21,7 +21,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use agentwire::host::{ConnId, Dialect, RelayFrame};
+use agentwire::host::{ConnId, Dialect, RelayFrame, RelayedEventHead};
 use agentwire::Framing;
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -59,10 +59,36 @@ pub(crate) fn group_subject(node: &Node, group: &str) -> String {
     format!("{}.grp.{group}", node.layout.live_prefix)
 }
 
+/// A frame of the owner for a relayed client: its body and, for a `session.event`, its head,
+/// read once per group frame and shared by every member it is for (so a gateway does not
+/// parse an event once per client).
+#[derive(Debug, Clone)]
+pub(crate) struct OwnerFrame {
+    /// The frame body (a JSON-RPC message).
+    pub(crate) body: Bytes,
+    /// The head of a `session.event` body, if read.
+    pub(crate) head: Option<Arc<RelayedEventHead>>,
+}
+
+impl From<Bytes> for OwnerFrame {
+    /// A body whose head was not read.
+    fn from(body: Bytes) -> Self {
+        OwnerFrame { body, head: None }
+    }
+}
+
+impl OwnerFrame {
+    /// The frame `body`, its head read.
+    fn read(body: Bytes) -> Self {
+        let head = RelayedEventHead::parse(&body).map(Arc::new);
+        OwnerFrame { body, head }
+    }
+}
+
 /// A member's end of its group, on the gateway's side.
 struct MemberIn {
-    /// The owner's frame bodies for the member's client.
-    tx: UnboundedSender<Bytes>,
+    /// The owner's frames for the member's client.
+    tx: UnboundedSender<OwnerFrame>,
     /// Set before `tx` is dropped when the member's link counts as broken.
     broken: Arc<Mutex<Option<String>>>,
 }
@@ -85,7 +111,7 @@ struct Recent {
     /// Openings sent and not yet registered or abandoned.
     pending: usize,
     /// The broadcasts received meanwhile (at most [`RECENT_LIMIT`]).
-    frames: std::collections::VecDeque<Bytes>,
+    frames: std::collections::VecDeque<OwnerFrame>,
 }
 
 /// How many broadcasts an unanswered opening keeps.
@@ -111,7 +137,7 @@ impl GroupIn {
     pub(crate) fn add_member(
         &self,
         member: u64,
-        tx: UnboundedSender<Bytes>,
+        tx: UnboundedSender<OwnerFrame>,
         broken: Arc<Mutex<Option<String>>>,
     ) -> bool {
         let mut members = lock(&self.members);
@@ -161,26 +187,29 @@ impl GroupIn {
         let mut members = lock(&self.members);
         match frame {
             RelayFrame::All(part) => {
-                let part = body.slice_ref(part);
-                for member in members.values() {
-                    let _ = member.tx.send(part.clone());
-                }
                 let mut recent = lock(&self.recent);
+                if members.is_empty() && recent.pending == 0 {
+                    return Ok(());
+                }
+                let frame = OwnerFrame::read(body.slice_ref(part));
+                for member in members.values() {
+                    let _ = member.tx.send(frame.clone());
+                }
                 if recent.pending > 0 {
                     if recent.frames.len() == RECENT_LIMIT {
                         recent.frames.pop_front();
                     }
-                    recent.frames.push_back(part);
+                    recent.frames.push_back(frame);
                 }
             }
             RelayFrame::To {
                 members: to,
                 body: part,
             } => {
-                let part = body.slice_ref(part);
+                let frame = OwnerFrame::read(body.slice_ref(part));
                 for id in to {
                     if let Some(member) = members.get(&id) {
-                        let _ = member.tx.send(part.clone());
+                        let _ = member.tx.send(frame.clone());
                     }
                 }
             }
@@ -466,14 +495,14 @@ mod tests {
         })
     }
 
-    fn member(g: &GroupIn, id: u64) -> tokio::sync::mpsc::UnboundedReceiver<Bytes> {
+    fn member(g: &GroupIn, id: u64) -> tokio::sync::mpsc::UnboundedReceiver<OwnerFrame> {
         let (tx, rx) = unbounded_channel();
         assert!(g.add_member(id, tx, Arc::default()));
         rx
     }
 
-    fn drain(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Bytes>) -> Vec<Bytes> {
-        std::iter::from_fn(|| rx.try_recv().ok()).collect()
+    fn drain(rx: &mut tokio::sync::mpsc::UnboundedReceiver<OwnerFrame>) -> Vec<Bytes> {
+        std::iter::from_fn(|| rx.try_recv().ok().map(|f| f.body)).collect()
     }
 
     #[test]
@@ -495,6 +524,25 @@ mod tests {
         g.dispatch(&Bytes::from_static(b"{\"all\":2}")).unwrap();
         assert!(drain(&mut b).is_empty());
         assert!(g.dispatch(&Bytes::from_static(b"@x\n")).is_err());
+    }
+
+    #[test]
+    fn an_event_for_several_members_is_read_once_for_all_of_them() {
+        let g = group();
+        let (mut a, mut b) = (member(&g, 1), member(&g, 2));
+        let event = br#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s","event":{"id":"e1","type":"assistant.message_delta","ephemeral":true,"data":{}}}}"#;
+        g.dispatch(&Bytes::from_static(event)).unwrap();
+        let answer = b"@1,2\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}";
+        g.dispatch(&Bytes::from_static(answer)).unwrap();
+        let (fa, fb) = (a.try_recv().unwrap(), b.try_recv().unwrap());
+        let (ha, hb) = (fa.head.unwrap(), fb.head.unwrap());
+        assert!(Arc::ptr_eq(&ha, &hb), "one head for both");
+        assert_eq!((ha.session.as_str(), ha.id.as_str()), ("s", "e1"));
+        assert!(ha.ephemeral);
+        assert_eq!(&fa.body[..], &event[..]);
+        // A frame that is not an event has no head: it is read as before.
+        assert!(a.try_recv().unwrap().head.is_none());
+        assert!(b.try_recv().unwrap().head.is_none());
     }
 
     #[test]

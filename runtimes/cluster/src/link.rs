@@ -44,7 +44,7 @@ use tracing::{info, warn};
 
 use crate::engine::Engine;
 use crate::escape::escape_id;
-use crate::group::{dialect_name, dialect_named, GroupOut, GroupsOut};
+use crate::group::{dialect_name, dialect_named, GroupOut, GroupsOut, OwnerFrame};
 use crate::link_messages::{LinkReceiver, LinkSender, Received, HEARTBEAT};
 use crate::node::Node;
 use crate::record::NodeIdentity;
@@ -185,7 +185,7 @@ pub(crate) struct LinkEnds {
     /// The client's frame bodies, in order.
     pub(crate) to_owner: UnboundedSender<Bytes>,
     /// The owner's frame bodies for the client, in order.
-    pub(crate) from_owner: UnboundedReceiver<Bytes>,
+    pub(crate) from_owner: UnboundedReceiver<OwnerFrame>,
     /// Set (before `from_owner` ends) when the link lost a message or went silent.
     broken: Arc<Mutex<Option<String>>>,
 }
@@ -336,10 +336,10 @@ pub(crate) fn open_local(node: &Node, conn: ConnId) -> Option<LinkEnds> {
 }
 
 /// Decodes the host's frames on `reader` into bodies for `tx`, until EOF.
-pub(crate) async fn read_bodies(
+pub(crate) async fn read_bodies<T: From<Bytes>>(
     mut reader: impl AsyncRead + Unpin,
     framing: Framing,
-    tx: UnboundedSender<Bytes>,
+    tx: UnboundedSender<T>,
 ) {
     let limits = FrameLimits {
         max_frame_bytes: usize::MAX / 2,
@@ -356,7 +356,7 @@ pub(crate) async fn read_bodies(
             return;
         }
         while let Ok(Some(body)) = decoder.next_frame() {
-            if tx.send(body).is_err() {
+            if tx.send(T::from(body)).is_err() {
                 return;
             }
         }

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use agentwire::host::{RELAY_DELTAS_EMITTED, RELAY_SESSION_BUSY};
+use agentwire::host::{RelayedEventHead, RELAY_DELTAS_EMITTED, RELAY_SESSION_BUSY};
 use agentwire::is_streaming_delta_type;
 
 use crate::relay_requests::{error_message, id_key, response, ClientRequests, Reattachments};
@@ -218,31 +218,66 @@ impl Relay {
         }
     }
 
+    /// A `session.event` notification of the owner whose head the gateway read already
+    /// (once for all its clients): whether to deliver it.
+    pub(crate) fn owner_sent_event(&mut self, head: &RelayedEventHead) -> bool {
+        let id = (!head.id.is_empty()).then_some(head.id.as_str());
+        let kind = &head.event_type;
+        self.event_seen(&head.session, id, kind, head.ephemeral, head.sub_agent)
+            .unwrap_or(true)
+    }
+
     /// A `session.event` notification of the owner: whether to deliver it (`None`: not one
     /// the relay follows).
     fn event_sent(&mut self, message: &OwnerMessage<'_>) -> Option<bool> {
         let params: EventParams<'_> = serde_json::from_str(message.params?.get()).ok()?;
         let kind = params.event.kind.as_deref().unwrap_or_default();
+        self.event_seen(
+            &params.session_id,
+            params.event.id.as_deref(),
+            kind,
+            params.event.ephemeral == Some(true),
+            params.event.agent_id.is_some(),
+        )
+    }
+
+    /// The bookkeeping of an event of `session` (its id, type, whether it is ephemeral and a
+    /// sub-agent's): whether to deliver it (`None`: not one the relay follows).
+    fn event_seen(
+        &mut self,
+        session: &str,
+        id: Option<&str>,
+        kind: &str,
+        ephemeral: bool,
+        sub_agent: bool,
+    ) -> Option<bool> {
         let edge = turn_edge(kind);
-        if params.event.ephemeral == Some(true) {
-            let attached = self.attached.get_mut(&*params.session_id)?;
+        if ephemeral {
+            let attached = self.attached.get_mut(session)?;
             if is_streaming_delta_type(kind) {
-                attached.deltas_received[usize::from(params.event.agent_id.is_some())] += 1;
+                attached.deltas_received[usize::from(sub_agent)] += 1;
             }
             // Of the other ephemeral events, only a turn's edges are followed.
             attached.awaiting_idle = edge.unwrap_or(attached.awaiting_idle);
             return None;
         }
-        let event_id = params.event.id?;
-        let attached = self.attached.get_mut(&*params.session_id)?;
+        let event_id = id?;
+        let attached = self.attached.get_mut(session)?;
         if let Some(turn) = edge {
             attached.awaiting_idle = turn;
         }
-        if attached.caught_up.remove(&*event_id) {
+        if attached.caught_up.remove(event_id) {
             return Some(false);
         }
         attached.caught_up.clear();
-        attached.last_event = Some(event_id.into_owned());
+        match &mut attached.last_event {
+            // Ids are of one length: the buffer is reused.
+            Some(last) => {
+                last.clear();
+                last.push_str(event_id);
+            }
+            None => attached.last_event = Some(event_id.to_owned()),
+        }
         Some(true)
     }
 
@@ -539,6 +574,71 @@ mod tests {
         );
         assert!(relay.owner_sent(br#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s"}}"#));
         relay
+    }
+
+    #[test]
+    fn an_event_whose_head_was_read_is_followed_as_if_the_relay_read_it() {
+        let with_ephemeral = |mut e: Value, agent: bool| {
+            e["ephemeral"] = json!(true);
+            if agent {
+                e["agentId"] = json!("sub-1");
+            }
+            Bytes::from(e.to_string())
+        };
+        let parse = |b: &Bytes| serde_json::from_slice::<Value>(b).unwrap();
+        let log = [
+            event("e1", "user.message", json!({})),
+            event("e2", "assistant.message", json!({})),
+        ];
+        let stream = [
+            // Caught up from the log already: the live copy is dropped once.
+            notification("s", &log[1]),
+            notification(
+                "s",
+                &with_ephemeral(
+                    parse(&event("d1", "assistant.message_delta", json!({}))),
+                    false,
+                ),
+            ),
+            notification(
+                "s",
+                &with_ephemeral(
+                    parse(&event("d2", "assistant.message_delta", json!({}))),
+                    true,
+                ),
+            ),
+            notification("s", &event("e3", "user.message", json!({}))),
+            notification("other", &log[1]),
+        ];
+        let mut by_body = attached_relay();
+        let mut by_head = attached_relay();
+        by_body.set_floor("s", 0);
+        by_head.set_floor("s", 0);
+        assert_eq!(by_body.catch_up("s", &[(5, log[1].clone())]).len(), 1);
+        assert_eq!(by_head.catch_up("s", &[(5, log[1].clone())]).len(), 1);
+        let delivered: Vec<(bool, bool)> = stream
+            .iter()
+            .map(|body| {
+                let head = RelayedEventHead::parse(body).unwrap();
+                (by_body.owner_sent(body), by_head.owner_sent_event(&head))
+            })
+            .collect();
+        assert_eq!(
+            delivered,
+            [
+                (false, false),
+                (true, true),
+                (true, true),
+                (true, true),
+                (true, true)
+            ]
+        );
+        let state = |r: &Relay| {
+            let a = &r.attached["s"];
+            (a.last_event.clone(), a.deltas_received, a.awaiting_idle)
+        };
+        assert_eq!(state(&by_head), state(&by_body));
+        assert_eq!(state(&by_head), (Some("e3".to_owned()), [1, 1], true));
     }
 
     #[test]
