@@ -438,3 +438,59 @@ fn a_members_resume_answer_counts_the_sessions_deltas() {
     );
     assert!(plain["result"].get(RELAY_DELTAS_EMITTED).is_none());
 }
+
+/// A relaying node replays how its client set up its connection: the Copilot SDK's
+/// connection-level registrations, each under `RELAY_HANDSHAKE_ID`, and nothing for a client
+/// that made none.
+#[test]
+fn a_clients_registrations_are_its_connections_set_up_for_the_owner() {
+    let mut w = World::new(HostConfig::default().with_seed(1));
+    let mut plain = w.connect();
+    let mut provider = w.connect();
+    assert!(w.host.relay_handshake(plain.conn).is_empty());
+    let fs = w.call(
+        &mut provider,
+        &mut [],
+        "sessionFs.setProvider",
+        json!({"initialCwd": "/w"}),
+    );
+    assert_eq!(fs["result"]["success"], true, "{fs}");
+    let http = w.call(
+        &mut provider,
+        &mut [],
+        "llmInference.setProvider",
+        json!({}),
+    );
+    assert_eq!(http["result"]["success"], true, "{http}");
+    let setup: Vec<Value> = w
+        .host
+        .relay_handshake(provider.conn)
+        .iter()
+        .map(|b| serde_json::from_slice(b).unwrap())
+        .collect();
+    let methods: Vec<&str> = setup
+        .iter()
+        .map(|r| r["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        methods,
+        ["sessionFs.setProvider", "llmInference.setProvider"]
+    );
+    assert!(setup
+        .iter()
+        .all(|r| r["id"] == agentwire::host::RELAY_HANDSHAKE_ID));
+    // Replayed on another host, they make the connection a provider there too.
+    let mut owner = World::new(HostConfig::default().with_seed(2));
+    let mut relayed = owner.connect();
+    for request in &setup {
+        owner.send_frame(&relayed, request);
+    }
+    owner.pump(&mut [&mut relayed]);
+    assert!(relayed
+        .inbox
+        .iter()
+        .all(|m| m["id"] == agentwire::host::RELAY_HANDSHAKE_ID && m["result"].is_object()));
+    assert_eq!(owner.host.relay_handshake(relayed.conn).len(), 2);
+    let _ = w.call(&mut plain, &mut [], "ping", json!({}));
+    assert!(w.host.relay_handshake(plain.conn).is_empty());
+}

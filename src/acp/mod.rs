@@ -149,19 +149,8 @@ impl DialectHandler for Acp {
         handle_message(host, conn, message);
     }
 
-    fn relay_handshake(&self, host: &Host, conn: ConnId) -> Option<Vec<u8>> {
-        let params = host
-            .conn_state_ref::<ConnState>(conn)?
-            .initialize_params
-            .as_deref()?;
-        let params: &serde_json::value::RawValue = serde_json::from_str(params).ok()?;
-        serde_json::to_vec(&serde_json::json!({
-            "jsonrpc": "2.0",
-            "id": crate::host::RELAY_HANDSHAKE_ID,
-            "method": "initialize",
-            "params": params,
-        }))
-        .ok()
+    fn relay_handshake(&self, host: &Host, conn: ConnId) -> Vec<Vec<u8>> {
+        initialize_again(host, conn).into_iter().collect()
     }
 
     fn deliver_event(&self, host: &mut Host, session: &str, event: &Event, conns: &[ConnId]) {
@@ -201,6 +190,22 @@ impl DialectHandler for Acp {
     ) {
         client::start_builtin(host, conn, session, request_id, tool_call_id, call);
     }
+}
+
+/// The client's `initialize` for relaying `conn`, under [`crate::host::RELAY_HANDSHAKE_ID`].
+fn initialize_again(host: &Host, conn: ConnId) -> Option<Vec<u8>> {
+    let params = host
+        .conn_state_ref::<ConnState>(conn)?
+        .initialize_params
+        .as_deref()?;
+    let params: &serde_json::value::RawValue = serde_json::from_str(params).ok()?;
+    serde_json::to_vec(&serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": crate::host::RELAY_HANDSHAKE_ID,
+        "method": "initialize",
+        "params": params,
+    }))
+    .ok()
 }
 
 /// The `session/update` notification body for one update.

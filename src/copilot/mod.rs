@@ -103,6 +103,22 @@ impl DialectHandler for Copilot {
         }
     }
 
+    fn relay_handshake(&self, host: &Host, conn: ConnId) -> Vec<Vec<u8>> {
+        let registration = |method: &str| {
+            let body = serde_json::json!({"jsonrpc": "2.0", "id": crate::host::RELAY_HANDSHAKE_ID,
+                                          "method": method, "params": {}});
+            body.to_string().into_bytes()
+        };
+        let mut setup = Vec::new();
+        if host.is_file_provider(conn) {
+            setup.push(registration("sessionFs.setProvider"));
+        }
+        if host.is_http_provider(conn) {
+            setup.push(registration("llmInference.setProvider"));
+        }
+        setup
+    }
+
     fn event_body(&self, session: &str, event: &Event) -> Option<Vec<u8>> {
         Some(turns::event_body(session, event))
     }

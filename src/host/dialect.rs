@@ -105,12 +105,14 @@ pub(crate) trait DialectHandler: Sync {
     /// One JSON-RPC message from a connection of this dialect.
     fn handle_message(&self, host: &mut Host, conn: ConnId, message: jsonrpc::Message<'_>);
 
-    /// The request that sets up a connection of this dialect as `conn` was set up, for a
-    /// cluster node that relays `conn` to another node (which must see the same handshake):
-    /// ACP's `initialize` with the client's own params, under the id
-    /// [`RELAY_HANDSHAKE_ID`](super::RELAY_HANDSHAKE_ID). `None` when the dialect needs none.
-    fn relay_handshake(&self, _host: &Host, _conn: ConnId) -> Option<Vec<u8>> {
-        None
+    /// The requests that set up a connection of this dialect as `conn` was set up, in order,
+    /// for a cluster node that relays `conn` to another node (which must see the same
+    /// set-up): ACP's `initialize` with the client's own params; the Copilot SDK's
+    /// connection-level registrations (`sessionFs.setProvider`, `llmInference.setProvider`).
+    /// Each has the id [`RELAY_HANDSHAKE_ID`](super::RELAY_HANDSHAKE_ID). Empty when there is
+    /// nothing to set up.
+    fn relay_handshake(&self, _host: &Host, _conn: ConnId) -> Vec<Vec<u8>> {
+        Vec::new()
     }
 
     /// The body every connection of this dialect receives for `event`, built once per event

@@ -183,8 +183,8 @@ pub const RELAY_SESSION_BUSY: &str = "agentwireSessionBusy";
 /// attached again to the same owner.
 pub const RELAY_DELTAS_EMITTED: &str = "agentwireDeltasEmitted";
 
-/// The id of the handshake request a relaying node replays on the owner
-/// ([`Host::relay_handshake`]); its answer is not the client's.
+/// The id of the set-up requests a relaying node replays on the owner
+/// ([`Host::relay_handshake`]); their answers are not the client's.
 pub const RELAY_HANDSHAKE_ID: &str = "agentwire-relay-handshake";
 
 /// The body of `frame`, a frame in `framing`.
@@ -199,14 +199,17 @@ fn unframe(framing: Framing, frame: &[u8]) -> &[u8] {
 }
 
 impl Host {
-    /// The request that sets a connection up as `conn` was set up, for relaying `conn` to
-    /// another node that must see the same handshake: for ACP, `initialize` with the client's
-    /// params and the id [`RELAY_HANDSHAKE_ID`] (the relaying node keeps its answer from the
-    /// client). `None` when the dialect needs none (the Copilot SDK protocol) or `conn` did
-    /// not complete it.
-    pub fn relay_handshake(&self, conn: ConnId) -> Option<Vec<u8>> {
-        let dialect = self.conns.get(&conn)?.dialect;
-        self.dialects[dialect.index()].relay_handshake(self, conn)
+    /// The requests that set a connection up as `conn` was set up, in order, for relaying
+    /// `conn` to another node that must see the same set-up, each with the id
+    /// [`RELAY_HANDSHAKE_ID`] (the relaying node keeps their answers from the client): for ACP,
+    /// `initialize` with the client's params; for the Copilot SDK protocol, the
+    /// connection-level registrations it made (`sessionFs.setProvider`,
+    /// `llmInference.setProvider`). Empty when there are none.
+    pub fn relay_handshake(&self, conn: ConnId) -> Vec<Vec<u8>> {
+        let Some(c) = self.conns.get(&conn) else {
+            return Vec::new();
+        };
+        self.dialects[c.dialect.index()].relay_handshake(self, conn)
     }
 
     /// Queues the framed `frame` of relay group member `member` on its group (a dialect

@@ -101,6 +101,11 @@ impl Host {
         self.file_providers.insert(conn);
     }
 
+    /// Whether `conn` sent `sessionFs.setProvider`.
+    pub(crate) fn is_file_provider(&self, conn: ConnId) -> bool {
+        self.file_providers.contains(&conn)
+    }
+
     /// The attached connection that provides `session`'s files, if any.
     pub(super) fn file_provider(&self, session: &str) -> Option<ConnId> {
         let live = self.sessions.get(session)?;

@@ -216,17 +216,19 @@ pub(crate) async fn open_remote(
     // The owner counts the relayed connection as authenticated when this node authenticated
     // its client (a cluster peer is trusted: it holds the cluster's NATS credentials).
     let authenticated = authenticated(node, conn);
-    // The owner serves the client in its own dialect, set up with the client's own
-    // handshake (ACP's `initialize`).
+    // The owner serves the client in its own dialect, set up as the client set up its
+    // connection here (ACP's `initialize`, Copilot SDK registrations).
     let (dialect, handshake) = node
         .host
         .get()
         .and_then(|host| {
             host.with_host(|h, _| {
                 let dialect = h.connection_dialect(conn)?;
-                let handshake = h
+                let handshake: Vec<String> = h
                     .relay_handshake(conn)
-                    .map(|b| String::from_utf8_lossy(&b).into_owned());
+                    .iter()
+                    .map(|b| String::from_utf8_lossy(b).into_owned())
+                    .collect();
                 Some((dialect, handshake))
             })
         })
@@ -304,7 +306,9 @@ pub(crate) fn open_local(node: &Node, conn: ConnId) -> Option<LinkEnds> {
     let framing = host.framing()?;
     let authenticated = authenticated(node, conn);
     // Set up as the client set its connection up (ACP's `initialize`), as on a remote owner.
-    let handshake = host.with_host(|h, _| h.relay_handshake(conn)).flatten();
+    let handshake = host
+        .with_host(|h, _| h.relay_handshake(conn))
+        .unwrap_or_default();
     let (host_side, link_side) = tokio::io::duplex(PIPE_BYTES);
     let (host_read, host_write) = tokio::io::split(host_side);
     let relayed = host.attach(host_read.compat(), host_write.compat_write())?;
@@ -313,8 +317,8 @@ pub(crate) fn open_local(node: &Node, conn: ConnId) -> Option<LinkEnds> {
     }
     let (from_host, mut to_host) = tokio::io::split(link_side);
     let (to_owner, mut bodies) = unbounded_channel::<Bytes>();
-    if let Some(handshake) = handshake {
-        let _ = to_owner.send(Bytes::from(handshake));
+    for request in handshake {
+        let _ = to_owner.send(Bytes::from(request));
     }
     let (owner_tx, from_owner) = unbounded_channel();
     tokio::spawn(async move {
@@ -405,9 +409,16 @@ pub(crate) async fn serve_links(node: Arc<Node>) {
         let Some(dialect) = dialect_named(open["dialect"].as_str()) else {
             continue;
         };
-        let handshake = open["handshake"]
-            .as_str()
-            .map(|h| Bytes::from(h.to_owned()));
+        // The set-up requests (one string, from a node before they were a list).
+        let handshake: Vec<Bytes> = match &open["handshake"] {
+            serde_json::Value::String(one) => vec![Bytes::from(one.clone())],
+            serde_json::Value::Array(all) => all
+                .iter()
+                .filter_map(|h| h.as_str())
+                .map(|h| Bytes::from(h.to_owned()))
+                .collect(),
+            _ => Vec::new(),
+        };
         let Some(group) = groups
             .get(&node, group, &peer, dialect)
             .filter(GroupOut::enter)
@@ -447,8 +458,8 @@ struct Opening {
     peer: NodeIdentity,
     /// The relaying node authenticated the client.
     authenticated: bool,
-    /// The request that set the client's connection up there, replayed here first.
-    handshake: Option<Bytes>,
+    /// The requests that set the client's connection up there, replayed here first.
+    handshake: Vec<Bytes>,
     /// Where the opening is answered.
     reply: async_nats::Subject,
 }
@@ -508,10 +519,10 @@ async fn serve_member(node: &Arc<Node>, opening: Opening, group: &GroupOut) {
         let _ = to_host.shutdown().await;
         return;
     }
-    if let Some(handshake) = handshake {
+    for request in handshake {
         // Its answer goes to the peer in the group, which keeps it from the client.
         let mut framed = BytesMut::new();
-        encode_frame(framing, &handshake, &mut framed);
+        encode_frame(framing, &request, &mut framed);
         if to_host.write_all(&framed).await.is_err() {
             return;
         }

@@ -15,7 +15,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use agentwire::host::{RelayedEventHead, RELAY_DELTAS_EMITTED, RELAY_SESSION_BUSY};
+use agentwire::host::{
+    RelayedEventHead, RELAY_DELTAS_EMITTED, RELAY_HANDSHAKE_ID, RELAY_SESSION_BUSY,
+};
 use agentwire::is_streaming_delta_type;
 
 use crate::relay_requests::{error_message, id_key, response, ClientRequests, Reattachments};
@@ -70,7 +72,14 @@ pub(crate) struct Relay {
     /// The body to deliver instead of the owner's last frame (an attach answer without the
     /// relay's own field).
     rewritten: Option<Bytes>,
+    /// Connection-level registrations the owner accepted (`sessionFs.setProvider`, …): their
+    /// methods, made again at a re-attachment.
+    registrations: Vec<String>,
 }
+
+/// The connection-level registrations of a Copilot SDK client (they set up its connection,
+/// not a session): a re-attachment makes them again on the new owner.
+const REGISTRATIONS: &[&str] = &["sessionFs.setProvider", "llmInference.setProvider"];
 
 /// The parts of a message of the owner the relay reads, borrowed (one pass over the body;
 /// this runs for every frame relayed to every client).
@@ -373,6 +382,11 @@ impl Relay {
                     self.attached.remove(session);
                 }
             }
+            method if REGISTRATIONS.contains(&method) => {
+                if !self.registrations.iter().any(|m| m == method) {
+                    self.registrations.push(method.to_owned());
+                }
+            }
             _ => {}
         }
         true
@@ -411,11 +425,23 @@ impl Relay {
         self.requests.fail_all(reason)
     }
 
-    /// The `session.resume` requests that re-attach the client to a new owner, one per
-    /// session, with the params it attached with (no `session.resume` event: the client did not
-    /// resume). Their answers are not delivered ([`Relay::owner_sent`] drops them).
+    /// The requests that re-attach the client to a new owner: the connection-level
+    /// registrations it made through the relay (under [`RELAY_HANDSHAKE_ID`], as a link's
+    /// set-up), then a `session.resume` per session, with the params it attached with (no
+    /// `session.resume` event: the client did not resume). Their answers are not delivered
+    /// ([`Relay::owner_sent`] drops the resumes'; the gateway, the set-up answers).
     pub(crate) fn reattach(&mut self) -> Vec<Bytes> {
-        let mut frames = Vec::new();
+        // The registrations first (their answers are kept from the client as a link's set-up
+        // answers are), then the sessions.
+        let mut frames: Vec<Bytes> = self
+            .registrations
+            .iter()
+            .map(|method| {
+                let body = json!({"jsonrpc": "2.0", "id": RELAY_HANDSHAKE_ID, "method": method,
+                                  "params": {}});
+                Bytes::from(body.to_string())
+            })
+            .collect();
         for (session, attached) in &self.attached {
             let mut params = attached.params.clone();
             params["disableResume"] = json!(true);
@@ -639,6 +665,30 @@ mod tests {
         };
         assert_eq!(state(&by_head), state(&by_body));
         assert_eq!(state(&by_head), (Some("e3".to_owned()), [1, 1], true));
+    }
+
+    #[test]
+    fn registrations_made_through_the_relay_are_made_again_first() {
+        let mut relay = attached_relay();
+        relay.client_sent(br#"{"jsonrpc":"2.0","id":7,"method":"sessionFs.setProvider","params":{"initialCwd":"/w"}}"#);
+        relay.client_sent(br#"{"jsonrpc":"2.0","id":8,"method":"llmInference.setProvider"}"#);
+        assert!(relay.owner_sent(br#"{"jsonrpc":"2.0","id":7,"result":{"success":true}}"#));
+        // A refused one is not made again.
+        assert!(
+            relay.owner_sent(br#"{"jsonrpc":"2.0","id":8,"error":{"code":-32601,"message":"no"}}"#)
+        );
+        let frames: Vec<Value> = relay
+            .reattach()
+            .iter()
+            .map(|b| serde_json::from_slice(b).unwrap())
+            .collect();
+        assert_eq!(frames.len(), 2, "{frames:?}");
+        assert_eq!(frames[0]["method"], "sessionFs.setProvider");
+        assert_eq!(frames[0]["id"], RELAY_HANDSHAKE_ID);
+        assert_eq!(frames[1]["method"], "session.resume");
+        // Only the resumes are re-attachments to wait for.
+        let answer = json!({"jsonrpc": "2.0", "id": RELAY_HANDSHAKE_ID, "result": {}});
+        assert!(!relay.is_reattach_answer(answer.to_string().as_bytes()));
     }
 
     #[test]
