@@ -382,10 +382,11 @@ impl Relay {
                     self.attached.remove(session);
                 }
             }
-            method if REGISTRATIONS.contains(&method) => {
-                if !self.registrations.iter().any(|m| m == method) {
-                    self.registrations.push(method.to_owned());
-                }
+            method
+                if REGISTRATIONS.contains(&method)
+                    && !self.registrations.iter().any(|m| m == method) =>
+            {
+                self.registrations.push(method.to_owned());
             }
             _ => {}
         }
