@@ -19,6 +19,9 @@ mod common;
 #[path = "support/agentwire.rs"]
 mod support;
 
+#[path = "../../../tests/support/fake_model.rs"]
+mod fake_model;
+
 #[allow(dead_code)]
 #[path = "../../cluster/tests/support/server.rs"]
 mod nats;
@@ -34,12 +37,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cluster_node::{client, ids, node, node_with, session_config, LEASE_TTL};
+use fake_model::{FakeModel, FakeReply};
 use github_copilot_sdk::handler::{PermissionHandler, PermissionResult};
+use github_copilot_sdk::rpc::{SessionFsSetProviderConventions, SessionFsSetProviderRequest};
 use github_copilot_sdk::session::Session;
+use github_copilot_sdk::session_fs::{FileInfo, FsError, FsErrorKind, SessionFsProvider};
 use github_copilot_sdk::tool::ToolHandler;
 use github_copilot_sdk::types::{
-    MessageOptions, PermissionRequestData, RequestId, ResumeSessionConfig, SessionConfig,
-    SessionEvent, SessionId, ToolInvocation, ToolResult,
+    MessageOptions, PermissionRequestData, ProviderConfig, RequestId, ResumeSessionConfig,
+    SessionConfig, SessionEvent, SessionId, ToolInvocation, ToolResult,
 };
 use github_copilot_sdk::Client;
 use support::Agentwire;
@@ -1403,4 +1409,181 @@ fn received_once_in_log_order(history: &[SessionEvent], seen: &[SessionEvent]) -
         "B's client received every durable event since it attached, once, in the log's order"
     );
     first
+}
+
+/// What the session filesystem of the client on node B serves: one file, and every path it was
+/// asked for.
+struct VirtualFs {
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+/// The file [`VirtualFs`] holds.
+const VIRTUAL_FILE: &str = "served by the client on node B";
+
+type FsFuture<'a, T> = Pin<Box<dyn std::future::Future<Output = Result<T, FsError>> + Send + 'a>>;
+
+impl VirtualFs {
+    /// Whether `path` is the file, noting the question.
+    fn holds(&self, path: &str) -> bool {
+        self.asked.lock().unwrap().push(path.to_owned());
+        path.ends_with("/notes.txt")
+    }
+}
+
+impl SessionFsProvider for VirtualFs {
+    fn read_file<'life0, 'life1, 'async_trait>(
+        &'life0 self,
+        path: &'life1 str,
+    ) -> FsFuture<'async_trait, String>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        let held = self.holds(path);
+        let path_text = path.to_owned();
+        Box::pin(async move {
+            if held {
+                Ok(VIRTUAL_FILE.to_owned())
+            } else {
+                Err(FsError::with_message(
+                    FsErrorKind::NotFound(path_text),
+                    "no such file",
+                ))
+            }
+        })
+    }
+
+    fn stat<'life0, 'life1, 'async_trait>(
+        &'life0 self,
+        path: &'life1 str,
+    ) -> FsFuture<'async_trait, FileInfo>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        let held = self.holds(path);
+        let path_text = path.to_owned();
+        Box::pin(async move {
+            if held {
+                let at = "2026-12-02T00:00:00.000Z";
+                Ok(FileInfo::new(
+                    true,
+                    false,
+                    VIRTUAL_FILE.len() as i64,
+                    at,
+                    at,
+                ))
+            } else {
+                Err(FsError::with_message(
+                    FsErrorKind::NotFound(path_text),
+                    "no such file",
+                ))
+            }
+        })
+    }
+}
+
+/// A client of node B that is its sessions' filesystem (`sessionFs.setProvider`, sent before
+/// it resumes a session owned by node A) keeps being it on A: the model's `view` on A reads the
+/// client's file through B (a BYOK session on the fake model endpoint), not A's disk. After
+/// `kill -9` of A, B takes the session over and the next `view` reads the client's file too.
+#[tokio::test]
+async fn a_relayed_client_that_provides_its_sessions_files_provides_them_on_the_owner() {
+    sdk::bounded(async {
+        let fake = FakeModel::start_script(vec![
+            FakeReply::tool(
+                "call_view",
+                "view",
+                serde_json::json!({"path": "notes.txt"}),
+            ),
+            FakeReply::Text("Read.".into()),
+            FakeReply::tool(
+                "call_again",
+                "view",
+                serde_json::json!({"path": "notes.txt"}),
+            ),
+            FakeReply::Text("Read again.".into()),
+        ]);
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let mut a = node(&url, "a").await;
+        let b = node(&url, "b").await;
+        let client_a = client(&a).await;
+        let id = sdk::new_session_id();
+        let config = session_config(&id)
+            .with_working_directory(std::path::Path::new("/virtual"))
+            .with_provider(
+                ProviderConfig::new(fake.base_url())
+                    .with_provider_type("openai")
+                    .with_api_key("sk-fake"),
+            )
+            .with_permission_handler(approve_all());
+        let _session_a = sdk::within("session.create on node A", client_a.create_session(config))
+            .await
+            .expect("session.create on node A");
+
+        let client_b = client(&b).await;
+        let rpc = client_b.rpc();
+        let session_fs = rpc.session_fs();
+        let registered = session_fs.set_provider(SessionFsSetProviderRequest {
+            capabilities: None,
+            conventions: SessionFsSetProviderConventions::Posix,
+            initial_cwd: "/virtual".to_owned(),
+            session_state_path: "/virtual/.state".to_owned(),
+        });
+        let registered = sdk::within("sessionFs.setProvider on node B", registered)
+            .await
+            .expect("sessionFs.setProvider");
+        assert!(registered.success);
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let config = ResumeSessionConfig::new(id.clone())
+            .with_provider(
+                ProviderConfig::new(fake.base_url())
+                    .with_provider_type("openai")
+                    .with_api_key("sk-fake"),
+            )
+            .with_permission_handler(approve_all())
+            .with_session_fs_provider(Arc::new(VirtualFs {
+                asked: asked.clone(),
+            }));
+        let session_b = sdk::within("session.resume on node B", client_b.resume_session(config))
+            .await
+            .expect("session.resume of a session owned by a live node");
+        let reply = sdk::turn(&session_b, "show my notes").await;
+        assert_eq!(sdk::str_field(&reply, "content"), Some("Read."));
+        let bodies = fake.completion_bodies();
+        assert_eq!(bodies.len(), 2);
+        let results = bodies[1]["messages"].to_string();
+        assert!(
+            results.contains(VIRTUAL_FILE),
+            "the view's result is the client's file: {results}\nasked: {:?}\n---- node A ----\n{}",
+            asked.lock().unwrap(),
+            a.stderr()
+        );
+        let first_reads = asked.lock().unwrap().len();
+        assert!(first_reads > 0);
+        assert!(b.stderr().contains("client relayed to the owner node"));
+
+        // A dies: B takes the session over and re-attaches the client to its own host, set up
+        // as the client's connection was: its files are still the client's.
+        a.child.start_kill().expect("SIGKILL node A");
+        a.exit(sdk::STEP).await;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !b.stderr().contains("relayed client re-attached") {
+            assert!(Instant::now() < deadline, "{}", b.stderr());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let reply = sdk::turn(&session_b, "show them again").await;
+        assert_eq!(sdk::str_field(&reply, "content"), Some("Read again."));
+        let bodies = fake.completion_bodies();
+        assert_eq!(bodies.len(), 4);
+        assert!(bodies[3]["messages"].to_string().contains(VIRTUAL_FILE));
+        let asked = asked.lock().unwrap().clone();
+        assert!(asked.len() > first_reads, "{asked:?}");
+        assert!(asked.iter().all(|p| p == "/virtual/notes.txt"), "{asked:?}");
+        drop(server);
+    })
+    .await
 }
