@@ -16,6 +16,7 @@ fn as_delivered(body: &[u8]) -> Value {
     let mut v: Value = serde_json::from_slice(body).unwrap();
     if let Some(result) = v.get_mut("result").and_then(Value::as_object_mut) {
         result.remove(agentwire::host::RELAY_DELTAS_EMITTED);
+        result.remove(agentwire::host::RELAY_LAST_EVENT);
     }
     v
 }
@@ -430,6 +431,21 @@ fn a_members_resume_answer_counts_the_sessions_deltas() {
     }
     let answer = answer.expect("the member's resume answered in its group");
     assert_eq!(answer["result"][RELAY_DELTAS_EMITTED], json!([deltas, 0]));
+    // Where it attached: the last persisted event before its own `session.resume`.
+    w.pump(&mut [&mut a]);
+    let persisted: Vec<Value> = a
+        .events("s")
+        .into_iter()
+        .filter(|e| e["ephemeral"] != true)
+        .collect();
+    let resumed_at = persisted
+        .iter()
+        .rposition(|e| e["type"] == "session.resume")
+        .expect("the member's session.resume");
+    assert_eq!(
+        answer["result"][agentwire::host::RELAY_LAST_EVENT],
+        persisted[resumed_at - 1]["id"]
+    );
     let plain = w.call(
         &mut a,
         &mut [],
@@ -437,6 +453,9 @@ fn a_members_resume_answer_counts_the_sessions_deltas() {
         json!({"sessionId": "s", "streaming": true}),
     );
     assert!(plain["result"].get(RELAY_DELTAS_EMITTED).is_none());
+    assert!(plain["result"]
+        .get(agentwire::host::RELAY_LAST_EVENT)
+        .is_none());
 }
 
 /// A relaying node replays how its client set up its connection: the Copilot SDK's

@@ -368,6 +368,11 @@ fn resume(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
     }
     if host.is_relay_member(conn) {
         result[crate::host::RELAY_DELTAS_EMITTED] = json!(host.deltas_emitted(&session_id));
+        let last = host
+            .session(&session_id)
+            .and_then(|s| s.events().last())
+            .map(|e| e.id.clone());
+        result[crate::host::RELAY_LAST_EVENT] = json!(last);
     }
     if !p.disable_resume {
         let mut data = json!({

@@ -183,6 +183,13 @@ pub const RELAY_SESSION_BUSY: &str = "agentwireSessionBusy";
 /// attached again to the same owner.
 pub const RELAY_DELTAS_EMITTED: &str = "agentwireDeltasEmitted";
 
+/// The result field of a `session.resume` answered to a relay group member: the id of the
+/// session's last persisted event when the client attached (`null` for none). Every later
+/// event reaches the client live; the gateway takes the field out of the answer and, should
+/// the owner die before the client received any event, catches the client up from the log
+/// after exactly that event.
+pub const RELAY_LAST_EVENT: &str = "agentwireLastEventId";
+
 /// The id of the set-up requests a relaying node replays on the owner
 /// ([`Host::relay_handshake`]); their answers are not the client's.
 pub const RELAY_HANDSHAKE_ID: &str = "agentwire-relay-handshake";

@@ -5,7 +5,7 @@
 //! It remembers what it relayed ([`crate::relay::Relay`]): the client's attachments (the
 //! params of each successful `session.create` / `session.resume`), its unanswered requests and
 //! the last durable event it received of each session (or, for a resume with none yet, the
-//! log's end read when the resume was answered). When A's lease is gone, or A sent its shutdown
+//! session's last event when the resume was answered, as the owner's answer names it). When A's lease is gone, or A sent its shutdown
 //! notice (held back: it is not the client's node that stops) and closed the link and then its
 //! lease went:
 //!
@@ -291,9 +291,9 @@ pub(crate) async fn gateway(
 /// the owner's shutdown notice, which is not passed on: the owner is stopping, not the
 /// client's node, and the client follows the session once the owner's lease is gone.
 ///
-/// The answer to a resume of the client is delivered once the log's last sequence is read
-/// (where a catch-up would start if the client receives no event of the session before the
-/// owner dies).
+/// The answer to a resume of the client from an owner that does not name the session's last
+/// event is delivered once the log's last sequence is read (where a catch-up would start if
+/// the client receives no event of the session before the owner dies).
 async fn pass_on(
     node: &Node,
     host: &HostHandle,

@@ -16,7 +16,8 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use agentwire::host::{
-    RelayedEventHead, RELAY_DELTAS_EMITTED, RELAY_HANDSHAKE_ID, RELAY_SESSION_BUSY,
+    RelayedEventHead, RELAY_DELTAS_EMITTED, RELAY_HANDSHAKE_ID, RELAY_LAST_EVENT,
+    RELAY_SESSION_BUSY,
 };
 use agentwire::is_streaming_delta_type;
 
@@ -327,10 +328,16 @@ impl Relay {
             }
             _ => Value::Null,
         };
-        // The owner's count of the session's deltas is the relay's, not the client's.
+        // The owner's count of the session's deltas and its last event are the relay's, not
+        // the client's.
         let emitted = deltas_emitted(&result);
+        let mut owner_last: Option<Option<String>> = None;
         if let Some(fields) = result.as_object_mut() {
-            if fields.remove(RELAY_DELTAS_EMITTED).is_some() {
+            let counted = fields.remove(RELAY_DELTAS_EMITTED).is_some();
+            if let Some(last) = fields.remove(RELAY_LAST_EVENT) {
+                owner_last = Some(last.as_str().map(str::to_owned));
+            }
+            if counted || owner_last.is_some() {
                 self.rewritten = Some(response(&pending.id, Ok(result.clone())));
             }
         }
@@ -354,11 +361,17 @@ impl Relay {
                     // A created session starts with no delta.
                     let deltas_base = emitted.or(created.then_some([0; 2]));
                     let previous = self.attached.remove(&session);
-                    let (last_event, floor, awaiting_idle) = previous
+                    let (mut last_event, mut floor, awaiting_idle) = previous
                         .map(|p| (p.last_event, p.floor, p.awaiting_idle))
                         .unwrap_or_default();
                     if !created && last_event.is_none() && floor.is_none() {
-                        self.floors_wanted.push(session.clone());
+                        match owner_last {
+                            // Where the client attached, as the owner says: exact.
+                            Some(Some(last)) => last_event = Some(last),
+                            Some(None) => floor = Some(0),
+                            // Read from the log after the answer (an owner that does not say).
+                            None => self.floors_wanted.push(session.clone()),
+                        }
                     }
                     self.attached.insert(
                         session,
@@ -797,6 +810,45 @@ mod tests {
         let mut unknown = attached_relay();
         unknown.floors_wanted();
         assert!(unknown.catch_up("s", &log).is_empty());
+    }
+
+    #[test]
+    fn a_resume_the_owner_says_where_it_attached_catches_up_after_exactly_that_event() {
+        let log = [
+            (1, event("e1", "session.start", json!({}))),
+            (2, event("e2", "user.message", json!({}))),
+            // Stored between the answer and any read of the log's end.
+            (4, event("e3", "session.resume", json!({}))),
+        ];
+        for (said, expected) in [
+            (json!("e2"), vec!["e3"]),
+            (json!(null), vec!["e1", "e2", "e3"]),
+        ] {
+            let mut relay = Relay::default();
+            relay.client_sent(
+                br#"{"jsonrpc":"2.0","id":1,"method":"session.resume","params":{"sessionId":"s"}}"#,
+            );
+            let answer = json!({"jsonrpc": "2.0", "id": 1,
+                                "result": {"sessionId": "s", RELAY_LAST_EVENT: said}});
+            assert!(relay.owner_sent(answer.to_string().as_bytes()));
+            // The client gets the answer without the relay's field, and no log read is needed.
+            let delivered: Value =
+                serde_json::from_slice(&relay.take_rewritten().unwrap()).unwrap();
+            assert_eq!(
+                delivered,
+                json!({"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s"}})
+            );
+            assert!(relay.floors_wanted().is_empty());
+            let caught: Vec<String> = relay
+                .catch_up("s", &log)
+                .iter()
+                .map(|f| {
+                    let v: Value = serde_json::from_slice(f).unwrap();
+                    v["params"]["event"]["id"].as_str().unwrap().to_owned()
+                })
+                .collect();
+            assert_eq!(caught, expected, "after {said}");
+        }
     }
 
     #[test]
