@@ -65,6 +65,20 @@ impl std::fmt::Display for ConnectError {
 
 impl std::error::Error for ConnectError {}
 
+/// How long [`NatsEngine::connect_client`] waits for the first connection.
+const FIRST_CONNECT_WAIT: Duration = Duration::from_secs(30);
+
+/// Whether `event` says the server refused the client's credentials.
+fn is_refusal(event: &async_nats::Event) -> bool {
+    match event {
+        async_nats::Event::ServerError(async_nats::ServerError::AuthorizationViolation) => true,
+        async_nats::Event::ClientError(async_nats::ClientError::Other(why)) => {
+            why.contains("authorization violation")
+        }
+        _ => false,
+    }
+}
+
 fn setup_error(what: &str, error: impl std::fmt::Display) -> ConnectError {
     ConnectError(format!("{what}: {error}"))
 }
@@ -86,17 +100,42 @@ impl NatsEngine {
         Self::with_client(client, config).await
     }
 
-    /// A client connection to `servers` with `options` (retrying the first connect).
+    /// A client connection to `servers` with `options` (retrying the first connect while no
+    /// server answers, for up to [`FIRST_CONNECT_WAIT`]; the engine's set-up retries after
+    /// that). A server that refuses the client's credentials is an error at once: retrying
+    /// cannot fix them.
     pub async fn connect_client(
         servers: &[String],
         options: async_nats::ConnectOptions,
     ) -> Result<async_nats::Client, ConnectError> {
-        options
+        let refused = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = refused.clone();
+        let client = options
             .connection_timeout(Duration::from_secs(5))
             .retry_on_initial_connect()
+            .event_callback(move |event| {
+                if is_refusal(&event) {
+                    seen.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+                async {}
+            })
             .connect(servers)
             .await
-            .map_err(|e| setup_error("connect", e))
+            .map_err(|e| setup_error("connect", e))?;
+        let deadline = std::time::Instant::now() + FIRST_CONNECT_WAIT;
+        while client.connection_state() != async_nats::connection::State::Connected
+            && std::time::Instant::now() < deadline
+        {
+            if refused.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(ConnectError(
+                    "connect: the NATS server refused this node's credentials (authorization \
+                     violation); check --cluster-creds"
+                        .into(),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(client)
     }
 
     /// Sets the engine up on an existing connection.

@@ -54,8 +54,22 @@ impl NatsServer {
 
     /// Starts one server; `cluster` is `(cluster port, route ports of all members)`.
     fn spawn(name: &str, port: u16, cluster: Option<(u16, &[u16])>) -> Self {
+        Self::spawn_with(name, port, cluster, None)
+    }
+
+    /// [`NatsServer::spawn`], reading the configuration file `config` first (the command
+    /// line's address, port, JetStream store and cluster settings win).
+    fn spawn_with(
+        name: &str,
+        port: u16,
+        cluster: Option<(u16, &[u16])>,
+        config: Option<&std::path::Path>,
+    ) -> Self {
         let store = tempfile::tempdir().expect("store dir");
         let mut command = Command::new(nats_server_binary());
+        if let Some(config) = config {
+            command.arg("-c").arg(config);
+        }
         command
             .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
             .arg(store.path())
@@ -87,6 +101,11 @@ impl NatsServer {
     /// A single JetStream server.
     pub fn single() -> Self {
         Self::spawn("n1", free_port(), None)
+    }
+
+    /// A single JetStream server with the configuration file `config` (e.g. operator mode).
+    pub fn with_config(config: &std::path::Path) -> Self {
+        Self::spawn_with("n1", free_port(), None, Some(config))
     }
 
     fn wait_listening(&self) {
