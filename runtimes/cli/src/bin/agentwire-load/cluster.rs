@@ -1,7 +1,10 @@
-//! `--cluster-nodes N`: the same run across N `agentwire --cluster` nodes on one nats-server.
+//! `--cluster-nodes N`: the same run across N `agentwire --cluster` nodes on a nats-server of
+//! the run.
 //!
-//! A fresh JetStream server per run (its store in a temporary directory), then N nodes
-//! (tokio, one NATS server, R1, default lease TTL). Session `n`'s creator attaches to node
+//! A fresh JetStream server per run (its store in a temporary directory), or with
+//! `--nats-servers S` a fresh JetStream cluster of S servers on loopback (the log stream and
+//! the lease bucket replicated S times; node `i` lists server `i mod S` first), then N nodes
+//! (tokio, default lease TTL). Session `n`'s creator attaches to node
 //! `n mod N`, which owns the session (its log's single writer); client `i` of the session
 //! attaches to node `(n + i) mod N`, so the other clients are relayed by their gateway node.
 //! The row's CPU time and peak RSS are the sums over the agentwire nodes (not nats-server);
@@ -39,54 +42,99 @@ fn nats_server_binary() -> Result<PathBuf, String> {
         })
 }
 
-/// One JetStream server on a free loopback port, killed and its store removed when dropped.
+/// A free loopback port.
+fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free port: {e}"))
+}
+
+/// The run's JetStream servers on free loopback ports (one, or a cluster with routes), killed
+/// and their stores removed when dropped.
 struct Nats {
-    child: Child,
+    children: Vec<Child>,
     store: PathBuf,
-    url: String,
+    /// Each server's client URL.
+    urls: Vec<String>,
 }
 
 impl Nats {
-    async fn start() -> Result<Nats, String> {
+    async fn start(servers: usize) -> Result<Nats, String> {
         let binary = nats_server_binary()?;
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .map_err(|e| format!("no free port: {e}"))?;
         let store = std::env::temp_dir().join(format!(
             "agentwire-load-nats-{}-{}",
             std::process::id(),
             now_ns()
         ));
-        std::fs::create_dir_all(&store).map_err(|e| format!("nats store dir: {e}"))?;
-        let child = Command::new(&binary)
-            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-            .arg(&store)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
-        let nats = Nats {
-            child,
-            store,
-            url: format!("nats://127.0.0.1:{port}"),
+        let ports: Vec<u16> = (0..servers)
+            .map(|_| free_port())
+            .collect::<Result<_, _>>()?;
+        let routes: Vec<u16> = (0..servers)
+            .map(|_| free_port())
+            .collect::<Result<_, _>>()?;
+        let route_urls: Vec<String> = routes
+            .iter()
+            .map(|p| format!("nats://127.0.0.1:{p}"))
+            .collect();
+        let mut nats = Nats {
+            children: Vec::with_capacity(servers),
+            store: store.clone(),
+            urls: ports
+                .iter()
+                .map(|p| format!("nats://127.0.0.1:{p}"))
+                .collect(),
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > deadline {
-                return Err("nats-server did not listen".into());
+        for (i, port) in ports.iter().enumerate() {
+            let dir = store.join(format!("n{i}"));
+            std::fs::create_dir_all(&dir).map_err(|e| format!("nats store dir: {e}"))?;
+            let mut command = Command::new(&binary);
+            command
+                .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+                .arg(&dir)
+                .args(["--server_name", &format!("n{i}")]);
+            if servers > 1 {
+                command
+                    .args(["--cluster_name", "agentwire-load"])
+                    .args(["--cluster", &route_urls[i]])
+                    .args(["--routes", &route_urls.join(",")]);
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            let child = command
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+            nats.children.push(child);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for port in ports {
+            while TcpStream::connect(("127.0.0.1", port)).is_err() {
+                if Instant::now() > deadline {
+                    return Err("nats-server did not listen".into());
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
         }
         Ok(nats)
+    }
+
+    /// The `--cluster` value for node `i`: every server, its own first.
+    fn urls_for(&self, i: usize) -> String {
+        let n = self.urls.len();
+        (0..n)
+            .map(|j| self.urls[(i + j) % n].as_str())
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 
 impl Drop for Nats {
     fn drop(&mut self) {
-        let _ = self.child.start_kill();
+        for child in &mut self.children {
+            let _ = child.start_kill();
+        }
         let _ = std::fs::remove_dir_all(&self.store);
     }
 }
@@ -99,16 +147,18 @@ pub(crate) async fn run_cluster(
     k: usize,
     m: u64,
 ) -> Result<RunResult, String> {
-    let nats = Nats::start().await?;
+    let nats = Nats::start(args.nats_servers).await?;
     let scenario = crate::stream_scenario(args, m);
     let mut children: Vec<Child> = Vec::with_capacity(nodes);
     let mut ports = Vec::with_capacity(nodes);
     for i in 0..nodes {
         let extra = [
             "--cluster".to_owned(),
-            nats.url.clone(),
+            nats.urls_for(i),
             "--node-id".to_owned(),
             format!("load{i}"),
+            "--cluster-replicas".to_owned(),
+            args.nats_servers.to_string(),
         ];
         let (child, port) = start_with_scenario(server, "tokio", &scenario, &extra).await?;
         children.push(child);
@@ -139,13 +189,9 @@ pub(crate) async fn run_cluster(
             ))
         }
     };
-    Ok(result(
-        format!("tokio, {nodes} nodes"),
-        Source::Scripted,
-        args,
-        k,
-        m,
-        &driven,
-        peak,
-    ))
+    let label = match args.nats_servers {
+        1 => format!("tokio, {nodes} nodes"),
+        s => format!("tokio, {nodes} nodes, R{s}"),
+    };
+    Ok(result(label, Source::Scripted, args, k, m, &driven, peak))
 }

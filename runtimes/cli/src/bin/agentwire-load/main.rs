@@ -128,6 +128,13 @@ struct Args {
     #[arg(long, value_name = "N")]
     cluster_nodes: Option<usize>,
 
+    /// With `--cluster-nodes`: the run's NATS is a JetStream cluster of this many servers
+    /// (routes on loopback), the log stream and the lease bucket replicated on all of them
+    /// (`--cluster-replicas N`), each agentwire node connected to its own server first. 1
+    /// (the default): one server, R1.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    nats_servers: usize,
+
     /// Worker threads for the clients (1: all clients on one thread, leaving the other
     /// cores to the server).
     #[arg(long, default_value_t = 1)]
@@ -229,6 +236,10 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    if !matches!(args.nats_servers, 1 | 3 | 5) {
+        eprintln!("error: --nats-servers must be 1, 3 or 5 (a JetStream cluster needs a quorum)");
+        return ExitCode::from(2);
+    }
     if args.cluster_nodes.is_some_and(|n| n < 2)
         || (args.cluster_nodes.is_some() && !args.runtimes.iter().any(|r| r == "tokio"))
     {
@@ -302,6 +313,9 @@ async fn run_all(args: &Args, server: &Path) -> ExitCode {
                 };
                 let rt = match nodes {
                     None => rt.clone(),
+                    Some(n) if args.nats_servers > 1 => {
+                        format!("{rt}, {n} nodes, R{}", args.nats_servers)
+                    }
                     Some(n) => format!("{rt}, {n} nodes"),
                 };
                 match outcome {
@@ -378,8 +392,10 @@ pub(crate) async fn start_server(
         .map_err(|e| format!("cannot start {}: {e}", server.display()))?;
     let stdout = child.stdout.take().ok_or("no stdout")?;
     let mut line = String::new();
+    // A cluster node reports its port once its NATS is ready (a JetStream cluster that just
+    // started elects its leaders first; the node waits up to 30 s for them).
     let read = tokio::time::timeout(
-        Duration::from_secs(10),
+        Duration::from_secs(40),
         BufReader::new(stdout).read_line(&mut line),
     )
     .await;
