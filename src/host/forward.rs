@@ -173,16 +173,7 @@ impl Host {
     /// allocation per delta, kept or dropped, plus the queue's amortised growth (and once per
     /// loss, the name of its session; once per session, its last persisted event id).
     pub fn deliver_forwarded(&mut self, now: Timestamp, conn: ConnId, body: &[u8]) {
-        self.advance_time(now);
-        let Some(c) = self.conns.get(&conn) else {
-            return;
-        };
-        if !c.forwarded || c.closing {
-            return;
-        }
-        if c.relay != RelayRole::None {
-            // Not the case of a gateway's relayed client; its frames stay as they were.
-            self.send_body(conn, body);
+        if !self.forwarded_body_is_ours(now, conn, body) {
             return;
         }
         let Some((session, event)) = relayed_event(body) else {
@@ -208,15 +199,7 @@ impl Host {
         body: &[u8],
         head: &RelayedEventHead,
     ) {
-        self.advance_time(now);
-        let Some(c) = self.conns.get(&conn) else {
-            return;
-        };
-        if !c.forwarded || c.closing {
-            return;
-        }
-        if c.relay != RelayRole::None {
-            self.send_body(conn, body);
+        if !self.forwarded_body_is_ours(now, conn, body) {
             return;
         }
         self.deliver_relayed_event(
@@ -227,6 +210,24 @@ impl Host {
             &head.event_type,
             head.ephemeral,
         );
+    }
+
+    /// Whether the relayed `body` for `conn` is to be queued by the forwarded-frame policy:
+    /// not for an unknown, closing or not forwarded connection (dropped), nor for a relay
+    /// group member (sent as it is: not the case of a gateway's relayed client).
+    fn forwarded_body_is_ours(&mut self, now: Timestamp, conn: ConnId, body: &[u8]) -> bool {
+        self.advance_time(now);
+        let Some(c) = self.conns.get(&conn) else {
+            return false;
+        };
+        if !c.forwarded || c.closing {
+            return false;
+        }
+        if c.relay != RelayRole::None {
+            self.send_body(conn, body);
+            return false;
+        }
+        true
     }
 
     /// Queues the relayed `session.event` `body` (of `session`, with the event's id, type and

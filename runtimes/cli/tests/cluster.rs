@@ -1423,10 +1423,18 @@ const VIRTUAL_FILE: &str = "served by the client on node B";
 type FsFuture<'a, T> = Pin<Box<dyn std::future::Future<Output = Result<T, FsError>> + Send + 'a>>;
 
 impl VirtualFs {
-    /// Whether `path` is the file, noting the question.
-    fn holds(&self, path: &str) -> bool {
+    /// `found()` if `path` is the file, else "not found"; the question noted.
+    fn answer<'a, T: Send + 'a>(&self, path: &str, found: impl FnOnce() -> T) -> FsFuture<'a, T> {
         self.asked.lock().unwrap().push(path.to_owned());
-        path.ends_with("/notes.txt")
+        let outcome = if path.ends_with("/notes.txt") {
+            Ok(found())
+        } else {
+            Err(FsError::with_message(
+                FsErrorKind::NotFound(path.to_owned()),
+                "no such file",
+            ))
+        };
+        Box::pin(std::future::ready(outcome))
     }
 }
 
@@ -1440,18 +1448,7 @@ impl SessionFsProvider for VirtualFs {
         'life1: 'async_trait,
         Self: 'async_trait,
     {
-        let held = self.holds(path);
-        let path_text = path.to_owned();
-        Box::pin(async move {
-            if held {
-                Ok(VIRTUAL_FILE.to_owned())
-            } else {
-                Err(FsError::with_message(
-                    FsErrorKind::NotFound(path_text),
-                    "no such file",
-                ))
-            }
-        })
+        self.answer(path, || VIRTUAL_FILE.to_owned())
     }
 
     fn stat<'life0, 'life1, 'async_trait>(
@@ -1463,24 +1460,9 @@ impl SessionFsProvider for VirtualFs {
         'life1: 'async_trait,
         Self: 'async_trait,
     {
-        let held = self.holds(path);
-        let path_text = path.to_owned();
-        Box::pin(async move {
-            if held {
-                let at = "2026-12-02T00:00:00.000Z";
-                Ok(FileInfo::new(
-                    true,
-                    false,
-                    VIRTUAL_FILE.len() as i64,
-                    at,
-                    at,
-                ))
-            } else {
-                Err(FsError::with_message(
-                    FsErrorKind::NotFound(path_text),
-                    "no such file",
-                ))
-            }
+        let at = "2026-12-02T00:00:00.000Z";
+        self.answer(path, || {
+            FileInfo::new(true, false, VIRTUAL_FILE.len() as i64, at, at)
         })
     }
 }

@@ -404,13 +404,7 @@ async fn an_acp_client_whose_link_broke_is_reattached_to_the_same_owner_missing_
             .subject;
 
         // The break, while the app runs a turn.
-        let mut heartbeat = vec![b'H'];
-        heartbeat.extend_from_slice(&(1u64 << 40).to_be_bytes());
-        watcher
-            .publish(first.clone(), heartbeat.into())
-            .await
-            .expect("publish");
-        watcher.flush().await.expect("flush");
+        cluster_node::inject_unsent_heartbeat(&watcher, first).await;
         let during = sdk::turn(&session_a, "while the link broke").await;
         let during = sdk::str_field(&during, "content")
             .expect("an answer")

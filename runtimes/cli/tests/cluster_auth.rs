@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use cluster_node::{app_session, LEASE_TTL};
+use cluster_node::app_session;
 use nkeys::KeyPair;
 use serde_json::{json, Value};
 
@@ -108,16 +108,7 @@ fn operator_mode_server(dir: &Path) -> (nats::NatsServer, KeyPair) {
 /// a few seconds (`None`: still running) and its stderr.
 async fn start_briefly(url: &str, id: &str, extra: &[&str]) -> (Option<bool>, String) {
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentwire"))
-        .args([
-            "--headless",
-            "--port",
-            "0",
-            "--cluster",
-            url,
-            "--node-id",
-            id,
-        ])
-        .args(["--cluster-lease-ttl", LEASE_TTL])
+        .args(cluster_node::node_args(url, id))
         .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -141,20 +132,12 @@ async fn a_node_with_its_users_creds_serves_sessions_on_an_operator_mode_server(
         let node_creds = dir.path().join("node.creds");
         std::fs::write(&node_creds, creds(&app, "node-a")).unwrap();
 
-        let a = support::Agentwire::launch([
-            "--headless",
-            "--port",
-            "0",
-            "--cluster",
-            &url,
-            "--node-id",
-            "a",
-            "--cluster-lease-ttl",
-            LEASE_TTL,
-            "--cluster-creds",
-            node_creds.to_str().unwrap(),
-        ])
-        .await;
+        let mut args = cluster_node::node_args(&url, "a");
+        args.extend([
+            "--cluster-creds".to_owned(),
+            node_creds.display().to_string(),
+        ]);
+        let a = support::Agentwire::launch(args).await;
         let (_client, _id, session, reply) = app_session(&a, Some("hello over JWT")).await;
         let reply = reply.expect("the turn's answer");
         assert!(sdk::str_field(&reply, "content").is_some());

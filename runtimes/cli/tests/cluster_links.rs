@@ -77,13 +77,7 @@ async fn a_relayed_client_whose_link_lost_a_message_is_re_attached_to_the_same_o
 
         // A heartbeat naming a message B never received (nor A sent): B asks for it again,
         // and A says it does not keep it.
-        let mut heartbeat = vec![b'H'];
-        heartbeat.extend_from_slice(&(1u64 << 40).to_be_bytes());
-        watcher
-            .publish(first.clone(), heartbeat.into())
-            .await
-            .expect("publish");
-        watcher.flush().await.expect("flush");
+        cluster_node::inject_unsent_heartbeat(&watcher, first.clone()).await;
 
         // B links to A again, on a new link in a new group.
         let second = loop {

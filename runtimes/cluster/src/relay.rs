@@ -21,7 +21,9 @@ use agentwire::host::{
 };
 use agentwire::is_streaming_delta_type;
 
-use crate::relay_requests::{error_message, id_key, response, ClientRequests, Reattachments};
+use crate::relay_requests::{
+    error_message, id_key, response, ClientRequests, OwnerMessage, Reattachments,
+};
 
 /// One session the relayed client is attached to.
 #[derive(Debug, Clone)]
@@ -81,22 +83,6 @@ pub(crate) struct Relay {
 /// The connection-level registrations of a Copilot SDK client (they set up its connection,
 /// not a session): a re-attachment makes them again on the new owner.
 const REGISTRATIONS: &[&str] = &["sessionFs.setProvider", "llmInference.setProvider"];
-
-/// The parts of a message of the owner the relay reads, borrowed (one pass over the body;
-/// this runs for every frame relayed to every client).
-#[derive(Deserialize)]
-struct OwnerMessage<'a> {
-    #[serde(borrow, default)]
-    method: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    result: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    error: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    params: Option<&'a RawValue>,
-}
 
 /// The params of a `session.event` notification, as far as the relay reads them.
 #[derive(Deserialize)]

@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 
 use agentwire::acp::{RELAY_POSITION, RELAY_REPLAY_AFTER};
 
-use crate::relay_requests::{error_message, id_key, ClientRequests, Reattachments};
+use crate::relay_requests::{error_message, id_key, ClientRequests, OwnerMessage, Reattachments};
 
 /// The ACP methods that attach the client to a session.
 const ATTACHES: &[&str] = &["session/new", "session/load", "session/resume"];
@@ -44,21 +44,6 @@ pub(crate) struct AcpRelay {
     replays: Reattachments,
     /// Re-attachments the new owner refused: session and its error message.
     refused: Vec<(String, String)>,
-}
-
-/// The parts of a message of the owner the relay reads, borrowed.
-#[derive(Deserialize)]
-struct OwnerMessage<'a> {
-    #[serde(borrow, default)]
-    method: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    result: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    error: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    params: Option<&'a RawValue>,
 }
 
 /// The params of a [`RELAY_POSITION`] notification.

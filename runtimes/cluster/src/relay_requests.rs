@@ -15,6 +15,27 @@ const OWNER_STOPPED: i64 = -32603;
 /// Prefix of the ids of the gateway's own requests (re-attachments), never a client's.
 const REATTACH_ID_PREFIX: &str = "agentwire-gateway-reattach-";
 
+/// The parts of a message of the owner a relay reads, borrowed (one pass over the body;
+/// this runs for every frame relayed to every client).
+#[derive(serde::Deserialize)]
+pub(crate) struct OwnerMessage<'a> {
+    /// A request's or notification's method.
+    #[serde(borrow, default)]
+    pub(crate) method: Option<&'a RawValue>,
+    /// A request's or response's id.
+    #[serde(borrow, default)]
+    pub(crate) id: Option<&'a RawValue>,
+    /// A response's result.
+    #[serde(borrow, default)]
+    pub(crate) result: Option<&'a RawValue>,
+    /// A response's error.
+    #[serde(borrow, default)]
+    pub(crate) error: Option<&'a RawValue>,
+    /// A request's or notification's params.
+    #[serde(borrow, default)]
+    pub(crate) params: Option<&'a RawValue>,
+}
+
 /// A JSON object's members, borrowed.
 pub(crate) type Fields<'a> = HashMap<&'a str, &'a RawValue>;
 

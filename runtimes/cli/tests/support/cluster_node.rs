@@ -19,7 +19,27 @@ pub async fn node(url: &str, id: &str) -> Agentwire {
 
 /// [`node`] with the stream and bucket replicated `replicas` times.
 pub async fn node_with(url: &str, id: &str, replicas: &str) -> Agentwire {
-    Agentwire::launch([
+    let mut args = node_args(url, id);
+    args.extend(["--cluster-replicas", replicas, "--seed", "7"].map(str::to_owned));
+    Agentwire::launch(args).await
+}
+
+/// Publishes on `subject`, a link's or relay group's, a heartbeat naming a message its sender
+/// never sent: the receiver asks for it again, the sender says it does not keep it, and the
+/// receiver counts the link broken.
+pub async fn inject_unsent_heartbeat(watcher: &async_nats::Client, subject: async_nats::Subject) {
+    let mut heartbeat = vec![b'H'];
+    heartbeat.extend_from_slice(&(1u64 << 40).to_be_bytes());
+    watcher
+        .publish(subject, heartbeat.into())
+        .await
+        .expect("publish");
+    watcher.flush().await.expect("flush");
+}
+
+/// The arguments of a headless node `id` on `url` with the tests' lease TTL.
+pub fn node_args(url: &str, id: &str) -> Vec<String> {
+    [
         "--headless",
         "--port",
         "0",
@@ -27,14 +47,11 @@ pub async fn node_with(url: &str, id: &str, replicas: &str) -> Agentwire {
         url,
         "--node-id",
         id,
-        "--cluster-lease-ttl",
-        LEASE_TTL,
-        "--cluster-replicas",
-        replicas,
-        "--seed",
-        "7",
-    ])
-    .await
+    ]
+    .into_iter()
+    .chain(["--cluster-lease-ttl", LEASE_TTL])
+    .map(str::to_owned)
+    .collect()
 }
 
 pub async fn client(node: &Agentwire) -> Client {
