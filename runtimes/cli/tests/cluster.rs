@@ -340,6 +340,26 @@ async fn a_client_of_node_b_drives_a_session_owned_by_node_a() {
     .await
 }
 
+/// The prompt of `len` bytes among `history`'s `user.message`s.
+fn prompt_of_len(history: &[SessionEvent], len: usize) -> Option<&str> {
+    history
+        .iter()
+        .filter(|e| e.event_type == "user.message")
+        .filter_map(|e| sdk::str_field(e, "content"))
+        .find(|content| content.len() == len)
+}
+
+/// `kill -9` of owner `a`; returns once gateway `b` re-attached its client (as it logs).
+async fn kill_owner_until_reattached(a: &mut Agentwire, b: &Agentwire) {
+    a.child.start_kill().expect("SIGKILL node A");
+    a.exit(sdk::STEP).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !b.stderr().contains("relayed client re-attached") {
+        assert!(Instant::now() < deadline, "{}", b.stderr());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Gateways carry frames larger than NATS's `max_payload` (1 MiB by default) both ways, and
 /// the log stores events larger than it: a relayed client of node B sends a 1.5 MiB prompt to
 /// the session owned by node A, the turn runs, and the history read back through B (a
@@ -375,11 +395,7 @@ async fn a_relayed_client_sends_and_receives_frames_larger_than_max_payload() {
         let history = sdk::within("getMessages via B", session_b.get_events())
             .await
             .expect("getMessages");
-        let sent = history
-            .iter()
-            .filter(|e| e.event_type == "user.message")
-            .filter_map(|e| sdk::str_field(e, "content"))
-            .find(|content| content.len() == prompt.len());
+        let sent = prompt_of_len(&history, prompt.len());
         assert!(
             sent == Some(prompt.as_str()),
             "the prompt reached the owner whole and came back in the history"
@@ -391,13 +407,7 @@ async fn a_relayed_client_sends_and_receives_frames_larger_than_max_payload() {
             .await
             .expect("getMessages");
 
-        a.child.start_kill().expect("SIGKILL node A");
-        a.exit(sdk::STEP).await;
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !b.stderr().contains("relayed client re-attached") {
-            assert!(Instant::now() < deadline, "{}", b.stderr());
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        kill_owner_until_reattached(&mut a, &b).await;
         let after = sdk::within("getMessages on B", session_b.get_events())
             .await
             .expect("getMessages after the takeover");
@@ -407,11 +417,7 @@ async fn a_relayed_client_sends_and_receives_frames_larger_than_max_payload() {
             sdk::types(&after),
             sdk::types(&before)
         );
-        let restored = after
-            .iter()
-            .filter(|e| e.event_type == "user.message")
-            .filter_map(|e| sdk::str_field(e, "content"))
-            .find(|content| content.len() == prompt.len());
+        let restored = prompt_of_len(&after, prompt.len());
         assert!(
             restored == Some(prompt.as_str()),
             "the large prompt was restored whole from the log"
@@ -1550,13 +1556,7 @@ async fn a_relayed_client_that_provides_its_sessions_files_provides_them_on_the_
 
         // A dies: B takes the session over and re-attaches the client to its own host, set up
         // as the client's connection was: its files are still the client's.
-        a.child.start_kill().expect("SIGKILL node A");
-        a.exit(sdk::STEP).await;
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !b.stderr().contains("relayed client re-attached") {
-            assert!(Instant::now() < deadline, "{}", b.stderr());
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        kill_owner_until_reattached(&mut a, &b).await;
         let reply = sdk::turn(&session_b, "show them again").await;
         assert_eq!(sdk::str_field(&reply, "content"), Some("Read again."));
         let bodies = fake.completion_bodies();
