@@ -190,10 +190,26 @@ impl ToolHandler for HangingTool {
 /// again; its next prompt on the same connection runs.
 #[tokio::test]
 async fn an_acp_client_whose_owner_dies_mid_turn_is_reattached_and_its_next_prompt_runs() {
+    owner_dies_mid_turn(false).await
+}
+
+/// The same with a third node C, which may take the session over instead of B (a race: B's
+/// lookup or C's sweep): then B re-attaches the editor to C over a new link, and C replays
+/// what the editor missed and tells B its positions from then on.
+#[tokio::test]
+async fn an_acp_client_whose_owner_dies_is_reattached_to_whichever_node_took_the_session() {
+    owner_dies_mid_turn(true).await
+}
+
+async fn owner_dies_mid_turn(third_node: bool) {
     sdk::bounded(async {
         let server = nats::NatsServer::single();
         let url = server.url();
         let mut a = node(&url, "a").await;
+        let c = match third_node {
+            true => Some(node(&url, "c").await),
+            false => None,
+        };
         // A's app: a client tool that never answers, every permission approved.
         let app = cluster_node::client(&a).await;
         let id = sdk::new_session_id();
@@ -335,6 +351,18 @@ async fn an_acp_client_whose_owner_dies_mid_turn_is_reattached_and_its_next_prom
         assert!(log.contains("relayed client re-attached"), "{log}");
         // The editor's agent process kept running.
         assert!(b.try_wait().expect("try_wait").is_none(), "{log}");
+        if let Some(c) = &c {
+            let remote = log.contains("to=Remote");
+            eprintln!(
+                "the session went to {}",
+                if remote { "node c" } else { "node b" }
+            );
+            assert_eq!(
+                remote,
+                c.stderr().contains("relayed client attached"),
+                "{log}"
+            );
+        }
         drop(b);
         drop(server);
     })
