@@ -1569,3 +1569,61 @@ async fn a_relayed_client_that_provides_its_sessions_files_provides_them_on_the_
     })
     .await
 }
+
+/// A client of node B waits in `session.sendAndWait` (the Rust SDK's `send_and_wait`) for a
+/// turn of the session owned by node A, held at its own client tool; A is killed. The
+/// `sendAndWait` ends as the owner would have ended it when the turn was interrupted: with
+/// the interrupted turn's error (naming the node that took over), not a relay error; the
+/// client's next turn on the same connection works.
+#[tokio::test]
+async fn a_relayed_send_and_wait_ends_with_the_turn_the_takeover_interrupted() {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let mut a = node(&url, "a").await;
+        let b = node(&url, "b").await;
+        let client_a = client(&a).await;
+        let id = sdk::new_session_id();
+        let config = session_config(&id).with_permission_handler(approve_all());
+        let _session_a = sdk::within("session.create", client_a.create_session(config))
+            .await
+            .expect("session.create on node A");
+
+        let client_b = client(&b).await;
+        let asked = Arc::new(Notify::new());
+        let tool = sdk::weather_declaration().with_handler(Arc::new(HoldFirstTool {
+            calls: Arc::new(Mutex::new(Vec::new())),
+            asked: asked.clone(),
+        }));
+        let config = ResumeSessionConfig::new(id.clone())
+            .with_tools([tool])
+            .with_permission_handler(approve_all());
+        let session_b = sdk::within("session.resume via B", client_b.resume_session(config))
+            .await
+            .expect("session.resume via B");
+        let session_b = Arc::new(session_b);
+        let waiting = session_b.clone();
+        let waited = tokio::spawn(async move {
+            waiting
+                .send_and_wait(MessageOptions::new(sdk::WEATHER_PROMPT))
+                .await
+        });
+        sdk::within("the tool call at B's client", asked.notified()).await;
+        kill_owner_until_reattached(&mut a, &b).await;
+        let ended = tokio::time::timeout(Duration::from_secs(30), waited)
+            .await
+            .expect("sendAndWait ended")
+            .expect("the task");
+        let error = ended.expect_err("the turn was interrupted").to_string();
+        assert!(
+            error.contains("the turn was interrupted") && error.contains("took the session over"),
+            "{error}\n---- node B ----\n{}",
+            b.stderr()
+        );
+        assert!(!error.contains("was not completed"), "{error}");
+        let reply = sdk::turn(&session_b, "hello again").await;
+        assert_eq!(reply.event_type, "assistant.message");
+        drop(server);
+    })
+    .await
+}

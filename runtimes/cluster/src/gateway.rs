@@ -407,7 +407,12 @@ async fn reattach(
         ),
         Lost::Broke(..) => format!("{what} before answering"),
     };
-    for answer in relay.fail_pending(&reason) {
+    // A `sendAndWait` of a Copilot SDK client ends with the turn the new owner interrupts.
+    let answers = match (lost, relay.copilot()) {
+        (Lost::Died(_), Some(copilot)) => copilot.fail_pending_but_turns(&reason),
+        _ => relay.fail_pending(&reason),
+    };
+    for answer in answers {
         deliver(host, conn, &answer);
     }
     let sessions = relay.sessions();
@@ -486,8 +491,9 @@ async fn reattach(
 }
 
 /// Delivers what a Copilot SDK client missed while its link was down, once the new owner took
-/// it back: the count of streaming deltas it lost, the durable events read from the log, and
-/// the `session.idle` of a turn that ended meanwhile.
+/// it back: the count of streaming deltas it lost, the durable events read from the log (with
+/// the answers of the `sendAndWait`s their interrupted turns end), the `session.idle` of a
+/// turn that ended meanwhile, then the error answers of the `sendAndWait`s left.
 async fn catch_up(
     node: &Node,
     host: &HostHandle,
@@ -519,6 +525,9 @@ async fn catch_up(
         .unwrap_or_default();
     for frame in relay.missed_idles(&now) {
         deliver(host, conn, &frame);
+    }
+    for answer in relay.fail_turn_waiters() {
+        deliver(host, conn, &answer);
     }
     Ok(())
 }

@@ -22,7 +22,8 @@ use agentwire::host::{
 use agentwire::is_streaming_delta_type;
 
 use crate::relay_requests::{
-    error_message, id_key, response, ClientRequests, OwnerMessage, Reattachments,
+    error_message, failure, id_key, response, ClientRequests, OwnerMessage, Pending, Reattachments,
+    OWNER_STOPPED,
 };
 
 /// One session the relayed client is attached to.
@@ -78,6 +79,9 @@ pub(crate) struct Relay {
     /// Connection-level registrations the owner accepted (`sessionFs.setProvider`, …): their
     /// methods, made again at a re-attachment.
     registrations: Vec<String>,
+    /// `session.sendAndWait`s the dead owner did not answer, with the reason: answered by the
+    /// catch-up when it ends their session's interrupted turn, else with the reason.
+    turn_waiters: Vec<(Pending, String)>,
 }
 
 /// The connection-level registrations of a Copilot SDK client (they set up its connection,
@@ -425,6 +429,37 @@ impl Relay {
         self.requests.fail_all(reason)
     }
 
+    /// [`Relay::fail_pending`] after the owner died, except for the `session.sendAndWait`s
+    /// of attached sessions: a `sendAndWait` ends with its turn, so each is answered as the
+    /// owner would have when the catch-up ends the session's interrupted turn (the error of
+    /// its `session.error`), or, when there is none, by [`Relay::fail_turn_waiters`].
+    pub(crate) fn fail_pending_but_turns(&mut self, reason: &str) -> Vec<Bytes> {
+        self.replays.clear();
+        let mut answers = Vec::new();
+        for pending in self.requests.take_all() {
+            let waits_for_a_turn = pending.method == "session.sendAndWait"
+                && pending
+                    .session
+                    .as_ref()
+                    .is_some_and(|s| self.attached.contains_key(s));
+            if waits_for_a_turn {
+                self.turn_waiters.push((pending, reason.to_owned()));
+            } else {
+                answers.push(failure(&pending, reason));
+            }
+        }
+        answers
+    }
+
+    /// The error answers of the `session.sendAndWait`s no catch-up ended (their prompt was
+    /// not stored, or their session had no interrupted turn).
+    pub(crate) fn fail_turn_waiters(&mut self) -> Vec<Bytes> {
+        std::mem::take(&mut self.turn_waiters)
+            .iter()
+            .map(|(pending, reason)| failure(pending, reason))
+            .collect()
+    }
+
     /// The requests that re-attach the client to a new owner: the connection-level
     /// registrations it made through the relay (under [`RELAY_HANDSHAKE_ID`], as a link's
     /// set-up), then a `session.resume` per session, with the params it attached with (no
@@ -562,6 +597,19 @@ impl Relay {
                 attached.awaiting_idle = turn;
             }
             if parsed["type"] == "session.error" && parsed["data"]["errorType"] == "interrupted" {
+                // The turn's `sendAndWait`s end with its error, as on the owner.
+                let message = parsed["data"]["message"]
+                    .as_str()
+                    .unwrap_or("session error")
+                    .to_owned();
+                let (ended, waiting) = std::mem::take(&mut self.turn_waiters)
+                    .into_iter()
+                    .partition(|(p, _)| p.session.as_deref() == Some(session));
+                self.turn_waiters = waiting;
+                let ended: Vec<(Pending, String)> = ended;
+                for (pending, _) in ended {
+                    frames.push(response(&pending.id, Err((OWNER_STOPPED, message.clone()))));
+                }
                 attached.awaiting_idle = false;
                 let data = json!({"aborted": true, "mode": "interactive"});
                 frames.extend(idle_notification(
@@ -776,6 +824,72 @@ mod tests {
         let next = event("e5", "user.message", json!({}));
         assert!(relay.owner_sent(&notification("s", &next)));
         assert!(relay.catch_up("s", &[log[3].clone(), (5, next)]).is_empty());
+    }
+
+    #[test]
+    fn a_send_and_wait_the_owner_did_not_answer_ends_with_its_interrupted_turn() {
+        let mut relay = attached_relay();
+        relay.client_sent(br#"{"jsonrpc":"2.0","id":5,"method":"session.sendAndWait","params":{"sessionId":"s","prompt":"p"}}"#);
+        relay.client_sent(
+            br#"{"jsonrpc":"2.0","id":6,"method":"session.send","params":{"sessionId":"s"}}"#,
+        );
+        relay.client_sent(br#"{"jsonrpc":"2.0","id":7,"method":"session.sendAndWait","params":{"sessionId":"other"}}"#);
+        let failed: Vec<Value> = relay
+            .fail_pending_but_turns("node a stopped")
+            .iter()
+            .map(|b| serde_json::from_slice(b).unwrap())
+            .collect();
+        // The send and the sendAndWait of a session the client is not attached to: now.
+        assert_eq!(failed.len(), 2);
+        assert_eq!(
+            (failed[0]["id"].clone(), failed[1]["id"].clone()),
+            (json!(6), json!(7))
+        );
+        let log = [
+            (1, event("e1", "user.message", json!({}))),
+            (
+                2,
+                event(
+                    "e2",
+                    "session.error",
+                    json!({"errorType": "interrupted", "message": "interrupted: node c took over"}),
+                ),
+            ),
+        ];
+        relay.set_floor("s", 0);
+        let frames: Vec<Value> = relay
+            .catch_up("s", &log)
+            .iter()
+            .map(|b| serde_json::from_slice(b).unwrap())
+            .collect();
+        // After the turn's error, before its idle: the sendAndWait's answer, as the owner's.
+        assert_eq!(frames.len(), 4, "{frames:?}");
+        assert_eq!(frames[1]["params"]["event"]["type"], "session.error");
+        assert_eq!(frames[2]["id"], 5);
+        assert_eq!(
+            frames[2]["error"]["message"],
+            "interrupted: node c took over"
+        );
+        assert_eq!(frames[3]["params"]["event"]["type"], "session.idle");
+        assert!(relay.fail_turn_waiters().is_empty(), "answered once");
+
+        // No interrupted turn (the prompt was never stored): the reason, after the catch-up.
+        let mut relay = attached_relay();
+        relay.client_sent(br#"{"jsonrpc":"2.0","id":8,"method":"session.sendAndWait","params":{"sessionId":"s"}}"#);
+        assert!(relay.fail_pending_but_turns("node a stopped").is_empty());
+        relay.set_floor("s", 0);
+        assert_eq!(relay.catch_up("s", &log[..1]).len(), 1);
+        let left: Vec<Value> = relay
+            .fail_turn_waiters()
+            .iter()
+            .map(|b| serde_json::from_slice(b).unwrap())
+            .collect();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0]["id"], 8);
+        assert!(left[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("node a stopped"));
     }
 
     #[test]

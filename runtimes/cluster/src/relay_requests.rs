@@ -9,8 +9,9 @@ use bytes::Bytes;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-/// The JSON-RPC error code of requests the dead owner never answered.
-const OWNER_STOPPED: i64 = -32603;
+/// The JSON-RPC error code of requests the dead owner never answered (and of a `sendAndWait`
+/// whose turn ended with an error).
+pub(crate) const OWNER_STOPPED: i64 = -32603;
 
 /// Prefix of the ids of the gateway's own requests (re-attachments), never a client's.
 const REATTACH_ID_PREFIX: &str = "agentwire-gateway-reattach-";
@@ -128,16 +129,23 @@ impl ClientRequests {
     /// in the order the client sent them. Each request is answered once: the new owner never
     /// saw them.
     pub(crate) fn fail_all(&mut self, reason: &str) -> Vec<Bytes> {
+        self.take_all().iter().map(|p| failure(p, reason)).collect()
+    }
+
+    /// Every pending request, in the order the client sent them; none is pending after.
+    pub(crate) fn take_all(&mut self) -> Vec<Pending> {
         self.ids.clear();
-        std::mem::take(&mut self.pending)
-            .into_values()
-            .map(|p| {
-                let message = format!("{} was not completed: {reason}", p.method);
-                response(&p.id, Err((OWNER_STOPPED, message)))
-            })
-            .collect()
+        std::mem::take(&mut self.pending).into_values().collect()
     }
 }
+
+/// The error answer to `pending`, which the owner did not complete because of `reason`.
+pub(crate) fn failure(pending: &Pending, reason: &str) -> Bytes {
+    let message = format!("{} was not completed: {reason}", pending.method);
+    response(&pending.id, Err((OWNER_STOPPED, message)))
+}
+
+impl ClientRequests {}
 
 /// The gateway's own requests re-attaching the client to a session, not answered yet.
 #[derive(Debug, Default)]
