@@ -340,6 +340,22 @@ async fn a_client_of_node_b_drives_a_session_owned_by_node_a() {
     .await
 }
 
+/// A session created on node `a` by a client of `a` with `config` (the caller's adjustments of
+/// the tests' session config with id `id`, every permission approved); the client and the
+/// session, which the caller keeps alive.
+async fn session_on(
+    a: &Agentwire,
+    id: &SessionId,
+    adjust: impl FnOnce(SessionConfig) -> SessionConfig,
+) -> (Client, Session) {
+    let client_a = client(a).await;
+    let config = adjust(session_config(id).with_permission_handler(approve_all()));
+    let session = sdk::within("session.create on node A", client_a.create_session(config))
+        .await
+        .expect("session.create on node A");
+    (client_a, session)
+}
+
 /// The prompt of `len` bytes among `history`'s `user.message`s.
 fn prompt_of_len(history: &[SessionEvent], len: usize) -> Option<&str> {
     history
@@ -374,12 +390,8 @@ async fn a_relayed_client_sends_and_receives_frames_larger_than_max_payload() {
         let mut a = node(&url, "a").await;
         let b = node(&url, "b").await;
 
-        let client_a = client(&a).await;
         let id = sdk::new_session_id();
-        let config = session_config(&id).with_permission_handler(approve_all());
-        let _session_a = sdk::within("session.create on node A", client_a.create_session(config))
-            .await
-            .expect("session.create on node A");
+        let _on_a = session_on(&a, &id, |c| c).await;
 
         let client_b = client(&b).await;
         let config = ResumeSessionConfig::new(id.clone()).with_permission_handler(approve_all());
@@ -1498,19 +1510,17 @@ async fn a_relayed_client_that_provides_its_sessions_files_provides_them_on_the_
         let url = server.url();
         let mut a = node(&url, "a").await;
         let b = node(&url, "b").await;
-        let client_a = client(&a).await;
         let id = sdk::new_session_id();
-        let config = session_config(&id)
-            .with_working_directory(std::path::Path::new("/virtual"))
-            .with_provider(
-                ProviderConfig::new(fake.base_url())
-                    .with_provider_type("openai")
-                    .with_api_key("sk-fake"),
-            )
-            .with_permission_handler(approve_all());
-        let _session_a = sdk::within("session.create on node A", client_a.create_session(config))
-            .await
-            .expect("session.create on node A");
+        let provider = || {
+            ProviderConfig::new(fake.base_url())
+                .with_provider_type("openai")
+                .with_api_key("sk-fake")
+        };
+        let _on_a = session_on(&a, &id, |c| {
+            c.with_working_directory(std::path::Path::new("/virtual"))
+                .with_provider(provider())
+        })
+        .await;
 
         let client_b = client(&b).await;
         let rpc = client_b.rpc();
@@ -1527,11 +1537,7 @@ async fn a_relayed_client_that_provides_its_sessions_files_provides_them_on_the_
         assert!(registered.success);
         let asked = Arc::new(Mutex::new(Vec::new()));
         let config = ResumeSessionConfig::new(id.clone())
-            .with_provider(
-                ProviderConfig::new(fake.base_url())
-                    .with_provider_type("openai")
-                    .with_api_key("sk-fake"),
-            )
+            .with_provider(provider())
             .with_permission_handler(approve_all())
             .with_session_fs_provider(Arc::new(VirtualFs {
                 asked: asked.clone(),
@@ -1582,12 +1588,8 @@ async fn a_relayed_send_and_wait_ends_with_the_turn_the_takeover_interrupted() {
         let url = server.url();
         let mut a = node(&url, "a").await;
         let b = node(&url, "b").await;
-        let client_a = client(&a).await;
         let id = sdk::new_session_id();
-        let config = session_config(&id).with_permission_handler(approve_all());
-        let _session_a = sdk::within("session.create", client_a.create_session(config))
-            .await
-            .expect("session.create on node A");
+        let _on_a = session_on(&a, &id, |c| c).await;
 
         let client_b = client(&b).await;
         let asked = Arc::new(Notify::new());
