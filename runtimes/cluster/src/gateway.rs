@@ -49,6 +49,7 @@ use crate::node::{Lookups, Node};
 use crate::record::NodeIdentity;
 use crate::relay::Relay;
 use crate::relay_acp::AcpRelay;
+use crate::relay_requests::Reattachments;
 
 /// How long a re-attachment may wait for the new owner's answers.
 const REATTACH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -152,24 +153,11 @@ impl ClientRelay {
         }
     }
 
-    fn is_reattach_answer(&self, body: &[u8]) -> bool {
+    /// The re-attachments sent and refused.
+    fn reattachments(&mut self) -> &mut Reattachments {
         match self {
-            ClientRelay::Copilot(r) => r.is_reattach_answer(body),
-            ClientRelay::Acp(r) => r.is_reattach_answer(body),
-        }
-    }
-
-    fn reattaching(&self) -> bool {
-        match self {
-            ClientRelay::Copilot(r) => r.reattaching(),
-            ClientRelay::Acp(r) => r.reattaching(),
-        }
-    }
-
-    fn take_refused(&mut self) -> Vec<(String, String)> {
-        match self {
-            ClientRelay::Copilot(r) => r.take_refused(),
-            ClientRelay::Acp(r) => r.take_refused(),
+            ClientRelay::Copilot(r) => &mut r.replays,
+            ClientRelay::Acp(r) => &mut r.replays,
         }
     }
 
@@ -456,11 +444,11 @@ async fn reattach(
     // client has caught up.
     let mut held = Vec::new();
     let deadline = Instant::now() + REATTACH_TIMEOUT;
-    while relay.reattaching() {
+    while relay.reattachments().any_open() {
         let left = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout(left, link.from_owner.recv()).await {
             Ok(Some(body)) => {
-                if relay.is_reattach_answer(&body.body) {
+                if relay.reattachments().is_answer(&body.body) {
                     relay.owner_sent(&body.body);
                 } else {
                     held.push(body);
@@ -474,7 +462,7 @@ async fn reattach(
             }
         }
     }
-    if let Some((session, why)) = relay.take_refused().into_iter().next() {
+    if let Some((session, why)) = relay.reattachments().take_refused().into_iter().next() {
         return Err(format!(
             "{what} and the new owner refused to take this client back to session {session} \
              ({why}); reconnect and resume the session"

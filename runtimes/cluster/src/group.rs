@@ -78,9 +78,15 @@ impl From<Bytes> for OwnerFrame {
 }
 
 impl OwnerFrame {
-    /// The frame `body`, its head read.
+    /// The frame `body`, its head read if it is a `session.event` as the host writes one
+    /// (`jsonrpc`, then `method`): responses, requests and ACP updates are not parsed here,
+    /// and a body written otherwise is read by the relay as before.
     fn read(body: Bytes) -> Self {
-        let head = RelayedEventHead::parse(&body).map(Arc::new);
+        const EVENT: &[u8] = br#"{"jsonrpc":"2.0","method":"session.event""#;
+        let head = body
+            .starts_with(EVENT)
+            .then(|| RelayedEventHead::parse(&body).map(Arc::new))
+            .flatten();
         OwnerFrame { body, head }
     }
 }

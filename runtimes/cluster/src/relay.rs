@@ -64,10 +64,8 @@ pub(crate) struct Relay {
     /// Requests in flight to the owner.
     requests: ClientRequests,
     attached: BTreeMap<String, Attached>,
-    /// Re-attachments sent to a new owner and not answered yet.
-    replays: Reattachments,
-    /// Re-attachments the new owner refused: session and its error message.
-    refused: Vec<(String, String)>,
+    /// Re-attachments sent to a new owner and not answered yet, and those it refused.
+    pub(crate) replays: Reattachments,
     /// Resumed sessions whose floor is to be read (see [`Relay::floors_wanted`]).
     floors_wanted: Vec<String>,
     /// Streaming deltas the client lost with a broken link, found at its re-attachment:
@@ -302,7 +300,7 @@ impl Relay {
             if let Some(error) = message.error {
                 // The new owner refused the re-attachment: the client is no longer attached.
                 self.attached.remove(&session);
-                self.refused.push((session, error_message(error)));
+                self.replays.refused(session, error_message(error));
             }
             return false;
         }
@@ -487,11 +485,6 @@ impl Relay {
         frames
     }
 
-    /// Whether `body` answers one of the re-attachments (hand it to [`Relay::owner_sent`]).
-    pub(crate) fn is_reattach_answer(&self, body: &[u8]) -> bool {
-        self.replays.is_answer(body)
-    }
-
     /// Sessions the client just resumed, with no event received yet: read the log's last
     /// sequence for each and report it with [`Relay::set_floor`] before the answer that made
     /// this call return them reaches the client.
@@ -504,16 +497,6 @@ impl Relay {
         if let Some(attached) = self.attached.get_mut(session) {
             attached.floor.get_or_insert(seq);
         }
-    }
-
-    /// The re-attachments the new owner refused since the last call (session, reason).
-    pub(crate) fn take_refused(&mut self) -> Vec<(String, String)> {
-        std::mem::take(&mut self.refused)
-    }
-
-    /// Whether re-attachments are still unanswered.
-    pub(crate) fn reattaching(&self) -> bool {
-        self.replays.any_open()
     }
 
     /// After a re-attachment and its catch-up: a `session.idle` (stamped `timestamp`) for each
@@ -736,7 +719,7 @@ mod tests {
         assert_eq!(frames[1]["method"], "session.resume");
         // Only the resumes are re-attachments to wait for.
         let answer = json!({"jsonrpc": "2.0", "id": RELAY_HANDSHAKE_ID, "result": {}});
-        assert!(!relay.is_reattach_answer(answer.to_string().as_bytes()));
+        assert!(!relay.replays.is_answer(answer.to_string().as_bytes()));
     }
 
     #[test]
@@ -774,14 +757,16 @@ mod tests {
         assert_eq!(replay["params"]["requestPermission"], true);
         assert_eq!(replay["params"]["tools"][0]["name"], "t");
         assert_eq!(replay["params"]["disableResume"], true);
-        assert!(relay.reattaching());
+        assert!(relay.replays.any_open());
         let answer = json!({"jsonrpc": "2.0", "id": replay["id"], "result": {"sessionId": "s"}});
-        assert!(relay.is_reattach_answer(answer.to_string().as_bytes()));
-        assert!(!relay.is_reattach_answer(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
+        assert!(relay.replays.is_answer(answer.to_string().as_bytes()));
+        assert!(!relay
+            .replays
+            .is_answer(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
         assert!(!relay.owner_sent(answer.to_string().as_bytes()));
-        assert!(!relay.reattaching());
+        assert!(!relay.replays.any_open());
         assert_eq!(relay.sessions(), ["s"]);
-        assert!(relay.take_refused().is_empty());
+        assert!(relay.replays.take_refused().is_empty());
 
         // A refused re-attachment: the session is no longer attached, and the reason kept.
         let replay: Value = serde_json::from_slice(&relay.reattach()[0]).unwrap();
@@ -790,7 +775,7 @@ mod tests {
         assert!(!relay.owner_sent(refusal.to_string().as_bytes()));
         assert!(relay.sessions().is_empty());
         assert_eq!(
-            relay.take_refused(),
+            relay.replays.take_refused(),
             [("s".to_owned(), "Session not found: s".to_owned())]
         );
     }

@@ -40,10 +40,8 @@ pub(crate) struct AcpRelay {
     attached: BTreeMap<String, Attached>,
     /// The last durable event whose updates the client has, per session.
     positions: HashMap<String, String>,
-    /// Re-attachments sent to a new owner and not answered yet.
-    replays: Reattachments,
-    /// Re-attachments the new owner refused: session and its error message.
-    refused: Vec<(String, String)>,
+    /// Re-attachments sent to a new owner and not answered yet, and those it refused.
+    pub(crate) replays: Reattachments,
 }
 
 /// The params of a [`RELAY_POSITION`] notification.
@@ -101,7 +99,7 @@ impl AcpRelay {
                 // The new owner refused the re-attachment: the client is no longer attached.
                 self.attached.remove(&session);
                 self.positions.remove(&session);
-                self.refused.push((session, error_message(error)));
+                self.replays.refused(session, error_message(error));
             }
             return false;
         }
@@ -174,21 +172,6 @@ impl AcpRelay {
         }
         frames
     }
-
-    /// Whether `body` answers one of the re-attachments (hand it to [`AcpRelay::owner_sent`]).
-    pub(crate) fn is_reattach_answer(&self, body: &[u8]) -> bool {
-        self.replays.is_answer(body)
-    }
-
-    /// Whether re-attachments are still unanswered.
-    pub(crate) fn reattaching(&self) -> bool {
-        self.replays.any_open()
-    }
-
-    /// The re-attachments the new owner refused since the last call (session, reason).
-    pub(crate) fn take_refused(&mut self) -> Vec<(String, String)> {
-        std::mem::take(&mut self.refused)
-    }
 }
 
 #[cfg(test)]
@@ -244,15 +227,15 @@ mod tests {
         assert_eq!(frames[1]["params"]["sessionId"], "s");
         assert_eq!(frames[1]["params"]["_meta"][RELAY_REPLAY_AFTER], "e5");
         assert_eq!(frames[1]["params"]["mcpServers"][0]["name"], "m");
-        assert!(relay.reattaching());
+        assert!(relay.replays.any_open());
         // Their answers are the gateway's.
         for frame in &frames {
             let answer = json!({"jsonrpc": "2.0", "id": frame["id"], "result": {}}).to_string();
-            assert!(relay.is_reattach_answer(answer.as_bytes()));
+            assert!(relay.replays.is_answer(answer.as_bytes()));
             assert!(!relay.owner_sent(answer.as_bytes()));
         }
-        assert!(!relay.reattaching());
-        assert!(relay.take_refused().is_empty());
+        assert!(!relay.replays.any_open());
+        assert!(relay.replays.take_refused().is_empty());
         assert_eq!(relay.sessions(), ["n", "s"]);
     }
 
@@ -264,7 +247,7 @@ mod tests {
                              "error": {"code": -32602, "message": "event e2 is not in the history"}});
         assert!(!relay.owner_sent(refusal.to_string().as_bytes()));
         assert_eq!(
-            relay.take_refused(),
+            relay.replays.take_refused(),
             [("s".to_owned(), "event e2 is not in the history".to_owned())]
         );
         assert_eq!(relay.sessions(), ["n"]);

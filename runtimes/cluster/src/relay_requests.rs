@@ -147,12 +147,15 @@ pub(crate) fn failure(pending: &Pending, reason: &str) -> Bytes {
 
 impl ClientRequests {}
 
-/// The gateway's own requests re-attaching the client to a session, not answered yet.
+/// The gateway's own requests re-attaching the client to a session, not answered yet, and
+/// those the new owner refused.
 #[derive(Debug, Default)]
 pub(crate) struct Reattachments {
     /// Id (JSON text) → session.
     open: HashMap<String, String>,
     next: u64,
+    /// Refused re-attachments: session and the owner's error message.
+    refused: Vec<(String, String)>,
 }
 
 impl Reattachments {
@@ -190,6 +193,16 @@ impl Reattachments {
     /// Forgets the unanswered re-attachments (their owner is gone).
     pub(crate) fn clear(&mut self) {
         self.open.clear();
+    }
+
+    /// The new owner refused to re-attach the client to `session`, saying `why`.
+    pub(crate) fn refused(&mut self, session: String, why: String) {
+        self.refused.push((session, why));
+    }
+
+    /// The re-attachments refused since the last call (session, reason).
+    pub(crate) fn take_refused(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.refused)
     }
 }
 
