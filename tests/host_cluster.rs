@@ -255,8 +255,36 @@ fn nodes_with_the_same_seed_generate_different_ids() {
     assert_eq!(ids("a"), ids("a"), "each node is still deterministic");
 }
 
+/// Takes every output, keeping the relayed frames (session and parsed body, in order).
+fn forwarded(w: &mut World) -> Vec<(String, Value)> {
+    let mut relayed = Vec::new();
+    while let Some(output) = w.host.poll_output() {
+        if let Output::Forward {
+            session, frames, ..
+        } = output
+        {
+            for frame in frames {
+                relayed.push((session.clone(), serde_json::from_slice(&frame).unwrap()));
+            }
+        }
+    }
+    relayed
+}
+
+/// Node `b`'s client `p` resumes `session`, which the lookup finds owned by another node:
+/// the resume is relayed there.
+fn forward(b: &mut World, p: &mut Peer, session: &str) {
+    let resume = send(b, p, "session.resume", json!({"sessionId": session}));
+    assert_eq!(drain(b).1, [session]);
+    b.host.forward_session_lookup(b.now, session);
+    let relayed = forwarded(b);
+    assert_eq!(relayed.len(), 1, "{relayed:?}");
+    assert_eq!(relayed[0].0, session);
+    assert_eq!(relayed[0].1["id"], json!(resume));
+}
+
 #[test]
-fn a_session_owned_elsewhere_forwards_the_connection_in_order() {
+fn a_session_owned_elsewhere_is_relayed_in_order_and_the_rest_served_here() {
     let mut b = World::new(node_config("b"));
     let mut p = b.connect();
     let ping = send(&mut b, &mut p, "ping", json!({"message":"local"}));
@@ -271,47 +299,48 @@ fn a_session_owned_elsewhere_forwards_the_connection_in_order() {
         json!({"sessionId":"remote"}),
     );
     let later = send(&mut b, &mut p, "ping", json!({"message":"later"}));
+    assert!(response(&p, later).is_none(), "it waits behind the lookup");
     assert_eq!(drain(&mut b).1, ["remote"]);
     b.host.forward_session_lookup(b.now, "remote");
-    let relayed: Vec<Value> = std::iter::from_fn(|| b.host.poll_output())
-        .flat_map(|output| match output {
-            Output::Forward {
-                conn,
-                session,
-                frames,
-            } => {
-                assert_eq!(conn, p.conn);
-                assert_eq!(session.as_deref(), Some("remote"));
-                frames
-            }
-            other => panic!("unexpected {other:?}"),
-        })
-        .map(|f| serde_json::from_slice(&f).unwrap())
+    let relayed = forwarded(&mut b);
+    let ids: Vec<(&str, &Value)> = relayed
+        .iter()
+        .map(|(s, m)| (s.as_str(), &m["id"]))
         .collect();
-    let ids: Vec<&Value> = relayed.iter().map(|m| &m["id"]).collect();
-    assert_eq!(
-        ids,
-        [&json!(resume), &json!(later)],
-        "the waiting frames, in order"
+    assert_eq!(ids, [("remote", &json!(resume))], "the frame naming it");
+    b.pump(&mut [&mut p]);
+    assert!(
+        response(&p, later).is_some(),
+        "the frame naming no session is served here once the lookup ended"
     );
     assert!(b.host.is_forwarded(p.conn));
+    assert_eq!(
+        b.host.forwarded_sessions(p.conn).collect::<Vec<_>>(),
+        ["remote"]
+    );
 
-    // Later frames are relayed as they come; the owner's answers reach the client.
-    let next = send(&mut b, &mut p, "ping", json!({"message":"relayed"}));
-    match b.host.poll_output() {
-        Some(Output::Forward {
-            session: None,
-            frames,
-            ..
-        }) => {
-            let m: Value = serde_json::from_slice(&frames[0]).unwrap();
-            assert_eq!(m["id"], json!(next));
-        }
-        other => panic!("expected a relay, got {other:?}"),
-    }
+    // Later frames naming it are relayed as they come, the others served here; the owner's
+    // answers reach the client.
+    let next = send(
+        &mut b,
+        &mut p,
+        "session.getMessages",
+        json!({"sessionId":"remote"}),
+    );
+    let relayed = forwarded(&mut b);
+    assert_eq!(relayed.len(), 1);
+    assert_eq!(relayed[0].0, "remote");
+    assert_eq!(relayed[0].1["id"], json!(next));
+    let here = send(&mut b, &mut p, "ping", json!({"message":"here"}));
+    assert!(forwarded(&mut b).is_empty());
+    assert!(response(&p, here).is_some());
     let answer = json!({"jsonrpc":"2.0","id":resume,"result":{"sessionId":"remote"}});
-    b.host
-        .deliver_forwarded(b.now, p.conn, &serde_json::to_vec(&answer).unwrap());
+    b.host.deliver_forwarded(
+        b.now,
+        p.conn,
+        "remote",
+        &serde_json::to_vec(&answer).unwrap(),
+    );
     b.pump(&mut [&mut p]);
     assert_eq!(
         response(&p, resume).unwrap()["result"]["sessionId"],
@@ -324,6 +353,117 @@ fn a_session_owned_elsewhere_forwards_the_connection_in_order() {
         b.host.poll_output(),
         Some(Output::ForwardClosed { conn: p.conn })
     );
+}
+
+/// One connection uses a session of its own node and sessions of two other owners: each
+/// frame goes where its session is served.
+#[test]
+fn one_connection_uses_sessions_of_this_node_and_of_two_owners() {
+    let mut b = World::new(node_config("b"));
+    let mut p = b.connect();
+    let created = send(
+        &mut b,
+        &mut p,
+        "session.create",
+        json!({"sessionId":"mine"}),
+    );
+    assert_eq!(drain(&mut b).1, ["mine"]);
+    b.host.finish_session_lookup(b.now, "mine");
+    b.pump(&mut [&mut p]);
+    assert!(response(&p, created).is_some_and(|r| r.get("result").is_some()));
+    drain(&mut b);
+    forward(&mut b, &mut p, "of-a");
+    forward(&mut b, &mut p, "of-c");
+    assert_eq!(
+        b.host.forwarded_sessions(p.conn).collect::<Vec<_>>(),
+        ["of-a", "of-c"]
+    );
+    let to_c = send(
+        &mut b,
+        &mut p,
+        "session.send",
+        json!({"sessionId":"of-c","prompt":"c"}),
+    );
+    let to_a = send(
+        &mut b,
+        &mut p,
+        "session.send",
+        json!({"sessionId":"of-a","prompt":"a"}),
+    );
+    let relayed = forwarded(&mut b);
+    let routes: Vec<(&str, &Value)> = relayed
+        .iter()
+        .map(|(s, m)| (s.as_str(), &m["id"]))
+        .collect();
+    assert_eq!(routes, [("of-c", &json!(to_c)), ("of-a", &json!(to_a))]);
+    // The session of this node is served here: its turn runs, nothing is relayed.
+    let mine = send(
+        &mut b,
+        &mut p,
+        "session.send",
+        json!({"sessionId":"mine","prompt":"m"}),
+    );
+    assert!(response(&p, mine).is_some_and(|r| r.get("result").is_some()));
+    let (persisted, lookups) = drain(&mut b);
+    assert!(lookups.is_empty());
+    assert!(!persisted.is_empty(), "the local turn is stored here");
+}
+
+/// Two owners ask the client with the same request id: the client sees two ids of its
+/// connection's own, distinct from each other, and each answer goes back to the owner that
+/// asked, under that owner's id.
+#[test]
+fn owner_requests_get_ids_of_the_connection_and_answers_go_back_to_their_owner() {
+    let mut b = World::new(node_config("b"));
+    let mut p = b.connect();
+    forward(&mut b, &mut p, "of-a");
+    forward(&mut b, &mut p, "of-c");
+    let ask = |session: &str| {
+        serde_json::to_vec(&json!({"jsonrpc":"2.0","id":1,"method":"userInput.request",
+                                    "params":{"sessionId":session,"question":session}}))
+        .unwrap()
+    };
+    b.host
+        .deliver_forwarded(b.now, p.conn, "of-a", &ask("of-a"));
+    b.host
+        .deliver_forwarded(b.now, p.conn, "of-c", &ask("of-c"));
+    b.pump(&mut [&mut p]);
+    let asked: Vec<Value> = p
+        .inbox
+        .iter()
+        .filter(|m| m["method"] == "userInput.request")
+        .cloned()
+        .collect();
+    assert_eq!(asked.len(), 2);
+    let (id_a, id_c) = (asked[0]["id"].clone(), asked[1]["id"].clone());
+    assert_ne!(id_a, id_c, "the client can tell them apart");
+    assert_eq!(
+        asked[1]["params"]["question"], "of-c",
+        "the rest is the owner's"
+    );
+    // Answered in the other order.
+    for (id, answer) in [(&id_c, "for c"), (&id_a, "for a")] {
+        let frame = json!({"jsonrpc":"2.0","id":id,"result":{"answer":answer}});
+        b.send_frame(&p, &frame);
+        b.pump(&mut [&mut p]);
+    }
+    let relayed = forwarded(&mut b);
+    let answers: Vec<(&str, &Value, &Value)> = relayed
+        .iter()
+        .map(|(s, m)| (s.as_str(), &m["id"], &m["result"]["answer"]))
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            ("of-c", &json!(1), &json!("for c")),
+            ("of-a", &json!(1), &json!("for a"))
+        ]
+    );
+    // An answer given twice, or to an id no owner used, is not relayed.
+    let frame = json!({"jsonrpc":"2.0","id":id_a,"result":{"answer":"again"}});
+    b.send_frame(&p, &frame);
+    b.pump(&mut [&mut p]);
+    assert!(forwarded(&mut b).is_empty());
 }
 
 /// `session.list` shows the loaded sessions, then the sessions the runtime found in its shared

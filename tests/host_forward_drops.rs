@@ -94,7 +94,7 @@ fn forwarded_client(budget: usize) -> (World, Peer) {
 /// The owner's frame `body` for `p` reaches the gateway.
 fn relay(b: &mut World, p: &Peer, body: &Value) {
     b.host
-        .deliver_forwarded(b.now, p.conn, &serde_json::to_vec(body).unwrap());
+        .deliver_forwarded(b.now, p.conn, SESSION, &serde_json::to_vec(body).unwrap());
 }
 
 /// A `session.event` notification as the owner writes it.
@@ -391,7 +391,7 @@ fn a_relayed_delta_costs_one_allocation() {
     let relay_all = |b: &mut World, bodies: &[Vec<u8>]| {
         let before = allocations();
         for body in bodies {
-            b.host.deliver_forwarded(now, p.conn, body);
+            b.host.deliver_forwarded(now, p.conn, SESSION, body);
         }
         allocations() - before
     };
@@ -491,12 +491,12 @@ fn relayed_stream(deliver: impl Fn(&mut World, &Peer, &[u8])) -> Vec<Value> {
 #[test]
 fn an_event_read_once_for_every_client_is_delivered_as_if_each_read_it() {
     let parsed_each_time =
-        relayed_stream(|b, p, body| b.host.deliver_forwarded(b.now, p.conn, body));
+        relayed_stream(|b, p, body| b.host.deliver_forwarded(b.now, p.conn, SESSION, body));
     let read_once = relayed_stream(|b, p, body| match RelayedEventHead::parse(body) {
         Some(head) => b
             .host
             .deliver_forwarded_with_head(b.now, p.conn, body, &head),
-        None => b.host.deliver_forwarded(b.now, p.conn, body),
+        None => b.host.deliver_forwarded(b.now, p.conn, SESSION, body),
     });
     assert_eq!(read_once, parsed_each_time);
     // The heads say what the host reads.

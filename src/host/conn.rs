@@ -42,11 +42,10 @@ pub(super) struct Conn {
     /// The session the runtime is looking up for this connection, and the frames that wait
     /// for it (the first names it), in order.
     pub parked: Option<(String, std::collections::VecDeque<bytes::Bytes>)>,
-    /// Its frames are relayed to the node owning its session (a cluster gateway).
-    pub forwarded: bool,
-    /// For a forwarded connection, per session: the id of the last persisted event relayed
-    /// to it (the `parentId` of a drop report the gateway makes; see `forward.rs`).
-    pub forwarded_parents: Option<Box<super::forward::ForwardedParents>>,
+    /// The sessions whose frames are relayed to the node owning them (a cluster gateway),
+    /// with what relaying them keeps (see `forward.rs`); `None` for a connection served here
+    /// only.
+    pub forwarded: Option<Box<super::forward::Forwarded>>,
     /// Its part in relay groups (see `relay_group.rs`).
     pub relay: super::relay_group::RelayRole,
 }
@@ -75,8 +74,7 @@ impl Conn {
             sessions: Vec::new(),
             closing: false,
             parked: None,
-            forwarded: false,
-            forwarded_parents: None,
+            forwarded: None,
             relay: super::relay_group::RelayRole::None,
         }
     }

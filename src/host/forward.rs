@@ -1,12 +1,19 @@
-//! Connections handed over to another node (cluster gateways).
+//! Sessions handed over to another node (cluster gateways).
 //!
 //! When the runtime finds that a session a connection named is owned by another live node, it
-//! calls [`Host::forward_session_lookup`]: from then on that connection's frames are not
-//! handled here but handed to the runtime ([`Output::Forward`]), which relays them to the
-//! owner; the owner's frames for the client come back with [`Host::deliver_forwarded`], and
-//! the end of the client is [`Output::ForwardClosed`]. The owner serves the relayed frames as
-//! an ordinary connection, so it keeps deciding who is asked, tool and command ownership and
-//! first answers. Frames the host already answered stay answered.
+//! calls [`Host::forward_session_lookup`]: from then on that connection's frames naming the
+//! session (`params.sessionId`) are not handled here but handed to the runtime
+//! ([`Output::Forward`], with the session), which relays them to the owner; the owner's frames
+//! for the client come back with [`Host::deliver_forwarded`], and the end of the client is
+//! [`Output::ForwardClosed`]. The owner serves the relayed frames as an ordinary connection,
+//! so it keeps deciding who is asked, tool and command ownership and first answers. Frames
+//! the host already answered stay answered.
+//!
+//! Routing is per session: one connection may use sessions of this node and of several
+//! owners at once. Its frames that name no forwarded session (the handshake, `ping`,
+//! `session.list`, `session.create`, ...) are served here. An owner's requests to the client
+//! are given an id of this connection's own (ids of different owners, and of this host,
+//! would collide), and the client's answer goes back to that owner under the owner's id.
 //!
 //! The relayed frames follow the host's no-silent-drop policy here too: a relayed streaming
 //! delta is queued droppable, and what a slow client lost is reported with an
@@ -16,6 +23,8 @@ use std::borrow::Cow;
 
 use bytes::Bytes;
 use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
 
 use crate::session::{is_streaming_delta_type, Event};
 use crate::Timestamp;
@@ -23,6 +32,30 @@ use crate::Timestamp;
 use super::relay_group::RelayRole;
 use super::send::{drops_warning_data, frame_body};
 use super::{ConnId, Host, Output};
+use crate::jsonrpc::OwnedId;
+
+/// What a connection relaying some of its sessions to their owners keeps.
+#[derive(Debug, Default)]
+pub(super) struct Forwarded {
+    /// The sessions whose frames go to their owner, in the order they were forwarded.
+    sessions: Vec<String>,
+    /// Per session, the last persisted event relayed to the client.
+    parents: ForwardedParents,
+    /// The owners' requests to the client not answered yet.
+    requests: Vec<RelayedRequest>,
+}
+
+/// A request of an owner node to a forwarded connection's client, under an id of the
+/// connection's own.
+#[derive(Debug)]
+struct RelayedRequest {
+    /// The id the client was given.
+    given: OwnedId,
+    /// The session whose owner asked (the route of the answer).
+    session: String,
+    /// The id the owner used.
+    owner: OwnedId,
+}
 
 /// A forwarded connection's sessions, each with the id of the last persisted event relayed to
 /// it: the `parentId` of a drop report made here (as the owner's reports name the last
@@ -58,7 +91,27 @@ struct Head<'a> {
     #[serde(borrow, default)]
     method: Cow<'a, str>,
     #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
     params: Option<HeadParams<'a>>,
+}
+
+/// What routes a client frame of a forwarded connection: a request or notification by the
+/// session it names, a response by its id.
+#[derive(Deserialize)]
+struct ClientProbe<'a> {
+    #[serde(default)]
+    method: Option<serde::de::IgnoredAny>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    params: Option<ClientProbeParams<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ClientProbeParams<'a> {
+    #[serde(borrow, default, rename = "sessionId")]
+    session_id: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -114,6 +167,13 @@ impl RelayedEventHead {
     }
 }
 
+/// `body`, a JSON-RPC message, with `id` as its id (its members otherwise the same).
+fn with_id(body: &[u8], id: &OwnedId) -> Option<Vec<u8>> {
+    let mut message: serde_json::Map<String, Value> = serde_json::from_slice(body).ok()?;
+    message.insert("id".to_owned(), serde_json::from_str(id.as_raw()).ok()?);
+    serde_json::to_vec(&message).ok()
+}
+
 /// The session and event of a relayed `session.event` notification; `None` for anything
 /// else (a response, a request, another notification, or a body that does not parse).
 fn relayed_event(body: &[u8]) -> Option<(Cow<'_, str>, HeadEvent<'_>)> {
@@ -126,33 +186,26 @@ fn relayed_event(body: &[u8]) -> Option<(Cow<'_, str>, HeadEvent<'_>)> {
 }
 
 impl Host {
-    /// The runtime found `session` (after [`Output::LoadSession`]) owned by another node: every
-    /// connection waiting for it is forwarded from now on, starting with the frames that
-    /// waited ([`Output::Forward`] with `session` set, once per connection).
+    /// The runtime found `session` (after [`Output::LoadSession`]) owned by another node: on
+    /// every connection waiting for it, its frames are forwarded from now on, starting with
+    /// the frames that waited that name it ([`Output::Forward`] with `session`); the others
+    /// among them are handled here, in order, as if no lookup had held them.
     pub fn forward_session_lookup(&mut self, now: Timestamp, session: &str) {
-        self.advance_time(now);
-        self.lookups.remove(session);
         let (conns, _) = self.conns.iter_mut_and_frames();
-        let mut handed = Vec::new();
-        for (id, c) in conns {
+        for (_, c) in conns {
             if c.parked.as_ref().is_some_and(|(s, _)| s == session) {
-                if let Some((_, frames)) = c.parked.take() {
-                    c.forwarded = true;
-                    handed.push((id, Vec::from(frames)));
+                let forwarded = c.forwarded.get_or_insert_with(Default::default);
+                if !forwarded.sessions.iter().any(|s| s == session) {
+                    forwarded.sessions.push(session.to_owned());
                 }
             }
         }
-        for (conn, frames) in handed {
-            self.outputs.push_back(Output::Forward {
-                conn,
-                session: Some(session.to_owned()),
-                frames,
-            });
-        }
+        self.finish_session_lookup(now, session);
     }
 
-    /// A frame (its body, without framing) from the node a forwarded connection is relayed
-    /// to: queued for the client under the same policy as the host's own frames.
+    /// A frame (its body, without framing) from the owner of `session`, which the forwarded
+    /// connection `conn` relays there: queued for the client under the same policy as the
+    /// host's own frames.
     ///
     /// A `session.event` notification whose event is an ephemeral streaming delta
     /// ([`is_streaming_delta_type`]) is queued droppable: a client that falls a whole outbox
@@ -167,27 +220,87 @@ impl Host {
     /// A client that cannot take a durable frame (or the report and the frame) is closed as a
     /// slow consumer, with the count of the deltas it lost in the reason's `data`.
     ///
+    /// A request of the owner gets an id of this connection's own (the client's answer goes
+    /// back to the owner under the owner's id): the body is then written anew.
+    ///
     /// Cost: the body is read once without building anything (a borrowed parse of `method`,
-    /// `params.sessionId` and `params.event`'s `type`, `id` and `ephemeral`; a string is
+    /// `id`, `params.sessionId` and `params.event`'s `type`, `id` and `ephemeral`; a string is
     /// copied only if it holds an escape), then framed into one buffer of the exact size: one
     /// allocation per delta, kept or dropped, plus the queue's amortised growth (and once per
     /// loss, the name of its session; once per session, its last persisted event id).
-    pub fn deliver_forwarded(&mut self, now: Timestamp, conn: ConnId, body: &[u8]) {
+    pub fn deliver_forwarded(&mut self, now: Timestamp, conn: ConnId, session: &str, body: &[u8]) {
         if !self.forwarded_body_is_ours(now, conn, body) {
             return;
         }
-        let Some((session, event)) = relayed_event(body) else {
+        let Ok(head) = serde_json::from_slice::<Head<'_>>(body) else {
             self.send_body(conn, body);
             return;
         };
-        self.deliver_relayed_event(
-            conn,
-            body,
-            &session,
-            &event.id,
-            &event.event_type,
-            event.ephemeral,
-        );
+        if head.method == "session.event" {
+            if let Some(params) = head.params {
+                if let Some(event) = params.event {
+                    self.deliver_relayed_event(
+                        conn,
+                        body,
+                        &params.session_id,
+                        &event.id,
+                        &event.event_type,
+                        event.ephemeral,
+                    );
+                    return;
+                }
+            }
+        }
+        let request = match head.id {
+            Some(id) if !head.method.is_empty() => OwnedId::parse(id.get()),
+            _ => None,
+        };
+        match request {
+            Some(owner) => self.deliver_owner_request(conn, session, owner, body),
+            None => self.send_body(conn, body),
+        }
+    }
+
+    /// Queues the request `body` of the owner of `session` (its id `owner`) for the client of
+    /// `conn`, under an id of the connection's own.
+    fn deliver_owner_request(&mut self, conn: ConnId, session: &str, owner: OwnedId, body: &[u8]) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let given = c.calls.reserve();
+        let Some(rewritten) = with_id(body, &given) else {
+            return;
+        };
+        if let Some(forwarded) = c.forwarded.as_mut() {
+            forwarded.requests.push(RelayedRequest {
+                given,
+                session: session.to_owned(),
+                owner,
+            });
+        }
+        self.send_body(conn, &rewritten);
+    }
+
+    /// Where a client frame of `conn` goes, if it is relayed: the session whose owner it is
+    /// for and the body to relay (an answer to an owner's request carries the owner's id
+    /// again). `None` for a frame served here: the connection has no forwarded session, or
+    /// the frame names none of them and answers no owner.
+    fn forward_route(&mut self, conn: ConnId, frame: &Bytes) -> Option<(String, Bytes)> {
+        let forwarded = self.conns.get_mut(&conn)?.forwarded.as_mut()?;
+        let probe: ClientProbe<'_> = serde_json::from_slice(frame).ok()?;
+        if probe.method.is_none() {
+            let given = OwnedId::parse(probe.id?.get())?;
+            let at = forwarded.requests.iter().position(|r| r.given == given)?;
+            let request = forwarded.requests.swap_remove(at);
+            let body = with_id(frame, &request.owner)?;
+            return Some((request.session, Bytes::from(body)));
+        }
+        let session = probe.params?.session_id?;
+        forwarded
+            .sessions
+            .iter()
+            .find(|s| **s == *session)
+            .map(|s| (s.clone(), frame.clone()))
     }
 
     /// [`Host::deliver_forwarded`] of a `session.event` body whose head was read already
@@ -220,7 +333,7 @@ impl Host {
         let Some(c) = self.conns.get(&conn) else {
             return false;
         };
-        if !c.forwarded || c.closing {
+        if c.forwarded.is_none() || c.closing {
             return false;
         }
         if c.relay != RelayRole::None {
@@ -288,7 +401,7 @@ impl Host {
         if let Some(report_in) = report_in {
             // An empty queue has nothing to drop: the common path stops here.
             if unreported > 0 || c.outbox.queued_bytes() > 0 {
-                let parent = c.forwarded_parents.as_ref().and_then(|p| p.get(report_in));
+                let parent = c.forwarded.as_ref().and_then(|f| f.parents.get(report_in));
                 let room = REPORT_ROOM + 6 * (report_in.len() + parent.map_or(0, str::len));
                 // A reader with nothing unreported is told only if making room for this frame
                 // drops something (that drop would otherwise be reported after it).
@@ -320,10 +433,8 @@ impl Host {
             self.deliver(conn, report, false);
         }
         if let Some(id) = persisted {
-            if let Some(c) = self.conns.get_mut(&conn) {
-                c.forwarded_parents
-                    .get_or_insert_with(Default::default)
-                    .set(session, id);
+            if let Some(forwarded) = self.conns.get_mut(&conn).and_then(|c| c.forwarded.as_mut()) {
+                forwarded.parents.set(session, id);
             }
         }
         self.deliver(conn, frame, false);
@@ -363,7 +474,7 @@ impl Host {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        if !c.forwarded || c.closing || lost == 0 {
+        if c.forwarded.is_none() || c.closing || lost == 0 {
             return;
         }
         c.outbox.count_lost(lost);
@@ -377,7 +488,7 @@ impl Host {
     /// node died (the answers the runtime gave its unanswered requests reach it first).
     pub fn end_forwarding(&mut self, now: Timestamp, conn: ConnId, reason: String) {
         self.advance_time(now);
-        if self.conns.get(&conn).is_some_and(|c| c.forwarded) {
+        if self.conns.get(&conn).is_some_and(|c| c.forwarded.is_some()) {
             self.close_with_reason(conn, -32603, reason, true);
         }
     }
@@ -395,17 +506,31 @@ impl Host {
         self.set_authenticated(conn);
     }
 
-    /// Whether `conn` is forwarded to another node.
+    /// Whether `conn` relays a session to another node.
     pub fn is_forwarded(&self, conn: ConnId) -> bool {
-        self.conns.get(&conn).is_some_and(|c| c.forwarded)
+        self.conns.get(&conn).is_some_and(|c| c.forwarded.is_some())
     }
 
-    /// A decoded frame of a forwarded connection goes to the runtime.
-    pub(super) fn forward_frame(&mut self, conn: ConnId, frame: Bytes) {
+    /// The sessions `conn` relays to their owners, in the order they were forwarded.
+    pub fn forwarded_sessions(&self, conn: ConnId) -> impl Iterator<Item = &str> {
+        self.conns
+            .get(&conn)
+            .and_then(|c| c.forwarded.as_ref())
+            .into_iter()
+            .flat_map(|f| f.sessions.iter().map(String::as_str))
+    }
+
+    /// Relays a decoded frame of `conn` if it is for a forwarded session (or answers an
+    /// owner's request); whether it was.
+    pub(super) fn forward_frame(&mut self, conn: ConnId, frame: &Bytes) -> bool {
+        let Some((session, body)) = self.forward_route(conn, frame) else {
+            return false;
+        };
         self.outputs.push_back(Output::Forward {
             conn,
-            session: None,
-            frames: vec![frame],
+            session,
+            frames: vec![body],
         });
+        true
     }
 }

@@ -83,7 +83,7 @@ impl Host {
             super::relay_group::RelayRole::Group => self.end_group_members(conn),
             super::relay_group::RelayRole::None => {}
         }
-        if c.forwarded {
+        if c.forwarded.is_some() {
             self.outputs
                 .push_back(super::Output::ForwardClosed { conn });
         }

@@ -44,12 +44,12 @@ impl Host {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        if c.forwarded {
-            self.forward_frame(conn, frame);
-            return;
-        }
+        // Frames wait behind a lookup in order, whichever session they name.
         if let Some((_, waiting)) = c.parked.as_mut() {
             waiting.push_back(frame);
+            return;
+        }
+        if c.forwarded.is_some() && self.forward_frame(conn, &frame) {
             return;
         }
         if self.config.lookup_unknown_sessions {

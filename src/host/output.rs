@@ -56,19 +56,19 @@ pub enum Output {
         /// The session a client named.
         session: String,
     },
-    /// Relay these frames (bodies, in order) of a forwarded connection to the node that owns
-    /// its session (after [`Host::forward_session_lookup`]); `session` is set on the first
-    /// relay of a connection and names the session whose owner it goes to. Deliver the
-    /// owner's frames with [`Host::deliver_forwarded`].
+    /// Relay these frames (bodies, in order) of a client connection to the node that owns
+    /// `session` (after [`Host::forward_session_lookup`]): the first for a connection and
+    /// session opens the relay, the later ones follow on it. Deliver the owner's frames with
+    /// [`Host::deliver_forwarded`], naming the same session.
     Forward {
         /// The client's connection on this node.
         conn: ConnId,
-        /// The session that made the connection forwarded (first relay only).
-        session: Option<String>,
+        /// The session whose owner the frames go to.
+        session: String,
         /// Frame bodies, in order.
         frames: Vec<Bytes>,
     },
-    /// A forwarded connection ended: tell the owner node.
+    /// A connection that relayed sessions ended: close its relays (tell the owner nodes).
     ForwardClosed {
         /// The client's connection on this node.
         conn: ConnId,

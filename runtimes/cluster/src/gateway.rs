@@ -190,8 +190,7 @@ pub(crate) async fn gateway(
         .with_host(|h, _| h.connection_dialect(conn))
         .flatten()
         .unwrap_or(Dialect::CopilotSdk);
-    let mut attempt = 0;
-    let mut link = match open_remote(&node, conn, &owner, attempt).await {
+    let mut link = match open_remote(&node, conn, &owner).await {
         Ok(link) => link,
         Err(reason) => return end(reason),
     };
@@ -221,7 +220,7 @@ pub(crate) async fn gateway(
             },
             body = link.from_owner.recv() => match body {
                 Some(body) => {
-                    owner_stopping |= pass_on(&node, &host, conn, &mut relay, &body).await;
+                    owner_stopping |= pass_on(&node, &host, conn, &session, &mut relay, &body).await;
                     None
                 }
                 None => {
@@ -260,10 +259,9 @@ pub(crate) async fn gateway(
         let Some(lost) = gone else { continue };
         // What the owner sent before it died is the client's.
         while let Ok(body) = link.from_owner.try_recv() {
-            pass_on(&node, &host, conn, &mut relay, &body).await;
+            pass_on(&node, &host, conn, &session, &mut relay, &body).await;
         }
-        attempt += 1;
-        match reattach(&node, &lookups, &host, conn, &mut relay, &lost, attempt).await {
+        match reattach(&node, &lookups, &host, conn, &session, &mut relay, &lost).await {
             Ok((next, ends)) => {
                 info!(sessions = ?relay.sessions(), to = ?next, "relayed client re-attached");
                 target = next;
@@ -286,6 +284,7 @@ async fn pass_on(
     node: &Node,
     host: &HostHandle,
     conn: ConnId,
+    route: &str,
     relay: &mut ClientRelay,
     frame: &OwnerFrame,
 ) -> bool {
@@ -310,7 +309,7 @@ async fn pass_on(
         return false;
     }
     let Some(relay) = relay.copilot() else {
-        deliver(host, conn, body);
+        deliver(host, conn, route, body);
         return false;
     };
     for session in relay.floors_wanted() {
@@ -321,8 +320,8 @@ async fn pass_on(
         }
     }
     match relay.take_rewritten() {
-        Some(rewritten) => deliver(host, conn, &rewritten),
-        None => deliver(host, conn, body),
+        Some(rewritten) => deliver(host, conn, route, &rewritten),
+        None => deliver(host, conn, route, body),
     }
     false
 }
@@ -370,8 +369,9 @@ async fn lease_ends(node: &Node, owner: &NodeIdentity) -> bool {
     false
 }
 
-fn deliver(host: &HostHandle, conn: ConnId, body: &[u8]) {
-    host.with_host(|host, now| host.deliver_forwarded(now, conn, body));
+/// Queues `body`, relayed from the owner of session `route`, for the client of `conn`.
+fn deliver(host: &HostHandle, conn: ConnId, route: &str, body: &[u8]) {
+    host.with_host(|host, now| host.deliver_forwarded(now, conn, route, body));
 }
 
 /// The link to the owner is `lost`: answers what the owner did not, finds the sessions' new
@@ -382,9 +382,9 @@ async fn reattach(
     lookups: &Lookups,
     host: &HostHandle,
     conn: ConnId,
+    route: &str,
     relay: &mut ClientRelay,
     lost: &Lost,
-    attempt: u64,
 ) -> Result<(Target, LinkEnds), String> {
     let dead = lost.owner();
     let what = lost.what();
@@ -401,7 +401,7 @@ async fn reattach(
         _ => relay.fail_pending(&reason),
     };
     for answer in answers {
-        deliver(host, conn, &answer);
+        deliver(host, conn, route, &answer);
     }
     let sessions = relay.sessions();
     let mut target = match lost {
@@ -434,7 +434,7 @@ async fn reattach(
     // A connection with no session attached: this node serves it from now on.
     let target = target.unwrap_or(Target::Local);
     let mut link = match &target {
-        Target::Remote(owner) => open_remote(node, conn, owner, attempt).await?,
+        Target::Remote(owner) => open_remote(node, conn, owner).await?,
         Target::Local => open_local(node, conn).ok_or("this node is shutting down")?,
     };
     for frame in relay.reattach() {
@@ -470,10 +470,10 @@ async fn reattach(
     }
     // An editor's new owner replayed what it missed before taking it back.
     if let Some(copilot) = relay.copilot() {
-        catch_up(node, host, conn, copilot, &what).await?;
+        catch_up(node, host, conn, route, copilot, &what).await?;
     }
     for body in held {
-        pass_on(node, host, conn, relay, &body).await;
+        pass_on(node, host, conn, route, relay, &body).await;
     }
     Ok((target, link))
 }
@@ -486,6 +486,7 @@ async fn catch_up(
     node: &Node,
     host: &HostHandle,
     conn: ConnId,
+    route: &str,
     relay: &mut Relay,
     what: &str,
 ) -> Result<(), String> {
@@ -504,7 +505,7 @@ async fn catch_up(
             .map(|m| (m.seq, m.payload))
             .collect();
         for frame in relay.catch_up(&session, &events) {
-            deliver(host, conn, &frame);
+            deliver(host, conn, route, &frame);
         }
     }
     // A turn that ended while the link was down: its `session.idle` was lost with it.
@@ -512,10 +513,10 @@ async fn catch_up(
         .with_host(|_, now| now.to_rfc3339())
         .unwrap_or_default();
     for frame in relay.missed_idles(&now) {
-        deliver(host, conn, &frame);
+        deliver(host, conn, route, &frame);
     }
     for answer in relay.fail_turn_waiters() {
-        deliver(host, conn, &answer);
+        deliver(host, conn, route, &answer);
     }
     Ok(())
 }

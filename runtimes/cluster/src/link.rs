@@ -198,20 +198,20 @@ impl LinkEnds {
     }
 }
 
-/// Opens a link over NATS to `owner` for the client connection `conn` (`attempt` makes each
-/// link of the connection distinct).
+/// Opens a link over NATS to `owner` for the client connection `conn` (each link of a
+/// connection, one per relayed session and re-attachment, is named apart).
 pub(crate) async fn open_remote(
     node: &Arc<Node>,
     conn: ConnId,
     owner: &NodeIdentity,
-    attempt: u64,
 ) -> Result<LinkEnds, String> {
     let client = node.engine.client().clone();
     let link = format!(
-        "{}x{}x{}x{attempt}",
+        "{}x{}x{}x{}",
         escape_id(&node.me.node),
         node.me.incarnation,
-        conn.as_u64()
+        conn.as_u64(),
+        node.next_link()
     );
     // The owner counts the relayed connection as authenticated when this node authenticated
     // its client (a cluster peer is trusted: it holds the cluster's NATS credentials).

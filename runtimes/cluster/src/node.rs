@@ -61,6 +61,8 @@ pub(crate) struct Node {
     pub(crate) me: NodeIdentity,
     pub(crate) lease_ttl: Duration,
     claims: AtomicU64,
+    /// Links this node opened to owners, each named apart by this count.
+    links_opened: AtomicU64,
     /// False once the lease is no longer trusted: no more appends.
     lease_ok: AtomicBool,
     /// The driver, once it started the log.
@@ -129,6 +131,11 @@ impl Node {
     fn next_claim(&self) -> u64 {
         self.claims.fetch_add(1, Ordering::SeqCst)
     }
+
+    /// A number no other link this node opens shares (part of a link's name).
+    pub(crate) fn next_link(&self) -> u64 {
+        self.links_opened.fetch_add(1, Ordering::SeqCst)
+    }
 }
 
 /// A running cluster node: connected, holding its lease.
@@ -181,6 +188,7 @@ impl ClusterNode {
             owners: Mutex::new(HashMap::new()),
             groups_in: Default::default(),
             claims: AtomicU64::new(1),
+            links_opened: AtomicU64::new(0),
             lease_ok: AtomicBool::new(false),
             host: OnceLock::new(),
             acks: Mutex::new(Acks::default()),
@@ -309,8 +317,8 @@ struct ClusterLog {
     node: Arc<Node>,
     tx: UnboundedSender<Command>,
     rx: Option<UnboundedReceiver<Command>>,
-    /// Relayed client connections (gateways), by connection.
-    links: HashMap<ConnId, UnboundedSender<Vec<Bytes>>>,
+    /// The gateways of relayed sessions, by client connection and session.
+    links: HashMap<ConnId, HashMap<String, UnboundedSender<Vec<Bytes>>>>,
 }
 
 impl SessionLog for ClusterLog {
@@ -324,10 +332,10 @@ impl SessionLog for ClusterLog {
         }
     }
 
-    fn forward(&mut self, conn: ConnId, session: Option<String>, frames: Vec<Bytes>) {
-        if let Some(session) = session {
-            let owner = lock(&self.node.owners).get(&session).cloned();
-            let Some(owner) = owner else {
+    fn forward(&mut self, conn: ConnId, session: String, frames: Vec<Bytes>) {
+        let links = self.links.entry(conn).or_default();
+        if !links.contains_key(&session) {
+            let Some(owner) = self.node.owner_of(&session) else {
                 return;
             };
             let (tx, rx) = unbounded_channel();
@@ -335,13 +343,13 @@ impl SessionLog for ClusterLog {
                 self.node.clone(),
                 Lookups(self.tx.clone()),
                 conn,
-                session,
+                session.clone(),
                 owner,
                 rx,
             ));
-            self.links.insert(conn, tx);
+            links.insert(session.clone(), tx);
         }
-        if let Some(link) = self.links.get(&conn) {
+        if let Some(link) = links.get(&session) {
             let _ = link.send(frames);
         }
     }

@@ -36,11 +36,12 @@ pub trait SessionLog: Send + 'static {
     /// this process can serve it, then call `Host::finish_session_lookup` (both through
     /// [`HostHandle::with_host`]).
     fn load(&mut self, session: String);
-    /// Frames of a forwarded client connection (`Output::Forward`): relay them, in order, to
-    /// the node owning `session` (set on a connection's first relay), and deliver that node's
-    /// frames with `Host::deliver_forwarded`.
-    fn forward(&mut self, conn: ConnId, session: Option<String>, frames: Vec<Bytes>);
-    /// A forwarded client connection ended (`Output::ForwardClosed`).
+    /// Frames of a client connection for `session`, which another node owns
+    /// (`Output::Forward`): relay them, in order, to that node (the first for a connection
+    /// and session opens the relay), and deliver its frames with `Host::deliver_forwarded`.
+    fn forward(&mut self, conn: ConnId, session: String, frames: Vec<Bytes>);
+    /// A client connection that relayed sessions ended (`Output::ForwardClosed`): close all
+    /// its relays.
     fn forward_closed(&mut self, conn: ConnId);
 }
 

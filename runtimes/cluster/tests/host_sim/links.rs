@@ -114,6 +114,7 @@ impl Sim {
             conn,
             Gateway {
                 link,
+                session: session.to_owned(),
                 owner,
                 group,
                 member,
@@ -377,7 +378,9 @@ impl Sim {
                     node.groups_in[key].id
                 );
             }
-            node.host.deliver_forwarded(t, conn, part);
+            let route = node.gateways.get(&conn).map(|g| g.session.clone());
+            let route = route.unwrap_or_default();
+            node.host.deliver_forwarded(t, conn, &route, part);
         }
         Ok(())
     }

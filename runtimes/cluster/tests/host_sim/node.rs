@@ -101,6 +101,8 @@ pub(crate) struct GroupIn {
 /// The gateway side of a relayed connection (`gateway::gateway`, `link::open_remote`).
 pub(crate) struct Gateway {
     pub(crate) link: String,
+    /// The session it relays (each client of the simulation uses one session).
+    pub(crate) session: String,
     pub(crate) owner: NodeIdentity,
     /// The group the owner's frames for it come in, and its member id there.
     pub(crate) group: String,
@@ -389,23 +391,28 @@ impl SimNode {
                 session,
                 frames,
             } => {
-                match session {
-                    Some(session) => self.effects.push(Effect::OpenGateway {
+                // One gateway per connection: each client of the simulation uses one session.
+                if let Some(gateway) = self.gateways.get_mut(&conn) {
+                    assert_eq!(gateway.session, session, "one session per simulated client");
+                    let subject = in_subject(&gateway.link);
+                    for body in frames {
+                        for message in gateway.sender.frame(&body, usize::MAX) {
+                            now(self.engine.publish_live(&subject, message)).expect("publish");
+                        }
+                    }
+                } else if let Some(waiting) = self.effects.iter_mut().find_map(|e| match e {
+                    Effect::OpenGateway {
+                        conn: c, frames, ..
+                    } if *c == conn => Some(frames),
+                    _ => None,
+                }) {
+                    waiting.extend(frames);
+                } else {
+                    self.effects.push(Effect::OpenGateway {
                         conn,
                         session,
                         frames,
-                    }),
-                    None => {
-                        if let Some(gateway) = self.gateways.get_mut(&conn) {
-                            let subject = in_subject(&gateway.link);
-                            for body in frames {
-                                for message in gateway.sender.frame(&body, usize::MAX) {
-                                    now(self.engine.publish_live(&subject, message))
-                                        .expect("publish");
-                                }
-                            }
-                        }
-                    }
+                    });
                 }
                 false
             }
