@@ -1485,6 +1485,23 @@ impl SessionFsProvider for VirtualFs {
     }
 }
 
+/// Makes `client` the filesystem of its sessions, rooted at `/virtual`
+/// (`sessionFs.setProvider`).
+async fn register_session_fs(client: &Client) {
+    let rpc = client.rpc();
+    let session_fs = rpc.session_fs();
+    let registered = session_fs.set_provider(SessionFsSetProviderRequest {
+        capabilities: None,
+        conventions: SessionFsSetProviderConventions::Posix,
+        initial_cwd: "/virtual".to_owned(),
+        session_state_path: "/virtual/.state".to_owned(),
+    });
+    let registered = sdk::within("sessionFs.setProvider", registered)
+        .await
+        .expect("sessionFs.setProvider");
+    assert!(registered.success);
+}
+
 /// A client of node B that is its sessions' filesystem (`sessionFs.setProvider`, sent before
 /// it resumes a session owned by node A) keeps being it on A: the model's `view` on A reads the
 /// client's file through B (a BYOK session on the fake model endpoint), not A's disk. After
@@ -1523,18 +1540,7 @@ async fn a_relayed_client_that_provides_its_sessions_files_provides_them_on_the_
         .await;
 
         let client_b = client(&b).await;
-        let rpc = client_b.rpc();
-        let session_fs = rpc.session_fs();
-        let registered = session_fs.set_provider(SessionFsSetProviderRequest {
-            capabilities: None,
-            conventions: SessionFsSetProviderConventions::Posix,
-            initial_cwd: "/virtual".to_owned(),
-            session_state_path: "/virtual/.state".to_owned(),
-        });
-        let registered = sdk::within("sessionFs.setProvider on node B", registered)
-            .await
-            .expect("sessionFs.setProvider");
-        assert!(registered.success);
+        register_session_fs(&client_b).await;
         let asked = Arc::new(Mutex::new(Vec::new()));
         let config = ResumeSessionConfig::new(id.clone())
             .with_provider(provider())
@@ -1625,6 +1631,147 @@ async fn a_relayed_send_and_wait_ends_with_the_turn_the_takeover_interrupted() {
         assert!(!error.contains("was not completed"), "{error}");
         let reply = sdk::turn(&session_b, "hello again").await;
         assert_eq!(reply.event_type, "assistant.message");
+        drop(server);
+    })
+    .await
+}
+
+/// One client of node B uses three sessions at once: one owned by node A, one owned by node C
+/// and one it creates on B. Each turn runs where its session is owned, both owners' requests
+/// to the client (the session filesystem's reads, in flight at the same time) reach it and are
+/// answered, and the session created on B runs on B. Then A is killed (`kill -9`): the session
+/// A owned follows to its new owner, and the two others carry on, untouched, on the same
+/// connection.
+#[tokio::test]
+async fn one_client_of_node_b_uses_sessions_of_three_nodes_at_once() {
+    sdk::bounded(async {
+        let script = |node: &str| {
+            FakeModel::start_script(vec![
+                FakeReply::tool(
+                    "call_view",
+                    "view",
+                    serde_json::json!({"path": "notes.txt"}),
+                ),
+                FakeReply::Text(format!("Read on {node}.")),
+                FakeReply::tool(
+                    "call_again",
+                    "view",
+                    serde_json::json!({"path": "notes.txt"}),
+                ),
+                FakeReply::Text(format!("Read again on {node}.")),
+            ])
+        };
+        let (fake_a, fake_c) = (script("a"), script("c"));
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let mut a = node(&url, "a").await;
+        let b = node(&url, "b").await;
+        let c = node(&url, "c").await;
+        let provider = |fake: &FakeModel| {
+            ProviderConfig::new(fake.base_url())
+                .with_provider_type("openai")
+                .with_api_key("sk-fake")
+        };
+        let virtual_dir =
+            |c: SessionConfig| c.with_working_directory(std::path::Path::new("/virtual"));
+        let (id_a, id_c, id_b) = (
+            sdk::new_session_id(),
+            sdk::new_session_id(),
+            sdk::new_session_id(),
+        );
+        let _on_a = session_on(&a, &id_a, |s| {
+            virtual_dir(s).with_provider(provider(&fake_a))
+        })
+        .await;
+        let _on_c = session_on(&c, &id_c, |s| {
+            virtual_dir(s).with_provider(provider(&fake_c))
+        })
+        .await;
+
+        let client_b = client(&b).await;
+        register_session_fs(&client_b).await;
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let fs = || {
+            Arc::new(VirtualFs {
+                asked: asked.clone(),
+            })
+        };
+        let resume = |id: &SessionId, fake: &FakeModel| {
+            ResumeSessionConfig::new(id.clone())
+                .with_provider(provider(fake))
+                .with_permission_handler(approve_all())
+                .with_session_fs_provider(fs())
+        };
+        let of_a = sdk::within(
+            "resume A's session on B",
+            client_b.resume_session(resume(&id_a, &fake_a)),
+        )
+        .await
+        .expect("session.resume of the session owned by node A");
+        let of_c = sdk::within(
+            "resume C's session on B",
+            client_b.resume_session(resume(&id_c, &fake_c)),
+        )
+        .await
+        .expect("session.resume, on the same connection, of the session owned by node C");
+        let config = session_config(&id_b)
+            .with_permission_handler(approve_all())
+            .with_session_fs_provider(fs());
+        let of_b = sdk::within("session.create on B", client_b.create_session(config))
+            .await
+            .expect("session.create on the connection relaying two sessions");
+
+        let (on_a, on_c, on_b) = tokio::join!(
+            sdk::turn(&of_a, "show my notes"),
+            sdk::turn(&of_c, "show my notes"),
+            sdk::turn(&of_b, "hello"),
+        );
+        assert_eq!(sdk::str_field(&on_a, "content"), Some("Read on a."));
+        assert_eq!(sdk::str_field(&on_c, "content"), Some("Read on c."));
+        assert!(sdk::str_field(&on_b, "content").is_some());
+        for fake in [&fake_a, &fake_c] {
+            let bodies = fake.completion_bodies();
+            assert_eq!(
+                bodies.len(),
+                2,
+                "each owner's model was asked for its turn only"
+            );
+            assert!(
+                bodies[1]["messages"].to_string().contains(VIRTUAL_FILE),
+                "the view's result is the client's file"
+            );
+        }
+        // The session created on the connection is B's: node A and node C never served it.
+        let id_b_text = id_b.to_string();
+        assert!(!a.stderr().contains(&id_b_text) && !c.stderr().contains(&id_b_text));
+        assert_eq!(
+            b.stderr()
+                .matches("client relayed to the owner node")
+                .count(),
+            4,
+            "two links (each logged by the link and its gateway)\n{}",
+            b.stderr()
+        );
+
+        // A dies: its session follows to its new owner; the others are not disturbed.
+        kill_owner_until_reattached(&mut a, &b).await;
+        let (on_a, on_c, on_b) = tokio::join!(
+            sdk::turn(&of_a, "show them again"),
+            sdk::turn(&of_c, "show them again"),
+            sdk::turn(&of_b, "hello again"),
+        );
+        assert_eq!(sdk::str_field(&on_a, "content"), Some("Read again on a."));
+        assert_eq!(sdk::str_field(&on_c, "content"), Some("Read again on c."));
+        assert!(sdk::str_field(&on_b, "content").is_some());
+        let history = sdk::within("getMessages of C's session via B", of_c.get_events())
+            .await
+            .expect("getMessages");
+        assert!(
+            !history.iter().any(|e| e.event_type == "session.error"),
+            "C's turn was not interrupted: {:?}",
+            sdk::types(&history)
+        );
+        sdk::assert_chain(&history, None);
         drop(server);
     })
     .await

@@ -1,7 +1,9 @@
 //! Gateways: a client of node B whose session is owned by live node A is relayed to A, and
 //! keeps its connection and its attachments when A dies.
 //!
-//! The gateway task relays the client's frames over a [`crate::link`] and watches A's lease.
+//! One gateway task per client connection and relayed session (the host routes each frame by
+//! the session it names, so one connection may use sessions of several owners): it relays the
+//! frames of that session over a [`crate::link`] and watches A's lease.
 //! It remembers what it relayed ([`crate::relay::Relay`]): the client's attachments (the
 //! params of each successful `session.create` / `session.resume`), its unanswered requests and
 //! the last durable event it received of each session (or, for a resume with none yet, the
@@ -11,12 +13,12 @@
 //!
 //! 1. every request A did not answer gets an error answer naming the reason (once: the new
 //!    owner never saw them);
-//! 2. each session is looked up again, which claims it here (this node is alive and holds a
+//! 2. the session is looked up again, which claims it here (this node is alive and holds a
 //!    client of it) unless another node claimed it first; the claim restores the session and
 //!    ends its interrupted turn (`session.error`, `session.idle`);
 //! 3. the gateway links to the new owner (its own host over an in-memory pipe, or another node
 //!    over NATS) and re-attaches the client with a `session.resume` per session carrying the
-//!    params it attached with (answers not delivered, no `session.resume` event; a refusal
+//!    params it attached with (answer not delivered, no `session.resume` event; a refusal
 //!    ends the connection with the reason);
 //! 4. the events the client missed are read from the log and delivered (those it received
 //!    are not sent again), the interrupted turn's `session.idle` included; the new owner's
@@ -403,36 +405,20 @@ async fn reattach(
     for answer in answers {
         deliver(host, conn, route, &answer);
     }
-    let sessions = relay.sessions();
-    let mut target = match lost {
-        Lost::Broke(owner, _) => Some(Target::Remote(owner.clone())),
-        Lost::Died(_) => None,
-    };
-    for session in sessions.iter().filter(|_| matches!(lost, Lost::Died(_))) {
-        let Some(found) = new_owner(node, lookups, session, dead).await else {
-            return Err(format!(
-                "the node owning session {session} ({}) stopped and no node took the session \
+    // The link's session follows to its new owner (the same one when only the link broke).
+    let target = match lost {
+        Lost::Broke(owner, _) => Target::Remote(owner.clone()),
+        Lost::Died(_) => new_owner(node, lookups, route, dead).await.ok_or_else(|| {
+            format!(
+                "the node owning session {route} ({}) stopped and no node took the session \
                  over; reconnect and resume the session",
                 dead.node
-            ));
-        };
-        match &target {
-            None => target = Some(found),
-            Some(earlier) if *earlier == found => {}
-            Some(_) => {
-                return Err(format!(
-                    "the node owning this connection's sessions ({}) stopped and they were \
-                     taken over by different nodes; reconnect and resume each session",
-                    dead.node
-                ))
-            }
-        }
-    }
+            )
+        })?,
+    };
     if let (Lost::Died(_), Some(relay)) = (lost, relay.copilot()) {
         relay.owner_changed();
     }
-    // A connection with no session attached: this node serves it from now on.
-    let target = target.unwrap_or(Target::Local);
     let mut link = match &target {
         Target::Remote(owner) => open_remote(node, conn, owner).await?,
         Target::Local => open_local(node, conn).ok_or("this node is shutting down")?,
