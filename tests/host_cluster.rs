@@ -583,3 +583,25 @@ fn events_after_a_takeover_never_step_back_in_time_when_the_new_owners_clock_is_
         );
     }
 }
+
+/// A provider registration the client makes after one of its sessions was relayed is made on
+/// that session's owner too (with the link set-up's id, whose answer is not the client's),
+/// once: the client's own answer comes from its node.
+#[test]
+fn a_registration_made_after_a_session_was_relayed_reaches_its_owner() {
+    let mut b = World::new(node_config("b"));
+    let mut p = b.connect();
+    forward(&mut b, &mut p, "of-a");
+    let params = json!({"initialCwd":"/w","sessionStatePath":"/w/.state","conventions":"posix"});
+    let registered = send(&mut b, &mut p, "sessionFs.setProvider", params.clone());
+    assert!(response(&p, registered).is_some_and(|r| r.get("result").is_some()));
+    let relayed = forwarded(&mut b);
+    assert_eq!(relayed.len(), 1, "{relayed:?}");
+    assert_eq!(relayed[0].0, "of-a");
+    assert_eq!(relayed[0].1["method"], "sessionFs.setProvider");
+    assert_eq!(relayed[0].1["id"], agentwire::host::RELAY_HANDSHAKE_ID);
+    // Made already: nothing new reaches the owner.
+    send(&mut b, &mut p, "sessionFs.setProvider", params);
+    send(&mut b, &mut p, "ping", json!({}));
+    assert!(forwarded(&mut b).is_empty());
+}

@@ -520,6 +520,32 @@ impl Host {
             .flat_map(|f| f.sessions.iter().map(String::as_str))
     }
 
+    /// Handles here a frame of `conn`, which relays sessions: a connection-level registration
+    /// it makes (`sessionFs.setProvider`, `llmInference.setProvider`: the entries of the link
+    /// set-up, [`Host::relay_handshake`]) is made on every owner it relays to as well, as a
+    /// link opened now would make it (its answer there is not the client's).
+    pub(super) fn handle_frame_of_forwarded(&mut self, conn: ConnId, frame: &[u8]) {
+        let before = self.relay_handshake(conn);
+        self.handle_frame(conn, frame);
+        let added: Vec<Bytes> = self
+            .relay_handshake(conn)
+            .into_iter()
+            .filter(|setup| !before.contains(setup))
+            .map(Bytes::from)
+            .collect();
+        if added.is_empty() {
+            return;
+        }
+        let sessions: Vec<String> = self.forwarded_sessions(conn).map(str::to_owned).collect();
+        for session in sessions {
+            self.outputs.push_back(Output::Forward {
+                conn,
+                session,
+                frames: added.clone(),
+            });
+        }
+    }
+
     /// Relays a decoded frame of `conn` if it is for a forwarded session (or answers an
     /// owner's request); whether it was.
     pub(super) fn forward_frame(&mut self, conn: ConnId, frame: &Bytes) -> bool {

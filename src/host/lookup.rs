@@ -67,7 +67,11 @@ impl Host {
                 }
             }
         }
-        self.handle_frame(conn, &frame);
+        if self.is_forwarded(conn) {
+            self.handle_frame_of_forwarded(conn, &frame);
+        } else {
+            self.handle_frame(conn, &frame);
+        }
     }
 
     /// The runtime finished looking up `session` (after [`Output::LoadSession`]): it is

@@ -1689,7 +1689,6 @@ async fn one_client_of_node_b_uses_sessions_of_three_nodes_at_once() {
         .await;
 
         let client_b = client(&b).await;
-        register_session_fs(&client_b).await;
         let asked = Arc::new(Mutex::new(Vec::new()));
         let fs = || {
             Arc::new(VirtualFs {
@@ -1708,6 +1707,9 @@ async fn one_client_of_node_b_uses_sessions_of_three_nodes_at_once() {
         )
         .await
         .expect("session.resume of the session owned by node A");
+        // The client becomes its sessions' filesystem once A's session is relayed: A is
+        // told too.
+        register_session_fs(&client_b).await;
         let of_c = sdk::within(
             "resume C's session on B",
             client_b.resume_session(resume(&id_c, &fake_c)),

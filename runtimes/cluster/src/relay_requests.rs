@@ -96,6 +96,11 @@ impl ClientRequests {
         ) else {
             return;
         };
+        if id == agentwire::host::RELAY_HANDSHAKE_ID {
+            // The link's set-up, made again on the owner by the client's node: its answer
+            // is not the client's, and a link lost before it came fails nothing of the client.
+            return;
+        }
         let params = message.get("params");
         let session = params
             .and_then(|p| serde_json::from_str::<Fields<'_>>(p.get()).ok())
@@ -227,6 +232,12 @@ mod tests {
         );
         requests.sent(br#"{"jsonrpc":"2.0","id":2,"method":"m2"}"#, &["m2"]);
         requests.sent(br#"{"jsonrpc":"2.0","method":"note"}"#, &[]);
+        // The link's set-up, made again on the owner: not the client's request.
+        let setup = format!(
+            r#"{{"jsonrpc":"2.0","id":"{}","method":"sessionFs.setProvider","params":{{}}}}"#,
+            agentwire::host::RELAY_HANDSHAKE_ID
+        );
+        requests.sent(setup.as_bytes(), &[]);
         let first = requests.answered(r#""a""#).expect("pending");
         assert_eq!(first.session.as_deref(), Some("s"));
         assert!(first.attach.is_none());
