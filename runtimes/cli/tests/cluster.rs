@@ -381,7 +381,8 @@ async fn kill_owner_until_reattached(a: &mut Agentwire, b: &Agentwire) {
 /// the session owned by node A, the turn runs, and the history read back through B (a
 /// response over 1.5 MiB) holds the prompt whole. Then A is killed (`kill -9`): B takes the
 /// session over, restoring it from the log, where the prompt's `user.message` is stored in
-/// pieces; B's history holds it whole, and everything before, in order.
+/// pieces; B's history holds it whole, and everything before, in order. Before the kill, B
+/// lists the session from the log with the large prompt's start as its summary.
 #[tokio::test]
 async fn a_relayed_client_sends_and_receives_frames_larger_than_max_payload() {
     sdk::bounded(async {
@@ -418,6 +419,10 @@ async fn a_relayed_client_sends_and_receives_frames_larger_than_max_payload() {
         let before = sdk::within("getMessages via B", session_b.get_events())
             .await
             .expect("getMessages");
+        // B lists the session from the log (it does not hold it): its summary is the first
+        // prompt's start, read from the event stored in pieces.
+        let summary: String = prompt.chars().take(200).collect();
+        listed_all(&client_b, &[(id.clone(), summary.as_str())], "b").await;
 
         kill_owner_until_reattached(&mut a, &b).await;
         let after = sdk::within("getMessages on B", session_b.get_events())

@@ -112,32 +112,86 @@ pub(crate) async fn keep_catalog(node: Arc<Node>) {
 
 /// Reads what changed in one session's log since `known` was last brought up to date: the
 /// next [`HEAD`] messages from its start while its first prompt is not known, and the
-/// subject's last message (its modified time) unless that read reached it.
+/// subject's last message (its modified time) unless that read reached it. An event stored
+/// in pieces counts as one: a run the read cut short is read to its end, and a last message
+/// that ends a run is read with the run's other pieces.
 async fn refresh(node: &Node, subject: &str, known: &mut Known) -> Result<(), EngineError> {
     let mut reached_the_end = false;
     if !known.seen_event || known.summary.wants_more_than_the_last_event() {
-        let head = node
+        let mut head = node
             .engine
             .read_at_most(subject, known.head_seq + 1, HEAD)
             .await?;
         reached_the_end = head.len() < HEAD;
-        for message in head {
-            known.head_seq = known.head_seq.max(message.seq);
-            if message.kind == Some(RecordKind::Event) && known.summary.add_event(&message.payload)
-            {
+        if let Some(rest) = head.last().and_then(|m| pieces_after(m.kind, m.seq)) {
+            let (from, left) = rest;
+            head.extend(node.engine.read_at_most(subject, from, left).await?);
+        }
+        // A run still being appended is read again, whole, next time.
+        let through = head.last().map(|m| match m.kind {
+            Some(RecordKind::Part { index, count }) if index + 1 < count => {
+                m.seq.saturating_sub(u64::from(index) + 1)
+            }
+            _ => m.seq,
+        });
+        known.head_seq = known.head_seq.max(through.unwrap_or(0));
+        for message in crate::parts::events(head) {
+            if known.summary.add_event(&message.payload) {
                 known.seen_event = true;
             }
         }
     }
     if !reached_the_end {
         if let Some(last) = node.engine.last_message(subject).await? {
-            if last.seq > known.head_seq
-                && last.kind == Some(RecordKind::Event)
-                && known.summary.add_last_event(&last.payload)
-            {
-                known.seen_event = true;
+            let last = match last.kind {
+                Some(RecordKind::Part { index, count }) if index + 1 == count => {
+                    let first = last.seq.saturating_sub(u64::from(index));
+                    let run = node
+                        .engine
+                        .read_at_most(subject, first, count as usize)
+                        .await?;
+                    crate::parts::events(run)
+                        .pop()
+                        .filter(|e| e.seq == last.seq)
+                }
+                _ => Some(last),
+            };
+            if let Some(last) = last {
+                if last.seq > known.head_seq
+                    && last.kind == Some(RecordKind::Event)
+                    && known.summary.add_last_event(&last.payload)
+                {
+                    known.seen_event = true;
+                }
             }
         }
     }
     Ok(())
+}
+
+/// For a message of kind `kind` at `seq` that a read ended on: where the rest of its run of
+/// pieces starts and how many pieces are left, if it is a piece but its run's last.
+fn pieces_after(kind: Option<RecordKind>, seq: u64) -> Option<(u64, usize)> {
+    match kind {
+        Some(RecordKind::Part { index, count }) if index + 1 < count => {
+            Some((seq + 1, (count - index - 1) as usize))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_that_ends_inside_a_run_of_pieces_reads_the_rest() {
+        let part = |index, count| Some(RecordKind::Part { index, count });
+        assert_eq!(pieces_after(part(0, 3), 10), Some((11, 2)));
+        assert_eq!(pieces_after(part(1, 3), 11), Some((12, 1)));
+        assert_eq!(pieces_after(part(2, 3), 12), None, "the run is complete");
+        assert_eq!(pieces_after(Some(RecordKind::Event), 5), None);
+        assert_eq!(pieces_after(Some(RecordKind::Claim), 5), None);
+        assert_eq!(pieces_after(None, 5), None);
+    }
 }
