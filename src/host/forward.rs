@@ -177,12 +177,25 @@ fn with_id(body: &[u8], id: &OwnedId) -> Option<Vec<u8>> {
 /// The session and event of a relayed `session.event` notification; `None` for anything
 /// else (a response, a request, another notification, or a body that does not parse).
 fn relayed_event(body: &[u8]) -> Option<(Cow<'_, str>, HeadEvent<'_>)> {
-    let head: Head<'_> = serde_json::from_slice(body).ok()?;
-    if head.method != "session.event" {
-        return None;
+    serde_json::from_slice::<Head<'_>>(body).ok()?.into_event()
+}
+
+impl<'a> Head<'a> {
+    /// The owner's id of a request (a message with a method and an id).
+    fn request_id(&self) -> Option<OwnedId> {
+        (!self.method.is_empty())
+            .then_some(self.id?)
+            .and_then(|id| OwnedId::parse(id.get()))
     }
-    let params = head.params?;
-    Some((params.session_id, params.event?))
+
+    /// The session and event of a `session.event` notification; `None` for anything else.
+    fn into_event(self) -> Option<(Cow<'a, str>, HeadEvent<'a>)> {
+        if self.method != "session.event" {
+            return None;
+        }
+        let params = self.params?;
+        Some((params.session_id, params.event?))
+    }
 }
 
 impl Host {
@@ -236,25 +249,18 @@ impl Host {
             self.send_body(conn, body);
             return;
         };
-        if head.method == "session.event" {
-            if let Some(params) = head.params {
-                if let Some(event) = params.event {
-                    self.deliver_relayed_event(
-                        conn,
-                        body,
-                        &params.session_id,
-                        &event.id,
-                        &event.event_type,
-                        event.ephemeral,
-                    );
-                    return;
-                }
-            }
+        let request = head.request_id();
+        if let Some((event_session, event)) = head.into_event() {
+            self.deliver_relayed_event(
+                conn,
+                body,
+                &event_session,
+                &event.id,
+                &event.event_type,
+                event.ephemeral,
+            );
+            return;
         }
-        let request = match head.id {
-            Some(id) if !head.method.is_empty() => OwnedId::parse(id.get()),
-            _ => None,
-        };
         match request {
             Some(owner) => self.deliver_owner_request(conn, session, owner, body),
             None => self.send_body(conn, body),

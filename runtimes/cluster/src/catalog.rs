@@ -123,16 +123,17 @@ async fn refresh(node: &Node, subject: &str, known: &mut Known) -> Result<(), En
             .read_at_most(subject, known.head_seq + 1, HEAD)
             .await?;
         reached_the_end = head.len() < HEAD;
-        if let Some(rest) = head.last().and_then(|m| pieces_after(m.kind, m.seq)) {
-            let (from, left) = rest;
-            head.extend(node.engine.read_at_most(subject, from, left).await?);
+        if let Some(run) = head.last().and_then(|m| unfinished_run(m.kind, m.seq)) {
+            head.extend(
+                node.engine
+                    .read_at_most(subject, run.next, run.left)
+                    .await?,
+            );
         }
         // A run still being appended is read again, whole, next time.
-        let through = head.last().map(|m| match m.kind {
-            Some(RecordKind::Part { index, count }) if index + 1 < count => {
-                m.seq.saturating_sub(u64::from(index) + 1)
-            }
-            _ => m.seq,
+        let through = head.last().map(|m| match unfinished_run(m.kind, m.seq) {
+            Some(run) => run.first.saturating_sub(1),
+            None => m.seq,
         });
         known.head_seq = known.head_seq.max(through.unwrap_or(0));
         for message in crate::parts::events(head) {
@@ -169,13 +170,23 @@ async fn refresh(node: &Node, subject: &str, known: &mut Known) -> Result<(), En
     Ok(())
 }
 
-/// For a message of kind `kind` at `seq` that a read ended on: where the rest of its run of
-/// pieces starts and how many pieces are left, if it is a piece but its run's last.
-fn pieces_after(kind: Option<RecordKind>, seq: u64) -> Option<(u64, usize)> {
+/// A run of pieces a read ended inside of: where it starts, where the rest of it starts and
+/// how many pieces are left.
+#[derive(Debug, PartialEq, Eq)]
+struct UnfinishedRun {
+    first: u64,
+    next: u64,
+    left: usize,
+}
+
+/// The run a message of kind `kind` at `seq` is in, if it is a piece but its run's last.
+fn unfinished_run(kind: Option<RecordKind>, seq: u64) -> Option<UnfinishedRun> {
     match kind {
-        Some(RecordKind::Part { index, count }) if index + 1 < count => {
-            Some((seq + 1, (count - index - 1) as usize))
-        }
+        Some(RecordKind::Part { index, count }) if index + 1 < count => Some(UnfinishedRun {
+            first: seq.saturating_sub(u64::from(index)),
+            next: seq + 1,
+            left: (count - index - 1) as usize,
+        }),
         _ => None,
     }
 }
@@ -187,11 +198,12 @@ mod tests {
     #[test]
     fn a_read_that_ends_inside_a_run_of_pieces_reads_the_rest() {
         let part = |index, count| Some(RecordKind::Part { index, count });
-        assert_eq!(pieces_after(part(0, 3), 10), Some((11, 2)));
-        assert_eq!(pieces_after(part(1, 3), 11), Some((12, 1)));
-        assert_eq!(pieces_after(part(2, 3), 12), None, "the run is complete");
-        assert_eq!(pieces_after(Some(RecordKind::Event), 5), None);
-        assert_eq!(pieces_after(Some(RecordKind::Claim), 5), None);
-        assert_eq!(pieces_after(None, 5), None);
+        let run = |first, next, left| Some(UnfinishedRun { first, next, left });
+        assert_eq!(unfinished_run(part(0, 3), 10), run(10, 11, 2));
+        assert_eq!(unfinished_run(part(1, 3), 11), run(10, 12, 1));
+        assert_eq!(unfinished_run(part(2, 3), 12), None, "the run is complete");
+        assert_eq!(unfinished_run(Some(RecordKind::Event), 5), None);
+        assert_eq!(unfinished_run(Some(RecordKind::Claim), 5), None);
+        assert_eq!(unfinished_run(None, 5), None);
     }
 }

@@ -334,24 +334,24 @@ impl SessionLog for ClusterLog {
 
     fn forward(&mut self, conn: ConnId, session: String, frames: Vec<Bytes>) {
         let links = self.links.entry(conn).or_default();
-        if !links.contains_key(&session) {
-            let Some(owner) = self.node.owner_of(&session) else {
-                return;
-            };
-            let (tx, rx) = unbounded_channel();
-            tokio::spawn(crate::gateway::gateway(
-                self.node.clone(),
-                Lookups(self.tx.clone()),
-                conn,
-                session.clone(),
-                owner,
-                rx,
-            ));
-            links.insert(session.clone(), tx);
-        }
         if let Some(link) = links.get(&session) {
             let _ = link.send(frames);
+            return;
         }
+        let Some(owner) = self.node.owner_of(&session) else {
+            return;
+        };
+        let (tx, rx) = unbounded_channel();
+        let _ = tx.send(frames);
+        tokio::spawn(crate::gateway::gateway(
+            self.node.clone(),
+            Lookups(self.tx.clone()),
+            conn,
+            session.clone(),
+            owner,
+            rx,
+        ));
+        links.insert(session, tx);
     }
 
     fn forward_closed(&mut self, conn: ConnId) {

@@ -150,8 +150,6 @@ pub(crate) fn failure(pending: &Pending, reason: &str) -> Bytes {
     response(&pending.id, Err((OWNER_STOPPED, message)))
 }
 
-impl ClientRequests {}
-
 /// The gateway's own requests re-attaching the client to a session, not answered yet, and
 /// those the new owner refused.
 #[derive(Debug, Default)]
