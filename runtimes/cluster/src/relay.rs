@@ -143,6 +143,33 @@ impl Attached {
     }
 }
 
+/// The durable request events clients act on, and the events that complete them (both
+/// carry the request's `data.requestId`).
+const DURABLE_REQUESTS: &[(&str, &str)] = &[
+    ("external_tool.requested", "external_tool.completed"),
+    ("permission.requested", "permission.completed"),
+];
+
+/// The `requestId`s of the durable requests `events` complete.
+fn answered_requests<'a>(events: impl Iterator<Item = &'a Value>) -> HashSet<String> {
+    events
+        .filter(|e| {
+            let kind = e["type"].as_str().unwrap_or_default();
+            DURABLE_REQUESTS.iter().any(|(_, done)| *done == kind)
+        })
+        .filter_map(|e| e["data"]["requestId"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Whether `event`, of type `kind`, is a durable request whose completion is among
+/// `answered`.
+fn is_answered_request(kind: &str, event: &Value, answered: &HashSet<String>) -> bool {
+    DURABLE_REQUESTS.iter().any(|(asked, _)| *asked == kind)
+        && event["data"]["requestId"]
+            .as_str()
+            .is_some_and(|r| answered.contains(r))
+}
+
 /// The `session.event` notification carrying `event` (its JSON text, as stored).
 fn event_notification(session: &str, event: &[u8]) -> Option<Bytes> {
     let event: &RawValue = serde_json::from_slice(event).ok()?;
@@ -559,15 +586,26 @@ impl Relay {
             },
         };
         let mcp_apps = attached.params["requestMcpApps"] == true;
+        let missed: Vec<Option<Value>> = events[start..]
+            .iter()
+            .map(|(_, e)| serde_json::from_slice::<Value>(e).ok())
+            .collect();
+        let answered = answered_requests(missed.iter().flatten());
         let mut frames = Vec::new();
-        for ((_, event), id) in events[start..].iter().zip(&ids[start..]) {
-            let Some(id) = id else { continue };
-            let Ok(parsed) = serde_json::from_slice::<Value>(event) else {
+        for (((_, event), parsed), id) in events[start..].iter().zip(missed).zip(&ids[start..]) {
+            let (Some(id), Some(parsed)) = (id, parsed) else {
                 continue;
             };
             // The owner's audience rule for durable MCP Apps events.
             let kind = parsed["type"].as_str().unwrap_or_default();
             if kind.starts_with("mcp_app.") && !mcp_apps {
+                continue;
+            }
+            if is_answered_request(kind, &parsed, &answered) {
+                // Over before the client could see it (the SDKs act on a request event:
+                // they would run the tool or ask the user for nothing). Its completion
+                // follows; a live copy of it from the new owner is dropped too.
+                attached.caught_up.insert(id.clone());
                 continue;
             }
             let Some(frame) = event_notification(session, event) else {
@@ -809,6 +847,51 @@ mod tests {
         let next = event("e5", "user.message", json!({}));
         assert!(relay.owner_sent(&notification("s", &next)));
         assert!(relay.catch_up("s", &[log[3].clone(), (5, next)]).is_empty());
+    }
+
+    #[test]
+    fn catch_up_does_not_ask_the_client_what_was_answered_before_it_could_see_it() {
+        let mut relay = attached_relay();
+        let log = [
+            event("e1", "user.message", json!({})),
+            // Asked and answered while the client was away: not asked again.
+            event("e2", "permission.requested", json!({"requestId": "p1"})),
+            event("e3", "permission.completed", json!({"requestId": "p1"})),
+            event("e4", "external_tool.requested", json!({"requestId": "t1"})),
+            // Still open when the log was read: the client may answer it.
+            event("e5", "external_tool.requested", json!({"requestId": "t2"})),
+            // The interrupted turn fails the first tool call.
+            event("e6", "external_tool.completed", json!({"requestId": "t1"})),
+            event("e7", "session.error", json!({"errorType": "interrupted"})),
+        ];
+        assert!(relay.owner_sent(&notification("s", &log[0])));
+        let log: Vec<(u64, Bytes)> = log.into_iter().zip(1..).map(|(e, seq)| (seq, e)).collect();
+        let ids: Vec<String> = relay
+            .catch_up("s", &log)
+            .iter()
+            .map(|f| {
+                let v: Value = serde_json::from_slice(f).unwrap();
+                let event = &v["params"]["event"];
+                format!(
+                    "{} {}",
+                    event["id"].as_str().unwrap(),
+                    event["type"].as_str().unwrap()
+                )
+            })
+            .collect();
+        assert_eq!(
+            ids[..4],
+            [
+                "e3 permission.completed",
+                "e5 external_tool.requested",
+                "e6 external_tool.completed",
+                "e7 session.error"
+            ]
+        );
+        assert!(ids[4].ends_with("session.idle"), "{ids:?}");
+        assert_eq!(ids.len(), 5);
+        // The new owner sending a skipped request live: dropped as well.
+        assert!(!relay.owner_sent(&notification("s", &log[3].1)));
     }
 
     #[test]
