@@ -513,3 +513,159 @@ fn a_clients_registrations_are_its_connections_set_up_for_the_owner() {
     let _ = w.call(&mut plain, &mut [], "ping", json!({}));
     assert!(w.host.relay_handshake(plain.conn).is_empty());
 }
+
+/// A relayed client's `session.sendAndWait` outlives its broken link: the gateway takes the
+/// client back on a new member connection with a re-attaching `session.resume` naming the
+/// former member and the ids its client waits for, and each is answered there once — with
+/// the outcome kept when the turn ended before the re-attachment, at the turn's end when it
+/// ended after, and with an error for an id the owner never kept. Whether or not the owner
+/// ended the former member first (a link may break on the gateway's side only: the owner's
+/// answer to the former member is then lost with it).
+#[test]
+fn a_relayed_send_and_wait_is_answered_on_the_member_that_replaces_its_broken_link() {
+    for (owner_saw_the_break, turn_ends_first) in
+        [(true, true), (true, false), (false, true), (false, false)]
+    {
+        let mut w = World::new(HostConfig::default());
+        let mut g = Gateway::new(&mut w);
+        let mut direct = w.connect();
+        let mut a = w.connect();
+        assert!(w.host.join_relay_group(a.conn, g.group));
+        create(
+            &mut w,
+            &mut direct,
+            "s1",
+            json!({"tools": unguarded_weather_tool(), "requestPermission": false}),
+        );
+        w.send_frame(
+            &a,
+            &json!({"jsonrpc":"2.0","id":1,"method":"session.resume","params":{"sessionId":"s1"}}),
+        );
+        w.send_frame(
+            &a,
+            &json!({"jsonrpc":"2.0","id":2,"method":"session.sendAndWait",
+                    "params":{"sessionId":"s1","prompt":"What is the weather in Paris?"}}),
+        );
+        w.run_timers(&mut [&mut direct]);
+        g.pump(&mut w, &mut [&mut a], &mut [&mut direct]);
+        // The turn waits for the direct client's tool.
+        let asked = direct.event("s1", "external_tool.requested");
+        assert!(!a.inbox.iter().any(|m| m["id"] == 2), "still waiting");
+
+        if owner_saw_the_break {
+            // The member's link breaks; its connection ends.
+            w.host
+                .relay_member_link_broke(w.now, a.conn, "message 9 lost");
+            w.host.handle_eof(w.now, a.conn);
+            g.pump(&mut w, &mut [&mut a], &mut [&mut direct]);
+            assert!(
+                !a.inbox.iter().any(|m| m["id"] == 2),
+                "not answered 'detached'"
+            );
+        }
+
+        let answer_tool = |w: &mut World, direct: &mut Peer| {
+            w.call(
+                direct,
+                &mut [],
+                "session.tools.handlePendingToolCall",
+                json!({"sessionId": "s1", "requestId": asked["data"]["requestId"],
+                       "result": "sunny"}),
+            );
+            w.run_timers(&mut [direct]);
+        };
+        if turn_ends_first {
+            answer_tool(&mut w, &mut direct);
+            g.pump(&mut w, &mut [&mut a], &mut [&mut direct]);
+        }
+        // The gateway's new link: a new member of the group.
+        let mut a2 = w.connect();
+        assert!(w.host.join_relay_group(a2.conn, g.group));
+        w.send_frame(
+            &a2,
+            &json!({"jsonrpc":"2.0","id":"agentwire-gateway-reattach-0","method":"session.resume",
+                    "params":{"sessionId":"s1","disableResume":true,"agentwireRelayReattach":true,
+                              "agentwireFormerMember": a.conn.as_u64(),
+                              "agentwireAwaiting": [2, "never-sent"]}}),
+        );
+        g.pump(&mut w, &mut [&mut a, &mut a2], &mut [&mut direct]);
+        if !turn_ends_first {
+            assert!(!a2.inbox.iter().any(|m| m["id"] == 2), "its turn runs on");
+            answer_tool(&mut w, &mut direct);
+            g.pump(&mut w, &mut [&mut a, &mut a2], &mut [&mut direct]);
+        }
+        if !owner_saw_the_break {
+            // The owner ends the former member only now.
+            w.host.handle_eof(w.now, a.conn);
+            g.pump(&mut w, &mut [&mut a, &mut a2], &mut [&mut direct]);
+        }
+        let answers: Vec<&Value> = a2.inbox.iter().filter(|m| m["id"] == 2).collect();
+        assert_eq!(
+            answers.len(),
+            1,
+            "answered once ({owner_saw_the_break}, {turn_ends_first}): {:?}",
+            a2.inbox
+        );
+        let result = &answers[0]["result"];
+        assert_eq!(result["aborted"], false, "{result}");
+        assert_eq!(result["response"]["type"], "assistant.message", "{result}");
+        assert_eq!(
+            result["messageId"],
+            direct.event("s1", "user.message")["data"]["messageId"]
+        );
+        let unknown: Vec<&Value> = a2
+            .inbox
+            .iter()
+            .filter(|m| m["id"] == "never-sent")
+            .collect();
+        assert_eq!(unknown.len(), 1);
+        assert!(unknown[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no longer knows"));
+        // The re-attachment itself was answered.
+        assert!(a2
+            .inbox
+            .iter()
+            .any(|m| m["id"] == "agentwire-gateway-reattach-0" && m.get("result").is_some()));
+    }
+}
+
+/// A relayed connection that detaches from the session itself (`session.detach`) gets the
+/// usual answer: its caller left, nothing is kept for it.
+#[test]
+fn a_relayed_caller_that_detaches_itself_is_answered_at_once() {
+    let mut w = World::new(HostConfig::default());
+    let mut g = Gateway::new(&mut w);
+    let mut direct = w.connect();
+    let mut a = w.connect();
+    assert!(w.host.join_relay_group(a.conn, g.group));
+    create(
+        &mut w,
+        &mut direct,
+        "s1",
+        json!({"tools": unguarded_weather_tool(), "requestPermission": false}),
+    );
+    for body in [
+        json!({"jsonrpc":"2.0","id":1,"method":"session.resume","params":{"sessionId":"s1"}}),
+        json!({"jsonrpc":"2.0","id":2,"method":"session.sendAndWait",
+               "params":{"sessionId":"s1","prompt":"What is the weather in Paris?"}}),
+        json!({"jsonrpc":"2.0","id":3,"method":"session.detach","params":{"sessionId":"s1"}}),
+    ] {
+        w.send_frame(&a, &body);
+    }
+    w.run_timers(&mut [&mut direct]);
+    g.pump(&mut w, &mut [&mut a], &mut [&mut direct]);
+    let answer = a.inbox.iter().find(|m| m["id"] == 2).expect("answered");
+    assert!(answer["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("detached"));
+}
+
+/// The weather tool, run without a permission prompt.
+fn unguarded_weather_tool() -> Value {
+    let mut tools = weather_tool();
+    tools[0]["skipPermission"] = json!(true);
+    tools
+}

@@ -365,6 +365,14 @@ fn resume(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
     result["openCanvases"] = host.open_canvases_json(&session_id);
     if p.relay_reattach {
         result[crate::host::RELAY_SESSION_BUSY] = json!(was_active);
+        if let (Some(former), true) = (p.relay_former_member, host.is_relay_member(conn)) {
+            let awaiting: Vec<OwnedId> = p
+                .relay_awaiting
+                .iter()
+                .filter_map(|id| OwnedId::parse(&id.to_string()))
+                .collect();
+            super::relayed_turns::rebind(host, &session_id, conn, ConnId(former), &awaiting);
+        }
     }
     if host.is_relay_member(conn) {
         result[crate::host::RELAY_DELTAS_EMITTED] = json!(host.deltas_emitted(&session_id));

@@ -28,6 +28,7 @@ mod mcp;
 mod method_table;
 mod methods;
 mod params;
+mod relayed_turns;
 mod session_fs;
 mod session_state;
 mod shell;
@@ -41,7 +42,7 @@ use serde_json::Value;
 use crate::host::{
     ConnId, DialectHandler, DialectId, Host, ProcessInfo, ServerRequest, SessionChange, ShellStream,
 };
-use crate::jsonrpc::{self, code, ErrorObject, OwnedId};
+use crate::jsonrpc::{self, code, ErrorObject};
 use crate::session::Event;
 
 pub use method_table::METHODS;
@@ -59,9 +60,10 @@ pub(crate) struct Copilot;
 /// What the dialect keeps per session.
 #[derive(Debug, Default)]
 struct SessionState {
-    /// `session.sendAndWait` callers waiting for their turn to end: connection, request id,
-    /// the prompt's message id.
-    waiters: Vec<(ConnId, OwnedId, String)>,
+    /// `session.sendAndWait` callers waiting for their turn to end.
+    waiters: Vec<turns::Waiter>,
+    /// Relayed callers kept for a gateway's re-attachment after their link broke.
+    kept: relayed_turns::KeptCallers,
     /// The last `assistant.message` event of the running turn (for `sendAndWait`).
     last_assistant: Option<Event>,
     /// The `messageId` of the prompt whose turn is running (from its `user.message`).

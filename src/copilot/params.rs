@@ -37,6 +37,14 @@ pub(crate) struct AttachParams {
     /// `session.idle` its client missed. Not a Copilot SDK field.
     #[serde(rename = "agentwireRelayReattach")]
     pub relay_reattach: bool,
+    /// [`crate::host::RELAY_FORMER_MEMBER`]: with `agentwireRelayReattach`, the relayed
+    /// connection this one replaces (its link broke, this host is still the owner).
+    #[serde(rename = "agentwireFormerMember")]
+    pub relay_former_member: Option<u64>,
+    /// [`crate::host::RELAY_AWAITING`]: the ids of that connection's `session.sendAndWait`s
+    /// the gateway's client still waits for, to be answered on this one.
+    #[serde(rename = "agentwireAwaiting")]
+    pub relay_awaiting: Vec<Value>,
     /// `customAgents` (`session.agent.*`).
     pub custom_agents: Vec<Value>,
     /// The BYOK `provider` (`session.provider.getEndpoint`).

@@ -66,9 +66,29 @@ pub(super) fn wait_for_turn(
     id: &OwnedId,
     message_id: String,
 ) {
+    let relayed = host.is_relay_member(conn);
     if let Some(state) = host.session_state::<SessionState>(session) {
-        state.waiters.push((conn, id.clone(), message_id));
+        state.waiters.push(Waiter {
+            conn,
+            id: id.clone(),
+            message_id,
+            relayed,
+        });
     }
+}
+
+/// A `session.sendAndWait` caller waiting for its turn to end.
+#[derive(Debug)]
+pub(super) struct Waiter {
+    /// Its connection.
+    pub(super) conn: ConnId,
+    /// Its request id.
+    pub(super) id: OwnedId,
+    /// The `messageId` of its prompt.
+    pub(super) message_id: String,
+    /// Its connection is a client a cluster gateway relays here: it is kept across a broken
+    /// link ([`super::relayed_turns`]).
+    pub(super) relayed: bool,
 }
 
 /// Follows the session's turns: the running turn's prompt (`user.message`), its last reply
@@ -99,62 +119,85 @@ pub(super) fn event_emitted(host: &mut Host, session: &str, event: &Event, data:
 
 /// Answers `session.sendAndWait` callers when the turn ends.
 fn finish_waiters(host: &mut Host, session_id: &str, is_error: bool, data: &Value) {
+    let now = host.now();
     let Some(state) = host.session_state::<SessionState>(session_id) else {
         return;
     };
-    if state.waiters.is_empty() {
+    if state.waiters.is_empty() && !state.kept.any_waiting() {
         return;
     }
     // Only the caller whose prompt this turn answered is done; others wait for theirs.
     // An abort also drops the queued prompts, so then every caller is done (aborted).
     let turn = state.current_turn.take();
     let aborted_all = data.get("aborted").and_then(Value::as_bool) == Some(true);
+    let ends = |message_id: &str| aborted_all || Some(message_id) == turn.as_deref();
     let (waiters, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut state.waiters)
         .into_iter()
-        .partition(|(_, _, message_id)| aborted_all || Some(message_id) == turn.as_ref());
+        .partition(|w| ends(&w.message_id));
     state.waiters = rest;
     let last = state.last_assistant.take();
-    for (conn, id, message_id) in waiters {
-        let result = if is_error {
+    let outcome = |message_id: &str| {
+        if is_error {
             let message = data
                 .get("message")
                 .and_then(Value::as_str)
                 .unwrap_or("session error")
                 .to_owned();
-            Err(ErrorObject::new(code::INTERNAL_ERROR, message))
-        } else {
-            let own_turn = Some(&message_id) == turn.as_ref();
-            let mut result = serde_json::Map::new();
-            result.insert("messageId".into(), Value::String(message_id));
-            if let Some(event) = last.as_ref().filter(|_| own_turn) {
-                let value: Value = serde_json::from_slice(&event.json).unwrap_or(Value::Null);
-                result.insert("response".into(), value);
-            }
-            let aborted = data
-                .get("aborted")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
-            result.insert("aborted".into(), Value::Bool(aborted));
-            Ok(Value::Object(result))
-        };
+            return Err(ErrorObject::new(code::INTERNAL_ERROR, message));
+        }
+        let own_turn = Some(message_id) == turn.as_deref();
+        let mut result = serde_json::Map::new();
+        result.insert("messageId".into(), Value::String(message_id.to_owned()));
+        if let Some(event) = last.as_ref().filter(|_| own_turn) {
+            let value: Value = serde_json::from_slice(&event.json).unwrap_or(Value::Null);
+            result.insert("response".into(), value);
+        }
+        let aborted = data
+            .get("aborted")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        result.insert("aborted".into(), Value::Bool(aborted));
+        Ok(Value::Object(result))
+    };
+    state.kept.turn_ended(now, ends, outcome);
+    let mut answers = Vec::with_capacity(waiters.len());
+    for waiter in waiters {
+        let result = outcome(&waiter.message_id);
+        if waiter.relayed {
+            state.kept.answered(now, &waiter, &result);
+        }
+        answers.push((waiter.conn, waiter.id, result));
+    }
+    for (conn, id, result) in answers {
         host.respond(conn, &id, result);
     }
 }
 
 /// `conn` left the session: its `sendAndWait` callers are answered with an error (every
-/// request gets its one response).
+/// request gets its one response), except those of a relayed connection that ended, which
+/// are kept for the gateway's re-attachment ([`super::relayed_turns`]).
 pub(super) fn conn_detached(host: &mut Host, session: &str, conn: ConnId) {
+    let ending = host.is_conn_ending(conn);
+    let now = host.now();
     let Some(state) = host.session_state::<SessionState>(session) else {
         return;
     };
     let (departed, staying): (Vec<_>, Vec<_>) = std::mem::take(&mut state.waiters)
         .into_iter()
-        .partition(|(c, _, _)| *c == conn);
+        .partition(|w| w.conn == conn);
     state.waiters = staying;
-    for (c, id, _) in departed {
+    let mut detached = Vec::new();
+    for waiter in departed {
+        if waiter.relayed && ending {
+            state.kept.park(now, waiter);
+        } else {
+            detached.push(waiter);
+        }
+    }
+    for waiter in detached {
         host.respond(
-            c,
-            &id,
+            waiter.conn,
+            &waiter.id,
             Err(ErrorObject::new(
                 code::INTERNAL_ERROR,
                 "Request session.sendAndWait failed with message: the caller detached from the session before the turn ended",
@@ -169,7 +212,8 @@ pub(super) fn session_deleting(host: &mut Host, session: &str) {
         return;
     };
     let waiters = std::mem::take(&mut state.waiters);
-    for (conn, id, _) in waiters {
+    state.kept = Default::default();
+    for Waiter { conn, id, .. } in waiters {
         host.respond(
             conn,
             &id,

@@ -76,8 +76,8 @@ pub use forward::RelayedEventHead;
 pub use outbox::{Outbox, OutboxOverflow};
 pub use output::Output;
 pub use relay_group::{
-    BadRelayFrame, RelayFrame, RELAY_DELTAS_EMITTED, RELAY_HANDSHAKE_ID, RELAY_LAST_EVENT,
-    RELAY_SESSION_BUSY,
+    BadRelayFrame, RelayFrame, RELAYED_CALLER_KEPT_FOR, RELAY_AWAITING, RELAY_DELTAS_EMITTED,
+    RELAY_FORMER_MEMBER, RELAY_HANDSHAKE_ID, RELAY_LAST_EVENT, RELAY_SESSION_BUSY,
 };
 pub use restore::RestoreError;
 pub use shell::ShellStream;

@@ -190,6 +190,26 @@ pub const RELAY_DELTAS_EMITTED: &str = "agentwireDeltasEmitted";
 /// after exactly that event.
 pub const RELAY_LAST_EVENT: &str = "agentwireLastEventId";
 
+/// A param of a gateway's re-attaching `session.resume` (with `agentwireRelayReattach`) after
+/// the link of a client it relays broke while this host stayed the owner: the relayed
+/// connection (its number, as the owner answered the link's opening) the new one replaces.
+/// With [`RELAY_AWAITING`], the `session.sendAndWait`s of the former connection are answered
+/// on the new one.
+pub const RELAY_FORMER_MEMBER: &str = "agentwireFormerMember";
+
+/// A param of a re-attaching `session.resume` naming [`RELAY_FORMER_MEMBER`]: the request ids
+/// of the former connection's `session.sendAndWait`s its client still waits for. Each is
+/// answered once on the new connection: at once when its turn ended meanwhile (the answer
+/// may have been lost with the link), when its turn ends otherwise, or with an error when
+/// the owner kept nothing of it (it keeps a relayed caller's turn for
+/// [`RELAYED_CALLER_KEPT_FOR`] after its connection ended or its turn did).
+pub const RELAY_AWAITING: &str = "agentwireAwaiting";
+
+/// How long an owner keeps the `session.sendAndWait` callers of a relayed connection that
+/// ended, and the outcomes of relayed callers' turns, for a re-attachment
+/// ([`RELAY_AWAITING`]).
+pub const RELAYED_CALLER_KEPT_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The id of the set-up requests a relaying node replays on the owner
 /// ([`Host::relay_handshake`]); their answers are not the client's.
 pub const RELAY_HANDSHAKE_ID: &str = "agentwire-relay-handshake";
@@ -295,6 +315,12 @@ impl Host {
         self.sessions
             .get(session)
             .map_or([0; 2], |l| l.deltas_emitted)
+    }
+
+    /// Whether `conn` is gone or closing (its sessions are being detached because it ends,
+    /// not because it asked).
+    pub(crate) fn is_conn_ending(&self, conn: ConnId) -> bool {
+        self.conns.get(&conn).is_none_or(|c| c.closing)
     }
 
     /// Whether `conn` is a member of a relay group (a client a cluster gateway relays here).

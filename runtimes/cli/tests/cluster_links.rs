@@ -28,10 +28,12 @@ mod cluster_node;
 
 use std::sync::{Arc, Mutex};
 
-use cluster_node::{app_session, client, ids, node};
+use std::time::Duration;
+
+use cluster_node::{app_session, client, ids, node, node_args};
 use futures::StreamExt;
 use github_copilot_sdk::handler::ApproveAllHandler;
-use github_copilot_sdk::types::ResumeSessionConfig;
+use github_copilot_sdk::types::{MessageOptions, ResumeSessionConfig};
 
 /// A nats-server, nodes A and B on it, and a raw NATS client subscribed to `subject` (what A
 /// sends to B's relayed clients travels on `agentwire.live.grp.>`).
@@ -114,6 +116,88 @@ async fn a_relayed_client_whose_link_lost_a_message_is_re_attached_to_the_same_o
         assert!(log.contains("relayed client re-attached"), "{log}");
         assert!(log.contains("asking for them again"), "{log}");
         assert!(log.contains("no longer keeps them"), "{log}");
+        drop(server);
+    })
+    .await
+}
+
+/// A `session.sendAndWait` of B's client is in flight when its link to A breaks (A alive):
+/// the turn goes on at A, B re-attaches the client to A over a new link naming the
+/// `sendAndWait`, and A answers it there when the turn ends. The client gets the turn's
+/// reply, not an error.
+#[tokio::test]
+async fn a_send_and_wait_in_flight_when_the_link_broke_ends_with_its_turn() {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let scenario = dir.path().join("scenario.json");
+        let rules = serde_json::json!({"rules": [{"match": "slowly",
+            "steps": [{"sleep_ms": 2500}, {"say": "Done slowly."}]}],
+            "default": [{"say": "You said: {prompt}"}]});
+        std::fs::write(&scenario, rules.to_string()).expect("write the scenario");
+        let mut args = node_args(&url, "a");
+        args.extend(["--seed", "7", "--scenario", scenario.to_str().unwrap()].map(str::to_owned));
+        let a = support::Agentwire::launch(args).await;
+        let b = node(&url, "b").await;
+        let watcher = async_nats::connect(&url).await.expect("connect to NATS");
+        let mut from_owner = watcher
+            .subscribe("agentwire.live.grp.>")
+            .await
+            .expect("subscribe");
+        watcher.flush().await.expect("flush");
+
+        let (_client_a, id, session_a, _) = app_session(&a, None).await;
+        let client_b = client(&b).await;
+        let config = ResumeSessionConfig::new(id.clone())
+            .with_permission_handler(Arc::new(ApproveAllHandler));
+        let session_b = sdk::within("session.resume on node B", client_b.resume_session(config))
+            .await
+            .expect("session.resume of a session owned by a live node");
+        let first = sdk::within("a link message from A", from_owner.next())
+            .await
+            .expect("a message")
+            .subject;
+        let session_b = Arc::new(session_b);
+        let waiting = session_b.clone();
+        let waited = tokio::spawn(async move {
+            waiting
+                .send_and_wait(MessageOptions::new("Reply slowly, please"))
+                .await
+        });
+        // The turn started at A (its prompt is stored), then B's link breaks.
+        let started = tokio::time::Instant::now();
+        loop {
+            let history = session_a.get_events().await.expect("getMessages on A");
+            if history.iter().any(|e| e.event_type == "user.message") {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "no turn started"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        cluster_node::inject_unsent_heartbeat(&watcher, first).await;
+
+        let ended = tokio::time::timeout(Duration::from_secs(30), waited)
+            .await
+            .expect("sendAndWait ended")
+            .expect("the task");
+        let log = b.stderr();
+        let reply = ended
+            .unwrap_or_else(|e| panic!("sendAndWait failed: {e}\n---- node B ----\n{log}"))
+            .expect("the turn's reply");
+        assert_eq!(sdk::str_field(&reply, "content"), Some("Done slowly."));
+        assert!(log.contains("relayed client re-attached"), "{log}");
+        // The link did break mid-turn: the turn was still running when B re-attached.
+        assert!(
+            log.contains("the relay group from the owner node broke"),
+            "{log}"
+        );
+        // The same connection carries on.
+        let next = sdk::turn(&session_b, "hello again").await;
+        assert_eq!(next.event_type, "assistant.message");
         drop(server);
     })
     .await

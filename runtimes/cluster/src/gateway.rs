@@ -33,7 +33,10 @@
 //! When the link itself breaks (a lost message not sent again in time, or silence,
 //! [`crate::link_messages`]) and A
 //! still answers, the same steps re-attach the client to A over a new link (step 2 is skipped:
-//! A still owns the sessions); when A does not answer, it is treated as gone.
+//! A still owns the sessions), except that a Copilot SDK client's `session.sendAndWait`s are
+//! not failed in step 1: their turns go on at A, and the re-attachment names them and the
+//! connection A served the broken link as, so that A answers them on the new link. When A
+//! does not answer, it is treated as gone.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -62,15 +65,16 @@ enum Lost {
     /// The owner is gone: follow the sessions to their new owner.
     Died(NodeIdentity),
     /// The link to the owner, which still answers, lost a message or went silent: re-attach
-    /// to the same owner over a new link.
-    Broke(NodeIdentity, String),
+    /// to the same owner over a new link. With the relayed connection the owner served the
+    /// link as (`None` for this node's own host).
+    Broke(NodeIdentity, String, Option<u64>),
 }
 
 impl Lost {
     /// The node the link went to.
     fn owner(&self) -> &NodeIdentity {
         match self {
-            Lost::Died(owner) | Lost::Broke(owner, _) => owner,
+            Lost::Died(owner) | Lost::Broke(owner, ..) => owner,
         }
     }
 
@@ -78,7 +82,7 @@ impl Lost {
     fn what(&self) -> String {
         match self {
             Lost::Died(owner) => format!("the node owning the session ({}) stopped", owner.node),
-            Lost::Broke(owner, why) => format!(
+            Lost::Broke(owner, why, _) => format!(
                 "the link to the node owning the session ({}) broke: {why}",
                 owner.node
             ),
@@ -233,7 +237,7 @@ pub(crate) async fn gateway(
                         // A lost message: the same owner takes the client back if it answers,
                         // otherwise it is gone.
                         if answers(&node, &owner.node).await {
-                            Some(Lost::Broke(owner.clone(), why))
+                            Some(Lost::Broke(owner.clone(), why, link.member))
                         } else {
                             Some(Lost::Died(owner.clone()))
                         }
@@ -270,7 +274,13 @@ pub(crate) async fn gateway(
                 link = ends;
                 owner_stopping = false;
             }
-            Err(reason) => return end(reason),
+            Err(reason) => {
+                // What was kept for the owner to answer (a broken link's `sendAndWait`s).
+                for answer in relay.fail_pending(&reason) {
+                    deliver(&host, conn, &session, &answer);
+                }
+                return end(reason);
+            }
         }
     }
 }
@@ -397,9 +407,13 @@ async fn reattach(
         ),
         Lost::Broke(..) => format!("{what} before answering"),
     };
-    // A `sendAndWait` of a Copilot SDK client ends with the turn the new owner interrupts.
+    // A `sendAndWait` of a Copilot SDK client ends with the turn the new owner interrupts,
+    // or, when only the link broke, is answered by the owner on the next link.
     let answers = match (lost, relay.copilot()) {
         (Lost::Died(_), Some(copilot)) => copilot.fail_pending_but_turns(&reason),
+        (Lost::Broke(_, _, Some(member)), Some(copilot)) => {
+            copilot.fail_pending_but_turns_at(*member, &reason)
+        }
         _ => relay.fail_pending(&reason),
     };
     for answer in answers {
@@ -407,7 +421,7 @@ async fn reattach(
     }
     // The link's session follows to its new owner (the same one when only the link broke).
     let target = match lost {
-        Lost::Broke(owner, _) => Target::Remote(owner.clone()),
+        Lost::Broke(owner, ..) => Target::Remote(owner.clone()),
         Lost::Died(_) => new_owner(node, lookups, route, dead).await.ok_or_else(|| {
             format!(
                 "the node owning session {route} ({}) stopped and no node took the session \

@@ -188,6 +188,9 @@ pub(crate) struct LinkEnds {
     pub(crate) from_owner: UnboundedReceiver<OwnerFrame>,
     /// Set (before `from_owner` ends) when the link lost a message or went silent.
     broken: Arc<Mutex<Option<String>>>,
+    /// The relayed connection the owner serves the link as (its number, as the owner
+    /// answered the opening); `None` for a link to this node's own host.
+    pub(crate) member: Option<u64>,
 }
 
 impl LinkEnds {
@@ -281,6 +284,7 @@ pub(crate) async fn open_remote(
         to_owner,
         from_owner,
         broken,
+        member: Some(member),
     })
 }
 
@@ -336,6 +340,7 @@ pub(crate) fn open_local(node: &Node, conn: ConnId) -> Option<LinkEnds> {
         to_owner,
         from_owner,
         broken: Arc::default(),
+        member: None,
     })
 }
 

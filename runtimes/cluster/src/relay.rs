@@ -16,8 +16,8 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use agentwire::host::{
-    RelayedEventHead, RELAY_DELTAS_EMITTED, RELAY_HANDSHAKE_ID, RELAY_LAST_EVENT,
-    RELAY_SESSION_BUSY,
+    RelayedEventHead, RELAY_AWAITING, RELAY_DELTAS_EMITTED, RELAY_FORMER_MEMBER,
+    RELAY_HANDSHAKE_ID, RELAY_LAST_EVENT, RELAY_SESSION_BUSY,
 };
 use agentwire::is_streaming_delta_type;
 
@@ -80,6 +80,10 @@ pub(crate) struct Relay {
     /// `session.sendAndWait`s the dead owner did not answer, with the reason: answered by the
     /// catch-up when it ends their session's interrupted turn, else with the reason.
     turn_waiters: Vec<(Pending, String)>,
+    /// The link broke, the owner still answers: the relayed connection the owner served the
+    /// link as, whose `session.sendAndWait`s stay pending for the owner to answer on the next
+    /// link (named by the re-attachment, [`RELAY_FORMER_MEMBER`]).
+    former_member: Option<u64>,
 }
 
 /// The connection-level registrations of a Copilot SDK client (they set up its connection,
@@ -476,6 +480,24 @@ impl Relay {
         answers
     }
 
+    /// [`Relay::fail_pending`] after the link to the owner, which still answers, broke
+    /// (the owner served it as relayed connection `member`), except for the
+    /// `session.sendAndWait`s of attached sessions: their turns go on at the owner, which
+    /// answers them on the next link ([`Relay::reattach`] names them), so they stay pending.
+    pub(crate) fn fail_pending_but_turns_at(&mut self, member: u64, reason: &str) -> Vec<Bytes> {
+        self.replays.clear();
+        self.former_member = Some(member);
+        let attached = &self.attached;
+        self.requests
+            .take_unless(|p| {
+                p.method == "session.sendAndWait"
+                    && p.session.as_ref().is_some_and(|s| attached.contains_key(s))
+            })
+            .iter()
+            .map(|pending| failure(pending, reason))
+            .collect()
+    }
+
     /// The error answers of the `session.sendAndWait`s no catch-up ended (their prompt was
     /// not stored, or their session had no interrupted turn).
     pub(crate) fn fail_turn_waiters(&mut self) -> Vec<Bytes> {
@@ -502,11 +524,18 @@ impl Relay {
                 Bytes::from(body.to_string())
             })
             .collect();
+        let former = self.former_member.take();
         for (session, attached) in &self.attached {
             let mut params = attached.params.clone();
             params["disableResume"] = json!(true);
             params["continuePendingWork"] = json!(false);
             params["agentwireRelayReattach"] = json!(true);
+            if let Some(former) = former {
+                // The same owner answers the turns the client still waits for here.
+                params[RELAY_FORMER_MEMBER] = json!(former);
+                params[RELAY_AWAITING] =
+                    Value::Array(self.requests.ids_of("session.sendAndWait", session));
+            }
             frames.push(self.replays.request(session, "session.resume", params));
         }
         frames
@@ -958,6 +987,38 @@ mod tests {
             .as_str()
             .unwrap()
             .contains("node a stopped"));
+    }
+
+    #[test]
+    fn a_send_and_wait_in_flight_when_only_the_link_broke_is_left_to_the_owner() {
+        let mut relay = attached_relay();
+        relay.client_sent(br#"{"jsonrpc":"2.0","id":5,"method":"session.sendAndWait","params":{"sessionId":"s","prompt":"p"}}"#);
+        relay.client_sent(
+            br#"{"jsonrpc":"2.0","id":6,"method":"session.send","params":{"sessionId":"s"}}"#,
+        );
+        relay.client_sent(br#"{"jsonrpc":"2.0","id":7,"method":"session.sendAndWait","params":{"sessionId":"other"}}"#);
+        let failed: Vec<Value> = relay
+            .fail_pending_but_turns_at(41, "the link broke")
+            .iter()
+            .map(|b| serde_json::from_slice(b).unwrap())
+            .collect();
+        // The send, and the sendAndWait of a session the client is not attached to: now.
+        let ids: Vec<&Value> = failed.iter().map(|f| &f["id"]).collect();
+        assert_eq!(ids, [&json!(6), &json!(7)]);
+        // The re-attachment names the former member and what the client waits for, once.
+        let frames = relay.reattach();
+        let replay: Value = serde_json::from_slice(&frames[0]).unwrap();
+        assert_eq!(replay["params"][RELAY_FORMER_MEMBER], 41);
+        assert_eq!(replay["params"][RELAY_AWAITING], json!([5]));
+        let again: Value = serde_json::from_slice(&relay.reattach()[0]).unwrap();
+        assert!(again["params"].get(RELAY_FORMER_MEMBER).is_none());
+        // The owner's answer on the new link reaches the client, once.
+        let answer = br#"{"jsonrpc":"2.0","id":5,"result":{"messageId":"m","aborted":false}}"#;
+        assert!(relay.owner_sent(answer));
+        assert!(
+            relay.fail_pending("later").is_empty(),
+            "nothing left pending"
+        );
     }
 
     #[test]

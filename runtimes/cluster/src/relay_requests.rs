@@ -142,6 +142,27 @@ impl ClientRequests {
         self.ids.clear();
         std::mem::take(&mut self.pending).into_values().collect()
     }
+
+    /// The pending requests `keep` does not accept, in the order the client sent them; those
+    /// it accepts stay pending.
+    pub(crate) fn take_unless(&mut self, keep: impl Fn(&Pending) -> bool) -> Vec<Pending> {
+        let (kept, taken): (BTreeMap<u64, Pending>, BTreeMap<u64, Pending>) =
+            std::mem::take(&mut self.pending)
+                .into_iter()
+                .partition(|(_, p)| keep(p));
+        self.ids.retain(|_, order| kept.contains_key(order));
+        self.pending = kept;
+        taken.into_values().collect()
+    }
+
+    /// The ids of the pending requests of `method` naming `session`, in the order sent.
+    pub(crate) fn ids_of(&self, method: &str, session: &str) -> Vec<Value> {
+        self.pending
+            .values()
+            .filter(|p| p.method == method && p.session.as_deref() == Some(session))
+            .map(|p| p.id.clone())
+            .collect()
+    }
 }
 
 /// The error answer to `pending`, which the owner did not complete because of `reason`.
