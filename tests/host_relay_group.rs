@@ -526,28 +526,7 @@ fn a_relayed_send_and_wait_is_answered_on_the_member_that_replaces_its_broken_li
     for (owner_saw_the_break, turn_ends_first) in
         [(true, true), (true, false), (false, true), (false, false)]
     {
-        let mut w = World::new(HostConfig::default());
-        let mut g = Gateway::new(&mut w);
-        let mut direct = w.connect();
-        let mut a = w.connect();
-        assert!(w.host.join_relay_group(a.conn, g.group));
-        create(
-            &mut w,
-            &mut direct,
-            "s1",
-            json!({"tools": unguarded_weather_tool(), "requestPermission": false}),
-        );
-        w.send_frame(
-            &a,
-            &json!({"jsonrpc":"2.0","id":1,"method":"session.resume","params":{"sessionId":"s1"}}),
-        );
-        w.send_frame(
-            &a,
-            &json!({"jsonrpc":"2.0","id":2,"method":"session.sendAndWait",
-                    "params":{"sessionId":"s1","prompt":"What is the weather in Paris?"}}),
-        );
-        w.run_timers(&mut [&mut direct]);
-        g.pump(&mut w, &mut [&mut a], &mut [&mut direct]);
+        let (mut w, mut g, mut direct, mut a) = relayed_caller_waiting_for_a_tool(&[]);
         // The turn waits for the direct client's tool.
         let asked = direct.event("s1", "external_tool.requested");
         assert!(!a.inbox.iter().any(|m| m["id"] == 2), "still waiting");
@@ -635,6 +614,20 @@ fn a_relayed_send_and_wait_is_answered_on_the_member_that_replaces_its_broken_li
 /// usual answer: its caller left, nothing is kept for it.
 #[test]
 fn a_relayed_caller_that_detaches_itself_is_answered_at_once() {
+    let detach =
+        json!({"jsonrpc":"2.0","id":3,"method":"session.detach","params":{"sessionId":"s1"}});
+    let (_w, _g, _direct, a) = relayed_caller_waiting_for_a_tool(&[detach]);
+    let answer = a.inbox.iter().find(|m| m["id"] == 2).expect("answered");
+    assert!(answer["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("detached"));
+}
+
+/// A session `s1` whose client `direct` declared the weather tool, and a relay group member
+/// `a` that resumed it (request 1) and asked `session.sendAndWait` (request 2) for a turn
+/// that now waits for `direct`'s tool; then `a` sent `then`.
+fn relayed_caller_waiting_for_a_tool(then: &[Value]) -> (World, Gateway, Peer, Peer) {
     let mut w = World::new(HostConfig::default());
     let mut g = Gateway::new(&mut w);
     let mut direct = w.connect();
@@ -646,21 +639,17 @@ fn a_relayed_caller_that_detaches_itself_is_answered_at_once() {
         "s1",
         json!({"tools": unguarded_weather_tool(), "requestPermission": false}),
     );
-    for body in [
+    let asked = [
         json!({"jsonrpc":"2.0","id":1,"method":"session.resume","params":{"sessionId":"s1"}}),
         json!({"jsonrpc":"2.0","id":2,"method":"session.sendAndWait",
                "params":{"sessionId":"s1","prompt":"What is the weather in Paris?"}}),
-        json!({"jsonrpc":"2.0","id":3,"method":"session.detach","params":{"sessionId":"s1"}}),
-    ] {
-        w.send_frame(&a, &body);
+    ];
+    for body in asked.iter().chain(then) {
+        w.send_frame(&a, body);
     }
     w.run_timers(&mut [&mut direct]);
     g.pump(&mut w, &mut [&mut a], &mut [&mut direct]);
-    let answer = a.inbox.iter().find(|m| m["id"] == 2).expect("answered");
-    assert!(answer["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("detached"));
+    (w, g, direct, a)
 }
 
 /// The weather tool, run without a permission prompt.

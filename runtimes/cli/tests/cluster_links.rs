@@ -35,25 +35,51 @@ use futures::StreamExt;
 use github_copilot_sdk::handler::ApproveAllHandler;
 use github_copilot_sdk::types::{MessageOptions, ResumeSessionConfig};
 
-/// A nats-server, nodes A and B on it, and a raw NATS client subscribed to `subject` (what A
-/// sends to B's relayed clients travels on `agentwire.live.grp.>`).
-async fn two_nodes_watching(
-    subject: &'static str,
-) -> (
+/// A nats-server, nodes A and B on it, a raw NATS client and its subscription.
+type Watched = (
     nats::NatsServer,
     support::Agentwire,
     support::Agentwire,
     async_nats::Client,
     async_nats::Subscriber,
-) {
+);
+
+/// A nats-server, nodes A and B on it, and a raw NATS client subscribed to `subject` (what A
+/// sends to B's relayed clients travels on `agentwire.live.grp.>`).
+async fn two_nodes_watching(subject: &'static str) -> Watched {
+    two_nodes_watching_with(subject, &[]).await
+}
+
+/// [`two_nodes_watching`], node A started with the arguments `a_args` too.
+async fn two_nodes_watching_with(subject: &'static str, a_args: &[&str]) -> Watched {
     let server = nats::NatsServer::single();
     let url = server.url();
-    let a = node(&url, "a").await;
+    let mut args = node_args(&url, "a");
+    let same_as_node = ["--cluster-replicas", "1", "--seed", "7"];
+    args.extend(same_as_node.iter().chain(a_args).map(|a| a.to_string()));
+    let a = support::Agentwire::launch(args).await;
     let b = node(&url, "b").await;
     let watcher = async_nats::connect(&url).await.expect("connect to NATS");
     let from_owner = watcher.subscribe(subject).await.expect("subscribe");
     watcher.flush().await.expect("flush");
     (server, a, b, watcher, from_owner)
+}
+
+/// `config`'s session resumed by `client` of node B, relayed to its owner: the session and
+/// the subject of the first message the owner sent B for it (watched on `from_owner`).
+async fn resume_relayed(
+    client: &github_copilot_sdk::Client,
+    config: ResumeSessionConfig,
+    from_owner: &mut async_nats::Subscriber,
+) -> (github_copilot_sdk::session::Session, async_nats::Subject) {
+    let session = sdk::within("session.resume on node B", client.resume_session(config))
+        .await
+        .expect("session.resume of a session owned by a live node");
+    let first = sdk::within("a link message from A", from_owner.next())
+        .await
+        .expect("a message")
+        .subject;
+    (session, first)
 }
 
 #[tokio::test]
@@ -69,13 +95,7 @@ async fn a_relayed_client_whose_link_lost_a_message_is_re_attached_to_the_same_o
         let config = ResumeSessionConfig::new(id.clone())
             .with_tools([sdk::weather_tool(calls_b.clone())])
             .with_permission_handler(Arc::new(ApproveAllHandler));
-        let session_b = sdk::within("session.resume on node B", client_b.resume_session(config))
-            .await
-            .expect("session.resume of a session owned by a live node");
-        let first = sdk::within("a link message from A", from_owner.next())
-            .await
-            .expect("a message")
-            .subject;
+        let (session_b, first) = resume_relayed(&client_b, config, &mut from_owner).await;
 
         // A heartbeat naming a message B never received (nor A sent): B asks for it again,
         // and A says it does not keep it.
@@ -128,36 +148,23 @@ async fn a_relayed_client_whose_link_lost_a_message_is_re_attached_to_the_same_o
 #[tokio::test]
 async fn a_send_and_wait_in_flight_when_the_link_broke_ends_with_its_turn() {
     sdk::bounded(async {
-        let server = nats::NatsServer::single();
-        let url = server.url();
         let dir = tempfile::tempdir().expect("temp dir");
         let scenario = dir.path().join("scenario.json");
         let rules = serde_json::json!({"rules": [{"match": "slowly",
             "steps": [{"sleep_ms": 2500}, {"say": "Done slowly."}]}],
             "default": [{"say": "You said: {prompt}"}]});
         std::fs::write(&scenario, rules.to_string()).expect("write the scenario");
-        let mut args = node_args(&url, "a");
-        args.extend(["--seed", "7", "--scenario", scenario.to_str().unwrap()].map(str::to_owned));
-        let a = support::Agentwire::launch(args).await;
-        let b = node(&url, "b").await;
-        let watcher = async_nats::connect(&url).await.expect("connect to NATS");
-        let mut from_owner = watcher
-            .subscribe("agentwire.live.grp.>")
-            .await
-            .expect("subscribe");
-        watcher.flush().await.expect("flush");
+        let (server, a, b, watcher, mut from_owner) = two_nodes_watching_with(
+            "agentwire.live.grp.>",
+            &["--scenario", scenario.to_str().unwrap()],
+        )
+        .await;
 
         let (_client_a, id, session_a, _) = app_session(&a, None).await;
         let client_b = client(&b).await;
         let config = ResumeSessionConfig::new(id.clone())
             .with_permission_handler(Arc::new(ApproveAllHandler));
-        let session_b = sdk::within("session.resume on node B", client_b.resume_session(config))
-            .await
-            .expect("session.resume of a session owned by a live node");
-        let first = sdk::within("a link message from A", from_owner.next())
-            .await
-            .expect("a message")
-            .subject;
+        let (session_b, first) = resume_relayed(&client_b, config, &mut from_owner).await;
         let session_b = Arc::new(session_b);
         let waiting = session_b.clone();
         let waited = tokio::spawn(async move {

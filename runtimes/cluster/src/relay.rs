@@ -923,14 +923,21 @@ mod tests {
         assert!(!relay.owner_sent(&notification("s", &log[3].1)));
     }
 
-    #[test]
-    fn a_send_and_wait_the_owner_did_not_answer_ends_with_its_interrupted_turn() {
+    /// An attached relay whose client sent, not answered yet: a `sendAndWait` (5) and a
+    /// `send` (6) of its session, and a `sendAndWait` of a session it is not attached to (7).
+    fn relay_with_turn_requests_in_flight() -> Relay {
         let mut relay = attached_relay();
         relay.client_sent(br#"{"jsonrpc":"2.0","id":5,"method":"session.sendAndWait","params":{"sessionId":"s","prompt":"p"}}"#);
         relay.client_sent(
             br#"{"jsonrpc":"2.0","id":6,"method":"session.send","params":{"sessionId":"s"}}"#,
         );
         relay.client_sent(br#"{"jsonrpc":"2.0","id":7,"method":"session.sendAndWait","params":{"sessionId":"other"}}"#);
+        relay
+    }
+
+    #[test]
+    fn a_send_and_wait_the_owner_did_not_answer_ends_with_its_interrupted_turn() {
+        let mut relay = relay_with_turn_requests_in_flight();
         let failed: Vec<Value> = relay
             .fail_pending_but_turns("node a stopped")
             .iter()
@@ -991,12 +998,7 @@ mod tests {
 
     #[test]
     fn a_send_and_wait_in_flight_when_only_the_link_broke_is_left_to_the_owner() {
-        let mut relay = attached_relay();
-        relay.client_sent(br#"{"jsonrpc":"2.0","id":5,"method":"session.sendAndWait","params":{"sessionId":"s","prompt":"p"}}"#);
-        relay.client_sent(
-            br#"{"jsonrpc":"2.0","id":6,"method":"session.send","params":{"sessionId":"s"}}"#,
-        );
-        relay.client_sent(br#"{"jsonrpc":"2.0","id":7,"method":"session.sendAndWait","params":{"sessionId":"other"}}"#);
+        let mut relay = relay_with_turn_requests_in_flight();
         let failed: Vec<Value> = relay
             .fail_pending_but_turns_at(41, "the link broke")
             .iter()
