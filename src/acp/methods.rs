@@ -228,6 +228,7 @@ fn load_session(
     replay: bool,
 ) -> Result<Value, ErrorObject> {
     let p: LoadSessionParams = decode(params)?;
+    let relay_former = p.relay_former();
     let mcp = mcp_configs(host, conn, &p.mcp_servers)?;
     let Some(session) = host.session_mut(&p.session_id) else {
         return Err(session_not_found(&p.session_id));
@@ -258,6 +259,10 @@ fn load_session(
     let attachment = attachment(host, conn);
     host.attach(&p.session_id, conn, attachment);
     host.set_last_session(&p.session_id);
+    if let (Some((former, awaiting)), true) = (relay_former, host.is_relay_member(conn)) {
+        // A gateway took its editor back after a broken link: the prompts it waits for.
+        super::relayed_prompts::rebind(host, &p.session_id, conn, former, &awaiting);
+    }
     // A relayed editor's gateway learns how far the client got (see `RELAY_POSITION`).
     let last = host
         .session(&p.session_id)
@@ -398,6 +403,7 @@ fn prompt(host: &mut Host, conn: ConnId, id: &OwnedId, params: Option<&RawValue>
         }
     }
     host.set_last_session(&p.session_id);
+    let relayed = host.is_relay_member(conn);
     if let Some(c) = host.conn_state::<ConnState>(conn) {
         c.prompts.push(PromptWait {
             session: p.session_id.clone(),
@@ -406,6 +412,7 @@ fn prompt(host: &mut Host, conn: ConnId, id: &OwnedId, params: Option<&RawValue>
             started: false,
             cancelled: false,
             error: None,
+            relayed,
         });
     }
     host.queue_agent_input(

@@ -50,6 +50,7 @@ mod methods;
 mod modes;
 mod params;
 mod permission;
+mod relayed_prompts;
 mod update;
 
 #[cfg(test)]
@@ -94,7 +95,7 @@ pub const RELAY_POSITION: &str = "_agentwire/relay_position";
 pub const RELAY_REPLAY_AFTER: &str = "agentwireReplayAfter";
 
 /// A `session/prompt` waiting for its turn to end.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct PromptWait {
     pub session: String,
     pub id: OwnedId,
@@ -106,6 +107,26 @@ pub(crate) struct PromptWait {
     pub cancelled: bool,
     /// A `session.error` of the turn.
     pub error: Option<String>,
+    /// Its connection is an editor a cluster gateway relays here: it is kept across a broken
+    /// link ([`relayed_prompts`]).
+    pub relayed: bool,
+}
+
+impl PromptWait {
+    /// Its answer, at the `session.idle` (with `data`) that ends its turn.
+    fn outcome(&self, data: &Value) -> Result<Value, ErrorObject> {
+        let aborted = data
+            .get("aborted")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if self.cancelled || aborted {
+            Ok(json!({"stopReason": "cancelled"}))
+        } else if let Some(message) = &self.error {
+            Err(ErrorObject::internal(message.clone()))
+        } else {
+            Ok(json!({"stopReason": "end_turn"}))
+        }
+    }
 }
 
 /// Per-connection state of the ACP dialect (kept by the host for each ACP connection).
@@ -155,6 +176,31 @@ impl DialectHandler for Acp {
 
     fn deliver_event(&self, host: &mut Host, session: &str, event: &Event, conns: &[ConnId]) {
         on_event(host, session, event, conns);
+    }
+
+    fn event_emitted(&self, host: &mut Host, session: &str, event: &Event, data: &Value) {
+        relayed_prompts::on_event(host, session, &event.event_type, data);
+    }
+
+    fn conn_detached(&self, host: &mut Host, session: &str, conn: ConnId) {
+        if !host.is_conn_ending(conn) {
+            return;
+        }
+        // Closed by the host (its state still there).
+        let Some(c) = host.conn_state::<ConnState>(conn) else {
+            return;
+        };
+        let mut state = std::mem::take(c);
+        relayed_prompts::park(host, conn, &mut state, Some(session));
+        if let Some(c) = host.conn_state::<ConnState>(conn) {
+            *c = state;
+        }
+    }
+
+    fn conn_ended(&self, host: &mut Host, conn: ConnId, state: &mut (dyn Any + Send)) {
+        if let Some(c) = state.downcast_mut::<ConnState>() {
+            relayed_prompts::park(host, conn, c, None);
+        }
     }
 
     fn session_deleting(&self, host: &mut Host, session: &str) {
@@ -442,10 +488,6 @@ fn after_event(host: &mut Host, conn: ConnId, session: &str, event_type: &str, d
             }
         }
         "session.idle" => {
-            let aborted = data
-                .get("aborted")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
             let Some(c) = host.conn_state::<ConnState>(conn) else {
                 return;
             };
@@ -457,13 +499,10 @@ fn after_event(host: &mut Host, conn: ConnId, session: &str, event_type: &str, d
                 return;
             };
             let p = c.prompts.remove(i);
-            let result = if p.cancelled || aborted {
-                Ok(json!({"stopReason": "cancelled"}))
-            } else if let Some(message) = p.error {
-                Err(ErrorObject::internal(message))
-            } else {
-                Ok(json!({"stopReason": "end_turn"}))
-            };
+            let result = p.outcome(data);
+            if p.relayed {
+                relayed_prompts::answered(host, session, conn, &p, &result);
+            }
             host.respond(conn, &p.id, result);
         }
         "permission.completed" => prompt_decided(host, conn, field("requestId")),

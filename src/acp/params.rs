@@ -4,6 +4,9 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::host::ConnId;
+use crate::jsonrpc::OwnedId;
+
 /// `initialize` params.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -41,6 +44,24 @@ impl LoadSessionParams {
     /// The event [`super::RELAY_REPLAY_AFTER`] names: replay only what follows it.
     pub(crate) fn replay_after(&self) -> Option<&str> {
         self.meta.as_ref()?.get(super::RELAY_REPLAY_AFTER)?.as_str()
+    }
+
+    /// The relayed connection this one replaces ([`crate::host::RELAY_FORMER_MEMBER`]) and
+    /// the ids of its `session/prompt`s the editor still waits for
+    /// ([`crate::host::RELAY_AWAITING`]), as a gateway re-attaching its editor names them.
+    pub(crate) fn relay_former(&self) -> Option<(ConnId, Vec<OwnedId>)> {
+        let meta = self.meta.as_ref()?;
+        let former = meta.get(crate::host::RELAY_FORMER_MEMBER)?.as_u64()?;
+        let awaiting = meta
+            .get(crate::host::RELAY_AWAITING)
+            .and_then(Value::as_array)
+            .map(|ids| {
+                ids.iter()
+                    .filter_map(|id| OwnedId::parse(&id.to_string()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some((ConnId(former), awaiting))
     }
 }
 

@@ -159,12 +159,15 @@ fn finish_waiters(host: &mut Host, session_id: &str, is_error: bool, data: &Valu
         result.insert("aborted".into(), Value::Bool(aborted));
         Ok(Value::Object(result))
     };
-    state.kept.turn_ended(now, ends, outcome);
+    state.kept.end_waiting(now, |message_id| {
+        ends(message_id).then(|| outcome(message_id))
+    });
     let mut answers = Vec::with_capacity(waiters.len());
     for waiter in waiters {
         let result = outcome(&waiter.message_id);
         if waiter.relayed {
-            state.kept.answered(now, &waiter, &result);
+            let (conn, id) = (waiter.conn, waiter.id.clone());
+            state.kept.answered(now, conn, id, result.clone());
         }
         answers.push((waiter.conn, waiter.id, result));
     }
@@ -189,7 +192,9 @@ pub(super) fn conn_detached(host: &mut Host, session: &str, conn: ConnId) {
     let mut detached = Vec::new();
     for waiter in departed {
         if waiter.relayed && ending {
-            state.kept.park(now, waiter);
+            state
+                .kept
+                .park(now, waiter.conn, waiter.id, waiter.message_id);
         } else {
             detached.push(waiter);
         }

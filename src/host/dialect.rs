@@ -137,6 +137,11 @@ pub(crate) trait DialectHandler: Sync {
     /// behind.
     fn conn_detached(&self, _host: &mut Host, _session: &str, _conn: ConnId) {}
 
+    /// `conn` (of this dialect) ended because its peer closed it; `state` is its state
+    /// ([`DialectHandler::new_conn_state`]), no longer in the host. Called before its sessions
+    /// are detached, so that the dialect may keep what must outlive the connection.
+    fn conn_ended(&self, _host: &mut Host, _conn: ConnId, _state: &mut (dyn Any + Send)) {}
+
     /// `session` is being deleted (still loaded, with its connections attached).
     fn session_deleting(&self, _host: &mut Host, _session: &str) {}
 

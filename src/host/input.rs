@@ -95,6 +95,7 @@ impl Host {
             self.http_provider_left(conn);
         }
         self.file_provider_left(conn);
+        self.dialects[c.dialect.index()].conn_ended(self, conn, c.state.as_mut());
         for session in c.sessions {
             self.detach_conn(&session, conn);
         }

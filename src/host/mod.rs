@@ -31,6 +31,7 @@ mod forward;
 mod http;
 mod input;
 mod interrupt;
+pub(crate) mod kept_requests;
 mod latest;
 mod lookup;
 mod mcp;

@@ -369,6 +369,75 @@ async fn owner_dies_mid_turn(third_node: bool) {
     .await
 }
 
+/// The editor's task, ending with its prompt's stop reason.
+type EditorTask = tokio::task::JoinHandle<agent_client_protocol::Result<StopReason>>;
+
+/// The editor's task, the updates it received, and a receiver told once it loaded.
+type Editor = (
+    EditorTask,
+    Arc<Mutex<Vec<SessionNotification>>>,
+    tokio::sync::oneshot::Receiver<()>,
+);
+
+/// An editor (the official ACP Rust SDK) on `transport`: it initializes, loads session `id`
+/// (then says so), waits for `go` when given, and prompts `text`; its task ends with the
+/// prompt's stop reason.
+fn editor_loading_then_prompting(
+    transport: acp_stdio::StdioLines,
+    id: &github_copilot_sdk::types::SessionId,
+    text: &'static str,
+    go: Option<tokio::sync::oneshot::Receiver<()>>,
+) -> Editor {
+    let updates = Arc::new(Mutex::new(Vec::<SessionNotification>::new()));
+    let on_update = updates.clone();
+    let session = id.to_string();
+    let cwd = std::env::temp_dir();
+    let (loaded_tx, loaded) = tokio::sync::oneshot::channel();
+    let run = Client
+        .v1()
+        .on_receive_notification(
+            async move |n: SessionNotification, _cx| {
+                on_update.lock().unwrap().push(n);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_with(transport, async move |cx| {
+            cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
+                .block_task()
+                .await?;
+            cx.send_request(LoadSessionRequest::new(session.clone(), cwd.clone()))
+                .block_task()
+                .await?;
+            let _ = loaded_tx.send(());
+            if let Some(go) = go {
+                let _ = go.await;
+            }
+            let prompt = PromptRequest::new(
+                session.clone(),
+                vec![ContentBlock::Text(TextContent::new(text))],
+            );
+            Ok(cx.send_request(prompt).block_task().await?.stop_reason)
+        });
+    (tokio::spawn(run), updates, loaded)
+}
+
+/// The stop reason the editor's prompt ended with (30 s at most), or a failure naming the
+/// error and node B's log.
+async fn stop_reason(run: EditorTask, log_of_b: &dyn Fn() -> String) -> StopReason {
+    let stop = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("the prompt was answered in time")
+        .expect("the client task");
+    match stop {
+        Ok(stop) => stop,
+        Err(e) => panic!(
+            "the ACP client failed: {e:?}\n---- node B ----\n{}",
+            log_of_b()
+        ),
+    }
+}
+
 /// The editor's relay group from node A breaks (a heartbeat naming a message A never sent is
 /// injected, and A says it does not keep it) while an app on A runs a turn: B re-attaches the
 /// editor to A over a new link, replaying what follows the last event it had. Whenever the
@@ -389,40 +458,13 @@ async fn an_acp_client_whose_link_broke_is_reattached_to_the_same_owner_missing_
         let (_client_a, id, session_a, _) = app_session(&a, Some("hello from the app")).await;
 
         let (mut b, stderr) = spawn_acp_node(&url, "b");
-        let transport: acp_stdio::StdioLines = acp_stdio::lines(&mut b);
-        let updates = Arc::new(Mutex::new(Vec::<SessionNotification>::new()));
-        let on_update = updates.clone();
-        let session = id.to_string();
-        let cwd = std::env::temp_dir();
-        let (loaded_tx, loaded) = tokio::sync::oneshot::channel();
         let (go_tx, go) = tokio::sync::oneshot::channel::<()>();
-        let run = Client
-            .v1()
-            .on_receive_notification(
-                async move |n: SessionNotification, _cx| {
-                    on_update.lock().unwrap().push(n);
-                    Ok(())
-                },
-                agent_client_protocol::on_receive_notification!(),
-            )
-            .connect_with(transport, async move |cx| {
-                cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
-                    .block_task()
-                    .await?;
-                cx.send_request(LoadSessionRequest::new(session.clone(), cwd.clone()))
-                    .block_task()
-                    .await?;
-                let _ = loaded_tx.send(());
-                let _ = go.await;
-                let prompt = PromptRequest::new(
-                    session.clone(),
-                    vec![ContentBlock::Text(TextContent::new(
-                        "hello from the editor",
-                    ))],
-                );
-                Ok(cx.send_request(prompt).block_task().await?.stop_reason)
-            });
-        let run = tokio::spawn(run);
+        let (run, updates, loaded) = editor_loading_then_prompting(
+            acp_stdio::lines(&mut b),
+            &id,
+            "hello from the editor",
+            Some(go),
+        );
         sdk::within("the session loaded through B", loaded)
             .await
             .expect("loaded");
@@ -445,17 +487,7 @@ async fn an_acp_client_whose_link_broke_is_reattached_to_the_same_owner_missing_
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let _ = go_tx.send(());
-        let stop = tokio::time::timeout(Duration::from_secs(30), run)
-            .await
-            .expect("the prompt was answered in time")
-            .expect("the client task");
-        let stop = match stop {
-            Ok(stop) => stop,
-            Err(e) => panic!(
-                "the ACP client failed: {e:?}\n---- node B ----\n{}",
-                log_of_b()
-            ),
-        };
+        let stop = stop_reason(run, &log_of_b).await;
         assert_eq!(stop, StopReason::EndTurn);
         let all = updates.lock().unwrap().clone();
         assert_eq!(
@@ -475,6 +507,61 @@ async fn an_acp_client_whose_link_broke_is_reattached_to_the_same_owner_missing_
             "{log}"
         );
         assert!(log.contains("no longer keeps them"), "{log}");
+        drop(b);
+        drop(server);
+    })
+    .await
+}
+
+/// The editor's `session/prompt` is in flight (its turn running on A) when its relay group
+/// from A breaks, A alive: B re-attaches the editor to A over a new link naming the prompt,
+/// and A answers it there when the turn ends. The editor's prompt ends with `end_turn`, not
+/// with an error, and the turn's reply reaches it once.
+#[tokio::test]
+async fn an_acp_prompt_in_flight_when_the_link_broke_ends_with_its_turn() {
+    sdk::bounded(async {
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let scenario = cluster_node::slow_scenario(dir.path());
+        let a = cluster_node::node_with_args(&url, "a", &["--scenario", &scenario]).await;
+        let watcher = async_nats::connect(&url).await.expect("connect to NATS");
+        let mut from_owner = watcher
+            .subscribe("agentwire.live.grp.>")
+            .await
+            .expect("subscribe");
+        watcher.flush().await.expect("flush");
+        let (_client_a, id, session_a, _) = app_session(&a, None).await;
+
+        let (mut b, stderr) = spawn_acp_node(&url, "b");
+        let (run, updates, loaded) =
+            editor_loading_then_prompting(acp_stdio::lines(&mut b), &id, "Answer slowly", None);
+        sdk::within("the session loaded through B", loaded)
+            .await
+            .expect("loaded");
+        let first = sdk::within("a group message from A", from_owner.next())
+            .await
+            .expect("a message")
+            .subject;
+        // The editor's turn runs on A; then its group breaks.
+        cluster_node::until_prompted(&session_a, "slowly").await;
+        cluster_node::inject_unsent_heartbeat(&watcher, first).await;
+
+        let log_of_b = || stderr.lock().unwrap().clone();
+        let stop = stop_reason(run, &log_of_b).await;
+        assert_eq!(stop, StopReason::EndTurn);
+        let all = updates.lock().unwrap().clone();
+        assert_eq!(
+            acp_stdio::agent_text(&all).matches("Done slowly.").count(),
+            1,
+            "{all:?}"
+        );
+        let log = log_of_b();
+        assert!(log.contains("relayed client re-attached"), "{log}");
+        assert!(
+            log.contains("the relay group from the owner node broke"),
+            "{log}"
+        );
         drop(b);
         drop(server);
     })

@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 
 use std::time::Duration;
 
-use cluster_node::{app_session, client, ids, node, node_args};
+use cluster_node::{app_session, client, ids, node, node_with_args};
 use futures::StreamExt;
 use github_copilot_sdk::handler::ApproveAllHandler;
 use github_copilot_sdk::types::{MessageOptions, ResumeSessionConfig};
@@ -54,10 +54,7 @@ async fn two_nodes_watching(subject: &'static str) -> Watched {
 async fn two_nodes_watching_with(subject: &'static str, a_args: &[&str]) -> Watched {
     let server = nats::NatsServer::single();
     let url = server.url();
-    let mut args = node_args(&url, "a");
-    let same_as_node = ["--cluster-replicas", "1", "--seed", "7"];
-    args.extend(same_as_node.iter().chain(a_args).map(|a| a.to_string()));
-    let a = support::Agentwire::launch(args).await;
+    let a = node_with_args(&url, "a", a_args).await;
     let b = node(&url, "b").await;
     let watcher = async_nats::connect(&url).await.expect("connect to NATS");
     let from_owner = watcher.subscribe(subject).await.expect("subscribe");
@@ -149,16 +146,9 @@ async fn a_relayed_client_whose_link_lost_a_message_is_re_attached_to_the_same_o
 async fn a_send_and_wait_in_flight_when_the_link_broke_ends_with_its_turn() {
     sdk::bounded(async {
         let dir = tempfile::tempdir().expect("temp dir");
-        let scenario = dir.path().join("scenario.json");
-        let rules = serde_json::json!({"rules": [{"match": "slowly",
-            "steps": [{"sleep_ms": 2500}, {"say": "Done slowly."}]}],
-            "default": [{"say": "You said: {prompt}"}]});
-        std::fs::write(&scenario, rules.to_string()).expect("write the scenario");
-        let (server, a, b, watcher, mut from_owner) = two_nodes_watching_with(
-            "agentwire.live.grp.>",
-            &["--scenario", scenario.to_str().unwrap()],
-        )
-        .await;
+        let scenario = cluster_node::slow_scenario(dir.path());
+        let (server, a, b, watcher, mut from_owner) =
+            two_nodes_watching_with("agentwire.live.grp.>", &["--scenario", &scenario]).await;
 
         let (_client_a, id, session_a, _) = app_session(&a, None).await;
         let client_b = client(&b).await;
@@ -173,18 +163,7 @@ async fn a_send_and_wait_in_flight_when_the_link_broke_ends_with_its_turn() {
                 .await
         });
         // The turn started at A (its prompt is stored), then B's link breaks.
-        let started = tokio::time::Instant::now();
-        loop {
-            let history = session_a.get_events().await.expect("getMessages on A");
-            if history.iter().any(|e| e.event_type == "user.message") {
-                break;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "no turn started"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        cluster_node::until_prompted(&session_a, "slowly").await;
         cluster_node::inject_unsent_heartbeat(&watcher, first).await;
 
         let ended = tokio::time::timeout(Duration::from_secs(30), waited)

@@ -33,9 +33,10 @@
 //! When the link itself breaks (a lost message not sent again in time, or silence,
 //! [`crate::link_messages`]) and A
 //! still answers, the same steps re-attach the client to A over a new link (step 2 is skipped:
-//! A still owns the sessions), except that a Copilot SDK client's `session.sendAndWait`s are
-//! not failed in step 1: their turns go on at A, and the re-attachment names them and the
-//! connection A served the broken link as, so that A answers them on the new link. When A
+//! A still owns the sessions), except that the requests that end with a turn (a Copilot SDK
+//! client's `session.sendAndWait`s, an editor's `session/prompt`s) are not failed in step 1:
+//! their turns go on at A, and the re-attachment names them and the connection A served the
+//! broken link as, so that A answers them on the new link. When A
 //! does not answer, it is treated as gone.
 
 use std::sync::Arc;
@@ -142,6 +143,16 @@ impl ClientRelay {
         match self {
             ClientRelay::Copilot(r) => r.fail_pending(reason),
             ClientRelay::Acp(r) => r.fail_pending(reason),
+        }
+    }
+
+    /// [`ClientRelay::fail_pending`] after the link broke (the owner, which served it as
+    /// relayed connection `member`, still answers), except for the requests that end with a
+    /// turn, which the owner answers on the next link.
+    fn fail_pending_but_turns_at(&mut self, member: u64, reason: &str) -> Vec<Bytes> {
+        match self {
+            ClientRelay::Copilot(r) => r.fail_pending_but_turns_at(member, reason),
+            ClientRelay::Acp(r) => r.fail_pending_but_prompts_at(member, reason),
         }
     }
 
@@ -407,13 +418,12 @@ async fn reattach(
         ),
         Lost::Broke(..) => format!("{what} before answering"),
     };
-    // A `sendAndWait` of a Copilot SDK client ends with the turn the new owner interrupts,
-    // or, when only the link broke, is answered by the owner on the next link.
+    // A `sendAndWait` of a Copilot SDK client ends with the turn the new owner interrupts;
+    // when only the link broke, it (or an editor's `session/prompt`) is answered by the
+    // owner on the next link.
     let answers = match (lost, relay.copilot()) {
         (Lost::Died(_), Some(copilot)) => copilot.fail_pending_but_turns(&reason),
-        (Lost::Broke(_, _, Some(member)), Some(copilot)) => {
-            copilot.fail_pending_but_turns_at(*member, &reason)
-        }
+        (Lost::Broke(_, _, Some(member)), _) => relay.fail_pending_but_turns_at(*member, &reason),
         _ => relay.fail_pending(&reason),
     };
     for answer in answers {

@@ -488,14 +488,11 @@ impl Relay {
         self.replays.clear();
         self.former_member = Some(member);
         let attached = &self.attached;
-        self.requests
-            .take_unless(|p| {
-                p.method == "session.sendAndWait"
-                    && p.session.as_ref().is_some_and(|s| attached.contains_key(s))
-            })
-            .iter()
-            .map(|pending| failure(pending, reason))
-            .collect()
+        self.requests.fail_all_but_turns(
+            "session.sendAndWait",
+            |s| attached.contains_key(s),
+            reason,
+        )
     }
 
     /// The error answers of the `session.sendAndWait`s no catch-up ended (their prompt was

@@ -17,6 +17,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use agentwire::acp::{RELAY_POSITION, RELAY_REPLAY_AFTER};
+use agentwire::host::{RELAY_AWAITING, RELAY_FORMER_MEMBER};
 
 use crate::relay_requests::{error_message, id_key, ClientRequests, OwnerMessage, Reattachments};
 
@@ -42,6 +43,10 @@ pub(crate) struct AcpRelay {
     positions: HashMap<String, String>,
     /// Re-attachments sent to a new owner and not answered yet, and those it refused.
     pub(crate) replays: Reattachments,
+    /// The link broke, the owner still answers: the relayed connection the owner served the
+    /// link as, whose `session/prompt`s stay pending for the owner to answer on the next link
+    /// (named by the re-attachment, [`RELAY_FORMER_MEMBER`]).
+    former_member: Option<u64>,
 }
 
 /// The params of a [`RELAY_POSITION`] notification.
@@ -149,18 +154,38 @@ impl AcpRelay {
         self.requests.fail_all(reason)
     }
 
+    /// [`AcpRelay::fail_pending`] after the link to the owner, which still answers, broke
+    /// (the owner served it as relayed connection `member`), except for the `session/prompt`s
+    /// of attached sessions: their turns go on at the owner, which answers them on the next
+    /// link ([`AcpRelay::reattach`] names them), so they stay pending.
+    pub(crate) fn fail_pending_but_prompts_at(&mut self, member: u64, reason: &str) -> Vec<Bytes> {
+        self.replays.clear();
+        self.former_member = Some(member);
+        let attached = &self.attached;
+        self.requests
+            .fail_all_but_turns("session/prompt", |s| attached.contains_key(s), reason)
+    }
+
     /// The requests that re-attach the client to a new owner, one per session: a
     /// `session/resume` replaying what follows the client's position, or, for a session it
     /// created and got no position of yet, a `session/load` replaying everything. Their
     /// answers are not delivered ([`AcpRelay::owner_sent`] drops them).
     pub(crate) fn reattach(&mut self) -> Vec<Bytes> {
         let mut frames = Vec::new();
+        let former = self.former_member.take();
         for (session, attached) in &self.attached {
             let mut params = attached.params.clone();
             params["sessionId"] = json!(session);
+            if let Some(former) = former {
+                // The same owner answers the prompts the client still waits for here.
+                params["_meta"] = json!({
+                    RELAY_FORMER_MEMBER: former,
+                    RELAY_AWAITING: self.requests.ids_of("session/prompt", session),
+                });
+            }
             let method = match self.positions.get(session) {
                 Some(after) => {
-                    params["_meta"] = json!({ RELAY_REPLAY_AFTER: after });
+                    params["_meta"][RELAY_REPLAY_AFTER] = json!(after);
                     "session/resume"
                 }
                 None if attached.created => "session/load",
@@ -237,6 +262,44 @@ mod tests {
         assert!(!relay.replays.any_open());
         assert!(relay.replays.take_refused().is_empty());
         assert_eq!(relay.sessions(), ["n", "s"]);
+    }
+
+    #[test]
+    fn a_prompt_in_flight_when_only_the_link_broke_is_left_to_the_owner() {
+        let mut relay = attached_relay();
+        relay.client_sent(
+            br#"{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}"#,
+        );
+        relay.client_sent(
+            br#"{"jsonrpc":"2.0","id":4,"method":"session/set_mode","params":{"sessionId":"s","modeId":"x"}}"#,
+        );
+        relay.client_sent(
+            br#"{"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"sessionId":"other","prompt":[]}}"#,
+        );
+        let failed: Vec<Value> = relay
+            .fail_pending_but_prompts_at(9, "the link broke")
+            .iter()
+            .map(|b| parse(b))
+            .collect();
+        let ids: Vec<&Value> = failed.iter().map(|f| &f["id"]).collect();
+        assert_eq!(ids, [&json!(4), &json!(5)]);
+        // Each re-attachment names the former member and the prompts of its session, once.
+        let frames: Vec<Value> = relay.reattach().iter().map(|b| parse(b)).collect();
+        assert_eq!(frames[0]["params"]["sessionId"], "n");
+        assert_eq!(frames[0]["params"]["_meta"][RELAY_FORMER_MEMBER], 9);
+        assert_eq!(frames[0]["params"]["_meta"][RELAY_AWAITING], json!([]));
+        assert_eq!(frames[1]["params"]["_meta"][RELAY_AWAITING], json!([3]));
+        assert_eq!(frames[1]["params"]["_meta"][RELAY_REPLAY_AFTER], "e2");
+        let again: Vec<Value> = relay.reattach().iter().map(|b| parse(b)).collect();
+        assert!(again[1]["params"]["_meta"]
+            .get(RELAY_FORMER_MEMBER)
+            .is_none());
+        // The owner's answer on the new link reaches the client, once.
+        assert!(relay.owner_sent(br#"{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}"#));
+        assert!(
+            relay.fail_pending("later").is_empty(),
+            "nothing left pending"
+        );
     }
 
     #[test]

@@ -155,6 +155,22 @@ impl ClientRequests {
         taken.into_values().collect()
     }
 
+    /// The link broke, the owner still answers: an error answer (with `reason`) for every
+    /// pending request but those of `turn_method` (the request that ends with a turn) naming
+    /// a session `attached` accepts, which stay pending for the owner to answer on the next
+    /// link.
+    pub(crate) fn fail_all_but_turns(
+        &mut self,
+        turn_method: &str,
+        attached: impl Fn(&str) -> bool,
+        reason: &str,
+    ) -> Vec<Bytes> {
+        self.take_unless(|p| p.method == turn_method && p.session.as_deref().is_some_and(&attached))
+            .iter()
+            .map(|pending| failure(pending, reason))
+            .collect()
+    }
+
     /// The ids of the pending requests of `method` naming `session`, in the order sent.
     pub(crate) fn ids_of(&self, method: &str, session: &str) -> Vec<Value> {
         self.pending

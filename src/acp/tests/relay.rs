@@ -169,6 +169,13 @@ impl Group {
     }
 
     fn call(&mut self, w: &mut World, method: &str, params: Value) -> usize {
+        let id = self.send(w, method, params);
+        self.answer_at(id)
+            .unwrap_or_else(|| panic!("no answer to {method}: {:#?}", self.inbox))
+    }
+
+    /// Sends a request of the member without waiting for its answer; its id.
+    fn send(&mut self, w: &mut World, method: &str, params: Value) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         let mut line = serde_json::to_vec(
@@ -178,10 +185,23 @@ impl Group {
         line.push(b'\n');
         w.host.handle_bytes(w.now, self.member, &line);
         self.pump(w);
+        id
+    }
+
+    /// Where the answer to request `id` is in the inbox.
+    fn answer_at(&self, id: u64) -> Option<usize> {
         self.inbox
             .iter()
             .position(|m| m["id"] == json!(id) && m.get("method").is_none())
-            .unwrap_or_else(|| panic!("no answer to {method}: {:#?}", self.inbox))
+    }
+
+    /// The gateway's new link: a new member of the group takes this one's place (its
+    /// requests keep counting from here).
+    fn replace_member(&mut self, w: &mut World) -> ConnId {
+        let former = self.member;
+        self.member = w.host.open_dialect(w.now, Dialect::Acp);
+        assert!(w.host.join_relay_group(self.member, self.group));
+        former
     }
 }
 
@@ -241,4 +261,88 @@ fn a_relay_group_member_is_told_the_last_durable_event_it_has_after_its_updates(
     assert!(agent_chunk < message_position, "{live:#?}");
     // The connections that are not relayed are never told.
     assert!(positions(&peer.inbox).is_empty());
+}
+
+/// An editor's `session/prompt` outlives its broken link: the gateway takes the editor back
+/// on a new member connection with a `session/resume` whose `_meta` names the former member
+/// and the prompts it waits for, and each is answered there once — with the answer kept when
+/// the turn ended before the re-attachment, at the turn's end when it ended after — and an id
+/// the owner never kept gets an error.
+#[test]
+fn a_relayed_prompt_is_answered_on_the_member_that_replaces_its_broken_link() {
+    for turn_ends_first in [true, false] {
+        let mut w = World::new();
+        let (mut peer, session) = w.ready(json!({}));
+        let mut g = Group::new(&mut w);
+        g.call(&mut w, "initialize", json!({"protocolVersion": 1}));
+        g.call(
+            &mut w,
+            "session/load",
+            json!({"sessionId": session, "cwd": "/work/project", "mcpServers": []}),
+        );
+        let asked = g.send(
+            &mut w,
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "slow"}]}),
+        );
+        w.advance(&mut peer, Duration::from_millis(500));
+        g.pump(&mut w);
+        assert!(g.answer_at(asked).is_none(), "its turn runs");
+        let position = positions(&g.inbox).last().unwrap().clone();
+
+        // The link breaks; the member's connection ends.
+        w.host
+            .relay_member_link_broke(w.now, g.member, "message 4 lost");
+        w.host.handle_eof(w.now, g.member);
+        g.pump(&mut w);
+        if turn_ends_first {
+            w.advance(&mut peer, Duration::from_secs(3));
+        }
+        let former = g.replace_member(&mut w);
+        g.call(&mut w, "initialize", json!({"protocolVersion": 1}));
+        let resumed = g.call(
+            &mut w,
+            "session/resume",
+            json!({"sessionId": session, "cwd": "/work/project",
+                   "_meta": {RELAY_REPLAY_AFTER: position,
+                             crate::host::RELAY_FORMER_MEMBER: former.as_u64(),
+                             crate::host::RELAY_AWAITING: [asked, "never-sent"]}}),
+        );
+        assert!(
+            g.inbox[resumed].get("result").is_some(),
+            "{:?}",
+            g.inbox[resumed]
+        );
+        if !turn_ends_first {
+            assert!(g.answer_at(asked).is_none(), "its turn runs on");
+            w.advance(&mut peer, Duration::from_secs(3));
+            g.pump(&mut w);
+        }
+        let answers: Vec<&Value> = g
+            .inbox
+            .iter()
+            .filter(|m| m["id"] == json!(asked) && m.get("method").is_none())
+            .collect();
+        assert_eq!(
+            answers.len(),
+            1,
+            "answered once ({turn_ends_first}): {:#?}",
+            g.inbox
+        );
+        assert_eq!(
+            answers[0]["result"]["stopReason"], "end_turn",
+            "{}",
+            answers[0]
+        );
+        let unknown = g.inbox.iter().find(|m| m["id"] == "never-sent").unwrap();
+        assert!(unknown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no longer knows"));
+        // The whole turn reached the editor: the replay after its position, then live.
+        assert!(g
+            .inbox
+            .iter()
+            .any(|m| m["params"]["update"]["content"]["text"] == "three"));
+    }
 }

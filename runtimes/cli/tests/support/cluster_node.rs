@@ -24,6 +24,45 @@ pub async fn node_with(url: &str, id: &str, replicas: &str) -> Agentwire {
     Agentwire::launch(args).await
 }
 
+/// [`node`] started with the arguments `extra` too.
+pub async fn node_with_args(url: &str, id: &str, extra: &[&str]) -> Agentwire {
+    let mut args = node_args(url, id);
+    let same_as_node = ["--cluster-replicas", "1", "--seed", "7"];
+    args.extend(same_as_node.iter().chain(extra).map(|a| a.to_string()));
+    Agentwire::launch(args).await
+}
+
+/// Waits (10 s at most) until `session`'s log holds a prompt (`user.message`) containing
+/// `text`: its turn started on the owner.
+pub async fn until_prompted(session: &github_copilot_sdk::session::Session, text: &str) {
+    let started = tokio::time::Instant::now();
+    loop {
+        let history = session.get_events().await.expect("getMessages");
+        if history.iter().any(|e| {
+            e.event_type == "user.message"
+                && sdk::str_field(e, "content").is_some_and(|c| c.contains(text))
+        }) {
+            return;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "no prompt {text:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// A scenario file in `dir` whose rule for prompts with "slowly" waits 2.5 s, then says
+/// "Done slowly." (the rest as the built-in default); its path.
+pub fn slow_scenario(dir: &std::path::Path) -> String {
+    let scenario = dir.join("scenario.json");
+    let rules = serde_json::json!({"rules": [{"match": "slowly",
+        "steps": [{"sleep_ms": 2500}, {"say": "Done slowly."}]}],
+        "default": [{"say": "You said: {prompt}"}]});
+    std::fs::write(&scenario, rules.to_string()).expect("write the scenario");
+    scenario.to_str().expect("a UTF-8 path").to_owned()
+}
+
 /// Publishes on `subject`, a link's or relay group's, a heartbeat naming a message its sender
 /// never sent: the receiver asks for it again, the sender says it does not keep it, and the
 /// receiver counts the link broken.
