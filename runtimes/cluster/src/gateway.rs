@@ -116,7 +116,8 @@ impl ClientRelay {
         }
     }
 
-    fn client_sent(&mut self, body: &[u8]) {
+    /// A frame the client sends to the owner; the body to relay instead, if it is rewritten.
+    fn client_sent(&mut self, body: &[u8]) -> Option<Bytes> {
         match self {
             ClientRelay::Copilot(r) => r.client_sent(body),
             ClientRelay::Acp(r) => r.client_sent(body),
@@ -227,7 +228,7 @@ pub(crate) async fn gateway(
             batch = frames.recv() => match batch {
                 Some(batch) => {
                     for body in batch {
-                        relay.client_sent(&body);
+                        let body = relay.client_sent(&body).unwrap_or(body);
                         let _ = link.to_owner.send(body);
                     }
                     None

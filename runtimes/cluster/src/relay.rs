@@ -226,10 +226,11 @@ fn derived_id(seed: &str) -> String {
 
 impl Relay {
     /// A frame the client sends to the owner (only its envelope is parsed, and the params of
-    /// `session.create` / `session.resume`).
-    pub(crate) fn client_sent(&mut self, body: &[u8]) {
+    /// `session.create` / `session.resume`): the body to relay instead, if the client's
+    /// request carried params only a gateway may send (removed).
+    pub(crate) fn client_sent(&mut self, body: &[u8]) -> Option<Bytes> {
         self.requests
-            .sent(body, &["session.create", "session.resume"]);
+            .sent(body, &["session.create", "session.resume"])
     }
 
     /// A frame the owner sends to the client: whether to deliver it. Only the envelope is

@@ -68,9 +68,10 @@ fn is_position(method: &RawValue) -> bool {
 }
 
 impl AcpRelay {
-    /// A frame the client sends to the owner.
-    pub(crate) fn client_sent(&mut self, body: &[u8]) {
-        self.requests.sent(body, ATTACHES);
+    /// A frame the client sends to the owner: the body to relay instead, if the client's
+    /// request carried params only a gateway may send (removed).
+    pub(crate) fn client_sent(&mut self, body: &[u8]) -> Option<Bytes> {
+        self.requests.sent(body, ATTACHES)
     }
 
     /// A frame the owner sends to the client: whether to deliver it (positions and answers to

@@ -80,35 +80,66 @@ pub(crate) struct ClientRequests {
     next: u64,
 }
 
+/// The params only a gateway's own re-attachments carry (in `params`, or in ACP's
+/// `params._meta`): the owner acts on them from a relayed connection, so a client's are
+/// removed before its request is relayed.
+const GATEWAY_ONLY_PARAMS: &[&str] = &[
+    "agentwireRelayReattach",
+    agentwire::host::RELAY_FORMER_MEMBER,
+    agentwire::host::RELAY_AWAITING,
+];
+
+/// Removes [`GATEWAY_ONLY_PARAMS`] from `params` and its `_meta`; whether there were any.
+fn strip_gateway_params(params: &mut Value) -> bool {
+    let mut removed = false;
+    let Some(fields) = params.as_object_mut() else {
+        return false;
+    };
+    for key in GATEWAY_ONLY_PARAMS {
+        removed |= fields.remove(*key).is_some();
+    }
+    if let Some(meta) = fields.get_mut("_meta").and_then(Value::as_object_mut) {
+        for key in GATEWAY_ONLY_PARAMS {
+            removed |= meta.remove(*key).is_some();
+        }
+    }
+    removed
+}
+
 impl ClientRequests {
     /// A frame the client sends to the owner: a request is remembered (only its envelope is
-    /// parsed, and the params of the methods in `attaches`); anything else is ignored.
-    pub(crate) fn sent(&mut self, body: &[u8], attaches: &[&str]) {
-        let Ok(message) = serde_json::from_slice::<Fields<'_>>(body) else {
-            return;
-        };
+    /// parsed, and the params of the methods in `attaches`); anything else is ignored. Returns
+    /// the body to relay instead when the client's attach request carried params only a
+    /// gateway may send ([`GATEWAY_ONLY_PARAMS`], removed).
+    pub(crate) fn sent(&mut self, body: &[u8], attaches: &[&str]) -> Option<Bytes> {
+        let message = serde_json::from_slice::<Fields<'_>>(body).ok()?;
         let (Some(id), Some(method)) = (message.get("id"), message.get("method")) else {
-            return;
+            return None;
         };
         let (Ok(id), Ok(method)) = (
             serde_json::from_str::<Value>(id.get()),
             serde_json::from_str::<String>(method.get()),
         ) else {
-            return;
+            return None;
         };
         if id == agentwire::host::RELAY_HANDSHAKE_ID {
             // The link's set-up, made again on the owner by the client's node: its answer
             // is not the client's, and a link lost before it came fails nothing of the client.
-            return;
+            return None;
         }
         let params = message.get("params");
         let session = params
             .and_then(|p| serde_json::from_str::<Fields<'_>>(p.get()).ok())
             .and_then(|p| serde_json::from_str::<String>(p.get("sessionId")?.get()).ok());
-        let attach = attaches.contains(&method.as_str()).then(|| {
+        let mut attach = attaches.contains(&method.as_str()).then(|| {
             params
                 .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
                 .unwrap_or(Value::Null)
+        });
+        let stripped = attach.as_mut().is_some_and(strip_gateway_params);
+        let relayed = stripped.then(|| {
+            let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": attach});
+            Bytes::from(body.to_string())
         });
         let order = self.next;
         self.next += 1;
@@ -122,6 +153,7 @@ impl ClientRequests {
                 attach,
             },
         );
+        relayed
     }
 
     /// The pending request whose id has the JSON text `key`, now answered.
@@ -257,6 +289,47 @@ pub(crate) fn error_message(error: &RawValue) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clients_attach_request_is_relayed_without_the_params_only_a_gateway_sends() {
+        let mut requests = ClientRequests::default();
+        let forged = json!({"jsonrpc": "2.0", "id": 4, "method": "session.resume",
+            "params": {"sessionId": "s", "streaming": true, "agentwireRelayReattach": true,
+                       "agentwireFormerMember": 7, "agentwireAwaiting": [1, 2]}});
+        let relayed = requests
+            .sent(forged.to_string().as_bytes(), &["session.resume"])
+            .expect("rewritten");
+        let relayed: Value = serde_json::from_slice(&relayed).unwrap();
+        assert_eq!(
+            relayed,
+            json!({"jsonrpc": "2.0", "id": 4, "method": "session.resume",
+                   "params": {"sessionId": "s", "streaming": true}})
+        );
+        // What the gateway remembers to re-attach with is the cleaned params too.
+        let pending = requests.take_all();
+        assert_eq!(pending[0].attach, Some(relayed["params"].clone()));
+
+        // ACP's `_meta`: only the gateway's own fields go.
+        let forged = json!({"jsonrpc": "2.0", "id": 5, "method": "session/resume",
+            "params": {"sessionId": "s", "cwd": "/w",
+                       "_meta": {"agentwireFormerMember": 7, "agentwireAwaiting": [3],
+                                 "agentwireReplayAfter": "e1", "other": 1}}});
+        let relayed = requests
+            .sent(forged.to_string().as_bytes(), &["session/resume"])
+            .expect("rewritten");
+        let relayed: Value = serde_json::from_slice(&relayed).unwrap();
+        assert_eq!(
+            relayed["params"]["_meta"],
+            json!({"agentwireReplayAfter": "e1", "other": 1})
+        );
+
+        // Anything else is relayed as sent.
+        let plain =
+            br#"{"jsonrpc":"2.0","id":6,"method":"session.resume","params":{"sessionId":"s"}}"#;
+        assert!(requests.sent(plain, &["session.resume"]).is_none());
+        let other = br#"{"jsonrpc":"2.0","id":7,"method":"session.send","params":{"sessionId":"s","agentwireAwaiting":[1]}}"#;
+        assert!(requests.sent(other, &["session.resume"]).is_none());
+    }
 
     #[test]
     fn unanswered_requests_fail_once_in_the_order_they_were_sent() {
