@@ -179,6 +179,23 @@ impl ClientRelay {
         }
     }
 
+    /// `frame` was delivered to the client (an editor's updates are remembered until their
+    /// position comes).
+    fn delivered(&mut self, frame: &OwnerFrame) {
+        if let ClientRelay::Acp(r) = self {
+            r.delivered(&frame.body);
+        }
+    }
+
+    /// The frames a new owner sent before answering the re-attachments, without an editor's
+    /// updates it already received (see [`AcpRelay::skip_replayed`]).
+    fn skip_replayed(&mut self, held: Vec<OwnerFrame>) -> Vec<OwnerFrame> {
+        match self {
+            ClientRelay::Acp(r) => r.skip_replayed(held, |f| &f.body[..]),
+            ClientRelay::Copilot(_) => held,
+        }
+    }
+
     /// The Copilot SDK relay (floors, delta counts, catch-up from the log).
     fn copilot(&mut self) -> Option<&mut Relay> {
         match self {
@@ -332,6 +349,7 @@ async fn pass_on(
     if !relay.owner_sent(body) {
         return false;
     }
+    relay.delivered(frame);
     let Some(relay) = relay.copilot() else {
         deliver(host, conn, route, body);
         return false;
@@ -483,7 +501,7 @@ async fn reattach(
     if let Some(copilot) = relay.copilot() {
         catch_up(node, host, conn, route, copilot, &what).await?;
     }
-    for body in held {
+    for body in relay.skip_replayed(held) {
         pass_on(node, host, conn, route, relay, &body).await;
     }
     Ok((target, link))

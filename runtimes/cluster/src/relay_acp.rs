@@ -47,7 +47,28 @@ pub(crate) struct AcpRelay {
     /// link as, whose `session/prompt`s stay pending for the owner to answer on the next link
     /// (named by the re-attachment, [`RELAY_FORMER_MEMBER`]).
     former_member: Option<u64>,
+    /// The `session/update`s delivered since the last position (their event's position may
+    /// have been lost with the link or the owner), which a re-attachment's replay sends again:
+    /// see [`AcpRelay::skip_replayed`].
+    unconfirmed: Unconfirmed,
 }
+
+/// The updates a client received after the last position it was told, in order.
+#[derive(Debug, Default)]
+struct Unconfirmed {
+    updates: Vec<Bytes>,
+    bytes: usize,
+    /// More than [`UNCONFIRMED_MAX_BYTES`] since the last position: not kept (a replay is
+    /// then delivered whole).
+    overflowed: bool,
+}
+
+/// How many bytes of updates since the last position the relay keeps to recognise a replay
+/// (a long stream of chunks between two durable events is not kept).
+const UNCONFIRMED_MAX_BYTES: usize = 1 << 20;
+
+/// How the host writes every `session/update` notification.
+const UPDATE_HEAD: &[u8] = br#"{"jsonrpc":"2.0","method":"session/update""#;
 
 /// The params of a [`RELAY_POSITION`] notification.
 #[derive(Deserialize)]
@@ -88,6 +109,7 @@ impl AcpRelay {
                 if let Some(p) = position {
                     self.positions.insert(p.session_id, p.event_id);
                 }
+                self.unconfirmed = Unconfirmed::default();
                 false
             }
             (None, Some(id)) => self.answered(id, &message),
@@ -141,6 +163,54 @@ impl AcpRelay {
             _ => {}
         }
         true
+    }
+
+    /// `body`, a frame of the owner, was delivered to the client: an update is remembered
+    /// until the next position.
+    pub(crate) fn delivered(&mut self, body: &Bytes) {
+        let kept = &mut self.unconfirmed;
+        if kept.overflowed || !body.starts_with(UPDATE_HEAD) {
+            return;
+        }
+        kept.bytes += body.len();
+        if kept.bytes > UNCONFIRMED_MAX_BYTES {
+            *kept = Unconfirmed {
+                overflowed: true,
+                ..Unconfirmed::default()
+            };
+            return;
+        }
+        kept.updates.push(body.clone());
+    }
+
+    /// The frames the owner sent before answering a re-attachment (its replay of what
+    /// follows the client's last position, then that position), without the updates the
+    /// client already received: a position lost with the link or the owner (it travels after
+    /// its event's updates) makes the replay start before them. Each replayed update that
+    /// equals, in order, one the client got since its last position is left out, up to the
+    /// first that does not (the rest is new to the client). Forgets what it compared.
+    pub(crate) fn skip_replayed<T>(&mut self, held: Vec<T>, body: impl Fn(&T) -> &[u8]) -> Vec<T> {
+        let unconfirmed = std::mem::take(&mut self.unconfirmed).updates;
+        let mut next = 0;
+        let mut skipping = true;
+        held.into_iter()
+            .filter(|frame| {
+                let body = body(frame);
+                if !skipping || !body.starts_with(UPDATE_HEAD) {
+                    return true;
+                }
+                match unconfirmed[next..].iter().position(|u| u[..] == *body) {
+                    Some(at) => {
+                        next += at + 1;
+                        false
+                    }
+                    None => {
+                        skipping = false;
+                        true
+                    }
+                }
+            })
+            .collect()
     }
 
     /// The sessions the client is attached to through this relay.
@@ -300,6 +370,62 @@ mod tests {
         assert!(
             relay.fail_pending("later").is_empty(),
             "nothing left pending"
+        );
+    }
+
+    #[test]
+    fn a_replay_leaves_out_what_the_client_got_after_its_last_position() {
+        let update = |what: &str| {
+            Bytes::from(
+                json!({"jsonrpc": "2.0", "method": "session/update",
+                       "params": {"sessionId": "s", "update": {"sessionUpdate": what}}})
+                .to_string(),
+            )
+        };
+        let mut relay = attached_relay();
+        // Told e2; then the updates of e3 (its position lost), with a chunk between.
+        for body in [
+            update("tool_call"),
+            update("agent_message_chunk"),
+            update("in_progress"),
+        ] {
+            assert!(relay.owner_sent(&body));
+            relay.delivered(&body);
+        }
+        let replay = vec![
+            update("tool_call"),
+            update("in_progress"),
+            // New to the client, and so is everything after it.
+            update("failed"),
+            update("tool_call"),
+            position("s", "e9").into(),
+        ];
+        let kept = relay.skip_replayed(replay, |b: &Bytes| &b[..]);
+        let kinds: Vec<Value> = kept
+            .iter()
+            .map(|b| {
+                let v = parse(b);
+                v["params"]["update"]["sessionUpdate"].clone()
+            })
+            .collect();
+        assert_eq!(kinds, [json!("failed"), json!("tool_call"), Value::Null]);
+        // Compared once: a later replay is delivered whole.
+        assert_eq!(
+            relay
+                .skip_replayed(vec![update("tool_call")], |b| &b[..])
+                .len(),
+            1
+        );
+
+        // A position confirms what came before it: nothing is left out after it.
+        let mut relay = attached_relay();
+        relay.delivered(&update("tool_call"));
+        assert!(!relay.owner_sent(&position("s", "e3")));
+        assert_eq!(
+            relay
+                .skip_replayed(vec![update("tool_call")], |b| &b[..])
+                .len(),
+            1
         );
     }
 
