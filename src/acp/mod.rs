@@ -95,7 +95,7 @@ pub const RELAY_POSITION: &str = "_agentwire/relay_position";
 pub const RELAY_REPLAY_AFTER: &str = "agentwireReplayAfter";
 
 /// A `session/prompt` waiting for its turn to end.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct PromptWait {
     pub session: String,
     pub id: OwnedId,
@@ -190,16 +190,14 @@ impl DialectHandler for Acp {
         let Some(c) = host.conn_state::<ConnState>(conn) else {
             return;
         };
-        let mut state = std::mem::take(c);
-        relayed_prompts::park(host, conn, &mut state, Some(session));
-        if let Some(c) = host.conn_state::<ConnState>(conn) {
-            *c = state;
-        }
+        let prompts = relayed_prompts::take_relayed(c, Some(session));
+        relayed_prompts::park(host, conn, prompts);
     }
 
     fn conn_ended(&self, host: &mut Host, conn: ConnId, state: &mut (dyn Any + Send)) {
         if let Some(c) = state.downcast_mut::<ConnState>() {
-            relayed_prompts::park(host, conn, c, None);
+            let prompts = relayed_prompts::take_relayed(c, None);
+            relayed_prompts::park(host, conn, prompts);
         }
     }
 

@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use crate::host::kept_requests::{no_longer_known, Kept, KeptRequests};
+use crate::host::kept_requests::{no_longer_known, KeptRequests};
 use crate::host::{ConnId, Host};
 use crate::jsonrpc::{ErrorObject, OwnedId};
 
@@ -16,19 +16,20 @@ use super::{ConnState, PromptWait};
 /// The relayed prompts a session keeps.
 type KeptPrompts = KeptRequests<PromptWait>;
 
-/// `conn` is ending: its relayed prompts (those of `session` only, when given), taken from
-/// its state `c`, are kept for a re-attachment.
-pub(super) fn park(host: &mut Host, conn: ConnId, c: &mut ConnState, session: Option<&str>) {
-    let mut parked = Vec::new();
-    c.prompts.retain(|p| {
-        let keep = !p.relayed || session.is_some_and(|s| p.session != s);
-        if !keep {
-            parked.push(p.clone());
-        }
-        keep
-    });
+/// Takes the relayed prompts (those of `session` only, when given) out of `c`, the state of
+/// a connection that is ending, for [`park`].
+pub(super) fn take_relayed(c: &mut ConnState, session: Option<&str>) -> Vec<PromptWait> {
+    let (relayed, rest) = std::mem::take(&mut c.prompts)
+        .into_iter()
+        .partition(|p| p.relayed && session.is_none_or(|s| p.session == s));
+    c.prompts = rest;
+    relayed
+}
+
+/// `prompts`, relayed prompts of `conn`, which is ending, are kept for a re-attachment.
+pub(super) fn park(host: &mut Host, conn: ConnId, prompts: Vec<PromptWait>) {
     let now = host.now();
-    for p in parked {
+    for p in prompts {
         if let Some(kept) = host.session_state::<KeptPrompts>(&p.session) {
             kept.park(now, conn, p.id.clone(), p);
         }
@@ -108,16 +109,16 @@ pub(super) fn rebind(
                 .position(|p| p.session == session && p.id == *id)?;
             Some(c.prompts.remove(at))
         });
-        let (waiting, outcome) = match live {
-            Some(p) => (Some(p), None),
-            None => match host
-                .session_state::<KeptPrompts>(session)
-                .and_then(|kept| kept.take(now, former, id))
-            {
-                Some(Kept::Waiting(p)) => (Some(p), None),
-                Some(Kept::Answered(outcome)) => (None, Some(outcome)),
-                None => (None, Some(no_longer_known("session/prompt"))),
+        let found = match live {
+            Some(p) => Ok(p),
+            None => match host.session_state::<KeptPrompts>(session) {
+                Some(kept) => kept.take(now, former, id, "session/prompt"),
+                None => Err(no_longer_known("session/prompt")),
             },
+        };
+        let (waiting, outcome) = match found {
+            Ok(p) => (Some(p), None),
+            Err(answer) => (None, Some(answer)),
         };
         if let (Some(p), Some(c)) = (waiting, host.conn_state::<ConnState>(conn)) {
             c.prompts.push(p);

@@ -5,7 +5,7 @@
 //! names the connection it replaces and the callers its client still waits for, and
 //! [`rebind`] answers each on the new connection once.
 
-use crate::host::kept_requests::{no_longer_known, Kept, KeptRequests};
+use crate::host::kept_requests::KeptRequests;
 use crate::host::{ConnId, Host};
 use crate::jsonrpc::OwnedId;
 
@@ -44,9 +44,8 @@ pub(super) fn rebind(
                 taken.push((id.clone(), None));
                 continue;
             }
-            let outcome = match state.kept.take(now, former, id) {
-                Some(Kept::Answered(outcome)) => Some(outcome),
-                Some(Kept::Waiting(message_id)) => {
+            let outcome = match state.kept.take(now, former, id, "session.sendAndWait") {
+                Ok(message_id) => {
                     state.waiters.push(Waiter {
                         conn,
                         id: id.clone(),
@@ -55,7 +54,7 @@ pub(super) fn rebind(
                     });
                     None
                 }
-                None => Some(no_longer_known("session.sendAndWait")),
+                Err(answer) => Some(answer),
             };
             taken.push((id.clone(), outcome));
         }

@@ -21,7 +21,7 @@ use crate::time::Timestamp;
 /// What is kept of one request: still waiting (with what the dialect needs to answer it), or
 /// its answer.
 #[derive(Debug)]
-pub(crate) enum Kept<W> {
+enum Kept<W> {
     /// Its turn has not ended.
     Waiting(W),
     /// Its answer.
@@ -106,22 +106,34 @@ impl<W> KeptRequests<W> {
         }
     }
 
-    /// Takes what is kept of `member`'s request `id` (nothing once expired at `now`).
-    pub(crate) fn take(&mut self, now: Timestamp, member: ConnId, id: &OwnedId) -> Option<Kept<W>> {
+    /// Takes what is kept of `member`'s request `id` of `method` for a re-attachment at
+    /// `now`: `Ok` with what it waits with when its turn has not ended, else `Err` with its
+    /// answer ([`no_longer_known`] when nothing is kept, or it expired).
+    pub(crate) fn take(
+        &mut self,
+        now: Timestamp,
+        member: ConnId,
+        id: &OwnedId,
+        method: &str,
+    ) -> Result<W, Result<Value, ErrorObject>> {
         self.expire(now);
         let at = self
             .0
             .iter()
-            .position(|e| e.member == member && e.id == *id)?;
-        Some(self.0.remove(at).state)
+            .position(|e| e.member == member && e.id == *id);
+        match at.map(|at| self.0.remove(at).state) {
+            Some(Kept::Waiting(waiting)) => Ok(waiting),
+            Some(Kept::Answered(outcome)) => Err(outcome),
+            None => Err(no_longer_known(method)),
+        }
     }
 }
 
 impl Host {
     /// A re-attachment of a relayed client took over request `id` of the connection it
     /// replaces on `conn`: it is in flight on `conn` from now on, and, when `outcome` is set
-    /// (its turn ended, or nothing was kept of it: `None` from [`KeptRequests::take`] gives
-    /// [`no_longer_known`]), answered there now.
+    /// (its turn ended, or nothing was kept of it: see [`KeptRequests::take`]), answered
+    /// there now.
     pub(crate) fn answer_kept(
         &mut self,
         conn: ConnId,
