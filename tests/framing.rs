@@ -84,7 +84,7 @@ struct TraceFrame {
 }
 
 fn traces_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/protocol/traces")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/traces")
 }
 
 fn trace_frames(file: &str) -> Vec<TraceFrame> {

@@ -1,6 +1,6 @@
 //! MCP servers through the **official Copilot Rust SDK** (`github-copilot-sdk`, unmodified) with
 //! a real, unmodified MCP server: `@modelcontextprotocol/server-everything` over stdio
-//! (installed by `.ci/run`; see `support/mcp_servers.rs`). The session's `mcpServers` start
+//! (installed by `scripts/install-test-servers`; see `support/mcp_servers.rs`). The session's `mcpServers` start
 //! the server; scenario steps `{"mcp": "everything/TOOL"}` call its tools.
 
 #[path = "support/fake_model.rs"]

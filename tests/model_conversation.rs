@@ -14,7 +14,7 @@ use agentwire::model::{
 use serde_json::Value;
 
 fn traces_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/protocol/traces")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/traces")
 }
 
 fn read_jsonl(file: &str) -> Vec<Value> {

@@ -4,7 +4,7 @@
 //! cargo run --manifest-path fuzz/Cargo.toml --example seed_corpus -- [TRACES_DIR] [CORPUS_DIR]
 //! ```
 //!
-//! Defaults: `/work/shared/protocol/traces` and `fuzz/corpus`. Each trace line is one frame
+//! Defaults: the repository's `tests/fixtures/traces` and `fuzz/corpus`. Each trace line is one frame
 //! (`{"dir", "header", "msg"}`); the client's frames become:
 //!
 //! * `jsonrpc_parse`: one file per distinct kind of message (method, or response / error), plus
@@ -93,10 +93,9 @@ impl Writer {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let traces = PathBuf::from(
-        args.next()
-            .unwrap_or_else(|| "/work/shared/protocol/traces".to_owned()),
-    );
+    let traces = args.next().map(PathBuf::from).unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/traces")
+    });
     let root = PathBuf::from(args.next().unwrap_or_else(|| {
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("corpus")

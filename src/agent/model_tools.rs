@@ -1,5 +1,5 @@
 //! The built-in tools a model agent offers, named and shaped as the real runtime offers them
-//! (`shared/protocol/traces/model-requests.jsonl`: `bash`, `view`, `create`, `edit`, `grep`,
+//! (`tests/fixtures/traces/model-requests.jsonl`: `bash`, `view`, `create`, `edit`, `grep`,
 //! `glob`; the descriptions are agentwire's own), and how a model's call of one becomes a
 //! [`BuiltinCall`]. `availableTools` / `excludedTools` filter them by name, `builtin:NAME` or
 //! `builtin:*`.

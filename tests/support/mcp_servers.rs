@@ -1,5 +1,5 @@
 //! Real MCP servers for tests, nobody here wrote: the reference server
-//! `@modelcontextprotocol/server-everything` (installed by `.ci/run` with npm), started through
+//! `@modelcontextprotocol/server-everything` (installed by `scripts/install-test-servers` with npm), started through
 //! `sh -c 'echo $$ > PIDFILE; exec node ENTRY stdio'` so a test knows its process id.
 #![allow(dead_code)]
 
@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 /// The server-everything entry point: `$AGENTWIRE_MCP_EVERYTHING`, else
 /// `target/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js` (where
-/// `.ci/run` installs it). Panics with instructions when neither exists.
+/// `scripts/install-test-servers` installs it). Panics with instructions when neither exists.
 pub fn everything_entry() -> PathBuf {
     let path = std::env::var_os("AGENTWIRE_MCP_EVERYTHING")
         .map(PathBuf::from)
@@ -25,7 +25,7 @@ pub fn everything_entry() -> PathBuf {
         });
     assert!(
         path.is_file(),
-        "the MCP reference server was not found at {}: run `.ci/run` once (it installs the pinned \
+        "the MCP reference server was not found at {}: run `scripts/install-test-servers` (it installs the pinned \
          npm package @modelcontextprotocol/server-everything 2026.8.31 into target/mcp with \
          `npm install --prefix target/mcp`), or set AGENTWIRE_MCP_EVERYTHING to its dist/index.js",
         path.display()
@@ -96,7 +96,7 @@ pub fn kill(pid: u32) {
 }
 
 /// The directory holding the Python `mcp` package: `$AGENTWIRE_MCP_PYTHONPATH`, else
-/// `target/mcp-python` (where `.ci/run` installs it). Panics with instructions when missing.
+/// `target/mcp-python` (where `scripts/install-test-servers` installs it). Panics with instructions when missing.
 pub fn mcp_pythonpath() -> PathBuf {
     let path = std::env::var_os("AGENTWIRE_MCP_PYTHONPATH")
         .map(PathBuf::from)
@@ -110,7 +110,7 @@ pub fn mcp_pythonpath() -> PathBuf {
         });
     assert!(
         path.join("mcp").is_dir(),
-        "the Python mcp package was not found in {}: run `.ci/run` once (it runs `pip install \
+        "the Python mcp package was not found in {}: run `scripts/install-test-servers` (it runs `pip install \
          --target target/mcp-python mcp==1.20.0 pydantic==2.12.5`), or set \
          AGENTWIRE_MCP_PYTHONPATH to a directory holding it",
         path.display()

@@ -1,5 +1,5 @@
 //! Cluster mode end to end: two `agentwire --cluster` nodes on one real nats-server
-//! (`$AGENTWIRE_NATS_SERVER`, or `target/nats/nats-server` installed by `.ci/run`), driven by the
+//! (`$AGENTWIRE_NATS_SERVER`, or `target/nats/nats-server` installed by `scripts/install-test-servers`), driven by the
 //! **official Copilot Rust SDK** over TCP.
 //!
 //! Node A runs a session through a client-tool turn and is killed with SIGKILL in the middle of

@@ -2,7 +2,7 @@
 //! serves the Copilot SDK over TCP, node B is `agentwire --acp --cluster …` on stdio, as an
 //! editor spawns it, driven by the **official ACP Rust SDK** (`agent-client-protocol`); the
 //! session is created on A by the **official Copilot Rust SDK**. One real nats-server
-//! (`$AGENTWIRE_NATS_SERVER`, or `target/nats/nats-server` installed by `.ci/run`).
+//! (`$AGENTWIRE_NATS_SERVER`, or `target/nats/nats-server` installed by `scripts/install-test-servers`).
 
 #[path = "../../../tests/sdk_scenarios/mod.rs"]
 mod sdk;

@@ -1,5 +1,5 @@
 //! Gateway links that lose a message, end to end: two `agentwire --cluster` nodes on one real
-//! nats-server (`$AGENTWIRE_NATS_SERVER`, or `target/nats/nats-server` installed by `.ci/run`),
+//! nats-server (`$AGENTWIRE_NATS_SERVER`, or `target/nats/nats-server` installed by `scripts/install-test-servers`),
 //! driven by the **official Copilot Rust SDK** over TCP.
 //!
 //! A client of node B drives a session owned by node A over a link, A's frames for it coming

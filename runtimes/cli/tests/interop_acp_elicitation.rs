@@ -1,6 +1,6 @@
 //! The official ACP Rust SDK (`agent-client-protocol`) drives `agentwire --acp` (stdio) with
 //! the unmodified reference MCP server `@modelcontextprotocol/server-everything` (installed by
-//! `.ci/run`) in `session/new`'s `mcpServers`. A scenario step calls the server's
+//! `scripts/install-test-servers`) in `session/new`'s `mcpServers`. A scenario step calls the server's
 //! `trigger-elicitation-request` tool: the server's `elicitation/create` reaches an ACP client
 //! that advertised `elicitation.form` as ACP's `elicitation/create`, and the client's answer is
 //! what the server gets; a client that advertised no elicitation is never asked.

@@ -1,6 +1,6 @@
 //! The official ACP Rust SDK (`agent-client-protocol`) drives `agentwire --acp` (stdio) with an
 //! MCP server in `session/new`'s `mcpServers`: the unmodified reference server
-//! `@modelcontextprotocol/server-everything` (installed by `.ci/run`). A scenario step calls a
+//! `@modelcontextprotocol/server-everything` (installed by `scripts/install-test-servers`). A scenario step calls a
 //! tool that is not read-only: the client gets `session/request_permission`, allows it, and the
 //! server's answer ends the turn; a read-only tool runs without a prompt. Killing the server
 //! mid-call fails that tool call with a reason, the turn ends and the session carries on;

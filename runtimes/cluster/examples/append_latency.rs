@@ -6,7 +6,7 @@
 //! ```
 //!
 //! It starts its own servers (`$AGENTWIRE_NATS_SERVER` or `target/nats/nats-server`, installed
-//! by `.ci/run`) on free loopback ports and kills them at the end. `cluster` runs three servers
+//! by `scripts/install-test-servers`) on free loopback ports and kills them at the end. `cluster` runs three servers
 //! with an R3 stream. Figures from a shared 2-core machine are order-of-magnitude only.
 
 #[allow(dead_code)]

