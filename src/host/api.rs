@@ -218,6 +218,7 @@ impl Host {
         }
         // Nothing waits forever on a deleted session: cancel its pending work first.
         self.cancel_tool_calls(session);
+        self.drop_held(session);
         self.stop_mcp_servers(session, "the session was deleted");
         self.cancel_sampling_of(session);
         for handler in self.dialects {

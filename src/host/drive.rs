@@ -136,6 +136,9 @@ impl Host {
     /// Hands queued inputs to their agents until none are left.
     pub(crate) fn run_agents(&mut self) {
         while let Some((session, input)) = self.agent_inputs.pop_front() {
+            let Some(input) = self.gate_agent_input(&session, input) else {
+                continue;
+            };
             let Some(mut agent) = self.sessions.get_mut(&session).and_then(|l| l.agent.take())
             else {
                 continue;

@@ -72,6 +72,7 @@ impl Host {
         }
         if self.is_models_call(call) {
             self.models_http(call, event);
+            self.run_agents();
             return;
         }
         // Input for an unknown or cancelled exchange, or one a client performs, is ignored.
@@ -181,7 +182,16 @@ impl Host {
         } else {
             &live.model
         };
-        settings.resolve(self.config.model_default.as_ref(), &self.config.model_call)
+        let mut setup =
+            settings.resolve(self.config.model_default.as_ref(), &self.config.model_call)?;
+        if setup.model.is_none() && settings.catalog.is_none() {
+            if let super::models_list::DefaultChoice::Chosen(model) =
+                &self.models_lists.default_choice
+            {
+                setup.model = Some(model.clone());
+            }
+        }
+        Ok(setup)
     }
 
     /// The conversation from the session's persisted events.

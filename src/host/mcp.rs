@@ -284,6 +284,7 @@ impl Host {
         if let Some(http) = &server.http {
             self.cancel_mcp_http(Host::mcp_http_exchanges(http));
         }
+        self.release_held(session);
     }
 
     /// Stops the servers of every session (the server is shutting down).
@@ -472,6 +473,7 @@ impl Host {
         }
         self.emit(session, "session.mcp_server_status_changed", &data, true);
         self.announce_mcp_loaded(session);
+        self.release_held(session);
     }
 
     /// `session.mcp_servers_loaded`, once every server is up or has failed.

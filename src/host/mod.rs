@@ -52,6 +52,7 @@ mod restore;
 mod send;
 mod shell;
 mod tool_ops;
+mod turn_gate;
 
 use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -130,6 +131,8 @@ struct Live {
     /// Streaming deltas emitted since the session was loaded: the main agent's and the
     /// sub-agents' (a gateway counts what its relayed clients lost with a broken link).
     deltas_emitted: [u64; 2],
+    /// Agent inputs waiting for what a prompt's first model call needs (`turn_gate.rs`).
+    held: VecDeque<AgentInput>,
 }
 
 /// The protocol host. See the crate docs for the run loop.
@@ -198,6 +201,8 @@ pub struct Host {
     /// MCP servers every new session starts with (`mcp.config.*`, in memory), by name: the
     /// configuration as the client sent it and as parsed.
     mcp_user_config: indexmap::IndexMap<String, (Value, crate::mcp::McpServerConfig)>,
+    /// Sessions whose agent inputs are held (`turn_gate.rs`).
+    gated: BTreeSet<String>,
     /// HTTP exchanges of MCP servers (Streamable HTTP), by call id: session and server.
     mcp_http_calls: BTreeMap<u64, (String, String)>,
     /// `session.mcp.executeSampling` runs in flight, by `requestId`.
@@ -299,6 +304,7 @@ impl Host {
             next_process: 1,
             next_mcp_token: 1,
             mcp_user_config: indexmap::IndexMap::new(),
+            gated: BTreeSet::new(),
             mcp_http_calls: BTreeMap::new(),
             sampling_execs: BTreeMap::new(),
             sampling_http: BTreeMap::new(),

@@ -58,6 +58,24 @@ pub(crate) struct ModelsLists {
     cache: IndexMap<ListKey, Vec<ModelInfo>>,
     /// Requests in flight, by HTTP call id.
     fetches: BTreeMap<u64, Fetch>,
+    /// The model sessions of the server default get when neither they nor the operator name
+    /// one: the first model the default provider lists.
+    pub(super) default_choice: DefaultChoice,
+}
+
+/// Where the choice of the server default's model stands.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) enum DefaultChoice {
+    /// Not asked yet (or the last ask failed: the next prompt asks again).
+    #[default]
+    Unknown,
+    /// The provider's list was asked for (HTTP call id).
+    Asking(u64),
+    /// The list's first model.
+    Chosen(String),
+    /// The provider gave no list: the prompts that waited go on without a model (and fail
+    /// saying so); the next prompt asks again.
+    Failed,
 }
 
 struct Fetch {
@@ -71,12 +89,17 @@ struct Fetch {
     waiters: Vec<Waiter>,
 }
 
-/// A request waiting for a provider's list, with what it answers if the provider fails.
-struct Waiter {
-    conn: ConnId,
-    id: OwnedId,
-    reply: ModelsReply,
-    fallback: Vec<ModelInfo>,
+/// Who waits for a provider's list.
+enum Waiter {
+    /// A client's model-list request, with what it answers if the provider fails.
+    Request {
+        conn: ConnId,
+        id: OwnedId,
+        reply: ModelsReply,
+        fallback: Vec<ModelInfo>,
+    },
+    /// The choice of the server default's model: the prompts held for it go on.
+    DefaultChoice,
 }
 
 impl Host {
@@ -196,24 +219,19 @@ impl Host {
             Ok(r) => r,
             Err(_) => return Some(reply(&fallback)),
         };
-        let mut hasher = DefaultHasher::new();
-        for header in &request.headers {
-            (&header.name, &header.value).hash(&mut hasher);
-        }
-        if let Some((session, _)) = &token_from {
-            // A client's token may differ per session: its answer is the session's own.
-            (provider.token_provider_name(), session.as_str()).hash(&mut hasher);
-        }
-        let key = ListKey {
-            url: request.url.clone(),
-            identity: hasher.finish(),
-        };
+        let key = list_key(
+            &request.headers,
+            &request.url,
+            token_from
+                .as_ref()
+                .map(|(session, _)| (provider.token_provider_name(), session.as_str())),
+        );
         if refresh {
             self.models_lists.cache.shift_remove(&key);
         } else if let Some(models) = self.models_lists.cache.get(&key) {
             return Some(reply(models));
         }
-        let waiter = Waiter {
+        let waiter = Waiter::Request {
             conn,
             id: id.clone(),
             reply,
@@ -228,23 +246,8 @@ impl Host {
             fetch.waiters.push(waiter);
             return None;
         }
-        let call = self.next_http_call;
-        self.next_http_call += 1;
-        let at = self.now.saturating_add(MODELS_TIMEOUT);
-        let timer = (at, self.timer_seq);
-        self.timer_seq += 1;
-        self.timers.insert(timer, TimerTarget::ModelsList(call));
-        self.models_lists.fetches.insert(
-            call,
-            Fetch {
-                key,
-                awaiting_token: token_from.is_some().then(|| Box::new(provider.clone())),
-                status: None,
-                body: Vec::new(),
-                timer,
-                waiters: vec![waiter],
-            },
-        );
+        let awaiting_token = token_from.is_some().then(|| Box::new(provider.clone()));
+        let call = self.start_models_fetch(key, awaiting_token, vec![waiter]);
         let Some((session, from)) = token_from else {
             self.outputs.push_back(Output::HttpRequest {
                 call,
@@ -265,6 +268,33 @@ impl Host {
             self.finish_models(call, None);
         }
         None
+    }
+
+    /// Registers a model-list request in flight (its deadline armed) and returns its call id.
+    fn start_models_fetch(
+        &mut self,
+        key: ListKey,
+        awaiting_token: Option<Box<ProviderConfig>>,
+        waiters: Vec<Waiter>,
+    ) -> u64 {
+        let call = self.next_http_call;
+        self.next_http_call += 1;
+        let at = self.now.saturating_add(MODELS_TIMEOUT);
+        let timer = (at, self.timer_seq);
+        self.timer_seq += 1;
+        self.timers.insert(timer, TimerTarget::ModelsList(call));
+        self.models_lists.fetches.insert(
+            call,
+            Fetch {
+                key,
+                awaiting_token,
+                status: None,
+                body: Vec::new(),
+                timer,
+                waiters,
+            },
+        );
+        call
     }
 
     /// The client answered the bearer-token request of model-list request `call`: the
@@ -364,10 +394,70 @@ impl Host {
             cache.insert(fetch.key, models.clone());
         }
         for waiter in fetch.waiters {
-            let list = models.as_ref().unwrap_or(&waiter.fallback);
-            let result = (waiter.reply)(list);
-            self.respond(waiter.conn, &waiter.id, Ok(result));
+            match waiter {
+                Waiter::Request {
+                    conn,
+                    id,
+                    reply,
+                    fallback,
+                } => {
+                    let list = models.as_ref().unwrap_or(&fallback);
+                    let result = reply(list);
+                    self.respond(conn, &id, Ok(result));
+                }
+                Waiter::DefaultChoice => {
+                    self.models_lists.default_choice = match models.as_ref().and_then(|m| m.first()) {
+                        Some(first) => DefaultChoice::Chosen(first.id.clone()),
+                        None => DefaultChoice::Failed,
+                    };
+                    self.release_gated_sessions();
+                }
+            }
         }
+    }
+
+    /// Asks the server default's provider for its list, to choose the model of the sessions
+    /// that name none (see [`DefaultChoice`]). A cached list chooses at once.
+    pub(super) fn ask_default_choice(&mut self) {
+        if matches!(
+            self.models_lists.default_choice,
+            DefaultChoice::Asking(_) | DefaultChoice::Chosen(_)
+        ) {
+            return;
+        }
+        let Some(default) = &self.config.model_default else {
+            return;
+        };
+        let provider = default.provider.clone();
+        let request = match build_models_request(&provider, None) {
+            Ok(r) => r,
+            Err(_) => {
+                self.models_lists.default_choice = DefaultChoice::Failed;
+                return;
+            }
+        };
+        let key = list_key(&request.headers, &request.url, None);
+        if let Some(first) = self.models_lists.cache.get(&key).and_then(|m| m.first()) {
+            self.models_lists.default_choice = DefaultChoice::Chosen(first.id.clone());
+            return;
+        }
+        if let Some((call, fetch)) = self
+            .models_lists
+            .fetches
+            .iter_mut()
+            .find(|(_, f)| f.key == key)
+        {
+            fetch.waiters.push(Waiter::DefaultChoice);
+            self.models_lists.default_choice = DefaultChoice::Asking(*call);
+            return;
+        }
+        let call = self.start_models_fetch(key, None, vec![Waiter::DefaultChoice]);
+        self.models_lists.default_choice = DefaultChoice::Asking(call);
+        self.outputs.push_back(Output::HttpRequest {
+            call,
+            session: String::new(),
+            request,
+        });
     }
 }
 
@@ -379,6 +469,27 @@ struct Asked<'a> {
     refresh: bool,
     /// The session and the client to ask for the provider's bearer token, if it needs one.
     token_from: Option<(String, ConnId)>,
+}
+
+/// The cache key of a list request: its URL and a fingerprint of its headers, and of the
+/// session whose client supplies the token (a client's token may differ per session: its
+/// answer is the session's own).
+fn list_key(
+    headers: &[crate::model::HttpHeader],
+    url: &str,
+    token_of: Option<(&str, &str)>,
+) -> ListKey {
+    let mut hasher = DefaultHasher::new();
+    for header in headers {
+        (&header.name, &header.value).hash(&mut hasher);
+    }
+    if let Some(token_of) = token_of {
+        token_of.hash(&mut hasher);
+    }
+    ListKey {
+        url: url.to_owned(),
+        identity: hasher.finish(),
+    }
 }
 
 /// A model known only by its id.

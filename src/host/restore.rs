@@ -78,6 +78,7 @@ impl Host {
             states: Vec::new(),
             mcp: Default::default(),
             deltas_emitted: [0; 2],
+            held: Default::default(),
         }
     }
 

@@ -1,0 +1,109 @@
+//! A prompt waits for what its first model call needs, as the runtime does:
+//!
+//! * **the model**, when neither the session nor the operator names one: the server
+//!   default's provider is asked for its list (`GET {url}/models`, once; the answer is kept)
+//!   and its first model is the one called ([`DefaultChoice`]). A provider that gives no list
+//!   lets the prompt go on, and its call fails saying no model is set;
+//! * **the session's MCP servers**: a server still starting is awaited until it is connected
+//!   or has failed (its own deadlines bound the wait), so its tools are offered to the
+//!   first call.
+//!
+//! Only a model agent's prompts wait. While a prompt waits, every later input of its session
+//! waits behind it, so the agent sees them in the order they came.
+
+use super::models_list::DefaultChoice;
+use super::mcp::McpStatus;
+use super::Host;
+use crate::agent::AgentInput;
+
+impl Host {
+    /// `input` for `session`'s agent, or `None` when it waits (held until the session is
+    /// ready for it; see the module docs).
+    pub(super) fn gate_agent_input(&mut self, session: &str, input: AgentInput) -> Option<AgentInput> {
+        let Some(live) = self.sessions.get_mut(session) else {
+            return Some(input);
+        };
+        if !live.held.is_empty() {
+            live.held.push_back(input);
+            return None;
+        }
+        if !live.model_agent || !matches!(input, AgentInput::Prompt { .. }) {
+            return Some(input);
+        }
+        let needs_model = self.needs_default_choice(session);
+        if !needs_model && !self.mcp_starting(session) {
+            return Some(input);
+        }
+        if let Some(live) = self.sessions.get_mut(session) {
+            live.held.push_back(input);
+        }
+        self.gated.insert(session.to_owned());
+        if needs_model {
+            self.ask_default_choice();
+            // A cached list chooses at once.
+            self.release_held(session);
+        }
+        None
+    }
+
+    /// Whether `session`'s model calls need the server default's choice and it is not known.
+    fn needs_default_choice(&self, session: &str) -> bool {
+        let Some(live) = self.sessions.get(session) else {
+            return false;
+        };
+        let Some(default) = &self.config.model_default else {
+            return false;
+        };
+        live.model.catalog.is_none()
+            && live.model.model.is_none()
+            && live.session.model.is_none()
+            && default.model.is_none()
+            && default.provider.wire_model_name(None).is_none()
+            && matches!(
+                self.models_lists.default_choice,
+                DefaultChoice::Unknown | DefaultChoice::Asking(_)
+            )
+    }
+
+    /// Whether one of `session`'s MCP servers is still starting.
+    fn mcp_starting(&self, session: &str) -> bool {
+        self.mcp_servers(session)
+            .any(|s| s.status == McpStatus::Pending)
+    }
+
+    /// Lets `session`'s held inputs go on once nothing they wait for is missing. They go
+    /// before any input queued since, in the order they came.
+    pub(super) fn release_held(&mut self, session: &str) {
+        if !self.gated.contains(session) {
+            return;
+        }
+        if self.needs_default_choice(session) || self.mcp_starting(session) {
+            return;
+        }
+        self.gated.remove(session);
+        let Some(live) = self.sessions.get_mut(session) else {
+            return;
+        };
+        let held = std::mem::take(&mut live.held);
+        for input in held.into_iter().rev() {
+            self.agent_inputs.push_front((session.to_owned(), input));
+        }
+        if self.models_lists.default_choice == DefaultChoice::Failed {
+            // Those prompts fail for want of a model; the next one asks again.
+            self.models_lists.default_choice = DefaultChoice::Unknown;
+        }
+    }
+
+    /// Re-checks every session with held inputs (the default's model list came in).
+    pub(super) fn release_gated_sessions(&mut self) {
+        let gated: Vec<String> = self.gated.iter().cloned().collect();
+        for session in gated {
+            self.release_held(&session);
+        }
+    }
+
+    /// Forgets what `session` held (it is gone).
+    pub(super) fn drop_held(&mut self, session: &str) {
+        self.gated.remove(session);
+    }
+}
