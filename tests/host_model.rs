@@ -799,3 +799,98 @@ fn a_session_with_declared_models_lists_them_without_a_request() {
         .unwrap()
         .contains("Session not found"));
 }
+
+/// Answers model-list exchange `call` with `body` (JSON).
+fn answer_json(w: &mut World, call: u64, status: u16, body: &Value, peers: &mut [&mut Peer]) {
+    let headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+    w.host.handle_http_response(w.now, call, status, &headers);
+    w.host
+        .handle_http_body(w.now, call, body.to_string().as_bytes());
+    w.host.handle_http_end(w.now, call);
+    w.pump(peers);
+}
+
+#[test]
+fn a_server_default_without_a_model_calls_the_first_model_its_provider_lists() {
+    let default = ServerDefault::from_flags("http://127.0.0.1:9/v1", None, None).unwrap();
+    let mut w = World::new(HostConfig::default().with_model_default(Some(default)));
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({}));
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    // The prompt waits for the provider's list before its first call.
+    let (list_call, list) = next_request(&mut w);
+    assert_eq!(list.url, "http://127.0.0.1:9/v1/models");
+    assert!(p.types("s").iter().all(|t| t != "user.message"));
+    answer_json(
+        &mut w,
+        list_call,
+        200,
+        &json!({"data": [{"id": "listed-first"}, {"id": "listed-second"}]}),
+        &mut [&mut p],
+    );
+    let (call, request) = next_request(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["model"], "listed-first");
+    answer(&mut w, call, &text_stream("c", &["one"]), &mut [&mut p]);
+    assert_eq!(p.event("s", "assistant.message")["data"]["content"], "one");
+
+    // The choice is kept: a second session's prompt calls the model at once.
+    create(&mut w, &mut p, "t", json!({}));
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "t", "prompt": "again"}),
+    );
+    let (_, request) = next_request(&mut w);
+    assert!(
+        request.url.ends_with("/chat/completions"),
+        "{}",
+        request.url
+    );
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["model"], "listed-first");
+}
+
+#[test]
+fn a_provider_that_lists_no_model_fails_the_prompt_and_the_next_prompt_asks_again() {
+    let default = ServerDefault::from_flags("http://127.0.0.1:9/v1", None, None).unwrap();
+    let mut w = World::new(HostConfig::default().with_model_default(Some(default)));
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({}));
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "first"}),
+    );
+    let (list_call, _) = next_request(&mut w);
+    answer_json(
+        &mut w,
+        list_call,
+        500,
+        &json!({"error": "down"}),
+        &mut [&mut p],
+    );
+    let error = p.event("s", "session.error");
+    assert!(
+        error["data"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no model to call"),
+        "{error}"
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "second"}),
+    );
+    let (_, list) = next_request(&mut w);
+    assert_eq!(list.url, "http://127.0.0.1:9/v1/models");
+}

@@ -501,6 +501,46 @@ async fn session_mcp_methods_list_stop_and_start_servers_and_the_user_config_app
     .await;
 }
 
+/// A prompt sent right after `session.create`, while the stdio server is still starting (it
+/// takes ~0.4 s) and with a model endpoint that answers at once: the first model call waits
+/// for the server, so its tools are offered and the call reaches it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_sent_while_the_servers_start_waits_for_their_tools() {
+    bounded(async {
+        let fake = fake_model::FakeModel::start(fake_model::FakeMode::McpEcho);
+        let server = server(McpSpawnPolicy::Anyone);
+        let client = connect(&server).await;
+        let pidfile = pidfile("early");
+        let config = SessionConfig::default()
+            .with_session_id(sdk_scenarios::new_session_id())
+            .with_model("fake-model")
+            .with_provider(
+                github_copilot_sdk::types::ProviderConfig::new(fake.base_url())
+                    .with_provider_type("openai")
+                    .with_api_key("sk-test"),
+            )
+            .with_mcp_servers(everything_servers(&pidfile));
+        let prepared = client.prepare_session(config).expect("prepare_session");
+        let mut events = Recorder::new(prepared.subscribe());
+        let session = within("session.create", prepared.start()).await.unwrap();
+        within("send", session.send(MessageOptions::new("echo something")))
+            .await
+            .expect("send");
+        let done = events.wait_for("tool.execution_complete").await;
+        assert_eq!(done.data["success"], true, "{:?}", done.data);
+        events.wait_for("session.idle").await;
+        let bodies = fake.completion_bodies();
+        let offered: Vec<&str> = bodies[0]["tools"]
+            .as_array()
+            .expect("tools offered")
+            .iter()
+            .filter_map(|t| t["function"]["name"].as_str())
+            .collect();
+        assert!(offered.contains(&"everything-echo"), "{offered:?}");
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_model_sees_mcp_tools_as_server_tool_and_calls_them() {
     bounded(async {

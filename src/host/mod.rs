@@ -133,6 +133,8 @@ struct Live {
     deltas_emitted: [u64; 2],
     /// Agent inputs waiting for what a prompt's first model call needs (`turn_gate.rs`).
     held: VecDeque<AgentInput>,
+    /// How many of the session's next queued inputs were released from `held`.
+    released: usize,
 }
 
 /// The protocol host. See the crate docs for the run loop.

@@ -66,7 +66,7 @@ pub(crate) struct ModelsLists {
 /// Where the choice of the server default's model stands.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) enum DefaultChoice {
-    /// Not asked yet (or the last ask failed: the next prompt asks again).
+    /// Not asked yet.
     #[default]
     Unknown,
     /// The provider's list was asked for (HTTP call id).
@@ -406,7 +406,8 @@ impl Host {
                     self.respond(conn, &id, Ok(result));
                 }
                 Waiter::DefaultChoice => {
-                    self.models_lists.default_choice = match models.as_ref().and_then(|m| m.first()) {
+                    self.models_lists.default_choice = match models.as_ref().and_then(|m| m.first())
+                    {
                         Some(first) => DefaultChoice::Chosen(first.id.clone()),
                         None => DefaultChoice::Failed,
                     };
@@ -419,6 +420,7 @@ impl Host {
     /// Asks the server default's provider for its list, to choose the model of the sessions
     /// that name none (see [`DefaultChoice`]). A cached list chooses at once.
     pub(super) fn ask_default_choice(&mut self) {
+        // `Failed` asks again: a new prompt after a failed ask.
         if matches!(
             self.models_lists.default_choice,
             DefaultChoice::Asking(_) | DefaultChoice::Chosen(_)

@@ -79,6 +79,7 @@ impl Host {
             mcp: Default::default(),
             deltas_emitted: [0; 2],
             held: Default::default(),
+            released: 0,
         }
     }
 

@@ -8,21 +8,31 @@
 //!   or has failed (its own deadlines bound the wait), so its tools are offered to the
 //!   first call.
 //!
-//! Only a model agent's prompts wait. While a prompt waits, every later input of its session
+//! After a failed ask the prompts that waited go on (and fail for want of a model); the next
+//! prompt asks again. Only a model agent's prompts wait. While a prompt waits, every later input of its session
 //! waits behind it, so the agent sees them in the order they came.
 
-use super::models_list::DefaultChoice;
 use super::mcp::McpStatus;
+use super::models_list::DefaultChoice;
 use super::Host;
 use crate::agent::AgentInput;
 
 impl Host {
     /// `input` for `session`'s agent, or `None` when it waits (held until the session is
     /// ready for it; see the module docs).
-    pub(super) fn gate_agent_input(&mut self, session: &str, input: AgentInput) -> Option<AgentInput> {
+    pub(super) fn gate_agent_input(
+        &mut self,
+        session: &str,
+        input: AgentInput,
+    ) -> Option<AgentInput> {
         let Some(live) = self.sessions.get_mut(session) else {
             return Some(input);
         };
+        if live.released > 0 {
+            // Released by `release_held`: it waited already.
+            live.released -= 1;
+            return Some(input);
+        }
         if !live.held.is_empty() {
             live.held.push_back(input);
             return None;
@@ -59,10 +69,7 @@ impl Host {
             && live.session.model.is_none()
             && default.model.is_none()
             && default.provider.wire_model_name(None).is_none()
-            && matches!(
-                self.models_lists.default_choice,
-                DefaultChoice::Unknown | DefaultChoice::Asking(_)
-            )
+            && !matches!(self.models_lists.default_choice, DefaultChoice::Chosen(_))
     }
 
     /// Whether one of `session`'s MCP servers is still starting.
@@ -77,7 +84,11 @@ impl Host {
         if !self.gated.contains(session) {
             return;
         }
-        if self.needs_default_choice(session) || self.mcp_starting(session) {
+        let asking = matches!(
+            self.models_lists.default_choice,
+            DefaultChoice::Unknown | DefaultChoice::Asking(_)
+        );
+        if (asking && self.needs_default_choice(session)) || self.mcp_starting(session) {
             return;
         }
         self.gated.remove(session);
@@ -85,12 +96,9 @@ impl Host {
             return;
         };
         let held = std::mem::take(&mut live.held);
+        live.released += held.len();
         for input in held.into_iter().rev() {
             self.agent_inputs.push_front((session.to_owned(), input));
-        }
-        if self.models_lists.default_choice == DefaultChoice::Failed {
-            // Those prompts fail for want of a model; the next one asks again.
-            self.models_lists.default_choice = DefaultChoice::Unknown;
         }
     }
 
