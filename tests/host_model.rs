@@ -894,3 +894,85 @@ fn a_provider_that_lists_no_model_fails_the_prompt_and_the_next_prompt_asks_agai
     let (_, list) = next_request(&mut w);
     assert_eq!(list.url, "http://127.0.0.1:9/v1/models");
 }
+
+/// The runtime's own route (`COPILOT_API_URL`) with no streaming client asks for one JSON
+/// completion; its choices (a tool call each) are one assistant message, and a call of a tool
+/// that was never offered gets the runtime's answer, as the model sees it.
+#[test]
+fn the_runtime_route_joins_a_completion_s_choices_and_refuses_unknown_tools() {
+    let default = ServerDefault::copilot_api(
+        "http://127.0.0.1:9/api",
+        agentwire::model::Secret::new("gh-token"),
+    )
+    .unwrap();
+    let mut w = World::new(HostConfig::default().with_model_default(Some(default)));
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"model": "m1", "tools": weather_tool()}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Weather?"}),
+    );
+    let (call, request) = next_request(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["stream"], false);
+    let completion = json!({"id": "c1", "object": "chat.completion", "choices": [
+        {"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+         "tool_calls": [{"id": "toolcall_0", "type": "function",
+                         "function": {"name": "report_intent", "arguments": "{\"intent\":\"Checking\"}"}}]}},
+        {"index": 1, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+         "tool_calls": [{"id": "toolcall_1", "type": "function",
+                         "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]}}
+    ]});
+    answer_json(&mut w, call, 200, &completion, &mut [&mut p]);
+    let msg = p.event("s", "assistant.message");
+    let ids: Vec<&str> = msg["data"]["toolRequests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["toolCallId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["toolcall_0", "toolcall_1"]);
+    let perm = p.event("s", "permission.requested");
+    let rid = perm["data"]["requestId"].as_str().unwrap().to_owned();
+    w.call(
+        &mut p,
+        &mut [],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId": "s", "requestId": rid, "result": {"kind": "approve-once"}}),
+    );
+    let req = p.event("s", "external_tool.requested");
+    let tool_rid = req["data"]["requestId"].as_str().unwrap().to_owned();
+    w.call(
+        &mut p,
+        &mut [],
+        "session.tools.handlePendingToolCall",
+        json!({"sessionId": "s", "requestId": tool_rid, "result": "sunny"}),
+    );
+    let (_, request2) = next_request(&mut w);
+    let msgs = messages(&request2);
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
+    assert_eq!(msgs[2]["tool_calls"].as_array().unwrap().len(), 2);
+    assert_eq!(msgs[3]["tool_call_id"], "toolcall_0");
+    let offered: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        msgs[3]["content"],
+        format!(
+            "Tool 'report_intent' does not exist. Available tools that can be called are {}.",
+            offered.join(", ")
+        )
+    );
+    assert_eq!(msgs[4]["content"], "sunny");
+}

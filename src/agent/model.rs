@@ -187,6 +187,7 @@ impl ModelAgent {
         let messages = s.history();
         let mut req = ChatRequest::new(run.setup.model.as_deref(), &messages, &run.tools);
         req.reasoning_effort = run.setup.reasoning_effort.as_deref();
+        req.stream = run.setup.provider.streams_always || s.streaming();
         let request = match build_chat_request(&run.setup.provider, &req, bearer.as_ref()) {
             Ok(r) => r,
             Err(e) => return self.fail(s, e),
@@ -335,8 +336,17 @@ impl ModelAgent {
             };
             // Every call starts now (their permission prompts may be pending together); the
             // results go back in call order, whatever order they finish in.
+            let mut unknown = Vec::new();
             for call in &response.tool_calls {
-                start_tool(s, run, call);
+                if run.tools.iter().any(|t| t.name == call.name) {
+                    start_tool(s, run, call);
+                } else {
+                    refuse_unknown_tool(s, run, call);
+                    unknown.push(call.id.clone());
+                }
+            }
+            for id in unknown {
+                self.tool_done(s, &id);
             }
         } else {
             s.emit("assistant.turn_end", json!({"turnId": turn_id}), false);
@@ -399,6 +409,44 @@ impl ModelAgent {
             Step::Tools { .. } | Step::Token(_) => None,
         }
     }
+}
+
+/// A call of a tool that was not offered ends at once with the runtime's answer, which the
+/// model sees as is: ``Tool 'NAME' does not exist. Available tools that can be called are A,
+/// B.`` (the offered tools, in the order offered).
+fn refuse_unknown_tool(s: &mut dyn SessionControl, run: &Run, call: &ToolCall) {
+    let arguments = call
+        .parsed_arguments()
+        .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+    s.emit(
+        "tool.execution_start",
+        json!({"toolCallId": call.id, "toolName": call.name, "arguments": arguments,
+               "turnId": run.turn.to_string()}),
+        false,
+    );
+    s.emit(
+        "tool.execution_complete",
+        json!({"toolCallId": call.id, "success": false,
+               "error": {"message": unknown_tool_text(&call.name, &run.tools),
+                         "code": "tool_not_found"}}),
+        false,
+    );
+}
+
+/// The runtime's answer to a call of a tool that does not exist.
+fn unknown_tool_text(name: &str, offered: &[ToolSpec]) -> String {
+    let mut text = format!("Tool '{name}' does not exist.");
+    if !offered.is_empty() {
+        text.push_str(" Available tools that can be called are ");
+        for (i, tool) in offered.iter().enumerate() {
+            if i > 0 {
+                text.push_str(", ");
+            }
+            text.push_str(&tool.name);
+        }
+        text.push('.');
+    }
+    text
 }
 
 /// Starts one of the model's tool calls: a built-in tool on the host, else a client tool.

@@ -145,14 +145,16 @@ struct Body<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
     stream: bool,
-    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_effort: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u64>,
 }
 
-/// The JSON body of a streaming Chat Completions request for `model`.
+/// The JSON body of a Chat Completions request for `model` (streaming unless `req.stream` is
+/// off).
 pub(crate) fn request_body(model: &str, req: &ChatRequest<'_>) -> Vec<u8> {
     let body = Body {
         model,
@@ -162,10 +164,10 @@ pub(crate) fn request_body(model: &str, req: &ChatRequest<'_>) -> Vec<u8> {
         frequency_penalty: req.sampling.frequency_penalty,
         presence_penalty: req.sampling.presence_penalty,
         tools: wire_tools(req.tools),
-        stream: true,
-        stream_options: StreamOptions {
+        stream: req.stream,
+        stream_options: req.stream.then_some(StreamOptions {
             include_usage: true,
-        },
+        }),
         reasoning_effort: req.reasoning_effort,
         max_tokens: req.max_output_tokens,
     };
@@ -239,9 +241,10 @@ impl OpenAiStream {
         }
         acc.identify(chunk.id.get(), chunk.model.get());
         for choice in chunk.choices.0.iter().filter_map(|c| c.0.as_ref()) {
-            if choice.index.0.unwrap_or(0) != 0 {
-                continue; // only one choice is ever asked for
-            }
+            // Only one choice is asked for, but the runtime's own route answers with several
+            // choices that are one answer (a tool call in each): their text and tool calls
+            // are joined in choice order, the calls of choice `c` keyed apart from the others.
+            let choice_key = choice.index.0.unwrap_or(0) << 32;
             let delta = choice.delta.0.as_ref().or(choice.message.0.as_deref());
             if let Some(delta) = delta {
                 let reasoning = delta
@@ -263,7 +266,10 @@ impl OpenAiStream {
                     acc.tools.push(
                         position,
                         ToolCallFragment {
-                            index: call.index.0,
+                            index: match (call.index.0, choice_key) {
+                                (index, 0) => index,
+                                (index, key) => Some(key | index.unwrap_or(position as u64)),
+                            },
                             id: call.id.get(),
                             name: function.and_then(|f| f.name.get()),
                             arguments: function.and_then(|f| f.arguments.0.as_deref()),
@@ -484,6 +490,53 @@ mod tests {
         ]);
         r.unwrap();
         assert_eq!(done(&events).text, "whole");
+    }
+
+    #[test]
+    fn several_choices_of_a_completion_are_one_answer_in_choice_order() {
+        // The runtime's own route answers a response with two tool calls as two choices.
+        let (events, r) = run(&[
+            r#"{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"toolcall_0","type":"function","function":{"name":"report_intent","arguments":"{\"intent\":\"Reading\"}"}}]},"finish_reason":"tool_calls"},{"index":1,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"toolcall_1","type":"function","function":{"name":"view","arguments":"{\"path\":\"/w/a.txt\"}"}}]},"finish_reason":"tool_calls"}]}"#,
+        ]);
+        r.unwrap();
+        let response = done(&events);
+        let calls: Vec<(&str, &str, &str)> = response
+            .tool_calls
+            .iter()
+            .map(|c| (c.id.as_str(), c.name.as_str(), c.arguments.as_str()))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                ("toolcall_0", "report_intent", r#"{"intent":"Reading"}"#),
+                ("toolcall_1", "view", r#"{"path":"/w/a.txt"}"#)
+            ]
+        );
+        // Streamed choices with the same tool index stay two calls.
+        let (events, r) = run(&[
+            r#"{"id":"c","choices":[{"index":0,"delta":{"content":"A","tool_calls":[{"index":0,"id":"x","function":{"name":"f","arguments":"{}"}}]}},{"index":1,"delta":{"content":"B","tool_calls":[{"index":0,"id":"y","function":{"name":"g","arguments":"{}"}}]}}]}"#,
+            r#"{"id":"c","choices":[{"index":1,"delta":{},"finish_reason":"tool_calls"}]}"#,
+            "[DONE]",
+        ]);
+        r.unwrap();
+        let response = done(&events);
+        assert_eq!(response.text, "AB");
+        let names: Vec<&str> = response
+            .tool_calls
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(names, ["f", "g"]);
+    }
+
+    #[test]
+    fn a_request_that_does_not_stream_asks_for_one_completion() {
+        let msgs = [ChatMessage::User("u".into())];
+        let mut req = ChatRequest::new(Some("m"), &msgs, &[]);
+        req.stream = false;
+        let body: serde_json::Value = serde_json::from_slice(&request_body("m", &req)).unwrap();
+        assert_eq!(body["stream"], false);
+        assert!(body.get("stream_options").is_none(), "{body}");
     }
 
     #[test]

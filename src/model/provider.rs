@@ -134,6 +134,11 @@ pub struct ProviderConfig {
     pub max_context_window_tokens: Option<u64>,
     /// `maxOutputTokens` (sent as `max_tokens` where the API requires one: Anthropic).
     pub max_output_tokens: Option<u64>,
+    /// Calls stream whether or not a client wants deltas (a BYOK provider, as the runtime
+    /// calls one). `false` for the runtime's own route (`COPILOT_API_URL`): a call streams only
+    /// while a client of the session asked for streaming, else the whole completion comes in
+    /// one JSON body (its several `choices` are one answer, see `openai.rs`).
+    pub streams_always: bool,
 }
 
 impl ProviderConfig {
@@ -176,6 +181,7 @@ impl ProviderConfig {
             max_prompt_tokens: None,
             max_context_window_tokens: None,
             max_output_tokens: None,
+            streams_always: true,
         })
     }
 
@@ -239,6 +245,7 @@ impl ServerDefault {
     pub fn copilot_api(api_url: &str, token: Secret) -> Result<Self, ProviderError> {
         let mut provider = ProviderConfig::openai_compatible(api_url, None)?;
         provider.bearer_token = Some(token);
+        provider.streams_always = false;
         Ok(ServerDefault {
             provider,
             model: None,
@@ -479,6 +486,7 @@ fn parse(v: &Value, prefix: &str) -> Result<ProviderConfig, ProviderError> {
         max_prompt_tokens: number("maxPromptTokens")?,
         max_context_window_tokens: number("maxContextWindowTokens")?,
         max_output_tokens: number("maxOutputTokens")?,
+        streams_always: true,
     })
 }
 

@@ -61,6 +61,9 @@ pub struct ChatRequest<'a> {
     /// A cap on output tokens; Anthropic requires one (default 8192 when `None` and the
     /// provider sets no `maxOutputTokens`).
     pub max_output_tokens: Option<u64>,
+    /// Ask for a stream of chunks (`stream: true`, the default) or one JSON completion
+    /// (Chat Completions only; Anthropic calls always stream).
+    pub stream: bool,
 }
 
 impl<'a> ChatRequest<'a> {
@@ -77,6 +80,7 @@ impl<'a> ChatRequest<'a> {
             sampling: SamplingParams::default(),
             reasoning_effort: None,
             max_output_tokens: None,
+            stream: true,
         }
     }
 }
