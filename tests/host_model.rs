@@ -976,3 +976,83 @@ fn the_runtime_route_joins_a_completion_s_choices_and_refuses_unknown_tools() {
     );
     assert_eq!(msgs[4]["content"], "sunny");
 }
+
+/// The next file operation the host asked for.
+fn next_file_op(w: &mut World) -> (u64, agentwire::host::FileRequest) {
+    loop {
+        match w.host.poll_output() {
+            Some(Output::FileOp { op, request, .. }) => return (op, request),
+            Some(_) => continue,
+            None => panic!("no FileOp output"),
+        }
+    }
+}
+
+#[test]
+fn attachments_are_counted_and_rendered_into_the_prompt_the_model_sees() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "workingDirectory": "/w"}),
+    );
+    let attachments = json!([
+        {"type": "file", "path": "/w/notes.txt", "displayName": "notes.txt"},
+        {"type": "directory", "path": "/w/src", "displayName": "src"},
+        {"type": "selection", "filePath": "/w/f.cs", "displayName": "f.cs", "text": "x = 1;",
+         "selection": {"start": {"line": 4, "character": 0}, "end": {"line": 5, "character": 2}}},
+    ]);
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Look", "attachments": attachments}),
+    );
+    let (op1, req1) = next_file_op(&mut w);
+    let (op2, req2) = next_file_op(&mut w);
+    assert_eq!(
+        [req1, req2],
+        [
+            agentwire::host::FileRequest::Read {
+                path: "/w/notes.txt".into()
+            },
+            agentwire::host::FileRequest::Read {
+                path: "/w/src".into()
+            }
+        ]
+    );
+    // No model call (and no user.message) before both are answered.
+    w.host.handle_file_result(
+        w.now,
+        op2,
+        Ok(agentwire::host::FileReply::Entries(vec![
+            "a.rs".into(),
+            "b/".into(),
+        ])),
+    );
+    assert!(w.host.poll_output().is_none());
+    w.host.handle_file_result(
+        w.now,
+        op1,
+        Ok(agentwire::host::FileReply::Text("one\ntwo\nthree\n".into())),
+    );
+    let (_, request) = next_request(&mut w);
+    let user = messages(&request)[1]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_, rest) = user.split_once("</current_datetime>\n\n").unwrap();
+    assert_eq!(
+        rest,
+        "<ide_selection>\nThe user has the following text selected in their IDE. This may or may \
+         not be related to their request.\nFile: f.cs (lines 5-6)\n```\nx = 1;\n```\n\
+         </ide_selection>\n\n\n\nLook\n\n\n\n<tagged_files>\n* /w/notes.txt (3 lines)\n\
+         * /w/src (2 items)\n</tagged_files>"
+    );
+    w.pump(&mut [&mut p]);
+    let message = p.event("s", "user.message");
+    assert_eq!(message["data"]["content"], "Look");
+    assert_eq!(message["data"]["attachments"], attachments);
+}

@@ -420,6 +420,7 @@ fn prompt(host: &mut Host, conn: ConnId, id: &OwnedId, params: Option<&RawValue>
         AgentInput::Prompt {
             message_id,
             prompt: text,
+            attachments: Default::default(),
         },
     );
     None

@@ -38,6 +38,8 @@ pub enum AgentInput {
         message_id: String,
         /// The prompt text.
         prompt: String,
+        /// The prompt's attachments, and the text the runtime adds for them.
+        attachments: PromptAttachments,
     },
     /// The client asked to abort the current turn (`session.abort`).
     Abort,
@@ -66,6 +68,33 @@ pub enum AgentInput {
         /// What happened.
         event: HttpEvent,
     },
+}
+
+/// A prompt's attachments (files, directories, IDE selections, GitHub references, …) as the
+/// client sent them, and what the runtime adds to the prompt for the model because of them
+/// (see the host's `prompt_attachments`). An agent puts `sent` on `user.message.attachments`
+/// and `before` + prompt + `after` in its `transformedContent`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PromptAttachments {
+    /// The attachments as sent (`user.message.attachments`).
+    pub sent: Vec<Value>,
+    /// Text before the prompt (`<ide_selection>` blocks).
+    pub before: String,
+    /// Text after the prompt (`<tagged_files>`, `<github_references>`).
+    pub after: String,
+    /// `before` and `after` are filled in (files counted, directories listed).
+    pub rendered: bool,
+}
+
+impl PromptAttachments {
+    /// Attachments as sent, not rendered yet.
+    pub fn sent(sent: Vec<Value>) -> Self {
+        PromptAttachments {
+            rendered: sent.is_empty(),
+            sent,
+            ..Default::default()
+        }
+    }
 }
 
 /// What the runtime reported about an HTTP exchange (see [`AgentInput::Http`]).

@@ -16,7 +16,9 @@ use std::collections::VecDeque;
 
 use serde_json::{json, Value};
 
-use super::{Agent, AgentInput, ClientRequest, HttpEvent, ModelSetup, SessionControl};
+use super::{
+    Agent, AgentInput, ClientRequest, HttpEvent, ModelSetup, PromptAttachments, SessionControl,
+};
 use crate::model::{
     build_chat_request, current_datetime, user_message_content, CallOutput, ChatRequest, ModelCall,
     ModelError, ModelErrorKind, ModelEvent, ModelResponse, Secret, StreamDialect, ToolCall,
@@ -28,7 +30,7 @@ use crate::Timestamp;
 #[derive(Default)]
 pub struct ModelAgent {
     run: Option<Run>,
-    queued: VecDeque<(String, String)>,
+    queued: VecDeque<(String, String, PromptAttachments)>,
 }
 
 /// One prompt's interaction.
@@ -78,19 +80,26 @@ impl ModelAgent {
         ModelAgent::default()
     }
 
-    fn start(&mut self, message_id: String, prompt: String, s: &mut dyn SessionControl) {
+    fn start(
+        &mut self,
+        message_id: String,
+        prompt: String,
+        attachments: PromptAttachments,
+        s: &mut dyn SessionControl,
+    ) {
         let interaction_id = s.new_id();
         let now = s.now();
-        s.emit(
-            "user.message",
-            json!({
-                "content": prompt,
-                "transformedContent": user_message_content(&current_datetime(now), &prompt),
-                "messageId": message_id,
-                "interactionId": interaction_id,
-            }),
-            false,
-        );
+        let with_attachments = format!("{}{prompt}{}", attachments.before, attachments.after);
+        let mut message = json!({
+            "content": prompt,
+            "transformedContent": user_message_content(&current_datetime(now), &with_attachments),
+            "messageId": message_id,
+            "interactionId": interaction_id,
+        });
+        if !attachments.sent.is_empty() {
+            message["attachments"] = Value::Array(attachments.sent);
+        }
+        s.emit("user.message", message, false);
         let setup = match s.model_setup() {
             Ok(setup) => setup,
             Err(message) => {
@@ -397,8 +406,8 @@ impl ModelAgent {
 
     fn next_queued(&mut self, s: &mut dyn SessionControl) {
         if self.run.is_none() {
-            if let Some((message_id, prompt)) = self.queued.pop_front() {
-                self.start(message_id, prompt, s);
+            if let Some((message_id, prompt, attachments)) = self.queued.pop_front() {
+                self.start(message_id, prompt, attachments, s);
             }
         }
     }
@@ -564,11 +573,15 @@ fn ms_between(from: Timestamp, to: Timestamp) -> u64 {
 impl Agent for ModelAgent {
     fn handle(&mut self, input: AgentInput, s: &mut dyn SessionControl) {
         match input {
-            AgentInput::Prompt { message_id, prompt } => {
+            AgentInput::Prompt {
+                message_id,
+                prompt,
+                attachments,
+            } => {
                 if self.run.is_some() {
-                    self.queued.push_back((message_id, prompt));
+                    self.queued.push_back((message_id, prompt, attachments));
                 } else {
-                    self.start(message_id, prompt, s);
+                    self.start(message_id, prompt, attachments, s);
                 }
             }
             AgentInput::Abort => {

@@ -4,9 +4,11 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{json, Value};
 
-use super::{Agent, AgentInput, Scenario, SessionControl, Step, StreamStep, ToolOutcome};
+use super::{
+    Agent, AgentInput, PromptAttachments, Scenario, SessionControl, Step, StreamStep, ToolOutcome,
+};
 use crate::Timestamp;
 
 /// A deterministic agent that answers each prompt by playing the scenario's steps.
@@ -20,7 +22,7 @@ use crate::Timestamp;
 pub struct ScriptedAgent {
     scenario: Arc<Scenario>,
     run: Option<Run>,
-    queued: VecDeque<(String, String)>,
+    queued: VecDeque<(String, String, PromptAttachments)>,
 }
 
 struct Run {
@@ -70,12 +72,18 @@ impl ScriptedAgent {
         }
     }
 
-    fn start(&mut self, message_id: String, prompt: String, s: &mut dyn SessionControl) {
-        s.emit(
-            "user.message",
-            json!({"content": prompt, "messageId": message_id}),
-            false,
-        );
+    fn start(
+        &mut self,
+        message_id: String,
+        prompt: String,
+        attachments: PromptAttachments,
+        s: &mut dyn SessionControl,
+    ) {
+        let mut message = json!({"content": prompt, "messageId": message_id});
+        if !attachments.sent.is_empty() {
+            message["attachments"] = Value::Array(attachments.sent);
+        }
+        s.emit("user.message", message, false);
         s.emit("assistant.turn_start", json!({"turnId": "0"}), false);
         self.run = Some(Run {
             steps: self.scenario.steps_for(&prompt).to_vec(),
@@ -245,8 +253,8 @@ impl ScriptedAgent {
             };
             s.emit("session.idle", data, true);
         }
-        if let Some((message_id, prompt)) = self.queued.pop_front() {
-            self.start(message_id, prompt, s);
+        if let Some((message_id, prompt, attachments)) = self.queued.pop_front() {
+            self.start(message_id, prompt, attachments, s);
         }
     }
 }
@@ -345,11 +353,15 @@ fn say(s: &mut dyn SessionControl, text: &str, originating: &str, turn: u64) {
 impl Agent for ScriptedAgent {
     fn handle(&mut self, input: AgentInput, s: &mut dyn SessionControl) {
         match input {
-            AgentInput::Prompt { message_id, prompt } => {
+            AgentInput::Prompt {
+                message_id,
+                prompt,
+                attachments,
+            } => {
                 if self.run.is_some() {
-                    self.queued.push_back((message_id, prompt));
+                    self.queued.push_back((message_id, prompt, attachments));
                 } else {
-                    self.start(message_id, prompt, s);
+                    self.start(message_id, prompt, attachments, s);
                 }
             }
             AgentInput::Abort => {
@@ -494,6 +506,7 @@ mod tests {
             AgentInput::Prompt {
                 message_id: "m".into(),
                 prompt: "go".into(),
+                attachments: Default::default(),
             },
             s,
         );

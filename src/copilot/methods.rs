@@ -441,6 +441,7 @@ fn send(host: &mut Host, params: Option<&RawValue>) -> Result<String, ErrorObjec
         AgentInput::Prompt {
             message_id: message_id.clone(),
             prompt: p.prompt,
+            attachments: crate::agent::PromptAttachments::sent(p.attachments),
         },
     );
     Ok(message_id)

@@ -125,6 +125,9 @@ pub(crate) struct PingParams {
 pub(crate) struct SendParams {
     pub session_id: String,
     pub prompt: String,
+    /// The prompt's attachments as sent (`user.message.attachments`).
+    #[serde(default)]
+    pub attachments: Vec<Value>,
 }
 
 /// `session.permissions.handlePendingPermissionRequest` params.

@@ -44,6 +44,7 @@ mod models_list;
 mod outbox;
 mod output;
 mod policy;
+mod prompt_attachments;
 mod provided_http;
 mod publish;
 mod relay_group;
@@ -135,6 +136,8 @@ struct Live {
     held: VecDeque<AgentInput>,
     /// How many of the session's next queued inputs were released from `held`.
     released: usize,
+    /// The first held prompt's attachments being read (`prompt_attachments.rs`).
+    preparing: Option<prompt_attachments::Preparing>,
 }
 
 /// The protocol host. See the crate docs for the run loop.

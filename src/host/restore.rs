@@ -80,6 +80,7 @@ impl Host {
             deltas_emitted: [0; 2],
             held: Default::default(),
             released: 0,
+            preparing: None,
         }
     }
 

@@ -109,6 +109,11 @@ enum Stage {
         query: GrepQuery,
         root: String,
     },
+    /// A read for attachment `index` of the prompt its session prepares
+    /// (`prompt_attachments.rs`), not a tool call.
+    Attachment {
+        index: usize,
+    },
 }
 
 struct ToolOp {
@@ -223,6 +228,12 @@ impl Host {
         self.file_op(session, tool_call_id, request, stage);
     }
 
+    /// Reads a file or lists a directory for attachment `index` of the prompt `session`
+    /// prepares; the answer goes to [`Host::attachment_read_done`].
+    pub(super) fn attachment_read(&mut self, session: &str, index: usize, request: FileRequest) {
+        self.file_op(session, "", request, Stage::Attachment { index });
+    }
+
     fn file_op(&mut self, session: &str, tool_call_id: &str, request: FileRequest, stage: Stage) {
         let op = self.runtime_tools.next_op;
         self.runtime_tools.next_op += 1;
@@ -310,6 +321,10 @@ impl Host {
         else {
             return;
         };
+        if let Stage::Attachment { index } = stage {
+            self.attachment_read_done(&session, index, result);
+            return;
+        }
         let next = file_step(stage, result);
         match next {
             Next::Done(outcome) => {
@@ -382,7 +397,7 @@ impl Host {
     /// each call completes as cancelled.
     pub(crate) fn cancel_runtime_tools(&mut self, session: &str) {
         let ops: Vec<u64> = (self.runtime_tools.ops.iter())
-            .filter(|(_, o)| o.session == session)
+            .filter(|(_, o)| o.session == session && !matches!(o.stage, Stage::Attachment { .. }))
             .map(|(id, _)| *id)
             .collect();
         let mut cancelled = Vec::new();

@@ -3,17 +3,21 @@
 //! * **the model**, when neither the session nor the operator names one: the server
 //!   default's provider is asked for its list (`GET {url}/models`, once; the answer is kept)
 //!   and its first model is the one called ([`DefaultChoice`]). A provider that gives no list
-//!   lets the prompt go on, and its call fails saying no model is set;
+//!   lets the prompt go on, and its call fails saying no model is set; the next prompt asks
+//!   again;
 //! * **the session's MCP servers**: a server still starting is awaited until it is connected
 //!   or has failed (its own deadlines bound the wait), so its tools are offered to the
-//!   first call.
+//!   first call;
+//! * **its attachments**: files are counted and directories listed for the text the runtime
+//!   adds to the prompt (`prompt_attachments.rs`).
 //!
-//! After a failed ask the prompts that waited go on (and fail for want of a model); the next
-//! prompt asks again. Only a model agent's prompts wait. While a prompt waits, every later input of its session
-//! waits behind it, so the agent sees them in the order they came.
+//! Only a model agent's prompts wait. While a prompt waits, every later input of its session
+//! waits behind it, so the agent sees them in the order they came; each held prompt is
+//! prepared in turn when it reaches the front.
 
 use super::mcp::McpStatus;
 use super::models_list::DefaultChoice;
+use super::prompt_attachments::needs_rendering;
 use super::Host;
 use crate::agent::AgentInput;
 
@@ -33,27 +37,28 @@ impl Host {
             live.released -= 1;
             return Some(input);
         }
-        if !live.held.is_empty() {
-            live.held.push_back(input);
-            return None;
-        }
-        if !live.model_agent || !matches!(input, AgentInput::Prompt { .. }) {
-            return Some(input);
-        }
-        let needs_model = self.needs_default_choice(session);
-        if !needs_model && !self.mcp_starting(session) {
+        if live.held.is_empty() && !self.must_wait(session, &input) {
             return Some(input);
         }
         if let Some(live) = self.sessions.get_mut(session) {
             live.held.push_back(input);
         }
-        self.gated.insert(session.to_owned());
-        if needs_model {
-            self.ask_default_choice();
-            // A cached list chooses at once.
+        if self.gated.insert(session.to_owned()) {
             self.release_held(session);
         }
         None
+    }
+
+    /// Whether `input`, with nothing held before it, must wait.
+    fn must_wait(&self, session: &str, input: &AgentInput) -> bool {
+        let Some(live) = self.sessions.get(session) else {
+            return false;
+        };
+        live.model_agent
+            && matches!(input, AgentInput::Prompt { .. })
+            && (self.needs_default_choice(session)
+                || self.mcp_starting(session)
+                || needs_rendering(input))
     }
 
     /// Whether `session`'s model calls need the server default's choice and it is not known.
@@ -78,26 +83,57 @@ impl Host {
             .any(|s| s.status == McpStatus::Pending)
     }
 
-    /// Lets `session`'s held inputs go on once nothing they wait for is missing. They go
-    /// before any input queued since, in the order they came.
+    /// Lets `session`'s held inputs go on, in order, up to the first prompt that still waits
+    /// (starting what it waits for). They go before any input queued since.
     pub(super) fn release_held(&mut self, session: &str) {
         if !self.gated.contains(session) {
             return;
         }
-        let asking = matches!(
-            self.models_lists.default_choice,
-            DefaultChoice::Unknown | DefaultChoice::Asking(_)
-        );
-        if (asking && self.needs_default_choice(session)) || self.mcp_starting(session) {
-            return;
+        let mut released = Vec::new();
+        loop {
+            let Some(live) = self.sessions.get(session) else {
+                break;
+            };
+            if live.preparing.is_some() {
+                break;
+            }
+            let Some(front) = live.held.front() else {
+                self.gated.remove(session);
+                break;
+            };
+            if live.model_agent && matches!(front, AgentInput::Prompt { .. }) {
+                if self.needs_default_choice(session) {
+                    if matches!(self.models_lists.default_choice, DefaultChoice::Failed) {
+                        // The ask that just failed: this prompt goes on without a model.
+                    } else {
+                        self.ask_default_choice();
+                        if !matches!(
+                            self.models_lists.default_choice,
+                            DefaultChoice::Chosen(_) | DefaultChoice::Failed
+                        ) {
+                            break;
+                        }
+                    }
+                }
+                if self.mcp_starting(session) {
+                    break;
+                }
+                let front = self.sessions.get(session).and_then(|l| l.held.front());
+                if front.is_some_and(needs_rendering) && self.prepare_attachments(session) {
+                    break;
+                }
+            }
+            let Some(live) = self.sessions.get_mut(session) else {
+                break;
+            };
+            if let Some(input) = live.held.pop_front() {
+                released.push(input);
+            }
         }
-        self.gated.remove(session);
-        let Some(live) = self.sessions.get_mut(session) else {
-            return;
-        };
-        let held = std::mem::take(&mut live.held);
-        live.released += held.len();
-        for input in held.into_iter().rev() {
+        if let Some(live) = self.sessions.get_mut(session) {
+            live.released += released.len();
+        }
+        for input in released.into_iter().rev() {
             self.agent_inputs.push_front((session.to_owned(), input));
         }
     }
@@ -107,6 +143,10 @@ impl Host {
         let gated: Vec<String> = self.gated.iter().cloned().collect();
         for session in gated {
             self.release_held(&session);
+        }
+        if self.models_lists.default_choice == DefaultChoice::Failed {
+            // The prompts that waited went on; the next prompt asks again.
+            self.models_lists.default_choice = DefaultChoice::Unknown;
         }
     }
 
