@@ -1056,3 +1056,54 @@ fn attachments_are_counted_and_rendered_into_the_prompt_the_model_sees() {
     assert_eq!(message["data"]["content"], "Look");
     assert_eq!(message["data"]["attachments"], attachments);
 }
+
+/// `ask_user` is offered while a client answers user input; the answer goes back to the model
+/// in the runtime's words.
+#[test]
+fn ask_user_reaches_the_client_and_its_answer_the_model() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "requestUserInput": true}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Ask me"}),
+    );
+    let (call, request) = next_request(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert!(
+        body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["function"]["name"] == "ask_user"),
+        "{body}"
+    );
+    let args = json!({"question": "Colour?", "choices": ["Red", "Blue"], "allow_freeform": false});
+    let stream = sse(&[
+        json!({"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "t0", "type": "function", "function": {"name": "ask_user", "arguments": args.to_string()}}]}}]}),
+        json!({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ]);
+    answer(&mut w, call, &stream, &mut [&mut p]);
+    let ask = p
+        .inbox
+        .iter()
+        .find(|m| m["method"] == "userInput.request")
+        .cloned()
+        .expect("userInput.request");
+    assert_eq!(ask["params"]["question"], "Colour?");
+    assert_eq!(ask["params"]["choices"], json!(["Red", "Blue"]));
+    assert_eq!(ask["params"]["allowFreeform"], false);
+    let reply = json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"answer": "Red", "wasFreeform": false}});
+    w.send_frame(&p, &reply);
+    w.pump(&mut [&mut p]);
+    let (_, request2) = next_request(&mut w);
+    let msgs = messages(&request2);
+    assert_eq!(msgs.last().unwrap()["content"], "User selected: Red");
+}

@@ -45,6 +45,8 @@ struct Run {
     builtins: Vec<String>,
     /// Cumulative bytes of text and tool calls streamed in this interaction.
     total_bytes: u64,
+    /// `ask_user` calls waiting for the user: the `ask_client` token and the tool call id.
+    asks: Vec<(u64, String)>,
     step: Step,
 }
 
@@ -136,6 +138,7 @@ impl ModelAgent {
             tools,
             builtins,
             total_bytes: 0,
+            asks: Vec::new(),
             step: Step::Tools {
                 waiting: Vec::new(),
             },
@@ -168,6 +171,12 @@ impl ModelAgent {
         outcome: Result<Value, String>,
     ) {
         let Some(run) = self.run.as_mut() else { return };
+        if let Some(i) = run.asks.iter().position(|(t, _)| *t == token) {
+            let (_, tool_call_id) = run.asks.remove(i);
+            finish_ask_user(s, &tool_call_id, outcome);
+            self.tool_done(s, &tool_call_id);
+            return;
+        }
         if !matches!(run.step, Step::Token(t) if t == token) {
             return;
         }
@@ -347,7 +356,11 @@ impl ModelAgent {
             // results go back in call order, whatever order they finish in.
             let mut unknown = Vec::new();
             for call in &response.tool_calls {
-                if run.tools.iter().any(|t| t.name == call.name) {
+                if call.name == super::model_tools::ASK_USER
+                    && run.builtins.iter().any(|b| b == &call.name)
+                {
+                    start_ask_user(s, run, call);
+                } else if run.tools.iter().any(|t| t.name == call.name) {
                     start_tool(s, run, call);
                 } else {
                     refuse_unknown_tool(s, run, call);
@@ -440,6 +453,67 @@ fn refuse_unknown_tool(s: &mut dyn SessionControl, run: &Run, call: &ToolCall) {
                          "code": "tool_not_found"}}),
         false,
     );
+}
+
+/// `ask_user`: the question goes to a client that answers user input (`userInput.request`);
+/// the tool completes when it answers ([`finish_ask_user`]).
+fn start_ask_user(s: &mut dyn SessionControl, run: &mut Run, call: &ToolCall) {
+    let arguments = call.parsed_arguments().unwrap_or_default();
+    s.emit(
+        "tool.execution_start",
+        json!({"toolCallId": call.id, "toolName": call.name, "arguments": arguments,
+               "turnId": run.turn.to_string()}),
+        false,
+    );
+    let question = arguments
+        .get("question")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let choices = arguments
+        .get("choices")
+        .and_then(Value::as_array)
+        .map(|c| {
+            c.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let allow_freeform = arguments
+        .get("allow_freeform")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    let token = s.ask_client(ClientRequest::UserInput {
+        question,
+        choices,
+        allow_freeform,
+    });
+    run.asks.push((token, call.id.clone()));
+}
+
+/// Completes an `ask_user` call with the user's answer as the runtime words it for the
+/// model: `User selected: CHOICE`, or `User responded: TEXT` for a free-form answer.
+fn finish_ask_user(s: &mut dyn SessionControl, tool_call_id: &str, outcome: Result<Value, String>) {
+    let answer = outcome.and_then(|v| {
+        let answer = v
+            .get("answer")
+            .and_then(Value::as_str)
+            .ok_or_else(|| "the client's answer has no `answer`".to_owned())?;
+        let freeform = v.get("wasFreeform").and_then(Value::as_bool) == Some(true);
+        Ok(if freeform {
+            format!("User responded: {answer}")
+        } else {
+            format!("User selected: {answer}")
+        })
+    });
+    let data = match answer {
+        Ok(text) => json!({"toolCallId": tool_call_id, "success": true,
+                           "result": {"content": text, "detailedContent": text}}),
+        Err(reason) => json!({"toolCallId": tool_call_id, "success": false,
+                              "error": {"message": format!("The user did not answer: {reason}"),
+                                        "code": "failure"}}),
+    };
+    s.emit("tool.execution_complete", data, false);
 }
 
 /// The runtime's answer to a call of a tool that does not exist.

@@ -12,6 +12,32 @@ use crate::model::ToolSpec;
 /// The built-in tools' names, in the order the runtime lists them.
 pub const BUILTIN_TOOL_NAMES: [&str; 6] = ["bash", "view", "create", "edit", "grep", "glob"];
 
+/// The tool through which the model asks the user a question; offered while a client of the
+/// session answers user input (`requestUserInput`), performed by the model agent.
+pub const ASK_USER: &str = "ask_user";
+
+/// The `ask_user` tool's definition.
+pub fn ask_user_spec() -> ToolSpec {
+    ToolSpec {
+        name: ASK_USER.to_owned(),
+        description: "Ask the user a question and wait for the answer. Offer choices when the \
+                      answer is one of a few options; allow a free-form answer unless it must \
+                      be one of them."
+            .to_owned(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "question": string("The question to ask the user."),
+                "choices": {"type": "array", "items": {"type": "string"},
+                            "description": "Options the user may pick from."},
+                "allow_freeform": {"type": "boolean",
+                                   "description": "Whether the user may answer freely (default true)."}
+            },
+            "required": ["question"]
+        }),
+    }
+}
+
 fn string(description: &str) -> Value {
     json!({"type": "string", "description": description})
 }

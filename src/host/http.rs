@@ -225,11 +225,20 @@ impl Host {
         if !self.config.builtin_tools {
             return Vec::new();
         }
-        crate::agent::model_tools::BUILTIN_TOOL_NAMES
+        let mut tools: Vec<ToolSpec> = crate::agent::model_tools::BUILTIN_TOOL_NAMES
             .iter()
             .filter(|name| live.model.offers_builtin(name))
             .filter_map(|name| crate::agent::model_tools::builtin_tool_spec(name))
-            .collect()
+            .collect();
+        let asks_user = live.session.attached.values().any(|a| a.request_user_input);
+        if asks_user
+            && live
+                .model
+                .offers_builtin(crate::agent::model_tools::ASK_USER)
+        {
+            tools.push(crate::agent::model_tools::ask_user_spec());
+        }
+        tools
     }
 
     /// The client tools of the session the model may call (first declaration of a name wins).
