@@ -1107,3 +1107,83 @@ fn ask_user_reaches_the_client_and_its_answer_the_model() {
     let msgs = messages(&request2);
     assert_eq!(msgs.last().unwrap()["content"], "User selected: Red");
 }
+
+/// Answers the next `hooks.invoke` of `p` with `output`; returns the request.
+fn answer_hook(w: &mut World, p: &mut Peer, output: Value) -> Value {
+    w.pump(&mut [&mut *p]);
+    let request = p
+        .inbox
+        .iter()
+        .rev()
+        .find(|m| m["method"] == "hooks.invoke")
+        .cloned()
+        .expect("hooks.invoke");
+    p.inbox.retain(|m| m["method"] != "hooks.invoke");
+    let reply = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"output": output}});
+    w.send_frame(p, &reply);
+    w.pump(&mut [&mut *p]);
+    request
+}
+
+/// A prompt passes the session's hooks before the model sees it: `sessionStart` once, then
+/// `userPromptSubmitted` (its `modifiedPrompt` replaces the prompt) and
+/// `userPromptTransformed` (its `modifiedTransformedPrompt` is what the model gets).
+#[test]
+fn prompt_hooks_shape_what_the_model_sees() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "hooks": true, "workingDirectory": "/w"}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "original"}),
+    );
+    let start = answer_hook(&mut w, &mut p, json!({}));
+    assert_eq!(start["params"]["hookType"], "sessionStart");
+    assert_eq!(start["params"]["input"]["source"], "new");
+    assert_eq!(start["params"]["input"]["cwd"], "/w");
+    assert!(start["params"]["input"]["timestamp"].is_u64());
+    let submitted = answer_hook(&mut w, &mut p, json!({"modifiedPrompt": "modified"}));
+    assert_eq!(submitted["params"]["hookType"], "userPromptSubmitted");
+    assert_eq!(submitted["params"]["input"]["prompt"], "original");
+    let transformed = answer_hook(
+        &mut w,
+        &mut p,
+        json!({"modifiedTransformedPrompt": "what the model gets"}),
+    );
+    assert_eq!(transformed["params"]["hookType"], "userPromptTransformed");
+    assert_eq!(transformed["params"]["input"]["prompt"], "modified");
+    let text = transformed["params"]["input"]["transformedPrompt"]
+        .as_str()
+        .unwrap();
+    assert!(
+        text.starts_with("<current_datetime>") && text.ends_with("\n\nmodified"),
+        "{text}"
+    );
+    let (call, request) = next_request(&mut w);
+    assert_eq!(messages(&request)[1]["content"], "what the model gets");
+    answer(&mut w, call, &text_stream("c", &["ok"]), &mut [&mut p]);
+
+    // sessionStart runs once: the next prompt passes the prompt hooks only.
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "again"}),
+    );
+    let submitted = answer_hook(&mut w, &mut p, json!({}));
+    assert_eq!(submitted["params"]["hookType"], "userPromptSubmitted");
+    answer_hook(&mut w, &mut p, json!({}));
+    let (_, request) = next_request(&mut w);
+    let user = messages(&request).last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(user.ends_with("\n\nagain"), "{user}");
+}

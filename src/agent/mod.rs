@@ -84,6 +84,12 @@ pub struct PromptAttachments {
     pub after: String,
     /// `before` and `after` are filled in (files counted, directories listed).
     pub rendered: bool,
+    /// The text the model gets for the prompt, when the host decided it (the
+    /// `userPromptTransformed` hook); else the agent builds it (datetime, `before`, prompt,
+    /// `after`).
+    pub transformed: Option<String>,
+    /// The prompt passed the session's prompt hooks.
+    pub hooked: bool,
 }
 
 impl PromptAttachments {

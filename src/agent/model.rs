@@ -91,10 +91,17 @@ impl ModelAgent {
     ) {
         let interaction_id = s.new_id();
         let now = s.now();
-        let with_attachments = format!("{}{prompt}{}", attachments.before, attachments.after);
+        let transformed = match attachments.transformed {
+            Some(text) => text,
+            None => {
+                let with_attachments =
+                    format!("{}{prompt}{}", attachments.before, attachments.after);
+                user_message_content(&current_datetime(now), &with_attachments)
+            }
+        };
         let mut message = json!({
             "content": prompt,
-            "transformedContent": user_message_content(&current_datetime(now), &with_attachments),
+            "transformedContent": transformed,
             "messageId": message_id,
             "interactionId": interaction_id,
         });

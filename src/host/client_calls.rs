@@ -88,6 +88,13 @@ pub(crate) enum ClientCall {
         /// The model-list request.
         call: u64,
     },
+    /// A hook a held prompt of `session` passes (`prompt_hooks.rs`).
+    PromptHook {
+        /// The session.
+        session: String,
+        /// Which hook.
+        hook: super::prompt_hooks::PromptHook,
+    },
 }
 
 impl From<CanvasCall> for ClientCall {
@@ -374,6 +381,9 @@ impl Host {
             ClientCall::Http { call } => return self.finish_http_frame(call, outcome),
             ClientCall::Fs(call) => return self.finish_fs_call(*call, outcome),
             ClientCall::ModelsToken { call } => return self.models_token_answered(call, outcome),
+            ClientCall::PromptHook { session, hook } => {
+                return self.prompt_hook_answered(&session, hook, outcome)
+            }
         };
         let result: Result<Value, String> = match outcome {
             Outcome::Result(raw) => serde_json::from_str(raw.get()).map_err(|e| e.to_string()),

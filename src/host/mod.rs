@@ -45,6 +45,7 @@ mod outbox;
 mod output;
 mod policy;
 mod prompt_attachments;
+mod prompt_hooks;
 mod provided_http;
 mod publish;
 mod relay_group;
@@ -138,6 +139,8 @@ struct Live {
     released: usize,
     /// The first held prompt's attachments being read (`prompt_attachments.rs`).
     preparing: Option<prompt_attachments::Preparing>,
+    /// The hooks its prompts pass (`prompt_hooks.rs`).
+    hooks: prompt_hooks::HookState,
 }
 
 /// The protocol host. See the crate docs for the run loop.

@@ -81,6 +81,7 @@ impl Host {
             held: Default::default(),
             released: 0,
             preparing: None,
+            hooks: Default::default(),
         }
     }
 
@@ -142,6 +143,7 @@ impl Host {
         }
         let mut live = self.new_live(session);
         live.canvases = super::canvas::restore_open_canvases(&live);
+        live.hooks.resumed = true;
         self.sessions.insert(session_id.to_owned(), live);
         Ok(())
     }

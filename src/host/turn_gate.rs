@@ -58,7 +58,8 @@ impl Host {
             && matches!(input, AgentInput::Prompt { .. })
             && (self.needs_default_choice(session)
                 || self.mcp_starting(session)
-                || needs_rendering(input))
+                || needs_rendering(input)
+                || self.has_hooks(session))
     }
 
     /// Whether `session`'s model calls need the server default's choice and it is not known.
@@ -94,7 +95,7 @@ impl Host {
             let Some(live) = self.sessions.get(session) else {
                 break;
             };
-            if live.preparing.is_some() {
+            if live.preparing.is_some() || live.hooks.in_flight {
                 break;
             }
             let Some(front) = live.held.front() else {
@@ -120,6 +121,9 @@ impl Host {
                 }
                 let front = self.sessions.get(session).and_then(|l| l.held.front());
                 if front.is_some_and(needs_rendering) && self.prepare_attachments(session) {
+                    break;
+                }
+                if self.next_prompt_hook(session) {
                     break;
                 }
             }

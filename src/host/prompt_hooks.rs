@@ -1,0 +1,200 @@
+//! The hooks a prompt passes before its agent sees it, for sessions whose client registered
+//! hooks (`hooks.invoke`, the runtime's hook types):
+//!
+//! 1. `sessionStart` once per loaded session, before its first prompt (`{source: "new" |
+//!    "resume"}`);
+//! 2. `userPromptSubmitted` (`{prompt}`): `modifiedPrompt` replaces the prompt;
+//! 3. `userPromptTransformed` (`{prompt, transformedPrompt}`, the text the model would get):
+//!    `modifiedTransformedPrompt` replaces that text.
+//!
+//! Every input carries `timestamp` (epoch ms) and `cwd`. A client that fails or does not
+//! answer in time leaves the prompt as it was. Only a model agent's prompts pass the hooks
+//! (they shape the conversation the model sees); `sessionStart`'s `additionalContext` is not
+//! added to the conversation yet.
+
+use serde_json::{json, Value};
+
+use super::client_calls::ClientCall;
+use super::dialect::ServerRequest;
+use super::Host;
+use crate::agent::AgentInput;
+use crate::correlation::Outcome;
+use crate::model::{current_datetime, user_message_content};
+
+/// Which hook a call in flight is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PromptHook {
+    SessionStart,
+    Submitted,
+    Transformed,
+}
+
+impl PromptHook {
+    fn hook_type(self) -> &'static str {
+        match self {
+            PromptHook::SessionStart => "sessionStart",
+            PromptHook::Submitted => "userPromptSubmitted",
+            PromptHook::Transformed => "userPromptTransformed",
+        }
+    }
+}
+
+/// Where a session's hooks stand.
+#[derive(Debug, Default)]
+pub(crate) struct HookState {
+    /// `sessionStart` was invoked for this load of the session.
+    pub(crate) started: bool,
+    /// A hook call for the first held prompt is in flight.
+    pub(crate) in_flight: bool,
+    /// The session was resumed rather than created (`sessionStart.source`).
+    pub(crate) resumed: bool,
+}
+
+impl Host {
+    /// Whether a client of `session` answers hooks.
+    pub(super) fn has_hooks(&self, session: &str) -> bool {
+        self.sessions
+            .get(session)
+            .is_some_and(|l| l.session.attached.values().any(|a| a.hooks))
+    }
+
+    /// Invokes the next hook the first held prompt of `session` must pass, if any; returns
+    /// whether one is in flight.
+    pub(super) fn next_prompt_hook(&mut self, session: &str) -> bool {
+        if !self.has_hooks(session) {
+            return false;
+        }
+        let Some(live) = self.sessions.get(session) else {
+            return false;
+        };
+        let Some(AgentInput::Prompt {
+            prompt,
+            attachments,
+            ..
+        }) = live.held.front()
+        else {
+            return false;
+        };
+        let (hook, extra) = if !live.hooks.started {
+            let source = if live.hooks.resumed { "resume" } else { "new" };
+            (PromptHook::SessionStart, json!({"source": source}))
+        } else if !attachments.hooked {
+            (PromptHook::Submitted, json!({"prompt": prompt}))
+        } else {
+            return false;
+        };
+        self.invoke_prompt_hook(session, hook, extra)
+    }
+
+    fn invoke_prompt_hook(&mut self, session: &str, hook: PromptHook, extra: Value) -> bool {
+        let Some(live) = self.sessions.get(session) else {
+            return false;
+        };
+        let Some(conn) = live
+            .session
+            .attached
+            .iter()
+            .find(|(_, a)| a.hooks)
+            .map(|(c, _)| *c)
+        else {
+            return false;
+        };
+        let mut input = json!({"timestamp": self.now.as_millis(), "cwd": live.session.cwd});
+        if let (Value::Object(input), Value::Object(extra)) = (&mut input, extra) {
+            input.extend(extra);
+        }
+        let params = json!({"sessionId": session, "hookType": hook.hook_type(), "input": input});
+        let call = ClientCall::PromptHook {
+            session: session.to_owned(),
+            hook,
+        };
+        if self
+            .send_client_call(conn, ServerRequest::Hook, &params, call)
+            .is_err()
+        {
+            // Nobody can answer: the prompt goes on as it is.
+            self.apply_prompt_hook(session, hook, None);
+            return false;
+        }
+        if let Some(live) = self.sessions.get_mut(session) {
+            live.hooks.in_flight = true;
+        }
+        true
+    }
+
+    /// A hook call ended: its output applies to the first held prompt, then the next hook
+    /// (or the prompt) goes on.
+    pub(crate) fn prompt_hook_answered(
+        &mut self,
+        session: &str,
+        hook: PromptHook,
+        outcome: Outcome,
+    ) {
+        let output = match outcome {
+            Outcome::Result(raw) => serde_json::from_str::<Value>(raw.get())
+                .ok()
+                .map(|v| v.get("output").cloned().unwrap_or(v)),
+            _ => None,
+        };
+        if let Some(live) = self.sessions.get_mut(session) {
+            live.hooks.in_flight = false;
+        }
+        if self.apply_prompt_hook(session, hook, output.as_ref()) {
+            return;
+        }
+        self.release_held(session);
+    }
+
+    /// Applies `output` of `hook`; returns whether a further hook is now in flight.
+    fn apply_prompt_hook(
+        &mut self,
+        session: &str,
+        hook: PromptHook,
+        output: Option<&Value>,
+    ) -> bool {
+        let text = |key: &str| {
+            output
+                .and_then(|o| o.get(key))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let now = self.now;
+        let Some(live) = self.sessions.get_mut(session) else {
+            return false;
+        };
+        match hook {
+            PromptHook::SessionStart => {
+                live.hooks.started = true;
+                false
+            }
+            PromptHook::Submitted => {
+                let Some(AgentInput::Prompt {
+                    prompt,
+                    attachments,
+                    ..
+                }) = live.held.front_mut()
+                else {
+                    return false;
+                };
+                if let Some(modified) = text("modifiedPrompt") {
+                    *prompt = modified;
+                }
+                let with_attachments =
+                    format!("{}{prompt}{}", attachments.before, attachments.after);
+                let transformed = user_message_content(&current_datetime(now), &with_attachments);
+                let extra = json!({"prompt": prompt.clone(), "transformedPrompt": transformed});
+                attachments.transformed = Some(transformed);
+                self.invoke_prompt_hook(session, PromptHook::Transformed, extra)
+            }
+            PromptHook::Transformed => {
+                if let Some(AgentInput::Prompt { attachments, .. }) = live.held.front_mut() {
+                    if let Some(modified) = text("modifiedTransformedPrompt") {
+                        attachments.transformed = Some(modified);
+                    }
+                    attachments.hooked = true;
+                }
+                false
+            }
+        }
+    }
+}
