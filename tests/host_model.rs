@@ -1108,17 +1108,15 @@ fn ask_user_reaches_the_client_and_its_answer_the_model() {
     assert_eq!(msgs.last().unwrap()["content"], "User selected: Red");
 }
 
-/// Answers the next `hooks.invoke` of `p` with `output`; returns the request.
+/// Answers the oldest unanswered `hooks.invoke` of `p` with `output`; returns the request.
 fn answer_hook(w: &mut World, p: &mut Peer, output: Value) -> Value {
     w.pump(&mut [&mut *p]);
-    let request = p
+    let at = p
         .inbox
         .iter()
-        .rev()
-        .find(|m| m["method"] == "hooks.invoke")
-        .cloned()
+        .position(|m| m["method"] == "hooks.invoke")
         .expect("hooks.invoke");
-    p.inbox.retain(|m| m["method"] != "hooks.invoke");
+    let request = p.inbox.remove(at);
     let reply = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"output": output}});
     w.send_frame(p, &reply);
     w.pump(&mut [&mut *p]);
@@ -1186,4 +1184,82 @@ fn prompt_hooks_shape_what_the_model_sees() {
         .unwrap()
         .to_owned();
     assert!(user.ends_with("\n\nagain"), "{user}");
+}
+
+/// With hooks, each tool call passes `preToolUse` (a deny ends it with the runtime's words,
+/// `modifiedArgs` replace its arguments) and its result `postToolUse` before the model sees it.
+#[test]
+fn tool_hooks_deny_modify_and_see_results() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "hooks": true,
+               "tools": weather_tool(), "workingDirectory": "/w"}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Weather?"}),
+    );
+    answer_hook(&mut w, &mut p, json!({})); // sessionStart
+    answer_hook(&mut w, &mut p, json!({})); // userPromptSubmitted
+    answer_hook(&mut w, &mut p, json!({})); // userPromptTransformed
+    let (call, _) = next_request(&mut w);
+    let stream = sse(&[
+        json!({"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "a", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}},
+            {"index": 1, "id": "b", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Rome\"}"}}]}}]}),
+        json!({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ]);
+    answer(&mut w, call, &stream, &mut [&mut p]);
+    let pre_a = answer_hook(&mut w, &mut p, json!({"permissionDecision": "deny"}));
+    assert_eq!(pre_a["params"]["hookType"], "preToolUse");
+    assert_eq!(pre_a["params"]["input"]["toolName"], "get_weather");
+    assert_eq!(
+        pre_a["params"]["input"]["toolArgs"],
+        json!({"city": "Paris"})
+    );
+    let pre_b = answer_hook(
+        &mut w,
+        &mut p,
+        json!({"permissionDecision": "allow", "modifiedArgs": {"city": "Lyon"}}),
+    );
+    assert_eq!(
+        pre_b["params"]["input"]["toolArgs"],
+        json!({"city": "Rome"})
+    );
+    let perm = p.event("s", "permission.requested");
+    let rid = perm["data"]["requestId"].as_str().unwrap().to_owned();
+    w.call(
+        &mut p,
+        &mut [],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId": "s", "requestId": rid, "result": {"kind": "approve-once"}}),
+    );
+    let req = p.event("s", "external_tool.requested");
+    assert_eq!(req["data"]["arguments"], json!({"city": "Lyon"}));
+    let tool_rid = req["data"]["requestId"].as_str().unwrap().to_owned();
+    w.call(
+        &mut p,
+        &mut [],
+        "session.tools.handlePendingToolCall",
+        json!({"sessionId": "s", "requestId": tool_rid, "result": "mild"}),
+    );
+    let post = answer_hook(&mut w, &mut p, json!({}));
+    assert_eq!(post["params"]["hookType"], "postToolUse");
+    assert_eq!(
+        post["params"]["input"]["toolResult"],
+        json!({"resultType": "success", "textResultForLlm": "mild"})
+    );
+    let (_, request) = next_request(&mut w);
+    let msgs = messages(&request);
+    assert_eq!(
+        msgs[3]["content"],
+        "Denied by preToolUse hook: No reason provided"
+    );
+    assert_eq!(msgs[4]["content"], "mild");
 }

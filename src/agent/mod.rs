@@ -214,6 +214,10 @@ pub trait SessionControl {
     fn new_id(&mut self) -> String;
     /// Whether any attached connection asked for streaming (delta) events.
     fn streaming(&self) -> bool;
+    /// Whether a client of the session answers hooks ([`ClientRequest::Hook`]).
+    fn has_hooks(&self) -> bool {
+        false
+    }
     /// Emits a session event and returns its id. `data` must be a JSON object.
     fn emit(&mut self, event_type: &str, data: Value, ephemeral: bool) -> String;
     /// Like [`SessionControl::emit`], with `data` borrowed, so an agent that emits the same

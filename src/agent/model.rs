@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 
 use super::{
     Agent, AgentInput, ClientRequest, HttpEvent, ModelSetup, PromptAttachments, SessionControl,
+    ToolOutcome,
 };
 use crate::model::{
     build_chat_request, current_datetime, user_message_content, CallOutput, ChatRequest, ModelCall,
@@ -47,6 +48,12 @@ struct Run {
     total_bytes: u64,
     /// `ask_user` calls waiting for the user: the `ask_client` token and the tool call id.
     asks: Vec<(u64, String)>,
+    /// The tool calls of the last response.
+    calls: Vec<ToolCall>,
+    /// Calls waiting for their `preToolUse` hook, by `ask_client` token.
+    pre_hooks: Vec<(u64, ToolCall)>,
+    /// Finished calls waiting for their `postToolUse` hook: token and tool call id.
+    post_hooks: Vec<(u64, String)>,
     step: Step,
 }
 
@@ -146,6 +153,9 @@ impl ModelAgent {
             builtins,
             total_bytes: 0,
             asks: Vec::new(),
+            calls: Vec::new(),
+            pre_hooks: Vec::new(),
+            post_hooks: Vec::new(),
             step: Step::Tools {
                 waiting: Vec::new(),
             },
@@ -178,6 +188,15 @@ impl ModelAgent {
         outcome: Result<Value, String>,
     ) {
         let Some(run) = self.run.as_mut() else { return };
+        if let Some(i) = run.pre_hooks.iter().position(|(t, _)| *t == token) {
+            let (_, call) = run.pre_hooks.remove(i);
+            return self.pre_hook_answered(s, call, outcome);
+        }
+        if let Some(i) = run.post_hooks.iter().position(|(t, _)| *t == token) {
+            let (_, tool_call_id) = run.post_hooks.remove(i);
+            self.tool_done(s, &tool_call_id);
+            return;
+        }
         if let Some(i) = run.asks.iter().position(|(t, _)| *t == token) {
             let (_, tool_call_id) = run.asks.remove(i);
             finish_ask_user(s, &tool_call_id, outcome);
@@ -361,20 +380,22 @@ impl ModelAgent {
             };
             // Every call starts now (their permission prompts may be pending together); the
             // results go back in call order, whatever order they finish in.
-            let mut unknown = Vec::new();
+            // With hooks, each call first passes `preToolUse` (see `pre_hook_answered`).
+            let hooks = s.has_hooks();
+            run.calls = response.tool_calls.clone();
+            let mut done_now = Vec::new();
             for call in &response.tool_calls {
-                if call.name == super::model_tools::ASK_USER
-                    && run.builtins.iter().any(|b| b == &call.name)
-                {
-                    start_ask_user(s, run, call);
-                } else if run.tools.iter().any(|t| t.name == call.name) {
-                    start_tool(s, run, call);
-                } else {
-                    refuse_unknown_tool(s, run, call);
-                    unknown.push(call.id.clone());
+                if hooks {
+                    let token = s.ask_client(ClientRequest::Hook {
+                        hook_type: "preToolUse".into(),
+                        input: json!({"toolName": call.name, "toolArgs": call.parsed_arguments().unwrap_or_default()}),
+                    });
+                    run.pre_hooks.push((token, call.clone()));
+                } else if dispatch_tool(s, run, call) {
+                    done_now.push(call.id.clone());
                 }
             }
-            for id in unknown {
+            for id in done_now {
                 self.tool_done(s, &id);
             }
         } else {
@@ -383,6 +404,77 @@ impl ModelAgent {
             idle(s, false);
             self.next_queued(s);
         }
+    }
+
+    /// A call's `preToolUse` hook answered: `permissionDecision: "deny"` ends the call with
+    /// the runtime's words (`Denied by preToolUse hook: REASON`); `modifiedArgs` replace its
+    /// arguments; otherwise it runs as asked. A hook that failed lets it run.
+    fn pre_hook_answered(
+        &mut self,
+        s: &mut dyn SessionControl,
+        mut call: ToolCall,
+        outcome: Result<Value, String>,
+    ) {
+        let output = outcome
+            .ok()
+            .map(|v| v.get("output").cloned().unwrap_or(v))
+            .unwrap_or_default();
+        let Some(run) = self.run.as_mut() else { return };
+        if output.get("permissionDecision").and_then(Value::as_str) == Some("deny") {
+            let reason = output
+                .get("permissionDecisionReason")
+                .and_then(Value::as_str)
+                .filter(|r| !r.is_empty())
+                .unwrap_or("No reason provided");
+            let arguments = call.parsed_arguments().unwrap_or_default();
+            s.emit(
+                "tool.execution_start",
+                json!({"toolCallId": call.id, "toolName": call.name, "arguments": arguments,
+                       "turnId": run.turn.to_string()}),
+                false,
+            );
+            s.emit(
+                "tool.execution_complete",
+                json!({"toolCallId": call.id, "success": false,
+                       "error": {"message": format!("Denied by preToolUse hook: {reason}"),
+                                 "code": "denied"}}),
+                false,
+            );
+            return self.tool_done(s, &call.id);
+        }
+        if let Some(args) = output.get("modifiedArgs").filter(|a| a.is_object()) {
+            call.arguments = args.to_string();
+        }
+        if dispatch_tool(s, run, &call) {
+            self.tool_done(s, &call.id);
+        }
+    }
+
+    /// A call finished: with hooks, `postToolUse` sees its result before the model does.
+    fn tool_finished(
+        &mut self,
+        s: &mut dyn SessionControl,
+        tool_call_id: String,
+        outcome: ToolOutcome,
+    ) {
+        let Some(run) = self.run.as_mut() else { return };
+        let call = run.calls.iter().find(|c| c.id == tool_call_id);
+        let (Some(call), true) = (call, s.has_hooks()) else {
+            return self.tool_done(s, &tool_call_id);
+        };
+        let (result_type, text) = match &outcome {
+            ToolOutcome::Success(text) => ("success", text.as_str()),
+            ToolOutcome::Failure { message, code } if code == "denied" => {
+                ("denied", message.as_str())
+            }
+            ToolOutcome::Failure { message, .. } => ("failure", message.as_str()),
+        };
+        let token = s.ask_client(ClientRequest::Hook {
+            hook_type: "postToolUse".into(),
+            input: json!({"toolName": call.name, "toolArgs": call.parsed_arguments().unwrap_or_default(),
+                          "toolResult": {"resultType": result_type, "textResultForLlm": text}}),
+        });
+        run.post_hooks.push((token, tool_call_id));
     }
 
     /// A tool call of the response finished: when it was the last one, the model is called
@@ -460,6 +552,21 @@ fn refuse_unknown_tool(s: &mut dyn SessionControl, run: &Run, call: &ToolCall) {
                          "code": "tool_not_found"}}),
         false,
     );
+}
+
+/// Starts a call of the response by what it names: `ask_user`, a tool that was offered, or
+/// one that was not (refused at once). Returns whether the call already ended.
+fn dispatch_tool(s: &mut dyn SessionControl, run: &mut Run, call: &ToolCall) -> bool {
+    if call.name == super::model_tools::ASK_USER && run.builtins.iter().any(|b| b == &call.name) {
+        start_ask_user(s, run, call);
+        false
+    } else if run.tools.iter().any(|t| t.name == call.name) {
+        start_tool(s, run, call);
+        false
+    } else {
+        refuse_unknown_tool(s, run, call);
+        true
+    }
 }
 
 /// `ask_user`: the question goes to a client that answers user input (`userInput.request`);
@@ -714,7 +821,10 @@ impl Agent for ModelAgent {
                 }
                 self.drain(s);
             }
-            AgentInput::ToolDone { tool_call_id, .. } => self.tool_done(s, &tool_call_id),
+            AgentInput::ToolDone {
+                tool_call_id,
+                outcome,
+            } => self.tool_finished(s, tool_call_id, outcome),
             AgentInput::ClientAnswer { token, outcome } => self.token_answered(s, token, outcome),
         }
     }

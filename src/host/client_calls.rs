@@ -206,11 +206,26 @@ impl Host {
                 json!({"providerName": provider_name}),
                 None,
             ),
-            ClientRequest::Hook { hook_type, input } => (
-                CallKind::Hook,
-                json!({"hookType": hook_type, "input": input}),
-                None,
-            ),
+            ClientRequest::Hook {
+                hook_type,
+                mut input,
+            } => {
+                // Every hook input carries the time (epoch ms) and the working directory.
+                if let Value::Object(fields) = &mut input {
+                    if !fields.contains_key("timestamp") {
+                        fields.insert("timestamp".into(), json!(self.now.as_millis()));
+                    }
+                    if !fields.contains_key("cwd") {
+                        let cwd = self.sessions.get(session).map(|l| l.session.cwd.clone());
+                        fields.insert("cwd".into(), json!(cwd.flatten()));
+                    }
+                }
+                (
+                    CallKind::Hook,
+                    json!({"hookType": hook_type, "input": input}),
+                    None,
+                )
+            }
         };
         let live = self.sessions.get(session).ok_or("the session is gone")?;
         let conn = live

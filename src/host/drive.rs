@@ -30,6 +30,10 @@ impl SessionControl for Control<'_> {
             .is_some_and(|l| l.session.any_streaming())
     }
 
+    fn has_hooks(&self) -> bool {
+        self.host.has_hooks(self.session)
+    }
+
     fn emit(&mut self, event_type: &str, data: Value, ephemeral: bool) -> String {
         self.emit_ref(event_type, &data, ephemeral)
     }

@@ -52,7 +52,7 @@ pub(crate) struct HookState {
 
 impl Host {
     /// Whether a client of `session` answers hooks.
-    pub(super) fn has_hooks(&self, session: &str) -> bool {
+    pub(crate) fn has_hooks(&self, session: &str) -> bool {
         self.sessions
             .get(session)
             .is_some_and(|l| l.session.attached.values().any(|a| a.hooks))
