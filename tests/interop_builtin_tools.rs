@@ -389,8 +389,13 @@ async fn calls_of_one_response_run_together_and_answer_in_call_order() {
         let results = tool_results(&fake.completion_bodies()[1]);
         let ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
         assert_eq!(ids, ["call_grep", "call_glob", "call_weather"]);
-        assert_eq!(results[0].1, "src/a.rs:2:// TODO: fix\n");
-        assert_eq!(results[1].1, "src/b.txt\n");
+        // As the runtime answers: grep names matches by their full path, glob relative to
+        // the searched directory as `./PATH` (the SDK suite's recordings).
+        assert_eq!(
+            results[0].1,
+            format!("{}/src/a.rs:2:// TODO: fix\n", dir.path().display())
+        );
+        assert_eq!(results[1].1, "./src/b.txt\n");
         assert_eq!(results[2].1, sdk_scenarios::TOOL_REPLY);
     })
     .await

@@ -15,7 +15,16 @@ pub const SEARCH_RESULT_LIMIT: usize = 1000;
 /// A file's text as `view` shows it: `N. line` for each line from the 1-based `line` (at
 /// most `limit` lines, [`VIEW_LINE_LIMIT`] by default), with a note when lines were left out.
 pub fn view_text(content: &str, line: Option<u32>, limit: Option<u32>) -> String {
-    let lines: Vec<&str> = content.lines().collect();
+    // Every `\n` ends a line, so a final newline shows as a last, empty line (as the
+    // runtime's `view` numbers it).
+    let lines: Vec<&str> = if content.is_empty() {
+        Vec::new()
+    } else {
+        content
+            .split('\n')
+            .map(|l| l.strip_suffix('\r').unwrap_or(l))
+            .collect()
+    };
     let start = line.map_or(1, |l| l.max(1) as usize);
     let limit = limit.map_or(VIEW_LINE_LIMIT, |l| l as usize);
     let mut out = String::new();
@@ -150,7 +159,8 @@ pub fn glob_answer(matches: &[String], pattern: &str) -> String {
     if matches.is_empty() {
         return format!("No files matched the pattern {pattern:?}.");
     }
-    matches.iter().map(|m| format!("{m}\n")).collect()
+    // Relative to the searched directory, as `./PATH` (the runtime's form).
+    matches.iter().map(|m| format!("./{m}\n")).collect()
 }
 
 /// The candidate files of a `grep` (those its `glob` admits), sorted.
@@ -276,7 +286,11 @@ mod tests {
 
     #[test]
     fn view_numbers_lines_and_ranges() {
-        assert_eq!(view_text("a\nb\nc\n", None, None), "1. a\n2. b\n3. c\n");
+        assert_eq!(
+            view_text("a\nb\nc\n", None, None),
+            "1. a\n2. b\n3. c\n4. \n"
+        );
+        assert_eq!(view_text("a\r\nb", None, None), "1. a\n2. b\n");
         assert_eq!(view_text("a\nb\nc\n", Some(2), Some(1)), "2. b\n");
         assert_eq!(view_text("", None, None), "[the file is empty]\n");
         assert_eq!(number_lines("b\nc", 2), "2. b\n3. c\n");

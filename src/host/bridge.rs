@@ -463,6 +463,26 @@ impl Host {
             (None, Some(result)) => tool_result_outcome(result),
             (None, None) => ToolOutcome::Success(String::new()),
         };
+        if let ToolOutcome::Failure { message, .. } = &outcome {
+            if result.is_some() && error.is_none() {
+                // The tool's own text for the model (`textResultForLlm` of a failed result):
+                // the model sees it as is, not wrapped as an error.
+                let content = message.clone();
+                let data = json!({"toolCallId": tool_call_id, "success": false,
+                    "error": {"message": message,
+                              "code": match &outcome { ToolOutcome::Failure { code, .. } => code.as_str(), _ => "failure" }},
+                    "result": {"content": content}});
+                self.emit(session, "tool.execution_complete", &data, false);
+                self.queue_agent_input(
+                    session,
+                    AgentInput::ToolDone {
+                        tool_call_id,
+                        outcome,
+                    },
+                );
+                return true;
+            }
+        }
         self.complete_tool(session, &tool_call_id, outcome);
         true
     }
@@ -803,11 +823,8 @@ fn tool_result_outcome(result: &Value) -> ToolOutcome {
                     } else {
                         text
                     },
-                    code: if kind == "denied" || kind == "rejected" {
-                        "denied".into()
-                    } else {
-                        "failure".into()
-                    },
+                    // The client's own word (`failure`, `denied`, `rejected`, …).
+                    code: kind.to_owned(),
                 },
             }
         }

@@ -325,6 +325,17 @@ impl Host {
             self.attachment_read_done(&session, index, result);
             return;
         }
+        if let (Stage::View { .. }, Err(message)) = (&stage, &result) {
+            if message.starts_with("Path ") && message.ends_with(" does not exist") {
+                // The runtime's answer to a view of a missing path, which the model sees as is.
+                let outcome = ToolOutcome::Failure {
+                    message: format!("{message}. Please provide a valid path."),
+                    code: "not_found".into(),
+                };
+                self.complete_tool(&session, &tool_call_id, outcome);
+                return;
+            }
+        }
         let next = file_step(stage, result);
         match next {
             Next::Done(outcome) => {
@@ -508,7 +519,8 @@ fn file_step(stage: Stage, result: Result<FileReply, String>) -> Next {
                     if p.is_empty() {
                         (root.clone(), t)
                     } else {
-                        (p, t)
+                        // Matches are named by their full path, as the runtime names them.
+                        (format!("{}/{p}", root.trim_end_matches('/')), t)
                     }
                 })
                 .collect();

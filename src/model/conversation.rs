@@ -11,7 +11,8 @@
 //! * `tool.execution_complete` → a `tool` message with the result text, or on failure the
 //!   runtime's wording ([`tool_failure_text`]). Results go right after their assistant message,
 //!   in the order of its calls, whatever order they completed in; a call that never completed
-//!   (the turn was aborted) gets [`INTERRUPTED_TOOL_RESULT`], since the APIs require an answer
+//!   (the turn was aborted), or was cancelled, fails with [`INTERRUPTED_TOOL_RESULT`] (the
+//!   runtime's `Session aborted`), since the APIs require an answer
 //!   for every call.
 //!
 //! Other events are ignored.
@@ -44,8 +45,9 @@ pub enum ChatMessage {
     },
 }
 
-/// The text sent for a tool call that never completed (the turn ended first).
-pub const INTERRUPTED_TOOL_RESULT: &str = "The tool call was interrupted before it completed.";
+/// The error a tool call that was cancelled, or never completed (the turn ended first), shows
+/// the model, in the runtime's wording (inside [`tool_failure_text`]).
+pub const INTERRUPTED_TOOL_RESULT: &str = "Session aborted";
 
 /// The user message content for `prompt` sent at `datetime` (ISO 8601, e.g.
 /// `2026-12-01T18:48:15.382+00:00`), as the runtime writes `transformedContent`.
@@ -167,7 +169,9 @@ impl HistoryBuilder {
         for (call, result) in calls.into_iter().zip(results) {
             self.messages.push(ChatMessage::Tool {
                 tool_call_id: call.id,
-                content: result.unwrap_or_else(|| INTERRUPTED_TOOL_RESULT.to_owned()),
+                content: result.unwrap_or_else(|| {
+                    tool_failure_text(&call.name, &call.arguments, INTERRUPTED_TOOL_RESULT)
+                }),
             });
         }
     }
@@ -200,6 +204,10 @@ fn result_text(call: &ToolCall, data: &Value) -> String {
             _ => String::new(),
         };
     }
+    // A failed tool's own text for the model (`textResultForLlm`) is shown as is.
+    if let Some(text) = data.pointer("/result/content").and_then(Value::as_str) {
+        return text.to_owned();
+    }
     let error = data.get("error");
     let message = error
         .and_then(|e| e.get("message"))
@@ -208,6 +216,9 @@ fn result_text(call: &ToolCall, data: &Value) -> String {
         .unwrap_or("Tool execution failed");
     let code = error.and_then(|e| e.get("code")).and_then(Value::as_str);
     match code {
+        Some("cancelled") => {
+            tool_failure_text(&call.name, &call.arguments, INTERRUPTED_TOOL_RESULT)
+        }
         // Denials and other refusals reach the model as their own message.
         Some(code) if code != "failure" => message.to_owned(),
         _ => tool_failure_text(&call.name, &call.arguments, message),
@@ -342,7 +353,9 @@ mod tests {
             msgs[2],
             ChatMessage::Tool {
                 tool_call_id: "a".into(),
-                content: INTERRUPTED_TOOL_RESULT.into()
+                content: "Failed to execute `x` tool with arguments: {\"n\":\"a\"} due to error: \
+                          Error: Session aborted"
+                    .into()
             }
         );
         assert_eq!(msgs[3], ChatMessage::User("T two".into()));
