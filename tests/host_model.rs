@@ -1263,3 +1263,53 @@ fn tool_hooks_deny_modify_and_see_results() {
     );
     assert_eq!(msgs[4]["content"], "mild");
 }
+
+/// `systemMessage` `customize`: static overrides apply to the default sections, and sections
+/// marked `transform` are rewritten by the client before the prompt's model call.
+#[test]
+fn system_message_sections_are_customized_and_transformed_by_the_client() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "systemMessage": {
+            "mode": "customize", "content": "APPENDED",
+            "sections": {"tone": {"action": "replace", "content": "WARM TONE"},
+                         "code_change_rules": {"action": "remove"},
+                         "identity": {"action": "transform"}}}}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    w.pump(&mut [&mut p]);
+    let at = p
+        .inbox
+        .iter()
+        .position(|m| m["method"] == "systemMessage.transform")
+        .expect("systemMessage.transform");
+    let ask = p.inbox.remove(at);
+    let identity = ask["params"]["sections"]["identity"]["content"]
+        .as_str()
+        .unwrap();
+    assert!(identity.contains("agentwire"), "{identity}");
+    let reply = json!({"jsonrpc": "2.0", "id": ask["id"],
+        "result": {"sections": {"identity": {"content": "TRANSFORMED IDENTITY"}}}});
+    w.send_frame(&p, &reply);
+    w.pump(&mut [&mut p]);
+    let (_, request) = next_request(&mut w);
+    let system = messages(&request)[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        system.starts_with("TRANSFORMED IDENTITY\n\nWARM TONE"),
+        "{system}"
+    );
+    assert!(!system.contains("<code_change_instructions>"), "{system}");
+    assert!(system.ends_with("\n\nAPPENDED"), "{system}");
+}

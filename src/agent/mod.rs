@@ -12,6 +12,7 @@ mod model_settings;
 pub mod model_tools;
 mod scenario;
 mod scripted;
+pub mod system_prompt;
 pub mod tool_text;
 
 use std::sync::Arc;
@@ -90,6 +91,8 @@ pub struct PromptAttachments {
     pub transformed: Option<String>,
     /// The prompt passed the session's prompt hooks.
     pub hooked: bool,
+    /// The client rewrote the system prompt's sections for this prompt.
+    pub system_transformed: bool,
 }
 
 impl PromptAttachments {

@@ -7,9 +7,11 @@ use serde_json::Value;
 use crate::model::{CallConfig, ProviderCatalog, ProviderConfig, ProviderError, ServerDefault};
 
 /// The system prompt agentwire sends (the runtime's own is not copied).
-pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful coding assistant running inside \
-agentwire. Answer concisely. When a tool can answer better than you can, call it; report what \
-the tool returned.";
+/// (The default prompt is [`super::system_prompt::DEFAULT_SECTIONS`] joined; this is its
+/// first section, the preamble.)
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are an AI coding agent hosted by agentwire, a \
+runtime for GitHub Copilot SDK apps and ACP editors. You help the user with software \
+engineering tasks in their working directory.";
 
 /// How the client adjusted the system prompt (`systemMessage`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -21,6 +23,14 @@ pub enum SystemMessage {
     Append(String),
     /// This text instead of the default prompt (`mode: "replace"`).
     Replace(String),
+    /// The default sections with overrides, then `content` (`mode: "customize"`; see
+    /// [`super::system_prompt`]).
+    Customize {
+        /// The section overrides, by section id.
+        sections: Vec<(String, super::system_prompt::SectionOverride)>,
+        /// Text appended after the sections.
+        content: String,
+    },
 }
 
 /// What a session asked of its model: providers, model, prompt and tool filters.
@@ -61,6 +71,10 @@ impl ModelSettings {
                     .to_owned();
                 match m.get("mode").and_then(Value::as_str) {
                     Some("replace") => SystemMessage::Replace(content),
+                    Some("customize") => SystemMessage::Customize {
+                        sections: super::system_prompt::parse_sections(m.get("sections")),
+                        content,
+                    },
                     _ if content.is_empty() => SystemMessage::Default,
                     _ => SystemMessage::Append(content),
                 }
@@ -85,10 +99,34 @@ impl ModelSettings {
 
     /// The system prompt to send.
     pub fn system_prompt(&self) -> String {
+        self.system_prompt_with(&Default::default())
+    }
+
+    /// The system prompt with the client's transformed sections (`systemMessage.transform`).
+    pub fn system_prompt_with(
+        &self,
+        transformed: &std::collections::BTreeMap<String, String>,
+    ) -> String {
+        use super::system_prompt::{compose, customized_sections};
         match &self.system_message {
-            SystemMessage::Default => DEFAULT_SYSTEM_PROMPT.to_owned(),
-            SystemMessage::Append(extra) => format!("{DEFAULT_SYSTEM_PROMPT}\n\n{extra}"),
+            SystemMessage::Default => compose(&customized_sections(&[]), transformed, ""),
+            SystemMessage::Append(extra) => compose(&customized_sections(&[]), transformed, extra),
             SystemMessage::Replace(text) => text.clone(),
+            SystemMessage::Customize { sections, content } => {
+                compose(&customized_sections(sections), transformed, content)
+            }
+        }
+    }
+
+    /// The sections the client transforms, with their current text (`systemMessage.transform`
+    /// params); empty when none.
+    pub fn transform_requests(&self) -> std::collections::BTreeMap<String, String> {
+        match &self.system_message {
+            SystemMessage::Customize { sections, .. } => {
+                let current = super::system_prompt::customized_sections(sections);
+                super::system_prompt::transform_requests(sections, &current)
+            }
+            _ => Default::default(),
         }
     }
 

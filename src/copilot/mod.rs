@@ -191,6 +191,7 @@ impl DialectHandler for Copilot {
             ServerRequest::CanvasOpen => "canvas.open",
             ServerRequest::CanvasClose => "canvas.close",
             ServerRequest::CanvasAction => "canvas.action.invoke",
+            ServerRequest::SystemMessageTransform => "systemMessage.transform",
         })
     }
 

@@ -88,6 +88,11 @@ pub(crate) enum ClientCall {
         /// The model-list request.
         call: u64,
     },
+    /// The client's rewrite of `session`'s system prompt sections (`prompt_hooks.rs`).
+    SystemTransform {
+        /// The session.
+        session: String,
+    },
     /// A hook a held prompt of `session` passes (`prompt_hooks.rs`).
     PromptHook {
         /// The session.
@@ -398,6 +403,9 @@ impl Host {
             ClientCall::ModelsToken { call } => return self.models_token_answered(call, outcome),
             ClientCall::PromptHook { session, hook } => {
                 return self.prompt_hook_answered(&session, hook, outcome)
+            }
+            ClientCall::SystemTransform { session } => {
+                return self.system_transform_answered(&session, outcome)
             }
         };
         let result: Result<Value, String> = match outcome {

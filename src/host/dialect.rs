@@ -73,6 +73,8 @@ pub(crate) enum ServerRequest {
     CanvasClose,
     /// Invoke an action of a canvas instance on its provider.
     CanvasAction,
+    /// Let the client rewrite sections of the system prompt.
+    SystemMessageTransform,
 }
 
 impl ServerRequest {
@@ -87,6 +89,7 @@ impl ServerRequest {
             ServerRequest::CanvasOpen => "canvas open requests",
             ServerRequest::CanvasClose => "canvas close requests",
             ServerRequest::CanvasAction => "canvas action requests",
+            ServerRequest::SystemMessageTransform => "system message transforms",
         }
     }
 }

@@ -184,6 +184,9 @@ impl Host {
         };
         let mut setup =
             settings.resolve(self.config.model_default.as_ref(), &self.config.model_call)?;
+        if !live.system_transformed.is_empty() {
+            setup.system_prompt = settings.system_prompt_with(&live.system_transformed);
+        }
         if setup.model.is_none() && settings.catalog.is_none() {
             if let super::models_list::DefaultChoice::Chosen(model) =
                 &self.models_lists.default_choice

@@ -141,6 +141,8 @@ struct Live {
     preparing: Option<prompt_attachments::Preparing>,
     /// The hooks its prompts pass (`prompt_hooks.rs`).
     hooks: prompt_hooks::HookState,
+    /// The system prompt sections its client rewrote (`systemMessage.transform`), by id.
+    system_transformed: BTreeMap<String, String>,
 }
 
 /// The protocol host. See the crate docs for the run loop.

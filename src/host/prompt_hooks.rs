@@ -7,6 +7,10 @@
 //! 3. `userPromptTransformed` (`{prompt, transformedPrompt}`, the text the model would get):
 //!    `modifiedTransformedPrompt` replaces that text.
 //!
+//! A `systemMessage` whose sections are marked `transform` is rewritten by the client once per
+//! prompt (`systemMessage.transform`), after the hooks; the answer is kept for the session's
+//! model calls.
+//!
 //! Every input carries `timestamp` (epoch ms) and `cwd`. A client that fails or does not
 //! answer in time leaves the prompt as it was. Only a model agent's prompts pass the hooks
 //! (they shape the conversation the model sees); `sessionStart`'s `additionalContext` is not
@@ -20,6 +24,84 @@ use super::Host;
 use crate::agent::AgentInput;
 use crate::correlation::Outcome;
 use crate::model::{current_datetime, user_message_content};
+
+impl Host {
+    /// Asks a client to rewrite the sections its `systemMessage` marks `transform`, once per
+    /// prompt, before the prompt's turn (`systemMessage.transform`); returns whether the
+    /// request is in flight. The answer is kept for the session's model calls.
+    pub(super) fn next_system_transform(&mut self, session: &str) -> bool {
+        let Some(live) = self.sessions.get(session) else {
+            return false;
+        };
+        let Some(AgentInput::Prompt { attachments, .. }) = live.held.front() else {
+            return false;
+        };
+        if attachments.system_transformed {
+            return false;
+        }
+        let asked = live.model.transform_requests();
+        let conns: Vec<_> = live.session.attached.keys().copied().collect();
+        if asked.is_empty() {
+            self.mark_system_transformed(session);
+            return false;
+        }
+        let sections: serde_json::Map<String, Value> = asked
+            .into_iter()
+            .map(|(id, text)| (id, json!({"content": text})))
+            .collect();
+        let params = json!({"sessionId": session, "sections": sections});
+        for conn in conns {
+            let call = ClientCall::SystemTransform {
+                session: session.to_owned(),
+            };
+            if self
+                .send_client_call(conn, ServerRequest::SystemMessageTransform, &params, call)
+                .is_ok()
+            {
+                if let Some(live) = self.sessions.get_mut(session) {
+                    live.hooks.in_flight = true;
+                }
+                return true;
+            }
+        }
+        // No client can rewrite them: the sections stay as they are.
+        self.mark_system_transformed(session);
+        false
+    }
+
+    fn mark_system_transformed(&mut self, session: &str) {
+        if let Some(AgentInput::Prompt { attachments, .. }) = self
+            .sessions
+            .get_mut(session)
+            .and_then(|l| l.held.front_mut())
+        {
+            attachments.system_transformed = true;
+        }
+    }
+
+    /// The client's rewritten sections (`{sections: {id: {content}}}`) are kept for the
+    /// session's model calls; a failed answer keeps the sections as they were.
+    pub(crate) fn system_transform_answered(&mut self, session: &str, outcome: Outcome) {
+        let sections = match outcome {
+            Outcome::Result(raw) => serde_json::from_str::<Value>(raw.get()).ok(),
+            _ => None,
+        };
+        if let Some(live) = self.sessions.get_mut(session) {
+            live.hooks.in_flight = false;
+            if let Some(Value::Object(sections)) = sections.as_ref().and_then(|v| v.get("sections"))
+            {
+                live.system_transformed = sections
+                    .iter()
+                    .filter_map(|(id, s)| {
+                        Some((id.clone(), s.get("content")?.as_str()?.to_owned()))
+                    })
+                    .collect();
+            }
+        }
+        self.mark_system_transformed(session);
+        self.release_held(session);
+    }
+}
 
 /// Which hook a call in flight is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

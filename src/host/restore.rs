@@ -82,6 +82,7 @@ impl Host {
             released: 0,
             preparing: None,
             hooks: Default::default(),
+            system_transformed: Default::default(),
         }
     }
 

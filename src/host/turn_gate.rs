@@ -59,7 +59,8 @@ impl Host {
             && (self.needs_default_choice(session)
                 || self.mcp_starting(session)
                 || needs_rendering(input)
-                || self.has_hooks(session))
+                || self.has_hooks(session)
+                || !live.model.transform_requests().is_empty())
     }
 
     /// Whether `session`'s model calls need the server default's choice and it is not known.
@@ -123,7 +124,7 @@ impl Host {
                 if front.is_some_and(needs_rendering) && self.prepare_attachments(session) {
                     break;
                 }
-                if self.next_prompt_hook(session) {
+                if self.next_prompt_hook(session) || self.next_system_transform(session) {
                     break;
                 }
             }
