@@ -1262,6 +1262,15 @@ fn tool_hooks_deny_modify_and_see_results() {
         "Denied by preToolUse hook: No reason provided"
     );
     assert_eq!(msgs[4]["content"], "mild");
+    // The model sees the call with the arguments it ran with.
+    assert_eq!(
+        msgs[2]["tool_calls"][1]["function"]["arguments"],
+        "{\"city\":\"Lyon\"}"
+    );
+    assert_eq!(
+        msgs[2]["tool_calls"][0]["function"]["arguments"],
+        "{\"city\":\"Paris\"}"
+    );
 }
 
 /// `systemMessage` `customize`: static overrides apply to the default sections, and sections
@@ -1312,4 +1321,40 @@ fn system_message_sections_are_customized_and_transformed_by_the_client() {
     );
     assert!(!system.contains("<code_change_instructions>"), "{system}");
     assert!(system.ends_with("\n\nAPPENDED"), "{system}");
+}
+
+/// A call the user rejects without feedback ends the turn: the model is not called again.
+#[test]
+fn a_rejected_call_ends_the_turn() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "tools": weather_tool()}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Weather?"}),
+    );
+    let (call, _) = next_request(&mut w);
+    answer(&mut w, call, &tool_stream("c1"), &mut [&mut p]);
+    let perm = p.event("s", "permission.requested");
+    let rid = perm["data"]["requestId"].as_str().unwrap().to_owned();
+    w.call(
+        &mut p,
+        &mut [],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId": "s", "requestId": rid, "result": {"kind": "reject"}}),
+    );
+    assert!(
+        !outputs(&mut w)
+            .iter()
+            .any(|o| matches!(o, Output::HttpRequest { .. })),
+        "no further model call"
+    );
+    assert_eq!(p.types("s").last().unwrap(), "session.idle");
 }

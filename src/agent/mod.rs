@@ -209,6 +209,21 @@ pub enum ToolOutcome {
     },
 }
 
+/// The start of the text a call the user rejected shows (`The user rejected this tool call.`,
+/// then the user's feedback, if any).
+pub const USER_REJECTED: &str = "The user rejected this tool call.";
+
+impl ToolOutcome {
+    /// Whether the call was refused outright (the user rejected it at its permission prompt
+    /// without feedback for the model, or the client's tool answered `resultType:
+    /// "rejected"`): the runtime then ends the turn instead of calling the model again. A
+    /// rejection with feedback goes back to the model.
+    pub fn ends_turn(&self) -> bool {
+        matches!(self, ToolOutcome::Failure { message, code }
+            if code == "rejected" || (code == "denied" && message == USER_REJECTED))
+    }
+}
+
 /// The calls an agent makes to drive its session. Implemented by the host.
 pub trait SessionControl {
     /// The current input time.

@@ -54,6 +54,9 @@ struct Run {
     pre_hooks: Vec<(u64, ToolCall)>,
     /// Finished calls waiting for their `postToolUse` hook: token and tool call id.
     post_hooks: Vec<(u64, String)>,
+    /// A call of the response was refused outright ([`ToolOutcome::ends_turn`]): the turn
+    /// ends when the calls are done instead of calling the model again.
+    refused: bool,
     step: Step,
 }
 
@@ -156,6 +159,7 @@ impl ModelAgent {
             calls: Vec::new(),
             pre_hooks: Vec::new(),
             post_hooks: Vec::new(),
+            refused: false,
             step: Step::Tools {
                 waiting: Vec::new(),
             },
@@ -458,6 +462,9 @@ impl ModelAgent {
         outcome: ToolOutcome,
     ) {
         let Some(run) = self.run.as_mut() else { return };
+        if outcome.ends_turn() && run.calls.iter().any(|c| c.id == tool_call_id) {
+            run.refused = true;
+        }
         let call = run.calls.iter().find(|c| c.id == tool_call_id);
         let (Some(call), true) = (call, s.has_hooks()) else {
             return self.tool_done(s, &tool_call_id);
@@ -494,6 +501,13 @@ impl ModelAgent {
                 json!({"turnId": run.turn.to_string()}),
                 false,
             );
+            if run.refused {
+                // A refused call ends the interaction: the model is not asked again.
+                self.run = None;
+                idle(s, false);
+                self.next_queued(s);
+                return;
+            }
             run.turn += 1;
             self.call_model(s);
         }

@@ -181,8 +181,8 @@ fn map_decision(decision: &Value) -> Option<Decision> {
                 result.insert("feedback".into(), f.into());
             }
             let message = match feedback {
-                Some(f) => format!("The user rejected this tool call. User feedback: {f}"),
-                None => "The user rejected this tool call.".to_owned(),
+                Some(f) => format!("{} User feedback: {f}", crate::agent::USER_REJECTED),
+                None => crate::agent::USER_REJECTED.to_owned(),
             };
             denied(Value::Object(result), message)
         }

@@ -8,6 +8,8 @@
 //!   `<current_datetime>…</current_datetime>\n\n` + prompt), else `content`;
 //! * `assistant.message` → an `assistant` message; with `toolRequests` it carries the calls
 //!   (`content` null when the text is empty), their arguments re-serialised compactly;
+//! * `tool.execution_start` with other arguments than the model wrote (a `preToolUse` hook's
+//!   `modifiedArgs`) → the call is shown with those;
 //! * `tool.execution_complete` → a `tool` message with the result text, or on failure the
 //!   runtime's wording ([`tool_failure_text`]). Results go right after their assistant message,
 //!   in the order of its calls, whatever order they completed in; a call that never completed
@@ -135,6 +137,29 @@ impl HistoryBuilder {
                     content,
                     tool_calls,
                 });
+            }
+            "tool.execution_start" => {
+                // A call that ran with other arguments than the model wrote (a preToolUse
+                // hook's `modifiedArgs`) is shown to the model with the ones it ran with.
+                let (Some(id), Some(arguments)) = (
+                    data.get("toolCallId").and_then(Value::as_str),
+                    data.get("arguments").filter(|a| a.is_object()),
+                ) else {
+                    return;
+                };
+                let Some(slot) = self.open_calls.iter().position(|c| c.id == id) else {
+                    return;
+                };
+                if self.open_calls[slot].parsed_arguments().ok().as_ref() == Some(arguments) {
+                    return;
+                }
+                let text = arguments.to_string();
+                self.open_calls[slot].arguments = text.clone();
+                if let Some(ChatMessage::Assistant { tool_calls, .. }) = self.messages.last_mut() {
+                    if let Some(call) = tool_calls.iter_mut().find(|c| c.id == id) {
+                        call.arguments = text;
+                    }
+                }
             }
             "tool.execution_complete" => {
                 let Some(id) = data.get("toolCallId").and_then(Value::as_str) else {
