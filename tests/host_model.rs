@@ -1358,3 +1358,41 @@ fn a_rejected_call_ends_the_turn() {
     );
     assert_eq!(p.types("s").last().unwrap(), "session.idle");
 }
+
+/// `defaultAgent.excludedTools` hides tools from the model, `reasoningEffort` is on
+/// `session.start`, and a prompt's `agentMode` is on its `user.message`.
+#[test]
+fn default_agent_exclusions_reasoning_effort_and_agent_mode_are_kept() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "reasoningEffort": "high",
+               "tools": weather_tool(), "defaultAgent": {"excludedTools": ["get_weather"]}}),
+    );
+    assert_eq!(
+        p.event("s", "session.start")["data"]["reasoningEffort"],
+        "high"
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi", "agentMode": "plan"}),
+    );
+    let (_, request) = next_request(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    let names: Vec<&str> = body["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .filter_map(|t| t["function"]["name"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(!names.contains(&"get_weather"), "{names:?}");
+    w.pump(&mut [&mut p]);
+    assert_eq!(p.event("s", "user.message")["data"]["agentMode"], "plan");
+}

@@ -40,7 +40,7 @@ pub enum AgentInput {
         /// The prompt text.
         prompt: String,
         /// The prompt's attachments, and the text the runtime adds for them.
-        attachments: PromptAttachments,
+        attachments: PromptContext,
     },
     /// The client asked to abort the current turn (`session.abort`).
     Abort,
@@ -71,12 +71,13 @@ pub enum AgentInput {
     },
 }
 
-/// A prompt's attachments (files, directories, IDE selections, GitHub references, …) as the
-/// client sent them, and what the runtime adds to the prompt for the model because of them
+/// What comes with a prompt: its attachments (files, directories, IDE selections, GitHub
+/// references, …) as the client sent them, its mode, and what the runtime adds to the prompt
+/// for the model because of them
 /// (see the host's `prompt_attachments`). An agent puts `sent` on `user.message.attachments`
 /// and `before` + prompt + `after` in its `transformedContent`.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct PromptAttachments {
+pub struct PromptContext {
     /// The attachments as sent (`user.message.attachments`).
     pub sent: Vec<Value>,
     /// Text before the prompt (`<ide_selection>` blocks).
@@ -93,12 +94,15 @@ pub struct PromptAttachments {
     pub hooked: bool,
     /// The client rewrote the system prompt's sections for this prompt.
     pub system_transformed: bool,
+    /// The agent mode the prompt was sent in (`agentMode`: `interactive`, `plan`, …), carried
+    /// on `user.message`.
+    pub agent_mode: Option<String>,
 }
 
-impl PromptAttachments {
+impl PromptContext {
     /// Attachments as sent, not rendered yet.
     pub fn sent(sent: Vec<Value>) -> Self {
-        PromptAttachments {
+        PromptContext {
             rendered: sent.is_empty(),
             sent,
             ..Default::default()

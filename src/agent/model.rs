@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use serde_json::{json, Value};
 
 use super::{
-    Agent, AgentInput, ClientRequest, HttpEvent, ModelSetup, PromptAttachments, SessionControl,
+    Agent, AgentInput, ClientRequest, HttpEvent, ModelSetup, PromptContext, SessionControl,
     ToolOutcome,
 };
 use crate::model::{
@@ -31,7 +31,7 @@ use crate::Timestamp;
 #[derive(Default)]
 pub struct ModelAgent {
     run: Option<Run>,
-    queued: VecDeque<(String, String, PromptAttachments)>,
+    queued: VecDeque<(String, String, PromptContext)>,
 }
 
 /// One prompt's interaction.
@@ -96,7 +96,7 @@ impl ModelAgent {
         &mut self,
         message_id: String,
         prompt: String,
-        attachments: PromptAttachments,
+        attachments: PromptContext,
         s: &mut dyn SessionControl,
     ) {
         let interaction_id = s.new_id();
@@ -117,6 +117,9 @@ impl ModelAgent {
         });
         if !attachments.sent.is_empty() {
             message["attachments"] = Value::Array(attachments.sent);
+        }
+        if let Some(mode) = attachments.agent_mode {
+            message["agentMode"] = Value::String(mode);
         }
         s.emit("user.message", message, false);
         let setup = match s.model_setup() {

@@ -93,7 +93,21 @@ impl ModelSettings {
                 .map(str::to_owned),
             system_message,
             available_tools: strings("availableTools"),
-            excluded_tools: strings("excludedTools").unwrap_or_default(),
+            // `defaultAgent.excludedTools` hides tools from the default agent, which is the
+            // only agent the model loop runs.
+            excluded_tools: strings("excludedTools")
+                .unwrap_or_default()
+                .into_iter()
+                .chain(
+                    params
+                        .pointer("/defaultAgent/excludedTools")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned),
+                )
+                .collect(),
         })
     }
 

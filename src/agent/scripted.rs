@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::{
-    Agent, AgentInput, PromptAttachments, Scenario, SessionControl, Step, StreamStep, ToolOutcome,
+    Agent, AgentInput, PromptContext, Scenario, SessionControl, Step, StreamStep, ToolOutcome,
 };
 use crate::Timestamp;
 
@@ -22,7 +22,7 @@ use crate::Timestamp;
 pub struct ScriptedAgent {
     scenario: Arc<Scenario>,
     run: Option<Run>,
-    queued: VecDeque<(String, String, PromptAttachments)>,
+    queued: VecDeque<(String, String, PromptContext)>,
 }
 
 struct Run {
@@ -76,12 +76,15 @@ impl ScriptedAgent {
         &mut self,
         message_id: String,
         prompt: String,
-        attachments: PromptAttachments,
+        attachments: PromptContext,
         s: &mut dyn SessionControl,
     ) {
         let mut message = json!({"content": prompt, "messageId": message_id});
         if !attachments.sent.is_empty() {
             message["attachments"] = Value::Array(attachments.sent);
+        }
+        if let Some(mode) = attachments.agent_mode {
+            message["agentMode"] = Value::String(mode);
         }
         s.emit("user.message", message, false);
         s.emit("assistant.turn_start", json!({"turnId": "0"}), false);

@@ -261,6 +261,7 @@ fn model_settings(
 fn create(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
     let p: AttachParams = decode(params)?;
     let settings = model_settings(host, conn, "session.create", params)?;
+    let reasoning_effort = settings.reasoning_effort.clone();
     let mcp = super::mcp::session_configs(host, conn, "session.create", params)?;
     let session_id = match p.session_id.clone() {
         Some(s) if !s.is_empty() => s,
@@ -298,6 +299,9 @@ fn create(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
     });
     if let Some(model) = &p.model {
         data["selectedModel"] = json!(model);
+    }
+    if let Some(effort) = &reasoning_effort {
+        data["reasoningEffort"] = json!(effort);
     }
     if let Some(cwd) = host.session(&session_id).and_then(|s| s.cwd.clone()) {
         data["context"] = json!({"cwd": cwd});
@@ -441,7 +445,10 @@ fn send(host: &mut Host, params: Option<&RawValue>) -> Result<String, ErrorObjec
         AgentInput::Prompt {
             message_id: message_id.clone(),
             prompt: p.prompt,
-            attachments: crate::agent::PromptAttachments::sent(p.attachments),
+            attachments: crate::agent::PromptContext {
+                agent_mode: p.agent_mode,
+                ..crate::agent::PromptContext::sent(p.attachments)
+            },
         },
     );
     Ok(message_id)

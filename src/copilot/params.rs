@@ -128,6 +128,9 @@ pub(crate) struct SendParams {
     /// The prompt's attachments as sent (`user.message.attachments`).
     #[serde(default)]
     pub attachments: Vec<Value>,
+    /// `agentMode`, carried on `user.message`.
+    #[serde(default)]
+    pub agent_mode: Option<String>,
 }
 
 /// `session.permissions.handlePendingPermissionRequest` params.

@@ -37,7 +37,7 @@ use serde_json::Value;
 
 use super::tool_ops::{FileReply, FileRequest};
 use super::Host;
-use crate::agent::{AgentInput, PromptAttachments};
+use crate::agent::{AgentInput, PromptContext};
 
 /// The blank lines between the prompt and each block the runtime adds.
 const GAP: &str = "\n\n\n\n";
@@ -158,7 +158,7 @@ fn text<'a>(attachment: &'a Value, key: &str) -> &'a str {
 }
 
 /// Fills `before` / `after` from the attachments and what their reads found.
-fn render(attachments: &mut PromptAttachments, found: &[Option<Found>]) {
+fn render(attachments: &mut PromptContext, found: &[Option<Found>]) {
     let mut selections = String::new();
     let mut files = String::new();
     let mut references = String::new();
@@ -246,8 +246,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn rendered(sent: Vec<Value>, found: &[Option<Found>]) -> PromptAttachments {
-        let mut a = PromptAttachments::sent(sent);
+    fn rendered(sent: Vec<Value>, found: &[Option<Found>]) -> PromptContext {
+        let mut a = PromptContext::sent(sent);
         render(&mut a, found);
         a
     }
