@@ -1142,7 +1142,11 @@ fn prompt_hooks_shape_what_the_model_sees() {
         "session.send",
         json!({"sessionId": "s", "prompt": "original"}),
     );
-    let start = answer_hook(&mut w, &mut p, json!({}));
+    let start = answer_hook(
+        &mut w,
+        &mut p,
+        json!({"additionalContext": "START CONTEXT"}),
+    );
     assert_eq!(start["params"]["hookType"], "sessionStart");
     assert_eq!(start["params"]["input"]["source"], "new");
     assert_eq!(start["params"]["input"]["cwd"], "/w");
@@ -1165,7 +1169,18 @@ fn prompt_hooks_shape_what_the_model_sees() {
         "{text}"
     );
     let (call, request) = next_request(&mut w);
-    assert_eq!(messages(&request)[1]["content"], "what the model gets");
+    // The sessionStart context is a user message of its own, before the prompt.
+    assert_eq!(messages(&request)[1]["content"], "START CONTEXT");
+    assert_eq!(messages(&request)[2]["content"], "what the model gets");
+    w.pump(&mut [&mut p]);
+    let ends: Vec<Value> = p
+        .events("s")
+        .into_iter()
+        .filter(|e| e["type"] == "hook.end")
+        .collect();
+    assert_eq!(ends.len(), 3);
+    assert_eq!(ends[0]["data"]["hookType"], "sessionStart");
+    assert_eq!(ends[0]["data"]["success"], true);
     answer(&mut w, call, &text_stream("c", &["ok"]), &mut [&mut p]);
 
     // sessionStart runs once: the next prompt passes the prompt hooks only.
@@ -1249,7 +1264,11 @@ fn tool_hooks_deny_modify_and_see_results() {
         "session.tools.handlePendingToolCall",
         json!({"sessionId": "s", "requestId": tool_rid, "result": "mild"}),
     );
-    let post = answer_hook(&mut w, &mut p, json!({}));
+    let post = answer_hook(
+        &mut w,
+        &mut p,
+        json!({"modifiedResult": {"textResultForLlm": "changed by the hook", "resultType": "success"}}),
+    );
     assert_eq!(post["params"]["hookType"], "postToolUse");
     assert_eq!(
         post["params"]["input"]["toolResult"],
@@ -1261,7 +1280,7 @@ fn tool_hooks_deny_modify_and_see_results() {
         msgs[3]["content"],
         "Denied by preToolUse hook: No reason provided"
     );
-    assert_eq!(msgs[4]["content"], "mild");
+    assert_eq!(msgs[4]["content"], "changed by the hook");
     // The model sees the call with the arguments it ran with.
     assert_eq!(
         msgs[2]["tool_calls"][1]["function"]["arguments"],

@@ -51,9 +51,9 @@ struct Run {
     /// The tool calls of the last response.
     calls: Vec<ToolCall>,
     /// Calls waiting for their `preToolUse` hook, by `ask_client` token.
-    pre_hooks: Vec<(u64, ToolCall)>,
+    pre_hooks: Vec<(u64, String, ToolCall)>,
     /// Finished calls waiting for their `postToolUse` hook: token and tool call id.
-    post_hooks: Vec<(u64, String)>,
+    post_hooks: Vec<(u64, String, String)>,
     /// A call of the response was refused outright ([`ToolOutcome::ends_turn`]): the turn
     /// ends when the calls are done instead of calling the model again.
     refused: bool,
@@ -195,12 +195,14 @@ impl ModelAgent {
         outcome: Result<Value, String>,
     ) {
         let Some(run) = self.run.as_mut() else { return };
-        if let Some(i) = run.pre_hooks.iter().position(|(t, _)| *t == token) {
-            let (_, call) = run.pre_hooks.remove(i);
-            return self.pre_hook_answered(s, call, outcome);
+        if let Some(i) = run.pre_hooks.iter().position(|(t, _, _)| *t == token) {
+            let (_, invocation, call) = run.pre_hooks.remove(i);
+            let output = hook_ended(s, &invocation, "preToolUse", outcome);
+            return self.pre_hook_answered(s, call, output);
         }
-        if let Some(i) = run.post_hooks.iter().position(|(t, _)| *t == token) {
-            let (_, tool_call_id) = run.post_hooks.remove(i);
+        if let Some(i) = run.post_hooks.iter().position(|(t, _, _)| *t == token) {
+            let (_, invocation, tool_call_id) = run.post_hooks.remove(i);
+            hook_ended(s, &invocation, "postToolUse", outcome);
             self.tool_done(s, &tool_call_id);
             return;
         }
@@ -393,11 +395,10 @@ impl ModelAgent {
             let mut done_now = Vec::new();
             for call in &response.tool_calls {
                 if hooks {
-                    let token = s.ask_client(ClientRequest::Hook {
-                        hook_type: "preToolUse".into(),
-                        input: json!({"toolName": call.name, "toolArgs": call.parsed_arguments().unwrap_or_default()}),
-                    });
-                    run.pre_hooks.push((token, call.clone()));
+                    let input = json!({"toolCallId": call.id, "toolName": call.name,
+                                       "toolArgs": call.parsed_arguments().unwrap_or_default()});
+                    let (token, invocation) = invoke_hook(s, "preToolUse", input);
+                    run.pre_hooks.push((token, invocation, call.clone()));
                 } else if dispatch_tool(s, run, call) {
                     done_now.push(call.id.clone());
                 }
@@ -416,16 +417,7 @@ impl ModelAgent {
     /// A call's `preToolUse` hook answered: `permissionDecision: "deny"` ends the call with
     /// the runtime's words (`Denied by preToolUse hook: REASON`); `modifiedArgs` replace its
     /// arguments; otherwise it runs as asked. A hook that failed lets it run.
-    fn pre_hook_answered(
-        &mut self,
-        s: &mut dyn SessionControl,
-        mut call: ToolCall,
-        outcome: Result<Value, String>,
-    ) {
-        let output = outcome
-            .ok()
-            .map(|v| v.get("output").cloned().unwrap_or(v))
-            .unwrap_or_default();
+    fn pre_hook_answered(&mut self, s: &mut dyn SessionControl, mut call: ToolCall, output: Value) {
         let Some(run) = self.run.as_mut() else { return };
         if output.get("permissionDecision").and_then(Value::as_str) == Some("deny") {
             let reason = output
@@ -479,12 +471,11 @@ impl ModelAgent {
             }
             ToolOutcome::Failure { message, .. } => ("failure", message.as_str()),
         };
-        let token = s.ask_client(ClientRequest::Hook {
-            hook_type: "postToolUse".into(),
-            input: json!({"toolName": call.name, "toolArgs": call.parsed_arguments().unwrap_or_default(),
-                          "toolResult": {"resultType": result_type, "textResultForLlm": text}}),
-        });
-        run.post_hooks.push((token, tool_call_id));
+        let input = json!({"toolCallId": tool_call_id, "toolName": call.name,
+                           "toolArgs": call.parsed_arguments().unwrap_or_default(),
+                           "toolResult": {"resultType": result_type, "textResultForLlm": text}});
+        let (token, invocation) = invoke_hook(s, "postToolUse", input);
+        run.post_hooks.push((token, invocation, tool_call_id));
     }
 
     /// A tool call of the response finished: when it was the last one, the model is called
@@ -569,6 +560,49 @@ fn refuse_unknown_tool(s: &mut dyn SessionControl, run: &Run, call: &ToolCall) {
                          "code": "tool_not_found"}}),
         false,
     );
+}
+
+/// Invokes hook `hook_type` through a client (`hooks.invoke`), announced by a persisted
+/// `hook.start {hookInvocationId, hookType, input}`; returns the `ask_client` token and the
+/// invocation id.
+fn invoke_hook(s: &mut dyn SessionControl, hook_type: &str, input: Value) -> (u64, String) {
+    let invocation = s.new_id();
+    s.emit(
+        "hook.start",
+        json!({"hookInvocationId": invocation, "hookType": hook_type, "input": input}),
+        false,
+    );
+    let token = s.ask_client(ClientRequest::Hook {
+        hook_type: hook_type.to_owned(),
+        input,
+    });
+    (token, invocation)
+}
+
+/// A hook answered (or failed): `hook.end {hookInvocationId, hookType, success, output? |
+/// error?}`, persisted (the history reads a `postToolUse`'s `modifiedResult` from it).
+/// Returns the hook's output (`null` when it gave none or failed).
+fn hook_ended(
+    s: &mut dyn SessionControl,
+    invocation: &str,
+    hook_type: &str,
+    outcome: Result<Value, String>,
+) -> Value {
+    let (data, output) = match outcome {
+        Ok(v) => {
+            let output = v.get("output").cloned().unwrap_or(v);
+            let data = json!({"hookInvocationId": invocation, "hookType": hook_type,
+                              "success": true, "output": output});
+            (data, output)
+        }
+        Err(message) => {
+            let data = json!({"hookInvocationId": invocation, "hookType": hook_type,
+                              "success": false, "error": {"message": message}});
+            (data, Value::Null)
+        }
+    };
+    s.emit("hook.end", data, false);
+    output
 }
 
 /// Starts a call of the response by what it names: `ask_user`, a tool that was offered, or

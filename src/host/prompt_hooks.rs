@@ -13,8 +13,10 @@
 //!
 //! Every input carries `timestamp` (epoch ms) and `cwd`. A client that fails or does not
 //! answer in time leaves the prompt as it was. Only a model agent's prompts pass the hooks
-//! (they shape the conversation the model sees); `sessionStart`'s `additionalContext` is not
-//! added to the conversation yet.
+//! (they shape the conversation the model sees). Each invocation is announced by a persisted
+//! `hook.start` and ends with `hook.end`; a `sessionStart`'s `additionalContext` reaches the
+//! model as a user message of its own before the prompt (the history reads it from
+//! `hook.end`).
 
 use serde_json::{json, Value};
 
@@ -130,6 +132,8 @@ pub(crate) struct HookState {
     pub(crate) in_flight: bool,
     /// The session was resumed rather than created (`sessionStart.source`).
     pub(crate) resumed: bool,
+    /// The `hookInvocationId` of the hook call in flight.
+    pub(crate) invocation: Option<String>,
 }
 
 impl Host {
@@ -186,6 +190,13 @@ impl Host {
             input.extend(extra);
         }
         let params = json!({"sessionId": session, "hookType": hook.hook_type(), "input": input});
+        let invocation = self.ids.next_uuid();
+        self.emit(
+            session,
+            "hook.start",
+            &json!({"hookInvocationId": invocation, "hookType": hook.hook_type(), "input": input}),
+            false,
+        );
         let call = ClientCall::PromptHook {
             session: session.to_owned(),
             hook,
@@ -200,6 +211,7 @@ impl Host {
         }
         if let Some(live) = self.sessions.get_mut(session) {
             live.hooks.in_flight = true;
+            live.hooks.invocation = Some(invocation);
         }
         true
     }
@@ -218,8 +230,19 @@ impl Host {
                 .map(|v| v.get("output").cloned().unwrap_or(v)),
             _ => None,
         };
-        if let Some(live) = self.sessions.get_mut(session) {
+        let invocation = self.sessions.get_mut(session).and_then(|live| {
             live.hooks.in_flight = false;
+            live.hooks.invocation.take()
+        });
+        if let Some(invocation) = invocation {
+            // Persisted: the history reads a `sessionStart`'s `additionalContext` from it.
+            let data = match &output {
+                Some(output) => json!({"hookInvocationId": invocation,
+                    "hookType": hook.hook_type(), "success": true, "output": output}),
+                None => json!({"hookInvocationId": invocation, "hookType": hook.hook_type(),
+                    "success": false, "error": {"message": "the client gave no answer"}}),
+            };
+            self.emit(session, "hook.end", &data, false);
         }
         if self.apply_prompt_hook(session, hook, output.as_ref()) {
             return;

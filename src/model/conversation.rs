@@ -10,6 +10,9 @@
 //!   (`content` null when the text is empty), their arguments re-serialised compactly;
 //! * `tool.execution_start` with other arguments than the model wrote (a `preToolUse` hook's
 //!   `modifiedArgs`) → the call is shown with those;
+//! * `hook.end` of a `sessionStart` hook with `additionalContext` → a `user` message of its
+//!   own; of a `postToolUse` hook with `modifiedResult` → that result for its call (paired
+//!   with its `hook.start` by `hookInvocationId`);
 //! * `tool.execution_complete` → a `tool` message with the result text, or on failure the
 //!   runtime's wording ([`tool_failure_text`]). Results go right after their assistant message,
 //!   in the order of its calls, whatever order they completed in; a call that never completed
@@ -94,6 +97,8 @@ pub struct HistoryBuilder {
     messages: Vec<ChatMessage>,
     /// The calls of the last assistant message whose results are still being collected.
     open_calls: Vec<ToolCall>,
+    /// `postToolUse` hook invocations of open calls: (invocation id, tool call id).
+    post_hooks: Vec<(String, String)>,
     results: Vec<Option<String>>,
 }
 
@@ -161,6 +166,55 @@ impl HistoryBuilder {
                     }
                 }
             }
+            "hook.start" => {
+                let id = data.get("hookInvocationId").and_then(Value::as_str);
+                let call = data.pointer("/input/toolCallId").and_then(Value::as_str);
+                let post = data.get("hookType").and_then(Value::as_str) == Some("postToolUse");
+                if let (true, Some(id), Some(call)) = (post, id, call) {
+                    self.post_hooks.push((id.to_owned(), call.to_owned()));
+                }
+            }
+            "hook.end" => {
+                let output = data.get("output");
+                match data.get("hookType").and_then(Value::as_str) {
+                    // A `sessionStart` hook's context is a user message of its own.
+                    Some("sessionStart") => {
+                        if let Some(context) = output
+                            .and_then(|o| o.get("additionalContext"))
+                            .and_then(Value::as_str)
+                            .filter(|c| !c.is_empty())
+                        {
+                            self.close_calls();
+                            self.messages.push(ChatMessage::User(context.to_owned()));
+                        }
+                    }
+                    // A `postToolUse` hook's `modifiedResult` is what the model sees.
+                    Some("postToolUse") => {
+                        let id = data.get("hookInvocationId").and_then(Value::as_str);
+                        let Some(at) = self
+                            .post_hooks
+                            .iter()
+                            .position(|(h, _)| Some(h.as_str()) == id)
+                        else {
+                            return;
+                        };
+                        let (_, call) = self.post_hooks.remove(at);
+                        let text = match output.and_then(|o| o.get("modifiedResult")) {
+                            Some(Value::String(s)) => Some(s.clone()),
+                            Some(r) => r
+                                .get("textResultForLlm")
+                                .and_then(Value::as_str)
+                                .map(str::to_owned),
+                            None => None,
+                        };
+                        let slot = self.open_calls.iter().position(|c| c.id == call);
+                        if let (Some(text), Some(slot)) = (text, slot) {
+                            self.results[slot] = Some(text);
+                        }
+                    }
+                    _ => {}
+                }
+            }
             "tool.execution_complete" => {
                 let Some(id) = data.get("toolCallId").and_then(Value::as_str) else {
                     return;
@@ -189,6 +243,7 @@ impl HistoryBuilder {
     }
 
     fn close_calls(&mut self) {
+        self.post_hooks.clear();
         let calls = std::mem::take(&mut self.open_calls);
         let results = std::mem::take(&mut self.results);
         for (call, result) in calls.into_iter().zip(results) {
