@@ -570,3 +570,36 @@ async fn session_model_list_asks_a_bearer_token_provider_for_its_token() {
     })
     .await
 }
+
+/// The session's `clientName` is named in the `user-agent` of its model calls, over the real
+/// driver's HTTP client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_name_is_in_the_model_calls_user_agent() {
+    sdk_scenarios::bounded(async {
+        let fake = FakeModel::start(FakeMode::Text);
+        let server = Server::new(HostConfig::default());
+        let client = connect(&server).await;
+        let config = SessionConfig::default()
+            .with_session_id(new_session_id())
+            .with_model("fake-model")
+            .with_client_name("my-sdk-app")
+            .with_provider(
+                ProviderConfig::new(fake.base_url())
+                    .with_provider_type("openai")
+                    .with_api_key(KEY),
+            );
+        let session = client.create_session(config).await.expect("create");
+        session
+            .send_and_wait(MessageOptions::new("hi"))
+            .await
+            .expect("turn");
+        let request = fake
+            .requests()
+            .into_iter()
+            .find(|r| r.path.ends_with("/chat/completions"))
+            .expect("a model call");
+        let agent = request.header("user-agent").unwrap_or_default().to_owned();
+        assert!(agent.contains("my-sdk-app"), "{agent}");
+    })
+    .await;
+}

@@ -21,9 +21,9 @@ use super::{
     ToolOutcome,
 };
 use crate::model::{
-    build_chat_request, current_datetime, user_message_content, CallOutput, ChatRequest, ModelCall,
-    ModelError, ModelErrorKind, ModelEvent, ModelResponse, Secret, StreamDialect, ToolCall,
-    ToolSpec, Usage,
+    build_chat_request, current_datetime, user_message_content, CallOutput, ChatRequest,
+    HttpHeader, ModelCall, ModelError, ModelErrorKind, ModelEvent, ModelResponse, Secret,
+    StreamDialect, ToolCall, ToolSpec, Usage,
 };
 use crate::Timestamp;
 
@@ -241,10 +241,16 @@ impl ModelAgent {
         let mut req = ChatRequest::new(run.setup.model.as_deref(), &messages, &run.tools);
         req.reasoning_effort = run.setup.reasoning_effort.as_deref();
         req.stream = run.setup.provider.streams_always || s.streaming();
-        let request = match build_chat_request(&run.setup.provider, &req, bearer.as_ref()) {
+        let mut request = match build_chat_request(&run.setup.provider, &req, bearer.as_ref()) {
             Ok(r) => r,
             Err(e) => return self.fail(s, e),
         };
+        if let Some(name) = &run.setup.client_name {
+            request.headers.push(HttpHeader::plain(
+                "user-agent",
+                &format!("{name} (agentwire)"),
+            ));
+        }
         let model = run
             .setup
             .provider

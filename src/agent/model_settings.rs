@@ -48,6 +48,8 @@ pub struct ModelSettings {
     pub available_tools: Option<Vec<String>>,
     /// `excludedTools`: never offered.
     pub excluded_tools: Vec<String>,
+    /// `clientName`: named in the `user-agent` of the session's model calls.
+    pub client_name: Option<String>,
 }
 
 impl ModelSettings {
@@ -92,6 +94,11 @@ impl ModelSettings {
                 .and_then(Value::as_str)
                 .map(str::to_owned),
             system_message,
+            client_name: params
+                .get("clientName")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+                .map(str::to_owned),
             available_tools: strings("availableTools"),
             // `defaultAgent.excludedTools` hides tools from the default agent, which is the
             // only agent the model loop runs.
@@ -201,6 +208,7 @@ impl ModelSettings {
             reasoning_effort: self.reasoning_effort.clone(),
             system_prompt: self.system_prompt(),
             call: call.clone(),
+            client_name: self.client_name.clone(),
         })
     }
 }
@@ -218,6 +226,8 @@ pub struct ModelSetup {
     pub system_prompt: String,
     /// Deadlines, retries and limits of each call.
     pub call: CallConfig,
+    /// The session's `clientName`, named in the calls' `user-agent`.
+    pub client_name: Option<String>,
 }
 
 #[cfg(test)]
