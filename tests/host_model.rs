@@ -1415,3 +1415,37 @@ fn default_agent_exclusions_reasoning_effort_and_agent_mode_are_kept() {
     w.pump(&mut [&mut p]);
     assert_eq!(p.event("s", "user.message")["data"]["agentMode"], "plan");
 }
+
+/// An image blob attachment reaches the model as an image part after its name.
+#[test]
+fn an_image_blob_goes_to_the_model_as_an_image_part() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1"}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Describe this image", "attachments": [
+            {"type": "blob", "data": "iVBORw0KGgo=", "mimeType": "image/png",
+             "displayName": "pixel.png"}]}),
+    );
+    let (_, request) = next_request(&mut w);
+    let user = &messages(&request)[1];
+    let parts = user["content"].as_array().expect("content parts");
+    assert_eq!(parts.len(), 3, "{user}");
+    assert!(parts[0]["text"]
+        .as_str()
+        .unwrap()
+        .ends_with("\n\nDescribe this image"));
+    assert_eq!(parts[1], json!({"type": "text", "text": "pixel.png"}));
+    assert_eq!(
+        parts[2],
+        json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}})
+    );
+}

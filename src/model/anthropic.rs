@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::accumulate::{ResponseAccumulator, ToolCallFragment};
-use super::conversation::ChatMessage;
+use super::conversation::{ChatMessage, UserPart};
 use super::error::{ModelError, ModelErrorKind};
 use super::event::{ModelEvent, Usage};
 use super::fast_json::{Fast, Reader, Seen};
@@ -42,6 +42,18 @@ pub(crate) fn request_body(model: &str, req: &ChatRequest<'_>, max_tokens: Optio
                 &mut messages,
                 "user",
                 vec![json!({"type": "text", "text": text})],
+            ),
+            ChatMessage::UserParts(parts) => append(
+                &mut messages,
+                "user",
+                parts
+                    .iter()
+                    .map(|p| match p {
+                        UserPart::Text(text) => json!({"type": "text", "text": text}),
+                        UserPart::Image { media_type, data } => json!({"type": "image",
+                            "source": {"type": "base64", "media_type": media_type, "data": data}}),
+                    })
+                    .collect(),
             ),
             ChatMessage::Assistant {
                 content,

@@ -5,7 +5,8 @@
 //!
 //! * `system.message` → the system prompt (the last one wins, unless the caller overrides it);
 //! * `user.message` → a `user` message with `transformedContent` (the runtime's
-//!   `<current_datetime>…</current_datetime>\n\n` + prompt), else `content`;
+//!   `<current_datetime>…</current_datetime>\n\n` + prompt), else `content`; with image
+//!   blobs among its `attachments`, text and image parts (each image after its name);
 //! * `assistant.message` → an `assistant` message; with `toolRequests` it carries the calls
 //!   (`content` null when the text is empty), their arguments re-serialised compactly;
 //! * `tool.execution_start` with other arguments than the model wrote (a `preToolUse` hook's
@@ -34,6 +35,8 @@ pub enum ChatMessage {
     System(String),
     /// A user prompt, as sent (datetime prefix included).
     User(String),
+    /// A user prompt with images (a blob attachment): text and image parts in order.
+    UserParts(Vec<UserPart>),
     /// An assistant answer and the tool calls it made.
     Assistant {
         /// The text, `None` when the answer was only tool calls.
@@ -47,6 +50,20 @@ pub enum ChatMessage {
         tool_call_id: String,
         /// The text the model sees.
         content: String,
+    },
+}
+
+/// One part of a [`ChatMessage::UserParts`] message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UserPart {
+    /// Text.
+    Text(String),
+    /// An image, as base64 data with its media type (e.g. `image/png`).
+    Image {
+        /// The media type.
+        media_type: String,
+        /// The base64 data.
+        data: String,
     },
 }
 
@@ -118,7 +135,42 @@ impl HistoryBuilder {
                     .and_then(Value::as_str)
                     .or_else(|| data.get("content").and_then(Value::as_str))
                     .unwrap_or_default();
-                self.messages.push(ChatMessage::User(content.to_owned()));
+                // Image blobs go with the prompt as image parts, each after its name.
+                let images: Vec<&Value> = data
+                    .get("attachments")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter(|a| {
+                        a.get("type").and_then(Value::as_str) == Some("blob")
+                            && a.get("mimeType")
+                                .and_then(Value::as_str)
+                                .is_some_and(|m| m.starts_with("image/"))
+                            && a.get("data").is_some_and(Value::is_string)
+                    })
+                    .collect();
+                if images.is_empty() {
+                    self.messages.push(ChatMessage::User(content.to_owned()));
+                } else {
+                    let mut parts = vec![UserPart::Text(content.to_owned())];
+                    for image in images {
+                        let text = |k: &str| {
+                            image
+                                .get(k)
+                                .and_then(Value::as_str)
+                                .unwrap_or_default()
+                                .to_owned()
+                        };
+                        if !text("displayName").is_empty() {
+                            parts.push(UserPart::Text(text("displayName")));
+                        }
+                        parts.push(UserPart::Image {
+                            media_type: text("mimeType"),
+                            data: text("data"),
+                        });
+                    }
+                    self.messages.push(ChatMessage::UserParts(parts));
+                }
             }
             "assistant.message" => {
                 self.close_calls();

@@ -64,7 +64,7 @@ pub use call::{CallConfig, CallOutput, CallState, CallTiming, ModelCall, Transpo
 pub use catalog::{CatalogModel, ProviderCatalog};
 pub use conversation::{
     current_datetime, messages_from_events, tool_failure_text, user_message_content, ChatMessage,
-    HistoryBuilder, INTERRUPTED_TOOL_RESULT,
+    HistoryBuilder, UserPart, INTERRUPTED_TOOL_RESULT,
 };
 pub use error::{ModelError, ModelErrorKind};
 pub use event::{ModelEvent, ModelResponse, ToolCall, Usage};

@@ -11,7 +11,7 @@ use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 
 use super::accumulate::{ResponseAccumulator, ToolCallFragment};
-use super::conversation::ChatMessage;
+use super::conversation::{ChatMessage, UserPart};
 use super::error::{ModelError, ModelErrorKind};
 use super::event::{ModelEvent, Usage};
 use super::openai_chunk::{parse_chunk, WireUsage};
@@ -46,6 +46,20 @@ impl Serialize for OpenAiMessage<'_> {
             ChatMessage::User(content) => {
                 map.serialize_entry("role", "user")?;
                 map.serialize_entry("content", content)?;
+            }
+            ChatMessage::UserParts(parts) => {
+                map.serialize_entry("role", "user")?;
+                let parts: Vec<serde_json::Value> = parts
+                    .iter()
+                    .map(|p| match p {
+                        UserPart::Text(text) => serde_json::json!({"type": "text", "text": text}),
+                        UserPart::Image { media_type, data } => serde_json::json!({
+                            "type": "image_url",
+                            "image_url": {"url": format!("data:{media_type};base64,{data}")}
+                        }),
+                    })
+                    .collect();
+                map.serialize_entry("content", &parts)?;
             }
             ChatMessage::Assistant {
                 content,
