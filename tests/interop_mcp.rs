@@ -951,3 +951,100 @@ async fn server_shutdown_leaves_no_mcp_process() {
     })
     .await;
 }
+
+/// Answers `preMcpToolCall` with `metaToUse` and records the hook's input.
+struct MetaHook {
+    inputs: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+impl github_copilot_sdk::hooks::SessionHooks for MetaHook {
+    fn on_hook<'life0, 'async_trait>(
+        &'life0 self,
+        event: github_copilot_sdk::hooks::HookEvent,
+    ) -> sdk_scenarios::BoxFut<'async_trait, github_copilot_sdk::hooks::HookOutput>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        use github_copilot_sdk::hooks::{HookEvent, HookOutput, PreMcpToolCallOutput};
+        let output = match event {
+            HookEvent::PreMcpToolCall { input, .. } => {
+                self.inputs
+                    .lock()
+                    .unwrap()
+                    .push((input.server_name, input.tool_name));
+                let mut output = PreMcpToolCallOutput::default();
+                output.meta_to_use = Some(serde_json::json!({"injected": "by-hook"}));
+                HookOutput::PreMcpToolCall(output)
+            }
+            _ => HookOutput::None,
+        };
+        Box::pin(async move { output })
+    }
+}
+
+/// A `preMcpToolCall` hook of the official Rust SDK decides the `_meta` of the `tools/call`
+/// a FastMCP server receives (its `echo_meta` tool shows it back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_mcp_tool_call_hook_sets_the_requests_meta() {
+    bounded(async {
+        let fake = fake_model::FakeModel::start_script(vec![
+            fake_model::FakeReply::tool(
+                "call_1",
+                "fast-echo_meta",
+                serde_json::json!({"value": "v"}),
+            ),
+            fake_model::FakeReply::Text("done".into()),
+        ]);
+        let server = server(McpSpawnPolicy::Anyone);
+        let client = connect(&server).await;
+        let (command, args, env) = mcp_servers::fastmcp_command();
+        let mut servers = IndexMap::new();
+        servers.insert(
+            "fast".to_owned(),
+            McpServerConfig::Stdio(McpStdioServerConfig {
+                command,
+                args,
+                env: env.into_iter().collect(),
+                ..Default::default()
+            }),
+        );
+        let inputs = Arc::new(Mutex::new(Vec::new()));
+        let config = SessionConfig::default()
+            .with_session_id(sdk_scenarios::new_session_id())
+            .with_model("fake-model")
+            .with_provider(
+                github_copilot_sdk::types::ProviderConfig::new(fake.base_url())
+                    .with_provider_type("openai")
+                    .with_api_key("sk-test"),
+            )
+            .with_mcp_servers(servers)
+            .with_hooks(Arc::new(MetaHook {
+                inputs: inputs.clone(),
+            }));
+        let prepared = client.prepare_session(config).expect("prepare_session");
+        let mut events = Recorder::new(prepared.subscribe());
+        let session = within("session.create", prepared.start()).await.unwrap();
+        within("send", session.send(MessageOptions::new("echo the meta")))
+            .await
+            .expect("send");
+        events.wait_for("session.idle").await;
+        assert_eq!(
+            inputs.lock().unwrap().as_slice(),
+            [("fast".to_owned(), "echo_meta".to_owned())]
+        );
+        let bodies = fake.completion_bodies();
+        let tool = bodies[1]["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .clone();
+        let shown: Value = serde_json::from_str(tool["content"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            shown,
+            serde_json::json!({"meta": {"injected": "by-hook"}, "value": "v"})
+        );
+    })
+    .await;
+}

@@ -88,6 +88,15 @@ pub(crate) enum ClientCall {
         /// The model-list request.
         call: u64,
     },
+    /// The `preMcpToolCall` hook of a model's MCP tool call (`prompt_hooks.rs`).
+    McpHook {
+        /// The session.
+        session: String,
+        /// The hook's `hookInvocationId`.
+        invocation: String,
+        /// The call waiting for it.
+        call: Box<super::prompt_hooks::McpHookCall>,
+    },
     /// The client's rewrite of `session`'s system prompt sections (`prompt_hooks.rs`).
     SystemTransform {
         /// The session.
@@ -215,15 +224,9 @@ impl Host {
                 hook_type,
                 mut input,
             } => {
-                // Every hook input carries the time (epoch ms) and the working directory.
-                if let Value::Object(fields) = &mut input {
-                    if !fields.contains_key("timestamp") {
-                        fields.insert("timestamp".into(), json!(self.now.as_millis()));
-                    }
-                    if !fields.contains_key("cwd") {
-                        let cwd = self.sessions.get(session).map(|l| l.session.cwd.clone());
-                        fields.insert("cwd".into(), json!(cwd.flatten()));
-                    }
+                // Every hook input carries the session, the time and the working directory.
+                if input.is_object() {
+                    input = self.hook_input(session, input);
                 }
                 (
                     CallKind::Hook,
@@ -404,6 +407,11 @@ impl Host {
             ClientCall::PromptHook { session, hook } => {
                 return self.prompt_hook_answered(&session, hook, outcome)
             }
+            ClientCall::McpHook {
+                session,
+                invocation,
+                call,
+            } => return self.mcp_hook_answered(&session, &invocation, *call, outcome),
             ClientCall::SystemTransform { session } => {
                 return self.system_transform_answered(&session, outcome)
             }

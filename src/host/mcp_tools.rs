@@ -257,6 +257,31 @@ impl Host {
         tool: &str,
         arguments: &Value,
     ) {
+        if self.has_hooks(session) {
+            // A `preMcpToolCall` hook decides the request's `_meta` first.
+            let call = super::prompt_hooks::McpHookCall {
+                tool_call_id: tool_call_id.to_owned(),
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+                arguments: arguments.clone(),
+            };
+            if self.invoke_mcp_hook(session, call) {
+                return;
+            }
+        }
+        self.send_mcp_tool_call(session, tool_call_id, server, tool, arguments, None);
+    }
+
+    /// Sends the `tools/call` of a model's MCP tool call, with `meta` as its `_meta`.
+    pub(crate) fn send_mcp_tool_call(
+        &mut self,
+        session: &str,
+        tool_call_id: &str,
+        server: &str,
+        tool: &str,
+        arguments: &Value,
+        meta: Option<&Value>,
+    ) {
         let token = self.next_mcp_token;
         self.next_mcp_token += 1;
         let request_id = format!("mcp-call-{token}");
@@ -288,7 +313,9 @@ impl Host {
             json!({})
         };
         if let Some(state) = self.mcp_server(session, server) {
-            state.client.call_tool(now, token, tool, &arguments);
+            state
+                .client
+                .call_tool_with_meta(now, token, tool, &arguments, meta);
         }
         self.flush_mcp(session, server);
     }

@@ -105,6 +105,94 @@ impl Host {
     }
 }
 
+/// A model's MCP tool call waiting for its `preMcpToolCall` hook.
+#[derive(Clone, Debug)]
+pub(crate) struct McpHookCall {
+    pub(crate) tool_call_id: String,
+    pub(crate) server: String,
+    pub(crate) tool: String,
+    pub(crate) arguments: Value,
+}
+
+impl Host {
+    /// Asks a hooks client for `preMcpToolCall` (`{toolCallId, serverName, toolName,
+    /// arguments}`); returns whether the request is in flight (the call then waits for
+    /// [`Host::mcp_hook_answered`]).
+    pub(crate) fn invoke_mcp_hook(&mut self, session: &str, call: McpHookCall) -> bool {
+        let Some(conn) = self.sessions.get(session).and_then(|l| {
+            l.session
+                .attached
+                .iter()
+                .find(|(_, a)| a.hooks)
+                .map(|(c, _)| *c)
+        }) else {
+            return false;
+        };
+        let input = self.hook_input(
+            session,
+            json!({"toolCallId": call.tool_call_id, "serverName": call.server,
+                   "toolName": call.tool, "arguments": call.arguments}),
+        );
+        let invocation = self.ids.next_uuid();
+        let params = json!({"sessionId": session, "hookType": "preMcpToolCall", "input": input});
+        let client_call = ClientCall::McpHook {
+            session: session.to_owned(),
+            invocation: invocation.clone(),
+            call: Box::new(call),
+        };
+        if self
+            .send_client_call(conn, ServerRequest::Hook, &params, client_call)
+            .is_err()
+        {
+            return false;
+        }
+        self.emit(
+            session,
+            "hook.start",
+            &json!({"hookInvocationId": invocation, "hookType": "preMcpToolCall", "input": input}),
+            false,
+        );
+        true
+    }
+
+    /// The `preMcpToolCall` hook answered: its `metaToUse` (an object, or `null` for none)
+    /// is the request's `_meta`; without one the call goes out as it was.
+    pub(crate) fn mcp_hook_answered(
+        &mut self,
+        session: &str,
+        invocation: &str,
+        call: McpHookCall,
+        outcome: Outcome,
+    ) {
+        let output = match outcome {
+            Outcome::Result(raw) => serde_json::from_str::<Value>(raw.get())
+                .ok()
+                .map(|v| v.get("output").cloned().unwrap_or(v)),
+            _ => None,
+        };
+        let end = match &output {
+            Some(o) => json!({"hookInvocationId": invocation, "hookType": "preMcpToolCall",
+                              "success": true, "output": o}),
+            None => json!({"hookInvocationId": invocation, "hookType": "preMcpToolCall",
+                           "success": false, "error": {"message": "the client gave no answer"}}),
+        };
+        self.emit(session, "hook.end", &end, false);
+        let meta = output.as_ref().and_then(|o| o.get("metaToUse"));
+        let meta = match meta {
+            Some(Value::Object(_)) => meta,
+            _ => None,
+        };
+        self.send_mcp_tool_call(
+            session,
+            &call.tool_call_id,
+            &call.server,
+            &call.tool,
+            &call.arguments,
+            meta,
+        );
+    }
+}
+
 /// Which hook a call in flight is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum PromptHook {
@@ -137,6 +225,26 @@ pub(crate) struct HookState {
 }
 
 impl Host {
+    /// What every hook input of `session` carries: `sessionId`, `timestamp` (epoch ms) and
+    /// `cwd` (the session's working directory, else the server's, else empty: the SDKs
+    /// require a string).
+    pub(crate) fn hook_input(&self, session: &str, extra: Value) -> Value {
+        let cwd = self
+            .sessions
+            .get(session)
+            .and_then(|l| l.session.cwd.clone())
+            .or_else(|| self.config.server_cwd.clone())
+            .unwrap_or_default();
+        let mut input =
+            json!({"sessionId": session, "timestamp": self.now.as_millis(), "cwd": cwd});
+        if let (Value::Object(input), Value::Object(extra)) = (&mut input, extra) {
+            for (k, v) in extra {
+                input.entry(k).or_insert(v);
+            }
+        }
+        input
+    }
+
     /// Whether a client of `session` answers hooks.
     pub(crate) fn has_hooks(&self, session: &str) -> bool {
         self.sessions
@@ -185,10 +293,7 @@ impl Host {
         else {
             return false;
         };
-        let mut input = json!({"timestamp": self.now.as_millis(), "cwd": live.session.cwd});
-        if let (Value::Object(input), Value::Object(extra)) = (&mut input, extra) {
-            input.extend(extra);
-        }
+        let input = self.hook_input(session, extra);
         let params = json!({"sessionId": session, "hookType": hook.hook_type(), "input": input});
         let invocation = self.ids.next_uuid();
         self.emit(

@@ -260,7 +260,23 @@ impl McpClient {
     /// Calls tool `tool` with `arguments`; the outcome arrives as [`ClientEvent::CallDone`]
     /// with `token` (at once, as an error, when the client is not ready).
     pub fn call_tool(&mut self, now: Timestamp, token: u64, tool: &str, arguments: &Value) {
-        let params = json!({"name": tool, "arguments": arguments});
+        self.call_tool_with_meta(now, token, tool, arguments, None);
+    }
+
+    /// [`McpClient::call_tool`] with the request's `_meta` (a `preMcpToolCall` hook's
+    /// `metaToUse`).
+    pub fn call_tool_with_meta(
+        &mut self,
+        now: Timestamp,
+        token: u64,
+        tool: &str,
+        arguments: &Value,
+        meta: Option<&Value>,
+    ) {
+        let mut params = json!({"name": tool, "arguments": arguments});
+        if let Some(meta) = meta {
+            params["_meta"] = meta.clone();
+        }
         self.call(now, token, "tools/call", &params);
     }
 
