@@ -1449,3 +1449,33 @@ fn an_image_blob_goes_to_the_model_as_an_image_part() {
         json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}})
     );
 }
+
+/// A prompt's `requestHeaders` go with every model call of its turn, and only its turn.
+#[test]
+fn request_headers_of_a_prompt_go_with_its_model_calls() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1"}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi", "requestHeaders": {"x-test": "one"}}),
+    );
+    let (call, request) = next_request(&mut w);
+    assert_eq!(request.header("x-test"), Some("one"));
+    answer(&mut w, call, &text_stream("c", &["ok"]), &mut [&mut p]);
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "again"}),
+    );
+    let (_, request) = next_request(&mut w);
+    assert_eq!(request.header("x-test"), None);
+}

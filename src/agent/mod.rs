@@ -94,6 +94,8 @@ pub struct PromptContext {
     pub hooked: bool,
     /// The client rewrote the system prompt's sections for this prompt.
     pub system_transformed: bool,
+    /// Extra headers for the model calls of this prompt's turn (`requestHeaders`).
+    pub request_headers: Vec<(String, String)>,
     /// The agent mode the prompt was sent in (`agentMode`: `interactive`, `plan`, …), carried
     /// on `user.message`.
     pub agent_mode: Option<String>,

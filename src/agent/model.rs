@@ -48,6 +48,8 @@ struct Run {
     total_bytes: u64,
     /// `ask_user` calls waiting for the user: the `ask_client` token and the tool call id.
     asks: Vec<(u64, String)>,
+    /// The prompt's `requestHeaders`, sent with each model call of the turn.
+    request_headers: Vec<(String, String)>,
     /// The tool calls of the last response.
     calls: Vec<ToolCall>,
     /// Calls waiting for their `preToolUse` hook, by `ask_client` token.
@@ -159,6 +161,7 @@ impl ModelAgent {
             builtins,
             total_bytes: 0,
             asks: Vec::new(),
+            request_headers: attachments.request_headers.clone(),
             calls: Vec::new(),
             pre_hooks: Vec::new(),
             post_hooks: Vec::new(),
@@ -245,6 +248,11 @@ impl ModelAgent {
             Ok(r) => r,
             Err(e) => return self.fail(s, e),
         };
+        for (name, value) in &run.request_headers {
+            request
+                .headers
+                .push(HttpHeader::plain(name.as_str(), value.as_str()));
+        }
         if let Some(name) = &run.setup.client_name {
             request.headers.push(HttpHeader::plain(
                 "user-agent",

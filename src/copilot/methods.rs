@@ -447,6 +447,12 @@ fn send(host: &mut Host, params: Option<&RawValue>) -> Result<String, ErrorObjec
             prompt: p.prompt,
             attachments: crate::agent::PromptContext {
                 agent_mode: p.agent_mode,
+                request_headers: p
+                    .request_headers
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|(k, v)| Some((k, v.as_str()?.to_owned())))
+                    .collect(),
                 ..crate::agent::PromptContext::sent(p.attachments)
             },
         },

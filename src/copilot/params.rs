@@ -131,6 +131,9 @@ pub(crate) struct SendParams {
     /// `agentMode`, carried on `user.message`.
     #[serde(default)]
     pub agent_mode: Option<String>,
+    /// `requestHeaders`: extra headers for this turn's model calls.
+    #[serde(default)]
+    pub request_headers: Option<serde_json::Map<String, Value>>,
 }
 
 /// `session.permissions.handlePendingPermissionRequest` params.
