@@ -1479,3 +1479,60 @@ fn request_headers_of_a_prompt_go_with_its_model_calls() {
     let (_, request) = next_request(&mut w);
     assert_eq!(request.header("x-test"), None);
 }
+
+/// `view` of an image: the model is told it was viewed and gets the image after the call's
+/// results, as a user message naming its path.
+#[test]
+fn viewing_an_image_shows_it_to_the_model() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "workingDirectory": "/w"}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "look"}),
+    );
+    let (call, _) = next_request(&mut w);
+    let stream = sse(&[
+        json!({"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "v1", "type": "function", "function": {"name": "view", "arguments": "{\"path\":\"/w/pixel.png\"}"}}]}}]}),
+        json!({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ]);
+    answer(&mut w, call, &stream, &mut [&mut p]);
+    let perm = p.event("s", "permission.requested");
+    let rid = perm["data"]["requestId"].as_str().unwrap().to_owned();
+    w.call(
+        &mut p,
+        &mut [],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId": "s", "requestId": rid, "result": {"kind": "approve-once"}}),
+    );
+    let (op, request) = next_file_op(&mut w);
+    assert_eq!(
+        request,
+        agentwire::host::FileRequest::Read {
+            path: "/w/pixel.png".into()
+        }
+    );
+    w.host.handle_file_result(
+        w.now,
+        op,
+        Ok(agentwire::host::FileReply::Bytes(vec![
+            0x89, b'P', b'N', b'G',
+        ])),
+    );
+    let (_, request) = next_request(&mut w);
+    let msgs = messages(&request);
+    assert_eq!(msgs[3]["content"], "Viewed image file successfully.");
+    assert_eq!(
+        msgs[4],
+        json!({"role": "user", "content": [
+            {"type": "text", "text": "Image file at path /w/pixel.png"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}}]})
+    );
+}

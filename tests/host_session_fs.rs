@@ -182,5 +182,6 @@ fn a_file_provider_client_serves_the_builtin_tools_files() {
         "{methods:?}"
     );
     let (_, request) = next_request(&mut w).expect("the call after the grep");
-    assert_eq!(last_tool_result(&request), "src/a.rs:// TODO\n");
+    // Matches are named by their full path (the runtime's form).
+    assert_eq!(last_tool_result(&request), "/ws/src/a.rs:// TODO\n");
 }

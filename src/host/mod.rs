@@ -85,7 +85,7 @@ pub use relay_group::{
 };
 pub use restore::RestoreError;
 pub use shell::ShellStream;
-pub use tool_ops::{FileReply, FileRequest};
+pub use tool_ops::{image_media_type, FileReply, FileRequest};
 
 pub(crate) use bridge::{always_decision, command_ids, AnswerTo, Pending, PermissionPrompt};
 pub(crate) use canvas::{ActionParams, CanvasReply, CloseParams, OpenParams};

@@ -71,6 +71,21 @@ pub enum FileReply {
     Texts(Vec<(String, String)>),
     /// The file was written.
     Written,
+    /// An image file's bytes (a `Read` of a file that is not UTF-8 text and whose name says
+    /// it is an image: `.png`, `.jpg` / `.jpeg`, `.gif`, `.webp`).
+    Bytes(Vec<u8>),
+}
+
+/// The media type of an image file, by its extension (`None`: not an image `view` shows).
+pub fn image_media_type(path: &str) -> Option<&'static str> {
+    let ext = path.rsplit_once('.')?.1.to_ascii_lowercase();
+    Some(match ext.as_str() {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        _ => return None,
+    })
 }
 
 /// Most paths a walk returns.
@@ -85,6 +100,7 @@ pub(crate) const BASH_TIMEOUT_MS: u64 = 120_000;
 /// What a file operation in flight is for.
 enum Stage {
     View {
+        path: String,
         line: Option<u32>,
         limit: Option<u32>,
     },
@@ -175,9 +191,10 @@ impl Host {
     /// Performs an approved model built-in call no client performs.
     pub(crate) fn perform_builtin(&mut self, session: &str, tool_call_id: &str, call: BuiltinCall) {
         let (request, stage) = match call.op {
-            BuiltinOp::ReadFile { path, line, limit } => {
-                (FileRequest::Read { path }, Stage::View { line, limit })
-            }
+            BuiltinOp::ReadFile { path, line, limit } => (
+                FileRequest::Read { path: path.clone() },
+                Stage::View { path, line, limit },
+            ),
             BuiltinOp::WriteFile { path, content } => (
                 FileRequest::Write {
                     path,
@@ -325,6 +342,21 @@ impl Host {
             self.attachment_read_done(&session, index, result);
             return;
         }
+        if let (Stage::View { path, .. }, Ok(FileReply::Bytes(bytes))) = (&stage, &result) {
+            // An image: the model is told it was viewed, and gets the image itself after the
+            // call's results (the history adds it from the event's `result.image`).
+            use base64::Engine as _;
+            let media_type = image_media_type(path).unwrap_or("application/octet-stream");
+            let mut extra = serde_json::Map::new();
+            extra.insert(
+                "image".into(),
+                serde_json::json!({"path": path, "mimeType": media_type,
+                    "data": base64::engine::general_purpose::STANDARD.encode(bytes)}),
+            );
+            let outcome = ToolOutcome::Success(VIEWED_IMAGE.to_owned());
+            self.complete_tool_with(&session, &tool_call_id, outcome, extra);
+            return;
+        }
         if let (Stage::View { .. }, Err(message)) = (&stage, &result) {
             if message.starts_with("Path ") && message.ends_with(" does not exist") {
                 // The runtime's answer to a view of a missing path, which the model sees as is.
@@ -443,6 +475,9 @@ impl Host {
     }
 }
 
+/// What the model sees for a `view` of an image.
+const VIEWED_IMAGE: &str = "Viewed image file successfully.";
+
 /// What follows a file operation's result.
 enum Next {
     Done(Result<String, String>),
@@ -451,6 +486,7 @@ enum Next {
 
 fn file_step(stage: Stage, result: Result<FileReply, String>) -> Next {
     let reply = match result {
+        Ok(FileReply::Bytes(_)) => return Next::Done(Err("the file is not UTF-8 text".to_owned())),
         Ok(reply) => reply,
         Err(message) => return Next::Done(Err(message)),
     };
@@ -460,7 +496,7 @@ fn file_step(stage: Stage, result: Result<FileReply, String>) -> Next {
         ))
     };
     match (stage, reply) {
-        (Stage::View { line, limit }, FileReply::Text(text)) => {
+        (Stage::View { line, limit, .. }, FileReply::Text(text)) => {
             Next::Done(Ok(tool_text::view_text(&text, line, limit)))
         }
         (Stage::View { .. }, FileReply::Entries(entries)) => {

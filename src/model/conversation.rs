@@ -11,6 +11,8 @@
 //!   (`content` null when the text is empty), their arguments re-serialised compactly;
 //! * `tool.execution_start` with other arguments than the model wrote (a `preToolUse` hook's
 //!   `modifiedArgs`) → the call is shown with those;
+//! * a `view` of an image (`tool.execution_complete` with `result.image`) → after the results of
+//!   its assistant message, a `user` message `Image file at path P` with the image;
 //! * `hook.end` of a `sessionStart` hook with `additionalContext` → a `user` message of its
 //!   own; of a `postToolUse` hook with `modifiedResult` → that result for its call (paired
 //!   with its `hook.start` by `hookInvocationId`);
@@ -116,6 +118,8 @@ pub struct HistoryBuilder {
     open_calls: Vec<ToolCall>,
     /// `postToolUse` hook invocations of open calls: (invocation id, tool call id).
     post_hooks: Vec<(String, String)>,
+    /// Images the open calls returned (`view` of an image): path and image part, by slot.
+    images: Vec<Option<(String, UserPart)>>,
     results: Vec<Option<String>>,
 }
 
@@ -276,6 +280,25 @@ impl HistoryBuilder {
                 };
                 if self.results[slot].is_none() {
                     self.results[slot] = Some(result_text(&self.open_calls[slot], data));
+                    if let Some(image) = data.pointer("/result/image") {
+                        let text = |k: &str| {
+                            image
+                                .get(k)
+                                .and_then(Value::as_str)
+                                .unwrap_or_default()
+                                .to_owned()
+                        };
+                        if self.images.len() <= slot {
+                            self.images.resize(slot + 1, None);
+                        }
+                        self.images[slot] = Some((
+                            text("path"),
+                            UserPart::Image {
+                                media_type: text("mimeType"),
+                                data: text("data"),
+                            },
+                        ));
+                    }
                 }
             }
             _ => {}
@@ -296,6 +319,7 @@ impl HistoryBuilder {
 
     fn close_calls(&mut self) {
         self.post_hooks.clear();
+        let images = std::mem::take(&mut self.images);
         let calls = std::mem::take(&mut self.open_calls);
         let results = std::mem::take(&mut self.results);
         for (call, result) in calls.into_iter().zip(results) {
@@ -305,6 +329,13 @@ impl HistoryBuilder {
                     tool_failure_text(&call.name, &call.arguments, INTERRUPTED_TOOL_RESULT)
                 }),
             });
+        }
+        // Images the calls viewed follow their results, one user message each.
+        for (path, image) in images.into_iter().flatten() {
+            self.messages.push(ChatMessage::UserParts(vec![
+                UserPart::Text(format!("Image file at path {path}")),
+                image,
+            ]));
         }
     }
 }

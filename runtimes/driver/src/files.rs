@@ -99,9 +99,14 @@ fn read(path: &Path) -> Result<FileReply, String> {
         return Ok(FileReply::Entries(entries));
     }
     let bytes = fs::read(path).map_err(|e| describe(path, &e))?;
-    String::from_utf8(bytes)
-        .map(FileReply::Text)
-        .map_err(|_| format!("{} is not a UTF-8 text file", path.display()))
+    String::from_utf8(bytes).map(FileReply::Text).or_else(|e| {
+        // An image is answered with its bytes (`view` shows it to the model).
+        if agentwire::host::image_media_type(&path.to_string_lossy()).is_some() {
+            Ok(FileReply::Bytes(e.into_bytes()))
+        } else {
+            Err(format!("{} is not a UTF-8 text file", path.display()))
+        }
+    })
 }
 
 fn write(path: &Path, content: &str, create_new: bool) -> Result<FileReply, String> {
