@@ -73,6 +73,31 @@ fn answer(w: &mut World, call: u64, body: &[u8], peers: &mut [&mut Peer]) {
     w.pump(peers);
 }
 
+/// Answers session `s`'s (latest) permission prompt with `kind`.
+fn answer_permission(w: &mut World, p: &mut Peer, kind: &str) {
+    let perm = p.event("s", "permission.requested");
+    let rid = perm["data"]["requestId"].as_str().unwrap().to_owned();
+    w.call(
+        p,
+        &mut [],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId": "s", "requestId": rid, "result": {"kind": kind}}),
+    );
+}
+
+/// Answers session `s`'s (latest) client tool request with `result`; returns the request.
+fn answer_external_tool(w: &mut World, p: &mut Peer, result: &str) -> Value {
+    let req = p.event("s", "external_tool.requested");
+    let tool_rid = req["data"]["requestId"].as_str().unwrap().to_owned();
+    w.call(
+        p,
+        &mut [],
+        "session.tools.handlePendingToolCall",
+        json!({"sessionId": "s", "requestId": tool_rid, "result": result}),
+    );
+    req
+}
+
 fn messages(request: &HttpRequest) -> Vec<Value> {
     let body: Value = serde_json::from_slice(&request.body).unwrap();
     body["messages"].as_array().unwrap().clone()
@@ -179,22 +204,8 @@ fn client_tool_round_trip_sends_the_result_back_in_order() {
         msg["data"]["toolRequests"][0]["arguments"],
         json!({"city": "Paris"})
     );
-    let perm = p.event("s", "permission.requested");
-    let rid = perm["data"]["requestId"].as_str().unwrap().to_owned();
-    w.call(
-        &mut p,
-        &mut [],
-        "session.permissions.handlePendingPermissionRequest",
-        json!({"sessionId": "s", "requestId": rid, "result": {"kind": "approve-once"}}),
-    );
-    let req = p.event("s", "external_tool.requested");
-    let tool_rid = req["data"]["requestId"].as_str().unwrap().to_owned();
-    w.call(
-        &mut p,
-        &mut [],
-        "session.tools.handlePendingToolCall",
-        json!({"sessionId": "s", "requestId": tool_rid, "result": "sunny"}),
-    );
+    answer_permission(&mut w, &mut p, "approve-once");
+    answer_external_tool(&mut w, &mut p, "sunny");
     let (call2, request2) = next_request(&mut w);
     let msgs = messages(&request2);
     let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
@@ -939,22 +950,8 @@ fn the_runtime_route_joins_a_completion_s_choices_and_refuses_unknown_tools() {
         .map(|r| r["toolCallId"].as_str().unwrap())
         .collect();
     assert_eq!(ids, ["toolcall_0", "toolcall_1"]);
-    let perm = p.event("s", "permission.requested");
-    let rid = perm["data"]["requestId"].as_str().unwrap().to_owned();
-    w.call(
-        &mut p,
-        &mut [],
-        "session.permissions.handlePendingPermissionRequest",
-        json!({"sessionId": "s", "requestId": rid, "result": {"kind": "approve-once"}}),
-    );
-    let req = p.event("s", "external_tool.requested");
-    let tool_rid = req["data"]["requestId"].as_str().unwrap().to_owned();
-    w.call(
-        &mut p,
-        &mut [],
-        "session.tools.handlePendingToolCall",
-        json!({"sessionId": "s", "requestId": tool_rid, "result": "sunny"}),
-    );
+    answer_permission(&mut w, &mut p, "approve-once");
+    answer_external_tool(&mut w, &mut p, "sunny");
     let (_, request2) = next_request(&mut w);
     let msgs = messages(&request2);
     let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
@@ -1247,23 +1244,9 @@ fn tool_hooks_deny_modify_and_see_results() {
         pre_b["params"]["input"]["toolArgs"],
         json!({"city": "Rome"})
     );
-    let perm = p.event("s", "permission.requested");
-    let rid = perm["data"]["requestId"].as_str().unwrap().to_owned();
-    w.call(
-        &mut p,
-        &mut [],
-        "session.permissions.handlePendingPermissionRequest",
-        json!({"sessionId": "s", "requestId": rid, "result": {"kind": "approve-once"}}),
-    );
-    let req = p.event("s", "external_tool.requested");
+    answer_permission(&mut w, &mut p, "approve-once");
+    let req = answer_external_tool(&mut w, &mut p, "mild");
     assert_eq!(req["data"]["arguments"], json!({"city": "Lyon"}));
-    let tool_rid = req["data"]["requestId"].as_str().unwrap().to_owned();
-    w.call(
-        &mut p,
-        &mut [],
-        "session.tools.handlePendingToolCall",
-        json!({"sessionId": "s", "requestId": tool_rid, "result": "mild"}),
-    );
     let post = answer_hook(
         &mut w,
         &mut p,
@@ -1361,14 +1344,7 @@ fn a_rejected_call_ends_the_turn() {
     );
     let (call, _) = next_request(&mut w);
     answer(&mut w, call, &tool_stream("c1"), &mut [&mut p]);
-    let perm = p.event("s", "permission.requested");
-    let rid = perm["data"]["requestId"].as_str().unwrap().to_owned();
-    w.call(
-        &mut p,
-        &mut [],
-        "session.permissions.handlePendingPermissionRequest",
-        json!({"sessionId": "s", "requestId": rid, "result": {"kind": "reject"}}),
-    );
+    answer_permission(&mut w, &mut p, "reject");
     assert!(
         !outputs(&mut w)
             .iter()
@@ -1504,14 +1480,7 @@ fn viewing_an_image_shows_it_to_the_model() {
         json!({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
     ]);
     answer(&mut w, call, &stream, &mut [&mut p]);
-    let perm = p.event("s", "permission.requested");
-    let rid = perm["data"]["requestId"].as_str().unwrap().to_owned();
-    w.call(
-        &mut p,
-        &mut [],
-        "session.permissions.handlePendingPermissionRequest",
-        json!({"sessionId": "s", "requestId": rid, "result": {"kind": "approve-once"}}),
-    );
+    answer_permission(&mut w, &mut p, "approve-once");
     let (op, request) = next_file_op(&mut w);
     assert_eq!(
         request,

@@ -75,6 +75,34 @@ fn pidfile(tag: &str) -> PathBuf {
     dir.join("pid")
 }
 
+/// A session on the fake model endpoint (BYOK, `fake-model`).
+fn model_config(fake: &fake_model::FakeModel) -> SessionConfig {
+    SessionConfig::default()
+        .with_session_id(sdk_scenarios::new_session_id())
+        .with_model("fake-model")
+        .with_provider(
+            github_copilot_sdk::types::ProviderConfig::new(fake.base_url())
+                .with_provider_type("openai")
+                .with_api_key("sk-test"),
+        )
+}
+
+/// The FastMCP server (`tests/fixtures/fastmcp_server.py`) as the session's `fast` server.
+fn fast_servers() -> IndexMap<String, McpServerConfig> {
+    let (command, args, env) = mcp_servers::fastmcp_command();
+    let mut servers = IndexMap::new();
+    servers.insert(
+        "fast".to_owned(),
+        McpServerConfig::Stdio(McpStdioServerConfig {
+            command,
+            args,
+            env: env.into_iter().collect(),
+            ..Default::default()
+        }),
+    );
+    servers
+}
+
 fn everything_servers(pidfile: &std::path::Path) -> IndexMap<String, McpServerConfig> {
     let (command, args) = mcp_servers::everything_command(pidfile);
     let mut servers = IndexMap::new();
@@ -511,15 +539,7 @@ async fn a_prompt_sent_while_the_servers_start_waits_for_their_tools() {
         let server = server(McpSpawnPolicy::Anyone);
         let client = connect(&server).await;
         let pidfile = pidfile("early");
-        let config = SessionConfig::default()
-            .with_session_id(sdk_scenarios::new_session_id())
-            .with_model("fake-model")
-            .with_provider(
-                github_copilot_sdk::types::ProviderConfig::new(fake.base_url())
-                    .with_provider_type("openai")
-                    .with_api_key("sk-test"),
-            )
-            .with_mcp_servers(everything_servers(&pidfile));
+        let config = model_config(&fake).with_mcp_servers(everything_servers(&pidfile));
         let prepared = client.prepare_session(config).expect("prepare_session");
         let mut events = Recorder::new(prepared.subscribe());
         let session = within("session.create", prepared.start()).await.unwrap();
@@ -548,15 +568,7 @@ async fn the_model_sees_mcp_tools_as_server_tool_and_calls_them() {
         let server = server(McpSpawnPolicy::Anyone);
         let client = connect(&server).await;
         let pidfile = pidfile("model");
-        let config = SessionConfig::default()
-            .with_session_id(sdk_scenarios::new_session_id())
-            .with_model("fake-model")
-            .with_provider(
-                github_copilot_sdk::types::ProviderConfig::new(fake.base_url())
-                    .with_provider_type("openai")
-                    .with_api_key("sk-test"),
-            )
-            .with_mcp_servers(everything_servers(&pidfile));
+        let config = model_config(&fake).with_mcp_servers(everything_servers(&pidfile));
         let prepared = client.prepare_session(config).expect("prepare_session");
         let mut events = Recorder::new(prepared.subscribe());
         let session = within("session.create", prepared.start()).await.unwrap();
@@ -759,17 +771,7 @@ async fn a_second_implementation_fastmcp_in_python_works_the_same() {
     bounded(async {
         let server = server(McpSpawnPolicy::Anyone);
         let client = connect(&server).await;
-        let (command, args, env) = mcp_servers::fastmcp_command();
-        let mut servers = IndexMap::new();
-        servers.insert(
-            "fast".to_owned(),
-            McpServerConfig::Stdio(McpStdioServerConfig {
-                command,
-                args,
-                env: env.into_iter().collect(),
-                ..Default::default()
-            }),
-        );
+        let servers = fast_servers();
         let config = SessionConfig::default()
             .with_session_id(sdk_scenarios::new_session_id())
             .with_mcp_servers(servers);
@@ -827,17 +829,7 @@ async fn mcp_apps_ui_resources_and_app_tool_calls_reach_the_server() {
                 .with_mcp_apps_enabled(true),
         );
         let client = connect(&server).await;
-        let (command, args, env) = mcp_servers::fastmcp_command();
-        let mut servers = IndexMap::new();
-        servers.insert(
-            "fast".to_owned(),
-            McpServerConfig::Stdio(McpStdioServerConfig {
-                command,
-                args,
-                env: env.into_iter().collect(),
-                ..Default::default()
-            }),
-        );
+        let servers = fast_servers();
         let config = SessionConfig::default()
             .with_session_id(sdk_scenarios::new_session_id())
             .with_mcp_servers(servers)
@@ -998,26 +990,9 @@ async fn a_pre_mcp_tool_call_hook_sets_the_requests_meta() {
         ]);
         let server = server(McpSpawnPolicy::Anyone);
         let client = connect(&server).await;
-        let (command, args, env) = mcp_servers::fastmcp_command();
-        let mut servers = IndexMap::new();
-        servers.insert(
-            "fast".to_owned(),
-            McpServerConfig::Stdio(McpStdioServerConfig {
-                command,
-                args,
-                env: env.into_iter().collect(),
-                ..Default::default()
-            }),
-        );
+        let servers = fast_servers();
         let inputs = Arc::new(Mutex::new(Vec::new()));
-        let config = SessionConfig::default()
-            .with_session_id(sdk_scenarios::new_session_id())
-            .with_model("fake-model")
-            .with_provider(
-                github_copilot_sdk::types::ProviderConfig::new(fake.base_url())
-                    .with_provider_type("openai")
-                    .with_api_key("sk-test"),
-            )
+        let config = model_config(&fake)
             .with_mcp_servers(servers)
             .with_hooks(Arc::new(MetaHook {
                 inputs: inputs.clone(),

@@ -102,6 +102,17 @@ pub struct PromptContext {
 }
 
 impl PromptContext {
+    /// Puts what a `user.message` carries of the prompt's context on its data:
+    /// `attachments` (as sent) and `agentMode`.
+    pub fn annotate_user_message(&self, message: &mut Value) {
+        if !self.sent.is_empty() {
+            message["attachments"] = Value::Array(self.sent.clone());
+        }
+        if let Some(mode) = &self.agent_mode {
+            message["agentMode"] = Value::String(mode.clone());
+        }
+    }
+
     /// Attachments as sent, not rendered yet.
     pub fn sent(sent: Vec<Value>) -> Self {
         PromptContext {

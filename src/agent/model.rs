@@ -103,7 +103,7 @@ impl ModelAgent {
     ) {
         let interaction_id = s.new_id();
         let now = s.now();
-        let transformed = match attachments.transformed {
+        let transformed = match attachments.transformed.clone() {
             Some(text) => text,
             None => {
                 let with_attachments =
@@ -117,12 +117,7 @@ impl ModelAgent {
             "messageId": message_id,
             "interactionId": interaction_id,
         });
-        if !attachments.sent.is_empty() {
-            message["attachments"] = Value::Array(attachments.sent);
-        }
-        if let Some(mode) = attachments.agent_mode {
-            message["agentMode"] = Value::String(mode);
-        }
+        attachments.annotate_user_message(&mut message);
         s.emit("user.message", message, false);
         let setup = match s.model_setup() {
             Ok(setup) => setup,
@@ -439,20 +434,8 @@ impl ModelAgent {
                 .and_then(Value::as_str)
                 .filter(|r| !r.is_empty())
                 .unwrap_or("No reason provided");
-            let arguments = call.parsed_arguments().unwrap_or_default();
-            s.emit(
-                "tool.execution_start",
-                json!({"toolCallId": call.id, "toolName": call.name, "arguments": arguments,
-                       "turnId": run.turn.to_string()}),
-                false,
-            );
-            s.emit(
-                "tool.execution_complete",
-                json!({"toolCallId": call.id, "success": false,
-                       "error": {"message": format!("Denied by preToolUse hook: {reason}"),
-                                 "code": "denied"}}),
-                false,
-            );
+            let message = format!("Denied by preToolUse hook: {reason}");
+            end_call_at_once(s, run, &call, &message, "denied");
             return self.tool_done(s, &call.id);
         }
         if let Some(args) = output.get("modifiedArgs").filter(|a| a.is_object()) {
@@ -558,6 +541,19 @@ impl ModelAgent {
 /// model sees as is: ``Tool 'NAME' does not exist. Available tools that can be called are A,
 /// B.`` (the offered tools, in the order offered).
 fn refuse_unknown_tool(s: &mut dyn SessionControl, run: &Run, call: &ToolCall) {
+    let message = unknown_tool_text(&call.name, &run.tools);
+    end_call_at_once(s, run, call, &message, "tool_not_found");
+}
+
+/// A call that ends without running: `tool.execution_start`, then a failed
+/// `tool.execution_complete` whose `message` (code `code`, never `failure`) the model sees.
+fn end_call_at_once(
+    s: &mut dyn SessionControl,
+    run: &Run,
+    call: &ToolCall,
+    message: &str,
+    code: &str,
+) {
     let arguments = call
         .parsed_arguments()
         .unwrap_or_else(|_| Value::String(call.arguments.clone()));
@@ -570,8 +566,7 @@ fn refuse_unknown_tool(s: &mut dyn SessionControl, run: &Run, call: &ToolCall) {
     s.emit(
         "tool.execution_complete",
         json!({"toolCallId": call.id, "success": false,
-               "error": {"message": unknown_tool_text(&call.name, &run.tools),
-                         "code": "tool_not_found"}}),
+               "error": {"message": message, "code": code}}),
         false,
     );
 }

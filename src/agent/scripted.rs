@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::{
     Agent, AgentInput, PromptContext, Scenario, SessionControl, Step, StreamStep, ToolOutcome,
@@ -80,12 +80,7 @@ impl ScriptedAgent {
         s: &mut dyn SessionControl,
     ) {
         let mut message = json!({"content": prompt, "messageId": message_id});
-        if !attachments.sent.is_empty() {
-            message["attachments"] = Value::Array(attachments.sent);
-        }
-        if let Some(mode) = attachments.agent_mode {
-            message["agentMode"] = Value::String(mode);
-        }
+        attachments.annotate_user_message(&mut message);
         s.emit("user.message", message, false);
         s.emit("assistant.turn_start", json!({"turnId": "0"}), false);
         self.run = Some(Run {

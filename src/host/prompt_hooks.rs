@@ -51,7 +51,8 @@ impl Host {
             .into_iter()
             .map(|(id, text)| (id, json!({"content": text})))
             .collect();
-        let params = json!({"sessionId": session, "sections": sections});
+        let params = json!({"sessionId": session, "requestId": self.ids.next_uuid(),
+                            "sections": sections});
         for conn in conns {
             let call = ClientCall::SystemTransform {
                 session: session.to_owned(),
@@ -134,7 +135,8 @@ impl Host {
                    "toolName": call.tool, "arguments": call.arguments}),
         );
         let invocation = self.ids.next_uuid();
-        let params = json!({"sessionId": session, "hookType": "preMcpToolCall", "input": input});
+        let params = json!({"sessionId": session, "requestId": self.ids.next_uuid(),
+                            "hookType": "preMcpToolCall", "input": input});
         let client_call = ClientCall::McpHook {
             session: session.to_owned(),
             invocation: invocation.clone(),
@@ -164,12 +166,7 @@ impl Host {
         call: McpHookCall,
         outcome: Outcome,
     ) {
-        let output = match outcome {
-            Outcome::Result(raw) => serde_json::from_str::<Value>(raw.get())
-                .ok()
-                .map(|v| v.get("output").cloned().unwrap_or(v)),
-            _ => None,
-        };
+        let output = hook_output(outcome);
         let end = match &output {
             Some(o) => json!({"hookInvocationId": invocation, "hookType": "preMcpToolCall",
                               "success": true, "output": o}),
@@ -190,6 +187,17 @@ impl Host {
             &call.arguments,
             meta,
         );
+    }
+}
+
+/// A hook's output from a `hooks.invoke` answer (`{output}`, or the bare output); `None`
+/// when the client failed or gave no answer.
+fn hook_output(outcome: Outcome) -> Option<Value> {
+    match outcome {
+        Outcome::Result(raw) => serde_json::from_str::<Value>(raw.get())
+            .ok()
+            .map(|v| v.get("output").cloned().unwrap_or(v)),
+        _ => None,
     }
 }
 
@@ -294,7 +302,8 @@ impl Host {
             return false;
         };
         let input = self.hook_input(session, extra);
-        let params = json!({"sessionId": session, "hookType": hook.hook_type(), "input": input});
+        let params = json!({"sessionId": session, "requestId": self.ids.next_uuid(),
+                            "hookType": hook.hook_type(), "input": input});
         let invocation = self.ids.next_uuid();
         self.emit(
             session,
@@ -329,12 +338,7 @@ impl Host {
         hook: PromptHook,
         outcome: Outcome,
     ) {
-        let output = match outcome {
-            Outcome::Result(raw) => serde_json::from_str::<Value>(raw.get())
-                .ok()
-                .map(|v| v.get("output").cloned().unwrap_or(v)),
-            _ => None,
-        };
+        let output = hook_output(outcome);
         let invocation = self.sessions.get_mut(session).and_then(|live| {
             live.hooks.in_flight = false;
             live.hooks.invocation.take()

@@ -158,13 +158,7 @@ impl HistoryBuilder {
                 } else {
                     let mut parts = vec![UserPart::Text(content.to_owned())];
                     for image in images {
-                        let text = |k: &str| {
-                            image
-                                .get(k)
-                                .and_then(Value::as_str)
-                                .unwrap_or_default()
-                                .to_owned()
-                        };
+                        let text = |k: &str| string_field(image, k);
                         if !text("displayName").is_empty() {
                             parts.push(UserPart::Text(text("displayName")));
                         }
@@ -281,13 +275,7 @@ impl HistoryBuilder {
                 if self.results[slot].is_none() {
                     self.results[slot] = Some(result_text(&self.open_calls[slot], data));
                     if let Some(image) = data.pointer("/result/image") {
-                        let text = |k: &str| {
-                            image
-                                .get(k)
-                                .and_then(Value::as_str)
-                                .unwrap_or_default()
-                                .to_owned()
-                        };
+                        let text = |k: &str| string_field(image, k);
                         if self.images.len() <= slot {
                             self.images.resize(slot + 1, None);
                         }
@@ -338,6 +326,15 @@ impl HistoryBuilder {
             ]));
         }
     }
+}
+
+/// `value[key]` as a string (empty when absent or not a string).
+fn string_field(value: &Value, key: &str) -> String {
+    value
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
 }
 
 fn tool_request(req: &Value) -> Option<ToolCall> {
