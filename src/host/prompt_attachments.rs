@@ -1,7 +1,7 @@
 //! What the runtime adds to a prompt for the model because of its attachments, as the
 //! runtime writes it (the recorded conversations are the reference):
 //!
-//! ```text
+//! ~~~text
 //! <ide_selection>
 //! The user has the following text selected in their IDE. This may or may not be related to their request.
 //! File: NAME (line N)            (lines N-M for several lines)
@@ -26,11 +26,12 @@
 //! <github_references>
 //! #NUMBER - TITLE [TYPE] [STATE] (URL)
 //! </github_references>
-//! ```
+//! ~~~
 //!
 //! Files are counted and directories listed through the same file operations as the built-in
 //! tools ([`Output::FileOp`](super::Output::FileOp), or the session's file provider); a path
-//! that cannot be read is tagged without counts. Other attachments (blobs) are carried on
+//! that cannot be read is tagged without counts. Image blobs become image parts of the user
+//! message when the history is built (`model::conversation`); other attachments are carried on
 //! `user.message` only.
 
 use serde_json::Value;
