@@ -222,6 +222,7 @@ impl Streaming {
                 reasoning_effort: None,
                 system_prompt: "You are a bench.".into(),
                 call: CallConfig::default(),
+                client_name: None,
             },
             emitted: 0,
         };
@@ -230,6 +231,7 @@ impl Streaming {
             AgentInput::Prompt {
                 message_id: "m".into(),
                 prompt: "weather?".into(),
+                attachments: Default::default(),
             },
             &mut sink,
         );

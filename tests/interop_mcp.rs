@@ -965,9 +965,9 @@ impl github_copilot_sdk::hooks::SessionHooks for MetaHook {
                     .lock()
                     .unwrap()
                     .push((input.server_name, input.tool_name));
-                let mut output = PreMcpToolCallOutput::default();
-                output.meta_to_use = Some(serde_json::json!({"injected": "by-hook"}));
-                HookOutput::PreMcpToolCall(output)
+                HookOutput::PreMcpToolCall(PreMcpToolCallOutput {
+                    meta_to_use: Some(serde_json::json!({"injected": "by-hook"})),
+                })
             }
             _ => HookOutput::None,
         };

@@ -251,7 +251,7 @@ impl ModelAgent {
         if let Some(name) = &run.setup.client_name {
             request.headers.push(HttpHeader::plain(
                 "user-agent",
-                &format!("{name} (agentwire)"),
+                format!("{name} (agentwire)"),
             ));
         }
         let model = run

@@ -92,10 +92,7 @@ impl Host {
             return;
         }
         let mut released = Vec::new();
-        loop {
-            let Some(live) = self.sessions.get(session) else {
-                break;
-            };
+        while let Some(live) = self.sessions.get(session) {
             if live.preparing.is_some() || live.hooks.in_flight {
                 break;
             }
