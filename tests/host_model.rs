@@ -1505,3 +1505,29 @@ fn viewing_an_image_shows_it_to_the_model() {
             {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}}]})
     );
 }
+
+/// `sessionLimits.maxAiCredits`: the runtime's limits status follows every prompt.
+#[test]
+fn session_limits_status_follows_the_prompt() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "sessionLimits": {"maxAiCredits": 30}}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    let (_, request) = next_request(&mut w);
+    let msgs = messages(&request);
+    assert_eq!(msgs.len(), 3);
+    assert_eq!(
+        msgs[2],
+        json!({"role": "user", "content": "<session_limits_status>\nRemaining session limits: 30 AI credits. Later session_limits_status messages supersede earlier ones. Be frugal; avoid optional exploration and unnecessary tool calls.\n</session_limits_status>"})
+    );
+}

@@ -50,6 +50,8 @@ pub struct ModelSettings {
     pub excluded_tools: Vec<String>,
     /// `clientName`: named in the `user-agent` of the session's model calls.
     pub client_name: Option<String>,
+    /// `sessionLimits.maxAiCredits`: the session's AI-credit limit.
+    pub max_ai_credits: Option<u64>,
 }
 
 impl ModelSettings {
@@ -94,6 +96,9 @@ impl ModelSettings {
                 .and_then(Value::as_str)
                 .map(str::to_owned),
             system_message,
+            max_ai_credits: params
+                .pointer("/sessionLimits/maxAiCredits")
+                .and_then(Value::as_u64),
             client_name: params
                 .get("clientName")
                 .and_then(Value::as_str)
@@ -116,6 +121,17 @@ impl ModelSettings {
                 )
                 .collect(),
         })
+    }
+
+    /// The runtime's `<session_limits_status>` message, sent after every prompt of a session
+    /// with limits. agentwire counts no credits: the remaining limit is the configured one.
+    pub fn session_limits_status(&self) -> Option<String> {
+        let credits = self.max_ai_credits?;
+        Some(format!(
+            "<session_limits_status>\nRemaining session limits: {credits} AI credits. Later \
+             session_limits_status messages supersede earlier ones. Be frugal; avoid optional \
+             exploration and unnecessary tool calls.\n</session_limits_status>"
+        ))
     }
 
     /// The system prompt to send.

@@ -5,9 +5,7 @@
 use serde_json::Value;
 
 use crate::agent::{AgentInput, HttpEvent, ModelAgent, ModelSettings, ModelSetup};
-use crate::model::{
-    messages_from_events, HttpRequest, ProviderError, ToolSpec, TransportErrorKind,
-};
+use crate::model::{HttpRequest, ProviderError, ToolSpec, TransportErrorKind};
 use crate::Timestamp;
 
 use super::provided_http::HttpCall;
@@ -216,7 +214,12 @@ impl Host {
             })
             .collect();
         compacted(&mut parsed);
-        messages_from_events(parsed.iter().map(|(t, d)| (t.as_str(), d)), None)
+        let mut builder =
+            crate::model::HistoryBuilder::with_after_prompt(live.model.session_limits_status());
+        for (kind, data) in &parsed {
+            builder.push(kind, data);
+        }
+        builder.finish(None)
     }
 
     /// The built-in tools offered to the session's model (none when the operator switched

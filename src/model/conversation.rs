@@ -120,10 +120,21 @@ pub struct HistoryBuilder {
     post_hooks: Vec<(String, String)>,
     /// Images the open calls returned (`view` of an image): path and image part, by slot.
     images: Vec<Option<(String, UserPart)>>,
+    /// A user message sent after every prompt (the session's limits status).
+    after_prompt: Option<String>,
     results: Vec<Option<String>>,
 }
 
 impl HistoryBuilder {
+    /// A builder that sends `text` as a user message of its own after every prompt (the
+    /// runtime's `<session_limits_status>`).
+    pub fn with_after_prompt(text: Option<String>) -> Self {
+        HistoryBuilder {
+            after_prompt: text,
+            ..Default::default()
+        }
+    }
+
     /// Takes one event into account.
     pub fn push(&mut self, kind: &str, data: &Value) {
         match kind {
@@ -168,6 +179,9 @@ impl HistoryBuilder {
                         });
                     }
                     self.messages.push(ChatMessage::UserParts(parts));
+                }
+                if let Some(text) = &self.after_prompt {
+                    self.messages.push(ChatMessage::User(text.clone()));
                 }
             }
             "assistant.message" => {
