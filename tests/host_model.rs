@@ -1531,3 +1531,61 @@ fn session_limits_status_follows_the_prompt() {
         json!({"role": "user", "content": "<session_limits_status>\nRemaining session limits: 30 AI credits. Later session_limits_status messages supersede earlier ones. Be frugal; avoid optional exploration and unnecessary tool calls.\n</session_limits_status>"})
     );
 }
+
+/// `instructionDirectories`: the `.github/instructions/*.instructions.md` files of each
+/// directory are read before the first call and become the system prompt's custom
+/// instructions.
+#[test]
+fn instruction_files_join_the_system_prompt() {
+    use agentwire::host::{FileReply, FileRequest};
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "instructionDirectories": ["/extra"]}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    let (op, request) = next_file_op(&mut w);
+    assert_eq!(
+        request,
+        FileRequest::Walk {
+            root: "/extra/.github/instructions".into(),
+            limit: 4096
+        }
+    );
+    w.host.handle_file_result(
+        w.now,
+        op,
+        Ok(FileReply::Entries(vec![
+            "notes.txt".into(),
+            "team.instructions.md".into(),
+        ])),
+    );
+    let (op, request) = next_file_op(&mut w);
+    let FileRequest::ReadMany { root, paths, .. } = request else {
+        panic!("{request:?}")
+    };
+    assert_eq!(root, "/extra/.github/instructions");
+    assert_eq!(paths, ["team.instructions.md"]);
+    w.host.handle_file_result(
+        w.now,
+        op,
+        Ok(FileReply::Texts(vec![(
+            "team.instructions.md".into(),
+            "Always say SENTINEL.\n".into(),
+        )])),
+    );
+    let (_, request) = next_request(&mut w);
+    let system = messages(&request)[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(system.contains("\n\nAlways say SENTINEL."), "{system}");
+}

@@ -52,6 +52,9 @@ pub struct ModelSettings {
     pub client_name: Option<String>,
     /// `sessionLimits.maxAiCredits`: the session's AI-credit limit.
     pub max_ai_credits: Option<u64>,
+    /// `instructionDirectories`: directories whose `.github/instructions/*.instructions.md`
+    /// files are the prompt's custom instructions.
+    pub instruction_directories: Vec<String>,
 }
 
 impl ModelSettings {
@@ -96,6 +99,7 @@ impl ModelSettings {
                 .and_then(Value::as_str)
                 .map(str::to_owned),
             system_message,
+            instruction_directories: strings("instructionDirectories").unwrap_or_default(),
             max_ai_credits: params
                 .pointer("/sessionLimits/maxAiCredits")
                 .and_then(Value::as_u64),

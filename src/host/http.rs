@@ -182,8 +182,16 @@ impl Host {
         };
         let mut setup =
             settings.resolve(self.config.model_default.as_ref(), &self.config.model_call)?;
-        if !live.system_transformed.is_empty() {
-            setup.system_prompt = settings.system_prompt_with(&live.system_transformed);
+        if !live.system_transformed.is_empty() || !live.instructions.text.is_empty() {
+            // The instruction files are the `custom_instructions` section (a client's
+            // transform of that section wins).
+            let mut sections = live.system_transformed.clone();
+            if !live.instructions.text.is_empty() {
+                sections
+                    .entry("custom_instructions".to_owned())
+                    .or_insert_with(|| live.instructions.text.clone());
+            }
+            setup.system_prompt = settings.system_prompt_with(&sections);
         }
         if setup.model.is_none() && settings.catalog.is_none() {
             if let super::models_list::DefaultChoice::Chosen(model) =

@@ -30,6 +30,7 @@ mod emit;
 mod forward;
 mod http;
 mod input;
+mod instructions;
 mod interrupt;
 pub(crate) mod kept_requests;
 mod latest;
@@ -143,6 +144,8 @@ struct Live {
     hooks: prompt_hooks::HookState,
     /// The system prompt sections its client rewrote (`systemMessage.transform`), by id.
     system_transformed: BTreeMap<String, String>,
+    /// Its instruction files' text (`instructionDirectories`).
+    instructions: instructions::Instructions,
 }
 
 /// The protocol host. See the crate docs for the run loop.

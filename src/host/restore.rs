@@ -83,6 +83,7 @@ impl Host {
             preparing: None,
             hooks: Default::default(),
             system_transformed: Default::default(),
+            instructions: Default::default(),
         }
     }
 

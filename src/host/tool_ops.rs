@@ -130,6 +130,8 @@ enum Stage {
     Attachment {
         index: usize,
     },
+    /// A read for the session's instruction files (`instructions.rs`), not a tool call.
+    Instructions(super::instructions::InstructionStep),
 }
 
 struct ToolOp {
@@ -251,6 +253,17 @@ impl Host {
         self.file_op(session, "", request, Stage::Attachment { index });
     }
 
+    /// A read for `session`'s instruction files; the answer goes to
+    /// [`Host::instruction_read_done`].
+    pub(super) fn instruction_read(
+        &mut self,
+        session: &str,
+        request: FileRequest,
+        step: super::instructions::InstructionStep,
+    ) {
+        self.file_op(session, "", request, Stage::Instructions(step));
+    }
+
     fn file_op(&mut self, session: &str, tool_call_id: &str, request: FileRequest, stage: Stage) {
         let op = self.runtime_tools.next_op;
         self.runtime_tools.next_op += 1;
@@ -340,6 +353,10 @@ impl Host {
         };
         if let Stage::Attachment { index } = stage {
             self.attachment_read_done(&session, index, result);
+            return;
+        }
+        if let Stage::Instructions(step) = stage {
+            self.instruction_read_done(&session, step, result);
             return;
         }
         if let (Stage::View { path, .. }, Ok(FileReply::Bytes(bytes))) = (&stage, &result) {
@@ -440,7 +457,10 @@ impl Host {
     /// each call completes as cancelled.
     pub(crate) fn cancel_runtime_tools(&mut self, session: &str) {
         let ops: Vec<u64> = (self.runtime_tools.ops.iter())
-            .filter(|(_, o)| o.session == session && !matches!(o.stage, Stage::Attachment { .. }))
+            .filter(|(_, o)| {
+                o.session == session
+                    && !matches!(o.stage, Stage::Attachment { .. } | Stage::Instructions(_))
+            })
             .map(|(id, _)| *id)
             .collect();
         let mut cancelled = Vec::new();

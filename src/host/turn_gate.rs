@@ -60,7 +60,8 @@ impl Host {
                 || self.mcp_starting(session)
                 || needs_rendering(input)
                 || self.has_hooks(session)
-                || !live.model.transform_requests().is_empty())
+                || !live.model.transform_requests().is_empty()
+                || !live.model.instruction_directories.is_empty())
     }
 
     /// Whether `session`'s model calls need the server default's choice and it is not known.
@@ -93,7 +94,7 @@ impl Host {
         }
         let mut released = Vec::new();
         while let Some(live) = self.sessions.get(session) {
-            if live.preparing.is_some() || live.hooks.in_flight {
+            if live.preparing.is_some() || live.hooks.in_flight || live.instructions.loading() {
                 break;
             }
             let Some(front) = live.held.front() else {
@@ -121,7 +122,10 @@ impl Host {
                 if front.is_some_and(needs_rendering) && self.prepare_attachments(session) {
                     break;
                 }
-                if self.next_prompt_hook(session) || self.next_system_transform(session) {
+                if self.next_prompt_hook(session)
+                    || self.next_system_transform(session)
+                    || self.load_instructions(session)
+                {
                     break;
                 }
             }
