@@ -1589,3 +1589,37 @@ fn instruction_files_join_the_system_prompt() {
         .to_owned();
     assert!(system.contains("\n\nAlways say SENTINEL."), "{system}");
 }
+
+/// `session.destroy` (the SDKs' disconnect) of a client with hooks sends `sessionEnd` before
+/// its answer, so the client's hook still runs.
+#[test]
+fn disconnecting_a_hooks_client_sends_session_end_first() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "hooks": true, "workingDirectory": "/w"}),
+    );
+    p.inbox.clear();
+    w.send_frame(
+        &p,
+        &json!({"jsonrpc": "2.0", "id": 99, "method": "session.destroy",
+                "params": {"sessionId": "s"}}),
+    );
+    w.pump(&mut [&mut p]);
+    let hook = p
+        .inbox
+        .iter()
+        .position(|m| m["method"] == "hooks.invoke")
+        .expect("hooks.invoke");
+    let answer = p
+        .inbox
+        .iter()
+        .position(|m| m["id"] == 99)
+        .expect("the destroy answer");
+    assert!(hook < answer, "{:?}", p.inbox);
+    assert_eq!(p.inbox[hook]["params"]["hookType"], "sessionEnd");
+    assert_eq!(p.inbox[hook]["params"]["input"]["reason"], "user_exit");
+}

@@ -53,6 +53,7 @@ fn session_method(host: &mut Host, conn: ConnId, method: &str, session: &str, p:
     match method {
         // As `session.detach`: the same result and the same events.
         "session.destroy" => {
+            host.session_end_hook(session, conn);
             host.detach_conn(session, conn);
             Ok(json!({"success": true}))
         }

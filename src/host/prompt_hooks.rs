@@ -207,6 +207,7 @@ pub(crate) enum PromptHook {
     SessionStart,
     Submitted,
     Transformed,
+    SessionEnd,
 }
 
 impl PromptHook {
@@ -215,6 +216,7 @@ impl PromptHook {
             PromptHook::SessionStart => "sessionStart",
             PromptHook::Submitted => "userPromptSubmitted",
             PromptHook::Transformed => "userPromptTransformed",
+            PromptHook::SessionEnd => "sessionEnd",
         }
     }
 }
@@ -286,6 +288,34 @@ impl Host {
             return false;
         };
         self.invoke_prompt_hook(session, hook, extra)
+    }
+
+    /// A client of `session` with hooks is leaving it (`session.destroy`, the SDKs'
+    /// disconnect): `sessionEnd` (`{reason: "user_exit", finalMessage?}`) goes out before the
+    /// answer, so the client's hook still runs; its output is not awaited.
+    pub(crate) fn session_end_hook(&mut self, session: &str, conn: crate::host::ConnId) {
+        let hooks_here = self
+            .sessions
+            .get(session)
+            .and_then(|l| l.session.attached.get(&conn))
+            .is_some_and(|a| a.hooks);
+        if !hooks_here {
+            return;
+        }
+        let final_message = self.session(session).and_then(|s| {
+            s.events().iter().rev().find_map(|e| {
+                if e.event_type != "assistant.message" {
+                    return None;
+                }
+                let v: Value = serde_json::from_slice(&e.json).ok()?;
+                v.pointer("/data/content")?.as_str().map(str::to_owned)
+            })
+        });
+        let mut extra = json!({"reason": "user_exit"});
+        if let Some(text) = final_message {
+            extra["finalMessage"] = json!(text);
+        }
+        self.invoke_prompt_hook(session, PromptHook::SessionEnd, extra);
     }
 
     fn invoke_prompt_hook(&mut self, session: &str, hook: PromptHook, extra: Value) -> bool {
@@ -400,6 +430,7 @@ impl Host {
                 attachments.transformed = Some(transformed);
                 self.invoke_prompt_hook(session, PromptHook::Transformed, extra)
             }
+            PromptHook::SessionEnd => false,
             PromptHook::Transformed => {
                 if let Some(AgentInput::Prompt { attachments, .. }) = live.held.front_mut() {
                     if let Some(modified) = text("modifiedTransformedPrompt") {
