@@ -295,6 +295,17 @@ async fn owner_dies_mid_turn(third_node: bool) {
                 stderr.lock().unwrap()
             ),
         };
+        // Node B's stderr is read by a thread of its own: give it the lines B wrote before the
+        // prompts were answered (bounded) before reading them.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !stderr
+            .lock()
+            .unwrap()
+            .contains("relayed client re-attached")
+            && std::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let log = stderr.lock().unwrap().clone();
         let error = lost.expect_err("the owner died before the turn ended");
         assert!(
