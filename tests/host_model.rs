@@ -1623,3 +1623,159 @@ fn disconnecting_a_hooks_client_sends_session_end_first() {
     assert_eq!(p.inbox[hook]["params"]["hookType"], "sessionEnd");
     assert_eq!(p.inbox[hook]["params"]["input"]["reason"], "user_exit");
 }
+
+/// A Responses API event stream: each event's `type` is also its SSE `event:` name.
+fn responses_sse(events: &[Value]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for e in events {
+        let name = e["type"].as_str().unwrap();
+        out.extend_from_slice(format!("event: {name}\ndata: {e}\n\n").as_bytes());
+    }
+    out
+}
+
+/// A BYOK session on the Responses API (`wireApi: "responses"`): a function call to a
+/// client tool, then text; the second request carries the call and its output as input items.
+#[test]
+fn a_responses_api_provider_runs_a_client_tool_round_trip() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    let provider = json!({"type": "openai", "wireApi": "responses",
+                          "baseUrl": "http://127.0.0.1:9/v1", "apiKey": KEY});
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider, "model": "gpt-5", "tools": weather_tool(), "streaming": true}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Weather?"}),
+    );
+    let (call, request) = next_request(&mut w);
+    assert!(request.url.ends_with("/responses"), "{}", request.url);
+    assert_eq!(request.url, "http://127.0.0.1:9/v1/responses");
+    assert_eq!(
+        request.header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["model"], "gpt-5");
+    assert_eq!(
+        (&body["stream"], &body["store"]),
+        (&json!(true), &json!(false))
+    );
+    assert!(body["instructions"].as_str().is_some_and(|s| !s.is_empty()));
+    assert_eq!(body["input"].as_array().unwrap().len(), 1);
+    assert_eq!(body["input"][0]["role"], "user");
+    let tool = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "get_weather")
+        .expect("the client tool is offered");
+    assert_eq!(tool["type"], "function");
+    assert_eq!(tool["strict"], false);
+
+    let call_item = json!({"type": "function_call", "id": "fc_1", "call_id": "call_W",
+                           "name": "get_weather", "arguments": "{\"city\": \"Paris\"}",
+                           "status": "completed"});
+    let first = responses_sse(&[
+        json!({"type": "response.created", "response": {"id": "resp_1", "status": "in_progress",
+               "model": "gpt-5", "output": []}}),
+        json!({"type": "response.output_item.added", "output_index": 0,
+               "item": {"type": "function_call", "id": "fc_1", "call_id": "call_W",
+                        "name": "get_weather", "arguments": ""}}),
+        json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1",
+               "output_index": 0, "delta": "{\"city\": "}),
+        json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1",
+               "output_index": 0, "delta": "\"Paris\"}"}),
+        json!({"type": "response.function_call_arguments.done", "item_id": "fc_1",
+               "output_index": 0, "arguments": "{\"city\": \"Paris\"}"}),
+        json!({"type": "response.output_item.done", "output_index": 0, "item": call_item}),
+        json!({"type": "response.completed", "response": {"id": "resp_1", "status": "completed",
+               "model": "gpt-5", "output": [call_item],
+               "usage": {"input_tokens": 30, "output_tokens": 7,
+                         "input_tokens_details": {"cached_tokens": 0},
+                         "output_tokens_details": {"reasoning_tokens": 0}}}}),
+    ]);
+    answer(&mut w, call, &first, &mut [&mut p]);
+    let msg = p.event("s", "assistant.message");
+    assert_eq!(msg["data"]["apiCallId"], "resp_1");
+    assert_eq!(msg["data"]["toolRequests"][0]["toolCallId"], "call_W");
+    assert_eq!(
+        msg["data"]["toolRequests"][0]["arguments"],
+        json!({"city": "Paris"})
+    );
+    let usage = p.event("s", "assistant.usage");
+    assert_eq!(usage["data"]["inputTokens"], 30);
+    assert_eq!(usage["data"]["finishReason"], "completed");
+    let perm = p.event("s", "permission.requested");
+    let rid = perm["data"]["requestId"].as_str().unwrap().to_owned();
+    w.call(
+        &mut p,
+        &mut [],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId": "s", "requestId": rid, "result": {"kind": "approve-once"}}),
+    );
+    let req = p.event("s", "external_tool.requested");
+    let tool_rid = req["data"]["requestId"].as_str().unwrap().to_owned();
+    w.call(
+        &mut p,
+        &mut [],
+        "session.tools.handlePendingToolCall",
+        json!({"sessionId": "s", "requestId": tool_rid, "result": "sunny"}),
+    );
+
+    let (call2, request2) = next_request(&mut w);
+    assert_eq!(request2.url, "http://127.0.0.1:9/v1/responses");
+    let body2: Value = serde_json::from_slice(&request2.body).unwrap();
+    let input = body2["input"].as_array().unwrap();
+    assert_eq!(input.len(), 3, "{input:?}");
+    assert_eq!(input[0]["role"], "user");
+    // The history keeps the parsed arguments; they go back as one JSON text.
+    assert_eq!(
+        input[1],
+        json!({"type": "function_call", "call_id": "call_W", "name": "get_weather",
+               "arguments": "{\"city\":\"Paris\"}"})
+    );
+    assert_eq!(
+        input[2],
+        json!({"type": "function_call_output", "call_id": "call_W", "output": "sunny"})
+    );
+    let second = responses_sse(&[
+        json!({"type": "response.created", "response": {"id": "resp_2", "model": "gpt-5"}}),
+        json!({"type": "response.output_item.added", "output_index": 0,
+               "item": {"type": "message", "id": "msg_2", "role": "assistant", "content": []}}),
+        json!({"type": "response.output_text.delta", "item_id": "msg_2", "output_index": 0,
+               "content_index": 0, "delta": "It is "}),
+        json!({"type": "response.output_text.delta", "item_id": "msg_2", "output_index": 0,
+               "content_index": 0, "delta": "sunny."}),
+        json!({"type": "response.output_text.done", "item_id": "msg_2", "output_index": 0,
+               "content_index": 0, "text": "It is sunny."}),
+        json!({"type": "response.completed", "response": {"id": "resp_2", "status": "completed",
+               "usage": {"input_tokens": 50, "output_tokens": 4}}}),
+    ]);
+    answer(&mut w, call2, &second, &mut [&mut p]);
+    let finals: Vec<Value> = p
+        .events("s")
+        .into_iter()
+        .filter(|e| e["type"] == "assistant.message")
+        .collect();
+    assert_eq!(finals.len(), 2);
+    assert_eq!(finals[0]["data"]["content"], "");
+    assert_eq!(finals[1]["data"]["content"], "It is sunny.");
+    assert_eq!(finals[1]["data"]["apiCallId"], "resp_2");
+    assert_eq!(finals[1]["data"]["turnId"], "1");
+    let deltas: Vec<Value> = p
+        .events("s")
+        .into_iter()
+        .filter(|e| e["type"] == "assistant.message_delta")
+        .map(|e| e["data"]["deltaContent"].clone())
+        .collect();
+    assert_eq!(deltas, [json!("It is "), json!("sunny.")]);
+    assert_eq!(p.types("s").last().unwrap(), "session.idle");
+    assert!(!serde_json::to_string(&p.inbox).unwrap().contains(KEY));
+}

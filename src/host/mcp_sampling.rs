@@ -176,7 +176,7 @@ impl Host {
                     CallOutput::Retrying { .. } | CallOutput::Event(_) => {
                         if let CallOutput::Event(ModelEvent::Done(response)) = out {
                             let stop = match response.finish_reason.as_deref() {
-                                Some("length" | "max_tokens") => "maxTokens",
+                                Some("length" | "max_tokens" | "max_output_tokens") => "maxTokens",
                                 _ => "endTurn",
                             };
                             ended = Some(json!({"action": "success", "result": {

@@ -13,7 +13,7 @@ use std::time::Duration;
 pub enum ModelErrorKind {
     /// The provider configuration is unusable (no model name, bad URL, …).
     Config,
-    /// A feature the provider asks for is not implemented (e.g. `wireApi: "responses"`).
+    /// A feature the provider asks for is not implemented.
     Unsupported,
     /// The connection could not be made (refused, DNS failure, unreachable).
     Connect,

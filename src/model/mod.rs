@@ -54,6 +54,7 @@ pub mod openai;
 mod openai_chunk;
 pub mod provider;
 pub mod request;
+pub mod responses;
 pub mod sse;
 pub mod stream;
 mod text_frame;
@@ -78,6 +79,7 @@ pub use request::{
     build_chat_request, build_models_request, parse_models_response, ChatRequest, ModelInfo,
     SamplingParams, StreamDialect, ToolSpec,
 };
+pub use responses::ResponsesStream;
 pub use sse::{SseDecoder, SseError, SseEvent, SseLimits};
 pub use stream::{ResponseDecoder, StreamParser};
 

@@ -69,7 +69,7 @@ pub enum WireApi {
     /// Chat Completions (`/chat/completions`), the default.
     #[default]
     Completions,
-    /// The Responses API; not supported yet (a request for it is a clear error).
+    /// The Responses API (`/responses`, OpenAI and Azure; see [`super::responses`]).
     Responses,
 }
 

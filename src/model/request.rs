@@ -5,9 +5,9 @@ use serde_json::Value;
 
 use super::conversation::ChatMessage;
 use super::error::{ModelError, ModelErrorKind};
-use super::http::{display_url, HttpHeader, HttpMethod, HttpRequest};
+use super::http::{HttpHeader, HttpMethod, HttpRequest};
 use super::provider::{ProviderConfig, ProviderKind, Secret, WireApi};
-use super::{anthropic, openai};
+use super::{anthropic, openai, responses};
 
 /// One function tool offered to the model.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,34 +92,58 @@ pub enum StreamDialect {
     OpenAiChat,
     /// Anthropic Messages API events.
     AnthropicMessages,
+    /// OpenAI Responses API events (`wireApi: "responses"`, OpenAI and Azure).
+    OpenAiResponses,
 }
 
 impl StreamDialect {
     /// The dialect `provider` answers in.
     pub fn of(provider: &ProviderConfig) -> Self {
-        match provider.kind {
-            ProviderKind::Anthropic => StreamDialect::AnthropicMessages,
-            ProviderKind::OpenAi | ProviderKind::Azure => StreamDialect::OpenAiChat,
+        match (provider.kind, provider.wire_api) {
+            (ProviderKind::Anthropic, _) => StreamDialect::AnthropicMessages,
+            (ProviderKind::OpenAi | ProviderKind::Azure, WireApi::Completions) => {
+                StreamDialect::OpenAiChat
+            }
+            (ProviderKind::OpenAi | ProviderKind::Azure, WireApi::Responses) => {
+                StreamDialect::OpenAiResponses
+            }
         }
     }
 }
 
-/// The streaming completion request for `req` to `provider`. `fetched_token` is the token the
-/// owning client returned from `providerToken.getToken` (`hasBearerTokenProvider`); it takes
-/// precedence over the configured credentials.
+/// The streaming completion request for `req` to `provider`: Chat Completions, the Responses
+/// API (`wireApi: "responses"`, OpenAI and Azure) or the Anthropic Messages API.
+/// `fetched_token` is the token the owning client returned from `providerToken.getToken`
+/// (`hasBearerTokenProvider`); it takes precedence over the configured credentials.
 pub fn build_chat_request(
     provider: &ProviderConfig,
     req: &ChatRequest<'_>,
     fetched_token: Option<&Secret>,
 ) -> Result<HttpRequest, ModelError> {
-    check_supported(provider)?;
     let model = provider.wire_model_name(req.session_model).ok_or_else(|| {
         ModelError::new(
             ModelErrorKind::Config,
             "no model to call: set the session's `model` (or the provider's `wireModel` / `modelId`)",
         )
     })?;
+    let responses = provider.wire_api == WireApi::Responses;
     let (url, body) = match provider.kind {
+        ProviderKind::OpenAi if responses => (
+            format!("{}/responses", provider.base_url),
+            responses::request_body(model, req),
+        ),
+        // Azure serves the Responses API on the v1 route, or (older API versions) on
+        // `/openai/responses?api-version=`; the deployment is the body's `model` either way.
+        ProviderKind::Azure if responses => {
+            let url = match &provider.azure_api_version {
+                Some(version) => format!(
+                    "{}/openai/responses?api-version={version}",
+                    azure_root(&provider.base_url)
+                ),
+                None => format!("{}/openai/v1/responses", azure_root(&provider.base_url)),
+            };
+            (url, responses::request_body(model, req))
+        }
         ProviderKind::OpenAi => (
             format!("{}/chat/completions", provider.base_url),
             openai::request_body(model, req),
@@ -166,7 +190,6 @@ pub fn build_models_request(
     provider: &ProviderConfig,
     fetched_token: Option<&Secret>,
 ) -> Result<HttpRequest, ModelError> {
-    check_supported(provider)?;
     let url = match provider.kind {
         ProviderKind::OpenAi => format!("{}/models", provider.base_url),
         ProviderKind::Azure => match &provider.azure_api_version {
@@ -241,17 +264,6 @@ pub fn parse_models_response(body: &[u8]) -> Result<Vec<ModelInfo>, ModelError> 
             })
         })
         .collect())
-}
-
-fn check_supported(provider: &ProviderConfig) -> Result<(), ModelError> {
-    if provider.wire_api == WireApi::Responses && provider.kind != ProviderKind::Anthropic {
-        return Err(ModelError::new(
-            ModelErrorKind::Unsupported,
-            "provider.wireApi \"responses\" (the OpenAI Responses API) is not supported yet; use \"completions\"",
-        )
-        .with_url(display_url(&provider.base_url)));
-    }
-    Ok(())
 }
 
 /// Credentials: a fetched token or `bearerToken` as `Authorization: Bearer`, else `apiKey`
@@ -439,15 +451,67 @@ mod tests {
     }
 
     #[test]
-    fn responses_api_and_missing_model_are_clear_errors() {
+    fn responses_api_routes() {
+        let (m, t) = (msgs(), tools());
+        let req = ChatRequest::new(Some("gpt-5"), &m, &t);
+        let p = provider(
+            json!({"baseUrl":"http://h/v1","wireApi":"responses","apiKey":"k","headers":{"X-Org":"o"}}),
+        );
+        assert_eq!(StreamDialect::of(&p), StreamDialect::OpenAiResponses);
+        let r = build_chat_request(&p, &req, None).unwrap();
+        assert_eq!(r.url, "http://h/v1/responses");
+        assert_eq!(r.header("authorization"), Some("Bearer k"));
+        assert_eq!(r.header("x-org"), Some("o"));
+        assert_eq!(r.header("accept"), Some("text/event-stream"));
+        let b = body(&r);
+        assert_eq!(b["model"], "gpt-5");
+        assert_eq!(b["instructions"], "s");
+        assert_eq!(b["input"], json!([{"role":"user","content":"u"}]));
+        assert_eq!(b["tools"][0]["name"], "get_weather");
+        assert_eq!((&b["stream"], &b["store"]), (&json!(true), &json!(false)));
+        assert!(b.get("messages").is_none(), "{b}");
+        // The model list is asked the same way as with Chat Completions.
+        assert_eq!(
+            build_models_request(&p, None).unwrap().url,
+            "http://h/v1/models"
+        );
+        // Azure: the v1 route, or the api-version route; the deployment is `model`.
+        let p = provider(
+            json!({"type":"azure","wireApi":"responses","baseUrl":"https://x.openai.azure.com/openai/v1","apiKey":"k"}),
+        );
+        assert_eq!(StreamDialect::of(&p), StreamDialect::OpenAiResponses);
+        let r = build_chat_request(&p, &req, None).unwrap();
+        assert_eq!(r.url, "https://x.openai.azure.com/openai/v1/responses");
+        assert_eq!(r.header("api-key"), Some("k"));
+        assert_eq!(body(&r)["model"], "gpt-5");
+        let p = provider(
+            json!({"type":"azure","wireApi":"responses","baseUrl":"https://x.openai.azure.com","azure":{"apiVersion":"2025-04-01-preview"}}),
+        );
+        assert_eq!(
+            build_chat_request(&p, &req, None).unwrap().url,
+            "https://x.openai.azure.com/openai/responses?api-version=2025-04-01-preview"
+        );
+        // Anthropic has one API whatever wireApi says; completions stay Chat Completions.
+        let p = provider(
+            json!({"type":"anthropic","wireApi":"responses","baseUrl":"https://api.anthropic.com"}),
+        );
+        assert_eq!(StreamDialect::of(&p), StreamDialect::AnthropicMessages);
+        assert_eq!(
+            build_chat_request(&p, &req, None).unwrap().url,
+            "https://api.anthropic.com/v1/messages"
+        );
+        let p = provider(json!({"baseUrl":"http://h/v1","wireApi":"completions"}));
+        assert_eq!(StreamDialect::of(&p), StreamDialect::OpenAiChat);
+    }
+
+    #[test]
+    fn a_missing_model_is_a_clear_error() {
         let m = msgs();
-        let p = provider(json!({"baseUrl":"http://h/v1","wireApi":"responses"}));
-        let e = build_chat_request(&p, &ChatRequest::new(Some("m"), &m, &[]), None).unwrap_err();
-        assert_eq!(e.kind, ModelErrorKind::Unsupported);
-        assert!(e.message.contains("not supported yet"), "{e}");
-        let p = provider(json!({"baseUrl":"http://h/v1"}));
-        let e = build_chat_request(&p, &ChatRequest::new(None, &m, &[]), None).unwrap_err();
-        assert_eq!(e.kind, ModelErrorKind::Config);
+        for wire_api in ["completions", "responses"] {
+            let p = provider(json!({"baseUrl":"http://h/v1","wireApi":wire_api}));
+            let e = build_chat_request(&p, &ChatRequest::new(None, &m, &[]), None).unwrap_err();
+            assert_eq!(e.kind, ModelErrorKind::Config);
+        }
     }
 
     #[test]

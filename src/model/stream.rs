@@ -5,6 +5,7 @@ use super::error::{ModelError, ModelErrorKind};
 use super::event::ModelEvent;
 use super::openai::OpenAiStream;
 use super::request::StreamDialect;
+use super::responses::ResponsesStream;
 use super::sse::{SseDecoder, SseEvent, SseLimits};
 
 /// A dialect's event parser.
@@ -14,6 +15,8 @@ pub enum StreamParser {
     OpenAi(OpenAiStream),
     /// Anthropic Messages events.
     Anthropic(AnthropicStream),
+    /// OpenAI Responses API events.
+    Responses(ResponsesStream),
 }
 
 impl StreamParser {
@@ -23,6 +26,9 @@ impl StreamParser {
             StreamDialect::OpenAiChat => StreamParser::OpenAi(OpenAiStream::new(id_prefix)),
             StreamDialect::AnthropicMessages => {
                 StreamParser::Anthropic(AnthropicStream::new(id_prefix))
+            }
+            StreamDialect::OpenAiResponses => {
+                StreamParser::Responses(ResponsesStream::new(id_prefix))
             }
         }
     }
@@ -46,6 +52,7 @@ impl StreamParser {
         match self {
             StreamParser::OpenAi(p) => p.on_data(data, out),
             StreamParser::Anthropic(p) => p.on_event(event, data, out),
+            StreamParser::Responses(p) => p.on_event(event, data, out),
         }
     }
 
@@ -54,6 +61,7 @@ impl StreamParser {
         match self {
             StreamParser::OpenAi(p) => p.on_end(out),
             StreamParser::Anthropic(p) => p.on_end(out),
+            StreamParser::Responses(p) => p.on_end(out),
         }
     }
 
@@ -62,6 +70,7 @@ impl StreamParser {
         match self {
             StreamParser::OpenAi(p) => p.is_done(),
             StreamParser::Anthropic(p) => p.is_done(),
+            StreamParser::Responses(p) => p.is_done(),
         }
     }
 }
