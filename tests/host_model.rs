@@ -1779,3 +1779,52 @@ fn a_responses_api_provider_runs_a_client_tool_round_trip() {
     assert_eq!(p.types("s").last().unwrap(), "session.idle");
     assert!(!serde_json::to_string(&p.inbox).unwrap().contains(KEY));
 }
+
+/// When a client whose tools the last prompt offered leaves, the next prompt tells the model
+/// (the runtime's `<tools_changed_notice>`).
+#[test]
+fn tools_of_a_client_that_left_are_announced_gone() {
+    let mut w = World::new(HostConfig::default());
+    let mut a = w.connect();
+    let mut b = w.connect();
+    create(
+        &mut w,
+        &mut a,
+        "s",
+        json!({"provider": provider(), "model": "m1", "tools": weather_tool()}),
+    );
+    w.call(
+        &mut b,
+        &mut [],
+        "session.resume",
+        json!({"sessionId": "s", "provider": provider(), "model": "m1"}),
+    );
+    w.call(
+        &mut b,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "one"}),
+    );
+    let (call, _) = next_request(&mut w);
+    answer(&mut w, call, &text_stream("c", &["ok"]), &mut [&mut b]);
+    w.host.handle_eof(w.now, a.conn);
+    w.pump(&mut [&mut b]);
+    w.call(
+        &mut b,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "two"}),
+    );
+    let (_, request) = next_request(&mut w);
+    let user = messages(&request).last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_, rest) = user.split_once("</current_datetime>\n\n").unwrap();
+    assert_eq!(
+        rest,
+        "<tools_changed_notice>\nTools no longer available: get_weather\n\nImportant: Do not \
+         attempt to call tools that are no longer available unless you've been notified that \
+         they're available again.\n</tools_changed_notice>\n\ntwo"
+    );
+}

@@ -32,6 +32,8 @@ use crate::Timestamp;
 pub struct ModelAgent {
     run: Option<Run>,
     queued: VecDeque<(String, String, PromptContext)>,
+    /// The client tools offered to the last prompt's model calls (`None` before the first).
+    last_client_tools: Option<Vec<String>>,
 }
 
 /// One prompt's interaction.
@@ -94,6 +96,27 @@ impl ModelAgent {
         ModelAgent::default()
     }
 
+    /// The runtime's `<tools_changed_notice>` (then a blank line) before a prompt when client
+    /// tools the last prompt offered are gone (their client left); empty otherwise.
+    fn tools_changed_notice(&mut self, s: &mut dyn SessionControl) -> String {
+        let now: Vec<String> = s.client_tools().into_iter().map(|t| t.name).collect();
+        let before = self.last_client_tools.replace(now.clone());
+        let gone: Vec<String> = before
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|t| !now.contains(t))
+            .collect();
+        if gone.is_empty() {
+            return String::new();
+        }
+        format!(
+            "<tools_changed_notice>\nTools no longer available: {}\n\nImportant: Do not attempt \
+             to call tools that are no longer available unless you've been notified that \
+             they're available again.\n</tools_changed_notice>\n\n",
+            gone.join(", ")
+        )
+    }
+
     fn start(
         &mut self,
         message_id: String,
@@ -103,11 +126,14 @@ impl ModelAgent {
     ) {
         let interaction_id = s.new_id();
         let now = s.now();
+        let notice = self.tools_changed_notice(s);
         let transformed = match attachments.transformed.clone() {
             Some(text) => text,
             None => {
-                let with_attachments =
-                    format!("{}{prompt}{}", attachments.before, attachments.after);
+                let with_attachments = format!(
+                    "{notice}{}{prompt}{}",
+                    attachments.before, attachments.after
+                );
                 user_message_content(&current_datetime(now), &with_attachments)
             }
         };
