@@ -104,12 +104,13 @@ pub struct PromptContext {
 impl PromptContext {
     /// Puts what a `user.message` carries of the prompt's context on its data:
     /// `attachments` (as sent) and `agentMode`.
-    pub fn annotate_user_message(&self, message: &mut Value) {
+    /// They are moved out of the context (an image blob's data is not copied).
+    pub fn annotate_user_message(&mut self, message: &mut Value) {
         if !self.sent.is_empty() {
-            message["attachments"] = Value::Array(self.sent.clone());
+            message["attachments"] = Value::Array(std::mem::take(&mut self.sent));
         }
-        if let Some(mode) = &self.agent_mode {
-            message["agentMode"] = Value::String(mode.clone());
+        if let Some(mode) = self.agent_mode.take() {
+            message["agentMode"] = Value::String(mode);
         }
     }
 

@@ -98,13 +98,13 @@ impl ModelAgent {
 
     /// The runtime's `<tools_changed_notice>` (then a blank line) before a prompt when client
     /// tools the last prompt offered are gone (their client left); empty otherwise.
-    fn tools_changed_notice(&mut self, s: &mut dyn SessionControl) -> String {
-        let now: Vec<String> = s.client_tools().into_iter().map(|t| t.name).collect();
-        let before = self.last_client_tools.replace(now.clone());
+    fn tools_changed_notice(&mut self, client_tools: &[ToolSpec]) -> String {
+        let now: Vec<String> = client_tools.iter().map(|t| t.name.clone()).collect();
+        let before = self.last_client_tools.replace(now);
         let gone: Vec<String> = before
             .unwrap_or_default()
             .into_iter()
-            .filter(|t| !now.contains(t))
+            .filter(|t| !client_tools.iter().any(|c| &c.name == t))
             .collect();
         if gone.is_empty() {
             return String::new();
@@ -121,13 +121,14 @@ impl ModelAgent {
         &mut self,
         message_id: String,
         prompt: String,
-        attachments: PromptContext,
+        mut attachments: PromptContext,
         s: &mut dyn SessionControl,
     ) {
         let interaction_id = s.new_id();
         let now = s.now();
-        let notice = self.tools_changed_notice(s);
-        let transformed = match attachments.transformed.clone() {
+        let client_tools = s.client_tools();
+        let notice = self.tools_changed_notice(&client_tools);
+        let transformed = match attachments.transformed.take() {
             Some(text) => text,
             None => {
                 let with_attachments = format!(
@@ -164,7 +165,7 @@ impl ModelAgent {
                    "interactionId": interaction_id}),
             false,
         );
-        let mut tools = s.client_tools();
+        let mut tools = client_tools;
         let mut builtins = Vec::new();
         for spec in s.builtin_tools() {
             // A client tool of the same name takes precedence.

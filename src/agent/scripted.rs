@@ -76,7 +76,7 @@ impl ScriptedAgent {
         &mut self,
         message_id: String,
         prompt: String,
-        attachments: PromptContext,
+        mut attachments: PromptContext,
         s: &mut dyn SessionControl,
     ) {
         let mut message = json!({"content": prompt, "messageId": message_id});

@@ -120,13 +120,7 @@ impl Host {
     /// arguments}`); returns whether the request is in flight (the call then waits for
     /// [`Host::mcp_hook_answered`]).
     pub(crate) fn invoke_mcp_hook(&mut self, session: &str, call: McpHookCall) -> bool {
-        let Some(conn) = self.sessions.get(session).and_then(|l| {
-            l.session
-                .attached
-                .iter()
-                .find(|(_, a)| a.hooks)
-                .map(|(c, _)| *c)
-        }) else {
+        let Some(conn) = self.hooks_conn(session) else {
             return false;
         };
         let input = self.hook_input(
@@ -148,12 +142,7 @@ impl Host {
         {
             return false;
         }
-        self.emit(
-            session,
-            "hook.start",
-            &json!({"hookInvocationId": invocation, "hookType": "preMcpToolCall", "input": input}),
-            false,
-        );
+        self.emit_hook_start(session, &invocation, "preMcpToolCall", &input);
         true
     }
 
@@ -167,13 +156,7 @@ impl Host {
         outcome: Outcome,
     ) {
         let output = hook_output(outcome);
-        let end = match &output {
-            Some(o) => json!({"hookInvocationId": invocation, "hookType": "preMcpToolCall",
-                              "success": true, "output": o}),
-            None => json!({"hookInvocationId": invocation, "hookType": "preMcpToolCall",
-                           "success": false, "error": {"message": "the client gave no answer"}}),
-        };
-        self.emit(session, "hook.end", &end, false);
+        self.emit_hook_end(session, invocation, "preMcpToolCall", output.as_ref());
         let meta = output.as_ref().and_then(|o| o.get("metaToUse"));
         let meta = match meta {
             Some(Value::Object(_)) => meta,
@@ -257,9 +240,41 @@ impl Host {
 
     /// Whether a client of `session` answers hooks.
     pub(crate) fn has_hooks(&self, session: &str) -> bool {
-        self.sessions
-            .get(session)
-            .is_some_and(|l| l.session.attached.values().any(|a| a.hooks))
+        self.hooks_conn(session).is_some()
+    }
+
+    /// The (first) client of `session` that answers hooks.
+    fn hooks_conn(&self, session: &str) -> Option<crate::host::ConnId> {
+        let live = self.sessions.get(session)?;
+        live.session
+            .attached
+            .iter()
+            .find(|(_, a)| a.hooks)
+            .map(|(c, _)| *c)
+    }
+
+    /// A persisted `hook.start {hookInvocationId, hookType, input}`.
+    fn emit_hook_start(&mut self, session: &str, invocation: &str, hook_type: &str, input: &Value) {
+        let data = json!({"hookInvocationId": invocation, "hookType": hook_type, "input": input});
+        self.emit(session, "hook.start", &data, false);
+    }
+
+    /// A persisted `hook.end`: `{success: true, output}`, or `{success: false, error}` when
+    /// the client gave no answer (the history reads hooks' outputs from it).
+    fn emit_hook_end(
+        &mut self,
+        session: &str,
+        invocation: &str,
+        hook_type: &str,
+        output: Option<&Value>,
+    ) {
+        let data = match output {
+            Some(output) => json!({"hookInvocationId": invocation, "hookType": hook_type,
+                                   "success": true, "output": output}),
+            None => json!({"hookInvocationId": invocation, "hookType": hook_type,
+                           "success": false, "error": {"message": "the client gave no answer"}}),
+        };
+        self.emit(session, "hook.end", &data, false);
     }
 
     /// Invokes the next hook the first held prompt of `session` must pass, if any; returns
@@ -319,28 +334,13 @@ impl Host {
     }
 
     fn invoke_prompt_hook(&mut self, session: &str, hook: PromptHook, extra: Value) -> bool {
-        let Some(live) = self.sessions.get(session) else {
-            return false;
-        };
-        let Some(conn) = live
-            .session
-            .attached
-            .iter()
-            .find(|(_, a)| a.hooks)
-            .map(|(c, _)| *c)
-        else {
+        let Some(conn) = self.hooks_conn(session) else {
             return false;
         };
         let input = self.hook_input(session, extra);
         let params = json!({"sessionId": session, "requestId": self.ids.next_uuid(),
                             "hookType": hook.hook_type(), "input": input});
         let invocation = self.ids.next_uuid();
-        self.emit(
-            session,
-            "hook.start",
-            &json!({"hookInvocationId": invocation, "hookType": hook.hook_type(), "input": input}),
-            false,
-        );
         let call = ClientCall::PromptHook {
             session: session.to_owned(),
             hook,
@@ -353,6 +353,7 @@ impl Host {
             self.apply_prompt_hook(session, hook, None);
             return false;
         }
+        self.emit_hook_start(session, &invocation, hook.hook_type(), &input);
         if let Some(live) = self.sessions.get_mut(session) {
             live.hooks.in_flight = true;
             live.hooks.invocation = Some(invocation);
@@ -374,14 +375,7 @@ impl Host {
             live.hooks.invocation.take()
         });
         if let Some(invocation) = invocation {
-            // Persisted: the history reads a `sessionStart`'s `additionalContext` from it.
-            let data = match &output {
-                Some(output) => json!({"hookInvocationId": invocation,
-                    "hookType": hook.hook_type(), "success": true, "output": output}),
-                None => json!({"hookInvocationId": invocation, "hookType": hook.hook_type(),
-                    "success": false, "error": {"message": "the client gave no answer"}}),
-            };
-            self.emit(session, "hook.end", &data, false);
+            self.emit_hook_end(session, &invocation, hook.hook_type(), output.as_ref());
         }
         if self.apply_prompt_hook(session, hook, output.as_ref()) {
             return;
