@@ -177,8 +177,13 @@ impl Tui {
             );
             self.pump(Duration::from_millis(50));
         }
-        // Take the last output (the terminal restore).
+        // Take the last output (the terminal restore): the reader may lag behind the exit on a
+        // loaded machine, so read until the alternate screen is left, within a bound.
         self.pump(Duration::from_millis(200));
+        let deadline = Instant::now() + STEP;
+        while self.screen.screen().alternate_screen() && Instant::now() < deadline {
+            self.pump(Duration::from_millis(50));
+        }
         self.exited.as_ref().expect("checked above").exit_code()
     }
 }
