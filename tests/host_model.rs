@@ -179,6 +179,56 @@ fn streamed_answer_reaches_the_client() {
     assert!(!serde_json::to_string(&p.inbox).unwrap().contains(KEY));
 }
 
+/// As the runtime: a prompt joins and leaves the queue (`pending_messages.modified` twice
+/// before its `user.message`), and each model call reports its context usage
+/// (`session.usage_info` after `assistant.turn_start`: the messages sent, estimated tokens,
+/// the window; `isInitial` only on the session's first).
+#[test]
+fn prompts_report_the_queue_and_each_call_its_context_usage() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1"}),
+    );
+    for (round, prompt) in ["first", "second"].into_iter().enumerate() {
+        w.call(
+            &mut p,
+            &mut [],
+            "session.send",
+            json!({"sessionId": "s", "prompt": prompt}),
+        );
+        let (call, _) = next_request(&mut w);
+        answer(&mut w, call, &text_stream("c", &["ok"]), &mut [&mut p]);
+        let types = p.types("s");
+        let user_at = types.iter().rposition(|t| *t == "user.message").unwrap();
+        assert_eq!(
+            types[user_at - 2..user_at],
+            ["pending_messages.modified", "pending_messages.modified"]
+        );
+        let info_at = types
+            .iter()
+            .rposition(|t| *t == "session.usage_info")
+            .unwrap();
+        assert_eq!(types[info_at - 1], "assistant.turn_start");
+        let info = p
+            .events("s")
+            .into_iter()
+            .rfind(|e| e["type"] == "session.usage_info")
+            .unwrap();
+        assert_eq!(info["ephemeral"], true);
+        assert_eq!(info["data"]["isInitial"], round == 0);
+        // system + user, then system + user + assistant + user.
+        assert_eq!(info["data"]["messagesLength"], 2 + 2 * round);
+        assert_eq!(info["data"]["tokenLimit"], 128_000);
+        let current = info["data"]["currentTokens"].as_u64().unwrap();
+        let system = info["data"]["systemTokens"].as_u64().unwrap();
+        assert!(system > 0 && current > system, "{info}");
+    }
+}
+
 #[test]
 fn client_tool_round_trip_sends_the_result_back_in_order() {
     let mut w = World::new(HostConfig::default());
@@ -1179,6 +1229,8 @@ fn prompt_hooks_shape_what_the_model_sees() {
     assert_eq!(ends[0]["data"]["hookType"], "sessionStart");
     assert_eq!(ends[0]["data"]["success"], true);
     answer(&mut w, call, &text_stream("c", &["ok"]), &mut [&mut p]);
+    let stop = answer_hook(&mut w, &mut p, json!({}));
+    assert_eq!(stop["params"]["hookType"], "agentStop");
 
     // sessionStart runs once: the next prompt passes the prompt hooks only.
     w.call(
@@ -1273,6 +1325,78 @@ fn tool_hooks_deny_modify_and_see_results() {
         msgs[2]["tool_calls"][0]["function"]["arguments"],
         "{\"city\":\"Paris\"}"
     );
+}
+
+/// With hooks, a natural stop passes `agentStop`: `{decision: "block", reason}` sends the
+/// reason to the model as the next user message before the session goes idle; the next stop
+/// says `stopHookActive` and, unblocked, ends the interaction.
+#[test]
+fn an_agent_stop_hook_that_blocks_keeps_the_agent_running() {
+    let mut w = World::new(HostConfig::default().with_workspace_root(Some("/data".into())));
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "hooks": true, "workingDirectory": "/w"}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "first"}),
+    );
+    answer_hook(&mut w, &mut p, json!({})); // sessionStart
+    answer_hook(&mut w, &mut p, json!({})); // userPromptSubmitted
+    answer_hook(&mut w, &mut p, json!({})); // userPromptTransformed
+    let (call, _) = next_request(&mut w);
+    answer(
+        &mut w,
+        call,
+        &text_stream("c1", &["INITIAL"]),
+        &mut [&mut p],
+    );
+    let stop = answer_hook(
+        &mut w,
+        &mut p,
+        json!({"decision": "block", "reason": "Keep going"}),
+    );
+    assert_eq!(stop["params"]["hookType"], "agentStop");
+    assert_eq!(stop["params"]["input"]["stopReason"], "end_turn");
+    assert_eq!(stop["params"]["input"]["stopHookActive"], false);
+    assert_eq!(
+        stop["params"]["input"]["transcriptPath"],
+        "/data/session-state/s/events.jsonl"
+    );
+    assert!(
+        !p.inbox
+            .iter()
+            .any(|m| m["params"]["event"]["type"] == "session.idle"),
+        "a blocked stop must not go idle"
+    );
+    let (call, request) = next_request(&mut w);
+    let msgs = messages(&request);
+    let last = msgs.last().unwrap();
+    assert_eq!(last["role"], "user");
+    assert!(
+        last["content"].as_str().unwrap().ends_with("Keep going"),
+        "{last}"
+    );
+    assert_eq!(msgs[msgs.len() - 2]["content"], "INITIAL");
+    answer(
+        &mut w,
+        call,
+        &text_stream("c2", &["CONTINUED"]),
+        &mut [&mut p],
+    );
+    let stop = answer_hook(&mut w, &mut p, json!({}));
+    assert_eq!(stop["params"]["input"]["stopHookActive"], true);
+    let idles = p
+        .inbox
+        .iter()
+        .filter(|m| m["params"]["event"]["type"] == "session.idle")
+        .count();
+    assert_eq!(idles, 1);
 }
 
 /// `systemMessage` `customize`: static overrides apply to the default sections, and sections

@@ -80,7 +80,16 @@ async fn destroy_answers_like_detach_and_writes_shutdown_after_a_turn() {
         .await
         .expect("session.destroy is answered");
         assert_eq!(result, json!({"success": true}));
-        let events = messages(&client, &id).await;
+        // The destroying client let go of the session: its calls on it fail as for an
+        // unloaded session; another client still reads it.
+        assert_session_not_found(
+            &client,
+            "session.getMessages",
+            json!({"sessionId": id.to_string()}),
+        )
+        .await;
+        let other = connect(&server).await;
+        let events = messages(&other, &id).await;
         assert_eq!(types_of(&events).last(), Some(&"session.shutdown"));
         assert_eq!(
             events.last().unwrap()["data"]["shutdownType"],

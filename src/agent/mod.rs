@@ -7,6 +7,7 @@
 //! in by implementing [`Agent`]; [`ScriptedAgent`] is the deterministic default.
 
 pub mod builtin;
+mod context_usage;
 mod model;
 mod model_settings;
 pub mod model_tools;
@@ -325,6 +326,11 @@ pub trait SessionControl {
     /// the server default), or why there is none.
     fn model_setup(&self) -> Result<ModelSetup, String> {
         Err("no model provider is configured".to_owned())
+    }
+    /// Where the session's transcript (its persisted event log) lives on disk, when the
+    /// host keeps one (the `transcriptPath` of the `agentStop` hook).
+    fn transcript_path(&self) -> Option<String> {
+        None
     }
     /// The conversation so far, rebuilt from the session's persisted events (so a session
     /// resumed after a restart continues it).

@@ -34,6 +34,8 @@ pub struct ModelAgent {
     queued: VecDeque<(String, String, PromptContext)>,
     /// The client tools offered to the last prompt's model calls (`None` before the first).
     last_client_tools: Option<Vec<String>>,
+    /// A `session.usage_info` went out (the next is not `isInitial`).
+    usage_reported: bool,
 }
 
 /// One prompt's interaction.
@@ -61,8 +63,14 @@ struct Run {
     /// A call of the response was refused outright ([`ToolOutcome::ends_turn`]): the turn
     /// ends when the calls are done instead of calling the model again.
     refused: bool,
+    /// How many times in a row an `agentStop` hook kept the agent running.
+    stop_blocks: u32,
     step: Step,
 }
+
+/// How many times in a row an `agentStop` hook may keep the agent running; a further `block`
+/// is ignored and the agent stops.
+const MAX_STOP_BLOCKS: u32 = 5;
 
 enum Step {
     /// Waiting for the client's bearer token (`providerToken.getToken`, the
@@ -73,6 +81,9 @@ enum Step {
     /// The response's tool calls are running, all at once; `waiting` holds the ids of those
     /// not finished yet.
     Tools { waiting: Vec<String> },
+    /// The model stopped; the `agentStop` hook (its `ask_client` token and invocation id)
+    /// decides whether the agent goes on.
+    StopHook { token: u64, invocation: String },
 }
 
 struct Active {
@@ -188,6 +199,7 @@ impl ModelAgent {
             pre_hooks: Vec::new(),
             post_hooks: Vec::new(),
             refused: false,
+            stop_blocks: 0,
             step: Step::Tools {
                 waiting: Vec::new(),
             },
@@ -231,6 +243,17 @@ impl ModelAgent {
             self.tool_done(s, &tool_call_id);
             return;
         }
+        if let Step::StopHook {
+            token: stop,
+            invocation,
+        } = &run.step
+        {
+            if *stop == token {
+                let invocation = invocation.clone();
+                let output = hook_ended(s, &invocation, "agentStop", outcome);
+                return self.stop_hook_answered(s, &output);
+            }
+        }
         if let Some(i) = run.asks.iter().position(|(t, _)| *t == token) {
             let (_, tool_call_id) = run.asks.remove(i);
             finish_ask_user(s, &tool_call_id, outcome);
@@ -263,6 +286,14 @@ impl ModelAgent {
     fn send_model(&mut self, s: &mut dyn SessionControl, bearer: Option<Secret>) {
         let Some(run) = self.run.as_mut() else { return };
         let messages = s.history();
+        let provider = &run.setup.provider;
+        let limit = provider
+            .max_prompt_tokens
+            .or(provider.max_context_window_tokens);
+        let info =
+            super::context_usage::usage_info(limit, &messages, &run.tools, !self.usage_reported);
+        self.usage_reported = true;
+        s.emit("session.usage_info", info, true);
         let mut req = ChatRequest::new(run.setup.model.as_deref(), &messages, &run.tools);
         req.reasoning_effort = run.setup.reasoning_effort.as_deref();
         req.stream = run.setup.provider.streams_always || s.streaming();
@@ -444,9 +475,50 @@ impl ModelAgent {
             }
         } else {
             s.emit("assistant.turn_end", json!({"turnId": turn_id}), false);
+            self.stopped(s);
+        }
+    }
+
+    /// The model answered without tools: a natural stop. With hooks, the `agentStop` hook
+    /// (`{stopReason: "end_turn", stopHookActive, transcriptPath?}`) may keep the agent
+    /// running ([`ModelAgent::stop_hook_answered`]); otherwise the interaction ends.
+    fn stopped(&mut self, s: &mut dyn SessionControl) {
+        let Some(run) = self.run.as_mut() else { return };
+        if !s.has_hooks() {
             self.run = None;
             idle(s, false);
-            self.next_queued(s);
+            return self.next_queued(s);
+        }
+        let mut input = json!({"stopReason": "end_turn", "stopHookActive": run.stop_blocks > 0});
+        if let Some(path) = s.transcript_path() {
+            input["transcriptPath"] = json!(path);
+        }
+        let (token, invocation) = invoke_hook(s, "agentStop", input);
+        run.step = Step::StopHook { token, invocation };
+    }
+
+    /// The `agentStop` hook answered: `{decision: "block", reason}` sends `reason` as the next
+    /// user message before the session goes idle (at most [`MAX_STOP_BLOCKS`] times in a
+    /// row); anything else, or a failed hook, lets the agent stop.
+    fn stop_hook_answered(&mut self, s: &mut dyn SessionControl, output: &Value) {
+        let Some(run) = self.run.take() else { return };
+        let reason = output
+            .get("reason")
+            .and_then(Value::as_str)
+            .filter(|r| !r.trim().is_empty());
+        let blocked = output.get("decision").and_then(Value::as_str) == Some("block");
+        match reason {
+            Some(reason) if blocked && run.stop_blocks < MAX_STOP_BLOCKS => {
+                let message_id = s.new_id();
+                self.start(message_id, reason.to_owned(), PromptContext::default(), s);
+                if let Some(next) = self.run.as_mut() {
+                    next.stop_blocks = run.stop_blocks + 1;
+                }
+            }
+            _ => {
+                idle(s, false);
+                self.next_queued(s);
+            }
         }
     }
 
@@ -551,6 +623,7 @@ impl ModelAgent {
     fn next_queued(&mut self, s: &mut dyn SessionControl) {
         if self.run.is_none() {
             if let Some((message_id, prompt, attachments)) = self.queued.pop_front() {
+                s.emit("pending_messages.modified", json!({}), true);
                 self.start(message_id, prompt, attachments, s);
             }
         }
@@ -559,7 +632,7 @@ impl ModelAgent {
     fn active(&mut self) -> Option<&mut Active> {
         match &mut self.run.as_mut()?.step {
             Step::Calling(active) => Some(active),
-            Step::Tools { .. } | Step::Token(_) => None,
+            Step::Tools { .. } | Step::Token(_) | Step::StopHook { .. } => None,
         }
     }
 }
@@ -853,14 +926,17 @@ impl Agent for ModelAgent {
                 prompt,
                 attachments,
             } => {
-                if self.run.is_some() {
-                    self.queued.push_back((message_id, prompt, attachments));
-                } else {
-                    self.start(message_id, prompt, attachments, s);
-                }
+                // The runtime queues every prompt: `pending_messages.modified` when it joins
+                // the queue and again when it leaves it.
+                s.emit("pending_messages.modified", json!({}), true);
+                self.queued.push_back((message_id, prompt, attachments));
+                self.next_queued(s);
             }
             AgentInput::Abort => {
-                self.queued.clear();
+                if !self.queued.is_empty() {
+                    self.queued.clear();
+                    s.emit("pending_messages.modified", json!({}), true);
+                }
                 let Some(run) = self.run.as_mut() else { return };
                 if let Step::Calling(active) = &mut run.step {
                     active.call.cancel(s.now());
@@ -869,14 +945,17 @@ impl Agent for ModelAgent {
                     }
                 }
                 let turn = run.turn;
+                let turn_ended = matches!(run.step, Step::StopHook { .. });
                 self.run = None;
                 s.cancel_tool_calls();
                 s.emit("abort", json!({"reason": "user_initiated"}), false);
-                s.emit(
-                    "assistant.turn_end",
-                    json!({"turnId": turn.to_string()}),
-                    false,
-                );
+                if !turn_ended {
+                    s.emit(
+                        "assistant.turn_end",
+                        json!({"turnId": turn.to_string()}),
+                        false,
+                    );
+                }
                 idle(s, true);
             }
             AgentInput::Timer => {

@@ -55,6 +55,7 @@ fn session_method(host: &mut Host, conn: ConnId, method: &str, session: &str, p:
         "session.destroy" => {
             host.session_end_hook(session, conn);
             host.detach_conn(session, conn);
+            super::ConnState::release(host, conn, session);
             Ok(json!({"success": true}))
         }
         "session.shutdown" => {

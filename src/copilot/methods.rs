@@ -82,7 +82,7 @@ pub(super) fn dispatch(
         },
         "session.create" => create(host, conn, params),
         "session.resume" => resume(host, conn, params),
-        "session.send" => send(host, params).map(|m| json!({"messageId": m})),
+        "session.send" => send(host, conn, params).map(|m| json!({"messageId": m})),
         "session.sendAndWait" => return send_and_wait(host, conn, id, params),
         "session.abort" => abort(host, params),
         "session.detach" => detach(host, conn, params),
@@ -93,7 +93,7 @@ pub(super) fn dispatch(
             Some(s) => json!({"sessionId": s}),
             None => json!({}),
         }),
-        "session.getMessages" => get_messages(host, params),
+        "session.getMessages" => get_messages(host, conn, params),
         "session.getForeground" => Ok(match host.foreground() {
             Some(s) => json!({"sessionId": s}),
             None => json!({}),
@@ -329,6 +329,7 @@ fn create(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
         });
     }
     warn_if_mcp_apps_refused(host, &session_id, conn, &p);
+    super::ConnState::reacquire(host, conn, &session_id);
     Ok(result)
 }
 
@@ -415,7 +416,25 @@ fn resume(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
             configs: mcp,
         });
     }
+    super::ConnState::reacquire(host, conn, &session_id);
     Ok(result)
+}
+
+/// `Ok` when the session is loaded and `conn` has not let go of it (`session.destroy`), else
+/// the runtime's "Session not found".
+fn attached_session(
+    host: &Host,
+    conn: ConnId,
+    method: &str,
+    session_id: &str,
+) -> Result<(), ErrorObject> {
+    if super::ConnState::is_released(host, conn, session_id) {
+        return Err(failed(
+            method,
+            format!("Session not found for sessionId: {session_id}"),
+        ));
+    }
+    known_session(host, method, session_id)
 }
 
 fn known_session(host: &Host, method: &str, session_id: &str) -> Result<(), ErrorObject> {
@@ -429,9 +448,9 @@ fn known_session(host: &Host, method: &str, session_id: &str) -> Result<(), Erro
     }
 }
 
-fn send(host: &mut Host, params: Option<&RawValue>) -> Result<String, ErrorObject> {
+fn send(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<String, ErrorObject> {
     let p: SendParams = decode_required(params)?;
-    known_session(host, "session.send", &p.session_id)?;
+    attached_session(host, conn, "session.send", &p.session_id)?;
     let message_id = host.new_id();
     let summary: String = host.mask_text(&p.prompt).chars().take(200).collect();
     if let Some(session) = host.session_mut(&p.session_id) {
@@ -465,7 +484,7 @@ fn send_and_wait(host: &mut Host, conn: ConnId, id: &OwnedId, params: Option<&Ra
         Ok(p) => p.session_id,
         Err(e) => return Some(Err(e)),
     };
-    let message_id = match send(host, params) {
+    let message_id = match send(host, conn, params) {
         Ok(m) => m,
         Err(e) => return Some(Err(e)),
     };
@@ -557,9 +576,13 @@ fn get_metadata(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorOb
     })
 }
 
-fn get_messages(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+fn get_messages(
+    host: &Host,
+    conn: ConnId,
+    params: Option<&RawValue>,
+) -> Result<Value, ErrorObject> {
     let p: SessionParams = decode_required(params)?;
-    known_session(host, "session.getMessages", &p.session_id)?;
+    attached_session(host, conn, "session.getMessages", &p.session_id)?;
     let events = host.session(&p.session_id).map_or(&[][..], |s| s.events());
     let mut text =
         String::with_capacity(events.iter().map(|e| e.json.len() + 1).sum::<usize>() + 16);

@@ -72,7 +72,41 @@ struct SessionState {
     mcp_host_context: Option<Value>,
 }
 
+/// What the dialect keeps per connection.
+#[derive(Debug, Default)]
+struct ConnState {
+    /// Sessions this connection let go of with `session.destroy` (the SDK's `disconnect`):
+    /// until it creates or resumes them again, its calls on them fail with "Session not
+    /// found", as for an unloaded session. Other connections keep the session.
+    released: Vec<String>,
+}
+
+impl ConnState {
+    fn is_released(host: &Host, conn: ConnId, session: &str) -> bool {
+        host.conn_state_ref::<ConnState>(conn)
+            .is_some_and(|c| c.released.iter().any(|s| s == session))
+    }
+
+    fn release(host: &mut Host, conn: ConnId, session: &str) {
+        if let Some(c) = host.conn_state::<ConnState>(conn) {
+            if !c.released.iter().any(|s| s == session) {
+                c.released.push(session.to_owned());
+            }
+        }
+    }
+
+    fn reacquire(host: &mut Host, conn: ConnId, session: &str) {
+        if let Some(c) = host.conn_state::<ConnState>(conn) {
+            c.released.retain(|s| s != session);
+        }
+    }
+}
+
 impl DialectHandler for Copilot {
+    fn new_conn_state(&self) -> Box<dyn std::any::Any + Send> {
+        Box::new(ConnState::default())
+    }
+
     fn handle_message(&self, host: &mut Host, conn: ConnId, message: jsonrpc::Message<'_>) {
         match message {
             jsonrpc::Message::Request { id, method, params } => {

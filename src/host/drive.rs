@@ -107,6 +107,14 @@ impl SessionControl for Control<'_> {
         self.host.model_setup(self.session)
     }
 
+    fn transcript_path(&self) -> Option<String> {
+        let root = self.host.config().workspace_root.as_ref()?;
+        Some(format!(
+            "{root}/session-state/{}/events.jsonl",
+            self.session
+        ))
+    }
+
     fn history(&self) -> Vec<crate::model::ChatMessage> {
         self.host.model_history(self.session)
     }
