@@ -179,6 +179,82 @@ fn streamed_answer_reaches_the_client() {
     assert!(!serde_json::to_string(&p.inbox).unwrap().contains(KEY));
 }
 
+/// The only client leaves while its tool call is pending: the call stays pending. A client
+/// that resumes with `continuePendingWork` answers it and the turn goes on; one that resumes
+/// without it (nobody else had the session: `sessionWasActive: false`) interrupts it: the
+/// turn ends without another model call and the next prompt shows the call interrupted.
+#[test]
+fn pending_tool_calls_outlive_their_client_until_a_resume_continues_or_interrupts_them() {
+    for continue_work in [true, false] {
+        let mut w = World::new(HostConfig::default());
+        let mut p = w.connect();
+        create(
+            &mut w,
+            &mut p,
+            "s",
+            json!({"provider": provider(), "model": "m1", "tools": weather_tool()}),
+        );
+        w.call(
+            &mut p,
+            &mut [],
+            "session.send",
+            json!({"sessionId": "s", "prompt": "Weather?"}),
+        );
+        let (call, _) = next_request(&mut w);
+        answer(&mut w, call, &tool_stream("c1"), &mut [&mut p]);
+        answer_permission(&mut w, &mut p, "approve-once");
+        let req = p.event("s", "external_tool.requested");
+        let request_id = req["data"]["requestId"].as_str().unwrap().to_owned();
+        w.host.handle_eof(w.now, p.conn);
+        w.pump(&mut []);
+        assert!(
+            w.host.poll_output().is_none(),
+            "nothing runs while the call waits"
+        );
+
+        let mut q = w.connect();
+        w.call(
+            &mut q,
+            &mut [],
+            "session.resume",
+            json!({"sessionId": "s", "continuePendingWork": continue_work,
+                   "provider": provider(), "model": "m1"}),
+        );
+        let resume = q.event("s", "session.resume");
+        assert_eq!(resume["data"]["sessionWasActive"], false);
+        let answered = w.call(
+            &mut q,
+            &mut [],
+            "session.tools.handlePendingToolCall",
+            json!({"sessionId": "s", "requestId": request_id, "result": "sunny"}),
+        );
+        assert_eq!(answered["result"]["success"], continue_work, "{answered}");
+        if continue_work {
+            let (_, request) = next_request(&mut w);
+            assert_eq!(messages(&request).last().unwrap()["content"], "sunny");
+            continue;
+        }
+        assert!(q.types("s").iter().any(|t| t == "session.idle"));
+        assert!(!q.types("s").iter().any(|t| t == "abort"));
+        w.call(
+            &mut q,
+            &mut [],
+            "session.send",
+            json!({"sessionId": "s", "prompt": "again"}),
+        );
+        let (_, request) = next_request(&mut w);
+        let msgs = messages(&request);
+        let tool = msgs.iter().find(|m| m["role"] == "tool").unwrap();
+        assert!(
+            tool["content"]
+                .as_str()
+                .unwrap()
+                .ends_with("Session aborted"),
+            "{tool}"
+        );
+    }
+}
+
 /// As the runtime: a prompt joins and leaves the queue (`pending_messages.modified` twice
 /// before its `user.message`), and each model call reports its context usage
 /// (`session.usage_info` after `assistant.turn_start`: the messages sent, estimated tokens,

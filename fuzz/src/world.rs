@@ -24,7 +24,7 @@
 //!   announced it;
 //! * `session.getMessages` contains every persisted event its client saw in that session, in a
 //!   consistent `parentId` chain;
-//! * at the end: no timer left, no turn running (`sessionWasActive: false` on a final resume).
+//! * at the end: no timer left, no turn running (`session.metadata.isProcessing` false after a final resume).
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

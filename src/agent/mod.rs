@@ -45,6 +45,11 @@ pub enum AgentInput {
     },
     /// The client asked to abort the current turn (`session.abort`).
     Abort,
+    /// The current turn's pending work was orphaned: the clients that would answer it left,
+    /// and the session was resumed without `continuePendingWork`. The turn ends as an abort
+    /// does (its tool calls interrupted, the model not called again), without an `abort`
+    /// event, since nobody asked for one.
+    Interrupt,
     /// A timer set with [`SessionControl::set_timer`] fired.
     Timer,
     /// A tool call started with [`SessionControl::call_tool`] finished. The host has already

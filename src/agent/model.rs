@@ -932,7 +932,8 @@ impl Agent for ModelAgent {
                 self.queued.push_back((message_id, prompt, attachments));
                 self.next_queued(s);
             }
-            AgentInput::Abort => {
+            AgentInput::Abort | AgentInput::Interrupt => {
+                let asked = matches!(input, AgentInput::Abort);
                 if !self.queued.is_empty() {
                     self.queued.clear();
                     s.emit("pending_messages.modified", json!({}), true);
@@ -948,7 +949,9 @@ impl Agent for ModelAgent {
                 let turn_ended = matches!(run.step, Step::StopHook { .. });
                 self.run = None;
                 s.cancel_tool_calls();
-                s.emit("abort", json!({"reason": "user_initiated"}), false);
+                if asked {
+                    s.emit("abort", json!({"reason": "user_initiated"}), false);
+                }
                 if !turn_ended {
                     s.emit(
                         "assistant.turn_end",

@@ -362,11 +362,13 @@ impl Agent for ScriptedAgent {
                     self.start(message_id, prompt, attachments, s);
                 }
             }
-            AgentInput::Abort => {
+            AgentInput::Abort | AgentInput::Interrupt => {
                 self.queued.clear();
                 if self.run.is_some() {
                     s.cancel_tool_calls();
-                    s.emit("abort", json!({"reason": "user_initiated"}), false);
+                    if matches!(input, AgentInput::Abort) {
+                        s.emit("abort", json!({"reason": "user_initiated"}), false);
+                    }
                     self.finish(s, Some(true));
                 }
             }

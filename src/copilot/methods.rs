@@ -358,6 +358,10 @@ fn resume(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
         host.mark_client_transport(&session_id);
     }
     let was_active = host.session_busy(&session_id);
+    // Whether another client still had the session (the runtime's `sessionWasActive`).
+    let was_attached = host
+        .session(&session_id)
+        .is_some_and(|s| !s.attached.is_empty());
     host.attach(
         &session_id,
         conn,
@@ -391,7 +395,7 @@ fn resume(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
         let mut data = json!({
             "resumeTime": host.now().to_rfc3339(),
             "eventCount": event_count,
-            "sessionWasActive": was_active,
+            "sessionWasActive": was_attached,
             "continuePendingWork": p.continue_pending_work,
         });
         if let Some(model) = model {
@@ -409,6 +413,8 @@ fn resume(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
     }
     if p.continue_pending_work {
         host.reemit_pending_permissions(&session_id);
+    } else if !was_attached && !p.relay_reattach {
+        host.interrupt_orphaned_work(&session_id);
     }
     if !mcp.is_empty() {
         host.after_response(AfterResponse::StartMcp {

@@ -609,6 +609,12 @@ impl Host {
         let Some(live) = self.sessions.get(session) else {
             return;
         };
+        if live.session.attached.is_empty() {
+            // The last client left: its tool calls and permission prompts stay pending, for
+            // a client that resumes the session to answer (`continuePendingWork`) or to
+            // interrupt ([`Host::interrupt_orphaned_work`]).
+            return self.resolve_client_requests_for_departed(session, conn);
+        }
         let can_answer = live.session.any_permission_handler();
         let can_grant = self.non_extension_permission_handler(session);
         let mut tools = Vec::new();
@@ -770,6 +776,31 @@ impl Host {
     }
 
     /// Re-emits `permission.requested` for prompts still pending (`continuePendingWork`).
+    /// Whether the session has tool calls or permission prompts waiting for a client.
+    pub(crate) fn has_pending_tool_work(&self, session: &str) -> bool {
+        self.sessions.get(session).is_some_and(|live| {
+            live.pending.values().any(|p| {
+                matches!(
+                    p,
+                    Pending::ExternalTool { .. }
+                        | Pending::Permission {
+                            grants_extension: None,
+                            ..
+                        }
+                )
+            })
+        })
+    }
+
+    /// A client resumed a session whose previous clients all left with work pending, and
+    /// did not ask to continue it: the running turn ends, its tool calls interrupted
+    /// ([`AgentInput::Interrupt`]), so the session is ready for new prompts.
+    pub(crate) fn interrupt_orphaned_work(&mut self, session: &str) {
+        if self.has_pending_tool_work(session) {
+            self.queue_agent_input(session, crate::agent::AgentInput::Interrupt);
+        }
+    }
+
     pub(crate) fn reemit_pending_permissions(&mut self, session: &str) {
         for (request_id, request) in self.pending_permissions(session) {
             self.emit(

@@ -140,7 +140,7 @@ impl World {
                 call.method
             );
         }
-        // Every loaded session is idle: a final resume reports sessionWasActive:false.
+        // Every loaded session is idle after a final resume: `isProcessing` is false.
         let sessions: Vec<String> = self
             .session_ids
             .iter()
@@ -191,10 +191,29 @@ impl World {
                 // unheard is never resolved.
                 continue;
             }
+            // `sessionWasActive` says whether another client still had the session; whether a
+            // turn is still running is `isProcessing`. (A resume by a client when no other
+            // had the session interrupts work its departed clients left pending.)
+            let _ = active;
+            let probe = self.request(
+                s,
+                "session.metadata.isProcessing",
+                json!({"sessionId": session}),
+            );
+            self.deliver_all(s)?;
+            self.drain_all()?;
+            if self.conns[s].closed_by_host {
+                continue;
+            }
+            let processing = self.conns[s]
+                .responses
+                .get(&probe)
+                .map(|r| r["result"]["processing"].clone());
             ensure!(
-                active == Some(&json!(false)),
-                "session {session}: the final resume reports sessionWasActive {active:?} after \
-                 settling (a turn that never reached session.idle); the log ends with {tail:#?}"
+                processing == Some(json!(false)),
+                "session {session}: still processing after settling and a final resume \
+                 ({processing:?}: a turn that never reached session.idle); the log ends with \
+                 {tail:#?}"
             );
         }
         Ok(())
