@@ -1087,3 +1087,74 @@ async fn method_table_matches_dispatch_and_docs() {
     })
     .await
 }
+
+/// The built-in slash commands: listed next to the clients' (each group only when asked),
+/// `/help` lists them, `/compact` compacts the history, an unknown name is refused.
+#[tokio::test]
+async fn builtin_slash_commands_are_listed_and_invoked() {
+    sdk_scenarios::bounded(async {
+        let server = server();
+        let client = connect(&server).await;
+        let id = new_session_id();
+        let mut c = create_session(&client, &id, false).await;
+        turn(&c.session, "hello").await;
+        let call = |method: &'static str, params: Value| {
+            let client = &client;
+            async move {
+                within(method, client.call(method, Some(params)))
+                    .await
+                    .expect(method)
+            }
+        };
+        let sid = id.to_string();
+        let listed = call(
+            "session.commands.list",
+            json!({"sessionId": sid, "includeBuiltins": true, "includeClientCommands": false}),
+        )
+        .await;
+        let names: Vec<&str> = listed["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["kind"] == "builtin")
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        assert_eq!(names, ["help", "compact"]);
+        let without = call(
+            "session.commands.list",
+            json!({"sessionId": sid, "includeBuiltins": false}),
+        )
+        .await;
+        assert!(!without["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["kind"] == "builtin"));
+        let help = call(
+            "session.commands.invoke",
+            json!({"sessionId": sid, "name": "/HELP"}),
+        )
+        .await;
+        assert_eq!(help["kind"], "text");
+        assert!(
+            help["text"].as_str().unwrap().contains("/compact"),
+            "{help}"
+        );
+        let compact = call(
+            "session.commands.invoke",
+            json!({"sessionId": sid, "name": "compact"}),
+        )
+        .await;
+        assert_eq!(compact["kind"], "completed");
+        let done = c.events.wait_for("session.compaction_complete").await;
+        assert_eq!(done.data["success"], true);
+        let (_, message) = rpc_error(
+            &client,
+            "session.commands.invoke",
+            json!({"sessionId": sid, "name": "nope"}),
+        )
+        .await;
+        assert!(message.contains("Unknown command: /nope"), "{message}");
+    })
+    .await
+}

@@ -1,9 +1,9 @@
 //! What this server has none of, answered truthfully in the runtime's shapes rather than
-//! `-32601`: skills, extensions, instruction sources, hooks and built-in slash commands
-//! (agentwire reads no user or repository configuration), a built-in model catalog, and
+//! `-32601`: skills, extensions, instruction sources and hooks (agentwire reads no user or
+//! repository configuration), a built-in model catalog, and
 //! GitHub accounts, background compactions; plus the cheap session queries and edits over
 //! the loaded sessions (`session.metadata.activity`, `session.interruptMainTurn`,
-//! `session.commands.list`, the client metadata bag (in memory), `sessions.delete`,
+//! `session.commands.list` / `invoke` (with [`super::slash_commands`]), the client metadata bag (in memory), `sessions.delete`,
 //! `sessions.findByPrefix`, `sessions.checkInUse`, `sessions.listNonEmptySessionIds`).
 
 use std::collections::BTreeMap;
@@ -47,7 +47,6 @@ const SERVER_CONSTANT: &[(&str, &str)] = &[
         "hooks.discover",
         r#"{"hooks":[],"warnings":[],"errors":[]}"#,
     ),
-    ("commands.list", r#"{"commands":[]}"#),
     ("models.getBuiltInCatalog", r#"{"models":[]}"#),
 ];
 
@@ -73,9 +72,15 @@ pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>)
             }
             Ok(json!({"interrupted": busy}))
         }),
-        "session.commands.list" => in_session(host, method, params, |h, s, _| {
-            Ok(json!({"commands": client_commands(h, s)}))
+        "session.commands.list" => in_session(host, method, params, |h, s, p| {
+            let client = client_commands(h, s);
+            super::slash_commands::list(p, client)
         }),
+        "session.commands.invoke" => in_session(host, method, params, |h, s, p| {
+            let client = client_commands(h, s);
+            super::slash_commands::invoke(h, s, p, client)
+        }),
+        "commands.list" => Ok(json!({"commands": super::slash_commands::builtins()})),
         "session.metadata.getClientMetadata" => in_session(host, method, params, |h, s, _| {
             Ok(json!(client_metadata(h, s).0))
         }),
@@ -232,6 +237,8 @@ pub(super) fn methods() -> Vec<&'static str> {
     all.extend(SESSION_CONSTANT.iter().map(|(m, _)| *m));
     all.extend([
         "session.commands.list",
+        "session.commands.invoke",
+        "commands.list",
         "session.metadata.getClientMetadata",
         "session.metadata.updateClientMetadata",
         "sessions.delete",

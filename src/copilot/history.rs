@@ -213,7 +213,7 @@ fn tokens(chars: usize) -> u64 {
     chars.div_ceil(4) as u64
 }
 
-fn compact(host: &mut Host, session: &str, p: &Value) -> Answer {
+pub(super) fn compact(host: &mut Host, session: &str, p: &Value) -> Answer {
     if host.session_busy(session) {
         return Err(failed(
             "session.history.compact",

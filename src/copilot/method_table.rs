@@ -145,6 +145,7 @@ pub const METHODS: &[&str] = &[
     "session.history.cancelBackgroundCompaction",
     "session.history.abortManualCompaction",
     "session.commands.list",
+    "session.commands.invoke",
     "session.metadata.getClientMetadata",
     "session.metadata.updateClientMetadata",
     "sessions.delete",

@@ -32,6 +32,7 @@ mod relayed_turns;
 mod session_fs;
 mod session_state;
 mod shell;
+mod slash_commands;
 mod stored_state;
 mod surface;
 mod turns;
