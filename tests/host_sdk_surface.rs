@@ -177,3 +177,108 @@ fn pending_permission_requests_are_listed_until_answered() {
     );
     assert_eq!(pending(&mut w, &mut p), json!([]));
 }
+
+/// Sends `method` without waiting for its response; returns the request id.
+fn send_request(w: &mut World, p: &mut Peer, method: &str, params: Value) -> u64 {
+    let id = p.next_id;
+    p.next_id += 1;
+    w.send_frame(
+        p,
+        &json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}),
+    );
+    w.pump(&mut [&mut *p]);
+    id
+}
+
+fn response(p: &Peer, id: u64) -> Option<Value> {
+    p.inbox
+        .iter()
+        .find(|m| m["id"] == json!(id) && m.get("method").is_none())
+        .cloned()
+}
+
+/// The GitHub API lookup the host asked for: its call id and `authorization` header.
+fn identity_lookup(w: &mut World) -> (u64, String) {
+    while let Some(o) = w.host.poll_output() {
+        if let Output::HttpRequest { call, request, .. } = o {
+            assert_eq!(request.url, "http://gh.test/copilot_internal/user");
+            let auth = request.header("authorization").unwrap().to_owned();
+            return (call, auth);
+        }
+    }
+    panic!("no identity lookup")
+}
+
+fn answer_lookup(w: &mut World, p: &mut Peer, call: u64, status: u16, body: Value) {
+    w.host.handle_http_response(w.now, call, status, &[]);
+    w.host
+        .handle_http_body(w.now, call, body.to_string().as_bytes());
+    w.host.handle_http_end(w.now, call);
+    w.pump(&mut [&mut *p]);
+}
+
+/// A session created with its own `gitHubToken` is created once the GitHub API says whose
+/// the token is (its account is then the session's `gitHubAuth.getStatus`); a refused token
+/// fails the creation; a known token needs no second lookup.
+#[test]
+fn a_session_s_github_token_is_checked_before_it_is_created() {
+    let config = HostConfig::default().with_github_api_url(Some("http://gh.test".into()));
+    let mut w = World::new(config);
+    let mut p = w.connect();
+    let create = |w: &mut World, p: &mut Peer, id: &str, token: &str| {
+        send_request(
+            w,
+            p,
+            "session.create",
+            json!({"sessionId": id, "gitHubToken": token}),
+        )
+    };
+    let first = create(&mut w, &mut p, "a", "tok-alice");
+    assert!(response(&p, first).is_none(), "answered before the lookup");
+    let (call, auth) = identity_lookup(&mut w);
+    assert_eq!(auth, "Bearer tok-alice");
+    answer_lookup(
+        &mut w,
+        &mut p,
+        call,
+        200,
+        json!({"login": "alice", "copilot_plan": "individual_pro"}),
+    );
+    let created = response(&p, first).expect("created after the lookup");
+    assert_eq!(created["result"]["sessionId"], "a");
+    let status = w.call(
+        &mut p,
+        &mut [],
+        "session.gitHubAuth.getStatus",
+        json!({"sessionId": "a"}),
+    );
+    assert_eq!(status["result"]["isAuthenticated"], true);
+    assert_eq!(status["result"]["login"], "alice");
+    assert_eq!(status["result"]["copilotPlan"], "individual_pro");
+
+    let refused = create(&mut w, &mut p, "b", "bad-token");
+    let (call, _) = identity_lookup(&mut w);
+    answer_lookup(
+        &mut w,
+        &mut p,
+        call,
+        401,
+        json!({"message": "Bad credentials"}),
+    );
+    let error = response(&p, refused).expect("answered");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("401 Unauthorized"), "{message}");
+    let missing = w.call(
+        &mut p,
+        &mut [],
+        "session.getMessages",
+        json!({"sessionId": "b"}),
+    );
+    assert!(missing.get("error").is_some(), "{missing}");
+
+    // Known now: answered at once, no second lookup.
+    let again = create(&mut w, &mut p, "c", "tok-alice");
+    assert_eq!(response(&p, again).unwrap()["result"]["sessionId"], "c");
+    assert!(!std::iter::from_fn(|| w.host.poll_output())
+        .any(|o| matches!(o, Output::HttpRequest { .. })));
+}

@@ -1,7 +1,7 @@
 //! Server-level methods about the account, user settings, secrets and built-in tools,
 //! answered truthfully for a server with no GitHub account (BYOK / scripted agent):
 //! `account.getCurrentAuth` → `{}`, `account.getAllUsers` → `[]`,
-//! `session.gitHubAuth.getStatus` → not authenticated, `user.settings.*` over an empty
+//! `session.gitHubAuth.getStatus` (see `github_auth`), `user.settings.*` over an empty
 //! settings set, `secrets.addFilterValues` and `tools.list`.
 
 use serde_json::value::RawValue;
@@ -21,7 +21,7 @@ pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>)
         "session.gitHubAuth.getStatus" => decode::<Value>(params).and_then(|p| {
             let session = session_id(&p)?;
             known(host, method, &session)?;
-            Ok(json!({"isAuthenticated": false, "statusMessage": "Not authenticated"}))
+            Ok(super::github_auth::session_status(host, &session))
         }),
         // agentwire keeps no user settings file: nothing to list, cache or write.
         "user.settings.get" => Ok(json!({"settings": {}})),

@@ -17,7 +17,7 @@ use crate::session::Session;
 use super::params::*;
 use super::{shell, turns, SessionState, PROTOCOL_VERSION};
 
-type Reply = Option<Result<Value, ErrorObject>>;
+pub(super) type Reply = Option<Result<Value, ErrorObject>>;
 
 fn decode<T: DeserializeOwned + Default>(params: Option<&RawValue>) -> Result<T, ErrorObject> {
     match params {
@@ -73,14 +73,12 @@ pub(super) fn dispatch(
         "status.get" => {
             Ok(json!({"version": host.config().version, "protocolVersion": PROTOCOL_VERSION}))
         }
-        "auth.getStatus" => {
-            Ok(json!({"isAuthenticated": true, "authType": "token", "login": "agentwire"}))
-        }
+        "auth.getStatus" => Ok(super::github_auth::server_status(host)),
         "models.list" => match host.list_models(conn, id, models_result) {
             Some(result) => Ok(result),
             None => return None,
         },
-        "session.create" => create(host, conn, params),
+        "session.create" => return super::github_auth::create(host, conn, id, params),
         "session.resume" => resume(host, conn, params),
         "session.send" => send(host, conn, params).map(|m| json!({"messageId": m})),
         "session.sendAndWait" => return send_and_wait(host, conn, id, params),
@@ -258,7 +256,11 @@ fn model_settings(
         .map_err(|e| failed(method, e))
 }
 
-fn create(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+pub(super) fn create(
+    host: &mut Host,
+    conn: ConnId,
+    params: Option<&RawValue>,
+) -> Result<Value, ErrorObject> {
     let p: AttachParams = decode(params)?;
     let settings = model_settings(host, conn, "session.create", params)?;
     let reasoning_effort = settings.reasoning_effort.clone();

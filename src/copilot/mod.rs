@@ -21,6 +21,7 @@
 
 mod account;
 mod discovery;
+mod github_auth;
 mod history;
 mod lifecycle;
 mod llm_inference;
@@ -80,6 +81,8 @@ struct ConnState {
     /// until it creates or resumes them again, its calls on them fail with "Session not
     /// found", as for an unloaded session. Other connections keep the session.
     released: Vec<String>,
+    /// `session.create` requests waiting for their `gitHubToken`'s lookup.
+    waiting_creates: Vec<github_auth::WaitingCreate>,
 }
 
 impl ConnState {
@@ -106,6 +109,10 @@ impl ConnState {
 impl DialectHandler for Copilot {
     fn new_conn_state(&self) -> Box<dyn std::any::Any + Send> {
         Box::new(ConnState::default())
+    }
+
+    fn deferred_ready(&self, host: &mut Host, conn: ConnId) {
+        github_auth::deferred_ready(host, conn);
     }
 
     fn handle_message(&self, host: &mut Host, conn: ConnId, message: jsonrpc::Message<'_>) {

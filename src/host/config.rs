@@ -63,6 +63,10 @@ pub struct HostConfig {
     /// Approve every permission prompt of every session without asking (`--yolo`): no
     /// `permission.*` events, the tool call runs at once. Off by default.
     pub approve_all_permissions: bool,
+    /// The GitHub API that says whose a token is (`GET {url}/copilot_internal/user`): a
+    /// session created with its own `gitHubToken` is created only when it answers for the
+    /// token (see `github_identity.rs`). `None`: tokens are kept unverified.
+    pub github_api_url: Option<String>,
     /// The model for sessions that name no provider (operator flags, or the runtime's own
     /// `COPILOT_API_URL` route). When set, every session gets a
     /// [`ModelAgent`](crate::agent::ModelAgent); without it, only sessions with their own
@@ -177,6 +181,12 @@ impl HostConfig {
         self
     }
 
+    /// Sets [`HostConfig::github_api_url`].
+    pub fn with_github_api_url(mut self, url: Option<String>) -> Self {
+        self.github_api_url = url;
+        self
+    }
+
     /// Sets [`HostConfig::approve_all_permissions`] (`--yolo`).
     pub fn with_approve_all_permissions(mut self, on: bool) -> Self {
         self.approve_all_permissions = on;
@@ -237,6 +247,7 @@ impl Default for HostConfig {
             shell_enabled: false,
             builtin_tools: true,
             approve_all_permissions: false,
+            github_api_url: None,
             model_default: None,
             model_call: CallConfig::default(),
             model_base_urls: BaseUrlPolicy::AllowAll,
@@ -265,6 +276,7 @@ impl fmt::Debug for HostConfig {
             .field("shell_enabled", &self.shell_enabled)
             .field("builtin_tools", &self.builtin_tools)
             .field("approve_all_permissions", &self.approve_all_permissions)
+            .field("github_api_url", &self.github_api_url)
             .field(
                 "model_default",
                 &self

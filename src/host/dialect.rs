@@ -108,6 +108,12 @@ pub(crate) trait DialectHandler: Sync {
     /// One JSON-RPC message from a connection of this dialect.
     fn handle_message(&self, host: &mut Host, conn: ConnId, message: jsonrpc::Message<'_>);
 
+    /// Something `conn`'s requests waited for is ready (a GitHub token lookup,
+    /// [`Host::github_identity`]): answer the requests that can be answered now.
+    fn deferred_ready(&self, host: &mut Host, conn: ConnId) {
+        let _ = (host, conn);
+    }
+
     /// The requests that set up a connection of this dialect as `conn` was set up, in order,
     /// for a cluster node that relays `conn` to another node (which must see the same
     /// set-up): ACP's `initialize` with the client's own params; the Copilot SDK's

@@ -73,6 +73,10 @@ impl Host {
             self.run_agents();
             return;
         }
+        if self.is_identity_call(call) {
+            self.identity_http(call, event);
+            return;
+        }
         // Input for an unknown or cancelled exchange, or one a client performs, is ignored.
         if self
             .http_calls

@@ -121,6 +121,7 @@ impl Host {
                 }
                 TimerTarget::ClientCall(conn, id) => self.client_call_timed_out(conn, &id),
                 TimerTarget::ModelsList(call) => self.models_list_timed_out(call),
+                TimerTarget::GitHubIdentity(call) => self.identity_timed_out(call),
                 TimerTarget::ToolShell(process_id) => self.tool_shell_timed_out(&process_id),
                 TimerTarget::Dialect(dialect, conn, id) => {
                     let handler = self.dialects[dialect.index()];

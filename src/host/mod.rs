@@ -28,6 +28,7 @@ pub(crate) mod dialect;
 mod drive;
 mod emit;
 mod forward;
+mod github_identity;
 mod http;
 mod input;
 mod instructions;
@@ -78,6 +79,7 @@ pub use catalog::SessionSummary;
 pub use client_calls::CLIENT_CALL_TIMEOUT;
 pub use config::{HostConfig, McpSpawnPolicy, DEFAULT_OUTBOX_BUDGET};
 pub use forward::RelayedEventHead;
+pub use github_identity::GitHubIdentity;
 pub use outbox::{Outbox, OutboxOverflow};
 pub use output::Output;
 pub use relay_group::{
@@ -91,6 +93,7 @@ pub use tool_ops::{image_media_type, FileReply, FileRequest};
 pub(crate) use bridge::{always_decision, command_ids, AnswerTo, Pending, PermissionPrompt};
 pub(crate) use canvas::{ActionParams, CanvasReply, CloseParams, OpenParams};
 pub(crate) use dialect::{DialectHandler, DialectId, ServerRequest, SessionChange};
+pub(crate) use github_identity::IdentityLookup;
 pub(crate) use mcp_apps::AppRequest;
 pub(crate) use policy::HistoryError;
 pub(crate) use remote_fs::{FsAnswer, FsPrimitive};
@@ -204,6 +207,8 @@ pub struct Host {
     runtime_tools: tool_ops::RuntimeTools,
     /// The server's model list: the provider's cached answer and the request in flight.
     models_lists: models_list::ModelsLists,
+    /// GitHub token lookups (`github_identity.rs`).
+    github_identities: github_identity::GitHubIdentities,
     /// Connections that provide the file storage of the sessions they attach to.
     file_providers: BTreeSet<ConnId>,
     /// Child processes of MCP servers, by process id: their session and server name.
@@ -237,6 +242,8 @@ enum TimerTarget {
     Dialect(DialectId, ConnId, OwnedId),
     /// The provider's model list (HTTP call id) is due.
     ModelsList(u64),
+    /// A GitHub token lookup (HTTP call id) is due.
+    GitHubIdentity(u64),
     /// A built-in `bash` call's command (process id) ran out of time.
     ToolShell(String),
     /// A deadline of a session's MCP server (session, server name).
@@ -312,6 +319,7 @@ impl Host {
             next_http_call: 1,
             runtime_tools: tool_ops::RuntimeTools::default(),
             models_lists: models_list::ModelsLists::default(),
+            github_identities: github_identity::GitHubIdentities::default(),
             file_providers: BTreeSet::new(),
             mcp_processes: BTreeMap::new(),
             next_process: 1,

@@ -1,5 +1,6 @@
 //! The model flags: a server default provider for sessions that name none, the runtime's own
-//! `COPILOT_API_URL` route, and the allow-list for client-chosen base URLs. Environment
+//! `COPILOT_API_URL` route, the allow-list for client-chosen base URLs, and the GitHub API
+//! that checks sessions' `gitHubToken`s. Environment
 //! variables are read here, never in the core.
 
 use agentwire::host::HostConfig;
@@ -40,6 +41,13 @@ pub(crate) struct ModelArgs {
     #[arg(long, value_name = "NAME")]
     pub(crate) auth_token_env: Option<String>,
 
+    /// GitHub API that says whose a session's `gitHubToken` is (`GET
+    /// URL/copilot_internal/user`; a refused token fails `session.create`). Default: the
+    /// runtime's COPILOT_DEBUG_GITHUB_API_URL when set; without either, tokens are kept
+    /// unverified.
+    #[arg(long, value_name = "URL")]
+    pub(crate) github_api_url: Option<String>,
+
     /// Do not offer the model the built-in tools (view, create, edit, grep, glob, bash);
     /// it then sees only the clients' tools.
     #[arg(long)]
@@ -66,6 +74,10 @@ impl ModelArgs {
     /// Sets the server default and the base-URL policy in `config`.
     pub(crate) fn apply(&self, config: &mut HostConfig) -> Result<(), UsageError> {
         config.builtin_tools = !self.no_builtin_tools;
+        config.github_api_url = self
+            .github_api_url
+            .clone()
+            .or_else(|| env_nonempty("COPILOT_DEBUG_GITHUB_API_URL"));
         if !self.model_allow_host.is_empty() {
             config.model_base_urls = BaseUrlPolicy::AllowHosts(self.model_allow_host.clone());
         }
