@@ -29,8 +29,11 @@ mod method_table;
 mod methods;
 mod params;
 mod relayed_turns;
+mod remote_control;
 mod session_fs;
+mod session_metadata;
 mod session_state;
+mod session_store;
 mod shell;
 mod stored_state;
 mod surface;
@@ -161,6 +164,7 @@ impl DialectHandler for Copilot {
 
     fn event_emitted(&self, host: &mut Host, session: &str, event: &Event, data: &Value) {
         turns::event_emitted(host, session, event, data);
+        session_metadata::event_emitted(host, session, event, data);
     }
 
     fn session_changed(&self, host: &mut Host, change: SessionChange, session: &str) {
