@@ -61,6 +61,9 @@ pub(super) fn dispatch(
     ) {
         return super::mcp::apps_request(host, conn, id, method, params);
     }
+    if method == "session.eventLog.read" {
+        return super::event_log_wait::read(host, conn, id, params);
+    }
     if method == "session.model.list" {
         return super::session_state::model_list(host, conn, id, params);
     }

@@ -21,6 +21,7 @@
 
 mod account;
 mod discovery;
+mod event_log_wait;
 mod history;
 mod lifecycle;
 mod llm_inference;
@@ -165,6 +166,7 @@ impl DialectHandler for Copilot {
     fn event_emitted(&self, host: &mut Host, session: &str, event: &Event, data: &Value) {
         turns::event_emitted(host, session, event, data);
         session_metadata::event_emitted(host, session, event, data);
+        event_log_wait::event_emitted(host, session, event);
     }
 
     fn session_changed(&self, host: &mut Host, change: SessionChange, session: &str) {
@@ -182,6 +184,11 @@ impl DialectHandler for Copilot {
 
     fn session_deleting(&self, host: &mut Host, session: &str) {
         turns::session_deleting(host, session);
+        event_log_wait::session_deleting(host, session);
+    }
+
+    fn timer_fired(&self, host: &mut Host, conn: ConnId, id: &jsonrpc::OwnedId) {
+        event_log_wait::timer_fired(host, conn, id);
     }
 
     fn start_provided_http(
