@@ -10,14 +10,22 @@ mod host_world;
 use host_world::*;
 
 fn message(r: &Value) -> String {
-    r["error"]["message"].as_str().unwrap_or_default().to_owned()
+    r["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 #[test]
 fn remote_control_is_off_and_its_writes_are_no_ops() {
     let mut w = World::new(HostConfig::default());
     let mut p = w.connect();
-    let r = w.call(&mut p, &mut [], "sessions.getRemoteControlStatus", json!({}));
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "sessions.getRemoteControlStatus",
+        json!({}),
+    );
     assert_eq!(r["result"]["status"]["state"], "off", "{r}");
     let r = w.call(
         &mut p,
@@ -37,7 +45,12 @@ fn remote_control_is_off_and_its_writes_are_no_ops() {
     );
     assert_eq!(r["result"]["transferred"], false, "{r}");
     // Bad params are invalid params, not a pretend success.
-    let r = w.call(&mut p, &mut [], "sessions.setRemoteControlSteering", json!({}));
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "sessions.setRemoteControlSteering",
+        json!({}),
+    );
     assert_eq!(r["error"]["code"], -32602, "{r}");
     let r = w.call(
         &mut p,
@@ -53,17 +66,33 @@ fn remote_control_is_off_and_its_writes_are_no_ops() {
         "sessions.startRemoteControl",
         json!({"sessionId": "s", "config": {}}),
     );
-    assert!(message(&r).contains("remote control is not available"), "{r}");
+    assert!(
+        message(&r).contains("remote control is not available"),
+        "{r}"
+    );
 }
 
 #[test]
 fn agent_registry_open_and_extension_attachments_answer_honestly() {
     let mut w = World::new(HostConfig::default());
     let mut p = w.connect();
-    let r = w.call(&mut p, &mut [], "agentRegistry.spawn", json!({"cwd": "/tmp"}));
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "agentRegistry.spawn",
+        json!({"cwd": "/tmp"}),
+    );
     let m = message(&r);
-    assert!(m.contains("agentRegistry.spawn") && m.contains("not enabled"), "{r}");
-    let r = w.call(&mut p, &mut [], "sessions.open", json!({"kind": "resumeLast"}));
+    assert!(
+        m.contains("agentRegistry.spawn") && m.contains("not enabled"),
+        "{r}"
+    );
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "sessions.open",
+        json!({"kind": "resumeLast"}),
+    );
     assert_eq!(r["result"]["status"], "not_found", "{r}");
     assert!(r["result"].get("sessionId").is_none());
     create(&mut w, &mut p, "s", json!({"workingDirectory": "/w"}));
@@ -95,11 +124,21 @@ fn agent_registry_open_and_extension_attachments_answer_honestly() {
 fn delete_of_an_unknown_session_and_foreground_without_a_ui_fail() {
     let mut w = World::new(HostConfig::default());
     let mut p = w.connect();
-    let r = w.call(&mut p, &mut [], "session.delete", json!({"sessionId": "nope"}));
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.delete",
+        json!({"sessionId": "nope"}),
+    );
     assert_eq!(r["result"]["success"], false, "{r}");
     assert!(r["result"]["error"].as_str().unwrap().contains("nope"));
     create(&mut w, &mut p, "s", json!({}));
-    let r = w.call(&mut p, &mut [], "session.setForeground", json!({"sessionId": "s"}));
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.setForeground",
+        json!({"sessionId": "s"}),
+    );
     assert_eq!(r["result"]["success"], false, "{r}");
     assert_eq!(r["result"]["error"], "Not running in TUI+server mode");
     let r = w.call(&mut p, &mut [], "session.getForeground", json!({}));
@@ -108,7 +147,12 @@ fn delete_of_an_unknown_session_and_foreground_without_a_ui_fail() {
     let mut w = World::new(HostConfig::default().with_foreground_ui(true));
     let mut p = w.connect();
     create(&mut w, &mut p, "s", json!({}));
-    let r = w.call(&mut p, &mut [], "session.setForeground", json!({"sessionId": "s"}));
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.setForeground",
+        json!({"sessionId": "s"}),
+    );
     assert_eq!(r["result"]["success"], true, "{r}");
     let r = w.call(&mut p, &mut [], "session.getForeground", json!({}));
     assert_eq!(r["result"]["sessionId"], "s");
@@ -135,10 +179,20 @@ fn close_detaches_and_the_store_methods_size_prune_and_delete() {
         json!({"sessionId": "s", "prompt": "hi"}),
     );
     assert!(message(&r).contains("Session not found"), "{r}");
-    let r = w.call(&mut p, &mut [], "sessions.list", json!({"filter": {"cwd": "/w"}}));
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "sessions.list",
+        json!({"filter": {"cwd": "/w"}}),
+    );
     assert_eq!(r["result"]["sessions"][0]["sessionId"], "s", "{r}");
     assert_eq!(r["result"]["sessions"][0]["isDetached"], true);
-    let r = w.call(&mut p, &mut [], "sessions.releaseLock", json!({"sessionId": "s"}));
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "sessions.releaseLock",
+        json!({"sessionId": "s"}),
+    );
     assert_eq!(r["result"], json!({}), "{r}");
     let r = w.call(&mut p, &mut [], "sessions.getSizes", json!({}));
     let size = r["result"]["sizes"]["s"].as_u64().unwrap();
@@ -150,7 +204,12 @@ fn close_detaches_and_the_store_methods_size_prune_and_delete() {
         json!({"context": {"cwd": "/w"}}),
     );
     assert_eq!(r["result"]["sessionId"], "s", "{r}");
-    let r = w.call(&mut p, &mut [], "sessions.findByTaskId", json!({"taskId": "t"}));
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "sessions.findByTaskId",
+        json!({"taskId": "t"}),
+    );
     assert_eq!(r["result"], json!({}), "{r}");
     let r = w.call(
         &mut p,
@@ -192,7 +251,12 @@ fn close_detaches_and_the_store_methods_size_prune_and_delete() {
 fn plugins_are_refused_except_the_empty_list_and_no_repo_hooks_load() {
     let mut w = World::new(HostConfig::default());
     let mut p = w.connect();
-    let r = w.call(&mut p, &mut [], "sessions.setAdditionalPlugins", json!({"plugins": []}));
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "sessions.setAdditionalPlugins",
+        json!({"plugins": []}),
+    );
     assert_eq!(r["result"], json!({}), "{r}");
     let r = w.call(
         &mut p,
@@ -208,7 +272,11 @@ fn plugins_are_refused_except_the_empty_list_and_no_repo_hooks_load() {
         "sessions.loadDeferredRepoHooks",
         json!({"sessionId": "s"}),
     );
-    assert_eq!(r["result"], json!({"startupPrompts": [], "hookCount": 0}), "{r}");
+    assert_eq!(
+        r["result"],
+        json!({"startupPrompts": [], "hookCount": 0}),
+        "{r}"
+    );
     let r = w.call(
         &mut p,
         &mut [],
@@ -230,7 +298,12 @@ fn working_directory_and_context_changes_are_persisted_events() {
         json!({"sessionId": "s", "workingDirectory": "/two"}),
     );
     assert_eq!(r["result"]["workingDirectory"], "/two", "{r}");
-    let r = w.call(&mut p, &mut [], "session.metadata.snapshot", json!({"sessionId": "s"}));
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.metadata.snapshot",
+        json!({"sessionId": "s"}),
+    );
     assert_eq!(r["result"]["workingDirectory"], "/two", "{r}");
     // A context naming another directory is ignored: no event.
     let before = p.types("s").len();
@@ -280,17 +353,42 @@ fn session_services_agentwire_does_not_run_answer_empty_and_context_waits_for_a_
     };
     let r = call(&mut w, &mut p, "session.visibility.get", json!({}));
     assert_eq!(r["result"], json!({"synced": false}), "{r}");
-    let r = call(&mut w, &mut p, "session.visibility.set", json!({"status": "repo"}));
+    let r = call(
+        &mut w,
+        &mut p,
+        "session.visibility.set",
+        json!({"status": "repo"}),
+    );
     assert_eq!(r["result"], json!({"synced": false}), "{r}");
-    let r = call(&mut w, &mut p, "session.visibility.set", json!({"status": "public"}));
+    let r = call(
+        &mut w,
+        &mut p,
+        "session.visibility.set",
+        json!({"status": "public"}),
+    );
     assert_eq!(r["error"]["code"], -32602, "{r}");
-    let r = call(&mut w, &mut p, "session.completions.getTriggerCharacters", json!({}));
+    let r = call(
+        &mut w,
+        &mut p,
+        "session.completions.getTriggerCharacters",
+        json!({}),
+    );
     assert_eq!(r["result"]["triggerCharacters"], json!([]), "{r}");
     let r = call(&mut w, &mut p, "session.plan.readSqlTodos", json!({}));
     assert_eq!(r["result"]["rows"], json!([]), "{r}");
-    let r = call(&mut w, &mut p, "session.telemetry.getEngagementId", json!({}));
+    let r = call(
+        &mut w,
+        &mut p,
+        "session.telemetry.getEngagementId",
+        json!({}),
+    );
     assert_eq!(r["result"], json!({}), "{r}");
-    let r = call(&mut w, &mut p, "session.lsp.initialize", json!({"force": true}));
+    let r = call(
+        &mut w,
+        &mut p,
+        "session.lsp.initialize",
+        json!({"force": true}),
+    );
     assert_eq!(r["result"], Value::Null, "{r}");
     let r = call(
         &mut w,
@@ -306,7 +404,12 @@ fn session_services_agentwire_does_not_run_answer_empty_and_context_waits_for_a_
         json!({"subagents": 3}),
     );
     assert_eq!(r["error"]["code"], -32602, "{r}");
-    let r = call(&mut w, &mut p, "session.tools.getCurrentMetadata", json!({}));
+    let r = call(
+        &mut w,
+        &mut p,
+        "session.tools.getCurrentMetadata",
+        json!({}),
+    );
     let names: Vec<&str> = r["result"]["tools"]
         .as_array()
         .unwrap()
@@ -322,9 +425,19 @@ fn session_services_agentwire_does_not_run_answer_empty_and_context_waits_for_a_
         json!({"promptTokenLimit": 1000, "outputTokenLimit": 100}),
     );
     assert_eq!(r["result"]["contextInfo"], Value::Null, "{r}");
-    let r = call(&mut w, &mut p, "session.metadata.getContextAttribution", json!({}));
+    let r = call(
+        &mut w,
+        &mut p,
+        "session.metadata.getContextAttribution",
+        json!({}),
+    );
     assert_eq!(r["result"]["contextAttribution"], Value::Null, "{r}");
-    let r = call(&mut w, &mut p, "session.mcp.oauth.login", json!({"serverName": "x"}));
+    let r = call(
+        &mut w,
+        &mut p,
+        "session.mcp.oauth.login",
+        json!({"serverName": "x"}),
+    );
     assert_eq!(r["error"]["code"], -32603, "{r}");
     assert!(message(&r).contains("session.mcp.oauth.login"), "{r}");
 }
@@ -334,7 +447,12 @@ fn an_event_log_read_at_the_tail_waits_for_an_admitted_event() {
     let mut w = World::new(HostConfig::default());
     let mut p = w.connect();
     create(&mut w, &mut p, "s", json!({}));
-    let tail = w.call(&mut p, &mut [], "session.eventLog.tail", json!({"sessionId": "s"}));
+    let tail = w.call(
+        &mut p,
+        &mut [],
+        "session.eventLog.tail",
+        json!({"sessionId": "s"}),
+    );
     let cursor = tail["result"]["cursor"].clone();
     w.send_frame(
         &p,
@@ -361,7 +479,12 @@ fn an_event_log_read_at_the_tail_waits_for_an_admitted_event() {
         "session.name.set",
         json!({"sessionId": "s", "name": "Title-1"}),
     );
-    let r = p.inbox.iter().find(|m| m["id"] == 900).expect("answered").clone();
+    let r = p
+        .inbox
+        .iter()
+        .find(|m| m["id"] == 900)
+        .expect("answered")
+        .clone();
     assert_eq!(r["result"]["cursorStatus"], "ok", "{r}");
     let events = r["result"]["events"].as_array().unwrap();
     assert_eq!(events.len(), 1, "{r}");
@@ -369,7 +492,12 @@ fn an_event_log_read_at_the_tail_waits_for_an_admitted_event() {
     assert_eq!(events[0]["data"]["title"], "Title-1");
 
     // Nothing arrives: the deadline answers an ordinary (empty) read.
-    let tail = w.call(&mut p, &mut [], "session.eventLog.tail", json!({"sessionId": "s"}));
+    let tail = w.call(
+        &mut p,
+        &mut [],
+        "session.eventLog.tail",
+        json!({"sessionId": "s"}),
+    );
     w.send_frame(
         &p,
         &json!({"jsonrpc": "2.0", "id": 901, "method": "session.eventLog.read",
@@ -379,6 +507,10 @@ fn an_event_log_read_at_the_tail_waits_for_an_admitted_event() {
     w.pump(&mut [&mut p]);
     assert!(!p.inbox.iter().any(|m| m["id"] == 901));
     w.run_timers(&mut [&mut p]);
-    let r = p.inbox.iter().find(|m| m["id"] == 901).expect("answered at the deadline");
+    let r = p
+        .inbox
+        .iter()
+        .find(|m| m["id"] == 901)
+        .expect("answered at the deadline");
     assert_eq!(r["result"]["events"], json!([]), "{r}");
 }

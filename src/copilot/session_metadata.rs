@@ -121,9 +121,14 @@ fn answer(host: &mut Host, conn: ConnId, method: &str, session: &str, p: &Value)
                     "the session has made no model call yet: its context is not built",
                 ));
             };
-            let (system, messages) = (field(&usage, "systemTokens"), field(&usage, "conversationTokens"));
-            Ok(json!({"totalTokens": system + messages, "messagesTokenCount": messages,
-                      "systemTokenCount": system}))
+            let (system, messages) = (
+                field(&usage, "systemTokens"),
+                field(&usage, "conversationTokens"),
+            );
+            Ok(
+                json!({"totalTokens": system + messages, "messagesTokenCount": messages,
+                      "systemTokenCount": system}),
+            )
         }
         "session.metadata.getContextAttribution" => Ok(attribution(host, session)),
         "session.metadata.getContextHeaviestMessages" => heaviest(host, session, p),
@@ -132,8 +137,10 @@ fn answer(host: &mut Host, conn: ConnId, method: &str, session: &str, p: &Value)
                 .model_builtin_tools(session)
                 .into_iter()
                 .chain(host.model_tools(session))
-                .map(|t| json!({"name": t.name, "description": t.description,
-                                "parameters": t.parameters}))
+                .map(|t| {
+                    json!({"name": t.name, "description": t.description,
+                                "parameters": t.parameters})
+                })
                 .collect();
             Ok(json!({"tools": tools}))
         }
@@ -156,7 +163,9 @@ fn answer(host: &mut Host, conn: ConnId, method: &str, session: &str, p: &Value)
         "session.visibility.get" => Ok(json!({"synced": false})),
         "session.visibility.set" => match required_str(p, "status")? {
             "repo" | "unshared" => Ok(json!({"synced": false})),
-            other => Err(invalid(format!("unknown status `{other}` (repo, unshared)"))),
+            other => Err(invalid(format!(
+                "unknown status `{other}` (repo, unshared)"
+            ))),
         },
         // No completion provider is registered with agentwire.
         "session.completions.getTriggerCharacters" => Ok(json!({"triggerCharacters": []})),
@@ -201,7 +210,12 @@ fn set_cwd(host: &mut Host, session: &str, cwd: &str) {
     if let Some(s) = host.session_mut(session) {
         s.cwd = Some(cwd.to_owned());
     }
-    host.emit(session, "session.context_changed", &json!({"cwd": cwd}), false);
+    host.emit(
+        session,
+        "session.context_changed",
+        &json!({"cwd": cwd}),
+        false,
+    );
 }
 
 /// `session.metadata.recordContextChange`: the session's working directory is authoritative
@@ -236,7 +250,12 @@ fn record_context(host: &mut Host, session: &str, p: &Value) -> Answer {
             s.cwd = Some(cwd.to_owned());
         }
     }
-    host.emit(session, "session.context_changed", &Value::Object(data), false);
+    host.emit(
+        session,
+        "session.context_changed",
+        &Value::Object(data),
+        false,
+    );
     Ok(json!({}))
 }
 
@@ -372,9 +391,11 @@ fn heaviest(host: &Host, session: &str, p: &Value) -> Answer {
     }
     let conversation: u64 = messages.iter().map(|(t, _)| t).sum();
     let total = usage(host, session).map_or(conversation, |u| {
-        field(&u, "systemTokens") + field(&u, "conversationTokens") + field(&u, "toolDefinitionsTokens")
+        field(&u, "systemTokens")
+            + field(&u, "conversationTokens")
+            + field(&u, "toolDefinitionsTokens")
     });
-    messages.sort_by(|a, b| b.0.cmp(&a.0));
+    messages.sort_by_key(|m| std::cmp::Reverse(m.0));
     let list: Vec<Value> = messages.into_iter().take(limit).map(|(_, m)| m).collect();
     Ok(json!({"totalTokens": total, "messages": list}))
 }

@@ -201,8 +201,10 @@ fn prune(host: &mut Host, p: &Value) -> Answer {
             }
         }
     }
-    Ok(json!({"deleted": deleted, "candidates": candidates, "skipped": skipped,
-              "freedBytes": freed, "dryRun": dry_run}))
+    Ok(
+        json!({"deleted": deleted, "candidates": candidates, "skipped": skipped,
+              "freedBytes": freed, "dryRun": dry_run}),
+    )
 }
 
 /// `sessions.enrichMetadata`: each entry completed from the loaded session.

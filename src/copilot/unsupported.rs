@@ -1,5 +1,5 @@
 //! Features of the hosted Copilot product that this server does not offer: plugins and
-//! marketplaces, remote control and remote sessions, fleets and background tasks, account
+//! marketplaces, remote sessions, MCP server OAuth, fleets and background tasks, account
 //! login and quotas, and in-process handler registration. Each answers
 //! `-32603 "Request <m> failed with message: <feature> is not available on this server"`
 //! rather than `-32601`: a client can tell "this server has no such feature" from "no such
@@ -89,7 +89,10 @@ pub const UNSUPPORTED_METHODS: &[(&str, &str)] = &[
     ("session.mcp.oauth.probe", "MCP server OAuth"),
     ("session.mcp.oauth.respond", "MCP server OAuth"),
     ("session.mcp.oauth.handlePendingRequest", "MCP server OAuth"),
-    ("session.mcp.oauth.authenticationStateChanged", "MCP server OAuth"),
+    (
+        "session.mcp.oauth.authenticationStateChanged",
+        "MCP server OAuth",
+    ),
 ];
 
 /// The "not available" error for `method`, if it is one of [`UNSUPPORTED_METHODS`].
