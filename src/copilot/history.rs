@@ -2,8 +2,9 @@
 //! `session.history.compact`, in the runtime's shapes (`api.schema.json`).
 //!
 //! * The event log is the session's persisted events (agentwire keeps no ring of ephemeral
-//!   events, so `includeEphemeral` adds nothing, and `waitMs` is not waited: a read at the
-//!   tail returns at once). Cursors are `after:<eventId>` (forward) and `before:<eventId>`
+//!   events, so `includeEphemeral` adds nothing to a read of history). A forward read at the
+//!   tail with `waitMs` waits (`event_log_wait`): the first event the filter admits that
+//!   arrives in time, persisted or ephemeral, answers it. Cursors are `after:<eventId>` (forward) and `before:<eventId>`
 //!   (backward); `start` is the beginning. A cursor whose event is gone (truncated history)
 //!   is `cursorStatus:"expired"` and the read falls back to the boundary, as the runtime.
 //! * Compaction does not ask the model: the summary is the earlier user and assistant
@@ -64,14 +65,14 @@ fn tail(host: &mut Host, session: &str, _: &Value) -> Answer {
 }
 
 /// Which events a read returns.
-struct Filter {
+pub(super) struct Filter {
     types: Option<Vec<String>>,
     primary_only: bool,
     agent_ids: Option<Vec<String>>,
 }
 
 impl Filter {
-    fn of(p: &Value) -> Result<Filter, ErrorObject> {
+    pub(super) fn of(p: &Value) -> Result<Filter, ErrorObject> {
         let types = match p.get("types") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) if s == "*" => None,
@@ -101,7 +102,7 @@ impl Filter {
         })
     }
 
-    fn admits(&self, event: &Value) -> bool {
+    pub(super) fn admits(&self, event: &Value) -> bool {
         let kind = event["type"].as_str().unwrap_or_default();
         if let Some(types) = &self.types {
             if !types.iter().any(|t| t == kind) {
@@ -118,7 +119,7 @@ impl Filter {
     }
 }
 
-fn read(host: &mut Host, session: &str, p: &Value) -> Answer {
+pub(super) fn read(host: &mut Host, session: &str, p: &Value) -> Answer {
     let max = match p.get("max") {
         None | Some(Value::Null) => 200,
         Some(v) => match v.as_u64() {

@@ -61,6 +61,9 @@ pub(super) fn dispatch(
     ) {
         return super::mcp::apps_request(host, conn, id, method, params);
     }
+    if method == "session.eventLog.read" {
+        return super::event_log_wait::read(host, conn, id, params);
+    }
     if method == "session.model.list" {
         return super::session_state::model_list(host, conn, id, params);
     }
@@ -514,14 +517,18 @@ fn detach(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
     Ok(json!({"success": true}))
 }
 
+/// `session.delete`: an unknown session is `{success: false, error}` (the SDKs turn it into
+/// "Failed to delete session <id>: <error>"), as the runtime answers.
 fn delete(host: &mut Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
     let p: SessionParams = decode_required(params)?;
-    known_session(host, "session.delete", &p.session_id)?;
-    host.delete_session(&p.session_id);
+    if !host.delete_session(&p.session_id) {
+        return Ok(json!({"success": false,
+                         "error": format!("Session not found: {}", p.session_id)}));
+    }
     Ok(json!({"success": true}))
 }
 
-fn metadata(host: &Host, session_id: &str) -> Option<Value> {
+pub(super) fn metadata(host: &Host, session_id: &str) -> Option<Value> {
     let s = host.session(session_id)?;
     let mut m = json!({
         "sessionId": s.id,
@@ -560,7 +567,7 @@ fn cluster_metadata(s: &crate::host::SessionSummary) -> Value {
     m
 }
 
-fn list(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+pub(super) fn list(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
     let p: ListParams = decode(params)?;
     let cwd = p.filter.and_then(|f| f.cwd);
     let sessions: Vec<Value> = host
@@ -607,8 +614,13 @@ fn get_messages(
     serde_json::from_str(&text).map_err(|e| failed("session.getMessages", e))
 }
 
+/// `session.setForeground`: only a server with a terminal UI (`--ui-server`) has a
+/// foreground session; a headless one answers as the runtime does without its TUI.
 fn set_foreground(host: &mut Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
     let p: SessionParams = decode_required(params)?;
+    if !host.config().foreground_ui {
+        return Ok(json!({"success": false, "error": "Not running in TUI+server mode"}));
+    }
     if host.session(&p.session_id).is_none() {
         return Ok(json!({"success": false,
                          "error": format!("Session not found: {}", p.session_id)}));

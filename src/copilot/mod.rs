@@ -21,6 +21,7 @@
 
 mod account;
 mod discovery;
+mod event_log_wait;
 mod github_auth;
 mod history;
 mod lifecycle;
@@ -30,8 +31,11 @@ mod method_table;
 mod methods;
 mod params;
 mod relayed_turns;
+mod remote_control;
 mod session_fs;
+mod session_metadata;
 mod session_state;
+mod session_store;
 mod shell;
 mod slash_commands;
 mod stored_state;
@@ -169,6 +173,8 @@ impl DialectHandler for Copilot {
 
     fn event_emitted(&self, host: &mut Host, session: &str, event: &Event, data: &Value) {
         turns::event_emitted(host, session, event, data);
+        session_metadata::event_emitted(host, session, event, data);
+        event_log_wait::event_emitted(host, session, event);
     }
 
     fn session_changed(&self, host: &mut Host, change: SessionChange, session: &str) {
@@ -186,6 +192,11 @@ impl DialectHandler for Copilot {
 
     fn session_deleting(&self, host: &mut Host, session: &str) {
         turns::session_deleting(host, session);
+        event_log_wait::session_deleting(host, session);
+    }
+
+    fn timer_fired(&self, host: &mut Host, conn: ConnId, id: &jsonrpc::OwnedId) {
+        event_log_wait::timer_fired(host, conn, id);
     }
 
     fn start_provided_http(

@@ -10,7 +10,10 @@ use serde_json::Value;
 use crate::host::{ConnId, Host};
 use crate::jsonrpc::{code, ErrorObject};
 
-use super::{account, discovery, history, lifecycle, llm_inference, session_state, unsupported};
+use super::{
+    account, discovery, history, lifecycle, llm_inference, remote_control, session_metadata,
+    session_state, session_store, unsupported,
+};
 
 /// A method's answer.
 pub(super) type Answer = Result<Value, ErrorObject>;
@@ -41,6 +44,15 @@ pub(super) fn dispatch(
         return Some(answer);
     }
     if let Some(answer) = discovery::dispatch(host, method, params) {
+        return Some(answer);
+    }
+    if let Some(answer) = remote_control::dispatch(host, method, params) {
+        return Some(answer);
+    }
+    if let Some(answer) = session_store::dispatch(host, method, params) {
+        return Some(answer);
+    }
+    if let Some(answer) = session_metadata::dispatch(host, conn, method, params) {
         return Some(answer);
     }
     unsupported::answer(method)

@@ -1,5 +1,5 @@
 //! Features of the hosted Copilot product that this server does not offer: plugins and
-//! marketplaces, remote control and remote sessions, fleets and background tasks, account
+//! marketplaces, remote sessions, MCP server OAuth, fleets and background tasks, account
 //! login and quotas, and in-process handler registration. Each answers
 //! `-32603 "Request <m> failed with message: <feature> is not available on this server"`
 //! rather than `-32601`: a client can tell "this server has no such feature" from "no such
@@ -27,16 +27,10 @@ pub const UNSUPPORTED_METHODS: &[(&str, &str)] = &[
     ("plugins.marketplaces.refresh", "plugin marketplaces"),
     ("session.plugins.list", "plugins"),
     ("session.plugins.reload", "plugins"),
-    ("sessions.startRemoteControl", "remote control"),
-    ("sessions.transferRemoteControl", "remote control"),
-    ("sessions.setRemoteControlSteering", "remote control"),
-    ("sessions.stopRemoteControl", "remote control"),
-    ("sessions.getRemoteControlStatus", "remote control"),
     ("session.remote.enable", "remote sessions"),
     ("session.remote.disable", "remote sessions"),
     ("session.remote.notifySteerableChanged", "remote sessions"),
     ("sessions.connect", "remote sessions"),
-    ("sessions.open", "remote and cloud sessions (sessions.open)"),
     ("session.fleet.start", "fleet mode"),
     ("session.tasks.startAgent", "background tasks"),
     ("session.tasks.register", "background tasks"),
@@ -73,8 +67,6 @@ pub const UNSUPPORTED_METHODS: &[(&str, &str)] = &[
     ("session.factory.agent", "factory workflows"),
     ("session.factory.journal.get", "factory workflows"),
     ("session.factory.journal.put", "factory workflows"),
-    ("session.telemetry.getEngagementId", "Copilot telemetry"),
-    ("session.telemetry.setFeatureOverrides", "Copilot telemetry"),
     ("session.gitHubAuth.setCredentials", "GitHub account login"),
     (
         "session.gitHubAuth.refreshCopilotUser",
@@ -84,8 +76,6 @@ pub const UNSUPPORTED_METHODS: &[(&str, &str)] = &[
     ("session.gitHubAuth.switchToAuth", "GitHub account login"),
     ("session.gitHubAuth.logout", "GitHub account login"),
     ("session.gitHubAuth.logoutUser", "GitHub account login"),
-    ("session.visibility.get", "Mission Control session sharing"),
-    ("session.visibility.set", "Mission Control session sharing"),
     ("session.limitPrediction.predict", "Copilot usage limits"),
     (
         "session.ui.handlePendingSessionLimitsExhausted",
@@ -95,6 +85,14 @@ pub const UNSUPPORTED_METHODS: &[(&str, &str)] = &[
     ("managedSettings.clearCache", "enterprise managed settings"),
     ("session.sandbox.getEnforcementStatus", "sandboxing"),
     ("session.sandbox.disableForSession", "sandboxing"),
+    ("session.mcp.oauth.login", "MCP server OAuth"),
+    ("session.mcp.oauth.probe", "MCP server OAuth"),
+    ("session.mcp.oauth.respond", "MCP server OAuth"),
+    ("session.mcp.oauth.handlePendingRequest", "MCP server OAuth"),
+    (
+        "session.mcp.oauth.authenticationStateChanged",
+        "MCP server OAuth",
+    ),
 ];
 
 /// The "not available" error for `method`, if it is one of [`UNSUPPORTED_METHODS`].

@@ -86,6 +86,10 @@ pub struct HostConfig {
     /// Which connections may configure stdio MCP servers (commands the runtime starts as its
     /// own user). Default: [`McpSpawnPolicy::TokenHolders`].
     pub mcp_spawn: McpSpawnPolicy,
+    /// A terminal UI shows the foreground session (`agentwire --ui-server`): clients may
+    /// choose it with `session.setForeground`. Off by default (a headless server, where that
+    /// method fails with the runtime's "Not running in TUI+server mode").
+    pub foreground_ui: bool,
 }
 
 /// Which connections may make the runtime start stdio MCP servers (`mcpServers` entries with
@@ -112,6 +116,12 @@ impl HostConfig {
     /// Sets [`HostConfig::seed`].
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
+        self
+    }
+
+    /// Sets [`HostConfig::foreground_ui`].
+    pub fn with_foreground_ui(mut self, on: bool) -> Self {
+        self.foreground_ui = on;
         self
     }
 
@@ -253,6 +263,7 @@ impl Default for HostConfig {
             model_base_urls: BaseUrlPolicy::AllowAll,
             node_id: None,
             lookup_unknown_sessions: false,
+            foreground_ui: false,
         }
     }
 }
@@ -288,6 +299,7 @@ impl fmt::Debug for HostConfig {
             .field("model_base_urls", &self.model_base_urls)
             .field("node_id", &self.node_id)
             .field("lookup_unknown_sessions", &self.lookup_unknown_sessions)
+            .field("foreground_ui", &self.foreground_ui)
             .finish_non_exhaustive()
     }
 }

@@ -236,7 +236,7 @@ impl Host {
 
     /// The built-in tools offered to the session's model (none when the operator switched
     /// them off).
-    pub(super) fn model_builtin_tools(&self, session: &str) -> Vec<ToolSpec> {
+    pub(crate) fn model_builtin_tools(&self, session: &str) -> Vec<ToolSpec> {
         let Some(live) = self.sessions.get(session) else {
             return Vec::new();
         };
@@ -260,7 +260,7 @@ impl Host {
     }
 
     /// The client tools of the session the model may call (first declaration of a name wins).
-    pub(super) fn model_tools(&self, session: &str) -> Vec<ToolSpec> {
+    pub(crate) fn model_tools(&self, session: &str) -> Vec<ToolSpec> {
         let Some(live) = self.sessions.get(session) else {
             return Vec::new();
         };

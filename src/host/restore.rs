@@ -125,6 +125,12 @@ impl Host {
                         session.model = Some(m.to_owned());
                     }
                 }
+                // `session.metadata.setWorkingDirectory` / `recordContextChange`.
+                "session.context_changed" => {
+                    if let Some(cwd) = stored.data.get("cwd").and_then(|v| v.as_str()) {
+                        session.cwd = Some(cwd.to_owned());
+                    }
+                }
                 "user.message" if session.summary.is_none() => {
                     if let Some(c) = stored.data.get("content").and_then(|v| v.as_str()) {
                         session.summary = Some(c.chars().take(200).collect());

@@ -182,7 +182,9 @@ fn main() -> ExitCode {
     };
     if cli.ui_server {
         return match mode {
-            Mode::Tcp { host, port } if !cli.acp => tui::serve(&host, port, config),
+            Mode::Tcp { host, port } if !cli.acp => {
+                tui::serve(&host, port, config.with_foreground_ui(true))
+            }
             _ => {
                 eprintln!(
                     "error: --ui-server serves TCP; it cannot be combined with --stdio or --acp"
