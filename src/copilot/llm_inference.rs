@@ -6,8 +6,9 @@
 //!   HTTP provider of the host), `llmInference.httpResponseStart {requestId, status,
 //!   statusText?, headers}` and `llmInference.httpResponseChunk {requestId, data, binary?,
 //!   end?, error?}` (`{accepted}`: whether the frame matched a request in flight).
-//! * server → client: `llmInference.httpRequestStart {requestId, sessionId, method, url,
-//!   headers, transport:"http", interactionType}` then one `llmInference.httpRequestChunk
+//! * server → client: `llmInference.httpRequestStart {requestId, sessionId, agentId, method,
+//!   url, headers, transport:"http", interactionType}` (`agentId`: the session's main agent,
+//!   stable across turns) then one `llmInference.httpRequestChunk
 //!   {requestId, data, binary?, end:true}` with the whole body; `llmInference.httpRequestChunk
 //!   {requestId, data:"", cancel:true, cancelReason}` abandons a request. Both are requests
 //!   the client acknowledges with `{}`.
@@ -165,6 +166,21 @@ fn response_chunk(host: &mut Host, conn: ConnId, p: ResponseChunk) -> Answer {
     Ok(json!({"accepted": accepted}))
 }
 
+/// The stable identity of a session's main agent trajectory (`agentId` of its model
+/// requests): generated at its first request, the same for every turn and retry after.
+#[derive(Debug, Default)]
+struct MainAgentId(Option<String>);
+
+fn main_agent_id(host: &mut Host, session: &str) -> Option<String> {
+    if let Some(MainAgentId(Some(id))) = host.session_state_ref::<MainAgentId>(session) {
+        return Some(id.clone());
+    }
+    let id = host.new_id();
+    let state = host.session_state::<MainAgentId>(session)?;
+    state.0 = Some(id.clone());
+    Some(id)
+}
+
 /// Sends exchange `call` to the client of `conn`: the head, then the whole body.
 pub(super) fn start(
     host: &mut Host,
@@ -183,7 +199,7 @@ pub(super) fn start(
             values.push(Value::String(h.value.clone()));
         }
     }
-    let head = json!({
+    let mut head = json!({
         "requestId": id,
         "sessionId": session,
         "method": request.method.as_str(),
@@ -192,6 +208,9 @@ pub(super) fn start(
         "transport": "http",
         "interactionType": "conversation-agent",
     });
+    if let Some(agent) = main_agent_id(host, session) {
+        head["agentId"] = json!(agent);
+    }
     host.send_http_frame(conn, call, "llmInference.httpRequestStart", &head)?;
     let body = match std::str::from_utf8(&request.body) {
         Ok(text) => json!({"requestId": id, "data": text, "end": true}),
