@@ -28,6 +28,7 @@ mod mcp;
 mod method_table;
 mod methods;
 mod params;
+mod permissions;
 mod relayed_turns;
 mod session_fs;
 mod session_state;
