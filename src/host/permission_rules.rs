@@ -746,8 +746,8 @@ fn url_matches(url: &str, pattern: &str) -> bool {
 /// A path split into its root (`/`, `C:\`, `\\`) and components.
 fn split(path: &str) -> (String, Vec<&str>) {
     let b = path.as_bytes();
-    let (root, rest) = if path.starts_with("\\\\") {
-        ("\\\\".to_owned(), &path[2..])
+    let (root, rest) = if let Some(rest) = path.strip_prefix("\\\\") {
+        ("\\\\".to_owned(), rest)
     } else if b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':' {
         (
             format!("{}:\\", (b[0] as char).to_ascii_uppercase()),
