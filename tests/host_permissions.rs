@@ -430,7 +430,12 @@ fn folder_trust_is_kept_by_the_host() {
 
 #[test]
 fn state_calls_answer_success() {
-    let mut w = World::new(HostConfig::default());
+    let scenario = Scenario::from_json(
+        r#"{"default":[{"shell":"curl https://example.com/x","permission":"url","result":"ok"},
+                       {"say":"done"}]}"#,
+    )
+    .unwrap();
+    let mut w = World::new(HostConfig::with_scenario(scenario));
     let mut p = w.connect();
     create(&mut w, &mut p, "s", json!({}));
     ok(&perm(
@@ -457,6 +462,22 @@ fn state_calls_answer_success() {
         "urls.setUnrestrictedMode",
         json!({"enabled": true}),
     ));
+    // Unrestricted URLs: a `url` prompt is approved without asking.
+    send(&mut w, &mut p, "go");
+    assert_eq!(count(&p, "permission.requested"), 0, "{:?}", p.types("s"));
+    assert_eq!(completes(&p)[0]["success"], true);
+    ok(&perm(
+        &mut w,
+        &mut p,
+        "urls.setUnrestrictedMode",
+        json!({"enabled": false}),
+    ));
+    send(&mut w, &mut p, "go");
+    assert_eq!(
+        count(&p, "permission.requested"),
+        1,
+        "asked once restricted"
+    );
     let r = perm(&mut w, &mut p, "setRequired", json!({"required": "yes"}));
     assert_eq!(r["error"]["code"], -32602, "{r}");
     let r = perm(&mut w, &mut p, "urls.setUnrestrictedMode", json!({}));
