@@ -30,6 +30,7 @@ mod mcp;
 mod method_table;
 mod methods;
 mod params;
+mod permissions;
 mod relayed_turns;
 mod remote_control;
 mod session_fs;

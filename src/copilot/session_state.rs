@@ -566,9 +566,15 @@ fn approve_all(host: &mut Host, session: &str, p: &Value) -> Answer {
             "invalid params: missing field `enabled`",
         )
     })?;
+    set_approve_all(host, session, enabled);
+    Ok(json!({"success": true}))
+}
+
+/// Sets `setApproveAll`'s flag (also `session.permissions.configure`'s
+/// `approveAllToolPermissionRequests`) and pushes the effective approve-all to the host.
+pub(super) fn set_approve_all(host: &mut Host, session: &str, enabled: bool) {
     state(host, session).approve_all = enabled;
     apply_approval(host, session);
-    Ok(json!({"success": true}))
 }
 
 fn permission_mode_set(host: &mut Host, session: &str, p: &Value) -> Answer {

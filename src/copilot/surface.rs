@@ -31,6 +31,9 @@ pub(super) fn dispatch(
     if let Some(answer) = session_state::dispatch(host, method, params) {
         return Some(answer);
     }
+    if let Some(answer) = super::permissions::dispatch(host, method, params) {
+        return Some(answer);
+    }
     if let Some(answer) = account::dispatch(host, method, params) {
         return Some(answer);
     }

@@ -13,6 +13,7 @@ use crate::agent::{AgentInput, ToolOutcome};
 
 use crate::jsonrpc::OwnedId;
 
+use super::permission_rules::Gate;
 use super::{ConnId, Host};
 
 /// A request waiting for a client's answer.
@@ -256,7 +257,7 @@ impl Host {
             );
             return;
         };
-        if decl.skip_permission || self.approves_all(session) {
+        if decl.skip_permission {
             self.request_external_tool(session, tool_call_id, name, arguments);
             return;
         }
@@ -268,6 +269,12 @@ impl Host {
             "args": arguments,
         });
         let has_handler = live.session.any_permission_handler();
+        // Approve-all and the session's permission rules decide before a client is asked.
+        match self.permission_gate(session, tool_call_id, &request) {
+            Gate::Run => return self.request_external_tool(session, tool_call_id, name, arguments),
+            Gate::Denied => return,
+            Gate::Ask => {}
+        }
         let request_id = self.ids.next_uuid();
         self.emit(
             session,

@@ -12,6 +12,7 @@ use serde_json::json;
 
 use crate::agent::{BuiltinCall, ToolOutcome};
 
+use super::permission_rules::Gate;
 use super::{Host, Pending};
 
 impl Host {
@@ -52,9 +53,15 @@ impl Host {
             );
             return;
         }
-        let request = call
-            .permission_request(tool_call_id)
-            .filter(|_| !self.approves_all(session));
+        // Approve-all and the session's permission rules decide before a client is asked.
+        let request = match call.permission_request(tool_call_id) {
+            Some(request) => match self.permission_gate(session, tool_call_id, &request) {
+                Gate::Ask => Some(request),
+                Gate::Run => None,
+                Gate::Denied => return,
+            },
+            None => None,
+        };
         let Some(request) = request else {
             self.run_builtin(session, tool_call_id, call);
             return;

@@ -157,7 +157,7 @@ impl Host {
             self.fail_tool(session, tool_call_id, message);
             return;
         };
-        if definition.read_only || self.approves_all(session) {
+        if definition.read_only {
             self.run_mcp_tool(session, tool_call_id, server, tool, arguments);
             return;
         }
@@ -170,6 +170,14 @@ impl Host {
             "readOnly": definition.read_only,
             "args": arguments,
         });
+        // Approve-all and the session's permission rules decide before a client is asked.
+        match self.permission_gate(session, tool_call_id, &request) {
+            super::permission_rules::Gate::Run => {
+                return self.run_mcp_tool(session, tool_call_id, server, tool, arguments)
+            }
+            super::permission_rules::Gate::Denied => return,
+            super::permission_rules::Gate::Ask => {}
+        }
         let has_handler = self
             .sessions
             .get(session)

@@ -45,6 +45,7 @@ mod mcp_tools;
 mod models_list;
 mod outbox;
 mod output;
+pub(crate) mod permission_rules;
 mod policy;
 mod prompt_attachments;
 mod prompt_hooks;
@@ -230,6 +231,8 @@ pub struct Host {
     /// The latest frame of each key broadcast with `broadcast_latest` (coalesced per
     /// connection).
     latest: latest::LatestFrames,
+    /// Location approvals and trusted folders (`permission_rules`).
+    permission_store: permission_rules::HostPermissions,
 }
 
 /// What a deadline in the host's timer map is for.
@@ -330,6 +333,7 @@ impl Host {
             sampling_execs: BTreeMap::new(),
             sampling_http: BTreeMap::new(),
             latest: latest::LatestFrames::default(),
+            permission_store: permission_rules::HostPermissions::default(),
         }
     }
 
