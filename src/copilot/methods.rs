@@ -64,6 +64,13 @@ pub(super) fn dispatch(
     if method == "session.model.list" {
         return super::session_state::model_list(host, conn, id, params);
     }
+    match method {
+        "session.shell.executeUserRequested" => {
+            return super::user_shell::execute(host, conn, id, params)
+        }
+        "session.workspaces.diff" => return super::user_shell::diff(host, conn, id, params),
+        _ => {}
+    }
     if let Some(answer) = super::surface::dispatch(host, conn, method, params) {
         return Some(answer);
     }

@@ -10,7 +10,10 @@ use serde_json::Value;
 use crate::host::{ConnId, Host};
 use crate::jsonrpc::{code, ErrorObject};
 
-use super::{account, discovery, history, lifecycle, llm_inference, session_state, unsupported};
+use super::{
+    account, discovery, history, lifecycle, llm_inference, queue, schedule, session_state, tasks,
+    unsupported, user_shell, workspaces,
+};
 
 /// A method's answer.
 pub(super) type Answer = Result<Value, ErrorObject>;
@@ -42,6 +45,21 @@ pub(super) fn dispatch(
     }
     if let Some(answer) = discovery::dispatch(host, method, params) {
         return Some(answer);
+    }
+    if let Some(answer) = queue::dispatch(host, method, params) {
+        return Some(answer);
+    }
+    if let Some(answer) = schedule::dispatch(host, method, params) {
+        return Some(answer);
+    }
+    if let Some(answer) = tasks::dispatch(host, method, params) {
+        return Some(answer);
+    }
+    if let Some(answer) = workspaces::dispatch(host, method, params) {
+        return Some(answer);
+    }
+    if method == "session.shell.cancelUserRequested" {
+        return Some(user_shell::cancel(host, params));
     }
     unsupported::answer(method)
 }
