@@ -698,8 +698,10 @@ fn execute_command(
 fn answer_command(host: &mut Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
     let p: CommandAnswer = decode_required(params)?;
     known_session(host, "session.commands.handlePendingCommand", &p.session_id)?;
-    let ok = host.resolve_command(&p.session_id, &p.request_id, p.error.as_deref());
-    Ok(json!({"success": ok}))
+    // As the runtime: the answer is acknowledged even when no command waits for it (an
+    // unknown or already answered requestId changes nothing).
+    host.resolve_command(&p.session_id, &p.request_id, p.error.as_deref());
+    Ok(json!({"success": true}))
 }
 
 /// `session.canvas.open` / `close` / `action.invoke`: answered when the canvas's provider
