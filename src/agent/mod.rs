@@ -16,6 +16,7 @@ mod scripted;
 pub mod system_prompt;
 pub mod tool_text;
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -360,6 +361,36 @@ pub trait Agent: Send {
     fn handle(&mut self, input: AgentInput, session: &mut dyn SessionControl);
     /// Whether a turn is running (a new prompt would be queued).
     fn is_busy(&self) -> bool;
+    /// Prompts waiting for the running turn to end, oldest first: `(message id, prompt)`.
+    /// Default: none (an agent that queues nothing).
+    fn queued_prompts(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// Drops queued prompts (never the running turn): the most recent one, or all of them
+    /// with `all`. Returns how many were dropped.
+    fn drop_queued_prompts(&mut self, all: bool) -> usize {
+        let _ = all;
+        0
+    }
+}
+
+/// [`Agent::queued_prompts`] / [`Agent::drop_queued_prompts`] over an agent's prompt queue.
+pub(crate) fn queued_view<T>(queued: &VecDeque<(String, String, T)>) -> Vec<(String, String)> {
+    queued
+        .iter()
+        .map(|(id, prompt, _)| (id.clone(), prompt.clone()))
+        .collect()
+}
+
+/// Drops the most recent queued prompt, or all of them.
+pub(crate) fn drop_queued<T>(queued: &mut VecDeque<(String, String, T)>, all: bool) -> usize {
+    if all {
+        let n = queued.len();
+        queued.clear();
+        n
+    } else {
+        usize::from(queued.pop_back().is_some())
+    }
 }
 
 /// Makes the agent for a new session (given its id). Sessions with a model provider (their

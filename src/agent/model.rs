@@ -1001,4 +1001,12 @@ impl Agent for ModelAgent {
     fn is_busy(&self) -> bool {
         self.run.is_some()
     }
+
+    fn queued_prompts(&self) -> Vec<(String, String)> {
+        super::queued_view(&self.queued)
+    }
+
+    fn drop_queued_prompts(&mut self, all: bool) -> usize {
+        super::drop_queued(&mut self.queued, all)
+    }
 }

@@ -3,8 +3,7 @@
 //! `session.suspend`, `sessions.save`, `sessions.fork`, `session.history.truncate`, and
 //! the small reads and writes every app makes: `session.log`,
 //! `session.eventLog.registerInterest` / `releaseInterest`, `session.metadata.isProcessing`,
-//! `session.usage.getMetrics`, and the empty answers of `session.tasks.list` / `refresh` /
-//! `waitForPending` (no background tasks) and `session.ui.unregisterDirectAutoModeSwitchHandler`.
+//! `session.usage.getMetrics` (`session.tasks.*` are in `tasks`).
 
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -33,17 +32,11 @@ pub(super) fn dispatch(
         | "session.eventLog.releaseInterest"
         | "session.metadata.isProcessing"
         | "session.usage.getMetrics"
-        | "session.history.truncate"
-        | "session.tasks.list"
-        | "session.tasks.refresh"
-        | "session.tasks.waitForPending"
-        | "session.ui.unregisterDirectAutoModeSwitchHandler" => {
-            decode::<Value>(params).and_then(|p| {
-                let session = session_id(&p)?;
-                known(host, method, &session)?;
-                session_method(host, conn, method, &session, &p)
-            })
-        }
+        | "session.history.truncate" => decode::<Value>(params).and_then(|p| {
+            let session = session_id(&p)?;
+            known(host, method, &session)?;
+            session_method(host, conn, method, &session, &p)
+        }),
         _ => return None,
     };
     Some(answer)
@@ -84,12 +77,6 @@ fn session_method(host: &mut Host, conn: ConnId, method: &str, session: &str, p:
         }
         "session.metadata.isProcessing" => Ok(json!({"processing": host.session_busy(session)})),
         "session.usage.getMetrics" => Ok(usage(host, session)),
-        // The scripted agent runs no background tasks: none to list, refresh or wait for.
-        "session.tasks.list" => Ok(json!({"tasks": []})),
-        "session.tasks.refresh" | "session.tasks.waitForPending" => Ok(json!({})),
-        // Direct (in-process) handlers cannot be registered over JSON-RPC: nothing to
-        // unregister, as the runtime answers.
-        "session.ui.unregisterDirectAutoModeSwitchHandler" => Ok(json!({"unregistered": false})),
         _ => truncate(host, session, p),
     }
 }

@@ -67,6 +67,13 @@ pub(super) fn dispatch(
     if method == "session.model.list" {
         return super::session_state::model_list(host, conn, id, params);
     }
+    match method {
+        "session.shell.executeUserRequested" => {
+            return super::user_shell::execute(host, conn, id, params)
+        }
+        "session.workspaces.diff" => return super::user_shell::diff(host, conn, id, params),
+        _ => {}
+    }
     if let Some(answer) = super::surface::dispatch(host, conn, method, params) {
         return Some(answer);
     }
@@ -711,8 +718,10 @@ fn execute_command(
 fn answer_command(host: &mut Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
     let p: CommandAnswer = decode_required(params)?;
     known_session(host, "session.commands.handlePendingCommand", &p.session_id)?;
-    let ok = host.resolve_command(&p.session_id, &p.request_id, p.error.as_deref());
-    Ok(json!({"success": ok}))
+    // As the runtime: the answer is acknowledged even when no command waits for it (an
+    // unknown or already answered requestId changes nothing).
+    host.resolve_command(&p.session_id, &p.request_id, p.error.as_deref());
+    Ok(json!({"success": true}))
 }
 
 /// `session.canvas.open` / `close` / `action.invoke`: answered when the canvas's provider

@@ -10,7 +10,11 @@
 //!   once per event for every Copilot SDK connection), the `session.lifecycle` notifications
 //!   to every connection, and `session.sendAndWait`, answered when its turn ends.
 //! * `shell`: `session.shell.exec` / `kill` and the `shell.output` / `shell.exit`
-//!   notifications.
+//!   notifications; `user_shell`: `session.shell.executeUserRequested` /
+//!   `cancelUserRequested` (a command the user typed, answered when it ends).
+//! * `queue` (`session.queue.*`), `schedule` (`session.schedule.*`), `tasks`
+//!   (`session.tasks.*` and the pending-answer methods of requests this server never leaves
+//!   pending) and `workspaces` (checkpoints, large pastes, the diff).
 //! * `surface` and its modules: the rest of the runtime's surface (`lifecycle`,
 //!   `session_state`, `account`, `history`, `discovery`, `unsupported`), `llm_inference`
 //!   (a client as the model transport) and `stored_state` (the plan and workspace files in
@@ -31,8 +35,10 @@ mod method_table;
 mod methods;
 mod params;
 mod permissions;
+mod queue;
 mod relayed_turns;
 mod remote_control;
+mod schedule;
 mod session_fs;
 mod session_metadata;
 mod session_state;
@@ -41,8 +47,11 @@ mod shell;
 mod slash_commands;
 mod stored_state;
 mod surface;
+mod tasks;
 mod turns;
 mod unsupported;
+mod user_shell;
+mod workspaces;
 
 use serde_json::Value;
 
@@ -265,7 +274,9 @@ impl DialectHandler for Copilot {
         stream: ShellStream,
         data: &[u8],
     ) {
-        shell::output(host, conn, process, stream, data);
+        if !user_shell::output(host, process, data) {
+            shell::output(host, conn, process, stream, data);
+        }
     }
 
     fn process_exit(
@@ -275,6 +286,8 @@ impl DialectHandler for Copilot {
         process: &ProcessInfo,
         exit_code: Option<i32>,
     ) {
-        shell::exit(host, conn, process, exit_code);
+        if !user_shell::exit(host, process, exit_code) {
+            shell::exit(host, conn, process, exit_code);
+        }
     }
 }

@@ -437,10 +437,27 @@ fn file_path(p: &Value) -> Result<String, ErrorObject> {
 fn file_create(host: &mut Host, session: &str, p: &Value) -> Answer {
     let path = file_path(p)?;
     let content = required_str(p, "content")?.to_owned();
-    let operation = match state(host, session)
-        .files
-        .insert(path.clone(), content.clone())
-    {
+    store_file(host, session, path, content);
+    Ok(Value::Null)
+}
+
+/// Where a workspace file would live under the workspace root, when one is configured.
+pub(super) fn file_location(host: &Host, session: &str, path: &str) -> Option<String> {
+    state_path(host, session, &format!("files/{path}"))
+}
+
+/// Whether the session has a workspace file at `path`.
+pub(super) fn has_file(host: &mut Host, session: &str, path: &str) -> bool {
+    surface(host, session).is_some_and(|s| s.files.contains_key(path))
+}
+
+/// Creates or replaces a workspace file (`session.workspace_file_changed`, persisted with
+/// its content).
+pub(super) fn store_file(host: &mut Host, session: &str, path: String, content: String) {
+    let Some(state) = surface(host, session) else {
+        return;
+    };
+    let operation = match state.files.insert(path.clone(), content.clone()) {
         Some(_) => "update",
         None => "create",
     };
@@ -450,7 +467,6 @@ fn file_create(host: &mut Host, session: &str, p: &Value) -> Answer {
         &json!({"path": path, "operation": operation, STORED_CONTENT: content}),
         false,
     );
-    Ok(Value::Null)
 }
 
 fn file_read(host: &mut Host, session: &str, p: &Value) -> Answer {

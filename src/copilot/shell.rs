@@ -27,6 +27,10 @@ struct KillParams {
     signal: Option<String>,
 }
 
+/// Why a connection may not run shell commands.
+pub(super) const SHELL_REFUSED: &str = "shell execution is disabled on this server for this \
+connection (connect over stdio, pass the connection token, or start agentwire with --allow-shell)";
+
 /// `session.shell.exec`: answers `{processId}`.
 pub(super) fn exec(host: &mut Host, conn: ConnId, params: Value) -> Result<Value, ErrorObject> {
     let p: ExecParams = serde_json::from_value(params)
@@ -42,7 +46,7 @@ pub(super) fn exec(host: &mut Host, conn: ConnId, params: Value) -> Result<Value
         )),
         Err(ProcessRefused::Disabled) => Err(ErrorObject::new(
             code::INTERNAL_ERROR,
-            "Request session.shell.exec failed with message: shell execution is disabled on this server (start it with --allow-shell)",
+            format!("Request session.shell.exec failed with message: {SHELL_REFUSED}"),
         )),
     }
 }

@@ -11,8 +11,8 @@ use crate::host::{ConnId, Host};
 use crate::jsonrpc::{code, ErrorObject};
 
 use super::{
-    account, discovery, history, lifecycle, llm_inference, remote_control, session_metadata,
-    session_state, session_store, unsupported,
+    account, discovery, history, lifecycle, llm_inference, queue, remote_control, schedule,
+    session_metadata, session_state, session_store, tasks, unsupported, user_shell, workspaces,
 };
 
 /// A method's answer.
@@ -57,6 +57,21 @@ pub(super) fn dispatch(
     }
     if let Some(answer) = session_metadata::dispatch(host, conn, method, params) {
         return Some(answer);
+    }
+    if let Some(answer) = queue::dispatch(host, method, params) {
+        return Some(answer);
+    }
+    if let Some(answer) = schedule::dispatch(host, method, params) {
+        return Some(answer);
+    }
+    if let Some(answer) = tasks::dispatch(host, method, params) {
+        return Some(answer);
+    }
+    if let Some(answer) = workspaces::dispatch(host, method, params) {
+        return Some(answer);
+    }
+    if method == "session.shell.cancelUserRequested" {
+        return Some(user_shell::cancel(host, params));
     }
     unsupported::answer(method)
 }

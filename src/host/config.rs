@@ -51,8 +51,10 @@ pub struct HostConfig {
     /// [`Output::SessionDeleted`](super::Output::SessionDeleted) for
     /// deletions, so a runtime can keep a durable session store. Off by default.
     pub report_persisted_events: bool,
-    /// Let clients run shell commands (`session.shell.exec`) through the runtime. Off by
-    /// default: the method then fails with a reason.
+    /// Let every client run shell commands (`session.shell.exec`,
+    /// `session.shell.executeUserRequested`) through the runtime. Off by default: only
+    /// connections that passed the connection token may, and the methods fail with a reason
+    /// for the others.
     pub shell_enabled: bool,
     /// Offer model agents the built-in tools (`view`, `create`, `edit`, `grep`, `glob`,
     /// `bash`; each behind its permission prompt). On by default.

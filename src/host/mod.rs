@@ -51,6 +51,7 @@ mod prompt_attachments;
 mod prompt_hooks;
 mod provided_http;
 mod publish;
+mod queue;
 mod relay_group;
 mod remote_fs;
 mod restore;

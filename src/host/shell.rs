@@ -5,8 +5,10 @@
 //! [`Host::handle_shell_output`] and [`Host::handle_shell_exit`], which reach the requesting
 //! connection through its dialect (the Copilot SDK dialect's `session.shell.exec`, `shell.output`
 //! and `shell.exit`). [`Host::kill_process`] hands the runtime an [`Output::ShellKill`].
-//! Running commands for any client is powerful, so it is off unless
-//! [`HostConfig::shell_enabled`](super::HostConfig) is set.
+//! Running commands for any client is powerful: [`Host::may_run_shell`] lets connections that
+//! passed the connection token run them, and every connection only when
+//! [`HostConfig::shell_enabled`](super::HostConfig) is set (the `agentwire` binary sets it in
+//! `--stdio` mode, whose one client owns the process, and with `--allow-shell`).
 
 use crate::Timestamp;
 
@@ -37,7 +39,7 @@ pub(crate) struct ProcessInfo {
 pub(crate) enum ProcessRefused {
     /// No session with that id is loaded.
     UnknownSession,
-    /// [`HostConfig::shell_enabled`](super::HostConfig) is off.
+    /// The connection may not run commands ([`Host::may_run_shell`]).
     Disabled,
 }
 
@@ -45,6 +47,15 @@ pub(crate) enum ProcessRefused {
 pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 
 impl Host {
+    /// Whether `conn` may run shell commands: every connection when
+    /// [`HostConfig::shell_enabled`](super::HostConfig::shell_enabled) is set, else only
+    /// connections that passed the connection token (none when no token is set), as for
+    /// stdio MCP servers ([`Host::may_spawn_mcp`]).
+    pub(crate) fn may_run_shell(&self, conn: ConnId) -> bool {
+        self.config.shell_enabled
+            || (self.config.connection_token.is_some() && self.is_authenticated(conn))
+    }
+
     /// Asks the runtime to run `command` for `conn` in `session` (in `cwd`, or the session's
     /// working directory) and returns the new process id.
     pub(crate) fn start_process(
@@ -58,7 +69,7 @@ impl Host {
         let Some(live) = self.sessions.get(session) else {
             return Err(ProcessRefused::UnknownSession);
         };
-        if !self.config.shell_enabled {
+        if !self.may_run_shell(conn) {
             return Err(ProcessRefused::Disabled);
         }
         let process_id = format!("proc-{}", self.ids.next_uuid());

@@ -287,10 +287,12 @@ impl World {
             "session.delete" if ok => {
                 self.conns[c].views.remove(&session);
             }
+            // `session.commands.handlePendingCommand` is not here: as the runtime, it
+            // acknowledges any request id (`success:true` even for one it never announced),
+            // so its answer says nothing about acceptance.
             "session.permissions.handlePendingPermissionRequest"
             | "session.tools.handlePendingToolCall"
             | "session.ui.handlePendingElicitation"
-            | "session.commands.handlePendingCommand"
             | "session.ui.handlePendingSampling"
                 if ok && result["success"] == json!(true) =>
             {

@@ -93,7 +93,9 @@ struct Cli {
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
 
-    /// Let clients run shell commands on this machine (`session.shell.exec`); off by default.
+    /// Let every TCP client run shell commands on this machine (`session.shell.exec`).
+    /// Without it only the stdio client and, when COPILOT_CONNECTION_TOKEN is set, clients
+    /// that passed the token may.
     #[arg(long)]
     allow_shell: bool,
 
@@ -315,9 +317,10 @@ fn setup(cli: &Cli) -> Result<(Mode, HostConfig), UsageError> {
     config.connection_token = std::env::var("COPILOT_CONNECTION_TOKEN")
         .ok()
         .filter(|t| !t.is_empty());
-    config.shell_enabled = cli.allow_shell;
     config.approve_all_permissions = cli.yolo;
-    // The stdio client is the process owner; TCP clients need the token or the opt-in.
+    // The stdio client is the process owner; TCP clients need the token or the opt-in (for
+    // shell commands and for stdio MCP servers alike).
+    config.shell_enabled = cli.allow_shell || matches!(mode, Mode::Stdio);
     if cli.allow_mcp_spawn || matches!(mode, Mode::Stdio) {
         config.mcp_spawn = agentwire::host::McpSpawnPolicy::Anyone;
     }

@@ -365,7 +365,8 @@ async fn slow_tcp_reader_does_not_stall_other_clients() {
     flood.abort();
 }
 
-/// The binary: off by default, on with `--allow-shell`; MCP Apps from `COPILOT_MCP_APPS=true`.
+/// The binary: the stdio client (the process owner) runs shell commands (TCP clients need
+/// `--allow-shell` or the token: `host_copilot`); MCP Apps from `COPILOT_MCP_APPS=true`.
 #[test]
 fn the_binary_gates_shell_and_mcp_apps() {
     use std::io::{BufReader, Read, Write};
@@ -406,7 +407,8 @@ fn the_binary_gates_shell_and_mcp_apps() {
         out
     };
     let plain = run(&[], false);
-    assert!(plain.contains("--allow-shell"), "{plain}");
+    assert!(plain.contains(r#""processId":"proc-"#), "{plain}");
+    assert!(!plain.contains("--allow-shell"), "{plain}");
     assert!(plain.contains(r#""mcpApps":false"#), "{plain}");
     let enabled = run(&["--allow-shell", "--mcp-apps"], false);
     assert!(enabled.contains(r#""processId":"proc-"#), "{enabled}");

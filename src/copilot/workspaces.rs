@@ -1,0 +1,75 @@
+//! `session.workspaces.listCheckpoints` / `readCheckpoint` / `saveLargePaste` (and
+//! `session.workspaces.diff`, which runs git: `user_shell`).
+//!
+//! The workspace is the file map kept with the session's events (`stored_state`). This
+//! server writes no checkpoints (summaries of compacted history are not kept as files), so a
+//! session has none: `listCheckpoints` answers `{checkpoints: []}` and `readCheckpoint`
+//! `{content: null}` (missing). `saveLargePaste {content}` stores the content as a new
+//! workspace file `paste-<id>.txt` (readable with `session.workspaces.readFile`, listed, and
+//! kept across a restart like every workspace file) and answers
+//! `{saved: {filename, filePath, sizeBytes}}`; `filePath` is the file's place under the
+//! workspace root (`<root>/session-state/<id>/files/<name>`), and `saved` is `null` when
+//! no workspace root is configured.
+
+use serde::Deserialize;
+use serde_json::json;
+use serde_json::value::RawValue;
+
+use crate::host::Host;
+
+use super::session_state;
+use super::surface::{decode, known, Answer};
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SessionOnly {
+    session_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CheckpointParams {
+    session_id: String,
+    #[allow(dead_code)]
+    number: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PasteParams {
+    session_id: String,
+    content: String,
+}
+
+/// Answers `method` if it is one of this module's.
+pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>) -> Option<Answer> {
+    let answer = match method {
+        "session.workspaces.listCheckpoints" => decode::<SessionOnly>(params).and_then(|p| {
+            known(host, method, &p.session_id)?;
+            Ok(json!({"checkpoints": []}))
+        }),
+        "session.workspaces.readCheckpoint" => decode::<CheckpointParams>(params).and_then(|p| {
+            known(host, method, &p.session_id)?;
+            Ok(json!({"content": null}))
+        }),
+        "session.workspaces.saveLargePaste" => decode::<PasteParams>(params).and_then(|p| {
+            known(host, method, &p.session_id)?;
+            Ok(save_paste(host, &p.session_id, p.content))
+        }),
+        _ => return None,
+    };
+    Some(answer)
+}
+
+fn save_paste(host: &mut Host, session: &str, content: String) -> serde_json::Value {
+    let mut filename = format!("paste-{}.txt", host.new_id());
+    while session_state::has_file(host, session, &filename) {
+        filename = format!("paste-{}.txt", host.new_id());
+    }
+    let Some(file_path) = session_state::file_location(host, session, &filename) else {
+        return json!({"saved": null});
+    };
+    let size = content.len();
+    session_state::store_file(host, session, filename.clone(), content);
+    json!({"saved": {"filename": filename, "filePath": file_path, "sizeBytes": size}})
+}
