@@ -70,6 +70,31 @@ fn remote_control_is_off_and_its_writes_are_no_ops() {
         message(&r).contains("remote control is not available"),
         "{r}"
     );
+    // Whether the session can be steered remotely is the steering client's to say: kept as
+    // a persisted event.
+    for steerable in [true, false] {
+        let r = w.call(
+            &mut p,
+            &mut [],
+            "session.remote.notifySteerableChanged",
+            json!({"sessionId": "s", "remoteSteerable": steerable}),
+        );
+        assert_eq!(r["result"], json!({}), "{r}");
+        let e = p
+            .events("s")
+            .into_iter()
+            .rfind(|e| e["type"] == "session.remote_steerable_changed")
+            .unwrap();
+        assert_eq!(e["data"]["remoteSteerable"], steerable);
+        assert!(e.get("ephemeral").is_none_or(|v| v == false));
+    }
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.remote.notifySteerableChanged",
+        json!({"sessionId": "s"}),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
 }
 
 #[test]

@@ -158,6 +158,7 @@ pub const METHODS: &[&str] = &[
     "sessions.startRemoteControl",
     "agentRegistry.spawn",
     "sessions.open",
+    "session.remote.notifySteerableChanged",
     // `session_store`.
     "sessions.list",
     "sessions.close",

@@ -9,6 +9,9 @@
 //!   session must exist first; then "remote control is not available on this server").
 //! * `agentRegistry.spawn` asks the runtime's agent-registry delegate (a TUI feature) to
 //!   start a new agent process: this server has no delegate, so the spawn gate is closed.
+//! * `session.remote.notifySteerableChanged {remoteSteerable}`: a client that steers the
+//!   session says whether it can be steered remotely; the flag is kept as a persisted
+//!   `session.remote_steerable_changed` event.
 //! * `sessions.open` resolves "which session to open" requests: `resumeLast` finds the most
 //!   recent loaded session for the given context (`not_found` when none matches); `resume`
 //!   finds the named one; `create`, `attach`, `remote`, `cloud` and `handoff` are answered
@@ -33,6 +36,7 @@ pub(super) const METHODS: &[&str] = &[
     "sessions.startRemoteControl",
     "agentRegistry.spawn",
     "sessions.open",
+    "session.remote.notifySteerableChanged",
 ];
 
 /// Answers `method` if it is one of this module's.
@@ -67,6 +71,23 @@ pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>)
             "agentRegistry.spawn is not enabled: this server has no agent registry delegate (no TUI spawns agents)",
         )),
         "sessions.open" => open(host, &p),
+        "session.remote.notifySteerableChanged" => {
+            let session = required_str(&p, "sessionId")?.to_owned();
+            let steerable = bool_field(&p, "remoteSteerable")?;
+            if host.session(&session).is_none() {
+                return Err(failed(
+                    method,
+                    format!("Session not found for sessionId: {session}"),
+                ));
+            }
+            host.emit(
+                &session,
+                "session.remote_steerable_changed",
+                &json!({"remoteSteerable": steerable}),
+                false,
+            );
+            Ok(json!({}))
+        }
         _ => Err(ErrorObject::new(
             code::METHOD_NOT_FOUND,
             format!("Unhandled method {method}"),

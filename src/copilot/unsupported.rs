@@ -29,7 +29,6 @@ pub const UNSUPPORTED_METHODS: &[(&str, &str)] = &[
     ("session.plugins.reload", "plugins"),
     ("session.remote.enable", "remote sessions"),
     ("session.remote.disable", "remote sessions"),
-    ("session.remote.notifySteerableChanged", "remote sessions"),
     ("sessions.connect", "remote sessions"),
     ("session.fleet.start", "fleet mode"),
     ("session.tasks.startAgent", "background tasks"),
