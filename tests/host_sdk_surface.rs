@@ -282,3 +282,155 @@ fn a_session_s_github_token_is_checked_before_it_is_created() {
     assert!(!std::iter::from_fn(|| w.host.poll_output())
         .any(|o| matches!(o, Output::HttpRequest { .. })));
 }
+
+/// The next file operation the host asked for.
+fn next_file_op(w: &mut World) -> (u64, agentwire::host::FileRequest) {
+    while let Some(o) = w.host.poll_output() {
+        if let Output::FileOp { op, request, .. } = o {
+            return (op, request);
+        }
+    }
+    panic!("no FileOp output")
+}
+
+/// Answers the skill reads of one directory: its walk lists `entries`, then its `SKILL.md`
+/// files are read as `texts`.
+fn answer_skill_reads(w: &mut World, p: &mut Peer, root: &str, texts: &[(&str, &str)]) {
+    use agentwire::host::{FileReply, FileRequest};
+    let (op, request) = next_file_op(w);
+    assert!(
+        matches!(&request, FileRequest::Walk { root: r, .. } if r == root),
+        "{request:?}"
+    );
+    let mut entries: Vec<String> = texts.iter().map(|(path, _)| path.to_string()).collect();
+    entries.push("notes.md".into());
+    entries.push("deep/er/SKILL.md".into());
+    w.host
+        .handle_file_result(w.now, op, Ok(FileReply::Entries(entries)));
+    let (op, request) = next_file_op(w);
+    let FileRequest::ReadMany { paths, .. } = request else {
+        panic!("{request:?}")
+    };
+    let wanted: Vec<String> = texts.iter().map(|(path, _)| path.to_string()).collect();
+    assert_eq!(paths, wanted, "only NAME/SKILL.md files are read");
+    let texts = texts
+        .iter()
+        .map(|(path, text)| (path.to_string(), text.to_string()))
+        .collect();
+    w.host
+        .handle_file_result(w.now, op, Ok(FileReply::Texts(texts)));
+    w.pump(&mut [&mut *p]);
+}
+
+/// A session's `skillDirectories` are read when its skills are first asked for: each
+/// `NAME/SKILL.md`'s front matter names a skill; `disabledSkills` and enable / disable switch
+/// them; reload reads again; `skills.discover` reads given directories.
+#[test]
+fn skills_are_read_from_the_session_s_skill_directories() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"skillDirectories": ["/skills"], "disabledSkills": ["beta"]}),
+    );
+    let list = send_request(
+        &mut w,
+        &mut p,
+        "session.skills.list",
+        json!({"sessionId": "s"}),
+    );
+    assert!(response(&p, list).is_none(), "answered before the reads");
+    answer_skill_reads(
+        &mut w,
+        &mut p,
+        "/skills",
+        &[
+            (
+                "alpha/SKILL.md",
+                "---\nname: alpha\ndescription: First.\n---\nbody",
+            ),
+            (
+                "beta/SKILL.md",
+                "---\nname: beta\ndescription: Second.\n---\n",
+            ),
+        ],
+    );
+    let skills = response(&p, list).unwrap()["result"]["skills"].clone();
+    assert_eq!(
+        skills,
+        json!([
+            {"name": "alpha", "description": "First.", "source": "custom", "userInvocable": false,
+             "enabled": true, "path": "/skills/alpha/SKILL.md"},
+            {"name": "beta", "description": "Second.", "source": "custom", "userInvocable": false,
+             "enabled": false, "path": "/skills/beta/SKILL.md"}
+        ])
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.skills.enable",
+        json!({"sessionId": "s", "name": "beta"}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.skills.disable",
+        json!({"sessionId": "s", "name": "alpha"}),
+    );
+    // Read already: answered at once.
+    let listed = w.call(
+        &mut p,
+        &mut [],
+        "session.skills.list",
+        json!({"sessionId": "s"}),
+    );
+    let enabled: Vec<bool> = listed["result"]["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["enabled"].as_bool().unwrap())
+        .collect();
+    assert_eq!(enabled, [false, true]);
+    // Reload reads again: a skill added since appears.
+    let reload = send_request(
+        &mut w,
+        &mut p,
+        "session.skills.reload",
+        json!({"sessionId": "s"}),
+    );
+    answer_skill_reads(
+        &mut w,
+        &mut p,
+        "/skills",
+        &[(
+            "gamma/SKILL.md",
+            "---\nname: gamma\ndescription: Third.\n---\n",
+        )],
+    );
+    assert_eq!(response(&p, reload).unwrap()["result"], json!({}));
+    let listed = w.call(
+        &mut p,
+        &mut [],
+        "session.skills.list",
+        json!({"sessionId": "s"}),
+    );
+    assert_eq!(listed["result"]["skills"][0]["name"], "gamma");
+
+    let discover = send_request(
+        &mut w,
+        &mut p,
+        "skills.discover",
+        json!({"skillDirectories": ["/more/"]}),
+    );
+    answer_skill_reads(
+        &mut w,
+        &mut p,
+        "/more",
+        &[("delta/SKILL.md", "no front matter")],
+    );
+    let found = response(&p, discover).unwrap()["result"]["skills"].clone();
+    assert_eq!(found[0]["name"], "delta", "the directory names it");
+    assert_eq!(found[0]["path"], "/more/delta/SKILL.md");
+}

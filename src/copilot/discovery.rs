@@ -20,7 +20,6 @@ use super::surface::{decode, known, Answer};
 
 /// Session methods whose answer is always the same (after the session check).
 const SESSION_CONSTANT: &[(&str, &str)] = &[
-    ("session.skills.list", r#"{"skills":[]}"#),
     ("session.skills.getInvoked", r#"{"skills":[]}"#),
     ("session.extensions.list", r#"{"extensions":[]}"#),
     ("session.instructions.getSources", r#"{"sources":[]}"#),
@@ -40,7 +39,6 @@ const SESSION_CONSTANT: &[(&str, &str)] = &[
 
 /// Server methods whose answer is always the same.
 const SERVER_CONSTANT: &[(&str, &str)] = &[
-    ("skills.discover", r#"{"skills":[]}"#),
     ("agents.discover", r#"{"agents":[]}"#),
     ("instructions.discover", r#"{"sources":[]}"#),
     (

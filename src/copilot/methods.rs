@@ -64,6 +64,9 @@ pub(super) fn dispatch(
     if method == "session.eventLog.read" {
         return super::event_log_wait::read(host, conn, id, params);
     }
+    if let Some(reply) = super::skills::dispatch(host, conn, id, method, params) {
+        return reply;
+    }
     if method == "session.model.list" {
         return super::session_state::model_list(host, conn, id, params);
     }
@@ -146,14 +149,6 @@ pub(super) fn dispatch(
         "session.mcp.apps.diagnose" => super::mcp::diagnose(host, params),
         "session.shell.exec" => decode_required(params).and_then(|p| shell::exec(host, conn, p)),
         "session.shell.kill" => decode_required(params).and_then(|p| shell::kill(host, p)),
-        // Called by the Rust SDK after every resume; the scripted agent has no skills.
-        "session.skills.reload" => {
-            let p: SessionParams = match decode_required(params) {
-                Ok(p) => p,
-                Err(e) => return Some(Err(e)),
-            };
-            known_session(host, "session.skills.reload", &p.session_id).map(|()| json!({}))
-        }
         "sessionFs.setProvider" => {
             host.set_file_provider(conn);
             Ok(json!({"success": true}))
@@ -341,6 +336,7 @@ pub(super) fn create(
         });
     }
     warn_if_mcp_apps_refused(host, &session_id, conn, &p);
+    super::skills::configure(host, &session_id, params);
     super::ConnState::reacquire(host, conn, &session_id);
     Ok(result)
 }
@@ -380,6 +376,7 @@ fn resume(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
         p.attachment(host.config().mcp_apps_enabled),
     );
     warn_if_mcp_apps_refused(host, &session_id, conn, &p);
+    super::skills::configure(host, &session_id, params);
     super::session_state::declared(host, &session_id, &p);
     host.set_last_session(&session_id);
     let mut result = attach_result(host, &session_id);

@@ -44,6 +44,7 @@ mod session_metadata;
 mod session_state;
 mod session_store;
 mod shell;
+mod skills;
 mod slash_commands;
 mod stored_state;
 mod surface;

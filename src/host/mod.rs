@@ -57,6 +57,7 @@ mod remote_fs;
 mod restore;
 mod send;
 mod shell;
+mod skills;
 mod tool_ops;
 mod turn_gate;
 
@@ -100,6 +101,7 @@ pub(crate) use mcp_apps::AppRequest;
 pub(crate) use policy::HistoryError;
 pub(crate) use remote_fs::{FsAnswer, FsPrimitive};
 pub(crate) use shell::{ProcessInfo, ProcessRefused};
+pub(crate) use skills::SkillInfo;
 
 use conn_table::ConnTable;
 
@@ -211,6 +213,8 @@ pub struct Host {
     models_lists: models_list::ModelsLists,
     /// GitHub token lookups (`github_identity.rs`).
     github_identities: github_identity::GitHubIdentities,
+    /// `skills.discover` reads in flight (`skills.rs`).
+    skill_discoveries: skills::Discoveries,
     /// Connections that provide the file storage of the sessions they attach to.
     file_providers: BTreeSet<ConnId>,
     /// Child processes of MCP servers, by process id: their session and server name.
@@ -324,6 +328,7 @@ impl Host {
             runtime_tools: tool_ops::RuntimeTools::default(),
             models_lists: models_list::ModelsLists::default(),
             github_identities: github_identity::GitHubIdentities::default(),
+            skill_discoveries: skills::Discoveries::default(),
             file_providers: BTreeSet::new(),
             mcp_processes: BTreeMap::new(),
             next_process: 1,

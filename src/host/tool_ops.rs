@@ -132,6 +132,8 @@ enum Stage {
     },
     /// A read for the session's instruction files (`instructions.rs`), not a tool call.
     Instructions(super::instructions::InstructionStep),
+    /// A read for skills (`skills.rs`), not a tool call.
+    Skills(super::skills::SkillTarget, super::skills::SkillStep),
 }
 
 struct ToolOp {
@@ -264,6 +266,20 @@ impl Host {
         self.file_op(session, "", request, Stage::Instructions(step));
     }
 
+    /// A read for skills; the answer goes to [`Host::skill_read_done`].
+    pub(super) fn skill_read(
+        &mut self,
+        target: super::skills::SkillTarget,
+        request: FileRequest,
+        step: super::skills::SkillStep,
+    ) {
+        let session = match &target {
+            super::skills::SkillTarget::Session(s) => s.clone(),
+            super::skills::SkillTarget::Discovery(_) => String::new(),
+        };
+        self.file_op(&session, "", request, Stage::Skills(target, step));
+    }
+
     fn file_op(&mut self, session: &str, tool_call_id: &str, request: FileRequest, stage: Stage) {
         let op = self.runtime_tools.next_op;
         self.runtime_tools.next_op += 1;
@@ -357,6 +373,10 @@ impl Host {
         }
         if let Stage::Instructions(step) = stage {
             self.instruction_read_done(&session, step, result);
+            return;
+        }
+        if let Stage::Skills(target, step) = stage {
+            self.skill_read_done(target, step, result);
             return;
         }
         if let (Stage::View { path, .. }, Ok(FileReply::Bytes(bytes))) = (&stage, &result) {

@@ -1,0 +1,348 @@
+//! Skills: directories of `NAME/SKILL.md` files whose front matter (`name`, `description`)
+//! names a skill. A session's `skillDirectories` are read when a client first asks for its
+//! skills (and again on reload, or when a resume names other directories); its
+//! `disabledSkills` and the enable / disable calls decide which are on. `skills.discover`
+//! reads directories for a client without a session.
+//!
+//! The reads are the built-in tools' file operations (`Output::FileOp`, or the session's file
+//! provider): each directory is walked, then its `*/SKILL.md` files read. A directory that
+//! cannot be read adds nothing. A request that arrives while its skills are read is answered
+//! when the reads finish.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::jsonrpc::OwnedId;
+
+use super::tool_ops::{FileReply, FileRequest};
+use super::{ConnId, Host};
+
+/// Most skills read from one directory.
+const MAX_SKILLS: usize = 256;
+
+/// Largest `SKILL.md` read.
+const MAX_FILE_BYTES: u64 = 256 * 1024;
+
+/// One skill found on disk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SkillInfo {
+    /// Its front matter's `name` (else its directory's).
+    pub name: String,
+    /// Its front matter's `description`.
+    pub description: String,
+    /// Its `SKILL.md`.
+    pub path: String,
+    /// Not disabled for the session.
+    pub enabled: bool,
+}
+
+/// Turns the skills into a dialect's result.
+pub(crate) type SkillsReply = fn(&[SkillInfo]) -> Value;
+
+/// A session's skills (kept in the session's typed state store).
+#[derive(Debug, Default)]
+pub(crate) struct SessionSkills {
+    dirs: Vec<String>,
+    disabled: Vec<String>,
+    /// The directories `found` was read from (`None`: never read, or to read again).
+    loaded_for: Option<Vec<String>>,
+    found: Vec<SkillInfo>,
+    loading: Option<Loading>,
+    waiters: Vec<Waiter>,
+}
+
+/// Reads in flight for one set of directories.
+#[derive(Debug, Default)]
+struct Loading {
+    dirs: Vec<String>,
+    next: usize,
+    found: Vec<SkillInfo>,
+}
+
+#[derive(Debug)]
+struct Waiter {
+    conn: ConnId,
+    id: OwnedId,
+    reply: SkillsReply,
+}
+
+/// Whose skills a read is for.
+#[derive(Clone, Debug)]
+pub(crate) enum SkillTarget {
+    /// A session's.
+    Session(String),
+    /// A `skills.discover` request (its key in the host's discoveries).
+    Discovery(u64),
+}
+
+/// The step of a read for skills.
+#[derive(Clone, Debug)]
+pub(crate) enum SkillStep {
+    /// Walking a directory.
+    List { root: String },
+    /// Reading its `SKILL.md` files.
+    Read { root: String },
+}
+
+/// `skills.discover` requests in flight, by key.
+#[derive(Debug, Default)]
+pub(crate) struct Discoveries {
+    next: u64,
+    running: BTreeMap<u64, (Loading, Waiter)>,
+}
+
+impl Host {
+    /// Sets `session`'s skill directories and disabled skills (`session.create` /
+    /// `session.resume`); other directories are read again when next asked for.
+    pub(crate) fn set_skill_directories(
+        &mut self,
+        session: &str,
+        dirs: Vec<String>,
+        disabled: Vec<String>,
+    ) {
+        let Some(state) = self.session_state::<SessionSkills>(session) else {
+            return;
+        };
+        if state.dirs != dirs {
+            state.loaded_for = None;
+        }
+        state.dirs = dirs;
+        state.disabled = disabled;
+        let disabled = state.disabled.clone();
+        for skill in &mut state.found {
+            skill.enabled = !disabled.contains(&skill.name);
+        }
+    }
+
+    /// Answers `conn`'s request `id` with `session`'s skills: at once (`Some`) when they are
+    /// read, else when the reads finish (`reload`: read them again first).
+    pub(crate) fn session_skills(
+        &mut self,
+        session: &str,
+        conn: ConnId,
+        id: &OwnedId,
+        reply: SkillsReply,
+        reload: bool,
+    ) -> Option<Value> {
+        let state = self.session_state::<SessionSkills>(session)?;
+        if reload {
+            state.loaded_for = None;
+        }
+        if state.loading.is_none() && state.loaded_for.as_ref() == Some(&state.dirs) {
+            return Some(reply(&state.found));
+        }
+        state.waiters.push(Waiter {
+            conn,
+            id: id.clone(),
+            reply,
+        });
+        if state.loading.is_none() {
+            state.loading = Some(Loading {
+                dirs: state.dirs.clone(),
+                ..Loading::default()
+            });
+            self.next_skill_dir(SkillTarget::Session(session.to_owned()));
+        }
+        None
+    }
+
+    /// Turns skill `name` of `session` on or off (a skill not read yet is on or off when it
+    /// is).
+    pub(crate) fn set_skill_enabled(&mut self, session: &str, name: &str, enabled: bool) {
+        let Some(state) = self.session_state::<SessionSkills>(session) else {
+            return;
+        };
+        if let Some(skill) = state.found.iter_mut().find(|s| s.name == name) {
+            skill.enabled = enabled;
+        }
+        state.disabled.retain(|d| d != name);
+        if !enabled {
+            state.disabled.push(name.to_owned());
+        }
+    }
+
+    /// Reads the skills of `dirs` for `conn`'s request `id` (`skills.discover`), answered when
+    /// the reads finish.
+    pub(crate) fn discover_skills(
+        &mut self,
+        dirs: Vec<String>,
+        conn: ConnId,
+        id: &OwnedId,
+        reply: SkillsReply,
+    ) {
+        let key = self.skill_discoveries.next;
+        self.skill_discoveries.next += 1;
+        let loading = Loading {
+            dirs,
+            ..Loading::default()
+        };
+        let waiter = Waiter {
+            conn,
+            id: id.clone(),
+            reply,
+        };
+        self.skill_discoveries
+            .running
+            .insert(key, (loading, waiter));
+        self.next_skill_dir(SkillTarget::Discovery(key));
+    }
+
+    fn loading_of(&mut self, target: &SkillTarget) -> Option<&mut Loading> {
+        match target {
+            SkillTarget::Session(session) => self
+                .session_state::<SessionSkills>(session)?
+                .loading
+                .as_mut(),
+            SkillTarget::Discovery(key) => {
+                self.skill_discoveries.running.get_mut(key).map(|(l, _)| l)
+            }
+        }
+    }
+
+    /// Walks the next directory, or finishes.
+    fn next_skill_dir(&mut self, target: SkillTarget) {
+        let Some(loading) = self.loading_of(&target) else {
+            return;
+        };
+        let Some(dir) = loading.dirs.get(loading.next).cloned() else {
+            return self.finish_skills(target);
+        };
+        loading.next += 1;
+        let root = dir.trim_end_matches('/').to_owned();
+        let request = FileRequest::Walk {
+            root: root.clone(),
+            limit: 4096,
+        };
+        self.skill_read(target, request, SkillStep::List { root });
+    }
+
+    /// A read for skills was answered.
+    pub(super) fn skill_read_done(
+        &mut self,
+        target: SkillTarget,
+        step: SkillStep,
+        result: Result<FileReply, String>,
+    ) {
+        match (step, result) {
+            (SkillStep::List { root }, Ok(FileReply::Entries(mut paths))) => {
+                paths.retain(|p| {
+                    p.strip_suffix("/SKILL.md")
+                        .is_some_and(|dir| !dir.is_empty() && !dir.contains('/'))
+                });
+                paths.sort();
+                paths.truncate(MAX_SKILLS);
+                if !paths.is_empty() {
+                    let request = FileRequest::ReadMany {
+                        root: root.clone(),
+                        paths,
+                        max_file_bytes: MAX_FILE_BYTES,
+                    };
+                    return self.skill_read(target, request, SkillStep::Read { root });
+                }
+            }
+            (SkillStep::Read { root }, Ok(FileReply::Texts(texts))) => {
+                let disabled = match &target {
+                    SkillTarget::Session(s) => self
+                        .session_state::<SessionSkills>(s)
+                        .map(|st| st.disabled.clone())
+                        .unwrap_or_default(),
+                    SkillTarget::Discovery(_) => Vec::new(),
+                };
+                if let Some(loading) = self.loading_of(&target) {
+                    for (path, text) in texts {
+                        let dir_name = path.trim_end_matches("/SKILL.md");
+                        let (name, description) = front_matter(&text);
+                        let name = name.unwrap_or_else(|| dir_name.to_owned());
+                        if loading.found.iter().any(|s| s.name == name) {
+                            continue;
+                        }
+                        loading.found.push(SkillInfo {
+                            enabled: !disabled.contains(&name),
+                            name,
+                            description: description.unwrap_or_default(),
+                            path: format!("{root}/{path}"),
+                        });
+                    }
+                }
+            }
+            // A directory that cannot be read adds nothing.
+            _ => {}
+        }
+        self.next_skill_dir(target);
+    }
+
+    /// The reads are done: the skills are kept (a session's) and the waiting requests
+    /// answered.
+    fn finish_skills(&mut self, target: SkillTarget) {
+        let (found, waiters) = match &target {
+            SkillTarget::Session(session) => {
+                let Some(state) = self.session_state::<SessionSkills>(session) else {
+                    return;
+                };
+                let Some(loading) = state.loading.take() else {
+                    return;
+                };
+                state.found = loading.found;
+                state.loaded_for = Some(loading.dirs);
+                (state.found.clone(), std::mem::take(&mut state.waiters))
+            }
+            SkillTarget::Discovery(key) => {
+                let Some((loading, waiter)) = self.skill_discoveries.running.remove(key) else {
+                    return;
+                };
+                (loading.found, vec![waiter])
+            }
+        };
+        for w in waiters {
+            let result = (w.reply)(&found);
+            self.respond(w.conn, &w.id, Ok(result));
+        }
+    }
+}
+
+/// The `name` and `description` of a `SKILL.md`'s front matter (`---` lines around
+/// `key: value` lines), if it has them.
+fn front_matter(text: &str) -> (Option<String>, Option<String>) {
+    let mut lines = text.lines();
+    if lines.next().map(str::trim) != Some("---") {
+        return (None, None);
+    }
+    let (mut name, mut description) = (None, None);
+    for line in lines {
+        if line.trim() == "---" {
+            break;
+        }
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value
+            .trim()
+            .trim_matches(|c| c == '"' || c == '\'')
+            .to_owned();
+        if value.is_empty() {
+            continue;
+        }
+        match key.trim() {
+            "name" => name = Some(value),
+            "description" => description = Some(value),
+            _ => {}
+        }
+    }
+    (name, description)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::front_matter;
+
+    #[test]
+    fn front_matter_names_and_describes() {
+        let text = "---\nname: my-skill\ndescription: \"Does things.\"\n---\n\n# Body\nname: no";
+        assert_eq!(
+            front_matter(text),
+            (Some("my-skill".into()), Some("Does things.".into()))
+        );
+        assert_eq!(front_matter("# no front matter"), (None, None));
+    }
+}
