@@ -2028,3 +2028,75 @@ fn tools_of_a_client_that_left_are_announced_gone() {
          they're available again.\n</tools_changed_notice>\n\ntwo"
     );
 }
+
+/// A session's skills are read before its first model call; the model is offered the `skill`
+/// tool, and a skill it loads reaches it as a `<skill-context>` user message after the call's
+/// result (`Skill "N" loaded successfully…`), announced by `skill.invoked`.
+#[test]
+fn the_model_loads_a_skill_with_the_skill_tool() {
+    use agentwire::host::{FileReply, FileRequest};
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "skillDirectories": ["/sk"]}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Use the skill."}),
+    );
+    let (op, request) = next_file_op(&mut w);
+    assert!(matches!(request, FileRequest::Walk { ref root, .. } if root == "/sk"));
+    w.host.handle_file_result(
+        w.now,
+        op,
+        Ok(FileReply::Entries(vec!["pine/SKILL.md".into()])),
+    );
+    let (op, _) = next_file_op(&mut w);
+    let text = "---\nname: pine\ndescription: Adds a marker.\n---\n\n# Pine\n\nSay PINE.\n";
+    w.host.handle_file_result(
+        w.now,
+        op,
+        Ok(FileReply::Texts(vec![(
+            "pine/SKILL.md".into(),
+            text.into(),
+        )])),
+    );
+    w.pump(&mut [&mut p]);
+    let (call, request) = next_request(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    let skill_tool = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "skill")
+        .expect("the skill tool is offered");
+    assert!(skill_tool["function"]["description"]
+        .as_str()
+        .unwrap()
+        .contains("pine: Adds a marker."));
+    let stream = sse(&[
+        json!({"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "k", "type": "function", "function": {"name": "skill", "arguments": "{\"skill\":\"pine\"}"}}]}}]}),
+        json!({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ]);
+    answer(&mut w, call, &stream, &mut [&mut p]);
+    let invoked = p.event("s", "skill.invoked");
+    assert_eq!(invoked["data"]["name"], "pine");
+    assert_eq!(invoked["data"]["path"], "/sk/pine/SKILL.md");
+    let (_, request) = next_request(&mut w);
+    let msgs = messages(&request);
+    let n = msgs.len();
+    assert_eq!(
+        msgs[n - 2]["content"],
+        "Skill \"pine\" loaded successfully. Follow the instructions in the skill context."
+    );
+    assert_eq!(
+        msgs[n - 1]["content"],
+        "<skill-context name=\"pine\">\nBase directory for this skill: /sk/pine\n\n# Pine\n\nSay PINE.\n\n</skill-context>"
+    );
+}

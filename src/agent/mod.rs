@@ -308,6 +308,13 @@ pub trait SessionControl {
         let name = format!("{server}-{tool}");
         self.call_tool(tool_call_id, &name, arguments, turn_id);
     }
+    /// Runs the built-in `skill` tool ([`model_tools::SKILL`]): the host loads the named skill
+    /// of the session (`tool.execution_start`, `skill.invoked`, `tool.execution_complete`);
+    /// the agent gets [`AgentInput::ToolDone`] later. The default implementation, for
+    /// controls without skills, calls the client tool `skill`.
+    fn call_skill(&mut self, tool_call_id: &str, arguments: &Value, turn_id: &str) {
+        self.call_tool(tool_call_id, model_tools::SKILL, arguments, turn_id);
+    }
     /// Resolves every tool call this agent has in flight as cancelled (used on abort).
     fn cancel_tool_calls(&mut self);
     /// Asks for [`AgentInput::Timer`] at `at` (replaces an earlier timer of this session).

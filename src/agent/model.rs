@@ -812,6 +812,10 @@ fn start_tool(s: &mut dyn SessionControl, run: &Run, call: &ToolCall) {
         .parsed_arguments()
         .unwrap_or_else(|_| Value::String(call.arguments.clone()));
     let turn_id = run.turn.to_string();
+    if call.name == super::model_tools::SKILL && run.builtins.contains(&call.name) {
+        s.call_skill(&call.id, &arguments, &turn_id);
+        return;
+    }
     if run.builtins.contains(&call.name) {
         if let Some(builtin) = super::model_tools::builtin_call(&call.name, &arguments) {
             s.call_builtin(&call.id, &builtin, &turn_id);

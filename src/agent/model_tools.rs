@@ -38,6 +38,30 @@ pub fn ask_user_spec() -> ToolSpec {
     }
 }
 
+/// The tool through which the model loads one of the session's skills (offered while the
+/// session has enabled skills; performed by the host).
+pub const SKILL: &str = "skill";
+
+/// The `skill` tool's definition, listing the skills (`(name, description)`) it may load.
+pub fn skill_spec(skills: &[(&str, &str)]) -> ToolSpec {
+    let mut description = String::from(
+        "Load a skill: its instructions are added to the conversation. Use it when the task \
+         matches a skill's description. Available skills:",
+    );
+    for (name, what) in skills {
+        description.push_str(&format!("\n- {name}: {what}"));
+    }
+    ToolSpec {
+        name: SKILL.to_owned(),
+        description,
+        parameters: json!({
+            "type": "object",
+            "properties": {"skill": string("The name of the skill to load.")},
+            "required": ["skill"]
+        }),
+    }
+}
+
 fn string(description: &str) -> Value {
     json!({"type": "string", "description": description})
 }

@@ -87,6 +87,11 @@ impl SessionControl for Control<'_> {
             .start_mcp_tool_call(self.session, tool_call_id, server, tool, arguments, turn_id);
     }
 
+    fn call_skill(&mut self, tool_call_id: &str, arguments: &Value, turn_id: &str) {
+        self.host
+            .start_skill_tool(self.session, tool_call_id, arguments, turn_id);
+    }
+
     fn cancel_tool_calls(&mut self) {
         self.host.cancel_tool_calls(self.session);
     }

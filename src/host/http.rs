@@ -256,6 +256,14 @@ impl Host {
         {
             tools.push(crate::agent::model_tools::ask_user_spec());
         }
+        let skills = self.enabled_skills(session);
+        if !skills.is_empty() && live.model.offers_builtin(crate::agent::model_tools::SKILL) {
+            let listed: Vec<(&str, &str)> = skills
+                .iter()
+                .map(|s| (s.name.as_str(), s.description.as_str()))
+                .collect();
+            tools.push(crate::agent::model_tools::skill_spec(&listed));
+        }
         tools
     }
 

@@ -35,6 +35,8 @@ pub(crate) struct SkillInfo {
     pub path: String,
     /// Not disabled for the session.
     pub enabled: bool,
+    /// The file's text after its front matter: what the model gets when it loads the skill.
+    pub body: String,
 }
 
 /// Turns the skills into a dialect's result.
@@ -147,6 +149,104 @@ impl Host {
         None
     }
 
+    /// Starts reading `session`'s skills when its directories are not read yet; returns
+    /// whether reads are in flight (a prompt waits for them: the model is offered the
+    /// `skill` tool with the skills found).
+    pub(super) fn load_skills(&mut self, session: &str) -> bool {
+        let Some(state) = self.session_state::<SessionSkills>(session) else {
+            return false;
+        };
+        if state.loading.is_some() {
+            return true;
+        }
+        if state.dirs.is_empty() || state.loaded_for.as_ref() == Some(&state.dirs) {
+            return false;
+        }
+        state.loading = Some(Loading {
+            dirs: state.dirs.clone(),
+            ..Loading::default()
+        });
+        self.next_skill_dir(SkillTarget::Session(session.to_owned()));
+        true
+    }
+
+    /// Whether `session` has skill directories not read yet.
+    pub(super) fn skills_unread(&self, session: &str) -> bool {
+        self.session_state_ref::<SessionSkills>(session)
+            .is_some_and(|s| !s.dirs.is_empty() && s.loaded_for.as_ref() != Some(&s.dirs))
+    }
+
+    /// The skills the model may load (`session`'s enabled ones).
+    pub(super) fn enabled_skills(&self, session: &str) -> Vec<&SkillInfo> {
+        self.session_state_ref::<SessionSkills>(session)
+            .map(|s| s.found.iter().filter(|k| k.enabled).collect())
+            .unwrap_or_default()
+    }
+
+    /// The model called the `skill` tool: an enabled skill's instructions are announced by a
+    /// persisted `skill.invoked` (the history puts them after the call's results as a
+    /// `<skill-context>` user message) and the call succeeds with the runtime's words; an
+    /// unknown or disabled skill fails the call, naming the skills there are.
+    pub(crate) fn start_skill_tool(
+        &mut self,
+        session: &str,
+        tool_call_id: &str,
+        arguments: &Value,
+        turn_id: &str,
+    ) {
+        self.emit(
+            session,
+            "tool.execution_start",
+            &serde_json::json!({"toolCallId": tool_call_id, "toolName": "skill",
+                                "arguments": arguments, "turnId": turn_id}),
+            false,
+        );
+        let wanted = arguments
+            .get("skill")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let skill = self
+            .enabled_skills(session)
+            .into_iter()
+            .find(|s| s.name == wanted)
+            .cloned();
+        let outcome = match skill {
+            Some(skill) => {
+                self.emit(
+                    session,
+                    "skill.invoked",
+                    &serde_json::json!({"name": skill.name, "path": skill.path,
+                                        "content": skill.body, "description": skill.description,
+                                        "source": "custom"}),
+                    false,
+                );
+                crate::agent::ToolOutcome::Success(format!(
+                    "Skill \"{}\" loaded successfully. Follow the instructions in the skill context.",
+                    skill.name
+                ))
+            }
+            None => {
+                let names: Vec<String> = self
+                    .enabled_skills(session)
+                    .iter()
+                    .map(|s| s.name.clone())
+                    .collect();
+                crate::agent::ToolOutcome::Failure {
+                    message: format!(
+                        "Skill \"{wanted}\" not found. Available skills: {}",
+                        if names.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            names.join(", ")
+                        }
+                    ),
+                    code: "failure".to_owned(),
+                }
+            }
+        };
+        self.complete_tool(session, tool_call_id, outcome);
+    }
+
     /// Turns skill `name` of `session` on or off (a skill not read yet is on or off when it
     /// is).
     pub(crate) fn set_skill_enabled(&mut self, session: &str, name: &str, enabled: bool) {
@@ -253,6 +353,7 @@ impl Host {
                     for (path, text) in texts {
                         let dir_name = path.trim_end_matches("/SKILL.md");
                         let (name, description) = front_matter(&text);
+                        let body = body_of(&text).to_owned();
                         let name = name.unwrap_or_else(|| dir_name.to_owned());
                         if loading.found.iter().any(|s| s.name == name) {
                             continue;
@@ -262,6 +363,7 @@ impl Host {
                             name,
                             description: description.unwrap_or_default(),
                             path: format!("{root}/{path}"),
+                            body,
                         });
                     }
                 }
@@ -285,7 +387,10 @@ impl Host {
                 };
                 state.found = loading.found;
                 state.loaded_for = Some(loading.dirs);
-                (state.found.clone(), std::mem::take(&mut state.waiters))
+                let done = (state.found.clone(), std::mem::take(&mut state.waiters));
+                // A prompt held for the skills goes on.
+                self.release_held(session);
+                done
             }
             SkillTarget::Discovery(key) => {
                 let Some((loading, waiter)) = self.skill_discoveries.running.remove(key) else {
@@ -299,6 +404,22 @@ impl Host {
             self.respond(w.conn, &w.id, Ok(result));
         }
     }
+}
+
+/// A `SKILL.md`'s text after its front matter (all of it without one), leading blank lines
+/// left out.
+fn body_of(text: &str) -> &str {
+    let rest = match text.strip_prefix("---") {
+        Some(after) => match after.find("\n---") {
+            Some(end) => {
+                let tail = &after[end + 4..];
+                tail.split_once('\n').map_or("", |(_, body)| body)
+            }
+            None => text,
+        },
+        None => text,
+    };
+    rest.trim_start_matches(['\n', '\r'])
 }
 
 /// The `name` and `description` of a `SKILL.md`'s front matter (`---` lines around
@@ -335,6 +456,13 @@ fn front_matter(text: &str) -> (Option<String>, Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::front_matter;
+
+    #[test]
+    fn the_body_follows_the_front_matter() {
+        let text = "---\nname: a\n---\n\n# Title\n\nText.\n";
+        assert_eq!(super::body_of(text), "# Title\n\nText.\n");
+        assert_eq!(super::body_of("# Only\n"), "# Only\n");
+    }
 
     #[test]
     fn front_matter_names_and_describes() {

@@ -61,7 +61,8 @@ impl Host {
                 || needs_rendering(input)
                 || self.has_hooks(session)
                 || !live.model.transform_requests().is_empty()
-                || !live.model.instruction_directories.is_empty())
+                || !live.model.instruction_directories.is_empty()
+                || self.skills_unread(session))
     }
 
     /// Whether `session`'s model calls need the server default's choice and it is not known.
@@ -125,6 +126,7 @@ impl Host {
                 if self.next_prompt_hook(session)
                     || self.next_system_transform(session)
                     || self.load_instructions(session)
+                    || self.load_skills(session)
                 {
                     break;
                 }

@@ -13,6 +13,8 @@
 //!   `modifiedArgs`) → the call is shown with those;
 //! * a `view` of an image (`tool.execution_complete` with `result.image`) → after the results of
 //!   its assistant message, a `user` message `Image file at path P` with the image;
+//! * `skill.invoked` (the `skill` tool loaded a skill) → after those results, a `user` message
+//!   `<skill-context name="N">` with the skill's directory and instructions;
 //! * `hook.end` of a `sessionStart` hook with `additionalContext` → a `user` message of its
 //!   own; of a `postToolUse` hook with `modifiedResult` → that result for its call (paired
 //!   with its `hook.start` by `hookInvocationId`);
@@ -120,6 +122,8 @@ pub struct HistoryBuilder {
     post_hooks: Vec<(String, String)>,
     /// Images the open calls returned (`view` of an image): path and image part, by slot.
     images: Vec<Option<(String, UserPart)>>,
+    /// Skills the open calls loaded (`skill.invoked`): their `<skill-context>` messages.
+    skill_contexts: Vec<String>,
     /// A user message sent after every prompt (the session's limits status).
     after_prompt: Option<String>,
     results: Vec<Option<String>>,
@@ -279,6 +283,25 @@ impl HistoryBuilder {
                     _ => {}
                 }
             }
+            // A skill the model loaded: its instructions follow the call's results.
+            "skill.invoked" => {
+                let text = |k: &str| string_field(data, k);
+                let path = text("path");
+                let dir = path
+                    .strip_suffix("/SKILL.md")
+                    .unwrap_or(path.as_str())
+                    .to_owned();
+                let context = format!(
+                    "<skill-context name=\"{}\">\nBase directory for this skill: {dir}\n\n{}\n</skill-context>",
+                    text("name"),
+                    text("content")
+                );
+                if self.open_calls.is_empty() {
+                    self.messages.push(ChatMessage::User(context));
+                } else {
+                    self.skill_contexts.push(context);
+                }
+            }
             "tool.execution_complete" => {
                 let Some(id) = data.get("toolCallId").and_then(Value::as_str) else {
                     return;
@@ -338,6 +361,10 @@ impl HistoryBuilder {
                 UserPart::Text(format!("Image file at path {path}")),
                 image,
             ]));
+        }
+        // Then the skills they loaded.
+        for context in std::mem::take(&mut self.skill_contexts) {
+            self.messages.push(ChatMessage::User(context));
         }
     }
 }
