@@ -1,13 +1,11 @@
 //! Library-level tests of the driver over in-memory streams and TCP. Only `ping` (and, for the
 //! shutdown path, `runtime.shutdown`) of the host's protocol is relied on.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
+use agentwire_testkit::wire::{assert_pong, frame, ping, ping_ok, FrameReader, PROMPT};
 use agentwire_tokio::agentwire::host::HostConfig;
 use agentwire_tokio::{Server, ServerOptions, Stopped};
-use common::{assert_pong, frame, ping, ping_ok, FrameReader, PROMPT};
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
 

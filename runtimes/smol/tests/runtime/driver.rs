@@ -1,7 +1,7 @@
 //! The driver's API over in-memory pipes (`piper`), on smol alone: `attach`, `serve_stream`,
 //! `Connection::closed`, `shutdown` with a stalled peer, `with_host`. The TCP behaviour, the
 //! SDK and the binary are covered for all three runtimes by
-//! `runtimes/tokio/tests/conformance.rs`.
+//! `runtimes/cli/tests/e2e/conformance.rs`.
 
 use std::future::Future;
 use std::io;

@@ -4,15 +4,13 @@
 //! the close, and after reconnecting it recovers every durable event through
 //! `session.resume` + `session.getMessages`.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use agentwire_testkit::wire::{frame, FrameReader, PROMPT};
 use agentwire_tokio::agentwire::agent::Scenario;
 use agentwire_tokio::agentwire::host::HostConfig;
 use agentwire_tokio::Server;
-use common::{frame, FrameReader, PROMPT};
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
