@@ -1,8 +1,10 @@
-//! Shared test support: engine conformance checks and real nats-server processes.
+//! The `cluster` tier's set-up: engine conformance checks, and real nats-server processes
+//! (from `agentwire-testkit`, shared with `agentwire-cli`'s tests).
 #![allow(dead_code)]
 
 pub mod conformance;
-pub mod server;
+
+pub use agentwire_testkit::nats;
 
 use std::time::Duration;
 

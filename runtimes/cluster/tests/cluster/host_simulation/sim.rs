@@ -11,9 +11,7 @@ use agentwire_cluster::lease::{LeaseAction, LeaseConfig, NodeLease};
 use agentwire_cluster::memory::{Fault, MemoryCluster};
 use agentwire_cluster::{Engine, Layout, NodeIdentity};
 
-#[path = "clients.rs"]
 mod clients;
-#[path = "links.rs"]
 mod links;
 
 use super::client::{Client, ClientStats};

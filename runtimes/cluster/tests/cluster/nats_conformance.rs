@@ -1,12 +1,10 @@
 //! The async-nats engine passes the engine conformance checks against a real nats-server
 //! (one JetStream server per test, on a free loopback port, killed at the end).
 
-mod support;
-
 use std::time::Duration;
 
-use support::server::NatsServer;
-use support::{conformance, connect_nats};
+use crate::support::nats::NatsServer;
+use crate::support::{conformance, connect_nats};
 
 /// The lease TTL of these tests' bucket: short, so expiry is quick to observe.
 const TTL: Duration = Duration::from_secs(1);

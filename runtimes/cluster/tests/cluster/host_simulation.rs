@@ -45,17 +45,13 @@
 //!    node's clients it is for; a client gets only its own session's events, and streaming
 //!    deltas only if it attached with `streaming: true`.
 //!
-//! `cargo test -p agentwire-cluster --test host_simulation` runs `SIM_SEEDS` seeds (default
+//! `cargo test -p agentwire-cluster --test cluster host_simulation::` runs `SIM_SEEDS` seeds (default
 //! 200) from `SIM_FIRST_SEED` (default 0); a failure names its seed, and `SIM_TRACE=1` prints
 //! what the schedule did.
 
-#[path = "host_sim/client.rs"]
 mod client;
-#[path = "host_sim/log.rs"]
 mod log;
-#[path = "host_sim/node.rs"]
 mod node;
-#[path = "host_sim/sim.rs"]
 mod sim;
 
 use futures_util::FutureExt;

@@ -1,11 +1,9 @@
 //! The in-memory engine passes the engine conformance checks.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::conformance;
 use agentwire_cluster::memory::MemoryCluster;
-use support::conformance;
 
 fn cluster() -> MemoryCluster {
     MemoryCluster::new(Duration::from_secs(6))

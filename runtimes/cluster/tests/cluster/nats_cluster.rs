@@ -2,20 +2,18 @@
 //! leader while a writer streams fenced appends over several sessions loses no acknowledged
 //! append and stores none twice.
 
-mod support;
-
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::connect_nats;
+use crate::support::nats::NatsCluster;
 use agentwire_cluster::drive::{append, take_over, AppendFailure};
 use agentwire_cluster::nats::NatsEngine;
 use agentwire_cluster::takeover::TakeoverOutcome;
 use agentwire_cluster::writer::SessionWriter;
 use agentwire_cluster::{Engine, Layout, NodeIdentity, RecordKind};
 use bytes::Bytes;
-use support::connect_nats;
-use support::server::NatsCluster;
 
 const SESSIONS: usize = 8;
 
