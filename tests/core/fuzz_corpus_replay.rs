@@ -6,7 +6,7 @@
 // The fuzz crate is not in the workspace (cargo-fuzz, libfuzzer-sys): its target bodies are
 // compiled here as modules.
 #[path = "../../fuzz/src/targets.rs"]
-mod targets;
+pub(crate) mod targets;
 
 #[path = "../../fuzz/src/model_targets.rs"]
 mod model_targets;

@@ -25,8 +25,8 @@
 //! (default 0). A failure prints its seed; `SIM_SEED=<n> cargo test --test core simulation::` replays
 //! exactly that seed and prints its trace.
 
-#[path = "../../fuzz/src/world.rs"]
-mod world;
+// The fuzz crate's world (fuzz/src/world.rs), compiled once for the tier with the fuzz targets.
+use crate::fuzz_corpus_replay::targets::world;
 
 use std::collections::BTreeSet;
 use std::time::Instant;
