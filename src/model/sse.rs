@@ -457,7 +457,7 @@ mod tests {
 
     /// The size limit counts the data's bytes as they came: a value with invalid UTF-8 (each
     /// byte a 3-byte replacement character once decoded) counts the same whether the input
-    /// was split after it or not (found by `tests/model_props.rs`).
+    /// was split after it or not (found by `tests/core/model_props.rs`).
     #[test]
     fn the_size_limit_does_not_depend_on_the_split_with_invalid_utf8() {
         let stream: &[u8] = b"data: \xff\xff\xff\xff\nevent: x\n\n";

@@ -9,11 +9,9 @@
 //! by `scripts/install-test-servers`) on free loopback ports and kills them at the end. `cluster` runs three servers
 //! with an R3 stream. Figures from a shared 2-core machine are order-of-magnitude only.
 
-#[allow(dead_code)]
-#[path = "../tests/support/server.rs"]
-mod server;
-
 use std::time::{Duration, Instant};
+
+use agentwire_testkit::nats as server;
 
 use agentwire_cluster::drive::{append, take_over};
 use agentwire_cluster::nats::{NatsConfig, NatsEngine};

@@ -1,0 +1,11 @@
+//! The `e2e` tier's set-up: the `agentwire` binary as a child process ([`Agentwire`]), the ACP
+//! SDK's stdio transport, the cluster tests' nodes, and the helpers the tier shares with other
+//! crates' tiers (from `agentwire-testkit`: the SDK scenarios, the fake model endpoint, the MCP
+//! reference servers, nats-server processes and the raw Content-Length client).
+
+pub mod acp_stdio;
+pub mod agentwire;
+pub mod cluster_node;
+
+pub use agentwire::*;
+pub use agentwire_testkit::{fake_model, mcp_servers, nats, sdk_scenarios, wire};

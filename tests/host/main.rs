@@ -1,0 +1,18 @@
+//! The `host` tier: the host's behaviour, sans-IO, through the test world in `support.rs`
+//! (connections, routing, bridges, canvases, model sessions, the SDK surface, cluster
+//! gateways), plus the routing property test. One test binary: `cargo test --test host`.
+
+mod bridges;
+mod canvas;
+mod cluster;
+mod copilot;
+mod forward_drops;
+mod lifecycle;
+mod model;
+mod relay_group;
+mod routing;
+mod routing_props;
+mod sdk_surface;
+mod server_rpcs;
+mod session_fs;
+mod support;

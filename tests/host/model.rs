@@ -1,0 +1,2100 @@
+//! The model loop driven through the host's sans-IO API: BYOK sessions whose HTTP exchanges
+//! are answered with recorded Chat Completions bytes (no sockets).
+
+use std::time::Duration;
+
+use agentwire::host::{HostConfig, Output};
+use agentwire::model::{CallConfig, HttpRequest, ServerDefault, TransportErrorKind};
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+const KEY: &str = "sk-very-secret-key-123";
+
+fn provider() -> Value {
+    json!({"type": "openai", "baseUrl": "http://127.0.0.1:9/v1", "apiKey": KEY})
+}
+
+/// The next HTTP request the host asked for.
+fn next_request(w: &mut World) -> (u64, HttpRequest) {
+    loop {
+        match w.host.poll_output() {
+            Some(Output::HttpRequest { call, request, .. }) => return (call, request),
+            Some(_) => continue,
+            None => panic!("no HttpRequest output"),
+        }
+    }
+}
+
+fn outputs(w: &mut World) -> Vec<Output> {
+    std::iter::from_fn(|| w.host.poll_output()).collect()
+}
+
+fn sse(chunks: &[Value]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for c in chunks {
+        out.extend_from_slice(format!("data: {c}\n\n").as_bytes());
+    }
+    out.extend_from_slice(b"data: [DONE]\n\n");
+    out
+}
+
+fn text_stream(id: &str, parts: &[&str]) -> Vec<u8> {
+    let mut chunks: Vec<Value> = parts
+        .iter()
+        .map(|p| json!({"id": id, "choices": [{"index": 0, "delta": {"content": p}}]}))
+        .collect();
+    chunks.push(json!({"id": id, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}));
+    chunks.push(
+        json!({"id": id, "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5}}),
+    );
+    sse(&chunks)
+}
+
+fn tool_stream(id: &str) -> Vec<u8> {
+    sse(&[
+        json!({"id": id, "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": ""}}]}}]}),
+        json!({"id": id, "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{\"city\":\"Paris\"}"}}]}}]}),
+        json!({"id": id, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ])
+}
+
+/// Answers exchange `call` with a 200 event stream, split into small chunks.
+fn answer(w: &mut World, call: u64, body: &[u8], peers: &mut [&mut Peer]) {
+    w.now = w.now.saturating_add(Duration::from_millis(5));
+    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+    w.host.handle_http_response(w.now, call, 200, &headers);
+    for piece in body.chunks(7) {
+        w.host.handle_http_body(w.now, call, piece);
+    }
+    w.host.handle_http_end(w.now, call);
+    w.pump(peers);
+}
+
+/// Answers session `s`'s (latest) permission prompt with `kind`.
+fn answer_permission(w: &mut World, p: &mut Peer, kind: &str) {
+    let perm = p.event("s", "permission.requested");
+    let rid = perm["data"]["requestId"].as_str().unwrap().to_owned();
+    w.call(
+        p,
+        &mut [],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId": "s", "requestId": rid, "result": {"kind": kind}}),
+    );
+}
+
+/// Answers session `s`'s (latest) client tool request with `result`; returns the request.
+fn answer_external_tool(w: &mut World, p: &mut Peer, result: &str) -> Value {
+    let req = p.event("s", "external_tool.requested");
+    let tool_rid = req["data"]["requestId"].as_str().unwrap().to_owned();
+    w.call(
+        p,
+        &mut [],
+        "session.tools.handlePendingToolCall",
+        json!({"sessionId": "s", "requestId": tool_rid, "result": result}),
+    );
+    req
+}
+
+fn messages(request: &HttpRequest) -> Vec<Value> {
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    body["messages"].as_array().unwrap().clone()
+}
+
+#[test]
+fn streamed_answer_reaches_the_client() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "streaming": true}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    let (call, request) = next_request(&mut w);
+    assert_eq!(request.url, "http://127.0.0.1:9/v1/chat/completions");
+    assert_eq!(
+        request.header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["model"], "m1");
+    assert_eq!(body["stream"], true);
+    let msgs = messages(&request);
+    assert_eq!(msgs[0]["role"], "system");
+    assert_eq!(msgs[1]["role"], "user");
+    let user = msgs[1]["content"].as_str().unwrap();
+    assert!(
+        user.starts_with("<current_datetime>") && user.ends_with("\n\nhi"),
+        "{user}"
+    );
+    answer(
+        &mut w,
+        call,
+        &text_stream("chatcmpl-1", &["Hel", "lo!"]),
+        &mut [&mut p],
+    );
+    let types = p.types("s");
+    assert!(
+        only_subsequence(
+            &types,
+            &[
+                "user.message",
+                "system.message",
+                "assistant.turn_start",
+                "assistant.streaming_delta",
+                "assistant.message_start",
+                "assistant.message_delta",
+                "assistant.message_delta",
+                "assistant.usage",
+                "assistant.message",
+                "assistant.turn_end",
+                "assistant.idle",
+                "session.idle",
+            ]
+        ),
+        "{types:?}"
+    );
+    let msg = p.event("s", "assistant.message");
+    assert_eq!(msg["data"]["content"], "Hello!");
+    assert_eq!(msg["data"]["apiCallId"], "chatcmpl-1");
+    assert_eq!(msg["data"]["turnId"], "0");
+    let start = p.event("s", "assistant.message_start");
+    assert_eq!(start["data"]["messageId"], msg["data"]["messageId"]);
+    let usage = p.event("s", "assistant.usage");
+    assert_eq!(usage["data"]["inputTokens"], 10);
+    assert_eq!(usage["data"]["initiator"], "user");
+    assert_eq!(usage["ephemeral"], true);
+    let turn = p.event("s", "assistant.turn_start");
+    assert_eq!(turn["data"]["interactionId"], msg["data"]["interactionId"]);
+    // Nothing the client saw carries the key.
+    assert!(!serde_json::to_string(&p.inbox).unwrap().contains(KEY));
+}
+
+/// The only client leaves while its tool call is pending: the call stays pending. A client
+/// that resumes with `continuePendingWork` answers it and the turn goes on; one that resumes
+/// without it (nobody else had the session: `sessionWasActive: false`) interrupts it: the
+/// turn ends without another model call and the next prompt shows the call interrupted.
+#[test]
+fn pending_tool_calls_outlive_their_client_until_a_resume_continues_or_interrupts_them() {
+    for continue_work in [true, false] {
+        let mut w = World::new(HostConfig::default());
+        let mut p = w.connect();
+        create(
+            &mut w,
+            &mut p,
+            "s",
+            json!({"provider": provider(), "model": "m1", "tools": weather_tool()}),
+        );
+        w.call(
+            &mut p,
+            &mut [],
+            "session.send",
+            json!({"sessionId": "s", "prompt": "Weather?"}),
+        );
+        let (call, _) = next_request(&mut w);
+        answer(&mut w, call, &tool_stream("c1"), &mut [&mut p]);
+        answer_permission(&mut w, &mut p, "approve-once");
+        let req = p.event("s", "external_tool.requested");
+        let request_id = req["data"]["requestId"].as_str().unwrap().to_owned();
+        w.host.handle_eof(w.now, p.conn);
+        w.pump(&mut []);
+        assert!(
+            w.host.poll_output().is_none(),
+            "nothing runs while the call waits"
+        );
+
+        let mut q = w.connect();
+        w.call(
+            &mut q,
+            &mut [],
+            "session.resume",
+            json!({"sessionId": "s", "continuePendingWork": continue_work,
+                   "provider": provider(), "model": "m1"}),
+        );
+        let resume = q.event("s", "session.resume");
+        assert_eq!(resume["data"]["sessionWasActive"], false);
+        let answered = w.call(
+            &mut q,
+            &mut [],
+            "session.tools.handlePendingToolCall",
+            json!({"sessionId": "s", "requestId": request_id, "result": "sunny"}),
+        );
+        assert_eq!(answered["result"]["success"], continue_work, "{answered}");
+        if continue_work {
+            let (_, request) = next_request(&mut w);
+            assert_eq!(messages(&request).last().unwrap()["content"], "sunny");
+            continue;
+        }
+        assert!(q.types("s").iter().any(|t| t == "session.idle"));
+        assert!(!q.types("s").iter().any(|t| t == "abort"));
+        w.call(
+            &mut q,
+            &mut [],
+            "session.send",
+            json!({"sessionId": "s", "prompt": "again"}),
+        );
+        let (_, request) = next_request(&mut w);
+        let msgs = messages(&request);
+        let tool = msgs.iter().find(|m| m["role"] == "tool").unwrap();
+        assert!(
+            tool["content"]
+                .as_str()
+                .unwrap()
+                .ends_with("Session aborted"),
+            "{tool}"
+        );
+    }
+}
+
+/// As the runtime: a prompt joins and leaves the queue (`pending_messages.modified` twice
+/// before its `user.message`), and each model call reports its context usage
+/// (`session.usage_info` after `assistant.turn_start`: the messages sent, estimated tokens,
+/// the window; `isInitial` only on the session's first).
+#[test]
+fn prompts_report_the_queue_and_each_call_its_context_usage() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1"}),
+    );
+    for (round, prompt) in ["first", "second"].into_iter().enumerate() {
+        w.call(
+            &mut p,
+            &mut [],
+            "session.send",
+            json!({"sessionId": "s", "prompt": prompt}),
+        );
+        let (call, _) = next_request(&mut w);
+        answer(&mut w, call, &text_stream("c", &["ok"]), &mut [&mut p]);
+        let types = p.types("s");
+        let user_at = types.iter().rposition(|t| *t == "user.message").unwrap();
+        assert_eq!(
+            types[user_at - 2..user_at],
+            ["pending_messages.modified", "pending_messages.modified"]
+        );
+        let info_at = types
+            .iter()
+            .rposition(|t| *t == "session.usage_info")
+            .unwrap();
+        assert_eq!(types[info_at - 1], "assistant.turn_start");
+        let info = p
+            .events("s")
+            .into_iter()
+            .rfind(|e| e["type"] == "session.usage_info")
+            .unwrap();
+        assert_eq!(info["ephemeral"], true);
+        assert_eq!(info["data"]["isInitial"], round == 0);
+        // system + user, then system + user + assistant + user.
+        assert_eq!(info["data"]["messagesLength"], 2 + 2 * round);
+        assert_eq!(info["data"]["tokenLimit"], 128_000);
+        let current = info["data"]["currentTokens"].as_u64().unwrap();
+        let system = info["data"]["systemTokens"].as_u64().unwrap();
+        assert!(system > 0 && current > system, "{info}");
+    }
+}
+
+#[test]
+fn client_tool_round_trip_sends_the_result_back_in_order() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "tools": weather_tool()}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Weather?"}),
+    );
+    let (call, request) = next_request(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["tools"][0]["function"]["name"], "get_weather");
+    answer(&mut w, call, &tool_stream("chatcmpl-1"), &mut [&mut p]);
+    let msg = p.event("s", "assistant.message");
+    assert_eq!(
+        msg["data"]["toolRequests"][0]["arguments"],
+        json!({"city": "Paris"})
+    );
+    answer_permission(&mut w, &mut p, "approve-once");
+    answer_external_tool(&mut w, &mut p, "sunny");
+    let (call2, request2) = next_request(&mut w);
+    let msgs = messages(&request2);
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool"]);
+    assert_eq!(msgs[2]["content"], Value::Null);
+    assert_eq!(msgs[2]["tool_calls"][0]["id"], "call_1");
+    assert_eq!(msgs[3]["tool_call_id"], "call_1");
+    assert_eq!(msgs[3]["content"], "sunny");
+    answer(
+        &mut w,
+        call2,
+        &text_stream("chatcmpl-2", &["It is sunny."]),
+        &mut [&mut p],
+    );
+    let finals: Vec<Value> = p
+        .events("s")
+        .into_iter()
+        .filter(|e| e["type"] == "assistant.message")
+        .collect();
+    assert_eq!(finals.len(), 2);
+    assert_eq!(finals[1]["data"]["content"], "It is sunny.");
+    assert_eq!(finals[1]["data"]["turnId"], "1");
+    let usages: Vec<Value> = p
+        .events("s")
+        .into_iter()
+        .filter(|e| e["type"] == "assistant.usage")
+        .collect();
+    assert_eq!(usages[1]["data"]["initiator"], "agent");
+    assert_eq!(p.types("s").last().unwrap(), "session.idle");
+}
+
+#[test]
+fn abort_mid_stream_cancels_the_call_and_ends_the_turn() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "streaming": true}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    let (call, _) = next_request(&mut w);
+    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+    w.host.handle_http_response(w.now, call, 200, &headers);
+    w.host.handle_http_body(
+        w.now,
+        call,
+        b"data: {\"choices\":[{\"delta\":{\"content\":\"par\"}}]}\n\n",
+    );
+    w.call(&mut p, &mut [], "session.abort", json!({"sessionId": "s"}));
+    assert!(outputs(&mut w).contains(&Output::HttpCancel { call }));
+    let idle = p.event("s", "session.idle");
+    assert_eq!(idle["data"]["aborted"], true);
+    // Late bytes for the cancelled call change nothing.
+    let before = p.inbox.len();
+    w.host.handle_http_body(
+        w.now,
+        call,
+        b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n",
+    );
+    w.host.handle_http_end(w.now, call);
+    w.pump(&mut [&mut p]);
+    assert_eq!(p.inbox.len(), before);
+    // The session stays usable.
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "again"}),
+    );
+    let (call2, _) = next_request(&mut w);
+    answer(&mut w, call2, &text_stream("c2", &["ok"]), &mut [&mut p]);
+    assert_eq!(p.types("s").last().unwrap(), "session.idle");
+}
+
+fn error_then_next_prompt_works(fault: impl FnOnce(&mut World, u64)) -> (World, Peer) {
+    let mut w = World::new(HostConfig::default().with_model_call(CallConfig {
+        max_retries: 0,
+        ..CallConfig::default()
+    }));
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1"}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    let (call, _) = next_request(&mut w);
+    fault(&mut w, call);
+    w.pump(&mut [&mut p]);
+    let types = p.types("s");
+    assert!(
+        only_subsequence(
+            &types,
+            &["session.error", "assistant.turn_end", "session.idle"]
+        ),
+        "{types:?}"
+    );
+    let err = p.event("s", "session.error");
+    assert!(!err.to_string().contains(KEY), "{err}");
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "again"}),
+    );
+    let (call2, request2) = next_request(&mut w);
+    // The failed turn's prompt stays in the conversation.
+    let roles: Vec<String> = messages(&request2)
+        .iter()
+        .map(|m| m["role"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(roles, ["system", "user", "user"]);
+    answer(&mut w, call2, &text_stream("c2", &["fine"]), &mut [&mut p]);
+    assert_eq!(p.event("s", "assistant.message")["data"]["content"], "fine");
+    (w, p)
+}
+
+#[test]
+fn server_error_is_a_session_error() {
+    let (_, p) = error_then_next_prompt_works(|w, call| {
+        w.host.handle_http_response(w.now, call, 500, &[]);
+        w.host
+            .handle_http_body(w.now, call, b"{\"error\":{\"message\":\"boom\"}}");
+        w.host.handle_http_end(w.now, call);
+    });
+    assert_eq!(p.event("s", "session.error")["data"]["statusCode"], 500);
+}
+
+#[test]
+fn connection_refused_is_a_session_error() {
+    error_then_next_prompt_works(|w, call| {
+        w.host.handle_http_error(
+            w.now,
+            call,
+            TransportErrorKind::Connect,
+            &format!("connection refused (Bearer {KEY})"),
+        );
+    });
+}
+
+#[test]
+fn cut_and_malformed_streams_are_session_errors() {
+    error_then_next_prompt_works(|w, call| {
+        let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+        w.host.handle_http_response(w.now, call, 200, &headers);
+        w.host.handle_http_body(
+            w.now,
+            call,
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+        );
+        w.host.handle_http_end(w.now, call);
+    });
+    error_then_next_prompt_works(|w, call| {
+        let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+        w.host.handle_http_response(w.now, call, 200, &headers);
+        w.host.handle_http_body(w.now, call, b"data: {not json\n\n");
+        w.host.handle_http_end(w.now, call);
+    });
+}
+
+#[test]
+fn rate_limit_is_retried_after_a_host_timer() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1"}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    let (call, _) = next_request(&mut w);
+    w.host.handle_http_response(
+        w.now,
+        call,
+        429,
+        &[("retry-after".to_owned(), "1".to_owned())],
+    );
+    w.host.handle_http_end(w.now, call);
+    w.pump(&mut [&mut p]);
+    assert!(p.types("s").contains(&"session.warning".to_owned()));
+    let early = outputs(&mut w);
+    assert!(
+        early
+            .iter()
+            .all(|o| !matches!(o, Output::HttpRequest { .. })),
+        "the retry waits for its timer: {early:?}"
+    );
+    let at = w.host.poll_timeout().expect("a backoff timer");
+    w.now = at;
+    w.host.handle_timeout(at);
+    let (call2, _) = next_request(&mut w);
+    assert_ne!(call, call2);
+    answer(&mut w, call2, &text_stream("c", &["ok"]), &mut [&mut p]);
+    assert_eq!(p.event("s", "assistant.message")["data"]["content"], "ok");
+    assert!(!p.types("s").contains(&"session.error".to_owned()));
+}
+
+#[test]
+fn stalled_stream_hits_the_idle_deadline() {
+    let mut w = World::new(HostConfig::default().with_model_call(CallConfig {
+        idle_timeout: Duration::from_secs(2),
+        ..CallConfig::default()
+    }));
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1"}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    let (call, _) = next_request(&mut w);
+    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+    w.host.handle_http_response(w.now, call, 200, &headers);
+    w.host.handle_http_body(
+        w.now,
+        call,
+        b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+    );
+    let at = w.host.poll_timeout().expect("an idle deadline");
+    w.now = at;
+    w.host.handle_timeout(at);
+    w.pump(&mut [&mut p]);
+    assert!(outputs(&mut w).contains(&Output::HttpCancel { call }));
+    assert_eq!(
+        p.event("s", "session.error")["data"]["errorType"],
+        "timeout"
+    );
+    assert_eq!(p.types("s").last().unwrap(), "session.idle");
+}
+
+#[test]
+fn sessions_without_a_provider_keep_the_scripted_agent() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({}));
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    assert!(outputs(&mut w)
+        .iter()
+        .all(|o| !matches!(o, Output::HttpRequest { .. })));
+    assert!(p.types("s").contains(&"assistant.message".to_owned()));
+}
+
+#[test]
+fn a_server_default_serves_sessions_without_a_provider() {
+    let default =
+        ServerDefault::from_flags("http://127.0.0.1:9/v1", Some("local".into()), None).unwrap();
+    let mut w = World::new(HostConfig::default().with_model_default(Some(default)));
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({}));
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    let (call, request) = next_request(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["model"], "local");
+    answer(
+        &mut w,
+        call,
+        &text_stream("c", &["from default"]),
+        &mut [&mut p],
+    );
+    assert_eq!(
+        p.event("s", "assistant.message")["data"]["content"],
+        "from default"
+    );
+}
+
+#[test]
+fn an_invalid_provider_fails_create_without_the_key() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    let r = create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": {"type": "openai", "apiKey": KEY}}),
+    );
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(message.contains("baseUrl"), "{message}");
+    assert!(!message.contains(KEY));
+}
+
+/// A response asking for one built-in `bash` call with these arguments.
+fn bash_stream(id: &str, arguments: Value) -> Vec<u8> {
+    sse(&[
+        json!({"id": id, "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_bash", "type": "function", "function": {"name": "bash", "arguments": arguments.to_string()}}]}}]}),
+        json!({"id": id, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ])
+}
+
+/// Starts a BYOK session (no working directory given, the server's is `/srv/agentwire`) whose
+/// model calls `bash` with `arguments`; approves the call and returns the `ShellExec`
+/// output's process id, cwd and timeout.
+fn start_bash(w: &mut World, p: &mut Peer, arguments: Value) -> (String, Option<String>, u64) {
+    create(w, p, "s", json!({"provider": provider(), "model": "m1"}));
+    w.call(
+        p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Run it"}),
+    );
+    let (call, _) = next_request(w);
+    answer(
+        w,
+        call,
+        &bash_stream("chatcmpl-1", arguments),
+        &mut [&mut *p],
+    );
+    let perm = p.event("s", "permission.requested");
+    let rid = perm["data"]["requestId"].as_str().unwrap().to_owned();
+    w.call(
+        p,
+        &mut [],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId": "s", "requestId": rid, "result": {"kind": "approve-once"}}),
+    );
+    outputs(w)
+        .into_iter()
+        .find_map(|o| match o {
+            Output::ShellExec {
+                process_id,
+                cwd,
+                timeout_ms,
+                ..
+            } => Some((process_id, cwd, timeout_ms)),
+            _ => None,
+        })
+        .expect("a ShellExec output for the bash call")
+}
+
+/// The text of the `bash` call's result in the next model request.
+fn bash_result(w: &mut World) -> String {
+    let (_, request) = next_request(w);
+    let msgs = messages(&request);
+    let last = msgs.last().unwrap();
+    assert_eq!(last["role"], "tool");
+    assert_eq!(last["tool_call_id"], "call_bash");
+    last["content"].as_str().unwrap().to_owned()
+}
+
+fn bash_config() -> HostConfig {
+    HostConfig::default().with_server_cwd(Some("/srv/agentwire".into()))
+}
+
+#[test]
+fn a_bash_command_past_its_timeout_is_killed_and_reported_as_timed_out() {
+    let mut w = World::new(bash_config());
+    let mut p = w.connect();
+    let (process, cwd, timeout_ms) = start_bash(
+        &mut w,
+        &mut p,
+        json!({"command": "echo started; sleep 100", "initial_wait": 2}),
+    );
+    assert_eq!(timeout_ms, 2_000);
+    // No `workingDirectory`: the session works in the server's directory, and says so.
+    assert_eq!(cwd.as_deref(), Some("/srv/agentwire"));
+    let start = p.event("s", "session.start");
+    assert_eq!(start["data"]["context"]["cwd"], "/srv/agentwire");
+    w.host.handle_shell_output(
+        w.now,
+        &process,
+        agentwire::host::ShellStream::Stdout,
+        b"started\n",
+    );
+    // Before the deadline nothing is killed.
+    w.now = w.now.saturating_add(Duration::from_millis(1_000));
+    w.host.handle_timeout(w.now);
+    assert!(!outputs(&mut w)
+        .iter()
+        .any(|o| matches!(o, Output::ShellKill { .. })));
+    // At the deadline the host kills the command; its exit reports the timeout.
+    w.now = w.now.saturating_add(Duration::from_millis(1_000));
+    w.host.handle_timeout(w.now);
+    let killed = outputs(&mut w).into_iter().any(|o| {
+        matches!(&o, Output::ShellKill { process_id, signal } if *process_id == process && signal == "SIGKILL")
+    });
+    assert!(killed, "the host kills the command at its deadline");
+    w.host.handle_shell_exit(w.now, &process, None);
+    assert_eq!(
+        bash_result(&mut w),
+        "started\n<command timed out after 2 seconds and was stopped>"
+    );
+}
+
+#[test]
+fn a_bash_command_the_runtime_killed_at_its_timeout_is_reported_as_timed_out() {
+    let mut w = World::new(bash_config());
+    let mut p = w.connect();
+    let (process, _, _) = start_bash(&mut w, &mut p, json!({"command": "sleep 100"}));
+    // The runtime's own deadline (120 s by default) killed it before the host's timer ran.
+    w.now = w.now.saturating_add(Duration::from_secs(120));
+    w.host.handle_shell_exit(w.now, &process, None);
+    assert_eq!(
+        bash_result(&mut w),
+        "<command timed out after 120 seconds and was stopped>"
+    );
+}
+
+#[test]
+fn a_bash_command_killed_before_its_timeout_is_killed_by_a_signal() {
+    let mut w = World::new(bash_config());
+    let mut p = w.connect();
+    let (process, _, _) = start_bash(&mut w, &mut p, json!({"command": "kill -9 $$"}));
+    w.now = w.now.saturating_add(Duration::from_millis(10));
+    w.host.handle_shell_exit(w.now, &process, None);
+    assert_eq!(bash_result(&mut w), "<killed by a signal>");
+    // The deadline no longer fires for it.
+    w.now = w.now.saturating_add(Duration::from_secs(200));
+    w.host.handle_timeout(w.now);
+    assert!(!outputs(&mut w)
+        .iter()
+        .any(|o| matches!(o, Output::ShellKill { .. })));
+}
+
+/// Sends `session.model.list` for `session` without waiting; returns the request id.
+fn ask_model_list(w: &mut World, p: &mut Peer, session: &str) -> u64 {
+    let id = p.next_id;
+    p.next_id += 1;
+    w.send_frame(
+        p,
+        &json!({"jsonrpc": "2.0", "id": id, "method": "session.model.list",
+                "params": {"sessionId": session}}),
+    );
+    w.pump(&mut [&mut *p]);
+    id
+}
+
+/// The ids of the `session.model.list` response `id`, once it arrived.
+fn listed(p: &Peer, id: u64) -> Option<Vec<String>> {
+    let response = p
+        .inbox
+        .iter()
+        .find(|m| m["id"] == json!(id) && m.get("method").is_none())?;
+    let list = response["result"]["list"].as_array().expect("a list");
+    Some(
+        list.iter()
+            .map(|m| m["id"].as_str().unwrap().to_owned())
+            .collect(),
+    )
+}
+
+#[test]
+fn a_session_model_list_the_provider_does_not_answer_falls_back_after_its_deadline() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1"}),
+    );
+    let id = ask_model_list(&mut w, &mut p, "s");
+    let (call, request) = next_request(&mut w);
+    assert_eq!(request.url, "http://127.0.0.1:9/v1/models");
+    assert!(format!("{request:?}").contains("<redacted>"));
+    assert!(!format!("{request:?}").contains(KEY));
+    assert_eq!(listed(&p, id), None, "the answer waits for the provider");
+    // A second asker joins the request in flight.
+    let id2 = ask_model_list(&mut w, &mut p, "s");
+    assert!(!outputs(&mut w)
+        .iter()
+        .any(|o| matches!(o, Output::HttpRequest { .. })));
+    w.now = w.now.saturating_add(Duration::from_secs(10));
+    w.host.handle_timeout(w.now);
+    let cancelled = outputs(&mut w)
+        .iter()
+        .any(|o| matches!(o, Output::HttpCancel { call: c } if *c == call));
+    assert!(cancelled);
+    w.pump(&mut [&mut p]);
+    assert_eq!(listed(&p, id), Some(vec!["m1".to_owned()]));
+    assert_eq!(listed(&p, id2), Some(vec!["m1".to_owned()]));
+    // A late answer changes nothing; the next request asks again (failures are not cached).
+    w.host.handle_http_response(w.now, call, 200, &[]);
+    let id3 = ask_model_list(&mut w, &mut p, "s");
+    let (call3, _) = next_request(&mut w);
+    w.host.handle_http_response(w.now, call3, 200, &[]);
+    w.host
+        .handle_http_body(w.now, call3, br#"{"data":[{"id":"x"},{"id":"y"}]}"#);
+    w.host.handle_http_end(w.now, call3);
+    w.pump(&mut [&mut p]);
+    assert_eq!(listed(&p, id3), Some(vec!["x".to_owned(), "y".to_owned()]));
+    let all = serde_json::to_string(&p.inbox).unwrap();
+    assert!(!all.contains(KEY), "the key reached the client");
+}
+
+#[test]
+fn session_model_lists_are_cached_per_provider_and_key() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    let other_key =
+        json!({"type": "openai", "baseUrl": "http://127.0.0.1:9/v1", "apiKey": "sk-other"});
+    create(
+        &mut w,
+        &mut p,
+        "a",
+        json!({"provider": provider(), "model": "m1"}),
+    );
+    create(
+        &mut w,
+        &mut p,
+        "b",
+        json!({"provider": provider(), "model": "m1"}),
+    );
+    create(
+        &mut w,
+        &mut p,
+        "c",
+        json!({"provider": other_key, "model": "m1"}),
+    );
+    let answer_list = |w: &mut World, call: u64, body: &[u8]| {
+        w.host.handle_http_response(w.now, call, 200, &[]);
+        w.host.handle_http_body(w.now, call, body);
+        w.host.handle_http_end(w.now, call);
+    };
+    let id_a = ask_model_list(&mut w, &mut p, "a");
+    let (call, _) = next_request(&mut w);
+    answer_list(&mut w, call, br#"{"data":[{"id":"for-key-1"}]}"#);
+    w.pump(&mut [&mut p]);
+    assert_eq!(listed(&p, id_a), Some(vec!["for-key-1".to_owned()]));
+    // Same URL and key: from the cache.
+    let id_b = ask_model_list(&mut w, &mut p, "b");
+    assert_eq!(listed(&p, id_b), Some(vec!["for-key-1".to_owned()]));
+    assert!(!outputs(&mut w)
+        .iter()
+        .any(|o| matches!(o, Output::HttpRequest { .. })));
+    // Same URL, another key: asked with that key.
+    let id_c = ask_model_list(&mut w, &mut p, "c");
+    let (call, request) = next_request(&mut w);
+    let auth = request
+        .headers
+        .iter()
+        .find(|h| h.name == "authorization")
+        .unwrap();
+    assert_eq!(auth.value, "Bearer sk-other");
+    answer_list(&mut w, call, br#"{"data":[{"id":"for-key-2"}]}"#);
+    w.pump(&mut [&mut p]);
+    assert_eq!(listed(&p, id_c), Some(vec!["for-key-2".to_owned()]));
+}
+
+#[test]
+fn a_session_with_declared_models_lists_them_without_a_request() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({
+            "providers": [{"name": "local", "baseUrl": "http://127.0.0.1:9/v1", "apiKey": KEY}],
+            "models": [{"id": "qwen", "provider": "local"}, {"id": "llama", "provider": "local", "name": "Llama"}],
+        }),
+    );
+    let id = ask_model_list(&mut w, &mut p, "s");
+    assert_eq!(
+        listed(&p, id),
+        Some(vec!["local/qwen".to_owned(), "local/llama".to_owned()])
+    );
+    assert!(!outputs(&mut w)
+        .iter()
+        .any(|o| matches!(o, Output::HttpRequest { .. })));
+    let unknown = w.call(
+        &mut p,
+        &mut [],
+        "session.model.list",
+        json!({"sessionId": "nope"}),
+    );
+    assert!(unknown["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("Session not found"));
+}
+
+/// Answers model-list exchange `call` with `body` (JSON).
+fn answer_json(w: &mut World, call: u64, status: u16, body: &Value, peers: &mut [&mut Peer]) {
+    let headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+    w.host.handle_http_response(w.now, call, status, &headers);
+    w.host
+        .handle_http_body(w.now, call, body.to_string().as_bytes());
+    w.host.handle_http_end(w.now, call);
+    w.pump(peers);
+}
+
+#[test]
+fn a_server_default_without_a_model_calls_the_first_model_its_provider_lists() {
+    let default = ServerDefault::from_flags("http://127.0.0.1:9/v1", None, None).unwrap();
+    let mut w = World::new(HostConfig::default().with_model_default(Some(default)));
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({}));
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    // The prompt waits for the provider's list before its first call.
+    let (list_call, list) = next_request(&mut w);
+    assert_eq!(list.url, "http://127.0.0.1:9/v1/models");
+    assert!(p.types("s").iter().all(|t| t != "user.message"));
+    answer_json(
+        &mut w,
+        list_call,
+        200,
+        &json!({"data": [{"id": "listed-first"}, {"id": "listed-second"}]}),
+        &mut [&mut p],
+    );
+    let (call, request) = next_request(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["model"], "listed-first");
+    answer(&mut w, call, &text_stream("c", &["one"]), &mut [&mut p]);
+    assert_eq!(p.event("s", "assistant.message")["data"]["content"], "one");
+
+    // The choice is kept: a second session's prompt calls the model at once.
+    create(&mut w, &mut p, "t", json!({}));
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "t", "prompt": "again"}),
+    );
+    let (_, request) = next_request(&mut w);
+    assert!(
+        request.url.ends_with("/chat/completions"),
+        "{}",
+        request.url
+    );
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["model"], "listed-first");
+}
+
+#[test]
+fn a_provider_that_lists_no_model_fails_the_prompt_and_the_next_prompt_asks_again() {
+    let default = ServerDefault::from_flags("http://127.0.0.1:9/v1", None, None).unwrap();
+    let mut w = World::new(HostConfig::default().with_model_default(Some(default)));
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({}));
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "first"}),
+    );
+    let (list_call, _) = next_request(&mut w);
+    answer_json(
+        &mut w,
+        list_call,
+        500,
+        &json!({"error": "down"}),
+        &mut [&mut p],
+    );
+    let error = p.event("s", "session.error");
+    assert!(
+        error["data"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no model to call"),
+        "{error}"
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "second"}),
+    );
+    let (_, list) = next_request(&mut w);
+    assert_eq!(list.url, "http://127.0.0.1:9/v1/models");
+}
+
+/// The runtime's own route (`COPILOT_API_URL`) with no streaming client asks for one JSON
+/// completion; its choices (a tool call each) are one assistant message, and a call of a tool
+/// that was never offered gets the runtime's answer, as the model sees it.
+#[test]
+fn the_runtime_route_joins_a_completion_s_choices_and_refuses_unknown_tools() {
+    let default = ServerDefault::copilot_api(
+        "http://127.0.0.1:9/api",
+        agentwire::model::Secret::new("gh-token"),
+    )
+    .unwrap();
+    let mut w = World::new(HostConfig::default().with_model_default(Some(default)));
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"model": "m1", "tools": weather_tool()}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Weather?"}),
+    );
+    let (call, request) = next_request(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["stream"], false);
+    let completion = json!({"id": "c1", "object": "chat.completion", "choices": [
+        {"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+         "tool_calls": [{"id": "toolcall_0", "type": "function",
+                         "function": {"name": "report_intent", "arguments": "{\"intent\":\"Checking\"}"}}]}},
+        {"index": 1, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+         "tool_calls": [{"id": "toolcall_1", "type": "function",
+                         "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]}}
+    ]});
+    answer_json(&mut w, call, 200, &completion, &mut [&mut p]);
+    let msg = p.event("s", "assistant.message");
+    let ids: Vec<&str> = msg["data"]["toolRequests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["toolCallId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["toolcall_0", "toolcall_1"]);
+    answer_permission(&mut w, &mut p, "approve-once");
+    answer_external_tool(&mut w, &mut p, "sunny");
+    let (_, request2) = next_request(&mut w);
+    let msgs = messages(&request2);
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
+    assert_eq!(msgs[2]["tool_calls"].as_array().unwrap().len(), 2);
+    assert_eq!(msgs[3]["tool_call_id"], "toolcall_0");
+    let offered: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        msgs[3]["content"],
+        format!(
+            "Tool 'report_intent' does not exist. Available tools that can be called are {}.",
+            offered.join(", ")
+        )
+    );
+    assert_eq!(msgs[4]["content"], "sunny");
+}
+
+/// The next file operation the host asked for.
+fn next_file_op(w: &mut World) -> (u64, agentwire::host::FileRequest) {
+    loop {
+        match w.host.poll_output() {
+            Some(Output::FileOp { op, request, .. }) => return (op, request),
+            Some(_) => continue,
+            None => panic!("no FileOp output"),
+        }
+    }
+}
+
+#[test]
+fn attachments_are_counted_and_rendered_into_the_prompt_the_model_sees() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "workingDirectory": "/w"}),
+    );
+    let attachments = json!([
+        {"type": "file", "path": "/w/notes.txt", "displayName": "notes.txt"},
+        {"type": "directory", "path": "/w/src", "displayName": "src"},
+        {"type": "selection", "filePath": "/w/f.cs", "displayName": "f.cs", "text": "x = 1;",
+         "selection": {"start": {"line": 4, "character": 0}, "end": {"line": 5, "character": 2}}},
+    ]);
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Look", "attachments": attachments}),
+    );
+    let (op1, req1) = next_file_op(&mut w);
+    let (op2, req2) = next_file_op(&mut w);
+    assert_eq!(
+        [req1, req2],
+        [
+            agentwire::host::FileRequest::Read {
+                path: "/w/notes.txt".into()
+            },
+            agentwire::host::FileRequest::Read {
+                path: "/w/src".into()
+            }
+        ]
+    );
+    // No model call (and no user.message) before both are answered.
+    w.host.handle_file_result(
+        w.now,
+        op2,
+        Ok(agentwire::host::FileReply::Entries(vec![
+            "a.rs".into(),
+            "b/".into(),
+        ])),
+    );
+    assert!(w.host.poll_output().is_none());
+    w.host.handle_file_result(
+        w.now,
+        op1,
+        Ok(agentwire::host::FileReply::Text("one\ntwo\nthree\n".into())),
+    );
+    let (_, request) = next_request(&mut w);
+    let user = messages(&request)[1]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_, rest) = user.split_once("</current_datetime>\n\n").unwrap();
+    assert_eq!(
+        rest,
+        "<ide_selection>\nThe user has the following text selected in their IDE. This may or may \
+         not be related to their request.\nFile: f.cs (lines 5-6)\n```\nx = 1;\n```\n\
+         </ide_selection>\n\n\n\nLook\n\n\n\n<tagged_files>\n* /w/notes.txt (3 lines)\n\
+         * /w/src (2 items)\n</tagged_files>"
+    );
+    w.pump(&mut [&mut p]);
+    let message = p.event("s", "user.message");
+    assert_eq!(message["data"]["content"], "Look");
+    assert_eq!(message["data"]["attachments"], attachments);
+}
+
+/// `ask_user` is offered while a client answers user input; the answer goes back to the model
+/// in the runtime's words.
+#[test]
+fn ask_user_reaches_the_client_and_its_answer_the_model() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "requestUserInput": true}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Ask me"}),
+    );
+    let (call, request) = next_request(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert!(
+        body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["function"]["name"] == "ask_user"),
+        "{body}"
+    );
+    let args = json!({"question": "Colour?", "choices": ["Red", "Blue"], "allow_freeform": false});
+    let stream = sse(&[
+        json!({"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "t0", "type": "function", "function": {"name": "ask_user", "arguments": args.to_string()}}]}}]}),
+        json!({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ]);
+    answer(&mut w, call, &stream, &mut [&mut p]);
+    let ask = p
+        .inbox
+        .iter()
+        .find(|m| m["method"] == "userInput.request")
+        .cloned()
+        .expect("userInput.request");
+    assert_eq!(ask["params"]["question"], "Colour?");
+    assert_eq!(ask["params"]["choices"], json!(["Red", "Blue"]));
+    assert_eq!(ask["params"]["allowFreeform"], false);
+    let reply = json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"answer": "Red", "wasFreeform": false}});
+    w.send_frame(&p, &reply);
+    w.pump(&mut [&mut p]);
+    let (_, request2) = next_request(&mut w);
+    let msgs = messages(&request2);
+    assert_eq!(msgs.last().unwrap()["content"], "User selected: Red");
+}
+
+/// Answers the oldest unanswered `hooks.invoke` of `p` with `output`; returns the request.
+fn answer_hook(w: &mut World, p: &mut Peer, output: Value) -> Value {
+    w.pump(&mut [&mut *p]);
+    let at = p
+        .inbox
+        .iter()
+        .position(|m| m["method"] == "hooks.invoke")
+        .expect("hooks.invoke");
+    let request = p.inbox.remove(at);
+    let reply = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"output": output}});
+    w.send_frame(p, &reply);
+    w.pump(&mut [&mut *p]);
+    request
+}
+
+/// A prompt passes the session's hooks before the model sees it: `sessionStart` once, then
+/// `userPromptSubmitted` (its `modifiedPrompt` replaces the prompt) and
+/// `userPromptTransformed` (its `modifiedTransformedPrompt` is what the model gets).
+#[test]
+fn prompt_hooks_shape_what_the_model_sees() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "hooks": true, "workingDirectory": "/w"}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "original"}),
+    );
+    let start = answer_hook(
+        &mut w,
+        &mut p,
+        json!({"additionalContext": "START CONTEXT"}),
+    );
+    assert_eq!(start["params"]["hookType"], "sessionStart");
+    assert_eq!(start["params"]["input"]["source"], "new");
+    assert_eq!(start["params"]["input"]["cwd"], "/w");
+    assert!(start["params"]["input"]["timestamp"].is_u64());
+    let submitted = answer_hook(&mut w, &mut p, json!({"modifiedPrompt": "modified"}));
+    assert_eq!(submitted["params"]["hookType"], "userPromptSubmitted");
+    assert_eq!(submitted["params"]["input"]["prompt"], "original");
+    let transformed = answer_hook(
+        &mut w,
+        &mut p,
+        json!({"modifiedTransformedPrompt": "what the model gets"}),
+    );
+    assert_eq!(transformed["params"]["hookType"], "userPromptTransformed");
+    assert_eq!(transformed["params"]["input"]["prompt"], "modified");
+    let text = transformed["params"]["input"]["transformedPrompt"]
+        .as_str()
+        .unwrap();
+    assert!(
+        text.starts_with("<current_datetime>") && text.ends_with("\n\nmodified"),
+        "{text}"
+    );
+    let (call, request) = next_request(&mut w);
+    // The sessionStart context is a user message of its own, before the prompt.
+    assert_eq!(messages(&request)[1]["content"], "START CONTEXT");
+    assert_eq!(messages(&request)[2]["content"], "what the model gets");
+    w.pump(&mut [&mut p]);
+    let ends: Vec<Value> = p
+        .events("s")
+        .into_iter()
+        .filter(|e| e["type"] == "hook.end")
+        .collect();
+    assert_eq!(ends.len(), 3);
+    assert_eq!(ends[0]["data"]["hookType"], "sessionStart");
+    assert_eq!(ends[0]["data"]["success"], true);
+    answer(&mut w, call, &text_stream("c", &["ok"]), &mut [&mut p]);
+    let stop = answer_hook(&mut w, &mut p, json!({}));
+    assert_eq!(stop["params"]["hookType"], "agentStop");
+
+    // sessionStart runs once: the next prompt passes the prompt hooks only.
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "again"}),
+    );
+    let submitted = answer_hook(&mut w, &mut p, json!({}));
+    assert_eq!(submitted["params"]["hookType"], "userPromptSubmitted");
+    answer_hook(&mut w, &mut p, json!({}));
+    let (_, request) = next_request(&mut w);
+    let user = messages(&request).last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(user.ends_with("\n\nagain"), "{user}");
+}
+
+/// With hooks, each tool call passes `preToolUse` (a deny ends it with the runtime's words,
+/// `modifiedArgs` replace its arguments) and its result `postToolUse` before the model sees it.
+#[test]
+fn tool_hooks_deny_modify_and_see_results() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "hooks": true,
+               "tools": weather_tool(), "workingDirectory": "/w"}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Weather?"}),
+    );
+    answer_hook(&mut w, &mut p, json!({})); // sessionStart
+    answer_hook(&mut w, &mut p, json!({})); // userPromptSubmitted
+    answer_hook(&mut w, &mut p, json!({})); // userPromptTransformed
+    let (call, _) = next_request(&mut w);
+    let stream = sse(&[
+        json!({"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "a", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}},
+            {"index": 1, "id": "b", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Rome\"}"}}]}}]}),
+        json!({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ]);
+    answer(&mut w, call, &stream, &mut [&mut p]);
+    let pre_a = answer_hook(&mut w, &mut p, json!({"permissionDecision": "deny"}));
+    assert_eq!(pre_a["params"]["hookType"], "preToolUse");
+    assert_eq!(pre_a["params"]["input"]["toolName"], "get_weather");
+    assert_eq!(
+        pre_a["params"]["input"]["toolArgs"],
+        json!({"city": "Paris"})
+    );
+    let pre_b = answer_hook(
+        &mut w,
+        &mut p,
+        json!({"permissionDecision": "allow", "modifiedArgs": {"city": "Lyon"}}),
+    );
+    assert_eq!(
+        pre_b["params"]["input"]["toolArgs"],
+        json!({"city": "Rome"})
+    );
+    answer_permission(&mut w, &mut p, "approve-once");
+    let req = answer_external_tool(&mut w, &mut p, "mild");
+    assert_eq!(req["data"]["arguments"], json!({"city": "Lyon"}));
+    let post = answer_hook(
+        &mut w,
+        &mut p,
+        json!({"modifiedResult": {"textResultForLlm": "changed by the hook", "resultType": "success"}}),
+    );
+    assert_eq!(post["params"]["hookType"], "postToolUse");
+    assert_eq!(
+        post["params"]["input"]["toolResult"],
+        json!({"resultType": "success", "textResultForLlm": "mild"})
+    );
+    let (_, request) = next_request(&mut w);
+    let msgs = messages(&request);
+    assert_eq!(
+        msgs[3]["content"],
+        "Denied by preToolUse hook: No reason provided"
+    );
+    assert_eq!(msgs[4]["content"], "changed by the hook");
+    // The model sees the call with the arguments it ran with.
+    assert_eq!(
+        msgs[2]["tool_calls"][1]["function"]["arguments"],
+        "{\"city\":\"Lyon\"}"
+    );
+    assert_eq!(
+        msgs[2]["tool_calls"][0]["function"]["arguments"],
+        "{\"city\":\"Paris\"}"
+    );
+}
+
+/// With hooks, a natural stop passes `agentStop`: `{decision: "block", reason}` sends the
+/// reason to the model as the next user message before the session goes idle; the next stop
+/// says `stopHookActive` and, unblocked, ends the interaction.
+#[test]
+fn an_agent_stop_hook_that_blocks_keeps_the_agent_running() {
+    let mut w = World::new(HostConfig::default().with_workspace_root(Some("/data".into())));
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "hooks": true, "workingDirectory": "/w"}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "first"}),
+    );
+    answer_hook(&mut w, &mut p, json!({})); // sessionStart
+    answer_hook(&mut w, &mut p, json!({})); // userPromptSubmitted
+    answer_hook(&mut w, &mut p, json!({})); // userPromptTransformed
+    let (call, _) = next_request(&mut w);
+    answer(
+        &mut w,
+        call,
+        &text_stream("c1", &["INITIAL"]),
+        &mut [&mut p],
+    );
+    let stop = answer_hook(
+        &mut w,
+        &mut p,
+        json!({"decision": "block", "reason": "Keep going"}),
+    );
+    assert_eq!(stop["params"]["hookType"], "agentStop");
+    assert_eq!(stop["params"]["input"]["stopReason"], "end_turn");
+    assert_eq!(stop["params"]["input"]["stopHookActive"], false);
+    assert_eq!(
+        stop["params"]["input"]["transcriptPath"],
+        "/data/session-state/s/events.jsonl"
+    );
+    assert!(
+        !p.inbox
+            .iter()
+            .any(|m| m["params"]["event"]["type"] == "session.idle"),
+        "a blocked stop must not go idle"
+    );
+    let (call, request) = next_request(&mut w);
+    let msgs = messages(&request);
+    let last = msgs.last().unwrap();
+    assert_eq!(last["role"], "user");
+    assert!(
+        last["content"].as_str().unwrap().ends_with("Keep going"),
+        "{last}"
+    );
+    assert_eq!(msgs[msgs.len() - 2]["content"], "INITIAL");
+    answer(
+        &mut w,
+        call,
+        &text_stream("c2", &["CONTINUED"]),
+        &mut [&mut p],
+    );
+    let stop = answer_hook(&mut w, &mut p, json!({}));
+    assert_eq!(stop["params"]["input"]["stopHookActive"], true);
+    let idles = p
+        .inbox
+        .iter()
+        .filter(|m| m["params"]["event"]["type"] == "session.idle")
+        .count();
+    assert_eq!(idles, 1);
+}
+
+/// `systemMessage` `customize`: static overrides apply to the default sections, and sections
+/// marked `transform` are rewritten by the client before the prompt's model call.
+#[test]
+fn system_message_sections_are_customized_and_transformed_by_the_client() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "systemMessage": {
+            "mode": "customize", "content": "APPENDED",
+            "sections": {"tone": {"action": "replace", "content": "WARM TONE"},
+                         "code_change_rules": {"action": "remove"},
+                         "identity": {"action": "transform"}}}}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    w.pump(&mut [&mut p]);
+    let at = p
+        .inbox
+        .iter()
+        .position(|m| m["method"] == "systemMessage.transform")
+        .expect("systemMessage.transform");
+    let ask = p.inbox.remove(at);
+    let identity = ask["params"]["sections"]["identity"]["content"]
+        .as_str()
+        .unwrap();
+    assert!(identity.contains("agentwire"), "{identity}");
+    let reply = json!({"jsonrpc": "2.0", "id": ask["id"],
+        "result": {"sections": {"identity": {"content": "TRANSFORMED IDENTITY"}}}});
+    w.send_frame(&p, &reply);
+    w.pump(&mut [&mut p]);
+    let (_, request) = next_request(&mut w);
+    let system = messages(&request)[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        system.starts_with("TRANSFORMED IDENTITY\n\nWARM TONE"),
+        "{system}"
+    );
+    assert!(!system.contains("<code_change_instructions>"), "{system}");
+    assert!(system.ends_with("\n\nAPPENDED"), "{system}");
+}
+
+/// A call the user rejects without feedback ends the turn: the model is not called again.
+#[test]
+fn a_rejected_call_ends_the_turn() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "tools": weather_tool()}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Weather?"}),
+    );
+    let (call, _) = next_request(&mut w);
+    answer(&mut w, call, &tool_stream("c1"), &mut [&mut p]);
+    answer_permission(&mut w, &mut p, "reject");
+    assert!(
+        !outputs(&mut w)
+            .iter()
+            .any(|o| matches!(o, Output::HttpRequest { .. })),
+        "no further model call"
+    );
+    assert_eq!(p.types("s").last().unwrap(), "session.idle");
+}
+
+/// `defaultAgent.excludedTools` hides tools from the model, `reasoningEffort` is on
+/// `session.start`, and a prompt's `agentMode` is on its `user.message`.
+#[test]
+fn default_agent_exclusions_reasoning_effort_and_agent_mode_are_kept() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "reasoningEffort": "high",
+               "tools": weather_tool(), "defaultAgent": {"excludedTools": ["get_weather"]}}),
+    );
+    assert_eq!(
+        p.event("s", "session.start")["data"]["reasoningEffort"],
+        "high"
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi", "agentMode": "plan"}),
+    );
+    let (_, request) = next_request(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    let names: Vec<&str> = body["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .filter_map(|t| t["function"]["name"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(!names.contains(&"get_weather"), "{names:?}");
+    w.pump(&mut [&mut p]);
+    assert_eq!(p.event("s", "user.message")["data"]["agentMode"], "plan");
+}
+
+/// An image blob attachment reaches the model as an image part after its name.
+#[test]
+fn an_image_blob_goes_to_the_model_as_an_image_part() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1"}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Describe this image", "attachments": [
+            {"type": "blob", "data": "iVBORw0KGgo=", "mimeType": "image/png",
+             "displayName": "pixel.png"}]}),
+    );
+    let (_, request) = next_request(&mut w);
+    let user = &messages(&request)[1];
+    let parts = user["content"].as_array().expect("content parts");
+    assert_eq!(parts.len(), 3, "{user}");
+    assert!(parts[0]["text"]
+        .as_str()
+        .unwrap()
+        .ends_with("\n\nDescribe this image"));
+    assert_eq!(parts[1], json!({"type": "text", "text": "pixel.png"}));
+    assert_eq!(
+        parts[2],
+        json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}})
+    );
+}
+
+/// A prompt's `requestHeaders` go with every model call of its turn, and only its turn.
+#[test]
+fn request_headers_of_a_prompt_go_with_its_model_calls() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1"}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi", "requestHeaders": {"x-test": "one"}}),
+    );
+    let (call, request) = next_request(&mut w);
+    assert_eq!(request.header("x-test"), Some("one"));
+    answer(&mut w, call, &text_stream("c", &["ok"]), &mut [&mut p]);
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "again"}),
+    );
+    let (_, request) = next_request(&mut w);
+    assert_eq!(request.header("x-test"), None);
+}
+
+/// `view` of an image: the model is told it was viewed and gets the image after the call's
+/// results, as a user message naming its path.
+#[test]
+fn viewing_an_image_shows_it_to_the_model() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "workingDirectory": "/w"}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "look"}),
+    );
+    let (call, _) = next_request(&mut w);
+    let stream = sse(&[
+        json!({"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "v1", "type": "function", "function": {"name": "view", "arguments": "{\"path\":\"/w/pixel.png\"}"}}]}}]}),
+        json!({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ]);
+    answer(&mut w, call, &stream, &mut [&mut p]);
+    answer_permission(&mut w, &mut p, "approve-once");
+    let (op, request) = next_file_op(&mut w);
+    assert_eq!(
+        request,
+        agentwire::host::FileRequest::Read {
+            path: "/w/pixel.png".into()
+        }
+    );
+    w.host.handle_file_result(
+        w.now,
+        op,
+        Ok(agentwire::host::FileReply::Bytes(vec![
+            0x89, b'P', b'N', b'G',
+        ])),
+    );
+    let (_, request) = next_request(&mut w);
+    let msgs = messages(&request);
+    assert_eq!(msgs[3]["content"], "Viewed image file successfully.");
+    assert_eq!(
+        msgs[4],
+        json!({"role": "user", "content": [
+            {"type": "text", "text": "Image file at path /w/pixel.png"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}}]})
+    );
+}
+
+/// `sessionLimits.maxAiCredits`: the runtime's limits status follows every prompt.
+#[test]
+fn session_limits_status_follows_the_prompt() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "sessionLimits": {"maxAiCredits": 30}}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    let (_, request) = next_request(&mut w);
+    let msgs = messages(&request);
+    assert_eq!(msgs.len(), 3);
+    assert_eq!(
+        msgs[2],
+        json!({"role": "user", "content": "<session_limits_status>\nRemaining session limits: 30 AI credits. Later session_limits_status messages supersede earlier ones. Be frugal; avoid optional exploration and unnecessary tool calls.\n</session_limits_status>"})
+    );
+}
+
+/// `instructionDirectories`: the `.github/instructions/*.instructions.md` files of each
+/// directory are read before the first call and become the system prompt's custom
+/// instructions.
+#[test]
+fn instruction_files_join_the_system_prompt() {
+    use agentwire::host::{FileReply, FileRequest};
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "instructionDirectories": ["/extra"]}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    let (op, request) = next_file_op(&mut w);
+    assert_eq!(
+        request,
+        FileRequest::Walk {
+            root: "/extra/.github/instructions".into(),
+            limit: 4096
+        }
+    );
+    w.host.handle_file_result(
+        w.now,
+        op,
+        Ok(FileReply::Entries(vec![
+            "notes.txt".into(),
+            "team.instructions.md".into(),
+        ])),
+    );
+    let (op, request) = next_file_op(&mut w);
+    let FileRequest::ReadMany { root, paths, .. } = request else {
+        panic!("{request:?}")
+    };
+    assert_eq!(root, "/extra/.github/instructions");
+    assert_eq!(paths, ["team.instructions.md"]);
+    w.host.handle_file_result(
+        w.now,
+        op,
+        Ok(FileReply::Texts(vec![(
+            "team.instructions.md".into(),
+            "Always say SENTINEL.\n".into(),
+        )])),
+    );
+    let (_, request) = next_request(&mut w);
+    let system = messages(&request)[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(system.contains("\n\nAlways say SENTINEL."), "{system}");
+}
+
+/// `session.destroy` (the SDKs' disconnect) of a client with hooks sends `sessionEnd` before
+/// its answer, so the client's hook still runs.
+#[test]
+fn disconnecting_a_hooks_client_sends_session_end_first() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "hooks": true, "workingDirectory": "/w"}),
+    );
+    p.inbox.clear();
+    w.send_frame(
+        &p,
+        &json!({"jsonrpc": "2.0", "id": 99, "method": "session.destroy",
+                "params": {"sessionId": "s"}}),
+    );
+    w.pump(&mut [&mut p]);
+    let hook = p
+        .inbox
+        .iter()
+        .position(|m| m["method"] == "hooks.invoke")
+        .expect("hooks.invoke");
+    let answer = p
+        .inbox
+        .iter()
+        .position(|m| m["id"] == 99)
+        .expect("the destroy answer");
+    assert!(hook < answer, "{:?}", p.inbox);
+    assert_eq!(p.inbox[hook]["params"]["hookType"], "sessionEnd");
+    assert_eq!(p.inbox[hook]["params"]["input"]["reason"], "user_exit");
+}
+
+/// A Responses API event stream: each event's `type` is also its SSE `event:` name.
+fn responses_sse(events: &[Value]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for e in events {
+        let name = e["type"].as_str().unwrap();
+        out.extend_from_slice(format!("event: {name}\ndata: {e}\n\n").as_bytes());
+    }
+    out
+}
+
+/// A BYOK session on the Responses API (`wireApi: "responses"`): a function call to a
+/// client tool, then text; the second request carries the call and its output as input items.
+#[test]
+fn a_responses_api_provider_runs_a_client_tool_round_trip() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    let provider = json!({"type": "openai", "wireApi": "responses",
+                          "baseUrl": "http://127.0.0.1:9/v1", "apiKey": KEY});
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider, "model": "gpt-5", "tools": weather_tool(), "streaming": true}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Weather?"}),
+    );
+    let (call, request) = next_request(&mut w);
+    assert!(request.url.ends_with("/responses"), "{}", request.url);
+    assert_eq!(request.url, "http://127.0.0.1:9/v1/responses");
+    assert_eq!(
+        request.header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["model"], "gpt-5");
+    assert_eq!(
+        (&body["stream"], &body["store"]),
+        (&json!(true), &json!(false))
+    );
+    assert!(body["instructions"].as_str().is_some_and(|s| !s.is_empty()));
+    assert_eq!(body["input"].as_array().unwrap().len(), 1);
+    assert_eq!(body["input"][0]["role"], "user");
+    let tool = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "get_weather")
+        .expect("the client tool is offered");
+    assert_eq!(tool["type"], "function");
+    assert_eq!(tool["strict"], false);
+
+    let call_item = json!({"type": "function_call", "id": "fc_1", "call_id": "call_W",
+                           "name": "get_weather", "arguments": "{\"city\": \"Paris\"}",
+                           "status": "completed"});
+    let first = responses_sse(&[
+        json!({"type": "response.created", "response": {"id": "resp_1", "status": "in_progress",
+               "model": "gpt-5", "output": []}}),
+        json!({"type": "response.output_item.added", "output_index": 0,
+               "item": {"type": "function_call", "id": "fc_1", "call_id": "call_W",
+                        "name": "get_weather", "arguments": ""}}),
+        json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1",
+               "output_index": 0, "delta": "{\"city\": "}),
+        json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1",
+               "output_index": 0, "delta": "\"Paris\"}"}),
+        json!({"type": "response.function_call_arguments.done", "item_id": "fc_1",
+               "output_index": 0, "arguments": "{\"city\": \"Paris\"}"}),
+        json!({"type": "response.output_item.done", "output_index": 0, "item": call_item}),
+        json!({"type": "response.completed", "response": {"id": "resp_1", "status": "completed",
+               "model": "gpt-5", "output": [call_item],
+               "usage": {"input_tokens": 30, "output_tokens": 7,
+                         "input_tokens_details": {"cached_tokens": 0},
+                         "output_tokens_details": {"reasoning_tokens": 0}}}}),
+    ]);
+    answer(&mut w, call, &first, &mut [&mut p]);
+    let msg = p.event("s", "assistant.message");
+    assert_eq!(msg["data"]["apiCallId"], "resp_1");
+    assert_eq!(msg["data"]["toolRequests"][0]["toolCallId"], "call_W");
+    assert_eq!(
+        msg["data"]["toolRequests"][0]["arguments"],
+        json!({"city": "Paris"})
+    );
+    let usage = p.event("s", "assistant.usage");
+    assert_eq!(usage["data"]["inputTokens"], 30);
+    assert_eq!(usage["data"]["finishReason"], "completed");
+    let perm = p.event("s", "permission.requested");
+    let rid = perm["data"]["requestId"].as_str().unwrap().to_owned();
+    w.call(
+        &mut p,
+        &mut [],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId": "s", "requestId": rid, "result": {"kind": "approve-once"}}),
+    );
+    let req = p.event("s", "external_tool.requested");
+    let tool_rid = req["data"]["requestId"].as_str().unwrap().to_owned();
+    w.call(
+        &mut p,
+        &mut [],
+        "session.tools.handlePendingToolCall",
+        json!({"sessionId": "s", "requestId": tool_rid, "result": "sunny"}),
+    );
+
+    let (call2, request2) = next_request(&mut w);
+    assert_eq!(request2.url, "http://127.0.0.1:9/v1/responses");
+    let body2: Value = serde_json::from_slice(&request2.body).unwrap();
+    let input = body2["input"].as_array().unwrap();
+    assert_eq!(input.len(), 3, "{input:?}");
+    assert_eq!(input[0]["role"], "user");
+    // The history keeps the parsed arguments; they go back as one JSON text.
+    assert_eq!(
+        input[1],
+        json!({"type": "function_call", "call_id": "call_W", "name": "get_weather",
+               "arguments": "{\"city\":\"Paris\"}"})
+    );
+    assert_eq!(
+        input[2],
+        json!({"type": "function_call_output", "call_id": "call_W", "output": "sunny"})
+    );
+    let second = responses_sse(&[
+        json!({"type": "response.created", "response": {"id": "resp_2", "model": "gpt-5"}}),
+        json!({"type": "response.output_item.added", "output_index": 0,
+               "item": {"type": "message", "id": "msg_2", "role": "assistant", "content": []}}),
+        json!({"type": "response.output_text.delta", "item_id": "msg_2", "output_index": 0,
+               "content_index": 0, "delta": "It is "}),
+        json!({"type": "response.output_text.delta", "item_id": "msg_2", "output_index": 0,
+               "content_index": 0, "delta": "sunny."}),
+        json!({"type": "response.output_text.done", "item_id": "msg_2", "output_index": 0,
+               "content_index": 0, "text": "It is sunny."}),
+        json!({"type": "response.completed", "response": {"id": "resp_2", "status": "completed",
+               "usage": {"input_tokens": 50, "output_tokens": 4}}}),
+    ]);
+    answer(&mut w, call2, &second, &mut [&mut p]);
+    let finals: Vec<Value> = p
+        .events("s")
+        .into_iter()
+        .filter(|e| e["type"] == "assistant.message")
+        .collect();
+    assert_eq!(finals.len(), 2);
+    assert_eq!(finals[0]["data"]["content"], "");
+    assert_eq!(finals[1]["data"]["content"], "It is sunny.");
+    assert_eq!(finals[1]["data"]["apiCallId"], "resp_2");
+    assert_eq!(finals[1]["data"]["turnId"], "1");
+    let deltas: Vec<Value> = p
+        .events("s")
+        .into_iter()
+        .filter(|e| e["type"] == "assistant.message_delta")
+        .map(|e| e["data"]["deltaContent"].clone())
+        .collect();
+    assert_eq!(deltas, [json!("It is "), json!("sunny.")]);
+    assert_eq!(p.types("s").last().unwrap(), "session.idle");
+    assert!(!serde_json::to_string(&p.inbox).unwrap().contains(KEY));
+}
+
+/// When a client whose tools the last prompt offered leaves, the next prompt tells the model
+/// (the runtime's `<tools_changed_notice>`).
+#[test]
+fn tools_of_a_client_that_left_are_announced_gone() {
+    let mut w = World::new(HostConfig::default());
+    let mut a = w.connect();
+    let mut b = w.connect();
+    create(
+        &mut w,
+        &mut a,
+        "s",
+        json!({"provider": provider(), "model": "m1", "tools": weather_tool()}),
+    );
+    w.call(
+        &mut b,
+        &mut [],
+        "session.resume",
+        json!({"sessionId": "s", "provider": provider(), "model": "m1"}),
+    );
+    w.call(
+        &mut b,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "one"}),
+    );
+    let (call, _) = next_request(&mut w);
+    answer(&mut w, call, &text_stream("c", &["ok"]), &mut [&mut b]);
+    w.host.handle_eof(w.now, a.conn);
+    w.pump(&mut [&mut b]);
+    w.call(
+        &mut b,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "two"}),
+    );
+    let (_, request) = next_request(&mut w);
+    let user = messages(&request).last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_, rest) = user.split_once("</current_datetime>\n\n").unwrap();
+    assert_eq!(
+        rest,
+        "<tools_changed_notice>\nTools no longer available: get_weather\n\nImportant: Do not \
+         attempt to call tools that are no longer available unless you've been notified that \
+         they're available again.\n</tools_changed_notice>\n\ntwo"
+    );
+}
+
+/// A session's skills are read before its first model call; the model is offered the `skill`
+/// tool, and a skill it loads reaches it as a `<skill-context>` user message after the call's
+/// result (`Skill "N" loaded successfully…`), announced by `skill.invoked`.
+#[test]
+fn the_model_loads_a_skill_with_the_skill_tool() {
+    use agentwire::host::{FileReply, FileRequest};
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "skillDirectories": ["/sk"]}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Use the skill."}),
+    );
+    let (op, request) = next_file_op(&mut w);
+    assert!(matches!(request, FileRequest::Walk { ref root, .. } if root == "/sk"));
+    w.host.handle_file_result(
+        w.now,
+        op,
+        Ok(FileReply::Entries(vec!["pine/SKILL.md".into()])),
+    );
+    let (op, _) = next_file_op(&mut w);
+    let text = "---\nname: pine\ndescription: Adds a marker.\n---\n\n# Pine\n\nSay PINE.\n";
+    w.host.handle_file_result(
+        w.now,
+        op,
+        Ok(FileReply::Texts(vec![(
+            "pine/SKILL.md".into(),
+            text.into(),
+        )])),
+    );
+    w.pump(&mut [&mut p]);
+    let (call, request) = next_request(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    let skill_tool = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "skill")
+        .expect("the skill tool is offered");
+    assert!(skill_tool["function"]["description"]
+        .as_str()
+        .unwrap()
+        .contains("pine: Adds a marker."));
+    let stream = sse(&[
+        json!({"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "k", "type": "function", "function": {"name": "skill", "arguments": "{\"skill\":\"pine\"}"}}]}}]}),
+        json!({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ]);
+    answer(&mut w, call, &stream, &mut [&mut p]);
+    let invoked = p.event("s", "skill.invoked");
+    assert_eq!(invoked["data"]["name"], "pine");
+    assert_eq!(invoked["data"]["path"], "/sk/pine/SKILL.md");
+    let (_, request) = next_request(&mut w);
+    let msgs = messages(&request);
+    let n = msgs.len();
+    assert_eq!(
+        msgs[n - 2]["content"],
+        "Skill \"pine\" loaded successfully. Follow the instructions in the skill context."
+    );
+    assert_eq!(
+        msgs[n - 1]["content"],
+        "<skill-context name=\"pine\">\nBase directory for this skill: /sk/pine\n\n# Pine\n\nSay PINE.\n\n</skill-context>"
+    );
+}

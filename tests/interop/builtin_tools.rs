@@ -1,0 +1,485 @@
+//! The model's built-in tools (`view`, `create`, `edit`, `bash`, `grep`, `glob`) driven by
+//! the **official Copilot Rust SDK** (unmodified) against `agentwire_tokio::Server`: the
+//! fake model endpoint (`testkit/src/fake_model.rs`) plays a scripted conversation of
+//! tool calls, every call goes through the client's permission handler, and the files in a
+//! temporary working directory really change. Also: `excludedTools` / `availableTools`
+//! remove tools from the request, a denied edit leaves the file alone, and the calls of one
+//! response run together with their results sent back in call order.
+
+use crate::support::fake_model;
+use crate::support::sdk_scenarios;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::support::connect;
+use agentwire_tokio::agentwire::host::HostConfig;
+use agentwire_tokio::Server;
+use fake_model::{FakeModel, FakeReply};
+use github_copilot_sdk::types::{MessageOptions, ProviderConfig, SessionConfig};
+use github_copilot_sdk::Client;
+use sdk_scenarios::{
+    assert_subsequence, new_session_id, types, weather_tool, within, Recorder, RecordingPermission,
+};
+use serde_json::{json, Value};
+
+/// A fresh directory under the system temp dir (removed on drop).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!(
+            "agentwire-builtin-{tag}-{}-{}",
+            std::process::id(),
+            new_session_id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir.canonicalize().unwrap())
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.0.join(rel)).unwrap_or_default()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+struct Setup {
+    session: github_copilot_sdk::session::Session,
+    events: Recorder,
+    permissions: Arc<Mutex<Vec<(String, Value)>>>,
+}
+
+async fn session(
+    client: &Client,
+    fake: &FakeModel,
+    dir: &Path,
+    reject: Option<&str>,
+    adjust: impl FnOnce(SessionConfig) -> SessionConfig,
+) -> Setup {
+    session_in(client, fake, Some(dir), reject, adjust).await
+}
+
+/// A BYOK session in `dir`, or (`None`) with no `workingDirectory` at all.
+async fn session_in(
+    client: &Client,
+    fake: &FakeModel,
+    dir: Option<&Path>,
+    reject: Option<&str>,
+    adjust: impl FnOnce(SessionConfig) -> SessionConfig,
+) -> Setup {
+    let permissions = Arc::new(Mutex::new(Vec::new()));
+    let mut config = SessionConfig::default()
+        .with_session_id(new_session_id())
+        .with_model("fake-model");
+    if let Some(dir) = dir {
+        config = config.with_working_directory(dir);
+    }
+    let config = config
+        .with_provider(
+            ProviderConfig::new(fake.base_url())
+                .with_provider_type("openai")
+                .with_api_key("sk-fake"),
+        )
+        .with_tools([weather_tool(Arc::new(Mutex::new(Vec::new())))])
+        .with_permission_handler(Arc::new(RecordingPermission {
+            requests: permissions.clone(),
+            reject: reject.map(str::to_owned),
+        }));
+    let prepared = client
+        .prepare_session(adjust(config))
+        .expect("prepare_session");
+    let events = Recorder::new(prepared.subscribe());
+    let session = within("session.create", prepared.start())
+        .await
+        .expect("session.create succeeds");
+    Setup {
+        session,
+        events,
+        permissions,
+    }
+}
+
+async fn send(s: &mut Setup, prompt: &str) -> Vec<github_copilot_sdk::types::SessionEvent> {
+    within("session.send", s.session.send(MessageOptions::new(prompt)))
+        .await
+        .expect("session.send");
+    s.events.turn().await
+}
+
+fn tool_names(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| {
+                    t["function"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The `tool` messages at the end of a request, as (tool_call_id, content).
+fn tool_results(body: &Value) -> Vec<(String, String)> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .take_while(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap_or_default().to_owned(),
+                m["content"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect()
+}
+
+fn permission_kinds(s: &Setup) -> Vec<String> {
+    s.permissions
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, p)| {
+            let p = p.get("permissionRequest").unwrap_or(p);
+            p["kind"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_views_edits_creates_and_runs_bash_in_the_working_directory() {
+    sdk_scenarios::bounded(async {
+        let dir = TempDir::new("edit");
+        std::fs::write(dir.path().join("notes.txt"), "hello world\nsecond line\n").unwrap();
+        let fake = FakeModel::start_script(vec![
+            FakeReply::tool("call_view", "view", json!({"path": "notes.txt"})),
+            FakeReply::tool(
+                "call_edit",
+                "edit",
+                json!({"path": "notes.txt", "old_str": "world", "new_str": "agentwire"}),
+            ),
+            FakeReply::tool(
+                "call_bash",
+                "bash",
+                json!({"command": "cat notes.txt && echo ran > out.txt", "description": "show"}),
+            ),
+            FakeReply::tool(
+                "call_create",
+                "create",
+                json!({"path": "sub/new.txt", "file_text": "fresh\n"}),
+            ),
+            FakeReply::Text("Done.".into()),
+        ]);
+        let server = Server::new(HostConfig::default());
+        let client = connect(&server).await;
+        let mut s = session(&client, &fake, dir.path(), None, |c| c).await;
+        let turn = send(&mut s, "Fix my notes").await;
+        assert_subsequence(
+            &turn,
+            &[
+                "tool.execution_start",
+                "permission.requested",
+                "tool.execution_complete",
+                "assistant.turn_end",
+                "tool.execution_start",
+                "permission.requested",
+                "tool.execution_complete",
+                "session.idle",
+            ],
+        );
+        // The files really changed.
+        assert_eq!(dir.read("notes.txt"), "hello agentwire\nsecond line\n");
+        assert_eq!(dir.read("out.txt"), "ran\n");
+        assert_eq!(dir.read("sub/new.txt"), "fresh\n");
+        // Each call was behind the runtime's prompt kind.
+        assert_eq!(permission_kinds(&s), ["read", "write", "shell", "write"]);
+        let bodies = fake.completion_bodies();
+        assert_eq!(bodies.len(), 5, "{}", types(&turn).join(","));
+        let names = tool_names(&bodies[0]);
+        for name in [
+            "bash",
+            "view",
+            "create",
+            "edit",
+            "grep",
+            "glob",
+            "get_weather",
+        ] {
+            assert!(
+                names.iter().any(|n| n == name),
+                "{name} missing from {names:?}"
+            );
+        }
+        let view = tool_results(&bodies[1]);
+        assert_eq!(view[0].0, "call_view");
+        assert!(view[0].1.contains("1. hello world"), "{}", view[0].1);
+        let edit = tool_results(&bodies[2]);
+        assert!(edit[0].1.contains("updated"), "{}", edit[0].1);
+        let bash = tool_results(&bodies[3]);
+        assert!(bash[0].1.contains("hello agentwire"), "{}", bash[0].1);
+        assert!(
+            bash[0].1.contains("<exited with exit code 0>"),
+            "{}",
+            bash[0].1
+        );
+        let create = tool_results(&bodies[4]);
+        assert!(create[0].1.contains("Created file"), "{}", create[0].1);
+        let complete: Vec<_> = turn
+            .iter()
+            .filter(|e| e.event_type == "tool.execution_complete")
+            .collect();
+        assert_eq!(complete.len(), 4);
+        assert!(complete.iter().all(|e| e.data["success"] == true));
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn excluded_and_unavailable_tools_are_not_offered() {
+    sdk_scenarios::bounded(async {
+        let dir = TempDir::new("filter");
+        let fake = FakeModel::start_script(vec![FakeReply::Text("ok".into())]);
+        let server = Server::new(HostConfig::default());
+        let client = connect(&server).await;
+        let mut s = session(&client, &fake, dir.path(), None, |c| {
+            c.with_excluded_tools(["bash", "builtin:edit"])
+        })
+        .await;
+        send(&mut s, "hi").await;
+        let names = tool_names(&fake.completion_bodies()[0]);
+        assert!(
+            !names.iter().any(|n| n == "bash" || n == "edit"),
+            "{names:?}"
+        );
+        assert!(names.iter().any(|n| n == "view"), "{names:?}");
+
+        let fake = FakeModel::start_script(vec![FakeReply::Text("ok".into())]);
+        let mut s = session(&client, &fake, dir.path(), None, |c| {
+            c.with_available_tools(["view", "get_weather"])
+        })
+        .await;
+        send(&mut s, "hi").await;
+        let mut names = tool_names(&fake.completion_bodies()[0]);
+        names.sort();
+        assert_eq!(names, ["get_weather", "view"]);
+
+        // The operator's switch removes every built-in.
+        let server = Server::new(HostConfig::default().with_builtin_tools(false));
+        let client = connect(&server).await;
+        let fake = FakeModel::start_script(vec![FakeReply::Text("ok".into())]);
+        let mut s = session(&client, &fake, dir.path(), None, |c| c).await;
+        send(&mut s, "hi").await;
+        assert_eq!(tool_names(&fake.completion_bodies()[0]), ["get_weather"]);
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_edit_leaves_the_file_alone_and_the_model_is_told() {
+    sdk_scenarios::bounded(async {
+        let dir = TempDir::new("deny");
+        std::fs::write(dir.path().join("keep.txt"), "original\n").unwrap();
+        let fake = FakeModel::start_script(vec![
+            FakeReply::tool(
+                "call_1",
+                "edit",
+                json!({"path": "keep.txt", "old_str": "original", "new_str": "changed"}),
+            ),
+            FakeReply::Text("Understood.".into()),
+        ]);
+        let server = Server::new(HostConfig::default());
+        let client = connect(&server).await;
+        let mut s = session(&client, &fake, dir.path(), Some("not now"), |c| c).await;
+        let turn = send(&mut s, "edit it").await;
+        assert_eq!(dir.read("keep.txt"), "original\n");
+        let complete = turn
+            .iter()
+            .find(|e| e.event_type == "tool.execution_complete")
+            .expect("the call completes");
+        assert_eq!(complete.data["success"], false);
+        let result = &tool_results(&fake.completion_bodies()[1])[0];
+        assert!(result.1.contains("not now"), "{}", result.1);
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_outside_the_working_directory_gets_a_path_prompt() {
+    sdk_scenarios::bounded(async {
+        let dir = TempDir::new("inside");
+        let outside = TempDir::new("outside");
+        std::fs::write(outside.path().join("secret.txt"), "s3cret\n").unwrap();
+        let target = format!(
+            "{}/../{}/secret.txt",
+            dir.path().display(),
+            outside.path().file_name().unwrap().to_string_lossy()
+        );
+        let fake = FakeModel::start_script(vec![
+            FakeReply::tool("call_1", "view", json!({"path": target})),
+            FakeReply::Text("ok".into()),
+        ]);
+        let server = Server::new(HostConfig::default());
+        let client = connect(&server).await;
+        let mut s = session(&client, &fake, dir.path(), Some("no"), |c| c).await;
+        send(&mut s, "read it").await;
+        assert_eq!(permission_kinds(&s), ["path"]);
+        let result = &tool_results(&fake.completion_bodies()[1])[0];
+        assert!(!result.1.contains("s3cret"), "{}", result.1);
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_of_one_response_run_together_and_answer_in_call_order() {
+    sdk_scenarios::bounded(async {
+        let dir = TempDir::new("parallel");
+        std::fs::create_dir_all(dir.path().join("src")).unwrap();
+        std::fs::write(dir.path().join("src/a.rs"), "fn main() {}\n// TODO: fix\n").unwrap();
+        std::fs::write(dir.path().join("src/b.txt"), "TODO later\n").unwrap();
+        let fake = FakeModel::start_script(vec![
+            FakeReply::Tools(vec![
+                (
+                    "call_grep".into(),
+                    "grep".into(),
+                    json!({"pattern": "TODO", "output_mode": "content", "-n": true, "glob": "*.rs"})
+                        .to_string(),
+                ),
+                ("call_glob".into(), "glob".into(), json!({"pattern": "**/*.txt"}).to_string()),
+                ("call_weather".into(), "get_weather".into(), json!({"city": "Paris"}).to_string()),
+            ]),
+            FakeReply::Text("Found them.".into()),
+        ]);
+        let server = Server::new(HostConfig::default());
+        let client = connect(&server).await;
+        let mut s = session(&client, &fake, dir.path(), None, |c| c).await;
+        let turn = send(&mut s, "find todos").await;
+        // All three started before any completed.
+        let starts: Vec<usize> = turn
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.event_type == "tool.execution_start")
+            .map(|(i, _)| i)
+            .collect();
+        let first_complete = turn
+            .iter()
+            .position(|e| e.event_type == "tool.execution_complete")
+            .unwrap();
+        assert_eq!(starts.len(), 3);
+        assert!(starts[2] < first_complete, "{}", types(&turn).join(","));
+        let results = tool_results(&fake.completion_bodies()[1]);
+        let ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["call_grep", "call_glob", "call_weather"]);
+        // As the runtime answers: grep names matches by their full path, glob relative to
+        // the searched directory as `./PATH` (the SDK suite's recordings).
+        assert_eq!(
+            results[0].1,
+            format!("{}/src/a.rs:2:// TODO: fix\n", dir.path().display())
+        );
+        assert_eq!(results[1].1, "./src/b.txt\n");
+        assert_eq!(results[2].1, sdk_scenarios::TOOL_REPLY);
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_working_directory_the_session_works_in_the_servers_directory() {
+    sdk_scenarios::bounded(async {
+        let dir = TempDir::new("server-cwd");
+        std::fs::write(
+            dir.path().join("notes.txt"),
+            "from the server's directory\n",
+        )
+        .unwrap();
+        let fake = FakeModel::start_script(vec![
+            FakeReply::tool("call_view", "view", json!({"path": "notes.txt"})),
+            FakeReply::tool("call_bash", "bash", json!({"command": "pwd"})),
+            FakeReply::tool(
+                "call_create",
+                "create",
+                json!({"path": "made.txt", "file_text": "new\n"}),
+            ),
+            FakeReply::Text("Done.".into()),
+        ]);
+        let cwd = dir.path().to_string_lossy().into_owned();
+        let server = Server::new(HostConfig::default().with_server_cwd(Some(cwd.clone())));
+        let client = connect(&server).await;
+        let mut s = session_in(&client, &fake, None, None, |c| c).await;
+        s.events.wait_for("session.start").await;
+        let start = s
+            .events
+            .seen
+            .iter()
+            .find(|e| e.event_type == "session.start")
+            .unwrap();
+        assert_eq!(start.data["context"]["cwd"], cwd.as_str());
+        let turn = send(&mut s, "look around").await;
+        // Relative paths were inside the session's directory: no `path` prompt.
+        assert_eq!(permission_kinds(&s), ["read", "shell", "write"]);
+        let bodies = fake.completion_bodies();
+        assert_eq!(bodies.len(), 4, "{}", types(&turn).join(","));
+        let view = &tool_results(&bodies[1])[0].1;
+        assert!(view.contains("from the server's directory"), "{view}");
+        let pwd = &tool_results(&bodies[2])[0].1;
+        assert!(pwd.starts_with(&format!("{cwd}\n")), "{pwd}");
+        assert_eq!(dir.read("made.txt"), "new\n");
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_driver_uses_the_process_directory_when_none_is_configured() {
+    sdk_scenarios::bounded(async {
+        let fake = FakeModel::start_script(vec![FakeReply::Text("ok".into())]);
+        let server = Server::new(HostConfig::default());
+        let client = connect(&server).await;
+        let mut s = session_in(&client, &fake, None, None, |c| c).await;
+        let start = s.events.wait_for("session.start").await;
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(start.data["context"]["cwd"], here.to_str().unwrap());
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bash_command_past_its_timeout_is_reported_as_timed_out() {
+    sdk_scenarios::bounded(async {
+        let dir = TempDir::new("timeout");
+        let fake = FakeModel::start_script(vec![
+            FakeReply::tool(
+                "call_bash",
+                "bash",
+                json!({"command": "echo started; sleep 30", "initial_wait": 1}),
+            ),
+            FakeReply::Text("Gave up.".into()),
+        ]);
+        let server = Server::new(HostConfig::default());
+        let client = connect(&server).await;
+        let mut s = session(&client, &fake, dir.path(), None, |c| c).await;
+        let turn = send(&mut s, "run the slow thing").await;
+        let bodies = fake.completion_bodies();
+        assert_eq!(bodies.len(), 2, "{}", types(&turn).join(","));
+        let result = &tool_results(&bodies[1])[0].1;
+        assert_eq!(
+            result, "started\n<command timed out after 1 second and was stopped>",
+            "{result}"
+        );
+    })
+    .await
+}
