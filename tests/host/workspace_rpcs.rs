@@ -4,9 +4,7 @@
 use agentwire::host::{HostConfig, Output, ShellStream};
 use serde_json::{json, Value};
 
-#[path = "support/host_world.rs"]
-mod host_world;
-use host_world::*;
+use crate::support::*;
 
 /// The next `ShellExec` the host asked for: `(process id, command)`.
 fn next_exec(w: &mut World) -> (String, String) {

@@ -6,9 +6,7 @@ use agentwire::agent::Scenario;
 use agentwire::host::HostConfig;
 use serde_json::{json, Value};
 
-#[path = "support/host_world.rs"]
-mod host_world;
-use host_world::*;
+use crate::support::*;
 
 const WEATHER: &str = "What is the weather in Paris?";
 
