@@ -37,6 +37,7 @@ pub(super) fn dispatch(
         "session.eventLog.read" => read,
         "session.eventLog.tail" => tail,
         "session.history.compact" => compact,
+        "session.history.summarizeForHandoff" => summarize_for_handoff,
         _ => return None,
     };
     Some(decode::<Value>(params).and_then(|p| {
@@ -214,23 +215,12 @@ fn tokens(chars: usize) -> u64 {
     chars.div_ceil(4) as u64
 }
 
-pub(super) fn compact(host: &mut Host, session: &str, p: &Value) -> Answer {
-    if host.session_busy(session) {
-        return Err(failed(
-            "session.history.compact",
-            "Cannot compact while the session is processing a message",
-        ));
-    }
-    let trigger = match p.get("trigger").and_then(Value::as_str) {
-        None => "manual",
-        Some(t @ ("manual" | "model_switch")) => t,
-        Some(other) => return Err(invalid(format!("unknown trigger `{other}`"))),
-    };
-    let instructions = match p.get("customInstructions") {
-        None | Some(Value::Null) => None,
-        Some(_) => Some(required_str(p, "customInstructions")?.to_owned()),
-    };
-    // The conversation since the last compaction.
+/// The previous compaction's summary (trimmed; empty when none), the messages since it
+/// (role, text cut to [`SUMMARY_CHARS`]), the parsed log and where those messages start.
+fn conversation_since_compaction(
+    host: &Host,
+    session: &str,
+) -> (String, Vec<(&'static str, String)>, Vec<Value>, usize) {
     let log = events(host, session);
     let parsed: Vec<Value> = log
         .iter()
@@ -247,6 +237,51 @@ pub(super) fn compact(host: &mut Host, session: &str, p: &Value) -> Answer {
         .trim()
         .to_owned();
     let messages: Vec<(&str, String)> = parsed[since..].iter().filter_map(message_of).collect();
+    (previous, messages, parsed, since)
+}
+
+/// The extractive summary of a conversation: each message cut to its first characters,
+/// after the previous summary; empty for an empty conversation.
+fn summary_text(previous: &str, messages: &[(&str, String)]) -> String {
+    let mut summary = String::new();
+    if !messages.is_empty() || !previous.is_empty() {
+        summary.push_str(
+            "Summary of the earlier conversation (each message cut to its first characters):\n",
+        );
+        if !previous.is_empty() {
+            summary.push_str(&format!("- before that: {previous}\n"));
+        }
+        for (role, text) in messages {
+            summary.push_str(&format!("- {role}: {text}\n"));
+        }
+    }
+    summary
+}
+
+/// `session.history.summarizeForHandoff`: `{summary}` of the conversation so far (the same
+/// extractive summary a compaction writes, without compacting); `""` when nothing was said.
+fn summarize_for_handoff(host: &mut Host, session: &str, _: &Value) -> Answer {
+    let (previous, messages, _, _) = conversation_since_compaction(host, session);
+    Ok(json!({"summary": summary_text(&previous, &messages)}))
+}
+
+pub(super) fn compact(host: &mut Host, session: &str, p: &Value) -> Answer {
+    if host.session_busy(session) {
+        return Err(failed(
+            "session.history.compact",
+            "Cannot compact while the session is processing a message",
+        ));
+    }
+    let trigger = match p.get("trigger").and_then(Value::as_str) {
+        None => "manual",
+        Some(t @ ("manual" | "model_switch")) => t,
+        Some(other) => return Err(invalid(format!("unknown trigger `{other}`"))),
+    };
+    let instructions = match p.get("customInstructions") {
+        None | Some(Value::Null) => None,
+        Some(_) => Some(required_str(p, "customInstructions")?.to_owned()),
+    };
+    let (previous, messages, parsed, since) = conversation_since_compaction(host, session);
     let pre_chars: usize = parsed[since..]
         .iter()
         .filter(|v| {
@@ -262,18 +297,7 @@ pub(super) fn compact(host: &mut Host, session: &str, p: &Value) -> Answer {
         start["tokenLimit"] = json!(limit);
     }
     host.emit(session, "session.compaction_start", &start, false);
-    let mut summary = String::new();
-    if !messages.is_empty() || !previous.is_empty() {
-        summary.push_str(
-            "Summary of the earlier conversation (each message cut to its first characters):\n",
-        );
-        if !previous.is_empty() {
-            summary.push_str(&format!("- before that: {previous}\n"));
-        }
-        for (role, text) in &messages {
-            summary.push_str(&format!("- {role}: {text}\n"));
-        }
-    }
+    let summary = summary_text(&previous, &messages);
     let post = tokens(summary.len());
     let removed_tokens = tokens(pre_chars).saturating_sub(post);
     let mut complete = json!({

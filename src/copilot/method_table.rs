@@ -121,6 +121,7 @@ pub const METHODS: &[&str] = &[
     "session.eventLog.read",
     "session.eventLog.tail",
     "session.history.compact",
+    "session.history.summarizeForHandoff",
     "session.name.setAuto",
     "session.metadata.snapshot",
     // `discovery`.

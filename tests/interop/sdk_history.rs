@@ -177,6 +177,16 @@ async fn compaction_replaces_the_earlier_conversation_with_its_summary() {
         let session = within("session.create", prepared.start())
             .await
             .expect("session.create");
+        let fresh = within(
+            "history.summarizeForHandoff",
+            client.call(
+                "session.history.summarizeForHandoff",
+                Some(json!({"sessionId": id.to_string()})),
+            ),
+        )
+        .await
+        .expect("session.history.summarizeForHandoff");
+        assert_eq!(fresh, json!({"summary": ""}), "nothing said yet");
         within(
             "send",
             session.send(MessageOptions::new("first question about Paris")),
@@ -184,6 +194,22 @@ async fn compaction_replaces_the_earlier_conversation_with_its_summary() {
         .await
         .expect("send");
         events.turn().await;
+
+        // The handoff summary is the summary a compaction would write, without compacting.
+        let handoff = within(
+            "history.summarizeForHandoff",
+            client.call(
+                "session.history.summarizeForHandoff",
+                Some(json!({"sessionId": id.to_string()})),
+            ),
+        )
+        .await
+        .expect("session.history.summarizeForHandoff");
+        let handoff = handoff["summary"].as_str().unwrap_or_default().to_owned();
+        assert!(
+            handoff.contains("- user: first question about Paris"),
+            "{handoff}"
+        );
 
         let result = within(
             "history.compact",
