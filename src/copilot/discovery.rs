@@ -74,6 +74,15 @@ pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>)
             let client = client_commands(h, s);
             super::slash_commands::list(p, client)
         }),
+        "session.extensions.enable"
+        | "session.extensions.disable"
+        | "session.extensions.reload" => in_session(host, method, params, |_, _, _| {
+            Err(super::surface::failed(
+                method,
+                "Extensions not available: agentwire loads no extensions itself (an \
+                     extension is an SDK client that attaches to the session)",
+            ))
+        }),
         "session.commands.invoke" => in_session(host, method, params, |h, s, p| {
             let client = client_commands(h, s);
             super::slash_commands::invoke(h, s, p, client)
@@ -237,6 +246,9 @@ pub(super) fn methods() -> Vec<&'static str> {
         "session.commands.list",
         "session.commands.invoke",
         "commands.list",
+        "session.extensions.enable",
+        "session.extensions.disable",
+        "session.extensions.reload",
         "session.metadata.getClientMetadata",
         "session.metadata.updateClientMetadata",
         "sessions.delete",

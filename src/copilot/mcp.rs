@@ -39,6 +39,7 @@ const MCP_METHODS: &[&str] = &[
     "session.mcp.executeSampling",
     "session.mcp.cancelSamplingExecution",
     "session.mcp.apps.listTools",
+    "session.mcp.oauth.login",
     "mcp.config.list",
     "mcp.config.add",
     "mcp.config.update",
@@ -199,7 +200,43 @@ fn parse_config(
 
 fn session_method(host: &mut Host, conn: ConnId, method: &str, session: &str, p: &Value) -> Answer {
     let server = || required_str(p, "serverName");
+    // A session's MCP host exists once it has servers (configured at create / resume or
+    // started with a config); without one, the runtime's words.
+    let has_host = host.mcp_servers(session).next().is_some();
+    let no_host = match method {
+        "session.mcp.enable" | "session.mcp.disable" if p.get("config").is_none() => {
+            Some("No MCP host initialized")
+        }
+        "session.mcp.reload" => Some("MCP config reload not available"),
+        "session.mcp.oauth.login" => Some("MCP host is not available"),
+        _ => None,
+    };
+    if let (Some(message), false) = (no_host, has_host) {
+        return Err(failed(method, message));
+    }
     match method {
+        "session.mcp.oauth.login" => {
+            let name = server()?;
+            let Some(config) = host.mcp_server_config(session, name) else {
+                return Err(failed(
+                    method,
+                    format!("MCP server '{name}' is not configured"),
+                ));
+            };
+            if config.spawns_process() {
+                return Err(failed(
+                    method,
+                    format!(
+                        "MCP server '{name}' is not a remote server: OAuth applies to HTTP servers"
+                    ),
+                ));
+            }
+            Err(failed(
+                method,
+                "MCP server OAuth is not available on this server (agentwire runs no OAuth flow; \
+                 give the server's headers in its config)",
+            ))
+        }
         "session.mcp.list" => Ok(json!({"servers": host.mcp_servers_json(session)})),
         "session.mcp.listTools" => {
             let name = server()?;

@@ -66,7 +66,6 @@ pub const UNSUPPORTED_METHODS: &[(&str, &str)] = &[
     ("managedSettings.clearCache", "enterprise managed settings"),
     ("session.sandbox.getEnforcementStatus", "sandboxing"),
     ("session.sandbox.disableForSession", "sandboxing"),
-    ("session.mcp.oauth.login", "MCP server OAuth"),
     ("session.mcp.oauth.probe", "MCP server OAuth"),
     ("session.mcp.oauth.respond", "MCP server OAuth"),
     ("session.mcp.oauth.handlePendingRequest", "MCP server OAuth"),

@@ -537,3 +537,49 @@ fn an_event_log_read_at_the_tail_waits_for_an_admitted_event() {
         .expect("answered at the deadline");
     assert_eq!(r["result"]["events"], json!([]), "{r}");
 }
+
+/// A session without MCP servers has no MCP host: enabling, disabling, reloading and OAuth
+/// say so in the runtime's words instead of pretending.
+#[test]
+fn a_session_without_mcp_servers_says_it_has_no_mcp_host() {
+    let config = HostConfig::default().with_mcp_spawn(agentwire::host::McpSpawnPolicy::Anyone);
+    let mut w = World::new(config);
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({}));
+    for (method, expected) in [
+        ("session.mcp.enable", "No MCP host initialized"),
+        ("session.mcp.disable", "No MCP host initialized"),
+        ("session.mcp.reload", "MCP config reload not available"),
+        ("session.mcp.oauth.login", "MCP host is not available"),
+        ("session.extensions.enable", "Extensions not available"),
+        ("session.extensions.reload", "Extensions not available"),
+    ] {
+        let r = w.call(
+            &mut p,
+            &mut [],
+            method,
+            json!({"sessionId": "s", "serverName": "missing"}),
+        );
+        assert!(message(&r).contains(expected), "{method}: {r}");
+    }
+    // With servers: OAuth names what is wrong with the one asked for.
+    let created = create(
+        &mut w,
+        &mut p,
+        "m",
+        json!({"mcpServers": {"local": {"command": "mcp-server", "args": []}}}),
+    );
+    assert!(created.get("result").is_some(), "{created}");
+    for (server, expected) in [
+        ("missing", "MCP server 'missing' is not configured"),
+        ("local", "MCP server 'local' is not a remote server"),
+    ] {
+        let r = w.call(
+            &mut p,
+            &mut [],
+            "session.mcp.oauth.login",
+            json!({"sessionId": "m", "serverName": server}),
+        );
+        assert!(message(&r).contains(expected), "{server}: {r}");
+    }
+}
