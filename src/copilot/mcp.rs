@@ -45,6 +45,8 @@ const MCP_METHODS: &[&str] = &[
     "mcp.config.update",
     "mcp.config.remove",
     "mcp.config.reload",
+    "mcp.config.enable",
+    "mcp.config.disable",
     "mcp.discover",
 ];
 
@@ -340,6 +342,34 @@ fn config_method(host: &mut Host, conn: ConnId, method: &str, p: &Value) -> Answ
             Ok(Value::Null)
         }
         "mcp.config.reload" => Ok(Value::Null),
+        "mcp.config.enable" | "mcp.config.disable" => {
+            let names: Vec<&str> = p
+                .get("names")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .ok_or_else(|| {
+                    ErrorObject::new(
+                        code::INVALID_PARAMS,
+                        "invalid params: missing array field `names`",
+                    )
+                })?;
+            let enabled = method == "mcp.config.enable";
+            let unknown: Vec<&str> = names
+                .iter()
+                .copied()
+                .filter(|n| !host.mcp_user_configs().any(|(c, _)| c == *n))
+                .collect();
+            if !unknown.is_empty() {
+                return Err(failed(
+                    method,
+                    format!("MCP server(s) not found: {}", unknown.join(", ")),
+                ));
+            }
+            for name in names {
+                host.set_mcp_user_enabled(name, enabled);
+            }
+            Ok(Value::Null)
+        }
         _ => {
             let servers: Vec<Value> = host
                 .mcp_user_configs()

@@ -59,6 +59,8 @@ pub const METHODS: &[&str] = &[
     "mcp.config.update",
     "mcp.config.remove",
     "mcp.config.reload",
+    "mcp.config.enable",
+    "mcp.config.disable",
     "mcp.discover",
     "session.shell.exec",
     "session.shell.kill",

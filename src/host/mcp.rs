@@ -210,12 +210,27 @@ impl Host {
             .map(|(name, (raw, _))| (name.as_str(), raw))
     }
 
-    /// The parsed user configurations (for a new session).
+    /// The parsed user configurations a new session starts (the enabled ones).
     pub(crate) fn mcp_user_servers(&self) -> Vec<McpServerConfig> {
         self.mcp_user_config
-            .values()
-            .map(|(_, config)| config.clone())
+            .iter()
+            .filter(|(name, _)| !self.mcp_user_disabled.contains(*name))
+            .map(|(_, (_, config))| config.clone())
             .collect()
+    }
+
+    /// Turns user configuration `name` on or off for the sessions created from now on;
+    /// `false` when no such configuration exists.
+    pub(crate) fn set_mcp_user_enabled(&mut self, name: &str, enabled: bool) -> bool {
+        if !self.mcp_user_config.contains_key(name) {
+            return false;
+        }
+        if enabled {
+            self.mcp_user_disabled.remove(name);
+        } else {
+            self.mcp_user_disabled.insert(name.to_owned());
+        }
+        true
     }
 
     /// Adds, replaces (`Some`) or removes (`None`) a user configuration; returns whether the
@@ -230,7 +245,10 @@ impl Host {
                 .mcp_user_config
                 .insert(name.to_owned(), config)
                 .is_some(),
-            None => self.mcp_user_config.shift_remove(name).is_some(),
+            None => {
+                self.mcp_user_disabled.remove(name);
+                self.mcp_user_config.shift_remove(name).is_some()
+            }
         }
     }
 

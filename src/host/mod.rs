@@ -225,6 +225,8 @@ pub struct Host {
     /// MCP servers every new session starts with (`mcp.config.*`, in memory), by name: the
     /// configuration as the client sent it and as parsed.
     mcp_user_config: indexmap::IndexMap<String, (Value, crate::mcp::McpServerConfig)>,
+    /// User MCP servers turned off (`mcp.config.disable`): new sessions do not start them.
+    mcp_user_disabled: std::collections::BTreeSet<String>,
     /// Sessions whose agent inputs are held (`turn_gate.rs`).
     gated: BTreeSet<String>,
     /// HTTP exchanges of MCP servers (Streamable HTTP), by call id: session and server.
@@ -334,6 +336,7 @@ impl Host {
             next_process: 1,
             next_mcp_token: 1,
             mcp_user_config: indexmap::IndexMap::new(),
+            mcp_user_disabled: std::collections::BTreeSet::new(),
             gated: BTreeSet::new(),
             mcp_http_calls: BTreeMap::new(),
             sampling_execs: BTreeMap::new(),

@@ -511,6 +511,40 @@ async fn session_mcp_methods_list_stop_and_start_servers_and_the_user_config_app
         let loaded = events.wait_for("session.mcp_servers_loaded").await;
         assert_eq!(loaded.data["servers"][0]["name"], "user-everything");
         assert_eq!(loaded.data["servers"][0]["status"], "connected");
+        // Turned off, the configuration stays listed and new sessions do not start it.
+        call(
+            "mcp.config.disable",
+            serde_json::json!({"names": ["user-everything"]}),
+        )
+        .await
+        .unwrap();
+        let third_id = sdk_scenarios::new_session_id();
+        let config = SessionConfig::default().with_session_id(third_id.clone());
+        let prepared = client.prepare_session(config).expect("prepare");
+        let _third = within("session.create", prepared.start()).await.unwrap();
+        let servers = call(
+            "session.mcp.list",
+            serde_json::json!({"sessionId": third_id.to_string()}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(servers["servers"], serde_json::json!([]), "{servers}");
+        let listed = call("mcp.config.list", serde_json::json!({}))
+            .await
+            .unwrap();
+        assert!(listed["servers"]["user-everything"].is_object(), "{listed}");
+        call(
+            "mcp.config.enable",
+            serde_json::json!({"names": ["user-everything"]}),
+        )
+        .await
+        .unwrap();
+        assert!(call(
+            "mcp.config.enable",
+            serde_json::json!({"names": ["no-such-server"]})
+        )
+        .await
+        .is_err());
         call(
             "mcp.config.remove",
             serde_json::json!({"name": "user-everything"}),
