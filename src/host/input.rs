@@ -168,6 +168,24 @@ impl Host {
         let Some(dialect) = self.conns.get(&conn).map(|c| c.dialect) else {
             return;
         };
+        if self.runtime_stopping {
+            if let jsonrpc::Message::Request { id, .. } = &message {
+                // The runtime is stopping: a client's request is answered with an error rather
+                // than lost with its connection. Relayed traffic (cluster links) is left to the
+                // relay, whose gateway follows the session to its next owner.
+                let plain = self.conns.get(&conn).is_some_and(|c| {
+                    c.forwarded.is_none() && matches!(c.relay, super::relay_group::RelayRole::None)
+                });
+                if plain {
+                    let id = id.to_owned();
+                    if self.begin_request(conn, &id) {
+                        let error = ErrorObject::new(-32000, "the server is shutting down");
+                        self.respond(conn, &id, Err(error));
+                    }
+                    return;
+                }
+            }
+        }
         let handler = self.dialects[dialect.index()];
         handler.handle_message(self, conn, message);
         self.run_after_response();

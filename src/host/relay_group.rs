@@ -304,7 +304,9 @@ impl Host {
     /// gateway that this node stops, rather than that it ended their connections), and
     /// nothing of a member is resolved when its connection ends: its client is not gone, its
     /// gateway follows the session to the next owner, which closes the turn left open (its
-    /// prompts are not denied here, its tool calls not failed).
+    /// prompts are not denied here, its tool calls not failed). A request a plain client
+    /// sends from now on is answered at once with a `-32000 the server is shutting down`
+    /// error (the runtime keeps its connections open briefly for that).
     pub fn runtime_stopping(&mut self) {
         self.runtime_stopping = true;
     }

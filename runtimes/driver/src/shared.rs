@@ -112,8 +112,14 @@ pub(crate) struct ConnState {
 /// response comes back through a queue into a driver task, as child output does); long-lived
 /// child processes (argv, env, cwd, stdin bytes) by [`crate::process`], on [`crate::child`]
 /// as shell commands.
+/// How long connections stay open once a shutdown began, their requests answered with a
+/// shutting-down error, before they get their farewell and close.
+const SHUTDOWN_DRAIN: std::time::Duration = std::time::Duration::from_millis(200);
+
 enum Effect {
     Close(Arc<ConnState>, String),
+    /// Wait [`SHUTDOWN_DRAIN`], then close every connection and stop.
+    Drain(String),
     Shutdown(String),
     Shell(ShellCommand),
     Http(HttpCommand),
@@ -331,8 +337,16 @@ impl Shared {
             return;
         }
         inner.shutting_down = true;
+        // From now on the host answers every request with a shutting-down error; the
+        // connections stay open for a short drain so a request a client sent as the shutdown
+        // began is answered, not lost with the connection.
         inner.host.runtime_stopping();
         inner.farewell = Some(reason.clone());
+        effects.push(Effect::Drain(reason));
+    }
+
+    /// After the drain: every connection gets its farewell and closes; the server stops.
+    fn close_all(&self, inner: &Inner, reason: &str, effects: &mut Vec<Effect>) {
         // Encoded once per dialect and framing, shared by every connection that speaks them.
         let mut encoded: Vec<((Dialect, Framing), Bytes)> = Vec::with_capacity(1);
         for state in inner.conns.values() {
@@ -340,7 +354,7 @@ impl Shared {
             let frame = match encoded.iter().find(|(k, _)| *k == key) {
                 Some((_, frame)) => frame.clone(),
                 None => {
-                    let frame = farewell(state.dialect, state.framing, &reason);
+                    let frame = farewell(state.dialect, state.framing, reason);
                     encoded.push((key, frame.clone()));
                     frame
                 }
@@ -351,7 +365,7 @@ impl Shared {
                 "server is shutting down".to_owned(),
             ));
         }
-        effects.push(Effect::Shutdown(reason));
+        effects.push(Effect::Shutdown(reason.to_owned()));
     }
 
     /// Shuts down as if the host had output `Shutdown { reason }`.
@@ -368,6 +382,18 @@ impl Shared {
         for effect in effects {
             match effect {
                 Effect::Close(state, reason) => self.begin_close(&state, &reason),
+                Effect::Drain(reason) => {
+                    let shared = self.clone();
+                    self.spawn(async move {
+                        shared.sleep(SHUTDOWN_DRAIN).await;
+                        let mut effects = Vec::new();
+                        {
+                            let inner = shared.lock();
+                            shared.close_all(&inner, &reason, &mut effects);
+                        }
+                        shared.perform(effects);
+                    });
+                }
                 Effect::Shutdown(reason) => {
                     debug!(%reason, "shutting down");
                     // Nothing the server started outlives it.

@@ -467,8 +467,9 @@ async fn timers_drive_sleep_steps<R: RuntimeUnderTest>() {
     .await
 }
 
-/// `runtime.shutdown`: answered, every connection flushed and closed, the serving future
-/// returns `Shutdown`, and the listener is gone.
+/// `runtime.shutdown`: answered, a request that arrives after it answered with a
+/// shutting-down error, every connection flushed and closed, the serving future returns
+/// `Shutdown`, and the listener is gone.
 async fn runtime_shutdown_returns<R: RuntimeUnderTest>() {
     let mut server = R::serve_tcp(config());
     let (mut other, mut other_w) = connect(server.addr).await;
@@ -482,6 +483,16 @@ async fn runtime_shutdown_returns<R: RuntimeUnderTest>() {
     .unwrap();
     let resp = reader.response(2).await;
     assert!(resp.get("result").is_some(), "shutdown answered: {resp}");
+    // A request sent as the shutdown begins is answered with an error, not lost with the
+    // connection.
+    other_w
+        .write_all(&frame(
+            &json!({"jsonrpc":"2.0","id":3,"method":"ping","params":{}}),
+        ))
+        .await
+        .unwrap();
+    let late = other.response(3).await;
+    assert_eq!(late["error"]["code"], -32000, "{late}");
     let outcome = server.stopped().await;
     assert!(matches!(outcome, Outcome::Shutdown(_)), "{outcome:?}");
     for r in [&mut reader, &mut other] {
