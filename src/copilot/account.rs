@@ -23,6 +23,11 @@ pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>)
             known(host, method, &session)?;
             Ok(super::github_auth::session_status(host, &session))
         }),
+        "session.gitHubAuth.setCredentials" => decode::<Value>(params).and_then(|p| {
+            let session = session_id(&p)?;
+            known(host, method, &session)?;
+            super::github_auth::set_credentials(host, &session, &p)
+        }),
         // agentwire keeps no user settings file: nothing to list, cache or write.
         "user.settings.get" => Ok(json!({"settings": {}})),
         "user.settings.reload" => Ok(Value::Null),

@@ -10,19 +10,22 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::host::{ConnId, GitHubIdentity, Host, IdentityLookup};
-use crate::jsonrpc::OwnedId;
+use crate::jsonrpc::{ErrorObject, OwnedId};
 
 use super::methods::Reply;
 use super::surface::failed;
 use super::ConnState;
 
-/// The GitHub account a session runs as (its `gitHubToken`'s).
+/// The GitHub account a session runs as (its `gitHubToken`'s, or the credentials a client
+/// installed with `session.gitHubAuth.setCredentials`).
 #[derive(Debug, Default)]
 struct SessionAuth {
-    /// The account, when the token was checked.
+    /// The account, when the token was checked or a client named it.
     identity: Option<GitHubIdentity>,
     /// The session has a token that could not be checked (no GitHub API configured).
     unverified: bool,
+    /// Credentials a client installed: their `type` and `host`.
+    installed: Option<(String, String)>,
 }
 
 /// A `session.create` waiting for its token's lookup.
@@ -68,11 +71,11 @@ pub(super) fn create(
         }
         IdentityLookup::Known(identity) => SessionAuth {
             identity: Some(identity),
-            unverified: false,
+            ..SessionAuth::default()
         },
         IdentityLookup::Unavailable => SessionAuth {
-            identity: None,
             unverified: true,
+            ..SessionAuth::default()
         },
     };
     let result = super::methods::create(host, conn, params);
@@ -108,6 +111,7 @@ pub(super) fn session_status(host: &Host, session: &str) -> Value {
     match host.session_state_ref::<SessionAuth>(session) {
         Some(SessionAuth {
             identity: Some(identity),
+            installed,
             ..
         }) => {
             let mut status = json!({
@@ -116,6 +120,10 @@ pub(super) fn session_status(host: &Host, session: &str) -> Value {
                 "login": identity.login,
                 "statusMessage": format!("Authenticated as {}", identity.login),
             });
+            if let Some((kind, github)) = installed {
+                status["authType"] = json!(kind);
+                status["host"] = json!(github);
+            }
             if let Some(plan) = &identity.copilot_plan {
                 status["copilotPlan"] = json!(plan);
             }
@@ -130,6 +138,57 @@ pub(super) fn session_status(host: &Host, session: &str) -> Value {
         }),
         _ => json!({"isAuthenticated": false, "statusMessage": "Not authenticated"}),
     }
+}
+
+/// `session.gitHubAuth.setCredentials {credentials: {type, host, login, copilotUser?}}`: the
+/// client installs the account the session runs as (as a host that signed its user in
+/// does); `getStatus` reports it. Nothing is verified: the client vouches for it.
+pub(super) fn set_credentials(
+    host: &mut Host,
+    session: &str,
+    p: &Value,
+) -> Result<Value, ErrorObject> {
+    let invalid = |what: &str| {
+        ErrorObject::new(
+            crate::jsonrpc::code::INVALID_PARAMS,
+            format!("invalid params: {what}"),
+        )
+    };
+    let credentials = p
+        .get("credentials")
+        .filter(|c| c.is_object())
+        .ok_or_else(|| invalid("missing object field `credentials`"))?;
+    let text = |k: &str| {
+        credentials
+            .get(k)
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+    };
+    let login = text("login")
+        .or_else(|| {
+            credentials
+                .pointer("/copilotUser/login")
+                .and_then(Value::as_str)
+        })
+        .ok_or_else(|| invalid("`credentials` names no `login`"))?;
+    let kind = text("type").unwrap_or("user");
+    let github = text("host").unwrap_or("https://github.com");
+    let plan = credentials
+        .pointer("/copilotUser/copilot_plan")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let auth = SessionAuth {
+        identity: Some(GitHubIdentity {
+            login: login.to_owned(),
+            copilot_plan: plan,
+        }),
+        unverified: false,
+        installed: Some((kind.to_owned(), github.to_owned())),
+    };
+    if let Some(state) = host.session_state::<SessionAuth>(session) {
+        *state = auth;
+    }
+    Ok(json!({"success": true}))
 }
 
 /// `auth.getStatus`: the server's own standing. With the runtime's route it runs on the

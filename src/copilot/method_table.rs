@@ -107,6 +107,7 @@ pub const METHODS: &[&str] = &[
     "account.getCurrentAuth",
     "account.getAllUsers",
     "session.gitHubAuth.getStatus",
+    "session.gitHubAuth.setCredentials",
     "user.settings.get",
     "user.settings.reload",
     "user.settings.set",

@@ -52,7 +52,6 @@ pub const UNSUPPORTED_METHODS: &[(&str, &str)] = &[
     ("session.factory.agent", "factory workflows"),
     ("session.factory.journal.get", "factory workflows"),
     ("session.factory.journal.put", "factory workflows"),
-    ("session.gitHubAuth.setCredentials", "GitHub account login"),
     (
         "session.gitHubAuth.refreshCopilotUser",
         "GitHub account login",

@@ -432,3 +432,45 @@ fn skills_are_read_from_the_session_s_skill_directories() {
     assert_eq!(found[0]["name"], "delta", "the directory names it");
     assert_eq!(found[0]["path"], "/more/delta/SKILL.md");
 }
+
+/// A client installs the account a session runs as; `getStatus` reports it. Credentials
+/// without a login are refused.
+#[test]
+fn a_client_sets_the_session_s_github_credentials() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({}));
+    let before = w.call(
+        &mut p,
+        &mut [],
+        "session.gitHubAuth.getStatus",
+        json!({"sessionId": "s"}),
+    );
+    assert_eq!(before["result"]["isAuthenticated"], false);
+    let set = w.call(
+        &mut p,
+        &mut [],
+        "session.gitHubAuth.setCredentials",
+        json!({"sessionId": "s", "credentials": {"type": "user", "host": "https://github.com",
+               "login": "octo", "copilotUser": {"login": "octo", "copilot_plan": "business"}}}),
+    );
+    assert_eq!(set["result"]["success"], true, "{set}");
+    let status = w.call(
+        &mut p,
+        &mut [],
+        "session.gitHubAuth.getStatus",
+        json!({"sessionId": "s"}),
+    );
+    assert_eq!(
+        status["result"],
+        json!({"isAuthenticated": true, "authType": "user", "host": "https://github.com",
+               "login": "octo", "copilotPlan": "business", "statusMessage": "Authenticated as octo"})
+    );
+    let refused = w.call(
+        &mut p,
+        &mut [],
+        "session.gitHubAuth.setCredentials",
+        json!({"sessionId": "s", "credentials": {"type": "user"}}),
+    );
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+}
