@@ -337,8 +337,6 @@ pub struct World {
     seen_persisted: BTreeMap<(usize, String), Vec<String>>,
     /// Session ids ever named in a request or an event.
     pub session_ids: BTreeSet<String>,
-    /// `sessionWasActive` of the latest `session.resume` event received, per session.
-    resume_active: BTreeMap<String, Value>,
     /// A client asked for `runtime.shutdown`.
     pub shutdown_requested: bool,
     /// Keep every received message in `Conn::inbox`.
@@ -450,7 +448,6 @@ impl World {
             events: BTreeMap::new(),
             seen_persisted: BTreeMap::new(),
             session_ids: BTreeSet::new(),
-            resume_active: BTreeMap::new(),
             shutdown_requested: false,
             keep_inbox: false,
             trace: None,

@@ -152,7 +152,6 @@ impl World {
         }
         for session in &sessions {
             let s = self.settler_conn()?;
-            self.resume_active.remove(session);
             let id = self.request(s, "session.resume", json!({"sessionId": session}));
             self.deliver_all(s)?;
             self.drain_all()?;
@@ -164,7 +163,6 @@ impl World {
                 !self.conns[s].is_owed(&id),
                 "final resume of {session} was not answered"
             );
-            let active = self.resume_active.get(session);
             let tail: Vec<String> = self
                 .host
                 .session_events(session)
@@ -194,7 +192,6 @@ impl World {
             // `sessionWasActive` says whether another client still had the session; whether a
             // turn is still running is `isProcessing`. (A resume by a client when no other
             // had the session interrupts work its departed clients left pending.)
-            let _ = active;
             let probe = self.request(
                 s,
                 "session.metadata.isProcessing",

@@ -438,10 +438,6 @@ impl World {
             );
         }
         self.note_event(&session, event);
-        if ty == "session.resume" {
-            self.resume_active
-                .insert(session.clone(), event["data"]["sessionWasActive"].clone());
-        }
         self.session_ids.insert(session.clone());
         let modelled = self.conns[c].modelled();
         let view = self.conns[c].views.entry(session.clone()).or_default();
