@@ -25,13 +25,6 @@ fn request(w: &mut World, peer: &mut Peer, method: &str, params: Value) -> u64 {
     id
 }
 
-fn response(peer: &Peer, id: u64) -> Option<Value> {
-    peer.inbox
-        .iter()
-        .find(|m| m["id"] == json!(id) && m.get("method").is_none())
-        .cloned()
-}
-
 /// The server-to-client requests `peer` received for `method`.
 fn server_requests(peer: &Peer, method: &str) -> Vec<Value> {
     peer.inbox
@@ -182,7 +175,7 @@ fn open_action_close_round_trip_through_the_provider() {
     assert_eq!(count(&a, "s", "session.canvas.closed"), 0);
     answer(&mut w, &b, &closes[0], Value::Null);
     w.pump(&mut [&mut a, &mut b]);
-    let closed = response(&a, close).unwrap();
+    let closed = response(&a, close).unwrap().clone();
     assert!(closed.get("error").is_none(), "{closed}");
     assert_eq!(closed["result"], Value::Null);
     for peer in [&a, &b] {
@@ -238,7 +231,7 @@ fn errors_reach_the_caller_with_the_providers_data() {
                 "data":{"code":"canvas_handler_error","message":"boom"}}}),
     );
     w.pump(&mut [&mut a, &mut b]);
-    let r = response(&a, open).unwrap();
+    let r = response(&a, open).unwrap().clone();
     assert_eq!(r["error"]["code"], -32603);
     assert_eq!(
         r["error"]["message"],
@@ -383,7 +376,9 @@ fn an_open_whose_provider_disconnects_mid_call_is_answered_with_an_error() {
     let now = w.now;
     w.host.handle_eof(now, b.conn);
     w.pump(&mut [&mut a]);
-    let r = response(&a, open).expect("answered when the provider left");
+    let r = response(&a, open)
+        .expect("answered when the provider left")
+        .clone();
     assert!(r["error"]["message"]
         .as_str()
         .unwrap()

@@ -39,29 +39,12 @@ fn drain(w: &mut World) -> (Vec<Bytes>, Vec<String>) {
     (persisted, lookups)
 }
 
-fn send(w: &mut World, p: &mut Peer, method: &str, params: Value) -> u64 {
-    let id = p.next_id;
-    p.next_id += 1;
-    w.send_frame(
-        p,
-        &json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}),
-    );
-    w.pump(&mut [p]);
-    id
-}
-
-fn response(p: &Peer, id: u64) -> Option<&Value> {
-    p.inbox
-        .iter()
-        .find(|m| m["id"] == json!(id) && m.get("method").is_none())
-}
-
 /// Node A's log of session `s` after a finished plain turn.
 fn finished_log() -> Vec<Bytes> {
     let mut a = World::new(owner_config("a"));
     let mut p = a.connect();
     create(&mut a, &mut p, "s", json!({}));
-    send(
+    send_request(
         &mut a,
         &mut p,
         "session.send",
@@ -78,9 +61,9 @@ fn a_request_for_an_unknown_session_waits_for_the_lookup_in_order() {
     let log = finished_log();
     let mut b = World::new(node_config("b"));
     let mut p = b.connect();
-    let resume = send(&mut b, &mut p, "session.resume", json!({"sessionId":"s"}));
-    let ping = send(&mut b, &mut p, "ping", json!({"message":"after"}));
-    let again = send(
+    let resume = send_request(&mut b, &mut p, "session.resume", json!({"sessionId":"s"}));
+    let ping = send_request(&mut b, &mut p, "ping", json!({"message":"after"}));
+    let again = send_request(
         &mut b,
         &mut p,
         "session.getMessages",
@@ -125,7 +108,7 @@ fn a_request_for_an_unknown_session_waits_for_the_lookup_in_order() {
 fn a_lookup_that_finds_nothing_answers_not_found() {
     let mut b = World::new(node_config("b"));
     let mut p = b.connect();
-    let send_id = send(
+    let send_id = send_request(
         &mut b,
         &mut p,
         "session.send",
@@ -146,7 +129,7 @@ fn a_lookup_that_finds_nothing_answers_not_found() {
 fn a_new_session_is_looked_up_then_created() {
     let mut b = World::new(node_config("b"));
     let mut p = b.connect();
-    let id = send(
+    let id = send_request(
         &mut b,
         &mut p,
         "session.create",
@@ -164,7 +147,7 @@ fn a_taken_over_turn_with_an_open_tool_call_is_closed_with_a_reason() {
     let mut a = World::new(owner_config("a"));
     let mut p = a.connect();
     create(&mut a, &mut p, "s", json!({"tools": weather_tool()}));
-    send(
+    send_request(
         &mut a,
         &mut p,
         "session.send",
@@ -272,7 +255,7 @@ fn forwarded(w: &mut World) -> Vec<(String, Value)> {
 /// Node `b`'s client `p` resumes `session`, which the lookup finds owned by another node:
 /// the resume is relayed there.
 fn forward(b: &mut World, p: &mut Peer, session: &str) {
-    let resume = send(b, p, "session.resume", json!({"sessionId": session}));
+    let resume = send_request(b, p, "session.resume", json!({"sessionId": session}));
     assert_eq!(drain(b).1, [session]);
     b.host.forward_session_lookup(b.now, session);
     let relayed = forwarded(b);
@@ -285,18 +268,18 @@ fn forward(b: &mut World, p: &mut Peer, session: &str) {
 fn a_session_owned_elsewhere_is_relayed_in_order_and_the_rest_served_here() {
     let mut b = World::new(node_config("b"));
     let mut p = b.connect();
-    let ping = send(&mut b, &mut p, "ping", json!({"message":"local"}));
+    let ping = send_request(&mut b, &mut p, "ping", json!({"message":"local"}));
     assert!(
         response(&p, ping).is_some(),
         "answered here before any lookup"
     );
-    let resume = send(
+    let resume = send_request(
         &mut b,
         &mut p,
         "session.resume",
         json!({"sessionId":"remote"}),
     );
-    let later = send(&mut b, &mut p, "ping", json!({"message":"later"}));
+    let later = send_request(&mut b, &mut p, "ping", json!({"message":"later"}));
     assert!(response(&p, later).is_none(), "it waits behind the lookup");
     assert_eq!(drain(&mut b).1, ["remote"]);
     b.host.forward_session_lookup(b.now, "remote");
@@ -319,7 +302,7 @@ fn a_session_owned_elsewhere_is_relayed_in_order_and_the_rest_served_here() {
 
     // Later frames naming it are relayed as they come, the others served here; the owner's
     // answers reach the client.
-    let next = send(
+    let next = send_request(
         &mut b,
         &mut p,
         "session.getMessages",
@@ -329,7 +312,7 @@ fn a_session_owned_elsewhere_is_relayed_in_order_and_the_rest_served_here() {
     assert_eq!(relayed.len(), 1);
     assert_eq!(relayed[0].0, "remote");
     assert_eq!(relayed[0].1["id"], json!(next));
-    let here = send(&mut b, &mut p, "ping", json!({"message":"here"}));
+    let here = send_request(&mut b, &mut p, "ping", json!({"message":"here"}));
     assert!(forwarded(&mut b).is_empty());
     assert!(response(&p, here).is_some());
     let answer = json!({"jsonrpc":"2.0","id":resume,"result":{"sessionId":"remote"}});
@@ -359,7 +342,7 @@ fn a_session_owned_elsewhere_is_relayed_in_order_and_the_rest_served_here() {
 fn one_connection_uses_sessions_of_this_node_and_of_two_owners() {
     let mut b = World::new(node_config("b"));
     let mut p = b.connect();
-    let created = send(
+    let created = send_request(
         &mut b,
         &mut p,
         "session.create",
@@ -376,13 +359,13 @@ fn one_connection_uses_sessions_of_this_node_and_of_two_owners() {
         b.host.forwarded_sessions(p.conn).collect::<Vec<_>>(),
         ["of-a", "of-c"]
     );
-    let to_c = send(
+    let to_c = send_request(
         &mut b,
         &mut p,
         "session.send",
         json!({"sessionId":"of-c","prompt":"c"}),
     );
-    let to_a = send(
+    let to_a = send_request(
         &mut b,
         &mut p,
         "session.send",
@@ -395,7 +378,7 @@ fn one_connection_uses_sessions_of_this_node_and_of_two_owners() {
         .collect();
     assert_eq!(routes, [("of-c", &json!(to_c)), ("of-a", &json!(to_a))]);
     // The session of this node is served here: its turn runs, nothing is relayed.
-    let mine = send(
+    let mine = send_request(
         &mut b,
         &mut p,
         "session.send",
@@ -489,7 +472,7 @@ fn session_list_shows_the_sessions_the_runtime_found_in_the_log() {
     b.host.set_cluster_sessions([from_log, elsewhere]);
 
     let list = |b: &mut World, p: &mut Peer, params: Value| -> Vec<Value> {
-        let id = send(b, p, "session.list", params);
+        let id = send_request(b, p, "session.list", params);
         response(p, id).expect("session.list answered")["result"]["sessions"]
             .as_array()
             .expect("sessions")
@@ -532,7 +515,7 @@ fn events_after_a_takeover_never_step_back_in_time_when_the_new_owners_clock_is_
     a.now = a.now.saturating_add(std::time::Duration::from_secs(3600));
     let mut p = a.connect();
     create(&mut a, &mut p, "s", json!({"tools": weather_tool()}));
-    send(
+    send_request(
         &mut a,
         &mut p,
         "session.send",
@@ -591,7 +574,7 @@ fn a_registration_made_after_a_session_was_relayed_reaches_its_owner() {
     let mut p = b.connect();
     forward(&mut b, &mut p, "of-a");
     let params = json!({"initialCwd":"/w","sessionStatePath":"/w/.state","conventions":"posix"});
-    let registered = send(&mut b, &mut p, "sessionFs.setProvider", params.clone());
+    let registered = send_request(&mut b, &mut p, "sessionFs.setProvider", params.clone());
     assert!(response(&p, registered).is_some_and(|r| r.get("result").is_some()));
     let relayed = forwarded(&mut b);
     assert_eq!(relayed.len(), 1, "{relayed:?}");
@@ -599,7 +582,7 @@ fn a_registration_made_after_a_session_was_relayed_reaches_its_owner() {
     assert_eq!(relayed[0].1["method"], "sessionFs.setProvider");
     assert_eq!(relayed[0].1["id"], agentwire::host::RELAY_HANDSHAKE_ID);
     // Made already: nothing new reaches the owner.
-    send(&mut b, &mut p, "sessionFs.setProvider", params);
-    send(&mut b, &mut p, "ping", json!({}));
+    send_request(&mut b, &mut p, "sessionFs.setProvider", params);
+    send_request(&mut b, &mut p, "ping", json!({}));
     assert!(forwarded(&mut b).is_empty());
 }

@@ -1098,17 +1098,6 @@ fn the_runtime_route_joins_a_completion_s_choices_and_refuses_unknown_tools() {
     assert_eq!(msgs[4]["content"], "sunny");
 }
 
-/// The next file operation the host asked for.
-fn next_file_op(w: &mut World) -> (u64, agentwire::host::FileRequest) {
-    loop {
-        match w.host.poll_output() {
-            Some(Output::FileOp { op, request, .. }) => return (op, request),
-            Some(_) => continue,
-            None => panic!("no FileOp output"),
-        }
-    }
-}
-
 #[test]
 fn attachments_are_counted_and_rendered_into_the_prompt_the_model_sees() {
     let mut w = World::new(HostConfig::default());
@@ -1131,8 +1120,8 @@ fn attachments_are_counted_and_rendered_into_the_prompt_the_model_sees() {
         "session.send",
         json!({"sessionId": "s", "prompt": "Look", "attachments": attachments}),
     );
-    let (op1, req1) = next_file_op(&mut w);
-    let (op2, req2) = next_file_op(&mut w);
+    let (op1, req1) = w.next_file_op();
+    let (op2, req2) = w.next_file_op();
     assert_eq!(
         [req1, req2],
         [
@@ -1679,7 +1668,7 @@ fn viewing_an_image_shows_it_to_the_model() {
     ]);
     answer(&mut w, call, &stream, &mut [&mut p]);
     answer_permission(&mut w, &mut p, "approve-once");
-    let (op, request) = next_file_op(&mut w);
+    let (op, request) = w.next_file_op();
     assert_eq!(
         request,
         agentwire::host::FileRequest::Read {
@@ -1750,7 +1739,7 @@ fn instruction_files_join_the_system_prompt() {
         "session.send",
         json!({"sessionId": "s", "prompt": "hi"}),
     );
-    let (op, request) = next_file_op(&mut w);
+    let (op, request) = w.next_file_op();
     assert_eq!(
         request,
         FileRequest::Walk {
@@ -1766,7 +1755,7 @@ fn instruction_files_join_the_system_prompt() {
             "team.instructions.md".into(),
         ])),
     );
-    let (op, request) = next_file_op(&mut w);
+    let (op, request) = w.next_file_op();
     let FileRequest::ReadMany { root, paths, .. } = request else {
         panic!("{request:?}")
     };
@@ -2047,14 +2036,14 @@ fn the_model_loads_a_skill_with_the_skill_tool() {
         "session.send",
         json!({"sessionId": "s", "prompt": "Use the skill."}),
     );
-    let (op, request) = next_file_op(&mut w);
+    let (op, request) = w.next_file_op();
     assert!(matches!(request, FileRequest::Walk { ref root, .. } if root == "/sk"));
     w.host.handle_file_result(
         w.now,
         op,
         Ok(FileReply::Entries(vec!["pine/SKILL.md".into()])),
     );
-    let (op, _) = next_file_op(&mut w);
+    let (op, _) = w.next_file_op();
     let text = "---\nname: pine\ndescription: Adds a marker.\n---\n\n# Pine\n\nSay PINE.\n";
     w.host.handle_file_result(
         w.now,

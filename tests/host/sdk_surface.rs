@@ -176,25 +176,6 @@ fn pending_permission_requests_are_listed_until_answered() {
     assert_eq!(pending(&mut w, &mut p), json!([]));
 }
 
-/// Sends `method` without waiting for its response; returns the request id.
-fn send_request(w: &mut World, p: &mut Peer, method: &str, params: Value) -> u64 {
-    let id = p.next_id;
-    p.next_id += 1;
-    w.send_frame(
-        p,
-        &json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}),
-    );
-    w.pump(&mut [&mut *p]);
-    id
-}
-
-fn response(p: &Peer, id: u64) -> Option<Value> {
-    p.inbox
-        .iter()
-        .find(|m| m["id"] == json!(id) && m.get("method").is_none())
-        .cloned()
-}
-
 /// The GitHub API lookup the host asked for: its call id and `authorization` header.
 fn identity_lookup(w: &mut World) -> (u64, String) {
     while let Some(o) = w.host.poll_output() {
@@ -281,21 +262,11 @@ fn a_session_s_github_token_is_checked_before_it_is_created() {
         .any(|o| matches!(o, Output::HttpRequest { .. })));
 }
 
-/// The next file operation the host asked for.
-fn next_file_op(w: &mut World) -> (u64, agentwire::host::FileRequest) {
-    while let Some(o) = w.host.poll_output() {
-        if let Output::FileOp { op, request, .. } = o {
-            return (op, request);
-        }
-    }
-    panic!("no FileOp output")
-}
-
 /// Answers the skill reads of one directory: its walk lists `entries`, then its `SKILL.md`
 /// files are read as `texts`.
 fn answer_skill_reads(w: &mut World, p: &mut Peer, root: &str, texts: &[(&str, &str)]) {
     use agentwire::host::{FileReply, FileRequest};
-    let (op, request) = next_file_op(w);
+    let (op, request) = w.next_file_op();
     assert!(
         matches!(&request, FileRequest::Walk { root: r, .. } if r == root),
         "{request:?}"
@@ -305,7 +276,7 @@ fn answer_skill_reads(w: &mut World, p: &mut Peer, root: &str, texts: &[(&str, &
     entries.push("deep/er/SKILL.md".into());
     w.host
         .handle_file_result(w.now, op, Ok(FileReply::Entries(entries)));
-    let (op, request) = next_file_op(w);
+    let (op, request) = w.next_file_op();
     let FileRequest::ReadMany { paths, .. } = request else {
         panic!("{request:?}")
     };

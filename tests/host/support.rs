@@ -93,6 +93,27 @@ impl World {
         }
     }
 
+    /// Frames request `method` from `peer` (nothing is pumped); returns its id.
+    fn write_request(&mut self, peer: &mut Peer, method: &str, params: Value) -> u64 {
+        let id = peer.next_id;
+        peer.next_id += 1;
+        self.send_frame(
+            peer,
+            &json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}),
+        );
+        id
+    }
+
+    /// The next file operation the host asked for (other outputs are skipped).
+    pub fn next_file_op(&mut self) -> (u64, agentwire::host::FileRequest) {
+        while let Some(o) = self.host.poll_output() {
+            if let agentwire::host::Output::FileOp { op, request, .. } = o {
+                return (op, request);
+            }
+        }
+        panic!("no FileOp output")
+    }
+
     /// Sends a request and returns its response (pumping all peers).
     pub fn call(
         &mut self,
@@ -101,20 +122,11 @@ impl World {
         method: &str,
         params: Value,
     ) -> Value {
-        let id = peer.next_id;
-        peer.next_id += 1;
-        self.send_frame(
-            peer,
-            &json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}),
-        );
+        let id = self.write_request(peer, method, params);
         let mut all: Vec<&mut Peer> = vec![peer];
         all.extend(others.iter_mut().map(|p| &mut **p));
         self.pump(&mut all);
-        let peer = &all[0];
-        peer.inbox
-            .iter()
-            // A response, not a server-to-client request that happens to use the same id.
-            .find(|m| m["id"] == json!(id) && m.get("method").is_none())
+        response(all[0], id)
             .cloned()
             .unwrap_or_else(|| panic!("no response to {method}"))
     }
@@ -182,4 +194,20 @@ pub fn create(w: &mut World, p: &mut Peer, id: &str, extra: Value) -> Value {
 pub fn only_subsequence(types: &[String], expected: &[&str]) -> bool {
     let mut it = types.iter();
     expected.iter().all(|e| it.any(|t| t == e))
+}
+
+/// Sends request `method` from `p` without waiting for its answer (only `p` is pumped);
+/// returns its id (see [`response`]).
+pub fn send_request(w: &mut World, p: &mut Peer, method: &str, params: Value) -> u64 {
+    let id = w.write_request(p, method, params);
+    w.pump(&mut [p]);
+    id
+}
+
+/// The response to request `id` in `p`'s inbox, if it came (a response, not a
+/// server-to-client request that happens to use the same id).
+pub fn response(p: &Peer, id: u64) -> Option<&Value> {
+    p.inbox
+        .iter()
+        .find(|m| m["id"] == json!(id) && m.get("method").is_none())
 }
