@@ -17,6 +17,24 @@ fn tokens(bytes: usize) -> u64 {
     (bytes as u64).div_ceil(4)
 }
 
+/// The length of `value` serialized, counted without building the text.
+fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
 fn message_bytes(message: &ChatMessage) -> usize {
     match message {
         ChatMessage::System(text) | ChatMessage::User(text) => text.len(),
@@ -59,7 +77,7 @@ pub(super) fn usage_info(
     }
     let tool_bytes: usize = tools
         .iter()
-        .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
+        .map(|t| t.name.len() + t.description.len() + json_len(&t.parameters))
         .sum();
     let (system, conversation, tool_tokens) =
         (tokens(system), tokens(conversation), tokens(tool_bytes));
@@ -92,6 +110,10 @@ mod tests {
             description: "d".into(),
             parameters: json!({}),
         }];
+        assert_eq!(
+            super::json_len(&json!({"a": [1, "x"]})),
+            r#"{"a":[1,"x"]}"#.len()
+        );
         let info = usage_info(None, &messages, &tools, true);
         assert_eq!(info["systemTokens"], 100);
         assert_eq!(info["conversationTokens"], 11);

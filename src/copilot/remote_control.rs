@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 use crate::host::Host;
 use crate::jsonrpc::{code, ErrorObject};
 
-use super::session_state::required_str;
+use super::session_state::{required_bool, required_str};
 use super::surface::{decode, failed, Answer};
 
 /// Every method of this module.
@@ -45,7 +45,7 @@ pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>)
     let answer = decode::<Value>(params).and_then(|p| match method {
         "sessions.getRemoteControlStatus" => Ok(json!({"status": off})),
         "sessions.setRemoteControlSteering" => {
-            bool_field(&p, "enabled")?;
+            required_bool(&p, "enabled")?;
             Ok(json!({"status": off}))
         }
         "sessions.stopRemoteControl" => Ok(json!({"stopped": false, "status": off})),
@@ -73,7 +73,7 @@ pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>)
         "sessions.open" => open(host, &p),
         "session.remote.notifySteerableChanged" => {
             let session = required_str(&p, "sessionId")?.to_owned();
-            let steerable = bool_field(&p, "remoteSteerable")?;
+            let steerable = required_bool(&p, "remoteSteerable")?;
             if host.session(&session).is_none() {
                 return Err(failed(
                     method,
@@ -94,15 +94,6 @@ pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>)
         )),
     });
     METHODS.contains(&method).then_some(answer)
-}
-
-fn bool_field(p: &Value, field: &str) -> Result<bool, ErrorObject> {
-    p.get(field).and_then(Value::as_bool).ok_or_else(|| {
-        ErrorObject::new(
-            code::INVALID_PARAMS,
-            format!("invalid params: missing boolean field `{field}`"),
-        )
-    })
 }
 
 /// `sessions.open`.

@@ -168,6 +168,16 @@ pub(super) fn required_str<'a>(p: &'a Value, field: &str) -> Result<&'a str, Err
     })
 }
 
+/// Boolean `field` of `p`, or the invalid-params error naming it.
+pub(super) fn required_bool(p: &Value, field: &str) -> Result<bool, ErrorObject> {
+    p.get(field).and_then(Value::as_bool).ok_or_else(|| {
+        ErrorObject::new(
+            code::INVALID_PARAMS,
+            format!("invalid params: missing boolean field `{field}`"),
+        )
+    })
+}
+
 /// Handlers fail with a bare message (`INTERNAL_ERROR`); the method name is added here.
 fn with_method(e: ErrorObject, method: &str) -> ErrorObject {
     if e.code == code::INTERNAL_ERROR && !e.message.starts_with("Request ") {
@@ -576,12 +586,7 @@ fn apply_approval(host: &mut Host, session: &str) {
 }
 
 fn approve_all(host: &mut Host, session: &str, p: &Value) -> Answer {
-    let enabled = p.get("enabled").and_then(Value::as_bool).ok_or_else(|| {
-        ErrorObject::new(
-            code::INVALID_PARAMS,
-            "invalid params: missing field `enabled`",
-        )
-    })?;
+    let enabled = required_bool(p, "enabled")?;
     set_approve_all(host, session, enabled);
     Ok(json!({"success": true}))
 }
