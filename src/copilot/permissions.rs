@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use crate::host::permission_rules::{
+use crate::host::requests::permission_rules::{
     approval_rules, rules_json, PathError, PathsConfig, PermissionRule, PermissionsPatch,
     RuleScope, UrlsConfig,
 };

@@ -29,8 +29,8 @@ use serde_json::Value;
 use crate::session::{is_streaming_delta_type, Event};
 use crate::Timestamp;
 
+use super::io::send::{drops_warning_data, frame_body};
 use super::relay_group::RelayRole;
-use super::send::{drops_warning_data, frame_body};
 use super::{ConnId, Host, Output};
 use crate::jsonrpc::OwnedId;
 

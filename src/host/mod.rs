@@ -14,52 +14,26 @@
 //! session's pending requests exactly once.
 
 mod api;
-mod audience;
-mod bridge;
-mod builtin;
-mod canvas;
 mod catalog;
-mod client_calls;
-mod client_requests;
 mod config;
-mod conn;
-mod conn_table;
 pub(crate) mod dialect;
-mod drive;
-mod emit;
 mod forward;
 mod github_identity;
 mod http;
-mod input;
-mod instructions;
-mod interrupt;
+pub(crate) mod io;
 pub(crate) mod kept_requests;
-mod latest;
 mod lookup;
 mod mcp;
-mod mcp_apps;
 mod mcp_http;
-mod mcp_requests;
-mod mcp_sampling;
-mod mcp_tools;
 mod models_list;
-mod outbox;
 mod output;
-pub(crate) mod permission_rules;
-mod policy;
-mod prompt_attachments;
-mod prompt_hooks;
 mod provided_http;
-mod publish;
-mod queue;
 mod relay_group;
-mod remote_fs;
+pub(crate) mod requests;
 mod restore;
-mod send;
+pub(crate) mod sessions;
 mod shell;
-mod skills;
 mod tool_ops;
-mod turn_gate;
 
 use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -77,33 +51,35 @@ pub use crate::session::ConnId;
 /// The protocol a connection speaks: defined by the dialect layer
 /// ([`agentwire::Dialect`](crate::Dialect)); also named here, where connections are opened.
 pub use crate::Dialect;
-pub use canvas::CANVAS_TOOLS;
 pub use catalog::SessionSummary;
-pub use client_calls::CLIENT_CALL_TIMEOUT;
 pub use config::{HostConfig, McpSpawnPolicy, DEFAULT_OUTBOX_BUDGET};
 pub use forward::RelayedEventHead;
 pub use github_identity::GitHubIdentity;
-pub use outbox::{Outbox, OutboxOverflow};
+pub use io::outbox::{Outbox, OutboxOverflow};
 pub use output::Output;
 pub use relay_group::{
     BadRelayFrame, RelayFrame, RELAYED_CALLER_KEPT_FOR, RELAY_AWAITING, RELAY_DELTAS_EMITTED,
     RELAY_FORMER_MEMBER, RELAY_HANDSHAKE_ID, RELAY_LAST_EVENT, RELAY_SESSION_BUSY,
 };
+pub use requests::canvas::CANVAS_TOOLS;
+pub use requests::client_calls::CLIENT_CALL_TIMEOUT;
 pub use restore::RestoreError;
 pub use shell::ShellStream;
 pub use tool_ops::{image_media_type, FileReply, FileRequest};
 
-pub(crate) use bridge::{always_decision, command_ids, AnswerTo, Pending, PermissionPrompt};
-pub(crate) use canvas::{ActionParams, CanvasReply, CloseParams, OpenParams};
 pub(crate) use dialect::{DialectHandler, DialectId, ServerRequest, SessionChange};
 pub(crate) use github_identity::IdentityLookup;
-pub(crate) use mcp_apps::AppRequest;
-pub(crate) use policy::HistoryError;
-pub(crate) use remote_fs::{FsAnswer, FsPrimitive};
+pub(crate) use mcp::mcp_apps::AppRequest;
+pub(crate) use requests::bridge::{
+    always_decision, command_ids, AnswerTo, Pending, PermissionPrompt,
+};
+pub(crate) use requests::canvas::{ActionParams, CanvasReply, CloseParams, OpenParams};
+pub(crate) use requests::remote_fs::{FsAnswer, FsPrimitive};
+pub(crate) use sessions::policy::HistoryError;
+pub(crate) use sessions::skills::SkillInfo;
 pub(crate) use shell::{ProcessInfo, ProcessRefused};
-pub(crate) use skills::SkillInfo;
 
-use conn_table::ConnTable;
+use io::conn_table::ConnTable;
 
 /// A live session: its data, its agent and its pending requests.
 struct Live {
@@ -125,7 +101,7 @@ struct Live {
     /// A client answered `stopProcessingQueue`: the queue waits for the next request.
     command_queue_stopped: bool,
     /// Open canvas instances by `instanceId` (see `canvas.rs`).
-    canvases: indexmap::IndexMap<String, canvas::OpenCanvas>,
+    canvases: indexmap::IndexMap<String, requests::canvas::OpenCanvas>,
     /// The dialects' own state for this session, one value per type
     /// ([`Host::session_state`]).
     states: Vec<Box<dyn Any + Send>>,
@@ -146,13 +122,13 @@ struct Live {
     /// How many of the session's next queued inputs were released from `held`.
     released: usize,
     /// The first held prompt's attachments being read (`prompt_attachments.rs`).
-    preparing: Option<prompt_attachments::Preparing>,
+    preparing: Option<sessions::prompt_attachments::Preparing>,
     /// The hooks its prompts pass (`prompt_hooks.rs`).
-    hooks: prompt_hooks::HookState,
+    hooks: sessions::prompt_hooks::HookState,
     /// The system prompt sections its client rewrote (`systemMessage.transform`), by id.
     system_transformed: BTreeMap<String, String>,
     /// Its instruction files' text (`instructionDirectories`).
-    instructions: instructions::Instructions,
+    instructions: sessions::instructions::Instructions,
 }
 
 /// The protocol host. See the crate docs for the run loop.
@@ -214,7 +190,7 @@ pub struct Host {
     /// GitHub token lookups (`github_identity.rs`).
     github_identities: github_identity::GitHubIdentities,
     /// `skills.discover` reads in flight (`skills.rs`).
-    skill_discoveries: skills::Discoveries,
+    skill_discoveries: sessions::skills::Discoveries,
     /// Connections that provide the file storage of the sessions they attach to.
     file_providers: BTreeSet<ConnId>,
     /// Child processes of MCP servers, by process id: their session and server name.
@@ -232,14 +208,14 @@ pub struct Host {
     /// HTTP exchanges of MCP servers (Streamable HTTP), by call id: session and server.
     mcp_http_calls: BTreeMap<u64, (String, String)>,
     /// `session.mcp.executeSampling` runs in flight, by `requestId`.
-    sampling_execs: BTreeMap<String, mcp_sampling::SamplingExec>,
+    sampling_execs: BTreeMap<String, mcp::mcp_sampling::SamplingExec>,
     /// Their HTTP exchanges, by call id.
     sampling_http: BTreeMap<u64, String>,
     /// The latest frame of each key broadcast with `broadcast_latest` (coalesced per
     /// connection).
-    latest: latest::LatestFrames,
+    latest: io::latest::LatestFrames,
     /// Location approvals and trusted folders (`permission_rules`).
-    permission_store: permission_rules::HostPermissions,
+    permission_store: requests::permission_rules::HostPermissions,
 }
 
 /// What a deadline in the host's timer map is for.
@@ -330,7 +306,7 @@ impl Host {
             runtime_tools: tool_ops::RuntimeTools::default(),
             models_lists: models_list::ModelsLists::default(),
             github_identities: github_identity::GitHubIdentities::default(),
-            skill_discoveries: skills::Discoveries::default(),
+            skill_discoveries: sessions::skills::Discoveries::default(),
             file_providers: BTreeSet::new(),
             mcp_processes: BTreeMap::new(),
             next_process: 1,
@@ -341,8 +317,8 @@ impl Host {
             mcp_http_calls: BTreeMap::new(),
             sampling_execs: BTreeMap::new(),
             sampling_http: BTreeMap::new(),
-            latest: latest::LatestFrames::default(),
-            permission_store: permission_rules::HostPermissions::default(),
+            latest: io::latest::LatestFrames::default(),
+            permission_store: requests::permission_rules::HostPermissions::default(),
         }
     }
 

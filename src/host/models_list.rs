@@ -27,8 +27,8 @@ use crate::model::{
     build_models_request, parse_models_response, ModelInfo, ProviderCatalog, ProviderConfig, Secret,
 };
 
-use super::client_calls::ClientCall;
 use super::dialect::ServerRequest;
+use super::requests::client_calls::ClientCall;
 use super::{ConnId, Host, Output, TimerTarget};
 
 /// Turns a model list into a dialect's result (an empty list: no model is known).

@@ -150,7 +150,7 @@ impl Host {
             return Err(RestoreError::Empty);
         }
         let mut live = self.new_live(session);
-        live.canvases = super::canvas::restore_open_canvases(&live);
+        live.canvases = super::requests::canvas::restore_open_canvases(&live);
         live.hooks.resumed = true;
         self.sessions.insert(session_id.to_owned(), live);
         Ok(())

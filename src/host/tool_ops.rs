@@ -131,9 +131,12 @@ enum Stage {
         index: usize,
     },
     /// A read for the session's instruction files (`instructions.rs`), not a tool call.
-    Instructions(super::instructions::InstructionStep),
+    Instructions(super::sessions::instructions::InstructionStep),
     /// A read for skills (`skills.rs`), not a tool call.
-    Skills(super::skills::SkillTarget, super::skills::SkillStep),
+    Skills(
+        super::sessions::skills::SkillTarget,
+        super::sessions::skills::SkillStep,
+    ),
 }
 
 struct ToolOp {
@@ -261,7 +264,7 @@ impl Host {
         &mut self,
         session: &str,
         request: FileRequest,
-        step: super::instructions::InstructionStep,
+        step: super::sessions::instructions::InstructionStep,
     ) {
         self.file_op(session, "", request, Stage::Instructions(step));
     }
@@ -269,13 +272,13 @@ impl Host {
     /// A read for skills; the answer goes to [`Host::skill_read_done`].
     pub(super) fn skill_read(
         &mut self,
-        target: super::skills::SkillTarget,
+        target: super::sessions::skills::SkillTarget,
         request: FileRequest,
-        step: super::skills::SkillStep,
+        step: super::sessions::skills::SkillStep,
     ) {
         let session = match &target {
-            super::skills::SkillTarget::Session(s) => s.clone(),
-            super::skills::SkillTarget::Discovery(_) => String::new(),
+            super::sessions::skills::SkillTarget::Session(s) => s.clone(),
+            super::sessions::skills::SkillTarget::Discovery(_) => String::new(),
         };
         self.file_op(&session, "", request, Stage::Skills(target, step));
     }

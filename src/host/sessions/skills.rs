@@ -15,8 +15,8 @@ use serde_json::Value;
 
 use crate::jsonrpc::OwnedId;
 
-use super::tool_ops::{FileReply, FileRequest};
-use super::{ConnId, Host};
+use crate::host::tool_ops::{FileReply, FileRequest};
+use crate::host::{ConnId, Host};
 
 /// Most skills read from one directory.
 const MAX_SKILLS: usize = 256;
@@ -152,7 +152,7 @@ impl Host {
     /// Starts reading `session`'s skills when its directories are not read yet; returns
     /// whether reads are in flight (a prompt waits for them: the model is offered the
     /// `skill` tool with the skills found).
-    pub(super) fn load_skills(&mut self, session: &str) -> bool {
+    pub(in crate::host) fn load_skills(&mut self, session: &str) -> bool {
         let Some(state) = self.session_state::<SessionSkills>(session) else {
             return false;
         };
@@ -171,13 +171,13 @@ impl Host {
     }
 
     /// Whether `session` has skill directories not read yet.
-    pub(super) fn skills_unread(&self, session: &str) -> bool {
+    pub(in crate::host) fn skills_unread(&self, session: &str) -> bool {
         self.session_state_ref::<SessionSkills>(session)
             .is_some_and(|s| !s.dirs.is_empty() && s.loaded_for.as_ref() != Some(&s.dirs))
     }
 
     /// The skills the model may load (`session`'s enabled ones).
-    pub(super) fn enabled_skills(&self, session: &str) -> Vec<&SkillInfo> {
+    pub(in crate::host) fn enabled_skills(&self, session: &str) -> Vec<&SkillInfo> {
         self.session_state_ref::<SessionSkills>(session)
             .map(|s| s.found.iter().filter(|k| k.enabled).collect())
             .unwrap_or_default()
@@ -318,7 +318,7 @@ impl Host {
     }
 
     /// A read for skills was answered.
-    pub(super) fn skill_read_done(
+    pub(in crate::host) fn skill_read_done(
         &mut self,
         target: SkillTarget,
         step: SkillStep,

@@ -13,8 +13,8 @@ use crate::agent::{AgentInput, ToolOutcome};
 
 use crate::jsonrpc::OwnedId;
 
-use super::permission_rules::Gate;
-use super::{ConnId, Host};
+use crate::host::requests::permission_rules::Gate;
+use crate::host::{ConnId, Host};
 
 /// A request waiting for a client's answer.
 #[derive(Clone, Debug)]
@@ -29,7 +29,7 @@ pub(crate) enum Pending {
         /// runs it (`Host::run_builtin`) instead of asking a client tool.
         builtin: Option<Box<crate::agent::BuiltinCall>>,
         /// Set for an MCP tool call: approval calls the server's tool.
-        mcp: Option<Box<super::mcp_tools::McpTarget>>,
+        mcp: Option<Box<crate::host::mcp::mcp_tools::McpTarget>>,
         /// Set for an `extension-permission-access` prompt: approval lets this extension's
         /// connections see the session's permission prompts. There is no tool call.
         grants_extension: Option<String>,
@@ -230,7 +230,7 @@ impl Host {
                     "arguments": arguments, "turnId": turn_id}),
             false,
         );
-        if super::CANVAS_TOOLS.contains(&name)
+        if crate::host::CANVAS_TOOLS.contains(&name)
             && self.canvas_renderer_attached(session)
             && self
                 .sessions
@@ -525,7 +525,7 @@ impl Host {
                 "error": {"message": message, "code": code},
             }),
         };
-        super::mcp_tools::merge_result(&mut data, extra);
+        crate::host::mcp::mcp_tools::merge_result(&mut data, extra);
         self.emit(session, "tool.execution_complete", &data, false);
         self.queue_agent_input(
             session,

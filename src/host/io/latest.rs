@@ -17,7 +17,7 @@
 //! when it attaches to a session and before [`Host::end_latest`]'s notification, so neither
 //! the session's own frames nor a created/deleted notification overtakes an update.
 //!
-//! [`Outbox::push_latest_background`]: super::outbox::Outbox::push_latest_background
+//! [`Outbox::push_latest_background`]: crate::host::io::outbox::Outbox::push_latest_background
 
 use std::collections::BTreeMap;
 
@@ -26,13 +26,13 @@ use smallvec::SmallVec;
 
 use crate::frame::{encode_frame, Framing};
 
-use super::outbox::{SharedFrame, SharedFrames};
-use super::relay_group::RelayRole;
-use super::{ConnId, DialectId, Host, OutboxOverflow};
+use crate::host::io::outbox::{SharedFrame, SharedFrames};
+use crate::host::relay_group::RelayRole;
+use crate::host::{ConnId, DialectId, Host, OutboxOverflow};
 
 /// The latest frame of every key broadcast with [`Host::broadcast_latest`], per dialect.
 #[derive(Default)]
-pub(super) struct LatestFrames {
+pub(in crate::host) struct LatestFrames {
     /// Per dialect (by [`DialectId`] index), by key.
     by_key: Vec<BTreeMap<String, Latest>>,
     /// Keys held, over every dialect.
@@ -49,7 +49,7 @@ struct Latest {
     /// The length each framing's frame had before the last [`Latest::set`] (outboxes that
     /// have it queued were charged that much: see [`Outbox::recharge_latest`]).
     ///
-    /// [`Outbox::recharge_latest`]: super::outbox::Outbox::recharge_latest
+    /// [`Outbox::recharge_latest`]: crate::host::io::outbox::Outbox::recharge_latest
     previous_len: [usize; 2],
 }
 
@@ -166,7 +166,7 @@ impl LatestFrames {
 
     /// Shared frames this table holds (each key's latest, per framing used).
     #[cfg(test)]
-    pub(super) fn held_frames(&self) -> usize {
+    pub(in crate::host) fn held_frames(&self) -> usize {
         self.by_key
             .iter()
             .flat_map(|map| map.values())

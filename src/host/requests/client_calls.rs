@@ -17,10 +17,10 @@ use crate::correlation::Outcome;
 use crate::jsonrpc::{self, OwnedId};
 use crate::session::Attachment;
 
-use super::bridge::AnswerTo;
-use super::canvas::CanvasCall;
-use super::dialect::ServerRequest;
-use super::{ConnId, Host, Pending, TimerTarget};
+use crate::host::dialect::ServerRequest;
+use crate::host::requests::bridge::AnswerTo;
+use crate::host::requests::canvas::CanvasCall;
+use crate::host::{ConnId, Host, Pending, TimerTarget};
 
 /// How long a client has to answer a server-to-client request.
 pub const CLIENT_CALL_TIMEOUT: Duration = Duration::from_secs(300);
@@ -82,7 +82,7 @@ pub(crate) enum ClientCall {
         call: u64,
     },
     /// A file operation on the session's file provider.
-    Fs(Box<super::remote_fs::FsCall>),
+    Fs(Box<crate::host::requests::remote_fs::FsCall>),
     /// A bearer token for the provider of model-list request `call` (HTTP call id).
     ModelsToken {
         /// The model-list request.
@@ -95,7 +95,7 @@ pub(crate) enum ClientCall {
         /// The hook's `hookInvocationId`.
         invocation: String,
         /// The call waiting for it.
-        call: Box<super::prompt_hooks::McpHookCall>,
+        call: Box<crate::host::sessions::prompt_hooks::McpHookCall>,
     },
     /// The client's rewrite of `session`'s system prompt sections (`prompt_hooks.rs`).
     SystemTransform {
@@ -107,7 +107,7 @@ pub(crate) enum ClientCall {
         /// The session.
         session: String,
         /// Which hook.
-        hook: super::prompt_hooks::PromptHook,
+        hook: crate::host::sessions::prompt_hooks::PromptHook,
     },
 }
 

@@ -1,4 +1,4 @@
-//! MCP Apps (when enabled, [`HostConfig::mcp_apps_enabled`](super::HostConfig)): a tool whose
+//! MCP Apps (when enabled, [`HostConfig::mcp_apps_enabled`](crate::host::HostConfig)): a tool whose
 //! `_meta.ui.resourceUri` names a `ui://` resource completes with `result.uiResource` (the
 //! first content of `resources/read`); a client's `session.mcp.apps.readResource` and
 //! `callTool` reach the server and are answered with its result, and an app's tool call
@@ -11,8 +11,8 @@ use crate::agent::ToolOutcome;
 use crate::jsonrpc::OwnedId;
 use crate::Timestamp;
 
-use super::mcp::McpCall;
-use super::{ConnId, Host};
+use crate::host::mcp::McpCall;
+use crate::host::{ConnId, Host};
 
 /// An app-originated tool call (`session.mcp.apps.callTool`).
 #[derive(Clone, Debug)]

@@ -4,7 +4,7 @@
 //! * **Approve-all**: while on, a permission prompt of a tool call (client tool or built-in)
 //!   is not asked at all — no `permission.requested` / `permission.completed` — and the call
 //!   runs at once, as the real runtime does under `session.permissions.setApproveAll`.
-//!   [`HostConfig::approve_all_permissions`](super::HostConfig::approve_all_permissions)
+//!   [`HostConfig::approve_all_permissions`](crate::host::HostConfig::approve_all_permissions)
 //!   (`--yolo`) turns it on for every session.
 //! * **Event interest**: consumers register interest in an event type (a handle each); a
 //!   registered interest counts as a consumer for the gated requests the host bridges
@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use crate::session::Session;
 
-use super::{Host, Output};
+use crate::host::{Host, Output};
 
 /// The host's own per-session policy state (kept in the session's typed state store).
 #[derive(Debug, Default)]
@@ -124,7 +124,7 @@ impl Host {
     /// how many were removed. A durable store ([`HostConfig::report_persisted_events`]) is
     /// rewritten: [`Output::SessionDeleted`] then [`Output::Persist`] for each event kept.
     ///
-    /// [`HostConfig::report_persisted_events`]: super::HostConfig::report_persisted_events
+    /// [`HostConfig::report_persisted_events`]: crate::host::HostConfig::report_persisted_events
     pub(crate) fn truncate_history(
         &mut self,
         session: &str,

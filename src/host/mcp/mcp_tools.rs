@@ -14,8 +14,8 @@ use crate::agent::ToolOutcome;
 use crate::mcp::tool::map_result;
 use crate::model::ToolSpec;
 
-use super::mcp::{McpCall, McpStatus};
-use super::{Host, Pending};
+use crate::host::mcp::{McpCall, McpStatus};
+use crate::host::{Host, Pending};
 
 /// A tool call waiting for its server to start.
 #[derive(Clone, Debug)]
@@ -172,11 +172,11 @@ impl Host {
         });
         // Approve-all and the session's permission rules decide before a client is asked.
         match self.permission_gate(session, tool_call_id, &request) {
-            super::permission_rules::Gate::Run => {
+            crate::host::requests::permission_rules::Gate::Run => {
                 return self.run_mcp_tool(session, tool_call_id, server, tool, arguments)
             }
-            super::permission_rules::Gate::Denied => return,
-            super::permission_rules::Gate::Ask => {}
+            crate::host::requests::permission_rules::Gate::Denied => return,
+            crate::host::requests::permission_rules::Gate::Ask => {}
         }
         let has_handler = self
             .sessions
@@ -267,7 +267,7 @@ impl Host {
     ) {
         if self.has_hooks(session) {
             // A `preMcpToolCall` hook decides the request's `_meta` first.
-            let call = super::prompt_hooks::McpHookCall {
+            let call = crate::host::sessions::prompt_hooks::McpHookCall {
                 tool_call_id: tool_call_id.to_owned(),
                 server: server.to_owned(),
                 tool: tool.to_owned(),

@@ -15,9 +15,9 @@ use serde_json::{json, Value};
 
 use crate::jsonrpc::{code, OwnedId};
 
-use super::bridge::AnswerTo;
-use super::client_calls::SamplingOrigin;
-use super::Host;
+use crate::host::requests::bridge::AnswerTo;
+use crate::host::requests::client_calls::SamplingOrigin;
+use crate::host::Host;
 
 impl Host {
     /// A server's request that only the session's clients can answer.

@@ -12,8 +12,8 @@ use serde_json::json;
 
 use crate::agent::{BuiltinCall, ToolOutcome};
 
-use super::permission_rules::Gate;
-use super::{Host, Pending};
+use crate::host::requests::permission_rules::Gate;
+use crate::host::{Host, Pending};
 
 impl Host {
     /// Starts a built-in tool call for the session's agent.
@@ -96,7 +96,7 @@ impl Host {
     }
 
     /// Runs an approved built-in tool call: on a capable client (a dialect's
-    /// [`builtin_executor`](super::DialectHandler::builtin_executor)), else with the
+    /// [`builtin_executor`](crate::host::DialectHandler::builtin_executor)), else with the
     /// scripted result.
     pub(crate) fn run_builtin(&mut self, session: &str, tool_call_id: &str, call: BuiltinCall) {
         let executor = self.dialects.iter().find_map(|handler| {

@@ -5,8 +5,8 @@ use std::any::Any;
 use crate::correlation::InFlight;
 use crate::frame::{FrameDecoder, FrameLimits, Framing};
 
-use super::dialect::DialectId;
-use super::outbox::Outbox;
+use crate::host::dialect::DialectId;
+use crate::host::io::outbox::Outbox;
 
 /// One connected peer.
 ///
@@ -14,7 +14,7 @@ use super::outbox::Outbox;
 /// state used only by requests (decoder, correlation tables, the dialect's state) is boxed,
 /// so the connection table stays small enough to stay in cache when an event reaches
 /// thousands of connections.
-pub(super) struct Conn {
+pub(in crate::host) struct Conn {
     /// The dialect the connection speaks (its entry in the host's dialect table).
     pub dialect: DialectId,
     pub framing: Framing,
@@ -33,7 +33,8 @@ pub(super) struct Conn {
     /// event (or when it is caught up, whichever comes first).
     pub drop_session: Option<String>,
     /// Requests the host sent to this peer, awaiting its response.
-    pub calls: Box<crate::correlation::PendingRequests<super::client_calls::ClientCall>>,
+    pub calls:
+        Box<crate::correlation::PendingRequests<crate::host::requests::client_calls::ClientCall>>,
     /// The dialect's own state for this connection (only the dialect reads it).
     pub state: Box<dyn Any + Send>,
     /// The peer performs the model HTTP requests of the sessions it is attached to
@@ -45,13 +46,13 @@ pub(super) struct Conn {
     /// The sessions whose frames are relayed to the node owning them (a cluster gateway),
     /// with what relaying them keeps (see `forward.rs`); `None` for a connection served here
     /// only.
-    pub forwarded: Option<Box<super::forward::Forwarded>>,
+    pub forwarded: Option<Box<crate::host::forward::Forwarded>>,
     /// Its part in relay groups (see `relay_group.rs`).
-    pub relay: super::relay_group::RelayRole,
+    pub relay: crate::host::relay_group::RelayRole,
 }
 
 impl Conn {
-    pub(super) fn new(
+    pub(in crate::host) fn new(
         dialect: DialectId,
         state: Box<dyn Any + Send>,
         framing: Framing,
@@ -75,7 +76,7 @@ impl Conn {
             closing: false,
             parked: None,
             forwarded: None,
-            relay: super::relay_group::RelayRole::None,
+            relay: crate::host::relay_group::RelayRole::None,
         }
     }
 }

@@ -6,8 +6,8 @@ use serde_json::Value;
 use crate::frame::{encode_frame, encoded_len, Framing};
 use crate::jsonrpc::{self, ErrorObject, OwnedId};
 
-use super::relay_group::RelayRole;
-use super::{AfterResponse, ConnId, Host, OutboxOverflow, Output};
+use crate::host::relay_group::RelayRole;
+use crate::host::{AfterResponse, ConnId, Host, OutboxOverflow, Output};
 
 /// Sending.
 impl Host {
@@ -113,7 +113,7 @@ impl Host {
     }
 
     /// Closes a connection whose outbox cannot take a durable frame: it is told why first.
-    pub(super) fn fail_slow_consumer(&mut self, conn: ConnId) {
+    pub(in crate::host) fn fail_slow_consumer(&mut self, conn: ConnId) {
         let budget = self.config.outbox_budget_bytes;
         self.fail_connection(
             conn,
@@ -209,7 +209,7 @@ impl Host {
 
     /// Sends a lagging connection a `session.warning` (`warningType: "events_dropped"`)
     /// saying how many streaming events it lost; durable events are never dropped.
-    pub(super) fn report_drops(&mut self, conn: ConnId, session: &str, dropped: u64) {
+    pub(in crate::host) fn report_drops(&mut self, conn: ConnId, session: &str, dropped: u64) {
         if dropped == 0 {
             return;
         }
@@ -225,7 +225,7 @@ impl Host {
 
 /// `body` framed into one buffer of the exact size (so it becomes a [`Bytes`] without a
 /// second allocation).
-pub(super) fn frame_body(framing: Framing, body: &[u8]) -> Bytes {
+pub(in crate::host) fn frame_body(framing: Framing, body: &[u8]) -> Bytes {
     let mut buf = BytesMut::with_capacity(encoded_len(framing, body.len()));
     encode_frame(framing, body, &mut buf);
     buf.freeze()
@@ -233,7 +233,7 @@ pub(super) fn frame_body(framing: Framing, body: &[u8]) -> Bytes {
 
 /// The `data` of the `session.warning` that reports `dropped` lost streaming events (sent by
 /// [`Host::report_drops`], and by a gateway for a forwarded connection).
-pub(super) fn drops_warning_data(dropped: u64) -> Value {
+pub(in crate::host) fn drops_warning_data(dropped: u64) -> Value {
     serde_json::json!({
         "warningType": "events_dropped",
         "message": format!("{dropped} streaming events were dropped because this client was not reading fast enough; durable events are complete (session.getMessages)"),

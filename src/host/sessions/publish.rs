@@ -11,10 +11,10 @@ use crate::frame::{encode_frame, Framing};
 
 use crate::session::Event;
 
-use super::audience::Audience;
-use super::outbox::{SharedFrame, SharedFrames};
-use super::relay_group::{addressed_head, group_frame, RelayRole};
-use super::{ConnId, DialectHandler, DialectId, Host, OutboxOverflow};
+use crate::host::io::outbox::{SharedFrame, SharedFrames};
+use crate::host::relay_group::{addressed_head, group_frame, RelayRole};
+use crate::host::sessions::audience::Audience;
+use crate::host::{ConnId, DialectHandler, DialectId, Host, OutboxOverflow};
 
 /// A body framed at most once per framing and stored in the shared-frame table, queued by
 /// reference on every connection that receives it.
@@ -109,7 +109,7 @@ enum DialectFrames {
 impl Host {
     /// Queues `event` on every connection attached to `session_id` that the event's audience
     /// admits (only `only` when set): each dialect encodes it once
-    /// ([`DialectHandler::event_body`](super::DialectHandler::event_body)), framed once per
+    /// ([`DialectHandler::event_body`](crate::host::DialectHandler::event_body)), framed once per
     /// framing and shared by reference; dialects that translate per connection get their
     /// receiving connections afterwards. `None` when the session is not loaded.
     ///
@@ -117,7 +117,7 @@ impl Host {
     /// shared-frame table (no allocation, no atomic), an outbox push (one add and one compare
     /// while within budget) and, on the queue's empty → non-empty transition, one push on the
     /// ready queue. Slow consumers are closed and drop reports sent after the loop.
-    pub(super) fn deliver_event(
+    pub(in crate::host) fn deliver_event(
         &mut self,
         session_id: &str,
         event: &Event,
@@ -239,7 +239,11 @@ impl Host {
     /// report and the event is made first (dropping older streaming frames, which the same
     /// report then counts), so the count is exact: nothing is dropped between the report and
     /// the event.
-    pub(super) fn report_lagging_readers(&mut self, session_id: &str, data: &serde_json::Value) {
+    pub(in crate::host) fn report_lagging_readers(
+        &mut self,
+        session_id: &str,
+        data: &serde_json::Value,
+    ) {
         // Framing, envelope and the report itself: generous, so neither push drops.
         const REPORT_ROOM: usize = 1024;
         // The event's envelope around `data` (id, timestamp, parentId, type, session.event).

@@ -5,20 +5,20 @@
 //! Each [`FileRequest`] becomes a short sequence of primitive operations ([`FsPrimitive`]:
 //! stat, read, list, write, make a directory, exists), each a server-to-client request whose
 //! method and params the connection's dialect chooses
-//! ([`DialectHandler::fs_request`](super::DialectHandler::fs_request)) and whose answer it
-//! reads ([`DialectHandler::fs_answer`](super::DialectHandler::fs_answer)). The sequence ends
+//! ([`DialectHandler::fs_request`](crate::host::DialectHandler::fs_request)) and whose answer it
+//! reads ([`DialectHandler::fs_answer`](crate::host::DialectHandler::fs_answer)). The sequence ends
 //! in the same [`FileReply`] the runtime would give, so the tools cannot tell the difference.
 //! A provider that leaves, errs or times out fails the operation (the model is told).
 //!
-//! [`Output::FileOp`]: super::Output::FileOp
+//! [`Output::FileOp`]: crate::host::Output::FileOp
 
 use std::collections::VecDeque;
 
 use crate::agent::builtin::parent_dir;
 use crate::correlation::Outcome;
 
-use super::client_calls::ClientCall;
-use super::{ConnId, FileReply, FileRequest, Host};
+use crate::host::requests::client_calls::ClientCall;
+use crate::host::{ConnId, FileReply, FileRequest, Host};
 
 /// One primitive operation a file provider performs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,7 +107,7 @@ impl Host {
     }
 
     /// The attached connection that provides `session`'s files, if any.
-    pub(super) fn file_provider(&self, session: &str) -> Option<ConnId> {
+    pub(in crate::host) fn file_provider(&self, session: &str) -> Option<ConnId> {
         let live = self.sessions.get(session)?;
         live.session
             .attached
@@ -117,7 +117,7 @@ impl Host {
     }
 
     /// Starts file operation `op` of `session` on provider `conn`.
-    pub(super) fn start_remote_file_op(
+    pub(in crate::host) fn start_remote_file_op(
         &mut self,
         conn: ConnId,
         session: &str,
@@ -197,7 +197,7 @@ impl Host {
     }
 
     /// The provider answered (or failed) the call's current primitive.
-    pub(super) fn finish_fs_call(&mut self, call: FsCall, outcome: Outcome) {
+    pub(in crate::host) fn finish_fs_call(&mut self, call: FsCall, outcome: Outcome) {
         let answer = match outcome {
             Outcome::Result(raw) => {
                 let value = serde_json::from_str(raw.get()).unwrap_or_default();

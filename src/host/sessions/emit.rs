@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{ConnId, Host, Output, SessionChange};
+use crate::host::{ConnId, Host, Output, SessionChange};
 
 /// Emitting.
 impl Host {

@@ -5,8 +5,8 @@ use crate::frame::Framing;
 use crate::jsonrpc::{self, ErrorObject};
 use crate::Timestamp;
 
-use super::conn::Conn;
-use super::{ConnId, DialectId, Host, TimerTarget};
+use crate::host::io::conn::Conn;
+use crate::host::{ConnId, DialectId, Host, TimerTarget};
 
 /// Inputs.
 impl Host {
@@ -72,20 +72,20 @@ impl Host {
             return;
         };
         match c.relay {
-            super::relay_group::RelayRole::Member(_) if self.runtime_stopping => {
+            crate::host::relay_group::RelayRole::Member(_) if self.runtime_stopping => {
                 // Its client is not gone: its gateway follows the session to the next owner,
                 // which closes the turn left open. Nothing is resolved here.
                 return;
             }
-            super::relay_group::RelayRole::Member(group) => {
+            crate::host::relay_group::RelayRole::Member(group) => {
                 self.announce_member_end(group, conn, "the relayed connection ended")
             }
-            super::relay_group::RelayRole::Group => self.end_group_members(conn),
-            super::relay_group::RelayRole::None => {}
+            crate::host::relay_group::RelayRole::Group => self.end_group_members(conn),
+            crate::host::relay_group::RelayRole::None => {}
         }
         if c.forwarded.is_some() {
             self.outputs
-                .push_back(super::Output::ForwardClosed { conn });
+                .push_back(crate::host::Output::ForwardClosed { conn });
         }
         for (_, call) in c.calls.close_all() {
             self.finish_client_call(call, crate::correlation::Outcome::Closed);
@@ -143,7 +143,7 @@ impl Host {
 
     // ----- inbound -----
 
-    pub(super) fn handle_frame(&mut self, conn: ConnId, frame: &[u8]) {
+    pub(in crate::host) fn handle_frame(&mut self, conn: ConnId, frame: &[u8]) {
         match jsonrpc::parse(frame) {
             jsonrpc::Parsed::Single(Ok(message)) => self.handle_message(conn, message),
             jsonrpc::Parsed::Single(Err(rejection)) => {
@@ -174,7 +174,8 @@ impl Host {
                 // than lost with its connection. Relayed traffic (cluster links) is left to the
                 // relay, whose gateway follows the session to its next owner.
                 let plain = self.conns.get(&conn).is_some_and(|c| {
-                    c.forwarded.is_none() && matches!(c.relay, super::relay_group::RelayRole::None)
+                    c.forwarded.is_none()
+                        && matches!(c.relay, crate::host::relay_group::RelayRole::None)
                 });
                 if plain {
                     let id = id.to_owned();

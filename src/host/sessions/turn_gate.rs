@@ -15,16 +15,16 @@
 //! waits behind it, so the agent sees them in the order they came; each held prompt is
 //! prepared in turn when it reaches the front.
 
-use super::mcp::McpStatus;
-use super::models_list::DefaultChoice;
-use super::prompt_attachments::needs_rendering;
-use super::Host;
 use crate::agent::AgentInput;
+use crate::host::mcp::McpStatus;
+use crate::host::models_list::DefaultChoice;
+use crate::host::sessions::prompt_attachments::needs_rendering;
+use crate::host::Host;
 
 impl Host {
     /// `input` for `session`'s agent, or `None` when it waits (held until the session is
     /// ready for it; see the module docs).
-    pub(super) fn gate_agent_input(
+    pub(in crate::host) fn gate_agent_input(
         &mut self,
         session: &str,
         input: AgentInput,
@@ -89,7 +89,7 @@ impl Host {
 
     /// Lets `session`'s held inputs go on, in order, up to the first prompt that still waits
     /// (starting what it waits for). They go before any input queued since.
-    pub(super) fn release_held(&mut self, session: &str) {
+    pub(in crate::host) fn release_held(&mut self, session: &str) {
         if !self.gated.contains(session) {
             return;
         }
@@ -147,7 +147,7 @@ impl Host {
     }
 
     /// Re-checks every session with held inputs (the default's model list came in).
-    pub(super) fn release_gated_sessions(&mut self) {
+    pub(in crate::host) fn release_gated_sessions(&mut self) {
         let gated: Vec<String> = self.gated.iter().cloned().collect();
         for session in gated {
             self.release_held(&session);
@@ -159,7 +159,7 @@ impl Host {
     }
 
     /// Forgets what `session` held (it is gone).
-    pub(super) fn drop_held(&mut self, session: &str) {
+    pub(in crate::host) fn drop_held(&mut self, session: &str) {
         self.gated.remove(session);
     }
 }

@@ -29,16 +29,16 @@
 //! ~~~
 //!
 //! Files are counted and directories listed through the same file operations as the built-in
-//! tools ([`Output::FileOp`](super::Output::FileOp), or the session's file provider); a path
+//! tools ([`Output::FileOp`](crate::host::Output::FileOp), or the session's file provider); a path
 //! that cannot be read is tagged without counts. Image blobs become image parts of the user
 //! message when the history is built (`model::conversation`); other attachments are carried on
 //! `user.message` only.
 
 use serde_json::Value;
 
-use super::tool_ops::{FileReply, FileRequest};
-use super::Host;
 use crate::agent::{AgentInput, PromptContext};
+use crate::host::tool_ops::{FileReply, FileRequest};
+use crate::host::Host;
 
 /// The blank lines between the prompt and each block the runtime adds.
 const GAP: &str = "\n\n\n\n";
@@ -63,7 +63,7 @@ impl Host {
     /// Starts rendering the attachments of `session`'s first held input (a prompt whose
     /// attachments are not rendered): reads for its files and directories, or, when there
     /// are none, the rendering at once. Returns whether reads are in flight.
-    pub(super) fn prepare_attachments(&mut self, session: &str) -> bool {
+    pub(in crate::host) fn prepare_attachments(&mut self, session: &str) -> bool {
         let Some(live) = self.sessions.get_mut(session) else {
             return false;
         };
@@ -93,7 +93,7 @@ impl Host {
     }
 
     /// A read for attachment `index` of the prompt `session` prepares was answered.
-    pub(super) fn attachment_read_done(
+    pub(in crate::host) fn attachment_read_done(
         &mut self,
         session: &str,
         index: usize,
@@ -140,7 +140,7 @@ impl Host {
 }
 
 /// Whether `input` is a prompt whose attachments are not rendered yet.
-pub(super) fn needs_rendering(input: &AgentInput) -> bool {
+pub(in crate::host) fn needs_rendering(input: &AgentInput) -> bool {
     matches!(input, AgentInput::Prompt { attachments, .. } if !attachments.rendered)
 }
 

@@ -5,8 +5,8 @@
 //! (`Output::FileOp`, or the session's file provider); a directory that cannot be read adds
 //! nothing.
 
-use super::tool_ops::{FileReply, FileRequest};
-use super::Host;
+use crate::host::tool_ops::{FileReply, FileRequest};
+use crate::host::Host;
 
 /// Most instruction files read from one directory.
 const MAX_FILES: usize = 64;
@@ -51,7 +51,7 @@ impl Instructions {
 impl Host {
     /// Starts reading `session`'s instruction files when its directories changed since the
     /// last read; returns whether reads are in flight.
-    pub(super) fn load_instructions(&mut self, session: &str) -> bool {
+    pub(in crate::host) fn load_instructions(&mut self, session: &str) -> bool {
         let Some(live) = self.sessions.get_mut(session) else {
             return false;
         };
@@ -110,7 +110,7 @@ impl Host {
     }
 
     /// A read for `session`'s instructions was answered.
-    pub(super) fn instruction_read_done(
+    pub(in crate::host) fn instruction_read_done(
         &mut self,
         session: &str,
         step: InstructionStep,

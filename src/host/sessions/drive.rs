@@ -6,7 +6,7 @@ use crate::agent::{AgentInput, SessionControl};
 use crate::session::Attachment;
 use crate::Timestamp;
 
-use super::{ConnId, Host, Live};
+use crate::host::{ConnId, Host, Live};
 
 /// The host as an agent sees it: a [`SessionControl`] bound to one session.
 struct Control<'a> {
@@ -144,7 +144,7 @@ impl SessionControl for Control<'_> {
         live.timer = Some((at, seq));
         self.host.timers.insert(
             (at, seq),
-            super::TimerTarget::Agent(self.session.to_owned()),
+            crate::host::TimerTarget::Agent(self.session.to_owned()),
         );
     }
 }
@@ -199,10 +199,10 @@ impl Host {
             .pending
             .values()
             .filter_map(|p| match p {
-                super::Pending::Sampling { announced, .. } if newly_samples => {
+                crate::host::Pending::Sampling { announced, .. } if newly_samples => {
                     Some(("sampling.requested", (**announced).clone()))
                 }
-                super::Pending::Elicitation { announced, .. } if newly_elicits => {
+                crate::host::Pending::Elicitation { announced, .. } if newly_elicits => {
                     Some(("elicitation.requested", (**announced).clone()))
                 }
                 _ => None,
@@ -370,7 +370,7 @@ impl Announced {
             },
             ui: capabilities_of(live),
             canvases: if scope.canvases {
-                super::canvas::registry_json(live)
+                crate::host::requests::canvas::registry_json(live)
             } else {
                 Value::Null
             },

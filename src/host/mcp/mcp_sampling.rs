@@ -19,7 +19,7 @@ use crate::model::{
 };
 use crate::Timestamp;
 
-use super::{ConnId, Host, Output, TimerTarget};
+use crate::host::{ConnId, Host, Output, TimerTarget};
 
 /// One sampling execution in flight.
 pub(crate) struct SamplingExec {

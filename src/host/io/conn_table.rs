@@ -2,9 +2,9 @@
 
 use bytes::Bytes;
 
-use super::conn::Conn;
-use super::outbox::SharedFrames;
-use super::ConnId;
+use crate::host::io::conn::Conn;
+use crate::host::io::outbox::SharedFrames;
+use crate::host::ConnId;
 
 /// One slot: the connection living there, and how many times the slot was reused.
 struct Slot {
@@ -19,7 +19,7 @@ struct Slot {
 /// ([`SharedFrames`]): every outbox operation that may queue, take or drop a frame goes
 /// through a method that lends both, and a removed connection's queue is released here.
 #[derive(Default)]
-pub(super) struct ConnTable {
+pub(in crate::host) struct ConnTable {
     slots: Vec<Slot>,
     free: Vec<u32>,
     len: usize,
@@ -32,7 +32,7 @@ impl ConnTable {
     }
 
     /// Stores `conn` and returns its new id.
-    pub(super) fn insert(&mut self, conn: Conn) -> ConnId {
+    pub(in crate::host) fn insert(&mut self, conn: Conn) -> ConnId {
         self.len += 1;
         if let Some(index) = self.free.pop() {
             let slot = &mut self.slots[index as usize];
@@ -49,7 +49,7 @@ impl ConnTable {
     }
 
     /// The connection with this id, if it is still open.
-    pub(super) fn get(&self, id: &ConnId) -> Option<&Conn> {
+    pub(in crate::host) fn get(&self, id: &ConnId) -> Option<&Conn> {
         let (index, generation) = Self::split(*id);
         let slot = self.slots.get(index)?;
         (slot.generation == generation).then_some(())?;
@@ -57,7 +57,7 @@ impl ConnTable {
     }
 
     /// The connection with this id, mutably.
-    pub(super) fn get_mut(&mut self, id: &ConnId) -> Option<&mut Conn> {
+    pub(in crate::host) fn get_mut(&mut self, id: &ConnId) -> Option<&mut Conn> {
         let (index, generation) = Self::split(*id);
         let slot = self.slots.get_mut(index)?;
         (slot.generation == generation).then_some(())?;
@@ -66,7 +66,7 @@ impl ConnTable {
 
     /// The connection with this id and the shared-frame table its outbox needs.
     #[inline]
-    pub(super) fn get_mut_and_frames(
+    pub(in crate::host) fn get_mut_and_frames(
         &mut self,
         id: &ConnId,
     ) -> Option<(&mut Conn, &mut SharedFrames)> {
@@ -78,13 +78,13 @@ impl ConnTable {
 
     /// The next frame queued for `id`.
     #[inline]
-    pub(super) fn pop_frame(&mut self, id: &ConnId) -> Option<Bytes> {
+    pub(in crate::host) fn pop_frame(&mut self, id: &ConnId) -> Option<Bytes> {
         let (c, shared) = self.get_mut_and_frames(id)?;
         c.outbox.pop(shared)
     }
 
     /// Removes and returns the connection; whatever it still had queued is discarded.
-    pub(super) fn remove(&mut self, id: &ConnId) -> Option<Conn> {
+    pub(in crate::host) fn remove(&mut self, id: &ConnId) -> Option<Conn> {
         let (index, generation) = Self::split(*id);
         let slot = self.slots.get_mut(index)?;
         if slot.generation != generation {
@@ -98,7 +98,7 @@ impl ConnTable {
     }
 
     /// Open connections in slot order, with the shared-frame table.
-    pub(super) fn iter_mut_and_frames(
+    pub(in crate::host) fn iter_mut_and_frames(
         &mut self,
     ) -> (impl Iterator<Item = (ConnId, &mut Conn)>, &mut SharedFrames) {
         let conns = self.slots.iter_mut().enumerate().filter_map(|(i, slot)| {
@@ -109,18 +109,18 @@ impl ConnTable {
     }
 
     /// The shared-frame table.
-    pub(super) fn frames_mut(&mut self) -> &mut SharedFrames {
+    pub(in crate::host) fn frames_mut(&mut self) -> &mut SharedFrames {
         &mut self.shared
     }
 
     /// Shared frames still queued somewhere (0 once every outbox is empty).
     #[cfg(test)]
-    pub(super) fn shared_frames(&self) -> usize {
+    pub(in crate::host) fn shared_frames(&self) -> usize {
         self.shared.len()
     }
 
     /// Number of open connections.
-    pub(super) fn len(&self) -> usize {
+    pub(in crate::host) fn len(&self) -> usize {
         self.len
     }
 }

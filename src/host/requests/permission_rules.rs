@@ -44,7 +44,7 @@ use serde_json::{json, Value};
 use crate::agent::builtin::{is_absolute, url_domain};
 use crate::agent::ToolOutcome;
 
-use super::Host;
+use crate::host::Host;
 
 /// A permission rule: a kind and an optional argument (`null` matches any).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -628,7 +628,7 @@ pub(crate) fn approval_rules(approval: &Value) -> Result<Vec<PermissionRule>, St
 fn covering(rules: &[&PermissionRule], request: &Value) -> bool {
     let kind = request.get("kind").and_then(Value::as_str).unwrap_or("");
     if kind == "shell" {
-        let ids = super::bridge::command_ids(request);
+        let ids = crate::host::requests::bridge::command_ids(request);
         let text = request
             .get("fullCommandText")
             .and_then(Value::as_str)
@@ -647,7 +647,7 @@ fn covering(rules: &[&PermissionRule], request: &Value) -> bool {
 fn denying(rules: &[PermissionRule], request: &Value) -> Vec<PermissionRule> {
     let kind = request.get("kind").and_then(Value::as_str).unwrap_or("");
     if kind == "shell" {
-        let ids = super::bridge::command_ids(request);
+        let ids = crate::host::requests::bridge::command_ids(request);
         let text = request
             .get("fullCommandText")
             .and_then(Value::as_str)

@@ -19,8 +19,8 @@ use crate::correlation::Outcome;
 use crate::jsonrpc::OwnedId;
 use crate::session::Attachment;
 
-use super::dialect::ServerRequest;
-use super::{ConnId, Host, Live};
+use crate::host::dialect::ServerRequest;
+use crate::host::{ConnId, Host, Live};
 
 /// The agent tools a session offers while a canvas renderer (`requestCanvasRenderer`) is
 /// attached.

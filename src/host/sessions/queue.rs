@@ -6,7 +6,7 @@
 
 use serde_json::json;
 
-use super::Host;
+use crate::host::Host;
 
 /// One pending item.
 #[derive(Clone, Debug, PartialEq, Eq)]

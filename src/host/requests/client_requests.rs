@@ -10,8 +10,8 @@
 
 use serde_json::{json, Value};
 
-use super::bridge::AnswerTo;
-use super::{ConnId, Host, Pending};
+use crate::host::requests::bridge::AnswerTo;
+use crate::host::{ConnId, Host, Pending};
 
 impl Host {
     /// `session.ui.elicitation`: asks the session's elicitation providers; the response to

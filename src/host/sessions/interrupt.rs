@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use crate::Timestamp;
 
-use super::Host;
+use crate::host::Host;
 
 /// What a restored log says was still open when it was written.
 #[derive(Default)]

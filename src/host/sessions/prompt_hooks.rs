@@ -20,18 +20,18 @@
 
 use serde_json::{json, Value};
 
-use super::client_calls::ClientCall;
-use super::dialect::ServerRequest;
-use super::Host;
 use crate::agent::AgentInput;
 use crate::correlation::Outcome;
+use crate::host::dialect::ServerRequest;
+use crate::host::requests::client_calls::ClientCall;
+use crate::host::Host;
 use crate::model::{current_datetime, user_message_content};
 
 impl Host {
     /// Asks a client to rewrite the sections its `systemMessage` marks `transform`, once per
     /// prompt, before the prompt's turn (`systemMessage.transform`); returns whether the
     /// request is in flight. The answer is kept for the session's model calls.
-    pub(super) fn next_system_transform(&mut self, session: &str) -> bool {
+    pub(in crate::host) fn next_system_transform(&mut self, session: &str) -> bool {
         let Some(live) = self.sessions.get(session) else {
             return false;
         };
@@ -279,7 +279,7 @@ impl Host {
 
     /// Invokes the next hook the first held prompt of `session` must pass, if any; returns
     /// whether one is in flight.
-    pub(super) fn next_prompt_hook(&mut self, session: &str) -> bool {
+    pub(in crate::host) fn next_prompt_hook(&mut self, session: &str) -> bool {
         if !self.has_hooks(session) {
             return false;
         }
