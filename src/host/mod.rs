@@ -70,10 +70,9 @@ pub use tool_ops::{image_media_type, FileReply, FileRequest};
 pub(crate) use dialect::{DialectHandler, DialectId, ServerRequest, SessionChange};
 pub(crate) use github_identity::IdentityLookup;
 pub(crate) use mcp::mcp_apps::AppRequest;
-pub(crate) use requests::bridge::{
-    always_decision, command_ids, AnswerTo, Pending, PermissionPrompt,
-};
+pub(crate) use requests::bridge::{AnswerTo, Pending};
 pub(crate) use requests::canvas::{ActionParams, CanvasReply, CloseParams, OpenParams};
+pub(crate) use requests::permission::{always_decision, command_ids, PermissionPrompt};
 pub(crate) use requests::remote_fs::{FsAnswer, FsPrimitive};
 pub(crate) use sessions::policy::HistoryError;
 pub(crate) use sessions::skills::SkillInfo;

@@ -8,6 +8,7 @@
 //! configuration's `tools` / `excludeTools`. A call made while its server is still starting
 //! waits for it.
 
+use crate::host::requests::permission::{Approval, PermissionAsk};
 use serde_json::{json, Map, Value};
 
 use crate::agent::ToolOutcome;
@@ -170,46 +171,19 @@ impl Host {
             "readOnly": definition.read_only,
             "args": arguments,
         });
-        // Approve-all and the session's permission rules decide before a client is asked.
-        match self.permission_gate(session, tool_call_id, &request) {
-            crate::host::requests::permission_rules::Gate::Run => {
-                return self.run_mcp_tool(session, tool_call_id, server, tool, arguments)
-            }
-            crate::host::requests::permission_rules::Gate::Denied => return,
-            crate::host::requests::permission_rules::Gate::Ask => {}
-        }
-        let has_handler = self
-            .sessions
-            .get(session)
-            .is_some_and(|l| l.session.any_permission_handler());
-        let request_id = self.ids.next_uuid();
-        self.emit(
+        self.ask_permission(
             session,
-            "permission.requested",
-            &json!({"requestId": request_id, "permissionRequest": request}),
-            false,
+            PermissionAsk {
+                tool_call_id: tool_call_id.to_owned(),
+                tool_name: format!("{server}-{tool}"),
+                arguments: arguments.clone(),
+                request,
+                approval: Approval::Mcp(Box::new(McpTarget {
+                    server: server.to_owned(),
+                    tool: tool.to_owned(),
+                })),
+            },
         );
-        if let Some(live) = self.sessions.get_mut(session) {
-            live.pending.insert(
-                request_id.clone(),
-                Pending::Permission {
-                    tool_call_id: tool_call_id.to_owned(),
-                    tool_name: format!("{server}-{tool}"),
-                    arguments: arguments.clone(),
-                    request,
-                    builtin: None,
-                    mcp: Some(Box::new(McpTarget {
-                        server: server.to_owned(),
-                        tool: tool.to_owned(),
-                    })),
-                    grants_extension: None,
-                },
-            );
-        }
-        self.permission_requested(session, &request_id);
-        if !has_handler {
-            self.resolve_permission(session, &request_id, &json!({"kind": "user-not-available"}));
-        }
     }
 
     #[allow(clippy::too_many_arguments)]
