@@ -1,5 +1,5 @@
 //! A host with simulated peers and an invariant checker, shared by the `host_sequence` fuzz
-//! target (`fuzz/src/targets.rs`) and the deterministic simulation (`tests/simulation.rs`).
+//! target (`fuzz/targets/src/targets.rs`) and the deterministic simulation (`tests/core/simulation.rs`).
 //!
 //! The [`World`] owns a [`Host`] and every connection's two byte streams: what the peer wrote
 //! and the host has not read yet (`to_host`, delivered in chunks of any size), and what the host
@@ -379,13 +379,9 @@ macro_rules! ensure {
 }
 
 // After `ensure!`: macros are in scope only below their definition.
-#[path = "world/end.rs"]
 mod end;
-#[path = "world/inputs.rs"]
 mod inputs;
-#[path = "world/model.rs"]
 mod model;
-#[path = "world/outputs.rs"]
 mod outputs;
 
 pub use model::SimModel;
