@@ -69,7 +69,7 @@ pub use tool_ops::{image_media_type, FileReply, FileRequest};
 
 pub(crate) use dialect::{DialectHandler, DialectId, ServerRequest, SessionChange};
 pub(crate) use github_identity::IdentityLookup;
-pub(crate) use mcp::mcp_apps::AppRequest;
+pub(crate) use mcp::apps::AppRequest;
 pub(crate) use requests::bridge::{AnswerTo, Pending};
 pub(crate) use requests::canvas::{ActionParams, CanvasReply, CloseParams, OpenParams};
 pub(crate) use requests::permission::{always_decision, command_ids, PermissionPrompt};
@@ -207,7 +207,7 @@ pub struct Host {
     /// HTTP exchanges of MCP servers (Streamable HTTP), by call id: session and server.
     mcp_http_calls: BTreeMap<u64, (String, String)>,
     /// `session.mcp.executeSampling` runs in flight, by `requestId`.
-    sampling_execs: BTreeMap<String, mcp::mcp_sampling::SamplingExec>,
+    sampling_execs: BTreeMap<String, mcp::sampling::SamplingExec>,
     /// Their HTTP exchanges, by call id.
     sampling_http: BTreeMap<u64, String>,
     /// The latest frame of each key broadcast with `broadcast_latest` (coalesced per

@@ -14,10 +14,10 @@
 //! session carries on. `session.delete`, an unload and the server's shutdown stop the
 //! servers: the process group is killed ([`Output::ProcessKill`]).
 
-pub(in crate::host) mod mcp_apps;
-pub(in crate::host) mod mcp_requests;
-pub(in crate::host) mod mcp_sampling;
-pub(in crate::host) mod mcp_tools;
+pub(in crate::host) mod apps;
+pub(in crate::host) mod requests;
+pub(in crate::host) mod sampling;
+pub(in crate::host) mod tools;
 
 use std::collections::BTreeMap;
 
@@ -65,7 +65,7 @@ pub(crate) enum McpCall {
         conn: ConnId,
         id: crate::jsonrpc::OwnedId,
         method: &'static str,
-        app_tool: Option<Box<super::mcp::mcp_apps::AppToolCall>>,
+        app_tool: Option<Box<super::mcp::apps::AppToolCall>>,
     },
 }
 
@@ -80,7 +80,7 @@ pub(crate) struct McpServer {
     /// In-flight requests by token.
     pub(crate) calls: BTreeMap<u64, McpCall>,
     /// Tool calls made while the server was starting: run once it is up (or failed).
-    pub(crate) queued: Vec<super::mcp::mcp_tools::QueuedCall>,
+    pub(crate) queued: Vec<super::mcp::tools::QueuedCall>,
     /// The Streamable HTTP transport (for an `http` server).
     pub(crate) http: Option<super::mcp_http::HttpTransport>,
 }

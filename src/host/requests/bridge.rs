@@ -289,7 +289,7 @@ impl Host {
                 "error": {"message": message, "code": code},
             }),
         };
-        crate::host::mcp::mcp_tools::merge_result(&mut data, extra);
+        crate::host::mcp::tools::merge_result(&mut data, extra);
         self.emit(session, "tool.execution_complete", &data, false);
         self.queue_agent_input(
             session,

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use crate::agent::builtin::{parent_dir, url_domain};
 use crate::agent::{BuiltinCall, ToolOutcome};
-use crate::host::mcp::mcp_tools::McpTarget;
+use crate::host::mcp::tools::McpTarget;
 use crate::host::requests::bridge::Pending;
 use crate::host::requests::permission_rules::Gate;
 use crate::host::{ConnId, Host};
