@@ -112,6 +112,7 @@
 #![warn(unreachable_pub)]
 
 pub mod acp;
+pub mod acp_agent;
 pub mod agent;
 pub mod copilot;
 pub mod correlation;
