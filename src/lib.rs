@@ -134,5 +134,5 @@ pub use endpoint::{Endpoint, EndpointConfig, EndpointEvent};
 pub use frame::{encode_frame, FrameDecoder, FrameLimits, Framing};
 pub use host::{ConnId, Host, HostConfig, Output, RestoreError, ShellStream};
 pub use serve::{ServerOptions, Stopped};
-pub use session::{is_streaming_delta_type, Event};
+pub use session::{is_streaming_delta_type, Event, SessionId};
 pub use time::Timestamp;
