@@ -80,7 +80,7 @@
 //!             Output::HttpCancel { call } => { /* drop the exchange */ }
 //!             Output::LoadSession { session } => {
 //!                 /* restore it from a shared log if it can be served here, then: */
-//!                 host.finish_session_lookup(now, &session);
+//!                 host.cluster().finish_session_lookup(now, &session);
 //!             }
 //!             Output::Forward { conn, session, frames } => { /* relay to the owner node */ }
 //!             Output::ForwardClosed { conn } => { /* tell the owner node */ }

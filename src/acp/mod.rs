@@ -81,7 +81,7 @@ use update::{Audience, Mapped};
 pub const PROTOCOL_VERSION: u16 = 1;
 
 /// The notification a relay group member (an editor a cluster gateway relays, see
-/// [`Host::join_relay_group`]) gets after the updates of each durable event of a session, and
+/// [`ClusterApi::join_relay_group`]) gets after the updates of each durable event of a session, and
 /// after the replay of `session/load` / `session/resume`: `{"sessionId", "eventId"}`, the last
 /// durable event whose updates it has. ACP updates carry no event ids: this is where the
 /// gateway learns how far its client got, to re-attach it after a takeover with

@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use crate::host::kept_requests::{no_longer_known, KeptRequests};
+use crate::host::cluster::kept_requests::{no_longer_known, KeptRequests};
 use crate::host::{ConnId, Host};
 use crate::jsonrpc::{ErrorObject, OwnedId};
 

@@ -5,7 +5,7 @@
 //! names the connection it replaces and the callers its client still waits for, and
 //! [`rebind`] answers each on the new connection once.
 
-use crate::host::kept_requests::KeptRequests;
+use crate::host::cluster::kept_requests::KeptRequests;
 use crate::host::{ConnId, Host};
 use crate::jsonrpc::OwnedId;
 

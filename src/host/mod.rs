@@ -14,23 +14,18 @@
 //! session's pending requests exactly once.
 
 mod api;
-mod catalog;
+pub(crate) mod cluster;
 mod config;
 pub(crate) mod dialect;
-mod forward;
 mod github_identity;
 mod http;
 pub(crate) mod io;
-pub(crate) mod kept_requests;
-mod lookup;
 mod mcp;
 mod mcp_http;
 mod models_list;
 mod output;
 mod provided_http;
-mod relay_group;
 pub(crate) mod requests;
-mod restore;
 pub(crate) mod sessions;
 mod shell;
 mod tool_ops;
@@ -51,19 +46,20 @@ pub use crate::session::ConnId;
 /// The protocol a connection speaks: defined by the dialect layer
 /// ([`agentwire::Dialect`](crate::Dialect)); also named here, where connections are opened.
 pub use crate::Dialect;
-pub use catalog::SessionSummary;
-pub use config::{HostConfig, McpSpawnPolicy, DEFAULT_OUTBOX_BUDGET};
-pub use forward::RelayedEventHead;
-pub use github_identity::GitHubIdentity;
-pub use io::outbox::{Outbox, OutboxOverflow};
-pub use output::Output;
-pub use relay_group::{
+pub use cluster::catalog::SessionSummary;
+pub use cluster::forward::RelayedEventHead;
+pub use cluster::relay_group::{
     BadRelayFrame, RelayFrame, RELAYED_CALLER_KEPT_FOR, RELAY_AWAITING, RELAY_DELTAS_EMITTED,
     RELAY_FORMER_MEMBER, RELAY_HANDSHAKE_ID, RELAY_LAST_EVENT, RELAY_SESSION_BUSY,
 };
+pub use cluster::restore::RestoreError;
+pub use cluster::ClusterApi;
+pub use config::{HostConfig, McpSpawnPolicy, DEFAULT_OUTBOX_BUDGET};
+pub use github_identity::GitHubIdentity;
+pub use io::outbox::{Outbox, OutboxOverflow};
+pub use output::Output;
 pub use requests::canvas::CANVAS_TOOLS;
 pub use requests::client_calls::CLIENT_CALL_TIMEOUT;
-pub use restore::RestoreError;
 pub use shell::ShellStream;
 pub use tool_ops::{image_media_type, FileReply, FileRequest};
 
@@ -176,11 +172,11 @@ pub struct Host {
     next_http_call: u64,
     /// Sessions the runtime is looking up ([`Output::LoadSession`]).
     lookups: BTreeSet<String>,
-    /// Some connection was made a relay group ([`Host::join_relay_group`]).
+    /// Some connection was made a relay group ([`ClusterApi::join_relay_group`]).
     has_relay_groups: bool,
     /// The runtime said it is stopping ([`Host::runtime_stopping`]).
     runtime_stopping: bool,
-    /// Sessions the runtime found in its shared log ([`Host::set_cluster_sessions`]), by id.
+    /// Sessions the runtime found in its shared log ([`ClusterApi::set_cluster_sessions`]), by id.
     cluster_sessions: BTreeMap<String, SessionSummary>,
     /// Built-in tool calls the runtime performs (file operations, `bash` commands).
     runtime_tools: tool_ops::RuntimeTools,

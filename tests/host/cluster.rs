@@ -78,7 +78,7 @@ fn a_request_for_an_unknown_session_waits_for_the_lookup_in_order() {
     assert_eq!(lookups, ["s"], "one lookup per session");
 
     b.host.restore_session(b.now, "s", log.clone()).unwrap();
-    b.host.finish_session_lookup(b.now, "s");
+    b.host.cluster().finish_session_lookup(b.now, "s");
     b.pump(&mut [&mut p]);
     let resumed = response(&p, resume).expect("resumed").clone();
     assert_eq!(resumed["result"]["sessionId"], "s", "{resumed}");
@@ -116,7 +116,7 @@ fn a_lookup_that_finds_nothing_answers_not_found() {
     );
     assert!(response(&p, send_id).is_none());
     assert_eq!(drain(&mut b).1, ["nope"]);
-    b.host.finish_session_lookup(b.now, "nope");
+    b.host.cluster().finish_session_lookup(b.now, "nope");
     b.pump(&mut [&mut p]);
     let r = response(&p, send_id).expect("answered");
     assert_eq!(
@@ -137,7 +137,7 @@ fn a_new_session_is_looked_up_then_created() {
     );
     assert!(response(&p, id).is_none());
     assert_eq!(drain(&mut b).1, ["fresh"]);
-    b.host.finish_session_lookup(b.now, "fresh");
+    b.host.cluster().finish_session_lookup(b.now, "fresh");
     b.pump(&mut [&mut p]);
     assert_eq!(response(&p, id).unwrap()["result"]["sessionId"], "fresh");
 }
@@ -257,7 +257,7 @@ fn forwarded(w: &mut World) -> Vec<(String, Value)> {
 fn forward(b: &mut World, p: &mut Peer, session: &str) {
     let resume = send_request(b, p, "session.resume", json!({"sessionId": session}));
     assert_eq!(drain(b).1, [session]);
-    b.host.forward_session_lookup(b.now, session);
+    b.host.cluster().forward_session_lookup(b.now, session);
     let relayed = forwarded(b);
     assert_eq!(relayed.len(), 1, "{relayed:?}");
     assert_eq!(relayed[0].0, session);
@@ -282,7 +282,7 @@ fn a_session_owned_elsewhere_is_relayed_in_order_and_the_rest_served_here() {
     let later = send_request(&mut b, &mut p, "ping", json!({"message":"later"}));
     assert!(response(&p, later).is_none(), "it waits behind the lookup");
     assert_eq!(drain(&mut b).1, ["remote"]);
-    b.host.forward_session_lookup(b.now, "remote");
+    b.host.cluster().forward_session_lookup(b.now, "remote");
     let relayed = forwarded(&mut b);
     let ids: Vec<(&str, &Value)> = relayed
         .iter()
@@ -294,9 +294,12 @@ fn a_session_owned_elsewhere_is_relayed_in_order_and_the_rest_served_here() {
         response(&p, later).is_some(),
         "the frame naming no session is served here once the lookup ended"
     );
-    assert!(b.host.is_forwarded(p.conn));
+    assert!(b.host.cluster().is_forwarded(p.conn));
     assert_eq!(
-        b.host.forwarded_sessions(p.conn).collect::<Vec<_>>(),
+        b.host
+            .cluster()
+            .forwarded_sessions(p.conn)
+            .collect::<Vec<_>>(),
         ["remote"]
     );
 
@@ -316,7 +319,7 @@ fn a_session_owned_elsewhere_is_relayed_in_order_and_the_rest_served_here() {
     assert!(forwarded(&mut b).is_empty());
     assert!(response(&p, here).is_some());
     let answer = json!({"jsonrpc":"2.0","id":resume,"result":{"sessionId":"remote"}});
-    b.host.deliver_forwarded(
+    b.host.cluster().deliver_forwarded(
         b.now,
         p.conn,
         "remote",
@@ -349,14 +352,17 @@ fn one_connection_uses_sessions_of_this_node_and_of_two_owners() {
         json!({"sessionId":"mine"}),
     );
     assert_eq!(drain(&mut b).1, ["mine"]);
-    b.host.finish_session_lookup(b.now, "mine");
+    b.host.cluster().finish_session_lookup(b.now, "mine");
     b.pump(&mut [&mut p]);
     assert!(response(&p, created).is_some_and(|r| r.get("result").is_some()));
     drain(&mut b);
     forward(&mut b, &mut p, "of-a");
     forward(&mut b, &mut p, "of-c");
     assert_eq!(
-        b.host.forwarded_sessions(p.conn).collect::<Vec<_>>(),
+        b.host
+            .cluster()
+            .forwarded_sessions(p.conn)
+            .collect::<Vec<_>>(),
         ["of-a", "of-c"]
     );
     let to_c = send_request(
@@ -405,8 +411,10 @@ fn owner_requests_get_ids_of_the_connection_and_answers_go_back_to_their_owner()
         .unwrap()
     };
     b.host
+        .cluster()
         .deliver_forwarded(b.now, p.conn, "of-a", &ask("of-a"));
     b.host
+        .cluster()
         .deliver_forwarded(b.now, p.conn, "of-c", &ask("of-c"));
     b.pump(&mut [&mut p]);
     let asked: Vec<Value> = p
@@ -469,7 +477,7 @@ fn session_list_shows_the_sessions_the_runtime_found_in_the_log() {
     let mut b = World::new(owner_config("b"));
     let mut p = b.connect();
     create(&mut b, &mut p, "local", json!({}));
-    b.host.set_cluster_sessions([from_log, elsewhere]);
+    b.host.cluster().set_cluster_sessions([from_log, elsewhere]);
 
     let list = |b: &mut World, p: &mut Peer, params: Value| -> Vec<Value> {
         let id = send_request(b, p, "session.list", params);

@@ -76,8 +76,8 @@ fn forwarded_client(budget: usize) -> (World, Peer) {
         looked_up |= matches!(output, Output::LoadSession { ref session } if session == SESSION);
     }
     assert!(looked_up, "the unknown session is looked up");
-    b.host.forward_session_lookup(b.now, SESSION);
-    assert!(b.host.is_forwarded(p.conn));
+    b.host.cluster().forward_session_lookup(b.now, SESSION);
+    assert!(b.host.cluster().is_forwarded(p.conn));
     while b.host.poll_output().is_some() {}
     relay(
         &mut b,
@@ -92,6 +92,7 @@ fn forwarded_client(budget: usize) -> (World, Peer) {
 /// The owner's frame `body` for `p` reaches the gateway.
 fn relay(b: &mut World, p: &Peer, body: &Value) {
     b.host
+        .cluster()
         .deliver_forwarded(b.now, p.conn, SESSION, &serde_json::to_vec(body).unwrap());
 }
 
@@ -404,7 +405,9 @@ fn a_relayed_delta_costs_one_allocation() {
     let relay_all = |b: &mut World, bodies: &[Vec<u8>]| {
         let before = allocations();
         for body in bodies {
-            b.host.deliver_forwarded(now, p.conn, SESSION, body);
+            b.host
+                .cluster()
+                .deliver_forwarded(now, p.conn, SESSION, body);
         }
         allocations() - before
     };
@@ -459,7 +462,9 @@ fn deltas_lost_with_a_broken_link_are_reported_before_the_next_durable_event() {
     relay(&mut b, &p, &durable("e1"));
     relay(&mut b, &p, &delta(0));
     b.pump(&mut [&mut p]);
-    b.host.forwarded_deltas_lost(b.now, p.conn, SESSION, 7);
+    b.host
+        .cluster()
+        .forwarded_deltas_lost(b.now, p.conn, SESSION, 7);
     // Nothing is said until the next durable event of the session.
     b.pump(&mut [&mut p]);
     assert!(warnings(&p).is_empty());
@@ -475,7 +480,9 @@ fn deltas_lost_with_a_broken_link_are_reported_before_the_next_durable_event() {
     assert!(warning < index_of(&events, |e| e["id"] == "e2"));
     assert!(closed(&mut b).is_empty());
     // Nothing lost: nothing reported.
-    b.host.forwarded_deltas_lost(b.now, p.conn, SESSION, 0);
+    b.host
+        .cluster()
+        .forwarded_deltas_lost(b.now, p.conn, SESSION, 0);
     relay(&mut b, &p, &durable("e3"));
     b.pump(&mut [&mut p]);
     assert_eq!(warnings(&p).len(), 1);
@@ -503,13 +510,20 @@ fn relayed_stream(deliver: impl Fn(&mut World, &Peer, &[u8])) -> Vec<Value> {
 
 #[test]
 fn an_event_read_once_for_every_client_is_delivered_as_if_each_read_it() {
-    let parsed_each_time =
-        relayed_stream(|b, p, body| b.host.deliver_forwarded(b.now, p.conn, SESSION, body));
+    let parsed_each_time = relayed_stream(|b, p, body| {
+        b.host
+            .cluster()
+            .deliver_forwarded(b.now, p.conn, SESSION, body)
+    });
     let read_once = relayed_stream(|b, p, body| match RelayedEventHead::parse(body) {
         Some(head) => b
             .host
+            .cluster()
             .deliver_forwarded_with_head(b.now, p.conn, body, &head),
-        None => b.host.deliver_forwarded(b.now, p.conn, SESSION, body),
+        None => b
+            .host
+            .cluster()
+            .deliver_forwarded(b.now, p.conn, SESSION, body),
     });
     assert_eq!(read_once, parsed_each_time);
     // The heads say what the host reads.
@@ -542,7 +556,9 @@ fn a_relayed_delta_whose_head_was_read_costs_one_allocation() {
     let relay_all = |b: &mut World, bodies: &[(Vec<u8>, RelayedEventHead)]| {
         let before = allocations();
         for (body, head) in bodies {
-            b.host.deliver_forwarded_with_head(now, p.conn, body, head);
+            b.host
+                .cluster()
+                .deliver_forwarded_with_head(now, p.conn, body, head);
         }
         allocations() - before
     };

@@ -115,8 +115,8 @@ fn run(relayed: bool) -> (Vec<Value>, Vec<Value>, Vec<Value>, Option<Gateway>) {
     let mut b = w.connect();
     let mut c = w.connect();
     if let Some(g) = &gateway {
-        assert!(w.host.join_relay_group(a.conn, g.group));
-        assert!(w.host.join_relay_group(b.conn, g.group));
+        assert!(w.host.cluster().join_relay_group(a.conn, g.group));
+        assert!(w.host.cluster().join_relay_group(b.conn, g.group));
     }
     let mut step = |w: &mut World, who: usize, body: Value, gateway: &mut Option<Gateway>| {
         let peer = [&a, &b, &c][who];
@@ -214,14 +214,14 @@ fn a_failed_member_gets_its_reason_then_its_end_and_the_group_carries_on() {
     let mut g = Gateway::new(&mut w);
     let mut a = w.connect();
     let mut b = w.connect();
-    assert!(w.host.join_relay_group(a.conn, g.group));
-    assert!(w.host.join_relay_group(b.conn, g.group));
+    assert!(w.host.cluster().join_relay_group(a.conn, g.group));
+    assert!(w.host.cluster().join_relay_group(b.conn, g.group));
     // Refusals: twice, a group as a member, a member as a group, itself.
-    assert!(!w.host.join_relay_group(a.conn, g.group));
-    assert!(!w.host.join_relay_group(g.group, b.conn));
-    assert!(!w.host.join_relay_group(b.conn, b.conn));
+    assert!(!w.host.cluster().join_relay_group(a.conn, g.group));
+    assert!(!w.host.cluster().join_relay_group(g.group, b.conn));
+    assert!(!w.host.cluster().join_relay_group(b.conn, b.conn));
     let loner = w.connect();
-    assert!(!w.host.join_relay_group(loner.conn, a.conn));
+    assert!(!w.host.cluster().join_relay_group(loner.conn, a.conn));
 
     w.send_raw(&a, b"Content-Length: x\r\n\r\n");
     g.pump(&mut w, &mut [&mut a, &mut b], &mut []);
@@ -248,6 +248,7 @@ fn a_failed_member_gets_its_reason_then_its_end_and_the_group_carries_on() {
 
     // Its link from the gateway breaks: the group says so, once.
     w.host
+        .cluster()
         .relay_member_link_broke(w.now, b.conn, "message 7 lost");
     w.host.handle_eof(w.now, b.conn);
     g.pump(&mut w, &mut [&mut a, &mut b], &mut []);
@@ -260,7 +261,7 @@ fn members_end_with_their_group() {
     let mut w = World::new(HostConfig::default());
     let g = Gateway::new(&mut w);
     let a = w.connect();
-    assert!(w.host.join_relay_group(a.conn, g.group));
+    assert!(w.host.cluster().join_relay_group(a.conn, g.group));
     w.send_frame(
         &a,
         &json!({"jsonrpc":"2.0","id":1,"method":"session.create","params":{"sessionId":"s1"}}),
@@ -283,7 +284,7 @@ fn a_group_that_falls_a_budget_behind_ends_with_its_reason_and_its_members() {
     let mut g = Gateway::new(&mut w);
     let mut a = w.connect();
     let mut direct = w.connect();
-    assert!(w.host.join_relay_group(a.conn, g.group));
+    assert!(w.host.cluster().join_relay_group(a.conn, g.group));
     create(&mut w, &mut direct, "s1", json!({}));
     w.send_frame(
         &a,
@@ -406,7 +407,7 @@ fn a_members_resume_answer_counts_the_sessions_deltas() {
     assert!(deltas > 0, "the turn streamed");
     let group = w.host.open(w.now, Framing::ContentLength);
     let mut member = w.connect();
-    assert!(w.host.join_relay_group(member.conn, group));
+    assert!(w.host.cluster().join_relay_group(member.conn, group));
     w.send_frame(
         &member,
         &json!({"jsonrpc": "2.0", "id": 1, "method": "session.resume",
@@ -463,7 +464,7 @@ fn a_clients_registrations_are_its_connections_set_up_for_the_owner() {
     let mut w = World::new(HostConfig::default().with_seed(1));
     let mut plain = w.connect();
     let mut provider = w.connect();
-    assert!(w.host.relay_handshake(plain.conn).is_empty());
+    assert!(w.host.cluster().relay_handshake(plain.conn).is_empty());
     let fs = w.call(
         &mut provider,
         &mut [],
@@ -480,6 +481,7 @@ fn a_clients_registrations_are_its_connections_set_up_for_the_owner() {
     assert_eq!(http["result"]["success"], true, "{http}");
     let setup: Vec<Value> = w
         .host
+        .cluster()
         .relay_handshake(provider.conn)
         .iter()
         .map(|b| serde_json::from_slice(b).unwrap())
@@ -506,9 +508,9 @@ fn a_clients_registrations_are_its_connections_set_up_for_the_owner() {
         .inbox
         .iter()
         .all(|m| m["id"] == agentwire::host::RELAY_HANDSHAKE_ID && m["result"].is_object()));
-    assert_eq!(owner.host.relay_handshake(relayed.conn).len(), 2);
+    assert_eq!(owner.host.cluster().relay_handshake(relayed.conn).len(), 2);
     let _ = w.call(&mut plain, &mut [], "ping", json!({}));
-    assert!(w.host.relay_handshake(plain.conn).is_empty());
+    assert!(w.host.cluster().relay_handshake(plain.conn).is_empty());
 }
 
 /// A relayed client's `session.sendAndWait` outlives its broken link: the gateway takes the
@@ -531,6 +533,7 @@ fn a_relayed_send_and_wait_is_answered_on_the_member_that_replaces_its_broken_li
         if owner_saw_the_break {
             // The member's link breaks; its connection ends.
             w.host
+                .cluster()
                 .relay_member_link_broke(w.now, a.conn, "message 9 lost");
             w.host.handle_eof(w.now, a.conn);
             g.pump(&mut w, &mut [&mut a], &mut [&mut direct]);
@@ -556,7 +559,7 @@ fn a_relayed_send_and_wait_is_answered_on_the_member_that_replaces_its_broken_li
         }
         // The gateway's new link: a new member of the group.
         let mut a2 = w.connect();
-        assert!(w.host.join_relay_group(a2.conn, g.group));
+        assert!(w.host.cluster().join_relay_group(a2.conn, g.group));
         w.send_frame(
             &a2,
             &json!({"jsonrpc":"2.0","id":"agentwire-gateway-reattach-0","method":"session.resume",
@@ -629,7 +632,7 @@ fn relayed_caller_waiting_for_a_tool(then: &[Value]) -> (World, Gateway, Peer, P
     let mut g = Gateway::new(&mut w);
     let mut direct = w.connect();
     let mut a = w.connect();
-    assert!(w.host.join_relay_group(a.conn, g.group));
+    assert!(w.host.cluster().join_relay_group(a.conn, g.group));
     create(
         &mut w,
         &mut direct,

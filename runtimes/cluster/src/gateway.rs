@@ -219,7 +219,7 @@ pub(crate) async fn gateway(
         return;
     };
     let end = |reason: String| {
-        host.with_host(|host, now| host.end_forwarding(now, conn, reason));
+        host.with_host(|host, now| host.cluster().end_forwarding(now, conn, reason));
     };
     let dialect = host
         .with_host(|h, _| h.connection_dialect(conn))
@@ -333,7 +333,8 @@ async fn pass_on(
         // An event, read once for all this node's clients of it.
         if relay.owner_sent_event(head) {
             host.with_host(|host, now| {
-                host.deliver_forwarded_with_head(now, conn, &frame.body, head)
+                host.cluster()
+                    .deliver_forwarded_with_head(now, conn, &frame.body, head)
             });
         }
         return false;
@@ -413,7 +414,7 @@ async fn lease_ends(node: &Node, owner: &NodeIdentity) -> bool {
 
 /// Queues `body`, relayed from the owner of session `route`, for the client of `conn`.
 fn deliver(host: &HostHandle, conn: ConnId, route: &str, body: &[u8]) {
-    host.with_host(|host, now| host.deliver_forwarded(now, conn, route, body));
+    host.with_host(|host, now| host.cluster().deliver_forwarded(now, conn, route, body));
 }
 
 /// The link to the owner is `lost`: answers what the owner did not, finds the sessions' new
@@ -522,7 +523,10 @@ async fn catch_up(
     // Streaming deltas lost with the link, reported before the catch-up's first durable event.
     for (session, lost) in relay.take_gaps() {
         info!(%session, lost, "streaming deltas lost with the link");
-        host.with_host(|host, now| host.forwarded_deltas_lost(now, conn, &session, lost));
+        host.with_host(|host, now| {
+            host.cluster()
+                .forwarded_deltas_lost(now, conn, &session, lost)
+        });
     }
     for session in relay.sessions() {
         let subject = node.layout.log_subject(&session);

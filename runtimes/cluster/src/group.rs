@@ -3,7 +3,7 @@
 //! once.
 //!
 //! A serves every relayed client as an ordinary connection made a *member* of B's group
-//! connection ([`agentwire::host::Host::join_relay_group`]): the members queue nothing of
+//! connection ([`agentwire::host::ClusterApi::join_relay_group`]): the members queue nothing of
 //! their own, and the group connection's frames ([`RelayFrame`]) carry each member's
 //! responses, requests and events, an event for several members once, naming them. A
 //! publishes the group connection's frames on the group subject as numbered link messages
@@ -443,7 +443,7 @@ fn start_group(
         host_write.compat_write(),
     )?;
     // It never sends a request; it must not be refused for want of the connection token.
-    host.with_host(|h, _| h.authenticate_connection(conn));
+    host.with_host(|h, _| h.cluster().authenticate_connection(conn));
     let (from_host, mut to_host) = tokio::io::split(link_side);
     let (bodies_tx, bodies) = unbounded_channel();
     tokio::spawn(read_bodies(from_host, framing, bodies_tx));

@@ -18,7 +18,7 @@
 //!   appends its sessions' events with the fenced writer and claims sessions of dead nodes;
 //!   its gateways relay clients of remote sessions to their owner over links (client → owner,
 //!   one per client) and relay groups (owner → gateway node, one ordered stream for all the
-//!   clients that node relays, each event once: `agentwire::host::Host::join_relay_group`).
+//!   clients that node relays, each event once: `agentwire::host::ClusterApi::join_relay_group`).
 //!
 //! Safety rests on the log, not the lease: every append expects the subject's last sequence,
 //! so once a new owner's claim record is stored, no append of an older owner can be stored.

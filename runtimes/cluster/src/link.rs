@@ -228,6 +228,7 @@ pub(crate) async fn open_remote(
             host.with_host(|h, _| {
                 let dialect = h.connection_dialect(conn)?;
                 let handshake: Vec<String> = h
+                    .cluster()
                     .relay_handshake(conn)
                     .iter()
                     .map(|b| String::from_utf8_lossy(b).into_owned())
@@ -292,13 +293,13 @@ pub(crate) async fn open_remote(
 fn authenticated(node: &Node, conn: ConnId) -> bool {
     node.host
         .get()
-        .and_then(|host| host.with_host(|h, _| h.is_connection_authenticated(conn)))
+        .and_then(|host| host.with_host(|h, _| h.cluster().is_connection_authenticated(conn)))
         .unwrap_or(false)
 }
 
 /// Counts the relayed connection `conn` of `host` as authenticated.
 fn authenticate(host: &agentwire_driver::HostHandle, conn: ConnId) {
-    host.with_host(|h, _| h.authenticate_connection(conn));
+    host.with_host(|h, _| h.cluster().authenticate_connection(conn));
 }
 
 /// Opens a link to this node's own host (the gateway's node became the session's owner) for
@@ -311,7 +312,7 @@ pub(crate) fn open_local(node: &Node, conn: ConnId) -> Option<LinkEnds> {
     let authenticated = authenticated(node, conn);
     // Set up as the client set its connection up (ACP's `initialize`), as on a remote owner.
     let handshake = host
-        .with_host(|h, _| h.relay_handshake(conn))
+        .with_host(|h, _| h.cluster().relay_handshake(conn))
         .unwrap_or_default();
     let (host_side, link_side) = tokio::io::duplex(PIPE_BYTES);
     let (host_read, host_write) = tokio::io::split(host_side);
@@ -509,9 +510,9 @@ async fn serve_member(node: &Arc<Node>, opening: Opening, group: &GroupOut) {
     let joined = host
         .with_host(|h, _| {
             if authenticated {
-                h.authenticate_connection(relayed);
+                h.cluster().authenticate_connection(relayed);
             }
-            h.join_relay_group(relayed, group.conn)
+            h.cluster().join_relay_group(relayed, group.conn)
         })
         .unwrap_or(false);
     let (mut from_host, mut to_host) = tokio::io::split(link_side);
@@ -550,7 +551,7 @@ async fn serve_member(node: &Arc<Node>, opening: Opening, group: &GroupOut) {
         warn!(%link, peer = %peer.node, reason = %why, "the link from the relaying node broke");
         // As when the relaying node dies, the relayed connection ends; the group tells the
         // peer why, so that it attaches its client again.
-        host.with_host(|h, now| h.relay_member_link_broke(now, relayed, why));
+        host.with_host(|h, now| h.cluster().relay_member_link_broke(now, relayed, why));
     };
     let resend = resend_subject(node, &in_subject(node, link));
     let mut deliver = Vec::new();

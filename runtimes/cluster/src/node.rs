@@ -462,7 +462,9 @@ async fn dispatch(
                 if workers.contains_key(&session) {
                     // Already written here (e.g. claimed with an empty log): nothing to find.
                     if let Some(host) = node.host.get() {
-                        host.with_host(|host, now| host.finish_session_lookup(now, &session));
+                        host.with_host(|host, now| {
+                            host.cluster().finish_session_lookup(now, &session)
+                        });
                     }
                 } else if loading.start(&session) {
                     tokio::spawn(look_up(node.clone(), tx.clone(), session));
@@ -671,11 +673,11 @@ async fn look_up_once(node: &Arc<Node>, tx: &UnboundedSender<Command>, session: 
     if let Some(owner) = owner {
         // A gateway: this node's clients of the session are relayed to its owner.
         lock(&node.owners).insert(session.clone(), owner);
-        host.with_host(|host, now| host.forward_session_lookup(now, &session));
+        host.with_host(|host, now| host.cluster().forward_session_lookup(now, &session));
         return;
     }
     let Some((writer, events)) = found else {
-        host.with_host(|host, now| host.finish_session_lookup(now, &session));
+        host.with_host(|host, now| host.cluster().finish_session_lookup(now, &session));
         return;
     };
     // The worker exists before the host can persist anything for the session.
@@ -697,7 +699,7 @@ async fn look_up_once(node: &Arc<Node>, tx: &UnboundedSender<Command>, session: 
             Err(RestoreError::Empty) => {}
             Err(e) => warn!(%session, error = %e, "cannot restore a claimed session"),
         }
-        host.finish_session_lookup(now, &session);
+        host.cluster().finish_session_lookup(now, &session);
     });
 }
 

@@ -268,7 +268,7 @@ impl Shared {
             // to find.
             Output::LoadSession { session } => match inner.log.as_mut() {
                 Some(log) => log.load(session),
-                None => inner.host.finish_session_lookup(now(), &session),
+                None => inner.host.cluster().finish_session_lookup(now(), &session),
             },
             // Only a shared log forwards connections.
             Output::Forward {

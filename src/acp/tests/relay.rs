@@ -136,7 +136,7 @@ impl Group {
             .host
             .open_with(w.now, Dialect::Acp, Framing::ContentLength);
         let member = w.host.open_dialect(w.now, Dialect::Acp);
-        assert!(w.host.join_relay_group(member, group));
+        assert!(w.host.cluster().join_relay_group(member, group));
         Group {
             group,
             member,
@@ -200,7 +200,7 @@ impl Group {
     fn replace_member(&mut self, w: &mut World) -> ConnId {
         let former = self.member;
         self.member = w.host.open_dialect(w.now, Dialect::Acp);
-        assert!(w.host.join_relay_group(self.member, self.group));
+        assert!(w.host.cluster().join_relay_group(self.member, self.group));
         former
     }
 }
@@ -292,6 +292,7 @@ fn a_relayed_prompt_is_answered_on_the_member_that_replaces_its_broken_link() {
 
         // The link breaks; the member's connection ends.
         w.host
+            .cluster()
             .relay_member_link_broke(w.now, g.member, "message 4 lost");
         w.host.handle_eof(w.now, g.member);
         g.pump(&mut w);

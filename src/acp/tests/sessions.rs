@@ -209,7 +209,7 @@ fn list_shows_sessions_of_other_cluster_nodes_with_a_working_directory() {
     );
     let mut no_cwd = crate::host::SessionSummary::new("no-cwd");
     no_cwd.add_event(br#"{"id":"z","type":"session.start","data":{}}"#);
-    w.host.set_cluster_sessions([far, no_cwd]);
+    w.host.cluster().set_cluster_sessions([far, no_cwd]);
     let list = w.call(&mut peer, "session/list", json!({}));
     let sessions = list["result"]["sessions"].as_array().unwrap();
     let ids: Vec<&str> = sessions

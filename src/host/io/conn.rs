@@ -46,9 +46,9 @@ pub(in crate::host) struct Conn {
     /// The sessions whose frames are relayed to the node owning them (a cluster gateway),
     /// with what relaying them keeps (see `forward.rs`); `None` for a connection served here
     /// only.
-    pub forwarded: Option<Box<crate::host::forward::Forwarded>>,
+    pub forwarded: Option<Box<crate::host::cluster::forward::Forwarded>>,
     /// Its part in relay groups (see `relay_group.rs`).
-    pub relay: crate::host::relay_group::RelayRole,
+    pub relay: crate::host::cluster::relay_group::RelayRole,
 }
 
 impl Conn {
@@ -76,7 +76,7 @@ impl Conn {
             closing: false,
             parked: None,
             forwarded: None,
-            relay: crate::host::relay_group::RelayRole::None,
+            relay: crate::host::cluster::relay_group::RelayRole::None,
         }
     }
 }

@@ -72,16 +72,16 @@ impl Host {
             return;
         };
         match c.relay {
-            crate::host::relay_group::RelayRole::Member(_) if self.runtime_stopping => {
+            crate::host::cluster::relay_group::RelayRole::Member(_) if self.runtime_stopping => {
                 // Its client is not gone: its gateway follows the session to the next owner,
                 // which closes the turn left open. Nothing is resolved here.
                 return;
             }
-            crate::host::relay_group::RelayRole::Member(group) => {
+            crate::host::cluster::relay_group::RelayRole::Member(group) => {
                 self.announce_member_end(group, conn, "the relayed connection ended")
             }
-            crate::host::relay_group::RelayRole::Group => self.end_group_members(conn),
-            crate::host::relay_group::RelayRole::None => {}
+            crate::host::cluster::relay_group::RelayRole::Group => self.end_group_members(conn),
+            crate::host::cluster::relay_group::RelayRole::None => {}
         }
         if c.forwarded.is_some() {
             self.outputs
@@ -175,7 +175,7 @@ impl Host {
                 // relay, whose gateway follows the session to its next owner.
                 let plain = self.conns.get(&conn).is_some_and(|c| {
                     c.forwarded.is_none()
-                        && matches!(c.relay, crate::host::relay_group::RelayRole::None)
+                        && matches!(c.relay, crate::host::cluster::relay_group::RelayRole::None)
                 });
                 if plain {
                     let id = id.to_owned();

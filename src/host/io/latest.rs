@@ -26,8 +26,8 @@ use smallvec::SmallVec;
 
 use crate::frame::{encode_frame, Framing};
 
+use crate::host::cluster::relay_group::RelayRole;
 use crate::host::io::outbox::{SharedFrame, SharedFrames};
-use crate::host::relay_group::RelayRole;
 use crate::host::{ConnId, DialectId, Host, OutboxOverflow};
 
 /// The latest frame of every key broadcast with [`Host::broadcast_latest`], per dialect.

@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::frame::{encode_frame, encoded_len, Framing};
 use crate::jsonrpc::{self, ErrorObject, OwnedId};
 
-use crate::host::relay_group::RelayRole;
+use crate::host::cluster::relay_group::RelayRole;
 use crate::host::{AfterResponse, ConnId, Host, OutboxOverflow, Output};
 
 /// Sending.

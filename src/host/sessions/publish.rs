@@ -11,8 +11,8 @@ use crate::frame::{encode_frame, Framing};
 
 use crate::session::Event;
 
+use crate::host::cluster::relay_group::{addressed_head, group_frame, RelayRole};
 use crate::host::io::outbox::{SharedFrame, SharedFrames};
-use crate::host::relay_group::{addressed_head, group_frame, RelayRole};
 use crate::host::sessions::audience::Audience;
 use crate::host::{ConnId, DialectHandler, DialectId, Host, OutboxOverflow};
 

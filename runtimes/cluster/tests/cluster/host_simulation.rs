@@ -8,7 +8,7 @@
 //! its open turn, or relay the client to a live owner over live subjects (`host_sim/links.rs`,
 //! as `link.rs` and `group.rs` do): the client's frames go to the owner on its own link, and
 //! the owner serves it as a member of the gateway node's relay group (one group connection
-//! per gateway node and owner incarnation, `Host::join_relay_group`), whose frames carry
+//! per gateway node and owner incarnation, `ClusterApi::join_relay_group`), whose frames carry
 //! every member's responses, requests and events back, an event for several members once.
 //! Clients (Content-Length JSON-RPC, as the Copilot SDKs) create sessions, send prompts to
 //! the scripted agent, answer client-tool and permission requests, ask `session.getMessages`,

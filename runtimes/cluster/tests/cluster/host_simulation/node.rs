@@ -14,7 +14,7 @@
 //!   (`forward_session_lookup`), wait for its lease while it is live and silent;
 //! * `Output::Forward` / `ForwardClosed` open and feed a gateway link (`link.rs`): the client's
 //!   frames go to the owner on the link's own subject; the owner serves the relayed connection
-//!   as a member of the gateway node's relay group (`group.rs`, `Host::join_relay_group`), whose
+//!   as a member of the gateway node's relay group (`group.rs`, `ClusterApi::join_relay_group`), whose
 //!   one connection carries every member's frames back on the group's subject. Both travel as
 //!   live-subject messages of the engine (so live loss hits them);
 //! * a fenced writer, a failed claim or a lost lease stops the node (`Node::stop`).
@@ -445,7 +445,7 @@ impl SimNode {
     /// `Command::Load`: one lookup per session at a time, none of a session this node writes.
     pub(crate) fn load(&mut self, t: Timestamp, session: String) -> bool {
         if self.workers.contains_key(&session) {
-            self.host.finish_session_lookup(t, &session);
+            self.host.cluster().finish_session_lookup(t, &session);
             return true;
         }
         self.lookups.entry(session).or_insert(Lookup::Start);
@@ -671,7 +671,7 @@ impl SimNode {
                     self.claim_start(session, at + lease_ttl * 2 + Duration::from_secs(1), 1)
                 }
                 Ok(None) | Err(_) => {
-                    self.host.finish_session_lookup(t, session);
+                    self.host.cluster().finish_session_lookup(t, session);
                     return None;
                 }
             },
@@ -700,7 +700,7 @@ impl SimNode {
                     TakeoverStep::Done(TakeoverOutcome::OwnedBy(owner)) => {
                         if answers(&owner) || at > deadline {
                             self.owners.insert(session.to_owned(), owner);
-                            self.host.forward_session_lookup(t, session);
+                            self.host.cluster().forward_session_lookup(t, session);
                             return Some(false);
                         }
                         Lookup::Waiting {
@@ -714,7 +714,7 @@ impl SimNode {
                         self.claim_start(session, deadline, attempt + 1)
                     }
                     TakeoverStep::Done(_) => {
-                        self.host.finish_session_lookup(t, session);
+                        self.host.cluster().finish_session_lookup(t, session);
                         return None;
                     }
                 }
@@ -769,7 +769,7 @@ impl SimNode {
             Err(RestoreError::Empty) => {}
             Err(e) => panic!("cannot restore a claimed session: {e}"),
         }
-        self.host.finish_session_lookup(t, session);
+        self.host.cluster().finish_session_lookup(t, session);
     }
 }
 

@@ -55,7 +55,7 @@ impl Sim {
             conn.as_u64()
         );
         let peer = b.me.clone();
-        let authenticated = b.host.is_connection_authenticated(conn);
+        let authenticated = b.host.cluster().is_connection_authenticated(conn);
         let j = (0..NODES).find(|&j| self.nodes[j].as_ref().is_some_and(|n| n.me == owner));
         let up =
             j.is_some_and(|j| self.answers(&owner) && self.partitioned[i] == 0 && self.serving(j));
@@ -64,7 +64,10 @@ impl Sim {
             owner.node
         );
         let Some(j) = j.filter(|_| up) else {
-            self.node(i).host.end_forwarding(t, conn, unanswered);
+            self.node(i)
+                .host
+                .cluster()
+                .end_forwarding(t, conn, unanswered);
             return;
         };
         // A group the owner ended meanwhile is refused: the next one is new.
@@ -87,7 +90,10 @@ impl Sim {
             }
         }
         let Some((group, member)) = accepted else {
-            self.node(i).host.end_forwarding(t, conn, unanswered);
+            self.node(i)
+                .host
+                .cluster()
+                .end_forwarding(t, conn, unanswered);
             return;
         };
         self.stats.gateways += 1;
@@ -185,7 +191,7 @@ impl Sim {
                 .ok()?;
                 let conn = a.host.open(t, Framing::ContentLength);
                 // It never sends a request.
-                a.host.authenticate_connection(conn);
+                a.host.cluster().authenticate_connection(conn);
                 a.ends.insert(conn, End::Group(group.to_owned()));
                 a.groups_out.insert(
                     group.to_owned(),
@@ -210,9 +216,9 @@ impl Sim {
         let inbound = now(a.engine.subscribe_live(&in_subject(link))).ok()?;
         let member = a.host.open(t, Framing::ContentLength);
         if authenticated {
-            a.host.authenticate_connection(member);
+            a.host.cluster().authenticate_connection(member);
         }
-        if !a.host.join_relay_group(member, group_conn) {
+        if !a.host.cluster().join_relay_group(member, group_conn) {
             // The group connection is gone from the host: the peer starts a new group.
             if let Some(g) = a.groups_out.get_mut(group) {
                 g.ended = true;
@@ -380,7 +386,7 @@ impl Sim {
             }
             let route = node.gateways.get(&conn).map(|g| g.session.clone());
             let route = route.unwrap_or_default();
-            node.host.deliver_forwarded(t, conn, &route, part);
+            node.host.cluster().deliver_forwarded(t, conn, &route, part);
         }
         Ok(())
     }
@@ -419,7 +425,7 @@ impl Sim {
         if std::env::var_os("SIM_TRACE").is_some() {
             eprintln!("gateway on node {i} ends: {reason}");
         }
-        node.host.end_forwarding(t, conn, reason);
+        node.host.cluster().end_forwarding(t, conn, reason);
     }
 
     /// B's gateways: heartbeats on each link, and the owner's lease watched.
@@ -531,7 +537,7 @@ impl Sim {
                 self.stats.links_broken += 1;
                 self.trace(format!("node {i}: link {link} broke: {why}"));
                 let node = self.node(i);
-                node.host.relay_member_link_broke(t, conn, why);
+                node.host.cluster().relay_member_link_broke(t, conn, why);
             }
             let node = self.node(i);
             if closed || broke.is_some() || !alive(node, &peer) {

@@ -4,14 +4,14 @@
 //! The runtime builds one [`SessionSummary`] per session from its stored events (the same rules
 //! as [`Host::restore_session`]: start time of the first event, working directory of
 //! `session.start`, summary of the first `user.message`, modified time of the last event) and
-//! hands the whole set to [`Host::set_cluster_sessions`]. The dialects' session lists show the
+//! hands the whole set to [`ClusterApi::set_cluster_sessions`]. The dialects' session lists show the
 //! loaded sessions, then every summary of a session that is not loaded here.
 
 use serde::Deserialize;
 
 use crate::Timestamp;
 
-use super::Host;
+use crate::host::Host;
 
 /// What a session list shows of a session the host has not loaded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,7 +52,7 @@ impl SessionSummary {
     }
 
     /// Folds in the session's next stored event (compact JSON, as
-    /// [`Output::Persist`](super::Output::Persist) handed it out). Answers false, and changes
+    /// [`Output::Persist`](crate::host::Output::Persist) handed it out). Answers false, and changes
     /// nothing, if it is not a stored event.
     pub fn add_event(&mut self, json: &[u8]) -> bool {
         let Ok(stored) = serde_json::from_slice::<Stored<'_>>(json) else {
@@ -104,14 +104,15 @@ impl SessionSummary {
 }
 
 impl Host {
-    /// Replaces the summaries of the sessions the runtime found in its shared log (a cluster
-    /// node: sessions of other nodes, and sessions no node holds). Session lists show those
-    /// that are not loaded here, after the loaded ones.
-    pub fn set_cluster_sessions(&mut self, sessions: impl IntoIterator<Item = SessionSummary>) {
+    /// See [`ClusterApi::set_cluster_sessions`].
+    pub(in crate::host) fn set_cluster_sessions(
+        &mut self,
+        sessions: impl IntoIterator<Item = SessionSummary>,
+    ) {
         self.cluster_sessions = sessions.into_iter().map(|s| (s.id.clone(), s)).collect();
     }
 
-    /// The summaries of [`Host::set_cluster_sessions`] whose session is not loaded here, by id.
+    /// The summaries of [`ClusterApi::set_cluster_sessions`] whose session is not loaded here, by id.
     pub(crate) fn cluster_sessions(&self) -> impl Iterator<Item = &SessionSummary> {
         self.cluster_sessions
             .values()

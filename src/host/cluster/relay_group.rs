@@ -1,11 +1,11 @@
 //! Relay groups: one ordered stream per gateway node for the connections it relays.
 //!
 //! A cluster node relays each client of a remote session as an ordinary connection of the
-//! session's owner ([`Host::forward_session_lookup`] on the gateway's side). Without a group
+//! session's owner ([`ClusterApi::forward_session_lookup`] on the gateway's side). Without a group
 //! the owner encodes and sends every event once per relayed client, so fan-out does not
 //! scale with the number of gateway nodes. A **relay group** is a connection of the owner
 //! that stands for one gateway node: its **members** (the gateway's relayed connections,
-//! joined with [`Host::join_relay_group`]) queue nothing of their own. Every frame for a
+//! joined with [`ClusterApi::join_relay_group`]) queue nothing of their own. Every frame for a
 //! member goes to the group instead, and an event that reaches several members of a group
 //! is queued there **once**, naming the members it is for. The gateway reads the group's
 //! frames ([`RelayFrame::parse`]) and fans them out to its clients with the members' own
@@ -20,7 +20,7 @@
 //! * `@!3\n` then a reason: member 3's connection ended here (after every frame for it
 //!   queued before);
 //! * `@?3\n` then a reason: member 3 was ended because its link from the gateway broke
-//!   ([`Host::relay_member_link_broke`]); the gateway may attach its client again;
+//!   ([`ClusterApi::relay_member_link_broke`]); the gateway may attach its client again;
 //! * `@?\n` then a reason: the group's last frame when the owner closes it (it fell a whole
 //!   outbox budget behind); every member ends with it, and the gateway may attach their
 //!   clients again.
@@ -35,11 +35,11 @@ use smallvec::SmallVec;
 use crate::frame::{encode_frame_parts, Framing};
 use crate::Timestamp;
 
-use super::{ConnId, Host, OutboxOverflow};
+use crate::host::{ConnId, Host, OutboxOverflow};
 
 /// A connection's part in relay groups.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) enum RelayRole {
+pub(in crate::host) enum RelayRole {
     /// An ordinary connection.
     #[default]
     None,
@@ -137,7 +137,7 @@ fn parse_id(digits: &[u8]) -> Result<u64, BadRelayFrame> {
 }
 
 /// The head of a group frame for `members` (`@3,5\n`; the body follows it).
-pub(super) fn addressed_head(members: &[ConnId]) -> SmallVec<[u8; 32]> {
+pub(in crate::host) fn addressed_head(members: &[ConnId]) -> SmallVec<[u8; 32]> {
     let mut head = SmallVec::new();
     head.push(b'@');
     for (i, member) in members.iter().enumerate() {
@@ -164,7 +164,7 @@ fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
 }
 
 /// The framed group frame `head` then `body`, for a group connection using `framing`.
-pub(super) fn group_frame(framing: Framing, head: &[u8], body: &[u8]) -> Bytes {
+pub(in crate::host) fn group_frame(framing: Framing, head: &[u8], body: &[u8]) -> Bytes {
     let mut buf = BytesMut::new();
     encode_frame_parts(framing, head, body, &mut buf);
     buf.freeze()
@@ -211,7 +211,7 @@ pub const RELAY_AWAITING: &str = "agentwireAwaiting";
 pub const RELAYED_CALLER_KEPT_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The id of the set-up requests a relaying node replays on the owner
-/// ([`Host::relay_handshake`]); their answers are not the client's.
+/// ([`ClusterApi::relay_handshake`]); their answers are not the client's.
 pub const RELAY_HANDSHAKE_ID: &str = "agentwire-relay-handshake";
 
 /// The body of `frame`, a frame in `framing`.
@@ -226,13 +226,8 @@ fn unframe(framing: Framing, frame: &[u8]) -> &[u8] {
 }
 
 impl Host {
-    /// The requests that set a connection up as `conn` was set up, in order, for relaying
-    /// `conn` to another node that must see the same set-up, each with the id
-    /// [`RELAY_HANDSHAKE_ID`] (the relaying node keeps their answers from the client): for ACP,
-    /// `initialize` with the client's params; for the Copilot SDK protocol, the
-    /// connection-level registrations it made (`sessionFs.setProvider`,
-    /// `llmInference.setProvider`). Empty when there are none.
-    pub fn relay_handshake(&self, conn: ConnId) -> Vec<Vec<u8>> {
+    /// See [`ClusterApi::relay_handshake`].
+    pub(in crate::host) fn relay_handshake(&self, conn: ConnId) -> Vec<Vec<u8>> {
         let Some(c) = self.conns.get(&conn) else {
             return Vec::new();
         };
@@ -241,21 +236,20 @@ impl Host {
 
     /// Queues the framed `frame` of relay group member `member` on its group (a dialect
     /// that frames its own bodies, e.g. ACP's shared update lines).
-    pub(super) fn queue_member_frame(&mut self, group: ConnId, member: ConnId, frame: &[u8]) {
+    pub(in crate::host) fn queue_member_frame(
+        &mut self,
+        group: ConnId,
+        member: ConnId,
+        frame: &[u8],
+    ) {
         let Some(framing) = self.conns.get(&member).map(|c| c.framing) else {
             return;
         };
         self.queue_for_members(group, &[member], unframe(framing, frame));
     }
 
-    /// Makes `member`, a relayed connection, a member of the relay group connection `group`
-    /// (see the module documentation): from now on every frame for `member` is queued on
-    /// `group`, addressed to it, and an event for several members of `group` is queued there
-    /// once. Call it before the member's first frame. Returns `false` (and changes nothing)
-    /// when either connection is unknown or closing, they are the same, they speak different
-    /// dialects, `group` uses NDJSON framing (a group frame's head ends with a newline),
-    /// `member` is a group or already a member, or `group` is a member.
-    pub fn join_relay_group(&mut self, member: ConnId, group: ConnId) -> bool {
+    /// See [`ClusterApi::join_relay_group`].
+    pub(in crate::host) fn join_relay_group(&mut self, member: ConnId, group: ConnId) -> bool {
         if member == group {
             return false;
         }
@@ -281,11 +275,13 @@ impl Host {
         true
     }
 
-    /// The link from the gateway of relay group member `member` broke: its group tells the
-    /// gateway so (`@?` frame, with `reason`), so that the gateway may attach the client
-    /// again; the member's end is not announced again when its connection then ends. Call it
-    /// before closing the member's connection.
-    pub fn relay_member_link_broke(&mut self, now: Timestamp, member: ConnId, reason: &str) {
+    /// See [`ClusterApi::relay_member_link_broke`].
+    pub(in crate::host) fn relay_member_link_broke(
+        &mut self,
+        now: Timestamp,
+        member: ConnId,
+        reason: &str,
+    ) {
         self.advance_time(now);
         let Some(c) = self.conns.get_mut(&member) else {
             return;
@@ -333,12 +329,22 @@ impl Host {
     }
 
     /// Queues `body` for the members `members` of `group`.
-    pub(super) fn queue_for_members(&mut self, group: ConnId, members: &[ConnId], body: &[u8]) {
+    pub(in crate::host) fn queue_for_members(
+        &mut self,
+        group: ConnId,
+        members: &[ConnId],
+        body: &[u8],
+    ) {
         self.queue_on_group(group, &addressed_head(members), body);
     }
 
     /// Announces on its group that member `member` ended, with `reason`.
-    pub(super) fn announce_member_end(&mut self, group: ConnId, member: ConnId, reason: &str) {
+    pub(in crate::host) fn announce_member_end(
+        &mut self,
+        group: ConnId,
+        member: ConnId,
+        reason: &str,
+    ) {
         if self.runtime_stopping {
             return;
         }
@@ -348,7 +354,7 @@ impl Host {
 
     /// Queues the group frame `head` then `body` on `group` (durable: the gateway applies its
     /// own clients' budgets); a group that cannot keep up is closed, and its members with it.
-    pub(super) fn queue_on_group(&mut self, group: ConnId, head: &[u8], body: &[u8]) {
+    pub(in crate::host) fn queue_on_group(&mut self, group: ConnId, head: &[u8], body: &[u8]) {
         let Some(framing) = self.conns.get(&group).map(|g| g.framing) else {
             return;
         };
@@ -356,7 +362,7 @@ impl Host {
     }
 
     /// Queues the framed group frame `frame` on `group` (see [`Host::queue_on_group`]).
-    pub(super) fn push_on_group(&mut self, group: ConnId, frame: Bytes) {
+    pub(in crate::host) fn push_on_group(&mut self, group: ConnId, frame: Bytes) {
         let Some((g, shared)) = self.conns.get_mut_and_frames(&group) else {
             return;
         };
@@ -375,7 +381,7 @@ impl Host {
     }
 
     /// The relay groups with a member attached to `session` (empty when there are no groups).
-    pub(super) fn groups_attached_to(&self, session: &str) -> SmallVec<[ConnId; 2]> {
+    pub(in crate::host) fn groups_attached_to(&self, session: &str) -> SmallVec<[ConnId; 2]> {
         let mut groups = SmallVec::new();
         if !self.has_relay_groups {
             return groups;
@@ -394,7 +400,7 @@ impl Host {
     }
 
     /// `group` ended (it was closed or its peer is gone): so does every member.
-    pub(super) fn end_group_members(&mut self, group: ConnId) {
+    pub(in crate::host) fn end_group_members(&mut self, group: ConnId) {
         if self.runtime_stopping {
             // The members end with the runtime, as it stops (see `Host::runtime_stopping`).
             return;

@@ -12,9 +12,9 @@
 
 use serde_json::Value;
 
-use super::{ConnId, Host, RELAYED_CALLER_KEPT_FOR};
+use crate::host::{ConnId, Host, RELAYED_CALLER_KEPT_FOR};
 #[cfg(doc)]
-use super::{RELAY_AWAITING, RELAY_FORMER_MEMBER};
+use crate::host::{RELAY_AWAITING, RELAY_FORMER_MEMBER};
 use crate::jsonrpc::{code, ErrorObject, OwnedId};
 use crate::time::Timestamp;
 

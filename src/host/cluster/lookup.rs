@@ -1,9 +1,9 @@
 //! Sessions the host has not loaded, looked up by the runtime (cluster nodes).
 //!
-//! With [`HostConfig::lookup_unknown_sessions`](super::HostConfig::lookup_unknown_sessions), a
+//! With [`HostConfig::lookup_unknown_sessions`](crate::host::HostConfig::lookup_unknown_sessions), a
 //! frame whose `params.sessionId` names a session that is not loaded is not handled at once:
 //! the connection's frames wait (in order), the runtime gets [`Output::LoadSession`], restores
-//! the session if it can serve it, and calls [`Host::finish_session_lookup`]. Then the waiting
+//! the session if it can serve it, and calls [`ClusterApi::finish_session_lookup`]. Then the waiting
 //! frames are handled as usual: the session is there, or the dialect answers that it is not
 //! found. The check is dialect-neutral: both dialects name sessions by `params.sessionId`.
 
@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use crate::Timestamp;
 
-use super::{ConnId, Host, Output};
+use crate::host::{ConnId, Host, Output};
 
 /// The part of a JSON-RPC message the lookup looks at.
 #[derive(Deserialize)]
@@ -40,7 +40,12 @@ fn named_session(frame: &[u8]) -> Option<String> {
 impl Host {
     /// Handles a decoded frame of `conn`, or parks it behind a session lookup. `looked_up` is
     /// a session whose lookup just finished: frames naming it are handled, not parked again.
-    pub(super) fn admit_frame(&mut self, conn: ConnId, frame: Bytes, looked_up: Option<&str>) {
+    pub(in crate::host) fn admit_frame(
+        &mut self,
+        conn: ConnId,
+        frame: Bytes,
+        looked_up: Option<&str>,
+    ) {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -74,10 +79,8 @@ impl Host {
         }
     }
 
-    /// The runtime finished looking up `session` (after [`Output::LoadSession`]): it is
-    /// restored, or it cannot be served here. The frames that waited for it are handled now,
-    /// in order (a later frame naming another unknown session waits again).
-    pub fn finish_session_lookup(&mut self, now: Timestamp, session: &str) {
+    /// See [`ClusterApi::finish_session_lookup`].
+    pub(in crate::host) fn finish_session_lookup(&mut self, now: Timestamp, session: &str) {
         self.advance_time(now);
         self.lookups.remove(session);
         let (conns, _) = self.conns.iter_mut_and_frames();
@@ -100,8 +103,8 @@ impl Host {
         self.run_agents();
     }
 
-    /// Sessions the runtime is looking up right now.
-    pub fn pending_lookups(&self) -> impl Iterator<Item = &str> {
+    /// See [`ClusterApi::pending_lookups`].
+    pub(in crate::host) fn pending_lookups(&self) -> impl Iterator<Item = &str> {
         self.lookups.iter().map(String::as_str)
     }
 }

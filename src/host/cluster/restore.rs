@@ -8,7 +8,7 @@ use serde::Deserialize;
 use crate::session::{Event, Session};
 use crate::Timestamp;
 
-use super::{Host, Live};
+use crate::host::{Host, Live};
 
 /// Why a stored session could not be restored.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,7 +54,7 @@ struct Stored<'a> {
 }
 
 impl Host {
-    pub(super) fn new_live(&self, session: Session) -> Live {
+    pub(in crate::host) fn new_live(&self, session: Session) -> Live {
         let model_agent = self.config.model_default.is_some();
         let agent: Box<dyn crate::agent::Agent> = if model_agent {
             Box::new(crate::agent::ModelAgent::new())
@@ -88,7 +88,7 @@ impl Host {
     }
 
     /// Restores a session from its stored log: `events` are the persisted events in order,
-    /// each one compact JSON object as [`Output::Persist`](super::Output::Persist) handed it
+    /// each one compact JSON object as [`Output::Persist`](crate::host::Output::Persist) handed it
     /// out. The session is loaded with no connection attached; `session.list`,
     /// `session.getMetadata` and `session.getMessages` see it, and `session.resume`
     /// continues its `parentId` chain. Nothing is sent to any client.
@@ -150,7 +150,7 @@ impl Host {
             return Err(RestoreError::Empty);
         }
         let mut live = self.new_live(session);
-        live.canvases = super::requests::canvas::restore_open_canvases(&live);
+        live.canvases = crate::host::requests::canvas::restore_open_canvases(&live);
         live.hooks.resumed = true;
         self.sessions.insert(session_id.to_owned(), live);
         Ok(())

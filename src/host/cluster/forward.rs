@@ -1,10 +1,10 @@
 //! Sessions handed over to another node (cluster gateways).
 //!
 //! When the runtime finds that a session a connection named is owned by another live node, it
-//! calls [`Host::forward_session_lookup`]: from then on that connection's frames naming the
+//! calls [`ClusterApi::forward_session_lookup`]: from then on that connection's frames naming the
 //! session (`params.sessionId`) are not handled here but handed to the runtime
 //! ([`Output::Forward`], with the session), which relays them to the owner; the owner's frames
-//! for the client come back with [`Host::deliver_forwarded`], and the end of the client is
+//! for the client come back with [`ClusterApi::deliver_forwarded`], and the end of the client is
 //! [`Output::ForwardClosed`]. The owner serves the relayed frames as an ordinary connection,
 //! so it keeps deciding who is asked, tool and command ownership and first answers. Frames
 //! the host already answered stay answered.
@@ -17,7 +17,7 @@
 //!
 //! The relayed frames follow the host's no-silent-drop policy here too: a relayed streaming
 //! delta is queued droppable, and what a slow client lost is reported with an
-//! `events_dropped` `session.warning` made here (see [`Host::deliver_forwarded`]).
+//! `events_dropped` `session.warning` made here (see [`ClusterApi::deliver_forwarded`]).
 
 use std::borrow::Cow;
 
@@ -29,14 +29,14 @@ use serde_json::Value;
 use crate::session::{is_streaming_delta_type, Event};
 use crate::Timestamp;
 
-use super::io::send::{drops_warning_data, frame_body};
 use super::relay_group::RelayRole;
-use super::{ConnId, Host, Output};
+use crate::host::io::send::{drops_warning_data, frame_body};
+use crate::host::{ConnId, Host, Output};
 use crate::jsonrpc::OwnedId;
 
 /// What a connection relaying some of its sessions to their owners keeps.
 #[derive(Debug, Default)]
-pub(super) struct Forwarded {
+pub(in crate::host) struct Forwarded {
     /// The sessions whose frames go to their owner, in the order they were forwarded.
     sessions: Vec<String>,
     /// Per session, the last persisted event relayed to the client.
@@ -61,7 +61,7 @@ struct RelayedRequest {
 /// it: the `parentId` of a drop report made here (as the owner's reports name the last
 /// persisted event, which the reader already has).
 #[derive(Debug, Default)]
-pub(super) struct ForwardedParents(Vec<(String, String)>);
+pub(in crate::host) struct ForwardedParents(Vec<(String, String)>);
 
 impl ForwardedParents {
     fn get(&self, session: &str) -> Option<&str> {
@@ -137,7 +137,7 @@ struct HeadEvent<'a> {
 
 /// What decides how a relayed `session.event` notification is queued and followed, read from
 /// its body once ([`RelayedEventHead::parse`]) and shared by every client of a gateway it is
-/// for: hand it to [`Host::deliver_forwarded_with_head`] with the body.
+/// for: hand it to [`ClusterApi::deliver_forwarded_with_head`] with the body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RelayedEventHead {
     /// `params.sessionId`.
@@ -199,11 +199,8 @@ impl<'a> Head<'a> {
 }
 
 impl Host {
-    /// The runtime found `session` (after [`Output::LoadSession`]) owned by another node: on
-    /// every connection waiting for it, its frames are forwarded from now on, starting with
-    /// the frames that waited that name it ([`Output::Forward`] with `session`); the others
-    /// among them are handled here, in order, as if no lookup had held them.
-    pub fn forward_session_lookup(&mut self, now: Timestamp, session: &str) {
+    /// See [`ClusterApi::forward_session_lookup`].
+    pub(in crate::host) fn forward_session_lookup(&mut self, now: Timestamp, session: &str) {
         let (conns, _) = self.conns.iter_mut_and_frames();
         for (_, c) in conns {
             if c.parked.as_ref().is_some_and(|(s, _)| s == session) {
@@ -216,32 +213,14 @@ impl Host {
         self.finish_session_lookup(now, session);
     }
 
-    /// A frame (its body, without framing) from the owner of `session`, which the forwarded
-    /// connection `conn` relays there: queued for the client under the same policy as the
-    /// host's own frames.
-    ///
-    /// A `session.event` notification whose event is an ephemeral streaming delta
-    /// ([`is_streaming_delta_type`]) is queued droppable: a client that falls a whole outbox
-    /// budget behind loses such frames instead of being closed. Every other body is durable.
-    /// Before the next durable `session.event` of the session that lost deltas (so before its
-    /// `session.idle`), the client gets a `session.warning` event notification made here
-    /// (this node does not hold the session): `warningType: "events_dropped"`, the exact
-    /// `droppedCount` and the host's usual message, `ephemeral: true`, a fresh id, `now` as
-    /// its timestamp and, as `parentId`, the last persisted event relayed to the client for
-    /// that session (`null` if none). Room for the report and the durable frame is made first
-    /// (dropping older deltas, which the report counts), so nothing is dropped between them.
-    /// A client that cannot take a durable frame (or the report and the frame) is closed as a
-    /// slow consumer, with the count of the deltas it lost in the reason's `data`.
-    ///
-    /// A request of the owner gets an id of this connection's own (the client's answer goes
-    /// back to the owner under the owner's id): the body is then written anew.
-    ///
-    /// Cost: the body is read once without building anything (a borrowed parse of `method`,
-    /// `id`, `params.sessionId` and `params.event`'s `type`, `id` and `ephemeral`; a string is
-    /// copied only if it holds an escape), then framed into one buffer of the exact size: one
-    /// allocation per delta, kept or dropped, plus the queue's amortised growth (and once per
-    /// loss, the name of its session; once per session, its last persisted event id).
-    pub fn deliver_forwarded(&mut self, now: Timestamp, conn: ConnId, session: &str, body: &[u8]) {
+    /// See [`ClusterApi::deliver_forwarded`].
+    pub(in crate::host) fn deliver_forwarded(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        session: &str,
+        body: &[u8],
+    ) {
         if !self.forwarded_body_is_ours(now, conn, body) {
             return;
         }
@@ -309,9 +288,8 @@ impl Host {
             .map(|s| (s.clone(), frame.clone()))
     }
 
-    /// [`Host::deliver_forwarded`] of a `session.event` body whose head was read already
-    /// (once for all the clients a gateway relays it to): the body is not parsed again.
-    pub fn deliver_forwarded_with_head(
+    /// See [`ClusterApi::deliver_forwarded_with_head`].
+    pub(in crate::host) fn deliver_forwarded_with_head(
         &mut self,
         now: Timestamp,
         conn: ConnId,
@@ -379,7 +357,7 @@ impl Host {
     }
 
     /// Queues the durable frame of a relayed event of `session` on `conn`, after the report of
-    /// the streaming events the client lost, if any (see [`Host::deliver_forwarded`]).
+    /// the streaming events the client lost, if any (see [`ClusterApi::deliver_forwarded`]).
     /// `persisted`: the event's id, when it is persisted.
     fn deliver_forwarded_event(
         &mut self,
@@ -464,12 +442,8 @@ impl Host {
         Some(frame_body(c.framing, &body))
     }
 
-    /// The relaying node lost `lost` streaming deltas of `session` on their way to the forwarded
-    /// connection `conn` (a link to the owner broke for good): they are reported with those
-    /// the client dropped itself, in the same `events_dropped` warning before the next
-    /// durable event of the session (see [`Host::deliver_forwarded`]). When the connection
-    /// has drops of another session still unreported, they are reported together there.
-    pub fn forwarded_deltas_lost(
+    /// See [`ClusterApi::forwarded_deltas_lost`].
+    pub(in crate::host) fn forwarded_deltas_lost(
         &mut self,
         now: Timestamp,
         conn: ConnId,
@@ -489,36 +463,31 @@ impl Host {
         }
     }
 
-    /// Ends a forwarded connection: what is queued for it is written, then `reason` as a
-    /// JSON-RPC error, then the connection is closed ([`Output::Close`]), e.g. when the owner
-    /// node died (the answers the runtime gave its unanswered requests reach it first).
-    pub fn end_forwarding(&mut self, now: Timestamp, conn: ConnId, reason: String) {
+    /// See [`ClusterApi::end_forwarding`].
+    pub(in crate::host) fn end_forwarding(&mut self, now: Timestamp, conn: ConnId, reason: String) {
         self.advance_time(now);
         if self.conns.get(&conn).is_some_and(|c| c.forwarded.is_some()) {
             self.close_with_reason(conn, -32603, reason, true);
         }
     }
 
-    /// Whether `conn` passed the host's connection check (it sent the connection token, or the
-    /// host has none): a gateway tells the owner node so when it relays the connection.
-    pub fn is_connection_authenticated(&self, conn: ConnId) -> bool {
+    /// See [`ClusterApi::is_connection_authenticated`].
+    pub(in crate::host) fn is_connection_authenticated(&self, conn: ConnId) -> bool {
         self.is_authenticated(conn)
     }
 
-    /// Counts `conn` as authenticated without the dialect's handshake: for a connection
-    /// relayed from a cluster peer that authenticated its client itself (the peer is trusted
-    /// through the cluster's own credentials). Unknown connections are ignored.
-    pub fn authenticate_connection(&mut self, conn: ConnId) {
+    /// See [`ClusterApi::authenticate_connection`].
+    pub(in crate::host) fn authenticate_connection(&mut self, conn: ConnId) {
         self.set_authenticated(conn);
     }
 
-    /// Whether `conn` relays a session to another node.
-    pub fn is_forwarded(&self, conn: ConnId) -> bool {
+    /// See [`ClusterApi::is_forwarded`].
+    pub(in crate::host) fn is_forwarded(&self, conn: ConnId) -> bool {
         self.conns.get(&conn).is_some_and(|c| c.forwarded.is_some())
     }
 
-    /// The sessions `conn` relays to their owners, in the order they were forwarded.
-    pub fn forwarded_sessions(&self, conn: ConnId) -> impl Iterator<Item = &str> {
+    /// See [`ClusterApi::forwarded_sessions`].
+    pub(in crate::host) fn forwarded_sessions(&self, conn: ConnId) -> impl Iterator<Item = &str> {
         self.conns
             .get(&conn)
             .and_then(|c| c.forwarded.as_ref())
@@ -528,9 +497,9 @@ impl Host {
 
     /// Handles here a frame of `conn`, which relays sessions: a connection-level registration
     /// it makes (`sessionFs.setProvider`, `llmInference.setProvider`: the entries of the link
-    /// set-up, [`Host::relay_handshake`]) is made on every owner it relays to as well, as a
+    /// set-up, [`ClusterApi::relay_handshake`]) is made on every owner it relays to as well, as a
     /// link opened now would make it (its answer there is not the client's).
-    pub(super) fn handle_frame_of_forwarded(&mut self, conn: ConnId, frame: &[u8]) {
+    pub(in crate::host) fn handle_frame_of_forwarded(&mut self, conn: ConnId, frame: &[u8]) {
         let before = self.relay_handshake(conn);
         self.handle_frame(conn, frame);
         let added: Vec<Bytes> = self
@@ -554,7 +523,7 @@ impl Host {
 
     /// Relays a decoded frame of `conn` if it is for a forwarded session (or answers an
     /// owner's request); whether it was.
-    pub(super) fn forward_frame(&mut self, conn: ConnId, frame: &Bytes) -> bool {
+    pub(in crate::host) fn forward_frame(&mut self, conn: ConnId, frame: &Bytes) -> bool {
         let Some((session, body)) = self.forward_route(conn, frame) else {
             return false;
         };
