@@ -28,7 +28,7 @@ use crate::model::{
 };
 
 use super::dialect::ServerRequest;
-use super::requests::client_calls::ClientCall;
+use super::pending::ClientCall;
 use super::{ConnId, Host, Output, TimerTarget};
 
 /// Turns a model list into a dialect's result (an empty list: no model is known).

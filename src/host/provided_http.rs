@@ -23,7 +23,7 @@ use crate::agent::HttpEvent;
 use crate::correlation::Outcome;
 use crate::model::{HttpRequest, TransportErrorKind};
 
-use super::requests::client_calls::ClientCall;
+use super::pending::ClientCall;
 use super::{ConnId, Host};
 
 /// An HTTP exchange in flight.

@@ -8,8 +8,8 @@
 //! configuration's `tools` / `excludeTools`. A call made while its server is still starting
 //! waits for it.
 
-use crate::host::requests::permission::{Approval, PermissionAsk};
-use serde_json::{json, Map, Value};
+use crate::host::pending::{Approval, McpTarget, PermissionAsk};
+use serde_json::{json, Value};
 
 use crate::agent::ToolOutcome;
 use crate::mcp::tool::map_result;
@@ -25,13 +25,6 @@ pub(crate) struct QueuedCall {
     tool: String,
     arguments: Value,
     turn_id: String,
-}
-
-/// The server and tool a permission prompt of kind `mcp` is for.
-#[derive(Clone, Debug)]
-pub(crate) struct McpTarget {
-    pub(crate) server: String,
-    pub(crate) tool: String,
 }
 
 impl Host {
@@ -241,7 +234,7 @@ impl Host {
     ) {
         if self.has_hooks(session) {
             // A `preMcpToolCall` hook decides the request's `_meta` first.
-            let call = crate::host::sessions::prompt_hooks::McpHookCall {
+            let call = crate::host::pending::McpHookCall {
                 tool_call_id: tool_call_id.to_owned(),
                 server: server.to_owned(),
                 tool: tool.to_owned(),
@@ -381,12 +374,5 @@ impl Host {
                 &call.turn_id,
             );
         }
-    }
-}
-
-/// Adds `extra` to a `tool.execution_complete` result object.
-pub(crate) fn merge_result(data: &mut Value, extra: Map<String, Value>) {
-    if let Some(result) = data.get_mut("result").and_then(Value::as_object_mut) {
-        result.extend(extra);
     }
 }

@@ -7,66 +7,12 @@
 //! Every pending request ends exactly once; a duplicate or late answer gets
 //! `{success:false}` and changes nothing.
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use crate::agent::{AgentInput, ToolOutcome};
 
-use crate::jsonrpc::OwnedId;
-
-use crate::host::requests::permission::{Approval, PermissionAsk};
+use crate::host::pending::{Approval, Pending, PermissionAsk};
 use crate::host::{ConnId, Host};
-
-/// A request waiting for a client's answer.
-#[derive(Clone, Debug)]
-pub(crate) enum Pending {
-    /// A permission prompt (for a tool call, or an extension's access to prompts).
-    Permission(Box<PermissionAsk>),
-    /// A client tool call waiting for its owner's result.
-    ExternalTool { tool_call_id: String, owner: ConnId },
-    /// An MCP tool call waiting for its server's `tools/call` result (`token` names it on
-    /// the server's client).
-    McpTool {
-        tool_call_id: String,
-        server: String,
-        tool: String,
-        token: u64,
-    },
-    /// A form or URL elicitation (`session.ui.elicitation`) waiting for a provider's answer;
-    /// the caller's request is answered with the result.
-    Elicitation {
-        answer_to: AnswerTo,
-        /// The `elicitation.requested` data, offered again to a provider that attaches later.
-        announced: Box<Value>,
-    },
-    /// A command (`session.commands.execute` or an agent's `command` step) waiting for its
-    /// owner to run it.
-    Command { owner: ConnId, answer_to: AnswerTo },
-    /// A sampling request (an agent's, or an MCP server's `sampling/createMessage`) waiting
-    /// for a client with `requestSampling` or an interest in `sampling.requested`.
-    Sampling {
-        answer_to: AnswerTo,
-        /// The `sampling.requested` data, offered again to a sampler that attaches later.
-        announced: Box<Value>,
-    },
-    /// A queued slash command (`command.queued`) waiting for a client to say whether it ran it.
-    QueuedCommand,
-}
-
-/// Who gets the answer of a pending request.
-#[derive(Clone, Debug)]
-pub(crate) enum AnswerTo {
-    /// A client's request (`session.ui.elicitation`, `session.commands.execute`) is answered.
-    Caller(ConnId, OwnedId),
-    /// The agent gets [`AgentInput::ClientAnswer`] with this token.
-    Agent(u64),
-    /// An MCP server's request (`elicitation/create`, `sampling/createMessage`) is answered.
-    Mcp {
-        /// The session's server.
-        server: String,
-        /// The server's request id.
-        id: OwnedId,
-    },
-}
 
 impl Host {
     /// Starts a client tool call for the session's agent.
@@ -289,7 +235,7 @@ impl Host {
                 "error": {"message": message, "code": code},
             }),
         };
-        crate::host::mcp::tools::merge_result(&mut data, extra);
+        merge_result(&mut data, extra);
         self.emit(session, "tool.execution_complete", &data, false);
         self.queue_agent_input(
             session,
@@ -461,5 +407,12 @@ fn tool_result_outcome(result: &Value) -> ToolOutcome {
         }
         Value::Null => ToolOutcome::Success(String::new()),
         other => ToolOutcome::Success(other.to_string()),
+    }
+}
+
+/// Adds `extra` to a `tool.execution_complete` result object.
+fn merge_result(data: &mut Value, extra: Map<String, Value>) {
+    if let Some(result) = data.get_mut("result").and_then(Value::as_object_mut) {
+        result.extend(extra);
     }
 }

@@ -8,7 +8,7 @@
 //! leaving resolves it exactly once). With no such client, the call completes with the
 //! step's scripted result, or, for a model's call, the runtime performs it (`tool_ops`).
 
-use crate::host::requests::permission::{Approval, PermissionAsk};
+use crate::host::pending::{Approval, PermissionAsk};
 use serde_json::json;
 
 use crate::agent::{BuiltinCall, ToolOutcome};

@@ -11,40 +11,11 @@
 use serde_json::{json, Value};
 
 use crate::agent::builtin::{parent_dir, url_domain};
-use crate::agent::{BuiltinCall, ToolOutcome};
-use crate::host::mcp::tools::McpTarget;
-use crate::host::requests::bridge::Pending;
+use crate::agent::ToolOutcome;
+
+use crate::host::pending::{Approval, Pending, PermissionAsk};
 use crate::host::requests::permission_rules::Gate;
 use crate::host::{ConnId, Host};
-
-/// What approving a permission prompt does.
-#[derive(Clone, Debug)]
-pub(crate) enum Approval {
-    /// Ask the client that provides the tool to run it (`external_tool.requested`).
-    ClientTool,
-    /// Run a built-in tool call (`read_file`, `write_file`, `shell` steps, a model's `view`, …).
-    Builtin(Box<BuiltinCall>),
-    /// Call the MCP server's tool.
-    Mcp(Box<McpTarget>),
-    /// Let this extension's connections see the session's permission prompts. There is no
-    /// tool call.
-    ExtensionAccess(String),
-}
-
-/// A permission prompt: what is asked and what approving it does.
-#[derive(Clone, Debug)]
-pub(crate) struct PermissionAsk {
-    /// The tool call asking (empty for an extension-access prompt).
-    pub tool_call_id: String,
-    /// The tool's name (empty for an extension-access prompt).
-    pub tool_name: String,
-    /// The call's arguments.
-    pub arguments: Value,
-    /// The `permissionRequest` (its `kind` says what is asked).
-    pub request: Value,
-    /// What approval does.
-    pub approval: Approval,
-}
 
 /// A pending permission prompt as a dialect sees it.
 #[derive(Clone, Copy, Debug)]

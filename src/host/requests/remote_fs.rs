@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use crate::agent::builtin::parent_dir;
 use crate::correlation::Outcome;
 
-use crate::host::requests::client_calls::ClientCall;
+use crate::host::pending::ClientCall;
 use crate::host::{ConnId, FileReply, FileRequest, Host};
 
 /// One primitive operation a file provider performs.
