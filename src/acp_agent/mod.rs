@@ -10,17 +10,27 @@
 //! * [`TurnTranslator`] turns one session's `session/update`s into the session events
 //!   agentwire's own model loop emits, through the same [`SessionControl`] seam, so every
 //!   dialect's clients see the agent's turns as they see any other.
+//! * [`AcpSessionAgent`] is the [`Agent`](crate::agent::Agent) of a session run by an ACP
+//!   agent: it opens the agent's session, sends prompts one turn at a time (queueing the
+//!   rest), cancels on abort, and survives the agent process ending (the turn fails with the
+//!   reason; the next prompt opens a session on a new process). It talks to the process
+//!   through [`SessionControl::acp_call`] and hears from it as
+//!   [`AgentInput::Acp`](crate::agent::AgentInput::Acp).
 //!
-//! What the host still has to do to run a session on an ACP agent (spawning and restarting
-//! the process, routing the agent's permission, file and terminal requests to the session's
-//! clients and built-in tools) is described in `docs/acp-agents.md`.
+//! What the host still has to do to run a session on an ACP agent (serving `acp_call` with a
+//! process it spawns and restarts, routing the agent's permission, file and terminal
+//! requests to the session's clients and built-in tools) is described in
+//! `docs/acp-agents.md`.
 //!
 //! [`SessionControl`]: crate::agent::SessionControl
+//! [`SessionControl::acp_call`]: crate::agent::SessionControl::acp_call
 
+mod agent;
 mod client;
 mod command;
 mod translate;
 
+pub use agent::AcpSessionAgent;
 pub use client::{
     AcpAgentClient, AcpAgentEvent, AcpClientConfig, AgentCapabilities, AgentRequest,
     ClientCapabilities, PermissionOption, PermissionOptionKind, StopReason, PROTOCOL_VERSION,

@@ -6,7 +6,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::agent::{BuiltinCall, ClientRequest, SessionControl};
+use crate::agent::{
+    AcpCall, AcpInput, Agent, AgentInput, BuiltinCall, ClientRequest, PromptContext, SessionControl,
+};
 use crate::Timestamp;
 
 const T0: Timestamp = Timestamp::from_millis(1_000_000);
@@ -406,11 +408,14 @@ fn a_capability_that_was_not_offered_is_not_served() {
 
 // ----- the translation of a turn -----
 
-/// A session that records what the translator emits.
+/// A session that records what the translator (and the agent) emit and ask.
 struct Recorder {
     streaming: bool,
     ids: u64,
     events: Vec<(String, Value)>,
+    /// Whether the session has an ACP agent (`acp_call` answers with tokens).
+    acp: bool,
+    calls: Vec<(u64, AcpCall)>,
 }
 
 impl SessionControl for Recorder {
@@ -435,6 +440,14 @@ impl SessionControl for Recorder {
     fn ask_client(&mut self, _: ClientRequest) -> u64 {
         0
     }
+    fn acp_call(&mut self, call: AcpCall) -> Option<u64> {
+        if !self.acp {
+            return None;
+        }
+        let token = 100 + self.calls.len() as u64;
+        self.calls.push((token, call));
+        Some(token)
+    }
 }
 
 fn recorder(streaming: bool) -> Recorder {
@@ -442,6 +455,8 @@ fn recorder(streaming: bool) -> Recorder {
         streaming,
         ids: 0,
         events: Vec::new(),
+        acp: true,
+        calls: Vec::new(),
     }
 }
 
@@ -670,4 +685,299 @@ fn updates_that_are_not_acp_v1_are_refused_and_change_nothing() {
         assert_eq!(turn.apply(&mut s, &update), Err(reason.to_owned()));
     }
     assert!(s.events.is_empty());
+}
+
+// ----- a session run by an ACP agent -----
+
+fn prompt(agent: &mut AcpSessionAgent, s: &mut Recorder, id: &str, text: &str) {
+    agent.handle(
+        AgentInput::Prompt {
+            message_id: id.into(),
+            prompt: text.into(),
+            attachments: PromptContext::default(),
+        },
+        s,
+    );
+}
+
+fn done(agent: &mut AcpSessionAgent, s: &mut Recorder, token: u64, outcome: Result<Value, String>) {
+    agent.handle(AgentInput::Acp(AcpInput::Done { token, outcome }), s);
+}
+
+#[test]
+fn the_first_prompt_opens_the_agents_session_and_later_ones_reuse_it() {
+    let mut s = recorder(true);
+    let mut agent = AcpSessionAgent::new(None);
+    prompt(&mut agent, &mut s, "m1", "hello");
+    assert!(agent.is_busy());
+    assert_eq!(s.calls, [(100, AcpCall::Open { previous: None })]);
+    assert_eq!(types(&s), ["user.message", "assistant.turn_start"]);
+    assert_eq!(s.events[0].1["content"], "hello");
+    assert_eq!(s.events[0].1["messageId"], "m1");
+
+    done(
+        &mut agent,
+        &mut s,
+        100,
+        Ok(json!({"sessionId": "a1",
+                                             "modes": {"currentModeId": "ask"}})),
+    );
+    assert_eq!(agent.agent_session(), Some("a1"));
+    assert_eq!(
+        s.calls[1],
+        (
+            101,
+            AcpCall::Prompt {
+                agent_session: "a1".into(),
+                blocks: vec![json!({"type": "text", "text": "hello"})]
+            }
+        )
+    );
+    agent.handle(AgentInput::Acp(AcpInput::Update(text("hi there"))), &mut s);
+    done(
+        &mut agent,
+        &mut s,
+        101,
+        Ok(json!({"stopReason": "end_turn"})),
+    );
+    assert!(!agent.is_busy());
+    assert_eq!(
+        types(&s)[2..],
+        [
+            "assistant.message_start",
+            "assistant.message_delta",
+            "assistant.message",
+            "assistant.turn_end",
+            "assistant.idle",
+            "session.idle"
+        ]
+    );
+
+    // The next prompt goes to the same agent session.
+    prompt(&mut agent, &mut s, "m2", "again");
+    assert_eq!(s.calls.len(), 3);
+    assert!(
+        matches!(&s.calls[2].1, AcpCall::Prompt { agent_session, .. } if agent_session == "a1")
+    );
+}
+
+#[test]
+fn prompts_sent_during_a_turn_wait_for_it() {
+    let mut s = recorder(false);
+    let mut agent = AcpSessionAgent::new(None);
+    prompt(&mut agent, &mut s, "m1", "one");
+    done(&mut agent, &mut s, 100, Ok(json!({"sessionId": "a1"})));
+    prompt(&mut agent, &mut s, "m2", "two");
+    assert_eq!(
+        agent.queued_prompts(),
+        [("m2".to_owned(), "two".to_owned())]
+    );
+    assert_eq!(
+        s.calls.len(),
+        2,
+        "the second prompt is not sent during the first turn"
+    );
+    done(
+        &mut agent,
+        &mut s,
+        101,
+        Ok(json!({"stopReason": "end_turn"})),
+    );
+    assert!(agent.queued_prompts().is_empty());
+    assert!(matches!(&s.calls[2].1, AcpCall::Prompt { blocks, .. }
+        if blocks[0]["text"] == "two"));
+    let user_messages: Vec<&Value> = s
+        .events
+        .iter()
+        .filter(|(t, _)| t == "user.message")
+        .map(|(_, d)| &d["messageId"])
+        .collect();
+    assert_eq!(user_messages, [&json!("m1"), &json!("m2")]);
+}
+
+#[test]
+fn an_abort_cancels_the_agents_turn_and_ends_it_as_aborted() {
+    let mut s = recorder(true);
+    let mut agent = AcpSessionAgent::new(None);
+    prompt(&mut agent, &mut s, "m1", "long task");
+    done(&mut agent, &mut s, 100, Ok(json!({"sessionId": "a1"})));
+    agent.handle(AgentInput::Abort, &mut s);
+    assert_eq!(
+        s.calls[2].1,
+        AcpCall::Cancel {
+            agent_session: "a1".into()
+        }
+    );
+    assert!(agent.is_busy(), "the turn ends when the agent says so");
+    done(
+        &mut agent,
+        &mut s,
+        101,
+        Ok(json!({"stopReason": "cancelled"})),
+    );
+    let t = types(&s);
+    assert_eq!(
+        t[t.len() - 4..],
+        [
+            "abort",
+            "assistant.turn_end",
+            "assistant.idle",
+            "session.idle"
+        ]
+    );
+    assert_eq!(s.events.last().unwrap().1["aborted"], true);
+
+    // An interrupt (orphaned work) cancels too, without an abort event.
+    let mut s = recorder(true);
+    prompt(&mut agent, &mut s, "m2", "more");
+    agent.handle(AgentInput::Interrupt, &mut s);
+    assert_eq!(
+        s.calls[1].1,
+        AcpCall::Cancel {
+            agent_session: "a1".into()
+        }
+    );
+    let token = s.calls[0].0;
+    done(
+        &mut agent,
+        &mut s,
+        token,
+        Ok(json!({"stopReason": "cancelled"})),
+    );
+    assert!(!types(&s).contains(&"abort"));
+    assert_eq!(s.events.last().unwrap().1["aborted"], true);
+}
+
+#[test]
+fn an_agent_that_dies_mid_turn_fails_the_turn_and_the_next_prompt_opens_again() {
+    let mut s = recorder(true);
+    let mut agent = AcpSessionAgent::new(None);
+    prompt(&mut agent, &mut s, "m1", "go");
+    done(&mut agent, &mut s, 100, Ok(json!({"sessionId": "a1"})));
+    agent.handle(
+        AgentInput::Acp(AcpInput::Ended("the agent exited with code 137".into())),
+        &mut s,
+    );
+    assert!(!agent.is_busy());
+    assert_eq!(agent.agent_session(), None);
+    let error = s.events.iter().find(|(t, _)| t == "session.error").unwrap();
+    assert_eq!(error.1["message"], "the agent exited with code 137");
+    // A late answer of the dead process changes nothing.
+    done(
+        &mut agent,
+        &mut s,
+        101,
+        Ok(json!({"stopReason": "end_turn"})),
+    );
+    assert_eq!(
+        types(&s).iter().filter(|t| **t == "session.idle").count(),
+        1
+    );
+
+    prompt(&mut agent, &mut s, "m2", "again");
+    assert_eq!(
+        s.calls.last().unwrap().1,
+        AcpCall::Open {
+            previous: Some("a1".into())
+        },
+        "the new process may load the session it had"
+    );
+    // A load answers without a sessionId: the previous one is kept.
+    let token = s.calls.last().unwrap().0;
+    done(&mut agent, &mut s, token, Ok(json!({})));
+    assert_eq!(agent.agent_session(), Some("a1"));
+}
+
+#[test]
+fn bad_answers_from_the_agent_become_session_errors_and_warnings() {
+    let mut s = recorder(true);
+    let mut agent = AcpSessionAgent::new(None);
+    prompt(&mut agent, &mut s, "m1", "go");
+    done(
+        &mut agent,
+        &mut s,
+        100,
+        Err("the agent answered with error -32000: auth_required".into()),
+    );
+    let error = s.events.iter().find(|(t, _)| t == "session.error").unwrap();
+    assert_eq!(
+        error.1["message"],
+        "The agent could not open a session: the agent answered with error -32000: auth_required"
+    );
+    assert!(!agent.is_busy());
+
+    let mut s = recorder(true);
+    prompt(&mut agent, &mut s, "m2", "go");
+    done(&mut agent, &mut s, 100, Ok(json!({"sessionId": "a2"})));
+    agent.handle(
+        AgentInput::Acp(AcpInput::Update(json!({"sessionUpdate": "telepathy"}))),
+        &mut s,
+    );
+    let warning = s
+        .events
+        .iter()
+        .find(|(t, _)| t == "session.warning")
+        .unwrap();
+    assert_eq!(
+        warning.1,
+        json!({"warningType": "acp_update",
+               "message": "The agent sent an update agentwire cannot read: unknown sessionUpdate `telepathy`"})
+    );
+    done(&mut agent, &mut s, 101, Ok(json!({"stopReason": "sleepy"})));
+    let error = s.events.iter().find(|(t, _)| t == "session.error").unwrap();
+    assert_eq!(
+        error.1["message"],
+        "the agent ended the turn with an unknown stopReason `sleepy`"
+    );
+
+    // A session without an ACP agent says so.
+    let mut s = recorder(true);
+    s.acp = false;
+    let mut agent = AcpSessionAgent::new(None);
+    prompt(&mut agent, &mut s, "m1", "go");
+    let error = s.events.iter().find(|(t, _)| t == "session.error").unwrap();
+    assert_eq!(error.1["message"], "this session has no ACP agent");
+    assert!(!agent.is_busy());
+}
+
+#[test]
+fn attached_files_go_to_the_agent_as_resource_links() {
+    let mut s = recorder(true);
+    let mut agent = AcpSessionAgent::new(Some("a9".into()));
+    agent.handle(
+        AgentInput::Prompt {
+            message_id: "m1".into(),
+            prompt: "explain".into(),
+            attachments: PromptContext {
+                sent: vec![
+                    json!({"type": "file", "path": "/w/src/main.rs", "displayName": "main.rs"}),
+                    json!({"type": "directory", "path": "/w/docs"}),
+                    json!({"type": "selection", "text": "x"}),
+                ],
+                before: "<ide_selection>x</ide_selection>\n".into(),
+                ..PromptContext::default()
+            },
+        },
+        &mut s,
+    );
+    assert_eq!(
+        s.calls[0].1,
+        AcpCall::Open {
+            previous: Some("a9".into())
+        }
+    );
+    done(&mut agent, &mut s, 100, Ok(json!({"sessionId": "a9"})));
+    let AcpCall::Prompt { blocks, .. } = &s.calls[1].1 else {
+        panic!("a prompt")
+    };
+    assert_eq!(
+        blocks,
+        &[
+            json!({"type": "text", "text": "<ide_selection>x</ide_selection>\nexplain"}),
+            json!({"type": "resource_link", "uri": "file:///w/src/main.rs", "name": "main.rs"}),
+            json!({"type": "resource_link", "uri": "file:///w/docs", "name": "docs"})
+        ]
+    );
+    // The user message carries the attachments as sent.
+    assert_eq!(s.events[0].1["attachments"].as_array().unwrap().len(), 3);
 }

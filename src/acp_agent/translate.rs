@@ -308,6 +308,22 @@ impl TurnTranslator {
     /// died). Open messages are completed, running tool calls fail as interrupted, and the
     /// session goes idle.
     pub fn end_turn(&mut self, s: &mut dyn SessionControl, outcome: Result<StopReason, String>) {
+        self.finish(s, outcome, true);
+    }
+
+    /// The turn was cancelled because its pending work was orphaned (the clients that would
+    /// answer it left): it ends as a cancelled turn does, without an `abort` event, since
+    /// nobody asked for one.
+    pub fn end_interrupted_turn(&mut self, s: &mut dyn SessionControl) {
+        self.finish(s, Ok(StopReason::Cancelled), false);
+    }
+
+    fn finish(
+        &mut self,
+        s: &mut dyn SessionControl,
+        outcome: Result<StopReason, String>,
+        abort_event: bool,
+    ) {
         self.close_texts(s);
         let interrupted: Vec<String> = self
             .tools
@@ -331,7 +347,9 @@ impl TurnTranslator {
             Ok(StopReason::EndTurn) => {}
             Ok(StopReason::Cancelled) => {
                 aborted = true;
-                s.emit("abort", json!({"reason": "user_initiated"}), false);
+                if abort_event {
+                    s.emit("abort", json!({"reason": "user_initiated"}), false);
+                }
             }
             Ok(reason) => {
                 s.emit(
