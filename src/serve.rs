@@ -34,7 +34,7 @@ impl Default for ServerOptions {
 /// Why a runtime's `serve_*` call returned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Stopped {
-    /// The host asked to shut down (`Output::Shutdown`, e.g. the `runtime.shutdown` method) or
+    /// The host asked to shut down (`ConnectionOutput::Shutdown`, e.g. the `runtime.shutdown` method) or
     /// the runtime's `shutdown` was called. Every connection has been flushed (within the
     /// flush timeout) and closed.
     Shutdown {

@@ -3,9 +3,9 @@
 //! When the runtime finds that a session a connection named is owned by another live node, it
 //! calls [`Host::forward_session_lookup`]: from then on that connection's frames naming the
 //! session (`params.sessionId`) are not handled here but handed to the runtime
-//! ([`Output::Forward`], with the session), which relays them to the owner; the owner's frames
+//! ([`ClusterOutput::Forward`], with the session), which relays them to the owner; the owner's frames
 //! for the client come back with [`Host::deliver_forwarded`], and the end of the client is
-//! [`Output::ForwardClosed`]. The owner serves the relayed frames as an ordinary connection,
+//! [`ClusterOutput::ForwardClosed`]. The owner serves the relayed frames as an ordinary connection,
 //! so it keeps deciding who is asked, tool and command ownership and first answers. Frames
 //! the host already answered stay answered.
 //!
@@ -31,7 +31,7 @@ use crate::Timestamp;
 
 use super::io::send::{drops_warning_data, frame_body};
 use super::relay_group::RelayRole;
-use super::{ConnId, Host, Output};
+use super::{ClusterOutput, ConnId, Host, Output};
 use crate::jsonrpc::OwnedId;
 
 /// What a connection relaying some of its sessions to their owners keeps.
@@ -199,9 +199,9 @@ impl<'a> Head<'a> {
 }
 
 impl Host {
-    /// The runtime found `session` (after [`Output::LoadSession`]) owned by another node: on
+    /// The runtime found `session` (after [`ClusterOutput::LoadSession`]) owned by another node: on
     /// every connection waiting for it, its frames are forwarded from now on, starting with
-    /// the frames that waited that name it ([`Output::Forward`] with `session`); the others
+    /// the frames that waited that name it ([`ClusterOutput::Forward`] with `session`); the others
     /// among them are handled here, in order, as if no lookup had held them.
     pub fn forward_session_lookup(&mut self, now: Timestamp, session: &str) {
         let (conns, _) = self.conns.iter_mut_and_frames();
@@ -490,7 +490,7 @@ impl Host {
     }
 
     /// Ends a forwarded connection: what is queued for it is written, then `reason` as a
-    /// JSON-RPC error, then the connection is closed ([`Output::Close`]), e.g. when the owner
+    /// JSON-RPC error, then the connection is closed ([`ConnectionOutput::Close`]), e.g. when the owner
     /// node died (the answers the runtime gave its unanswered requests reach it first).
     pub fn end_forwarding(&mut self, now: Timestamp, conn: ConnId, reason: String) {
         self.advance_time(now);
@@ -544,11 +544,12 @@ impl Host {
         }
         let sessions: Vec<String> = self.forwarded_sessions(conn).map(str::to_owned).collect();
         for session in sessions {
-            self.outputs.push_back(Output::Forward {
-                conn,
-                session,
-                frames: added.clone(),
-            });
+            self.outputs
+                .push_back(Output::Cluster(ClusterOutput::Forward {
+                    conn,
+                    session,
+                    frames: added.clone(),
+                }));
         }
     }
 
@@ -558,11 +559,12 @@ impl Host {
         let Some((session, body)) = self.forward_route(conn, frame) else {
             return false;
         };
-        self.outputs.push_back(Output::Forward {
-            conn,
-            session,
-            frames: vec![body],
-        });
+        self.outputs
+            .push_back(Output::Cluster(ClusterOutput::Forward {
+                conn,
+                session,
+                frames: vec![body],
+            }));
         true
     }
 }

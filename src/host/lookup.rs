@@ -2,7 +2,7 @@
 //!
 //! With [`HostConfig::lookup_unknown_sessions`](super::HostConfig::lookup_unknown_sessions), a
 //! frame whose `params.sessionId` names a session that is not loaded is not handled at once:
-//! the connection's frames wait (in order), the runtime gets [`Output::LoadSession`], restores
+//! the connection's frames wait (in order), the runtime gets [`ClusterOutput::LoadSession`], restores
 //! the session if it can serve it, and calls [`Host::finish_session_lookup`]. Then the waiting
 //! frames are handled as usual: the session is there, or the dialect answers that it is not
 //! found. The check is dialect-neutral: both dialects name sessions by `params.sessionId`.
@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use crate::Timestamp;
 
-use super::{ConnId, Host, Output};
+use super::{ClusterOutput, ConnId, Host, Output};
 
 /// The part of a JSON-RPC message the lookup looks at.
 #[derive(Deserialize)]
@@ -56,9 +56,10 @@ impl Host {
             if let Some(session) = named_session(&frame) {
                 if looked_up != Some(session.as_str()) && !self.sessions.contains_key(&session) {
                     if self.lookups.insert(session.clone()) {
-                        self.outputs.push_back(Output::LoadSession {
-                            session: session.clone(),
-                        });
+                        self.outputs
+                            .push_back(Output::Cluster(ClusterOutput::LoadSession {
+                                session: session.clone(),
+                            }));
                     }
                     if let Some(c) = self.conns.get_mut(&conn) {
                         c.parked = Some((session, VecDeque::from([frame])));
@@ -74,7 +75,7 @@ impl Host {
         }
     }
 
-    /// The runtime finished looking up `session` (after [`Output::LoadSession`]): it is
+    /// The runtime finished looking up `session` (after [`ClusterOutput::LoadSession`]): it is
     /// restored, or it cannot be served here. The frames that waited for it are handled now,
     /// in order (a later frame naming another unknown session waits again).
     pub fn finish_session_lookup(&mut self, now: Timestamp, session: &str) {

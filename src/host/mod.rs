@@ -17,22 +17,19 @@ mod api;
 mod catalog;
 mod config;
 pub(crate) mod dialect;
+pub(crate) mod effects;
 mod forward;
 mod github_identity;
-mod http;
 pub(crate) mod io;
 pub(crate) mod kept_requests;
 mod lookup;
 mod mcp;
 mod mcp_http;
 mod models_list;
-mod output;
-mod provided_http;
 mod relay_group;
 pub(crate) mod requests;
 mod restore;
 pub(crate) mod sessions;
-mod shell;
 mod tool_ops;
 
 use std::any::Any;
@@ -53,10 +50,12 @@ pub use crate::session::ConnId;
 pub use crate::Dialect;
 pub use catalog::SessionSummary;
 pub use config::{HostConfig, McpSpawnPolicy, DEFAULT_OUTBOX_BUDGET};
+pub use effects::output::{ClusterOutput, ConnectionOutput, Output, StoreOutput};
+pub use effects::shell::ShellStream;
+pub use effects::{Effect, EffectEvent, EffectId, EffectOp, ProcessSpec};
 pub use forward::RelayedEventHead;
 pub use github_identity::GitHubIdentity;
 pub use io::outbox::{Outbox, OutboxOverflow};
-pub use output::Output;
 pub use relay_group::{
     BadRelayFrame, RelayFrame, RELAYED_CALLER_KEPT_FOR, RELAY_AWAITING, RELAY_DELTAS_EMITTED,
     RELAY_FORMER_MEMBER, RELAY_HANDSHAKE_ID, RELAY_LAST_EVENT, RELAY_SESSION_BUSY,
@@ -64,10 +63,10 @@ pub use relay_group::{
 pub use requests::canvas::CANVAS_TOOLS;
 pub use requests::client_calls::CLIENT_CALL_TIMEOUT;
 pub use restore::RestoreError;
-pub use shell::ShellStream;
 pub use tool_ops::{image_media_type, FileReply, FileRequest};
 
 pub(crate) use dialect::{DialectHandler, DialectId, ServerRequest, SessionChange};
+pub(crate) use effects::shell::{shell_argv, ProcessInfo, ProcessRefused};
 pub(crate) use github_identity::IdentityLookup;
 pub(crate) use mcp::mcp_apps::AppRequest;
 pub(crate) use requests::bridge::{
@@ -77,7 +76,6 @@ pub(crate) use requests::canvas::{ActionParams, CanvasReply, CloseParams, OpenPa
 pub(crate) use requests::remote_fs::{FsAnswer, FsPrimitive};
 pub(crate) use sessions::policy::HistoryError;
 pub(crate) use sessions::skills::SkillInfo;
-pub(crate) use shell::{ProcessInfo, ProcessRefused};
 
 use io::conn_table::ConnTable;
 
@@ -137,9 +135,8 @@ struct Live {
 ///
 /// * **Connections**: `open`, `open_dialect`, `open_with` (one connection per peer).
 /// * **Inputs**: [`Host::handle_bytes`], [`Host::handle_eof`], [`Host::handle_timeout`],
-///   [`Host::handle_shell_output`], [`Host::handle_shell_exit`], the `handle_http_*`
-///   reports, [`Host::handle_file_result`], and the runtime's own
-///   [`Host::emit_event`] and [`Host::restore_session`].
+///   [`Host::handle_effect`] (the runtime's reports about an [`Output::Effect`]), and the
+///   runtime's own [`Host::emit_event`] and [`Host::restore_session`].
 /// * **Outputs** (drain after every input): [`Host::poll_ready`] with
 ///   [`Host::poll_transmit`] or [`Host::poll_transmit_batch`], [`Host::poll_output`], and
 ///   [`Host::poll_timeout`] for the next deadline.
@@ -164,8 +161,8 @@ pub struct Host {
     /// Frames to emit after the response currently being built (e.g. `session.start`).
     after_response: Vec<AfterResponse>,
     foreground: Option<String>,
-    /// Commands the runtime is running for clients, by process id.
-    processes: BTreeMap<String, ProcessInfo>,
+    /// Commands the runtime is running for clients, by effect id.
+    processes: BTreeMap<EffectId, ProcessInfo>,
     last_session: Option<String>,
     /// The sub-agent the next emitted event comes from (set by `SessionControl::emit_as`).
     event_agent: Option<String>,
@@ -173,9 +170,10 @@ pub struct Host {
     /// Values masked in every emitted event (`secrets.addFilterValues`).
     secret_filters: Vec<String>,
     /// HTTP exchanges in flight, by call id: the session they are for and who performs them.
-    http_calls: BTreeMap<u64, provided_http::HttpCall>,
-    next_http_call: u64,
-    /// Sessions the runtime is looking up ([`Output::LoadSession`]).
+    http_calls: BTreeMap<u64, effects::provided_http::HttpCall>,
+    /// The next [`EffectId`]'s number (one allocator for every kind of effect).
+    next_effect: u64,
+    /// Sessions the runtime is looking up ([`ClusterOutput::LoadSession`](effects::output::ClusterOutput::LoadSession)).
     lookups: BTreeSet<String>,
     /// Some connection was made a relay group ([`Host::join_relay_group`]).
     has_relay_groups: bool,
@@ -195,7 +193,6 @@ pub struct Host {
     file_providers: BTreeSet<ConnId>,
     /// Child processes of MCP servers, by process id: their session and server name.
     mcp_processes: BTreeMap<u64, (String, String)>,
-    next_process: u64,
     /// Tokens naming requests on the MCP clients.
     next_mcp_token: u64,
     /// MCP servers every new session starts with (`mcp.config.*`, in memory), by name: the
@@ -230,8 +227,8 @@ enum TimerTarget {
     ModelsList(u64),
     /// A GitHub token lookup (HTTP call id) is due.
     GitHubIdentity(u64),
-    /// A built-in `bash` call's command (process id) ran out of time.
-    ToolShell(String),
+    /// A built-in `bash` call's command (its process) ran out of time.
+    ToolShell(EffectId),
     /// A deadline of a session's MCP server (session, server name).
     Mcp(String, String),
     /// A deadline of a `session.mcp.executeSampling` run (its `requestId`).
@@ -266,7 +263,7 @@ pub(crate) enum AfterResponse {
         session: String,
         configs: Vec<crate::mcp::McpServerConfig>,
     },
-    /// Ask the runtime to shut down ([`Output::Shutdown`]).
+    /// Ask the runtime to shut down ([`ConnectionOutput::Shutdown`](effects::output::ConnectionOutput::Shutdown)).
     Shutdown { reason: String },
 }
 
@@ -302,14 +299,13 @@ impl Host {
             unknown_responses: 0,
             secret_filters: Vec::new(),
             http_calls: BTreeMap::new(),
-            next_http_call: 1,
+            next_effect: 1,
             runtime_tools: tool_ops::RuntimeTools::default(),
             models_lists: models_list::ModelsLists::default(),
             github_identities: github_identity::GitHubIdentities::default(),
             skill_discoveries: sessions::skills::Discoveries::default(),
             file_providers: BTreeSet::new(),
             mcp_processes: BTreeMap::new(),
-            next_process: 1,
             next_mcp_token: 1,
             mcp_user_config: indexmap::IndexMap::new(),
             mcp_user_disabled: std::collections::BTreeSet::new(),
