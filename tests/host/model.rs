@@ -65,7 +65,7 @@ fn tool_stream(id: &str) -> Vec<u8> {
 /// Answers exchange `call` with a 200 event stream, split into small chunks.
 fn answer(w: &mut World, call: EffectId, body: &[u8], peers: &mut [&mut Peer]) {
     w.now = w.now.saturating_add(Duration::from_millis(5));
-    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+    let headers = [("content-type".to_owned(), "text/event-stream".to_owned())];
     w.host.handle_effect(
         w.now,
         call,
@@ -389,7 +389,7 @@ fn abort_mid_stream_cancels_the_call_and_ends_the_turn() {
         json!({"sessionId": "s", "prompt": "hi"}),
     );
     let (call, _) = next_request(&mut w);
-    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+    let headers = [("content-type".to_owned(), "text/event-stream".to_owned())];
     w.host.handle_effect(
         w.now,
         call,
@@ -523,7 +523,7 @@ fn connection_refused_is_a_session_error() {
 #[test]
 fn cut_and_malformed_streams_are_session_errors() {
     error_then_next_prompt_works(|w, call| {
-        let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+        let headers = [("content-type".to_owned(), "text/event-stream".to_owned())];
         w.host.handle_effect(
             w.now,
             call,
@@ -542,7 +542,7 @@ fn cut_and_malformed_streams_are_session_errors() {
         w.host.handle_effect(w.now, call, EffectEvent::HttpEnd);
     });
     error_then_next_prompt_works(|w, call| {
-        let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+        let headers = [("content-type".to_owned(), "text/event-stream".to_owned())];
         w.host.handle_effect(
             w.now,
             call,
@@ -629,7 +629,7 @@ fn stalled_stream_hits_the_idle_deadline() {
         json!({"sessionId": "s", "prompt": "hi"}),
     );
     let (call, _) = next_request(&mut w);
-    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+    let headers = [("content-type".to_owned(), "text/event-stream".to_owned())];
     w.host.handle_effect(
         w.now,
         call,
@@ -1065,12 +1065,12 @@ fn a_session_with_declared_models_lists_them_without_a_request() {
 
 /// Answers model-list exchange `call` with `body` (JSON).
 fn answer_json(w: &mut World, call: EffectId, status: u16, body: &Value, peers: &mut [&mut Peer]) {
-    let headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+    let headers = [("content-type".to_owned(), "application/json".to_owned())];
     w.host.handle_effect(
         w.now,
         call,
         EffectEvent::HttpHead {
-            status: status,
+            status,
             headers: headers.to_vec(),
         },
     );

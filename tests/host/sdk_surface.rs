@@ -197,7 +197,7 @@ fn answer_lookup(w: &mut World, p: &mut Peer, call: EffectId, status: u16, body:
         w.now,
         call,
         EffectEvent::HttpHead {
-            status: status,
+            status,
             headers: Vec::new(),
         },
     );

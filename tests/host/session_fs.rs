@@ -48,7 +48,7 @@ fn next_request(w: &mut World) -> Option<(EffectId, HttpRequest)> {
 }
 
 fn answer_http(w: &mut World, call: EffectId, body: &[u8], p: &mut Peer) {
-    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+    let headers = [("content-type".to_owned(), "text/event-stream".to_owned())];
     w.host.handle_effect(
         w.now,
         call,

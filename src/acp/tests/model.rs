@@ -49,7 +49,7 @@ fn a_server_default_model_answers_an_acp_prompt() {
         "data: {\"id\":\"c1\",\"choices\":[{\"delta\":{\"content\":\"there.\"},\"finish_reason\":\"stop\"}]}\n\n",
         "data: [DONE]\n\n"
     );
-    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+    let headers = [("content-type".to_owned(), "text/event-stream".to_owned())];
     w.host.handle_effect(
         w.now,
         call,
@@ -115,7 +115,7 @@ fn a_failed_model_call_is_a_turn_error_and_the_session_stays_usable() {
     assert!(message.contains("127.0.0.1:9"), "{message}");
     let again = prompt(&mut w, &mut peer, &session, "again");
     let (call, _) = next_call(&mut w);
-    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+    let headers = [("content-type".to_owned(), "text/event-stream".to_owned())];
     w.host.handle_effect(
         w.now,
         call,
@@ -139,7 +139,7 @@ fn a_failed_model_call_is_a_turn_error_and_the_session_stays_usable() {
 
 /// Feeds a complete 200 SSE answer for `call`.
 fn answer(w: &mut World, peer: &mut Peer, call: EffectId, stream: &str) {
-    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+    let headers = [("content-type".to_owned(), "text/event-stream".to_owned())];
     w.host.handle_effect(
         w.now,
         call,
