@@ -24,7 +24,7 @@
 //!   emits for it (`assistant.streaming_delta` and `assistant.message_delta`), emitted and
 //!   drained.
 //! * `host_chunk_1_client`: everything, end to end through a real [`Host`]: a BYOK session
-//!   with one streaming client, the chunk fed with `Host::handle_http_body`, its two frames
+//!   with one streaming client, the chunk fed with `Host::handle_effect` (`HttpBody`), its two frames
 //!   drained. It should come out near `decode_map_chunk` + `fanout_chunk_1_client` (the
 //!   rest is the host's routing and the call's idle-deadline timer), which checks that the
 //!   split above hides nothing.

@@ -52,8 +52,8 @@ impl SessionSummary {
     }
 
     /// Folds in the session's next stored event (compact JSON, as
-    /// [`StoreOutput::Persist`](super::StoreOutput::Persist) handed it out). Answers false, and changes
-    /// nothing, if it is not a stored event.
+    /// [`StoreOutput::Persist`](super::StoreOutput::Persist) handed it out). Answers false, and
+    /// changes nothing, if it is not a stored event.
     pub fn add_event(&mut self, json: &[u8]) -> bool {
         let Ok(stored) = serde_json::from_slice::<Stored<'_>>(json) else {
             return false;

@@ -80,8 +80,8 @@ pub struct HostConfig {
     /// nodes started with the same [`HostConfig::seed`] never generate the same ids.
     pub node_id: Option<String>,
     /// A request naming a session that is not loaded waits for the runtime to look it up
-    /// ([`ClusterOutput::LoadSession`](super::ClusterOutput::LoadSession)) instead of failing at once (a
-    /// cluster node whose sessions live in a shared log). Off by default.
+    /// ([`ClusterOutput::LoadSession`](super::ClusterOutput::LoadSession)) instead of failing at
+    /// once (a cluster node whose sessions live in a shared log). Off by default.
     pub lookup_unknown_sessions: bool,
     /// Which hosts a client-chosen provider `baseUrl` may reach. Default: all.
     pub model_base_urls: BaseUrlPolicy,

@@ -3,8 +3,8 @@
 //! When the runtime finds that a session a connection named is owned by another live node, it
 //! calls [`Host::forward_session_lookup`]: from then on that connection's frames naming the
 //! session (`params.sessionId`) are not handled here but handed to the runtime
-//! ([`ClusterOutput::Forward`], with the session), which relays them to the owner; the owner's frames
-//! for the client come back with [`Host::deliver_forwarded`], and the end of the client is
+//! ([`ClusterOutput::Forward`], with the session), which relays them to the owner; the owner's
+//! frames for the client come back with [`Host::deliver_forwarded`], and the end of the client is
 //! [`ClusterOutput::ForwardClosed`]. The owner serves the relayed frames as an ordinary connection,
 //! so it keeps deciding who is asked, tool and command ownership and first answers. Frames
 //! the host already answered stay answered.
@@ -490,8 +490,9 @@ impl Host {
     }
 
     /// Ends a forwarded connection: what is queued for it is written, then `reason` as a
-    /// JSON-RPC error, then the connection is closed ([`ConnectionOutput::Close`]), e.g. when the owner
-    /// node died (the answers the runtime gave its unanswered requests reach it first).
+    /// JSON-RPC error, then the connection is closed
+    /// ([`ConnectionOutput::Close`](super::ConnectionOutput::Close)), e.g. when the owner node died
+    /// (the answers the runtime gave its unanswered requests reach it first).
     pub fn end_forwarding(&mut self, now: Timestamp, conn: ConnId, reason: String) {
         self.advance_time(now);
         if self.conns.get(&conn).is_some_and(|c| c.forwarded.is_some()) {

@@ -5,8 +5,8 @@
 //!
 //! Answers are kept per token in memory (bounded, [`MAX_KNOWN`]); a lookup in flight is
 //! shared by every request naming the same token. The host performs the request as an
-//! [`EffectOp::HttpRequest`](super::EffectOp::HttpRequest) and reports its result with [`Host::handle_effect`]; a lookup
-//! that gets no answer in [`LOOKUP_TIMEOUT`] fails. Without
+//! [`EffectOp::HttpRequest`](super::EffectOp::HttpRequest) and reports its result with
+//! [`Host::handle_effect`]; a lookup that gets no answer in [`LOOKUP_TIMEOUT`] fails. Without
 //! [`HostConfig::github_api_url`](super::HostConfig::github_api_url) no lookup is possible:
 //! the token is then kept unverified.
 

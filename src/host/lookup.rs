@@ -2,9 +2,9 @@
 //!
 //! With [`HostConfig::lookup_unknown_sessions`](super::HostConfig::lookup_unknown_sessions), a
 //! frame whose `params.sessionId` names a session that is not loaded is not handled at once:
-//! the connection's frames wait (in order), the runtime gets [`ClusterOutput::LoadSession`], restores
-//! the session if it can serve it, and calls [`Host::finish_session_lookup`]. Then the waiting
-//! frames are handled as usual: the session is there, or the dialect answers that it is not
+//! the connection's frames wait (in order), the runtime gets [`ClusterOutput::LoadSession`],
+//! restores the session if it can serve it, and calls [`Host::finish_session_lookup`]. Then the
+//! waiting frames are handled as usual: the session is there, or the dialect answers that it is not
 //! found. The check is dialect-neutral: both dialects name sessions by `params.sessionId`.
 
 use std::borrow::Cow;

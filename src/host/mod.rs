@@ -173,7 +173,8 @@ pub struct Host {
     http_calls: BTreeMap<u64, effects::provided_http::HttpCall>,
     /// The next [`EffectId`]'s number (one allocator for every kind of effect).
     next_effect: u64,
-    /// Sessions the runtime is looking up ([`ClusterOutput::LoadSession`](effects::output::ClusterOutput::LoadSession)).
+    /// Sessions the runtime is looking up
+    /// ([`ClusterOutput::LoadSession`](effects::output::ClusterOutput::LoadSession)).
     lookups: BTreeSet<String>,
     /// Some connection was made a relay group ([`Host::join_relay_group`]).
     has_relay_groups: bool,

@@ -66,7 +66,8 @@ pub enum FileRequest {
     },
 }
 
-/// The runtime's answer to a [`FileRequest`] ([`EffectEvent::FileDone`](super::EffectEvent::FileDone)).
+/// The runtime's answer to a [`FileRequest`]
+/// ([`EffectEvent::FileDone`](super::EffectEvent::FileDone)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FileReply {
     /// A file's text.

@@ -733,8 +733,8 @@ fn bash_stream(id: &str, arguments: Value) -> Vec<u8> {
 }
 
 /// Starts a BYOK session (no working directory given, the server's is `/srv/agentwire`) whose
-/// model calls `bash` with `arguments`; approves the call and returns the `ShellExec`
-/// output's process id, cwd and timeout.
+/// model calls `bash` with `arguments`; approves the call and returns the command's
+/// `ProcessSpawn` effect: its id, cwd and timeout.
 fn start_bash(w: &mut World, p: &mut Peer, arguments: Value) -> (EffectId, Option<String>, u64) {
     create(w, p, "s", json!({"provider": provider(), "model": "m1"}));
     w.call(

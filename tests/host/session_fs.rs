@@ -1,7 +1,7 @@
 //! `sessionFs.setProvider` (issue 17 B) through the host's sans-IO API with raw JSON-RPC (the
 //! official Rust SDK sends it only from `Client::start`, which spawns a CLI): a client that
 //! registered as the file provider gets the built-in tools' file work as `sessionFs.*`
-//! requests, answered here from an in-memory file system, and no `Output::FileOp` reaches
+//! requests, answered here from an in-memory file system, and no `EffectOp::FileOp` reaches
 //! the runtime.
 
 use std::collections::BTreeMap;
@@ -29,7 +29,7 @@ fn tool_call(name: &str, args: Value) -> Vec<u8> {
     ])
 }
 
-/// Drains outputs: the next HTTP request (panics on an `Output::FileOp`).
+/// Drains outputs: the next HTTP request (panics on an `EffectOp::FileOp`).
 fn next_request(w: &mut World) -> Option<(EffectId, HttpRequest)> {
     while let Some(out) = w.host.poll_output() {
         match out {

@@ -10,8 +10,8 @@
 //! Each session's persisted events are appended to its `events.jsonl`, one event per line, in
 //! order: exactly the bytes of the host's [`StoreOutput::Persist`] followed by `\n`. Ephemeral
 //! events (streaming deltas, `session.idle`, …) are never written: the host never reports
-//! them. `session.delete` ([`StoreOutput::SessionDeleted`]) removes the session's directory. Session
-//! ids are client-chosen, so a directory name is the id with every byte other than
+//! them. `session.delete` ([`StoreOutput::SessionDeleted`]) removes the session's directory.
+//! Session ids are client-chosen, so a directory name is the id with every byte other than
 //! `[A-Za-z0-9_-]` (and a `.` that is not the first byte) written as `%XX`; UUIDs are stored
 //! under their own name.
 //!

@@ -4,9 +4,9 @@
 //! The MCP `CreateMessageRequest` params (`messages` of text content, `systemPrompt`,
 //! `maxTokens`) become one chat completion on the session's provider ([`ModelCall`], the same
 //! state machine, deadlines and retries as the model loop; HTTP through
-//! [`EffectOp::HttpRequest`](crate::host::EffectOp::HttpRequest)). The caller's request is answered when it ends: `{action:
-//! "success", result: {role: "assistant", content: {type: "text", text}, model, stopReason}}`,
-//! `{action: "failure", error}`, or `{action: "cancelled"}` after
+//! [`EffectOp::HttpRequest`](crate::host::EffectOp::HttpRequest)). The caller's request is answered
+//! when it ends: `{action: "success", result: {role: "assistant", content: {type: "text", text},
+//! model, stopReason}}`, `{action: "failure", error}`, or `{action: "cancelled"}` after
 //! `session.mcp.cancelSamplingExecution`. The client then delivers (or edits) the result with
 //! `session.ui.handlePendingSampling`.
 

@@ -122,7 +122,8 @@ impl Host {
 
     /// Removes the persisted event `event_id` of `session` and every event after it; returns
     /// how many were removed. A durable store ([`HostConfig::report_persisted_events`]) is
-    /// rewritten: [`StoreOutput::SessionDeleted`] then [`StoreOutput::Persist`] for each event kept.
+    /// rewritten: [`StoreOutput::SessionDeleted`] then [`StoreOutput::Persist`] for each event
+    /// kept.
     ///
     /// [`HostConfig::report_persisted_events`]: crate::host::HostConfig::report_persisted_events
     pub(crate) fn truncate_history(

@@ -9,14 +9,15 @@
 //!   tagged with the mark of the last persisted event, and written to their client only once
 //!   every mark up to it is acknowledged (`HostHandle::durable`, the writer task's
 //!   `synced.wait_for`);
-//! * `ClusterOutput::LoadSession` runs `look_up_once`: read the last message; claim when the owner is
-//!   gone (restore + `interrupt_open_turn`), relay when it is live and answers
+//! * `ClusterOutput::LoadSession` runs `look_up_once`: read the last message; claim when the
+//!   owner is gone (restore + `interrupt_open_turn`), relay when it is live and answers
 //!   (`forward_session_lookup`), wait for its lease while it is live and silent;
-//! * `ClusterOutput::Forward` / `ForwardClosed` open and feed a gateway link (`link.rs`): the client's
-//!   frames go to the owner on the link's own subject; the owner serves the relayed connection
-//!   as a member of the gateway node's relay group (`group.rs`, `Host::join_relay_group`), whose
-//!   one connection carries every member's frames back on the group's subject. Both travel as
-//!   live-subject messages of the engine (so live loss hits them);
+//! * `ClusterOutput::Forward` / `ForwardClosed` open and feed a gateway link (`link.rs`): the
+//!   client's frames go to the owner on the link's own subject; the owner serves the relayed
+//!   connection as a member of the gateway node's relay group (`group.rs`,
+//!   `Host::join_relay_group`), whose one connection carries every member's frames back on the
+//!   group's subject. Both travel as live-subject messages of the engine (so live loss hits
+//!   them);
 //! * a fenced writer, a failed claim or a lost lease stops the node (`Node::stop`).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
