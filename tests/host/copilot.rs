@@ -907,6 +907,42 @@ fn persisted_events_are_reported_and_a_new_host_restores_the_session() {
 }
 
 #[test]
+fn a_command_the_runtime_cannot_start_reads_as_exit_127_with_the_reason_on_stderr() {
+    let mut w = World::new(HostConfig::default().with_shell_enabled(true));
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({"workingDirectory": "/w"}));
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.shell.exec",
+        json!({"sessionId":"s","command":"echo hi"}),
+    );
+    let process_id = r["result"]["processId"].as_str().unwrap().to_owned();
+    let Some(Output::Effect(Effect { id, .. })) = w.host.poll_output() else {
+        panic!("expected the command's ProcessSpawn")
+    };
+    let reason = EffectEvent::SpawnFailed("no such file".into());
+    w.host.handle_effect(w.now, id, reason);
+    w.pump(&mut [&mut p]);
+    let out = p
+        .inbox
+        .iter()
+        .find(|m| m["method"] == "shell.output")
+        .unwrap();
+    assert_eq!(
+        out["params"],
+        json!({"sessionId":"s","processId":process_id,"stream":"stderr",
+               "data":"cannot start the command: no such file\n"})
+    );
+    let exit = p
+        .inbox
+        .iter()
+        .find(|m| m["method"] == "shell.exit")
+        .unwrap();
+    assert_eq!(exit["params"]["exitCode"], 127);
+}
+
+#[test]
 fn shell_exec_is_a_runtime_action_whose_output_reaches_the_caller() {
     // Off by default: a clear error, no action.
     let mut w = World::new(HostConfig::default());
