@@ -376,15 +376,16 @@ pub trait SessionControl {
     /// [`AgentInput::ClientAnswer`] with the returned token (at once, as an error, when no
     /// attached client can answer).
     fn ask_client(&mut self, request: ClientRequest) -> u64;
-    /// Asks the runtime to perform `request` ([`crate::Output::HttpRequest`]); its response
-    /// arrives as [`AgentInput::Http`] with the returned call id. The default implementation,
-    /// for controls without HTTP, returns 0 and never answers.
+    /// Asks the runtime to perform `request`
+    /// ([`EffectOp::HttpRequest`](crate::host::EffectOp::HttpRequest)); its response arrives as
+    /// [`AgentInput::Http`] with the returned call id. The default implementation, for controls
+    /// without HTTP, returns 0 and never answers.
     fn http_request(&mut self, request: HttpRequest) -> u64 {
         let _ = request;
         0
     }
     /// Abandons an exchange started with [`SessionControl::http_request`]
-    /// ([`crate::Output::HttpCancel`]); nothing more arrives for it.
+    /// ([`EffectOp::HttpCancel`](crate::host::EffectOp::HttpCancel)); nothing more arrives for it.
     fn cancel_http(&mut self, call: u64) {
         let _ = call;
     }

@@ -15,7 +15,7 @@
 //!
 //! Headers travel as `{name: [values]}`; bodies as UTF-8 text, or base64 with
 //! `binary:true`. Which sessions a provider serves, and what happens when it leaves, is the
-//! host's (`host/provided_http.rs`).
+//! host's (`host/effects/provided_http.rs`).
 
 use std::collections::BTreeMap;
 

@@ -1,6 +1,6 @@
 //! The server-level session store methods (`sessions.*`) over agentwire's store: the
 //! sessions the host has loaded (the runtime driver loads every stored session at start and
-//! hears of every persisted event and deletion, `Output::Persist` / `SessionDeleted`).
+//! hears of every persisted event and deletion, `StoreOutput::Persist` / `SessionDeleted`).
 //!
 //! * `sessions.list` is `session.list` (the `filter.cwd` filter; `metadataLimit` is accepted).
 //! * `sessions.close` detaches every client from the session (each as `session.detach`, and

@@ -47,8 +47,8 @@ pub struct HostConfig {
     /// core reads no environment: the runtime sets it (the driver fills in the process's
     /// current directory when it is unset). `None`: such a session has no working directory.
     pub server_cwd: Option<String>,
-    /// Emit [`Output::Persist`](super::Output::Persist) for every persisted event and
-    /// [`Output::SessionDeleted`](super::Output::SessionDeleted) for
+    /// Emit [`StoreOutput::Persist`](super::StoreOutput::Persist) for every persisted event and
+    /// [`StoreOutput::SessionDeleted`](super::StoreOutput::SessionDeleted) for
     /// deletions, so a runtime can keep a durable session store. Off by default.
     pub report_persisted_events: bool,
     /// Let every client run shell commands (`session.shell.exec`,
@@ -80,8 +80,8 @@ pub struct HostConfig {
     /// nodes started with the same [`HostConfig::seed`] never generate the same ids.
     pub node_id: Option<String>,
     /// A request naming a session that is not loaded waits for the runtime to look it up
-    /// ([`Output::LoadSession`](super::Output::LoadSession)) instead of failing at once (a
-    /// cluster node whose sessions live in a shared log). Off by default.
+    /// ([`ClusterOutput::LoadSession`](super::ClusterOutput::LoadSession)) instead of failing at
+    /// once (a cluster node whose sessions live in a shared log). Off by default.
     pub lookup_unknown_sessions: bool,
     /// Which hosts a client-chosen provider `baseUrl` may reach. Default: all.
     pub model_base_urls: BaseUrlPolicy,

@@ -84,8 +84,9 @@ impl Host {
             crate::host::cluster::relay_group::RelayRole::None => {}
         }
         if c.forwarded.is_some() {
-            self.outputs
-                .push_back(crate::host::Output::ForwardClosed { conn });
+            self.outputs.push_back(crate::host::Output::Cluster(
+                crate::host::ClusterOutput::ForwardClosed { conn },
+            ));
         }
         for (_, call) in c.calls.close_all() {
             self.finish_client_call(call, crate::correlation::Outcome::Closed);
@@ -122,7 +123,7 @@ impl Host {
                 TimerTarget::ClientCall(conn, id) => self.client_call_timed_out(conn, &id),
                 TimerTarget::ModelsList(call) => self.models_list_timed_out(call),
                 TimerTarget::GitHubIdentity(call) => self.identity_timed_out(call),
-                TimerTarget::ToolShell(process_id) => self.tool_shell_timed_out(&process_id),
+                TimerTarget::ToolShell(process) => self.tool_shell_timed_out(process),
                 TimerTarget::Dialect(dialect, conn, id) => {
                     let handler = self.dialects[dialect.index()];
                     handler.timer_fired(self, conn, &id);

@@ -7,7 +7,7 @@ use crate::frame::{encode_frame, encoded_len, Framing};
 use crate::jsonrpc::{self, ErrorObject, OwnedId};
 
 use crate::host::cluster::relay_group::RelayRole;
-use crate::host::{AfterResponse, ConnId, Host, OutboxOverflow, Output};
+use crate::host::{AfterResponse, ConnId, ConnectionOutput, Host, OutboxOverflow, Output};
 
 /// Sending.
 impl Host {
@@ -69,7 +69,8 @@ impl Host {
                 }
                 AfterResponse::Shutdown { reason } => {
                     self.stop_all_mcp_servers("the server is shutting down");
-                    self.outputs.push_back(Output::Shutdown { reason })
+                    self.outputs
+                        .push_back(Output::Connection(ConnectionOutput::Shutdown { reason }))
                 }
             }
         }
@@ -198,7 +199,8 @@ impl Host {
             RelayRole::Group => self.end_group_members(conn),
             RelayRole::None => {}
         }
-        self.outputs.push_back(Output::Close { conn, reason });
+        self.outputs
+            .push_back(Output::Connection(ConnectionOutput::Close { conn, reason }));
         for (_, call) in calls {
             self.finish_client_call(call, crate::correlation::Outcome::Closed);
         }

@@ -1,6 +1,6 @@
 //! A client as a session's file store: the built-in tools' file work ([`FileRequest`]) goes
 //! to the attached connection that registered itself as a file provider (the Copilot SDK's
-//! `sessionFs.setProvider`) instead of the runtime's [`Output::FileOp`].
+//! `sessionFs.setProvider`) instead of the runtime's [`EffectOp::FileOp`].
 //!
 //! Each [`FileRequest`] becomes a short sequence of primitive operations ([`FsPrimitive`]:
 //! stat, read, list, write, make a directory, exists), each a server-to-client request whose
@@ -10,7 +10,7 @@
 //! in the same [`FileReply`] the runtime would give, so the tools cannot tell the difference.
 //! A provider that leaves, errs or times out fails the operation (the model is told).
 //!
-//! [`Output::FileOp`]: crate::host::Output::FileOp
+//! [`EffectOp::FileOp`]: crate::host::EffectOp::FileOp
 
 use std::collections::VecDeque;
 

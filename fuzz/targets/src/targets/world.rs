@@ -88,7 +88,7 @@ pub struct WorldConfig {
     pub token: bool,
     /// Framing limits.
     pub limits: FrameLimits,
-    /// `report_persisted_events`: check `Output::Persist` against the logs and the frames.
+    /// `report_persisted_events`: check `StoreOutput::Persist` against the logs and the frames.
     pub persist: bool,
     /// Sessions get a model agent whose endpoint is simulated in-process
     /// ([`SimModel`], answered from the seed) instead of the scripted agent.
@@ -213,7 +213,7 @@ pub struct Conn {
     pub client: usize,
     /// Not ended by the peer or the runtime.
     pub open: bool,
-    /// The host asked to close it (`Output::Close`).
+    /// The host asked to close it (`ConnectionOutput::Close`).
     pub closed_by_host: bool,
     /// Raw bytes were written: the stream may be out of sync, so the request model is off.
     pub tainted: bool,
@@ -345,7 +345,7 @@ pub struct World {
     pub trace: Option<String>,
     /// The connection the settle phase answers through.
     settler: Option<usize>,
-    /// Event ids reported by `Output::Persist`.
+    /// Event ids reported by `StoreOutput::Persist`.
     stored: BTreeSet<String>,
     /// The durable store a runtime would keep from the outputs: event ids per session.
     store: BTreeMap<String, Vec<String>>,
