@@ -170,11 +170,10 @@ impl Table {
 }
 
 /// The table. Each method once, grouped by the module that answers it.
+#[rustfmt::skip]
 fn table() -> Table {
-    let mut t = Table {
-        routes: Vec::with_capacity(320),
-    };
-    // Core (`methods`, here `core`): connection, sessions, turns, the pending-answer methods, canvases.
+    let mut t = Table { routes: Vec::with_capacity(320) };
+    // Core (`methods`, here `core`): connection, sessions, turns, pending answers, canvases.
     t.open("connect", core::connect)
         .raw("ping", core::ping)
         .raw("status.get", core::status)
@@ -193,40 +192,22 @@ fn table() -> Table {
         .raw("session.getMessages", core::get_messages)
         .raw("session.getForeground", core::foreground)
         .raw("session.setForeground", core::set_foreground)
-        .raw(
-            "session.permissions.handlePendingPermissionRequest",
-            core::answer_permission,
-        )
+        .raw("session.permissions.handlePendingPermissionRequest", core::answer_permission)
         .raw("session.tools.handlePendingToolCall", core::answer_tool)
         .later("session.ui.elicitation", core::elicitation)
-        .raw(
-            "session.ui.handlePendingElicitation",
-            core::answer_elicitation,
-        )
+        .raw("session.ui.handlePendingElicitation", core::answer_elicitation)
         .raw("session.ui.handlePendingSampling", core::answer_sampling)
         .later("session.commands.execute", core::execute_command)
-        .raw(
-            "session.commands.handlePendingCommand",
-            core::answer_command,
-        )
+        .raw("session.commands.handlePendingCommand", core::answer_command)
         .raw("session.commands.enqueue", core::enqueue_command)
-        .raw(
-            "session.commands.respondToQueuedCommand",
-            core::answer_queued_command,
-        )
+        .raw("session.commands.respondToQueuedCommand", core::answer_queued_command)
         .raw("session.canvas.list", core::canvas_list)
         .raw("session.canvas.listOpen", core::canvas_list_open)
         .later("session.canvas.open", core::canvas_open)
         .later("session.canvas.close", core::canvas_close)
         .later("session.canvas.action.invoke", core::canvas_action)
-        .raw(
-            "session.mcp.apps.setHostContext",
-            core::mcp_set_host_context,
-        )
-        .raw(
-            "session.mcp.apps.getHostContext",
-            core::mcp_get_host_context,
-        )
+        .raw("session.mcp.apps.setHostContext", core::mcp_set_host_context)
+        .raw("session.mcp.apps.getHostContext", core::mcp_get_host_context)
         .raw("session.shell.exec", core::shell_exec)
         .raw("session.shell.kill", core::shell_kill)
         .raw("sessionFs.setProvider", core::set_file_provider)
@@ -275,14 +256,8 @@ fn table() -> Table {
         .session_constant("session.suspend", "null")
         .session_constant("sessions.save", "{}")
         .session("session.log", lifecycle::log)
-        .session(
-            "session.eventLog.registerInterest",
-            lifecycle::register_interest,
-        )
-        .session(
-            "session.eventLog.releaseInterest",
-            lifecycle::release_interest,
-        )
+        .session("session.eventLog.registerInterest", lifecycle::register_interest)
+        .session("session.eventLog.releaseInterest", lifecycle::release_interest)
         .session("session.metadata.isProcessing", lifecycle::is_processing)
         .session("session.usage.getMetrics", lifecycle::usage_metrics)
         .session("session.history.truncate", lifecycle::truncate);
@@ -296,10 +271,7 @@ fn table() -> Table {
         .state("session.model.getCurrent", session_state::model_current)
         .later("session.model.list", session_state::model_list)
         .state("session.model.switchTo", session_state::model_switch)
-        .state(
-            "session.model.setReasoningEffort",
-            session_state::reasoning_effort,
-        )
+        .state("session.model.setReasoningEffort", session_state::reasoning_effort)
         .state("session.plan.read", session_state::plan_read)
         .state("session.plan.update", session_state::plan_update)
         .state("session.plan.delete", session_state::plan_delete)
@@ -313,27 +285,15 @@ fn table() -> Table {
         .state("session.agent.select", session_state::agent_select)
         .state("session.agent.deselect", session_state::agent_deselect)
         .state("session.provider.getEndpoint", session_state::endpoint)
-        .state(
-            "session.permissions.setApproveAll",
-            session_state::approve_all,
-        )
-        .state(
-            "session.permissions.setMode",
-            session_state::permission_mode_set,
-        )
-        .state(
-            "session.permissions.getMode",
-            session_state::permission_mode_get,
-        )
+        .state("session.permissions.setApproveAll", session_state::approve_all)
+        .state("session.permissions.setMode", session_state::permission_mode_set)
+        .state("session.permissions.getMode", session_state::permission_mode_get)
         .state("session.options.update", session_state::options_update);
     // `account`: no GitHub account, no user settings file.
     t.constant("account.getCurrentAuth", "{}")
         .constant("account.getAllUsers", "[]")
         .session("session.gitHubAuth.getStatus", account::github_status)
-        .session(
-            "session.gitHubAuth.setCredentials",
-            account::github_credentials,
-        )
+        .session("session.gitHubAuth.setCredentials", account::github_credentials)
         .constant("user.settings.get", r#"{"settings":{}}"#)
         .constant("user.settings.reload", "null")
         .raw("user.settings.set", account::settings_set)
@@ -341,29 +301,17 @@ fn table() -> Table {
         .raw("tools.list", account::tools_list);
     // `llm_inference`: a client as the model's HTTP transport.
     t.raw("llmInference.setProvider", llm_inference::set_provider)
-        .raw(
-            "llmInference.httpResponseStart",
-            llm_inference::http_response_start,
-        )
-        .raw(
-            "llmInference.httpResponseChunk",
-            llm_inference::http_response_chunk,
-        );
+        .raw("llmInference.httpResponseStart", llm_inference::http_response_start)
+        .raw("llmInference.httpResponseChunk", llm_inference::http_response_chunk);
     // `history` and `event_log_wait`.
     t.later("session.eventLog.read", event_log_wait::read)
         .session("session.eventLog.tail", history::tail)
         .session("session.history.compact", history::compact)
-        .session(
-            "session.history.summarizeForHandoff",
-            history::summarize_for_handoff,
-        );
+        .session("session.history.summarizeForHandoff", history::summarize_for_handoff);
     // `discovery`: what this server has none of, and the cheap session queries.
     t.constant("agents.discover", r#"{"agents":[]}"#)
         .constant("instructions.discover", r#"{"sources":[]}"#)
-        .constant(
-            "hooks.discover",
-            r#"{"hooks":[],"warnings":[],"errors":[]}"#,
-        )
+        .constant("hooks.discover", r#"{"hooks":[],"warnings":[],"errors":[]}"#)
         .constant("models.getBuiltInCatalog", r#"{"models":[]}"#)
         .session_constant("session.skills.getInvoked", r#"{"skills":[]}"#)
         .session_constant("session.extensions.list", r#"{"extensions":[]}"#)
@@ -372,14 +320,8 @@ fn table() -> Table {
         .session_constant("session.gitHubAuth.getAllAuthAvailable", "[]")
         .session_constant("session.gitHubAuth.lastAuthErrors", "[]")
         // Compaction is synchronous: there is never one to cancel or abort.
-        .session_constant(
-            "session.history.cancelBackgroundCompaction",
-            r#"{"cancelled":false}"#,
-        )
-        .session_constant(
-            "session.history.abortManualCompaction",
-            r#"{"aborted":false}"#,
-        )
+        .session_constant("session.history.cancelBackgroundCompaction", r#"{"cancelled":false}"#)
+        .session_constant("session.history.abortManualCompaction", r#"{"aborted":false}"#)
         .session("session.metadata.activity", discovery::activity)
         .session("session.interruptMainTurn", discovery::interrupt_main_turn)
         .raw("commands.list", discovery::builtin_commands)
@@ -388,47 +330,23 @@ fn table() -> Table {
         .session("session.extensions.enable", discovery::no_extensions)
         .session("session.extensions.disable", discovery::no_extensions)
         .session("session.extensions.reload", discovery::no_extensions)
-        .session(
-            "session.metadata.getClientMetadata",
-            discovery::client_metadata_get,
-        )
-        .session(
-            "session.metadata.updateClientMetadata",
-            discovery::client_metadata_update,
-        )
-        .session(
-            "session.permissions.pendingRequests",
-            discovery::pending_permissions,
-        )
+        .session("session.metadata.getClientMetadata", discovery::client_metadata_get)
+        .session("session.metadata.updateClientMetadata", discovery::client_metadata_update)
+        .session("session.permissions.pendingRequests", discovery::pending_permissions)
         .session("sessions.delete", discovery::delete)
         .object("sessions.findByPrefix", discovery::find_by_prefix)
         // One process holds every session of this server: none is in use elsewhere.
         .constant("sessions.checkInUse", r#"{"inUse":[]}"#)
-        .raw(
-            "sessions.listNonEmptySessionIds",
-            discovery::non_empty_sessions,
-        );
+        .raw("sessions.listNonEmptySessionIds", discovery::non_empty_sessions);
     // `remote_control`: this server has no Mission Control.
-    t.constant(
-        "sessions.getRemoteControlStatus",
-        r#"{"status":{"state":"off"}}"#,
-    )
-    .object(
-        "sessions.setRemoteControlSteering",
-        remote_control::set_steering,
-    )
-    .constant(
-        "sessions.stopRemoteControl",
-        r#"{"stopped":false,"status":{"state":"off"}}"#,
-    )
+    t.constant("sessions.getRemoteControlStatus", r#"{"status":{"state":"off"}}"#)
+    .object("sessions.setRemoteControlSteering", remote_control::set_steering)
+    .constant("sessions.stopRemoteControl", r#"{"stopped":false,"status":{"state":"off"}}"#)
     .object("sessions.transferRemoteControl", remote_control::transfer)
     .object("sessions.startRemoteControl", remote_control::start)
     .object("agentRegistry.spawn", remote_control::spawn)
     .object("sessions.open", remote_control::open)
-    .object(
-        "session.remote.notifySteerableChanged",
-        remote_control::steerable_changed,
-    );
+    .object("session.remote.notifySteerableChanged", remote_control::steerable_changed);
     // `session_store`: the server-level `sessions.*` over the loaded sessions.
     t.raw("sessions.list", core::list)
         .object("sessions.close", session_store::close)
@@ -437,132 +355,54 @@ fn table() -> Table {
         .object("sessions.bulkDelete", session_store::bulk_delete)
         .object("sessions.pruneOld", session_store::prune)
         .object("sessions.findByTaskId", session_store::find_by_task_id)
-        .object(
-            "sessions.getLastForContext",
-            session_store::last_for_context,
-        )
+        .object("sessions.getLastForContext", session_store::last_for_context)
         .object("sessions.enrichMetadata", session_store::enrich)
-        .object(
-            "sessions.setAdditionalPlugins",
-            session_store::set_additional_plugins,
-        )
+        .object("sessions.setAdditionalPlugins", session_store::set_additional_plugins)
         .session_constant("sessions.reloadPluginHooks", "{}")
-        .session_constant(
-            "sessions.loadDeferredRepoHooks",
-            r#"{"startupPrompts":[],"hookCount":0}"#,
-        );
+        .session_constant("sessions.loadDeferredRepoHooks", r#"{"startupPrompts":[],"hookCount":0}"#);
     // `session_metadata`: context, tools, visibility, completions, telemetry.
-    t.session(
-        "session.metadata.setWorkingDirectory",
-        session_metadata::set_working_directory,
-    )
-    .session(
-        "session.metadata.recordContextChange",
-        session_metadata::record_context_change,
-    )
-    .session(
-        "session.metadata.contextInfo",
-        session_metadata::context_info,
-    )
-    .session(
-        "session.metadata.recomputeContextTokens",
-        session_metadata::recompute_context_tokens,
-    )
-    .session(
-        "session.metadata.getContextAttribution",
-        session_metadata::context_attribution,
-    )
-    .session(
-        "session.metadata.getContextHeaviestMessages",
-        session_metadata::heaviest_messages,
-    )
-    .session(
-        "session.tools.getCurrentMetadata",
-        session_metadata::tools_metadata,
-    )
+    t.session("session.metadata.setWorkingDirectory", session_metadata::set_working_directory)
+    .session("session.metadata.recordContextChange", session_metadata::record_context_change)
+    .session("session.metadata.contextInfo", session_metadata::context_info)
+    .session("session.metadata.recomputeContextTokens", session_metadata::recompute_context_tokens)
+    .session("session.metadata.getContextAttribution", session_metadata::context_attribution)
+    .session("session.metadata.getContextHeaviestMessages", session_metadata::heaviest_messages)
+    .session("session.tools.getCurrentMetadata", session_metadata::tools_metadata)
     // The tools are the session's declared and built-in ones, known at once: nothing to
     // initialize or validate.
     .session_constant("session.tools.initializeAndValidate", "{}")
-    .session(
-        "session.tools.updateSubagentSettings",
-        session_metadata::update_subagent_settings,
-    )
+    .session("session.tools.updateSubagentSettings", session_metadata::update_subagent_settings)
     // A local session is not synced to Mission Control: no status, no share URL.
     .session_constant("session.visibility.get", r#"{"synced":false}"#)
     .session("session.visibility.set", session_metadata::visibility_set)
     // No completion provider is registered with agentwire.
-    .session_constant(
-        "session.completions.getTriggerCharacters",
-        r#"{"triggerCharacters":[]}"#,
-    )
-    .session(
-        "session.completions.request",
-        session_metadata::completions_request,
-    )
+    .session_constant("session.completions.getTriggerCharacters", r#"{"triggerCharacters":[]}"#)
+    .session("session.completions.request", session_metadata::completions_request)
     // agentwire offers no `sql` tool: a session has no todo table.
     .session_constant("session.plan.readSqlTodos", r#"{"rows":[]}"#)
     // agentwire runs no language servers for a session: nothing to start.
     .session_constant("session.lsp.initialize", "null")
     // agentwire sends no telemetry: there is no engagement id.
     .session_constant("session.telemetry.getEngagementId", "{}")
-    .session(
-        "session.telemetry.setFeatureOverrides",
-        session_metadata::set_feature_overrides,
-    )
-    .session(
-        "session.extensions.sendAttachmentsToMessage",
-        session_metadata::send_attachments,
-    );
+    .session("session.telemetry.setFeatureOverrides", session_metadata::set_feature_overrides)
+    .session("session.extensions.sendAttachmentsToMessage", session_metadata::send_attachments);
     // `permissions`: rules, paths, locations, folder trust, URLs.
     t.session("session.permissions.configure", permissions::configure)
         .session("session.permissions.modifyRules", permissions::modify_rules)
         .session("session.permissions.setRequired", permissions::set_required)
-        .session(
-            "session.permissions.resetSessionApprovals",
-            permissions::reset_session_approvals,
-        )
-        .session(
-            "session.permissions.notifyPromptShown",
-            permissions::notify_prompt_shown,
-        )
+        .session("session.permissions.resetSessionApprovals", permissions::reset_session_approvals)
+        .session("session.permissions.notifyPromptShown", permissions::notify_prompt_shown)
         .session("session.permissions.paths.list", permissions::paths_list)
         .session("session.permissions.paths.add", permissions::paths_add)
-        .session(
-            "session.permissions.paths.updatePrimary",
-            permissions::paths_update_primary,
-        )
-        .session(
-            "session.permissions.paths.isPathWithinAllowedDirectories",
-            permissions::path_allowed,
-        )
-        .session(
-            "session.permissions.paths.isPathWithinWorkspace",
-            permissions::path_in_workspace,
-        )
-        .session(
-            "session.permissions.locations.resolve",
-            permissions::locations_resolve,
-        )
-        .session(
-            "session.permissions.locations.apply",
-            permissions::locations_apply,
-        )
-        .session(
-            "session.permissions.locations.addToolApproval",
-            permissions::locations_add_tool_approval,
-        )
-        .session(
-            "session.permissions.folderTrust.isTrusted",
-            permissions::folder_trusted,
-        )
-        .session(
-            "session.permissions.folderTrust.addTrusted",
-            permissions::folder_trust,
-        )
-        .session(
-            "session.permissions.urls.setUnrestrictedMode",
-            permissions::urls_unrestricted,
-        );
+        .session("session.permissions.paths.updatePrimary", permissions::paths_update_primary)
+        .session("session.permissions.paths.isPathWithinAllowedDirectories", permissions::path_allowed)
+        .session("session.permissions.paths.isPathWithinWorkspace", permissions::path_in_workspace)
+        .session("session.permissions.locations.resolve", permissions::locations_resolve)
+        .session("session.permissions.locations.apply", permissions::locations_apply)
+        .session("session.permissions.locations.addToolApproval", permissions::locations_add_tool_approval)
+        .session("session.permissions.folderTrust.isTrusted", permissions::folder_trusted)
+        .session("session.permissions.folderTrust.addTrusted", permissions::folder_trust)
+        .session("session.permissions.urls.setUnrestrictedMode", permissions::urls_unrestricted);
     // `queue`, `schedule`, `tasks`, `workspaces`.
     t.raw("session.queue.pendingItems", queue::pending_items)
         .raw("session.queue.removeMostRecent", queue::remove_most_recent)
@@ -574,10 +414,7 @@ fn table() -> Table {
         .raw("session.tasks.waitForPending", tasks::nothing_to_do)
         // No task is running to promote.
         .raw("session.tasks.getCurrentPromotable", tasks::nothing_to_do)
-        .raw(
-            "session.tasks.promoteCurrentToBackground",
-            tasks::nothing_to_do,
-        )
+        .raw("session.tasks.promoteCurrentToBackground", tasks::nothing_to_do)
         .raw("session.tasks.getProgress", tasks::progress)
         .raw("session.tasks.promoteToBackground", tasks::promote)
         .raw("session.tasks.cancel", tasks::cancel)
@@ -585,42 +422,15 @@ fn table() -> Table {
         .raw("session.tasks.sendMessage", tasks::send_message)
         // Requests this server never leaves pending: there is nothing to answer.
         .raw("session.ui.handlePendingUserInput", tasks::nothing_pending)
-        .raw(
-            "session.ui.handlePendingAutoModeSwitch",
-            tasks::nothing_pending,
-        )
-        .raw(
-            "session.ui.handlePendingExitPlanMode",
-            tasks::nothing_pending,
-        )
-        .raw(
-            "session.ui.handlePendingSessionLimitsExhausted",
-            tasks::nothing_pending,
-        )
-        .raw(
-            "session.mcp.headers.handlePendingHeadersRefreshRequest",
-            tasks::nothing_pending,
-        )
-        .raw(
-            "session.ui.registerDirectAutoModeSwitchHandler",
-            tasks::register_direct_handler,
-        )
-        .raw(
-            "session.ui.unregisterDirectAutoModeSwitchHandler",
-            tasks::unregister_direct_handler,
-        )
-        .raw(
-            "session.workspaces.listCheckpoints",
-            workspaces::list_checkpoints,
-        )
-        .raw(
-            "session.workspaces.readCheckpoint",
-            workspaces::read_checkpoint,
-        )
-        .raw(
-            "session.workspaces.saveLargePaste",
-            workspaces::save_large_paste,
-        );
+        .raw("session.ui.handlePendingAutoModeSwitch", tasks::nothing_pending)
+        .raw("session.ui.handlePendingExitPlanMode", tasks::nothing_pending)
+        .raw("session.ui.handlePendingSessionLimitsExhausted", tasks::nothing_pending)
+        .raw("session.mcp.headers.handlePendingHeadersRefreshRequest", tasks::nothing_pending)
+        .raw("session.ui.registerDirectAutoModeSwitchHandler", tasks::register_direct_handler)
+        .raw("session.ui.unregisterDirectAutoModeSwitchHandler", tasks::unregister_direct_handler)
+        .raw("session.workspaces.listCheckpoints", workspaces::list_checkpoints)
+        .raw("session.workspaces.readCheckpoint", workspaces::read_checkpoint)
+        .raw("session.workspaces.saveLargePaste", workspaces::save_large_paste);
     // The hosted product's features, each answered "not available on this server".
     for (method, feature) in unsupported::UNSUPPORTED_METHODS {
         t.on(method, Handler::Unsupported(feature));
