@@ -73,12 +73,12 @@ impl AcpSessionAgent {
         let blocks = prompt_blocks(&prompt, &context);
         let mut message = json!({
             "content": prompt,
-            "messageId": message_id,
+            "messageId": &message_id,
             "interactionId": interaction_id,
         });
         context.annotate_user_message(&mut message);
         s.emit("user.message", message, false);
-        self.translator.begin_turn(s, &interaction_id);
+        self.translator.begin_turn(s, &message_id, &interaction_id);
         self.interrupted = false;
         match self.agent_session.clone() {
             Some(agent_session) => self.send_prompt(s, agent_session, blocks),

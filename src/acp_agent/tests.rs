@@ -472,7 +472,7 @@ fn text(chunk: &str) -> Value {
 fn a_turn_with_text_and_a_tool_call_reads_like_the_model_loops() {
     let mut s = recorder(true);
     let mut turn = TurnTranslator::new();
-    turn.begin_turn(&mut s, "i1");
+    turn.begin_turn(&mut s, "m1", "i1");
     for update in [
         json!({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hmm"}}),
         text("Let me "),
@@ -516,7 +516,8 @@ fn a_turn_with_text_and_a_tool_call_reads_like_the_model_loops() {
     assert_eq!(get(2), &json!({"reasoningId": "id1", "content": "hmm"}));
     assert_eq!(
         get(6),
-        &json!({"messageId": "id2", "content": "Let me look.", "toolRequests": [], "turnId": "0"})
+        &json!({"messageId": "id2", "content": "Let me look.", "toolRequests": [], "turnId": "0",
+                "originatingMessageId": "m1", "interactionId": "i1"})
     );
     assert_eq!(
         get(7),
@@ -542,7 +543,7 @@ fn a_turn_with_text_and_a_tool_call_reads_like_the_model_loops() {
 fn without_streaming_only_whole_messages_are_emitted() {
     let mut s = recorder(false);
     let mut turn = TurnTranslator::new();
-    turn.begin_turn(&mut s, "i1");
+    turn.begin_turn(&mut s, "m1", "i1");
     turn.apply(&mut s, &text("a")).unwrap();
     turn.apply(&mut s, &text("b")).unwrap();
     // A new agent messageId starts a new message.
@@ -567,7 +568,7 @@ fn without_streaming_only_whole_messages_are_emitted() {
 fn a_cancelled_or_failed_turn_ends_as_the_model_loops_do_and_running_tools_are_interrupted() {
     let mut s = recorder(true);
     let mut turn = TurnTranslator::new();
-    turn.begin_turn(&mut s, "i1");
+    turn.begin_turn(&mut s, "m1", "i1");
     turn.apply(
         &mut s,
         &json!({"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "sleep",
@@ -590,7 +591,7 @@ fn a_cancelled_or_failed_turn_ends_as_the_model_loops_do_and_running_tools_are_i
     assert_eq!(s.events[6].1["aborted"], true);
 
     let mut s = recorder(true);
-    turn.begin_turn(&mut s, "i2");
+    turn.begin_turn(&mut s, "m2", "i2");
     turn.end_turn(&mut s, Err("the agent exited with code 1".into()));
     assert_eq!(
         types(&s),

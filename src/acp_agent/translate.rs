@@ -150,6 +150,8 @@ fn content_text(content: &Value) -> String {
 #[derive(Debug, Default)]
 pub struct TurnTranslator {
     turn: Option<String>,
+    /// The running turn's prompt (`user.message.messageId`) and interaction.
+    origin: Option<(String, String)>,
     turns: u64,
     message: Option<OpenText>,
     reasoning: Option<OpenText>,
@@ -178,8 +180,15 @@ impl TurnTranslator {
         self.turn.is_some()
     }
 
-    /// A prompt was sent: `assistant.turn_start`.
-    pub fn begin_turn(&mut self, s: &mut dyn SessionControl, interaction_id: &str) {
+    /// A prompt was sent: `assistant.turn_start`. The turn's messages carry
+    /// `originatingMessageId` (the prompt's `user.message.messageId`) and `interactionId`.
+    pub fn begin_turn(
+        &mut self,
+        s: &mut dyn SessionControl,
+        message_id: &str,
+        interaction_id: &str,
+    ) {
+        self.origin = Some((message_id.to_owned(), interaction_id.to_owned()));
         let turn = self.turns.to_string();
         self.turns += 1;
         s.emit(
@@ -342,6 +351,7 @@ impl TurnTranslator {
         }
         self.tools.clear();
         let turn = self.turn.take().unwrap_or_else(|| self.turns.to_string());
+        self.origin = None;
         let mut aborted = false;
         match outcome {
             Ok(StopReason::EndTurn) => {}
@@ -456,6 +466,10 @@ impl TurnTranslator {
                                   "toolRequests": []});
             if let Some(turn) = &self.turn {
                 data["turnId"] = json!(turn);
+            }
+            if let Some((message_id, interaction_id)) = &self.origin {
+                data["originatingMessageId"] = json!(message_id);
+                data["interactionId"] = json!(interaction_id);
             }
             s.emit("assistant.message", data, false);
         }

@@ -190,6 +190,8 @@ pub struct Host {
     file_providers: BTreeSet<ConnId>,
     /// Child processes of MCP servers, by process id: their session and server name.
     mcp_processes: BTreeMap<u64, (String, String)>,
+    /// The ACP agent process sessions run on ([`HostConfig::acp_agent`]).
+    acp: sessions::acp_agents::AcpAgents,
     /// Tokens naming requests on the MCP clients.
     next_mcp_token: u64,
     /// MCP servers every new session starts with (`mcp.config.*`, in memory), by name: the
@@ -230,6 +232,8 @@ enum TimerTarget {
     Mcp(String, String),
     /// A deadline of a `session.mcp.executeSampling` run (its `requestId`).
     Sampling(String),
+    /// A deadline of the ACP agent process's client.
+    AcpAgent,
 }
 
 /// Work deferred until the current response has been queued.
@@ -303,6 +307,7 @@ impl Host {
             skill_discoveries: sessions::skills::Discoveries::default(),
             file_providers: BTreeSet::new(),
             mcp_processes: BTreeMap::new(),
+            acp: Default::default(),
             next_mcp_token: 1,
             mcp_user_config: indexmap::IndexMap::new(),
             mcp_user_disabled: std::collections::BTreeSet::new(),

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::agent::BuiltinCall;
 use crate::host::requests::canvas::CanvasCall;
 use crate::host::requests::client_calls::AgentCall;
-use crate::host::ConnId;
+use crate::host::{ConnId, EffectId};
 use crate::jsonrpc::OwnedId;
 
 /// A request waiting for a client's answer.
@@ -76,6 +76,20 @@ pub(crate) enum Approval {
     /// Let this extension's connections see the session's permission prompts. There is no
     /// tool call.
     ExtensionAccess(String),
+    /// Answer an ACP agent's `session/request_permission` with the option the decision
+    /// picks. There is no host tool call: the agent runs its own tools.
+    AcpAgent(Box<AcpPermission>),
+}
+
+/// An ACP agent's permission request, as kept while the session's clients decide.
+#[derive(Clone, Debug)]
+pub(crate) struct AcpPermission {
+    /// The agent process it came from (a request of an ended process is not answered).
+    pub process: EffectId,
+    /// The agent's request id.
+    pub request: OwnedId,
+    /// The options the agent offered, by kind.
+    pub options: Vec<crate::acp_agent::PermissionOption>,
 }
 
 /// A permission prompt: what is asked and what approving it does.

@@ -193,7 +193,10 @@ impl Host {
 
     /// Output of process `id`: a `bash` tool call's, a client's command's or an MCP server's.
     fn process_output(&mut self, id: EffectId, stream: ShellStream, bytes: &[u8]) {
-        if self.tool_shell_output(id, bytes) || self.shell_output(id, stream, bytes) {
+        if self.tool_shell_output(id, bytes)
+            || self.shell_output(id, stream, bytes)
+            || self.acp_process_output(id, stream, bytes)
+        {
             return;
         }
         self.mcp_process_output(id.get(), stream, bytes);
@@ -214,6 +217,9 @@ impl Host {
             if !self.tool_shell_exit(id, code) {
                 self.shell_exit(id, code);
             }
+            return;
+        }
+        if self.acp_process_ended(id, code, message) {
             return;
         }
         self.mcp_process_ended(id.get(), code, message);

@@ -129,6 +129,7 @@ impl Host {
                     handler.timer_fired(self, conn, &id);
                 }
                 TimerTarget::Mcp(session, server) => self.mcp_timer_fired(&session, &server, key),
+                TimerTarget::AcpAgent => self.acp_timer_fired(key),
                 TimerTarget::Sampling(request_id) => self.sampling_timer_fired(&request_id, key),
             }
         }

@@ -15,6 +15,7 @@ use crate::agent::ToolOutcome;
 
 use crate::host::pending::{Approval, Pending, PermissionAsk};
 use crate::host::requests::permission_rules::Gate;
+use crate::host::sessions::acp_agents::AcpChoice;
 use crate::host::{ConnId, Host};
 
 /// A pending permission prompt as a dialect sees it.
@@ -171,7 +172,16 @@ impl Host {
     /// it is resolved at once as `user-not-available`.
     pub(crate) fn ask_permission(&mut self, session: &str, ask: PermissionAsk) {
         let extension_access = matches!(ask.approval, Approval::ExtensionAccess(_));
-        if !extension_access {
+        if let Approval::AcpAgent(acp) = &ask.approval {
+            // The agent runs its own tool: approve-all and the rules answer it directly.
+            match self.standing_permission(session, &ask.request) {
+                Ok(Gate::Ask) => {}
+                Ok(Gate::Run) => return self.answer_acp_permission(acp, AcpChoice::Allow),
+                Ok(Gate::Denied) | Err(_) => {
+                    return self.answer_acp_permission(acp, AcpChoice::Reject)
+                }
+            }
+        } else if !extension_access {
             match self.permission_gate(session, &ask.tool_call_id, &ask.request) {
                 Gate::Run => {
                     let PermissionAsk {
@@ -242,6 +252,7 @@ impl Host {
                 &target.tool,
                 arguments,
             ),
+            Approval::AcpAgent(acp) => self.answer_acp_permission(&acp, AcpChoice::Allow),
             Approval::ExtensionAccess(_) => {}
         }
     }
@@ -278,6 +289,21 @@ impl Host {
             Decision::Approved(r) => r.clone(),
             Decision::Denied { result, .. } => result.clone(),
         };
+        if let Approval::AcpAgent(acp) = &approval {
+            self.emit(
+                session,
+                "permission.completed",
+                &json!({"requestId": request_id, "toolCallId": tool_call_id, "result": result}),
+                false,
+            );
+            let choice = match &mapped {
+                Decision::Approved(r) if r["kind"] != "approved" => AcpChoice::AllowAlways,
+                Decision::Approved(_) => AcpChoice::Allow,
+                Decision::Denied { .. } => AcpChoice::Reject,
+            };
+            self.answer_acp_permission(acp, choice);
+            return true;
+        }
         if let Approval::ExtensionAccess(extension) = approval {
             if matches!(mapped, Decision::Approved(_)) {
                 live.approved_extensions.insert(extension);

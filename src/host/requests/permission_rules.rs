@@ -519,6 +519,16 @@ impl Host {
         }
     }
 
+    /// What approve-all and the session's rules decide for `request` without asking anyone:
+    /// `Err(rules)`: denied by these rules.
+    pub(in crate::host) fn standing_permission(
+        &self,
+        session: &str,
+        request: &Value,
+    ) -> Result<Gate, Vec<PermissionRule>> {
+        self.standing_decision(session, request)
+    }
+
     /// `Err(rules)`: denied by these rules.
     fn standing_decision(
         &self,
