@@ -173,8 +173,8 @@ pub struct Host {
     next_http_call: u64,
     /// Sessions the runtime is looking up ([`Output::LoadSession`]).
     lookups: BTreeSet<String>,
-    /// Some connection was made a relay group ([`ClusterApi::join_relay_group`]).
-    has_relay_groups: bool,
+    /// Connections' relay state: forwarded connections and relay group roles (`cluster/`).
+    relays: cluster::relays::Relays,
     /// The runtime said it is stopping ([`Host::runtime_stopping`]).
     runtime_stopping: bool,
     /// Sessions the runtime found in its shared log ([`ClusterApi::set_cluster_sessions`]), by id.
@@ -276,7 +276,7 @@ impl Host {
         Host {
             ids: IdGenerator::for_node(config.seed, config.node_id.as_deref()),
             lookups: BTreeSet::new(),
-            has_relay_groups: false,
+            relays: Default::default(),
             runtime_stopping: false,
             cluster_sessions: BTreeMap::new(),
             config,

@@ -12,6 +12,7 @@ pub(in crate::host) mod forward;
 pub(crate) mod kept_requests;
 pub(in crate::host) mod lookup;
 pub(in crate::host) mod relay_group;
+pub(in crate::host) mod relays;
 pub(in crate::host) mod restore;
 
 use crate::Timestamp;
