@@ -153,6 +153,18 @@ pub struct RelayedEventHead {
 }
 
 impl RelayedEventHead {
+    /// The method of the event notifications whose head is read (the Copilot SDK dialect's).
+    pub const EVENT_METHOD: &'static str = "session.event";
+
+    /// The head of `body` if it is an event notification as the host writes one (`jsonrpc`,
+    /// then `method`): only a body that starts so is parsed, so responses, requests and ACP
+    /// updates cost a prefix comparison; `None` for any other body (a body written otherwise
+    /// is left to [`ClientRelay::owner_sent`](crate::host::ClientRelay::owner_sent)).
+    pub fn read(body: &[u8]) -> Option<RelayedEventHead> {
+        const EVENT: &[u8] = br#"{"jsonrpc":"2.0","method":"session.event""#;
+        body.starts_with(EVENT).then(|| Self::parse(body)).flatten()
+    }
+
     /// The head of `body` if it is a `session.event` notification (one borrowed pass over the
     /// body; the three strings are then copied); `None` for any other body.
     pub fn parse(body: &[u8]) -> Option<RelayedEventHead> {
