@@ -50,6 +50,7 @@ mod methods;
 mod modes;
 mod params;
 mod permission;
+pub(crate) mod relay;
 mod relayed_prompts;
 mod update;
 

@@ -37,6 +37,7 @@ mod methods;
 mod params;
 mod permissions;
 mod queue;
+pub(crate) mod relay;
 mod relayed_turns;
 mod remote_control;
 mod schedule;

@@ -51,7 +51,7 @@ pub use cluster::relay_group::{
     RELAY_FORMER_MEMBER, RELAY_HANDSHAKE_ID, RELAY_LAST_EVENT, RELAY_SESSION_BUSY,
 };
 pub use cluster::restore::RestoreError;
-pub use cluster::ClusterApi;
+pub use cluster::{client_relay::ClientRelay, ClusterApi};
 pub use config::{HostConfig, McpSpawnPolicy, DEFAULT_OUTBOX_BUDGET};
 pub use effects::output::{ClusterOutput, ConnectionOutput, Output, StoreOutput};
 pub use effects::shell::ShellStream;
@@ -172,8 +172,8 @@ pub struct Host {
     /// Sessions the runtime is looking up
     /// ([`ClusterOutput::LoadSession`](effects::output::ClusterOutput::LoadSession)).
     lookups: BTreeSet<String>,
-    /// Some connection was made a relay group ([`ClusterApi::join_relay_group`]).
-    has_relay_groups: bool,
+    /// Connections' relay state: forwarded connections and relay group roles (`cluster/`).
+    relays: cluster::relays::Relays,
     /// The runtime said it is stopping ([`Host::runtime_stopping`]).
     runtime_stopping: bool,
     /// Sessions the runtime found in its shared log ([`ClusterApi::set_cluster_sessions`]), by id.
@@ -278,7 +278,7 @@ impl Host {
         Host {
             ids: IdGenerator::for_node(config.seed, config.node_id.as_deref()),
             lookups: BTreeSet::new(),
-            has_relay_groups: false,
+            relays: Default::default(),
             runtime_stopping: false,
             cluster_sessions: BTreeMap::new(),
             config,

@@ -42,7 +42,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentwire::host::{ConnId, Dialect, RelayedEventHead, RELAY_HANDSHAKE_ID};
+use agentwire::host::{ClientRelay, ConnId, Dialect, RELAY_HANDSHAKE_ID};
 use agentwire_driver::HostHandle;
 use bytes::Bytes;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -53,9 +53,6 @@ use crate::group::OwnerFrame;
 use crate::link::{alive, answers, open_local, open_remote, LinkEnds};
 use crate::node::{Lookups, Node};
 use crate::record::NodeIdentity;
-use crate::relay::Relay;
-use crate::relay_acp::AcpRelay;
-use crate::relay_requests::Reattachments;
 
 /// How long a re-attachment may wait for the new owner's answers.
 const REATTACH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -98,111 +95,6 @@ enum Target {
     Remote(NodeIdentity),
     /// This node's own host (it took the sessions over).
     Local,
-}
-
-/// What the gateway remembers about its client, in the client's dialect.
-enum ClientRelay {
-    /// A Copilot SDK client: the gateway catches it up from the log itself.
-    Copilot(Relay),
-    /// An editor: the new owner replays what it missed ([`crate::relay_acp`]).
-    Acp(AcpRelay),
-}
-
-impl ClientRelay {
-    fn new(dialect: Dialect) -> ClientRelay {
-        match dialect {
-            Dialect::Acp => ClientRelay::Acp(AcpRelay::default()),
-            _ => ClientRelay::Copilot(Relay::default()),
-        }
-    }
-
-    /// A frame the client sends to the owner; the body to relay instead, if it is rewritten.
-    fn client_sent(&mut self, body: &[u8]) -> Option<Bytes> {
-        match self {
-            ClientRelay::Copilot(r) => r.client_sent(body),
-            ClientRelay::Acp(r) => r.client_sent(body),
-        }
-    }
-
-    fn owner_sent(&mut self, body: &[u8]) -> bool {
-        match self {
-            ClientRelay::Copilot(r) => r.owner_sent(body),
-            ClientRelay::Acp(r) => r.owner_sent(body),
-        }
-    }
-
-    /// A `session.event` of the owner, its head read: whether to deliver it (ACP clients get
-    /// `session/update`s, not events).
-    fn owner_sent_event(&mut self, head: &RelayedEventHead) -> bool {
-        match self {
-            ClientRelay::Copilot(r) => r.owner_sent_event(head),
-            ClientRelay::Acp(_) => true,
-        }
-    }
-
-    fn fail_pending(&mut self, reason: &str) -> Vec<Bytes> {
-        match self {
-            ClientRelay::Copilot(r) => r.fail_pending(reason),
-            ClientRelay::Acp(r) => r.fail_pending(reason),
-        }
-    }
-
-    /// [`ClientRelay::fail_pending`] after the link broke (the owner, which served it as
-    /// relayed connection `member`, still answers), except for the requests that end with a
-    /// turn, which the owner answers on the next link.
-    fn fail_pending_but_turns_at(&mut self, member: u64, reason: &str) -> Vec<Bytes> {
-        match self {
-            ClientRelay::Copilot(r) => r.fail_pending_but_turns_at(member, reason),
-            ClientRelay::Acp(r) => r.fail_pending_but_prompts_at(member, reason),
-        }
-    }
-
-    fn sessions(&self) -> Vec<String> {
-        match self {
-            ClientRelay::Copilot(r) => r.sessions(),
-            ClientRelay::Acp(r) => r.sessions(),
-        }
-    }
-
-    fn reattach(&mut self) -> Vec<Bytes> {
-        match self {
-            ClientRelay::Copilot(r) => r.reattach(),
-            ClientRelay::Acp(r) => r.reattach(),
-        }
-    }
-
-    /// The re-attachments sent and refused.
-    fn reattachments(&mut self) -> &mut Reattachments {
-        match self {
-            ClientRelay::Copilot(r) => &mut r.replays,
-            ClientRelay::Acp(r) => &mut r.replays,
-        }
-    }
-
-    /// `frame` was delivered to the client (an editor's updates are remembered until their
-    /// position comes).
-    fn delivered(&mut self, frame: &OwnerFrame) {
-        if let ClientRelay::Acp(r) = self {
-            r.delivered(&frame.body);
-        }
-    }
-
-    /// The frames a new owner sent before answering the re-attachments, without an editor's
-    /// updates it already received (see [`AcpRelay::skip_replayed`]).
-    fn skip_replayed(&mut self, held: Vec<OwnerFrame>) -> Vec<OwnerFrame> {
-        match self {
-            ClientRelay::Acp(r) => r.skip_replayed(held, |f| &f.body[..]),
-            ClientRelay::Copilot(_) => held,
-        }
-    }
-
-    /// The Copilot SDK relay (floors, delta counts, catch-up from the log).
-    fn copilot(&mut self) -> Option<&mut Relay> {
-        match self {
-            ClientRelay::Copilot(r) => Some(r),
-            ClientRelay::Acp(_) => None,
-        }
-    }
 }
 
 /// B's side: relays the client connection `conn` to `owner`, the node owning `session`, and
@@ -350,11 +242,7 @@ async fn pass_on(
     if !relay.owner_sent(body) {
         return false;
     }
-    relay.delivered(frame);
-    let Some(relay) = relay.copilot() else {
-        deliver(host, conn, route, body);
-        return false;
-    };
+    relay.delivered(&frame.body);
     for session in relay.floors_wanted() {
         let subject = node.layout.log_subject(&session);
         match node.engine.last_message(&subject).await {
@@ -441,10 +329,10 @@ async fn reattach(
     // A `sendAndWait` of a Copilot SDK client ends with the turn the new owner interrupts;
     // when only the link broke, it (or an editor's `session/prompt`) is answered by the
     // owner on the next link.
-    let answers = match (lost, relay.copilot()) {
-        (Lost::Died(_), Some(copilot)) => copilot.fail_pending_but_turns(&reason),
-        (Lost::Broke(_, _, Some(member)), _) => relay.fail_pending_but_turns_at(*member, &reason),
-        _ => relay.fail_pending(&reason),
+    let answers = match lost {
+        Lost::Died(_) => relay.fail_pending_after_owner_died(&reason),
+        Lost::Broke(_, _, Some(member)) => relay.fail_pending_but_turns_at(*member, &reason),
+        Lost::Broke(..) => relay.fail_pending(&reason),
     };
     for answer in answers {
         deliver(host, conn, route, &answer);
@@ -460,7 +348,7 @@ async fn reattach(
             )
         })?,
     };
-    if let (Lost::Died(_), Some(relay)) = (lost, relay.copilot()) {
+    if let Lost::Died(_) = lost {
         relay.owner_changed();
     }
     let mut link = match &target {
@@ -474,11 +362,11 @@ async fn reattach(
     // client has caught up.
     let mut held = Vec::new();
     let deadline = Instant::now() + REATTACH_TIMEOUT;
-    while relay.reattachments().any_open() {
+    while relay.reattachments_open() {
         let left = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout(left, link.from_owner.recv()).await {
             Ok(Some(body)) => {
-                if relay.reattachments().is_answer(&body.body) {
+                if relay.is_reattachment_answer(&body.body) {
                     relay.owner_sent(&body.body);
                 } else {
                     held.push(body);
@@ -492,17 +380,17 @@ async fn reattach(
             }
         }
     }
-    if let Some((session, why)) = relay.reattachments().take_refused().into_iter().next() {
+    if let Some((session, why)) = relay.take_refused().into_iter().next() {
         return Err(format!(
             "{what} and the new owner refused to take this client back to session {session} \
              ({why}); reconnect and resume the session"
         ));
     }
     // An editor's new owner replayed what it missed before taking it back.
-    if let Some(copilot) = relay.copilot() {
-        catch_up(node, host, conn, route, copilot, &what).await?;
+    if relay.catches_up_from_log() {
+        catch_up(node, host, conn, route, relay, &what).await?;
     }
-    for body in relay.skip_replayed(held) {
+    for body in relay.skip_replayed(held, |f| &f.body[..]) {
         pass_on(node, host, conn, route, relay, &body).await;
     }
     Ok((target, link))
@@ -517,7 +405,7 @@ async fn catch_up(
     host: &HostHandle,
     conn: ConnId,
     route: &str,
-    relay: &mut Relay,
+    relay: &mut ClientRelay,
     what: &str,
 ) -> Result<(), String> {
     // Streaming deltas lost with the link, reported before the catch-up's first durable event.
@@ -603,7 +491,8 @@ mod tests {
         );
         assert!(is_shutdown_notice(notice.as_bytes()));
         let event = format!(
-            r#"{{"jsonrpc":"2.0","method":"session.event","params":{{"sessionId":"s","event":{{"data":{{"content":"{}"}}}}}}}}"#,
+            r#"{{"jsonrpc":"2.0","method":"{}","params":{{"sessionId":"s","event":{{"data":{{"content":"{}"}}}}}}}}"#,
+            agentwire::host::RelayedEventHead::EVENT_METHOD,
             agentwire_driver::SHUTDOWN_NOTIFICATION
         );
         assert!(!is_shutdown_notice(event.as_bytes()));

@@ -82,11 +82,7 @@ impl OwnerFrame {
     /// (`jsonrpc`, then `method`): responses, requests and ACP updates are not parsed here,
     /// and a body written otherwise is read by the relay as before.
     fn read(body: Bytes) -> Self {
-        const EVENT: &[u8] = br#"{"jsonrpc":"2.0","method":"session.event""#;
-        let head = body
-            .starts_with(EVENT)
-            .then(|| RelayedEventHead::parse(&body).map(Arc::new))
-            .flatten();
+        let head = RelayedEventHead::read(&body).map(Arc::new);
         OwnerFrame { body, head }
     }
 }
@@ -536,8 +532,12 @@ mod tests {
     fn an_event_for_several_members_is_read_once_for_all_of_them() {
         let g = group();
         let (mut a, mut b) = (member(&g, 1), member(&g, 2));
-        let event = br#"{"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"s","event":{"id":"e1","type":"assistant.message_delta","ephemeral":true,"data":{}}}}"#;
-        g.dispatch(&Bytes::from_static(event)).unwrap();
+        let event = format!(
+            r#"{{"jsonrpc":"2.0","method":"{}","params":{{"sessionId":"s","event":{{"id":"e1","type":"assistant.message_delta","ephemeral":true,"data":{{}}}}}}}}"#,
+            RelayedEventHead::EVENT_METHOD
+        );
+        let event = event.as_bytes();
+        g.dispatch(&Bytes::copy_from_slice(event)).unwrap();
         let answer = b"@1,2\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}";
         g.dispatch(&Bytes::from_static(answer)).unwrap();
         let (fa, fb) = (a.try_recv().unwrap(), b.try_recv().unwrap());
@@ -545,7 +545,7 @@ mod tests {
         assert!(Arc::ptr_eq(&ha, &hb), "one head for both");
         assert_eq!((ha.session.as_str(), ha.id.as_str()), ("s", "e1"));
         assert!(ha.ephemeral);
-        assert_eq!(&fa.body[..], &event[..]);
+        assert_eq!(&fa.body[..], event);
         // A frame that is not an event has no head: it is read as before.
         assert!(a.try_recv().unwrap().head.is_none());
         assert!(b.try_recv().unwrap().head.is_none());

@@ -170,8 +170,8 @@ pub(crate) async fn alive(node: &Node, who: &NodeIdentity) -> bool {
 /// NATS answers "no responders").
 pub(crate) async fn answers(node: &Node, owner: &str) -> bool {
     let client = node.engine.client();
-    let ping = Bytes::from_static(br#"{"ping":true}"#);
-    let request = client.request(open_subject(node, owner), ping);
+    let probe = Bytes::from_static(br#"{"probe":true}"#);
+    let request = client.request(open_subject(node, owner), probe);
     matches!(
         tokio::time::timeout(Duration::from_secs(1), request).await,
         Ok(Ok(_))
@@ -392,7 +392,7 @@ pub(crate) async fn serve_links(node: Arc<Node>) {
         let Ok(open) = serde_json::from_slice::<serde_json::Value>(&request.payload) else {
             continue;
         };
-        if open["ping"] == true {
+        if open["probe"] == true {
             let _ = client.publish(reply, Bytes::from_static(b"ok")).await;
             continue;
         }

@@ -154,6 +154,18 @@ pub struct RelayedEventHead {
 }
 
 impl RelayedEventHead {
+    /// The method of the event notifications whose head is read (the Copilot SDK dialect's).
+    pub const EVENT_METHOD: &'static str = "session.event";
+
+    /// The head of `body` if it is an event notification as the host writes one (`jsonrpc`,
+    /// then `method`): only a body that starts so is parsed, so responses, requests and ACP
+    /// updates cost a prefix comparison; `None` for any other body (a body written otherwise
+    /// is left to [`ClientRelay::owner_sent`](crate::host::ClientRelay::owner_sent)).
+    pub fn read(body: &[u8]) -> Option<RelayedEventHead> {
+        const EVENT: &[u8] = br#"{"jsonrpc":"2.0","method":"session.event""#;
+        body.starts_with(EVENT).then(|| Self::parse(body)).flatten()
+    }
+
     /// The head of `body` if it is a `session.event` notification (one borrowed pass over the
     /// body; the three strings are then copied); `None` for any other body.
     pub fn parse(body: &[u8]) -> Option<RelayedEventHead> {
@@ -203,9 +215,9 @@ impl Host {
     /// See [`ClusterApi::forward_session_lookup`].
     pub(in crate::host) fn forward_session_lookup(&mut self, now: Timestamp, session: &str) {
         let (conns, _) = self.conns.iter_mut_and_frames();
-        for (_, c) in conns {
+        for (conn, c) in conns {
             if c.parked.as_ref().is_some_and(|(s, _)| s == session) {
-                let forwarded = c.forwarded.get_or_insert_with(Default::default);
+                let forwarded = self.relays.forward(conn);
                 if !forwarded.sessions.iter().any(|s| s == session) {
                     forwarded.sessions.push(session.to_owned());
                 }
@@ -257,7 +269,7 @@ impl Host {
         let Some(rewritten) = with_id(body, &given) else {
             return;
         };
-        if let Some(forwarded) = c.forwarded.as_mut() {
+        if let Some(forwarded) = self.relays.forwarded_mut(conn) {
             forwarded.requests.push(RelayedRequest {
                 given,
                 session: session.to_owned(),
@@ -272,7 +284,7 @@ impl Host {
     /// again). `None` for a frame served here: the connection has no forwarded session, or
     /// the frame names none of them and answers no owner.
     fn forward_route(&mut self, conn: ConnId, frame: &Bytes) -> Option<(String, Bytes)> {
-        let forwarded = self.conns.get_mut(&conn)?.forwarded.as_mut()?;
+        let forwarded = self.relays.forwarded_mut(conn)?;
         let probe: ClientProbe<'_> = serde_json::from_slice(frame).ok()?;
         if probe.method.is_none() {
             let given = OwnedId::parse(probe.id?.get())?;
@@ -318,10 +330,10 @@ impl Host {
         let Some(c) = self.conns.get(&conn) else {
             return false;
         };
-        if c.forwarded.is_none() || c.closing {
+        if !self.relays.is_forwarded(conn) || c.closing {
             return false;
         }
-        if c.relay != RelayRole::None {
+        if self.relays.role(conn) != RelayRole::None {
             self.send_body(conn, body);
             return false;
         }
@@ -386,7 +398,10 @@ impl Host {
         if let Some(report_in) = report_in {
             // An empty queue has nothing to drop: the common path stops here.
             if unreported > 0 || c.outbox.queued_bytes() > 0 {
-                let parent = c.forwarded.as_ref().and_then(|f| f.parents.get(report_in));
+                let parent = self
+                    .relays
+                    .forwarded(conn)
+                    .and_then(|f| f.parents.get(report_in));
                 let room = REPORT_ROOM + 6 * (report_in.len() + parent.map_or(0, str::len));
                 // A reader with nothing unreported is told only if making room for this frame
                 // drops something (that drop would otherwise be reported after it).
@@ -418,7 +433,7 @@ impl Host {
             self.deliver(conn, report, false);
         }
         if let Some(id) = persisted {
-            if let Some(forwarded) = self.conns.get_mut(&conn).and_then(|c| c.forwarded.as_mut()) {
+            if let Some(forwarded) = self.relays.forwarded_mut(conn) {
                 forwarded.parents.set(session, id);
             }
         }
@@ -455,7 +470,7 @@ impl Host {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        if c.forwarded.is_none() || c.closing || lost == 0 {
+        if !self.relays.is_forwarded(conn) || c.closing || lost == 0 {
             return;
         }
         c.outbox.count_lost(lost);
@@ -467,7 +482,7 @@ impl Host {
     /// See [`ClusterApi::end_forwarding`].
     pub(in crate::host) fn end_forwarding(&mut self, now: Timestamp, conn: ConnId, reason: String) {
         self.advance_time(now);
-        if self.conns.get(&conn).is_some_and(|c| c.forwarded.is_some()) {
+        if self.conns.get(&conn).is_some() && self.relays.is_forwarded(conn) {
             self.close_with_reason(conn, -32603, reason, true);
         }
     }
@@ -484,14 +499,13 @@ impl Host {
 
     /// See [`ClusterApi::is_forwarded`].
     pub(in crate::host) fn is_forwarded(&self, conn: ConnId) -> bool {
-        self.conns.get(&conn).is_some_and(|c| c.forwarded.is_some())
+        self.conns.get(&conn).is_some() && self.relays.is_forwarded(conn)
     }
 
     /// See [`ClusterApi::forwarded_sessions`].
     pub(in crate::host) fn forwarded_sessions(&self, conn: ConnId) -> impl Iterator<Item = &str> {
-        self.conns
-            .get(&conn)
-            .and_then(|c| c.forwarded.as_ref())
+        self.relays
+            .forwarded(conn)
             .into_iter()
             .flat_map(|f| f.sessions.iter().map(String::as_str))
     }

@@ -55,7 +55,7 @@ impl Host {
             waiting.push_back(frame);
             return;
         }
-        if c.forwarded.is_some() && self.forward_frame(conn, &frame) {
+        if self.relays.is_forwarded(conn) && self.forward_frame(conn, &frame) {
             return;
         }
         if self.config.lookup_unknown_sessions {

@@ -8,10 +8,13 @@
 //! * `catalog`, `restore`: sessions found in the shared log, and loading them back.
 
 pub(in crate::host) mod catalog;
+pub(in crate::host) mod client_relay;
 pub(in crate::host) mod forward;
 pub(crate) mod kept_requests;
 pub(in crate::host) mod lookup;
 pub(in crate::host) mod relay_group;
+pub(crate) mod relay_requests;
+pub(in crate::host) mod relays;
 pub(in crate::host) mod restore;
 
 use crate::Timestamp;

@@ -260,18 +260,13 @@ impl Host {
             || g.closing
             || m.dialect != g.dialect
             || g.framing == Framing::Ndjson
-            || m.relay != RelayRole::None
-            || matches!(g.relay, RelayRole::Member(_))
+            || self.relays.role(member) != RelayRole::None
+            || matches!(self.relays.role(group), RelayRole::Member(_))
         {
             return false;
         }
-        if let Some(g) = self.conns.get_mut(&group) {
-            g.relay = RelayRole::Group;
-        }
-        self.has_relay_groups = true;
-        if let Some(m) = self.conns.get_mut(&member) {
-            m.relay = RelayRole::Member(group);
-        }
+        self.relays.set_role(group, RelayRole::Group);
+        self.relays.set_role(member, RelayRole::Member(group));
         true
     }
 
@@ -283,13 +278,13 @@ impl Host {
         reason: &str,
     ) {
         self.advance_time(now);
-        let Some(c) = self.conns.get_mut(&member) else {
+        if self.conns.get(&member).is_none() {
+            return;
+        }
+        let Some(group) = self.relays.group_of(member) else {
             return;
         };
-        let RelayRole::Member(group) = c.relay else {
-            return;
-        };
-        c.relay = RelayRole::None;
+        self.relays.set_role(member, RelayRole::None);
         let head = format!("@?{}\n", member.as_u64());
         self.queue_on_group(group, head.as_bytes(), reason.as_bytes());
     }
@@ -323,9 +318,7 @@ impl Host {
 
     /// Whether `conn` is a member of a relay group (a client a cluster gateway relays here).
     pub(crate) fn is_relay_member(&self, conn: ConnId) -> bool {
-        self.conns
-            .get(&conn)
-            .is_some_and(|c| matches!(c.relay, RelayRole::Member(_)))
+        self.conns.get(&conn).is_some() && self.relays.group_of(conn).is_some()
     }
 
     /// Queues `body` for the members `members` of `group`.
@@ -383,14 +376,14 @@ impl Host {
     /// The relay groups with a member attached to `session` (empty when there are no groups).
     pub(in crate::host) fn groups_attached_to(&self, session: &str) -> SmallVec<[ConnId; 2]> {
         let mut groups = SmallVec::new();
-        if !self.has_relay_groups {
+        if !self.relays.has_members() {
             return groups;
         }
         let Some(live) = self.sessions.get(session) else {
             return groups;
         };
         for conn in live.session.attached.keys() {
-            if let Some(RelayRole::Member(group)) = self.conns.get(conn).map(|c| c.relay) {
+            if let Some(group) = self.relays.group_of(*conn) {
                 if !groups.contains(&group) {
                     groups.push(group);
                 }
@@ -405,13 +398,9 @@ impl Host {
             // The members end with the runtime, as it stops (see `Host::runtime_stopping`).
             return;
         }
-        let (conns, _) = self.conns.iter_mut_and_frames();
-        let mut members: SmallVec<[ConnId; 8]> = SmallVec::new();
-        for (id, c) in conns {
-            if c.relay == RelayRole::Member(group) {
-                c.relay = RelayRole::None;
-                members.push(id);
-            }
+        let members: SmallVec<[ConnId; 8]> = self.relays.members_of(group).collect();
+        for &member in &members {
+            self.relays.set_role(member, RelayRole::None);
         }
         for member in members {
             self.fail_connection(

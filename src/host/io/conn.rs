@@ -42,12 +42,6 @@ pub(in crate::host) struct Conn {
     /// The session the runtime is looking up for this connection, and the frames that wait
     /// for it (the first names it), in order.
     pub parked: Option<(String, std::collections::VecDeque<bytes::Bytes>)>,
-    /// The sessions whose frames are relayed to the node owning them (a cluster gateway),
-    /// with what relaying them keeps (see `forward.rs`); `None` for a connection served here
-    /// only.
-    pub forwarded: Option<Box<crate::host::cluster::forward::Forwarded>>,
-    /// Its part in relay groups (see `relay_group.rs`).
-    pub relay: crate::host::cluster::relay_group::RelayRole,
 }
 
 impl Conn {
@@ -74,8 +68,6 @@ impl Conn {
             sessions: Vec::new(),
             closing: false,
             parked: None,
-            forwarded: None,
-            relay: crate::host::cluster::relay_group::RelayRole::None,
         }
     }
 }

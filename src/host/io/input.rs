@@ -71,7 +71,8 @@ impl Host {
         let Some(mut c) = self.conns.remove(&conn) else {
             return;
         };
-        match c.relay {
+        let (relay, forwarded) = self.relays.remove(conn);
+        match relay {
             crate::host::cluster::relay_group::RelayRole::Member(_) if self.runtime_stopping => {
                 // Its client is not gone: its gateway follows the session to the next owner,
                 // which closes the turn left open. Nothing is resolved here.
@@ -83,7 +84,7 @@ impl Host {
             crate::host::cluster::relay_group::RelayRole::Group => self.end_group_members(conn),
             crate::host::cluster::relay_group::RelayRole::None => {}
         }
-        if c.forwarded.is_some() {
+        if forwarded {
             self.outputs.push_back(crate::host::Output::Cluster(
                 crate::host::ClusterOutput::ForwardClosed { conn },
             ));
@@ -175,10 +176,7 @@ impl Host {
                 // The runtime is stopping: a client's request is answered with an error rather
                 // than lost with its connection. Relayed traffic (cluster links) is left to the
                 // relay, whose gateway follows the session to its next owner.
-                let plain = self.conns.get(&conn).is_some_and(|c| {
-                    c.forwarded.is_none()
-                        && matches!(c.relay, crate::host::cluster::relay_group::RelayRole::None)
-                });
+                let plain = self.conns.get(&conn).is_some() && self.relays.is_plain(conn);
                 if plain {
                     let id = id.to_owned();
                     if self.begin_request(conn, &id) {

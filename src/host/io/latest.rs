@@ -26,7 +26,6 @@ use smallvec::SmallVec;
 
 use crate::frame::{encode_frame, Framing};
 
-use crate::host::cluster::relay_group::RelayRole;
 use crate::host::io::outbox::{SharedFrame, SharedFrames};
 use crate::host::{ConnId, DialectId, Host, OutboxOverflow};
 
@@ -192,6 +191,7 @@ impl Host {
             conns,
             ready,
             latest,
+            relays,
             ..
         } = self;
         let mut overflowed: SmallVec<[ConnId; 2]> = SmallVec::new();
@@ -199,7 +199,7 @@ impl Host {
         let entry = latest.set(dialect, key, body, shared);
         for (conn, c) in all {
             // A relay group member gets it through its group (for all its members).
-            if c.dialect != dialect || matches!(c.relay, RelayRole::Member(_)) {
+            if c.dialect != dialect || relays.group_of(conn).is_some() {
                 continue;
             }
             // A connection (closing or not) that has the frame queued now sends the new

@@ -81,7 +81,7 @@ impl Host {
         let Some(c) = self.conns.get(&conn) else {
             return;
         };
-        if let RelayRole::Member(group) = c.relay {
+        if let Some(group) = self.relays.group_of(conn) {
             if !c.closing {
                 self.queue_for_members(group, &[conn], body);
             }
@@ -98,7 +98,7 @@ impl Host {
         if c.closing {
             return;
         }
-        if let RelayRole::Member(group) = c.relay {
+        if let Some(group) = self.relays.group_of(conn) {
             self.queue_member_frame(group, conn, &frame);
             return;
         }
@@ -169,7 +169,7 @@ impl Host {
             }
         }
         let mut body = Vec::new();
-        let role = c.relay;
+        let role = self.relays.role(conn);
         if role == RelayRole::Group {
             // Not a message for any one client: the gateway learns the group ended, and why.
             body.extend_from_slice(b"@?\n");
@@ -179,7 +179,7 @@ impl Host {
         }
         if let RelayRole::Member(_) = role {
             // Its reason and its end travel in its group's stream, in order.
-            c.relay = RelayRole::None;
+            self.relays.set_role(conn, RelayRole::None);
         } else {
             // Bypass the budget: the reason is the last frame this peer gets.
             c.outbox.push_final(frame_body(c.framing, &body));

@@ -11,7 +11,7 @@ use crate::frame::{encode_frame, Framing};
 
 use crate::session::Event;
 
-use crate::host::cluster::relay_group::{addressed_head, group_frame, RelayRole};
+use crate::host::cluster::relay_group::{addressed_head, group_frame};
 use crate::host::io::outbox::{SharedFrame, SharedFrames};
 use crate::host::sessions::audience::Audience;
 use crate::host::{ConnId, DialectHandler, DialectId, Host, OutboxOverflow};
@@ -133,6 +133,7 @@ impl Host {
             sessions,
             conns,
             ready,
+            relays,
             ..
         } = self;
         let live = sessions.get(session_id)?;
@@ -166,7 +167,7 @@ impl Host {
             if c.closing {
                 continue;
             }
-            if let RelayRole::Member(group) = c.relay {
+            if let Some(group) = relays.group_of(*conn) {
                 // Queued once per group, after the loop.
                 relayed.push((group, *conn, c.dialect.index()));
                 continue;
@@ -310,12 +311,17 @@ impl Host {
     /// reference.
     pub(crate) fn broadcast(&mut self, dialect: DialectId, body: Vec<u8>) {
         let mut frames = Published::new(body);
-        let Host { conns, ready, .. } = self;
+        let Host {
+            conns,
+            ready,
+            relays,
+            ..
+        } = self;
         let mut overflowed: SmallVec<[ConnId; 2]> = SmallVec::new();
         let (all, shared) = conns.iter_mut_and_frames();
         for (conn, c) in all {
             // A relay group member gets it through its group (for all its members).
-            if c.closing || c.dialect != dialect || matches!(c.relay, RelayRole::Member(_)) {
+            if c.closing || c.dialect != dialect || relays.group_of(conn).is_some() {
                 continue;
             }
             let frame = frames.get(c.framing, shared);

@@ -830,20 +830,24 @@ async fn an_editor_through_agentwire_as_an_acp_proxy() {
     })
     .await;
     assert_eq!((first, second), (StopReason::EndTurn, StopReason::EndTurn));
-    let seen = seen.lock().unwrap();
-    assert_eq!(seen.permissions.len(), 1, "the agent's read was asked once");
-    let asked = &seen.permissions[0];
-    let announced: Vec<_> = seen
-        .updates
-        .iter()
-        .filter_map(|n| match &n.update {
-            SessionUpdate::ToolCall(call) => Some(call.tool_call_id.clone()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(announced, [asked.tool_call.tool_call_id.clone()]);
-    assert!(acp_stdio::agent_text(&seen.updates).ends_with("You said: hello proxy"));
-    drop(seen);
+    {
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.permissions.len(), 1, "the agent's read was asked once");
+        let asked = &seen.permissions[0];
+        let announced: Vec<_> = seen
+            .updates
+            .iter()
+            .filter_map(|n| match &n.update {
+                SessionUpdate::ToolCall(call) => Some(call.tool_call_id.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            announced,
+            std::slice::from_ref(&asked.tool_call.tool_call_id)
+        );
+        assert!(acp_stdio::agent_text(&seen.updates).ends_with("You said: hello proxy"));
+    }
     agent.assert_strict_output();
     agent.finish().await;
 }

@@ -1,7 +1,7 @@
 //! The requests a gateway tracks for the client connection it relays, whatever its dialect:
 //! the client's requests the owner has not answered (each answered once with an error if the
 //! owner dies first) and the gateway's own re-attachments (whose answers are not the
-//! client's). I/O-free; used by [`crate::relay`] (Copilot SDK) and [`crate::relay_acp`] (ACP).
+//! client's). I/O-free; used by [`crate::copilot::relay`] (Copilot SDK) and [`crate::acp::relay`] (ACP).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -85,8 +85,8 @@ pub(crate) struct ClientRequests {
 /// removed before its request is relayed.
 const GATEWAY_ONLY_PARAMS: &[&str] = &[
     "agentwireRelayReattach",
-    agentwire::host::RELAY_FORMER_MEMBER,
-    agentwire::host::RELAY_AWAITING,
+    crate::host::RELAY_FORMER_MEMBER,
+    crate::host::RELAY_AWAITING,
 ];
 
 /// Removes [`GATEWAY_ONLY_PARAMS`] from `params` and its `_meta`; whether there were any.
@@ -122,7 +122,7 @@ impl ClientRequests {
         ) else {
             return None;
         };
-        if id == agentwire::host::RELAY_HANDSHAKE_ID {
+        if id == crate::host::RELAY_HANDSHAKE_ID {
             // The link's set-up, made again on the owner by the client's node: its answer
             // is not the client's, and a link lost before it came fails nothing of the client.
             return None;
@@ -343,7 +343,7 @@ mod tests {
         // The link's set-up, made again on the owner: not the client's request.
         let setup = format!(
             r#"{{"jsonrpc":"2.0","id":"{}","method":"sessionFs.setProvider","params":{{}}}}"#,
-            agentwire::host::RELAY_HANDSHAKE_ID
+            crate::host::RELAY_HANDSHAKE_ID
         );
         requests.sent(setup.as_bytes(), &[]);
         let first = requests.answered(r#""a""#).expect("pending");

@@ -5,7 +5,7 @@
 //! relays and sends what it returns.
 //!
 //! This module follows Copilot SDK connections and speaks that dialect's method names;
-//! [`crate::relay_acp`] follows editors (ACP).
+//! [`crate::acp::relay`] follows editors (ACP).
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
@@ -15,13 +15,13 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use agentwire::host::{
+use crate::host::{
     RelayedEventHead, RELAY_AWAITING, RELAY_DELTAS_EMITTED, RELAY_FORMER_MEMBER,
     RELAY_HANDSHAKE_ID, RELAY_LAST_EVENT, RELAY_SESSION_BUSY,
 };
-use agentwire::is_streaming_delta_type;
+use crate::is_streaming_delta_type;
 
-use crate::relay_requests::{
+use crate::host::cluster::relay_requests::{
     error_message, failure, id_key, response, ClientRequests, OwnerMessage, Pending, Reattachments,
     OWNER_STOPPED,
 };

@@ -1,7 +1,7 @@
 //! What a gateway remembers about an editor (an ACP client) it relays, so that a takeover of
 //! the owner does not cost the editor its connection: the sessions it is attached to, the
 //! requests to answer if the owner dies before it does, and how far it got in each session.
-//! I/O-free, like [`crate::relay`] for Copilot SDK clients.
+//! I/O-free, like [`crate::copilot::relay`] for Copilot SDK clients.
 //!
 //! ACP's `session/update`s carry no event ids, so the owner tells the gateway after the
 //! updates of each durable event which event that was ([`RELAY_POSITION`], kept from the
@@ -16,10 +16,12 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use agentwire::acp::{RELAY_POSITION, RELAY_REPLAY_AFTER};
-use agentwire::host::{RELAY_AWAITING, RELAY_FORMER_MEMBER};
+use crate::acp::{RELAY_POSITION, RELAY_REPLAY_AFTER};
+use crate::host::{RELAY_AWAITING, RELAY_FORMER_MEMBER};
 
-use crate::relay_requests::{error_message, id_key, ClientRequests, OwnerMessage, Reattachments};
+use crate::host::cluster::relay_requests::{
+    error_message, id_key, ClientRequests, OwnerMessage, Reattachments,
+};
 
 /// The ACP methods that attach the client to a session.
 const ATTACHES: &[&str] = &["session/new", "session/load", "session/resume"];
