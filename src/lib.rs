@@ -156,7 +156,7 @@ pub use agent::{Agent, AgentFactory, AgentInput, Scenario, SessionControl};
 pub use dialect::Dialect;
 pub use endpoint::{Endpoint, EndpointConfig, EndpointEvent};
 pub use frame::{encode_frame, FrameDecoder, FrameLimits, Framing};
-pub use host::{ConnId, Host, HostConfig, Output, RestoreError, ShellStream};
+pub use host::{ConnId, Host, HostConfig, Output, RestoreError};
 pub use serve::{ServerOptions, Stopped};
 pub use session::{is_streaming_delta_type, Event, SessionId};
 pub use time::Timestamp;

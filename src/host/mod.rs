@@ -54,7 +54,7 @@ pub use cluster::restore::RestoreError;
 pub use cluster::{client_relay::ClientRelay, ClusterApi};
 pub use config::{HostConfig, McpSpawnPolicy, DEFAULT_OUTBOX_BUDGET};
 pub use effects::output::{ClusterOutput, ConnectionOutput, Output, StoreOutput};
-pub use effects::shell::ShellStream;
+pub(crate) use effects::shell::ShellStream;
 pub use effects::{Effect, EffectEvent, EffectId, EffectOp, ProcessSpec};
 pub use github_identity::GitHubIdentity;
 pub use io::outbox::{Outbox, OutboxOverflow};

@@ -33,12 +33,13 @@ pub trait SessionLog: Send + 'static {
     /// `session` was deleted: remove its log.
     fn deleted(&mut self, session: &str);
     /// A client named `session`, which the host has not loaded: restore it into the host if
-    /// this process can serve it, then call `Host::finish_session_lookup` (both through
+    /// this process can serve it, then call `host.cluster().finish_session_lookup` (both through
     /// [`HostHandle::with_host`]).
     fn load(&mut self, session: String);
     /// Frames of a client connection for `session`, which another node owns
     /// (`ClusterOutput::Forward`): relay them, in order, to that node (the first for a connection
-    /// and session opens the relay), and deliver its frames with `Host::deliver_forwarded`.
+    /// and session opens the relay), and deliver its frames with
+    /// `host.cluster().deliver_forwarded`.
     fn forward(&mut self, conn: ConnId, session: String, frames: Vec<Bytes>);
     /// A client connection that relayed sessions ended (`ClusterOutput::ForwardClosed`): close all
     /// its relays.

@@ -75,16 +75,20 @@ pub enum ClusterOutput {
     /// A client named a session this host has not loaded (only with
     /// [`HostConfig::lookup_unknown_sessions`](crate::host::HostConfig::lookup_unknown_sessions)):
     /// look it up in the runtime's shared log (restore it with [`Host::restore_session`] if it
-    /// can be served here), then call [`Host::finish_session_lookup`] either way. Until then the
-    /// frames of every connection that named it wait, in order.
+    /// can be served here), then call
+    /// [`ClusterApi::finish_session_lookup`](crate::host::ClusterApi::finish_session_lookup)
+    /// either way. Until then the frames of every connection that named it wait, in order.
     LoadSession {
         /// The session a client named.
         session: String,
     },
     /// Relay these frames (bodies, in order) of a client connection to the node that owns
-    /// `session` (after [`Host::forward_session_lookup`]): the first for a connection and
-    /// session opens the relay, the later ones follow on it. Deliver the owner's frames with
-    /// [`Host::deliver_forwarded`], naming the same session.
+    /// `session` (after
+    /// [`ClusterApi::forward_session_lookup`](crate::host::ClusterApi::forward_session_lookup)):
+    /// the first for a connection and session opens the relay, the later ones follow on it.
+    /// Deliver the owner's frames with
+    /// [`ClusterApi::deliver_forwarded`](crate::host::ClusterApi::deliver_forwarded), naming the
+    /// same session.
     Forward {
         /// The client's connection on this node.
         conn: ConnId,

@@ -2,11 +2,12 @@
 //!
 //! A connection may register as an *HTTP provider* ([`Host::register_http_provider`]): from
 //! then on the model requests of every session it is attached to go to it, through its
-//! dialect ([`DialectHandler::start_provided_http`](crate::host::DialectHandler::start_provided_http)),
-//! instead of being handed to the runtime as [`EffectOp::HttpRequest`](crate::host::EffectOp::HttpRequest).
-//! The client's answers come back through [`Host::provided_http_event`] and reach the
-//! session's agent exactly like the runtime's reports ([`Host::handle_effect`]), so deadlines, retries
-//! and faults work the same.
+//! dialect
+//! ([`DialectHandler::start_provided_http`](crate::host::DialectHandler::start_provided_http)),
+//! instead of being handed to the runtime as
+//! [`EffectOp::HttpRequest`](crate::host::EffectOp::HttpRequest). The client's answers come back
+//! through [`Host::provided_http_event`] and reach the session's agent exactly like the runtime's
+//! reports ([`Host::handle_effect`]), so deadlines, retries and faults work the same.
 //!
 //! Rules:
 //! * Only a provider attached to the session serves it (a client never sees the requests

@@ -15,7 +15,7 @@ use crate::host::{ConnId, EffectId, EffectOp, Host, ProcessSpec};
 
 /// Which output stream a chunk came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ShellStream {
+pub(crate) enum ShellStream {
     /// Standard output.
     Stdout,
     /// Standard error.
