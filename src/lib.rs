@@ -148,6 +148,7 @@ mod ids;
 pub mod jsonrpc;
 pub mod mcp;
 pub mod model;
+pub mod relay;
 pub mod serve;
 mod session;
 mod time;

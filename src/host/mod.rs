@@ -51,7 +51,7 @@ pub use cluster::relay_group::{
     RELAY_FORMER_MEMBER, RELAY_HANDSHAKE_ID, RELAY_LAST_EVENT, RELAY_SESSION_BUSY,
 };
 pub use cluster::restore::RestoreError;
-pub use cluster::{client_relay::ClientRelay, ClusterApi};
+pub use cluster::ClusterApi;
 pub use config::{HostConfig, McpSpawnPolicy, DEFAULT_OUTBOX_BUDGET};
 pub use effects::output::{ClusterOutput, ConnectionOutput, Output, StoreOutput};
 pub(crate) use effects::shell::ShellStream;

@@ -171,3 +171,14 @@ pub(crate) struct McpHookCall {
     pub(crate) tool: String,
     pub(crate) arguments: Value,
 }
+
+/// How an ACP agent's permission request is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AcpChoice {
+    /// Allowed this once.
+    Allow,
+    /// Allowed for the rest of the session (`allow_always`, else `allow_once`).
+    AllowAlways,
+    /// Rejected.
+    Reject,
+}

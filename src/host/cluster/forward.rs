@@ -160,7 +160,7 @@ impl RelayedEventHead {
     /// The head of `body` if it is an event notification as the host writes one (`jsonrpc`,
     /// then `method`): only a body that starts so is parsed, so responses, requests and ACP
     /// updates cost a prefix comparison; `None` for any other body (a body written otherwise
-    /// is left to [`ClientRelay::owner_sent`](crate::host::ClientRelay::owner_sent)).
+    /// is left to [`ClientRelay::owner_sent`](crate::relay::ClientRelay::owner_sent)).
     pub fn read(body: &[u8]) -> Option<RelayedEventHead> {
         const EVENT: &[u8] = br#"{"jsonrpc":"2.0","method":"session.event""#;
         body.starts_with(EVENT).then(|| Self::parse(body)).flatten()

@@ -72,22 +72,8 @@ impl Host {
             return;
         };
         let (relay, forwarded) = self.relays.remove(conn);
-        match relay {
-            crate::host::cluster::relay_group::RelayRole::Member(_) if self.runtime_stopping => {
-                // Its client is not gone: its gateway follows the session to the next owner,
-                // which closes the turn left open. Nothing is resolved here.
-                return;
-            }
-            crate::host::cluster::relay_group::RelayRole::Member(group) => {
-                self.announce_member_end(group, conn, "the relayed connection ended")
-            }
-            crate::host::cluster::relay_group::RelayRole::Group => self.end_group_members(conn),
-            crate::host::cluster::relay_group::RelayRole::None => {}
-        }
-        if forwarded {
-            self.outputs.push_back(crate::host::Output::Cluster(
-                crate::host::ClusterOutput::ForwardClosed { conn },
-            ));
+        if !self.relay_conn_ended(conn, relay, forwarded) {
+            return;
         }
         for (_, call) in c.calls.close_all() {
             self.finish_client_call(call, crate::correlation::Outcome::Closed);

@@ -13,9 +13,8 @@ use serde_json::{json, Value};
 use crate::agent::builtin::{parent_dir, url_domain};
 use crate::agent::ToolOutcome;
 
-use crate::host::pending::{Approval, Pending, PermissionAsk};
+use crate::host::pending::{AcpChoice, Approval, Pending, PermissionAsk};
 use crate::host::requests::permission_rules::Gate;
-use crate::host::sessions::acp_agents::AcpChoice;
 use crate::host::{ConnId, Host};
 
 /// A pending permission prompt as a dialect sees it.

@@ -29,21 +29,10 @@ use crate::acp_agent::{
     PermissionOptionKind,
 };
 use crate::agent::{AcpCall, AcpInput, AgentInput};
-use crate::host::pending::{AcpPermission, Approval, PermissionAsk};
+use crate::host::pending::{AcpChoice, AcpPermission, Approval, PermissionAsk};
 use crate::host::{EffectId, EffectOp, Host, ProcessSpec, ShellStream, TimerTarget};
 use crate::jsonrpc::OwnedId;
 use crate::Timestamp;
-
-/// How an ACP agent's permission request is answered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum AcpChoice {
-    /// Allowed this once.
-    Allow,
-    /// Allowed for the rest of the session (`allow_always`, else `allow_once`).
-    AllowAlways,
-    /// Rejected.
-    Reject,
-}
 
 /// What a call to the agent was for.
 #[derive(Debug)]
