@@ -8,4 +8,4 @@ pub mod agentwire;
 pub mod cluster_node;
 
 pub use agentwire::*;
-pub use agentwire_testkit::{fake_model, mcp_servers, nats, sdk_scenarios, wire};
+pub use agentwire_testkit::{copilot_cli, fake_model, mcp_servers, nats, sdk_scenarios, wire};
