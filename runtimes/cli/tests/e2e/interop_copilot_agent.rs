@@ -209,3 +209,49 @@ async fn the_copilot_clis_shell_command_asks_the_sdk_client_first() {
     })
     .await
 }
+
+#[tokio::test]
+async fn an_sdk_abort_cancels_the_copilot_clis_turn() {
+    sdk_scenarios::bounded(async {
+        // The model sends its first delta, then nothing: the turn runs until it is aborted.
+        let fake = FakeModel::start(FakeMode::Stall);
+        let host = host(&fake).await;
+        let a = client(&host).await;
+        let id = new_session_id();
+        let mut c = create_session_with(&a, &id, Setup::default()).await;
+        sdk_scenarios::within(
+            "send",
+            c.session
+                .send(github_copilot_sdk::MessageOptions::new("Tell me a long story")),
+        )
+        .await
+        .expect("send");
+        c.events.wait_for("assistant.turn_start").await;
+        // Wait until the agent is really waiting on the model.
+        for _ in 0..100 {
+            if !fake.completion_bodies().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        sdk_scenarios::within("abort", c.session.abort())
+            .await
+            .expect("session.abort");
+        let abort = c.events.wait_for("abort").await;
+        assert_eq!(abort.data["reason"], "user_initiated");
+        let idle = c.events.wait_for("session.idle").await;
+        assert_eq!(idle.data["aborted"], true);
+        // The session takes the next prompt.
+        fake.set_mode(FakeMode::Text);
+        let reply = sdk_scenarios::within(
+            "send_and_wait",
+            c.session
+                .send_and_wait(github_copilot_sdk::MessageOptions::new("Again, briefly")),
+        )
+        .await
+        .expect("the next turn ends")
+        .expect("an answer");
+        assert_eq!(reply.data["content"], "It is sunny in Paris.");
+    })
+    .await
+}
