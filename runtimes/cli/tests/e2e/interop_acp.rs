@@ -115,7 +115,13 @@ impl AgentProcess {
 
     /// `agentwire --acp EXTRA…` on stdio.
     fn spawn_with(name: &str, extra: &[&str]) -> AgentProcess {
+        AgentProcess::spawn_with_env(name, extra, &[])
+    }
+
+    /// [`AgentProcess::spawn_with`] with extra environment variables.
+    fn spawn_with_env(name: &str, extra: &[&str], env: &[(String, String)]) -> AgentProcess {
         let (dir, mut command) = AgentProcess::prepare(name, extra);
+        command.envs(env.iter().map(|(k, v)| (k, v)));
         let mut child = command.spawn().expect("spawn agentwire --acp");
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
@@ -849,5 +855,55 @@ async fn an_editor_through_agentwire_as_an_acp_proxy() {
         assert!(acp_stdio::agent_text(&seen.updates).ends_with("You said: hello proxy"));
     }
     agent.assert_strict_output();
+    agent.finish().await;
+}
+
+/// The official Copilot CLI (`copilot --acp --stdio`, offline on the fake model) behind
+/// `agentwire --acp --acp-agent`, with the official ACP SDK as the editor: the CLI's answer
+/// streams to the editor and its shell command is asked of the editor first.
+#[tokio::test]
+async fn an_editor_on_the_copilot_cli_through_agentwire() {
+    use crate::support::copilot_cli::{copilot_cli, offline_env};
+    use crate::support::fake_model::{FakeModel, FakeReply};
+    let fake = FakeModel::start_script(vec![
+        FakeReply::tool(
+            "call_1",
+            "bash",
+            serde_json::json!({"command": "echo editor-was-here", "description": "Say hi"}),
+        ),
+        FakeReply::Text("The command said hi.".into()),
+    ]);
+    let home = tempfile::tempdir().unwrap();
+    let agent_command = format!("'{}' --acp --stdio", copilot_cli().display());
+    let env = offline_env(&fake.base_url(), "fake-model", home.path());
+    let mut agent =
+        AgentProcess::spawn_with_env("copilot", &["--acp-agent", agent_command.as_str()], &env);
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let policy: Policy = Arc::new(Mutex::new(Some("allow-once")));
+    let cwd = agent.dir.clone();
+    let wire = agent.wire.clone();
+    let stop = with_client(&mut agent, seen.clone(), policy, async |cx| {
+        let session = init_and_new(&cx, &cwd).await?;
+        let response = cx
+            .send_request(PromptRequest::new(session.clone(), text("Run a command")))
+            .block_task()
+            .await?;
+        settle(&wire, &seen).await;
+        Ok(response.stop_reason)
+    })
+    .await;
+    assert_eq!(stop, StopReason::EndTurn);
+    {
+        let seen = seen.lock().unwrap();
+        assert_eq!(
+            seen.permissions.len(),
+            1,
+            "the CLI's command was asked of the editor"
+        );
+        assert!(acp_stdio::agent_text(&seen.updates).ends_with("The command said hi."));
+    }
+    let bodies = fake.completion_bodies();
+    let last = bodies.last().expect("a second model call").to_string();
+    assert!(last.contains("editor-was-here"), "the command ran: {last}");
     agent.finish().await;
 }

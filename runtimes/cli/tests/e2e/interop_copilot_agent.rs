@@ -221,8 +221,9 @@ async fn an_sdk_abort_cancels_the_copilot_clis_turn() {
         let mut c = create_session_with(&a, &id, Setup::default()).await;
         sdk_scenarios::within(
             "send",
-            c.session
-                .send(github_copilot_sdk::MessageOptions::new("Tell me a long story")),
+            c.session.send(github_copilot_sdk::MessageOptions::new(
+                "Tell me a long story",
+            )),
         )
         .await
         .expect("send");
