@@ -156,11 +156,19 @@ async fn an_sdk_turn_runs_on_the_copilot_cli_and_a_second_client_sees_it() {
 }
 
 #[tokio::test]
-async fn the_copilot_clis_shell_command_asks_the_sdk_client_first() {
+async fn the_copilot_cli_views_a_file_and_runs_a_command_the_sdk_client_allowed() {
     sdk_scenarios::bounded(async {
+        let files = tempfile::tempdir().expect("a directory with a file");
+        let notes = files.path().join("notes.txt");
+        std::fs::write(&notes, "the notes say: agentwire-notes-42\n").expect("write the file");
         let fake = FakeModel::start_script(vec![
             FakeReply::tool(
                 "call_1",
+                "view",
+                serde_json::json!({"path": notes.display().to_string()}),
+            ),
+            FakeReply::tool(
+                "call_2",
                 "bash",
                 serde_json::json!({"command": "echo agentwire-was-here", "description": "Say hi"}),
             ),
@@ -173,7 +181,9 @@ async fn the_copilot_clis_shell_command_asks_the_sdk_client_first() {
         let reply = sdk_scenarios::within(
             "send_and_wait",
             c.session
-                .send_and_wait(github_copilot_sdk::MessageOptions::new("Run a command")),
+                .send_and_wait(github_copilot_sdk::MessageOptions::new(
+                    "Read my notes, then run a command",
+                )),
         )
         .await
         .expect("the turn ends");
@@ -184,9 +194,31 @@ async fn the_copilot_clis_shell_command_asks_the_sdk_client_first() {
             .collect();
         let reply = reply.unwrap_or_else(|| panic!("no assistant message: {seen:#?}"));
         assert_eq!(reply.data["content"], "The command said hi.", "{seen:#?}");
-        let idx = assert_subsequence(
+        // Both tools ran as the agent's tool calls, each announced and completed.
+        let completed: Vec<&serde_json::Value> = events
+            .iter()
+            .filter(|e| e.event_type == "tool.execution_complete")
+            .map(|e| &e.data["success"])
+            .collect();
+        assert_eq!(
+            completed,
+            [&serde_json::json!(true), &serde_json::json!(true)],
+            "{seen:#?}"
+        );
+        // The command was asked of the SDK client first (the read too, when the CLI asks:
+        // the file is outside the session's directory).
+        let asked: Vec<&serde_json::Value> = events
+            .iter()
+            .filter(|e| e.event_type == "permission.requested")
+            .map(|e| &e.data["permissionRequest"]["kind"])
+            .collect();
+        assert!(asked.contains(&&serde_json::json!("shell")), "{seen:#?}");
+        assert_eq!(c.permissions.lock().unwrap().len(), asked.len());
+        assert_subsequence(
             &events,
             &[
+                "tool.execution_start",
+                "tool.execution_complete",
                 "tool.execution_start",
                 "permission.requested",
                 "permission.completed",
@@ -194,17 +226,17 @@ async fn the_copilot_clis_shell_command_asks_the_sdk_client_first() {
                 "assistant.message",
             ],
         );
-        assert_eq!(
-            events[idx[1]].data["permissionRequest"]["kind"], "shell",
-            "{seen:#?}"
-        );
-        assert_eq!(c.permissions.lock().unwrap().len(), 1);
-        // The command ran: its output went back to the model.
+        // The file's content and the command's output went back to the model.
         let bodies = fake.completion_bodies();
-        let last = bodies.last().expect("a second model call").to_string();
+        let calls: Vec<String> = bodies.iter().map(|b| b.to_string()).collect();
+        assert!(calls.len() >= 3, "three model calls: {}", calls.len());
         assert!(
-            last.contains("agentwire-was-here"),
-            "the tool result reached the model: {last}"
+            calls[1].contains("agentwire-notes-42"),
+            "the view result reached the model"
+        );
+        assert!(
+            calls[2].contains("agentwire-was-here"),
+            "the command's output reached the model"
         );
     })
     .await
