@@ -28,6 +28,7 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 
 use crate::correlation::Outcome;
+use crate::endpoint::child::StderrTail;
 use crate::endpoint::{Endpoint, EndpointConfig, EndpointEvent, Role};
 use crate::frame::Framing;
 use crate::jsonrpc::{ErrorObject, OwnedId};
@@ -35,8 +36,6 @@ use crate::Timestamp;
 
 /// The ACP protocol version agentwire speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
-/// Bytes of the agent's stderr kept for error messages.
-const STDERR_TAIL: usize = 2048;
 
 /// What agentwire offers the agent in `initialize` (`clientCapabilities`): only what the
 /// session host really serves.
@@ -322,7 +321,7 @@ pub struct AcpAgentClient {
     state: State,
     requests: BTreeMap<OwnedId, Purpose>,
     capabilities: AgentCapabilities,
-    stderr_tail: Vec<u8>,
+    stderr_tail: StderrTail,
     events: VecDeque<AcpAgentEvent>,
     malformed_notifications: u64,
 }
@@ -340,7 +339,7 @@ impl AcpAgentClient {
             state: State::New,
             requests: BTreeMap::new(),
             capabilities: AgentCapabilities::default(),
-            stderr_tail: Vec::new(),
+            stderr_tail: StderrTail::default(),
             events: VecDeque::new(),
             malformed_notifications: 0,
         }
@@ -504,25 +503,13 @@ impl AcpAgentClient {
 
     /// Bytes of the agent's stderr (its tail is kept for error messages).
     pub fn handle_stderr(&mut self, bytes: &[u8]) {
-        self.stderr_tail.extend_from_slice(bytes);
-        if self.stderr_tail.len() > STDERR_TAIL {
-            let cut = self.stderr_tail.len() - STDERR_TAIL;
-            self.stderr_tail.drain(..cut);
-        }
+        self.stderr_tail.push(bytes);
     }
 
     /// The agent process ended with `code` (`None`: killed by a signal), or could not be
     /// started (`message`).
     pub fn handle_exit(&mut self, now: Timestamp, code: Option<i32>, message: Option<&str>) {
-        let mut reason = match (message, code) {
-            (Some(m), _) => format!("the agent could not be started: {m}"),
-            (None, Some(c)) => format!("the agent exited with code {c}"),
-            (None, None) => "the agent was killed by a signal".to_owned(),
-        };
-        let tail = String::from_utf8_lossy(&self.stderr_tail);
-        if let Some(last) = tail.lines().rev().find(|l| !l.trim().is_empty()) {
-            reason.push_str(&format!(" (stderr: {})", last.trim()));
-        }
+        let reason = self.stderr_tail.exit_reason("the agent", code, message);
         self.fail(reason);
         self.pump(now);
     }

@@ -81,6 +81,7 @@
 //! assert_eq!(result.get(), r#"{"message":"pong: \"hi\""}"#);
 //! ```
 
+pub(crate) mod child;
 mod messages;
 
 use std::collections::{BTreeMap, VecDeque};

@@ -20,6 +20,7 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 
 use crate::correlation::Outcome;
+use crate::endpoint::child::StderrTail;
 use crate::endpoint::{Endpoint, EndpointConfig, EndpointEvent, Role};
 use crate::frame::Framing;
 use crate::jsonrpc::{ErrorObject, OwnedId};
@@ -35,8 +36,6 @@ pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] =
 /// Most `tools/list` pages read in one listing (a server that keeps returning cursors is cut
 /// off there).
 const MAX_PAGES: usize = 64;
-/// Bytes of the server's stderr kept for error messages.
-const STDERR_TAIL: usize = 2048;
 
 /// What the client reports to its owner.
 #[derive(Clone, Debug, PartialEq)]
@@ -101,7 +100,7 @@ pub struct McpClient {
     server_info: Value,
     server_capabilities: Value,
     roots: Vec<String>,
-    stderr_tail: Vec<u8>,
+    stderr_tail: StderrTail,
     events: VecDeque<ClientEvent>,
     client_version: String,
 }
@@ -126,7 +125,7 @@ impl McpClient {
             server_info: Value::Null,
             server_capabilities: Value::Null,
             roots,
-            stderr_tail: Vec::new(),
+            stderr_tail: StderrTail::default(),
             events: VecDeque::new(),
             client_version: client_version.to_owned(),
         }
@@ -208,24 +207,12 @@ impl McpClient {
 
     /// Bytes of the server's stderr (kept, the tail only, for error messages).
     pub fn handle_stderr(&mut self, bytes: &[u8]) {
-        self.stderr_tail.extend_from_slice(bytes);
-        if self.stderr_tail.len() > STDERR_TAIL {
-            let cut = self.stderr_tail.len() - STDERR_TAIL;
-            self.stderr_tail.drain(..cut);
-        }
+        self.stderr_tail.push(bytes);
     }
 
     /// The server process ended (or could not be started: `message`).
     pub fn handle_exit(&mut self, now: Timestamp, code: Option<i32>, message: Option<&str>) {
-        let mut reason = match (message, code) {
-            (Some(m), _) => format!("the server could not be started: {m}"),
-            (None, Some(c)) => format!("the server exited with code {c}"),
-            (None, None) => "the server was killed by a signal".to_owned(),
-        };
-        let tail = String::from_utf8_lossy(&self.stderr_tail);
-        if let Some(last) = tail.lines().rev().find(|l| !l.trim().is_empty()) {
-            reason.push_str(&format!(" (stderr: {})", last.trim()));
-        }
+        let reason = self.stderr_tail.exit_reason("the server", code, message);
         self.fail(reason);
         self.pump(now);
     }

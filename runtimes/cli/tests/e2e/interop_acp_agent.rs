@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::support::sdk_scenarios::{
     self, assert_subsequence, create_session_with, new_session_id, types, Setup,
 };
-use crate::support::Agentwire;
+use crate::support::{sdk_client, Agentwire};
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentwire");
 
@@ -29,16 +29,7 @@ const READ_SCENARIO: &str = r#"{"rules": [{"match": "read file",
   "default": [{"say": "You said: {prompt}"}]}"#;
 
 async fn client(host: &Agentwire) -> github_copilot_sdk::Client {
-    let stream = tokio::net::TcpStream::connect(host.addr())
-        .await
-        .expect("connect to the host");
-    let (r, w) = tokio::io::split(stream);
-    let client = github_copilot_sdk::Client::from_streams(r, w, std::path::PathBuf::from("/tmp"))
-        .expect("Client::from_streams");
-    sdk_scenarios::within("connect", client.verify_protocol_version())
-        .await
-        .expect("connect handshake");
-    client
+    sdk_client(host.addr().port()).await
 }
 
 #[tokio::test]

@@ -4,7 +4,6 @@
 //! the project's fake model endpoint, and the **official Copilot Rust SDK** as the client: the
 //! real runtime's agent, driven through agentwire's host, seen by an SDK app.
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,6 +13,7 @@ use tokio::process::{Child, Command};
 
 use crate::support::copilot_cli::{copilot_cli, offline_env};
 use crate::support::fake_model::{FakeMode, FakeModel, FakeReply};
+use crate::support::sdk_client;
 use crate::support::sdk_scenarios::{
     self, assert_subsequence, create_session_with, new_session_id, types, Setup,
 };
@@ -84,16 +84,7 @@ async fn host(fake: &FakeModel) -> Host {
 }
 
 async fn client(host: &Host) -> github_copilot_sdk::Client {
-    let stream = tokio::net::TcpStream::connect(("127.0.0.1", host.port))
-        .await
-        .expect("connect to the host");
-    let (r, w) = tokio::io::split(stream);
-    let client = github_copilot_sdk::Client::from_streams(r, w, PathBuf::from("/tmp"))
-        .expect("Client::from_streams");
-    sdk_scenarios::within("connect", client.verify_protocol_version())
-        .await
-        .expect("connect handshake");
-    client
+    sdk_client(host.port).await
 }
 
 #[tokio::test]

@@ -140,3 +140,19 @@ impl Agentwire {
             .expect("wait")
     }
 }
+
+/// An official Copilot SDK client connected to agentwire on `port` over TCP, as
+/// `Transport::External` connects (the handshake done).
+pub async fn sdk_client(port: u16) -> github_copilot_sdk::Client {
+    let stream =
+        super::sdk_scenarios::within("tcp connect", TcpStream::connect(("127.0.0.1", port)))
+            .await
+            .expect("connect to agentwire");
+    let (r, w) = tokio::io::split(stream);
+    let client = github_copilot_sdk::Client::from_streams(r, w, std::path::PathBuf::from("/tmp"))
+        .expect("Client::from_streams");
+    super::sdk_scenarios::within("connect", client.verify_protocol_version())
+        .await
+        .expect("connect handshake");
+    client
+}

@@ -1,10 +1,8 @@
 //! The agentwire nodes and SDK clients of the cluster tests (`cluster.rs`, `cluster_links.rs`).
 
-use std::path::PathBuf;
 
 use github_copilot_sdk::types::{SessionConfig, SessionEvent, SessionId};
 use github_copilot_sdk::Client;
-use tokio::net::TcpStream;
 
 use super::agentwire::Agentwire;
 use super::sdk_scenarios as sdk;
@@ -94,15 +92,7 @@ pub fn node_args(url: &str, id: &str) -> Vec<String> {
 }
 
 pub async fn client(node: &Agentwire) -> Client {
-    let stream = sdk::within("tcp connect", TcpStream::connect(("127.0.0.1", node.port)))
-        .await
-        .expect("connect");
-    let (r, w) = tokio::io::split(stream);
-    let client = Client::from_streams(r, w, PathBuf::from("/tmp")).expect("from_streams");
-    sdk::within("connect", client.verify_protocol_version())
-        .await
-        .expect("handshake");
-    client
+    super::sdk_client(node.port).await
 }
 
 /// The ids of `events`, in order.
