@@ -24,7 +24,7 @@
 //!   emits for it (`assistant.streaming_delta` and `assistant.message_delta`), emitted and
 //!   drained.
 //! * `host_chunk_1_client`: everything, end to end through a real [`Host`]: a BYOK session
-//!   with one streaming client, the chunk fed with `Host::handle_http_body`, its two frames
+//!   with one streaming client, the chunk fed with `Host::handle_effect` (`HttpBody`), its two frames
 //!   drained. It should come out near `decode_map_chunk` + `fanout_chunk_1_client` (the
 //!   rest is the host's routing and the call's idle-deadline timer), which checks that the
 //!   split above hides nothing.
@@ -46,7 +46,7 @@ use agentwire::agent::{
     SessionControl,
 };
 use agentwire::frame::Framing;
-use agentwire::host::{Host, HostConfig, Output};
+use agentwire::host::{Effect, EffectEvent, EffectId, EffectOp, Host, HostConfig, Output};
 use agentwire::model::{CallConfig, HttpRequest, ProviderConfig};
 use agentwire::Timestamp;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -392,7 +392,7 @@ impl Fanout {
 struct HostStream {
     host: Host,
     now: Timestamp,
-    call: u64,
+    call: EffectId,
     chunks: Vec<Vec<u8>>,
     fed: u32,
 }
@@ -405,14 +405,24 @@ impl HostStream {
         let mut host = host_with_session(now, json!({"provider": provider, "model": "qwen3:8b"}));
         let call = std::iter::from_fn(|| host.poll_output())
             .find_map(|o| match o {
-                Output::HttpRequest { call, .. } => Some(call),
+                Output::Effect(Effect {
+                    id: call,
+                    op: EffectOp::HttpRequest(_),
+                }) => Some(call),
                 _ => None,
             })
             .expect("the model call");
         let headers = [("content-type".to_owned(), "text/event-stream".to_owned())];
-        host.handle_http_response(now, call, 200, &headers);
+        host.handle_effect(
+            now,
+            call,
+            EffectEvent::HttpHead {
+                status: 200,
+                headers: headers.to_vec(),
+            },
+        );
         let chunks = Server::Ollama.chunks();
-        host.handle_http_body(now, call, &chunks[0]);
+        host.handle_effect(now, call, EffectEvent::HttpBody(chunks[0].to_vec()));
         drain(&mut host);
         let mut s = HostStream {
             host,
@@ -428,8 +438,11 @@ impl HostStream {
     fn chunk_frames(&mut self) -> usize {
         self.now = self.now.saturating_add(Duration::from_micros(1));
         let chunk = &self.chunks[self.fed as usize % self.chunks.len()];
-        self.host
-            .handle_http_body(self.now, self.call, black_box(chunk));
+        self.host.handle_effect(
+            self.now,
+            self.call,
+            EffectEvent::HttpBody(black_box(chunk).to_vec()),
+        );
         while let Some(o) = self.host.poll_output() {
             black_box(o);
         }

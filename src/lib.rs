@@ -39,15 +39,23 @@
 //! # The run loop
 //!
 //! The core never reads a clock, touches a socket, sleeps or spawns. A runtime feeds it
-//! inputs (`open_with`, `handle_bytes`, `handle_eof`, `handle_timeout`, `handle_shell_*`)
-//! and, after **every** input, drains its outputs (`poll_ready` + `poll_transmit`,
-//! `poll_output`), then sleeps until `poll_timeout()` or the next input. Any call order is
-//! safe, and draining everything before sleeping is sufficient. Every [`Output`] must be
-//! handled (the enum is matched exhaustively; a new variant is a breaking change).
+//! inputs (`open_with`, `handle_bytes`, `handle_eof`, `handle_timeout`, and `handle_effect`
+//! for its reports about the work the host asked for) and, after **every** input, drains its
+//! outputs (`poll_ready` + `poll_transmit`, `poll_output`), then sleeps until
+//! `poll_timeout()` or the next input. Any call order is safe, and draining everything before
+//! sleeping is sufficient. Every [`Output`] must be handled: it has four variants, grouped by
+//! concern (connections, the store, the cluster, effects), and it and its nested enums are
+//! matched exhaustively (a new variant is a breaking change). An effect
+//! ([`host::Effect`]) carries its [`EffectId`](host::EffectId), one id space for every kind;
+//! the runtime reports what happened with [`Host::handle_effect`] and an
+//! [`EffectEvent`](host::EffectEvent).
 //!
 //! ```
 //! use agentwire::frame::Framing;
-//! use agentwire::host::{Host, HostConfig, Output};
+//! use agentwire::host::{
+//!     ClusterOutput, ConnectionOutput, Effect, EffectEvent, EffectOp, Host, HostConfig, Output,
+//!     StoreOutput,
+//! };
 //! use agentwire::Timestamp;
 //!
 //! let mut host = Host::new(HostConfig::default());
@@ -68,30 +76,46 @@
 //!     }
 //!     while let Some(output) = host.poll_output() {
 //!         match output {
-//!             Output::Close { conn, reason } => { /* flush conn, close it, log reason */ }
-//!             Output::Shutdown { reason } => { /* stop accepting, flush all, exit */ }
-//!             Output::Persist { session, event } => { /* append to the session's log */ }
-//!             Output::SessionDeleted { session } => { /* remove the session's log */ }
-//!             Output::ShellExec { process_id, command, cwd, timeout_ms } => { /* spawn */ }
-//!             Output::ShellKill { process_id, signal } => { /* signal the process */ }
-//!             Output::HttpRequest { call, session, request } => {
-//!                 /* perform it; feed back handle_http_response / _body / _end / _error */
+//!             Output::Connection(ConnectionOutput::Close { conn, reason }) => {
+//!                 /* flush conn, close it, log reason */
 //!             }
-//!             Output::HttpCancel { call } => { /* drop the exchange */ }
-//!             Output::LoadSession { session } => {
+//!             Output::Connection(ConnectionOutput::Shutdown { reason }) => {
+//!                 /* stop accepting, flush all, exit */
+//!             }
+//!             Output::Store(StoreOutput::Persist { session, event }) => {
+//!                 /* append to the session's log */
+//!             }
+//!             Output::Store(StoreOutput::SessionDeleted { session }) => {
+//!                 /* remove the session's log */
+//!             }
+//!             Output::Cluster(ClusterOutput::LoadSession { session }) => {
 //!                 /* restore it from a shared log if it can be served here, then: */
 //!                 host.cluster().finish_session_lookup(now, &session);
 //!             }
-//!             Output::Forward { conn, session, frames } => { /* relay to the owner node */ }
-//!             Output::ForwardClosed { conn } => { /* tell the owner node */ }
-//!             Output::FileOp { op, session, request } => {
-//!                 /* perform the file operation, then host.handle_file_result(now, op, result) */
+//!             Output::Cluster(ClusterOutput::Forward { conn, session, frames }) => {
+//!                 /* relay to the owner node */
 //!             }
-//!             Output::ProcessSpawn { process, argv, env, cwd } => {
-//!                 /* spawn in its own process group; feed back handle_process_stdout / _exit */
+//!             Output::Cluster(ClusterOutput::ForwardClosed { conn }) => {
+//!                 /* tell the owner node */
 //!             }
-//!             Output::ProcessWrite { process, bytes } => { /* write to its stdin */ }
-//!             Output::ProcessKill { process } => { /* kill its process group */ }
+//!             Output::Effect(Effect { id, op }) => match op {
+//!                 EffectOp::ProcessSpawn(spec) => {
+//!                     /* spawn spec.argv in its own process group (kill it after
+//!                     spec.timeout_ms); report Stdout / Stderr chunks, then Exit or
+//!                     SpawnFailed: host.handle_effect(now, id, EffectEvent::Exit(code)) */
+//!                 }
+//!                 EffectOp::ProcessWrite(bytes) => { /* write to its stdin */ }
+//!                 EffectOp::ProcessKill { signal } => { /* kill its process group */ }
+//!                 EffectOp::HttpRequest(request) => {
+//!                     /* perform it; report HttpHead, HttpBody chunks, HttpEnd or HttpError */
+//!                 }
+//!                 EffectOp::HttpCancel => { /* drop the exchange, report nothing more */ }
+//!                 EffectOp::FileOp(request) => {
+//!                     /* perform it, then: */
+//!                     let result = Err("no file system here".to_owned());
+//!                     host.handle_effect(now, id, EffectEvent::FileDone(result));
+//!                 }
+//!             },
 //!         }
 //!     }
 //!     // Sleep until the next deadline (or the next input), then:
@@ -112,6 +136,7 @@
 #![warn(unreachable_pub)]
 
 pub mod acp;
+pub mod acp_agent;
 pub mod agent;
 pub mod copilot;
 pub mod correlation;
@@ -123,6 +148,7 @@ mod ids;
 pub mod jsonrpc;
 pub mod mcp;
 pub mod model;
+pub mod relay;
 pub mod serve;
 mod session;
 mod time;
@@ -131,7 +157,7 @@ pub use agent::{Agent, AgentFactory, AgentInput, Scenario, SessionControl};
 pub use dialect::Dialect;
 pub use endpoint::{Endpoint, EndpointConfig, EndpointEvent};
 pub use frame::{encode_frame, FrameDecoder, FrameLimits, Framing};
-pub use host::{ConnId, Host, HostConfig, Output, RestoreError, ShellStream};
+pub use host::{ConnId, Host, HostConfig, Output, RestoreError};
 pub use serve::{ServerOptions, Stopped};
-pub use session::{is_streaming_delta_type, Event};
+pub use session::{is_streaming_delta_type, Event, SessionId};
 pub use time::Timestamp;

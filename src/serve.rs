@@ -34,9 +34,9 @@ impl Default for ServerOptions {
 /// Why a runtime's `serve_*` call returned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Stopped {
-    /// The host asked to shut down (`Output::Shutdown`, e.g. the `runtime.shutdown` method) or
-    /// the runtime's `shutdown` was called. Every connection has been flushed (within the
-    /// flush timeout) and closed.
+    /// The host asked to shut down (`ConnectionOutput::Shutdown`, e.g. the `runtime.shutdown`
+    /// method) or the runtime's `shutdown` was called. Every connection has been flushed (within
+    /// the flush timeout) and closed.
     Shutdown {
         /// The reason the host (or the caller of `shutdown`) gave.
         reason: String,

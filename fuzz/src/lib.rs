@@ -1,5 +1,4 @@
-//! Fuzz targets for agentwire. The bodies live in `targets.rs` so that
-//! `tests/fuzz_corpus_replay.rs` can replay every corpus file through the same code on stable.
+//! Fuzz targets for agentwire. The bodies live in the `agentwire-fuzz-targets` crate
+//! (`fuzz/targets/`), which the workspace's corpus replay test runs on stable too.
 
-pub mod model_targets;
-pub mod targets;
+pub use agentwire_fuzz_targets::{model_targets, targets};

@@ -37,21 +37,6 @@ use crate::session::{Attachment, Session};
 use super::params::*;
 use super::{answer_prompts_cancelled, modes, update, ConnState, PromptWait, PROTOCOL_VERSION};
 
-/// Every request method this dialect answers.
-pub const METHODS: &[&str] = &[
-    "initialize",
-    "authenticate",
-    "session/new",
-    "session/load",
-    "session/resume",
-    "session/list",
-    "session/prompt",
-    "session/set_mode",
-    "session/set_config_option",
-    "session/close",
-    "session/delete",
-];
-
 type Reply = Option<Result<Value, ErrorObject>>;
 
 fn decode<T: DeserializeOwned>(params: Option<&RawValue>) -> Result<T, ErrorObject> {
@@ -86,6 +71,52 @@ fn attachment(host: &mut Host, conn: ConnId) -> Attachment {
     }
 }
 
+type Answer = Result<Value, ErrorObject>;
+
+/// How a request is answered.
+#[derive(Clone, Copy)]
+enum Handler {
+    /// Answered now.
+    Now(fn(&mut Host, ConnId, Option<&RawValue>) -> Answer),
+    /// Answered now or later (`None`: when the turn ends).
+    Later(fn(&mut Host, ConnId, &OwnedId, Option<&RawValue>) -> Reply),
+}
+
+/// The method table: every request this dialect answers, each named once, next to its
+/// handler. `initialize` is first: the only request answered before it succeeded. Eleven
+/// names: a scan compares lengths first, as the `match` it replaces did.
+const TABLE: &[(&str, Handler)] = &[
+    ("initialize", Handler::Now(initialize)),
+    // No authentication is required.
+    ("authenticate", Handler::Now(|_, _, _| Ok(json!({})))),
+    ("session/new", Handler::Now(new_session)),
+    (
+        "session/load",
+        Handler::Now(|h, c, p| load_session(h, c, p, true)),
+    ),
+    (
+        "session/resume",
+        Handler::Now(|h, c, p| load_session(h, c, p, false)),
+    ),
+    ("session/list", Handler::Now(|h, _, p| list(h, p))),
+    ("session/prompt", Handler::Later(prompt)),
+    ("session/set_mode", Handler::Now(set_mode)),
+    ("session/set_config_option", Handler::Now(set_config_option)),
+    ("session/close", Handler::Now(close)),
+    ("session/delete", Handler::Now(|h, _, p| delete(h, p))),
+];
+
+/// Every request method this dialect answers (the names of the method table).
+pub const METHODS: [&str; TABLE.len()] = {
+    let mut names = [""; TABLE.len()];
+    let mut i = 0;
+    while i < TABLE.len() {
+        names[i] = TABLE[i].0;
+        i += 1;
+    }
+    names
+};
+
 /// Answers one ACP request. `None` means the answer comes later (`session/prompt`).
 pub(crate) fn dispatch(
     host: &mut Host,
@@ -94,39 +125,30 @@ pub(crate) fn dispatch(
     method: &str,
     params: Option<&RawValue>,
 ) -> Reply {
+    let found = TABLE.iter().position(|(m, _)| *m == method);
     let initialized = host
         .conn_state_ref::<ConnState>(conn)
         .is_some_and(|c| c.initialized);
-    if !initialized && method != "initialize" {
+    if !initialized && found != Some(0) {
         return Some(Err(ErrorObject::new(
             code::INVALID_REQUEST,
             format!("Invalid request: ACP connection must be initialized before '{method}'"),
         )));
     }
-    let result = match method {
-        "initialize" => initialize(host, conn, params),
-        "authenticate" => Ok(json!({})),
-        "session/new" => new_session(host, conn, params),
-        "session/load" => load_session(host, conn, params, true),
-        "session/resume" => load_session(host, conn, params, false),
-        "session/list" => list(host, params),
-        "session/prompt" => return prompt(host, conn, id, params),
-        "session/set_mode" => set_mode(host, conn, params),
-        "session/set_config_option" => set_config_option(host, conn, params),
-        "session/close" => close(host, conn, params),
-        "session/delete" => delete(host, params),
-        other => {
-            let error = ErrorObject::new(
-                code::METHOD_NOT_FOUND,
-                format!("\"Method not found\": {other}"),
-            );
-            Err(error
-                .clone()
-                .with_data_value(&json!({"method": other}))
-                .unwrap_or(error))
-        }
+    let Some(i) = found else {
+        let error = ErrorObject::new(
+            code::METHOD_NOT_FOUND,
+            format!("\"Method not found\": {method}"),
+        );
+        return Some(Err(error
+            .clone()
+            .with_data_value(&json!({"method": method}))
+            .unwrap_or(error)));
     };
-    Some(result)
+    match TABLE[i].1 {
+        Handler::Now(f) => Some(f(host, conn, params)),
+        Handler::Later(f) => f(host, conn, id, params),
+    }
 }
 
 fn initialize(
@@ -513,4 +535,16 @@ fn delete(host: &mut Host, params: Option<&RawValue>) -> Result<Value, ErrorObje
     // Nothing waits forever on a deleted session: its work and prompts end with it.
     host.delete_session(&session);
     Ok(json!({}))
+}
+
+#[cfg(test)]
+mod table_tests {
+    #[test]
+    fn each_request_is_named_once_and_initialize_comes_first() {
+        let mut names = super::METHODS.to_vec();
+        assert_eq!(names[0], "initialize");
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), super::METHODS.len());
+    }
 }

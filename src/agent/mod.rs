@@ -69,12 +69,65 @@ pub enum AgentInput {
         /// The answer's JSON, or the reason there is none.
         outcome: Result<Value, String>,
     },
+    /// Something of the session's ACP agent (sessions run by an ACP agent process; see
+    /// [`SessionControl::acp_call`]).
+    Acp(AcpInput),
     /// Progress of an HTTP exchange started with [`SessionControl::http_request`].
     Http {
         /// The id `http_request` returned.
         call: u64,
         /// What happened.
         event: HttpEvent,
+    },
+}
+
+/// What an ACP agent process reports to the session it runs (see [`SessionControl::acp_call`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum AcpInput {
+    /// A call made with [`SessionControl::acp_call`] ended: the agent's result, or why there is
+    /// none.
+    Done {
+        /// The token `acp_call` returned.
+        token: u64,
+        /// The result object, or the reason.
+        outcome: Result<Value, String>,
+    },
+    /// A `session/update` of the session's agent session (its `update` object).
+    Update(Value),
+    /// The agent process ended (its reason: exit status, stderr): the agent session is gone,
+    /// and the next prompt opens a new one on a new process.
+    Ended(String),
+}
+
+/// What a session run by an ACP agent asks of its agent process (the host fills in what the
+/// session knows: its working directory, its MCP servers).
+#[derive(Clone, Debug, PartialEq)]
+pub enum AcpCall {
+    /// Opens the agent's session for this one: `session/new`, or `session/load` /
+    /// `session/resume` of `previous` (the agent's session id this session had) when the agent
+    /// can. The result carries `sessionId` (absent on a load or resume: it is `previous`).
+    Open {
+        /// The agent session this session had before, if any.
+        previous: Option<String>,
+    },
+    /// `session/prompt` with ACP content blocks.
+    Prompt {
+        /// The agent's session id.
+        agent_session: String,
+        /// The prompt's content blocks.
+        blocks: Vec<Value>,
+    },
+    /// `session/cancel` (no result).
+    Cancel {
+        /// The agent's session id.
+        agent_session: String,
+    },
+    /// `session/set_mode`.
+    SetMode {
+        /// The agent's session id.
+        agent_session: String,
+        /// The mode id.
+        mode: String,
     },
 }
 
@@ -323,17 +376,25 @@ pub trait SessionControl {
     /// [`AgentInput::ClientAnswer`] with the returned token (at once, as an error, when no
     /// attached client can answer).
     fn ask_client(&mut self, request: ClientRequest) -> u64;
-    /// Asks the runtime to perform `request` ([`crate::Output::HttpRequest`]); its response
-    /// arrives as [`AgentInput::Http`] with the returned call id. The default implementation,
-    /// for controls without HTTP, returns 0 and never answers.
+    /// Asks the runtime to perform `request`
+    /// ([`EffectOp::HttpRequest`](crate::host::EffectOp::HttpRequest)); its response arrives as
+    /// [`AgentInput::Http`] with the returned call id. The default implementation, for controls
+    /// without HTTP, returns 0 and never answers.
     fn http_request(&mut self, request: HttpRequest) -> u64 {
         let _ = request;
         0
     }
     /// Abandons an exchange started with [`SessionControl::http_request`]
-    /// ([`crate::Output::HttpCancel`]); nothing more arrives for it.
+    /// ([`EffectOp::HttpCancel`](crate::host::EffectOp::HttpCancel)); nothing more arrives for it.
     fn cancel_http(&mut self, call: u64) {
         let _ = call;
+    }
+    /// Asks the session's ACP agent process (sessions run by an ACP agent); the outcome
+    /// arrives as [`AgentInput::Acp`] [`AcpInput::Done`] with the returned token (a
+    /// [`AcpCall::Cancel`] has none). `None` when the session has no ACP agent.
+    fn acp_call(&mut self, call: AcpCall) -> Option<u64> {
+        let _ = call;
+        None
     }
     /// The session's model configuration resolved to one provider (the session's own, else
     /// the server default), or why there is none.

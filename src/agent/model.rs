@@ -965,6 +965,8 @@ impl Agent for ModelAgent {
                 }
                 idle(s, true);
             }
+            // Only a session run by an ACP agent gets these.
+            AgentInput::Acp(_) => {}
             AgentInput::Timer => {
                 let now = s.now();
                 if let Some(active) = self.active() {

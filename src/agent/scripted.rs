@@ -372,6 +372,8 @@ impl Agent for ScriptedAgent {
                     self.finish(s, Some(true));
                 }
             }
+            // Only a session run by an ACP agent gets these.
+            AgentInput::Acp(_) => {}
             AgentInput::Timer => {
                 if let Some(run) = self.run.as_mut() {
                     if run.waiting == Waiting::Timer {

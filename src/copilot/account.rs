@@ -9,42 +9,38 @@ use serde_json::{json, Value};
 
 use crate::host::Host;
 
-use super::session_state::session_id;
-use super::surface::{decode, failed, known, Answer};
+use super::method_table::Call;
+use super::surface::{decode, failed, Answer};
 
-/// Answers `method` if it is one of this module's.
-pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>) -> Option<Answer> {
-    let answer = match method {
-        // No GitHub account: neither `authInfo` nor `authErrors` (as the runtime).
-        "account.getCurrentAuth" => Ok(json!({})),
-        "account.getAllUsers" => Ok(json!([])),
-        "session.gitHubAuth.getStatus" => decode::<Value>(params).and_then(|p| {
-            let session = session_id(&p)?;
-            known(host, method, &session)?;
-            Ok(super::github_auth::session_status(host, &session))
-        }),
-        "session.gitHubAuth.setCredentials" => decode::<Value>(params).and_then(|p| {
-            let session = session_id(&p)?;
-            known(host, method, &session)?;
-            super::github_auth::set_credentials(host, &session, &p)
-        }),
-        // agentwire keeps no user settings file: nothing to list, cache or write.
-        "user.settings.get" => Ok(json!({"settings": {}})),
-        "user.settings.reload" => Ok(Value::Null),
-        "user.settings.set" => Err(failed(
-            method,
-            "user settings are not available on this server (it keeps no settings file)",
-        )),
-        "secrets.addFilterValues" => secrets(host, method, params),
-        "tools.list" => Ok(json!({"tools": builtin_tools()})),
-        _ => return None,
-    };
-    Some(answer)
+pub(super) fn github_status(host: &mut Host, _: &Call<'_>, session: &str, _: &Value) -> Answer {
+    Ok(super::github_auth::session_status(host, session))
+}
+
+pub(super) fn github_credentials(
+    host: &mut Host,
+    _: &Call<'_>,
+    session: &str,
+    p: &Value,
+) -> Answer {
+    super::github_auth::set_credentials(host, session, p)
+}
+
+/// agentwire keeps no user settings file: nothing to list, cache or write.
+pub(super) fn settings_set(_: &mut Host, call: &Call<'_>, _: Option<&RawValue>) -> Answer {
+    Err(failed(
+        call.method,
+        "user settings are not available on this server (it keeps no settings file)",
+    ))
+}
+
+pub(super) fn tools_list(_: &mut Host, _: &Call<'_>, _: Option<&RawValue>) -> Answer {
+    Ok(json!({"tools": builtin_tools()}))
 }
 
 /// `secrets.addFilterValues {values}`: from now on the values are masked (`******`) in every
 /// event this server emits.
-fn secrets(host: &mut Host, method: &str, params: Option<&RawValue>) -> Answer {
+pub(super) fn secrets(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
+    let method = call.method;
     let p: Value = decode(params)?;
     let Some(values) = p.get("values").and_then(Value::as_array) else {
         return Err(crate::jsonrpc::ErrorObject::new(

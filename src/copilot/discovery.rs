@@ -15,121 +15,108 @@ use crate::agent::AgentInput;
 use crate::host::Host;
 use crate::jsonrpc::{code, ErrorObject};
 
-use super::session_state::{required_str, session_id};
-use super::surface::{decode, known, Answer};
+use super::method_table::Call;
+use super::session_state::required_str;
+use super::surface::Answer;
 
-/// Session methods whose answer is always the same (after the session check).
-const SESSION_CONSTANT: &[(&str, &str)] = &[
-    ("session.skills.getInvoked", r#"{"skills":[]}"#),
-    ("session.extensions.list", r#"{"extensions":[]}"#),
-    ("session.instructions.getSources", r#"{"sources":[]}"#),
-    ("session.gitHubAuth.getCurrentAuthInfo", "null"),
-    ("session.gitHubAuth.getAllAuthAvailable", "[]"),
-    ("session.gitHubAuth.lastAuthErrors", "[]"),
-    // Compaction is synchronous: there is never one to cancel or abort.
-    (
-        "session.history.cancelBackgroundCompaction",
-        r#"{"cancelled":false}"#,
-    ),
-    (
-        "session.history.abortManualCompaction",
-        r#"{"aborted":false}"#,
-    ),
-];
+pub(super) fn activity(host: &mut Host, _: &Call<'_>, session: &str, _: &Value) -> Answer {
+    let busy = host.session_busy(session);
+    Ok(json!({"abortable": busy, "hasActiveWork": busy}))
+}
 
-/// Server methods whose answer is always the same.
-const SERVER_CONSTANT: &[(&str, &str)] = &[
-    ("agents.discover", r#"{"agents":[]}"#),
-    ("instructions.discover", r#"{"sources":[]}"#),
-    (
-        "hooks.discover",
-        r#"{"hooks":[],"warnings":[],"errors":[]}"#,
-    ),
-    ("models.getBuiltInCatalog", r#"{"models":[]}"#),
-];
-
-/// Answers `method` if it is one of this module's.
-pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>) -> Option<Answer> {
-    if let Some((_, result)) = SERVER_CONSTANT.iter().find(|(m, _)| *m == method) {
-        return Some(Ok(constant(result)));
+pub(super) fn interrupt_main_turn(
+    host: &mut Host,
+    _: &Call<'_>,
+    session: &str,
+    _: &Value,
+) -> Answer {
+    let busy = host.session_busy(session);
+    if busy {
+        host.queue_agent_input(session, AgentInput::Abort);
     }
-    if let Some((_, result)) = SESSION_CONSTANT.iter().find(|(m, _)| *m == method) {
-        return Some(in_session(host, method, params, |_, _, _| {
-            Ok(constant(result))
-        }));
-    }
-    Some(match method {
-        "session.metadata.activity" => in_session(host, method, params, |h, s, _| {
-            let busy = h.session_busy(s);
-            Ok(json!({"abortable": busy, "hasActiveWork": busy}))
-        }),
-        "session.interruptMainTurn" => in_session(host, method, params, |h, s, _| {
-            let busy = h.session_busy(s);
-            if busy {
-                h.queue_agent_input(s, AgentInput::Abort);
-            }
-            Ok(json!({"interrupted": busy}))
-        }),
-        "session.commands.list" => in_session(host, method, params, |h, s, p| {
-            let client = client_commands(h, s);
-            super::slash_commands::list(p, client)
-        }),
-        "session.extensions.enable"
-        | "session.extensions.disable"
-        | "session.extensions.reload" => in_session(host, method, params, |_, _, _| {
-            Err(super::surface::failed(
-                method,
-                "Extensions not available: agentwire loads no extensions itself (an \
-                     extension is an SDK client that attaches to the session)",
-            ))
-        }),
-        "session.commands.invoke" => in_session(host, method, params, |h, s, p| {
-            let client = client_commands(h, s);
-            super::slash_commands::invoke(h, s, p, client)
-        }),
-        "commands.list" => Ok(json!({"commands": super::slash_commands::builtins()})),
-        "session.metadata.getClientMetadata" => in_session(host, method, params, |h, s, _| {
-            Ok(json!(client_metadata(h, s).0))
-        }),
-        "session.metadata.updateClientMetadata" => {
-            in_session(host, method, params, update_client_metadata)
-        }
-        "session.permissions.pendingRequests" => in_session(host, method, params, |h, s, _| {
-            let items: Vec<Value> = h
-                .pending_permissions(s)
-                .into_iter()
-                .map(|(id, request)| json!({"requestId": id, "request": request}))
-                .collect();
-            Ok(json!({"items": items}))
-        }),
-        "sessions.delete" => in_session(host, method, params, |h, s, _| {
-            h.delete_session(s);
-            Ok(Value::Null)
-        }),
-        "sessions.findByPrefix" => decode::<Value>(params).and_then(|p| {
-            let prefix = required_str(&p, "prefix")?;
-            let matches: Vec<&str> = host
-                .sessions()
-                .map(|s| s.id.as_str())
-                .filter(|id| !prefix.is_empty() && id.starts_with(prefix))
-                .collect();
-            Ok(match matches.as_slice() {
-                [one] => json!({"sessionId": one}),
-                _ => json!({}),
-            })
-        }),
-        // One process holds every session of this server: none is in use elsewhere.
-        "sessions.checkInUse" => decode::<Value>(params).map(|_| json!({"inUse": []})),
-        "sessions.listNonEmptySessionIds" => decode::<Value>(params).map(|_| {
-            let ids: Vec<&str> = host
-                .sessions()
-                .filter(|s| s.events().iter().any(|e| e.event_type == "user.message"))
-                .map(|s| s.id.as_str())
-                .collect();
-            json!({"sessionIds": ids})
-        }),
-        _ => return None,
+    Ok(json!({"interrupted": busy}))
+}
+
+pub(super) fn commands_list(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let client = client_commands(host, session);
+    super::slash_commands::list(p, client)
+}
+
+pub(super) fn commands_invoke(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let client = client_commands(host, session);
+    super::slash_commands::invoke(host, session, p, client)
+}
+
+pub(super) fn builtin_commands(_: &mut Host, _: &Call<'_>, _: Option<&RawValue>) -> Answer {
+    Ok(json!({"commands": super::slash_commands::builtins()}))
+}
+
+/// `session.extensions.enable` / `disable` / `reload`.
+pub(super) fn no_extensions(_: &mut Host, call: &Call<'_>, _: &str, _: &Value) -> Answer {
+    Err(super::surface::failed(
+        call.method,
+        "Extensions not available: agentwire loads no extensions itself (an \
+             extension is an SDK client that attaches to the session)",
+    ))
+}
+
+pub(super) fn client_metadata_get(
+    host: &mut Host,
+    _: &Call<'_>,
+    session: &str,
+    _: &Value,
+) -> Answer {
+    Ok(json!(client_metadata(host, session).0))
+}
+
+pub(super) fn client_metadata_update(
+    host: &mut Host,
+    _: &Call<'_>,
+    session: &str,
+    p: &Value,
+) -> Answer {
+    update_client_metadata(host, session, p)
+}
+
+pub(super) fn pending_permissions(
+    host: &mut Host,
+    _: &Call<'_>,
+    session: &str,
+    _: &Value,
+) -> Answer {
+    let items: Vec<Value> = host
+        .pending_permissions(session)
+        .into_iter()
+        .map(|(id, request)| json!({"requestId": id, "request": request}))
+        .collect();
+    Ok(json!({"items": items}))
+}
+
+pub(super) fn delete(host: &mut Host, _: &Call<'_>, session: &str, _: &Value) -> Answer {
+    host.delete_session(session);
+    Ok(Value::Null)
+}
+
+pub(super) fn find_by_prefix(host: &mut Host, _: &Call<'_>, p: &Value) -> Answer {
+    let prefix = required_str(p, "prefix")?;
+    let matches: Vec<&str> = host
+        .sessions()
+        .map(|s| s.id.as_str())
+        .filter(|id| !prefix.is_empty() && id.starts_with(prefix))
+        .collect();
+    Ok(match matches.as_slice() {
+        [one] => json!({"sessionId": one}),
+        _ => json!({}),
     })
+}
+
+pub(super) fn non_empty_sessions(host: &mut Host, _: &Call<'_>, _: Option<&RawValue>) -> Answer {
+    let ids: Vec<&str> = host
+        .sessions()
+        .filter(|s| s.events().iter().any(|e| e.event_type == "user.message"))
+        .map(|s| s.id.as_str())
+        .collect();
+    Ok(json!({"sessionIds": ids}))
 }
 
 /// The slash commands the session's clients declared (first declaration of a name wins).
@@ -218,62 +205,4 @@ fn update_client_metadata(host: &mut Host, session: &str, p: &Value) -> Answer {
     }
     client_metadata(host, session).0 = bag.clone();
     Ok(json!(bag))
-}
-
-fn constant(json: &str) -> Value {
-    serde_json::from_str(json).unwrap_or(Value::Null)
-}
-
-/// Runs `f` for the params' loaded session (the runtime's "Session not found" otherwise).
-fn in_session(
-    host: &mut Host,
-    method: &str,
-    params: Option<&RawValue>,
-    f: impl FnOnce(&mut Host, &str, &Value) -> Answer,
-) -> Answer {
-    let p: Value = decode(params)?;
-    let session = session_id(&p)?;
-    known(host, method, &session)?;
-    f(host, &session, &p)
-}
-
-/// Every method of this module.
-#[cfg(test)]
-pub(super) fn methods() -> Vec<&'static str> {
-    let mut all: Vec<&str> = SERVER_CONSTANT.iter().map(|(m, _)| *m).collect();
-    all.extend(SESSION_CONSTANT.iter().map(|(m, _)| *m));
-    all.extend([
-        "session.commands.list",
-        "session.commands.invoke",
-        "commands.list",
-        "session.extensions.enable",
-        "session.extensions.disable",
-        "session.extensions.reload",
-        "session.metadata.getClientMetadata",
-        "session.metadata.updateClientMetadata",
-        "sessions.delete",
-        "session.permissions.pendingRequests",
-        "session.metadata.activity",
-        "session.interruptMainTurn",
-        "sessions.findByPrefix",
-        "sessions.checkInUse",
-        "sessions.listNonEmptySessionIds",
-    ]);
-    all
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn every_constant_answer_is_json_and_listed_in_the_method_table() {
-        for (_, json) in super::SERVER_CONSTANT.iter().chain(super::SESSION_CONSTANT) {
-            assert!(
-                serde_json::from_str::<serde_json::Value>(json).is_ok(),
-                "{json}"
-            );
-        }
-        for method in super::methods() {
-            assert!(super::super::METHODS.contains(&method), "{method}");
-        }
-    }
 }

@@ -18,19 +18,20 @@ use crate::session::Event;
 use crate::Timestamp;
 
 use super::history::{self, Filter};
+use super::method_table::{Call, Reply};
 use super::session_state::session_id;
-use super::surface::{decode, failed, known, Answer};
+use super::surface::{decode, failed, known};
 
 /// The longest a read waits (the runtime's cap).
 pub(super) const MAX_WAIT_MS: u64 = 30_000;
-
-const METHOD: &str = "session.eventLog.read";
 
 /// A read waiting for an event.
 #[derive(Debug)]
 struct Waiting {
     conn: ConnId,
     id: OwnedId,
+    /// The read's method (its failure names it).
+    method: &'static str,
     params: Value,
     include_ephemeral: bool,
     timer: (Timestamp, u64),
@@ -41,17 +42,13 @@ struct Waiting {
 pub(super) struct Waiters(Vec<Waiting>);
 
 /// `session.eventLog.read`; `None` when the read waits.
-pub(super) fn read(
-    host: &mut Host,
-    conn: ConnId,
-    id: &OwnedId,
-    params: Option<&RawValue>,
-) -> Option<Answer> {
+pub(super) fn read(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
+    let (conn, id) = (call.conn, call.id);
     let p = match decode::<Value>(params) {
         Ok(p) => p,
         Err(e) => return Some(Err(e)),
     };
-    let session = match session_id(&p).and_then(|s| known(host, METHOD, &s).map(|()| s)) {
+    let session = match session_id(&p).and_then(|s| known(host, call.method, &s).map(|()| s)) {
         Ok(s) => s,
         Err(e) => return Some(Err(e)),
     };
@@ -72,6 +69,7 @@ pub(super) fn read(
         waiters.0.push(Waiting {
             conn,
             id: id.clone(),
+            method: call.method,
             params: p,
             include_ephemeral,
             timer,
@@ -145,7 +143,7 @@ pub(super) fn session_deleting(host: &mut Host, session: &str) {
         host.respond(
             w.conn,
             &w.id,
-            Err(failed(METHOD, "the session was deleted")),
+            Err(failed(w.method, "the session was deleted")),
         );
     }
 }

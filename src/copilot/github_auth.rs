@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use crate::host::{ConnId, GitHubIdentity, Host, IdentityLookup};
 use crate::jsonrpc::{ErrorObject, OwnedId};
 
-use super::methods::Reply;
+use super::method_table::{Call, Reply};
 use super::surface::failed;
 use super::ConnState;
 
@@ -32,16 +32,13 @@ struct SessionAuth {
 #[derive(Debug)]
 pub(super) struct WaitingCreate {
     id: OwnedId,
+    method: &'static str,
     params: Box<RawValue>,
 }
 
 /// `session.create`, with its `gitHubToken` checked first (when it has one).
-pub(super) fn create(
-    host: &mut Host,
-    conn: ConnId,
-    id: &OwnedId,
-    params: Option<&RawValue>,
-) -> Reply {
+pub(super) fn create(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
+    let (conn, method) = (call.conn, call.method);
     let token = params
         .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
         .and_then(|p| {
@@ -51,13 +48,14 @@ pub(super) fn create(
         })
         .filter(|t| !t.is_empty());
     let Some(token) = token else {
-        return Some(super::methods::create(host, conn, params));
+        return Some(super::methods::create(host, conn, method, params));
     };
     let auth = match host.github_identity(&token, conn) {
         IdentityLookup::Pending => {
             if let (Some(state), Some(params)) = (host.conn_state::<ConnState>(conn), params) {
                 state.waiting_creates.push(WaitingCreate {
-                    id: id.clone(),
+                    id: call.id.clone(),
+                    method,
                     params: params.to_owned(),
                 });
             }
@@ -65,7 +63,7 @@ pub(super) fn create(
         }
         IdentityLookup::Failed(why) => {
             return Some(Err(failed(
-                "session.create",
+                method,
                 format!("GitHub authentication failed for the session's gitHubToken: {why}"),
             )))
         }
@@ -78,7 +76,7 @@ pub(super) fn create(
             ..SessionAuth::default()
         },
     };
-    let result = super::methods::create(host, conn, params);
+    let result = super::methods::create(host, conn, method, params);
     if let Some(session) = result
         .as_ref()
         .ok()
@@ -100,7 +98,12 @@ pub(super) fn deferred_ready(host: &mut Host, conn: ConnId) {
         None => return,
     };
     for w in waiting {
-        if let Some(answer) = create(host, conn, &w.id, Some(&w.params)) {
+        let call = Call {
+            conn,
+            id: &w.id,
+            method: w.method,
+        };
+        if let Some(answer) = create(host, &call, Some(&w.params)) {
             host.respond(conn, &w.id, answer);
         }
     }

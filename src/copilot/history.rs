@@ -18,34 +18,15 @@ use crate::host::Host;
 use crate::jsonrpc::{code, ErrorObject};
 use crate::session::Event;
 
-use super::session_state::{required_str, session_id};
-use super::surface::{decode, failed, known, Answer};
+use super::method_table::Call;
+use super::session_state::required_str;
+use super::surface::{failed, Answer};
 
 /// Each earlier message is cut to this many characters in a compaction summary.
 pub(crate) const SUMMARY_CHARS: usize = 300;
 
 /// The cursor of the beginning of the log.
 const START: &str = "start";
-
-/// Answers `method` if it is one of this module's.
-pub(super) fn dispatch(
-    host: &mut Host,
-    method: &str,
-    params: Option<&serde_json::value::RawValue>,
-) -> Option<Answer> {
-    let handler: fn(&mut Host, &str, &Value) -> Answer = match method {
-        "session.eventLog.read" => read,
-        "session.eventLog.tail" => tail,
-        "session.history.compact" => compact,
-        "session.history.summarizeForHandoff" => summarize_for_handoff,
-        _ => return None,
-    };
-    Some(decode::<Value>(params).and_then(|p| {
-        let session = session_id(&p)?;
-        known(host, method, &session)?;
-        handler(host, &session, &p)
-    }))
-}
 
 fn invalid(message: String) -> ErrorObject {
     ErrorObject::new(code::INVALID_PARAMS, format!("invalid params: {message}"))
@@ -57,7 +38,7 @@ fn events(host: &Host, session: &str) -> Vec<Event> {
         .unwrap_or_default()
 }
 
-fn tail(host: &mut Host, session: &str, _: &Value) -> Answer {
+pub(super) fn tail(host: &mut Host, _: &Call<'_>, session: &str, _: &Value) -> Answer {
     let cursor = match events(host, session).last() {
         Some(e) => format!("after:{}", e.id),
         None => START.to_owned(),
@@ -260,15 +241,25 @@ fn summary_text(previous: &str, messages: &[(&str, String)]) -> String {
 
 /// `session.history.summarizeForHandoff`: `{summary}` of the conversation so far (the same
 /// extractive summary a compaction writes, without compacting); `""` when nothing was said.
-fn summarize_for_handoff(host: &mut Host, session: &str, _: &Value) -> Answer {
+pub(super) fn summarize_for_handoff(
+    host: &mut Host,
+    _: &Call<'_>,
+    session: &str,
+    _: &Value,
+) -> Answer {
     let (previous, messages, _, _) = conversation_since_compaction(host, session);
     Ok(json!({"summary": summary_text(&previous, &messages)}))
 }
 
-pub(super) fn compact(host: &mut Host, session: &str, p: &Value) -> Answer {
+pub(super) fn compact(host: &mut Host, call: &Call<'_>, session: &str, p: &Value) -> Answer {
+    compact_as(host, call.method, session, p)
+}
+
+/// `session.history.compact` (also the `/compact` slash command, which fails in its name).
+pub(super) fn compact_as(host: &mut Host, method: &str, session: &str, p: &Value) -> Answer {
     if host.session_busy(session) {
         return Err(failed(
-            "session.history.compact",
+            method,
             "Cannot compact while the session is processing a message",
         ));
     }

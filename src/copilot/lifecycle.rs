@@ -5,85 +5,57 @@
 //! `session.eventLog.registerInterest` / `releaseInterest`, `session.metadata.isProcessing`,
 //! `session.usage.getMetrics` (`session.tasks.*` are in `tasks`).
 
-use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use crate::host::{ConnId, HistoryError, Host};
+use crate::host::{HistoryError, Host};
 use crate::jsonrpc::{code, ErrorObject};
 
-use super::session_state::{name, required_str, session_id};
-use super::surface::{decode, failed, known, Answer};
+use super::method_table::Call;
+use super::session_state::{name, required_str};
+use super::surface::{failed, Answer};
 
-/// Answers `method` if it is one of this module's.
-pub(super) fn dispatch(
-    host: &mut Host,
-    conn: ConnId,
-    method: &str,
-    params: Option<&RawValue>,
-) -> Option<Answer> {
-    let answer = match method {
-        "sessions.fork" => decode::<Value>(params).and_then(|p| fork(host, &p)),
-        "session.destroy"
-        | "session.shutdown"
-        | "session.suspend"
-        | "sessions.save"
-        | "session.log"
-        | "session.eventLog.registerInterest"
-        | "session.eventLog.releaseInterest"
-        | "session.metadata.isProcessing"
-        | "session.usage.getMetrics"
-        | "session.history.truncate" => decode::<Value>(params).and_then(|p| {
-            let session = session_id(&p)?;
-            known(host, method, &session)?;
-            session_method(host, conn, method, &session, &p)
-        }),
-        _ => return None,
-    };
-    Some(answer)
+/// `session.destroy`: as `session.detach`, the same result and the same events.
+pub(super) fn destroy(host: &mut Host, call: &Call<'_>, session: &str, _: &Value) -> Answer {
+    let conn = call.conn;
+    host.session_end_hook(session, conn);
+    host.detach_conn(session, conn);
+    super::ConnState::release(host, conn, session);
+    Ok(json!({"success": true}))
 }
 
-fn session_method(host: &mut Host, conn: ConnId, method: &str, session: &str, p: &Value) -> Answer {
-    match method {
-        // As `session.detach`: the same result and the same events.
-        "session.destroy" => {
-            host.session_end_hook(session, conn);
-            host.detach_conn(session, conn);
-            super::ConnState::release(host, conn, session);
-            Ok(json!({"success": true}))
-        }
-        "session.shutdown" => {
-            let shutdown_type = match p.get("type").and_then(Value::as_str) {
-                Some("error") => "error",
-                _ => "routine",
-            };
-            let reason = p.get("reason").and_then(Value::as_str);
-            host.emit_shutdown(session, shutdown_type, reason);
-            Ok(Value::Null)
-        }
-        // The session's state is in memory and its events are handed to the store as they
-        // are written: nothing to flush or unload.
-        "session.suspend" => Ok(Value::Null),
-        "sessions.save" => Ok(json!({})),
-        "session.log" => log(host, session, p),
-        "session.eventLog.registerInterest" => {
-            let event_type = required_str(p, "eventType")?;
-            let handle = host.register_interest(session, event_type);
-            Ok(json!({"handle": handle}))
-        }
-        "session.eventLog.releaseInterest" => {
-            let handle = required_str(p, "handle")?;
-            host.release_interest(session, handle);
-            Ok(json!({"success": true}))
-        }
-        "session.metadata.isProcessing" => Ok(json!({"processing": host.session_busy(session)})),
-        "session.usage.getMetrics" => Ok(usage(host, session)),
-        _ => truncate(host, session, p),
-    }
+pub(super) fn shutdown(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let shutdown_type = match p.get("type").and_then(Value::as_str) {
+        Some("error") => "error",
+        _ => "routine",
+    };
+    let reason = p.get("reason").and_then(Value::as_str);
+    host.emit_shutdown(session, shutdown_type, reason);
+    Ok(Value::Null)
+}
+
+pub(super) fn register_interest(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let event_type = required_str(p, "eventType")?;
+    let handle = host.register_interest(session, event_type);
+    Ok(json!({"handle": handle}))
+}
+
+pub(super) fn release_interest(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let handle = required_str(p, "handle")?;
+    host.release_interest(session, handle);
+    Ok(json!({"success": true}))
+}
+
+pub(super) fn is_processing(host: &mut Host, _: &Call<'_>, session: &str, _: &Value) -> Answer {
+    Ok(json!({"processing": host.session_busy(session)}))
+}
+
+pub(super) fn usage_metrics(host: &mut Host, _: &Call<'_>, session: &str, _: &Value) -> Answer {
+    Ok(usage(host, session))
 }
 
 /// `session.log`: a `session.info` / `session.warning` / `session.error` event (ephemeral
 /// when asked), answered with its id.
-fn log(host: &mut Host, session: &str, p: &Value) -> Answer {
+pub(super) fn log(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
     let message = required_str(p, "message")?;
     let (event_type, type_field) = match p.get("level").and_then(Value::as_str) {
         None | Some("info") => ("session.info", "infoType"),
@@ -137,13 +109,13 @@ fn usage(host: &Host, session: &str) -> Value {
 
 /// `session.history.truncate`: the named event and everything after it are removed; a
 /// `session.snapshot_rewind` (ephemeral) says so.
-fn truncate(host: &mut Host, session: &str, p: &Value) -> Answer {
+pub(super) fn truncate(host: &mut Host, call: &Call<'_>, session: &str, p: &Value) -> Answer {
     let event_id = required_str(p, "eventId")?;
     let removed = match host.truncate_history(session, event_id) {
         Ok(n) => n,
         Err(_) => {
             return Err(failed(
-                "session.history.truncate",
+                call.method,
                 format!("Event {event_id} not found in session"),
             ))
         }
@@ -160,10 +132,9 @@ fn truncate(host: &mut Host, session: &str, p: &Value) -> Answer {
 /// `sessions.fork`: a new session (loaded, not attached: resume it) with the source's
 /// persisted history up to `toEventId` (excluded); the source gets a `session.info`
 /// (`infoType: "fork"`).
-fn fork(host: &mut Host, p: &Value) -> Answer {
-    const METHOD: &str = "sessions.fork";
-    let source = session_id(p)?;
-    known(host, METHOD, &source)?;
+pub(super) fn fork(host: &mut Host, call: &Call<'_>, source: &str, p: &Value) -> Answer {
+    let method = call.method;
+    let source = source.to_owned();
     let to_event = p.get("toEventId").and_then(Value::as_str);
     let new_id = host.new_id();
     let fork_name = match p.get("name").and_then(Value::as_str) {
@@ -181,14 +152,14 @@ fn fork(host: &mut Host, p: &Value) -> Answer {
         Ok(()) => {}
         Err(HistoryError::NoEvent) => {
             return Err(failed(
-                METHOD,
+                method,
                 format!(
                     "Event {} not found in session {source}",
                     to_event.unwrap_or_default()
                 ),
             ))
         }
-        Err(e) => return Err(failed(METHOD, format!("{e:?}"))),
+        Err(e) => return Err(failed(method, format!("{e:?}"))),
     }
     super::session_state::set_name(host, &new_id, &fork_name);
     host.emit(

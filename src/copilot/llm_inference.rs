@@ -15,7 +15,7 @@
 //!
 //! Headers travel as `{name: [values]}`; bodies as UTF-8 text, or base64 with
 //! `binary:true`. Which sessions a provider serves, and what happens when it leaves, is the
-//! host's (`host/provided_http.rs`).
+//! host's (`host/effects/provided_http.rs`).
 
 use std::collections::BTreeMap;
 
@@ -29,6 +29,7 @@ use crate::host::{ConnId, Host};
 use crate::jsonrpc::{code, ErrorObject};
 use crate::model::{HttpRequest, TransportErrorKind};
 
+use super::method_table::Call;
 use super::surface::{decode, Answer};
 
 const REQUEST_ID_PREFIX: &str = "agentwire-http-";
@@ -43,23 +44,24 @@ fn call_of(request_id: &str) -> Option<u64> {
     request_id.strip_prefix(REQUEST_ID_PREFIX)?.parse().ok()
 }
 
-/// Answers `method` if it is one of this module's; `None` otherwise.
-pub(super) fn dispatch(
+pub(super) fn set_provider(host: &mut Host, call: &Call<'_>, _: Option<&RawValue>) -> Answer {
+    Ok(json!({"success": host.register_http_provider(call.conn)}))
+}
+
+pub(super) fn http_response_start(
     host: &mut Host,
-    conn: ConnId,
-    method: &str,
+    call: &Call<'_>,
     params: Option<&RawValue>,
-) -> Option<Answer> {
-    Some(match method {
-        "llmInference.setProvider" => Ok(json!({"success": host.register_http_provider(conn)})),
-        "llmInference.httpResponseStart" => {
-            decode(params).and_then(|p| response_start(host, conn, p))
-        }
-        "llmInference.httpResponseChunk" => {
-            decode(params).and_then(|p| response_chunk(host, conn, p))
-        }
-        _ => return None,
-    })
+) -> Answer {
+    decode(params).and_then(|p| response_start(host, call.conn, p))
+}
+
+pub(super) fn http_response_chunk(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> Answer {
+    decode(params).and_then(|p| response_chunk(host, call.conn, p))
 }
 
 #[derive(Deserialize)]

@@ -22,49 +22,23 @@ use crate::host::{AppRequest, ConnId, Host};
 use crate::jsonrpc::{code, ErrorObject};
 use crate::mcp::McpServerConfig;
 
+use super::method_table::{Call, Reply};
 use super::session_state::{required_str, session_id};
 use super::surface::{decode, failed, known, Answer};
-
-/// The methods this module answers (also in [`METHODS`](super::METHODS)).
-const MCP_METHODS: &[&str] = &[
-    "session.mcp.list",
-    "session.mcp.listTools",
-    "session.mcp.startServer",
-    "session.mcp.stopServer",
-    "session.mcp.restartServer",
-    "session.mcp.isServerRunning",
-    "session.mcp.enable",
-    "session.mcp.disable",
-    "session.mcp.reload",
-    "session.mcp.executeSampling",
-    "session.mcp.cancelSamplingExecution",
-    "session.mcp.apps.listTools",
-    "session.mcp.oauth.login",
-    "mcp.config.list",
-    "mcp.config.add",
-    "mcp.config.update",
-    "mcp.config.remove",
-    "mcp.config.reload",
-    "mcp.config.enable",
-    "mcp.config.disable",
-    "mcp.discover",
-];
 
 /// `session.mcp.executeSampling`: answered when the inference ends (`None`), or at once
 /// with `{action: "failure", error}` when it cannot start.
 pub(super) fn execute_sampling(
     host: &mut Host,
-    conn: ConnId,
-    id: &crate::jsonrpc::OwnedId,
+    call: &Call<'_>,
     params: Option<&RawValue>,
-) -> Option<Answer> {
-    const METHOD: &str = "session.mcp.executeSampling";
+) -> Reply {
     let started = decode::<Value>(params).and_then(|p| {
         let session = session_id(&p)?;
-        known(host, METHOD, &session)?;
+        known(host, call.method, &session)?;
         let request_id = required_str(&p, "requestId")?.to_owned();
         let request = p.get("request").cloned().unwrap_or(Value::Null);
-        Ok(host.execute_sampling(&session, conn, id, &request_id, &request))
+        Ok(host.execute_sampling(&session, call.conn, call.id, &request_id, &request))
     });
     match started {
         Err(e) => Some(Err(e)),
@@ -73,66 +47,53 @@ pub(super) fn execute_sampling(
     }
 }
 
-/// `session.mcp.apps.readResource {serverName, uri}` / `callTool {serverName, toolName,
-/// arguments}`: answered when the server answers (`None`), or at once with an error.
-pub(super) fn apps_request(
+/// `session.mcp.apps.readResource {serverName, uri}`: answered when the server answers
+/// (`None`), or at once with an error.
+pub(super) fn read_resource(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
+    apps_request(host, call, params, AppRequest::ReadResource)
+}
+
+/// `session.mcp.apps.callTool {serverName, toolName, arguments}`: as `read_resource`.
+pub(super) fn call_tool(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
+    apps_request(host, call, params, AppRequest::CallTool)
+}
+
+fn apps_request(
     host: &mut Host,
-    conn: ConnId,
-    id: &crate::jsonrpc::OwnedId,
-    method: &str,
+    call: &Call<'_>,
     params: Option<&RawValue>,
-) -> Option<Answer> {
-    let method: &'static str = if method == "session.mcp.apps.callTool" {
-        "session.mcp.apps.callTool"
-    } else {
-        "session.mcp.apps.readResource"
-    };
+    request: AppRequest,
+) -> Reply {
+    let method = call.method;
+    let call_tool = matches!(request, AppRequest::CallTool);
     let started = decode::<Value>(params).and_then(|p| {
         let session = session_id(&p)?;
         known(host, method, &session)?;
         let server = required_str(&p, "serverName")?.to_owned();
-        if method == "session.mcp.apps.callTool" {
+        if call_tool {
             same_origin(method, &p, &server)?;
         }
-        let mcp_params = if method == "session.mcp.apps.callTool" {
+        let mcp_params = if call_tool {
             json!({"name": required_str(&p, "toolName")?,
                    "arguments": p.get("arguments").cloned().unwrap_or(json!({}))})
         } else {
             json!({"uri": required_str(&p, "uri")?})
         };
-        let request = if method == "session.mcp.apps.callTool" {
-            AppRequest::CallTool
-        } else {
-            AppRequest::ReadResource
-        };
-        host.mcp_request_for_client(&session, &server, conn, id, method, request, &mcp_params)
-            .map_err(|e| failed(method, e))
+        host.mcp_request_for_client(
+            &session,
+            &server,
+            call.conn,
+            call.id,
+            method,
+            request,
+            &mcp_params,
+        )
+        .map_err(|e| failed(method, e))
     });
     match started {
         Ok(()) => None,
         Err(e) => Some(Err(e)),
     }
-}
-
-/// Answers `method` if it is one of this module's.
-pub(super) fn dispatch(
-    host: &mut Host,
-    conn: ConnId,
-    method: &str,
-    params: Option<&RawValue>,
-) -> Option<Answer> {
-    if !MCP_METHODS.contains(&method) {
-        return None;
-    }
-    Some(decode::<Value>(params).and_then(|p| {
-        if method.starts_with("session.") {
-            let session = session_id(&p)?;
-            known(host, method, &session)?;
-            session_method(host, conn, method, &session, &p)
-        } else {
-            config_method(host, conn, method, &p)
-        }
-    }))
 }
 
 /// The session's MCP servers from create/resume params (`mcpServers`, minus
@@ -200,200 +161,255 @@ fn parse_config(
         .ok_or_else(|| ErrorObject::new(code::INVALID_PARAMS, "invalid params: no config"))
 }
 
-fn session_method(host: &mut Host, conn: ConnId, method: &str, session: &str, p: &Value) -> Answer {
-    let server = || required_str(p, "serverName");
-    // A session's MCP host exists once it has servers (configured at create / resume or
-    // started with a config); without one, the runtime's words.
-    let has_host = host.mcp_servers(session).next().is_some();
-    let no_host = match method {
-        "session.mcp.enable" | "session.mcp.disable" if p.get("config").is_none() => {
-            Some("No MCP host initialized")
-        }
-        "session.mcp.reload" => Some("MCP config reload not available"),
-        "session.mcp.oauth.login" => Some("MCP host is not available"),
-        _ => None,
-    };
-    if let (Some(message), false) = (no_host, has_host) {
-        return Err(failed(method, message));
-    }
-    match method {
-        "session.mcp.oauth.login" => {
-            let name = server()?;
-            let Some(config) = host.mcp_server_config(session, name) else {
-                return Err(failed(
-                    method,
-                    format!("MCP server '{name}' is not configured"),
-                ));
-            };
-            if config.spawns_process() {
-                return Err(failed(
-                    method,
-                    format!(
-                        "MCP server '{name}' is not a remote server: OAuth applies to HTTP servers"
-                    ),
-                ));
-            }
-            Err(failed(
-                method,
-                "MCP server OAuth is not available on this server (agentwire runs no OAuth flow; \
-                 give the server's headers in its config)",
-            ))
-        }
-        "session.mcp.list" => Ok(json!({"servers": host.mcp_servers_json(session)})),
-        "session.mcp.listTools" => {
-            let name = server()?;
-            if !host.mcp_server_running(session, name) {
-                return Err(failed(
-                    method,
-                    format!("MCP server '{name}' is not connected"),
-                ));
-            }
-            Ok(json!({"tools": host.mcp_tools_json(session, name)}))
-        }
-        "session.mcp.apps.listTools" => {
-            let name = server()?;
-            same_origin(method, p, name)?;
-            if !host.mcp_server_running(session, name) {
-                return Err(failed(
-                    method,
-                    format!("MCP server '{name}' is not connected"),
-                ));
-            }
-            Ok(json!({"tools": host.mcp_app_tools(session, name)}))
-        }
-        "session.mcp.isServerRunning" => {
-            Ok(json!({"running": host.mcp_server_running(session, server()?)}))
-        }
-        "session.mcp.stopServer" | "session.mcp.disable" => {
-            let name = server()?;
-            host.stop_mcp_server(session, name, "the server was stopped");
-            Ok(Value::Null)
-        }
-        "session.mcp.startServer" | "session.mcp.restartServer" | "session.mcp.enable" => {
-            let name = server()?;
-            let config = match p.get("config").filter(|c| !c.is_null()) {
-                Some(raw) => parse_config(host, conn, method, name, raw)?,
-                None => host.mcp_server_config(session, name).ok_or_else(|| {
-                    failed(method, format!("MCP server '{name}' is not configured"))
-                })?,
-            };
-            host.check_mcp_configs(conn, std::slice::from_ref(&config))
-                .map_err(|e| failed(method, e))?;
-            if method == "session.mcp.restartServer" || p.get("config").is_some() {
-                host.stop_mcp_server(session, name, "the server is restarting");
-            }
-            host.start_mcp_servers(session, vec![config]);
-            Ok(Value::Null)
-        }
-        "session.mcp.reload" => {
-            let configs: Vec<McpServerConfig> = host
-                .mcp_servers(session)
-                .map(|s| s.config.clone())
-                .collect();
-            host.check_mcp_configs(conn, &configs)
-                .map_err(|e| failed(method, e))?;
-            host.stop_mcp_servers(session, "the servers are reloading");
-            host.start_mcp_servers(session, configs);
-            Ok(Value::Null)
-        }
-        _ => {
-            let request_id = required_str(p, "requestId")?;
-            Ok(json!({"cancelled": host.cancel_sampling_execution(session, request_id)}))
-        }
+/// Fails with `message` when the session has no MCP host yet: it exists once the session
+/// has servers (configured at create / resume or started with a config).
+fn need_host(host: &Host, method: &str, session: &str, message: &str) -> Result<(), ErrorObject> {
+    if host.mcp_servers(session).next().is_some() {
+        Ok(())
+    } else {
+        Err(failed(method, message))
     }
 }
 
-fn config_method(host: &mut Host, conn: ConnId, method: &str, p: &Value) -> Answer {
-    match method {
-        "mcp.config.list" => {
-            let servers: serde_json::Map<String, Value> = host
-                .mcp_user_configs()
-                .map(|(name, raw)| (name.to_owned(), raw.clone()))
-                .collect();
-            Ok(json!({"servers": servers}))
-        }
-        "mcp.config.add" | "mcp.config.update" => {
-            let name = required_str(p, "name")?;
-            let raw = p.get("config").ok_or_else(|| {
-                ErrorObject::new(
-                    code::INVALID_PARAMS,
-                    "invalid params: missing field `config`",
-                )
-            })?;
-            let config = parse_config(host, conn, method, name, raw)?;
-            let exists = host.mcp_user_configs().any(|(n, _)| n == name);
-            if method == "mcp.config.add" && exists {
-                return Err(failed(
-                    method,
-                    format!("MCP server '{name}' already exists"),
-                ));
-            }
-            if method == "mcp.config.update" && !exists {
-                return Err(failed(method, format!("MCP server '{name}' not found")));
-            }
-            host.set_mcp_user_config(name, Some((raw.clone(), config)));
-            Ok(Value::Null)
-        }
-        "mcp.config.remove" => {
-            let name = required_str(p, "name")?;
-            if !host.set_mcp_user_config(name, None) {
-                return Err(failed(method, format!("MCP server '{name}' not found")));
-            }
-            Ok(Value::Null)
-        }
-        "mcp.config.reload" => Ok(Value::Null),
-        "mcp.config.enable" | "mcp.config.disable" => {
-            let names: Vec<&str> = p
-                .get("names")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_str).collect())
-                .ok_or_else(|| {
-                    ErrorObject::new(
-                        code::INVALID_PARAMS,
-                        "invalid params: missing array field `names`",
-                    )
-                })?;
-            let enabled = method == "mcp.config.enable";
-            let unknown: Vec<&str> = names
-                .iter()
-                .copied()
-                .filter(|n| !host.mcp_user_configs().any(|(c, _)| c == *n))
-                .collect();
-            if !unknown.is_empty() {
-                return Err(failed(
-                    method,
-                    format!("MCP server(s) not found: {}", unknown.join(", ")),
-                ));
-            }
-            for name in names {
-                host.set_mcp_user_enabled(name, enabled);
-            }
-            Ok(Value::Null)
-        }
-        _ => {
-            let servers: Vec<Value> = host
-                .mcp_user_configs()
-                .map(|(name, raw)| {
-                    let kind = match raw.get("type").and_then(Value::as_str) {
-                        Some("http") => "http",
-                        Some("sse") => "sse",
-                        _ if raw.get("url").is_some() && raw.get("command").is_none() => "http",
-                        _ => "stdio",
-                    };
-                    json!({"name": name, "type": kind, "source": "user", "enabled": true})
-                })
-                .collect();
-            Ok(json!({"servers": servers}))
-        }
+fn server(p: &Value) -> Result<&str, ErrorObject> {
+    required_str(p, "serverName")
+}
+
+pub(super) fn oauth_login(host: &mut Host, call: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let method = call.method;
+    need_host(host, method, session, "MCP host is not available")?;
+    let name = server(p)?;
+    let Some(config) = host.mcp_server_config(session, name) else {
+        return Err(failed(
+            method,
+            format!("MCP server '{name}' is not configured"),
+        ));
+    };
+    if config.spawns_process() {
+        return Err(failed(
+            method,
+            format!("MCP server '{name}' is not a remote server: OAuth applies to HTTP servers"),
+        ));
     }
+    Err(failed(
+        method,
+        "MCP server OAuth is not available on this server (agentwire runs no OAuth flow; \
+         give the server's headers in its config)",
+    ))
+}
+
+pub(super) fn list(host: &mut Host, _: &Call<'_>, session: &str, _: &Value) -> Answer {
+    Ok(json!({"servers": host.mcp_servers_json(session)}))
+}
+
+pub(super) fn list_tools(host: &mut Host, call: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let name = server(p)?;
+    if !host.mcp_server_running(session, name) {
+        return Err(failed(
+            call.method,
+            format!("MCP server '{name}' is not connected"),
+        ));
+    }
+    Ok(json!({"tools": host.mcp_tools_json(session, name)}))
+}
+
+pub(super) fn app_tools(host: &mut Host, call: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let name = server(p)?;
+    same_origin(call.method, p, name)?;
+    if !host.mcp_server_running(session, name) {
+        return Err(failed(
+            call.method,
+            format!("MCP server '{name}' is not connected"),
+        ));
+    }
+    Ok(json!({"tools": host.mcp_app_tools(session, name)}))
+}
+
+pub(super) fn is_server_running(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    Ok(json!({"running": host.mcp_server_running(session, server(p)?)}))
+}
+
+pub(super) fn stop_server(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let name = server(p)?;
+    host.stop_mcp_server(session, name, "the server was stopped");
+    Ok(Value::Null)
+}
+
+/// `session.mcp.disable`: as `stopServer`; without a `config`, only once the session has an
+/// MCP host.
+pub(super) fn disable(host: &mut Host, call: &Call<'_>, session: &str, p: &Value) -> Answer {
+    if p.get("config").is_none() {
+        need_host(host, call.method, session, "No MCP host initialized")?;
+    }
+    stop_server(host, call, session, p)
+}
+
+pub(super) fn start_server(host: &mut Host, call: &Call<'_>, session: &str, p: &Value) -> Answer {
+    start(host, call, session, p, false)
+}
+
+pub(super) fn restart_server(host: &mut Host, call: &Call<'_>, session: &str, p: &Value) -> Answer {
+    start(host, call, session, p, true)
+}
+
+/// `session.mcp.enable`: as `startServer`; without a `config`, only once the session has an
+/// MCP host.
+pub(super) fn enable(host: &mut Host, call: &Call<'_>, session: &str, p: &Value) -> Answer {
+    if p.get("config").is_none() {
+        need_host(host, call.method, session, "No MCP host initialized")?;
+    }
+    start(host, call, session, p, false)
+}
+
+/// Starts the named server (with the params' `config`, else its configuration); a restart,
+/// or a start with a new `config`, stops the running one first.
+fn start(host: &mut Host, call: &Call<'_>, session: &str, p: &Value, restart: bool) -> Answer {
+    let (conn, method) = (call.conn, call.method);
+    let name = server(p)?;
+    let config = match p.get("config").filter(|c| !c.is_null()) {
+        Some(raw) => parse_config(host, conn, method, name, raw)?,
+        None => host
+            .mcp_server_config(session, name)
+            .ok_or_else(|| failed(method, format!("MCP server '{name}' is not configured")))?,
+    };
+    host.check_mcp_configs(conn, std::slice::from_ref(&config))
+        .map_err(|e| failed(method, e))?;
+    if restart || p.get("config").is_some() {
+        host.stop_mcp_server(session, name, "the server is restarting");
+    }
+    host.start_mcp_servers(session, vec![config]);
+    Ok(Value::Null)
+}
+
+pub(super) fn reload(host: &mut Host, call: &Call<'_>, session: &str, _: &Value) -> Answer {
+    let method = call.method;
+    need_host(host, method, session, "MCP config reload not available")?;
+    let configs: Vec<McpServerConfig> = host
+        .mcp_servers(session)
+        .map(|s| s.config.clone())
+        .collect();
+    host.check_mcp_configs(call.conn, &configs)
+        .map_err(|e| failed(method, e))?;
+    host.stop_mcp_servers(session, "the servers are reloading");
+    host.start_mcp_servers(session, configs);
+    Ok(Value::Null)
+}
+
+pub(super) fn cancel_sampling(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let request_id = required_str(p, "requestId")?;
+    Ok(json!({"cancelled": host.cancel_sampling_execution(session, request_id)}))
+}
+
+pub(super) fn config_list(host: &mut Host, _: &Call<'_>, _: &Value) -> Answer {
+    let servers: serde_json::Map<String, Value> = host
+        .mcp_user_configs()
+        .map(|(name, raw)| (name.to_owned(), raw.clone()))
+        .collect();
+    Ok(json!({"servers": servers}))
+}
+
+pub(super) fn config_add(host: &mut Host, call: &Call<'_>, p: &Value) -> Answer {
+    set_config(host, call, p, false)
+}
+
+pub(super) fn config_update(host: &mut Host, call: &Call<'_>, p: &Value) -> Answer {
+    set_config(host, call, p, true)
+}
+
+/// `mcp.config.add` (a new name) / `update` (an existing one).
+fn set_config(host: &mut Host, call: &Call<'_>, p: &Value, update: bool) -> Answer {
+    let method = call.method;
+    let name = required_str(p, "name")?;
+    let raw = p.get("config").ok_or_else(|| {
+        ErrorObject::new(
+            code::INVALID_PARAMS,
+            "invalid params: missing field `config`",
+        )
+    })?;
+    let config = parse_config(host, call.conn, method, name, raw)?;
+    let exists = host.mcp_user_configs().any(|(n, _)| n == name);
+    if !update && exists {
+        return Err(failed(
+            method,
+            format!("MCP server '{name}' already exists"),
+        ));
+    }
+    if update && !exists {
+        return Err(failed(method, format!("MCP server '{name}' not found")));
+    }
+    host.set_mcp_user_config(name, Some((raw.clone(), config)));
+    Ok(Value::Null)
+}
+
+pub(super) fn config_remove(host: &mut Host, call: &Call<'_>, p: &Value) -> Answer {
+    let name = required_str(p, "name")?;
+    if !host.set_mcp_user_config(name, None) {
+        return Err(failed(
+            call.method,
+            format!("MCP server '{name}' not found"),
+        ));
+    }
+    Ok(Value::Null)
+}
+
+pub(super) fn config_enable(host: &mut Host, call: &Call<'_>, p: &Value) -> Answer {
+    set_enabled(host, call, p, true)
+}
+
+pub(super) fn config_disable(host: &mut Host, call: &Call<'_>, p: &Value) -> Answer {
+    set_enabled(host, call, p, false)
+}
+
+fn set_enabled(host: &mut Host, call: &Call<'_>, p: &Value, enabled: bool) -> Answer {
+    let names: Vec<&str> = p
+        .get("names")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .ok_or_else(|| {
+            ErrorObject::new(
+                code::INVALID_PARAMS,
+                "invalid params: missing array field `names`",
+            )
+        })?;
+    let unknown: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| !host.mcp_user_configs().any(|(c, _)| c == *n))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(failed(
+            call.method,
+            format!("MCP server(s) not found: {}", unknown.join(", ")),
+        ));
+    }
+    for name in names {
+        host.set_mcp_user_enabled(name, enabled);
+    }
+    Ok(Value::Null)
+}
+
+pub(super) fn discover(host: &mut Host, _: &Call<'_>, _: &Value) -> Answer {
+    let servers: Vec<Value> = host
+        .mcp_user_configs()
+        .map(|(name, raw)| {
+            let kind = match raw.get("type").and_then(Value::as_str) {
+                Some("http") => "http",
+                Some("sse") => "sse",
+                _ if raw.get("url").is_some() && raw.get("command").is_none() => "http",
+                _ => "stdio",
+            };
+            json!({"name": name, "type": kind, "source": "user", "enabled": true})
+        })
+        .collect();
+    Ok(json!({"servers": servers}))
 }
 
 /// Why MCP Apps do or do not work in this session: the gate, and the named server's
 /// figures (`serverName`; not connected when the session has no such server up).
-pub(super) fn diagnose(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+pub(super) fn diagnose(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
     let p: Value = decode(params)?;
     let session = session_id(&p)?;
-    known(host, "session.mcp.apps.diagnose", &session)?;
+    known(host, call.method, &session)?;
     let has = host
         .session(&session)
         .is_some_and(|s| s.attached.values().any(|a| a.mcp_apps));

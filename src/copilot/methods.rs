@@ -14,10 +14,10 @@ use crate::host::{AfterResponse, AnswerTo, CanvasReply, ConnId, Host, SessionCha
 use crate::jsonrpc::{code, ErrorObject, OwnedId};
 use crate::session::Session;
 
+use super::method_table::{Call, Reply};
 use super::params::*;
+use super::surface::Answer;
 use super::{shell, turns, SessionState, PROTOCOL_VERSION};
-
-pub(super) type Reply = Option<Result<Value, ErrorObject>>;
 
 fn decode<T: DeserializeOwned + Default>(params: Option<&RawValue>) -> Result<T, ErrorObject> {
     match params {
@@ -40,131 +40,99 @@ fn failed(method: &str, message: impl std::fmt::Display) -> ErrorObject {
     )
 }
 
-/// Answers one request. `None` means the answer comes later (`session.sendAndWait`).
-pub(super) fn dispatch(
+fn ok_success() -> Answer {
+    Ok(json!({"success": true}))
+}
+
+pub(super) fn status(host: &mut Host, _: &Call<'_>, _: Option<&RawValue>) -> Answer {
+    Ok(json!({"version": host.config().version, "protocolVersion": PROTOCOL_VERSION}))
+}
+
+pub(super) fn auth_status(host: &mut Host, _: &Call<'_>, _: Option<&RawValue>) -> Answer {
+    Ok(super::github_auth::server_status(host))
+}
+
+pub(super) fn models_list(host: &mut Host, call: &Call<'_>, _: Option<&RawValue>) -> Reply {
+    host.list_models(call.conn, call.id, models_result).map(Ok)
+}
+
+pub(super) fn send_message(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
+    send(host, call.conn, call.method, params).map(|m| json!({"messageId": m}))
+}
+
+pub(super) fn last_id(host: &mut Host, _: &Call<'_>, _: Option<&RawValue>) -> Answer {
+    Ok(match host.last_session() {
+        Some(s) => json!({"sessionId": s}),
+        None => json!({}),
+    })
+}
+
+pub(super) fn foreground(host: &mut Host, _: &Call<'_>, _: Option<&RawValue>) -> Answer {
+    Ok(match host.foreground() {
+        Some(s) => json!({"sessionId": s}),
+        None => json!({}),
+    })
+}
+
+pub(super) fn enqueue_command(
     host: &mut Host,
-    conn: ConnId,
-    id: &OwnedId,
-    method: &str,
+    call: &Call<'_>,
     params: Option<&RawValue>,
-) -> Reply {
-    let authenticated = host.is_authenticated(conn);
-    if !authenticated && method != "connect" {
-        return Some(Err(ErrorObject::new(-32001, "AUTHENTICATION_REQUIRED")));
-    }
-    if method == "session.mcp.executeSampling" {
-        return super::mcp::execute_sampling(host, conn, id, params);
-    }
-    if matches!(
-        method,
-        "session.mcp.apps.readResource" | "session.mcp.apps.callTool"
-    ) {
-        return super::mcp::apps_request(host, conn, id, method, params);
-    }
-    if method == "session.eventLog.read" {
-        return super::event_log_wait::read(host, conn, id, params);
-    }
-    if let Some(reply) = super::skills::dispatch(host, conn, id, method, params) {
-        return reply;
-    }
-    if method == "session.model.list" {
-        return super::session_state::model_list(host, conn, id, params);
-    }
-    match method {
-        "session.shell.executeUserRequested" => {
-            return super::user_shell::execute(host, conn, id, params)
-        }
-        "session.workspaces.diff" => return super::user_shell::diff(host, conn, id, params),
-        _ => {}
-    }
-    if let Some(answer) = super::surface::dispatch(host, conn, method, params) {
-        return Some(answer);
-    }
-    let result = match method {
-        "connect" => connect(host, conn, params),
-        "ping" => ping(host, params),
-        "status.get" => {
-            Ok(json!({"version": host.config().version, "protocolVersion": PROTOCOL_VERSION}))
-        }
-        "auth.getStatus" => Ok(super::github_auth::server_status(host)),
-        "models.list" => match host.list_models(conn, id, models_result) {
-            Some(result) => Ok(result),
-            None => return None,
-        },
-        "session.create" => return super::github_auth::create(host, conn, id, params),
-        "session.resume" => resume(host, conn, params),
-        "session.send" => send(host, conn, params).map(|m| json!({"messageId": m})),
-        "session.sendAndWait" => return send_and_wait(host, conn, id, params),
-        "session.abort" => abort(host, params),
-        "session.detach" => detach(host, conn, params),
-        "session.delete" => delete(host, params),
-        "session.list" => list(host, params),
-        "session.getMetadata" => get_metadata(host, params),
-        "session.getLastId" => Ok(match host.last_session() {
-            Some(s) => json!({"sessionId": s}),
-            None => json!({}),
-        }),
-        "session.getMessages" => get_messages(host, conn, params),
-        "session.getForeground" => Ok(match host.foreground() {
-            Some(s) => json!({"sessionId": s}),
-            None => json!({}),
-        }),
-        "session.setForeground" => set_foreground(host, params),
-        "session.permissions.handlePendingPermissionRequest" => {
-            answer_permission(host, conn, params)
-        }
-        "session.tools.handlePendingToolCall" => answer_tool(host, params),
-        "session.ui.elicitation" => return elicitation(host, conn, id, params),
-        "session.ui.handlePendingElicitation" => answer_elicitation(host, params),
-        "session.ui.handlePendingSampling" => answer_sampling(host, params),
-        "session.commands.execute" => return execute_command(host, conn, id, params),
-        "session.commands.handlePendingCommand" => answer_command(host, params),
-        "session.commands.enqueue" => decode_required::<EnqueueParams>(params).and_then(|p| {
-            host.enqueue_command(&p.session_id, &p.command)
-                .map_err(|e| failed("session.commands.enqueue", e))
-        }),
-        "session.commands.respondToQueuedCommand" => decode_required::<QueuedAnswer>(params)
-            .and_then(|p| {
-                known_session(
-                    host,
-                    "session.commands.respondToQueuedCommand",
-                    &p.session_id,
-                )?;
-                let ok = host.resolve_queued_command(&p.session_id, &p.request_id, &p.result);
-                Ok(json!({"success": ok}))
-            }),
-        "session.canvas.list" => decode_required::<SessionParams>(params).and_then(|p| {
-            known_session(host, "session.canvas.list", &p.session_id)?;
-            Ok(host.canvas_list(&p.session_id))
-        }),
-        "session.canvas.listOpen" => decode_required::<SessionParams>(params).and_then(|p| {
-            known_session(host, "session.canvas.listOpen", &p.session_id)?;
-            Ok(json!({"openCanvases": host.open_canvases_json(&p.session_id)}))
-        }),
-        "session.canvas.open" | "session.canvas.close" | "session.canvas.action.invoke" => {
-            return canvas_request(host, conn, id, method, params)
-        }
-        "session.mcp.apps.setHostContext" => mcp_set_host_context(host, params),
-        "session.mcp.apps.getHostContext" => mcp_get_host_context(host, params),
-        "session.mcp.apps.diagnose" => super::mcp::diagnose(host, params),
-        "session.shell.exec" => decode_required(params).and_then(|p| shell::exec(host, conn, p)),
-        "session.shell.kill" => decode_required(params).and_then(|p| shell::kill(host, p)),
-        "sessionFs.setProvider" => {
-            host.set_file_provider(conn);
-            Ok(json!({"success": true}))
-        }
-        "runtime.shutdown" => {
-            host.after_response(AfterResponse::Shutdown {
-                reason: "runtime.shutdown requested by a client".into(),
-            });
-            Ok(json!({}))
-        }
-        other => Err(ErrorObject::new(
-            code::METHOD_NOT_FOUND,
-            format!("Unhandled method {other}"),
-        )),
-    };
-    Some(result)
+) -> Answer {
+    decode_required::<EnqueueParams>(params).and_then(|p| {
+        host.enqueue_command(&p.session_id, &p.command)
+            .map_err(|e| failed(call.method, e))
+    })
+}
+
+pub(super) fn answer_queued_command(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> Answer {
+    decode_required::<QueuedAnswer>(params).and_then(|p| {
+        known_session(host, call.method, &p.session_id)?;
+        let ok = host.resolve_queued_command(&p.session_id, &p.request_id, &p.result);
+        Ok(json!({"success": ok}))
+    })
+}
+
+pub(super) fn canvas_list(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
+    decode_required::<SessionParams>(params).and_then(|p| {
+        known_session(host, call.method, &p.session_id)?;
+        Ok(host.canvas_list(&p.session_id))
+    })
+}
+
+pub(super) fn canvas_list_open(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> Answer {
+    decode_required::<SessionParams>(params).and_then(|p| {
+        known_session(host, call.method, &p.session_id)?;
+        Ok(json!({"openCanvases": host.open_canvases_json(&p.session_id)}))
+    })
+}
+
+pub(super) fn shell_exec(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
+    decode_required(params).and_then(|p| shell::exec(host, call.conn, p))
+}
+
+pub(super) fn shell_kill(host: &mut Host, _: &Call<'_>, params: Option<&RawValue>) -> Answer {
+    decode_required(params).and_then(|p| shell::kill(host, p))
+}
+
+pub(super) fn set_file_provider(host: &mut Host, call: &Call<'_>, _: Option<&RawValue>) -> Answer {
+    host.set_file_provider(call.conn);
+    ok_success()
+}
+
+pub(super) fn shutdown(host: &mut Host, call: &Call<'_>, _: Option<&RawValue>) -> Answer {
+    host.after_response(AfterResponse::Shutdown {
+        reason: format!("{} requested by a client", call.method),
+    });
+    Ok(json!({}))
 }
 
 /// `models.list`'s result for a provider's list (the scripted entry when it is empty).
@@ -195,7 +163,8 @@ fn model_list() -> Value {
         "capabilities": {"supports": {}, "limits": {"max_context_window_tokens": 128000}}}])
 }
 
-fn connect(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+pub(super) fn connect(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
+    let conn = call.conn;
     let p: ConnectParams = decode(params)?;
     if let Some(expected) = &host.config().connection_token {
         if p.token.as_deref() != Some(expected.as_str()) {
@@ -211,7 +180,7 @@ fn connect(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<V
               "version": host.config().version, "taskKinds": task_kinds}))
 }
 
-fn ping(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+pub(super) fn ping(host: &mut Host, _: &Call<'_>, params: Option<&RawValue>) -> Answer {
     let p: PingParams = decode(params)?;
     let message = match p.message {
         Some(m) => format!("pong: {m}"),
@@ -264,19 +233,20 @@ fn model_settings(
 pub(super) fn create(
     host: &mut Host,
     conn: ConnId,
+    method: &str,
     params: Option<&RawValue>,
 ) -> Result<Value, ErrorObject> {
     let p: AttachParams = decode(params)?;
-    let settings = model_settings(host, conn, "session.create", params)?;
+    let settings = model_settings(host, conn, method, params)?;
     let reasoning_effort = settings.reasoning_effort.clone();
-    let mcp = super::mcp::session_configs(host, conn, "session.create", params)?;
+    let mcp = super::mcp::session_configs(host, conn, method, params)?;
     let session_id = match p.session_id.clone() {
         Some(s) if !s.is_empty() => s,
         _ => host.new_id(),
     };
     if host.session(&session_id).is_some() {
         return Err(failed(
-            "session.create",
+            method,
             format!("Session already exists: {session_id}"),
         ));
     }
@@ -341,7 +311,8 @@ pub(super) fn create(
     Ok(result)
 }
 
-fn resume(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+pub(super) fn resume(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
+    let (conn, method) = (call.conn, call.method);
     let p: AttachParams = decode(params)?;
     let Some(session_id) = p.session_id.clone() else {
         return Err(ErrorObject::new(
@@ -351,16 +322,16 @@ fn resume(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Va
     };
     let Some(live) = host.session(&session_id) else {
         return Err(failed(
-            "session.resume",
+            method,
             format!("Failed to load session events: Session not found: {session_id}"),
         ));
     };
     let event_count = live.events().len();
     let model = live.model.clone();
     let cwd = live.cwd.clone();
-    let settings = model_settings(host, conn, "session.resume", params)?;
+    let settings = model_settings(host, conn, method, params)?;
     let served_by_client = host.served_by_client(&session_id, conn);
-    let mcp = super::mcp::session_configs(host, conn, "session.resume", params)?;
+    let mcp = super::mcp::session_configs(host, conn, method, params)?;
     host.set_model_settings(&session_id, settings);
     if served_by_client {
         host.mark_client_transport(&session_id);
@@ -463,9 +434,15 @@ fn known_session(host: &Host, method: &str, session_id: &str) -> Result<(), Erro
     }
 }
 
-fn send(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<String, ErrorObject> {
+/// Queues the prompt of `session.send` / `session.sendAndWait` (failing as `method`).
+fn send(
+    host: &mut Host,
+    conn: ConnId,
+    method: &str,
+    params: Option<&RawValue>,
+) -> Result<String, ErrorObject> {
     let p: SendParams = decode_required(params)?;
-    attached_session(host, conn, "session.send", &p.session_id)?;
+    attached_session(host, conn, method, &p.session_id)?;
     let message_id = host.new_id();
     let summary: String = host.mask_text(&p.prompt).chars().take(200).collect();
     if let Some(session) = host.session_mut(&p.session_id) {
@@ -494,12 +471,14 @@ fn send(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Stri
     Ok(message_id)
 }
 
-fn send_and_wait(host: &mut Host, conn: ConnId, id: &OwnedId, params: Option<&RawValue>) -> Reply {
+pub(super) fn send_and_wait(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
+    let (conn, id) = (call.conn, call.id);
     let session_id = match decode_required::<SendParams>(params) {
         Ok(p) => p.session_id,
         Err(e) => return Some(Err(e)),
     };
-    let message_id = match send(host, conn, params) {
+    // Its failures are `session.send`'s, as before: a send, then a wait.
+    let message_id = match send(host, conn, "session.send", params) {
         Ok(m) => m,
         Err(e) => return Some(Err(e)),
     };
@@ -507,23 +486,23 @@ fn send_and_wait(host: &mut Host, conn: ConnId, id: &OwnedId, params: Option<&Ra
     None
 }
 
-fn abort(host: &mut Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+pub(super) fn abort(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
     let p: SessionParams = decode_required(params)?;
-    known_session(host, "session.abort", &p.session_id)?;
+    known_session(host, call.method, &p.session_id)?;
     host.queue_agent_input(&p.session_id, AgentInput::Abort);
     Ok(json!({"success": true}))
 }
 
-fn detach(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+pub(super) fn detach(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
     let p: SessionParams = decode_required(params)?;
-    known_session(host, "session.detach", &p.session_id)?;
-    host.detach_conn(&p.session_id, conn);
+    known_session(host, call.method, &p.session_id)?;
+    host.detach_conn(&p.session_id, call.conn);
     Ok(json!({"success": true}))
 }
 
 /// `session.delete`: an unknown session is `{success: false, error}` (the SDKs turn it into
 /// "Failed to delete session <id>: <error>"), as the runtime answers.
-fn delete(host: &mut Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+pub(super) fn delete(host: &mut Host, _: &Call<'_>, params: Option<&RawValue>) -> Answer {
     let p: SessionParams = decode_required(params)?;
     if !host.delete_session(&p.session_id) {
         return Ok(json!({"success": false,
@@ -571,7 +550,7 @@ fn cluster_metadata(s: &crate::host::SessionSummary) -> Value {
     m
 }
 
-pub(super) fn list(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+pub(super) fn list(host: &mut Host, _: &Call<'_>, params: Option<&RawValue>) -> Answer {
     let p: ListParams = decode(params)?;
     let cwd = p.filter.and_then(|f| f.cwd);
     let sessions: Vec<Value> = host
@@ -587,7 +566,7 @@ pub(super) fn list(host: &Host, params: Option<&RawValue>) -> Result<Value, Erro
     Ok(json!({"sessions": sessions}))
 }
 
-fn get_metadata(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+pub(super) fn get_metadata(host: &mut Host, _: &Call<'_>, params: Option<&RawValue>) -> Answer {
     let p: SessionParams = decode_required(params)?;
     Ok(match metadata(host, &p.session_id) {
         Some(m) => json!({"session": m}),
@@ -595,13 +574,9 @@ fn get_metadata(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorOb
     })
 }
 
-fn get_messages(
-    host: &Host,
-    conn: ConnId,
-    params: Option<&RawValue>,
-) -> Result<Value, ErrorObject> {
+pub(super) fn get_messages(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
     let p: SessionParams = decode_required(params)?;
-    attached_session(host, conn, "session.getMessages", &p.session_id)?;
+    attached_session(host, call.conn, call.method, &p.session_id)?;
     let events = host.session(&p.session_id).map_or(&[][..], |s| s.events());
     let mut text =
         String::with_capacity(events.iter().map(|e| e.json.len() + 1).sum::<usize>() + 16);
@@ -615,12 +590,12 @@ fn get_messages(
         text.push_str(std::str::from_utf8(&json).unwrap_or("null"));
     }
     text.push_str("]}");
-    serde_json::from_str(&text).map_err(|e| failed("session.getMessages", e))
+    serde_json::from_str(&text).map_err(|e| failed(call.method, e))
 }
 
 /// `session.setForeground`: only a server with a terminal UI (`--ui-server`) has a
 /// foreground session; a headless one answers as the runtime does without its TUI.
-fn set_foreground(host: &mut Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+pub(super) fn set_foreground(host: &mut Host, _: &Call<'_>, params: Option<&RawValue>) -> Answer {
     let p: SessionParams = decode_required(params)?;
     if !host.config().foreground_ui {
         return Ok(json!({"success": false, "error": "Not running in TUI+server mode"}));
@@ -638,25 +613,21 @@ fn set_foreground(host: &mut Host, params: Option<&RawValue>) -> Result<Value, E
     Ok(json!({"success": true}))
 }
 
-fn answer_permission(
+pub(super) fn answer_permission(
     host: &mut Host,
-    conn: ConnId,
+    call: &Call<'_>,
     params: Option<&RawValue>,
-) -> Result<Value, ErrorObject> {
+) -> Answer {
     let p: PermissionAnswer = decode_required(params)?;
-    known_session(
-        host,
-        "session.permissions.handlePendingPermissionRequest",
-        &p.session_id,
-    )?;
-    let ok = host.may_answer_permission(&p.session_id, &p.request_id, conn)
+    known_session(host, call.method, &p.session_id)?;
+    let ok = host.may_answer_permission(&p.session_id, &p.request_id, call.conn)
         && host.resolve_permission(&p.session_id, &p.request_id, &p.result);
     Ok(json!({"success": ok}))
 }
 
-fn answer_tool(host: &mut Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+pub(super) fn answer_tool(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
     let p: ToolAnswer = decode_required(params)?;
-    known_session(host, "session.tools.handlePendingToolCall", &p.session_id)?;
+    known_session(host, call.method, &p.session_id)?;
     let ok = host.resolve_tool_call(
         &p.session_id,
         &p.request_id,
@@ -666,7 +637,7 @@ fn answer_tool(host: &mut Host, params: Option<&RawValue>) -> Result<Value, Erro
     Ok(json!({"success": ok}))
 }
 
-fn elicitation(host: &mut Host, conn: ConnId, id: &OwnedId, params: Option<&RawValue>) -> Reply {
+pub(super) fn elicitation(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
     let request: Value = match decode_required(params) {
         Ok(v) => v,
         Err(e) => return Some(Err(e)),
@@ -681,113 +652,116 @@ fn elicitation(host: &mut Host, conn: ConnId, id: &OwnedId, params: Option<&RawV
             "invalid params: missing field `sessionId`",
         )));
     };
-    let answer_to = AnswerTo::Caller(conn, id.clone());
+    let answer_to = AnswerTo::Caller(call.conn, call.id.clone());
     match host.start_elicitation(&session, answer_to, &request) {
         Ok(()) => None,
-        Err(e) => Some(Err(failed("session.ui.elicitation", e))),
+        Err(e) => Some(Err(failed(call.method, e))),
     }
 }
 
-fn answer_elicitation(host: &mut Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+pub(super) fn answer_elicitation(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> Answer {
     let p: ElicitationAnswer = decode_required(params)?;
-    known_session(host, "session.ui.handlePendingElicitation", &p.session_id)?;
+    known_session(host, call.method, &p.session_id)?;
     let ok = host.resolve_elicitation(&p.session_id, &p.request_id, &p.result);
     Ok(json!({"success": ok}))
 }
 
-fn execute_command(
+pub(super) fn execute_command(
     host: &mut Host,
-    conn: ConnId,
-    id: &OwnedId,
+    call: &Call<'_>,
     params: Option<&RawValue>,
 ) -> Reply {
     let p: ExecuteCommand = match decode_required(params) {
         Ok(p) => p,
         Err(e) => return Some(Err(e)),
     };
-    let answer_to = AnswerTo::Caller(conn, id.clone());
+    let answer_to = AnswerTo::Caller(call.conn, call.id.clone());
     match host.start_command(&p.session_id, answer_to, &p.command_name, &p.args) {
         Ok(()) => None,
-        Err(e) => Some(Err(failed("session.commands.execute", e))),
+        Err(e) => Some(Err(failed(call.method, e))),
     }
 }
 
-fn answer_command(host: &mut Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+pub(super) fn answer_command(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> Answer {
     let p: CommandAnswer = decode_required(params)?;
-    known_session(host, "session.commands.handlePendingCommand", &p.session_id)?;
+    known_session(host, call.method, &p.session_id)?;
     // As the runtime: the answer is acknowledged even when no command waits for it (an
     // unknown or already answered requestId changes nothing).
     host.resolve_command(&p.session_id, &p.request_id, p.error.as_deref());
     Ok(json!({"success": true}))
 }
 
-/// `session.canvas.open` / `close` / `action.invoke`: answered when the canvas's provider
-/// answers its `canvas.*` request.
-fn canvas_request(
-    host: &mut Host,
-    conn: ConnId,
-    id: &OwnedId,
-    method: &str,
-    params: Option<&RawValue>,
-) -> Reply {
-    use crate::host::{ActionParams, CloseParams, OpenParams};
-    let method: &'static str = match method {
-        "session.canvas.open" => "session.canvas.open",
-        "session.canvas.close" => "session.canvas.close",
-        _ => "session.canvas.action.invoke",
+/// `session.canvas.open`: answered when the canvas's provider answers its `canvas.open`.
+pub(super) fn canvas_open(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
+    let p: crate::host::OpenParams = match decode_required(params) {
+        Ok(p) => p,
+        Err(e) => return Some(Err(e)),
     };
-    let reply = CanvasReply::Caller(conn, id.clone(), method);
-    match method {
-        "session.canvas.open" => {
-            let p: OpenParams = match decode_required(params) {
-                Ok(p) => p,
-                Err(e) => return Some(Err(e)),
-            };
-            if let Err(e) = known_session(host, method, &p.session_id) {
-                return Some(Err(e));
-            }
-            host.open_canvas(
-                &p.session_id,
-                p.extension_id.as_deref(),
-                &p.canvas_id,
-                &p.instance_id,
-                p.input,
-                reply,
-            );
-        }
-        "session.canvas.close" => {
-            let p: CloseParams = match decode_required(params) {
-                Ok(p) => p,
-                Err(e) => return Some(Err(e)),
-            };
-            if let Err(e) = known_session(host, method, &p.session_id) {
-                return Some(Err(e));
-            }
-            host.close_canvas(&p.session_id, &p.instance_id, reply);
-        }
-        _ => {
-            let p: ActionParams = match decode_required(params) {
-                Ok(p) => p,
-                Err(e) => return Some(Err(e)),
-            };
-            if let Err(e) = known_session(host, method, &p.session_id) {
-                return Some(Err(e));
-            }
-            host.invoke_canvas_action(
-                &p.session_id,
-                &p.instance_id,
-                &p.action_name,
-                p.input,
-                reply,
-            );
-        }
+    if let Err(e) = known_session(host, call.method, &p.session_id) {
+        return Some(Err(e));
     }
+    let reply = CanvasReply::Caller(call.conn, call.id.clone(), call.method);
+    host.open_canvas(
+        &p.session_id,
+        p.extension_id.as_deref(),
+        &p.canvas_id,
+        &p.instance_id,
+        p.input,
+        reply,
+    );
     None
 }
 
-fn answer_sampling(host: &mut Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+/// `session.canvas.close`: answered when the canvas's provider answers its `canvas.close`.
+pub(super) fn canvas_close(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
+    let p: crate::host::CloseParams = match decode_required(params) {
+        Ok(p) => p,
+        Err(e) => return Some(Err(e)),
+    };
+    if let Err(e) = known_session(host, call.method, &p.session_id) {
+        return Some(Err(e));
+    }
+    let reply = CanvasReply::Caller(call.conn, call.id.clone(), call.method);
+    host.close_canvas(&p.session_id, &p.instance_id, reply);
+    None
+}
+
+/// `session.canvas.action.invoke`: answered when the canvas's provider answers its
+/// `canvas.action.invoke`.
+pub(super) fn canvas_action(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
+    let p: crate::host::ActionParams = match decode_required(params) {
+        Ok(p) => p,
+        Err(e) => return Some(Err(e)),
+    };
+    if let Err(e) = known_session(host, call.method, &p.session_id) {
+        return Some(Err(e));
+    }
+    let reply = CanvasReply::Caller(call.conn, call.id.clone(), call.method);
+    host.invoke_canvas_action(
+        &p.session_id,
+        &p.instance_id,
+        &p.action_name,
+        p.input,
+        reply,
+    );
+    None
+}
+
+pub(super) fn answer_sampling(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> Answer {
     let p: SamplingAnswer = decode_required(params)?;
-    known_session(host, "session.ui.handlePendingSampling", &p.session_id)?;
+    known_session(host, call.method, &p.session_id)?;
     let ok = host.resolve_sampling(&p.session_id, &p.request_id, p.response);
     Ok(json!({"success": ok}))
 }
@@ -808,19 +782,27 @@ fn warn_if_mcp_apps_refused(host: &mut Host, session: &str, conn: ConnId, p: &At
     }
 }
 
-fn mcp_set_host_context(host: &mut Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+pub(super) fn mcp_set_host_context(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> Answer {
     let p: Value = decode_required(params)?;
     let session = session_id_of(&p)?;
-    known_session(host, "session.mcp.apps.setHostContext", &session)?;
+    known_session(host, call.method, &session)?;
     if let Some(state) = host.session_state::<SessionState>(&session) {
         state.mcp_host_context = Some(p.get("context").cloned().unwrap_or(json!({})));
     }
     Ok(Value::Null)
 }
 
-fn mcp_get_host_context(host: &Host, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+pub(super) fn mcp_get_host_context(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> Answer {
     let p: SessionParams = decode_required(params)?;
-    known_session(host, "session.mcp.apps.getHostContext", &p.session_id)?;
+    known_session(host, call.method, &p.session_id)?;
     let context = host
         .session_state_ref::<SessionState>(&p.session_id)
         .and_then(|s| s.mcp_host_context.clone())

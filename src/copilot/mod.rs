@@ -3,9 +3,10 @@
 //! The official Copilot SDKs talk to the host through this dialect unmodified
 //! (`Content-Length` framing). It owns:
 //!
-//! * `methods` and `method_table`: the method table ([`METHODS`]: `connect`, `session.create`,
-//!   `session.send`, the `handlePending*` answers, …), its parameter types (`params`) and
-//!   the runtime's error wording (`Request <method> failed with message: …`).
+//! * `method_table`: the method table, every method named once next to its handler
+//!   ([`methods`]: `connect`, `session.create`, `session.send`, the `handlePending*`
+//!   answers, …); `methods`: the core handlers, their parameter types (`params`) and the
+//!   runtime's error wording (`Request <method> failed with message: …`).
 //! * `turns`: how a session event reaches a client (the `session.event` envelope, encoded
 //!   once per event for every Copilot SDK connection), the `session.lifecycle` notifications
 //!   to every connection, and `session.sendAndWait`, answered when its turn ends.
@@ -63,7 +64,7 @@ use crate::host::{
 use crate::jsonrpc::{self, code, ErrorObject};
 use crate::session::Event;
 
-pub use method_table::METHODS;
+pub use method_table::methods;
 pub use unsupported::UNSUPPORTED_METHODS;
 
 /// Protocol version of the Copilot SDK dialect.
@@ -146,7 +147,7 @@ impl DialectHandler for Copilot {
                     return;
                 }
                 // `None`: answered later (e.g. `session.sendAndWait`).
-                if let Some(result) = methods::dispatch(host, conn, &id, &method, params) {
+                if let Some(result) = method_table::dispatch(host, conn, &id, &method, params) {
                     host.respond(conn, &id, result);
                 }
             }

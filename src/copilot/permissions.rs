@@ -6,7 +6,6 @@
 
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::host::requests::permission_rules::{
@@ -16,28 +15,8 @@ use crate::host::requests::permission_rules::{
 use crate::host::Host;
 use crate::jsonrpc::{code, ErrorObject};
 
-use super::session_state::session_id;
-use super::surface::{decode, failed, known, Answer};
-
-/// The methods this module answers (also in [`METHODS`](super::METHODS)).
-pub(super) const PERMISSION_METHODS: &[&str] = &[
-    "session.permissions.configure",
-    "session.permissions.modifyRules",
-    "session.permissions.setRequired",
-    "session.permissions.resetSessionApprovals",
-    "session.permissions.notifyPromptShown",
-    "session.permissions.paths.list",
-    "session.permissions.paths.add",
-    "session.permissions.paths.updatePrimary",
-    "session.permissions.paths.isPathWithinAllowedDirectories",
-    "session.permissions.paths.isPathWithinWorkspace",
-    "session.permissions.locations.resolve",
-    "session.permissions.locations.apply",
-    "session.permissions.locations.addToolApproval",
-    "session.permissions.folderTrust.isTrusted",
-    "session.permissions.folderTrust.addTrusted",
-    "session.permissions.urls.setUnrestrictedMode",
-];
+use super::method_table::Call;
+use super::surface::{failed, Answer};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -130,167 +109,184 @@ struct EnabledParams {
     enabled: bool,
 }
 
-/// Answers `method` if it is one of this module's.
-pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>) -> Option<Answer> {
-    if !PERMISSION_METHODS.contains(&method) {
-        return None;
-    }
-    let answer = decode::<Value>(params).and_then(|p| {
-        let session = session_id(&p)?;
-        known(host, method, &session)?;
-        handle(host, method, &session, p)
-    });
-    Some(answer)
+fn ok() -> Answer {
+    Ok(json!({"success": true}))
 }
 
-fn handle(host: &mut Host, method: &str, session: &str, p: Value) -> Answer {
-    let ok = || Ok(json!({"success": true}));
-    match method {
-        "session.permissions.configure" => {
-            let c: ConfigureParams = params(p)?;
-            if c.additional_content_exclusion_policies
-                .as_ref()
-                .is_some_and(|p| !p.is_empty())
-            {
-                return Err(failed(
-                    method,
-                    "content exclusion policies are not supported on this server",
-                ));
-            }
-            let rules = match c.rules {
-                Some(set) => Some((checked(set.approved)?, checked(set.denied)?)),
-                None => None,
-            };
-            let patch = PermissionsPatch {
-                approve_all_reads: c.approve_all_read_permission_requests,
-                rules,
-                paths: c.paths.map(|p| PathsConfig {
-                    workspace_path: p.workspace_path,
-                    additional_directories: p.additional_directories,
-                    unrestricted: p.unrestricted,
-                }),
-                urls: c.urls.map(|u| UrlsConfig {
-                    initial_allowed: u.initial_allowed,
-                    unrestricted: u.unrestricted,
-                }),
-            };
-            host.configure_permissions(session, patch)
-                .map_err(invalid)?;
-            if let Some(on) = c.approve_all_tool_permission_requests {
-                super::session_state::set_approve_all(host, session, on);
-            }
-            ok()
+pub(super) fn configure(host: &mut Host, call: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let c: ConfigureParams = params(p.clone())?;
+    if c.additional_content_exclusion_policies
+        .as_ref()
+        .is_some_and(|p| !p.is_empty())
+    {
+        return Err(failed(
+            call.method,
+            "content exclusion policies are not supported on this server",
+        ));
+    }
+    let rules = match c.rules {
+        Some(set) => Some((checked(set.approved)?, checked(set.denied)?)),
+        None => None,
+    };
+    let patch = PermissionsPatch {
+        approve_all_reads: c.approve_all_read_permission_requests,
+        rules,
+        paths: c.paths.map(|p| PathsConfig {
+            workspace_path: p.workspace_path,
+            additional_directories: p.additional_directories,
+            unrestricted: p.unrestricted,
+        }),
+        urls: c.urls.map(|u| UrlsConfig {
+            initial_allowed: u.initial_allowed,
+            unrestricted: u.unrestricted,
+        }),
+    };
+    host.configure_permissions(session, patch)
+        .map_err(invalid)?;
+    if let Some(on) = c.approve_all_tool_permission_requests {
+        super::session_state::set_approve_all(host, session, on);
+    }
+    ok()
+}
+
+pub(super) fn modify_rules(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let m: ModifyRulesParams = params(p.clone())?;
+    let scope = match m.scope.as_str() {
+        "session" => RuleScope::Session,
+        "location" => RuleScope::Location,
+        other => {
+            return Err(invalid_params(format!(
+                "unknown scope `{other}` (session, location)"
+            )))
         }
-        "session.permissions.modifyRules" => {
-            let m: ModifyRulesParams = params(p)?;
-            let scope = match m.scope.as_str() {
-                "session" => RuleScope::Session,
-                "location" => RuleScope::Location,
-                other => {
-                    return Err(invalid_params(format!(
-                        "unknown scope `{other}` (session, location)"
-                    )))
-                }
-            };
-            let add = checked(m.add)?;
-            host.modify_permission_rules(session, scope, add, &m.remove, m.remove_all)
-                .map_err(invalid)?;
-            ok()
-        }
-        "session.permissions.setRequired" => {
-            let r: RequiredParams = params(p)?;
-            host.set_permissions_required(session, r.required);
-            ok()
-        }
-        "session.permissions.resetSessionApprovals" => {
-            let r: ResetParams = params(p)?;
-            host.reset_session_approvals(session, r.include_location.unwrap_or(true));
-            ok()
-        }
-        "session.permissions.notifyPromptShown" => {
-            let shown: PromptShownParams = params(p)?;
-            host.note_prompt_shown(session, &shown.message);
-            ok()
-        }
-        "session.permissions.paths.list" => match host.permission_paths(session) {
-            Some((primary, directories)) => {
-                Ok(json!({"primary": primary, "directories": directories}))
-            }
-            None => Err(failed(
-                method,
-                "the session has no working directory (configure `paths.workspacePath`)",
-            )),
-        },
-        "session.permissions.paths.add" => {
-            let a: PathParams = params(p)?;
-            host.add_permission_path(session, &a.path)
-                .map_err(invalid)?;
-            ok()
-        }
-        "session.permissions.paths.updatePrimary" => {
-            let a: PathParams = params(p)?;
-            host.update_primary_path(session, &a.path)
-                .map_err(invalid)?;
-            ok()
-        }
-        "session.permissions.paths.isPathWithinAllowedDirectories" => {
-            let a: PathParams = params(p)?;
-            let allowed = host.path_allowed(session, &a.path).map_err(invalid)?;
-            Ok(json!({"allowed": allowed}))
-        }
-        "session.permissions.paths.isPathWithinWorkspace" => {
-            let a: PathParams = params(p)?;
-            let allowed = host.path_in_workspace(session, &a.path).map_err(invalid)?;
-            Ok(json!({"allowed": allowed}))
-        }
-        "session.permissions.locations.resolve" => {
-            let w: WorkingDirectoryParams = params(p)?;
-            let key = host
-                .resolve_location(session, &w.working_directory)
-                .map_err(invalid)?;
-            Ok(json!({"locationKey": key, "locationType": "dir"}))
-        }
-        "session.permissions.locations.addToolApproval" => {
-            let a: AddToolApprovalParams = params(p)?;
-            let rules = approval_rules(&a.approval).map_err(invalid_params)?;
-            host.add_location_approval(session, &a.location_key, rules)
-                .map_err(invalid)?;
-            ok()
-        }
-        "session.permissions.locations.apply" => {
-            let w: WorkingDirectoryParams = params(p)?;
-            let applied = host
-                .apply_location(session, &w.working_directory)
-                .map_err(invalid)?;
-            Ok(json!({
-                "locationKey": applied.key,
-                "locationType": "dir",
-                "changed": applied.changed,
-                "appliedRuleCount": applied.rules.len(),
-                "appliedDirectoryCount": 0,
-                "appliedRules": rules_json(&applied.rules),
-            }))
-        }
-        "session.permissions.folderTrust.isTrusted" => {
-            let a: PathParams = params(p)?;
-            let trusted = host.is_folder_trusted(session, &a.path).map_err(invalid)?;
-            Ok(json!({"trusted": trusted}))
-        }
-        "session.permissions.folderTrust.addTrusted" => {
-            let a: PathParams = params(p)?;
-            host.trust_folder(session, &a.path).map_err(invalid)?;
-            ok()
-        }
-        "session.permissions.urls.setUnrestrictedMode" => {
-            let e: EnabledParams = params(p)?;
-            host.set_urls_unrestricted(session, e.enabled);
-            ok()
-        }
-        _ => Err(ErrorObject::new(
-            code::METHOD_NOT_FOUND,
-            format!("Unhandled method {method}"),
+    };
+    let add = checked(m.add)?;
+    host.modify_permission_rules(session, scope, add, &m.remove, m.remove_all)
+        .map_err(invalid)?;
+    ok()
+}
+
+pub(super) fn set_required(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let r: RequiredParams = params(p.clone())?;
+    host.set_permissions_required(session, r.required);
+    ok()
+}
+
+pub(super) fn reset_session_approvals(
+    host: &mut Host,
+    _: &Call<'_>,
+    session: &str,
+    p: &Value,
+) -> Answer {
+    let r: ResetParams = params(p.clone())?;
+    host.reset_session_approvals(session, r.include_location.unwrap_or(true));
+    ok()
+}
+
+pub(super) fn notify_prompt_shown(
+    host: &mut Host,
+    _: &Call<'_>,
+    session: &str,
+    p: &Value,
+) -> Answer {
+    let shown: PromptShownParams = params(p.clone())?;
+    host.note_prompt_shown(session, &shown.message);
+    ok()
+}
+
+pub(super) fn paths_list(host: &mut Host, call: &Call<'_>, session: &str, _: &Value) -> Answer {
+    match host.permission_paths(session) {
+        Some((primary, directories)) => Ok(json!({"primary": primary, "directories": directories})),
+        None => Err(failed(
+            call.method,
+            "the session has no working directory (configure `paths.workspacePath`)",
         )),
     }
+}
+
+pub(super) fn paths_add(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let a: PathParams = params(p.clone())?;
+    host.add_permission_path(session, &a.path)
+        .map_err(invalid)?;
+    ok()
+}
+
+pub(super) fn paths_update_primary(
+    host: &mut Host,
+    _: &Call<'_>,
+    session: &str,
+    p: &Value,
+) -> Answer {
+    let a: PathParams = params(p.clone())?;
+    host.update_primary_path(session, &a.path)
+        .map_err(invalid)?;
+    ok()
+}
+
+pub(super) fn path_allowed(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let a: PathParams = params(p.clone())?;
+    let allowed = host.path_allowed(session, &a.path).map_err(invalid)?;
+    Ok(json!({"allowed": allowed}))
+}
+
+pub(super) fn path_in_workspace(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let a: PathParams = params(p.clone())?;
+    let allowed = host.path_in_workspace(session, &a.path).map_err(invalid)?;
+    Ok(json!({"allowed": allowed}))
+}
+
+pub(super) fn locations_resolve(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let w: WorkingDirectoryParams = params(p.clone())?;
+    let key = host
+        .resolve_location(session, &w.working_directory)
+        .map_err(invalid)?;
+    Ok(json!({"locationKey": key, "locationType": "dir"}))
+}
+
+pub(super) fn locations_add_tool_approval(
+    host: &mut Host,
+    _: &Call<'_>,
+    session: &str,
+    p: &Value,
+) -> Answer {
+    let a: AddToolApprovalParams = params(p.clone())?;
+    let rules = approval_rules(&a.approval).map_err(invalid_params)?;
+    host.add_location_approval(session, &a.location_key, rules)
+        .map_err(invalid)?;
+    ok()
+}
+
+pub(super) fn locations_apply(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let w: WorkingDirectoryParams = params(p.clone())?;
+    let applied = host
+        .apply_location(session, &w.working_directory)
+        .map_err(invalid)?;
+    Ok(json!({
+        "locationKey": applied.key,
+        "locationType": "dir",
+        "changed": applied.changed,
+        "appliedRuleCount": applied.rules.len(),
+        "appliedDirectoryCount": 0,
+        "appliedRules": rules_json(&applied.rules),
+    }))
+}
+
+pub(super) fn folder_trusted(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let a: PathParams = params(p.clone())?;
+    let trusted = host.is_folder_trusted(session, &a.path).map_err(invalid)?;
+    Ok(json!({"trusted": trusted}))
+}
+
+pub(super) fn folder_trust(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let a: PathParams = params(p.clone())?;
+    host.trust_folder(session, &a.path).map_err(invalid)?;
+    ok()
+}
+
+pub(super) fn urls_unrestricted(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let e: EnabledParams = params(p.clone())?;
+    host.set_urls_unrestricted(session, e.enabled);
+    ok()
 }
 
 /// The typed params (`sessionId` and unknown fields are ignored).

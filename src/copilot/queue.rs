@@ -9,7 +9,9 @@ use serde_json::json;
 use serde_json::value::RawValue;
 
 use crate::host::Host;
+use crate::jsonrpc::ErrorObject;
 
+use super::method_table::Call;
 use super::surface::{decode, failed, known, Answer};
 
 #[derive(Deserialize)]
@@ -18,46 +20,55 @@ struct SessionOnly {
     session_id: String,
 }
 
-/// Answers `method` if it is one of this module's.
-pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>) -> Option<Answer> {
-    if !matches!(
-        method,
-        "session.queue.pendingItems" | "session.queue.removeMostRecent" | "session.queue.clear"
-    ) {
-        return None;
-    }
-    Some(decode::<SessionOnly>(params).and_then(|p| {
-        known(host, method, &p.session_id)?;
-        let gone = || {
-            failed(
-                method,
-                format!("Session not found for sessionId: {}", p.session_id),
-            )
-        };
-        match method {
-            "session.queue.pendingItems" => {
-                let items = host.queued_items(&p.session_id).ok_or_else(gone)?;
-                let items: Vec<_> = items
-                    .into_iter()
-                    .map(|item| {
-                        json!({"id": item.id,
-                               "kind": if item.command { "command" } else { "message" },
-                               "displayText": item.text, "agentMode": "interactive"})
-                    })
-                    .collect();
-                Ok(json!({"items": items, "steeringMessages": []}))
-            }
-            "session.queue.removeMostRecent" => {
-                let removed = host
-                    .drop_queued_items(&p.session_id, false)
-                    .ok_or_else(gone)?;
-                Ok(json!({"removed": removed > 0}))
-            }
-            _ => {
-                host.drop_queued_items(&p.session_id, true)
-                    .ok_or_else(gone)?;
-                Ok(json!({}))
-            }
-        }
-    }))
+/// The params' loaded session, and the "Session not found" failure of `method` for it.
+fn queue_of(
+    host: &Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> Result<String, ErrorObject> {
+    let p = decode::<SessionOnly>(params)?;
+    known(host, call.method, &p.session_id)?;
+    Ok(p.session_id)
+}
+
+fn gone(call: &Call<'_>, session: &str) -> ErrorObject {
+    failed(
+        call.method,
+        format!("Session not found for sessionId: {session}"),
+    )
+}
+
+pub(super) fn pending_items(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
+    let session = queue_of(host, call, params)?;
+    let items = host
+        .queued_items(&session)
+        .ok_or_else(|| gone(call, &session))?;
+    let items: Vec<_> = items
+        .into_iter()
+        .map(|item| {
+            json!({"id": item.id,
+                   "kind": if item.command { "command" } else { "message" },
+                   "displayText": item.text, "agentMode": "interactive"})
+        })
+        .collect();
+    Ok(json!({"items": items, "steeringMessages": []}))
+}
+
+pub(super) fn remove_most_recent(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> Answer {
+    let session = queue_of(host, call, params)?;
+    let removed = host
+        .drop_queued_items(&session, false)
+        .ok_or_else(|| gone(call, &session))?;
+    Ok(json!({"removed": removed > 0}))
+}
+
+pub(super) fn clear(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
+    let session = queue_of(host, call, params)?;
+    host.drop_queued_items(&session, true)
+        .ok_or_else(|| gone(call, &session))?;
+    Ok(json!({}))
 }

@@ -18,87 +18,72 @@
 //!   with an error pointing at `session.create` / `session.resume` or saying the hosted
 //!   feature is not available.
 
-use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::host::Host;
 use crate::jsonrpc::{code, ErrorObject};
 
+use super::method_table::Call;
 use super::session_state::{required_bool, required_str};
-use super::surface::{decode, failed, Answer};
+use super::surface::{failed, Answer};
 
-/// Every method of this module.
-pub(super) const METHODS: &[&str] = &[
-    "sessions.getRemoteControlStatus",
-    "sessions.setRemoteControlSteering",
-    "sessions.stopRemoteControl",
-    "sessions.transferRemoteControl",
-    "sessions.startRemoteControl",
-    "agentRegistry.spawn",
-    "sessions.open",
-    "session.remote.notifySteerableChanged",
-];
+/// Remote control is never on here.
+fn off() -> Value {
+    json!({"state": "off"})
+}
 
-/// Answers `method` if it is one of this module's.
-pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>) -> Option<Answer> {
-    let off = json!({"state": "off"});
-    let answer = decode::<Value>(params).and_then(|p| match method {
-        "sessions.getRemoteControlStatus" => Ok(json!({"status": off})),
-        "sessions.setRemoteControlSteering" => {
-            required_bool(&p, "enabled")?;
-            Ok(json!({"status": off}))
-        }
-        "sessions.stopRemoteControl" => Ok(json!({"stopped": false, "status": off})),
-        "sessions.transferRemoteControl" => {
-            required_str(&p, "toSessionId")?;
-            Ok(json!({"transferred": false, "status": off}))
-        }
-        "sessions.startRemoteControl" => {
-            let session = required_str(&p, "sessionId")?;
-            if host.session(session).is_none() {
-                return Err(failed(
-                    method,
-                    format!("Session not found for sessionId: {session}"),
-                ));
-            }
-            Err(failed(
-                method,
-                "remote control is not available on this server (agentwire does not host the Copilot product's Mission Control)",
-            ))
-        }
-        "agentRegistry.spawn" => Err(failed(
-            method,
-            "agentRegistry.spawn is not enabled: this server has no agent registry delegate (no TUI spawns agents)",
-        )),
-        "sessions.open" => open(host, &p),
-        "session.remote.notifySteerableChanged" => {
-            let session = required_str(&p, "sessionId")?.to_owned();
-            let steerable = required_bool(&p, "remoteSteerable")?;
-            if host.session(&session).is_none() {
-                return Err(failed(
-                    method,
-                    format!("Session not found for sessionId: {session}"),
-                ));
-            }
-            host.emit(
-                &session,
-                "session.remote_steerable_changed",
-                &json!({"remoteSteerable": steerable}),
-                false,
-            );
-            Ok(json!({}))
-        }
-        _ => Err(ErrorObject::new(
-            code::METHOD_NOT_FOUND,
-            format!("Unhandled method {method}"),
-        )),
-    });
-    METHODS.contains(&method).then_some(answer)
+pub(super) fn set_steering(_: &mut Host, _: &Call<'_>, p: &Value) -> Answer {
+    required_bool(p, "enabled")?;
+    Ok(json!({"status": off()}))
+}
+
+pub(super) fn transfer(_: &mut Host, _: &Call<'_>, p: &Value) -> Answer {
+    required_str(p, "toSessionId")?;
+    Ok(json!({"transferred": false, "status": off()}))
+}
+
+pub(super) fn start(host: &mut Host, call: &Call<'_>, p: &Value) -> Answer {
+    let session = required_str(p, "sessionId")?;
+    if host.session(session).is_none() {
+        return Err(failed(
+            call.method,
+            format!("Session not found for sessionId: {session}"),
+        ));
+    }
+    Err(failed(
+        call.method,
+        "remote control is not available on this server (agentwire does not host the Copilot product's Mission Control)",
+    ))
+}
+
+pub(super) fn spawn(_: &mut Host, call: &Call<'_>, _: &Value) -> Answer {
+    Err(failed(
+        call.method,
+        "agentRegistry.spawn is not enabled: this server has no agent registry delegate (no TUI spawns agents)",
+    ))
+}
+
+pub(super) fn steerable_changed(host: &mut Host, call: &Call<'_>, p: &Value) -> Answer {
+    let session = required_str(p, "sessionId")?.to_owned();
+    let steerable = required_bool(p, "remoteSteerable")?;
+    if host.session(&session).is_none() {
+        return Err(failed(
+            call.method,
+            format!("Session not found for sessionId: {session}"),
+        ));
+    }
+    host.emit(
+        &session,
+        "session.remote_steerable_changed",
+        &json!({"remoteSteerable": steerable}),
+        false,
+    );
+    Ok(json!({}))
 }
 
 /// `sessions.open`.
-fn open(host: &Host, p: &Value) -> Answer {
-    const METHOD: &str = "sessions.open";
+pub(super) fn open(host: &mut Host, call: &Call<'_>, p: &Value) -> Answer {
+    let method = call.method;
     let kind = required_str(p, "kind")?;
     match kind {
         "resumeLast" => {
@@ -123,11 +108,11 @@ fn open(host: &Host, p: &Value) -> Answer {
             })
         }
         "create" | "attach" => Err(failed(
-            METHOD,
+            method,
             format!("sessions.open kind `{kind}` is not available on this server: use session.create / session.resume"),
         )),
         "remote" | "cloud" | "handoff" => Err(failed(
-            METHOD,
+            method,
             format!("remote and cloud sessions (sessions.open kind `{kind}`) are not available on this server"),
         )),
         other => Err(ErrorObject::new(

@@ -9,6 +9,7 @@ use serde_json::value::RawValue;
 
 use crate::host::Host;
 
+use super::method_table::Call;
 use super::surface::{decode, known, Answer};
 
 #[derive(Deserialize)]
@@ -25,17 +26,16 @@ struct StopParams {
     id: u64,
 }
 
-/// Answers `method` if it is one of this module's.
-pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>) -> Option<Answer> {
-    match method {
-        "session.schedule.list" => Some(decode::<ListParams>(params).and_then(|p| {
-            known(host, method, &p.session_id)?;
-            Ok(json!({"entries": []}))
-        })),
-        "session.schedule.stop" => Some(decode::<StopParams>(params).and_then(|p| {
-            known(host, method, &p.session_id)?;
-            Ok(json!({}))
-        })),
-        _ => None,
-    }
+pub(super) fn list(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
+    decode::<ListParams>(params).and_then(|p| {
+        known(host, call.method, &p.session_id)?;
+        Ok(json!({"entries": []}))
+    })
+}
+
+pub(super) fn stop(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
+    decode::<StopParams>(params).and_then(|p| {
+        known(host, call.method, &p.session_id)?;
+        Ok(json!({}))
+    })
 }

@@ -22,37 +22,15 @@
 //!   memory); agentwire's agents start no sub-agents and agentwire sends no telemetry, so
 //!   nothing else reads them.
 
-use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use crate::host::{ConnId, Host};
+use crate::host::Host;
 use crate::jsonrpc::{code, ErrorObject};
 use crate::session::Event;
 
-use super::session_state::{required_str, session_id};
-use super::surface::{decode, failed, known, Answer};
-
-/// Every method of this module.
-pub(super) const METHODS: &[&str] = &[
-    "session.metadata.setWorkingDirectory",
-    "session.metadata.recordContextChange",
-    "session.metadata.contextInfo",
-    "session.metadata.recomputeContextTokens",
-    "session.metadata.getContextAttribution",
-    "session.metadata.getContextHeaviestMessages",
-    "session.tools.getCurrentMetadata",
-    "session.tools.initializeAndValidate",
-    "session.tools.updateSubagentSettings",
-    "session.visibility.get",
-    "session.visibility.set",
-    "session.completions.getTriggerCharacters",
-    "session.completions.request",
-    "session.plan.readSqlTodos",
-    "session.lsp.initialize",
-    "session.telemetry.getEngagementId",
-    "session.telemetry.setFeatureOverrides",
-    "session.extensions.sendAttachmentsToMessage",
-];
+use super::method_table::Call;
+use super::session_state::required_str;
+use super::surface::{failed, Answer};
 
 /// What this module keeps per session.
 #[derive(Debug, Default)]
@@ -74,23 +52,6 @@ pub(super) fn event_emitted(host: &mut Host, session: &str, event: &Event, data:
     }
 }
 
-/// Answers `method` if it is one of this module's.
-pub(super) fn dispatch(
-    host: &mut Host,
-    conn: ConnId,
-    method: &str,
-    params: Option<&RawValue>,
-) -> Option<Answer> {
-    if !METHODS.contains(&method) {
-        return None;
-    }
-    Some(decode::<Value>(params).and_then(|p| {
-        let session = session_id(&p)?;
-        known(host, method, &session)?;
-        answer(host, conn, method, &session, &p)
-    }))
-}
-
 fn invalid(message: impl std::fmt::Display) -> ErrorObject {
     ErrorObject::new(code::INVALID_PARAMS, format!("invalid params: {message}"))
 }
@@ -101,108 +62,148 @@ fn number(p: &Value, field: &str) -> Result<u64, ErrorObject> {
         .ok_or_else(|| invalid(format!("missing non-negative integer field `{field}`")))
 }
 
-fn answer(host: &mut Host, conn: ConnId, method: &str, session: &str, p: &Value) -> Answer {
-    match method {
-        "session.metadata.setWorkingDirectory" => {
-            let cwd = required_str(p, "workingDirectory")?.to_owned();
-            if cwd.trim().is_empty() {
-                return Err(invalid("`workingDirectory` must not be empty"));
-            }
-            set_cwd(host, session, &cwd);
-            Ok(json!({"workingDirectory": cwd}))
-        }
-        "session.metadata.recordContextChange" => record_context(host, session, p),
-        "session.metadata.contextInfo" => context_info(host, session, p),
-        "session.metadata.recomputeContextTokens" => {
-            required_str(p, "modelId")?;
-            let Some(usage) = usage(host, session) else {
-                return Err(failed(
-                    method,
-                    "the session has made no model call yet: its context is not built",
-                ));
-            };
-            let (system, messages) = (
-                field(&usage, "systemTokens"),
-                field(&usage, "conversationTokens"),
-            );
-            Ok(
-                json!({"totalTokens": system + messages, "messagesTokenCount": messages,
-                      "systemTokenCount": system}),
-            )
-        }
-        "session.metadata.getContextAttribution" => Ok(attribution(host, session)),
-        "session.metadata.getContextHeaviestMessages" => heaviest(host, session, p),
-        "session.tools.getCurrentMetadata" => {
-            let tools: Vec<Value> = host
-                .model_builtin_tools(session)
-                .into_iter()
-                .chain(host.model_tools(session))
-                .map(|t| {
-                    json!({"name": t.name, "description": t.description,
-                                "parameters": t.parameters})
-                })
-                .collect();
-            Ok(json!({"tools": tools}))
-        }
-        // The tools are the session's declared and built-in ones, known at once: nothing to
-        // initialize or validate.
-        "session.tools.initializeAndValidate" => Ok(json!({})),
-        "session.tools.updateSubagentSettings" => {
-            let subagents = match p.get("subagents") {
-                None => return Err(invalid("missing field `subagents` (an object or null)")),
-                Some(Value::Null) => None,
-                Some(v @ Value::Object(_)) => Some(v.clone()),
-                Some(_) => return Err(invalid("`subagents` must be an object or null")),
-            };
-            if let Some(record) = host.session_state::<ContextRecord>(session) {
-                record.subagents = subagents;
-            }
-            Ok(json!({}))
-        }
-        // A local session is not synced to Mission Control: no status, no share URL.
-        "session.visibility.get" => Ok(json!({"synced": false})),
-        "session.visibility.set" => match required_str(p, "status")? {
-            "repo" | "unshared" => Ok(json!({"synced": false})),
-            other => Err(invalid(format!(
-                "unknown status `{other}` (repo, unshared)"
-            ))),
-        },
-        // No completion provider is registered with agentwire.
-        "session.completions.getTriggerCharacters" => Ok(json!({"triggerCharacters": []})),
-        "session.completions.request" => {
-            required_str(p, "text")?;
-            number(p, "offset")?;
-            Ok(json!({"items": []}))
-        }
-        // agentwire offers no `sql` tool: a session has no todo table.
-        "session.plan.readSqlTodos" => Ok(json!({"rows": []})),
-        // agentwire runs no language servers for a session: nothing to start.
-        "session.lsp.initialize" => Ok(Value::Null),
-        // agentwire sends no telemetry: there is no engagement id.
-        "session.telemetry.getEngagementId" => Ok(json!({})),
-        "session.telemetry.setFeatureOverrides" => {
-            let Some(features) = p.get("features").filter(|f| f.is_object()) else {
-                return Err(invalid("missing object field `features`"));
-            };
-            let features = features.clone();
-            if let Some(record) = host.session_state::<ContextRecord>(session) {
-                record.feature_overrides = Some(features);
-            }
-            Ok(Value::Null)
-        }
-        _ => {
-            let is_extension = host
-                .session(session)
-                .and_then(|s| s.attached.get(&conn))
-                .is_some_and(|a| a.extension.is_some());
-            let reason = if is_extension {
-                "attachments sent by extensions are not available on this server"
-            } else {
-                "only an extension connection may send attachments (this connection did not join the session as an extension)"
-            };
-            Err(failed(method, reason))
-        }
+pub(super) fn set_working_directory(
+    host: &mut Host,
+    _: &Call<'_>,
+    session: &str,
+    p: &Value,
+) -> Answer {
+    let cwd = required_str(p, "workingDirectory")?.to_owned();
+    if cwd.trim().is_empty() {
+        return Err(invalid("`workingDirectory` must not be empty"));
     }
+    set_cwd(host, session, &cwd);
+    Ok(json!({"workingDirectory": cwd}))
+}
+
+pub(super) fn record_context_change(
+    host: &mut Host,
+    _: &Call<'_>,
+    session: &str,
+    p: &Value,
+) -> Answer {
+    record_context(host, session, p)
+}
+
+pub(super) fn context_info(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    context_info_of(host, session, p)
+}
+
+pub(super) fn recompute_context_tokens(
+    host: &mut Host,
+    call: &Call<'_>,
+    session: &str,
+    p: &Value,
+) -> Answer {
+    required_str(p, "modelId")?;
+    let Some(usage) = usage(host, session) else {
+        return Err(failed(
+            call.method,
+            "the session has made no model call yet: its context is not built",
+        ));
+    };
+    let (system, messages) = (
+        field(&usage, "systemTokens"),
+        field(&usage, "conversationTokens"),
+    );
+    Ok(
+        json!({"totalTokens": system + messages, "messagesTokenCount": messages,
+              "systemTokenCount": system}),
+    )
+}
+
+pub(super) fn context_attribution(
+    host: &mut Host,
+    _: &Call<'_>,
+    session: &str,
+    _: &Value,
+) -> Answer {
+    Ok(attribution(host, session))
+}
+
+pub(super) fn heaviest_messages(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    heaviest(host, session, p)
+}
+
+pub(super) fn tools_metadata(host: &mut Host, _: &Call<'_>, session: &str, _: &Value) -> Answer {
+    let tools: Vec<Value> = host
+        .model_builtin_tools(session)
+        .into_iter()
+        .chain(host.model_tools(session))
+        .map(|t| {
+            json!({"name": t.name, "description": t.description,
+                        "parameters": t.parameters})
+        })
+        .collect();
+    Ok(json!({"tools": tools}))
+}
+
+pub(super) fn update_subagent_settings(
+    host: &mut Host,
+    _: &Call<'_>,
+    session: &str,
+    p: &Value,
+) -> Answer {
+    let subagents = match p.get("subagents") {
+        None => return Err(invalid("missing field `subagents` (an object or null)")),
+        Some(Value::Null) => None,
+        Some(v @ Value::Object(_)) => Some(v.clone()),
+        Some(_) => return Err(invalid("`subagents` must be an object or null")),
+    };
+    if let Some(record) = host.session_state::<ContextRecord>(session) {
+        record.subagents = subagents;
+    }
+    Ok(json!({}))
+}
+
+pub(super) fn visibility_set(_: &mut Host, _: &Call<'_>, _: &str, p: &Value) -> Answer {
+    match required_str(p, "status")? {
+        "repo" | "unshared" => Ok(json!({"synced": false})),
+        other => Err(invalid(format!(
+            "unknown status `{other}` (repo, unshared)"
+        ))),
+    }
+}
+
+pub(super) fn completions_request(_: &mut Host, _: &Call<'_>, _: &str, p: &Value) -> Answer {
+    required_str(p, "text")?;
+    number(p, "offset")?;
+    Ok(json!({"items": []}))
+}
+
+pub(super) fn set_feature_overrides(
+    host: &mut Host,
+    _: &Call<'_>,
+    session: &str,
+    p: &Value,
+) -> Answer {
+    let Some(features) = p.get("features").filter(|f| f.is_object()) else {
+        return Err(invalid("missing object field `features`"));
+    };
+    let features = features.clone();
+    if let Some(record) = host.session_state::<ContextRecord>(session) {
+        record.feature_overrides = Some(features);
+    }
+    Ok(Value::Null)
+}
+
+/// `session.extensions.sendAttachmentsToMessage`: not available (and only for an extension).
+pub(super) fn send_attachments(
+    host: &mut Host,
+    call: &Call<'_>,
+    session: &str,
+    _: &Value,
+) -> Answer {
+    let is_extension = host
+        .session(session)
+        .and_then(|s| s.attached.get(&call.conn))
+        .is_some_and(|a| a.extension.is_some());
+    let reason = if is_extension {
+        "attachments sent by extensions are not available on this server"
+    } else {
+        "only an extension connection may send attachments (this connection did not join the session as an extension)"
+    };
+    Err(failed(call.method, reason))
 }
 
 /// The session's working directory becomes `cwd` (a persisted `session.context_changed`).
@@ -272,7 +273,7 @@ fn field(v: &Value, name: &str) -> u64 {
 /// `session.metadata.contextInfo`: the last model call's figures against the caller's
 /// limits (`limit` is the whole window: prompt plus output; agentwire compacts only when
 /// asked, so the compaction threshold is the prompt limit).
-fn context_info(host: &Host, session: &str, p: &Value) -> Answer {
+fn context_info_of(host: &Host, session: &str, p: &Value) -> Answer {
     let prompt_limit = number(p, "promptTokenLimit")?;
     let output_limit = number(p, "outputTokenLimit")?;
     let Some(usage) = usage(host, session) else {
@@ -398,24 +399,4 @@ fn heaviest(host: &Host, session: &str, p: &Value) -> Answer {
     messages.sort_by_key(|m| std::cmp::Reverse(m.0));
     let list: Vec<Value> = messages.into_iter().take(limit).map(|(_, m)| m).collect();
     Ok(json!({"totalTokens": total, "messages": list}))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn every_method_of_the_new_modules_is_in_the_method_table_and_not_unsupported() {
-        let all = super::METHODS
-            .iter()
-            .chain(super::super::remote_control::METHODS)
-            .chain(super::super::session_store::METHODS);
-        for method in all {
-            assert!(super::super::METHODS.contains(method), "{method}");
-            assert!(
-                !super::super::UNSUPPORTED_METHODS
-                    .iter()
-                    .any(|(m, _)| m == method),
-                "{method}"
-            );
-        }
-    }
 }

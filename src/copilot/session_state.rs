@@ -16,9 +16,10 @@ use std::collections::BTreeMap;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use crate::host::{ConnId, Host};
-use crate::jsonrpc::{code, ErrorObject, OwnedId};
+use crate::host::Host;
+use crate::jsonrpc::{code, ErrorObject};
 
+use super::method_table::{Call, Reply};
 use super::params::AttachParams;
 use super::stored_state::{self, STORED_CONTENT};
 use super::surface::{decode, failed, known, Answer};
@@ -76,61 +77,25 @@ pub(super) fn declared(host: &mut Host, session: &str, p: &AttachParams) {
     }
 }
 
-/// Answers `method` if it is one of this module's.
-pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>) -> Option<Answer> {
-    let handler: fn(&mut Host, &str, &Value) -> Answer = match method {
-        "session.name.get" => name_get,
-        "session.name.set" => name_set,
-        "session.name.setAuto" => name_set_auto,
-        "session.metadata.snapshot" => snapshot,
-        "session.mode.get" => |h, s, _| Ok(json!(state(h, s).mode())),
-        "session.mode.set" => mode_set,
-        "session.model.getCurrent" => model_current,
-        "session.model.switchTo" => model_switch,
-        "session.model.setReasoningEffort" => reasoning_effort,
-        "session.plan.read" => plan_read,
-        "session.plan.update" => plan_update,
-        "session.plan.delete" => plan_delete,
-        "session.workspaces.getWorkspace" => workspace,
-        "session.workspaces.listFiles" => {
-            |h, s, _| Ok(json!({"files": state(h, s).files.keys().collect::<Vec<_>>()}))
-        }
-        "session.workspaces.createFile" => file_create,
-        "session.workspaces.readFile" => file_read,
-        "session.agent.list" | "session.agent.reload" => agent_list,
-        "session.agent.getCurrent" => agent_current,
-        "session.agent.select" => agent_select,
-        "session.agent.deselect" => agent_deselect,
-        "session.provider.getEndpoint" => endpoint,
-        "session.permissions.setApproveAll" => approve_all,
-        "session.permissions.setMode" => permission_mode_set,
-        "session.permissions.getMode" => {
-            |h, s, _| Ok(json!({"mode": state(h, s).permission_mode()}))
-        }
-        "session.options.update" => options_update,
-        _ => return None,
-    };
-    let answer = decode::<Value>(params).and_then(|p| {
-        let session = session_id(&p)?;
-        known(host, method, &session)?;
-        handler(host, &session, &p).map_err(|e| with_method(e, method))
-    });
-    Some(answer)
+pub(super) fn mode_get(host: &mut Host, session: &str, _: &Value) -> Answer {
+    Ok(json!(state(host, session).mode()))
+}
+
+pub(super) fn files_list(host: &mut Host, session: &str, _: &Value) -> Answer {
+    Ok(json!({"files": state(host, session).files.keys().collect::<Vec<_>>()}))
+}
+
+pub(super) fn permission_mode_get(host: &mut Host, session: &str, _: &Value) -> Answer {
+    Ok(json!({"mode": state(host, session).permission_mode()}))
 }
 
 /// `session.model.list`: the session's provider's models (`GET /models`, cached per
 /// provider; `skipCache: true` asks again), its declared `models`, else the server default's,
 /// falling back to the configured model. `None`: the answer follows when the provider did.
-pub(super) fn model_list(
-    host: &mut Host,
-    conn: ConnId,
-    id: &OwnedId,
-    params: Option<&RawValue>,
-) -> Option<Answer> {
-    const METHOD: &str = "session.model.list";
+pub(super) fn model_list(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
     let answer = decode::<Value>(params).and_then(|p| {
         let session = session_id(&p)?;
-        known(host, METHOD, &session)?;
+        known(host, call.method, &session)?;
         Ok((session, p.get("skipCache") == Some(&Value::Bool(true))))
     });
     let (session, refresh) = match answer {
@@ -141,7 +106,7 @@ pub(super) fn model_list(
         json!({"list": super::methods::model_entries(models), "modelPriceCategories": [],
                "quotaSnapshots": {}})
     }
-    host.list_session_models(conn, id, &session, refresh, reply)
+    host.list_session_models(call.conn, call.id, &session, refresh, reply)
         .map(Ok)
 }
 
@@ -179,7 +144,7 @@ pub(super) fn required_bool(p: &Value, field: &str) -> Result<bool, ErrorObject>
 }
 
 /// Handlers fail with a bare message (`INTERNAL_ERROR`); the method name is added here.
-fn with_method(e: ErrorObject, method: &str) -> ErrorObject {
+pub(super) fn with_method(e: ErrorObject, method: &str) -> ErrorObject {
     if e.code == code::INTERNAL_ERROR && !e.message.starts_with("Request ") {
         failed(method, e.message)
     } else {
@@ -209,13 +174,13 @@ fn state<'a>(host: &'a mut Host, session: &str) -> &'a mut SurfaceState {
     surface(host, session).expect("the session is loaded")
 }
 
-fn name_get(host: &mut Host, session: &str, _: &Value) -> Answer {
+pub(super) fn name_get(host: &mut Host, session: &str, _: &Value) -> Answer {
     let state = state(host, session);
     Ok(json!({"name": state.name.as_ref().or(state.auto_name.as_ref())}))
 }
 
 /// `session.name.setAuto`: the summary becomes the name unless a user set one (`{applied}`).
-fn name_set_auto(host: &mut Host, session: &str, p: &Value) -> Answer {
+pub(super) fn name_set_auto(host: &mut Host, session: &str, p: &Value) -> Answer {
     let summary = required_str(p, "summary")?.trim().to_owned();
     let state = state(host, session);
     if summary.is_empty() || state.name.is_some() {
@@ -232,7 +197,7 @@ fn name_set_auto(host: &mut Host, session: &str, p: &Value) -> Answer {
 }
 
 /// `session.metadata.snapshot`: identity, mode, model and workspace of the session.
-fn snapshot(host: &mut Host, session: &str, p: &Value) -> Answer {
+pub(super) fn snapshot(host: &mut Host, session: &str, p: &Value) -> Answer {
     let workspace = workspace(host, session, p)?;
     let mode = state(host, session).mode().to_owned();
     let Some(s) = host.session(session) else {
@@ -260,7 +225,7 @@ fn snapshot(host: &mut Host, session: &str, p: &Value) -> Answer {
     Ok(out)
 }
 
-fn name_set(host: &mut Host, session: &str, p: &Value) -> Answer {
+pub(super) fn name_set(host: &mut Host, session: &str, p: &Value) -> Answer {
     let name = required_str(p, "name")?.trim();
     if name.is_empty() {
         return Err(fail("Session name cannot be empty"));
@@ -281,7 +246,7 @@ pub(super) fn name(host: &Host, session: &str) -> Option<String> {
         .and_then(|s| s.name.clone())
 }
 
-fn mode_set(host: &mut Host, session: &str, p: &Value) -> Answer {
+pub(super) fn mode_set(host: &mut Host, session: &str, p: &Value) -> Answer {
     let mode = required_str(p, "mode")?;
     if !matches!(mode, "interactive" | "plan" | "autopilot") {
         return Err(ErrorObject::new(
@@ -322,11 +287,11 @@ fn model_state(host: &mut Host, session: &str) -> Value {
     current
 }
 
-fn model_current(host: &mut Host, session: &str, _: &Value) -> Answer {
+pub(super) fn model_current(host: &mut Host, session: &str, _: &Value) -> Answer {
     Ok(model_state(host, session))
 }
 
-fn model_switch(host: &mut Host, session: &str, p: &Value) -> Answer {
+pub(super) fn model_switch(host: &mut Host, session: &str, p: &Value) -> Answer {
     let model = required_str(p, "modelId")?.to_owned();
     let effort = p.get("reasoningEffort").and_then(Value::as_str);
     if let Some(effort) = effort {
@@ -353,7 +318,7 @@ fn model_switch(host: &mut Host, session: &str, p: &Value) -> Answer {
     )
 }
 
-fn reasoning_effort(host: &mut Host, session: &str, p: &Value) -> Answer {
+pub(super) fn reasoning_effort(host: &mut Host, session: &str, p: &Value) -> Answer {
     let effort = required_str(p, "reasoningEffort")?.to_owned();
     state(host, session).reasoning_effort = Some(effort.clone());
     Ok(json!({"reasoningEffort": effort}))
@@ -366,13 +331,13 @@ fn state_path(host: &Host, session: &str, file: &str) -> Option<String> {
     Some(format!("{root}/session-state/{session}/{file}"))
 }
 
-fn plan_read(host: &mut Host, session: &str, _: &Value) -> Answer {
+pub(super) fn plan_read(host: &mut Host, session: &str, _: &Value) -> Answer {
     let path = state_path(host, session, "plan.md");
     let plan = state(host, session).plan.clone();
     Ok(json!({"exists": plan.is_some(), "content": plan, "path": path}))
 }
 
-fn plan_update(host: &mut Host, session: &str, p: &Value) -> Answer {
+pub(super) fn plan_update(host: &mut Host, session: &str, p: &Value) -> Answer {
     let content = required_str(p, "content")?.to_owned();
     let operation = match state(host, session).plan.replace(content.clone()) {
         Some(_) => "update",
@@ -387,7 +352,7 @@ fn plan_update(host: &mut Host, session: &str, p: &Value) -> Answer {
     Ok(Value::Null)
 }
 
-fn plan_delete(host: &mut Host, session: &str, _: &Value) -> Answer {
+pub(super) fn plan_delete(host: &mut Host, session: &str, _: &Value) -> Answer {
     if state(host, session).plan.take().is_some() {
         host.emit(
             session,
@@ -399,7 +364,7 @@ fn plan_delete(host: &mut Host, session: &str, _: &Value) -> Answer {
     Ok(Value::Null)
 }
 
-fn workspace(host: &mut Host, session: &str, _: &Value) -> Answer {
+pub(super) fn workspace(host: &mut Host, session: &str, _: &Value) -> Answer {
     let path = state_path(host, session, "");
     let (cwd, start, modified) = match host.session(session) {
         Some(s) => (
@@ -444,7 +409,7 @@ fn file_path(p: &Value) -> Result<String, ErrorObject> {
     Ok(path.to_owned())
 }
 
-fn file_create(host: &mut Host, session: &str, p: &Value) -> Answer {
+pub(super) fn file_create(host: &mut Host, session: &str, p: &Value) -> Answer {
     let path = file_path(p)?;
     let content = required_str(p, "content")?.to_owned();
     store_file(host, session, path, content);
@@ -479,7 +444,7 @@ pub(super) fn store_file(host: &mut Host, session: &str, path: String, content: 
     );
 }
 
-fn file_read(host: &mut Host, session: &str, p: &Value) -> Answer {
+pub(super) fn file_read(host: &mut Host, session: &str, p: &Value) -> Answer {
     let path = file_path(p)?;
     match state(host, session).files.get(&path) {
         Some(content) => Ok(json!({"content": content})),
@@ -505,7 +470,7 @@ fn agent_info(agent: &Value, include_prompt: bool) -> Value {
     info
 }
 
-fn agent_list(host: &mut Host, session: &str, p: &Value) -> Answer {
+pub(super) fn agent_list(host: &mut Host, session: &str, p: &Value) -> Answer {
     let include_prompt = p.get("includePrompt").and_then(Value::as_bool) == Some(true);
     let agents: Vec<Value> = state(host, session)
         .custom_agents
@@ -515,7 +480,7 @@ fn agent_list(host: &mut Host, session: &str, p: &Value) -> Answer {
     Ok(json!({"agents": agents}))
 }
 
-fn agent_current(host: &mut Host, session: &str, _: &Value) -> Answer {
+pub(super) fn agent_current(host: &mut Host, session: &str, _: &Value) -> Answer {
     let state = state(host, session);
     let agent = state.selected_agent.as_ref().and_then(|name| {
         state
@@ -526,7 +491,7 @@ fn agent_current(host: &mut Host, session: &str, _: &Value) -> Answer {
     Ok(json!({"agent": agent.map(|a| agent_info(a, false))}))
 }
 
-fn agent_select(host: &mut Host, session: &str, p: &Value) -> Answer {
+pub(super) fn agent_select(host: &mut Host, session: &str, p: &Value) -> Answer {
     let name = required_str(p, "name")?.to_owned();
     let state = state(host, session);
     let Some(agent) = state
@@ -549,14 +514,14 @@ fn agent_select(host: &mut Host, session: &str, p: &Value) -> Answer {
     Ok(json!({"agent": info}))
 }
 
-fn agent_deselect(host: &mut Host, session: &str, _: &Value) -> Answer {
+pub(super) fn agent_deselect(host: &mut Host, session: &str, _: &Value) -> Answer {
     if state(host, session).selected_agent.take().is_some() {
         host.emit(session, "subagent.deselected", &json!({}), false);
     }
     Ok(json!({}))
 }
 
-fn endpoint(host: &mut Host, session: &str, _: &Value) -> Answer {
+pub(super) fn endpoint(host: &mut Host, session: &str, _: &Value) -> Answer {
     let Some(provider) = state(host, session).provider.clone() else {
         return Err(fail(
             "the session has no provider endpoint (no BYOK provider was given at session.create)",
@@ -585,7 +550,7 @@ fn apply_approval(host: &mut Host, session: &str) {
     host.set_approve_all(session, on);
 }
 
-fn approve_all(host: &mut Host, session: &str, p: &Value) -> Answer {
+pub(super) fn approve_all(host: &mut Host, session: &str, p: &Value) -> Answer {
     let enabled = required_bool(p, "enabled")?;
     set_approve_all(host, session, enabled);
     Ok(json!({"success": true}))
@@ -598,7 +563,7 @@ pub(super) fn set_approve_all(host: &mut Host, session: &str, enabled: bool) {
     apply_approval(host, session);
 }
 
-fn permission_mode_set(host: &mut Host, session: &str, p: &Value) -> Answer {
+pub(super) fn permission_mode_set(host: &mut Host, session: &str, p: &Value) -> Answer {
     let mode = required_str(p, "mode")?;
     if !matches!(mode, "manual" | "assisted" | "allow-all") {
         return Err(ErrorObject::new(
@@ -626,7 +591,7 @@ fn permission_mode_set(host: &mut Host, session: &str, p: &Value) -> Answer {
 /// `session.options.update`: lenient like the runtime (unknown keys are accepted); the
 /// options agentwire acts on (`model`, `reasoningEffort`, `workingDirectory`, `provider`)
 /// take effect, without events.
-fn options_update(host: &mut Host, session: &str, p: &Value) -> Answer {
+pub(super) fn options_update(host: &mut Host, session: &str, p: &Value) -> Answer {
     let text = |name: &str| p.get(name).and_then(Value::as_str).map(str::to_owned);
     let (model, cwd) = (text("model"), text("workingDirectory"));
     if let Some(s) = host.session_mut(session) {

@@ -1,6 +1,6 @@
 //! The server-level session store methods (`sessions.*`) over agentwire's store: the
 //! sessions the host has loaded (the runtime driver loads every stored session at start and
-//! hears of every persisted event and deletion, `Output::Persist` / `SessionDeleted`).
+//! hears of every persisted event and deletion, `StoreOutput::Persist` / `SessionDeleted`).
 //!
 //! * `sessions.list` is `session.list` (the `filter.cwd` filter; `metadataLimit` is accepted).
 //! * `sessions.close` detaches every client from the session (each as `session.detach`, and
@@ -26,86 +26,55 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::host::Host;
 use crate::jsonrpc::{code, ErrorObject};
 
+use super::method_table::Call;
 use super::session_state::session_id;
-use super::surface::{decode, failed, known, Answer};
+use super::surface::{failed, known, Answer};
 
-/// Every method of this module.
-pub(super) const METHODS: &[&str] = &[
-    "sessions.list",
-    "sessions.close",
-    "sessions.releaseLock",
-    "sessions.getSizes",
-    "sessions.bulkDelete",
-    "sessions.pruneOld",
-    "sessions.findByTaskId",
-    "sessions.getLastForContext",
-    "sessions.enrichMetadata",
-    "sessions.setAdditionalPlugins",
-    "sessions.reloadPluginHooks",
-    "sessions.loadDeferredRepoHooks",
-];
+pub(super) fn release_lock(_: &mut Host, _: &Call<'_>, p: &Value) -> Answer {
+    session_id(p).map(|_| json!({}))
+}
 
-/// Answers `method` if it is one of this module's.
-pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>) -> Option<Answer> {
-    if !METHODS.contains(&method) {
-        return None;
+pub(super) fn sizes(host: &mut Host, _: &Call<'_>, _: &Value) -> Answer {
+    let sizes: BTreeMap<&str, u64> = host
+        .sessions()
+        .map(|s| (s.id.as_str(), size_of(host, &s.id)))
+        .collect();
+    Ok(json!({"sizes": sizes}))
+}
+
+pub(super) fn find_by_task_id(_: &mut Host, _: &Call<'_>, p: &Value) -> Answer {
+    string(p, "taskId").map(|_| json!({}))
+}
+
+pub(super) fn last_for_context(host: &mut Host, _: &Call<'_>, p: &Value) -> Answer {
+    let cwd = p
+        .get("context")
+        .and_then(|c| c.get("cwd"))
+        .and_then(Value::as_str);
+    let last = host
+        .sessions()
+        .filter(|s| cwd.is_none() || s.cwd.as_deref() == cwd)
+        .max_by_key(|s| s.modified_time);
+    Ok(match last {
+        Some(s) => json!({"sessionId": s.id}),
+        None => json!({}),
+    })
+}
+
+pub(super) fn set_additional_plugins(_: &mut Host, call: &Call<'_>, p: &Value) -> Answer {
+    match p.get("plugins").and_then(Value::as_array) {
+        Some(list) if list.is_empty() => Ok(json!({})),
+        Some(_) => Err(failed(
+            call.method,
+            "plugins are not available on this server (agentwire does not host the Copilot product's plugins)",
+        )),
+        None => Err(invalid("missing array field `plugins`")),
     }
-    if method == "sessions.list" {
-        return Some(super::methods::list(host, params));
-    }
-    Some(decode::<Value>(params).and_then(|p| match method {
-        "sessions.close" => close(host, &p),
-        "sessions.releaseLock" => session_id(&p).map(|_| json!({})),
-        "sessions.getSizes" => {
-            let sizes: BTreeMap<&str, u64> = host
-                .sessions()
-                .map(|s| (s.id.as_str(), size_of(host, &s.id)))
-                .collect();
-            Ok(json!({"sizes": sizes}))
-        }
-        "sessions.bulkDelete" => bulk_delete(host, &p),
-        "sessions.pruneOld" => prune(host, &p),
-        "sessions.findByTaskId" => string(&p, "taskId").map(|_| json!({})),
-        "sessions.getLastForContext" => {
-            let cwd = p
-                .get("context")
-                .and_then(|c| c.get("cwd"))
-                .and_then(Value::as_str);
-            let last = host
-                .sessions()
-                .filter(|s| cwd.is_none() || s.cwd.as_deref() == cwd)
-                .max_by_key(|s| s.modified_time);
-            Ok(match last {
-                Some(s) => json!({"sessionId": s.id}),
-                None => json!({}),
-            })
-        }
-        "sessions.enrichMetadata" => enrich(host, &p),
-        "sessions.setAdditionalPlugins" => match p.get("plugins").and_then(Value::as_array) {
-            Some(list) if list.is_empty() => Ok(json!({})),
-            Some(_) => Err(failed(
-                method,
-                "plugins are not available on this server (agentwire does not host the Copilot product's plugins)",
-            )),
-            None => Err(invalid("missing array field `plugins`")),
-        },
-        "sessions.reloadPluginHooks" => {
-            let session = session_id(&p)?;
-            known(host, method, &session)?;
-            Ok(json!({}))
-        }
-        _ => {
-            let session = session_id(&p)?;
-            known(host, method, &session)?;
-            Ok(json!({"startupPrompts": [], "hookCount": 0}))
-        }
-    }))
 }
 
 fn invalid(message: &str) -> ErrorObject {
@@ -138,9 +107,9 @@ fn size_of(host: &Host, session: &str) -> u64 {
 }
 
 /// `sessions.close`: every client is detached; the session stays in the store.
-fn close(host: &mut Host, p: &Value) -> Answer {
+pub(super) fn close(host: &mut Host, call: &Call<'_>, p: &Value) -> Answer {
     let session = session_id(p)?;
-    known(host, "sessions.close", &session)?;
+    known(host, call.method, &session)?;
     let conns: Vec<_> = host
         .session(&session)
         .map(|s| s.attached.keys().copied().collect())
@@ -152,7 +121,7 @@ fn close(host: &mut Host, p: &Value) -> Answer {
     Ok(json!({}))
 }
 
-fn bulk_delete(host: &mut Host, p: &Value) -> Answer {
+pub(super) fn bulk_delete(host: &mut Host, _: &Call<'_>, p: &Value) -> Answer {
     let ids = strings(p, "sessionIds")?;
     let mut freed = BTreeMap::new();
     for id in ids {
@@ -163,7 +132,7 @@ fn bulk_delete(host: &mut Host, p: &Value) -> Answer {
     Ok(json!({"freedBytes": freed}))
 }
 
-fn prune(host: &mut Host, p: &Value) -> Answer {
+pub(super) fn prune(host: &mut Host, _: &Call<'_>, p: &Value) -> Answer {
     let days = p
         .get("olderThanDays")
         .and_then(Value::as_f64)
@@ -208,7 +177,7 @@ fn prune(host: &mut Host, p: &Value) -> Answer {
 }
 
 /// `sessions.enrichMetadata`: each entry completed from the loaded session.
-fn enrich(host: &Host, p: &Value) -> Answer {
+pub(super) fn enrich(host: &mut Host, _: &Call<'_>, p: &Value) -> Answer {
     let Some(list) = p.get("sessions").and_then(Value::as_array) else {
         return Err(invalid("missing array field `sessions`"));
     };

@@ -7,12 +7,12 @@
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use crate::host::{ConnId, Host, SkillInfo};
-use crate::jsonrpc::{code, ErrorObject, OwnedId};
+use crate::host::{Host, SkillInfo};
+use crate::jsonrpc::{code, ErrorObject};
 
-use super::methods::Reply;
+use super::method_table::{Call, Reply};
 use super::session_state::{required_str, session_id};
-use super::surface::{decode, known};
+use super::surface::{decode, known, Answer};
 
 fn skill_json(s: &SkillInfo) -> Value {
     json!({"name": s.name, "description": s.description, "source": "custom",
@@ -54,55 +54,79 @@ pub(super) fn configure(host: &mut Host, session: &str, params: Option<&RawValue
     host.set_skill_directories(session, dirs, disabled);
 }
 
-/// Answers `method` if it is one of this module's (`None` inside: answered later).
-pub(super) fn dispatch(
-    host: &mut Host,
-    conn: ConnId,
-    id: &OwnedId,
-    method: &str,
+/// The params' loaded session.
+fn session_of(
+    host: &Host,
+    call: &Call<'_>,
     params: Option<&RawValue>,
-) -> Option<Reply> {
-    if !matches!(
-        method,
-        "session.skills.list"
-            | "session.skills.reload"
-            | "session.skills.ensureLoaded"
-            | "session.skills.enable"
-            | "session.skills.disable"
-            | "skills.discover"
-    ) {
-        return None;
-    }
+) -> Result<(String, Value), ErrorObject> {
+    let p: Value = decode(params)?;
+    let session = session_id(&p)?;
+    known(host, call.method, &session)?;
+    Ok((session, p))
+}
+
+/// `skills.discover {skillDirectories}`: answered when the directories are read.
+pub(super) fn discover(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
     let p: Value = match decode(params) {
         Ok(p) => p,
-        Err(e) => return Some(Some(Err(e))),
+        Err(e) => return Some(Err(e)),
     };
-    if method == "skills.discover" {
-        let dirs = strings(&p, "skillDirectories");
-        host.discover_skills(dirs, conn, id, list_reply);
-        return Some(None);
+    let dirs = strings(&p, "skillDirectories");
+    host.discover_skills(dirs, call.conn, call.id, list_reply);
+    None
+}
+
+/// The session's skills, answered with `reply` once read (`refresh`: read again).
+fn session_skills(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+    reply: fn(&[SkillInfo]) -> Value,
+    refresh: bool,
+) -> Reply {
+    let session = match session_of(host, call, params) {
+        Ok((s, _)) => s,
+        Err(e) => return Some(Err(e)),
+    };
+    host.session_skills(&session, call.conn, call.id, reply, refresh)
+        .map(Ok)
+}
+
+pub(super) fn list(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
+    session_skills(host, call, params, list_reply, false)
+}
+
+pub(super) fn ensure_loaded(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
+    session_skills(host, call, params, done_reply, false)
+}
+
+pub(super) fn reload(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
+    session_skills(host, call, params, done_reply, true)
+}
+
+pub(super) fn enable(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
+    Some(set_enabled(host, call, params, true))
+}
+
+pub(super) fn disable(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
+    Some(set_enabled(host, call, params, false))
+}
+
+fn set_enabled(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+    enabled: bool,
+) -> Answer {
+    let (session, p) = session_of(host, call, params)?;
+    let name = required_str(&p, "name")?;
+    if name.is_empty() {
+        return Err(ErrorObject::new(
+            code::INVALID_PARAMS,
+            "invalid params: `name` is empty",
+        ));
     }
-    let session = match session_id(&p).and_then(|s| known(host, method, &s).map(|()| s)) {
-        Ok(s) => s,
-        Err(e) => return Some(Some(Err(e))),
-    };
-    let answer = match method {
-        "session.skills.list" => host.session_skills(&session, conn, id, list_reply, false),
-        "session.skills.ensureLoaded" => host.session_skills(&session, conn, id, done_reply, false),
-        "session.skills.reload" => host.session_skills(&session, conn, id, done_reply, true),
-        _ => {
-            let enabled = method == "session.skills.enable";
-            return Some(Some(required_str(&p, "name").and_then(|name| {
-                if name.is_empty() {
-                    return Err(ErrorObject::new(
-                        code::INVALID_PARAMS,
-                        "invalid params: `name` is empty",
-                    ));
-                }
-                host.set_skill_enabled(&session, name, enabled);
-                Ok(json!({}))
-            })));
-        }
-    };
-    Some(answer.map(Ok))
+    host.set_skill_enabled(&session, name, enabled);
+    Ok(json!({}))
 }

@@ -84,7 +84,8 @@ pub(super) fn invoke(host: &mut Host, session: &str, p: &Value, client: Vec<Valu
             if let Some(text) = instructions.filter(|t| !t.is_empty()) {
                 params["customInstructions"] = json!(text);
             }
-            super::history::compact(host, session, &params)?;
+            // Its failures are `session.history.compact`'s, as that method's.
+            super::history::compact_as(host, "session.history.compact", session, &params)?;
             Ok(json!({"kind": "completed", "message": "Conversation compacted"}))
         }
         other if client.iter().any(|c| c["name"].as_str() == Some(other)) => Err(ErrorObject::new(

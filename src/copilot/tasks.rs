@@ -22,7 +22,9 @@ use serde_json::json;
 use serde_json::value::RawValue;
 
 use crate::host::Host;
+use crate::jsonrpc::ErrorObject;
 
+use super::method_table::Call;
 use super::surface::{decode, known, Answer};
 
 #[derive(Deserialize)]
@@ -60,72 +62,102 @@ struct DirectHandlers {
     next: u64,
 }
 
-/// Answers `method` if it is one of this module's.
-pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>) -> Option<Answer> {
-    let answer = match method {
-        "session.tasks.list"
-        | "session.tasks.refresh"
-        | "session.tasks.waitForPending"
-        | "session.tasks.getCurrentPromotable"
-        | "session.tasks.promoteCurrentToBackground"
-        | "session.ui.registerDirectAutoModeSwitchHandler" => {
-            decode::<SessionOnly>(params).and_then(|p| {
-                known(host, method, &p.session_id)?;
-                Ok(match method {
-                    "session.tasks.list" => json!({"tasks": []}),
-                    "session.ui.registerDirectAutoModeSwitchHandler" => {
-                        let Some(state) = host.session_state::<DirectHandlers>(&p.session_id)
-                        else {
-                            return known(host, method, &p.session_id).map(|()| json!({}));
-                        };
-                        state.next += 1;
-                        let handle = format!("direct-auto-mode-switch-{}", state.next);
-                        state.handles.push(handle.clone());
-                        json!({"handle": handle})
-                    }
-                    // Nothing to refresh or wait for; no task is running to promote.
-                    _ => json!({}),
-                })
-            })
-        }
-        "session.tasks.getProgress"
-        | "session.tasks.promoteToBackground"
-        | "session.tasks.cancel"
-        | "session.tasks.remove"
-        | "session.tasks.sendMessage" => decode::<TaskParams>(params).and_then(|p| {
-            known(host, method, &p.session_id)?;
-            Ok(match method {
-                "session.tasks.getProgress" => json!({"progress": null}),
-                "session.tasks.promoteToBackground" => json!({"promoted": false}),
-                "session.tasks.cancel" => json!({"cancelled": false}),
-                "session.tasks.remove" => json!({"removed": false}),
-                _ => json!({"sent": false,
-                            "error": format!("No background task with id {} (this session runs none)", p.id)}),
-            })
-        }),
-        "session.ui.handlePendingUserInput"
-        | "session.ui.handlePendingAutoModeSwitch"
-        | "session.ui.handlePendingExitPlanMode"
-        | "session.ui.handlePendingSessionLimitsExhausted"
-        | "session.mcp.headers.handlePendingHeadersRefreshRequest" => {
-            decode::<PendingAnswer>(params).and_then(|p| {
-                known(host, method, &p.session_id)?;
-                Ok(json!({"success": false}))
-            })
-        }
-        "session.ui.unregisterDirectAutoModeSwitchHandler" => {
-            decode::<HandleParams>(params).and_then(|p| {
-                known(host, method, &p.session_id)?;
-                let state = host.session_state::<DirectHandlers>(&p.session_id);
-                let unregistered = state.is_some_and(|s| {
-                    let before = s.handles.len();
-                    s.handles.retain(|h| *h != p.handle);
-                    s.handles.len() < before
-                });
-                Ok(json!({"unregistered": unregistered}))
-            })
-        }
-        _ => return None,
+/// The params' loaded session (`SessionOnly` params).
+fn session_only(
+    host: &Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> Result<String, ErrorObject> {
+    let p = decode::<SessionOnly>(params)?;
+    known(host, call.method, &p.session_id)?;
+    Ok(p.session_id)
+}
+
+pub(super) fn list(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
+    session_only(host, call, params).map(|_| json!({"tasks": []}))
+}
+
+/// Nothing to refresh or wait for; no task is running to promote.
+pub(super) fn nothing_to_do(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
+    session_only(host, call, params).map(|_| json!({}))
+}
+
+pub(super) fn register_direct_handler(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> Answer {
+    let session = session_only(host, call, params)?;
+    let Some(state) = host.session_state::<DirectHandlers>(&session) else {
+        return known(host, call.method, &session).map(|()| json!({}));
     };
-    Some(answer)
+    state.next += 1;
+    let handle = format!("direct-auto-mode-switch-{}", state.next);
+    state.handles.push(handle.clone());
+    Ok(json!({"handle": handle}))
+}
+
+/// A method on one background task (`TaskParams`): this session runs none.
+fn task(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+    answer: impl FnOnce(&TaskParams) -> serde_json::Value,
+) -> Answer {
+    decode::<TaskParams>(params).and_then(|p| {
+        known(host, call.method, &p.session_id)?;
+        Ok(answer(&p))
+    })
+}
+
+pub(super) fn progress(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
+    task(host, call, params, |_| json!({"progress": null}))
+}
+
+pub(super) fn promote(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
+    task(host, call, params, |_| json!({"promoted": false}))
+}
+
+pub(super) fn cancel(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
+    task(host, call, params, |_| json!({"cancelled": false}))
+}
+
+pub(super) fn remove(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
+    task(host, call, params, |_| json!({"removed": false}))
+}
+
+pub(super) fn send_message(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
+    task(host, call, params, |p| {
+        json!({"sent": false,
+               "error": format!("No background task with id {} (this session runs none)", p.id)})
+    })
+}
+
+/// The answer to a request this server never leaves pending: nothing to answer.
+pub(super) fn nothing_pending(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> Answer {
+    decode::<PendingAnswer>(params).and_then(|p| {
+        known(host, call.method, &p.session_id)?;
+        Ok(json!({"success": false}))
+    })
+}
+
+pub(super) fn unregister_direct_handler(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> Answer {
+    decode::<HandleParams>(params).and_then(|p| {
+        known(host, call.method, &p.session_id)?;
+        let state = host.session_state::<DirectHandlers>(&p.session_id);
+        let unregistered = state.is_some_and(|s| {
+            let before = s.handles.len();
+            s.handles.retain(|h| *h != p.handle);
+            s.handles.len() < before
+        });
+        Ok(json!({"unregistered": unregistered}))
+    })
 }

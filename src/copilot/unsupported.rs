@@ -74,11 +74,10 @@ pub const UNSUPPORTED_METHODS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The "not available" error for `method`, if it is one of [`UNSUPPORTED_METHODS`].
-pub(super) fn answer(method: &str) -> Option<Result<serde_json::Value, ErrorObject>> {
-    let (_, feature) = UNSUPPORTED_METHODS.iter().find(|(m, _)| *m == method)?;
-    Some(Err(failed(
+/// The "not available" error of `method`, a method of `feature`.
+pub(super) fn error(method: &str, feature: &str) -> ErrorObject {
+    failed(
         method,
         format!("{feature} is not available on this server (agentwire does not host the Copilot product's {feature})"),
-    )))
+    )
 }

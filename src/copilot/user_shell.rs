@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use crate::host::{ConnId, Host, ProcessInfo, ProcessRefused};
 use crate::jsonrpc::{ErrorObject, OwnedId};
 
+use super::method_table::{Call, Reply};
 use super::surface::{decode, failed, known, Answer};
 
 /// Output kept per command (the rest is dropped and the output says so).
@@ -20,9 +21,6 @@ const OUTPUT_LIMIT: usize = 1 << 20;
 /// How long a user command may run before the runtime kills it (10 minutes).
 const TIMEOUT_MS: u64 = 600_000;
 
-const EXECUTE: &str = "session.shell.executeUserRequested";
-const CANCEL: &str = "session.shell.cancelUserRequested";
-
 /// A running user-requested command.
 #[derive(Debug)]
 struct Running {
@@ -30,6 +28,8 @@ struct Running {
     process_id: String,
     conn: ConnId,
     id: OwnedId,
+    /// The method that started it (its failures name it).
+    method: &'static str,
     tool_call_id: String,
     output: Vec<u8>,
     truncated: bool,
@@ -61,21 +61,17 @@ struct CancelParams {
 
 /// `session.shell.executeUserRequested`: `None` when the command started (answered when it
 /// ends).
-pub(super) fn execute(
-    host: &mut Host,
-    conn: ConnId,
-    id: &OwnedId,
-    params: Option<&RawValue>,
-) -> Option<Answer> {
+pub(super) fn execute(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
+    let (conn, id, method) = (call.conn, call.id, call.method);
     let p: ExecuteParams = match decode(params) {
         Ok(p) => p,
         Err(e) => return Some(Err(e)),
     };
-    if let Err(e) = known(host, EXECUTE, &p.session_id) {
+    if let Err(e) = known(host, method, &p.session_id) {
         return Some(Err(e));
     }
     if p.command.trim().is_empty() {
-        return Some(Err(failed(EXECUTE, "the command is empty")));
+        return Some(Err(failed(method, "the command is empty")));
     }
     let in_flight = host
         .session_state_ref::<UserShells>(&p.session_id)
@@ -84,7 +80,7 @@ pub(super) fn execute(
         });
     if in_flight {
         return Some(Err(failed(
-            EXECUTE,
+            method,
             format!(
                 "a command with requestId {} is already running",
                 p.request_id
@@ -96,12 +92,12 @@ pub(super) fn execute(
             Ok(process_id) => process_id,
             Err(ProcessRefused::UnknownSession) => {
                 return Some(Err(failed(
-                    EXECUTE,
+                    method,
                     format!("Session not found for sessionId: {}", p.session_id),
                 )))
             }
             Err(ProcessRefused::Disabled) => {
-                return Some(Err(failed(EXECUTE, super::shell::SHELL_REFUSED)))
+                return Some(Err(failed(method, super::shell::SHELL_REFUSED)))
             }
         };
     let tool_call_id = format!("user-shell-{}", host.new_id());
@@ -111,6 +107,7 @@ pub(super) fn execute(
             process_id,
             conn,
             id: id.clone(),
+            method,
             tool_call_id,
             output: Vec::new(),
             truncated: false,
@@ -128,13 +125,8 @@ const NOT_A_REPOSITORY: i32 = 3;
 /// directory, run through the runtime (the shell policy applies), answered when it ends:
 /// `unstaged` is the working tree against the index, `branch` the working tree against the
 /// fork point with the branch's upstream (`HEAD` without one).
-pub(super) fn diff(
-    host: &mut Host,
-    conn: ConnId,
-    id: &OwnedId,
-    params: Option<&RawValue>,
-) -> Option<Answer> {
-    const METHOD: &str = "session.workspaces.diff";
+pub(super) fn diff(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
+    let (conn, id, method) = (call.conn, call.id, call.method);
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct DiffParams {
@@ -147,7 +139,7 @@ pub(super) fn diff(
         Ok(p) => p,
         Err(e) => return Some(Err(e)),
     };
-    if let Err(e) = known(host, METHOD, &p.session_id) {
+    if let Err(e) = known(host, method, &p.session_id) {
         return Some(Err(e));
     }
     let base = match p.mode.as_str() {
@@ -173,13 +165,13 @@ pub(super) fn diff(
         Ok(process_id) => process_id,
         Err(ProcessRefused::UnknownSession) => {
             return Some(Err(failed(
-                METHOD,
+                method,
                 format!("Session not found for sessionId: {}", p.session_id),
             )))
         }
         Err(ProcessRefused::Disabled) => {
             return Some(Err(failed(
-                METHOD,
+                method,
                 format!(
                     "the diff runs git through the runtime: {}",
                     super::shell::SHELL_REFUSED
@@ -193,6 +185,7 @@ pub(super) fn diff(
             process_id,
             conn,
             id: id.clone(),
+            method,
             tool_call_id: String::new(),
             output: Vec::new(),
             truncated: false,
@@ -250,9 +243,9 @@ pub(super) fn parse_diff(text: &str) -> Vec<Value> {
 
 /// `session.shell.cancelUserRequested`: `{cancelled}` (whether a running command with that
 /// `requestId` was found and signalled).
-pub(super) fn cancel(host: &mut Host, params: Option<&RawValue>) -> Answer {
+pub(super) fn cancel(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
     let p: CancelParams = decode(params)?;
-    known(host, CANCEL, &p.session_id)?;
+    known(host, call.method, &p.session_id)?;
     let process_id = host
         .session_state::<UserShells>(&p.session_id)
         .and_then(|s| {
@@ -314,7 +307,7 @@ pub(super) fn exit(host: &mut Host, process: &ProcessInfo, exit_code: Option<i32
                 Ok(json!({"requestedMode": mode, "mode": mode, "changes": [], "isFallback": false}))
             }
             _ => Err(failed(
-                "session.workspaces.diff",
+                r.method,
                 format!("git diff failed: {}", text.trim()),
             )),
         };

@@ -17,6 +17,7 @@ use serde_json::value::RawValue;
 
 use crate::host::Host;
 
+use super::method_table::Call;
 use super::session_state;
 use super::surface::{decode, known, Answer};
 
@@ -41,24 +42,37 @@ struct PasteParams {
     content: String,
 }
 
-/// Answers `method` if it is one of this module's.
-pub(super) fn dispatch(host: &mut Host, method: &str, params: Option<&RawValue>) -> Option<Answer> {
-    let answer = match method {
-        "session.workspaces.listCheckpoints" => decode::<SessionOnly>(params).and_then(|p| {
-            known(host, method, &p.session_id)?;
-            Ok(json!({"checkpoints": []}))
-        }),
-        "session.workspaces.readCheckpoint" => decode::<CheckpointParams>(params).and_then(|p| {
-            known(host, method, &p.session_id)?;
-            Ok(json!({"content": null}))
-        }),
-        "session.workspaces.saveLargePaste" => decode::<PasteParams>(params).and_then(|p| {
-            known(host, method, &p.session_id)?;
-            Ok(save_paste(host, &p.session_id, p.content))
-        }),
-        _ => return None,
-    };
-    Some(answer)
+pub(super) fn list_checkpoints(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> Answer {
+    decode::<SessionOnly>(params).and_then(|p| {
+        known(host, call.method, &p.session_id)?;
+        Ok(json!({"checkpoints": []}))
+    })
+}
+
+pub(super) fn read_checkpoint(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> Answer {
+    decode::<CheckpointParams>(params).and_then(|p| {
+        known(host, call.method, &p.session_id)?;
+        Ok(json!({"content": null}))
+    })
+}
+
+pub(super) fn save_large_paste(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> Answer {
+    decode::<PasteParams>(params).and_then(|p| {
+        known(host, call.method, &p.session_id)?;
+        Ok(save_paste(host, &p.session_id, p.content))
+    })
 }
 
 fn save_paste(host: &mut Host, session: &str, content: String) -> serde_json::Value {

@@ -10,7 +10,10 @@ use crate::jsonrpc::{self, ErrorObject, OwnedId};
 use crate::session::{Attachment, Session};
 use crate::Timestamp;
 
-use super::{AfterResponse, ConnId, DialectId, Host, Output, Pending, SessionChange, TimerTarget};
+use super::{
+    AfterResponse, ConnId, DialectId, Host, Output, Pending, SessionChange, StoreOutput,
+    TimerTarget,
+};
 
 /// Connections.
 impl Host {
@@ -209,7 +212,7 @@ impl Host {
     /// Deletes a loaded session: its pending work is cancelled and every caller waiting on
     /// it answered, the dialects are told first ([`DialectHandler::session_deleting`]) and
     /// after ([`SessionChange::Deleted`]), and the runtime's store hears of it
-    /// ([`Output::SessionDeleted`]). Returns `false` when no such session is loaded.
+    /// ([`StoreOutput::SessionDeleted`]). Returns `false` when no such session is loaded.
     ///
     /// [`DialectHandler::session_deleting`]: super::DialectHandler::session_deleting
     pub(crate) fn delete_session(&mut self, session: &str) -> bool {
@@ -256,9 +259,10 @@ impl Host {
             self.foreground = None;
         }
         if self.config.report_persisted_events {
-            self.outputs.push_back(Output::SessionDeleted {
-                session: session.to_owned(),
-            });
+            self.outputs
+                .push_back(Output::Store(StoreOutput::SessionDeleted {
+                    session: session.to_owned(),
+                }));
         }
         self.session_changed(SessionChange::Deleted, session);
         true

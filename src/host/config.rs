@@ -33,6 +33,11 @@ pub struct HostConfig {
     pub connection_token: Option<String>,
     /// Makes each session's agent. Default: the scripted agent with the built-in scenario.
     pub agent: AgentFactory,
+    /// The ACP agent process (program and arguments) that sessions with an
+    /// [`AcpSessionAgent`](crate::acp_agent::AcpSessionAgent) run on; set it with
+    /// [`HostConfig::with_acp_agent`]. One process serves every such session; it is started
+    /// for the first one and again after it ends.
+    pub acp_agent: Option<Vec<String>>,
     /// Version reported by `connect` and `status.get`.
     pub version: String,
     /// Framing limits for every connection.
@@ -47,8 +52,8 @@ pub struct HostConfig {
     /// core reads no environment: the runtime sets it (the driver fills in the process's
     /// current directory when it is unset). `None`: such a session has no working directory.
     pub server_cwd: Option<String>,
-    /// Emit [`Output::Persist`](super::Output::Persist) for every persisted event and
-    /// [`Output::SessionDeleted`](super::Output::SessionDeleted) for
+    /// Emit [`StoreOutput::Persist`](super::StoreOutput::Persist) for every persisted event and
+    /// [`StoreOutput::SessionDeleted`](super::StoreOutput::SessionDeleted) for
     /// deletions, so a runtime can keep a durable session store. Off by default.
     pub report_persisted_events: bool,
     /// Let every client run shell commands (`session.shell.exec`,
@@ -80,8 +85,8 @@ pub struct HostConfig {
     /// nodes started with the same [`HostConfig::seed`] never generate the same ids.
     pub node_id: Option<String>,
     /// A request naming a session that is not loaded waits for the runtime to look it up
-    /// ([`Output::LoadSession`](super::Output::LoadSession)) instead of failing at once (a
-    /// cluster node whose sessions live in a shared log). Off by default.
+    /// ([`ClusterOutput::LoadSession`](super::ClusterOutput::LoadSession)) instead of failing at
+    /// once (a cluster node whose sessions live in a shared log). Off by default.
     pub lookup_unknown_sessions: bool,
     /// Which hosts a client-chosen provider `baseUrl` may reach. Default: all.
     pub model_base_urls: BaseUrlPolicy,
@@ -136,6 +141,18 @@ impl HostConfig {
     /// Sets [`HostConfig::agent`].
     pub fn with_agent(mut self, agent: AgentFactory) -> Self {
         self.agent = agent;
+        self
+    }
+
+    /// Runs sessions on the ACP agent `argv` (program and arguments): every session whose
+    /// client names no BYOK provider gets an
+    /// [`AcpSessionAgent`](crate::acp_agent::AcpSessionAgent) ([`HostConfig::agent`]), and
+    /// [`HostConfig::acp_agent`] is the process they share.
+    pub fn with_acp_agent(mut self, argv: Vec<String>) -> Self {
+        self.acp_agent = Some(argv);
+        self.agent = std::sync::Arc::new(|_session_id: &str| {
+            Box::new(crate::acp_agent::AcpSessionAgent::new(None)) as Box<dyn crate::agent::Agent>
+        });
         self
     }
 
@@ -248,6 +265,7 @@ impl Default for HostConfig {
             seed: 0,
             connection_token: None,
             agent: scripted_factory(Scenario::default()),
+            acp_agent: None,
             version: env!("CARGO_PKG_VERSION").to_owned(),
             frame_limits: FrameLimits::default(),
             outbox_budget_bytes: DEFAULT_OUTBOX_BUDGET,

@@ -5,8 +5,8 @@
 //!
 //! Answers are kept per token in memory (bounded, [`MAX_KNOWN`]); a lookup in flight is
 //! shared by every request naming the same token. The host performs the request as an
-//! [`Output::HttpRequest`] and reports its result with the `handle_http_*` inputs; a lookup
-//! that gets no answer in [`LOOKUP_TIMEOUT`] fails. Without
+//! [`EffectOp::HttpRequest`](super::EffectOp::HttpRequest) and reports its result with
+//! [`Host::handle_effect`]; a lookup that gets no answer in [`LOOKUP_TIMEOUT`] fails. Without
 //! [`HostConfig::github_api_url`](super::HostConfig::github_api_url) no lookup is possible:
 //! the token is then kept unverified.
 
@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::agent::HttpEvent;
 use crate::model::{HttpHeader, HttpMethod, HttpRequest};
 
-use super::{ConnId, Host, Output, TimerTarget};
+use super::{ConnId, Host, TimerTarget};
 
 /// How long the GitHub API has to answer.
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(15);
@@ -89,8 +89,7 @@ impl Host {
             }
             return IdentityLookup::Pending;
         }
-        let call = self.next_http_call;
-        self.next_http_call += 1;
+        let call = self.next_effect_id().get();
         let at = self.now.saturating_add(LOOKUP_TIMEOUT);
         let timer = (at, self.timer_seq);
         self.timer_seq += 1;
@@ -114,11 +113,7 @@ impl Host {
             ],
             body: Bytes::new(),
         };
-        self.outputs.push_back(Output::HttpRequest {
-            call,
-            session: String::new(),
-            request,
-        });
+        self.http_request(call, request);
         IdentityLookup::Pending
     }
 
@@ -136,7 +131,7 @@ impl Host {
             HttpEvent::Response { status, .. } => fetch.status = Some(status),
             HttpEvent::Body(bytes) => {
                 if fetch.body.len() + bytes.len() > MAX_BODY {
-                    self.outputs.push_back(Output::HttpCancel { call });
+                    self.http_cancel(call);
                     let reason = "the GitHub API's answer is too large".to_owned();
                     self.finish_identity(call, Err(reason));
                 } else {
@@ -157,7 +152,7 @@ impl Host {
     /// An identity lookup got no answer in time.
     pub(super) fn identity_timed_out(&mut self, call: u64) {
         if self.is_identity_call(call) {
-            self.outputs.push_back(Output::HttpCancel { call });
+            self.http_cancel(call);
             let reason = "the GitHub API did not answer in time".to_owned();
             self.finish_identity(call, Err(reason));
         }

@@ -1,6 +1,6 @@
 //! The Streamable HTTP transport of MCP over the host's HTTP outputs.
 //!
-//! Every message the client writes is one `POST` ([`Output::HttpRequest`]) to the server's
+//! Every message the client writes is one `POST` ([`EffectOp::HttpRequest`]) to the server's
 //! URL with `Content-Type: application/json`, `Accept: application/json, text/event-stream`,
 //! the configuration's headers and, once the server assigned one, `Mcp-Session-Id` and
 //! `MCP-Protocol-Version`. The response is `202` (nothing to read), a JSON body (one message),
@@ -18,7 +18,9 @@ use serde_json::{json, Value};
 use crate::agent::HttpEvent;
 use crate::model::{HttpHeader, HttpMethod, HttpRequest, SseDecoder, SseLimits};
 
-use super::{Host, Output};
+#[cfg(doc)]
+use super::EffectOp;
+use super::Host;
 
 /// Most bytes of one JSON response body kept (a longer body fails its request).
 const MAX_BODY: usize = 32 * 1024 * 1024;
@@ -57,7 +59,7 @@ impl HttpTransport {
 impl Host {
     /// POSTs one framed message of `session`'s HTTP server `name`.
     pub(crate) fn post_mcp(&mut self, session: &str, name: &str, frame: Bytes) {
-        let call = self.next_http_call;
+        let call = self.next_effect;
         let Some(server) = self.mcp_server(session, name) else {
             return;
         };
@@ -100,21 +102,17 @@ impl Host {
             headers,
             body: Bytes::copy_from_slice(body),
         };
-        self.next_http_call += 1;
+        let call = self.next_effect_id().get();
         self.mcp_http_calls
             .insert(call, (session.to_owned(), name.to_owned()));
-        self.outputs.push_back(Output::HttpRequest {
-            call,
-            session: session.to_owned(),
-            request,
-        });
+        self.http_request(call, request);
     }
 
     /// Abandons every POST of a server that is going away.
     pub(crate) fn cancel_mcp_http(&mut self, calls: impl IntoIterator<Item = u64>) {
         for call in calls {
             if self.mcp_http_calls.remove(&call).is_some() {
-                self.outputs.push_back(Output::HttpCancel { call });
+                self.http_cancel(call);
             }
         }
     }

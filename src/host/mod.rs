@@ -17,17 +17,15 @@ mod api;
 pub(crate) mod cluster;
 mod config;
 pub(crate) mod dialect;
+pub(crate) mod effects;
 mod github_identity;
-mod http;
 pub(crate) mod io;
 mod mcp;
 mod mcp_http;
 mod models_list;
-mod output;
-mod provided_http;
+pub(crate) mod pending;
 pub(crate) mod requests;
 pub(crate) mod sessions;
-mod shell;
 mod tool_ops;
 
 use std::any::Any;
@@ -53,27 +51,27 @@ pub use cluster::relay_group::{
     RELAY_FORMER_MEMBER, RELAY_HANDSHAKE_ID, RELAY_LAST_EVENT, RELAY_SESSION_BUSY,
 };
 pub use cluster::restore::RestoreError;
-pub use cluster::{client_relay::ClientRelay, ClusterApi};
+pub use cluster::ClusterApi;
 pub use config::{HostConfig, McpSpawnPolicy, DEFAULT_OUTBOX_BUDGET};
+pub use effects::output::{ClusterOutput, ConnectionOutput, Output, StoreOutput};
+pub(crate) use effects::shell::ShellStream;
+pub use effects::{Effect, EffectEvent, EffectId, EffectOp, ProcessSpec};
 pub use github_identity::GitHubIdentity;
 pub use io::outbox::{Outbox, OutboxOverflow};
-pub use output::Output;
 pub use requests::canvas::CANVAS_TOOLS;
 pub use requests::client_calls::CLIENT_CALL_TIMEOUT;
-pub use shell::ShellStream;
 pub use tool_ops::{image_media_type, FileReply, FileRequest};
 
 pub(crate) use dialect::{DialectHandler, DialectId, ServerRequest, SessionChange};
+pub(crate) use effects::shell::{shell_argv, ProcessInfo, ProcessRefused};
 pub(crate) use github_identity::IdentityLookup;
-pub(crate) use mcp::mcp_apps::AppRequest;
-pub(crate) use requests::bridge::{
-    always_decision, command_ids, AnswerTo, Pending, PermissionPrompt,
-};
+pub(crate) use mcp::apps::AppRequest;
+pub(crate) use pending::{AnswerTo, Pending};
 pub(crate) use requests::canvas::{ActionParams, CanvasReply, CloseParams, OpenParams};
+pub(crate) use requests::permission::{always_decision, command_ids, PermissionPrompt};
 pub(crate) use requests::remote_fs::{FsAnswer, FsPrimitive};
 pub(crate) use sessions::policy::HistoryError;
 pub(crate) use sessions::skills::SkillInfo;
-pub(crate) use shell::{ProcessInfo, ProcessRefused};
 
 use io::conn_table::ConnTable;
 
@@ -133,9 +131,8 @@ struct Live {
 ///
 /// * **Connections**: `open`, `open_dialect`, `open_with` (one connection per peer).
 /// * **Inputs**: [`Host::handle_bytes`], [`Host::handle_eof`], [`Host::handle_timeout`],
-///   [`Host::handle_shell_output`], [`Host::handle_shell_exit`], the `handle_http_*`
-///   reports, [`Host::handle_file_result`], and the runtime's own
-///   [`Host::emit_event`] and [`Host::restore_session`].
+///   [`Host::handle_effect`] (the runtime's reports about an [`Output::Effect`]), and the
+///   runtime's own [`Host::emit_event`] and [`Host::restore_session`].
 /// * **Outputs** (drain after every input): [`Host::poll_ready`] with
 ///   [`Host::poll_transmit`] or [`Host::poll_transmit_batch`], [`Host::poll_output`], and
 ///   [`Host::poll_timeout`] for the next deadline.
@@ -160,8 +157,8 @@ pub struct Host {
     /// Frames to emit after the response currently being built (e.g. `session.start`).
     after_response: Vec<AfterResponse>,
     foreground: Option<String>,
-    /// Commands the runtime is running for clients, by process id.
-    processes: BTreeMap<String, ProcessInfo>,
+    /// Commands the runtime is running for clients, by effect id.
+    processes: BTreeMap<EffectId, ProcessInfo>,
     last_session: Option<String>,
     /// The sub-agent the next emitted event comes from (set by `SessionControl::emit_as`).
     event_agent: Option<String>,
@@ -169,9 +166,11 @@ pub struct Host {
     /// Values masked in every emitted event (`secrets.addFilterValues`).
     secret_filters: Vec<String>,
     /// HTTP exchanges in flight, by call id: the session they are for and who performs them.
-    http_calls: BTreeMap<u64, provided_http::HttpCall>,
-    next_http_call: u64,
-    /// Sessions the runtime is looking up ([`Output::LoadSession`]).
+    http_calls: BTreeMap<u64, effects::provided_http::HttpCall>,
+    /// The next [`EffectId`]'s number (one allocator for every kind of effect).
+    next_effect: u64,
+    /// Sessions the runtime is looking up
+    /// ([`ClusterOutput::LoadSession`](effects::output::ClusterOutput::LoadSession)).
     lookups: BTreeSet<String>,
     /// Connections' relay state: forwarded connections and relay group roles (`cluster/`).
     relays: cluster::relays::Relays,
@@ -191,7 +190,8 @@ pub struct Host {
     file_providers: BTreeSet<ConnId>,
     /// Child processes of MCP servers, by process id: their session and server name.
     mcp_processes: BTreeMap<u64, (String, String)>,
-    next_process: u64,
+    /// The ACP agent process sessions run on ([`HostConfig::acp_agent`]).
+    acp: sessions::acp_agents::AcpAgents,
     /// Tokens naming requests on the MCP clients.
     next_mcp_token: u64,
     /// MCP servers every new session starts with (`mcp.config.*`, in memory), by name: the
@@ -204,7 +204,7 @@ pub struct Host {
     /// HTTP exchanges of MCP servers (Streamable HTTP), by call id: session and server.
     mcp_http_calls: BTreeMap<u64, (String, String)>,
     /// `session.mcp.executeSampling` runs in flight, by `requestId`.
-    sampling_execs: BTreeMap<String, mcp::mcp_sampling::SamplingExec>,
+    sampling_execs: BTreeMap<String, mcp::sampling::SamplingExec>,
     /// Their HTTP exchanges, by call id.
     sampling_http: BTreeMap<u64, String>,
     /// The latest frame of each key broadcast with `broadcast_latest` (coalesced per
@@ -226,12 +226,14 @@ enum TimerTarget {
     ModelsList(u64),
     /// A GitHub token lookup (HTTP call id) is due.
     GitHubIdentity(u64),
-    /// A built-in `bash` call's command (process id) ran out of time.
-    ToolShell(String),
+    /// A built-in `bash` call's command (its process) ran out of time.
+    ToolShell(EffectId),
     /// A deadline of a session's MCP server (session, server name).
     Mcp(String, String),
     /// A deadline of a `session.mcp.executeSampling` run (its `requestId`).
     Sampling(String),
+    /// A deadline of the ACP agent process's client.
+    AcpAgent,
 }
 
 /// Work deferred until the current response has been queued.
@@ -262,7 +264,7 @@ pub(crate) enum AfterResponse {
         session: String,
         configs: Vec<crate::mcp::McpServerConfig>,
     },
-    /// Ask the runtime to shut down ([`Output::Shutdown`]).
+    /// Ask the runtime to shut down ([`ConnectionOutput::Shutdown`](effects::output::ConnectionOutput::Shutdown)).
     Shutdown { reason: String },
 }
 
@@ -298,14 +300,14 @@ impl Host {
             unknown_responses: 0,
             secret_filters: Vec::new(),
             http_calls: BTreeMap::new(),
-            next_http_call: 1,
+            next_effect: 1,
             runtime_tools: tool_ops::RuntimeTools::default(),
             models_lists: models_list::ModelsLists::default(),
             github_identities: github_identity::GitHubIdentities::default(),
             skill_discoveries: sessions::skills::Discoveries::default(),
             file_providers: BTreeSet::new(),
             mcp_processes: BTreeMap::new(),
-            next_process: 1,
+            acp: Default::default(),
             next_mcp_token: 1,
             mcp_user_config: indexmap::IndexMap::new(),
             mcp_user_disabled: std::collections::BTreeSet::new(),

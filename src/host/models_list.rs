@@ -28,8 +28,8 @@ use crate::model::{
 };
 
 use super::dialect::ServerRequest;
-use super::requests::client_calls::ClientCall;
-use super::{ConnId, Host, Output, TimerTarget};
+use super::pending::ClientCall;
+use super::{ConnId, Host, TimerTarget};
 
 /// Turns a model list into a dialect's result (an empty list: no model is known).
 pub(crate) type ModelsReply = fn(&[ModelInfo]) -> Value;
@@ -249,11 +249,7 @@ impl Host {
         let awaiting_token = token_from.is_some().then(|| Box::new(provider.clone()));
         let call = self.start_models_fetch(key, awaiting_token, vec![waiter]);
         let Some((session, from)) = token_from else {
-            self.outputs.push_back(Output::HttpRequest {
-                call,
-                session: String::new(),
-                request,
-            });
+            self.http_request(call, request);
             return None;
         };
         let params = serde_json::json!({"providerName": provider.token_provider_name(),
@@ -277,8 +273,7 @@ impl Host {
         awaiting_token: Option<Box<ProviderConfig>>,
         waiters: Vec<Waiter>,
     ) -> u64 {
-        let call = self.next_http_call;
-        self.next_http_call += 1;
+        let call = self.next_effect_id().get();
         let at = self.now.saturating_add(MODELS_TIMEOUT);
         let timer = (at, self.timer_seq);
         self.timer_seq += 1;
@@ -316,11 +311,7 @@ impl Host {
         };
         let request = token.and_then(|t| build_models_request(&provider, Some(&t)).ok());
         match request {
-            Some(request) => self.outputs.push_back(Output::HttpRequest {
-                call,
-                session: String::new(),
-                request,
-            }),
+            Some(request) => self.http_request(call, request),
             None => self.finish_models(call, None),
         }
     }
@@ -349,7 +340,7 @@ impl Host {
             HttpEvent::Response { status, .. } => fetch.status = Some(status),
             HttpEvent::Body(bytes) => {
                 if fetch.body.len() + bytes.len() > MAX_BODY {
-                    self.outputs.push_back(Output::HttpCancel { call });
+                    self.http_cancel(call);
                     self.finish_models(call, None);
                 } else {
                     fetch.body.extend_from_slice(&bytes);
@@ -374,7 +365,7 @@ impl Host {
             return;
         };
         if fetch.awaiting_token.is_none() {
-            self.outputs.push_back(Output::HttpCancel { call });
+            self.http_cancel(call);
         }
         self.finish_models(call, None);
     }
@@ -455,11 +446,7 @@ impl Host {
         }
         let call = self.start_models_fetch(key, None, vec![Waiter::DefaultChoice]);
         self.models_lists.default_choice = DefaultChoice::Asking(call);
-        self.outputs.push_back(Output::HttpRequest {
-            call,
-            session: String::new(),
-            request,
-        });
+        self.http_request(call, request);
     }
 }
 

@@ -3,13 +3,19 @@
 //! [`crate::agent::model_tools`]).
 //!
 //! The host never touches a file system. File work is a short sequence of
-//! [`Output::FileOp`] requests ([`FileRequest`]: read a file or list a directory, write a
-//! file, walk a tree, read many files), each answered with [`Host::handle_file_result`];
-//! what the tool makes of the bytes (numbered lines, the exact-string edit, glob and regex
-//! matching) is [`crate::agent::tool_text`]. `bash` is an [`Output::ShellExec`] in the
-//! session's working directory whose output is collected ([`Host::handle_shell_output`])
-//! until it exits ([`Host::handle_shell_exit`]). Each call ends with
-//! `tool.execution_complete`; an abort drops what is in flight.
+//! [`EffectOp::FileOp`] effects ([`FileRequest`]: read a file or list a directory, write a
+//! file, walk a tree, read many files), each answered with [`EffectEvent::FileDone`]
+//! ([`Host::handle_effect`]); what the tool makes of the bytes (numbered lines, the
+//! exact-string edit, glob and regex matching) is [`crate::agent::tool_text`]. `bash` is an
+//! [`EffectOp::ProcessSpawn`] of `sh -c COMMAND` in the session's working directory whose
+//! output is collected ([`EffectEvent::Stdout`], [`EffectEvent::Stderr`]) until it exits
+//! ([`EffectEvent::Exit`]). Each call ends with `tool.execution_complete`; an abort drops
+//! what is in flight.
+//!
+//! [`EffectEvent::FileDone`]: super::EffectEvent::FileDone
+//! [`EffectEvent::Stdout`]: super::EffectEvent::Stdout
+//! [`EffectEvent::Stderr`]: super::EffectEvent::Stderr
+//! [`EffectEvent::Exit`]: super::EffectEvent::Exit
 
 use std::collections::BTreeMap;
 
@@ -17,9 +23,9 @@ use crate::agent::tool_text::{self, normalize_path};
 use crate::agent::{BuiltinCall, BuiltinOp, GrepQuery, ToolOutcome};
 use crate::Timestamp;
 
-use super::{Host, Output};
+use super::{shell_argv, EffectId, EffectOp, Host, ProcessSpec};
 
-/// A file operation the runtime performs for a built-in tool ([`Output::FileOp`]). Paths
+/// A file operation the runtime performs for a built-in tool ([`EffectOp::FileOp`]). Paths
 /// are absolute when the session has a working directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FileRequest {
@@ -60,7 +66,8 @@ pub enum FileRequest {
     },
 }
 
-/// The runtime's answer to a [`FileRequest`] (see [`Host::handle_file_result`]).
+/// The runtime's answer to a [`FileRequest`]
+/// ([`EffectEvent::FileDone`](super::EffectEvent::FileDone)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FileReply {
     /// A file's text.
@@ -161,9 +168,9 @@ struct ToolShell {
 /// The runtime-performed tool calls in flight.
 #[derive(Default)]
 pub(crate) struct RuntimeTools {
+    /// File operations by effect id number (a file provider answers with the number too).
     ops: BTreeMap<u64, ToolOp>,
-    next_op: u64,
-    shells: BTreeMap<String, ToolShell>,
+    shells: BTreeMap<EffectId, ToolShell>,
 }
 
 impl Host {
@@ -284,8 +291,8 @@ impl Host {
     }
 
     fn file_op(&mut self, session: &str, tool_call_id: &str, request: FileRequest, stage: Stage) {
-        let op = self.runtime_tools.next_op;
-        self.runtime_tools.next_op += 1;
+        let id = self.next_effect_id();
+        let op = id.get();
         self.runtime_tools.ops.insert(
             op,
             ToolOp {
@@ -298,11 +305,7 @@ impl Host {
         if let Some(conn) = self.file_provider(session) {
             return self.start_remote_file_op(conn, session, op, request);
         }
-        self.outputs.push_back(Output::FileOp {
-            op,
-            session: session.to_owned(),
-            request,
-        });
+        self.push_effect(id, EffectOp::FileOp(request));
     }
 
     fn start_tool_shell(
@@ -312,7 +315,7 @@ impl Host {
         command: String,
         timeout_ms: u64,
     ) {
-        let process_id = format!("tool-{}", self.ids.next_uuid());
+        let id = self.next_effect_id();
         let cwd = self
             .sessions
             .get(session)
@@ -325,10 +328,9 @@ impl Host {
             self.timer_seq,
         );
         self.timer_seq += 1;
-        self.timers
-            .insert(timer, super::TimerTarget::ToolShell(process_id.clone()));
+        self.timers.insert(timer, super::TimerTarget::ToolShell(id));
         self.runtime_tools.shells.insert(
-            process_id.clone(),
+            id,
             ToolShell {
                 session: session.to_owned(),
                 tool_call_id: tool_call_id.to_owned(),
@@ -339,25 +341,14 @@ impl Host {
                 timed_out: false,
             },
         );
-        self.outputs.push_back(Output::ShellExec {
-            process_id,
-            command,
+        let spec = ProcessSpec {
+            argv: shell_argv(command),
+            env: Vec::new(),
             cwd,
-            timeout_ms,
-        });
-    }
-
-    /// The runtime's answer to [`Output::FileOp`] `op`: the file operation's result, or
-    /// what went wrong (the message reaches the model). Unknown ops are ignored.
-    pub fn handle_file_result(
-        &mut self,
-        now: Timestamp,
-        op: u64,
-        result: Result<FileReply, String>,
-    ) {
-        self.advance_time(now);
-        self.file_result(op, result);
-        self.run_agents();
+            stdin: false,
+            timeout_ms: Some(timeout_ms),
+        };
+        self.push_effect(id, EffectOp::ProcessSpawn(spec));
     }
 
     /// A file operation's result, from the runtime or a file provider.
@@ -424,10 +415,15 @@ impl Host {
         }
     }
 
-    /// Output of a `bash` call's command: collected for the model. Returns whether
-    /// `process_id` is one.
-    pub(crate) fn tool_shell_output(&mut self, process_id: &str, data: &[u8]) -> bool {
-        let Some(shell) = self.runtime_tools.shells.get_mut(process_id) else {
+    /// Whether process `id` runs a `bash` call's command.
+    pub(crate) fn is_tool_shell(&self, id: EffectId) -> bool {
+        self.runtime_tools.shells.contains_key(&id)
+    }
+
+    /// Output of a `bash` call's command: collected for the model. Returns whether `id` is
+    /// one.
+    pub(crate) fn tool_shell_output(&mut self, id: EffectId, data: &[u8]) -> bool {
+        let Some(shell) = self.runtime_tools.shells.get_mut(&id) else {
             return false;
         };
         let room = BASH_OUTPUT_LIMIT.saturating_sub(shell.output.len());
@@ -440,22 +436,20 @@ impl Host {
 
     /// A `bash` call's deadline passed: its command is killed (the exit then reports the
     /// timeout).
-    pub(crate) fn tool_shell_timed_out(&mut self, process_id: &str) {
-        let Some(shell) = self.runtime_tools.shells.get_mut(process_id) else {
+    pub(crate) fn tool_shell_timed_out(&mut self, id: EffectId) {
+        let Some(shell) = self.runtime_tools.shells.get_mut(&id) else {
             return;
         };
         shell.timed_out = true;
-        self.outputs.push_back(Output::ShellKill {
-            process_id: process_id.to_owned(),
-            signal: "SIGKILL".to_owned(),
-        });
+        let signal = "SIGKILL".to_owned();
+        self.push_effect(id, EffectOp::ProcessKill { signal });
     }
 
-    /// A `bash` call's command ended: the call completes. Returns whether `process_id` is one.
+    /// A `bash` call's command ended: the call completes. Returns whether `id` is one.
     /// A command killed once its deadline passed (by the host, or by the runtime's own
     /// timeout) is reported as timed out, not as killed by a signal.
-    pub(crate) fn tool_shell_exit(&mut self, process_id: &str, exit_code: Option<i32>) -> bool {
-        let Some(shell) = self.runtime_tools.shells.remove(process_id) else {
+    pub(crate) fn tool_shell_exit(&mut self, id: EffectId, exit_code: Option<i32>) -> bool {
+        let Some(shell) = self.runtime_tools.shells.remove(&id) else {
             return false;
         };
         self.timers.remove(&shell.timer);
@@ -492,19 +486,17 @@ impl Host {
                 cancelled.push(op.tool_call_id);
             }
         }
-        let shells: Vec<String> = (self.runtime_tools.shells.iter())
+        let shells: Vec<EffectId> = (self.runtime_tools.shells.iter())
             .filter(|(_, s)| s.session == session)
-            .map(|(id, _)| id.clone())
+            .map(|(id, _)| *id)
             .collect();
-        for process_id in shells {
-            if let Some(shell) = self.runtime_tools.shells.remove(&process_id) {
+        for id in shells {
+            if let Some(shell) = self.runtime_tools.shells.remove(&id) {
                 self.timers.remove(&shell.timer);
                 cancelled.push(shell.tool_call_id);
             }
-            self.outputs.push_back(Output::ShellKill {
-                process_id,
-                signal: "SIGKILL".to_owned(),
-            });
+            let signal = "SIGKILL".to_owned();
+            self.push_effect(id, EffectOp::ProcessKill { signal });
         }
         for tool_call_id in cancelled {
             self.emit(

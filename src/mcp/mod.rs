@@ -3,10 +3,10 @@
 //! MCP is a third JSON-RPC role of the crate's own peer ([`Endpoint`](crate::endpoint::Endpoint)),
 //! next to the Copilot SDK and ACP server roles: agentwire is the **client** of the MCP
 //! servers a session's configuration names. Like everything else in the core it is sans-IO:
-//! a stdio server is a child process the runtime starts ([`Output::ProcessSpawn`]), whose
-//! stdin is written with [`Output::ProcessWrite`] and whose stdout, stderr and exit come back
-//! as host inputs ([`Host::handle_process_stdout`], `handle_process_stderr`,
-//! `handle_process_exit`); the whole process group is killed with [`Output::ProcessKill`].
+//! a stdio server is a child process the runtime starts ([`EffectOp::ProcessSpawn`]), whose
+//! stdin is written with [`EffectOp::ProcessWrite`] and whose stdout, stderr and exit come
+//! back as the runtime's reports ([`Host::handle_effect`]); the whole process group is killed
+//! with [`EffectOp::ProcessKill`].
 //!
 //! * [`config`]: the `mcpServers` shapes of both dialects ([`McpServerConfig`]).
 //! * [`client`]: the protocol state machine of one server ([`McpClient`]): `initialize`
@@ -19,10 +19,10 @@
 //! The host side (servers starting with the session, tools offered to the model as
 //! `SERVER-TOOL`, permission prompts of kind `mcp`, the session events) lives in the host.
 //!
-//! [`Output::ProcessSpawn`]: crate::Output::ProcessSpawn
-//! [`Output::ProcessWrite`]: crate::Output::ProcessWrite
-//! [`Output::ProcessKill`]: crate::Output::ProcessKill
-//! [`Host::handle_process_stdout`]: crate::Host::handle_process_stdout
+//! [`EffectOp::ProcessSpawn`]: crate::host::EffectOp::ProcessSpawn
+//! [`EffectOp::ProcessWrite`]: crate::host::EffectOp::ProcessWrite
+//! [`EffectOp::ProcessKill`]: crate::host::EffectOp::ProcessKill
+//! [`Host::handle_effect`]: crate::Host::handle_effect
 
 pub mod client;
 pub mod config;

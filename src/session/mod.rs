@@ -2,6 +2,7 @@
 
 mod conn_id;
 mod event;
+mod session_id;
 
 use indexmap::IndexMap;
 use serde::Deserialize;
@@ -12,6 +13,7 @@ use crate::Timestamp;
 pub use conn_id::ConnId;
 pub(crate) use event::push_json_str;
 pub use event::{is_streaming_delta_type, Event};
+pub use session_id::SessionId;
 
 /// A tool a client declared on `session.create` / `session.resume`.
 #[derive(Clone, Debug, Deserialize, PartialEq)]

@@ -1,15 +1,11 @@
 //! Replays every file of every fuzz corpus (`fuzz/corpus/<target>/`) through the same target
-//! code the fuzzers run (`fuzz/src/targets.rs`), so CI exercises the corpora on stable without
+//! code the fuzzers run (`fuzz/targets/`), so CI exercises the corpora on stable without
 //! cargo-fuzz. A target asserts its invariants itself: a corpus file that breaks one fails here
 //! with the file's name.
 
-// The fuzz crate is not in the workspace (cargo-fuzz, libfuzzer-sys): its target bodies are
-// compiled here as modules.
-#[path = "../../fuzz/src/targets.rs"]
-pub(crate) mod targets;
-
-#[path = "../../fuzz/src/model_targets.rs"]
-mod model_targets;
+// The fuzz crate is not in the workspace (cargo-fuzz, libfuzzer-sys); its target bodies are
+// the workspace crate agentwire-fuzz-targets.
+use agentwire_fuzz_targets::{model_targets, targets};
 
 use std::path::{Path, PathBuf};
 

@@ -10,12 +10,12 @@
 //! scripted agent's sleeps.
 //!
 //! A third of the seeds run with a model provider instead of the scripted agent: the world's
-//! simulated endpoint (`fuzz/src/world/model.rs`) answers every model call from the seed
+//! simulated endpoint (`fuzz/targets/src/targets/world/model.rs`) answers every model call from the seed
 //! (text in pieces, tool calls of the client and built-in tools, 500/429, cut and malformed
 //! streams), so model turns, their retries and the built-in tools' file and shell outputs are
 //! part of the run.
 //!
-//! The checker (`fuzz/src/world.rs`, shared with the `host_sequence` fuzz target) runs after
+//! The checker (`fuzz/targets/src/targets/world.rs`, shared with the `host_sequence` fuzz target) runs after
 //! every input and every read: at most one response per request and, after the run settles,
 //! exactly one; responses to in-order requests in order; `parentId` chains unbroken per
 //! connection; deltas only to streaming attachments; `getMessages` holding every persisted event
@@ -25,8 +25,8 @@
 //! (default 0). A failure prints its seed; `SIM_SEED=<n> cargo test --test core simulation::` replays
 //! exactly that seed and prints its trace.
 
-// The fuzz crate's world (fuzz/src/world.rs), compiled once for the tier with the fuzz targets.
-use crate::fuzz_corpus_replay::targets::world;
+// The fuzz targets' world (the agentwire-fuzz-targets crate).
+use agentwire_fuzz_targets::targets::world;
 
 use std::collections::BTreeSet;
 use std::time::Instant;

@@ -5,7 +5,7 @@
 
 use crate::support::*;
 use agentwire::agent::Scenario;
-use agentwire::host::{Host, HostConfig, Output};
+use agentwire::host::{Host, HostConfig, Output, StoreOutput};
 use serde_json::{json, Value};
 
 fn board() -> Value {
@@ -413,7 +413,7 @@ fn a_stable_provider_id_names_the_extension_and_survives_a_restart() {
     // Restart: a new host restored from the persisted log, the provider re-declares.
     let mut stored = Vec::new();
     while let Some(out) = w.host.poll_output() {
-        if let Output::Persist { session, event } = out {
+        if let Output::Store(StoreOutput::Persist { session, event }) = out {
             assert_eq!(session, "s");
             stored.push(event);
         }

@@ -3,7 +3,7 @@
 //! restored from a dead node's log has its open turn closed, and nodes with the same seed
 //! generate different ids.
 
-use agentwire::host::{HostConfig, Output};
+use agentwire::host::{ClusterOutput, HostConfig, Output, StoreOutput};
 use bytes::Bytes;
 use serde_json::{json, Value};
 
@@ -31,8 +31,8 @@ fn drain(w: &mut World) -> (Vec<Bytes>, Vec<String>) {
     let (mut persisted, mut lookups) = (Vec::new(), Vec::new());
     while let Some(output) = w.host.poll_output() {
         match output {
-            Output::Persist { event, .. } => persisted.push(event),
-            Output::LoadSession { session } => lookups.push(session),
+            Output::Store(StoreOutput::Persist { event, .. }) => persisted.push(event),
+            Output::Cluster(ClusterOutput::LoadSession { session }) => lookups.push(session),
             _ => {}
         }
     }
@@ -240,9 +240,9 @@ fn nodes_with_the_same_seed_generate_different_ids() {
 fn forwarded(w: &mut World) -> Vec<(String, Value)> {
     let mut relayed = Vec::new();
     while let Some(output) = w.host.poll_output() {
-        if let Output::Forward {
+        if let Output::Cluster(ClusterOutput::Forward {
             session, frames, ..
-        } = output
+        }) = output
         {
             for frame in frames {
                 relayed.push((session.clone(), serde_json::from_slice(&frame).unwrap()));
@@ -335,7 +335,9 @@ fn a_session_owned_elsewhere_is_relayed_in_order_and_the_rest_served_here() {
     b.host.handle_eof(b.now, p.conn);
     assert_eq!(
         b.host.poll_output(),
-        Some(Output::ForwardClosed { conn: p.conn })
+        Some(Output::Cluster(ClusterOutput::ForwardClosed {
+            conn: p.conn
+        }))
     );
 }
 

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use agentwire::agent::Scenario;
-use agentwire::host::{HostConfig, Output};
+use agentwire::host::{
+    ConnectionOutput, Effect, EffectEvent, EffectOp, HostConfig, Output, ProcessSpec, StoreOutput,
+};
 use serde_json::{json, Value};
 
 use crate::support::*;
@@ -626,7 +628,7 @@ fn malformed_input_gets_json_rpc_errors_and_framing_errors_close_with_a_reason()
         "{last}"
     );
     match w.host.poll_output() {
-        Some(Output::Close { conn, reason }) => {
+        Some(Output::Connection(ConnectionOutput::Close { conn, reason })) => {
             assert_eq!(conn, p.conn);
             assert!(reason.contains("Content-Length"), "{reason}");
         }
@@ -642,7 +644,7 @@ fn runtime_shutdown_answers_then_asks_the_runtime_to_stop() {
     assert_eq!(r["result"], json!({}));
     assert!(matches!(
         w.host.poll_output(),
-        Some(Output::Shutdown { .. })
+        Some(Output::Connection(ConnectionOutput::Shutdown { .. }))
     ));
 }
 
@@ -839,7 +841,7 @@ fn persisted_events_are_reported_and_a_new_host_restores_the_session() {
     let mut stored = Vec::new();
     while let Some(out) = w.host.poll_output() {
         match out {
-            Output::Persist { session, event } => {
+            Output::Store(StoreOutput::Persist { session, event }) => {
                 assert_eq!(session, "s");
                 stored.push(event);
             }
@@ -889,9 +891,9 @@ fn persisted_events_are_reported_and_a_new_host_restores_the_session() {
     w2.call(&mut q, &mut [], "session.delete", json!({"sessionId":"s"}));
     let outs: Vec<Output> = std::iter::from_fn(|| w2.host.poll_output()).collect();
     assert!(
-        outs.contains(&Output::SessionDeleted {
+        outs.contains(&Output::Store(StoreOutput::SessionDeleted {
             session: "s".into()
-        }),
+        })),
         "{outs:?}"
     );
     // A corrupt log is refused with the position of the bad event.
@@ -905,8 +907,43 @@ fn persisted_events_are_reported_and_a_new_host_restores_the_session() {
 }
 
 #[test]
+fn a_command_the_runtime_cannot_start_reads_as_exit_127_with_the_reason_on_stderr() {
+    let mut w = World::new(HostConfig::default().with_shell_enabled(true));
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({"workingDirectory": "/w"}));
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.shell.exec",
+        json!({"sessionId":"s","command":"echo hi"}),
+    );
+    let process_id = r["result"]["processId"].as_str().unwrap().to_owned();
+    let Some(Output::Effect(Effect { id, .. })) = w.host.poll_output() else {
+        panic!("expected the command's ProcessSpawn")
+    };
+    let reason = EffectEvent::SpawnFailed("no such file".into());
+    w.host.handle_effect(w.now, id, reason);
+    w.pump(&mut [&mut p]);
+    let out = p
+        .inbox
+        .iter()
+        .find(|m| m["method"] == "shell.output")
+        .unwrap();
+    assert_eq!(
+        out["params"],
+        json!({"sessionId":"s","processId":process_id,"stream":"stderr",
+               "data":"cannot start the command: no such file\n"})
+    );
+    let exit = p
+        .inbox
+        .iter()
+        .find(|m| m["method"] == "shell.exit")
+        .unwrap();
+    assert_eq!(exit["params"]["exitCode"], 127);
+}
+
+#[test]
 fn shell_exec_is_a_runtime_action_whose_output_reaches_the_caller() {
-    use agentwire::host::ShellStream;
     // Off by default: a clear error, no action.
     let mut w = World::new(HostConfig::default());
     let mut p = w.connect();
@@ -943,27 +980,37 @@ fn shell_exec_is_a_runtime_action_whose_output_reaches_the_caller() {
         json!({"sessionId":"s","command":"echo hi"}),
     );
     let process_id = r["result"]["processId"].as_str().unwrap().to_owned();
+    let effect;
     match w.host.poll_output() {
-        Some(Output::ShellExec {
-            process_id: id,
-            command,
-            cwd,
-            timeout_ms,
-        }) => {
-            assert_eq!(id, process_id);
-            assert_eq!(command, "echo hi");
+        Some(Output::Effect(Effect {
+            id,
+            op:
+                EffectOp::ProcessSpawn(ProcessSpec {
+                    argv,
+                    env,
+                    cwd,
+                    stdin,
+                    timeout_ms,
+                }),
+        })) => {
+            effect = id;
+            assert_eq!(argv, ["sh", "-c", "echo hi"]);
+            assert!(env.is_empty());
+            assert!(!stdin, "a command's stdin is empty");
             assert_eq!(
                 cwd.as_deref(),
                 Some("/w"),
                 "the session's working directory"
             );
-            assert_eq!(timeout_ms, 30_000);
+            assert_eq!(timeout_ms, Some(30_000));
         }
-        other => panic!("expected ShellExec, got {other:?}"),
+        other => panic!("expected ProcessSpawn, got {other:?}"),
     }
     w.host
-        .handle_shell_output(w.now, &process_id, ShellStream::Stdout, b"hi\n");
-    w.host.handle_shell_exit(w.now, &process_id, Some(0));
+        .handle_effect(w.now, effect, EffectEvent::Stdout(b"hi\n".to_vec()));
+    // The runtime's reports about the effect reach the caller under the client's process id.
+    w.host
+        .handle_effect(w.now, effect, EffectEvent::Exit(Some(0)));
     w.pump(&mut [&mut p, &mut other]);
     let out = p
         .inbox
@@ -999,7 +1046,12 @@ fn shell_exec_is_a_runtime_action_whose_output_reaches_the_caller() {
         json!({"sessionId":"s","command":"sleep 9"}),
     );
     let second = r["result"]["processId"].as_str().unwrap().to_owned();
-    let _ = w.host.poll_output();
+    let Some(Output::Effect(Effect {
+        id: second_effect, ..
+    })) = w.host.poll_output()
+    else {
+        panic!("expected the second command's ProcessSpawn")
+    };
     let r = w.call(
         &mut p,
         &mut [],
@@ -1009,18 +1061,22 @@ fn shell_exec_is_a_runtime_action_whose_output_reaches_the_caller() {
     assert_eq!(r["result"], json!({"killed": true}));
     assert_eq!(
         w.host.poll_output(),
-        Some(Output::ShellKill {
-            process_id: second.clone(),
-            signal: "SIGTERM".into()
-        })
+        Some(Output::Effect(Effect {
+            id: second_effect,
+            op: EffectOp::ProcessKill {
+                signal: "SIGTERM".into()
+            }
+        }))
     );
     // A caller that leaves gets its commands killed.
     w.host.handle_eof(w.now, p.conn);
     assert_eq!(
         w.host.poll_output(),
-        Some(Output::ShellKill {
-            process_id: second,
-            signal: "SIGKILL".into()
-        })
+        Some(Output::Effect(Effect {
+            id: second_effect,
+            op: EffectOp::ProcessKill {
+                signal: "SIGKILL".into()
+            }
+        }))
     );
 }

@@ -8,7 +8,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use agentwire::host::{HostConfig, Output, RelayedEventHead};
+use agentwire::host::{ClusterOutput, ConnectionOutput, HostConfig, Output, RelayedEventHead};
 use agentwire::Timestamp;
 use serde_json::{json, Value};
 
@@ -73,7 +73,7 @@ fn forwarded_client(budget: usize) -> (World, Peer) {
     b.pump(&mut [&mut p]);
     let mut looked_up = false;
     while let Some(output) = b.host.poll_output() {
-        looked_up |= matches!(output, Output::LoadSession { ref session } if session == SESSION);
+        looked_up |= matches!(output, Output::Cluster(ClusterOutput::LoadSession { ref session }) if session == SESSION);
     }
     assert!(looked_up, "the unknown session is looked up");
     b.host.cluster().forward_session_lookup(b.now, SESSION);
@@ -148,7 +148,7 @@ fn received_deltas(p: &Peer) -> usize {
 fn closed(b: &mut World) -> Vec<agentwire::host::ConnId> {
     std::iter::from_fn(|| b.host.poll_output())
         .filter_map(|o| match o {
-            Output::Close { conn, .. } => Some(conn),
+            Output::Connection(ConnectionOutput::Close { conn, .. }) => Some(conn),
             _ => None,
         })
         .collect()

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use agentwire::host::{HostConfig, Output};
+use agentwire::host::{Effect, EffectEvent, EffectId, EffectOp, HostConfig, Output};
 use agentwire::model::{CallConfig, HttpRequest, ServerDefault, TransportErrorKind};
 use serde_json::{json, Value};
 
@@ -16,10 +16,13 @@ fn provider() -> Value {
 }
 
 /// The next HTTP request the host asked for.
-fn next_request(w: &mut World) -> (u64, HttpRequest) {
+fn next_request(w: &mut World) -> (EffectId, HttpRequest) {
     loop {
         match w.host.poll_output() {
-            Some(Output::HttpRequest { call, request, .. }) => return (call, request),
+            Some(Output::Effect(Effect {
+                id: call,
+                op: EffectOp::HttpRequest(request),
+            })) => return (call, request),
             Some(_) => continue,
             None => panic!("no HttpRequest output"),
         }
@@ -60,14 +63,22 @@ fn tool_stream(id: &str) -> Vec<u8> {
 }
 
 /// Answers exchange `call` with a 200 event stream, split into small chunks.
-fn answer(w: &mut World, call: u64, body: &[u8], peers: &mut [&mut Peer]) {
+fn answer(w: &mut World, call: EffectId, body: &[u8], peers: &mut [&mut Peer]) {
     w.now = w.now.saturating_add(Duration::from_millis(5));
-    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
-    w.host.handle_http_response(w.now, call, 200, &headers);
+    let headers = [("content-type".to_owned(), "text/event-stream".to_owned())];
+    w.host.handle_effect(
+        w.now,
+        call,
+        EffectEvent::HttpHead {
+            status: 200,
+            headers: headers.to_vec(),
+        },
+    );
     for piece in body.chunks(7) {
-        w.host.handle_http_body(w.now, call, piece);
+        w.host
+            .handle_effect(w.now, call, EffectEvent::HttpBody(piece.to_vec()));
     }
-    w.host.handle_http_end(w.now, call);
+    w.host.handle_effect(w.now, call, EffectEvent::HttpEnd);
     w.pump(peers);
 }
 
@@ -378,25 +389,39 @@ fn abort_mid_stream_cancels_the_call_and_ends_the_turn() {
         json!({"sessionId": "s", "prompt": "hi"}),
     );
     let (call, _) = next_request(&mut w);
-    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
-    w.host.handle_http_response(w.now, call, 200, &headers);
-    w.host.handle_http_body(
+    let headers = [("content-type".to_owned(), "text/event-stream".to_owned())];
+    w.host.handle_effect(
         w.now,
         call,
-        b"data: {\"choices\":[{\"delta\":{\"content\":\"par\"}}]}\n\n",
+        EffectEvent::HttpHead {
+            status: 200,
+            headers: headers.to_vec(),
+        },
+    );
+    w.host.handle_effect(
+        w.now,
+        call,
+        EffectEvent::HttpBody(
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"par\"}}]}\n\n".to_vec(),
+        ),
     );
     w.call(&mut p, &mut [], "session.abort", json!({"sessionId": "s"}));
-    assert!(outputs(&mut w).contains(&Output::HttpCancel { call }));
+    assert!(outputs(&mut w).contains(&Output::Effect(Effect {
+        id: call,
+        op: EffectOp::HttpCancel
+    })));
     let idle = p.event("s", "session.idle");
     assert_eq!(idle["data"]["aborted"], true);
     // Late bytes for the cancelled call change nothing.
     let before = p.inbox.len();
-    w.host.handle_http_body(
+    w.host.handle_effect(
         w.now,
         call,
-        b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n",
+        EffectEvent::HttpBody(
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n".to_vec(),
+        ),
     );
-    w.host.handle_http_end(w.now, call);
+    w.host.handle_effect(w.now, call, EffectEvent::HttpEnd);
     w.pump(&mut [&mut p]);
     assert_eq!(p.inbox.len(), before);
     // The session stays usable.
@@ -411,7 +436,7 @@ fn abort_mid_stream_cancels_the_call_and_ends_the_turn() {
     assert_eq!(p.types("s").last().unwrap(), "session.idle");
 }
 
-fn error_then_next_prompt_works(fault: impl FnOnce(&mut World, u64)) -> (World, Peer) {
+fn error_then_next_prompt_works(fault: impl FnOnce(&mut World, EffectId)) -> (World, Peer) {
     let mut w = World::new(HostConfig::default().with_model_call(CallConfig {
         max_retries: 0,
         ..CallConfig::default()
@@ -463,10 +488,20 @@ fn error_then_next_prompt_works(fault: impl FnOnce(&mut World, u64)) -> (World, 
 #[test]
 fn server_error_is_a_session_error() {
     let (_, p) = error_then_next_prompt_works(|w, call| {
-        w.host.handle_http_response(w.now, call, 500, &[]);
-        w.host
-            .handle_http_body(w.now, call, b"{\"error\":{\"message\":\"boom\"}}");
-        w.host.handle_http_end(w.now, call);
+        w.host.handle_effect(
+            w.now,
+            call,
+            EffectEvent::HttpHead {
+                status: 500,
+                headers: Vec::new(),
+            },
+        );
+        w.host.handle_effect(
+            w.now,
+            call,
+            EffectEvent::HttpBody(b"{\"error\":{\"message\":\"boom\"}}".to_vec()),
+        );
+        w.host.handle_effect(w.now, call, EffectEvent::HttpEnd);
     });
     assert_eq!(p.event("s", "session.error")["data"]["statusCode"], 500);
 }
@@ -474,11 +509,13 @@ fn server_error_is_a_session_error() {
 #[test]
 fn connection_refused_is_a_session_error() {
     error_then_next_prompt_works(|w, call| {
-        w.host.handle_http_error(
+        w.host.handle_effect(
             w.now,
             call,
-            TransportErrorKind::Connect,
-            &format!("connection refused (Bearer {KEY})"),
+            EffectEvent::HttpError {
+                kind: TransportErrorKind::Connect,
+                message: format!("connection refused (Bearer {KEY})").to_string(),
+            },
         );
     });
 }
@@ -486,20 +523,40 @@ fn connection_refused_is_a_session_error() {
 #[test]
 fn cut_and_malformed_streams_are_session_errors() {
     error_then_next_prompt_works(|w, call| {
-        let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
-        w.host.handle_http_response(w.now, call, 200, &headers);
-        w.host.handle_http_body(
+        let headers = [("content-type".to_owned(), "text/event-stream".to_owned())];
+        w.host.handle_effect(
             w.now,
             call,
-            b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+            EffectEvent::HttpHead {
+                status: 200,
+                headers: headers.to_vec(),
+            },
         );
-        w.host.handle_http_end(w.now, call);
+        w.host.handle_effect(
+            w.now,
+            call,
+            EffectEvent::HttpBody(
+                b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n".to_vec(),
+            ),
+        );
+        w.host.handle_effect(w.now, call, EffectEvent::HttpEnd);
     });
     error_then_next_prompt_works(|w, call| {
-        let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
-        w.host.handle_http_response(w.now, call, 200, &headers);
-        w.host.handle_http_body(w.now, call, b"data: {not json\n\n");
-        w.host.handle_http_end(w.now, call);
+        let headers = [("content-type".to_owned(), "text/event-stream".to_owned())];
+        w.host.handle_effect(
+            w.now,
+            call,
+            EffectEvent::HttpHead {
+                status: 200,
+                headers: headers.to_vec(),
+            },
+        );
+        w.host.handle_effect(
+            w.now,
+            call,
+            EffectEvent::HttpBody(b"data: {not json\n\n".to_vec()),
+        );
+        w.host.handle_effect(w.now, call, EffectEvent::HttpEnd);
     });
 }
 
@@ -520,20 +577,26 @@ fn rate_limit_is_retried_after_a_host_timer() {
         json!({"sessionId": "s", "prompt": "hi"}),
     );
     let (call, _) = next_request(&mut w);
-    w.host.handle_http_response(
+    w.host.handle_effect(
         w.now,
         call,
-        429,
-        &[("retry-after".to_owned(), "1".to_owned())],
+        EffectEvent::HttpHead {
+            status: 429,
+            headers: [("retry-after".to_owned(), "1".to_owned())].to_vec(),
+        },
     );
-    w.host.handle_http_end(w.now, call);
+    w.host.handle_effect(w.now, call, EffectEvent::HttpEnd);
     w.pump(&mut [&mut p]);
     assert!(p.types("s").contains(&"session.warning".to_owned()));
     let early = outputs(&mut w);
     assert!(
-        early
-            .iter()
-            .all(|o| !matches!(o, Output::HttpRequest { .. })),
+        early.iter().all(|o| !matches!(
+            o,
+            Output::Effect(Effect {
+                op: EffectOp::HttpRequest(_),
+                ..
+            })
+        )),
         "the retry waits for its timer: {early:?}"
     );
     let at = w.host.poll_timeout().expect("a backoff timer");
@@ -566,18 +629,30 @@ fn stalled_stream_hits_the_idle_deadline() {
         json!({"sessionId": "s", "prompt": "hi"}),
     );
     let (call, _) = next_request(&mut w);
-    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
-    w.host.handle_http_response(w.now, call, 200, &headers);
-    w.host.handle_http_body(
+    let headers = [("content-type".to_owned(), "text/event-stream".to_owned())];
+    w.host.handle_effect(
         w.now,
         call,
-        b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+        EffectEvent::HttpHead {
+            status: 200,
+            headers: headers.to_vec(),
+        },
+    );
+    w.host.handle_effect(
+        w.now,
+        call,
+        EffectEvent::HttpBody(
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n".to_vec(),
+        ),
     );
     let at = w.host.poll_timeout().expect("an idle deadline");
     w.now = at;
     w.host.handle_timeout(at);
     w.pump(&mut [&mut p]);
-    assert!(outputs(&mut w).contains(&Output::HttpCancel { call }));
+    assert!(outputs(&mut w).contains(&Output::Effect(Effect {
+        id: call,
+        op: EffectOp::HttpCancel
+    })));
     assert_eq!(
         p.event("s", "session.error")["data"]["errorType"],
         "timeout"
@@ -596,9 +671,13 @@ fn sessions_without_a_provider_keep_the_scripted_agent() {
         "session.send",
         json!({"sessionId": "s", "prompt": "hi"}),
     );
-    assert!(outputs(&mut w)
-        .iter()
-        .all(|o| !matches!(o, Output::HttpRequest { .. })));
+    assert!(outputs(&mut w).iter().all(|o| !matches!(
+        o,
+        Output::Effect(Effect {
+            op: EffectOp::HttpRequest(_),
+            ..
+        })
+    )));
     assert!(p.types("s").contains(&"assistant.message".to_owned()));
 }
 
@@ -654,9 +733,9 @@ fn bash_stream(id: &str, arguments: Value) -> Vec<u8> {
 }
 
 /// Starts a BYOK session (no working directory given, the server's is `/srv/agentwire`) whose
-/// model calls `bash` with `arguments`; approves the call and returns the `ShellExec`
-/// output's process id, cwd and timeout.
-fn start_bash(w: &mut World, p: &mut Peer, arguments: Value) -> (String, Option<String>, u64) {
+/// model calls `bash` with `arguments`; approves the call and returns the command's
+/// `ProcessSpawn` effect: its id, cwd and timeout.
+fn start_bash(w: &mut World, p: &mut Peer, arguments: Value) -> (EffectId, Option<String>, u64) {
     create(w, p, "s", json!({"provider": provider(), "model": "m1"}));
     w.call(
         p,
@@ -682,15 +761,20 @@ fn start_bash(w: &mut World, p: &mut Peer, arguments: Value) -> (String, Option<
     outputs(w)
         .into_iter()
         .find_map(|o| match o {
-            Output::ShellExec {
-                process_id,
-                cwd,
-                timeout_ms,
-                ..
-            } => Some((process_id, cwd, timeout_ms)),
+            Output::Effect(Effect {
+                id,
+                op: EffectOp::ProcessSpawn(spec),
+            }) => {
+                assert_eq!(spec.argv[..2], ["sh", "-c"], "a command line");
+                Some((
+                    id,
+                    spec.cwd,
+                    spec.timeout_ms.expect("a command has a timeout"),
+                ))
+            }
             _ => None,
         })
-        .expect("a ShellExec output for the bash call")
+        .expect("a ProcessSpawn effect for the bash call")
 }
 
 /// The text of the `bash` call's result in the next model request.
@@ -721,26 +805,27 @@ fn a_bash_command_past_its_timeout_is_killed_and_reported_as_timed_out() {
     assert_eq!(cwd.as_deref(), Some("/srv/agentwire"));
     let start = p.event("s", "session.start");
     assert_eq!(start["data"]["context"]["cwd"], "/srv/agentwire");
-    w.host.handle_shell_output(
-        w.now,
-        &process,
-        agentwire::host::ShellStream::Stdout,
-        b"started\n",
-    );
+    w.host
+        .handle_effect(w.now, process, EffectEvent::Stdout(b"started\n".to_vec()));
     // Before the deadline nothing is killed.
     w.now = w.now.saturating_add(Duration::from_millis(1_000));
     w.host.handle_timeout(w.now);
-    assert!(!outputs(&mut w)
-        .iter()
-        .any(|o| matches!(o, Output::ShellKill { .. })));
+    assert!(!outputs(&mut w).iter().any(|o| matches!(
+        o,
+        Output::Effect(Effect {
+            op: EffectOp::ProcessKill { .. },
+            ..
+        })
+    )));
     // At the deadline the host kills the command; its exit reports the timeout.
     w.now = w.now.saturating_add(Duration::from_millis(1_000));
     w.host.handle_timeout(w.now);
     let killed = outputs(&mut w).into_iter().any(|o| {
-        matches!(&o, Output::ShellKill { process_id, signal } if *process_id == process && signal == "SIGKILL")
+        matches!(&o, Output::Effect(Effect { id, op: EffectOp::ProcessKill { signal } }) if *id == process && signal == "SIGKILL")
     });
     assert!(killed, "the host kills the command at its deadline");
-    w.host.handle_shell_exit(w.now, &process, None);
+    w.host
+        .handle_effect(w.now, process, EffectEvent::Exit(None));
     assert_eq!(
         bash_result(&mut w),
         "started\n<command timed out after 2 seconds and was stopped>"
@@ -754,7 +839,8 @@ fn a_bash_command_the_runtime_killed_at_its_timeout_is_reported_as_timed_out() {
     let (process, _, _) = start_bash(&mut w, &mut p, json!({"command": "sleep 100"}));
     // The runtime's own deadline (120 s by default) killed it before the host's timer ran.
     w.now = w.now.saturating_add(Duration::from_secs(120));
-    w.host.handle_shell_exit(w.now, &process, None);
+    w.host
+        .handle_effect(w.now, process, EffectEvent::Exit(None));
     assert_eq!(
         bash_result(&mut w),
         "<command timed out after 120 seconds and was stopped>"
@@ -767,14 +853,19 @@ fn a_bash_command_killed_before_its_timeout_is_killed_by_a_signal() {
     let mut p = w.connect();
     let (process, _, _) = start_bash(&mut w, &mut p, json!({"command": "kill -9 $$"}));
     w.now = w.now.saturating_add(Duration::from_millis(10));
-    w.host.handle_shell_exit(w.now, &process, None);
+    w.host
+        .handle_effect(w.now, process, EffectEvent::Exit(None));
     assert_eq!(bash_result(&mut w), "<killed by a signal>");
     // The deadline no longer fires for it.
     w.now = w.now.saturating_add(Duration::from_secs(200));
     w.host.handle_timeout(w.now);
-    assert!(!outputs(&mut w)
-        .iter()
-        .any(|o| matches!(o, Output::ShellKill { .. })));
+    assert!(!outputs(&mut w).iter().any(|o| matches!(
+        o,
+        Output::Effect(Effect {
+            op: EffectOp::ProcessKill { .. },
+            ..
+        })
+    )));
 }
 
 /// Sends `session.model.list` for `session` without waiting; returns the request id.
@@ -822,26 +913,47 @@ fn a_session_model_list_the_provider_does_not_answer_falls_back_after_its_deadli
     assert_eq!(listed(&p, id), None, "the answer waits for the provider");
     // A second asker joins the request in flight.
     let id2 = ask_model_list(&mut w, &mut p, "s");
-    assert!(!outputs(&mut w)
-        .iter()
-        .any(|o| matches!(o, Output::HttpRequest { .. })));
+    assert!(!outputs(&mut w).iter().any(|o| matches!(
+        o,
+        Output::Effect(Effect {
+            op: EffectOp::HttpRequest(_),
+            ..
+        })
+    )));
     w.now = w.now.saturating_add(Duration::from_secs(10));
     w.host.handle_timeout(w.now);
-    let cancelled = outputs(&mut w)
-        .iter()
-        .any(|o| matches!(o, Output::HttpCancel { call: c } if *c == call));
+    let cancelled = outputs(&mut w).iter().any(
+        |o| matches!(o, Output::Effect(Effect { id: c, op: EffectOp::HttpCancel }) if *c == call),
+    );
     assert!(cancelled);
     w.pump(&mut [&mut p]);
     assert_eq!(listed(&p, id), Some(vec!["m1".to_owned()]));
     assert_eq!(listed(&p, id2), Some(vec!["m1".to_owned()]));
     // A late answer changes nothing; the next request asks again (failures are not cached).
-    w.host.handle_http_response(w.now, call, 200, &[]);
+    w.host.handle_effect(
+        w.now,
+        call,
+        EffectEvent::HttpHead {
+            status: 200,
+            headers: Vec::new(),
+        },
+    );
     let id3 = ask_model_list(&mut w, &mut p, "s");
     let (call3, _) = next_request(&mut w);
-    w.host.handle_http_response(w.now, call3, 200, &[]);
-    w.host
-        .handle_http_body(w.now, call3, br#"{"data":[{"id":"x"},{"id":"y"}]}"#);
-    w.host.handle_http_end(w.now, call3);
+    w.host.handle_effect(
+        w.now,
+        call3,
+        EffectEvent::HttpHead {
+            status: 200,
+            headers: Vec::new(),
+        },
+    );
+    w.host.handle_effect(
+        w.now,
+        call3,
+        EffectEvent::HttpBody(br#"{"data":[{"id":"x"},{"id":"y"}]}"#.to_vec()),
+    );
+    w.host.handle_effect(w.now, call3, EffectEvent::HttpEnd);
     w.pump(&mut [&mut p]);
     assert_eq!(listed(&p, id3), Some(vec!["x".to_owned(), "y".to_owned()]));
     let all = serde_json::to_string(&p.inbox).unwrap();
@@ -872,10 +984,18 @@ fn session_model_lists_are_cached_per_provider_and_key() {
         "c",
         json!({"provider": other_key, "model": "m1"}),
     );
-    let answer_list = |w: &mut World, call: u64, body: &[u8]| {
-        w.host.handle_http_response(w.now, call, 200, &[]);
-        w.host.handle_http_body(w.now, call, body);
-        w.host.handle_http_end(w.now, call);
+    let answer_list = |w: &mut World, call: EffectId, body: &[u8]| {
+        w.host.handle_effect(
+            w.now,
+            call,
+            EffectEvent::HttpHead {
+                status: 200,
+                headers: Vec::new(),
+            },
+        );
+        w.host
+            .handle_effect(w.now, call, EffectEvent::HttpBody(body.to_vec()));
+        w.host.handle_effect(w.now, call, EffectEvent::HttpEnd);
     };
     let id_a = ask_model_list(&mut w, &mut p, "a");
     let (call, _) = next_request(&mut w);
@@ -885,9 +1005,13 @@ fn session_model_lists_are_cached_per_provider_and_key() {
     // Same URL and key: from the cache.
     let id_b = ask_model_list(&mut w, &mut p, "b");
     assert_eq!(listed(&p, id_b), Some(vec!["for-key-1".to_owned()]));
-    assert!(!outputs(&mut w)
-        .iter()
-        .any(|o| matches!(o, Output::HttpRequest { .. })));
+    assert!(!outputs(&mut w).iter().any(|o| matches!(
+        o,
+        Output::Effect(Effect {
+            op: EffectOp::HttpRequest(_),
+            ..
+        })
+    )));
     // Same URL, another key: asked with that key.
     let id_c = ask_model_list(&mut w, &mut p, "c");
     let (call, request) = next_request(&mut w);
@@ -920,9 +1044,13 @@ fn a_session_with_declared_models_lists_them_without_a_request() {
         listed(&p, id),
         Some(vec!["local/qwen".to_owned(), "local/llama".to_owned()])
     );
-    assert!(!outputs(&mut w)
-        .iter()
-        .any(|o| matches!(o, Output::HttpRequest { .. })));
+    assert!(!outputs(&mut w).iter().any(|o| matches!(
+        o,
+        Output::Effect(Effect {
+            op: EffectOp::HttpRequest(_),
+            ..
+        })
+    )));
     let unknown = w.call(
         &mut p,
         &mut [],
@@ -936,12 +1064,22 @@ fn a_session_with_declared_models_lists_them_without_a_request() {
 }
 
 /// Answers model-list exchange `call` with `body` (JSON).
-fn answer_json(w: &mut World, call: u64, status: u16, body: &Value, peers: &mut [&mut Peer]) {
-    let headers = vec![("content-type".to_owned(), "application/json".to_owned())];
-    w.host.handle_http_response(w.now, call, status, &headers);
-    w.host
-        .handle_http_body(w.now, call, body.to_string().as_bytes());
-    w.host.handle_http_end(w.now, call);
+fn answer_json(w: &mut World, call: EffectId, status: u16, body: &Value, peers: &mut [&mut Peer]) {
+    let headers = [("content-type".to_owned(), "application/json".to_owned())];
+    w.host.handle_effect(
+        w.now,
+        call,
+        EffectEvent::HttpHead {
+            status,
+            headers: headers.to_vec(),
+        },
+    );
+    w.host.handle_effect(
+        w.now,
+        call,
+        EffectEvent::HttpBody(body.to_string().as_bytes().to_vec()),
+    );
+    w.host.handle_effect(w.now, call, EffectEvent::HttpEnd);
     w.pump(peers);
 }
 
@@ -1134,19 +1272,21 @@ fn attachments_are_counted_and_rendered_into_the_prompt_the_model_sees() {
         ]
     );
     // No model call (and no user.message) before both are answered.
-    w.host.handle_file_result(
+    w.host.handle_effect(
         w.now,
         op2,
-        Ok(agentwire::host::FileReply::Entries(vec![
+        EffectEvent::FileDone(Ok(agentwire::host::FileReply::Entries(vec![
             "a.rs".into(),
             "b/".into(),
-        ])),
+        ]))),
     );
     assert!(w.host.poll_output().is_none());
-    w.host.handle_file_result(
+    w.host.handle_effect(
         w.now,
         op1,
-        Ok(agentwire::host::FileReply::Text("one\ntwo\nthree\n".into())),
+        EffectEvent::FileDone(Ok(agentwire::host::FileReply::Text(
+            "one\ntwo\nthree\n".into(),
+        ))),
     );
     let (_, request) = next_request(&mut w);
     let user = messages(&request)[1]["content"]
@@ -1533,9 +1673,13 @@ fn a_rejected_call_ends_the_turn() {
     answer(&mut w, call, &tool_stream("c1"), &mut [&mut p]);
     answer_permission(&mut w, &mut p, "reject");
     assert!(
-        !outputs(&mut w)
-            .iter()
-            .any(|o| matches!(o, Output::HttpRequest { .. })),
+        !outputs(&mut w).iter().any(|o| matches!(
+            o,
+            Output::Effect(Effect {
+                op: EffectOp::HttpRequest(_),
+                ..
+            })
+        )),
         "no further model call"
     );
     assert_eq!(p.types("s").last().unwrap(), "session.idle");
@@ -1675,12 +1819,12 @@ fn viewing_an_image_shows_it_to_the_model() {
             path: "/w/pixel.png".into()
         }
     );
-    w.host.handle_file_result(
+    w.host.handle_effect(
         w.now,
         op,
-        Ok(agentwire::host::FileReply::Bytes(vec![
+        EffectEvent::FileDone(Ok(agentwire::host::FileReply::Bytes(vec![
             0x89, b'P', b'N', b'G',
-        ])),
+        ]))),
     );
     let (_, request) = next_request(&mut w);
     let msgs = messages(&request);
@@ -1747,13 +1891,13 @@ fn instruction_files_join_the_system_prompt() {
             limit: 4096
         }
     );
-    w.host.handle_file_result(
+    w.host.handle_effect(
         w.now,
         op,
-        Ok(FileReply::Entries(vec![
+        EffectEvent::FileDone(Ok(FileReply::Entries(vec![
             "notes.txt".into(),
             "team.instructions.md".into(),
-        ])),
+        ]))),
     );
     let (op, request) = w.next_file_op();
     let FileRequest::ReadMany { root, paths, .. } = request else {
@@ -1761,13 +1905,13 @@ fn instruction_files_join_the_system_prompt() {
     };
     assert_eq!(root, "/extra/.github/instructions");
     assert_eq!(paths, ["team.instructions.md"]);
-    w.host.handle_file_result(
+    w.host.handle_effect(
         w.now,
         op,
-        Ok(FileReply::Texts(vec![(
+        EffectEvent::FileDone(Ok(FileReply::Texts(vec![(
             "team.instructions.md".into(),
             "Always say SENTINEL.\n".into(),
-        )])),
+        )]))),
     );
     let (_, request) = next_request(&mut w);
     let system = messages(&request)[0]["content"]
@@ -2038,20 +2182,20 @@ fn the_model_loads_a_skill_with_the_skill_tool() {
     );
     let (op, request) = w.next_file_op();
     assert!(matches!(request, FileRequest::Walk { ref root, .. } if root == "/sk"));
-    w.host.handle_file_result(
+    w.host.handle_effect(
         w.now,
         op,
-        Ok(FileReply::Entries(vec!["pine/SKILL.md".into()])),
+        EffectEvent::FileDone(Ok(FileReply::Entries(vec!["pine/SKILL.md".into()]))),
     );
     let (op, _) = w.next_file_op();
     let text = "---\nname: pine\ndescription: Adds a marker.\n---\n\n# Pine\n\nSay PINE.\n";
-    w.host.handle_file_result(
+    w.host.handle_effect(
         w.now,
         op,
-        Ok(FileReply::Texts(vec![(
+        EffectEvent::FileDone(Ok(FileReply::Texts(vec![(
             "pine/SKILL.md".into(),
             text.into(),
-        )])),
+        )]))),
     );
     w.pump(&mut [&mut p]);
     let (call, request) = next_request(&mut w);

@@ -4,7 +4,7 @@
 
 use crate::support::*;
 use agentwire::frame::{FrameDecoder, FrameLimits, Framing};
-use agentwire::host::{ConnId, HostConfig, Output, RelayFrame};
+use agentwire::host::{ConnId, ConnectionOutput, HostConfig, Output, RelayFrame};
 use serde_json::{json, Value};
 
 /// A member's frame body as the gateway hands it to its client: an attach answer without the
@@ -232,7 +232,7 @@ fn a_failed_member_gets_its_reason_then_its_end_and_the_group_carries_on() {
     assert!(!g.ended[0].2, "not a broken link");
     let mut closed = Vec::new();
     while let Some(out) = w.host.poll_output() {
-        if let Output::Close { conn, .. } = out {
+        if let Output::Connection(ConnectionOutput::Close { conn, .. }) = out {
             closed.push(conn);
         }
     }
@@ -271,7 +271,7 @@ fn members_end_with_their_group() {
     w.host.handle_eof(w.now, g.group);
     let mut closed = Vec::new();
     while let Some(out) = w.host.poll_output() {
-        if let Output::Close { conn, .. } = out {
+        if let Output::Connection(ConnectionOutput::Close { conn, .. }) = out {
             closed.push(conn);
         }
     }
@@ -310,7 +310,7 @@ fn a_group_that_falls_a_budget_behind_ends_with_its_reason_and_its_members() {
     }
     let mut closed = Vec::new();
     while let Some(out) = w.host.poll_output() {
-        if let Output::Close { conn, .. } = out {
+        if let Output::Connection(ConnectionOutput::Close { conn, .. }) = out {
             closed.push(conn);
         }
     }

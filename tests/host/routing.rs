@@ -2,7 +2,7 @@
 
 use crate::support::*;
 use agentwire::agent::Scenario;
-use agentwire::host::{HostConfig, Output};
+use agentwire::host::{ConnectionOutput, HostConfig, Output};
 use serde_json::{json, Value};
 
 #[test]
@@ -269,7 +269,7 @@ fn a_stalled_reader_loses_only_streaming_events_then_is_closed_with_a_reason() {
         w.run_timers(&mut [&mut fast]);
     }
     let close = std::iter::from_fn(|| w.host.poll_output()).find_map(|o| match o {
-        Output::Close { conn, reason } => Some((conn, reason)),
+        Output::Connection(ConnectionOutput::Close { conn, reason }) => Some((conn, reason)),
         _ => None,
     });
     let (conn, reason) = close.expect("the stalled client is closed");

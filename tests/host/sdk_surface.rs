@@ -2,7 +2,7 @@
 //! history edits, and the interest gate for an agent's sampling request.
 
 use agentwire::agent::Scenario;
-use agentwire::host::{HostConfig, Output};
+use agentwire::host::{Effect, EffectEvent, EffectId, EffectOp, HostConfig, Output, StoreOutput};
 use serde_json::{json, Value};
 
 use crate::support::*;
@@ -11,10 +11,10 @@ fn stored(w: &mut World) -> Vec<(String, Option<Value>)> {
     let mut out = Vec::new();
     while let Some(o) = w.host.poll_output() {
         match o {
-            Output::Persist { session, event } => {
+            Output::Store(StoreOutput::Persist { session, event }) => {
                 out.push((session, Some(serde_json::from_slice(&event).unwrap())))
             }
-            Output::SessionDeleted { session } => out.push((session, None)),
+            Output::Store(StoreOutput::SessionDeleted { session }) => out.push((session, None)),
             other => panic!("unexpected {other:?}"),
         }
     }
@@ -177,9 +177,13 @@ fn pending_permission_requests_are_listed_until_answered() {
 }
 
 /// The GitHub API lookup the host asked for: its call id and `authorization` header.
-fn identity_lookup(w: &mut World) -> (u64, String) {
+fn identity_lookup(w: &mut World) -> (EffectId, String) {
     while let Some(o) = w.host.poll_output() {
-        if let Output::HttpRequest { call, request, .. } = o {
+        if let Output::Effect(Effect {
+            id: call,
+            op: EffectOp::HttpRequest(request),
+        }) = o
+        {
             assert_eq!(request.url, "http://gh.test/copilot_internal/user");
             let auth = request.header("authorization").unwrap().to_owned();
             return (call, auth);
@@ -188,11 +192,21 @@ fn identity_lookup(w: &mut World) -> (u64, String) {
     panic!("no identity lookup")
 }
 
-fn answer_lookup(w: &mut World, p: &mut Peer, call: u64, status: u16, body: Value) {
-    w.host.handle_http_response(w.now, call, status, &[]);
-    w.host
-        .handle_http_body(w.now, call, body.to_string().as_bytes());
-    w.host.handle_http_end(w.now, call);
+fn answer_lookup(w: &mut World, p: &mut Peer, call: EffectId, status: u16, body: Value) {
+    w.host.handle_effect(
+        w.now,
+        call,
+        EffectEvent::HttpHead {
+            status,
+            headers: Vec::new(),
+        },
+    );
+    w.host.handle_effect(
+        w.now,
+        call,
+        EffectEvent::HttpBody(body.to_string().as_bytes().to_vec()),
+    );
+    w.host.handle_effect(w.now, call, EffectEvent::HttpEnd);
     w.pump(&mut [&mut *p]);
 }
 
@@ -258,8 +272,15 @@ fn a_session_s_github_token_is_checked_before_it_is_created() {
     // Known now: answered at once, no second lookup.
     let again = create(&mut w, &mut p, "c", "tok-alice");
     assert_eq!(response(&p, again).unwrap()["result"]["sessionId"], "c");
-    assert!(!std::iter::from_fn(|| w.host.poll_output())
-        .any(|o| matches!(o, Output::HttpRequest { .. })));
+    assert!(
+        !std::iter::from_fn(|| w.host.poll_output()).any(|o| matches!(
+            o,
+            Output::Effect(Effect {
+                op: EffectOp::HttpRequest(_),
+                ..
+            })
+        ))
+    );
 }
 
 /// Answers the skill reads of one directory: its walk lists `entries`, then its `SKILL.md`
@@ -274,8 +295,11 @@ fn answer_skill_reads(w: &mut World, p: &mut Peer, root: &str, texts: &[(&str, &
     let mut entries: Vec<String> = texts.iter().map(|(path, _)| path.to_string()).collect();
     entries.push("notes.md".into());
     entries.push("deep/er/SKILL.md".into());
-    w.host
-        .handle_file_result(w.now, op, Ok(FileReply::Entries(entries)));
+    w.host.handle_effect(
+        w.now,
+        op,
+        EffectEvent::FileDone(Ok(FileReply::Entries(entries))),
+    );
     let (op, request) = w.next_file_op();
     let FileRequest::ReadMany { paths, .. } = request else {
         panic!("{request:?}")
@@ -286,8 +310,11 @@ fn answer_skill_reads(w: &mut World, p: &mut Peer, root: &str, texts: &[(&str, &
         .iter()
         .map(|(path, text)| (path.to_string(), text.to_string()))
         .collect();
-    w.host
-        .handle_file_result(w.now, op, Ok(FileReply::Texts(texts)));
+    w.host.handle_effect(
+        w.now,
+        op,
+        EffectEvent::FileDone(Ok(FileReply::Texts(texts))),
+    );
     w.pump(&mut [&mut *p]);
 }
 

@@ -1,12 +1,12 @@
 //! `sessionFs.setProvider` (issue 17 B) through the host's sans-IO API with raw JSON-RPC (the
 //! official Rust SDK sends it only from `Client::start`, which spawns a CLI): a client that
 //! registered as the file provider gets the built-in tools' file work as `sessionFs.*`
-//! requests, answered here from an in-memory file system, and no `Output::FileOp` reaches
+//! requests, answered here from an in-memory file system, and no `EffectOp::FileOp` reaches
 //! the runtime.
 
 use std::collections::BTreeMap;
 
-use agentwire::host::{HostConfig, Output};
+use agentwire::host::{Effect, EffectEvent, EffectId, EffectOp, HostConfig, Output};
 use agentwire::model::HttpRequest;
 use serde_json::{json, Value};
 
@@ -29,23 +29,37 @@ fn tool_call(name: &str, args: Value) -> Vec<u8> {
     ])
 }
 
-/// Drains outputs: the next HTTP request (panics on an `Output::FileOp`).
-fn next_request(w: &mut World) -> Option<(u64, HttpRequest)> {
+/// Drains outputs: the next HTTP request (panics on an `EffectOp::FileOp`).
+fn next_request(w: &mut World) -> Option<(EffectId, HttpRequest)> {
     while let Some(out) = w.host.poll_output() {
         match out {
-            Output::HttpRequest { call, request, .. } => return Some((call, request)),
-            Output::FileOp { .. } => panic!("the runtime was asked to touch files"),
+            Output::Effect(Effect {
+                id: call,
+                op: EffectOp::HttpRequest(request),
+            }) => return Some((call, request)),
+            Output::Effect(Effect {
+                op: EffectOp::FileOp(_),
+                ..
+            }) => panic!("the runtime was asked to touch files"),
             _ => {}
         }
     }
     None
 }
 
-fn answer_http(w: &mut World, call: u64, body: &[u8], p: &mut Peer) {
-    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
-    w.host.handle_http_response(w.now, call, 200, &headers);
-    w.host.handle_http_body(w.now, call, body);
-    w.host.handle_http_end(w.now, call);
+fn answer_http(w: &mut World, call: EffectId, body: &[u8], p: &mut Peer) {
+    let headers = [("content-type".to_owned(), "text/event-stream".to_owned())];
+    w.host.handle_effect(
+        w.now,
+        call,
+        EffectEvent::HttpHead {
+            status: 200,
+            headers: headers.to_vec(),
+        },
+    );
+    w.host
+        .handle_effect(w.now, call, EffectEvent::HttpBody(body.to_vec()));
+    w.host.handle_effect(w.now, call, EffectEvent::HttpEnd);
     w.pump(&mut [p]);
 }
 

@@ -105,9 +105,13 @@ impl World {
     }
 
     /// The next file operation the host asked for (other outputs are skipped).
-    pub fn next_file_op(&mut self) -> (u64, agentwire::host::FileRequest) {
+    pub fn next_file_op(&mut self) -> (agentwire::host::EffectId, agentwire::host::FileRequest) {
         while let Some(o) = self.host.poll_output() {
-            if let agentwire::host::Output::FileOp { op, request, .. } = o {
+            if let agentwire::host::Output::Effect(agentwire::host::Effect {
+                id: op,
+                op: agentwire::host::EffectOp::FileOp(request),
+            }) = o
+            {
                 return (op, request);
             }
         }

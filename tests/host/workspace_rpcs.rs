@@ -1,22 +1,24 @@
 //! The Copilot dialect's queue, schedule, task, pending-answer, workspace-checkpoint, paste,
 //! diff and user-requested shell methods, and the shell policy, through the sans-IO host.
 
-use agentwire::host::{HostConfig, Output, ShellStream};
+use agentwire::host::{Effect, EffectEvent, EffectId, EffectOp, HostConfig, Output};
 use serde_json::{json, Value};
 
 use crate::support::*;
 
-/// The next `ShellExec` the host asked for: `(process id, command)`.
-fn next_exec(w: &mut World) -> (String, String) {
+/// The next command (a `sh -c` process) the host asked for: `(its effect id, command)`.
+fn next_exec(w: &mut World) -> (EffectId, String) {
     loop {
         match w.host.poll_output() {
-            Some(Output::ShellExec {
-                process_id,
-                command,
-                ..
-            }) => return (process_id, command),
+            Some(Output::Effect(Effect {
+                id,
+                op: EffectOp::ProcessSpawn(mut spec),
+            })) => {
+                assert_eq!(spec.argv[..2], ["sh", "-c"], "a command line");
+                return (id, spec.argv.pop().unwrap());
+            }
             Some(_) => continue,
-            None => panic!("no ShellExec"),
+            None => panic!("no ProcessSpawn"),
         }
     }
 }
@@ -93,8 +95,9 @@ fn user_requested_commands_answer_when_they_end_and_can_be_cancelled() {
     let (process, command) = next_exec(&mut w);
     assert_eq!(command, "echo hi");
     w.host
-        .handle_shell_output(w.now, &process, ShellStream::Stdout, b"hi\n");
-    w.host.handle_shell_exit(w.now, &process, Some(0));
+        .handle_effect(w.now, process, EffectEvent::Stdout(b"hi\n".to_vec()));
+    w.host
+        .handle_effect(w.now, process, EffectEvent::Exit(Some(0)));
     w.pump(&mut [&mut p]);
     let r = response(&p, id);
     assert_eq!(r["result"]["success"], true, "{r}");
@@ -121,12 +124,15 @@ fn user_requested_commands_answer_when_they_end_and_can_be_cancelled() {
     assert_eq!(r["result"], json!({"cancelled": true}));
     assert_eq!(
         w.host.poll_output(),
-        Some(Output::ShellKill {
-            process_id: process.clone(),
-            signal: "SIGKILL".into()
-        })
+        Some(Output::Effect(Effect {
+            id: process,
+            op: EffectOp::ProcessKill {
+                signal: "SIGKILL".into()
+            }
+        }))
     );
-    w.host.handle_shell_exit(w.now, &process, None);
+    w.host
+        .handle_effect(w.now, process, EffectEvent::Exit(None));
     w.pump(&mut [&mut p]);
     let r = response(&p, id);
     assert_eq!(r["result"]["success"], false, "{r}");
@@ -344,9 +350,13 @@ fn checkpoints_pastes_and_the_diff() {
     let diff = "diff --git a/a.txt b/a.txt\nindex 1..2 100644\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-x\n+y\n\
 diff --git a/new.txt b/new.txt\nnew file mode 100644\n--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+n\n\
 diff --git a/old.txt b/gone.txt\nsimilarity index 100%\nrename from old.txt\nrename to gone.txt\n";
+    w.host.handle_effect(
+        w.now,
+        process,
+        EffectEvent::Stdout(diff.as_bytes().to_vec()),
+    );
     w.host
-        .handle_shell_output(w.now, &process, ShellStream::Stdout, diff.as_bytes());
-    w.host.handle_shell_exit(w.now, &process, Some(0));
+        .handle_effect(w.now, process, EffectEvent::Exit(Some(0)));
     w.pump(&mut [&mut p]);
     let r = response(&p, id)["result"].clone();
     assert_eq!(r["requestedMode"], "unstaged");
@@ -381,7 +391,8 @@ diff --git a/old.txt b/gone.txt\nsimilarity index 100%\nrename from old.txt\nren
                 "params":{"sessionId":"s","mode":"branch"}}),
     );
     let (process, _) = next_exec(&mut w);
-    w.host.handle_shell_exit(w.now, &process, Some(3));
+    w.host
+        .handle_effect(w.now, process, EffectEvent::Exit(Some(3)));
     w.pump(&mut [&mut p]);
     let r = response(&p, id)["result"].clone();
     assert_eq!(r["changes"], json!([]));

@@ -85,8 +85,14 @@ struct Cli {
     host: Option<String>,
 
     /// Scenario file (JSON) that scripts the agent's turns; default: the built-in scenario.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "acp_agent")]
     scenario: Option<PathBuf>,
+
+    /// Run sessions on an ACP agent ("COMMAND [ARGS...]", split as a shell splits words,
+    /// without a shell): sessions whose client names no BYOK provider are served by one
+    /// process of that agent (e.g. "copilot --acp --stdio", "gemini --acp").
+    #[arg(long, value_name = "COMMAND")]
+    acp_agent: Option<String>,
 
     /// Seed for generated ids (session, event and message ids), for reproducible runs;
     /// default: a random seed from the OS.
@@ -313,6 +319,11 @@ fn setup(cli: &Cli) -> Result<(Mode, HostConfig), UsageError> {
         }
         None => HostConfig::default(),
     };
+    if let Some(command) = &cli.acp_agent {
+        let argv = agentwire::acp_agent::split_command(command)
+            .map_err(|e| UsageError(format!("--acp-agent: {e}")))?;
+        config = config.with_acp_agent(argv);
+    }
     config.seed = cli.seed.unwrap_or_else(os_seed);
     config.connection_token = std::env::var("COPILOT_CONNECTION_TOKEN")
         .ok()

@@ -42,7 +42,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentwire::host::{ClientRelay, ConnId, Dialect, RELAY_HANDSHAKE_ID};
+use agentwire::host::{ConnId, Dialect, RELAY_HANDSHAKE_ID};
+use agentwire::relay::ClientRelay;
 use agentwire_driver::HostHandle;
 use bytes::Bytes;
 use tokio::sync::mpsc::UnboundedReceiver;

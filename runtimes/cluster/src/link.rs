@@ -1,6 +1,6 @@
 //! Links: how a gateway relays a client of node B to the node A owning its session.
 //!
-//! B's host hands the client's connection over (`Output::Forward`) once a lookup finds the
+//! B's host hands the client's connection over (`ClusterOutput::Forward`) once a lookup finds the
 //! session owned by A. B opens a *link* with a NATS request to A's link subject; A attaches an
 //! in-memory pipe to its driver as an ordinary connection, so A's host serves the client:
 //! it decides who is asked, tool and command ownership and first answers, and holds frames

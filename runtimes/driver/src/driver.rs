@@ -5,7 +5,7 @@ use std::future::Future;
 use std::io;
 use std::marker::PhantomData;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentwire::host::{ConnId, Host, HostConfig};
@@ -18,8 +18,8 @@ use tracing::{debug, info, warn};
 
 use crate::clock::now;
 use crate::shared::{ConnState, Inner, Shared};
-use crate::sync::{Flag, Notify, Watch};
-use crate::tasks::{reader_task, writer_task};
+use crate::sync::Watch;
+use crate::tasks::{attach_streams, ensure_timer};
 use crate::{HostHandle, Runtime, SessionLog};
 
 /// How long to wait before retrying after a failed `accept`.
@@ -157,25 +157,29 @@ impl<R: Runtime> Driver<R> {
     ) -> Self {
         config.report_persisted_events = true;
         config.lookup_unknown_sessions = true;
-        let driver = Driver::build_with(Host::new(config), options, None, Some(log));
+        let mut log = log;
+        let driver = Driver::build_with(Host::new(config), options, None, true);
         let handle = HostHandle {
             shared: Arc::downgrade(&driver.shared),
         };
-        if let Some(log) = driver.shared.lock().log.as_mut() {
-            log.start(handle);
-        }
+        // Started under the host lock, and in place before any call into the host can
+        // produce an output for it.
+        let mut inner = driver.shared.lock();
+        log.start(handle);
+        inner.log = Some(Box::new(log));
+        drop(inner);
         driver
     }
 
     fn build(host: Host, options: ServerOptions, store: Option<Store>) -> Self {
-        Driver::build_with(host, options, store, None)
+        Driver::build_with(host, options, store, false)
     }
 
     fn build_with(
         host: Host,
         options: ServerOptions,
         mut store: Option<Store>,
-        log: Option<Box<dyn SessionLog>>,
+        shared_log: bool,
     ) -> Self {
         let synced = match store.as_mut() {
             Some(store) if store.options().sync == SyncPolicy::EveryEvent => {
@@ -184,11 +188,11 @@ impl<R: Runtime> Driver<R> {
                 store.set_sync_listener(move |seq| listener.set(seq));
                 Some(synced)
             }
-            _ if log.is_some() => Some(Arc::new(Watch::new(0u64))),
+            _ if shared_log => Some(Arc::new(Watch::new(0u64))),
             _ => None,
         };
         let inner = Inner {
-            log,
+            log: None,
             log_mark: 0,
             host,
             conns: HashMap::new(),
@@ -235,7 +239,7 @@ impl<R: Runtime> Driver<R> {
     ///
     /// Keep `f` short: every connection waits for the lock.
     pub fn with_host<T>(&self, f: impl FnOnce(&mut Host, Timestamp) -> T) -> T {
-        self.shared.ensure_timer();
+        ensure_timer(&self.shared);
         self.shared.with_inner(|inner, now| f(&mut inner.host, now))
     }
 
@@ -326,7 +330,7 @@ impl<R: Runtime> Driver<R> {
     /// down; then stops accepting, flushes and closes every connection (bounded by the
     /// flush timeout), syncs the store and returns. Failed accepts are logged and retried.
     pub async fn serve_tcp(&self, listener: R::TcpListener) -> Stopped {
-        self.shared.ensure_timer();
+        ensure_timer(&self.shared);
         loop {
             let next = future::or(async { Err(self.shutdown_requested().await) }, async {
                 Ok(R::accept(&listener).await)
@@ -402,58 +406,6 @@ impl<R: Runtime> Driver<R> {
     fn grace(&self) -> Duration {
         self.shared.options.flush_timeout + Duration::from_secs(1)
     }
-}
-
-/// Opens a host connection over `reader`/`writer` and starts its reader and writer tasks.
-pub(crate) fn attach_streams<Rd, Wr>(shared: &Arc<Shared>, reader: Rd, writer: Wr) -> Arc<ConnState>
-where
-    Rd: AsyncRead + Unpin + Send + 'static,
-    Wr: AsyncWrite + Unpin + Send + 'static,
-{
-    let (dialect, framing) = (shared.options.dialect, shared.options.framing);
-    attach_streams_with(shared, dialect, framing, reader, writer)
-}
-
-/// [`attach_streams`] for a connection speaking `dialect` over `framing`.
-pub(crate) fn attach_streams_with<Rd, Wr>(
-    shared: &Arc<Shared>,
-    dialect: agentwire::host::Dialect,
-    framing: agentwire::Framing,
-    reader: Rd,
-    writer: Wr,
-) -> Arc<ConnState>
-where
-    Rd: AsyncRead + Unpin + Send + 'static,
-    Wr: AsyncWrite + Unpin + Send + 'static,
-{
-    shared.ensure_timer();
-    let (state, shutting_down) = shared.with_inner(|inner, now| {
-        let id = inner.host.open_with(now, dialect, framing);
-        let farewell = inner
-            .farewell
-            .as_deref()
-            .map(|reason| crate::farewell::farewell(dialect, framing, reason));
-        let state = Arc::new(ConnState {
-            id,
-            wake: Notify::new(),
-            closing: Flag::new(),
-            done: Flag::new(),
-            farewell: Mutex::new(farewell),
-            dialect,
-            framing,
-        });
-        inner.conns.insert(id, state.clone());
-        shared.live.set(inner.conns.len());
-        shared.unfinished.update(|n| *n += 1);
-        (state, inner.shutting_down)
-    });
-    debug!(conn = %state.id, "connection opened");
-    shared.spawn(reader_task(shared.clone(), state.clone(), reader));
-    shared.spawn(writer_task(shared.clone(), state.clone(), writer));
-    if shutting_down {
-        shared.begin_close(&state, "server is shutting down");
-    }
-    state
 }
 
 /// `config` with [`HostConfig::server_cwd`] set to the process's current directory when it

@@ -20,35 +20,35 @@
 //! `poll_ready` (waking writers) and `poll_output`, and re-arms the timer. Every output is
 //! handled, whatever the runtime:
 //!
-//! * `Output::Close`: stop reading, flush what is queued (bounded by
+//! * `ConnectionOutput::Close`: stop reading, flush what is queued (bounded by
 //!   [`ServerOptions::flush_timeout`]), close;
-//! * `Output::Shutdown` (also [`Driver::shutdown`] and, with [`Driver::shutdown_on_signals`],
-//!   SIGINT/SIGTERM): stop accepting, let every connection write what is queued for it, send
-//!   it the [`SHUTDOWN_NOTIFICATION`] with the reason, close it, sync the store;
-//! * `Output::Persist` / `Output::SessionDeleted`: with a store ([`Driver::with_store`], an
-//!   [`agentwire_store::Store`]), appended to it (or the session's state removed) while
-//!   draining, under the lock and therefore before any writer can take the frames produced by
-//!   the same input: an event a client has received is in the store's log, even if the
-//!   process is killed right after;
-//! * `Output::LoadSession`: handed to the shared session log ([`Driver::with_session_log`],
-//!   a [`SessionLog`] such as the cluster engine), which restores the session if it can and
-//!   finishes the lookup; without one the lookup finishes at once. With a shared log every
-//!   `Output::Persist` goes to it too, numbered, and each connection's frames wait until the
-//!   log acknowledged the events they carry;
-//! * `Output::ShellExec` / `Output::ShellKill`: `sh -c COMMAND` in a process group of its own,
-//!   its output and exit fed back with `Host::handle_shell_output` / `handle_shell_exit`,
-//!   killed (the whole group) on request or at its timeout;
-//! * `Output::HttpRequest` / `Output::HttpCancel`: a blocking `ureq` (rustls) request on a
-//!   thread of its own, its status and headers, body chunks (as they arrive), end or
-//!   transport error fed back with `Host::handle_http_response` / `handle_http_body` /
-//!   `handle_http_end` / `handle_http_error`; a cancelled exchange reports nothing more;
-//! * `Output::FileOp`: a built-in tool's file operation (read, write, walk, read many) with
-//!   `std::fs` on a thread of its own, its result fed back with `Host::handle_file_result`.
-//! * `Output::ProcessSpawn` / `ProcessWrite` / `ProcessKill` (MCP servers): argv, env and cwd
-//!   in a process group of its own, stdin written in order by a thread of its own, stdout,
-//!   stderr and the exit fed back with `Host::handle_process_stdout` / `_stderr` / `_exit`
-//!   (or `handle_process_spawn_error`); a kill, and the server shutting down, end the whole
-//!   group.
+//! * `ConnectionOutput::Shutdown` (also [`Driver::shutdown`] and, with
+//!   [`Driver::shutdown_on_signals`], SIGINT/SIGTERM): stop accepting, let every connection
+//!   write what is queued for it, send it the [`SHUTDOWN_NOTIFICATION`] with the reason, close
+//!   it, kill the processes still running, sync the store;
+//! * `Output::Store` (`StoreOutput::Persist` / `SessionDeleted`): with a store
+//!   ([`Driver::with_store`], an [`agentwire_store::Store`]), appended to it (or the session's
+//!   state removed) while draining, under the lock and therefore before any writer can take
+//!   the frames produced by the same input: an event a client has received is in the store's
+//!   log, even if the process is killed right after;
+//! * `Output::Cluster` (`ClusterOutput::LoadSession` / `Forward` / `ForwardClosed`): handed to
+//!   the shared session log ([`Driver::with_session_log`], a [`SessionLog`] such as the
+//!   cluster engine), which restores the session if it can and finishes the lookup, and
+//!   relays the connections of sessions other nodes own; without one a lookup finishes at
+//!   once. With a shared log every `StoreOutput::Persist` goes to it too, numbered, and each
+//!   connection's frames wait until the log acknowledged the events they carry;
+//! * `Output::Effect` (an `Effect { id, op }`), performed after the lock is released, its
+//!   reports fed back with `Host::handle_effect(now, id, event)`:
+//!   * `EffectOp::ProcessSpawn` / `ProcessWrite` / `ProcessKill` (MCP servers, and commands
+//!     as `sh -c COMMAND`): argv, env and cwd in a process group of its own, stdin (when
+//!     asked for) written in order by a thread of its own, stdout, stderr and the exit (or a
+//!     failed spawn) reported; killed (the whole group) on request, at its timeout, and when
+//!     the server shuts down;
+//!   * `EffectOp::HttpRequest` / `HttpCancel`: a blocking `ureq` (rustls) request on a
+//!     thread of its own, its status and headers, body chunks (as they arrive), end or
+//!     transport error reported; a cancelled exchange reports nothing more;
+//!   * `EffectOp::FileOp`: a built-in tool's file operation (read, write, walk, read many)
+//!     with `std::fs` on a thread of its own, its result reported.
 //!
 //! Every connection that the driver opens with `Host::open_with` is later ended with exactly
 //! one `Host::handle_eof`, whatever ended it (peer EOF, an IO error, or a close the host asked
@@ -59,37 +59,27 @@
 //!
 //! # Where a new output kind goes
 //!
-//! `Output` is matched without a catch-all arm (in `shared.rs`), so a kind the host gains does
-//! not compile until it is handled here — once, for every runtime. An output that needs more
-//! than a store append becomes an `Effect`, performed after the host lock is released by a
-//! module of its own whose results come back into the host from a driver task:
-//!
-//! * child processes (`child.rs`): `std::process` in a process group of its own, output read
-//!   by plain threads into a queue, one driver task feeding chunks and the exit to the host
-//!   (shell commands, `shell.rs`, and the processes the host asks for directly, with argv,
-//!   env, cwd and stdin bytes, `process.rs`);
-//! * HTTP requests to a model endpoint (`HttpRequest { call, method, url, headers, body }` /
-//!   `HttpCancel { call }`): the same shape — blocking `ureq` calls (rustls) on threads, the
-//!   response start, body chunks, end or error queued for a driver task that feeds them to
-//!   the host; a cancel marks the call so its thread stops at the next chunk and nothing more
-//!   is reported. Threads rather than reqwest on a background tokio runtime: no second
-//!   runtime inside smol and async-std processes, the same mechanism as child processes, a
-//!   much smaller dependency tree, and streaming bodies (SSE) read chunk by chunk all the same.
+//! `Output` and its nested enums are matched without a catch-all arm (`shared.rs` for the
+//! outputs, `effects/mod.rs` for `EffectOp`), so a kind the host gains does not compile until
+//! it is handled here — once, for every runtime. An output that needs more than a store
+//! append is an effect: performed after the host lock is released by an executor in
+//! `effects/` (which knows nothing of connections: it reports through a `Port` the shared
+//! state implements), its reports coming back into the host from a driver task.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-mod child;
+// Layered, each module importing only those below it: the leaves (`clock`, `runtime`,
+// `sync`, `farewell`, `quickack`), the effect executors (`effects`), the shared state and
+// what it does with the host's outputs (`shared`), the connection tasks (`tasks`), the shared
+// log's handle (`log`), signals, and the public `Driver` (`driver`).
 mod clock;
 mod driver;
+mod effects;
 mod farewell;
-mod files;
-mod http;
 mod log;
-mod process;
 mod quickack;
 mod runtime;
 mod shared;
-mod shell;
 mod signals;
 mod sync;
 mod tasks;

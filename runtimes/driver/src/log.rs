@@ -16,7 +16,7 @@ use agentwire::Timestamp;
 use bytes::Bytes;
 use futures_lite::io::{AsyncRead, AsyncWrite};
 
-use crate::shared::Shared;
+use crate::shared::{LogSink, Shared};
 
 /// A session log shared with other processes (see the module docs).
 ///
@@ -33,16 +33,40 @@ pub trait SessionLog: Send + 'static {
     /// `session` was deleted: remove its log.
     fn deleted(&mut self, session: &str);
     /// A client named `session`, which the host has not loaded: restore it into the host if
-    /// this process can serve it, then call `Host::finish_session_lookup` (both through
+    /// this process can serve it, then call `host.cluster().finish_session_lookup` (both through
     /// [`HostHandle::with_host`]).
     fn load(&mut self, session: String);
     /// Frames of a client connection for `session`, which another node owns
-    /// (`Output::Forward`): relay them, in order, to that node (the first for a connection
-    /// and session opens the relay), and deliver its frames with `Host::deliver_forwarded`.
+    /// (`ClusterOutput::Forward`): relay them, in order, to that node (the first for a connection
+    /// and session opens the relay), and deliver its frames with
+    /// `host.cluster().deliver_forwarded`.
     fn forward(&mut self, conn: ConnId, session: String, frames: Vec<Bytes>);
-    /// A client connection that relayed sessions ended (`Output::ForwardClosed`): close all
+    /// A client connection that relayed sessions ended (`ClusterOutput::ForwardClosed`): close all
     /// its relays.
     fn forward_closed(&mut self, conn: ConnId);
+}
+
+/// The driver hands a session log what it is owed through [`LogSink`].
+impl LogSink for Box<dyn SessionLog> {
+    fn persist(&mut self, session: &str, event: Bytes, mark: u64) {
+        SessionLog::persist(&mut **self, session, event, mark);
+    }
+
+    fn deleted(&mut self, session: &str) {
+        SessionLog::deleted(&mut **self, session);
+    }
+
+    fn load(&mut self, session: String) {
+        SessionLog::load(&mut **self, session);
+    }
+
+    fn forward(&mut self, conn: ConnId, session: String, frames: Vec<Bytes>) {
+        SessionLog::forward(&mut **self, conn, session, frames);
+    }
+
+    fn forward_closed(&mut self, conn: ConnId) {
+        SessionLog::forward_closed(&mut **self, conn);
+    }
 }
 
 /// What a [`SessionLog`] reports through: the host (under its lock) and the durability mark.
@@ -77,7 +101,7 @@ impl HostHandle {
         Wr: AsyncWrite + Unpin + Send + 'static,
     {
         let shared = self.shared.upgrade()?;
-        Some(crate::driver::attach_streams(&shared, reader, writer).id)
+        Some(crate::tasks::attach_streams(&shared, reader, writer).id)
     }
 
     /// [`HostHandle::attach`] for a connection speaking `dialect` over `framing` (a client
@@ -94,7 +118,7 @@ impl HostHandle {
         Wr: AsyncWrite + Unpin + Send + 'static,
     {
         let shared = self.shared.upgrade()?;
-        Some(crate::driver::attach_streams_with(&shared, dialect, framing, reader, writer).id)
+        Some(crate::tasks::attach_streams_with(&shared, dialect, framing, reader, writer).id)
     }
 
     /// The framing of the driver's connections.

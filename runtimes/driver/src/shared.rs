@@ -1,14 +1,21 @@
 //! The state every handle and task of one driver shares, and what the driver does with the
-//! host's outputs. Runs the same on every runtime: tasks and timers come through two function
+//! host's outputs. Runs the same on every runtime: tasks and timers come through function
 //! pointers taken from the [`Runtime`](crate::Runtime).
+//!
+//! Layers: the effect executors ([`crate::effects`]) sit below this module and report back
+//! through its [`Port`] implementation; the connection tasks (`tasks.rs`), the shared log's
+//! handle (`log.rs`), the signal handler and the public [`Driver`](crate::Driver) sit above.
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use agentwire::host::{ConnId, Dialect, Host, Output};
+use agentwire::host::{
+    ClusterOutput, ConnId, ConnectionOutput, Dialect, Effect, EffectEvent, EffectId, Host, Output,
+    StoreOutput,
+};
 use agentwire::serve::ServerOptions;
 use agentwire::{Framing, Timestamp};
 use agentwire_store::{Store, SyncHandle};
@@ -17,13 +24,9 @@ use futures_lite::future;
 use tracing::{debug, warn};
 
 use crate::clock::now;
+use crate::effects::{Effects, Port};
 use crate::farewell::farewell;
-use crate::http::{HttpCommand, Https};
-use crate::log::SessionLog;
-use crate::process::{ProcessCommand, Processes};
-use crate::shell::{ShellCommand, Shells};
 use crate::sync::{lock, Flag, Notify, Watch};
-use crate::tasks::timer_task;
 use crate::Task;
 
 /// State shared by the driver handles and all tasks.
@@ -31,7 +34,7 @@ pub(crate) struct Shared {
     pub(crate) inner: Mutex<Inner>,
     /// Wakes the timer task when the host's deadline changed.
     pub(crate) timer: Arc<Notify>,
-    timer_started: AtomicBool,
+    pub(crate) timer_started: AtomicBool,
     /// `Some(reason)` once the server is shutting down.
     pub(crate) shutdown: Watch<Option<String>>,
     /// Number of open connections (attached, and the host not yet told of their end).
@@ -46,12 +49,8 @@ pub(crate) struct Shared {
     pub(crate) synced: Option<Arc<Watch<u64>>>,
     /// Frames are written only before this instant, if set ([`crate::HostHandle::release_until`]).
     pub(crate) release_until: Watch<Option<Instant>>,
-    /// Commands run for clients (`session.shell.exec`).
-    pub(crate) shells: Shells,
-    /// HTTP exchanges run for model agents (`Output::HttpRequest`).
-    pub(crate) https: Https,
-    /// Long-lived child processes (`Output::ProcessSpawn`: MCP servers).
-    pub(crate) processes: Processes,
+    /// The effects in flight (`Output::Effect`: processes, HTTP exchanges, file operations).
+    effects: Effects,
     /// The runtime's [`Runtime::spawn`](crate::Runtime::spawn).
     spawn: fn(Task),
     /// The runtime's [`Runtime::sleep`](crate::Runtime::sleep), boxed.
@@ -72,9 +71,23 @@ pub(crate) struct Inner {
     /// Once shutting down: the reason each connection's farewell gives.
     pub(crate) farewell: Option<String>,
     /// A shared, asynchronous session log (a cluster engine), instead of or beside the store.
-    pub(crate) log: Option<Box<dyn SessionLog>>,
+    pub(crate) log: Option<Box<dyn LogSink>>,
     /// The mark of the last event handed to `log`.
     pub(crate) log_mark: u64,
+}
+
+/// What the driver hands a shared session log ([`crate::SessionLog`]), under the host lock.
+pub(crate) trait LogSink: Send {
+    /// A persisted event, numbered by `mark`.
+    fn persist(&mut self, session: &str, event: Bytes, mark: u64);
+    /// A deleted session.
+    fn deleted(&mut self, session: &str);
+    /// A session to look up.
+    fn load(&mut self, session: String);
+    /// Frames to relay to the node that owns `session`.
+    fn forward(&mut self, conn: ConnId, session: String, frames: Vec<Bytes>);
+    /// A connection whose relays end.
+    fn forward_closed(&mut self, conn: ConnId);
 }
 
 impl Inner {
@@ -105,26 +118,18 @@ pub(crate) struct ConnState {
     pub(crate) framing: agentwire::Framing,
 }
 
-/// Work found while draining the host, done after its lock is released.
-///
-/// Every output that needs more than a store append lands here: `HttpRequest` /
-/// `HttpCancel` are performed by [`crate::http`] (blocking `ureq` calls on threads whose
-/// response comes back through a queue into a driver task, as child output does); long-lived
-/// child processes (argv, env, cwd, stdin bytes) by [`crate::process`], on [`crate::child`]
-/// as shell commands.
 /// How long connections stay open once a shutdown began, their requests answered with a
 /// shutting-down error, before they get their farewell and close.
 const SHUTDOWN_DRAIN: std::time::Duration = std::time::Duration::from_millis(200);
 
-enum Effect {
+/// Work found while draining the host, done after its lock is released: what happens to
+/// connections, and the host's effects (performed by [`crate::effects`]).
+enum Work {
     Close(Arc<ConnState>, String),
     /// Wait [`SHUTDOWN_DRAIN`], then close every connection and stop.
     Drain(String),
     Shutdown(String),
-    Shell(ShellCommand),
-    Http(HttpCommand),
-    File(u64, agentwire::host::FileRequest),
-    Process(ProcessCommand),
+    Effect(Effect),
 }
 
 impl Drop for Shared {
@@ -154,9 +159,7 @@ impl Shared {
             options,
             synced,
             release_until: Watch::new(None),
-            shells: Shells::default(),
-            https: Https::default(),
-            processes: Processes::default(),
+            effects: Effects::default(),
             spawn,
             sleep,
             yield_now,
@@ -194,19 +197,19 @@ impl Shared {
 
     /// Runs `f` under the host lock, then drains the host and acts on what it asked for.
     pub(crate) fn with_inner<T>(self: &Arc<Self>, f: impl FnOnce(&mut Inner, Timestamp) -> T) -> T {
-        let mut effects = Vec::new();
+        let mut work = Vec::new();
         let out = {
             let mut inner = self.lock();
             let out = f(&mut inner, now());
-            self.drain(&mut inner, &mut effects);
+            self.drain(&mut inner, &mut work);
             out
         };
-        self.perform(effects);
+        self.perform(work);
         out
     }
 
     /// Drains `poll_ready` and `poll_output` and re-arms the timer. Runs under the lock.
-    fn drain(&self, inner: &mut Inner, effects: &mut Vec<Effect>) {
+    fn drain(&self, inner: &mut Inner, work: &mut Vec<Work>) {
         // An output can be an input again (a lookup with nothing to look in): drain until
         // both are empty.
         loop {
@@ -225,9 +228,9 @@ impl Shared {
             let Some(output) = inner.host.poll_output() else {
                 break;
             };
-            self.handle_output(inner, output, effects);
+            self.handle_output(inner, output, work);
             while let Some(output) = inner.host.poll_output() {
-                self.handle_output(inner, output, effects);
+                self.handle_output(inner, output, work);
             }
         }
         let deadline = inner.host.poll_timeout();
@@ -237,102 +240,60 @@ impl Shared {
         }
     }
 
-    /// One output of the host. Every kind is named: a new kind does not compile until it is
-    /// handled here.
-    fn handle_output(&self, inner: &mut Inner, output: Output, effects: &mut Vec<Effect>) {
+    /// One output of the host. Every kind is named (no `_` arm, here or in the nested
+    /// enums): a new kind does not compile until it is handled here.
+    fn handle_output(&self, inner: &mut Inner, output: Output, work: &mut Vec<Work>) {
         match output {
-            Output::Close { conn, reason } => {
+            Output::Connection(ConnectionOutput::Close { conn, reason }) => {
                 if let Some(state) = inner.conns.get(&conn) {
-                    effects.push(Effect::Close(state.clone(), reason));
+                    work.push(Work::Close(state.clone(), reason));
                 }
             }
-            Output::Shutdown { reason } => self.start_shutdown(inner, reason, effects),
+            Output::Connection(ConnectionOutput::Shutdown { reason }) => {
+                self.start_shutdown(inner, reason, work)
+            }
             // Stored now, before this lock is released: no writer can take the frames that
             // carry these events before their lines are written.
-            Output::Persist { .. } | Output::SessionDeleted { .. } => {
+            Output::Store(output) => {
                 if let Some(Err(e)) = inner.store.as_mut().map(|s| s.apply(&output)) {
                     warn!("{e}");
                 }
                 if let Some(log) = inner.log.as_mut() {
                     match output {
-                        Output::Persist { session, event } => {
+                        StoreOutput::Persist { session, event } => {
                             inner.log_mark += 1;
                             log.persist(&session, event, inner.log_mark);
                         }
-                        Output::SessionDeleted { session } => log.deleted(&session),
-                        _ => {}
+                        StoreOutput::SessionDeleted { session } => log.deleted(&session),
                     }
                 }
             }
             // Only a host with a shared log looks sessions up; without one there is nothing
             // to find.
-            Output::LoadSession { session } => match inner.log.as_mut() {
+            Output::Cluster(ClusterOutput::LoadSession { session }) => match inner.log.as_mut() {
                 Some(log) => log.load(session),
                 None => inner.host.cluster().finish_session_lookup(now(), &session),
             },
             // Only a shared log forwards connections.
-            Output::Forward {
+            Output::Cluster(ClusterOutput::Forward {
                 conn,
                 session,
                 frames,
-            } => {
+            }) => {
                 if let Some(log) = inner.log.as_mut() {
                     log.forward(conn, session, frames);
                 }
             }
-            Output::ForwardClosed { conn } => {
+            Output::Cluster(ClusterOutput::ForwardClosed { conn }) => {
                 if let Some(log) = inner.log.as_mut() {
                     log.forward_closed(conn);
                 }
             }
-            Output::ShellExec {
-                process_id,
-                command,
-                cwd,
-                timeout_ms,
-            } => effects.push(Effect::Shell(ShellCommand::Exec {
-                process_id,
-                command,
-                cwd,
-                timeout: Duration::from_millis(timeout_ms),
-            })),
-            // Any signal ends the command: its whole process group is killed.
-            Output::ShellKill {
-                process_id,
-                signal: _,
-            } => effects.push(Effect::Shell(ShellCommand::Kill { process_id })),
-            Output::HttpRequest {
-                call,
-                session: _,
-                request,
-            } => effects.push(Effect::Http(HttpCommand::Start { call, request })),
-            Output::HttpCancel { call } => effects.push(Effect::Http(HttpCommand::Cancel { call })),
-            Output::FileOp {
-                op,
-                session: _,
-                request,
-            } => effects.push(Effect::File(op, request)),
-            Output::ProcessSpawn {
-                process,
-                argv,
-                env,
-                cwd,
-            } => effects.push(Effect::Process(ProcessCommand::Spawn {
-                process,
-                argv,
-                env,
-                cwd,
-            })),
-            Output::ProcessWrite { process, bytes } => {
-                effects.push(Effect::Process(ProcessCommand::Write { process, bytes }))
-            }
-            Output::ProcessKill { process } => {
-                effects.push(Effect::Process(ProcessCommand::Kill { process }))
-            }
+            Output::Effect(effect) => work.push(Work::Effect(effect)),
         }
     }
 
-    fn start_shutdown(&self, inner: &mut Inner, reason: String, effects: &mut Vec<Effect>) {
+    fn start_shutdown(&self, inner: &mut Inner, reason: String, work: &mut Vec<Work>) {
         if inner.shutting_down {
             return;
         }
@@ -342,11 +303,11 @@ impl Shared {
         // began is answered, not lost with the connection.
         inner.host.runtime_stopping();
         inner.farewell = Some(reason.clone());
-        effects.push(Effect::Drain(reason));
+        work.push(Work::Drain(reason));
     }
 
     /// After the drain: every connection gets its farewell and closes; the server stops.
-    fn close_all(&self, inner: &Inner, reason: &str, effects: &mut Vec<Effect>) {
+    fn close_all(&self, inner: &Inner, reason: &str, work: &mut Vec<Work>) {
         // Encoded once per dialect and framing, shared by every connection that speaks them.
         let mut encoded: Vec<((Dialect, Framing), Bytes)> = Vec::with_capacity(1);
         for state in inner.conns.values() {
@@ -360,50 +321,50 @@ impl Shared {
                 }
             };
             *lock(&state.farewell) = Some(frame);
-            effects.push(Effect::Close(
+            work.push(Work::Close(
                 state.clone(),
                 "server is shutting down".to_owned(),
             ));
         }
-        effects.push(Effect::Shutdown(reason.to_owned()));
+        work.push(Work::Shutdown(reason.to_owned()));
     }
 
     /// Shuts down as if the host had output `Shutdown { reason }`.
     pub(crate) fn shutdown(self: &Arc<Self>, reason: String) {
-        let mut effects = Vec::new();
+        let mut work = Vec::new();
         {
             let mut inner = self.lock();
-            self.start_shutdown(&mut inner, reason, &mut effects);
+            self.start_shutdown(&mut inner, reason, &mut work);
         }
-        self.perform(effects);
+        self.perform(work);
     }
 
-    fn perform(self: &Arc<Self>, effects: Vec<Effect>) {
-        for effect in effects {
-            match effect {
-                Effect::Close(state, reason) => self.begin_close(&state, &reason),
-                Effect::Drain(reason) => {
+    fn perform(self: &Arc<Self>, work: Vec<Work>) {
+        for item in work {
+            match item {
+                Work::Close(state, reason) => self.begin_close(&state, &reason),
+                Work::Drain(reason) => {
                     let shared = self.clone();
                     self.spawn(async move {
                         shared.sleep(SHUTDOWN_DRAIN).await;
-                        let mut effects = Vec::new();
+                        let mut work = Vec::new();
                         {
                             let inner = shared.lock();
-                            shared.close_all(&inner, &reason, &mut effects);
+                            shared.close_all(&inner, &reason, &mut work);
                         }
-                        shared.perform(effects);
+                        shared.perform(work);
                     });
                 }
-                Effect::Shutdown(reason) => {
+                Work::Shutdown(reason) => {
                     debug!(%reason, "shutting down");
                     // Nothing the server started outlives it.
-                    crate::process::kill_all(self);
+                    self.effects.kill_all();
                     self.shutdown.set(Some(reason));
                 }
-                Effect::Shell(command) => crate::shell::perform(self, command),
-                Effect::Http(command) => crate::http::perform(self, command),
-                Effect::File(op, request) => crate::files::perform(self, op, request),
-                Effect::Process(command) => crate::process::perform(self, command),
+                Work::Effect(effect) => {
+                    let port: Arc<dyn Port> = self.clone();
+                    self.effects.perform(&port, effect);
+                }
             }
         }
     }
@@ -445,17 +406,26 @@ impl Shared {
         }
     }
 
-    pub(crate) fn ensure_timer(self: &Arc<Self>) {
-        if !self.timer_started.swap(true, Ordering::SeqCst) {
-            self.spawn(timer_task(Arc::downgrade(self), self.timer.clone()));
-        }
-    }
-
     /// Syncs the store, logging a failure.
     pub(crate) fn flush_store_logged(&self) {
         if let Some(Err(e)) = self.sync.as_ref().map(SyncHandle::flush) {
             warn!(error = %e, "session store: fsync failed");
         }
+    }
+}
+
+/// The effect executors report through the driver: each report is an input to the host.
+impl Port for Shared {
+    fn report(self: Arc<Self>, id: EffectId, event: EffectEvent) {
+        self.with_inner(|inner, now| inner.host.handle_effect(now, id, event));
+    }
+
+    fn spawn(&self, task: Task) {
+        (self.spawn)(task);
+    }
+
+    fn sleep(&self, duration: Duration) -> Task {
+        (self.sleep)(duration)
     }
 }
 

@@ -1,10 +1,12 @@
-//! The driver's tasks: a reader and a writer per connection, one timer. A task that must stop
+//! The driver's tasks: a reader and a writer per connection (started by [`attach_streams`],
+//! which opens the connection), one timer ([`ensure_timer`]). A task that must stop
 //! early (a writer blocked on a peer that stopped reading, the reader of a closing connection)
 //! watches a flag of its connection rather than being aborted, so no executor-specific
 //! cancellation is needed.
 
 use std::io;
-use std::sync::{Arc, Weak};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, Weak};
 
 use bytes::Bytes;
 use futures_lite::future;
@@ -13,7 +15,7 @@ use tracing::debug;
 
 use crate::clock::now;
 use crate::shared::{forget, ConnState, Shared};
-use crate::sync::{lock, Notify};
+use crate::sync::{lock, Flag, Notify};
 use crate::READ_CHUNK;
 
 /// A writer takes at most about this many bytes of frames out of the host per lock.
@@ -236,5 +238,64 @@ pub(crate) async fn timer_task(shared: Weak<Shared>, wake: Arc<Notify>) {
             return;
         };
         shared.with_inner(|inner, now| inner.host.handle_timeout(now));
+    }
+}
+
+/// Opens a host connection over `reader`/`writer` and starts its reader and writer tasks.
+pub(crate) fn attach_streams<Rd, Wr>(shared: &Arc<Shared>, reader: Rd, writer: Wr) -> Arc<ConnState>
+where
+    Rd: AsyncRead + Unpin + Send + 'static,
+    Wr: AsyncWrite + Unpin + Send + 'static,
+{
+    let (dialect, framing) = (shared.options.dialect, shared.options.framing);
+    attach_streams_with(shared, dialect, framing, reader, writer)
+}
+
+/// [`attach_streams`] for a connection speaking `dialect` over `framing`.
+pub(crate) fn attach_streams_with<Rd, Wr>(
+    shared: &Arc<Shared>,
+    dialect: agentwire::host::Dialect,
+    framing: agentwire::Framing,
+    reader: Rd,
+    writer: Wr,
+) -> Arc<ConnState>
+where
+    Rd: AsyncRead + Unpin + Send + 'static,
+    Wr: AsyncWrite + Unpin + Send + 'static,
+{
+    ensure_timer(shared);
+    let (state, shutting_down) = shared.with_inner(|inner, now| {
+        let id = inner.host.open_with(now, dialect, framing);
+        let farewell = inner
+            .farewell
+            .as_deref()
+            .map(|reason| crate::farewell::farewell(dialect, framing, reason));
+        let state = Arc::new(ConnState {
+            id,
+            wake: Notify::new(),
+            closing: Flag::new(),
+            done: Flag::new(),
+            farewell: Mutex::new(farewell),
+            dialect,
+            framing,
+        });
+        inner.conns.insert(id, state.clone());
+        shared.live.set(inner.conns.len());
+        shared.unfinished.update(|n| *n += 1);
+        (state, inner.shutting_down)
+    });
+    debug!(conn = %state.id, "connection opened");
+    shared.spawn(reader_task(shared.clone(), state.clone(), reader));
+    shared.spawn(writer_task(shared.clone(), state.clone(), writer));
+    if shutting_down {
+        shared.begin_close(&state, "server is shutting down");
+    }
+    state
+}
+
+/// Starts the timer task once.
+pub(crate) fn ensure_timer(shared: &Arc<Shared>) {
+    if !shared.timer_started.swap(true, Ordering::SeqCst) {
+        shared.spawn(timer_task(Arc::downgrade(shared), shared.timer.clone()));
     }
 }

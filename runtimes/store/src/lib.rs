@@ -8,10 +8,10 @@
 //! ```
 //!
 //! Each session's persisted events are appended to its `events.jsonl`, one event per line, in
-//! order: exactly the bytes of the host's [`Output::Persist`] followed by `\n`. Ephemeral
+//! order: exactly the bytes of the host's [`StoreOutput::Persist`] followed by `\n`. Ephemeral
 //! events (streaming deltas, `session.idle`, …) are never written: the host never reports
-//! them. `session.delete` ([`Output::SessionDeleted`]) removes the session's directory. Session
-//! ids are client-chosen, so a directory name is the id with every byte other than
+//! them. `session.delete` ([`StoreOutput::SessionDeleted`]) removes the session's directory.
+//! Session ids are client-chosen, so a directory name is the id with every byte other than
 //! `[A-Za-z0-9_-]` (and a `.` that is not the first byte) written as `%XX`; UUIDs are stored
 //! under their own name.
 //!
@@ -93,12 +93,14 @@
 //! // In the run loop, after every input, before writing the frames it produced:
 //! while let Some(output) = host.poll_output() {
 //!     match output {
-//!         Output::Persist { .. } | Output::SessionDeleted { .. } => {
+//!         Output::Store(output) => {
 //!             if let Err(e) = store.apply(&output) {
 //!                 eprintln!("warning: {e}");
 //!             }
 //!         }
-//!         _ => { /* close connections, shut down, … */ }
+//!         Output::Connection(_) | Output::Cluster(_) | Output::Effect(_) => {
+//!             /* close connections, shut down, perform effects, … */
+//!         }
 //!     }
 //! }
 //! store.flush()?; // on a graceful shutdown
@@ -121,7 +123,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentwire::host::{Host, Output, RestoreError};
+use agentwire::host::{Host, RestoreError, StoreOutput};
 use agentwire::Timestamp;
 
 pub use load::{load, Loaded, Problem, StoredSession};
@@ -361,13 +363,13 @@ impl Store {
         problems
     }
 
-    /// Acts on a host output: appends a [`Output::Persist`], removes the state of a
-    /// [`Output::SessionDeleted`]. Returns `Ok(false)` for any other output.
-    pub fn apply(&mut self, output: &Output) -> Result<bool, StoreError> {
+    /// Acts on a host's store output ([`Output::Store`](agentwire::host::Output::Store)):
+    /// appends a [`StoreOutput::Persist`], removes the state of a
+    /// [`StoreOutput::SessionDeleted`].
+    pub fn apply(&mut self, output: &StoreOutput) -> Result<(), StoreError> {
         match output {
-            Output::Persist { session, event } => self.append(session, event).map(|()| true),
-            Output::SessionDeleted { session } => self.delete(session).map(|()| true),
-            _ => Ok(false),
+            StoreOutput::Persist { session, event } => self.append(session, event),
+            StoreOutput::SessionDeleted { session } => self.delete(session),
         }
     }
 

@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use agentwire::frame::Framing;
-use agentwire::host::{Host, HostConfig};
+use agentwire::host::{Host, HostConfig, Output};
 use agentwire::Timestamp;
 use agentwire_store::{Problem, Store, StoreOptions, SyncPolicy, EVENTS_FILE, SESSION_STATE};
 use serde_json::{json, Value};
@@ -281,7 +281,8 @@ fn request(host: &mut Host, conn: agentwire::host::ConnId, body: Value) {
 fn apply_outputs(host: &mut Host, store: &mut Store) -> usize {
     let mut n = 0;
     while let Some(out) = host.poll_output() {
-        if store.apply(&out).unwrap() {
+        if let Output::Store(out) = out {
+            store.apply(&out).unwrap();
             n += 1;
         }
     }

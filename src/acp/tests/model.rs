@@ -3,7 +3,7 @@
 //! `session/cancel` cancels the HTTP call.
 
 use super::*;
-use crate::host::Output;
+use crate::host::{Effect, EffectEvent, EffectId, EffectOp, Output};
 use crate::model::ServerDefault;
 
 fn model_world() -> World {
@@ -18,9 +18,13 @@ fn model_world() -> World {
     }
 }
 
-fn next_call(w: &mut World) -> (u64, crate::model::HttpRequest) {
+fn next_call(w: &mut World) -> (EffectId, crate::model::HttpRequest) {
     while let Some(out) = w.host.poll_output() {
-        if let Output::HttpRequest { call, request, .. } = out {
+        if let Output::Effect(Effect {
+            id: call,
+            op: EffectOp::HttpRequest(request),
+        }) = out
+        {
             return (call, request);
         }
     }
@@ -45,10 +49,21 @@ fn a_server_default_model_answers_an_acp_prompt() {
         "data: {\"id\":\"c1\",\"choices\":[{\"delta\":{\"content\":\"there.\"},\"finish_reason\":\"stop\"}]}\n\n",
         "data: [DONE]\n\n"
     );
-    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
-    w.host.handle_http_response(w.now, call, 200, &headers);
-    w.host.handle_http_body(w.now, call, stream.as_bytes());
-    w.host.handle_http_end(w.now, call);
+    let headers = [("content-type".to_owned(), "text/event-stream".to_owned())];
+    w.host.handle_effect(
+        w.now,
+        call,
+        EffectEvent::HttpHead {
+            status: 200,
+            headers: headers.to_vec(),
+        },
+    );
+    w.host.handle_effect(
+        w.now,
+        call,
+        EffectEvent::HttpBody(stream.as_bytes().to_vec()),
+    );
+    w.host.handle_effect(w.now, call, EffectEvent::HttpEnd);
     w.pump(&mut peer);
     let response = peer.response(id).expect("the prompt ends");
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
@@ -67,7 +82,10 @@ fn session_cancel_cancels_the_model_call() {
     );
     let outputs: Vec<Output> = std::iter::from_fn(|| w.host.poll_output()).collect();
     assert!(
-        outputs.contains(&Output::HttpCancel { call }),
+        outputs.contains(&Output::Effect(Effect {
+            id: call,
+            op: EffectOp::HttpCancel
+        })),
         "{outputs:?}"
     );
     let response = peer.response(id).expect("answered when the turn stops");
@@ -80,11 +98,13 @@ fn a_failed_model_call_is_a_turn_error_and_the_session_stays_usable() {
     let (mut peer, session) = w.ready(json!({}));
     let id = prompt(&mut w, &mut peer, &session, "hello");
     let (call, _) = next_call(&mut w);
-    w.host.handle_http_error(
+    w.host.handle_effect(
         w.now,
         call,
-        crate::model::TransportErrorKind::Connect,
-        "connection refused",
+        EffectEvent::HttpError {
+            kind: crate::model::TransportErrorKind::Connect,
+            message: "connection refused".to_string(),
+        },
     );
     w.pump(&mut peer);
     let response = peer.response(id).expect("the prompt ends");
@@ -95,25 +115,45 @@ fn a_failed_model_call_is_a_turn_error_and_the_session_stays_usable() {
     assert!(message.contains("127.0.0.1:9"), "{message}");
     let again = prompt(&mut w, &mut peer, &session, "again");
     let (call, _) = next_call(&mut w);
-    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
-    w.host.handle_http_response(w.now, call, 200, &headers);
-    w.host.handle_http_body(
+    let headers = [("content-type".to_owned(), "text/event-stream".to_owned())];
+    w.host.handle_effect(
         w.now,
         call,
-        b"data: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\ndata: [DONE]\n\n",
+        EffectEvent::HttpHead {
+            status: 200,
+            headers: headers.to_vec(),
+        },
     );
-    w.host.handle_http_end(w.now, call);
+    w.host.handle_effect(
+        w.now,
+        call,
+        EffectEvent::HttpBody(
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\ndata: [DONE]\n\n".to_vec(),
+        ),
+    );
+    w.host.handle_effect(w.now, call, EffectEvent::HttpEnd);
     w.pump(&mut peer);
     let response = peer.response(again).expect("the second prompt ends");
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
 }
 
 /// Feeds a complete 200 SSE answer for `call`.
-fn answer(w: &mut World, peer: &mut Peer, call: u64, stream: &str) {
-    let headers = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
-    w.host.handle_http_response(w.now, call, 200, &headers);
-    w.host.handle_http_body(w.now, call, stream.as_bytes());
-    w.host.handle_http_end(w.now, call);
+fn answer(w: &mut World, peer: &mut Peer, call: EffectId, stream: &str) {
+    let headers = [("content-type".to_owned(), "text/event-stream".to_owned())];
+    w.host.handle_effect(
+        w.now,
+        call,
+        EffectEvent::HttpHead {
+            status: 200,
+            headers: headers.to_vec(),
+        },
+    );
+    w.host.handle_effect(
+        w.now,
+        call,
+        EffectEvent::HttpBody(stream.as_bytes().to_vec()),
+    );
+    w.host.handle_effect(w.now, call, EffectEvent::HttpEnd);
     w.pump(peer);
 }
 

@@ -139,7 +139,9 @@ fn a_restored_session_loads_like_a_live_one() {
     assert!(peer.response(id).is_some());
     let mut stored = Vec::new();
     while let Some(output) = w.host.poll_output() {
-        if let crate::host::Output::Persist { session: s, event } = output {
+        if let crate::host::Output::Store(crate::host::StoreOutput::Persist { session: s, event }) =
+            output
+        {
             assert_eq!(s, session);
             stored.push(event);
         }

@@ -52,8 +52,8 @@ impl SessionSummary {
     }
 
     /// Folds in the session's next stored event (compact JSON, as
-    /// [`Output::Persist`](crate::host::Output::Persist) handed it out). Answers false, and changes
-    /// nothing, if it is not a stored event.
+    /// [`StoreOutput::Persist`](crate::host::StoreOutput::Persist) handed it out). Answers false,
+    /// and changes nothing, if it is not a stored event.
     pub fn add_event(&mut self, json: &[u8]) -> bool {
         let Ok(stored) = serde_json::from_slice::<Stored<'_>>(json) else {
             return false;

@@ -3,9 +3,10 @@
 //! When the runtime finds that a session a connection named is owned by another live node, it
 //! calls [`ClusterApi::forward_session_lookup`]: from then on that connection's frames naming the
 //! session (`params.sessionId`) are not handled here but handed to the runtime
-//! ([`Output::Forward`], with the session), which relays them to the owner; the owner's frames
-//! for the client come back with [`ClusterApi::deliver_forwarded`], and the end of the client is
-//! [`Output::ForwardClosed`]. The owner serves the relayed frames as an ordinary connection,
+//! ([`ClusterOutput::Forward`], with the session), which relays them to the owner; the owner's
+//! frames for the client come back with [`ClusterApi::deliver_forwarded`], and the end of the
+//! client is [`ClusterOutput::ForwardClosed`]. The owner serves the relayed frames as an
+//! ordinary connection,
 //! so it keeps deciding who is asked, tool and command ownership and first answers. Frames
 //! the host already answered stay answered.
 //!
@@ -31,7 +32,7 @@ use crate::Timestamp;
 
 use super::relay_group::RelayRole;
 use crate::host::io::send::{drops_warning_data, frame_body};
-use crate::host::{ConnId, Host, Output};
+use crate::host::{ClusterOutput, ConnId, Host, Output};
 use crate::jsonrpc::OwnedId;
 
 /// What a connection relaying some of its sessions to their owners keeps.
@@ -159,7 +160,7 @@ impl RelayedEventHead {
     /// The head of `body` if it is an event notification as the host writes one (`jsonrpc`,
     /// then `method`): only a body that starts so is parsed, so responses, requests and ACP
     /// updates cost a prefix comparison; `None` for any other body (a body written otherwise
-    /// is left to [`ClientRelay::owner_sent`](crate::host::ClientRelay::owner_sent)).
+    /// is left to [`ClientRelay::owner_sent`](crate::relay::ClientRelay::owner_sent)).
     pub fn read(body: &[u8]) -> Option<RelayedEventHead> {
         const EVENT: &[u8] = br#"{"jsonrpc":"2.0","method":"session.event""#;
         body.starts_with(EVENT).then(|| Self::parse(body)).flatten()
@@ -527,11 +528,12 @@ impl Host {
         }
         let sessions: Vec<String> = self.forwarded_sessions(conn).map(str::to_owned).collect();
         for session in sessions {
-            self.outputs.push_back(Output::Forward {
-                conn,
-                session,
-                frames: added.clone(),
-            });
+            self.outputs
+                .push_back(Output::Cluster(ClusterOutput::Forward {
+                    conn,
+                    session,
+                    frames: added.clone(),
+                }));
         }
     }
 
@@ -541,11 +543,12 @@ impl Host {
         let Some((session, body)) = self.forward_route(conn, frame) else {
             return false;
         };
-        self.outputs.push_back(Output::Forward {
-            conn,
-            session,
-            frames: vec![body],
-        });
+        self.outputs
+            .push_back(Output::Cluster(ClusterOutput::Forward {
+                conn,
+                session,
+                frames: vec![body],
+            }));
         true
     }
 }

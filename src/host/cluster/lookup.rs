@@ -2,9 +2,10 @@
 //!
 //! With [`HostConfig::lookup_unknown_sessions`](crate::host::HostConfig::lookup_unknown_sessions), a
 //! frame whose `params.sessionId` names a session that is not loaded is not handled at once:
-//! the connection's frames wait (in order), the runtime gets [`Output::LoadSession`], restores
-//! the session if it can serve it, and calls [`ClusterApi::finish_session_lookup`]. Then the waiting
-//! frames are handled as usual: the session is there, or the dialect answers that it is not
+//! the connection's frames wait (in order), the runtime gets [`ClusterOutput::LoadSession`],
+//! restores the session if it can serve it, and calls [`ClusterApi::finish_session_lookup`].
+//! Then the waiting frames are handled as usual: the session is there, or the dialect answers
+//! that it is not
 //! found. The check is dialect-neutral: both dialects name sessions by `params.sessionId`.
 
 use std::borrow::Cow;
@@ -15,7 +16,7 @@ use serde::Deserialize;
 
 use crate::Timestamp;
 
-use crate::host::{ConnId, Host, Output};
+use crate::host::{ClusterOutput, ConnId, Host, Output};
 
 /// The part of a JSON-RPC message the lookup looks at.
 #[derive(Deserialize)]
@@ -61,9 +62,10 @@ impl Host {
             if let Some(session) = named_session(&frame) {
                 if looked_up != Some(session.as_str()) && !self.sessions.contains_key(&session) {
                     if self.lookups.insert(session.clone()) {
-                        self.outputs.push_back(Output::LoadSession {
-                            session: session.clone(),
-                        });
+                        self.outputs
+                            .push_back(Output::Cluster(ClusterOutput::LoadSession {
+                                session: session.clone(),
+                            }));
                     }
                     if let Some(c) = self.conns.get_mut(&conn) {
                         c.parked = Some((session, VecDeque::from([frame])));

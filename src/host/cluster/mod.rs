@@ -8,7 +8,6 @@
 //! * `catalog`, `restore`: sessions found in the shared log, and loading them back.
 
 pub(in crate::host) mod catalog;
-pub(in crate::host) mod client_relay;
 pub(in crate::host) mod forward;
 pub(crate) mod kept_requests;
 pub(in crate::host) mod lookup;
@@ -38,7 +37,12 @@ impl Host {
 }
 
 impl<'a> ClusterApi<'a> {
-    /// The runtime found `session` (after [`Output::LoadSession`]) owned by another node: on
+    /// The host, read-only (for the parts of cluster relaying that live beside the dialects).
+    pub(crate) fn host(&self) -> &Host {
+        self.0
+    }
+
+    /// The runtime found `session` (after [`ClusterOutput::LoadSession`](crate::host::ClusterOutput::LoadSession)) owned by another node: on
     /// every connection waiting for it, its frames are forwarded from now on, starting with
     /// the frames that waited that name it ([`Output::Forward`] with `session`); the others
     /// among them are handled here, in order, as if no lookup had held them.
@@ -162,7 +166,7 @@ impl<'a> ClusterApi<'a> {
         self.0.relay_member_link_broke(now, member, reason)
     }
 
-    /// The runtime finished looking up `session` (after [`Output::LoadSession`]): it is
+    /// The runtime finished looking up `session` (after [`ClusterOutput::LoadSession`](crate::host::ClusterOutput::LoadSession)): it is
     /// restored, or it cannot be served here. The frames that waited for it are handled now,
     /// in order (a later frame naming another unknown session waits again).
     pub fn finish_session_lookup(&mut self, now: Timestamp, session: &str) {

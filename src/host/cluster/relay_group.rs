@@ -49,6 +49,68 @@ pub(in crate::host) enum RelayRole {
     Group,
 }
 
+impl RelayRole {
+    /// Whether it is a relay group's connection.
+    pub(in crate::host) fn is_group(self) -> bool {
+        self == RelayRole::Group
+    }
+
+    /// Whether it is a member of a relay group.
+    pub(in crate::host) fn is_member(self) -> bool {
+        matches!(self, RelayRole::Member(_))
+    }
+}
+
+/// The relay side of a connection's end.
+impl Host {
+    /// Connection `conn` ended (end of input) with relay role `role` and, when `forwarded`,
+    /// sessions relayed to their owner: a member's group learns its end, a group's members
+    /// end, the runtime learns a forwarded connection closed. `false` when nothing else of
+    /// the connection may be resolved: a member whose runtime is stopping (its gateway
+    /// follows the session to the next owner, which closes the turn left open).
+    pub(in crate::host) fn relay_conn_ended(
+        &mut self,
+        conn: ConnId,
+        role: RelayRole,
+        forwarded: bool,
+    ) -> bool {
+        match role {
+            RelayRole::Member(_) if self.runtime_stopping => return false,
+            RelayRole::Member(group) => {
+                self.announce_member_end(group, conn, "the relayed connection ended")
+            }
+            RelayRole::Group => self.end_group_members(conn),
+            RelayRole::None => {}
+        }
+        if forwarded {
+            self.outputs.push_back(crate::host::Output::Cluster(
+                crate::host::ClusterOutput::ForwardClosed { conn },
+            ));
+        }
+        true
+    }
+
+    /// Connection `conn`, relay role `role`, is being closed with `reason` (`body` is its
+    /// last frame's body): a member's last frame and end travel in its group's stream, in
+    /// order; a group's members end with it.
+    pub(in crate::host) fn relay_conn_closing(
+        &mut self,
+        conn: ConnId,
+        role: RelayRole,
+        body: &[u8],
+        reason: &str,
+    ) {
+        match role {
+            RelayRole::Member(group) => {
+                self.queue_for_members(group, &[conn], body);
+                self.announce_member_end(group, conn, reason);
+            }
+            RelayRole::Group => self.end_group_members(conn),
+            RelayRole::None => {}
+        }
+    }
+}
+
 /// One frame of a relay group's stream, as the gateway reads it.
 #[derive(Debug, PartialEq, Eq)]
 pub enum RelayFrame<'a> {

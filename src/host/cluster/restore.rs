@@ -88,8 +88,8 @@ impl Host {
     }
 
     /// Restores a session from its stored log: `events` are the persisted events in order,
-    /// each one compact JSON object as [`Output::Persist`](crate::host::Output::Persist) handed it
-    /// out. The session is loaded with no connection attached; `session.list`,
+    /// each one compact JSON object as [`StoreOutput::Persist`](crate::host::StoreOutput::Persist)
+    /// handed it out. The session is loaded with no connection attached; `session.list`,
     /// `session.getMetadata` and `session.getMessages` see it, and `session.resume`
     /// continues its `parentId` chain. Nothing is sent to any client.
     pub fn restore_session(

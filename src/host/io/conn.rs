@@ -33,12 +33,11 @@ pub(in crate::host) struct Conn {
     /// event (or when it is caught up, whichever comes first).
     pub drop_session: Option<String>,
     /// Requests the host sent to this peer, awaiting its response.
-    pub calls:
-        Box<crate::correlation::PendingRequests<crate::host::requests::client_calls::ClientCall>>,
+    pub calls: Box<crate::correlation::PendingRequests<crate::host::pending::ClientCall>>,
     /// The dialect's own state for this connection (only the dialect reads it).
     pub state: Box<dyn Any + Send>,
     /// The peer performs the model HTTP requests of the sessions it is attached to
-    /// (see `provided_http.rs`).
+    /// (see `effects/provided_http.rs`).
     pub http_provider: bool,
     /// The session the runtime is looking up for this connection, and the frames that wait
     /// for it (the first names it), in order.

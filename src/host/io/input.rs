@@ -72,21 +72,8 @@ impl Host {
             return;
         };
         let (relay, forwarded) = self.relays.remove(conn);
-        match relay {
-            crate::host::cluster::relay_group::RelayRole::Member(_) if self.runtime_stopping => {
-                // Its client is not gone: its gateway follows the session to the next owner,
-                // which closes the turn left open. Nothing is resolved here.
-                return;
-            }
-            crate::host::cluster::relay_group::RelayRole::Member(group) => {
-                self.announce_member_end(group, conn, "the relayed connection ended")
-            }
-            crate::host::cluster::relay_group::RelayRole::Group => self.end_group_members(conn),
-            crate::host::cluster::relay_group::RelayRole::None => {}
-        }
-        if forwarded {
-            self.outputs
-                .push_back(crate::host::Output::ForwardClosed { conn });
+        if !self.relay_conn_ended(conn, relay, forwarded) {
+            return;
         }
         for (_, call) in c.calls.close_all() {
             self.finish_client_call(call, crate::correlation::Outcome::Closed);
@@ -123,12 +110,13 @@ impl Host {
                 TimerTarget::ClientCall(conn, id) => self.client_call_timed_out(conn, &id),
                 TimerTarget::ModelsList(call) => self.models_list_timed_out(call),
                 TimerTarget::GitHubIdentity(call) => self.identity_timed_out(call),
-                TimerTarget::ToolShell(process_id) => self.tool_shell_timed_out(&process_id),
+                TimerTarget::ToolShell(process) => self.tool_shell_timed_out(process),
                 TimerTarget::Dialect(dialect, conn, id) => {
                     let handler = self.dialects[dialect.index()];
                     handler.timer_fired(self, conn, &id);
                 }
                 TimerTarget::Mcp(session, server) => self.mcp_timer_fired(&session, &server, key),
+                TimerTarget::AcpAgent => self.acp_timer_fired(key),
                 TimerTarget::Sampling(request_id) => self.sampling_timer_fired(&request_id, key),
             }
         }

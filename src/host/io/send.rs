@@ -6,8 +6,7 @@ use serde_json::Value;
 use crate::frame::{encode_frame, encoded_len, Framing};
 use crate::jsonrpc::{self, ErrorObject, OwnedId};
 
-use crate::host::cluster::relay_group::RelayRole;
-use crate::host::{AfterResponse, ConnId, Host, OutboxOverflow, Output};
+use crate::host::{AfterResponse, ConnId, ConnectionOutput, Host, OutboxOverflow, Output};
 
 /// Sending.
 impl Host {
@@ -69,7 +68,8 @@ impl Host {
                 }
                 AfterResponse::Shutdown { reason } => {
                     self.stop_all_mcp_servers("the server is shutting down");
-                    self.outputs.push_back(Output::Shutdown { reason })
+                    self.outputs
+                        .push_back(Output::Connection(ConnectionOutput::Shutdown { reason }))
                 }
             }
         }
@@ -169,16 +169,16 @@ impl Host {
         }
         let mut body = Vec::new();
         let role = self.relays.role(conn);
-        if role == RelayRole::Group {
+        if role.is_group() {
             // Not a message for any one client: the gateway learns the group ended, and why.
             body.extend_from_slice(b"@?\n");
             body.extend_from_slice(reason.as_bytes());
         } else {
             jsonrpc::write_error(&mut body, None, &error);
         }
-        if let RelayRole::Member(_) = role {
+        if role.is_member() {
             // Its reason and its end travel in its group's stream, in order.
-            self.relays.set_role(conn, RelayRole::None);
+            self.relays.set_role(conn, Default::default());
         } else {
             // Bypass the budget: the reason is the last frame this peer gets.
             c.outbox.push_final(frame_body(c.framing, &body));
@@ -190,15 +190,9 @@ impl Host {
         }
         let calls = c.calls.close_all();
         let sessions = std::mem::take(&mut c.sessions);
-        match role {
-            RelayRole::Member(group) => {
-                self.queue_for_members(group, &[conn], &body);
-                self.announce_member_end(group, conn, &reason);
-            }
-            RelayRole::Group => self.end_group_members(conn),
-            RelayRole::None => {}
-        }
-        self.outputs.push_back(Output::Close { conn, reason });
+        self.relay_conn_closing(conn, role, &body, &reason);
+        self.outputs
+            .push_back(Output::Connection(ConnectionOutput::Close { conn, reason }));
         for (_, call) in calls {
             self.finish_client_call(call, crate::correlation::Outcome::Closed);
         }

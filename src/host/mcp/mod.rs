@@ -2,22 +2,22 @@
 //!
 //! A dialect hands the host the session's server configurations
 //! ([`Host::start_mcp_servers`]). Each stdio server is a child process the runtime starts
-//! ([`Output::ProcessSpawn`]) with an [`McpClient`] speaking to it through
-//! [`Output::ProcessWrite`] and the process inputs ([`Host::handle_process_stdout`],
-//! [`Host::handle_process_stderr`], [`Host::handle_process_exit`],
-//! [`Host::handle_process_spawn_error`]). The client's deadlines are host timers.
+//! ([`EffectOp::ProcessSpawn`] with stdin) with an [`McpClient`] speaking to it through
+//! [`EffectOp::ProcessWrite`] and the runtime's reports about the process
+//! ([`Host::handle_effect`]: stdout, stderr, the exit or a failed spawn). The client's
+//! deadlines are host timers.
 //!
 //! Once every server is connected or has failed, the session gets
 //! `session.mcp_servers_loaded {servers: [{name, status, transport, error?}]}` (ephemeral);
 //! every status change is also a `session.mcp_server_status_changed` (ephemeral). A server
 //! that exits, hangs or breaks the protocol fails its pending calls with the reason; the
 //! session carries on. `session.delete`, an unload and the server's shutdown stop the
-//! servers: the process group is killed ([`Output::ProcessKill`]).
+//! servers: the process group is killed ([`EffectOp::ProcessKill`]).
 
-pub(in crate::host) mod mcp_apps;
-pub(in crate::host) mod mcp_requests;
-pub(in crate::host) mod mcp_sampling;
-pub(in crate::host) mod mcp_tools;
+pub(in crate::host) mod apps;
+pub(in crate::host) mod requests;
+pub(in crate::host) mod sampling;
+pub(in crate::host) mod tools;
 
 use std::collections::BTreeMap;
 
@@ -26,7 +26,9 @@ use serde_json::{json, Value};
 use crate::mcp::{ClientEvent, McpClient, McpServerConfig, McpTransport};
 use crate::Timestamp;
 
-use super::{ConnId, Host, McpSpawnPolicy, Output, TimerTarget};
+use super::{
+    ConnId, EffectId, EffectOp, Host, McpSpawnPolicy, ProcessSpec, ShellStream, TimerTarget,
+};
 
 /// Where a server is, as the runtime names it (`McpServerStatus`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,7 +67,7 @@ pub(crate) enum McpCall {
         conn: ConnId,
         id: crate::jsonrpc::OwnedId,
         method: &'static str,
-        app_tool: Option<Box<super::mcp::mcp_apps::AppToolCall>>,
+        app_tool: Option<Box<super::mcp::apps::AppToolCall>>,
     },
 }
 
@@ -80,7 +82,7 @@ pub(crate) struct McpServer {
     /// In-flight requests by token.
     pub(crate) calls: BTreeMap<u64, McpCall>,
     /// Tool calls made while the server was starting: run once it is up (or failed).
-    pub(crate) queued: Vec<super::mcp::mcp_tools::QueuedCall>,
+    pub(crate) queued: Vec<super::mcp::tools::QueuedCall>,
     /// The Streamable HTTP transport (for an `http` server).
     pub(crate) http: Option<super::mcp_http::HttpTransport>,
 }
@@ -165,7 +167,7 @@ impl Host {
     }
 
     fn launch_mcp(&mut self, session: &str, name: &str, cwd: Option<String>, now: Timestamp) {
-        let process = self.next_process;
+        let process = self.next_effect;
         let Some(server) = self.mcp_server(session, name) else {
             return;
         };
@@ -178,17 +180,19 @@ impl Host {
             } => {
                 server.process = Some(process);
                 server.client.start(now);
-                self.next_process += 1;
+                let id = self.next_effect_id();
                 self.mcp_processes
                     .insert(process, (session.to_owned(), name.to_owned()));
                 let mut argv = vec![command];
                 argv.extend(args);
-                self.outputs.push_back(Output::ProcessSpawn {
-                    process,
+                let spec = ProcessSpec {
                     argv,
                     env,
                     cwd: own_cwd.or(cwd),
-                });
+                    stdin: true,
+                    timeout_ms: None,
+                };
+                self.push_effect(id, EffectOp::ProcessSpawn(spec));
                 self.flush_mcp(session, name);
             }
             McpTransport::Http {
@@ -325,7 +329,8 @@ impl Host {
 
     fn kill_mcp_process(&mut self, process: u64) {
         if self.mcp_processes.remove(&process).is_some() {
-            self.outputs.push_back(Output::ProcessKill { process });
+            let signal = "SIGKILL".to_owned();
+            self.push_effect(EffectId::new(process), EffectOp::ProcessKill { signal });
         }
     }
 
@@ -357,8 +362,7 @@ impl Host {
             let http = server.http.is_some() && server.client.failure().is_none();
             if let Some(process) = process.filter(|p| self.mcp_processes.contains_key(p)) {
                 for bytes in writes {
-                    self.outputs
-                        .push_back(Output::ProcessWrite { process, bytes });
+                    self.push_effect(EffectId::new(process), EffectOp::ProcessWrite(bytes));
                 }
             } else if http {
                 for frame in writes {
@@ -548,50 +552,39 @@ impl Host {
         self.mcp_processes.get(&process).cloned()
     }
 
-    /// Bytes the process started by [`Output::ProcessSpawn`] `process` wrote to stdout.
-    /// Unknown (or killed) processes are ignored.
-    pub fn handle_process_stdout(&mut self, now: Timestamp, process: u64, bytes: &[u8]) {
-        self.advance_time(now);
+    /// Bytes an MCP server's process (its [`EffectId`] number) wrote: stdout is the
+    /// protocol, stderr is kept (the tail only, for error messages). Unknown (or killed)
+    /// processes are ignored.
+    pub(crate) fn mcp_process_output(&mut self, process: u64, stream: ShellStream, bytes: &[u8]) {
         let Some((session, name)) = self.mcp_process(process) else {
             return;
         };
-        if let Some(server) = self.mcp_server(&session, &name) {
-            server.client.handle_stdout(now, bytes);
+        let now = self.now;
+        let Some(server) = self.mcp_server(&session, &name) else {
+            if stream == ShellStream::Stdout {
+                self.flush_mcp(&session, &name);
+                self.run_agents();
+            }
+            return;
+        };
+        if stream == ShellStream::Stderr {
+            server.client.handle_stderr(bytes);
+            return;
         }
+        server.client.handle_stdout(now, bytes);
         self.flush_mcp(&session, &name);
         self.run_agents();
     }
 
-    /// Bytes process `process` wrote to stderr (kept, the tail only, for error messages).
-    pub fn handle_process_stderr(&mut self, now: Timestamp, process: u64, bytes: &[u8]) {
-        self.advance_time(now);
-        let Some((session, name)) = self.mcp_process(process) else {
-            return;
-        };
-        if let Some(server) = self.mcp_server(&session, &name) {
-            server.client.handle_stderr(bytes);
-        }
-    }
-
-    /// Process `process` ended (`exit_code` is `None` when a signal killed it). Report it
-    /// after all of its output.
-    pub fn handle_process_exit(&mut self, now: Timestamp, process: u64, exit_code: Option<i32>) {
-        self.process_ended(now, process, exit_code, None);
-    }
-
-    /// Process `process` could not be started (`message` says why).
-    pub fn handle_process_spawn_error(&mut self, now: Timestamp, process: u64, message: &str) {
-        self.process_ended(now, process, None, Some(message));
-    }
-
-    fn process_ended(
+    /// An MCP server's process ended (`exit_code` is `None` when a signal killed it), after
+    /// all of its output, or could not be started (`message` says why).
+    pub(crate) fn mcp_process_ended(
         &mut self,
-        now: Timestamp,
         process: u64,
         exit_code: Option<i32>,
         message: Option<&str>,
     ) {
-        self.advance_time(now);
+        let now = self.now;
         let Some((session, name)) = self.mcp_processes.remove(&process) else {
             return;
         };

@@ -8,11 +8,11 @@
 //! leaving resolves it exactly once). With no such client, the call completes with the
 //! step's scripted result, or, for a model's call, the runtime performs it (`tool_ops`).
 
+use crate::host::pending::{Approval, PermissionAsk};
 use serde_json::json;
 
 use crate::agent::{BuiltinCall, ToolOutcome};
 
-use crate::host::requests::permission_rules::Gate;
 use crate::host::{Host, Pending};
 
 impl Host {
@@ -29,7 +29,6 @@ impl Host {
         };
         let mut call = call.clone();
         call.resolve_path(live.session.cwd.as_deref());
-        let has_handler = live.session.any_permission_handler();
         let problem = if call.model_arguments.is_some() {
             self.prepare_model_builtin(session, &mut call)
         } else {
@@ -53,46 +52,20 @@ impl Host {
             );
             return;
         }
-        // Approve-all and the session's permission rules decide before a client is asked.
-        let request = match call.permission_request(tool_call_id) {
-            Some(request) => match self.permission_gate(session, tool_call_id, &request) {
-                Gate::Ask => Some(request),
-                Gate::Run => None,
-                Gate::Denied => return,
-            },
-            None => None,
-        };
-        let Some(request) = request else {
+        let Some(request) = call.permission_request(tool_call_id) else {
             self.run_builtin(session, tool_call_id, call);
             return;
         };
-        let request_id = self.ids.next_uuid();
-        self.emit(
+        self.ask_permission(
             session,
-            "permission.requested",
-            &json!({"requestId": request_id, "permissionRequest": request}),
-            false,
-        );
-        let Some(live) = self.sessions.get_mut(session) else {
-            return;
-        };
-        live.pending.insert(
-            request_id.clone(),
-            Pending::Permission {
+            PermissionAsk {
                 tool_call_id: tool_call_id.to_owned(),
                 tool_name: name.to_owned(),
                 arguments,
                 request,
-                builtin: Some(Box::new(call)),
-                mcp: None,
-                grants_extension: None,
+                approval: Approval::Builtin(Box::new(call)),
             },
         );
-        self.permission_requested(session, &request_id);
-        if !has_handler {
-            // Nobody can answer: resolve at once instead of waiting forever.
-            self.resolve_permission(session, &request_id, &json!({"kind": "user-not-available"}));
-        }
     }
 
     /// Runs an approved built-in tool call: on a capable client (a dialect's

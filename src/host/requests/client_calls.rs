@@ -18,8 +18,7 @@ use crate::jsonrpc::{self, OwnedId};
 use crate::session::Attachment;
 
 use crate::host::dialect::ServerRequest;
-use crate::host::requests::bridge::AnswerTo;
-use crate::host::requests::canvas::CanvasCall;
+use crate::host::pending::{AnswerTo, ClientCall};
 use crate::host::{ConnId, Host, Pending, TimerTarget};
 
 /// How long a client has to answer a server-to-client request.
@@ -65,55 +64,6 @@ impl CallKind {
             // The SDK that set `hasBearerTokenProvider` answers for its session.
             CallKind::ProviderToken => a.extension.is_none(),
         }
-    }
-}
-
-/// A server-to-client request in flight on a connection.
-#[derive(Clone, Debug)]
-pub(crate) enum ClientCall {
-    /// Asked for the session's agent (`ask_client`).
-    Agent(AgentCall),
-    /// A canvas request to the canvas's provider.
-    Canvas(Box<CanvasCall>),
-    /// A frame of model HTTP exchange `call` sent to the client performing it (its answer
-    /// is an acknowledgement).
-    Http {
-        /// The exchange.
-        call: u64,
-    },
-    /// A file operation on the session's file provider.
-    Fs(Box<crate::host::requests::remote_fs::FsCall>),
-    /// A bearer token for the provider of model-list request `call` (HTTP call id).
-    ModelsToken {
-        /// The model-list request.
-        call: u64,
-    },
-    /// The `preMcpToolCall` hook of a model's MCP tool call (`prompt_hooks.rs`).
-    McpHook {
-        /// The session.
-        session: String,
-        /// The hook's `hookInvocationId`.
-        invocation: String,
-        /// The call waiting for it.
-        call: Box<crate::host::sessions::prompt_hooks::McpHookCall>,
-    },
-    /// The client's rewrite of `session`'s system prompt sections (`prompt_hooks.rs`).
-    SystemTransform {
-        /// The session.
-        session: String,
-    },
-    /// A hook a held prompt of `session` passes (`prompt_hooks.rs`).
-    PromptHook {
-        /// The session.
-        session: String,
-        /// Which hook.
-        hook: crate::host::sessions::prompt_hooks::PromptHook,
-    },
-}
-
-impl From<CanvasCall> for ClientCall {
-    fn from(call: CanvasCall) -> Self {
-        ClientCall::Canvas(Box::new(call))
     }
 }
 

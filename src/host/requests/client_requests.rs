@@ -10,7 +10,7 @@
 
 use serde_json::{json, Value};
 
-use crate::host::requests::bridge::AnswerTo;
+use crate::host::pending::AnswerTo;
 use crate::host::{ConnId, Host, Pending};
 
 impl Host {

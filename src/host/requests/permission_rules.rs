@@ -519,6 +519,16 @@ impl Host {
         }
     }
 
+    /// What approve-all and the session's rules decide for `request` without asking anyone:
+    /// `Err(rules)`: denied by these rules.
+    pub(in crate::host) fn standing_permission(
+        &self,
+        session: &str,
+        request: &Value,
+    ) -> Result<Gate, Vec<PermissionRule>> {
+        self.standing_decision(session, request)
+    }
+
     /// `Err(rules)`: denied by these rules.
     fn standing_decision(
         &self,
@@ -628,7 +638,7 @@ pub(crate) fn approval_rules(approval: &Value) -> Result<Vec<PermissionRule>, St
 fn covering(rules: &[&PermissionRule], request: &Value) -> bool {
     let kind = request.get("kind").and_then(Value::as_str).unwrap_or("");
     if kind == "shell" {
-        let ids = crate::host::requests::bridge::command_ids(request);
+        let ids = crate::host::requests::permission::command_ids(request);
         let text = request
             .get("fullCommandText")
             .and_then(Value::as_str)
@@ -647,7 +657,7 @@ fn covering(rules: &[&PermissionRule], request: &Value) -> bool {
 fn denying(rules: &[PermissionRule], request: &Value) -> Vec<PermissionRule> {
     let kind = request.get("kind").and_then(Value::as_str).unwrap_or("");
     if kind == "shell" {
-        let ids = crate::host::requests::bridge::command_ids(request);
+        let ids = crate::host::requests::permission::command_ids(request);
         let text = request
             .get("fullCommandText")
             .and_then(Value::as_str)

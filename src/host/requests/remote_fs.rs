@@ -1,6 +1,6 @@
 //! A client as a session's file store: the built-in tools' file work ([`FileRequest`]) goes
 //! to the attached connection that registered itself as a file provider (the Copilot SDK's
-//! `sessionFs.setProvider`) instead of the runtime's [`Output::FileOp`].
+//! `sessionFs.setProvider`) instead of the runtime's [`EffectOp::FileOp`].
 //!
 //! Each [`FileRequest`] becomes a short sequence of primitive operations ([`FsPrimitive`]:
 //! stat, read, list, write, make a directory, exists), each a server-to-client request whose
@@ -10,14 +10,14 @@
 //! in the same [`FileReply`] the runtime would give, so the tools cannot tell the difference.
 //! A provider that leaves, errs or times out fails the operation (the model is told).
 //!
-//! [`Output::FileOp`]: crate::host::Output::FileOp
+//! [`EffectOp::FileOp`]: crate::host::EffectOp::FileOp
 
 use std::collections::VecDeque;
 
 use crate::agent::builtin::parent_dir;
 use crate::correlation::Outcome;
 
-use crate::host::requests::client_calls::ClientCall;
+use crate::host::pending::ClientCall;
 use crate::host::{ConnId, FileReply, FileRequest, Host};
 
 /// One primitive operation a file provider performs.

@@ -23,6 +23,10 @@ impl SessionControl for Control<'_> {
         self.host.ids.next_uuid()
     }
 
+    fn acp_call(&mut self, call: crate::agent::AcpCall) -> Option<u64> {
+        self.host.acp_call(self.session, call)
+    }
+
     fn streaming(&self) -> bool {
         self.host
             .sessions

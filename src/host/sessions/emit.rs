@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::host::{ConnId, Host, Output, SessionChange};
+use crate::host::{ConnId, Host, Output, SessionChange, StoreOutput};
 
 /// Emitting.
 impl Host {
@@ -45,10 +45,10 @@ impl Host {
             live.session
                 .record_from(id, event_type, data, ephemeral, now, agent_id.as_deref());
         if !ephemeral && self.config.report_persisted_events {
-            self.outputs.push_back(Output::Persist {
+            self.outputs.push_back(Output::Store(StoreOutput::Persist {
                 session: session_id.to_owned(),
                 event: event.json.clone(),
-            });
+            }));
         }
         let droppable = ephemeral && event.is_streaming_delta();
         if droppable {

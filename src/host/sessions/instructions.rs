@@ -2,7 +2,7 @@
 //! names other directories) the `*.instructions.md` files under each directory's
 //! `.github/instructions/` are read, in order, and their texts become the system prompt's
 //! `custom_instructions` section. The reads are the built-in tools' file operations
-//! (`Output::FileOp`, or the session's file provider); a directory that cannot be read adds
+//! (`EffectOp::FileOp`, or the session's file provider); a directory that cannot be read adds
 //! nothing.
 
 use crate::host::tool_ops::{FileReply, FileRequest};

@@ -2,6 +2,7 @@
 //! gate, hooks, attachments, instructions, skills, the pending queue), per-session policies,
 //! and the path of a session event: emit, record, audience, fan-out.
 
+pub(in crate::host) mod acp_agents;
 pub(in crate::host) mod audience;
 pub(in crate::host) mod drive;
 pub(in crate::host) mod emit;

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use crate::session::Session;
 
-use crate::host::{Host, Output};
+use crate::host::{Host, Output, StoreOutput};
 
 /// The host's own per-session policy state (kept in the session's typed state store).
 #[derive(Debug, Default)]
@@ -122,7 +122,8 @@ impl Host {
 
     /// Removes the persisted event `event_id` of `session` and every event after it; returns
     /// how many were removed. A durable store ([`HostConfig::report_persisted_events`]) is
-    /// rewritten: [`Output::SessionDeleted`] then [`Output::Persist`] for each event kept.
+    /// rewritten: [`StoreOutput::SessionDeleted`] then [`StoreOutput::Persist`] for each event
+    /// kept.
     ///
     /// [`HostConfig::report_persisted_events`]: crate::host::HostConfig::report_persisted_events
     pub(crate) fn truncate_history(
@@ -223,14 +224,15 @@ impl Host {
             .iter()
             .map(|e| e.json.clone())
             .collect();
-        self.outputs.push_back(Output::SessionDeleted {
-            session: session.to_owned(),
-        });
+        self.outputs
+            .push_back(Output::Store(StoreOutput::SessionDeleted {
+                session: session.to_owned(),
+            }));
         for event in events {
-            self.outputs.push_back(Output::Persist {
+            self.outputs.push_back(Output::Store(StoreOutput::Persist {
                 session: session.to_owned(),
                 event,
-            });
+            }));
         }
     }
 }

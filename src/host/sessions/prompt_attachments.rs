@@ -29,8 +29,8 @@
 //! ~~~
 //!
 //! Files are counted and directories listed through the same file operations as the built-in
-//! tools ([`Output::FileOp`](crate::host::Output::FileOp), or the session's file provider); a path
-//! that cannot be read is tagged without counts. Image blobs become image parts of the user
+//! tools ([`EffectOp::FileOp`](crate::host::EffectOp::FileOp), or the session's file provider); a
+//! path that cannot be read is tagged without counts. Image blobs become image parts of the user
 //! message when the history is built (`model::conversation`); other attachments are carried on
 //! `user.message` only.
 

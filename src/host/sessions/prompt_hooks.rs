@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use crate::agent::AgentInput;
 use crate::correlation::Outcome;
 use crate::host::dialect::ServerRequest;
-use crate::host::requests::client_calls::ClientCall;
+use crate::host::pending::{ClientCall, McpHookCall};
 use crate::host::Host;
 use crate::model::{current_datetime, user_message_content};
 
@@ -104,15 +104,6 @@ impl Host {
         self.mark_system_transformed(session);
         self.release_held(session);
     }
-}
-
-/// A model's MCP tool call waiting for its `preMcpToolCall` hook.
-#[derive(Clone, Debug)]
-pub(crate) struct McpHookCall {
-    pub(crate) tool_call_id: String,
-    pub(crate) server: String,
-    pub(crate) tool: String,
-    pub(crate) arguments: Value,
 }
 
 impl Host {

@@ -4,7 +4,7 @@
 //! `disabledSkills` and the enable / disable calls decide which are on. `skills.discover`
 //! reads directories for a client without a session.
 //!
-//! The reads are the built-in tools' file operations (`Output::FileOp`, or the session's file
+//! The reads are the built-in tools' file operations (`EffectOp::FileOp`, or the session's file
 //! provider): each directory is walked, then its `*/SKILL.md` files read. A directory that
 //! cannot be read adds nothing. A request that arrives while its skills are read is answered
 //! when the reads finish.

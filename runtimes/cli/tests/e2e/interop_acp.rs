@@ -96,9 +96,11 @@ impl AgentProcess {
         if !extra.contains(&"--seed") {
             command.arg("--seed").arg("7");
         }
+        // A proxy (`--acp-agent`) runs its sessions on the agent it names, not on a scenario.
+        if !extra.contains(&"--acp-agent") {
+            command.arg("--scenario").arg(&scenario);
+        }
         command
-            .arg("--scenario")
-            .arg(&scenario)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -790,4 +792,62 @@ async fn a_fresh_process_loads_a_stored_session_then_prompts_work() {
     second.assert_strict_output();
     second.finish().await;
     let _ = std::fs::remove_dir_all(&data);
+}
+
+/// `agentwire --acp --acp-agent "agentwire --acp …"`: agentwire as an ACP proxy between the
+/// official ACP SDK (the editor) and a second agentwire process (the agent). The editor's
+/// prompt reaches the agent, the agent's permission request reaches the editor through the
+/// proxy's permission path, and the agent's answer streams back.
+#[tokio::test]
+async fn an_editor_through_agentwire_as_an_acp_proxy() {
+    let name = "proxy";
+    let dir = std::env::temp_dir().join(format!("agentwire-acp-{}-{name}", std::process::id()));
+    let agent_command = format!(
+        "'{}' --acp --no-store --scenario '{}'",
+        env!("CARGO_BIN_EXE_agentwire"),
+        dir.join("scenario.json").display()
+    );
+    let mut agent = AgentProcess::spawn_with(name, &["--acp-agent", agent_command.as_str()]);
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let policy: Policy = Arc::new(Mutex::new(Some("allow-once")));
+    let cwd = agent.dir.clone();
+    let wire = agent.wire.clone();
+    let (first, second) = with_client(&mut agent, seen.clone(), policy, async |cx| {
+        let session = init_and_new(&cx, &cwd).await?;
+        let first = cx
+            .send_request(PromptRequest::new(
+                session.clone(),
+                text("read file hello.txt"),
+            ))
+            .block_task()
+            .await?;
+        let second = cx
+            .send_request(PromptRequest::new(session.clone(), text("hello proxy")))
+            .block_task()
+            .await?;
+        settle(&wire, &seen).await;
+        Ok((first.stop_reason, second.stop_reason))
+    })
+    .await;
+    assert_eq!((first, second), (StopReason::EndTurn, StopReason::EndTurn));
+    {
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.permissions.len(), 1, "the agent's read was asked once");
+        let asked = &seen.permissions[0];
+        let announced: Vec<_> = seen
+            .updates
+            .iter()
+            .filter_map(|n| match &n.update {
+                SessionUpdate::ToolCall(call) => Some(call.tool_call_id.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            announced,
+            std::slice::from_ref(&asked.tool_call.tool_call_id)
+        );
+        assert!(acp_stdio::agent_text(&seen.updates).ends_with("You said: hello proxy"));
+    }
+    agent.assert_strict_output();
+    agent.finish().await;
 }

@@ -11,6 +11,7 @@ mod cluster_auth;
 mod cluster_links;
 mod conformance;
 mod interop_acp;
+mod interop_acp_agent;
 mod interop_acp_elicitation;
 mod interop_acp_mcp;
 mod interop_acp_model;

@@ -227,7 +227,7 @@ async fn server_shutdown_flushes_and_closes_every_connection() {
     assert_eq!(server.shutdown_requested().await, "test is over");
 }
 
-/// `runtime.shutdown` (the host's `Output::Shutdown`): its response is flushed before the
+/// `runtime.shutdown` (the host's `ConnectionOutput::Shutdown`): its response is flushed before the
 /// connection closes, and the serving future returns.
 #[tokio::test]
 async fn runtime_shutdown_is_answered_then_serving_returns() {

@@ -2,27 +2,30 @@
 //! `src/node.rs` (and the driver's `SessionLog` seam, `runtimes/driver/src/shared.rs` and
 //! `tasks.rs`) glue it to NATS, one engine call per step instead of tasks:
 //!
-//! * every `Output::Persist` gets the next *mark* and goes to its session's worker, which
+//! * every `StoreOutput::Persist` gets the next *mark* and goes to its session's worker, which
 //!   claims the session on its first event and then appends with the fenced
 //!   [`SessionWriter`], one append in flight (`write_session`);
 //! * frames are taken from the host right after the outputs of the same input were drained,
 //!   tagged with the mark of the last persisted event, and written to their client only once
 //!   every mark up to it is acknowledged (`HostHandle::durable`, the writer task's
 //!   `synced.wait_for`);
-//! * `Output::LoadSession` runs `look_up_once`: read the last message; claim when the owner is
-//!   gone (restore + `interrupt_open_turn`), relay when it is live and answers
+//! * `ClusterOutput::LoadSession` runs `look_up_once`: read the last message; claim when the
+//!   owner is gone (restore + `interrupt_open_turn`), relay when it is live and answers
 //!   (`forward_session_lookup`), wait for its lease while it is live and silent;
-//! * `Output::Forward` / `ForwardClosed` open and feed a gateway link (`link.rs`): the client's
-//!   frames go to the owner on the link's own subject; the owner serves the relayed connection
-//!   as a member of the gateway node's relay group (`group.rs`, `ClusterApi::join_relay_group`), whose
-//!   one connection carries every member's frames back on the group's subject. Both travel as
-//!   live-subject messages of the engine (so live loss hits them);
+//! * `ClusterOutput::Forward` / `ForwardClosed` open and feed a gateway link (`link.rs`): the
+//!   client's frames go to the owner on the link's own subject; the owner serves the relayed
+//!   connection as a member of the gateway node's relay group (`group.rs`,
+//!   `ClusterApi::join_relay_group`), whose one connection carries every member's frames back
+//!   on the group's subject. Both travel as live-subject messages of the engine (so live loss
+//!   hits them);
 //! * a fenced writer, a failed claim or a lost lease stops the node (`Node::stop`).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
-use agentwire::host::{ConnId, Host, Output, RelayFrame, RestoreError};
+use agentwire::host::{
+    ClusterOutput, ConnId, ConnectionOutput, Host, Output, RelayFrame, RestoreError, StoreOutput,
+};
 use agentwire::Timestamp;
 use agentwire_cluster::call::{execute, Call};
 use agentwire_cluster::lease::NodeLease;
@@ -374,7 +377,7 @@ impl SimNode {
     /// One output; `true` if it called into the host again.
     fn output(&mut self, t: Timestamp, output: Output) -> bool {
         match output {
-            Output::Persist { session, event } => {
+            Output::Store(StoreOutput::Persist { session, event }) => {
                 self.mark += 1;
                 let mark = self.mark;
                 self.workers
@@ -384,13 +387,13 @@ impl SimNode {
                     .push_back((event, mark));
                 false
             }
-            Output::SessionDeleted { .. } => false,
-            Output::LoadSession { session } => self.load(t, session),
-            Output::Forward {
+            Output::Store(StoreOutput::SessionDeleted { .. }) => false,
+            Output::Cluster(ClusterOutput::LoadSession { session }) => self.load(t, session),
+            Output::Cluster(ClusterOutput::Forward {
                 conn,
                 session,
                 frames,
-            } => {
+            }) => {
                 // One gateway per connection: each client of the simulation uses one session.
                 if let Some(gateway) = self.gateways.get_mut(&conn) {
                     assert_eq!(gateway.session, session, "one session per simulated client");
@@ -416,7 +419,7 @@ impl SimNode {
                 }
                 false
             }
-            Output::ForwardClosed { conn } => {
+            Output::Cluster(ClusterOutput::ForwardClosed { conn }) => {
                 if let Some(mut gateway) = self.gateways.remove(&conn) {
                     let subject = in_subject(&gateway.link);
                     now(self.engine.publish_live(&subject, gateway.sender.close()))
@@ -424,7 +427,7 @@ impl SimNode {
                 }
                 false
             }
-            Output::Close { conn, .. } => {
+            Output::Connection(ConnectionOutput::Close { conn, .. }) => {
                 if let Some(End::Group(id)) = self.ends.get(&conn) {
                     // The host closed the group (it fell behind): its members ended with it.
                     if let Some(group) = self.groups_out.get_mut(id) {
@@ -434,11 +437,11 @@ impl SimNode {
                 self.closing.insert(conn);
                 false
             }
-            Output::Shutdown { reason } => {
+            Output::Connection(ConnectionOutput::Shutdown { reason }) => {
                 self.effects.push(Effect::Stop(reason));
                 false
             }
-            other => panic!("the simulation's hosts do not ask for {other:?}"),
+            Output::Effect(effect) => panic!("the simulation's hosts do not ask for {effect:?}"),
         }
     }
 

@@ -1,6 +1,6 @@
-//! Performs the file operations of built-in tool calls (`Output::FileOp`): each runs with
+//! Performs the file operations of built-in tool calls (`EffectOp::FileOp`): each runs with
 //! blocking `std::fs` calls on a plain thread, and its result is fed back to the host by a
-//! driver task (`Host::handle_file_result`). The host has already asked permission and
+//! driver task (`EffectEvent::FileDone`). The host has already asked permission and
 //! decided the paths; this only moves bytes.
 
 use std::fs;
@@ -8,26 +8,26 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agentwire::host::{FileReply, FileRequest};
+use agentwire::host::{EffectEvent, EffectId, FileReply, FileRequest};
 
-use crate::shared::Shared;
+use super::Port;
 use crate::sync::Queue;
 
-/// Starts file operation `op`; its result reaches the host later.
-pub(crate) fn perform(shared: &Arc<Shared>, op: u64, request: FileRequest) {
+/// Starts file operation `id`; its result reaches the host later.
+pub(super) fn perform(port: &Arc<dyn Port>, id: EffectId, request: FileRequest) {
     let queue = Arc::new(Queue::new());
     let producer = queue.clone();
     let started = std::thread::Builder::new()
-        .name(format!("agentwire-file-{op}"))
+        .name(format!("agentwire-file-{}", id.get()))
         .spawn(move || producer.push(run(&request)));
     if let Err(e) = started {
         queue.push(Err(format!("cannot start the file thread: {e}")));
     }
-    let shared2 = shared.clone();
-    shared.spawn(async move {
+    let reporter = port.clone();
+    port.spawn(Box::pin(async move {
         let result = queue.pop().await;
-        shared2.with_inner(|inner, now| inner.host.handle_file_result(now, op, result));
-    });
+        reporter.report(id, EffectEvent::FileDone(result));
+    }));
 }
 
 /// Performs one request on this thread.

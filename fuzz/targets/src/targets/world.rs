@@ -1,5 +1,5 @@
 //! A host with simulated peers and an invariant checker, shared by the `host_sequence` fuzz
-//! target (`fuzz/src/targets.rs`) and the deterministic simulation (`tests/simulation.rs`).
+//! target (`fuzz/targets/src/targets.rs`) and the deterministic simulation (`tests/core/simulation.rs`).
 //!
 //! The [`World`] owns a [`Host`] and every connection's two byte streams: what the peer wrote
 //! and the host has not read yet (`to_host`, delivered in chunks of any size), and what the host
@@ -88,7 +88,7 @@ pub struct WorldConfig {
     pub token: bool,
     /// Framing limits.
     pub limits: FrameLimits,
-    /// `report_persisted_events`: check `Output::Persist` against the logs and the frames.
+    /// `report_persisted_events`: check `StoreOutput::Persist` against the logs and the frames.
     pub persist: bool,
     /// Sessions get a model agent whose endpoint is simulated in-process
     /// ([`SimModel`], answered from the seed) instead of the scripted agent.
@@ -213,7 +213,7 @@ pub struct Conn {
     pub client: usize,
     /// Not ended by the peer or the runtime.
     pub open: bool,
-    /// The host asked to close it (`Output::Close`).
+    /// The host asked to close it (`ConnectionOutput::Close`).
     pub closed_by_host: bool,
     /// Raw bytes were written: the stream may be out of sync, so the request model is off.
     pub tainted: bool,
@@ -345,7 +345,7 @@ pub struct World {
     pub trace: Option<String>,
     /// The connection the settle phase answers through.
     settler: Option<usize>,
-    /// Event ids reported by `Output::Persist`.
+    /// Event ids reported by `StoreOutput::Persist`.
     stored: BTreeSet<String>,
     /// The durable store a runtime would keep from the outputs: event ids per session.
     store: BTreeMap<String, Vec<String>>,
@@ -379,13 +379,9 @@ macro_rules! ensure {
 }
 
 // After `ensure!`: macros are in scope only below their definition.
-#[path = "world/end.rs"]
 mod end;
-#[path = "world/inputs.rs"]
 mod inputs;
-#[path = "world/model.rs"]
 mod model;
-#[path = "world/outputs.rs"]
 mod outputs;
 
 pub use model::SimModel;

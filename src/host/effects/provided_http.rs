@@ -2,11 +2,12 @@
 //!
 //! A connection may register as an *HTTP provider* ([`Host::register_http_provider`]): from
 //! then on the model requests of every session it is attached to go to it, through its
-//! dialect ([`DialectHandler::start_provided_http`](super::DialectHandler::start_provided_http)),
-//! instead of being handed to the runtime as [`Output::HttpRequest`](super::Output::HttpRequest).
-//! The client's answers come back through [`Host::provided_http_event`] and reach the
-//! session's agent exactly like the runtime's `handle_http_*` reports, so deadlines, retries
-//! and faults work the same.
+//! dialect
+//! ([`DialectHandler::start_provided_http`](crate::host::DialectHandler::start_provided_http)),
+//! instead of being handed to the runtime as
+//! [`EffectOp::HttpRequest`](crate::host::EffectOp::HttpRequest). The client's answers come back
+//! through [`Host::provided_http_event`] and reach the session's agent exactly like the runtime's
+//! reports ([`Host::handle_effect`]), so deadlines, retries and faults work the same.
 //!
 //! Rules:
 //! * Only a provider attached to the session serves it (a client never sees the requests
@@ -23,15 +24,15 @@ use crate::agent::HttpEvent;
 use crate::correlation::Outcome;
 use crate::model::{HttpRequest, TransportErrorKind};
 
-use super::requests::client_calls::ClientCall;
-use super::{ConnId, Host};
+use crate::host::pending::ClientCall;
+use crate::host::{ConnId, Host};
 
 /// An HTTP exchange in flight.
 #[derive(Clone, Debug)]
 pub(crate) struct HttpCall {
     /// The session whose agent made it.
     pub(crate) session: String,
-    /// The client performing it; `None`: the runtime ([`super::Output::HttpRequest`]).
+    /// The client performing it; `None`: the runtime ([`crate::host::EffectOp::HttpRequest`]).
     pub(crate) provider: Option<ConnId>,
 }
 
@@ -121,7 +122,7 @@ impl Host {
 
     /// The provider answered a frame of exchange `call`: an error (or no answer in time)
     /// fails the exchange.
-    pub(super) fn finish_http_frame(&mut self, call: u64, outcome: Outcome) {
+    pub(crate) fn finish_http_frame(&mut self, call: u64, outcome: Outcome) {
         let message = match outcome {
             Outcome::Result(_) | Outcome::Closed | Outcome::Cancelled => return,
             Outcome::Error(e) => format!("the client refused the model request: {}", e.message),
@@ -132,7 +133,7 @@ impl Host {
 
     /// Routes a new exchange to a provider attached to `session`, or fails it when the
     /// session's requests must not reach the network. `false`: the runtime performs it.
-    pub(super) fn start_provided_http(
+    pub(crate) fn start_provided_http(
         &mut self,
         call: u64,
         session: &str,
@@ -183,7 +184,7 @@ impl Host {
     }
 
     /// Tells the provider `conn` to abandon exchange `call` (already forgotten here).
-    pub(super) fn cancel_provided_http(&mut self, conn: ConnId, call: u64) {
+    pub(crate) fn cancel_provided_http(&mut self, conn: ConnId, call: u64) {
         if let Some(dialect) = self.conn_dialect(conn) {
             let handler = self.dialects[dialect.index()];
             handler.cancel_provided_http(self, conn, call);
@@ -191,7 +192,7 @@ impl Host {
     }
 
     /// The provider `conn` is gone: its exchanges in flight fail.
-    pub(super) fn http_provider_left(&mut self, conn: ConnId) {
+    pub(crate) fn http_provider_left(&mut self, conn: ConnId) {
         let calls: Vec<u64> = self
             .http_calls
             .iter()

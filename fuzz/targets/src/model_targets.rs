@@ -1,6 +1,6 @@
 //! Fuzz target for the model client's stream decoding: the SSE decoder, the OpenAI / Anthropic
 //! chunk parsers and the tool-call accumulator, driven through a whole `ModelCall`. Shared with
-//! the stable corpus replay (`tests/fuzz_corpus_replay.rs` includes this file with `#[path]`).
+//! the stable corpus replay (`tests/core/fuzz_corpus_replay.rs`).
 //!
 //! Input: a config byte (bit 0: Anthropic dialect; bits 1-2: event-size limit; bit 3: a JSON
 //! body instead of an event stream; bit 4: end with a transport error instead of the end),

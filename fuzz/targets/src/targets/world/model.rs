@@ -1,13 +1,14 @@
 //! A deterministic model endpoint inside the world (with [`WorldConfig::model`]): every
-//! `Output::HttpRequest` the host emits is answered in-process from the world's seed, piece
+//! `EffectOp::HttpRequest` the host emits is answered in-process from the world's seed, piece
 //! by piece on [`World::model_step`] (status, body bytes split anywhere, the end or a
 //! transport error), so model turns are part of the simulation: text in any number of
 //! chunks, one or two tool calls of the tools the request offers (client tools and the
 //! built-in ones), a 500 or a 429, a stream cut mid-body, a malformed chunk. After a tool
 //! result, or after a few calls, the answer is text, so every turn ends. The built-in tools'
-//! `Output::FileOp` and `Output::ShellExec` get deterministic results too.
+//! File operations and commands (`EffectOp::FileOp`, `EffectOp::ProcessSpawn` of `sh -c`)
+//! get deterministic results too.
 
-use agentwire::host::{FileReply, FileRequest};
+use agentwire::host::{EffectEvent, EffectId, FileReply, FileRequest};
 use agentwire::model::{HttpRequest, TransportErrorKind};
 
 use super::*;
@@ -24,15 +25,15 @@ enum Piece {
 /// Something the model side still has to deliver.
 enum Pending {
     Http {
-        call: u64,
+        call: EffectId,
         pieces: VecDeque<Piece>,
     },
     File {
-        op: u64,
+        op: EffectId,
         result: Result<FileReply, String>,
     },
     Shell {
-        process_id: String,
+        process_id: EffectId,
         output: Vec<u8>,
     },
 }
@@ -56,7 +57,7 @@ impl SimModel {
     }
 
     /// Plans the answer to HTTP exchange `call`.
-    pub(super) fn request(&mut self, call: u64, request: &HttpRequest) {
+    pub(super) fn request(&mut self, call: EffectId, request: &HttpRequest) {
         self.exchanges += 1;
         let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
         let pieces = self.answer(&body);
@@ -64,13 +65,13 @@ impl SimModel {
     }
 
     /// Forgets a cancelled exchange.
-    pub(super) fn cancel(&mut self, call: u64) {
+    pub(super) fn cancel(&mut self, call: EffectId) {
         self.pending
             .retain(|p| !matches!(p, Pending::Http { call: c, .. } if *c == call));
     }
 
     /// Plans the result of file operation `op`.
-    pub(super) fn file(&mut self, op: u64, request: &FileRequest) {
+    pub(super) fn file(&mut self, op: EffectId, request: &FileRequest) {
         let fail = self.rng.below(5) == 0;
         let result = match request {
             _ if fail => Err("simulated: permission denied".to_owned()),
@@ -91,7 +92,7 @@ impl SimModel {
     }
 
     /// Plans the output and exit of a command.
-    pub(super) fn shell(&mut self, process_id: String) {
+    pub(super) fn shell(&mut self, process_id: EffectId) {
         self.pending.push_back(Pending::Shell {
             process_id,
             output: b"simulated output\n".to_vec(),
@@ -264,35 +265,36 @@ impl World {
         match (next, other) {
             (Some((call, Piece::Status(status, headers))), _) => {
                 self.log(|| format!("model {call}: status {status}"));
-                self.host.handle_http_response(now, call, status, &headers);
+                self.host
+                    .handle_effect(now, call, EffectEvent::HttpHead { status, headers });
             }
             (Some((call, Piece::Body(bytes))), _) => {
                 self.log(|| format!("model {call}: {} bytes", bytes.len()));
-                self.host.handle_http_body(now, call, &bytes);
+                self.host
+                    .handle_effect(now, call, EffectEvent::HttpBody(bytes));
             }
             (Some((call, Piece::End)), _) => {
                 self.log(|| format!("model {call}: end"));
-                self.host.handle_http_end(now, call);
+                self.host.handle_effect(now, call, EffectEvent::HttpEnd);
             }
             (Some((call, Piece::Error(kind, message))), _) => {
                 self.log(|| format!("model {call}: {message}"));
-                self.host.handle_http_error(now, call, kind, &message);
+                self.host
+                    .handle_effect(now, call, EffectEvent::HttpError { kind, message });
             }
             (None, Some(Pending::File { op, result })) => {
                 self.log(|| format!("file op {op}: ok {}", result.is_ok()));
-                self.host.handle_file_result(now, op, result);
+                self.host
+                    .handle_effect(now, op, EffectEvent::FileDone(result));
             }
             (None, Some(Pending::Shell { process_id, output })) => {
                 self.log(|| format!("shell {process_id} exits"));
-                self.host.handle_shell_output(
-                    now,
-                    &process_id,
-                    agentwire::ShellStream::Stdout,
-                    &output,
-                );
+                self.host
+                    .handle_effect(now, process_id, EffectEvent::Stdout(output));
                 self.inputs += 1;
                 self.after_input()?;
-                self.host.handle_shell_exit(now, &process_id, Some(0));
+                self.host
+                    .handle_effect(now, process_id, EffectEvent::Exit(Some(0)));
             }
             (None, _) => return Ok(true),
         }

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use crate::jsonrpc::{code, OwnedId};
 
-use crate::host::requests::bridge::AnswerTo;
+use crate::host::pending::AnswerTo;
 use crate::host::requests::client_calls::SamplingOrigin;
 use crate::host::Host;
 

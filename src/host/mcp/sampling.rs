@@ -4,9 +4,9 @@
 //! The MCP `CreateMessageRequest` params (`messages` of text content, `systemPrompt`,
 //! `maxTokens`) become one chat completion on the session's provider ([`ModelCall`], the same
 //! state machine, deadlines and retries as the model loop; HTTP through
-//! [`Output::HttpRequest`]). The caller's request is answered when it ends: `{action:
-//! "success", result: {role: "assistant", content: {type: "text", text}, model, stopReason}}`,
-//! `{action: "failure", error}`, or `{action: "cancelled"}` after
+//! [`EffectOp::HttpRequest`](crate::host::EffectOp::HttpRequest)). The caller's request is answered
+//! when it ends: `{action: "success", result: {role: "assistant", content: {type: "text", text},
+//! model, stopReason}}`, `{action: "failure", error}`, or `{action: "cancelled"}` after
 //! `session.mcp.cancelSamplingExecution`. The client then delivers (or edits) the result with
 //! `session.ui.handlePendingSampling`.
 
@@ -19,7 +19,7 @@ use crate::model::{
 };
 use crate::Timestamp;
 
-use crate::host::{ConnId, Host, Output, TimerTarget};
+use crate::host::{ConnId, Host, TimerTarget};
 
 /// One sampling execution in flight.
 pub(crate) struct SamplingExec {
@@ -154,7 +154,7 @@ impl Host {
     fn end_sampling(&mut self, exec: SamplingExec, result: Value) {
         if let Some(call) = exec.http {
             if self.sampling_http.remove(&call).is_some() {
-                self.outputs.push_back(Output::HttpCancel { call });
+                self.http_cancel(call);
             }
         }
         if let Some(key) = exec.timer {
@@ -195,26 +195,16 @@ impl Host {
         }
         for call in cancels {
             if self.sampling_http.remove(&call).is_some() {
-                self.outputs.push_back(Output::HttpCancel { call });
+                self.http_cancel(call);
             }
         }
         for request in sends {
-            let call = self.next_http_call;
-            self.next_http_call += 1;
+            let call = self.next_effect_id().get();
             self.sampling_http.insert(call, request_id.to_owned());
-            let session = self
-                .sampling_execs
-                .get_mut(request_id)
-                .map(|e| {
-                    e.http = Some(call);
-                    e.session.clone()
-                })
-                .unwrap_or_default();
-            self.outputs.push_back(Output::HttpRequest {
-                call,
-                session,
-                request,
-            });
+            if let Some(e) = self.sampling_execs.get_mut(request_id) {
+                e.http = Some(call);
+            }
+            self.http_request(call, request);
         }
         if let Some(result) = ended {
             if let Some(exec) = self.sampling_execs.remove(request_id) {

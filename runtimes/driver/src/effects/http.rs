@@ -1,8 +1,8 @@
-//! Performs the HTTP exchanges the host asks for (`Output::HttpRequest` / `Output::HttpCancel`),
+//! Performs the HTTP exchanges the host asks for (`EffectOp::HttpRequest` / `HttpCancel`),
 //! the same on every runtime: each request runs as a blocking `ureq` call (rustls) on a plain
 //! thread, whose response start, body chunks (fed as they arrive), end or transport error are
 //! queued, in order, for one driver task that feeds them to the host
-//! (`Host::handle_http_response`, `handle_http_body`, `handle_http_end`, `handle_http_error`).
+//! (`EffectEvent::HttpHead`, `HttpBody`, `HttpEnd`, `HttpError`).
 //! The host enforces the model's deadlines itself; the thread only has coarse connect and
 //! total backstops. A cancelled exchange stops at its next chunk and reports nothing more.
 
@@ -12,29 +12,25 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use agentwire::host::{EffectEvent, EffectId};
 use agentwire::model::{HttpMethod, HttpRequest, TransportErrorKind};
 
-use crate::shared::Shared;
+use super::Port;
 use crate::sync::{lock, Queue};
 
-/// What the host asked for.
-pub(crate) enum HttpCommand {
-    Start { call: u64, request: HttpRequest },
-    Cancel { call: u64 },
-}
-
-/// Exchanges in flight: call id → its cancel flag.
+/// Exchanges in flight: effect id → its cancel flag.
 #[derive(Default)]
-pub(crate) struct Https {
-    running: Mutex<HashMap<u64, Arc<AtomicBool>>>,
+pub(super) struct Https {
+    running: Mutex<HashMap<EffectId, Arc<AtomicBool>>>,
 }
 
-/// What an exchange did, in order.
-enum Report {
-    Response(u16, Vec<(String, String)>),
-    Body(Vec<u8>),
-    End,
-    Error(TransportErrorKind, String),
+impl Https {
+    /// Abandons exchange `id`: its thread stops at the next chunk, nothing more is reported.
+    pub(super) fn cancel(&self, id: EffectId) {
+        if let Some(flag) = lock(&self.running).remove(&id) {
+            flag.store(true, Ordering::SeqCst);
+        }
+    }
 }
 
 /// Size of the chunks a body is read in.
@@ -56,58 +52,47 @@ fn agent() -> &'static ureq::Agent {
     })
 }
 
-/// Starts or cancels an exchange. Runs outside the host lock.
-pub(crate) fn perform(shared: &Arc<Shared>, command: HttpCommand) {
-    match command {
-        HttpCommand::Start { call, request } => {
-            let cancelled = Arc::new(AtomicBool::new(false));
-            lock(&shared.https.running).insert(call, cancelled.clone());
-            let queue = Arc::new(Queue::new());
-            let producer = queue.clone();
-            let started = std::thread::Builder::new()
-                .name(format!("agentwire-http-{call}"))
-                .spawn(move || exchange(request, &cancelled, &producer));
-            if let Err(e) = started {
-                queue.push(Report::Error(
-                    TransportErrorKind::Io,
-                    format!("cannot start the request thread: {e}"),
-                ));
-            }
-            shared.spawn(report(shared.clone(), call, queue));
-        }
-        HttpCommand::Cancel { call } => {
-            if let Some(flag) = lock(&shared.https.running).remove(&call) {
-                flag.store(true, Ordering::SeqCst);
-            }
-        }
+/// Starts exchange `id`. Runs outside the host lock.
+pub(super) fn start(https: &Arc<Https>, port: &Arc<dyn Port>, id: EffectId, request: HttpRequest) {
+    let cancelled = Arc::new(AtomicBool::new(false));
+    lock(&https.running).insert(id, cancelled.clone());
+    let queue = Arc::new(Queue::new());
+    let producer = queue.clone();
+    let started = std::thread::Builder::new()
+        .name(format!("agentwire-http-{}", id.get()))
+        .spawn(move || exchange(request, &cancelled, &producer));
+    if let Err(e) = started {
+        queue.push(EffectEvent::HttpError {
+            kind: TransportErrorKind::Io,
+            message: format!("cannot start the request thread: {e}"),
+        });
     }
+    port.spawn(Box::pin(report(https.clone(), port.clone(), id, queue)));
 }
 
 /// Feeds what the exchange did to the host until it ends (or is cancelled).
-async fn report(shared: Arc<Shared>, call: u64, queue: Arc<Queue<Report>>) {
+async fn report(
+    https: Arc<Https>,
+    port: Arc<dyn Port>,
+    id: EffectId,
+    queue: Arc<Queue<EffectEvent>>,
+) {
     loop {
-        let report = queue.pop().await;
-        if !lock(&shared.https.running).contains_key(&call) {
+        let event = queue.pop().await;
+        if !lock(&https.running).contains_key(&id) {
             return;
         }
-        let last = matches!(report, Report::End | Report::Error(..));
-        shared.with_inner(|inner, now| match &report {
-            Report::Response(status, headers) => {
-                inner.host.handle_http_response(now, call, *status, headers)
-            }
-            Report::Body(bytes) => inner.host.handle_http_body(now, call, bytes),
-            Report::End => inner.host.handle_http_end(now, call),
-            Report::Error(kind, message) => inner.host.handle_http_error(now, call, *kind, message),
-        });
+        let last = matches!(event, EffectEvent::HttpEnd | EffectEvent::HttpError { .. });
+        port.clone().report(id, event);
         if last {
-            lock(&shared.https.running).remove(&call);
+            lock(&https.running).remove(&id);
             return;
         }
     }
 }
 
 /// Performs one request on this thread.
-fn exchange(request: HttpRequest, cancelled: &AtomicBool, out: &Queue<Report>) {
+fn exchange(request: HttpRequest, cancelled: &AtomicBool, out: &Queue<EffectEvent>) {
     let response = match request.method {
         HttpMethod::Get => {
             let mut req = agent().get(&request.url);
@@ -128,7 +113,10 @@ fn exchange(request: HttpRequest, cancelled: &AtomicBool, out: &Queue<Report>) {
         Ok(r) => r,
         Err(e) => {
             let (kind, message) = classify(&e);
-            out.push(Report::Error(kind, request.scrub(&message)));
+            out.push(EffectEvent::HttpError {
+                kind,
+                message: request.scrub(&message),
+            });
             return;
         }
     };
@@ -142,7 +130,10 @@ fn exchange(request: HttpRequest, cancelled: &AtomicBool, out: &Queue<Report>) {
             )
         })
         .collect();
-    out.push(Report::Response(response.status().as_u16(), headers));
+    out.push(EffectEvent::HttpHead {
+        status: response.status().as_u16(),
+        headers,
+    });
     let mut reader = response.into_body().into_reader();
     let mut buf = vec![0u8; CHUNK];
     loop {
@@ -151,17 +142,20 @@ fn exchange(request: HttpRequest, cancelled: &AtomicBool, out: &Queue<Report>) {
         }
         match reader.read(&mut buf) {
             Ok(0) => {
-                out.push(Report::End);
+                out.push(EffectEvent::HttpEnd);
                 return;
             }
-            Ok(n) => out.push(Report::Body(buf[..n].to_vec())),
+            Ok(n) => out.push(EffectEvent::HttpBody(buf[..n].to_vec())),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => {
                 let kind = match e.kind() {
                     std::io::ErrorKind::TimedOut => TransportErrorKind::Timeout,
                     _ => TransportErrorKind::Io,
                 };
-                out.push(Report::Error(kind, request.scrub(&e.to_string())));
+                out.push(EffectEvent::HttpError {
+                    kind,
+                    message: request.scrub(&e.to_string()),
+                });
                 return;
             }
         }

@@ -8,7 +8,8 @@
 //! configuration's `tools` / `excludeTools`. A call made while its server is still starting
 //! waits for it.
 
-use serde_json::{json, Map, Value};
+use crate::host::pending::{Approval, McpTarget, PermissionAsk};
+use serde_json::{json, Value};
 
 use crate::agent::ToolOutcome;
 use crate::mcp::tool::map_result;
@@ -24,13 +25,6 @@ pub(crate) struct QueuedCall {
     tool: String,
     arguments: Value,
     turn_id: String,
-}
-
-/// The server and tool a permission prompt of kind `mcp` is for.
-#[derive(Clone, Debug)]
-pub(crate) struct McpTarget {
-    pub(crate) server: String,
-    pub(crate) tool: String,
 }
 
 impl Host {
@@ -170,46 +164,19 @@ impl Host {
             "readOnly": definition.read_only,
             "args": arguments,
         });
-        // Approve-all and the session's permission rules decide before a client is asked.
-        match self.permission_gate(session, tool_call_id, &request) {
-            crate::host::requests::permission_rules::Gate::Run => {
-                return self.run_mcp_tool(session, tool_call_id, server, tool, arguments)
-            }
-            crate::host::requests::permission_rules::Gate::Denied => return,
-            crate::host::requests::permission_rules::Gate::Ask => {}
-        }
-        let has_handler = self
-            .sessions
-            .get(session)
-            .is_some_and(|l| l.session.any_permission_handler());
-        let request_id = self.ids.next_uuid();
-        self.emit(
+        self.ask_permission(
             session,
-            "permission.requested",
-            &json!({"requestId": request_id, "permissionRequest": request}),
-            false,
+            PermissionAsk {
+                tool_call_id: tool_call_id.to_owned(),
+                tool_name: format!("{server}-{tool}"),
+                arguments: arguments.clone(),
+                request,
+                approval: Approval::Mcp(Box::new(McpTarget {
+                    server: server.to_owned(),
+                    tool: tool.to_owned(),
+                })),
+            },
         );
-        if let Some(live) = self.sessions.get_mut(session) {
-            live.pending.insert(
-                request_id.clone(),
-                Pending::Permission {
-                    tool_call_id: tool_call_id.to_owned(),
-                    tool_name: format!("{server}-{tool}"),
-                    arguments: arguments.clone(),
-                    request,
-                    builtin: None,
-                    mcp: Some(Box::new(McpTarget {
-                        server: server.to_owned(),
-                        tool: tool.to_owned(),
-                    })),
-                    grants_extension: None,
-                },
-            );
-        }
-        self.permission_requested(session, &request_id);
-        if !has_handler {
-            self.resolve_permission(session, &request_id, &json!({"kind": "user-not-available"}));
-        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -267,7 +234,7 @@ impl Host {
     ) {
         if self.has_hooks(session) {
             // A `preMcpToolCall` hook decides the request's `_meta` first.
-            let call = crate::host::sessions::prompt_hooks::McpHookCall {
+            let call = crate::host::pending::McpHookCall {
                 tool_call_id: tool_call_id.to_owned(),
                 server: server.to_owned(),
                 tool: tool.to_owned(),
@@ -407,12 +374,5 @@ impl Host {
                 &call.turn_id,
             );
         }
-    }
-}
-
-/// Adds `extra` to a `tool.execution_complete` result object.
-pub(crate) fn merge_result(data: &mut Value, extra: Map<String, Value>) {
-    if let Some(result) = data.get_mut("result").and_then(Value::as_object_mut) {
-        result.extend(extra);
     }
 }

@@ -1,17 +1,14 @@
 //! The fuzz target bodies, shared by the cargo-fuzz binaries (`fuzz/fuzz_targets/*.rs`) and the
-//! stable corpus replay (`tests/fuzz_corpus_replay.rs`, which includes this file with
-//! `#[path]`). Every target asserts invariants, not just "no panic"; a failed invariant panics
+//! stable corpus replay (`tests/core/fuzz_corpus_replay.rs`). Every target asserts invariants, not just "no panic"; a failed invariant panics
 //! with a message saying which.
 //!
 //! Only `agentwire`, `bytes` and `serde_json` are used, so the file compiles in both places.
-#![allow(dead_code)]
 
 use agentwire::frame::{encode_frame, FrameDecoder, FrameError, FrameLimits, Framing};
 use agentwire::jsonrpc::{self, BatchPolicy, Id, Message, OwnedId, Parsed};
 use bytes::BytesMut;
 use serde_json::{json, Value};
 
-#[path = "world.rs"]
 pub mod world;
 
 use world::{AskKind, Rng, World, WorldConfig};

@@ -1,5 +1,6 @@
 //! What a cluster gateway remembers about a client connection it relays to the owner of its
-//! sessions, in the client's dialect, as one opaque value ([`ClientRelay`]) the cluster
+//! sessions, in the client's dialect (this sits beside the dialect registry, above the host
+//! and the dialects, so that the host never reaches into a dialect), as one opaque value ([`ClientRelay`]) the cluster
 //! runtime carries: the dialects read and write their own JSON (the Copilot SDK relay in
 //! `copilot/relay.rs`, ACP's in `acp/relay.rs`); the runtime only feeds it the frames it
 //! relays and sends what it returns. I/O-free.
@@ -30,7 +31,7 @@ impl ClusterApi<'_> {
     /// protocol's when `conn` is unknown).
     pub fn client_relay(&self, conn: ConnId) -> ClientRelay {
         ClientRelay::new(
-            self.0
+            self.host()
                 .connection_dialect(conn)
                 .unwrap_or(Dialect::CopilotSdk),
         )

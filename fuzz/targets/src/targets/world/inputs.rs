@@ -1,6 +1,7 @@
 //! The world's inputs: connections opening and closing, client requests and bytes, time.
 
 use super::*;
+use agentwire::host::{ConnectionOutput, Effect, EffectOp, StoreOutput};
 
 impl World {
     /// Opens a connection for `client`; returns its index.
@@ -233,7 +234,7 @@ impl World {
     pub(super) fn after_input(&mut self) -> Check {
         while let Some(output) = self.host.poll_output() {
             match output {
-                Output::Close { conn, reason } => {
+                Output::Connection(ConnectionOutput::Close { conn, reason }) => {
                     let Some(c) = self.conns.iter().position(|x| x.id == conn) else {
                         return Err(format!("Output::Close for unknown {conn}"));
                     };
@@ -261,8 +262,10 @@ impl World {
                     self.host.handle_eof(self.now, conn);
                     self.inputs += 1;
                 }
-                Output::Shutdown { .. } => self.shutdown_requested = true,
-                Output::Persist { session, event } => {
+                Output::Connection(ConnectionOutput::Shutdown { .. }) => {
+                    self.shutdown_requested = true
+                }
+                Output::Store(StoreOutput::Persist { session, event }) => {
                     ensure!(
                         self.config.persist,
                         "Output::Persist without report_persisted_events"
@@ -279,28 +282,41 @@ impl World {
                 }
                 // Without a simulated model (a client's own `provider`), nobody answers: the
                 // call ends at its deadline.
-                Output::HttpRequest { call, request, .. } => {
+                Output::Effect(Effect {
+                    id: call,
+                    op: EffectOp::HttpRequest(request),
+                }) => {
                     if let Some(model) = self.model.as_mut() {
                         model.request(call, &request);
                     }
                 }
-                Output::HttpCancel { call } => {
+                Output::Effect(Effect {
+                    id: call,
+                    op: EffectOp::HttpCancel,
+                }) => {
                     if let Some(model) = self.model.as_mut() {
                         model.cancel(call);
                     }
                 }
                 // The built-in tools' work is always answered (a runtime performs it).
-                Output::FileOp { op, request, .. } => {
+                Output::Effect(Effect {
+                    id: op,
+                    op: EffectOp::FileOp(request),
+                }) => {
                     let seed = self.config.seed;
                     let model = self.model.get_or_insert_with(|| SimModel::new(seed));
                     model.file(op, &request);
                 }
-                Output::ShellExec { process_id, .. } => {
+                // Commands (no stdin) are answered too.
+                Output::Effect(Effect {
+                    id,
+                    op: EffectOp::ProcessSpawn(spec),
+                }) if !spec.stdin => {
                     let seed = self.config.seed;
                     let model = self.model.get_or_insert_with(|| SimModel::new(seed));
-                    model.shell(process_id);
+                    model.shell(id);
                 }
-                Output::SessionDeleted { session } => {
+                Output::Store(StoreOutput::SessionDeleted { session }) => {
                     ensure!(
                         self.config.persist,
                         "Output::SessionDeleted without report_persisted_events"

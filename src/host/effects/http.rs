@@ -1,64 +1,21 @@
-//! HTTP for model agents: [`Output::HttpRequest`] / [`Output::HttpCancel`] out, the
-//! runtime's `handle_http_*` reports in, routed to the session's agent by call id; and the
-//! sessions' model settings (which decide whether a session gets a model agent).
+//! HTTP for model agents: [`EffectOp::HttpRequest`] / [`EffectOp::HttpCancel`] out, the
+//! runtime's reports ([`Host::handle_effect`]) in, routed to the session's agent by call id
+//! (the exchange's [`EffectId`] number); and the sessions' model settings (which decide
+//! whether a session gets a model agent).
 
 use serde_json::Value;
 
 use crate::agent::{AgentInput, HttpEvent, ModelAgent, ModelSettings, ModelSetup};
-use crate::model::{HttpRequest, ProviderError, ToolSpec, TransportErrorKind};
-use crate::Timestamp;
+use crate::model::{HttpRequest, ProviderError, ToolSpec};
 
 use super::provided_http::HttpCall;
-use super::{Host, Output};
+use crate::host::{EffectId, EffectOp, Host};
 
-/// HTTP inputs (the runtime's reports about an [`Output::HttpRequest`]).
+/// HTTP exchanges (the runtime's reports about an [`EffectOp::HttpRequest`]).
 impl Host {
-    /// The response to HTTP exchange `call` began: its status and headers.
-    pub fn handle_http_response(
-        &mut self,
-        now: Timestamp,
-        call: u64,
-        status: u16,
-        headers: &[(String, String)],
-    ) {
-        self.http_input(
-            now,
-            call,
-            HttpEvent::Response {
-                status,
-                headers: headers.to_vec(),
-            },
-            false,
-        );
-    }
-
-    /// A piece of the response body of exchange `call`, as it arrived.
-    pub fn handle_http_body(&mut self, now: Timestamp, call: u64, bytes: &[u8]) {
-        self.http_input(now, call, HttpEvent::Body(bytes.to_vec()), false);
-    }
-
-    /// The response body of exchange `call` ended normally.
-    pub fn handle_http_end(&mut self, now: Timestamp, call: u64) {
-        self.http_input(now, call, HttpEvent::End, true);
-    }
-
-    /// Exchange `call` failed in transport (connect, TLS, the runtime's backstop, I/O).
-    pub fn handle_http_error(
-        &mut self,
-        now: Timestamp,
-        call: u64,
-        kind: TransportErrorKind,
-        message: &str,
-    ) {
-        let event = HttpEvent::Error {
-            kind,
-            message: message.to_owned(),
-        };
-        self.http_input(now, call, event, true);
-    }
-
-    fn http_input(&mut self, now: Timestamp, call: u64, event: HttpEvent, last: bool) {
-        self.advance_time(now);
+    /// A report about exchange `call` (`last`: the exchange ends), routed to whatever
+    /// started it.
+    pub(crate) fn http_input(&mut self, call: u64, event: HttpEvent, last: bool) {
         if self.mcp_http_calls.contains_key(&call) {
             self.mcp_http_input(call, event, last);
             return;
@@ -89,7 +46,7 @@ impl Host {
     }
 
     /// Hands `event` of exchange `call` to its session's agent (`last`: the exchange ends).
-    pub(super) fn route_http_event(&mut self, call: u64, event: HttpEvent, last: bool) {
+    pub(crate) fn route_http_event(&mut self, call: u64, event: HttpEvent, last: bool) {
         let session = if last {
             self.http_calls.remove(&call).map(|c| c.session)
         } else {
@@ -101,10 +58,9 @@ impl Host {
     }
 
     /// Starts an exchange for `session`'s agent: through a client that provides the
-    /// session's model transport, else through the runtime ([`Output::HttpRequest`]).
-    pub(super) fn start_http(&mut self, session: &str, request: HttpRequest) -> u64 {
-        let call = self.next_http_call;
-        self.next_http_call += 1;
+    /// session's model transport, else through the runtime ([`EffectOp::HttpRequest`]).
+    pub(crate) fn start_http(&mut self, session: &str, request: HttpRequest) -> u64 {
+        let call = self.next_effect_id().get();
         if self.start_provided_http(call, session, &request) {
             return call;
         }
@@ -115,18 +71,24 @@ impl Host {
                 provider: None,
             },
         );
-        self.outputs.push_back(Output::HttpRequest {
-            call,
-            session: session.to_owned(),
-            request,
-        });
+        self.http_request(call, request);
         call
     }
 
+    /// Hands the runtime exchange `call` (an [`EffectId`] number).
+    pub(crate) fn http_request(&mut self, call: u64, request: HttpRequest) {
+        self.push_effect(EffectId::new(call), EffectOp::HttpRequest(request));
+    }
+
+    /// Tells the runtime to abandon exchange `call`.
+    pub(crate) fn http_cancel(&mut self, call: u64) {
+        self.push_effect(EffectId::new(call), EffectOp::HttpCancel);
+    }
+
     /// Abandons an exchange (nothing more is routed for it).
-    pub(super) fn cancel_http(&mut self, call: u64) {
+    pub(crate) fn cancel_http(&mut self, call: u64) {
         match self.http_calls.remove(&call).map(|c| c.provider) {
-            Some(None) => self.outputs.push_back(Output::HttpCancel { call }),
+            Some(None) => self.http_cancel(call),
             Some(Some(conn)) => self.cancel_provided_http(conn, call),
             None => {}
         }
@@ -168,7 +130,7 @@ impl Host {
     }
 
     /// The session's model configuration resolved to one provider.
-    pub(super) fn model_setup(&self, session: &str) -> Result<ModelSetup, String> {
+    pub(crate) fn model_setup(&self, session: &str) -> Result<ModelSetup, String> {
         let live = self
             .sessions
             .get(session)
@@ -198,7 +160,7 @@ impl Host {
             setup.system_prompt = settings.system_prompt_with(&sections);
         }
         if setup.model.is_none() && settings.catalog.is_none() {
-            if let super::models_list::DefaultChoice::Chosen(model) =
+            if let crate::host::models_list::DefaultChoice::Chosen(model) =
                 &self.models_lists.default_choice
             {
                 setup.model = Some(model.clone());
@@ -208,7 +170,7 @@ impl Host {
     }
 
     /// The conversation from the session's persisted events.
-    pub(super) fn model_history(&self, session: &str) -> Vec<crate::model::ChatMessage> {
+    pub(crate) fn model_history(&self, session: &str) -> Vec<crate::model::ChatMessage> {
         let Some(live) = self.sessions.get(session) else {
             return Vec::new();
         };

@@ -1,0 +1,168 @@
+//! Sessions run by an ACP agent (`--acp-agent`), with real processes on both sides: the host is
+//! the real `agentwire` binary serving the **official Copilot Rust SDK** over TCP, and the agent
+//! is a second real `agentwire` process in `--acp` mode (its scripted agent), which the host
+//! starts from the `--acp-agent` command line and speaks ACP to as its client.
+//!
+//! What the SDK sees must read as any agentwire session: the scripted agent's answer streams
+//! back through the host's translation of the agent's `session/update`s, and the agent's
+//! permission request reaches the SDK's permission handler as `permission.requested`.
+
+use std::time::Duration;
+
+use crate::support::sdk_scenarios::{
+    self, assert_subsequence, create_session_with, new_session_id, types, Setup,
+};
+use crate::support::Agentwire;
+
+const BIN: &str = env!("CARGO_BIN_EXE_agentwire");
+
+/// The host: `agentwire --headless --port 0 --acp-agent "'BIN' --acp"`.
+async fn host() -> Agentwire {
+    let agent = format!("'{BIN}' --acp");
+    Agentwire::launch(["--headless", "--port", "0", "--acp-agent", agent.as_str()]).await
+}
+
+/// A scenario for the agent: "read file PATH" reads behind a permission prompt and says what
+/// it read.
+const READ_SCENARIO: &str = r#"{"rules": [{"match": "read file",
+    "steps": [{"read_file": "{path}", "result": "the notes say hi"}, {"say": "It says: {result}"}]}],
+  "default": [{"say": "You said: {prompt}"}]}"#;
+
+async fn client(host: &Agentwire) -> github_copilot_sdk::Client {
+    let stream = tokio::net::TcpStream::connect(host.addr())
+        .await
+        .expect("connect to the host");
+    let (r, w) = tokio::io::split(stream);
+    let client = github_copilot_sdk::Client::from_streams(r, w, std::path::PathBuf::from("/tmp"))
+        .expect("Client::from_streams");
+    sdk_scenarios::within("connect", client.verify_protocol_version())
+        .await
+        .expect("connect handshake");
+    client
+}
+
+#[tokio::test]
+async fn an_sdk_turn_runs_on_the_acp_agent() {
+    sdk_scenarios::bounded(async {
+        let host = host().await;
+        let client = client(&host).await;
+        // The scripted agent behind ACP answers "You said: …"; everything the scenario checks
+        // (the envelope chain, originatingMessageId, history) holds for the translated turn.
+        sdk_scenarios::scenario_plain_turn(&client).await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_streaming_client_gets_the_agents_chunks_as_deltas() {
+    sdk_scenarios::bounded(async {
+        let host = host().await;
+        let client = client(&host).await;
+        sdk_scenarios::scenario_streaming(&client).await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_agents_permission_request_is_answered_by_the_sdk_client() {
+    sdk_scenarios::bounded(async {
+        let dir = tempfile::tempdir().expect("a scenario directory");
+        let scenario = dir.path().join("scenario.json");
+        std::fs::write(&scenario, READ_SCENARIO).expect("write the scenario");
+        let agent = format!("'{BIN}' --acp --scenario '{}'", scenario.display());
+        let host =
+            Agentwire::launch(["--headless", "--port", "0", "--acp-agent", agent.as_str()]).await;
+        let client = client(&host).await;
+        let id = new_session_id();
+        let mut c = create_session_with(&client, &id, Setup::default()).await;
+        // The "read file PATH" rule runs the agent's built-in view tool behind a `read`
+        // permission prompt, which the agent sends to its ACP client (the host).
+        let reply = sdk_scenarios::within(
+            "send_and_wait",
+            c.session
+                .send_and_wait(github_copilot_sdk::MessageOptions::new(
+                    "read file /w/notes.txt",
+                )),
+        )
+        .await
+        .expect("the turn ends");
+        let events = c.events.turn().await;
+        let seen: Vec<String> = events
+            .iter()
+            .map(|e| format!("{} {}", e.event_type, e.data))
+            .collect();
+        let reply = reply.unwrap_or_else(|| panic!("no assistant message: {seen:#?}"));
+        let idx = assert_subsequence(
+            &events,
+            &[
+                "user.message",
+                "tool.execution_start",
+                "permission.requested",
+                "permission.completed",
+                "tool.execution_complete",
+                "assistant.message",
+                "session.idle",
+            ],
+        );
+        let asked = &events[idx[2]].data["permissionRequest"];
+        assert_eq!(asked["kind"], "read", "the agent's read tool: {asked}");
+        assert_eq!(asked["acp"]["kind"], "read");
+        assert_eq!(events[idx[3]].data["result"]["kind"], "approved");
+        assert_eq!(events[idx[4]].data["success"], true);
+        let permissions = c.permissions.lock().unwrap().clone();
+        assert_eq!(
+            permissions.len(),
+            1,
+            "the SDK's handler was asked once: {permissions:?}"
+        );
+        assert_eq!(
+            events[idx[1]].data["toolCallId"], events[idx[3]].data["toolCallId"],
+            "the prompt names the agent's tool call"
+        );
+        assert_eq!(reply.data["content"], "It says: the notes say hi");
+        assert_eq!(
+            events[idx[4]].data["result"]["content"],
+            "the notes say hi",
+            "the agent's tool result: {:?}",
+            types(&events)
+        );
+    })
+    .await
+}
+
+#[tokio::test]
+async fn an_agent_that_cannot_start_fails_the_turn_with_the_reason() {
+    sdk_scenarios::bounded(async {
+        let host = Agentwire::launch([
+            "--headless",
+            "--port",
+            "0",
+            "--acp-agent",
+            "/nonexistent/acp-agent --acp",
+        ])
+        .await;
+        let client = client(&host).await;
+        let id = new_session_id();
+        let mut c = create_session_with(&client, &id, Setup::default()).await;
+        let _ = sdk_scenarios::within(
+            "send",
+            c.session
+                .send(github_copilot_sdk::MessageOptions::new("hello")),
+        )
+        .await;
+        let error = c.events.wait_for("session.error").await;
+        let message = error.data["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            message.contains("could not be started") || message.contains("exited"),
+            "the reason names the agent process: {message}"
+        );
+        c.events.wait_for("session.idle").await;
+        // The host is still serving.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(client.list_sessions(None).await.is_ok());
+    })
+    .await
+}

@@ -1,0 +1,300 @@
+//! A session run by an ACP agent: the [`Agent`] behind the session seam that opens the
+//! agent's session, sends it the session's prompts one turn at a time, cancels on abort, and
+//! turns what the agent streams into session events ([`TurnTranslator`]).
+//!
+//! The agent process is the host's: this agent asks for it through
+//! [`SessionControl::acp_call`] and hears from it as [`AgentInput::Acp`]. The agent's own
+//! requests (permission prompts, files, terminals) never come here: the host serves them for
+//! the session.
+
+use std::collections::VecDeque;
+
+use serde_json::{json, Value};
+
+use crate::agent::{
+    drop_queued, queued_view, AcpCall, AcpInput, Agent, AgentInput, PromptContext, SessionControl,
+};
+
+use super::client::StopReason;
+use super::translate::TurnTranslator;
+
+/// Where the session's turn is.
+#[derive(Debug)]
+enum Turn {
+    /// No turn.
+    Idle,
+    /// The agent's session is being opened; the prompt waits.
+    Opening { token: u64, blocks: Vec<Value> },
+    /// The prompt was sent.
+    Prompting { token: u64 },
+}
+
+/// An [`Agent`] for a session whose agent is an ACP agent process (see the
+/// [module docs](self)).
+#[derive(Debug)]
+pub struct AcpSessionAgent {
+    /// The agent's session id, once opened.
+    agent_session: Option<String>,
+    /// The agent session this session had on an agent process that ended.
+    previous: Option<String>,
+    turn: Turn,
+    /// The running turn was interrupted (no `abort` event when it ends).
+    interrupted: bool,
+    queued: VecDeque<(String, String, PromptContext)>,
+    translator: TurnTranslator,
+}
+
+impl AcpSessionAgent {
+    /// An agent for a new session, or for a restored one that had agent session `previous`.
+    pub fn new(previous: Option<String>) -> Self {
+        AcpSessionAgent {
+            agent_session: None,
+            previous,
+            turn: Turn::Idle,
+            interrupted: false,
+            queued: VecDeque::new(),
+            translator: TurnTranslator::new(),
+        }
+    }
+
+    /// The agent's session id, once opened.
+    pub fn agent_session(&self) -> Option<&str> {
+        self.agent_session.as_deref()
+    }
+
+    fn start(
+        &mut self,
+        s: &mut dyn SessionControl,
+        message_id: String,
+        prompt: String,
+        mut context: PromptContext,
+    ) {
+        let interaction_id = s.new_id();
+        let blocks = prompt_blocks(&prompt, &context);
+        let mut message = json!({
+            "content": prompt,
+            "messageId": &message_id,
+            "interactionId": interaction_id,
+        });
+        context.annotate_user_message(&mut message);
+        s.emit("user.message", message, false);
+        self.translator.begin_turn(s, &message_id, &interaction_id);
+        self.interrupted = false;
+        match self.agent_session.clone() {
+            Some(agent_session) => self.send_prompt(s, agent_session, blocks),
+            None => {
+                let previous = self.previous.clone();
+                match s.acp_call(AcpCall::Open { previous }) {
+                    Some(token) => self.turn = Turn::Opening { token, blocks },
+                    None => self.end(s, Err("this session has no ACP agent".to_owned())),
+                }
+            }
+        }
+    }
+
+    fn send_prompt(
+        &mut self,
+        s: &mut dyn SessionControl,
+        agent_session: String,
+        blocks: Vec<Value>,
+    ) {
+        match s.acp_call(AcpCall::Prompt {
+            agent_session,
+            blocks,
+        }) {
+            Some(token) => self.turn = Turn::Prompting { token },
+            None => self.end(s, Err("this session has no ACP agent".to_owned())),
+        }
+    }
+
+    /// The turn ends: its events, then the next queued prompt.
+    fn end(&mut self, s: &mut dyn SessionControl, outcome: Result<StopReason, String>) {
+        self.turn = Turn::Idle;
+        if self.interrupted && outcome == Ok(StopReason::Cancelled) {
+            self.translator.end_interrupted_turn(s);
+        } else {
+            self.translator.end_turn(s, outcome);
+        }
+        self.interrupted = false;
+        if let Some((message_id, prompt, context)) = self.queued.pop_front() {
+            s.emit("pending_messages.modified", json!({}), true);
+            self.start(s, message_id, prompt, context);
+        }
+    }
+
+    fn cancel(&mut self, s: &mut dyn SessionControl, interrupted: bool) {
+        self.interrupted = interrupted;
+        match &self.turn {
+            Turn::Idle => {}
+            // Nothing was sent to the agent yet: the turn ends here (the session, once
+            // opened, is kept).
+            Turn::Opening { token, .. } => {
+                let token = *token;
+                self.turn = Turn::Opening {
+                    token,
+                    blocks: Vec::new(),
+                };
+                self.translator_end_cancelled(s);
+            }
+            Turn::Prompting { .. } => {
+                if let Some(agent_session) = self.agent_session.clone() {
+                    s.acp_call(AcpCall::Cancel { agent_session });
+                }
+            }
+        }
+    }
+
+    /// Ends a turn that never reached the agent as cancelled, keeping the open request.
+    fn translator_end_cancelled(&mut self, s: &mut dyn SessionControl) {
+        if self.interrupted {
+            self.translator.end_interrupted_turn(s);
+        } else {
+            self.translator.end_turn(s, Ok(StopReason::Cancelled));
+        }
+        self.interrupted = false;
+    }
+
+    fn acp(&mut self, s: &mut dyn SessionControl, input: AcpInput) {
+        match input {
+            AcpInput::Update(update) => {
+                if let Err(reason) = self.translator.apply(s, &update) {
+                    s.emit(
+                        "session.warning",
+                        json!({"warningType": "acp_update",
+                               "message": format!("The agent sent an update agentwire cannot read: {reason}")}),
+                        false,
+                    );
+                }
+            }
+            AcpInput::Done { token, outcome } => {
+                match std::mem::replace(&mut self.turn, Turn::Idle) {
+                    Turn::Opening { token: t, blocks } if t == token => {
+                        let opened = outcome.and_then(|result| {
+                            result
+                                .get("sessionId")
+                                .and_then(Value::as_str)
+                                .map(str::to_owned)
+                                .or_else(|| self.previous.clone())
+                                .ok_or_else(|| {
+                                    "the agent opened a session without a sessionId".to_owned()
+                                })
+                                .map(|id| (id, result))
+                        });
+                        match opened {
+                            Ok((id, result)) => {
+                                self.agent_session = Some(id.clone());
+                                self.previous = None;
+                                let mode = result
+                                    .pointer("/modes/currentModeId")
+                                    .and_then(Value::as_str);
+                                self.translator.set_initial_mode(mode);
+                                if blocks.is_empty() {
+                                    // The turn was cancelled while the session opened.
+                                    self.turn = Turn::Idle;
+                                    self.next_queued(s);
+                                } else {
+                                    self.send_prompt(s, id, blocks);
+                                }
+                            }
+                            Err(reason) if blocks.is_empty() => {
+                                let _ = reason;
+                                self.next_queued(s);
+                            }
+                            Err(reason) => self.end(
+                                s,
+                                Err(format!("The agent could not open a session: {reason}")),
+                            ),
+                        }
+                    }
+                    Turn::Prompting { token: t } if t == token => {
+                        let outcome = outcome.and_then(|result| StopReason::of_result(&result));
+                        self.end(s, outcome);
+                    }
+                    other => self.turn = other,
+                }
+            }
+            AcpInput::Ended(reason) => {
+                // The agent session died with the process; the next prompt opens another (or
+                // loads this one, when the new process can).
+                self.previous = self.agent_session.take().or(self.previous.take());
+                match std::mem::replace(&mut self.turn, Turn::Idle) {
+                    Turn::Idle => {}
+                    Turn::Opening { blocks, .. } if blocks.is_empty() => self.next_queued(s),
+                    Turn::Opening { .. } | Turn::Prompting { .. } => self.end(s, Err(reason)),
+                }
+            }
+        }
+    }
+
+    fn next_queued(&mut self, s: &mut dyn SessionControl) {
+        if let Some((message_id, prompt, context)) = self.queued.pop_front() {
+            s.emit("pending_messages.modified", json!({}), true);
+            self.start(s, message_id, prompt, context);
+        }
+    }
+}
+
+impl Agent for AcpSessionAgent {
+    fn handle(&mut self, input: AgentInput, s: &mut dyn SessionControl) {
+        match input {
+            AgentInput::Prompt {
+                message_id,
+                prompt,
+                attachments,
+            } => {
+                if self.is_busy() {
+                    self.queued.push_back((message_id, prompt, attachments));
+                    s.emit("pending_messages.modified", json!({}), true);
+                } else {
+                    self.start(s, message_id, prompt, attachments);
+                }
+            }
+            AgentInput::Abort => self.cancel(s, false),
+            AgentInput::Interrupt => self.cancel(s, true),
+            AgentInput::Acp(input) => self.acp(s, input),
+            // The agent runs its own tools, model calls and timers.
+            AgentInput::Timer
+            | AgentInput::ToolDone { .. }
+            | AgentInput::ClientAnswer { .. }
+            | AgentInput::Http { .. } => {}
+        }
+    }
+
+    fn is_busy(&self) -> bool {
+        !matches!(self.turn, Turn::Idle)
+    }
+
+    fn queued_prompts(&self) -> Vec<(String, String)> {
+        queued_view(&self.queued)
+    }
+
+    fn drop_queued_prompts(&mut self, all: bool) -> usize {
+        drop_queued(&mut self.queued, all)
+    }
+}
+
+/// A prompt as ACP content: the text (with what the runtime adds around it for the prompt's
+/// attachments, such as IDE selections), then a `resource_link` for each attached file or
+/// directory.
+fn prompt_blocks(prompt: &str, context: &PromptContext) -> Vec<Value> {
+    let mut text = String::new();
+    text.push_str(&context.before);
+    text.push_str(prompt);
+    text.push_str(&context.after);
+    let mut blocks = vec![json!({"type": "text", "text": text})];
+    for attachment in &context.sent {
+        let kind = attachment.get("type").and_then(Value::as_str);
+        let path = attachment.get("path").and_then(Value::as_str);
+        if let (Some("file" | "directory"), Some(path)) = (kind, path) {
+            let name = attachment
+                .get("displayName")
+                .and_then(Value::as_str)
+                .unwrap_or_else(|| path.rsplit('/').next().unwrap_or(path));
+            blocks.push(
+                json!({"type": "resource_link", "uri": format!("file://{path}"),
+                               "name": name}),
+            );
+        }
+    }
+    blocks
+}
