@@ -20,8 +20,8 @@ use agentwire::host::SessionSummary;
 use tracing::debug;
 
 use crate::engine::{Engine, EngineError};
-use crate::node::Node;
 use crate::record::RecordKind;
+use crate::shared::Node;
 
 /// What a node knows of one session it has not loaded.
 struct Known {

@@ -50,10 +50,11 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tracing::{info, warn};
 
 use crate::engine::Engine;
-use crate::group::OwnerFrame;
-use crate::link::{alive, answers, open_local, open_remote, LinkEnds};
-use crate::node::{Lookups, Node};
+use crate::group_state::OwnerFrame;
+use crate::link::{answers, open_local, open_remote, LinkEnds};
 use crate::record::NodeIdentity;
+use crate::shared::{Lookups, Node};
+use crate::wire::alive;
 
 /// How long a re-attachment may wait for the new owner's answers.
 const REATTACH_TIMEOUT: Duration = Duration::from_secs(10);

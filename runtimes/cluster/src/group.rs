@@ -18,10 +18,10 @@
 //! broken with the reason, and each gateway re-attaches its client as after any broken link.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use agentwire::host::{ConnId, Dialect, RelayFrame, RelayedEventHead};
+use agentwire::host::{ConnId, Dialect, RelayFrame};
 use agentwire::Framing;
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -30,107 +30,20 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tracing::{info, warn};
 
-use crate::link::{
-    alive, ask_again, read_bodies, resend_subject, send_link, MAX_LINK_FRAME, PIPE_BYTES,
+use crate::group_state::{
+    dialect_name, GroupIn, GroupsIn, MemberIn, OwnerFrame, PendingOpen, RECENT_LIMIT,
 };
 use crate::link_messages::{LinkReceiver, Received, HEARTBEAT};
-use crate::node::{lock, Node};
 use crate::record::NodeIdentity;
-
-/// How a link opening names a dialect.
-pub(crate) fn dialect_name(dialect: Dialect) -> &'static str {
-    match dialect {
-        Dialect::CopilotSdk => "copilot",
-        Dialect::Acp => "acp",
-    }
-}
-
-/// The dialect a link opening names (the Copilot SDK protocol when it names none).
-pub(crate) fn dialect_named(name: Option<&str>) -> Option<Dialect> {
-    match name {
-        None | Some("copilot") => Some(Dialect::CopilotSdk),
-        Some("acp") => Some(Dialect::Acp),
-        Some(_) => None,
-    }
-}
+use crate::shared::Node;
+use crate::sync::lock;
+use crate::wire::{
+    alive, ask_again, read_bodies, resend_subject, send_link, MAX_LINK_FRAME, PIPE_BYTES,
+};
 
 /// The subject a group's frames travel on.
 pub(crate) fn group_subject(node: &Node, group: &str) -> String {
     format!("{}.grp.{group}", node.layout.live_prefix)
-}
-
-/// A frame of the owner for a relayed client: its body and, for a `session.event`, its head,
-/// read once per group frame and shared by every member it is for (so a gateway does not
-/// parse an event once per client).
-#[derive(Debug, Clone)]
-pub(crate) struct OwnerFrame {
-    /// The frame body (a JSON-RPC message).
-    pub(crate) body: Bytes,
-    /// The head of a `session.event` body, if read.
-    pub(crate) head: Option<Arc<RelayedEventHead>>,
-}
-
-impl From<Bytes> for OwnerFrame {
-    /// A body whose head was not read.
-    fn from(body: Bytes) -> Self {
-        OwnerFrame { body, head: None }
-    }
-}
-
-impl OwnerFrame {
-    /// The frame `body`, its head read if it is a `session.event` as the host writes one
-    /// (`jsonrpc`, then `method`): responses, requests and ACP updates are not parsed here,
-    /// and a body written otherwise is read by the relay as before.
-    fn read(body: Bytes) -> Self {
-        let head = RelayedEventHead::read(&body).map(Arc::new);
-        OwnerFrame { body, head }
-    }
-}
-
-/// A member's end of its group, on the gateway's side.
-struct MemberIn {
-    /// The owner's frames for the member's client.
-    tx: UnboundedSender<OwnerFrame>,
-    /// Set before `tx` is dropped when the member's link counts as broken.
-    broken: Arc<Mutex<Option<String>>>,
-}
-
-/// B's side of one group: the members it dispatches to.
-pub(crate) struct GroupIn {
-    /// The group's name, as the openings carry it.
-    pub(crate) id: String,
-    members: Mutex<HashMap<u64, MemberIn>>,
-    dead: AtomicBool,
-    /// Broadcasts (`All` frames) received while an opening is unanswered.
-    recent: Mutex<Recent>,
-}
-
-/// What a client being relayed must not miss: the owner joins it to the group before it
-/// answers the opening, the gateway registers it after, and broadcasts queued in between are
-/// its too.
-#[derive(Default)]
-struct Recent {
-    /// Openings sent and not yet registered or abandoned.
-    pending: usize,
-    /// The broadcasts received meanwhile (at most [`RECENT_LIMIT`]).
-    frames: std::collections::VecDeque<OwnerFrame>,
-}
-
-/// How many broadcasts an unanswered opening keeps.
-const RECENT_LIMIT: usize = 256;
-
-/// An opening of a link naming a group, from sending it until its member is registered (or
-/// the opening is abandoned): broadcasts of the group received meanwhile are kept for it.
-pub(crate) struct PendingOpen(Arc<GroupIn>);
-
-impl Drop for PendingOpen {
-    fn drop(&mut self) {
-        let mut recent = lock(&self.0.recent);
-        recent.pending = recent.pending.saturating_sub(1);
-        if recent.pending == 0 {
-            recent.frames.clear();
-        }
-    }
 }
 
 impl GroupIn {
@@ -235,13 +148,6 @@ impl GroupIn {
         }
         Ok(())
     }
-}
-
-/// B's groups, one per owner incarnation.
-#[derive(Default)]
-pub(crate) struct GroupsIn {
-    groups: tokio::sync::Mutex<HashMap<(NodeIdentity, Dialect), Arc<GroupIn>>>,
-    next: AtomicU64,
 }
 
 impl GroupsIn {
@@ -487,6 +393,7 @@ fn start_group(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agentwire::host::RelayedEventHead;
 
     fn group() -> Arc<GroupIn> {
         Arc::new(GroupIn {

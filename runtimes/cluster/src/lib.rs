@@ -32,6 +32,7 @@ pub mod engine;
 pub mod escape;
 mod gateway;
 mod group;
+mod group_state;
 pub mod layout;
 pub mod lease;
 mod link;
@@ -42,7 +43,10 @@ pub mod node;
 pub mod parts;
 pub mod record;
 pub mod resolve;
+mod shared;
+mod sync;
 pub mod takeover;
+mod wire;
 pub mod writer;
 
 pub use engine::{

@@ -16,7 +16,7 @@
 //!   left open (`Host::interrupt_open_turn`). A session owned by a live node is not served
 //!   here (gateways are not built yet): the client gets "session not found".
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -29,10 +29,11 @@ use tracing::{error, info, warn};
 
 use crate::drive::{append, take_over, tend_lease, AppendFailure};
 use crate::engine::Engine;
-use crate::layout::Layout;
 use crate::lease::{LeaseConfig, NodeLease};
 use crate::nats::{ConnectError, NatsConfig, NatsEngine};
 use crate::record::{NodeIdentity, RecordKind};
+use crate::shared::{Acks, Command, Lookups, Node};
+use crate::sync::lock;
 use crate::takeover::TakeoverOutcome;
 use crate::writer::SessionWriter;
 
@@ -52,90 +53,6 @@ pub struct NodeOptions {
 /// How long a node waits for its lease at start (an older incarnation's key lives a TTL).
 fn lease_wait(ttl: Duration) -> Duration {
     ttl * 3 + Duration::from_secs(5)
-}
-
-/// State every task of a node shares.
-pub(crate) struct Node {
-    pub(crate) engine: NatsEngine,
-    pub(crate) layout: Layout,
-    pub(crate) me: NodeIdentity,
-    pub(crate) lease_ttl: Duration,
-    claims: AtomicU64,
-    /// Links this node opened to owners, each named apart by this count.
-    links_opened: AtomicU64,
-    /// False once the lease is no longer trusted: no more appends.
-    lease_ok: AtomicBool,
-    /// The driver, once it started the log.
-    pub(crate) host: OnceLock<HostHandle>,
-    acks: Mutex<Acks>,
-    stopping: AtomicBool,
-    /// Live owners found by lookups, for the gateways.
-    owners: Mutex<HashMap<String, NodeIdentity>>,
-    /// Relay groups from the owners this node relays clients to.
-    pub(crate) groups_in: crate::group::GroupsIn,
-}
-
-/// Locks `m`, recovering it from a panic of another holder (the state stays usable).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Acknowledged marks: every mark up to `through` is acknowledged; `above` holds later ones.
-#[derive(Default)]
-struct Acks {
-    through: u64,
-    above: BTreeSet<u64>,
-}
-
-impl Node {
-    fn acked(&self, mark: u64) {
-        let through = {
-            let mut acks = lock(&self.acks);
-            acks.above.insert(mark);
-            loop {
-                let next = acks.through + 1;
-                if !acks.above.remove(&next) {
-                    break;
-                }
-                acks.through = next;
-            }
-            acks.through
-        };
-        if let Some(host) = self.host.get() {
-            host.durable(through);
-        }
-    }
-
-    /// The node can no longer keep its promise: stop serving, then exit.
-    fn stop(&self, reason: String) {
-        self.lease_ok.store(false, Ordering::SeqCst);
-        if self.stopping.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        error!(node = %self.me.node, %reason, "cluster node stopping");
-        if let Some(host) = self.host.get() {
-            host.shutdown(reason);
-        }
-        tokio::spawn(async {
-            // Let the shutdown notices go out; frames waiting for acknowledgements never do.
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            std::process::exit(75);
-        });
-    }
-
-    /// The live owner the last lookup of `session` found, if any.
-    pub(crate) fn owner_of(&self, session: &str) -> Option<NodeIdentity> {
-        lock(&self.owners).get(session).cloned()
-    }
-
-    fn next_claim(&self) -> u64 {
-        self.claims.fetch_add(1, Ordering::SeqCst)
-    }
-
-    /// A number no other link this node opens shares (part of a link's name).
-    pub(crate) fn next_link(&self) -> u64 {
-        self.links_opened.fetch_add(1, Ordering::SeqCst)
-    }
 }
 
 /// A running cluster node: connected, holding its lease.
@@ -273,42 +190,6 @@ async fn keep_lease(node: Arc<Node>, mut lease: NodeLease, started: Instant) {
             .saturating_sub(started.elapsed())
             .max(Duration::from_millis(20));
         tokio::time::sleep(wait).await;
-    }
-}
-
-/// What the log's dispatcher task is told.
-enum Command {
-    Persist {
-        session: String,
-        event: Bytes,
-        mark: u64,
-    },
-    Deleted {
-        session: String,
-    },
-    Load {
-        session: String,
-    },
-    /// A lookup of `session` ended (claimed or not).
-    Looked {
-        session: String,
-    },
-    /// A lookup claimed `session`: its worker writes with `writer`.
-    Claimed {
-        session: String,
-        writer: SessionWriter,
-    },
-}
-
-/// Asks a node's dispatcher to look sessions up (a gateway whose owner died).
-#[derive(Clone)]
-pub(crate) struct Lookups(UnboundedSender<Command>);
-
-impl Lookups {
-    /// Looks `session` up as a client naming it would: claimed here if its owner is gone,
-    /// else its live owner is recorded ([`Node::owner_of`]).
-    pub(crate) fn look_up(&self, session: String) {
-        let _ = self.0.send(Command::Load { session });
     }
 }
 

@@ -1,0 +1,133 @@
+//! The state every task of a node shares ([`Node`]), and how a gateway asks the node's
+//! dispatcher to look sessions up ([`Lookups`]).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use agentwire_driver::HostHandle;
+use bytes::Bytes;
+use tokio::sync::mpsc::UnboundedSender;
+use tracing::error;
+
+use crate::layout::Layout;
+use crate::nats::NatsEngine;
+use crate::record::NodeIdentity;
+use crate::sync::lock;
+use crate::writer::SessionWriter;
+
+/// State every task of a node shares.
+pub(crate) struct Node {
+    pub(crate) engine: NatsEngine,
+    pub(crate) layout: Layout,
+    pub(crate) me: NodeIdentity,
+    pub(crate) lease_ttl: Duration,
+    pub(crate) claims: AtomicU64,
+    /// Links this node opened to owners, each named apart by this count.
+    pub(crate) links_opened: AtomicU64,
+    /// False once the lease is no longer trusted: no more appends.
+    pub(crate) lease_ok: AtomicBool,
+    /// The driver, once it started the log.
+    pub(crate) host: OnceLock<HostHandle>,
+    pub(crate) acks: Mutex<Acks>,
+    pub(crate) stopping: AtomicBool,
+    /// Live owners found by lookups, for the gateways.
+    pub(crate) owners: Mutex<HashMap<String, NodeIdentity>>,
+    /// Relay groups from the owners this node relays clients to.
+    pub(crate) groups_in: crate::group_state::GroupsIn,
+}
+
+/// Acknowledged marks: every mark up to `through` is acknowledged; `above` holds later ones.
+#[derive(Default)]
+pub(crate) struct Acks {
+    pub(crate) through: u64,
+    pub(crate) above: BTreeSet<u64>,
+}
+
+impl Node {
+    pub(crate) fn acked(&self, mark: u64) {
+        let through = {
+            let mut acks = lock(&self.acks);
+            acks.above.insert(mark);
+            loop {
+                let next = acks.through + 1;
+                if !acks.above.remove(&next) {
+                    break;
+                }
+                acks.through = next;
+            }
+            acks.through
+        };
+        if let Some(host) = self.host.get() {
+            host.durable(through);
+        }
+    }
+
+    /// The node can no longer keep its promise: stop serving, then exit.
+    pub(crate) fn stop(&self, reason: String) {
+        self.lease_ok.store(false, Ordering::SeqCst);
+        if self.stopping.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        error!(node = %self.me.node, %reason, "cluster node stopping");
+        if let Some(host) = self.host.get() {
+            host.shutdown(reason);
+        }
+        tokio::spawn(async {
+            // Let the shutdown notices go out; frames waiting for acknowledgements never do.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            std::process::exit(75);
+        });
+    }
+
+    /// The live owner the last lookup of `session` found, if any.
+    pub(crate) fn owner_of(&self, session: &str) -> Option<NodeIdentity> {
+        lock(&self.owners).get(session).cloned()
+    }
+
+    pub(crate) fn next_claim(&self) -> u64 {
+        self.claims.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// A number no other link this node opens shares (part of a link's name).
+    pub(crate) fn next_link(&self) -> u64 {
+        self.links_opened.fetch_add(1, Ordering::SeqCst)
+    }
+}
+
+/// What the log's dispatcher task is told.
+pub(crate) enum Command {
+    Persist {
+        session: String,
+        event: Bytes,
+        mark: u64,
+    },
+    Deleted {
+        session: String,
+    },
+    Load {
+        session: String,
+    },
+    /// A lookup of `session` ended (claimed or not).
+    Looked {
+        session: String,
+    },
+    /// A lookup claimed `session`: its worker writes with `writer`.
+    Claimed {
+        session: String,
+        writer: SessionWriter,
+    },
+}
+
+/// Asks a node's dispatcher to look sessions up (a gateway whose owner died).
+#[derive(Clone)]
+pub(crate) struct Lookups(pub(crate) UnboundedSender<Command>);
+
+impl Lookups {
+    /// Looks `session` up as a client naming it would: claimed here if its owner is gone,
+    /// else its live owner is recorded ([`Node::owner_of`]).
+    pub(crate) fn look_up(&self, session: String) {
+        let _ = self.0.send(Command::Load { session });
+    }
+}
