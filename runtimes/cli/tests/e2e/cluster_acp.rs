@@ -520,6 +520,7 @@ async fn an_acp_client_whose_link_broke_is_reattached_to_the_same_owner_missing_
 #[tokio::test]
 async fn an_acp_prompt_in_flight_when_the_link_broke_ends_with_its_turn() {
     sdk::bounded(async {
+        let _exclusive = crate::support::exclusive().await;
         let server = nats::NatsServer::single();
         let url = server.url();
         let dir = tempfile::tempdir().expect("temp dir");

@@ -864,6 +864,7 @@ async fn an_editor_through_agentwire_as_an_acp_proxy() {
 #[tokio::test]
 async fn an_editor_on_the_copilot_cli_through_agentwire() {
     use crate::support::copilot_cli::{copilot_cli, offline_env};
+    let _exclusive = crate::support::exclusive().await;
     use crate::support::fake_model::{FakeModel, FakeReply};
     let fake = FakeModel::start_script(vec![
         FakeReply::tool(

@@ -13,10 +13,10 @@ use tokio::process::{Child, Command};
 
 use crate::support::copilot_cli::{copilot_cli, offline_env};
 use crate::support::fake_model::{FakeMode, FakeModel, FakeReply};
-use crate::support::sdk_client;
 use crate::support::sdk_scenarios::{
     self, assert_subsequence, create_session_with, new_session_id, types, Setup,
 };
+use crate::support::{exclusive, sdk_client};
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentwire");
 
@@ -90,6 +90,7 @@ async fn client(host: &Host) -> github_copilot_sdk::Client {
 #[tokio::test]
 async fn an_sdk_turn_runs_on_the_copilot_cli_and_a_second_client_sees_it() {
     sdk_scenarios::bounded(async {
+        let _exclusive = exclusive().await;
         let fake = FakeModel::start(FakeMode::Text);
         let host = host(&fake).await;
         let a = client(&host).await;
@@ -149,6 +150,7 @@ async fn an_sdk_turn_runs_on_the_copilot_cli_and_a_second_client_sees_it() {
 #[tokio::test]
 async fn the_copilot_cli_views_a_file_and_runs_a_command_the_sdk_client_allowed() {
     sdk_scenarios::bounded(async {
+        let _exclusive = exclusive().await;
         let files = tempfile::tempdir().expect("a directory with a file");
         let notes = files.path().join("notes.txt");
         std::fs::write(&notes, "the notes say: agentwire-notes-42\n").expect("write the file");
@@ -236,6 +238,7 @@ async fn the_copilot_cli_views_a_file_and_runs_a_command_the_sdk_client_allowed(
 #[tokio::test]
 async fn an_sdk_abort_cancels_the_copilot_clis_turn() {
     sdk_scenarios::bounded(async {
+        let _exclusive = exclusive().await;
         // The model sends its first delta, then nothing: the turn runs until it is aborted.
         let fake = FakeModel::start(FakeMode::Stall);
         let host = host(&fake).await;

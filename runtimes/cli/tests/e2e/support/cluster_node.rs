@@ -1,6 +1,5 @@
 //! The agentwire nodes and SDK clients of the cluster tests (`cluster.rs`, `cluster_links.rs`).
 
-
 use github_copilot_sdk::types::{SessionConfig, SessionEvent, SessionId};
 use github_copilot_sdk::Client;
 
