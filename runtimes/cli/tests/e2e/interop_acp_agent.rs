@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::support::sdk_scenarios::{
     self, assert_subsequence, create_session_with, new_session_id, types, Setup,
 };
-use crate::support::{sdk_client, Agentwire};
+use crate::support::{sdk_client, sdk_turn, Agentwire};
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentwire");
 
@@ -68,21 +68,7 @@ async fn the_agents_permission_request_is_answered_by_the_sdk_client() {
         let mut c = create_session_with(&client, &id, Setup::default()).await;
         // The "read file PATH" rule runs the agent's built-in view tool behind a `read`
         // permission prompt, which the agent sends to its ACP client (the host).
-        let reply = sdk_scenarios::within(
-            "send_and_wait",
-            c.session
-                .send_and_wait(github_copilot_sdk::MessageOptions::new(
-                    "read file /w/notes.txt",
-                )),
-        )
-        .await
-        .expect("the turn ends");
-        let events = c.events.turn().await;
-        let seen: Vec<String> = events
-            .iter()
-            .map(|e| format!("{} {}", e.event_type, e.data))
-            .collect();
-        let reply = reply.unwrap_or_else(|| panic!("no assistant message: {seen:#?}"));
+        let (reply, events, _) = sdk_turn(&mut c, "read file /w/notes.txt").await;
         let idx = assert_subsequence(
             &events,
             &[

@@ -16,7 +16,7 @@ use crate::support::fake_model::{FakeMode, FakeModel, FakeReply};
 use crate::support::sdk_scenarios::{
     self, assert_subsequence, create_session_with, new_session_id, types, Setup,
 };
-use crate::support::{exclusive, sdk_client};
+use crate::support::{exclusive, sdk_client, sdk_turn};
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentwire");
 
@@ -104,22 +104,7 @@ async fn an_sdk_turn_runs_on_the_copilot_cli_and_a_second_client_sees_it() {
         let _joined = sdk_scenarios::within("session.resume", prepared.start())
             .await
             .expect("the second client joins the session");
-        let reply = sdk_scenarios::within(
-            "send_and_wait",
-            first
-                .session
-                .send_and_wait(github_copilot_sdk::MessageOptions::new(
-                    "What is the weather?",
-                )),
-        )
-        .await
-        .expect("the turn ends");
-        let events = first.events.turn().await;
-        let seen: Vec<String> = events
-            .iter()
-            .map(|e| format!("{} {}", e.event_type, e.data))
-            .collect();
-        let reply = reply.unwrap_or_else(|| panic!("no assistant message: {seen:#?}"));
+        let (reply, events, seen) = sdk_turn(&mut first, "What is the weather?").await;
         assert_eq!(reply.data["content"], "It is sunny in Paris.", "{seen:#?}");
         assert_subsequence(
             &events,
@@ -171,21 +156,7 @@ async fn the_copilot_cli_views_a_file_and_runs_a_command_the_sdk_client_allowed(
         let a = client(&host).await;
         let id = new_session_id();
         let mut c = create_session_with(&a, &id, Setup::default()).await;
-        let reply = sdk_scenarios::within(
-            "send_and_wait",
-            c.session
-                .send_and_wait(github_copilot_sdk::MessageOptions::new(
-                    "Read my notes, then run a command",
-                )),
-        )
-        .await
-        .expect("the turn ends");
-        let events = c.events.turn().await;
-        let seen: Vec<String> = events
-            .iter()
-            .map(|e| format!("{} {}", e.event_type, e.data))
-            .collect();
-        let reply = reply.unwrap_or_else(|| panic!("no assistant message: {seen:#?}"));
+        let (reply, events, seen) = sdk_turn(&mut c, "Read my notes, then run a command").await;
         assert_eq!(reply.data["content"], "The command said hi.", "{seen:#?}");
         // Both tools ran as the agent's tool calls, each announced and completed.
         let completed: Vec<&serde_json::Value> = events

@@ -156,3 +156,29 @@ pub async fn sdk_client(port: u16) -> github_copilot_sdk::Client {
         .expect("connect handshake");
     client
 }
+
+/// One turn through the SDK (`send_and_wait(prompt)`): the assistant message it resolved with,
+/// the turn's events, and those events as `type data` lines for a failure message.
+pub async fn sdk_turn(
+    c: &mut super::sdk_scenarios::Created,
+    prompt: &str,
+) -> (
+    github_copilot_sdk::types::SessionEvent,
+    Vec<github_copilot_sdk::types::SessionEvent>,
+    Vec<String>,
+) {
+    let reply = super::sdk_scenarios::within(
+        "send_and_wait",
+        c.session
+            .send_and_wait(github_copilot_sdk::MessageOptions::new(prompt)),
+    )
+    .await
+    .expect("the turn ends");
+    let events = c.events.turn().await;
+    let seen: Vec<String> = events
+        .iter()
+        .map(|e| format!("{} {}", e.event_type, e.data))
+        .collect();
+    let reply = reply.unwrap_or_else(|| panic!("no assistant message: {seen:#?}"));
+    (reply, events, seen)
+}
