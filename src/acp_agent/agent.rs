@@ -110,16 +110,18 @@ impl AcpSessionAgent {
     /// The turn ends: its events, then the next queued prompt.
     fn end(&mut self, s: &mut dyn SessionControl, outcome: Result<StopReason, String>) {
         self.turn = Turn::Idle;
+        self.close_turn(s, outcome);
+        self.next_queued(s);
+    }
+
+    /// The turn's closing events (an interrupted turn's cancel without an `abort` event).
+    fn close_turn(&mut self, s: &mut dyn SessionControl, outcome: Result<StopReason, String>) {
         if self.interrupted && outcome == Ok(StopReason::Cancelled) {
             self.translator.end_interrupted_turn(s);
         } else {
             self.translator.end_turn(s, outcome);
         }
         self.interrupted = false;
-        if let Some((message_id, prompt, context)) = self.queued.pop_front() {
-            s.emit("pending_messages.modified", json!({}), true);
-            self.start(s, message_id, prompt, context);
-        }
     }
 
     fn cancel(&mut self, s: &mut dyn SessionControl, interrupted: bool) {
@@ -134,7 +136,8 @@ impl AcpSessionAgent {
                     token,
                     blocks: Vec::new(),
                 };
-                self.translator_end_cancelled(s);
+                // Nothing reached the agent: the turn ends cancelled, the open request stays.
+                self.close_turn(s, Ok(StopReason::Cancelled));
             }
             Turn::Prompting { .. } => {
                 if let Some(agent_session) = self.agent_session.clone() {
@@ -142,16 +145,6 @@ impl AcpSessionAgent {
                 }
             }
         }
-    }
-
-    /// Ends a turn that never reached the agent as cancelled, keeping the open request.
-    fn translator_end_cancelled(&mut self, s: &mut dyn SessionControl) {
-        if self.interrupted {
-            self.translator.end_interrupted_turn(s);
-        } else {
-            self.translator.end_turn(s, Ok(StopReason::Cancelled));
-        }
-        self.interrupted = false;
     }
 
     fn acp(&mut self, s: &mut dyn SessionControl, input: AcpInput) {

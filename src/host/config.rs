@@ -33,9 +33,8 @@ pub struct HostConfig {
     pub connection_token: Option<String>,
     /// Makes each session's agent. Default: the scripted agent with the built-in scenario.
     pub agent: AgentFactory,
-    /// The ACP agent process (program and arguments) that sessions with an
-    /// [`AcpSessionAgent`](crate::acp_agent::AcpSessionAgent) run on; set it with
-    /// [`HostConfig::with_acp_agent`]. One process serves every such session; it is started
+    /// The ACP agent process (program and arguments) that sessions run by an ACP agent share;
+    /// set it with `HostConfig::with_acp_agent` (in `agentwire::acp_agent`). One process serves every such session; it is started
     /// for the first one and again after it ends.
     pub acp_agent: Option<Vec<String>>,
     /// Version reported by `connect` and `status.get`.
@@ -141,18 +140,6 @@ impl HostConfig {
     /// Sets [`HostConfig::agent`].
     pub fn with_agent(mut self, agent: AgentFactory) -> Self {
         self.agent = agent;
-        self
-    }
-
-    /// Runs sessions on the ACP agent `argv` (program and arguments): every session whose
-    /// client names no BYOK provider gets an
-    /// [`AcpSessionAgent`](crate::acp_agent::AcpSessionAgent) ([`HostConfig::agent`]), and
-    /// [`HostConfig::acp_agent`] is the process they share.
-    pub fn with_acp_agent(mut self, argv: Vec<String>) -> Self {
-        self.acp_agent = Some(argv);
-        self.agent = std::sync::Arc::new(|_session_id: &str| {
-            Box::new(crate::acp_agent::AcpSessionAgent::new(None)) as Box<dyn crate::agent::Agent>
-        });
         self
     }
 

@@ -1,7 +1,7 @@
 //! The requests a gateway tracks for the client connection it relays, whatever its dialect:
 //! the client's requests the owner has not answered (each answered once with an error if the
 //! owner dies first) and the gateway's own re-attachments (whose answers are not the
-//! client's). I/O-free; used by [`crate::copilot::relay`] (Copilot SDK) and [`crate::acp::relay`] (ACP).
+//! client's). I/O-free; used by the dialects' client relays.
 
 use std::collections::{BTreeMap, HashMap};
 

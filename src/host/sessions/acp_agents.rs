@@ -5,7 +5,7 @@
 //! with stdin) for the first call, and an [`AcpAgentClient`] speaks ACP to it through
 //! [`EffectOp::ProcessWrite`] and the process's reports. Calls made before `initialize` is
 //! answered wait for it. What the agent streams for one of its sessions goes to the host
-//! session that opened it (`AgentInput::Acp`), whose [`AcpSessionAgent`] turns it into
+//! session that opened it (`AgentInput::Acp`), whose agent (`AcpSessionAgent`) turns it into
 //! session events. The agent's permission requests take the host's one permission path
 //! ([`Approval::AcpAgent`]): approve-all and the session's rules answer first, else the
 //! session's clients of every dialect are asked and the first answer is the agent's option.
@@ -18,7 +18,6 @@
 //!
 //! [`HostConfig::acp_agent`]: crate::host::HostConfig::acp_agent
 //! [`SessionControl::acp_call`]: crate::agent::SessionControl::acp_call
-//! [`AcpSessionAgent`]: crate::acp_agent::AcpSessionAgent
 
 use std::collections::{BTreeMap, BTreeSet};
 
