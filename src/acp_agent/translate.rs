@@ -492,7 +492,6 @@ impl TurnTranslator {
 
     fn tool_update(&mut self, s: &mut dyn SessionControl, id: &str, fields: &Map<String, Value>) {
         let call = self.tools.entry(id.to_owned()).or_default();
-        let had_content = call.content.clone();
         call.merge(fields);
         if !call.started {
             call.started = true;
@@ -532,7 +531,8 @@ impl TurnTranslator {
                 s.emit("tool.execution_complete", data, false);
             }
             _ => {
-                if call.content != had_content && !call.content.is_null() {
+                // An update that carries `content` replaces it: report the new text.
+                if fields.get("content").is_some_and(|c| !c.is_null()) {
                     let text = content_text(&call.content);
                     if !text.is_empty() {
                         s.emit(
