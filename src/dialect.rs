@@ -2,7 +2,7 @@
 //!
 //! [`Host`] is the neutral core (see [`host`](crate::host)); this module registers the two
 //! dialects this crate ships in its dialect table — the Copilot SDK protocol
-//! ([`copilot`](crate::copilot)) and ACP ([`acp`](crate::acp)) — and adds the ways to open a
+//! ([`copilot`](crate::copilot)), ACP ([`acp`](crate::acp)) and AHP ([`ahp`](crate::ahp)) — and adds the ways to open a
 //! connection speaking one of them. A new dialect (an MCP client role, cluster peers) is a
 //! new [`Dialect`] variant and a new table entry; the host's fan-out does not change.
 
@@ -17,14 +17,18 @@ pub enum Dialect {
     CopilotSdk,
     /// The Agent Client Protocol v1 (`session/update` notifications, `session/*` methods).
     Acp,
+    /// The Agent Host Protocol 1.0 (`action` envelopes on subscribed channels), one JSON-RPC
+    /// message per WebSocket text frame. The runtime re-frames each frame's message with a
+    /// `Content-Length` header, so a message may hold newlines.
+    Ahp,
 }
 
 impl Dialect {
     /// The framing the dialect's clients use: Content-Length for the Copilot SDKs, NDJSON
-    /// for ACP.
+    /// for ACP, Content-Length for AHP (each WebSocket message, re-framed by the runtime).
     pub fn default_framing(self) -> Framing {
         match self {
-            Dialect::CopilotSdk => Framing::ContentLength,
+            Dialect::CopilotSdk | Dialect::Ahp => Framing::ContentLength,
             Dialect::Acp => Framing::Ndjson,
         }
     }
@@ -34,15 +38,17 @@ impl Dialect {
         match self {
             Dialect::CopilotSdk => crate::copilot::ID,
             Dialect::Acp => crate::acp::ID,
+            Dialect::Ahp => crate::ahp::ID,
         }
     }
 }
 
 /// The dialect table of every [`Host`] built by [`Host::new`], indexed by [`DialectId`].
-static DIALECTS: [&dyn DialectHandler; 2] = [&crate::copilot::Copilot, &crate::acp::Acp];
+static DIALECTS: [&dyn DialectHandler; 3] =
+    [&crate::copilot::Copilot, &crate::acp::Acp, &crate::ahp::Ahp];
 
 impl Host {
-    /// A host with no connections and no sessions, speaking the Copilot SDK protocol and ACP.
+    /// A host with no connections and no sessions, speaking the Copilot SDK protocol, ACP and AHP.
     pub fn new(config: HostConfig) -> Self {
         Host::with_dialects(config, &DIALECTS)
     }
@@ -69,7 +75,7 @@ impl Host {
     /// The dialect `conn` speaks (`None` for an unknown connection).
     pub fn connection_dialect(&self, conn: ConnId) -> Option<Dialect> {
         let id = self.conn_dialect(conn)?;
-        [Dialect::CopilotSdk, Dialect::Acp]
+        [Dialect::CopilotSdk, Dialect::Acp, Dialect::Ahp]
             .into_iter()
             .find(|d| d.id() == id)
     }
@@ -81,9 +87,12 @@ mod tests {
 
     #[test]
     fn every_dialect_has_its_own_table_entry() {
-        for dialect in [Dialect::CopilotSdk, Dialect::Acp] {
+        let all = [Dialect::CopilotSdk, Dialect::Acp, Dialect::Ahp];
+        for dialect in all {
             assert!(dialect.id().index() < DIALECTS.len());
         }
-        assert_ne!(Dialect::CopilotSdk.id(), Dialect::Acp.id());
+        let mut ids: Vec<_> = all.iter().map(|d| d.id()).collect();
+        ids.dedup();
+        assert_eq!(ids.len(), all.len());
     }
 }

@@ -138,6 +138,7 @@
 pub mod acp;
 pub mod acp_agent;
 pub mod agent;
+pub mod ahp;
 pub mod copilot;
 pub mod correlation;
 mod dialect;

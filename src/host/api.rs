@@ -159,6 +159,20 @@ impl Host {
         }
     }
 
+    /// A dialect's host-wide state (not tied to a connection or a session: AHP's action
+    /// sequence), one value per type, created on first use.
+    pub(crate) fn dialect_state<T: Any + Send + Default>(&mut self) -> Option<&mut T> {
+        let states = &mut self.dialect_states;
+        let index = match states.iter().position(|s| s.is::<T>()) {
+            Some(index) => index,
+            None => {
+                states.push(Box::<T>::default());
+                states.len() - 1
+            }
+        };
+        states[index].downcast_mut::<T>()
+    }
+
     /// A dialect's state of `session`, one value per type, created on first use.
     pub(crate) fn session_state<T: Any + Send + Default>(
         &mut self,

@@ -163,6 +163,8 @@ pub struct Host {
     /// The sub-agent the next emitted event comes from (set by `SessionControl::emit_as`).
     event_agent: Option<String>,
     unknown_responses: u64,
+    /// The dialects' host-wide state, one value per type ([`Host::dialect_state`]).
+    dialect_states: Vec<Box<dyn std::any::Any + Send>>,
     /// Values masked in every emitted event (`secrets.addFilterValues`).
     secret_filters: Vec<String>,
     /// HTTP exchanges in flight, by call id: the session they are for and who performs them.
@@ -298,6 +300,7 @@ impl Host {
             last_session: None,
             event_agent: None,
             unknown_responses: 0,
+            dialect_states: Vec::new(),
             secret_filters: Vec::new(),
             http_calls: BTreeMap::new(),
             next_effect: 1,

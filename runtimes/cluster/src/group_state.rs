@@ -18,6 +18,7 @@ pub(crate) fn dialect_name(dialect: Dialect) -> &'static str {
     match dialect {
         Dialect::CopilotSdk => "copilot",
         Dialect::Acp => "acp",
+        Dialect::Ahp => "ahp",
     }
 }
 
@@ -26,6 +27,7 @@ pub(crate) fn dialect_named(name: Option<&str>) -> Option<Dialect> {
     match name {
         None | Some("copilot") => Some(Dialect::CopilotSdk),
         Some("acp") => Some(Dialect::Acp),
+        Some("ahp") => Some(Dialect::Ahp),
         Some(_) => None,
     }
 }

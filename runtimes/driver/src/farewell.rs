@@ -17,7 +17,7 @@ pub const SHUTDOWN_NOTIFICATION: &str = "agentwire/shutdown";
 pub(crate) fn farewell(dialect: Dialect, framing: Framing, reason: &str) -> Bytes {
     let method = match dialect {
         Dialect::Acp => "_agentwire/shutdown",
-        Dialect::CopilotSdk => SHUTDOWN_NOTIFICATION,
+        Dialect::CopilotSdk | Dialect::Ahp => SHUTDOWN_NOTIFICATION,
     };
     let body = serde_json::json!({
         "jsonrpc": "2.0",

@@ -1,0 +1,174 @@
+//! Actions AHP clients dispatch (`dispatchAction`), applied to the host.
+//!
+//! | action | channel | what the host does |
+//! |---|---|---|
+//! | `chat/turnStarted` | `ahp-chat:/<id>` | echoes it (with the client's origin) and queues the message as the session's next prompt; rejected while a turn is in progress |
+//! | `chat/toolCallConfirmed` | `ahp-chat:/<id>` | answers the tool call's pending permission prompt (approve once, or deny); the first answer from any client of any dialect wins, a late one is rejected |
+//! | `chat/turnCancelled` | `ahp-chat:/<id>` | aborts the turn; the host's own `chat/turnCancelled` follows when it stopped |
+//! | `session/titleChanged` | `ahp-session:/<id>` | a `session.title_changed` event, echoed as the action |
+//!
+//! Anything else, or an action on a channel it does not belong to, comes back to its sender
+//! alone with a `rejectionReason`.
+
+use ahp_types::actions::{ActionOrigin, StateAction};
+use ahp_types::commands::DispatchActionParams;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+
+use crate::agent::AgentInput;
+use crate::host::{ConnId, Host};
+
+use super::channels::Channel;
+use super::feed;
+use super::projection::ChatProjection;
+use super::{ensure_live, origin};
+
+/// Handles a `dispatchAction` notification.
+pub(crate) fn dispatch_action(host: &mut Host, conn: ConnId, params: Option<&RawValue>) {
+    let raw = params.map(RawValue::get).unwrap_or("{}");
+    let p: DispatchActionParams = match serde_json::from_str(raw) {
+        Ok(p) => p,
+        Err(e) => {
+            // Not an action at all: tell the sender what was wrong, with what it sent.
+            let channel = serde_json::from_str::<Value>(raw)
+                .ok()
+                .and_then(|v| v.get("channel").and_then(Value::as_str).map(str::to_owned))
+                .unwrap_or_default();
+            let origin = origin(host, conn, 0);
+            feed::reject(
+                host,
+                conn,
+                &channel,
+                StateAction::Unknown(Value::Null),
+                origin,
+                format!("invalid dispatchAction params: {e}"),
+            );
+            return;
+        }
+    };
+    let origin = origin(host, conn, p.client_seq);
+    if let Err(reason) = apply(host, &p.channel, &p.action, &origin) {
+        feed::reject(host, conn, &p.channel, p.action, origin, reason);
+    }
+}
+
+/// Applies one dispatched action; `Err` is the rejection reason.
+fn apply(
+    host: &mut Host,
+    channel: &str,
+    action: &StateAction,
+    origin: &ActionOrigin,
+) -> Result<(), String> {
+    let parsed = Channel::parse(channel).ok_or_else(|| format!("unknown channel {channel:?}"))?;
+    let session = parsed.session().ok_or_else(|| {
+        format!(
+            "{} cannot be dispatched on the root channel",
+            type_name(action)
+        )
+    })?;
+    if !ensure_live(host, session) {
+        return Err(format!("session not found: {channel}"));
+    }
+    match (parsed, action) {
+        (Channel::Chat(_), StateAction::ChatTurnStarted(a)) => {
+            let chat = host
+                .session_state::<ChatProjection>(session)
+                .ok_or("session not found")?;
+            if let Some(active) = chat.active_turn_id() {
+                return Err(format!(
+                    "turn {active} is in progress (queued messages are not supported)"
+                ));
+            }
+            let message_id = host.new_id();
+            let now = host.now();
+            let Some(chat) = host.session_state::<ChatProjection>(session) else {
+                return Err("session not found".into());
+            };
+            let echo = chat.start_turn(
+                a.turn_id.clone(),
+                message_id.clone(),
+                a.message.clone(),
+                now,
+            );
+            feed::publish(host, channel, echo, Some(origin.clone()));
+            if let Some(s) = host.session_mut(session) {
+                if s.summary.is_none() {
+                    s.summary = Some(a.message.text.chars().take(200).collect());
+                }
+            }
+            host.set_last_session(session);
+            host.queue_agent_input(
+                session,
+                AgentInput::Prompt {
+                    message_id,
+                    prompt: a.message.text.clone(),
+                    attachments: Default::default(),
+                },
+            );
+            Ok(())
+        }
+        (Channel::Chat(_), StateAction::ChatToolCallConfirmed(a)) => {
+            let pending = host
+                .pending_permissions(session)
+                .into_iter()
+                .map(|(id, _)| id)
+                .find(|id| {
+                    host.pending_permission(session, id)
+                        .is_some_and(|p| p.tool_call_id == a.tool_call_id)
+                });
+            let Some(request_id) = pending else {
+                return Err(format!(
+                    "tool call {} has no pending confirmation (already answered, or not this session's)",
+                    a.tool_call_id
+                ));
+            };
+            let decision = if a.approved {
+                json!({"kind": "approve-once"})
+            } else {
+                json!({"kind": "reject"})
+            };
+            if let Some(chat) = host.session_state::<ChatProjection>(session) {
+                chat.set_confirmation_origin(&a.tool_call_id, origin.clone());
+            }
+            if host.resolve_permission(session, &request_id, &decision) {
+                Ok(())
+            } else {
+                if let Some(chat) = host.session_state::<ChatProjection>(session) {
+                    chat.take_confirmation_origin(&a.tool_call_id);
+                }
+                Err(format!("tool call {} was already answered", a.tool_call_id))
+            }
+        }
+        (Channel::Chat(_), StateAction::ChatTurnCancelled(a)) => {
+            let active = host
+                .session_state_ref::<ChatProjection>(session)
+                .and_then(ChatProjection::active_turn_id);
+            if active != Some(a.turn_id.as_str()) {
+                return Err(format!("turn {} is not in progress", a.turn_id));
+            }
+            host.queue_agent_input(session, AgentInput::Abort);
+            Ok(())
+        }
+        (Channel::Session(_), StateAction::SessionTitleChanged(a)) => {
+            host.emit(
+                session,
+                "session.title_changed",
+                &json!({"title": a.title}),
+                false,
+            );
+            Ok(())
+        }
+        _ => Err(format!(
+            "{} is not supported on {channel} by this host",
+            type_name(action)
+        )),
+    }
+}
+
+/// The action's `type` (for rejection reasons).
+fn type_name(action: &StateAction) -> String {
+    serde_json::to_value(action)
+        .ok()
+        .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_else(|| "this action".to_owned())
+}

@@ -1,0 +1,212 @@
+//! The action feed: one `serverSeq` for the whole host, who is subscribed to which channel,
+//! and the recent envelopes a reconnecting client can catch up from.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use ahp_types::actions::{ActionEnvelope, ActionOrigin, StateAction};
+use serde_json::Value;
+
+use crate::host::{ConnId, Host};
+use crate::jsonrpc;
+
+/// How many envelopes are kept for `reconnect`; a client further behind gets snapshots.
+pub(crate) const REPLAY_LIMIT: usize = 4096;
+
+/// The host-wide AHP state ([`Host::dialect_state`]).
+#[derive(Debug, Default)]
+pub(crate) struct Feed {
+    /// The last `serverSeq` given out.
+    seq: u64,
+    /// The most recent envelopes (at most [`REPLAY_LIMIT`]), oldest first.
+    recent: VecDeque<ActionEnvelope>,
+    /// The connections subscribed to each channel.
+    subscribers: BTreeMap<String, BTreeSet<ConnId>>,
+}
+
+impl Feed {
+    /// The last `serverSeq` given out.
+    pub(crate) fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The envelopes after `after` on `channels`, or `None` when some were already dropped
+    /// (the client must take snapshots instead).
+    pub(crate) fn since(
+        &self,
+        after: u64,
+        channels: &BTreeSet<String>,
+    ) -> Option<Vec<ActionEnvelope>> {
+        let oldest = self.recent.front().map_or(self.seq + 1, |e| e.server_seq);
+        if after + 1 < oldest && after < self.seq {
+            return None;
+        }
+        Some(
+            self.recent
+                .iter()
+                .filter(|e| e.server_seq > after && channels.contains(&e.channel))
+                .cloned()
+                .collect(),
+        )
+    }
+
+    /// Subscribes `conn` to `channel`.
+    pub(crate) fn subscribe(&mut self, channel: &str, conn: ConnId) {
+        self.subscribers
+            .entry(channel.to_owned())
+            .or_default()
+            .insert(conn);
+    }
+
+    /// Unsubscribes `conn` from `channel`.
+    pub(crate) fn unsubscribe(&mut self, channel: &str, conn: ConnId) {
+        if let Some(conns) = self.subscribers.get_mut(channel) {
+            conns.remove(&conn);
+            if conns.is_empty() {
+                self.subscribers.remove(channel);
+            }
+        }
+    }
+
+    /// Forgets `conn` everywhere (it ended).
+    pub(crate) fn forget(&mut self, conn: ConnId) {
+        self.subscribers.retain(|_, conns| {
+            conns.remove(&conn);
+            !conns.is_empty()
+        });
+    }
+
+    /// Forgets a channel and its subscribers (its session is gone).
+    pub(crate) fn drop_channel(&mut self, channel: &str) {
+        self.subscribers.remove(channel);
+    }
+
+    /// The connections subscribed to `channel`.
+    pub(crate) fn subscribers(&self, channel: &str) -> Vec<ConnId> {
+        self.subscribers
+            .get(channel)
+            .map(|c| c.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Numbers `action` and keeps it for replay; returns its envelope.
+    fn record(
+        &mut self,
+        channel: &str,
+        action: StateAction,
+        origin: Option<ActionOrigin>,
+    ) -> ActionEnvelope {
+        self.seq += 1;
+        let envelope = ActionEnvelope {
+            channel: channel.to_owned(),
+            action,
+            server_seq: self.seq,
+            origin,
+            rejection_reason: None,
+        };
+        if self.recent.len() == REPLAY_LIMIT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(envelope.clone());
+        envelope
+    }
+}
+
+/// The `action` notification body carrying `envelope`.
+pub(crate) fn action_body(envelope: &ActionEnvelope) -> Vec<u8> {
+    let mut body = Vec::with_capacity(256);
+    if jsonrpc::write_notification(&mut body, "action", envelope).is_err() {
+        body.clear();
+    }
+    body
+}
+
+/// Publishes `action` on `channel`: numbered, kept for replay and sent to every subscriber.
+pub(crate) fn publish(
+    host: &mut Host,
+    channel: &str,
+    action: StateAction,
+    origin: Option<ActionOrigin>,
+) {
+    let Some(feed) = host.dialect_state::<Feed>() else {
+        return;
+    };
+    let envelope = feed.record(channel, action, origin);
+    let conns = feed.subscribers(channel);
+    if conns.is_empty() {
+        return;
+    }
+    let body = action_body(&envelope);
+    for conn in conns {
+        host.send_body(conn, &body);
+    }
+}
+
+/// Tells `conn` alone that its dispatched `action` was rejected, with `reason` (the envelope
+/// carries the current `serverSeq`; nothing is recorded, no other client hears of it).
+pub(crate) fn reject(
+    host: &mut Host,
+    conn: ConnId,
+    channel: &str,
+    action: StateAction,
+    origin: ActionOrigin,
+    reason: String,
+) {
+    let seq = host.dialect_state::<Feed>().map_or(0, |f| f.seq());
+    let envelope = ActionEnvelope {
+        channel: channel.to_owned(),
+        action,
+        server_seq: seq,
+        origin: Some(origin),
+        rejection_reason: Some(reason),
+    };
+    host.send_body(conn, &action_body(&envelope));
+}
+
+/// Sends the notification `method` with `params` to every subscriber of `channel`.
+pub(crate) fn notify_subscribers(host: &mut Host, channel: &str, method: &str, params: &Value) {
+    let conns = host
+        .dialect_state::<Feed>()
+        .map(|f| f.subscribers(channel))
+        .unwrap_or_default();
+    let mut body = Vec::with_capacity(256);
+    if jsonrpc::write_notification(&mut body, method, params).is_err() {
+        return;
+    }
+    for conn in conns {
+        host.send_body(conn, &body);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ahp_types::actions::SessionTitleChangedAction;
+
+    fn title(t: &str) -> StateAction {
+        StateAction::SessionTitleChanged(SessionTitleChangedAction { title: t.into() })
+    }
+
+    #[test]
+    fn replay_gives_what_follows_or_nothing_when_too_old() {
+        let mut feed = Feed::default();
+        for i in 0..5 {
+            feed.record(if i % 2 == 0 { "a" } else { "b" }, title("t"), None);
+        }
+        let only_a: BTreeSet<String> = ["a".to_owned()].into();
+        let seqs: Vec<u64> = feed
+            .since(1, &only_a)
+            .unwrap()
+            .iter()
+            .map(|e| e.server_seq)
+            .collect();
+        assert_eq!(seqs, [3, 5]);
+        assert!(feed.since(5, &only_a).unwrap().is_empty());
+        for _ in 0..REPLAY_LIMIT {
+            feed.record("a", title("t"), None);
+        }
+        assert!(
+            feed.since(1, &only_a).is_none(),
+            "dropped envelopes cannot be replayed"
+        );
+    }
+}

@@ -1,0 +1,265 @@
+//! The Agent Host Protocol (AHP) 1.0 dialect, mapped onto the same sessions.
+//!
+//! AHP (`microsoft/agent-host-protocol`) is a multi-client protocol: the host owns each
+//! session's state, clients mirror it through reducers. Clients connect over WebSocket (the
+//! driver's `--ahp-port` listener hands each text message to the host whole) and speak
+//! JSON-RPC 2.0; the wire types are those of the official `ahp-types` crate.
+//!
+//! * `channels`: the channel URIs (`ahp-root://`, `ahp-session:/<id>`, `ahp-chat:/<id>`).
+//! * `methods`: the commands (`initialize`, `reconnect`, `ping`, `subscribe`,
+//!   `createSession`, `disposeSession`, `listSessions`, `createChat`, `fetchTurns`) and the
+//!   `unsubscribe` / `dispatchAction` notifications.
+//! * `dispatch`: actions clients dispatch (`chat/turnStarted` → a prompt,
+//!   `chat/toolCallConfirmed` → the answer to a permission prompt, `chat/turnCancelled` → an
+//!   abort, `session/titleChanged`); everything else is rejected with a reason.
+//! * `projection`: a session's chat as AHP sees it, kept from the session's events; each
+//!   event becomes the actions its table lists.
+//! * `snapshot`: root, session and chat snapshots, session summaries.
+//! * `feed`: one `serverSeq` for the host, the subscribers of each channel, the envelopes a
+//!   reconnecting client catches up from.
+//!
+//! # Robustness
+//!
+//! Peer input never panics: junk gets `-32700`, unknown methods `-32601`, bad params
+//! `-32602` with serde's reason, unknown channels `-32602` and missing sessions `-32001`;
+//! a dispatched action that cannot be applied comes back to its sender alone as an
+//! envelope with a `rejectionReason`. The connection keeps working.
+
+mod channels;
+mod dispatch;
+mod feed;
+mod methods;
+mod projection;
+mod snapshot;
+
+use std::any::Any;
+
+use ahp_types::actions::{ActionOrigin, RootActiveSessionsChangedAction, StateAction};
+use serde_json::{json, Value};
+
+use crate::host::{ConnId, DialectHandler, DialectId, Host, SessionChange};
+use crate::jsonrpc::{self, ErrorObject};
+use crate::session::{Attachment, Event};
+
+use channels::{chat_uri, session_uri, ROOT};
+use feed::Feed;
+use projection::{ChatProjection, Produced, Scope};
+
+pub use methods::METHODS;
+
+/// The protocol versions this dialect speaks, most preferred first (`ahp-types`' list).
+pub const PROTOCOL_VERSIONS: &[&str] = ahp_types::SUPPORTED_PROTOCOL_VERSIONS;
+
+/// This dialect's entry in the host's dialect table (see [`crate::dialect`]).
+pub(crate) const ID: DialectId = DialectId(2);
+
+/// Per-connection state of the AHP dialect.
+#[derive(Debug, Default)]
+pub(crate) struct ConnState {
+    /// `initialize` (or `reconnect`) succeeded.
+    pub(crate) initialized: bool,
+    /// The client's `clientId`.
+    pub(crate) client_id: String,
+}
+
+/// The AHP dialect's handler.
+pub(crate) struct Ahp;
+
+impl DialectHandler for Ahp {
+    fn new_conn_state(&self) -> Box<dyn Any + Send> {
+        Box::<ConnState>::default()
+    }
+
+    fn handle_message(&self, host: &mut Host, conn: ConnId, message: jsonrpc::Message<'_>) {
+        handle_message(host, conn, message);
+    }
+
+    fn event_emitted(&self, host: &mut Host, session: &str, event: &Event, data: &Value) {
+        let now = host.now();
+        let Some(chat) = host
+            .session_state::<ChatProjection>(session)
+            .filter(|c| c.live)
+        else {
+            return;
+        };
+        let produced = chat.on_event(&event.event_type, data, now);
+        publish_all(host, session, produced);
+    }
+
+    fn permission_requested(&self, host: &mut Host, session: &str, request_id: &str) {
+        let Some(tool_call_id) = host
+            .pending_permission(session, request_id)
+            .map(|p| p.tool_call_id.to_owned())
+        else {
+            return;
+        };
+        let Some(chat) = host
+            .session_state::<ChatProjection>(session)
+            .filter(|c| c.live)
+        else {
+            return;
+        };
+        let produced = chat.confirmation_asked(&tool_call_id);
+        publish_all(host, session, produced);
+    }
+
+    fn session_changed(&self, host: &mut Host, change: SessionChange, session: &str) {
+        match change {
+            SessionChange::Created => {
+                let Some(summary) = host.session(session).map(|s| snapshot::summary(host, s))
+                else {
+                    return;
+                };
+                feed::notify_subscribers(
+                    host,
+                    ROOT,
+                    "root/sessionAdded",
+                    &json!({"channel": ROOT, "summary": summary}),
+                );
+            }
+            SessionChange::Deleted => {
+                if let Some(feed) = host.dialect_state::<Feed>() {
+                    feed.drop_channel(&session_uri(session));
+                    feed.drop_channel(&chat_uri(session));
+                }
+                feed::notify_subscribers(
+                    host,
+                    ROOT,
+                    "root/sessionRemoved",
+                    &json!({"channel": ROOT, "session": session_uri(session)}),
+                );
+            }
+            SessionChange::Updated => return,
+        }
+        let count = i64::try_from(host.sessions().count()).unwrap_or(i64::MAX);
+        feed::publish(
+            host,
+            ROOT,
+            StateAction::RootActiveSessionsChanged(RootActiveSessionsChangedAction {
+                active_sessions: count,
+            }),
+            None,
+        );
+    }
+
+    fn conn_ended(&self, host: &mut Host, conn: ConnId, _state: &mut (dyn Any + Send)) {
+        if let Some(feed) = host.dialect_state::<Feed>() {
+            feed.forget(conn);
+        }
+    }
+}
+
+/// Publishes what a session's projection produced, each on its channel. A confirmation an
+/// AHP client dispatched carries that client's origin.
+fn publish_all(host: &mut Host, session: &str, produced: Vec<Produced>) {
+    for Produced { scope, action } in produced {
+        let channel = match scope {
+            Scope::Chat => chat_uri(session),
+            Scope::Session => session_uri(session),
+        };
+        let origin = match &action {
+            StateAction::ChatToolCallConfirmed(a) => host
+                .session_state::<ChatProjection>(session)
+                .and_then(|c| c.take_confirmation_origin(&a.tool_call_id)),
+            _ => None,
+        };
+        feed::publish(host, &channel, action, origin);
+    }
+}
+
+/// Makes `session`'s projection live (built from its persisted events the first time);
+/// `false` when no such session is loaded.
+pub(crate) fn ensure_live(host: &mut Host, session: &str) -> bool {
+    let Some(live) = host.session(session) else {
+        return false;
+    };
+    if host
+        .session_state_ref::<ChatProjection>(session)
+        .is_some_and(|c| c.live)
+    {
+        return true;
+    }
+    let now = host.now();
+    let events: Vec<(String, Value)> = live
+        .events()
+        .iter()
+        .filter_map(|e| {
+            let mut envelope = serde_json::from_slice::<Value>(&e.json).ok()?;
+            let data = envelope
+                .get_mut("data")
+                .map(Value::take)
+                .unwrap_or(Value::Null);
+            Some((e.event_type.clone(), data))
+        })
+        .collect();
+    let busy = host.session_busy(session);
+    let Some(chat) = host.session_state::<ChatProjection>(session) else {
+        return false;
+    };
+    chat.replay(
+        events.iter().map(|(t, d)| (t.as_str(), d.clone(), now)),
+        busy,
+        now,
+    );
+    true
+}
+
+/// Attaches `conn` to `session` (once) as a client that streams and answers permission
+/// prompts.
+fn attach(host: &mut Host, conn: ConnId, session: &str) {
+    let attached = host
+        .session(session)
+        .is_some_and(|s| s.attached.contains_key(&conn));
+    if !attached {
+        host.attach(
+            session,
+            conn,
+            Attachment {
+                streaming: true,
+                include_sub_agent_streaming: true,
+                request_permission: true,
+                ..Attachment::default()
+            },
+        );
+    }
+}
+
+/// The origin of an action `conn` dispatched with `client_seq`.
+fn origin(host: &Host, conn: ConnId, client_seq: i64) -> ActionOrigin {
+    ActionOrigin {
+        client_id: host
+            .conn_state_ref::<ConnState>(conn)
+            .map(|c| c.client_id.clone())
+            .unwrap_or_default(),
+        client_seq,
+    }
+}
+
+/// Handles one message from an AHP connection.
+pub(crate) fn handle_message(host: &mut Host, conn: ConnId, message: jsonrpc::Message<'_>) {
+    match message {
+        jsonrpc::Message::Request { id, method, params } => {
+            let id = id.to_owned();
+            if !host.begin_request(conn, &id) {
+                let error = ErrorObject::new(
+                    jsonrpc::code::INVALID_REQUEST,
+                    format!(
+                        "Invalid request: request id {} is already in flight",
+                        id.as_raw()
+                    ),
+                );
+                let mut body = Vec::new();
+                jsonrpc::write_error(&mut body, Some(&id), &error);
+                host.send_body(conn, &body);
+                return;
+            }
+            let result = methods::dispatch(host, conn, &method, params);
+            host.respond(conn, &id, result);
+        }
+        jsonrpc::Message::Notification { method, params } => {
+            methods::notification(host, conn, &method, params);
+        }
+        // This dialect sends no requests to its clients: nothing to match.
+        jsonrpc::Message::Response { .. } => {}
+    }
+}

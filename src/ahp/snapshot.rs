@@ -1,0 +1,171 @@
+//! Snapshots of the channels this host serves: the root, a session, its chat; and the
+//! session summaries of `listSessions` and `root/sessionAdded`.
+
+use ahp_types::state::{
+    AgentInfo, ChatState, ChatSummary, RootState, SessionLifecycle, SessionState, SessionStatus,
+    SessionSummary, Snapshot, SnapshotState,
+};
+
+use crate::host::Host;
+use crate::session::Session;
+
+use super::channels::{chat_uri, session_uri, Channel, ROOT};
+use super::projection::ChatProjection;
+
+/// The agent provider every session of this host has.
+pub(crate) const PROVIDER: &str = "agentwire";
+
+/// The root state: one agent, the number of loaded sessions.
+pub(crate) fn root(host: &Host) -> RootState {
+    RootState {
+        agents: vec![AgentInfo {
+            provider: PROVIDER.into(),
+            display_name: "agentwire".into(),
+            description: "The agent of agentwire's sessions (scripted, a model, or an ACP agent)"
+                .into(),
+            models: Vec::new(),
+            protected_resources: None,
+            customizations: None,
+            capabilities: None,
+        }],
+        active_sessions: Some(i64::try_from(host.sessions().count()).unwrap_or(i64::MAX)),
+        terminals: None,
+        config: None,
+        meta: None,
+    }
+}
+
+fn status(chat: Option<&ChatProjection>, busy: bool) -> u32 {
+    let running = chat.map_or(busy, |c| c.active_turn_id().is_some());
+    if running {
+        SessionStatus::InProgress.bits()
+    } else {
+        SessionStatus::Idle.bits()
+    }
+}
+
+fn title(session: &Session, chat: Option<&ChatProjection>) -> String {
+    chat.and_then(ChatProjection::title)
+        .map(str::to_owned)
+        .or_else(|| session.summary.clone())
+        .unwrap_or_default()
+}
+
+fn working_directories(session: &Session) -> Option<Vec<String>> {
+    session
+        .cwd
+        .as_ref()
+        .map(|cwd| vec![format!("file://{cwd}")])
+}
+
+/// The summary of `session` (for `listSessions` and `root/sessionAdded`).
+pub(crate) fn summary(host: &Host, session: &Session) -> SessionSummary {
+    let chat = host.session_state_ref::<ChatProjection>(&session.id);
+    SessionSummary {
+        provider: PROVIDER.into(),
+        title: title(session, chat),
+        status: status(chat, host.session_busy(&session.id)),
+        activity: None,
+        origin: None,
+        project: None,
+        working_directories: working_directories(session),
+        annotations: None,
+        resource: session_uri(&session.id),
+        created_at: session.start_time.to_rfc3339(),
+        modified_at: session.modified_time.to_rfc3339(),
+        changes: None,
+        meta: None,
+        chats: None,
+        default_chat: Some(chat_uri(&session.id)),
+    }
+}
+
+fn chat_summary(session: &Session, chat: Option<&ChatProjection>, busy: bool) -> ChatSummary {
+    ChatSummary {
+        resource: chat_uri(&session.id),
+        title: title(session, chat),
+        status: status(chat, busy),
+        activity: None,
+        modified_at: session.modified_time.to_rfc3339(),
+        changes: None,
+        origin: None,
+        movable: Some(false),
+        interactivity: None,
+        working_directories: None,
+    }
+}
+
+/// The state of session `id` (its projection must be live).
+pub(crate) fn session(host: &Host, id: &str) -> Option<SessionState> {
+    let session = host.session(id)?;
+    let chat = host.session_state_ref::<ChatProjection>(id);
+    let busy = host.session_busy(id);
+    Some(SessionState {
+        provider: PROVIDER.into(),
+        title: title(session, chat),
+        status: status(chat, busy),
+        activity: None,
+        origin: None,
+        project: None,
+        working_directories: working_directories(session),
+        annotations: None,
+        lifecycle: SessionLifecycle::Ready,
+        creation_error: None,
+        server_tools: None,
+        active_clients: Vec::new(),
+        chats: vec![chat_summary(session, chat, busy)],
+        default_chat: Some(chat_uri(id)),
+        config: None,
+        customizations: None,
+        changesets: None,
+        input_needed: None,
+        meta: None,
+    })
+}
+
+/// The state of session `id`'s chat (its projection must be live).
+pub(crate) fn chat(host: &Host, id: &str) -> Option<ChatState> {
+    let session = host.session(id)?;
+    let chat = host.session_state_ref::<ChatProjection>(id);
+    let busy = host.session_busy(id);
+    let summary = chat_summary(session, chat, busy);
+    Some(ChatState {
+        resource: summary.resource,
+        title: summary.title,
+        status: summary.status,
+        activity: None,
+        modified_at: summary.modified_at,
+        changes: None,
+        origin: None,
+        movable: Some(false),
+        interactivity: None,
+        working_directories: None,
+        changesets: None,
+        background_work: None,
+        canvases: None,
+        turns: chat.map(|c| c.turns().to_vec()).unwrap_or_default(),
+        turns_next_cursor: None,
+        active_turn: chat.and_then(ChatProjection::active_turn),
+        steering_message: None,
+        queued_messages: None,
+        draft: None,
+        meta: None,
+    })
+}
+
+/// The snapshot of `channel` at `seq`; `None` when it names no loaded session.
+pub(crate) fn snapshot(host: &Host, channel: Channel<'_>, seq: u64) -> Option<Snapshot> {
+    let (resource, state) = match channel {
+        Channel::Root => (ROOT.to_owned(), SnapshotState::Root(Box::new(root(host)))),
+        Channel::Session(id) => (
+            session_uri(id),
+            SnapshotState::Session(Box::new(session(host, id)?)),
+        ),
+        Channel::Chat(id) => (chat_uri(id), SnapshotState::Chat(Box::new(chat(host, id)?))),
+    };
+    Some(Snapshot {
+        resource,
+        state,
+        from_seq: i64::try_from(seq).unwrap_or(i64::MAX),
+    })
+}

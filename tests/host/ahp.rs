@@ -1,0 +1,554 @@
+//! The AHP dialect over the sans-IO host: the handshake, sessions and snapshots, a turn as
+//! action envelopes, a tool call confirmed by an AHP client, one session shared with a
+//! Copilot SDK client, reconnect with replay, and bad input.
+
+use agentwire::agent::Scenario;
+use agentwire::frame::{FrameDecoder, FrameLimits, Framing};
+use agentwire::host::{Dialect, HostConfig};
+use serde_json::{json, Value};
+
+use crate::support::{create, Peer, World};
+
+fn ahp_peer(w: &mut World) -> Peer {
+    let conn = w
+        .host
+        .open_with(w.now, Dialect::Ahp, Framing::ContentLength);
+    Peer {
+        conn,
+        decoder: FrameDecoder::new(Framing::ContentLength, FrameLimits::default()),
+        next_id: 0,
+        inbox: Vec::new(),
+    }
+}
+
+fn initialize(w: &mut World, p: &mut Peer, client: &str, subscriptions: Value) -> Value {
+    w.call(
+        p,
+        &mut [],
+        "initialize",
+        json!({"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": client,
+               "initialSubscriptions": subscriptions}),
+    )
+}
+
+fn dispatch(
+    w: &mut World,
+    p: &mut Peer,
+    others: &mut [&mut Peer],
+    channel: &str,
+    seq: i64,
+    action: Value,
+) {
+    w.send_frame(
+        p,
+        &json!({"jsonrpc": "2.0", "method": "dispatchAction",
+                "params": {"channel": channel, "clientSeq": seq, "action": action}}),
+    );
+    let mut all: Vec<&mut Peer> = vec![p];
+    all.extend(others.iter_mut().map(|o| &mut **o));
+    w.pump(&mut all);
+}
+
+/// The `action` envelopes `p` received, in order.
+fn envelopes(p: &Peer) -> Vec<Value> {
+    p.inbox
+        .iter()
+        .filter(|m| m["method"] == "action")
+        .map(|m| m["params"].clone())
+        .collect()
+}
+
+fn action_types(p: &Peer, channel: &str) -> Vec<String> {
+    envelopes(p)
+        .iter()
+        .filter(|e| e["channel"] == channel)
+        .map(|e| e["action"]["type"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+fn turn_started(turn: &str, text: &str) -> Value {
+    json!({"type": "chat/turnStarted", "turnId": turn, "startedAt": "2026-12-04T00:00:00Z",
+           "message": {"text": text, "origin": {"kind": "user"}}})
+}
+
+fn chat_snapshot(w: &mut World, p: &mut Peer, chat: &str) -> Value {
+    let r = w.call(p, &mut [], "subscribe", json!({"channel": chat}));
+    r["result"]["snapshot"]["state"].clone()
+}
+
+#[test]
+fn the_handshake_negotiates_the_version_and_answers_ping_with_null() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = ahp_peer(&mut w);
+    let early = w.call(
+        &mut p,
+        &mut [],
+        "listSessions",
+        json!({"channel": "ahp-root://"}),
+    );
+    assert_eq!(early["error"]["code"], -32600, "{early}");
+    let ping = w.call(&mut p, &mut [], "ping", json!({"channel": "ahp-root://"}));
+    assert_eq!(ping["result"], Value::Null, "{ping}");
+    assert!(ping.get("error").is_none(), "{ping}");
+
+    let too_new = w.call(
+        &mut p,
+        &mut [],
+        "initialize",
+        json!({"channel": "ahp-root://", "protocolVersions": ["2.0.0"], "clientId": "c"}),
+    );
+    assert_eq!(too_new["error"]["code"], -32005, "{too_new}");
+    assert_eq!(
+        too_new["error"]["data"]["supportedVersions"],
+        json!(["1.0.0", "0.9.0"])
+    );
+
+    let old = w.call(
+        &mut p,
+        &mut [],
+        "initialize",
+        json!({"channel": "ahp-root://", "protocolVersions": ["0.9.0"], "clientId": "c"}),
+    );
+    assert_eq!(old["result"]["protocolVersion"], "0.9.0", "{old}");
+
+    let r = initialize(&mut w, &mut p, "c", json!(["ahp-root://"]));
+    assert_eq!(r["result"]["protocolVersion"], "1.0.0", "{r}");
+    let root = &r["result"]["snapshots"][0];
+    assert_eq!(root["resource"], "ahp-root://");
+    assert_eq!(
+        root["state"]["agents"][0]["provider"], "agentwire",
+        "{root}"
+    );
+    assert_eq!(root["state"]["activeSessions"], 0);
+}
+
+#[test]
+fn a_turn_started_by_an_ahp_client_streams_as_actions_and_lands_in_the_snapshot() {
+    let mut w = World::new(HostConfig::default());
+    let mut a = ahp_peer(&mut w);
+    initialize(&mut w, &mut a, "client-a", json!(["ahp-root://"]));
+    let created = w.call(
+        &mut a,
+        &mut [],
+        "createSession",
+        json!({"channel": "ahp-session:/s1", "workingDirectories": ["file:///proj"]}),
+    );
+    assert_eq!(created["result"], Value::Null, "{created}");
+    let added: Vec<&Value> = a
+        .inbox
+        .iter()
+        .filter(|m| m["method"] == "root/sessionAdded")
+        .collect();
+    assert_eq!(added.len(), 1, "{:?}", a.inbox);
+    assert_eq!(added[0]["params"]["summary"]["resource"], "ahp-session:/s1");
+    let again = w.call(
+        &mut a,
+        &mut [],
+        "createSession",
+        json!({"channel": "ahp-session:/s1"}),
+    );
+    assert_eq!(again["error"]["code"], -32003, "{again}");
+
+    let session = w.call(
+        &mut a,
+        &mut [],
+        "subscribe",
+        json!({"channel": "ahp-session:/s1"}),
+    );
+    let state = &session["result"]["snapshot"]["state"];
+    assert_eq!(state["defaultChat"], "ahp-chat:/s1", "{session}");
+    assert_eq!(state["chats"][0]["resource"], "ahp-chat:/s1");
+    assert_eq!(state["workingDirectories"], json!(["file:///proj"]));
+    let chat = chat_snapshot(&mut w, &mut a, "ahp-chat:/s1");
+    assert_eq!(chat["turns"], json!([]), "{chat}");
+
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-chat:/s1",
+        1,
+        turn_started("t1", "hello"),
+    );
+    let types = action_types(&a, "ahp-chat:/s1");
+    assert_eq!(
+        types.first().map(String::as_str),
+        Some("chat/turnStarted"),
+        "{types:?}"
+    );
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("chat/turnComplete"),
+        "{types:?}"
+    );
+    assert!(types.iter().any(|t| t == "chat/responsePart"), "{types:?}");
+    let all = envelopes(&a);
+    let echo = all
+        .iter()
+        .find(|e| e["action"]["type"] == "chat/turnStarted")
+        .unwrap();
+    assert_eq!(
+        echo["origin"],
+        json!({"clientId": "client-a", "clientSeq": 1}),
+        "{echo}"
+    );
+    let seqs: Vec<u64> = all
+        .iter()
+        .map(|e| e["serverSeq"].as_u64().unwrap())
+        .collect();
+    assert!(
+        seqs.windows(2).all(|p| p[0] < p[1]),
+        "serverSeq increases: {seqs:?}"
+    );
+
+    // A second client's snapshot holds the finished turn with the agent's answer.
+    let mut b = ahp_peer(&mut w);
+    initialize(&mut w, &mut b, "client-b", json!([]));
+    let chat = chat_snapshot(&mut w, &mut b, "ahp-chat:/s1");
+    let turn = &chat["turns"][0];
+    assert_eq!(turn["id"], "t1", "{chat}");
+    assert_eq!(turn["state"], "complete");
+    assert_eq!(turn["message"]["text"], "hello");
+    let text: String = turn["responseParts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["kind"] == "markdown")
+        .map(|p| p["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "You said: hello", "{chat}");
+    assert!(chat.get("activeTurn").is_none(), "{chat}");
+
+    let list = w.call(
+        &mut b,
+        &mut [],
+        "listSessions",
+        json!({"channel": "ahp-root://"}),
+    );
+    assert_eq!(list["result"]["items"][0]["title"], "hello", "{list}");
+    let turns = w.call(
+        &mut b,
+        &mut [],
+        "fetchTurns",
+        json!({"channel": "ahp-chat:/s1"}),
+    );
+    assert_eq!(turns["result"], json!({}), "{turns}");
+
+    let gone = w.call(
+        &mut b,
+        &mut [&mut a],
+        "disposeSession",
+        json!({"channel": "ahp-session:/s1"}),
+    );
+    assert_eq!(gone["result"], Value::Null, "{gone}");
+    assert!(
+        a.inbox
+            .iter()
+            .any(|m| m["method"] == "root/sessionRemoved"
+                && m["params"]["session"] == "ahp-session:/s1"),
+        "{:?}",
+        a.inbox
+    );
+}
+
+#[test]
+fn a_tool_call_waits_for_an_ahp_confirmation_and_late_answers_are_rejected() {
+    let scenario = Scenario::from_json(
+        r#"{"default":[{"read_file":"/proj/notes.txt","result":"the notes"},{"say":"done"}]}"#,
+    )
+    .unwrap();
+    let mut w = World::new(HostConfig::with_scenario(scenario));
+    let mut a = ahp_peer(&mut w);
+    let mut b = ahp_peer(&mut w);
+    initialize(&mut w, &mut a, "a", json!([]));
+    initialize(&mut w, &mut b, "b", json!([]));
+    w.call(
+        &mut a,
+        &mut [],
+        "createSession",
+        json!({"channel": "ahp-session:/s", "workingDirectories": ["/proj"]}),
+    );
+    chat_snapshot(&mut w, &mut a, "ahp-chat:/s");
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-chat:/s",
+        1,
+        turn_started("t", "read it"),
+    );
+    let types = action_types(&a, "ahp-chat:/s");
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("chat/toolCallReady"),
+        "the turn waits for a confirmation: {types:?}"
+    );
+    let ready = envelopes(&a).last().cloned().unwrap();
+    assert!(ready["action"].get("confirmed").is_none(), "{ready}");
+    let tool_call_id = ready["action"]["toolCallId"].as_str().unwrap().to_owned();
+
+    // A client joining mid-turn sees the pending confirmation in its snapshot.
+    let chat = chat_snapshot(&mut w, &mut b, "ahp-chat:/s");
+    let part = &chat["activeTurn"]["responseParts"][0];
+    assert_eq!(part["toolCall"]["status"], "pending-confirmation", "{chat}");
+
+    // b answers; the turn goes on; a's late answer is rejected to a alone.
+    dispatch(
+        &mut w,
+        &mut b,
+        &mut [&mut a],
+        "ahp-chat:/s",
+        7,
+        json!({"type": "chat/toolCallConfirmed", "turnId": "t", "toolCallId": tool_call_id, "approved": true}),
+    );
+    let confirmed = envelopes(&a)
+        .into_iter()
+        .find(|e| e["action"]["type"] == "chat/toolCallConfirmed")
+        .expect("the confirmation is announced");
+    assert_eq!(
+        confirmed["origin"],
+        json!({"clientId": "b", "clientSeq": 7}),
+        "{confirmed}"
+    );
+    let types = action_types(&a, "ahp-chat:/s");
+    assert!(
+        types.iter().any(|t| t == "chat/toolCallComplete"),
+        "{types:?}"
+    );
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("chat/turnComplete"),
+        "{types:?}"
+    );
+    let complete = envelopes(&b)
+        .into_iter()
+        .find(|e| e["action"]["type"] == "chat/toolCallComplete")
+        .unwrap();
+    assert_eq!(complete["action"]["result"]["success"], true, "{complete}");
+
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-chat:/s",
+        2,
+        json!({"type": "chat/toolCallConfirmed", "turnId": "t", "toolCallId": tool_call_id, "approved": false}),
+    );
+    let rejected = envelopes(&a).last().cloned().unwrap();
+    assert!(
+        rejected["rejectionReason"]
+            .as_str()
+            .unwrap()
+            .contains("no pending confirmation"),
+        "{rejected}"
+    );
+    assert!(
+        envelopes(&b)
+            .iter()
+            .all(|e| e.get("rejectionReason").is_none()),
+        "only the sender hears of its rejection"
+    );
+}
+
+#[test]
+fn a_copilot_session_streams_to_an_ahp_subscriber() {
+    let mut w = World::new(HostConfig::default());
+    let mut sdk = w.connect();
+    create(&mut w, &mut sdk, "shared", json!({"streaming": true}));
+    let mut a = ahp_peer(&mut w);
+    initialize(&mut w, &mut a, "a", json!(["ahp-chat:/shared"]));
+    w.call(
+        &mut sdk,
+        &mut [&mut a],
+        "session.send",
+        json!({"sessionId": "shared", "prompt": "from the sdk"}),
+    );
+    w.pump(&mut [&mut sdk, &mut a]);
+    let types = action_types(&a, "ahp-chat:/shared");
+    assert_eq!(
+        types.first().map(String::as_str),
+        Some("chat/turnStarted"),
+        "{types:?}"
+    );
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("chat/turnComplete"),
+        "{types:?}"
+    );
+    let started = envelopes(&a)
+        .into_iter()
+        .find(|e| e["action"]["type"] == "chat/turnStarted")
+        .unwrap();
+    assert_eq!(started["action"]["message"]["text"], "from the sdk");
+
+    // And an AHP prompt reaches the SDK client as session events.
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [&mut sdk],
+        "ahp-chat:/shared",
+        1,
+        turn_started("t2", "from ahp"),
+    );
+    let users: Vec<Value> = sdk
+        .events("shared")
+        .into_iter()
+        .filter(|e| e["type"] == "user.message")
+        .collect();
+    assert_eq!(
+        users.last().unwrap()["data"]["content"],
+        "from ahp",
+        "{users:?}"
+    );
+    assert!(
+        sdk.events("shared")
+            .iter()
+            .any(|e| e["type"] == "assistant.message"
+                && e["data"]["content"] == "You said: from ahp"),
+        "{:?}",
+        sdk.types("shared")
+    );
+}
+
+#[test]
+fn reconnect_replays_what_the_client_missed() {
+    let mut w = World::new(HostConfig::default());
+    let mut a = ahp_peer(&mut w);
+    initialize(&mut w, &mut a, "a", json!([]));
+    w.call(
+        &mut a,
+        &mut [],
+        "createSession",
+        json!({"channel": "ahp-session:/r"}),
+    );
+    chat_snapshot(&mut w, &mut a, "ahp-chat:/r");
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-chat:/r",
+        1,
+        turn_started("t1", "one"),
+    );
+    let last_seen = envelopes(&a).last().unwrap()["serverSeq"].as_u64().unwrap();
+    w.host.handle_eof(w.now, a.conn);
+
+    // A turn runs while the client is away.
+    let mut other = ahp_peer(&mut w);
+    initialize(&mut w, &mut other, "o", json!([]));
+    dispatch(
+        &mut w,
+        &mut other,
+        &mut [],
+        "ahp-chat:/r",
+        1,
+        turn_started("t2", "two"),
+    );
+
+    let mut back = ahp_peer(&mut w);
+    let r = w.call(
+        &mut back,
+        &mut [],
+        "reconnect",
+        json!({"channel": "ahp-root://", "clientId": "a", "lastSeenServerSeq": last_seen,
+               "subscriptions": ["ahp-chat:/r", "ahp-chat:/gone"]}),
+    );
+    let result = &r["result"];
+    assert_eq!(result["type"], "replay", "{r}");
+    assert_eq!(result["missing"], json!(["ahp-chat:/gone"]));
+    let actions = result["actions"].as_array().unwrap();
+    assert_eq!(actions[0]["action"]["type"], "chat/turnStarted", "{r}");
+    assert_eq!(actions[0]["action"]["turnId"], "t2");
+    assert!(actions
+        .iter()
+        .all(|e| e["serverSeq"].as_u64().unwrap() > last_seen));
+    assert_eq!(
+        actions.last().unwrap()["action"]["type"],
+        "chat/turnComplete"
+    );
+}
+
+#[test]
+fn bad_input_gets_clear_errors_and_the_connection_keeps_working() {
+    let mut w = World::new(HostConfig::default());
+    let mut a = ahp_peer(&mut w);
+    w.send_frame(&a, &json!("not a request"));
+    let junk = b"{ this is not json";
+    w.send_raw(
+        &a,
+        format!("Content-Length: {}\r\n\r\n", junk.len()).as_bytes(),
+    );
+    w.send_raw(&a, junk);
+    w.pump(&mut [&mut a]);
+    assert!(
+        a.inbox.iter().any(|m| m["error"]["code"] == -32700),
+        "{:?}",
+        a.inbox
+    );
+    initialize(&mut w, &mut a, "a", json!([]));
+    let unknown = w.call(
+        &mut a,
+        &mut [],
+        "subscribe",
+        json!({"channel": "ahp-terminal:/x"}),
+    );
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    let missing = w.call(
+        &mut a,
+        &mut [],
+        "subscribe",
+        json!({"channel": "ahp-chat:/nope"}),
+    );
+    assert_eq!(missing["error"]["code"], -32001, "{missing}");
+    let method = w.call(&mut a, &mut [], "frobnicate", json!({}));
+    assert_eq!(method["error"]["code"], -32601, "{method}");
+    let bad = w.call(&mut a, &mut [], "createSession", json!({"channel": 7}));
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    let chats = w.call(
+        &mut a,
+        &mut [],
+        "createChat",
+        json!({"channel": "ahp-session:/x", "chat": "ahp-chat:/y"}),
+    );
+    assert_eq!(chats["error"]["code"], -32602, "{chats}");
+
+    w.call(
+        &mut a,
+        &mut [],
+        "createSession",
+        json!({"channel": "ahp-session:/b"}),
+    );
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-session:/b",
+        3,
+        json!({"type": "session/isReadChanged", "isRead": true}),
+    );
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-chat:/b",
+        4,
+        json!({"type": "no/suchAction"}),
+    );
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-chat:/nope",
+        5,
+        turn_started("t", "x"),
+    );
+    let reasons: Vec<String> = envelopes(&a)
+        .iter()
+        .filter_map(|e| e["rejectionReason"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert!(reasons[2].contains("session not found"), "{reasons:?}");
+
+    let ping = w.call(&mut a, &mut [], "ping", json!({"channel": "ahp-root://"}));
+    assert_eq!(ping["result"], Value::Null, "still answering: {ping}");
+}
