@@ -76,6 +76,17 @@ struct Cli {
     #[arg(long)]
     ui_server: bool,
 
+    /// Also serve the Agent Host Protocol (AHP) over WebSocket on this port (0 picks a free
+    /// port), announced on stdout as `ahp: listening on port N` after the main line. With
+    /// COPILOT_CONNECTION_TOKEN set, the upgrade must carry `Authorization: Bearer <token>`.
+    #[arg(long, value_name = "N")]
+    ahp_port: Option<u16>,
+
+    /// Also serve ACP (NDJSON) over TCP on this port (0 picks a free port), announced on
+    /// stdout as `acp: listening on port N` after the main line.
+    #[arg(long, value_name = "N")]
+    acp_port: Option<u16>,
+
     /// TCP port to listen on; 0 picks a free port [default: 0].
     #[arg(long, value_name = "N")]
     port: Option<u16>,
@@ -190,7 +201,7 @@ fn main() -> ExitCode {
     };
     if cli.ui_server {
         return match mode {
-            Mode::Tcp { host, port } if !cli.acp => {
+            Mode::Tcp { host, port, .. } if !cli.acp => {
                 tui::serve(&host, port, config.with_foreground_ui(true))
             }
             _ => {
@@ -299,11 +310,25 @@ fn setup(cli: &Cli) -> Result<(Mode, HostConfig), UsageError> {
         if cli.host.is_some() {
             return Err(UsageError("--stdio cannot be combined with --host".into()));
         }
+        if cli.ahp_port.is_some() || cli.acp_port.is_some() {
+            return Err(UsageError(
+                "--ahp-port and --acp-port open listeners beside the TCP one; they cannot be \
+                 combined with --stdio"
+                    .into(),
+            ));
+        }
         Mode::Stdio
     } else {
         Mode::Tcp {
             host: cli.host.clone().unwrap_or_else(|| DEFAULT_HOST.to_owned()),
             port: cli.port.unwrap_or(0),
+            extra: serve::ExtraListeners {
+                ahp_port: cli.ahp_port,
+                acp_port: cli.acp_port,
+                token: std::env::var("COPILOT_CONNECTION_TOKEN")
+                    .ok()
+                    .filter(|t| !t.is_empty()),
+            },
         }
     };
 

@@ -3,16 +3,33 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use agentwire::host::HostConfig;
+use agentwire::host::{Dialect, HostConfig};
+use agentwire::Framing;
 use agentwire_cluster::node::ClusterNode;
-use agentwire_driver::{Driver, Runtime, ServerOptions, Stopped};
+use agentwire_driver::{Driver, Runtime, ServerOptions, Stopped, WebSocketOptions};
 use agentwire_store::Store;
 use tracing::{error, info};
 
 /// What to serve on.
 pub enum Mode {
     Stdio,
-    Tcp { host: String, port: u16 },
+    Tcp {
+        host: String,
+        port: u16,
+        /// Listeners beside the main one.
+        extra: ExtraListeners,
+    },
+}
+
+/// Listeners beside the main TCP one, on the same host address.
+#[derive(Default)]
+pub struct ExtraListeners {
+    /// `--ahp-port`: the Agent Host Protocol over WebSocket.
+    pub ahp_port: Option<u16>,
+    /// `--acp-port`: ACP (NDJSON) over TCP.
+    pub acp_port: Option<u16>,
+    /// The connection token AHP clients present at the upgrade (`Authorization: Bearer`).
+    pub token: Option<String>,
 }
 
 /// Serves `mode` on the runtime `R` (called inside it) until the host shuts down, a signal
@@ -51,12 +68,38 @@ async fn serve<R: Runtime>(server: Driver<R>, mode: Mode) -> ExitCode {
             info!("serving on stdio");
             server.serve_stdio().await
         }
-        Mode::Tcp { host, port } => {
+        Mode::Tcp { host, port, extra } => {
             let (addr, serving) = match server.bind_tcp((host.as_str(), port)).await {
                 Ok(bound) => bound,
                 Err(e) => return cannot_listen(&host, port, &e),
             };
-            announce(addr);
+            announce("", addr);
+            if let Some(port) = extra.acp_port {
+                let bound = server
+                    .bind_tcp_speaking((host.as_str(), port), Dialect::Acp, Framing::Ndjson)
+                    .await;
+                match bound {
+                    Ok((addr, serving)) => {
+                        R::spawn(Box::pin(async move {
+                            serving.await;
+                        }));
+                        announce("acp: ", addr);
+                    }
+                    Err(e) => return cannot_listen(&host, port, &e),
+                }
+            }
+            if let Some(port) = extra.ahp_port {
+                let options = WebSocketOptions::ahp(extra.token.clone());
+                match server.bind_websocket((host.as_str(), port), options).await {
+                    Ok((addr, serving)) => {
+                        R::spawn(Box::pin(async move {
+                            serving.await;
+                        }));
+                        announce("ahp: ", addr);
+                    }
+                    Err(e) => return cannot_listen(&host, port, &e),
+                }
+            }
             serving.await
         }
     };
@@ -73,11 +116,12 @@ fn cannot_listen(host: &str, port: u16, e: &std::io::Error) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// Prints the port line the SDKs wait for.
-fn announce(addr: std::net::SocketAddr) {
-    info!(%addr, "listening");
+/// Prints the port line the SDKs wait for (`prefix` names a listener beside the main one:
+/// `ahp: listening on port N`).
+fn announce(prefix: &str, addr: std::net::SocketAddr) {
+    info!(%addr, listener = prefix.trim_end_matches(": "), "listening");
     let mut stdout = std::io::stdout().lock();
-    if writeln!(stdout, "listening on port {}", addr.port())
+    if writeln!(stdout, "{prefix}listening on port {}", addr.port())
         .and_then(|()| stdout.flush())
         .is_err()
     {

@@ -8,8 +8,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentwire::host::{ConnId, Host, HostConfig};
+use agentwire::host::{ConnId, Dialect, Host, HostConfig};
 use agentwire::serve::{ServerOptions, Stopped};
+use agentwire::Framing;
 use agentwire::Timestamp;
 use agentwire_store::{Problem, Store, SyncPolicy};
 use futures_lite::future;
@@ -19,7 +20,7 @@ use tracing::{debug, info, warn};
 use crate::clock::now;
 use crate::shared::{ConnState, Inner, Shared};
 use crate::sync::Watch;
-use crate::tasks::{attach_streams, ensure_timer};
+use crate::tasks::{attach_streams, attach_streams_with, ensure_timer};
 use crate::{HostHandle, Runtime, SessionLog};
 
 /// How long to wait before retrying after a failed `accept`.
@@ -65,7 +66,7 @@ impl Connection {
 /// tasks (`attach`, `serve_*`, `with_host`, `shutdown`, `shutdown_on_signals`) hand them to
 /// [`Runtime::spawn`], so they must be called where that works (for tokio: inside its runtime).
 pub struct Driver<R: Runtime> {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     runtime: PhantomData<fn() -> R>,
 }
 
@@ -330,6 +331,38 @@ impl<R: Runtime> Driver<R> {
     /// down; then stops accepting, flushes and closes every connection (bounded by the
     /// flush timeout), syncs the store and returns. Failed accepts are logged and retried.
     pub async fn serve_tcp(&self, listener: R::TcpListener) -> Stopped {
+        let options = self.shared.options;
+        self.serve_tcp_speaking(listener, options.dialect, options.framing)
+            .await
+    }
+
+    /// Binds a TCP listener on `addr` whose connections speak `dialect` over `framing`
+    /// (a listener beside the main one, e.g. ACP's), and returns its local address with the
+    /// future that serves it (see [`Driver::serve_tcp_speaking`]).
+    pub async fn bind_tcp_speaking(
+        &self,
+        addr: impl std::net::ToSocketAddrs,
+        dialect: Dialect,
+        framing: Framing,
+    ) -> io::Result<(SocketAddr, impl Future<Output = Stopped> + Send + 'static)> {
+        let listener = std::net::TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        let listener = R::tcp_listener(listener)?;
+        let local = R::local_addr(&listener)?;
+        let server = self.clone();
+        Ok((local, async move {
+            server.serve_tcp_speaking(listener, dialect, framing).await
+        }))
+    }
+
+    /// [`Driver::serve_tcp`] for connections speaking `dialect` over `framing`, whatever
+    /// the server's options say.
+    pub async fn serve_tcp_speaking(
+        &self,
+        listener: R::TcpListener,
+        dialect: Dialect,
+        framing: Framing,
+    ) -> Stopped {
         ensure_timer(&self.shared);
         loop {
             let next = future::or(async { Err(self.shutdown_requested().await) }, async {
@@ -344,8 +377,8 @@ impl<R: Runtime> Driver<R> {
                     return Stopped::Shutdown { reason };
                 }
                 Ok(Ok((reader, writer, peer))) => {
-                    let conn = self.attach(reader, writer);
-                    debug!(conn = %conn.id(), %peer, "accepted");
+                    let state = attach_streams_with(&self.shared, dialect, framing, reader, writer);
+                    debug!(conn = %state.id, %peer, "accepted");
                 }
                 Ok(Err(e)) => {
                     warn!(error = %e, "accept failed");

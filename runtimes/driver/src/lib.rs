@@ -83,6 +83,7 @@ mod shared;
 mod signals;
 mod sync;
 mod tasks;
+mod websocket;
 
 pub use agentwire;
 pub use agentwire::serve::{ServerOptions, Stopped};
@@ -93,6 +94,7 @@ pub use farewell::SHUTDOWN_NOTIFICATION;
 pub use log::{HostHandle, SessionLog};
 pub use quickack::{rearm as rearm_quickack, QuickAckReader, TcpSocket};
 pub use runtime::{Runtime, Task};
+pub use websocket::WebSocketOptions;
 
 /// The largest chunk a reader task passes to `Host::handle_bytes` at once (64 KiB).
 pub const READ_CHUNK: usize = 64 * 1024;
