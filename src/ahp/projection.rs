@@ -66,7 +66,7 @@ enum Stage {
     Running(ToolCallConfirmationReason),
     Completed {
         confirmed: ToolCallConfirmationReason,
-        result: ToolCallResult,
+        result: Box<ToolCallResult>,
     },
     Cancelled,
 }
@@ -646,7 +646,7 @@ impl ChatProjection {
         };
         call.stage = Stage::Completed {
             confirmed,
-            result: result.clone(),
+            result: Box::new(result.clone()),
         };
         out.push(chat(StateAction::ChatToolCallComplete(
             ChatToolCallCompleteAction {

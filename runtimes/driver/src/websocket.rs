@@ -118,6 +118,9 @@ impl<R: Runtime> Driver<R> {
     }
 
     /// The WebSocket handshake on one accepted connection, then the connection.
+    // The token check's refusal is the library's `ErrorResponse` (an HTTP response), as its
+    // `Callback` requires.
+    #[allow(clippy::result_large_err)]
     async fn upgrade(
         &self,
         reader: R::TcpReader,

@@ -15,6 +15,7 @@ mod interop_acp_agent;
 mod interop_acp_elicitation;
 mod interop_acp_mcp;
 mod interop_acp_model;
+mod interop_ahp;
 mod interop_copilot_agent;
 mod interop_sdk_process;
 mod load;

@@ -23,6 +23,9 @@ pub struct Agentwire {
     pub child: Child,
     pub port: u16,
     stderr: Arc<Mutex<String>>,
+    /// The stdout lines after the port line (the `ahp: listening on port N` of a listener
+    /// beside the main one).
+    stdout: Arc<Mutex<Vec<String>>>,
 }
 
 impl Drop for Agentwire {
@@ -85,11 +88,38 @@ impl Agentwire {
             .strip_prefix("listening on port ")
             .and_then(|p| p.parse().ok())
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let stdout = Arc::new(Mutex::new(Vec::new()));
+        let later = stdout.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                later.lock().unwrap().push(line);
+            }
+        });
         Agentwire {
             child,
             port,
             stderr,
+            stdout,
+        }
+    }
+
+    /// The port of the listener announced as `{prefix}: listening on port N` (e.g. `ahp`),
+    /// waiting (boundedly) for its line.
+    pub async fn listener_port(&self, prefix: &str) -> u16 {
+        let wanted = format!("{prefix}: listening on port ");
+        let deadline = Instant::now() + PROMPT;
+        loop {
+            let found = self
+                .stdout
+                .lock()
+                .unwrap()
+                .iter()
+                .find_map(|l| l.strip_prefix(&wanted).and_then(|p| p.parse().ok()));
+            if let Some(port) = found {
+                return port;
+            }
+            assert!(Instant::now() < deadline, "no `{wanted}N` line on stdout");
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
