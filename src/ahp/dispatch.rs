@@ -2,7 +2,7 @@
 //!
 //! | action | channel | what the host does |
 //! |---|---|---|
-//! | `chat/turnStarted` | `ahp-chat:/<id>` | echoes it (with the client's origin) and queues the message as the session's next prompt; rejected while a turn is in progress |
+//! | `chat/turnStarted` | `ahp-chat:/<id>` | echoes it (with the client's origin) and runs the message as the session's prompt; rejected while a turn is in progress or the agent is busy with another client's prompt |
 //! | `chat/toolCallConfirmed` | `ahp-chat:/<id>` | answers the tool call's pending permission prompt (approve once, or deny); the first answer from any client of any dialect wins, a late one is rejected |
 //! | `chat/turnCancelled` | `ahp-chat:/<id>` | aborts the turn; the host's own `chat/turnCancelled` follows when it stopped |
 //! | `session/titleChanged` | `ahp-session:/<id>` | a `session.title_changed` event, echoed as the action |

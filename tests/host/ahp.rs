@@ -552,3 +552,219 @@ fn bad_input_gets_clear_errors_and_the_connection_keeps_working() {
     let ping = w.call(&mut a, &mut [], "ping", json!({"channel": "ahp-root://"}));
     assert_eq!(ping["result"], Value::Null, "still answering: {ping}");
 }
+
+#[test]
+fn an_error_turn_a_cancelled_turn_and_a_title_reach_ahp_clients() {
+    let scenario = Scenario::from_json(
+        r#"{"rules":[{"match":"fail","steps":[{"error":"the model is down"}]},
+                     {"match":"slow","steps":[{"sleep_ms":5000},{"say":"late"}]}],
+            "default":[{"say":"ok"}]}"#,
+    )
+    .unwrap();
+    let mut w = World::new(HostConfig::with_scenario(scenario));
+    let mut a = ahp_peer(&mut w);
+    initialize(&mut w, &mut a, "a", json!([]));
+    w.call(
+        &mut a,
+        &mut [],
+        "createSession",
+        json!({"channel": "ahp-session:/e"}),
+    );
+    chat_snapshot(&mut w, &mut a, "ahp-chat:/e");
+    w.call(
+        &mut a,
+        &mut [],
+        "subscribe",
+        json!({"channel": "ahp-session:/e"}),
+    );
+
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-chat:/e",
+        1,
+        turn_started("t1", "fail now"),
+    );
+    let error = envelopes(&a)
+        .into_iter()
+        .find(|e| e["action"]["type"] == "chat/error")
+        .expect("the turn ends in an error");
+    assert_eq!(
+        error["action"]["part"]["error"]["message"], "the model is down",
+        "{error}"
+    );
+
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-chat:/e",
+        2,
+        turn_started("t2", "slow one"),
+    );
+    // A second turn while this one runs is refused, to its sender.
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-chat:/e",
+        3,
+        turn_started("t3", "meanwhile"),
+    );
+    let refused = envelopes(&a).last().cloned().unwrap();
+    assert!(
+        refused["rejectionReason"]
+            .as_str()
+            .unwrap()
+            .contains("in progress"),
+        "{refused}"
+    );
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-chat:/e",
+        4,
+        json!({"type": "chat/turnCancelled", "turnId": "t2", "duration": 0}),
+    );
+    w.run_timers(&mut [&mut a]);
+    let types = action_types(&a, "ahp-chat:/e");
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("chat/turnCancelled"),
+        "{types:?}"
+    );
+
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-session:/e",
+        5,
+        json!({"type": "session/titleChanged", "title": "Renamed"}),
+    );
+    let title = envelopes(&a).last().cloned().unwrap();
+    assert_eq!(title["channel"], "ahp-session:/e", "{title}");
+    assert_eq!(title["action"]["title"], "Renamed");
+    let chat = chat_snapshot(&mut w, &mut a, "ahp-chat:/e");
+    assert_eq!(chat["title"], "Renamed", "{chat}");
+    let states: Vec<&Value> = chat["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["state"])
+        .collect();
+    assert_eq!(states, [&json!("error"), &json!("cancelled")], "{chat}");
+}
+
+#[test]
+fn a_session_with_history_is_snapshotted_from_its_events() {
+    let mut w = World::new(HostConfig::default());
+    let mut sdk = w.connect();
+    create(&mut w, &mut sdk, "old", json!({}));
+    for prompt in ["first", "second"] {
+        w.call(
+            &mut sdk,
+            &mut [],
+            "session.send",
+            json!({"sessionId": "old", "prompt": prompt}),
+        );
+    }
+    // The first AHP look at the session builds its chat from the session's events.
+    let mut a = ahp_peer(&mut w);
+    initialize(&mut w, &mut a, "a", json!([]));
+    let chat = chat_snapshot(&mut w, &mut a, "ahp-chat:/old");
+    let turns = chat["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 2, "{chat}");
+    assert_eq!(turns[0]["message"]["text"], "first");
+    assert_eq!(
+        turns[1]["responseParts"][0]["content"], "You said: second",
+        "{chat}"
+    );
+    assert!(turns.iter().all(|t| t["state"] == "complete"));
+}
+
+mod junk {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Pieces of AHP traffic, valid and not, for random sequences.
+    fn message() -> impl Strategy<Value = Value> {
+        let channel = prop_oneof![
+            Just("ahp-root://"),
+            Just("ahp-session:/p"),
+            Just("ahp-chat:/p"),
+            Just("ahp-chat:/q"),
+            Just("ahp-junk:/x"),
+            Just(""),
+        ];
+        let method = prop_oneof![
+            Just("initialize"),
+            Just("reconnect"),
+            Just("ping"),
+            Just("subscribe"),
+            Just("createSession"),
+            Just("disposeSession"),
+            Just("listSessions"),
+            Just("fetchTurns"),
+            Just("createChat"),
+            Just("nope"),
+        ];
+        let action = prop_oneof![
+            Just(turn_started("t", "hi")),
+            Just(
+                json!({"type": "chat/toolCallConfirmed", "turnId": "t", "toolCallId": "c", "approved": true})
+            ),
+            Just(json!({"type": "chat/turnCancelled", "turnId": "t", "duration": 1})),
+            Just(json!({"type": "session/titleChanged", "title": "x"})),
+            Just(json!({"type": "nope"})),
+            Just(json!(42)),
+        ];
+        prop_oneof![
+            (0u64..50, method, channel.clone()).prop_map(|(id, m, c)| json!({
+                "jsonrpc": "2.0", "id": id, "method": m,
+                "params": {"channel": c, "protocolVersions": ["1.0.0"], "clientId": "f",
+                           "lastSeenServerSeq": 1, "subscriptions": [c]}})),
+            (channel.clone(), action, any::<i64>()).prop_map(|(c, a, s)| json!({
+                "jsonrpc": "2.0", "method": "dispatchAction",
+                "params": {"channel": c, "clientSeq": s, "action": a}})),
+            channel.prop_map(
+                |c| json!({"jsonrpc": "2.0", "method": "unsubscribe", "params": {"channel": c}})
+            ),
+            Just(json!([])),
+            Just(json!("junk")),
+            Just(json!({"jsonrpc": "2.0", "id": 1, "result": null})),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+
+        /// Whatever two clients send, nothing panics and every request gets one answer.
+        #[test]
+        fn any_sequence_is_answered_once_per_request(steps in proptest::collection::vec((any::<bool>(), message()), 1..40)) {
+            let mut w = World::new(HostConfig::default());
+            let mut a = ahp_peer(&mut w);
+            let mut b = ahp_peer(&mut w);
+            let mut sent = [Vec::new(), Vec::new()];
+            for (to_b, m) in &steps {
+                let peer = if *to_b { &b } else { &a };
+                w.send_frame(peer, m);
+                if m.get("method").is_some() {
+                    if let Some(id) = m.get("id") {
+                        sent[usize::from(*to_b)].push(id.clone());
+                    }
+                }
+                w.pump(&mut [&mut a, &mut b]);
+                w.run_timers(&mut [&mut a, &mut b]);
+            }
+            for (peer, ids) in [(&a, &sent[0]), (&b, &sent[1])] {
+                let answers = peer.inbox.iter().filter(|m| m.get("method").is_none() && !m["id"].is_null()).count();
+                // Duplicate ids in flight are refused with their own error: one answer each.
+                prop_assert_eq!(answers, ids.len(), "{:?}", peer.inbox);
+            }
+        }
+    }
+}
