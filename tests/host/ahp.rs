@@ -58,10 +58,11 @@ fn envelopes(p: &Peer) -> Vec<Value> {
         .collect()
 }
 
+/// The types of the accepted actions on `channel` (rejections left out).
 fn action_types(p: &Peer, channel: &str) -> Vec<String> {
     envelopes(p)
         .iter()
-        .filter(|e| e["channel"] == channel)
+        .filter(|e| e["channel"] == channel && e.get("rejectionReason").is_none())
         .map(|e| e["action"]["type"].as_str().unwrap_or("").to_owned())
         .collect()
 }
@@ -767,4 +768,119 @@ mod junk {
             }
         }
     }
+}
+
+#[test]
+fn a_permission_is_answered_by_whichever_client_of_either_dialect_answers_first() {
+    let scenario = Scenario::from_json(
+        r#"{"default":[{"read_file":"/proj/notes.txt","result":"the notes"},{"say":"done"}]}"#,
+    )
+    .unwrap();
+    let mut w = World::new(HostConfig::with_scenario(scenario));
+    let mut sdk = w.connect();
+    create(
+        &mut w,
+        &mut sdk,
+        "both",
+        json!({"workingDirectory": "/proj"}),
+    );
+    let mut a = ahp_peer(&mut w);
+    initialize(&mut w, &mut a, "a", json!(["ahp-chat:/both"]));
+
+    // Turn 1: the SDK client answers; the AHP client sees the confirmation, then cannot
+    // answer any more.
+    w.call(
+        &mut sdk,
+        &mut [&mut a],
+        "session.send",
+        json!({"sessionId": "both", "prompt": "one"}),
+    );
+    w.pump(&mut [&mut sdk, &mut a]);
+    let asked = sdk.event("both", "permission.requested");
+    let ready = envelopes(&a)
+        .into_iter()
+        .rev()
+        .find(|e| e["action"]["type"] == "chat/toolCallReady")
+        .unwrap();
+    let tool_call = ready["action"]["toolCallId"].clone();
+    w.call(
+        &mut sdk,
+        &mut [&mut a],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId": "both", "requestId": asked["data"]["requestId"], "result": {"kind": "approve-once"}}),
+    );
+    w.pump(&mut [&mut sdk, &mut a]);
+    let confirmed = envelopes(&a)
+        .into_iter()
+        .find(|e| e["action"]["type"] == "chat/toolCallConfirmed")
+        .expect("the SDK's answer reaches the AHP client");
+    assert_eq!(confirmed["action"]["approved"], true);
+    assert!(
+        confirmed.get("origin").is_none(),
+        "not an AHP client's: {confirmed}"
+    );
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [&mut sdk],
+        "ahp-chat:/both",
+        1,
+        json!({"type": "chat/toolCallConfirmed", "turnId": confirmed["action"]["turnId"],
+               "toolCallId": tool_call, "approved": false}),
+    );
+    assert!(envelopes(&a).last().unwrap()["rejectionReason"].is_string());
+    assert_eq!(
+        action_types(&a, "ahp-chat:/both")
+            .last()
+            .map(String::as_str),
+        Some("chat/turnComplete")
+    );
+
+    // Turn 2: the AHP client answers first (a denial); the SDK client sees the decision.
+    let before = sdk
+        .events("both")
+        .iter()
+        .filter(|e| e["type"] == "permission.completed")
+        .count();
+    w.call(
+        &mut sdk,
+        &mut [&mut a],
+        "session.send",
+        json!({"sessionId": "both", "prompt": "two"}),
+    );
+    w.pump(&mut [&mut sdk, &mut a]);
+    let ready = envelopes(&a)
+        .into_iter()
+        .rev()
+        .find(|e| e["action"]["type"] == "chat/toolCallReady")
+        .unwrap();
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [&mut sdk],
+        "ahp-chat:/both",
+        2,
+        json!({"type": "chat/toolCallConfirmed", "turnId": ready["action"]["turnId"],
+               "toolCallId": ready["action"]["toolCallId"], "approved": false}),
+    );
+    let completed: Vec<Value> = sdk
+        .events("both")
+        .into_iter()
+        .filter(|e| e["type"] == "permission.completed")
+        .collect();
+    assert_eq!(completed.len(), before + 1, "one decision");
+    assert!(
+        !completed.last().unwrap()["data"]["result"]["kind"]
+            .as_str()
+            .unwrap()
+            .starts_with("approved"),
+        "{completed:?}"
+    );
+    let done = sdk
+        .events("both")
+        .into_iter()
+        .rev()
+        .find(|e| e["type"] == "tool.execution_complete")
+        .unwrap();
+    assert_eq!(done["data"]["success"], false, "denied: {done}");
 }

@@ -528,3 +528,27 @@ async fn bad_input_on_the_websocket_gets_clear_answers_and_the_token_is_checked(
     })
     .await;
 }
+
+#[tokio::test]
+async fn smol_and_async_std_serve_ahp_too() {
+    sdk::bounded(async {
+        for runtime in ["smol", "async-std"] {
+            let (_server, port) = server(&["--runtime", runtime], None).await;
+            let c = client(port).await;
+            initialize(&c, runtime).await;
+            create(&c, "rt").await;
+            let (mut state, mut sub) = subscribe_chat(&c, "ahp-chat:/rt").await;
+            c.dispatch("ahp-chat:/rt".into(), turn_started("t", runtime))
+                .await
+                .expect("dispatch");
+            let mut seen = Vec::new();
+            until(&mut sub, &mut state, &mut seen, is_turn_end).await;
+            assert_eq!(
+                markdown(&state.turns[0].response_parts),
+                format!("You said: {runtime}"),
+                "on {runtime}"
+            );
+        }
+    })
+    .await;
+}
