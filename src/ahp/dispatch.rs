@@ -5,6 +5,9 @@
 //! | `chat/turnStarted` | `ahp-chat:/<id>` | echoes it (with the client's origin) and runs the message as the session's prompt; rejected while a turn is in progress or the agent is busy with another client's prompt |
 //! | `chat/toolCallConfirmed` | `ahp-chat:/<id>` | answers the tool call's pending permission prompt (approve once, or deny); the first answer from any client of any dialect wins, a late one is rejected |
 //! | `chat/turnCancelled` | `ahp-chat:/<id>` | aborts the turn; the host's own `chat/turnCancelled` follows when it stopped |
+//! | `chat/toolCallComplete` | `ahp-chat:/<id>` | the result of a tool the dispatching client provides, once the host asked for it (`running`); another client's call is rejected |
+//! | `session/activeClientSet` | `ahp-session:/<id>` | the client (itself only) provides `tools` to the session: the agent can call them |
+//! | `session/activeClientRemoved` | `ahp-session:/<id>` | the client stops providing tools |
 //! | `session/titleChanged` | `ahp-session:/<id>` | a `session.title_changed` event, echoed as the action |
 //!
 //! Anything else, or an action on a channel it does not belong to, comes back to its sender
@@ -12,16 +15,18 @@
 
 use ahp_types::actions::{ActionOrigin, StateAction};
 use ahp_types::commands::DispatchActionParams;
+use ahp_types::state::{ToolCallResult, ToolResultContent};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::agent::AgentInput;
 use crate::host::{ConnId, Host};
+use crate::session::ToolDecl;
 
 use super::channels::Channel;
 use super::feed;
 use super::projection::ChatProjection;
-use super::{ensure_live, origin};
+use super::{ensure_live, origin, provide_tools, COMPLETE, CONFIRMED};
 
 /// Handles a `dispatchAction` notification.
 pub(crate) fn dispatch_action(host: &mut Host, conn: ConnId, params: Option<&RawValue>) {
@@ -47,7 +52,7 @@ pub(crate) fn dispatch_action(host: &mut Host, conn: ConnId, params: Option<&Raw
         }
     };
     let origin = origin(host, conn, p.client_seq);
-    if let Err(reason) = apply(host, &p.channel, &p.action, &origin) {
+    if let Err(reason) = apply(host, conn, &p.channel, &p.action, &origin) {
         feed::reject(host, conn, &p.channel, p.action, origin, reason);
     }
 }
@@ -55,6 +60,7 @@ pub(crate) fn dispatch_action(host: &mut Host, conn: ConnId, params: Option<&Raw
 /// Applies one dispatched action; `Err` is the rejection reason.
 fn apply(
     host: &mut Host,
+    conn: ConnId,
     channel: &str,
     action: &StateAction,
     origin: &ActionOrigin,
@@ -128,13 +134,13 @@ fn apply(
                 json!({"kind": "reject"})
             };
             if let Some(chat) = host.session_state::<ChatProjection>(session) {
-                chat.set_confirmation_origin(&a.tool_call_id, origin.clone());
+                chat.set_origin(&a.tool_call_id, CONFIRMED, origin.clone());
             }
             if host.resolve_permission(session, &request_id, &decision) {
                 Ok(())
             } else {
                 if let Some(chat) = host.session_state::<ChatProjection>(session) {
-                    chat.take_confirmation_origin(&a.tool_call_id);
+                    chat.take_origin(&a.tool_call_id, CONFIRMED);
                 }
                 Err(format!("tool call {} was already answered", a.tool_call_id))
             }
@@ -147,6 +153,81 @@ fn apply(
                 return Err(format!("turn {} is not in progress", a.turn_id));
             }
             host.queue_agent_input(session, AgentInput::Abort);
+            Ok(())
+        }
+        (Channel::Chat(_), StateAction::ChatToolCallComplete(a)) => {
+            let request = host
+                .session_state_ref::<ChatProjection>(session)
+                .and_then(|c| c.client_tool_request(&a.tool_call_id));
+            let Some((request_id, owner)) = request else {
+                return Err(format!(
+                    "tool call {} is not waiting for a client's result",
+                    a.tool_call_id
+                ));
+            };
+            if owner != origin.client_id {
+                return Err(format!(
+                    "tool call {} is executed by client {owner:?}, not by {:?}",
+                    a.tool_call_id, origin.client_id
+                ));
+            }
+            let result = tool_result(&a.result);
+            if let Some(chat) = host.session_state::<ChatProjection>(session) {
+                chat.set_origin(&a.tool_call_id, COMPLETE, origin.clone());
+            }
+            if host.resolve_tool_call(session, &request_id, Some(&result), None) {
+                Ok(())
+            } else {
+                if let Some(chat) = host.session_state::<ChatProjection>(session) {
+                    chat.take_origin(&a.tool_call_id, COMPLETE);
+                }
+                Err(format!(
+                    "tool call {} already has its result",
+                    a.tool_call_id
+                ))
+            }
+        }
+        (Channel::Session(_), StateAction::SessionActiveClientSet(a)) => {
+            let client = &a.active_client;
+            if client.client_id != origin.client_id {
+                return Err(format!(
+                    "a client sets only itself active: {:?} is not {:?}",
+                    client.client_id, origin.client_id
+                ));
+            }
+            let tools = client
+                .tools
+                .iter()
+                .map(|t| ToolDecl {
+                    name: t.name.clone(),
+                    description: t.description.clone().unwrap_or_default(),
+                    parameters: t.input_schema.clone(),
+                    skip_permission: false,
+                })
+                .collect();
+            provide_tools(host, conn, session, tools);
+            if let Some(chat) = host.session_state::<ChatProjection>(session) {
+                chat.set_active_client(conn, client.clone());
+            }
+            feed::publish(host, channel, action.clone(), Some(origin.clone()));
+            Ok(())
+        }
+        (Channel::Session(_), StateAction::SessionActiveClientRemoved(a)) => {
+            if a.client_id != origin.client_id {
+                return Err(format!(
+                    "a client removes only itself: {:?} is not {:?}",
+                    a.client_id, origin.client_id
+                ));
+            }
+            let removed = host
+                .session_state::<ChatProjection>(session)
+                .map(|c| c.remove_active_clients(conn, Some(&a.client_id)))
+                .unwrap_or_default();
+            if removed.is_empty() {
+                return Err(format!("{:?} is not an active client", a.client_id));
+            }
+            provide_tools(host, conn, session, Vec::new());
+            feed::publish(host, channel, action.clone(), Some(origin.clone()));
             Ok(())
         }
         (Channel::Session(_), StateAction::SessionTitleChanged(a)) => {
@@ -163,6 +244,34 @@ fn apply(
             type_name(action)
         )),
     }
+}
+
+/// A client's tool result as the host's tool bridge reads it: `textResultForLlm` (the text
+/// content) and `resultType`.
+fn tool_result(result: &ToolCallResult) -> Value {
+    let text: String = result
+        .content
+        .iter()
+        .flatten()
+        .filter_map(|c| match c {
+            ToolResultContent::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let text = if text.is_empty() && !result.success {
+        result
+            .error
+            .as_ref()
+            .and_then(|e| e.get("message").and_then(Value::as_str).map(str::to_owned))
+            .unwrap_or_default()
+    } else {
+        text
+    };
+    json!({
+        "textResultForLlm": text,
+        "resultType": if result.success { "success" } else { "failure" },
+    })
 }
 
 /// The action's `type` (for rejection reasons).

@@ -11,7 +11,9 @@
 //!   `unsubscribe` / `dispatchAction` notifications.
 //! * `dispatch`: actions clients dispatch (`chat/turnStarted` → a prompt,
 //!   `chat/toolCallConfirmed` → the answer to a permission prompt, `chat/turnCancelled` → an
-//!   abort, `session/titleChanged`); everything else is rejected with a reason.
+//!   abort, `session/activeClientSet` → tools the client provides, `chat/toolCallComplete` →
+//!   a result of one of them, `session/titleChanged`); everything else is rejected with a
+//!   reason.
 //! * `projection`: a session's chat as AHP sees it, kept from the session's events; each
 //!   event becomes the actions its table lists.
 //! * `snapshot`: root, session and chat snapshots, session summaries.
@@ -34,12 +36,14 @@ mod snapshot;
 
 use std::any::Any;
 
-use ahp_types::actions::{ActionOrigin, RootActiveSessionsChangedAction, StateAction};
+use ahp_types::actions::{
+    ActionOrigin, RootActiveSessionsChangedAction, SessionActiveClientRemovedAction, StateAction,
+};
 use serde_json::{json, Value};
 
 use crate::host::{ConnId, DialectHandler, DialectId, Host, SessionChange};
 use crate::jsonrpc::{self, ErrorObject};
-use crate::session::{Attachment, Event};
+use crate::session::{Attachment, Event, ToolDecl};
 
 use channels::{chat_uri, session_uri, ROOT};
 use feed::Feed;
@@ -76,12 +80,20 @@ impl DialectHandler for Ahp {
 
     fn event_emitted(&self, host: &mut Host, session: &str, event: &Event, data: &Value) {
         let now = host.now();
+        // A tool an AHP client provides: the call names that client as its contributor.
+        let contributor = (event.event_type == "tool.execution_start")
+            .then(|| tool_provider(host, session, data))
+            .flatten();
         let Some(chat) = host
             .session_state::<ChatProjection>(session)
             .filter(|c| c.live)
         else {
             return;
         };
+        if let Some(client_id) = contributor {
+            let call = data.get("toolCallId").and_then(Value::as_str).unwrap_or("");
+            chat.note_contributor(call, client_id);
+        }
         let produced = chat.on_event(&event.event_type, data, now);
         publish_all(host, session, produced);
     }
@@ -142,6 +154,24 @@ impl DialectHandler for Ahp {
         );
     }
 
+    fn conn_detached(&self, host: &mut Host, session: &str, conn: ConnId) {
+        // Its tools left with it.
+        let removed = host
+            .session_state::<ChatProjection>(session)
+            .map(|c| c.remove_active_clients(conn, None))
+            .unwrap_or_default();
+        for client_id in removed {
+            feed::publish(
+                host,
+                &session_uri(session),
+                StateAction::SessionActiveClientRemoved(SessionActiveClientRemovedAction {
+                    client_id,
+                }),
+                None,
+            );
+        }
+    }
+
     fn conn_ended(&self, host: &mut Host, conn: ConnId, _state: &mut (dyn Any + Send)) {
         if let Some(feed) = host.dialect_state::<Feed>() {
             feed.forget(conn);
@@ -160,11 +190,28 @@ fn publish_all(host: &mut Host, session: &str, produced: Vec<Produced>) {
         let origin = match &action {
             StateAction::ChatToolCallConfirmed(a) => host
                 .session_state::<ChatProjection>(session)
-                .and_then(|c| c.take_confirmation_origin(&a.tool_call_id)),
+                .and_then(|c| c.take_origin(&a.tool_call_id, CONFIRMED)),
+            StateAction::ChatToolCallComplete(a) => host
+                .session_state::<ChatProjection>(session)
+                .and_then(|c| c.take_origin(&a.tool_call_id, COMPLETE)),
             _ => None,
         };
         feed::publish(host, &channel, action, origin);
     }
+}
+
+/// The `type` of `chat/toolCallConfirmed` (the key of its origin).
+pub(crate) const CONFIRMED: &str = "chat/toolCallConfirmed";
+/// The `type` of `chat/toolCallComplete` (the key of its origin).
+pub(crate) const COMPLETE: &str = "chat/toolCallComplete";
+
+/// The `clientId` of the AHP client providing the tool a `tool.execution_start` (`data`)
+/// calls, if an AHP client provides it.
+fn tool_provider(host: &Host, session: &str, data: &Value) -> Option<String> {
+    let name = data.get("toolName").and_then(Value::as_str)?;
+    let (conn, _) = host.session(session)?.tool_provider(name)?;
+    host.conn_state_ref::<ConnState>(conn)
+        .map(|c| c.client_id.clone())
 }
 
 /// Makes `session`'s projection live (built from its persisted events the first time);
@@ -204,6 +251,18 @@ pub(crate) fn ensure_live(host: &mut Host, session: &str) -> bool {
     true
 }
 
+/// What an AHP connection declares when it attaches: it streams, answers permission
+/// prompts, and provides `tools`.
+fn attachment(tools: Vec<ToolDecl>) -> Attachment {
+    Attachment {
+        streaming: true,
+        include_sub_agent_streaming: true,
+        request_permission: true,
+        tools,
+        ..Attachment::default()
+    }
+}
+
 /// Attaches `conn` to `session` (once) as a client that streams and answers permission
 /// prompts.
 fn attach(host: &mut Host, conn: ConnId, session: &str) {
@@ -211,17 +270,13 @@ fn attach(host: &mut Host, conn: ConnId, session: &str) {
         .session(session)
         .is_some_and(|s| s.attached.contains_key(&conn));
     if !attached {
-        host.attach(
-            session,
-            conn,
-            Attachment {
-                streaming: true,
-                include_sub_agent_streaming: true,
-                request_permission: true,
-                ..Attachment::default()
-            },
-        );
+        host.attach(session, conn, attachment(Vec::new()));
     }
+}
+
+/// Attaches `conn` to `session` providing `tools` (replacing those it provided before).
+fn provide_tools(host: &mut Host, conn: ConnId, session: &str, tools: Vec<ToolDecl>) {
+    host.attach(session, conn, attachment(tools));
 }
 
 /// The origin of an action `conn` dispatched with `client_seq`.

@@ -31,8 +31,9 @@ use ahp_types::actions::{
 };
 use ahp_types::state::{
     ActiveTurn, ErrorInfo, ErrorResponsePart, MarkdownResponsePart, Message, MessageKind,
-    MessageOrigin, ReasoningResponsePart, ResponsePart, ToolCallCancellationReason,
-    ToolCallCancelledState, ToolCallCompletedState, ToolCallConfirmationReason,
+    MessageOrigin, ReasoningResponsePart, ResponsePart, SessionActiveClient,
+    ToolCallCancellationReason, ToolCallCancelledState, ToolCallClientContributor,
+    ToolCallCompletedState, ToolCallConfirmationReason, ToolCallContributor,
     ToolCallPendingConfirmationState, ToolCallResponsePart, ToolCallResult, ToolCallRunningState,
     ToolCallState, ToolCallStreamingState, ToolInput, ToolResultContent, ToolResultTextContent,
     Turn, TurnState, UsageInfo,
@@ -40,6 +41,7 @@ use ahp_types::state::{
 use ahp_types::StringOrMarkdown;
 use serde_json::Value;
 
+use crate::host::ConnId;
 use crate::Timestamp;
 
 /// Where an action goes.
@@ -78,9 +80,21 @@ struct ToolCall {
     name: String,
     input: String,
     stage: Stage,
+    /// The AHP client that provides (executes) the tool, if one does.
+    contributor: Option<String>,
+    /// The host's request for the tool's result (`external_tool.requested`), once asked.
+    request_id: Option<String>,
 }
 
 impl ToolCall {
+    fn contributor(&self) -> Option<ToolCallContributor> {
+        self.contributor.as_ref().map(|client_id| {
+            ToolCallContributor::Client(ToolCallClientContributor {
+                client_id: client_id.clone(),
+            })
+        })
+    }
+
     fn invocation(&self) -> StringOrMarkdown {
         StringOrMarkdown::Plain(format!("Run {}", self.name))
     }
@@ -95,7 +109,7 @@ impl ToolCall {
                 tool_name: name,
                 display_name: display,
                 intention: None,
-                contributor: None,
+                contributor: self.contributor(),
                 meta: None,
                 partial_input: None,
                 invocation_message: None,
@@ -106,7 +120,7 @@ impl ToolCall {
                     tool_name: name,
                     display_name: display,
                     intention: None,
-                    contributor: None,
+                    contributor: self.contributor(),
                     meta: None,
                     invocation_message: self.invocation(),
                     tool_input: input,
@@ -122,7 +136,7 @@ impl ToolCall {
                 tool_name: name,
                 display_name: display,
                 intention: None,
-                contributor: None,
+                contributor: self.contributor(),
                 meta: None,
                 invocation_message: self.invocation(),
                 tool_input: input,
@@ -136,7 +150,7 @@ impl ToolCall {
                     tool_name: name,
                     display_name: display,
                     intention: None,
-                    contributor: None,
+                    contributor: self.contributor(),
                     meta: None,
                     invocation_message: self.invocation(),
                     tool_input: input,
@@ -154,7 +168,7 @@ impl ToolCall {
                 tool_name: name,
                 display_name: display,
                 intention: None,
-                contributor: None,
+                contributor: self.contributor(),
                 meta: None,
                 invocation_message: self.invocation(),
                 tool_input: input,
@@ -189,9 +203,14 @@ pub(crate) struct ChatProjection {
     /// Prompts AHP clients started: the host message id and the client's turn id.
     started: Vec<(String, String)>,
     title: Option<String>,
-    /// The origin of a `chat/toolCallConfirmed` an AHP client dispatched, by tool call id,
-    /// until the host's own confirmation carries it.
-    confirmation_origin: Option<(String, ActionOrigin)>,
+    /// The origins of tool-call actions AHP clients dispatched (`chat/toolCallConfirmed`,
+    /// `chat/toolCallComplete`), by tool call id and action type, until the host's own action
+    /// carries them.
+    origins: Vec<(String, &'static str, ActionOrigin)>,
+    /// Tool calls about to start whose tool an AHP client provides: call id, client id.
+    contributors: Vec<(String, String)>,
+    /// The clients providing tools, with their connections.
+    active_clients: Vec<(ConnId, SessionActiveClient)>,
 }
 
 fn text(data: &Value, name: &str) -> String {
@@ -252,20 +271,64 @@ impl ChatProjection {
         self.title.as_deref()
     }
 
-    /// Remembers who confirmed tool call `id` (the echo carries that origin).
-    pub(crate) fn set_confirmation_origin(&mut self, id: &str, origin: ActionOrigin) {
-        self.confirmation_origin = Some((id.to_owned(), origin));
+    /// Remembers who dispatched the `kind` action (`chat/toolCallConfirmed`,
+    /// `chat/toolCallComplete`) for tool call `id`: the host's own action carries that origin.
+    pub(crate) fn set_origin(&mut self, id: &str, kind: &'static str, origin: ActionOrigin) {
+        self.origins.retain(|(i, k, _)| !(i == id && *k == kind));
+        self.origins.push((id.to_owned(), kind, origin));
     }
 
-    /// The origin of the confirmation of tool call `id`, if a client dispatched it.
-    pub(crate) fn take_confirmation_origin(&mut self, id: &str) -> Option<ActionOrigin> {
-        match self.confirmation_origin.take() {
-            Some((for_id, origin)) if for_id == id => Some(origin),
-            other => {
-                self.confirmation_origin = other;
-                None
-            }
+    /// The origin of the `kind` action for tool call `id`, if a client dispatched it.
+    pub(crate) fn take_origin(&mut self, id: &str, kind: &str) -> Option<ActionOrigin> {
+        let at = self
+            .origins
+            .iter()
+            .position(|(i, k, _)| i == id && *k == kind)?;
+        Some(self.origins.remove(at).2)
+    }
+
+    /// Tool call `id` (about to start) runs a tool AHP client `client_id` provides.
+    pub(crate) fn note_contributor(&mut self, id: &str, client_id: String) {
+        self.contributors.push((id.to_owned(), client_id));
+    }
+
+    /// The host's request id for the result of client-provided tool call `id`, with the
+    /// client that must provide it; `None` when the host is not waiting for it.
+    pub(crate) fn client_tool_request(&self, id: &str) -> Option<(String, String)> {
+        let call = self.active.as_ref()?.tools.iter().find(|c| c.id == id)?;
+        if !matches!(call.stage, Stage::Running(_)) {
+            return None;
         }
+        Some((call.request_id.clone()?, call.contributor.clone()?))
+    }
+
+    /// The clients providing tools to the session.
+    pub(crate) fn active_clients(&self) -> Vec<SessionActiveClient> {
+        self.active_clients.iter().map(|(_, c)| c.clone()).collect()
+    }
+
+    /// `conn`'s client provides tools as `client` (replacing what it declared before).
+    pub(crate) fn set_active_client(&mut self, conn: ConnId, client: SessionActiveClient) {
+        self.active_clients
+            .retain(|(_, c)| c.client_id != client.client_id);
+        self.active_clients.push((conn, client));
+    }
+
+    /// Forgets the active clients of `conn` (or only `client_id`); returns their ids.
+    pub(crate) fn remove_active_clients(
+        &mut self,
+        conn: ConnId,
+        client_id: Option<&str>,
+    ) -> Vec<String> {
+        let mut removed = Vec::new();
+        self.active_clients.retain(|(c, client)| {
+            let gone = *c == conn && client_id.is_none_or(|id| id == client.client_id);
+            if gone {
+                removed.push(client.client_id.clone());
+            }
+            !gone
+        });
+        removed
     }
 
     /// An AHP client started turn `turn_id` with `message`; the host queued it as
@@ -430,6 +493,14 @@ impl ChatProjection {
                 if id.is_empty() || active.tools.iter().any(|c| c.id == id) {
                     return Vec::new();
                 }
+                let contributor = self
+                    .contributors
+                    .iter()
+                    .position(|(call, _)| *call == id)
+                    .map(|at| self.contributors.remove(at).1);
+                let Some(active) = &mut self.active else {
+                    return Vec::new();
+                };
                 let call = ToolCall {
                     id: id.clone(),
                     name: text(data, "toolName"),
@@ -438,6 +509,8 @@ impl ChatProjection {
                         .map(Value::to_string)
                         .unwrap_or_default(),
                     stage: Stage::Streaming,
+                    contributor,
+                    request_id: None,
                 };
                 let action = ChatToolCallStartAction {
                     turn_id: active.turn.id.clone(),
@@ -446,7 +519,7 @@ impl ChatProjection {
                     tool_name: call.name.clone(),
                     display_name: call.name.clone(),
                     intention: None,
-                    contributor: None,
+                    contributor: call.contributor(),
                 };
                 active
                     .turn
@@ -493,6 +566,27 @@ impl ChatProjection {
                         selected_option_id: None,
                     },
                 ))]
+            }
+            "external_tool.requested" => {
+                // The client providing the tool is asked for its result: the call runs.
+                let Some(active) = &mut self.active else {
+                    return Vec::new();
+                };
+                let turn_id = active.turn.id.clone();
+                let id = text(data, "toolCallId");
+                let Some(call) = active.tools.iter_mut().find(|c| c.id == id) else {
+                    return Vec::new();
+                };
+                call.request_id = Some(text(data, "requestId"));
+                if call.stage != Stage::Streaming {
+                    return Vec::new();
+                }
+                call.stage = Stage::Running(ToolCallConfirmationReason::NotNeeded);
+                vec![chat(StateAction::ChatToolCallReady(ready(
+                    &turn_id,
+                    call,
+                    Some(ToolCallConfirmationReason::NotNeeded),
+                )))]
             }
             "tool.execution_complete" => self.tool_completed(data),
             "session.error" => {
@@ -749,7 +843,7 @@ fn ready(
         turn_id: turn_id.to_owned(),
         tool_call_id: call.id.clone(),
         meta: None,
-        contributor: None,
+        contributor: call.contributor(),
         intention: None,
         invocation_message: call.invocation(),
         tool_input: Some(ToolInput::Inline(call.input.clone())),

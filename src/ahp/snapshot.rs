@@ -112,7 +112,7 @@ pub(crate) fn session(host: &Host, id: &str) -> Option<SessionState> {
         lifecycle: SessionLifecycle::Ready,
         creation_error: None,
         server_tools: None,
-        active_clients: Vec::new(),
+        active_clients: chat.map(ChatProjection::active_clients).unwrap_or_default(),
         chats: vec![chat_summary(session, chat, busy)],
         default_chat: Some(chat_uri(id)),
         config: None,

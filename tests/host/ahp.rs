@@ -884,3 +884,149 @@ fn a_permission_is_answered_by_whichever_client_of_either_dialect_answers_first(
         .unwrap();
     assert_eq!(done["data"]["success"], false, "denied: {done}");
 }
+
+#[test]
+fn an_ahp_client_provides_a_tool_executes_its_calls_and_only_it_may_complete_them() {
+    let mut w = World::new(HostConfig::default());
+    let mut a = ahp_peer(&mut w);
+    let mut b = ahp_peer(&mut w);
+    initialize(&mut w, &mut a, "a", json!([]));
+    initialize(&mut w, &mut b, "b", json!([]));
+    w.call(
+        &mut a,
+        &mut [],
+        "createSession",
+        json!({"channel": "ahp-session:/tools"}),
+    );
+    chat_snapshot(&mut w, &mut a, "ahp-chat:/tools");
+    chat_snapshot(&mut w, &mut b, "ahp-chat:/tools");
+    w.call(
+        &mut b,
+        &mut [],
+        "subscribe",
+        json!({"channel": "ahp-session:/tools"}),
+    );
+    let weather = json!({"name": "get_weather", "description": "Weather for a city",
+                         "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}}});
+    // Setting another client active is refused.
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-session:/tools",
+        1,
+        json!({"type": "session/activeClientSet", "activeClient": {"clientId": "b", "tools": [weather]}}),
+    );
+    assert!(envelopes(&a).last().unwrap()["rejectionReason"]
+        .as_str()
+        .unwrap()
+        .contains("only itself"));
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [&mut b],
+        "ahp-session:/tools",
+        2,
+        json!({"type": "session/activeClientSet", "activeClient": {"clientId": "a", "tools": [weather]}}),
+    );
+    assert_eq!(
+        action_types(&b, "ahp-session:/tools"),
+        ["session/activeClientSet"]
+    );
+    let session = w.call(
+        &mut b,
+        &mut [],
+        "subscribe",
+        json!({"channel": "ahp-session:/tools"}),
+    );
+    assert_eq!(
+        session["result"]["snapshot"]["state"]["activeClients"][0]["clientId"], "a",
+        "{session}"
+    );
+
+    dispatch(
+        &mut w,
+        &mut b,
+        &mut [&mut a],
+        "ahp-chat:/tools",
+        1,
+        turn_started("t", "weather in Paris?"),
+    );
+    let start = envelopes(&a)
+        .into_iter()
+        .find(|e| e["action"]["type"] == "chat/toolCallStart")
+        .expect("the tool is called");
+    assert_eq!(
+        start["action"]["contributor"],
+        json!({"kind": "client", "clientId": "a"}),
+        "{start}"
+    );
+    let call = start["action"]["toolCallId"].clone();
+    // Asked first (a custom tool needs permission); b approves.
+    dispatch(
+        &mut w,
+        &mut b,
+        &mut [&mut a],
+        "ahp-chat:/tools",
+        2,
+        json!({"type": "chat/toolCallConfirmed", "turnId": "t", "toolCallId": call, "approved": true}),
+    );
+    let result = json!({"success": true, "pastTenseMessage": "Got the weather",
+                        "content": [{"type": "text", "text": "sunny, 24°C"}]});
+    // b does not provide the tool: its result is refused; a's is taken.
+    dispatch(
+        &mut w,
+        &mut b,
+        &mut [&mut a],
+        "ahp-chat:/tools",
+        3,
+        json!({"type": "chat/toolCallComplete", "turnId": "t", "toolCallId": call, "result": result}),
+    );
+    let refused = envelopes(&b).last().cloned().unwrap();
+    assert!(
+        refused["rejectionReason"]
+            .as_str()
+            .unwrap()
+            .contains("executed by client"),
+        "{refused}"
+    );
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [&mut b],
+        "ahp-chat:/tools",
+        3,
+        json!({"type": "chat/toolCallComplete", "turnId": "t", "toolCallId": call, "result": result}),
+    );
+    let complete = envelopes(&b)
+        .into_iter()
+        .find(|e| {
+            e["action"]["type"] == "chat/toolCallComplete" && e.get("rejectionReason").is_none()
+        })
+        .expect("the result is announced");
+    assert_eq!(
+        complete["origin"],
+        json!({"clientId": "a", "clientSeq": 3}),
+        "{complete}"
+    );
+    assert_eq!(
+        complete["action"]["result"]["content"][0]["text"],
+        "sunny, 24°C"
+    );
+    let types = action_types(&b, "ahp-chat:/tools");
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("chat/turnComplete"),
+        "{types:?}"
+    );
+
+    // a leaves: its tools go with it.
+    w.host.handle_eof(w.now, a.conn);
+    w.pump(&mut [&mut b]);
+    assert_eq!(
+        action_types(&b, "ahp-session:/tools")
+            .last()
+            .map(String::as_str),
+        Some("session/activeClientRemoved")
+    );
+}
