@@ -6,6 +6,7 @@
 //! | `chat/toolCallConfirmed` | `ahp-chat:/<id>` | answers the tool call's pending permission prompt (approve once, or deny); the first answer from any client of any dialect wins, a late one is rejected |
 //! | `chat/turnCancelled` | `ahp-chat:/<id>` | aborts the turn; the host's own `chat/turnCancelled` follows when it stopped |
 //! | `chat/toolCallComplete` | `ahp-chat:/<id>` | the result of a tool the dispatching client provides, once the host asked for it (`running`); another client's call is rejected |
+//! | `chat/inputCompleted` | `ahp-chat:/<id>` | answers the elicitation behind the input request (`accept` with the submitted answers as its content, `decline`, `cancel`); the first answer from any client wins |
 //! | `session/activeClientSet` | `ahp-session:/<id>` | the client (itself only) provides `tools` to the session: the agent can call them |
 //! | `session/activeClientRemoved` | `ahp-session:/<id>` | the client stops providing tools |
 //! | `session/titleChanged` | `ahp-session:/<id>` | a `session.title_changed` event, echoed as the action |
@@ -15,7 +16,7 @@
 
 use ahp_types::actions::{ActionOrigin, StateAction};
 use ahp_types::commands::DispatchActionParams;
-use ahp_types::state::{ToolCallResult, ToolResultContent};
+use ahp_types::state::{ChatInputResponseKind, ToolCallResult, ToolResultContent};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
@@ -26,7 +27,7 @@ use crate::session::ToolDecl;
 use super::channels::Channel;
 use super::feed;
 use super::projection::ChatProjection;
-use super::{ensure_live, origin, provide_tools, COMPLETE, CONFIRMED};
+use super::{ensure_live, origin, provide_tools, COMPLETE, CONFIRMED, INPUT_COMPLETED};
 
 /// Handles a `dispatchAction` notification.
 pub(crate) fn dispatch_action(host: &mut Host, conn: ConnId, params: Option<&RawValue>) {
@@ -184,6 +185,40 @@ fn apply(
                 Err(format!(
                     "tool call {} already has its result",
                     a.tool_call_id
+                ))
+            }
+        }
+        (Channel::Chat(_), StateAction::ChatInputCompleted(a)) => {
+            let waiting = host
+                .session_state_ref::<ChatProjection>(session)
+                .is_some_and(|c| c.awaits_input(&a.request_id));
+            if !waiting {
+                return Err(format!(
+                    "input request {} is not waiting for an answer",
+                    a.request_id
+                ));
+            }
+            let response = match a.response {
+                ChatInputResponseKind::Accept => "accept",
+                ChatInputResponseKind::Decline => "decline",
+                ChatInputResponseKind::Cancel => "cancel",
+            };
+            let mut answer = json!({"action": response});
+            if let Some(answers) = &a.answers {
+                answer["content"] = super::input::content(answers);
+            }
+            if let Some(chat) = host.session_state::<ChatProjection>(session) {
+                chat.set_origin(&a.request_id, INPUT_COMPLETED, origin.clone());
+            }
+            if host.resolve_elicitation(session, &a.request_id, &answer) {
+                Ok(())
+            } else {
+                if let Some(chat) = host.session_state::<ChatProjection>(session) {
+                    chat.take_origin(&a.request_id, INPUT_COMPLETED);
+                }
+                Err(format!(
+                    "input request {} was already answered",
+                    a.request_id
                 ))
             }
         }

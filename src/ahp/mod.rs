@@ -14,6 +14,7 @@
 //!   abort, `session/activeClientSet` → tools the client provides, `chat/toolCallComplete` →
 //!   a result of one of them, `session/titleChanged`); everything else is rejected with a
 //!   reason.
+//! * `input`: elicitations as chat input requests (`chat/inputRequested`) and their answers.
 //! * `projection`: a session's chat as AHP sees it, kept from the session's events; each
 //!   event becomes the actions its table lists.
 //! * `snapshot`: root, session and chat snapshots, session summaries.
@@ -30,6 +31,7 @@
 mod channels;
 mod dispatch;
 mod feed;
+mod input;
 mod methods;
 mod projection;
 mod snapshot;
@@ -194,6 +196,9 @@ fn publish_all(host: &mut Host, session: &str, produced: Vec<Produced>) {
             StateAction::ChatToolCallComplete(a) => host
                 .session_state::<ChatProjection>(session)
                 .and_then(|c| c.take_origin(&a.tool_call_id, COMPLETE)),
+            StateAction::ChatInputCompleted(a) => host
+                .session_state::<ChatProjection>(session)
+                .and_then(|c| c.take_origin(&a.request_id, INPUT_COMPLETED)),
             _ => None,
         };
         feed::publish(host, &channel, action, origin);
@@ -204,6 +209,8 @@ fn publish_all(host: &mut Host, session: &str, produced: Vec<Produced>) {
 pub(crate) const CONFIRMED: &str = "chat/toolCallConfirmed";
 /// The `type` of `chat/toolCallComplete` (the key of its origin).
 pub(crate) const COMPLETE: &str = "chat/toolCallComplete";
+/// The `type` of `chat/inputCompleted` (the key of its origin).
+pub(crate) const INPUT_COMPLETED: &str = "chat/inputCompleted";
 
 /// The `clientId` of the AHP client providing the tool a `tool.execution_start` (`data`)
 /// calls, if an AHP client provides it.
@@ -252,12 +259,13 @@ pub(crate) fn ensure_live(host: &mut Host, session: &str) -> bool {
 }
 
 /// What an AHP connection declares when it attaches: it streams, answers permission
-/// prompts, and provides `tools`.
+/// prompts and elicitations (`chat/inputCompleted`), and provides `tools`.
 fn attachment(tools: Vec<ToolDecl>) -> Attachment {
     Attachment {
         streaming: true,
         include_sub_agent_streaming: true,
         request_permission: true,
+        request_elicitation: true,
         tools,
         ..Attachment::default()
     }

@@ -18,25 +18,27 @@
 //! | a pending permission prompt of the call | `chat/toolCallReady` without `confirmed` (→ `pending-confirmation`) |
 //! | `permission.completed` | `chat/toolCallConfirmed` (approved → `running`, else `cancelled`/`denied`) |
 //! | `tool.execution_complete` | `chat/toolCallReady` `confirmed: not-needed` if nobody was asked, then `chat/toolCallComplete` |
+//! | `elicitation.requested` / `elicitation.completed` | `chat/inputRequested` (an input-request part, questions from the form schema) / `chat/inputCompleted` |
 //! | `session.idle` | `chat/turnComplete`, `chat/turnCancelled` (`aborted`) or `chat/error` (after a `session.error`) |
 //! | `session.title_changed` | `session/titleChanged` on `ahp-session:/<id>` |
 
 use std::collections::BTreeSet;
 
 use ahp_types::actions::{
-    ActionOrigin, ChatDeltaAction, ChatErrorAction, ChatReasoningAction, ChatResponsePartAction,
+    ActionOrigin, ChatDeltaAction, ChatErrorAction, ChatInputCompletedAction,
+    ChatInputRequestedAction, ChatReasoningAction, ChatResponsePartAction,
     ChatToolCallCompleteAction, ChatToolCallConfirmedAction, ChatToolCallReadyAction,
     ChatToolCallStartAction, ChatTurnCancelledAction, ChatTurnCompleteAction,
     ChatTurnStartedAction, ChatUsageAction, SessionTitleChangedAction, StateAction,
 };
 use ahp_types::state::{
-    ActiveTurn, ErrorInfo, ErrorResponsePart, MarkdownResponsePart, Message, MessageKind,
-    MessageOrigin, ReasoningResponsePart, ResponsePart, SessionActiveClient,
-    ToolCallCancellationReason, ToolCallCancelledState, ToolCallClientContributor,
-    ToolCallCompletedState, ToolCallConfirmationReason, ToolCallContributor,
-    ToolCallPendingConfirmationState, ToolCallResponsePart, ToolCallResult, ToolCallRunningState,
-    ToolCallState, ToolCallStreamingState, ToolInput, ToolResultContent, ToolResultTextContent,
-    Turn, TurnState, UsageInfo,
+    ActiveTurn, ChatInputResponseKind, ErrorInfo, ErrorResponsePart, InputRequestResponsePart,
+    MarkdownResponsePart, Message, MessageKind, MessageOrigin, ReasoningResponsePart, ResponsePart,
+    SessionActiveClient, ToolCallCancellationReason, ToolCallCancelledState,
+    ToolCallClientContributor, ToolCallCompletedState, ToolCallConfirmationReason,
+    ToolCallContributor, ToolCallPendingConfirmationState, ToolCallResponsePart, ToolCallResult,
+    ToolCallRunningState, ToolCallState, ToolCallStreamingState, ToolInput, ToolResultContent,
+    ToolResultTextContent, Turn, TurnState, UsageInfo,
 };
 use ahp_types::StringOrMarkdown;
 use serde_json::Value;
@@ -285,6 +287,15 @@ impl ChatProjection {
             .iter()
             .position(|(i, k, _)| i == id && *k == kind)?;
         Some(self.origins.remove(at).2)
+    }
+
+    /// Whether input request `id` of the active turn waits for an answer.
+    pub(crate) fn awaits_input(&self, id: &str) -> bool {
+        self.active.as_ref().is_some_and(|a| {
+            a.turn.response_parts.iter().any(|p| {
+                matches!(p, ResponsePart::InputRequest(r) if r.request.id == id && r.response.is_none())
+            })
+        })
     }
 
     /// Tool call `id` (about to start) runs a tool AHP client `client_id` provides.
@@ -589,6 +600,56 @@ impl ChatProjection {
                 )))]
             }
             "tool.execution_complete" => self.tool_completed(data),
+            "elicitation.requested" => {
+                let Some(active) = &mut self.active else {
+                    // Outside a turn there is no response stream to put it in.
+                    return Vec::new();
+                };
+                let request = super::input::request(data);
+                let known = active.turn.response_parts.iter().any(
+                    |p| matches!(p, ResponsePart::InputRequest(r) if r.request.id == request.id),
+                );
+                if request.id.is_empty() || known {
+                    // Offered again to a client that attached later: already in the stream.
+                    return Vec::new();
+                }
+                active.turn.response_parts.push(ResponsePart::InputRequest(
+                    InputRequestResponsePart {
+                        request: request.clone(),
+                        response: None,
+                    },
+                ));
+                vec![chat(StateAction::ChatInputRequested(
+                    ChatInputRequestedAction { request },
+                ))]
+            }
+            "elicitation.completed" => {
+                let Some(active) = &mut self.active else {
+                    return Vec::new();
+                };
+                let id = text(data, "requestId");
+                let response = match data.get("action").and_then(Value::as_str) {
+                    Some("accept") => ChatInputResponseKind::Accept,
+                    Some("decline") => ChatInputResponseKind::Decline,
+                    _ => ChatInputResponseKind::Cancel,
+                };
+                let Some(part) = active.turn.response_parts.iter_mut().find_map(|p| match p {
+                    ResponsePart::InputRequest(r) if r.request.id == id && r.response.is_none() => {
+                        Some(r)
+                    }
+                    _ => None,
+                }) else {
+                    return Vec::new();
+                };
+                part.response = Some(response);
+                vec![chat(StateAction::ChatInputCompleted(
+                    ChatInputCompletedAction {
+                        request_id: id,
+                        response,
+                        answers: None,
+                    },
+                ))]
+            }
             "session.error" => {
                 if let Some(active) = &mut self.active {
                     active.error = Some(text(data, "message"));

@@ -1030,3 +1030,103 @@ fn an_ahp_client_provides_a_tool_executes_its_calls_and_only_it_may_complete_the
         Some("session/activeClientRemoved")
     );
 }
+
+#[test]
+fn an_elicitation_is_a_chat_input_request_an_ahp_client_answers() {
+    let scenario = Scenario::from_json(
+        r#"{"default":[{"ask":"Deploy now?","schema":{"type":"object","required":["confirmed"],
+              "properties":{"confirmed":{"type":"boolean","description":"Really?"},
+                            "env":{"type":"string","enum":["prod","dev"]}}}},
+            {"say":"The form said {answer}"}]}"#,
+    )
+    .unwrap();
+    let mut w = World::new(HostConfig::with_scenario(scenario));
+    let mut a = ahp_peer(&mut w);
+    initialize(&mut w, &mut a, "a", json!([]));
+    w.call(
+        &mut a,
+        &mut [],
+        "createSession",
+        json!({"channel": "ahp-session:/ask"}),
+    );
+    chat_snapshot(&mut w, &mut a, "ahp-chat:/ask");
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-chat:/ask",
+        1,
+        turn_started("t", "go"),
+    );
+    let requested = envelopes(&a)
+        .into_iter()
+        .find(|e| e["action"]["type"] == "chat/inputRequested")
+        .expect("the elicitation is asked");
+    let request = &requested["action"]["request"];
+    assert_eq!(request["message"], "Deploy now?", "{requested}");
+    let questions = request["questions"].as_array().unwrap();
+    assert!(
+        questions
+            .iter()
+            .any(|q| q["kind"] == "boolean" && q["id"] == "confirmed" && q["required"] == true),
+        "{request}"
+    );
+    assert!(
+        questions
+            .iter()
+            .any(|q| q["kind"] == "single-select" && q["options"][0]["id"] == "prod"),
+        "{request}"
+    );
+    let id = request["id"].clone();
+
+    // The snapshot of a client joining now has the open request in the active turn.
+    let chat = chat_snapshot(&mut w, &mut a, "ahp-chat:/ask");
+    assert_eq!(
+        chat["activeTurn"]["responseParts"][0]["kind"], "inputRequest",
+        "{chat}"
+    );
+
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-chat:/ask",
+        2,
+        json!({"type": "chat/inputCompleted", "requestId": id, "response": "accept",
+               "answers": {"confirmed": {"state": "submitted", "value": {"kind": "boolean", "value": true}},
+                           "env": {"state": "submitted", "value": {"kind": "selected", "value": "dev"}}}}),
+    );
+    let completed = envelopes(&a)
+        .into_iter()
+        .find(|e| {
+            e["action"]["type"] == "chat/inputCompleted" && e.get("rejectionReason").is_none()
+        })
+        .expect("the answer is announced");
+    assert_eq!(completed["origin"]["clientId"], "a", "{completed}");
+    assert_eq!(completed["action"]["response"], "accept");
+    let chat = chat_snapshot(&mut w, &mut a, "ahp-chat:/ask");
+    let text: String = chat["turns"][0]["responseParts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["kind"] == "markdown")
+        .map(|p| p["content"].as_str().unwrap())
+        .collect();
+    assert!(
+        text.contains("\"confirmed\":true") && text.contains("\"env\":\"dev\""),
+        "{text}"
+    );
+    // Answering again is refused.
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-chat:/ask",
+        3,
+        json!({"type": "chat/inputCompleted", "requestId": id, "response": "decline"}),
+    );
+    assert!(envelopes(&a).last().unwrap()["rejectionReason"]
+        .as_str()
+        .unwrap()
+        .contains("not waiting"));
+}
