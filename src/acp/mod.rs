@@ -47,7 +47,7 @@
 mod client;
 mod elicitation;
 mod methods;
-mod modes;
+pub(crate) mod modes;
 mod params;
 mod permission;
 pub(crate) mod relay;

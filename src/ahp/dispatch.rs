@@ -9,6 +9,7 @@
 //! | `chat/inputCompleted` | `ahp-chat:/<id>` | answers the elicitation behind the input request (`accept` with the submitted answers as its content, `decline`, `cancel`); the first answer from any client wins |
 //! | `session/activeClientSet` | `ahp-session:/<id>` | the client (itself only) provides `tools` to the session: the agent can call them |
 //! | `session/activeClientRemoved` | `ahp-session:/<id>` | the client stops providing tools |
+//! | `session/configChanged` | `ahp-session:/<id>` | `mode` (`interactive` / `autopilot`): a persisted `session.mode_changed`, seen by every dialect; `model` is read-only |
 //! | `session/titleChanged` | `ahp-session:/<id>` | a `session.title_changed` event, echoed as the action |
 //!
 //! Anything else, or an action on a channel it does not belong to, comes back to its sender
@@ -27,7 +28,10 @@ use crate::session::ToolDecl;
 use super::channels::Channel;
 use super::feed;
 use super::projection::ChatProjection;
-use super::{ensure_live, origin, provide_tools, COMPLETE, CONFIRMED, INPUT_COMPLETED};
+use super::{
+    ensure_live, origin, provide_tools, COMPLETE, CONFIG_CHANGED, CONFIRMED, INPUT_COMPLETED,
+};
+use crate::acp::modes;
 
 /// Handles a `dispatchAction` notification.
 pub(crate) fn dispatch_action(host: &mut Host, conn: ConnId, params: Option<&RawValue>) {
@@ -263,6 +267,38 @@ fn apply(
             }
             provide_tools(host, conn, session, Vec::new());
             feed::publish(host, channel, action.clone(), Some(origin.clone()));
+            Ok(())
+        }
+        (Channel::Session(_), StateAction::SessionConfigChanged(a)) => {
+            let mut mode = None;
+            for (key, value) in &a.config {
+                match (key.as_str(), value.as_str()) {
+                    ("mode", Some(m)) if modes::find(m).is_some() => mode = modes::find(m),
+                    ("mode", _) => return Err(format!("unknown mode {value}")),
+                    ("model", _) => return Err("the model of a session is read-only".into()),
+                    (other, _) => return Err(format!("unknown config property {other:?}")),
+                }
+            }
+            let Some(mode) = mode else {
+                return Err("nothing to change (the mode is the only mutable property)".into());
+            };
+            let current = host
+                .session(session)
+                .map_or(modes::DEFAULT_MODE, |s| modes::current(s.events()));
+            if current == mode.id {
+                // Nothing changes: the echo confirms the state the client already has.
+                feed::publish(host, channel, action.clone(), Some(origin.clone()));
+            } else {
+                if let Some(chat) = host.session_state::<ChatProjection>(session) {
+                    chat.set_origin(session, CONFIG_CHANGED, origin.clone());
+                }
+                host.emit(
+                    session,
+                    "session.mode_changed",
+                    &json!({"previousMode": current, "newMode": mode.id}),
+                    false,
+                );
+            }
             Ok(())
         }
         (Channel::Session(_), StateAction::SessionTitleChanged(a)) => {

@@ -101,12 +101,25 @@ impl DialectHandler for Ahp {
     }
 
     fn permission_requested(&self, host: &mut Host, session: &str, request_id: &str) {
-        let Some(tool_call_id) = host
-            .pending_permission(session, request_id)
-            .map(|p| p.tool_call_id.to_owned())
-        else {
+        let Some((tool_call_id, kind)) = host.pending_permission(session, request_id).map(|p| {
+            let kind = p.request.get("kind").and_then(Value::as_str).unwrap_or("");
+            (p.tool_call_id.to_owned(), kind.to_owned())
+        }) else {
             return;
         };
+        let ours = host.session(session).is_some_and(|s| {
+            s.attached
+                .keys()
+                .any(|c| host.conn_state_ref::<ConnState>(*c).is_some())
+        });
+        let autopilot = host
+            .session(session)
+            .is_some_and(|s| crate::acp::modes::current(s.events()) == "autopilot");
+        if ours && autopilot && kind != "hook" {
+            // Autopilot: tool calls run without asking (as ACP's editors see it).
+            host.resolve_permission(session, request_id, &json!({"kind": "approve-once"}));
+            return;
+        }
         let Some(chat) = host
             .session_state::<ChatProjection>(session)
             .filter(|c| c.live)
@@ -196,6 +209,9 @@ fn publish_all(host: &mut Host, session: &str, produced: Vec<Produced>) {
             StateAction::ChatToolCallComplete(a) => host
                 .session_state::<ChatProjection>(session)
                 .and_then(|c| c.take_origin(&a.tool_call_id, COMPLETE)),
+            StateAction::SessionConfigChanged(_) => host
+                .session_state::<ChatProjection>(session)
+                .and_then(|c| c.take_origin(session, CONFIG_CHANGED)),
             StateAction::ChatInputCompleted(a) => host
                 .session_state::<ChatProjection>(session)
                 .and_then(|c| c.take_origin(&a.request_id, INPUT_COMPLETED)),
@@ -209,6 +225,8 @@ fn publish_all(host: &mut Host, session: &str, produced: Vec<Produced>) {
 pub(crate) const CONFIRMED: &str = "chat/toolCallConfirmed";
 /// The `type` of `chat/toolCallComplete` (the key of its origin).
 pub(crate) const COMPLETE: &str = "chat/toolCallComplete";
+/// The `type` of `session/configChanged` (the key of its origin, with the session id).
+pub(crate) const CONFIG_CHANGED: &str = "session/configChanged";
 /// The `type` of `chat/inputCompleted` (the key of its origin).
 pub(crate) const INPUT_COMPLETED: &str = "chat/inputCompleted";
 

@@ -21,6 +21,7 @@
 //! | `elicitation.requested` / `elicitation.completed` | `chat/inputRequested` (an input-request part, questions from the form schema) / `chat/inputCompleted` |
 //! | `session.idle` | `chat/turnComplete`, `chat/turnCancelled` (`aborted`) or `chat/error` (after a `session.error`) |
 //! | `session.title_changed` | `session/titleChanged` on `ahp-session:/<id>` |
+//! | `session.mode_changed` | `session/configChanged` (`mode`) on `ahp-session:/<id>` |
 
 use std::collections::BTreeSet;
 
@@ -29,7 +30,8 @@ use ahp_types::actions::{
     ChatInputRequestedAction, ChatReasoningAction, ChatResponsePartAction,
     ChatToolCallCompleteAction, ChatToolCallConfirmedAction, ChatToolCallReadyAction,
     ChatToolCallStartAction, ChatTurnCancelledAction, ChatTurnCompleteAction,
-    ChatTurnStartedAction, ChatUsageAction, SessionTitleChangedAction, StateAction,
+    ChatTurnStartedAction, ChatUsageAction, SessionConfigChangedAction, SessionTitleChangedAction,
+    StateAction,
 };
 use ahp_types::state::{
     ActiveTurn, ChatInputResponseKind, ErrorInfo, ErrorResponsePart, InputRequestResponsePart,
@@ -657,6 +659,17 @@ impl ChatProjection {
                 Vec::new()
             }
             "session.idle" => self.close_turn(data, now),
+            "session.mode_changed" => {
+                let mut config = serde_json::Map::new();
+                config.insert("mode".into(), Value::from(text(data, "newMode")));
+                vec![Produced {
+                    scope: Scope::Session,
+                    action: StateAction::SessionConfigChanged(SessionConfigChangedAction {
+                        config,
+                        replace: None,
+                    }),
+                }]
+            }
             "session.title_changed" => {
                 let title = text(data, "title");
                 self.title = Some(title.clone());

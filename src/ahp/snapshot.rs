@@ -2,10 +2,14 @@
 //! session summaries of `listSessions` and `root/sessionAdded`.
 
 use ahp_types::state::{
-    AgentInfo, ChatState, ChatSummary, RootState, SessionLifecycle, SessionState, SessionStatus,
-    SessionSummary, Snapshot, SnapshotState,
+    AgentInfo, ChatState, ChatSummary, RootState, SessionConfigPropertySchema, SessionConfigSchema,
+    SessionConfigState, SessionLifecycle, SessionState, SessionStatus, SessionSummary, Snapshot,
+    SnapshotState,
 };
 
+use serde_json::Value;
+
+use crate::acp::modes;
 use crate::host::Host;
 use crate::session::Session;
 
@@ -115,12 +119,71 @@ pub(crate) fn session(host: &Host, id: &str) -> Option<SessionState> {
         active_clients: chat.map(ChatProjection::active_clients).unwrap_or_default(),
         chats: vec![chat_summary(session, chat, busy)],
         default_chat: Some(chat_uri(id)),
-        config: None,
+        config: Some(config(session)),
         customizations: None,
         changesets: None,
         input_needed: None,
         meta: None,
     })
+}
+
+/// The session's configuration: its mode (`interactive` / `autopilot`, which clients may
+/// change with `session/configChanged`) and its model (read-only).
+pub(crate) fn config(session: &Session) -> SessionConfigState {
+    let property = |title: &str, values: Vec<Value>, labels: Vec<String>, read_only: bool| {
+        SessionConfigPropertySchema {
+            r#type: "string".into(),
+            title: title.into(),
+            description: None,
+            default: values.first().cloned(),
+            r#enum: Some(values),
+            enum_labels: Some(labels),
+            enum_descriptions: None,
+            read_only: Some(read_only),
+            items: None,
+            min_items: None,
+            max_items: None,
+            properties: None,
+            required: None,
+            additional_properties: None,
+            enum_dynamic: None,
+            session_mutable: Some(!read_only),
+        }
+    };
+    let model = session
+        .model
+        .clone()
+        .unwrap_or_else(|| modes::MODEL.to_owned());
+    let mut properties = std::collections::HashMap::new();
+    properties.insert(
+        "mode".to_owned(),
+        property(
+            "Mode",
+            modes::MODES.iter().map(|m| Value::from(m.id)).collect(),
+            modes::MODES.iter().map(|m| m.name.to_owned()).collect(),
+            false,
+        ),
+    );
+    properties.insert(
+        "model".to_owned(),
+        property(
+            "Model",
+            vec![Value::from(model.clone())],
+            vec![model.clone()],
+            true,
+        ),
+    );
+    let mut values = serde_json::Map::new();
+    values.insert("mode".into(), Value::from(modes::current(session.events())));
+    values.insert("model".into(), Value::from(model));
+    SessionConfigState {
+        schema: SessionConfigSchema {
+            r#type: "object".into(),
+            properties,
+            required: None,
+        },
+        values,
+    }
 }
 
 /// The state of session `id`'s chat (its projection must be live).

@@ -1130,3 +1130,89 @@ fn an_elicitation_is_a_chat_input_request_an_ahp_client_answers() {
         .unwrap()
         .contains("not waiting"));
 }
+
+#[test]
+fn the_mode_is_session_config_and_autopilot_runs_tools_without_asking() {
+    let scenario = Scenario::from_json(
+        r#"{"default":[{"read_file":"/proj/notes.txt","result":"the notes"},{"say":"done"}]}"#,
+    )
+    .unwrap();
+    let mut w = World::new(HostConfig::with_scenario(scenario));
+    let mut a = ahp_peer(&mut w);
+    initialize(&mut w, &mut a, "a", json!([]));
+    w.call(
+        &mut a,
+        &mut [],
+        "createSession",
+        json!({"channel": "ahp-session:/m", "workingDirectories": ["/proj"]}),
+    );
+    let session = w.call(
+        &mut a,
+        &mut [],
+        "subscribe",
+        json!({"channel": "ahp-session:/m"}),
+    );
+    let config = &session["result"]["snapshot"]["state"]["config"];
+    assert_eq!(config["values"]["mode"], "interactive", "{session}");
+    assert_eq!(
+        config["schema"]["properties"]["mode"]["enum"],
+        json!(["interactive", "autopilot"])
+    );
+    assert_eq!(config["schema"]["properties"]["model"]["readOnly"], true);
+
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-session:/m",
+        1,
+        json!({"type": "session/configChanged", "config": {"model": "gpt-9"}}),
+    );
+    assert!(envelopes(&a).last().unwrap()["rejectionReason"]
+        .as_str()
+        .unwrap()
+        .contains("read-only"));
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-session:/m",
+        2,
+        json!({"type": "session/configChanged", "config": {"mode": "autopilot"}}),
+    );
+    let changed = envelopes(&a).last().cloned().unwrap();
+    assert_eq!(
+        changed["action"]["type"], "session/configChanged",
+        "{changed}"
+    );
+    assert_eq!(changed["action"]["config"]["mode"], "autopilot");
+    assert_eq!(changed["origin"]["clientSeq"], 2, "{changed}");
+    assert!(
+        w.host
+            .session_events("m")
+            .unwrap()
+            .iter()
+            .any(|e| e.event_type == "session.mode_changed"),
+        "the mode change is in the session's history"
+    );
+
+    chat_snapshot(&mut w, &mut a, "ahp-chat:/m");
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-chat:/m",
+        3,
+        turn_started("t", "read it"),
+    );
+    let types = action_types(&a, "ahp-chat:/m");
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("chat/turnComplete"),
+        "not asked: {types:?}"
+    );
+    assert!(!envelopes(&a)
+        .iter()
+        .any(|e| e["action"]["type"] == "chat/toolCallReady"
+            && e["action"].get("confirmed").is_none()));
+}
