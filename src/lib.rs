@@ -33,6 +33,9 @@
 //!   `session.sendAndWait`, …) — [`Host::open`].
 //! * [`acp`]: the Agent Client Protocol v1 (`session/update`, `session/request_permission`,
 //!   `fs/*`, `terminal/*`) — [`Host::open_dialect`] with [`Dialect::Acp`].
+//! * [`ahp`]: the Agent Host Protocol 1.0 (`subscribe`, `dispatchAction`, `action` envelopes
+//!   with one `serverSeq`) — [`Host::open_dialect`] with [`Dialect::Ahp`]; its runtime cuts
+//!   WebSocket messages apart (`agentwire-driver`'s WebSocket listener).
 //!
 //! [`serve`] holds the plain data every runtime shares ([`ServerOptions`], [`Stopped`]).
 //!

@@ -102,6 +102,11 @@ fn apply(
                 now,
             );
             feed::publish(host, channel, echo, Some(origin.clone()));
+            super::status_changed(
+                host,
+                session,
+                ahp_types::state::SessionStatus::InProgress.bits(),
+            );
             if let Some(s) = host.session_mut(session) {
                 if s.summary.is_none() {
                     s.summary = Some(a.message.text.chars().take(200).collect());

@@ -39,8 +39,11 @@ mod snapshot;
 use std::any::Any;
 
 use ahp_types::actions::{
-    ActionOrigin, RootActiveSessionsChangedAction, SessionActiveClientRemovedAction, StateAction,
+    ActionOrigin, PartialChatSummary, RootActiveSessionsChangedAction,
+    SessionActiveClientRemovedAction, SessionChatUpdatedAction, StateAction,
 };
+use ahp_types::notifications::PartialSessionSummary;
+use ahp_types::state::SessionStatus;
 use serde_json::{json, Value};
 
 use crate::host::{ConnId, DialectHandler, DialectId, Host, SessionChange};
@@ -198,6 +201,15 @@ impl DialectHandler for Ahp {
 /// AHP client dispatched carries that client's origin.
 fn publish_all(host: &mut Host, session: &str, produced: Vec<Produced>) {
     for Produced { scope, action } in produced {
+        // A turn starting or ending changes the chat's and the session's status.
+        let status = match &action {
+            StateAction::ChatTurnStarted(_) => Some(SessionStatus::InProgress),
+            StateAction::ChatTurnComplete(_) | StateAction::ChatTurnCancelled(_) => {
+                Some(SessionStatus::Idle)
+            }
+            StateAction::ChatError(_) => Some(SessionStatus::Error),
+            _ => None,
+        };
         let channel = match scope {
             Scope::Chat => chat_uri(session),
             Scope::Session => session_uri(session),
@@ -218,7 +230,37 @@ fn publish_all(host: &mut Host, session: &str, produced: Vec<Produced>) {
             _ => None,
         };
         feed::publish(host, &channel, action, origin);
+        if let Some(status) = status {
+            status_changed(host, session, status.bits());
+        }
     }
+}
+
+/// Announces the status of `session` and its chat: `session/chatUpdated` on the session
+/// channel, `root/sessionSummaryChanged` to root subscribers.
+pub(crate) fn status_changed(host: &mut Host, session: &str, status: u32) {
+    feed::publish(
+        host,
+        &session_uri(session),
+        StateAction::SessionChatUpdated(SessionChatUpdatedAction {
+            chat: chat_uri(session),
+            changes: PartialChatSummary {
+                status: Some(status),
+                ..PartialChatSummary::default()
+            },
+        }),
+        None,
+    );
+    let changes = PartialSessionSummary {
+        status: Some(status),
+        ..PartialSessionSummary::default()
+    };
+    feed::notify_subscribers(
+        host,
+        ROOT,
+        "root/sessionSummaryChanged",
+        &json!({"channel": ROOT, "session": session_uri(session), "changes": changes}),
+    );
 }
 
 /// The `type` of `chat/toolCallConfirmed` (the key of its origin).

@@ -4,7 +4,7 @@
 use ahp_types::state::{
     AgentInfo, ChatState, ChatSummary, RootState, SessionConfigPropertySchema, SessionConfigSchema,
     SessionConfigState, SessionLifecycle, SessionState, SessionStatus, SessionSummary, Snapshot,
-    SnapshotState,
+    SnapshotState, TurnState,
 };
 
 use serde_json::Value;
@@ -41,8 +41,13 @@ pub(crate) fn root(host: &Host) -> RootState {
 
 fn status(chat: Option<&ChatProjection>, busy: bool) -> u32 {
     let running = chat.map_or(busy, |c| c.active_turn_id().is_some());
+    let failed = chat
+        .and_then(|c| c.turns().last())
+        .is_some_and(|t| t.state == TurnState::Error);
     if running {
         SessionStatus::InProgress.bits()
+    } else if failed {
+        SessionStatus::Error.bits()
     } else {
         SessionStatus::Idle.bits()
     }

@@ -201,6 +201,23 @@ fn a_turn_started_by_an_ahp_client_streams_as_actions_and_lands_in_the_snapshot(
         seqs.windows(2).all(|p| p[0] < p[1]),
         "serverSeq increases: {seqs:?}"
     );
+    // The chat's status follows the turn, on the session channel and in the root's summaries.
+    let statuses: Vec<u64> = all
+        .iter()
+        .filter(|e| {
+            e["channel"] == "ahp-session:/s1" && e["action"]["type"] == "session/chatUpdated"
+        })
+        .map(|e| e["action"]["changes"]["status"].as_u64().unwrap())
+        .collect();
+    assert_eq!(statuses, [8, 1], "in progress, then idle");
+    let summaries: Vec<&Value> = a
+        .inbox
+        .iter()
+        .filter(|m| m["method"] == "root/sessionSummaryChanged")
+        .collect();
+    assert_eq!(summaries.len(), 2, "{summaries:?}");
+    assert_eq!(summaries[1]["params"]["changes"]["status"], 1);
+    assert_eq!(summaries[1]["params"]["session"], "ahp-session:/s1");
 
     // A second client's snapshot holds the finished turn with the agent's answer.
     let mut b = ahp_peer(&mut w);
