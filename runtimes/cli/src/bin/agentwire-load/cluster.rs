@@ -168,7 +168,7 @@ pub(crate) async fn run_cluster(
     let tracker = crate::progress::Tracker::default();
     let outcome = tokio::time::timeout(
         Duration::from_secs(args.timeout_secs),
-        drive(args, ports, pids.clone(), k, m, &tracker),
+        drive(args, ports, pids.clone(), k, m, &tracker, false),
     )
     .await;
     let peak: Option<u64> = pids

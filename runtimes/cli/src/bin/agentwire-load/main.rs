@@ -29,6 +29,7 @@
 //! did not receive differ from the `droppedCount`s of the `events_dropped` warnings they got
 //! (a silent drop).
 
+mod ahp_client;
 mod client;
 mod cluster;
 mod fake_model;
@@ -136,17 +137,25 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = 1)]
     nats_servers: usize,
 
+    /// Also run every K (scripted agent) with AHP clients: the server's `--ahp-port`
+    /// listener, the K clients of each session on WebSocket, subscribed to its chat (the first
+    /// creates it and starts the turn); a row beside the Copilot SDK protocol's.
+    #[arg(long)]
+    ahp: bool,
+
     /// Worker threads for the clients (1: all clients on one thread, leaving the other
     /// cores to the server).
     #[arg(long, default_value_t = 1)]
     client_threads: usize,
 }
 
-/// Where a run's deltas come from.
+/// Where a run's deltas come from (and, for AHP, who receives them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Source {
     /// The scripted agent's `stream` step.
     Scripted,
+    /// The scripted agent's `stream` step, to AHP clients over WebSocket (`--ahp`).
+    Ahp,
     /// A fake model endpoint, through the model agent.
     Model,
 }
@@ -297,6 +306,9 @@ async fn run_all(args: &Args, server: &Path) -> ExitCode {
         for (i, &k) in args.clients.iter().enumerate() {
             let scripted = args.deltas.get(i).copied().unwrap_or(args.deltas[0]);
             let mut runs = vec![(Source::Scripted, scripted, None)];
+            if args.ahp {
+                runs.push((Source::Ahp, scripted, None));
+            }
             if let Some(nodes) = args.cluster_nodes.filter(|_| rt == "tokio") {
                 runs.push((Source::Scripted, scripted, Some(nodes)));
             }
@@ -366,13 +378,21 @@ pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Starts the server (with `extra` arguments), returns it with its port.
-pub(crate) async fn start_server(
+/// The ports a started server announced.
+pub(crate) struct Ports {
+    /// The main (Copilot SDK protocol) listener.
+    pub(crate) main: u16,
+    /// The AHP listener, when `--ahp-port` was among the arguments.
+    pub(crate) ahp: Option<u16>,
+}
+
+/// Starts the server (with `extra` arguments), returns it with the ports it announced.
+pub(crate) async fn start_listening(
     server: &Path,
     runtime: &str,
     scenario: &Path,
     extra: &[String],
-) -> Result<(Child, u16), String> {
+) -> Result<(Child, Ports), String> {
     let mut cmd = Command::new(server);
     cmd.args(["--runtime", runtime, "--port", "0", "--scenario"])
         .arg(scenario);
@@ -392,14 +412,11 @@ pub(crate) async fn start_server(
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", server.display()))?;
     let stdout = child.stdout.take().ok_or("no stdout")?;
+    let mut stdout = BufReader::new(stdout);
     let mut line = String::new();
     // A cluster node reports its port once its NATS is ready (a JetStream cluster that just
     // started elects its leaders first; the node waits up to 30 s for them).
-    let read = tokio::time::timeout(
-        Duration::from_secs(40),
-        BufReader::new(stdout).read_line(&mut line),
-    )
-    .await;
+    let read = tokio::time::timeout(Duration::from_secs(40), stdout.read_line(&mut line)).await;
     match read {
         Ok(Ok(_)) => {}
         _ => return Err("the server did not report its port".to_owned()),
@@ -409,7 +426,21 @@ pub(crate) async fn start_server(
         .strip_prefix("listening on port ")
         .and_then(|p| p.parse().ok())
         .ok_or_else(|| format!("unexpected server output {line:?}"))?;
-    Ok((child, port))
+    let mut ahp = None;
+    if extra.iter().any(|a| a == "--ahp-port") {
+        let mut line = String::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), stdout.read_line(&mut line)).await;
+        if !matches!(read, Ok(Ok(_))) {
+            return Err("the server did not report its AHP port".to_owned());
+        }
+        ahp = Some(
+            line.trim()
+                .strip_prefix("ahp: listening on port ")
+                .and_then(|p| p.parse().ok())
+                .ok_or_else(|| format!("unexpected server output {line:?}"))?,
+        );
+    }
+    Ok((child, Ports { main: port, ahp }))
 }
 
 /// Starts the server with a scenario file holding `scenario` (and `extra` arguments).
@@ -419,6 +450,17 @@ pub(crate) async fn start_with_scenario(
     scenario: &serde_json::Value,
     extra: &[String],
 ) -> Result<(Child, u16), String> {
+    let (child, ports) = start_with_scenario_listening(server, runtime, scenario, extra).await?;
+    Ok((child, ports.main))
+}
+
+/// [`start_with_scenario`], returning every port the server announced.
+pub(crate) async fn start_with_scenario_listening(
+    server: &Path,
+    runtime: &str,
+    scenario: &serde_json::Value,
+    extra: &[String],
+) -> Result<(Child, Ports), String> {
     let dir = std::env::temp_dir().join(format!(
         "agentwire-load-{}-{}",
         std::process::id(),
@@ -427,7 +469,7 @@ pub(crate) async fn start_with_scenario(
     std::fs::create_dir_all(&dir).map_err(|e| format!("temp dir: {e}"))?;
     let path = dir.join("scenario.json");
     std::fs::write(&path, scenario.to_string()).map_err(|e| format!("scenario: {e}"))?;
-    let started = start_server(server, runtime, &path, extra).await;
+    let started = start_listening(server, runtime, &path, extra).await;
     let _ = std::fs::remove_dir_all(&dir);
     started
 }
@@ -481,13 +523,28 @@ async fn run_one(
         .map(str::to_owned)
         .to_vec();
     }
-    let (mut child, port) =
-        start_with_scenario(server, runtime, &stream_scenario(args, m), &extra).await?;
+    if source == Source::Ahp {
+        extra = ["--ahp-port", "0"].map(str::to_owned).to_vec();
+    }
+    let (mut child, ports) =
+        start_with_scenario_listening(server, runtime, &stream_scenario(args, m), &extra).await?;
+    let port = match source {
+        Source::Ahp => ports.ahp.ok_or("the server has no AHP listener")?,
+        _ => ports.main,
+    };
     let pid = child.id();
     let tracker = progress::Tracker::default();
     let outcome = tokio::time::timeout(
         Duration::from_secs(args.timeout_secs),
-        drive(args, vec![port], vec![pid], k, m, &tracker),
+        drive(
+            args,
+            vec![port],
+            vec![pid],
+            k,
+            m,
+            &tracker,
+            source == Source::Ahp,
+        ),
     )
     .await;
     let peak = pid.and_then(procfs::peak_rss_kib);
@@ -569,7 +626,8 @@ pub(crate) struct Driven {
     server_cpu_secs: Option<f64>,
 }
 
-/// Runs S sessions of K clients against the server on `port` (process `pid`): returns their
+/// Runs S sessions of K clients (AHP clients with `ahp`) against the server on `port`
+/// (process `pid`): returns their
 /// stats, when the first prompt went out and the server's CPU time from then to the last
 /// client's `session.idle`.
 pub(crate) async fn drive(
@@ -579,6 +637,7 @@ pub(crate) async fn drive(
     k: usize,
     deltas: u64,
     tracker: &progress::Tracker,
+    ahp: bool,
 ) -> Result<Driven, String> {
     let total = args.sessions * k;
     let run = Arc::new(RunCtx {
@@ -611,8 +670,13 @@ pub(crate) async fn drive(
                 run: run.clone(),
                 progress: tracker.client(),
             };
+            let ahp_port = ahp.then(|| run.ports[0]);
             tasks.push(tokio::spawn(async move {
-                client(ctx).await.map_err(|e| format!("client {idx}: {e}"))
+                let stats = match ahp_port {
+                    Some(port) => ahp_client::ahp_client(ctx, port).await,
+                    None => client(ctx).await,
+                };
+                stats.map_err(|e| format!("client {idx}: {e}"))
             }));
         }
     }

@@ -22,6 +22,7 @@ fn source(source: Source) -> &'static str {
     match source {
         Source::Scripted => "scripted agent",
         Source::Model => "model (fake endpoint)",
+        Source::Ahp => "scripted agent, to AHP clients",
     }
 }
 
