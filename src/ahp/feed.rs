@@ -6,6 +6,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use ahp_types::actions::{ActionEnvelope, ActionOrigin, StateAction};
 use serde_json::Value;
 
+use bytes::{Bytes, BytesMut};
+
+use crate::frame::{encode_frame, Framing};
 use crate::host::{ConnId, Host};
 use crate::jsonrpc;
 
@@ -136,8 +139,24 @@ pub(crate) fn publish(
         return;
     }
     let body = action_body(&envelope);
+    // Framed once per framing and queued on every subscriber by reference (never dropped: a
+    // reducer cannot skip an action).
+    let mut framed: Vec<(Framing, Bytes)> = Vec::with_capacity(1);
     for conn in conns {
-        host.send_body(conn, &body);
+        let Some(framing) = host.conn_framing(conn) else {
+            continue;
+        };
+        let frame = match framed.iter().find(|(f, _)| *f == framing) {
+            Some((_, frame)) => frame.clone(),
+            None => {
+                let mut buf = BytesMut::with_capacity(body.len() + 32);
+                encode_frame(framing, &body, &mut buf);
+                let frame = buf.freeze();
+                framed.push((framing, frame.clone()));
+                frame
+            }
+        };
+        host.deliver(conn, frame, false);
     }
 }
 
