@@ -1233,3 +1233,52 @@ fn the_mode_is_session_config_and_autopilot_runs_tools_without_asking() {
         .any(|e| e["action"]["type"] == "chat/toolCallReady"
             && e["action"].get("confirmed").is_none()));
 }
+
+#[test]
+fn a_client_too_far_behind_reconnects_to_fresh_snapshots() {
+    let scenario = Scenario::from_json(r#"{"default":[{"stream":5000,"batch":5000}]}"#).unwrap();
+    let mut w = World::new(HostConfig::with_scenario(scenario));
+    let mut a = ahp_peer(&mut w);
+    initialize(&mut w, &mut a, "a", json!([]));
+    w.call(
+        &mut a,
+        &mut [],
+        "createSession",
+        json!({"channel": "ahp-session:/far"}),
+    );
+    chat_snapshot(&mut w, &mut a, "ahp-chat:/far");
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-chat:/far",
+        1,
+        turn_started("t", "stream"),
+    );
+    w.run_timers(&mut [&mut a]);
+    let deltas = action_types(&a, "ahp-chat:/far")
+        .iter()
+        .filter(|t| *t == "chat/delta")
+        .count();
+    assert_eq!(deltas, 5000, "every delta is an action");
+
+    let mut back = ahp_peer(&mut w);
+    let r = w.call(
+        &mut back,
+        &mut [],
+        "reconnect",
+        json!({"channel": "ahp-root://", "clientId": "a", "lastSeenServerSeq": 1,
+               "subscriptions": ["ahp-chat:/far"]}),
+    );
+    assert_eq!(
+        r["result"]["type"], "snapshot",
+        "more than the replay window was missed"
+    );
+    let snapshot = &r["result"]["snapshots"][0];
+    assert_eq!(snapshot["resource"], "ahp-chat:/far");
+    assert_eq!(
+        snapshot["state"]["turns"][0]["state"], "complete",
+        "{}",
+        snapshot["state"]["turns"][0]["state"]
+    );
+}

@@ -25,7 +25,10 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 use crate::support::{sdk_client, sdk_scenarios as sdk, Agentwire};
 
 async fn server(extra: &[&str], token: Option<&str>) -> (Agentwire, u16) {
-    let mut args = vec!["--port", "0", "--ahp-port", "0", "--no-store"];
+    let mut args = vec!["--port", "0", "--ahp-port", "0"];
+    if !extra.contains(&"--data-dir") {
+        args.push("--no-store");
+    }
     args.extend_from_slice(extra);
     let server = Agentwire::launch_with_token(args, token).await;
     let port = server.listener_port("ahp").await;
@@ -549,6 +552,61 @@ async fn smol_and_async_std_serve_ahp_too() {
                 "on {runtime}"
             );
         }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_restarted_server_gives_ahp_clients_the_stored_turns() {
+    sdk::bounded(async {
+        let data = tempfile::tempdir().unwrap();
+        let dir = data.path().to_str().unwrap();
+        let (mut first, port) = server(&["--data-dir", dir], None).await;
+        let c = client(port).await;
+        initialize(&c, "before").await;
+        create(&c, "stored").await;
+        let (mut state, mut sub) = subscribe_chat(&c, "ahp-chat:/stored").await;
+        c.dispatch("ahp-chat:/stored".into(), turn_started("t1", "keep me"))
+            .await
+            .expect("dispatch");
+        let mut seen = Vec::new();
+        until(&mut sub, &mut state, &mut seen, is_turn_end).await;
+        c.shutdown().await;
+        first.signal("TERM");
+        assert!(first.exit(Duration::from_secs(10)).await.success());
+
+        let (_second, port) = server(&["--data-dir", dir], None).await;
+        let c = client(port).await;
+        initialize(&c, "after").await;
+        let listed: Value = sdk::within(
+            "listSessions",
+            c.request("listSessions", json!({"channel": "ahp-root://"})),
+        )
+        .await
+        .expect("listSessions");
+        assert!(
+            listed["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s["resource"] == "ahp-session:/stored"),
+            "{listed}"
+        );
+        let (restored, _) = subscribe_chat(&c, "ahp-chat:/stored").await;
+        assert_eq!(restored.turns.len(), 1, "{restored:#?}");
+        assert_eq!(restored.turns[0].message.text, "keep me");
+        assert_eq!(
+            markdown(&restored.turns[0].response_parts),
+            "You said: keep me"
+        );
+        assert_eq!(restored.turns[0].state, TurnState::Complete);
+        let fetched: Value = sdk::within(
+            "fetchTurns",
+            c.request("fetchTurns", json!({"channel": "ahp-chat:/stored"})),
+        )
+        .await
+        .expect("fetchTurns");
+        assert_eq!(fetched, json!({}));
     })
     .await;
 }
