@@ -1,6 +1,6 @@
 //! The `host` tier: the host's behaviour, sans-IO, through the test world in `support.rs`
 //! (connections, routing, bridges, canvases, model sessions, the SDK surface, cluster
-//! gateways), plus the routing property test. One test binary: `cargo test --test host`.
+//! gateways, the AHP dialect), plus the routing and AHP property tests. One test binary: `cargo test --test host`.
 
 mod ahp;
 mod bridges;

@@ -1,6 +1,6 @@
 //! The `e2e` tier: the real `agentwire` and `agentwire-load` binaries as child processes —
 //! flags and framing, the runtimes' conformance suite, the durable store, the terminal UI, the
-//! official Copilot and ACP Rust SDKs over TCP and stdio, MCP servers, cluster nodes on real
+//! official Copilot and ACP Rust SDKs over TCP and stdio, the official AHP client over WebSocket, MCP servers, cluster nodes on real
 //! nats-servers, and the load generator. Shared set-up is in `support/`. One test binary:
 //! `cargo test -p agentwire-cli --test e2e`.
 
