@@ -17,6 +17,9 @@ pub enum Dialect {
     CopilotSdk,
     /// The Agent Client Protocol v1 (`session/update` notifications, `session/*` methods).
     Acp,
+    /// The client-tools MCP server an ACP agent calls (Streamable HTTP requests,
+    /// [`Framing::Http`]; see [`crate::tool_server`]).
+    ClientTools,
 }
 
 impl Dialect {
@@ -26,6 +29,7 @@ impl Dialect {
         match self {
             Dialect::CopilotSdk => Framing::ContentLength,
             Dialect::Acp => Framing::Ndjson,
+            Dialect::ClientTools => Framing::Http,
         }
     }
 
@@ -34,12 +38,20 @@ impl Dialect {
         match self {
             Dialect::CopilotSdk => crate::copilot::ID,
             Dialect::Acp => crate::acp::ID,
+            Dialect::ClientTools => CLIENT_TOOLS_ID,
         }
     }
 }
 
 /// The dialect table of every [`Host`] built by [`Host::new`], indexed by [`DialectId`].
-static DIALECTS: [&dyn DialectHandler; 2] = [&crate::copilot::Copilot, &crate::acp::Acp];
+static DIALECTS: [&dyn DialectHandler; 3] = [
+    &crate::copilot::Copilot,
+    &crate::acp::Acp,
+    &crate::tool_server::ClientTools,
+];
+
+/// The client-tools server's entry in [`DIALECTS`].
+const CLIENT_TOOLS_ID: DialectId = DialectId(2);
 
 impl Host {
     /// A host with no connections and no sessions, speaking the Copilot SDK protocol and ACP.
@@ -69,7 +81,7 @@ impl Host {
     /// The dialect `conn` speaks (`None` for an unknown connection).
     pub fn connection_dialect(&self, conn: ConnId) -> Option<Dialect> {
         let id = self.conn_dialect(conn)?;
-        [Dialect::CopilotSdk, Dialect::Acp]
+        [Dialect::CopilotSdk, Dialect::Acp, Dialect::ClientTools]
             .into_iter()
             .find(|d| d.id() == id)
     }
@@ -81,9 +93,12 @@ mod tests {
 
     #[test]
     fn every_dialect_has_its_own_table_entry() {
-        for dialect in [Dialect::CopilotSdk, Dialect::Acp] {
+        let all = [Dialect::CopilotSdk, Dialect::Acp, Dialect::ClientTools];
+        for (i, dialect) in all.into_iter().enumerate() {
             assert!(dialect.id().index() < DIALECTS.len());
+            for other in &all[..i] {
+                assert_ne!(dialect.id(), other.id());
+            }
         }
-        assert_ne!(Dialect::CopilotSdk.id(), Dialect::Acp.id());
     }
 }

@@ -37,6 +37,10 @@ pub struct HostConfig {
     /// set it with `HostConfig::with_acp_agent` (in `agentwire::acp_agent`). One process serves every such session; it is started
     /// for the first one and again after it ends.
     pub acp_agent: Option<Vec<String>>,
+    /// Where the runtime serves sessions' client tools to the ACP agent (a loopback HTTP
+    /// listener whose connections speak [`Dialect::ClientTools`](crate::Dialect::ClientTools));
+    /// `None`: the agent is not offered them. See [`crate::tool_server`].
+    pub tool_server: Option<crate::tool_server::ToolServerConfig>,
     /// Version reported by `connect` and `status.get`.
     pub version: String,
     /// Framing limits for every connection.
@@ -253,6 +257,7 @@ impl Default for HostConfig {
             connection_token: None,
             agent: scripted_factory(Scenario::default()),
             acp_agent: None,
+            tool_server: None,
             version: env!("CARGO_PKG_VERSION").to_owned(),
             frame_limits: FrameLimits::default(),
             outbox_budget_bytes: DEFAULT_OUTBOX_BUDGET,

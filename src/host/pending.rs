@@ -18,7 +18,12 @@ pub(crate) enum Pending {
     /// A permission prompt (for a tool call, or an extension's access to prompts).
     Permission(Box<PermissionAsk>),
     /// A client tool call waiting for its owner's result.
-    ExternalTool { tool_call_id: String, owner: ConnId },
+    ExternalTool {
+        tool_call_id: String,
+        owner: ConnId,
+        /// Who gets the result.
+        caller: ToolCaller,
+    },
     /// An MCP tool call waiting for its server's `tools/call` result (`token` names it on
     /// the server's client).
     McpTool {
@@ -46,6 +51,18 @@ pub(crate) enum Pending {
     },
     /// A queued slash command (`command.queued`) waiting for a client to say whether it ran it.
     QueuedCommand,
+}
+
+/// Who started a client tool call and gets its outcome.
+#[derive(Clone, Debug)]
+pub(crate) enum ToolCaller {
+    /// The session's agent (`tool.execution_complete` and [`AgentInput::ToolDone`]).
+    ///
+    /// [`AgentInput::ToolDone`]: crate::agent::AgentInput::ToolDone
+    Agent,
+    /// A `tools/call` of the client-tools MCP server (an ACP agent's call): the request `id`
+    /// of connection `conn` is answered with the outcome; the agent reports its own tool call.
+    Served { conn: ConnId, id: OwnedId },
 }
 
 /// Who gets the answer of a pending request.

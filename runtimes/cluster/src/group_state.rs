@@ -18,6 +18,8 @@ pub(crate) fn dialect_name(dialect: Dialect) -> &'static str {
     match dialect {
         Dialect::CopilotSdk => "copilot",
         Dialect::Acp => "acp",
+        // Never relayed: its requests name no session the lookup could follow.
+        Dialect::ClientTools => "client-tools",
     }
 }
 

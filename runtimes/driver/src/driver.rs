@@ -19,7 +19,7 @@ use tracing::{debug, info, warn};
 use crate::clock::now;
 use crate::shared::{ConnState, Inner, Shared};
 use crate::sync::Watch;
-use crate::tasks::{attach_streams, ensure_timer};
+use crate::tasks::{attach_streams, attach_streams_with, ensure_timer};
 use crate::{HostHandle, Runtime, SessionLog};
 
 /// How long to wait before retrying after a failed `accept`.
@@ -330,6 +330,22 @@ impl<R: Runtime> Driver<R> {
     /// down; then stops accepting, flushes and closes every connection (bounded by the
     /// flush timeout), syncs the store and returns. Failed accepts are logged and retried.
     pub async fn serve_tcp(&self, listener: R::TcpListener) -> Stopped {
+        let (dialect, framing) = (self.shared.options.dialect, self.shared.options.framing);
+        self.serve_tcp_as(listener, dialect, framing).await
+    }
+
+    /// [`Driver::serve_tcp`] for connections that speak `dialect` over `framing` instead of
+    /// the options' (a second listener beside the main one, e.g. the client-tools server's
+    /// loopback listener: [`Dialect::ClientTools`] over [`Framing::Http`]).
+    ///
+    /// [`Dialect::ClientTools`]: agentwire::Dialect::ClientTools
+    /// [`Framing::Http`]: agentwire::Framing::Http
+    pub async fn serve_tcp_as(
+        &self,
+        listener: R::TcpListener,
+        dialect: agentwire::Dialect,
+        framing: agentwire::Framing,
+    ) -> Stopped {
         ensure_timer(&self.shared);
         loop {
             let next = future::or(async { Err(self.shutdown_requested().await) }, async {
@@ -344,8 +360,8 @@ impl<R: Runtime> Driver<R> {
                     return Stopped::Shutdown { reason };
                 }
                 Ok(Ok((reader, writer, peer))) => {
-                    let conn = self.attach(reader, writer);
-                    debug!(conn = %conn.id(), %peer, "accepted");
+                    let state = attach_streams_with(&self.shared, dialect, framing, reader, writer);
+                    debug!(conn = %state.id, %peer, ?dialect, "accepted");
                 }
                 Ok(Err(e)) => {
                     warn!(error = %e, "accept failed");

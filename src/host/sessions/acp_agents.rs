@@ -141,18 +141,35 @@ impl Host {
         let purpose = match call {
             AcpCall::Open { previous } => {
                 let caps = process.client.capabilities();
+                // The session's client tools, as an MCP server the runtime serves (only an
+                // agent that takes HTTP MCP servers can reach it).
+                let servers: Vec<Value> = self
+                    .config
+                    .tool_server
+                    .as_ref()
+                    .filter(|_| caps.mcp_http)
+                    .filter(|_| {
+                        self.sessions
+                            .get(session)
+                            .is_some_and(|l| !l.session.client_tools().is_empty())
+                    })
+                    .map(|server| server.acp_server_entry(session))
+                    .into_iter()
+                    .collect();
                 match previous.as_deref() {
                     Some(id) if caps.load_session => {
                         process
                             .client
-                            .load_session(now, client_token, id, &cwd, &[])
+                            .load_session(now, client_token, id, &cwd, &servers)
                     }
                     Some(id) if caps.resume_session => {
                         process
                             .client
-                            .resume_session(now, client_token, id, &cwd, &[])
+                            .resume_session(now, client_token, id, &cwd, &servers)
                     }
-                    _ => process.client.new_session(now, client_token, &cwd, &[]),
+                    _ => process
+                        .client
+                        .new_session(now, client_token, &cwd, &servers),
                 }
                 CallPurpose::Open { previous }
             }
