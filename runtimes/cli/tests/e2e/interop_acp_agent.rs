@@ -143,3 +143,63 @@ async fn an_agent_that_cannot_start_fails_the_turn_with_the_reason() {
     })
     .await
 }
+
+/// A scenario for the agent: "weather" calls tool `get_weather` of its MCP server
+/// `client-tools` (the server the host offers in `session/new`) and says what it returned.
+const CLIENT_TOOL_SCENARIO: &str = r#"{"rules": [{"match": "weather",
+    "steps": [{"mcp": "client-tools/get_weather", "arguments": {"city": "Paris"}},
+              {"say": "The tool said: {result}"}]}],
+  "default": [{"say": "You said: {prompt}"}]}"#;
+
+#[tokio::test]
+async fn the_sdk_clients_own_tool_is_called_through_the_agent() {
+    sdk_scenarios::bounded(async {
+        let dir = tempfile::tempdir().expect("a scenario directory");
+        let scenario = dir.path().join("scenario.json");
+        std::fs::write(&scenario, CLIENT_TOOL_SCENARIO).expect("write the scenario");
+        let agent = format!("'{BIN}' --acp --scenario '{}'", scenario.display());
+        let host =
+            Agentwire::launch(["--headless", "--port", "0", "--acp-agent", agent.as_str()]).await;
+        let client = client(&host).await;
+        let id = new_session_id();
+        // The SDK declares `get_weather` with a handler that answers TOOL_REPLY.
+        let mut c = create_session_with(&client, &id, Setup::default()).await;
+        let (reply, events, _) = sdk_turn(&mut c, "what is the weather in Paris?").await;
+        let idx = assert_subsequence(
+            &events,
+            &[
+                "user.message",
+                "tool.execution_start",
+                "permission.requested",
+                "permission.completed",
+                "external_tool.requested",
+                "external_tool.completed",
+                "tool.execution_complete",
+                "assistant.message",
+                "session.idle",
+            ],
+        );
+        // The agent's own tool call is the MCP tool, asked of the SDK's permission handler.
+        let asked = &events[idx[2]].data["permissionRequest"];
+        assert_eq!(asked["acp"]["kind"].as_str().is_some(), true, "{asked}");
+        let requested = &events[idx[4]].data;
+        assert_eq!(requested["toolName"], "get_weather");
+        assert_eq!(requested["arguments"], serde_json::json!({"city": "Paris"}));
+        let calls = c.tool_calls.lock().unwrap().clone();
+        assert_eq!(calls.len(), 1, "the SDK's tool handler ran once: {calls:?}");
+        assert_eq!(calls[0].tool_name, "get_weather");
+        assert_eq!(calls[0].arguments, serde_json::json!({"city": "Paris"}));
+        assert_eq!(
+            events[idx[6]].data["success"], true,
+            "{:?}",
+            events[idx[6]].data
+        );
+        assert_eq!(
+            reply.data["content"],
+            format!("The tool said: {}", sdk_scenarios::TOOL_REPLY),
+            "the tool's answer reached the agent: {:?}",
+            types(&events)
+        );
+    })
+    .await
+}
