@@ -17,4 +17,5 @@ mod sdk_surface;
 mod server_rpcs;
 mod session_fs;
 mod support;
+mod tool_server;
 mod workspace_rpcs;

@@ -181,7 +181,12 @@ async fn the_sdk_clients_own_tool_is_called_through_the_agent() {
         );
         // The agent's own tool call is the MCP tool, asked of the SDK's permission handler.
         let asked = &events[idx[2]].data["permissionRequest"];
-        assert_eq!(asked["acp"]["kind"].as_str().is_some(), true, "{asked}");
+        assert_eq!(asked["toolName"], "client-tools-get_weather", "{asked}");
+        assert_eq!(
+            asked["args"],
+            serde_json::json!({"city": "Paris"}),
+            "{asked}"
+        );
         let requested = &events[idx[4]].data;
         assert_eq!(requested["toolName"], "get_weather");
         assert_eq!(requested["arguments"], serde_json::json!({"city": "Paris"}));
