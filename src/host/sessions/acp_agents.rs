@@ -141,21 +141,25 @@ impl Host {
         let purpose = match call {
             AcpCall::Open { previous } => {
                 let caps = process.client.capabilities();
-                // The session's client tools, as an MCP server the runtime serves (only an
-                // agent that takes HTTP MCP servers can reach it).
-                let servers: Vec<Value> = self
-                    .config
-                    .tool_server
-                    .as_ref()
-                    .filter(|_| caps.mcp_http)
-                    .filter(|_| {
-                        self.sessions
-                            .get(session)
-                            .is_some_and(|l| !l.session.client_tools().is_empty())
-                    })
-                    .map(|server| server.acp_server_entry(session))
+                // The session's own MCP servers (those of a transport the agent takes), and
+                // its client tools as an MCP server the runtime serves (HTTP).
+                let live = self.sessions.get(session);
+                let mut servers: Vec<Value> = live
                     .into_iter()
+                    .flat_map(|l| l.mcp.servers.values())
+                    .filter(|s| match s.config.transport_name() {
+                        "http" => caps.mcp_http,
+                        "sse" => caps.mcp_sse,
+                        _ => true,
+                    })
+                    .map(|s| s.config.to_acp())
                     .collect();
+                let has_client_tools = live.is_some_and(|l| !l.session.client_tools().is_empty());
+                if let Some(server) = self.config.tool_server.as_ref() {
+                    if caps.mcp_http && has_client_tools {
+                        servers.push(server.acp_server_entry(session));
+                    }
+                }
                 match previous.as_deref() {
                     Some(id) if caps.load_session => {
                         process

@@ -130,6 +130,8 @@ pub struct Setup {
     pub permission_handler: bool,
     /// Make that handler reject with this feedback.
     pub reject: Option<String>,
+    /// `mcpServers` of `session.create`, by name.
+    pub mcp_servers: Vec<(String, github_copilot_sdk::types::McpServerConfig)>,
 }
 
 impl Default for Setup {
@@ -139,6 +141,7 @@ impl Default for Setup {
             tool_handler: true,
             permission_handler: true,
             reject: None,
+            mcp_servers: Vec::new(),
         }
     }
 }
@@ -180,6 +183,10 @@ pub async fn create_session_with(client: &Client, id: &SessionId, setup: Setup) 
         .with_model("fake-model")
         .with_streaming(setup.streaming)
         .with_tools([tool]);
+    if !setup.mcp_servers.is_empty() {
+        let servers: indexmap::IndexMap<_, _> = setup.mcp_servers.iter().cloned().collect();
+        config = config.with_mcp_servers(servers);
+    }
     if setup.permission_handler {
         config = config.with_permission_handler(Arc::new(RecordingPermission {
             requests: permissions.clone(),

@@ -208,3 +208,53 @@ async fn the_sdk_clients_own_tool_is_called_through_the_agent() {
     })
     .await
 }
+
+#[tokio::test]
+async fn the_sessions_own_mcp_servers_are_passed_down_to_the_agent() {
+    use github_copilot_sdk::types::{McpServerConfig, McpStdioServerConfig};
+    sdk_scenarios::bounded(async {
+        let dir = tempfile::tempdir().expect("a scenario directory");
+        let scenario = dir.path().join("scenario.json");
+        std::fs::write(
+            &scenario,
+            r#"{"rules": [{"match": "echo",
+                "steps": [{"mcp": "everything/echo", "arguments": {"message": "passed down"}},
+                          {"say": "The server said: {result}"}]}],
+              "default": [{"say": "You said: {prompt}"}]}"#,
+        )
+        .expect("write the scenario");
+        let agent = format!("'{BIN}' --acp --scenario '{}'", scenario.display());
+        // `--allow-mcp-spawn`: the SDK's TCP connection may configure a stdio server.
+        let host = Agentwire::launch([
+            "--headless",
+            "--port",
+            "0",
+            "--allow-mcp-spawn",
+            "--acp-agent",
+            agent.as_str(),
+        ])
+        .await;
+        let client = client(&host).await;
+        let (command, args) =
+            crate::support::mcp_servers::everything_command(&dir.path().join("pid"));
+        let server = McpServerConfig::Stdio(McpStdioServerConfig {
+            command,
+            args,
+            ..Default::default()
+        });
+        let setup = Setup {
+            mcp_servers: vec![("everything".to_owned(), server)],
+            ..Setup::default()
+        };
+        let mut c = create_session_with(&client, &new_session_id(), setup).await;
+        // The agent knows the server only from the host's `session/new`.
+        let (reply, events, _) = sdk_turn(&mut c, "echo something").await;
+        assert_eq!(
+            reply.data["content"],
+            "The server said: Echo: passed down",
+            "{:?}",
+            types(&events)
+        );
+    })
+    .await
+}
