@@ -98,15 +98,51 @@ pub(crate) enum Approval {
     AcpAgent(Box<AcpPermission>),
 }
 
-/// An ACP agent's permission request, as kept while the session's clients decide.
+/// An ACP agent's request that waits for a permission decision, as kept while the session's
+/// clients decide.
 #[derive(Clone, Debug)]
 pub(crate) struct AcpPermission {
     /// The agent process it came from (a request of an ended process is not answered).
     pub process: EffectId,
     /// The agent's request id.
     pub request: OwnedId,
-    /// The options the agent offered, by kind.
-    pub options: Vec<crate::acp_agent::PermissionOption>,
+    /// The host session it is for.
+    pub session: String,
+    /// What was asked.
+    pub ask: AcpAsk,
+}
+
+/// What an ACP agent asked that needs a permission decision.
+#[derive(Clone, Debug)]
+pub(crate) enum AcpAsk {
+    /// `session/request_permission` for the agent's own tool call: the decision picks one of
+    /// these options (by kind).
+    ToolCall(Vec<crate::acp_agent::PermissionOption>),
+    /// `fs/read_text_file` or `fs/write_text_file` of a path outside the session's
+    /// directories: approved, the host performs it.
+    File(AcpFileOp),
+}
+
+/// A file operation an ACP agent asked of the host (`fs/*`).
+#[derive(Clone, Debug)]
+pub(crate) enum AcpFileOp {
+    /// `fs/read_text_file`: `line` (1-based) and `limit` select lines.
+    Read {
+        path: String,
+        line: Option<u64>,
+        limit: Option<u64>,
+    },
+    /// `fs/write_text_file`.
+    Write { path: String, content: String },
+}
+
+impl AcpFileOp {
+    /// The path it reads or writes.
+    pub(crate) fn path(&self) -> &str {
+        match self {
+            AcpFileOp::Read { path, .. } | AcpFileOp::Write { path, .. } => path,
+        }
+    }
 }
 
 /// A permission prompt: what is asked and what approving it does.

@@ -28,8 +28,10 @@ use crate::acp_agent::{
     PermissionOptionKind,
 };
 use crate::agent::{AcpCall, AcpInput, AgentInput};
-use crate::host::pending::{AcpChoice, AcpPermission, Approval, PermissionAsk};
-use crate::host::{EffectId, EffectOp, Host, ProcessSpec, ShellStream, TimerTarget};
+use crate::host::pending::{AcpAsk, AcpChoice, AcpFileOp, AcpPermission, Approval, PermissionAsk};
+use crate::host::{
+    EffectId, EffectOp, FileReply, FileRequest, Host, ProcessSpec, ShellStream, TimerTarget,
+};
 use crate::jsonrpc::OwnedId;
 use crate::Timestamp;
 
@@ -85,8 +87,8 @@ impl Host {
             let effect = self.next_effect_id();
             let config = AcpClientConfig {
                 capabilities: ClientCapabilities {
-                    read_text_file: false,
-                    write_text_file: false,
+                    read_text_file: true,
+                    write_text_file: true,
                     terminal: false,
                     elicitation_form: false,
                 },
@@ -262,7 +264,9 @@ impl Host {
         self.run_agents();
     }
 
-    /// Answers an agent's permission request with the option `choice` picks.
+    /// Applies a permission decision to what the agent asked: its tool call's request is
+    /// answered with the option `choice` picks; an approved file operation is performed, a
+    /// refused one fails.
     pub(in crate::host) fn answer_acp_permission(
         &mut self,
         acp: &AcpPermission,
@@ -276,10 +280,22 @@ impl Host {
         else {
             return;
         };
+        let options = match &acp.ask {
+            AcpAsk::ToolCall(options) => options,
+            AcpAsk::File(op) => {
+                if choice == AcpChoice::Reject {
+                    let message = format!("Permission denied: {}", op.path());
+                    process.client.respond_error(&acp.request, -32000, &message);
+                    return self.acp_flush();
+                }
+                let (session, request) = (acp.session.clone(), acp.request.clone());
+                return self.perform_acp_file_op(&session, acp.process, request, op.clone());
+            }
+        };
         let pick = |kinds: &[PermissionOptionKind]| {
             kinds
                 .iter()
-                .find_map(|k| acp.options.iter().find(|o| o.kind == *k))
+                .find_map(|k| options.iter().find(|o| o.kind == *k))
                 .map(|o| o.id.clone())
         };
         let option = match choice {
@@ -485,11 +501,18 @@ impl Host {
                         approval: Approval::AcpAgent(Box::new(AcpPermission {
                             process: effect,
                             request: id,
-                            options,
+                            session: session.clone(),
+                            ask: AcpAsk::ToolCall(options),
                         })),
                     },
                 );
                 self.run_agents();
+            }
+            AgentRequest::ReadTextFile { path, line, limit } => {
+                self.acp_file_request(&session, effect, id, AcpFileOp::Read { path, line, limit })
+            }
+            AgentRequest::WriteTextFile { path, content } => {
+                self.acp_file_request(&session, effect, id, AcpFileOp::Write { path, content })
             }
             // Not offered in `initialize`: the client role answers these itself.
             _ => {
@@ -502,6 +525,130 @@ impl Host {
             }
         }
     }
+}
+
+impl Host {
+    /// The agent's `fs/*` request: a path in the session's directories is served at once;
+    /// any other takes the permission path the built-in tools' `path` prompt takes.
+    fn acp_file_request(&mut self, session: &str, process: EffectId, id: OwnedId, op: AcpFileOp) {
+        if self.path_allowed(session, op.path()).unwrap_or(false) {
+            return self.perform_acp_file_op(session, process, id, op);
+        }
+        let (access, intention) = match &op {
+            AcpFileOp::Read { .. } => (
+                "read",
+                "The agent reads a file outside the allowed directories",
+            ),
+            AcpFileOp::Write { .. } => (
+                "write",
+                "The agent writes a file outside the allowed directories",
+            ),
+        };
+        let request = json!({"kind": "path", "intention": intention, "path": op.path(),
+                             "accessKind": access});
+        let tool_name = match &op {
+            AcpFileOp::Read { .. } => "fs/read_text_file",
+            AcpFileOp::Write { .. } => "fs/write_text_file",
+        };
+        self.ask_permission(
+            session,
+            PermissionAsk {
+                tool_call_id: String::new(),
+                tool_name: tool_name.to_owned(),
+                arguments: json!({"path": op.path()}),
+                request,
+                approval: Approval::AcpAgent(Box::new(AcpPermission {
+                    process,
+                    request: id,
+                    session: session.to_owned(),
+                    ask: AcpAsk::File(op),
+                })),
+            },
+        );
+    }
+
+    /// Performs the agent's file operation on the session's files (the runtime's, or its
+    /// file provider's); [`Host::acp_file_done`] answers the agent.
+    fn perform_acp_file_op(
+        &mut self,
+        session: &str,
+        process: EffectId,
+        id: OwnedId,
+        op: AcpFileOp,
+    ) {
+        let request = match &op {
+            AcpFileOp::Read { path, .. } => FileRequest::Read { path: path.clone() },
+            AcpFileOp::Write { path, content } => FileRequest::Write {
+                path: path.clone(),
+                content: content.clone(),
+                create_new: false,
+            },
+        };
+        self.acp_file_read_or_write(
+            session,
+            request,
+            AcpFileWait {
+                process,
+                request: id,
+                op,
+            },
+        );
+    }
+
+    /// A file operation of the agent finished: its answer goes back.
+    pub(in crate::host) fn acp_file_done(
+        &mut self,
+        wait: AcpFileWait,
+        result: Result<FileReply, String>,
+    ) {
+        let Some(process) = self
+            .acp
+            .process
+            .as_mut()
+            .filter(|p| p.effect == wait.process)
+        else {
+            return;
+        };
+        let answer = match (&wait.op, result) {
+            (AcpFileOp::Read { line, limit, .. }, Ok(FileReply::Text(text))) => {
+                Ok(json!({"content": select_lines(&text, *line, *limit)}))
+            }
+            (AcpFileOp::Read { path, .. }, Ok(FileReply::Entries(_))) => {
+                Err(format!("{path} is a directory"))
+            }
+            (AcpFileOp::Read { path, .. }, Ok(_)) => {
+                Err(format!("{path} is not a UTF-8 text file"))
+            }
+            (AcpFileOp::Write { .. }, Ok(_)) => Ok(json!({})),
+            (_, Err(message)) => Err(message),
+        };
+        match answer {
+            Ok(result) => process.client.respond(&wait.request, &result),
+            Err(message) => process
+                .client
+                .respond_error(&wait.request, -32000, &message),
+        }
+        self.acp_flush();
+    }
+}
+
+/// A file operation of the agent in flight: who asked, and what.
+#[derive(Debug)]
+pub(in crate::host) struct AcpFileWait {
+    process: EffectId,
+    request: OwnedId,
+    op: AcpFileOp,
+}
+
+/// `limit` lines of `text` from line `line` (1-based; the whole text when both are absent),
+/// line endings kept.
+fn select_lines(text: &str, line: Option<u64>, limit: Option<u64>) -> String {
+    if line.is_none() && limit.is_none() {
+        return text.to_owned();
+    }
+    let skip = usize::try_from(line.unwrap_or(1).saturating_sub(1)).unwrap_or(usize::MAX);
+    let take = limit.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
+    text.split_inclusive('\n').skip(skip).take(take).collect()
 }
 
 /// An ACP tool call's permission request as the session's clients see it

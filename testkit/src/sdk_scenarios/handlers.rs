@@ -132,6 +132,8 @@ pub struct Setup {
     pub reject: Option<String>,
     /// `mcpServers` of `session.create`, by name.
     pub mcp_servers: Vec<(String, github_copilot_sdk::types::McpServerConfig)>,
+    /// `workingDirectory` of `session.create`.
+    pub working_directory: Option<std::path::PathBuf>,
 }
 
 impl Default for Setup {
@@ -142,6 +144,7 @@ impl Default for Setup {
             permission_handler: true,
             reject: None,
             mcp_servers: Vec::new(),
+            working_directory: None,
         }
     }
 }
@@ -183,6 +186,9 @@ pub async fn create_session_with(client: &Client, id: &SessionId, setup: Setup) 
         .with_model("fake-model")
         .with_streaming(setup.streaming)
         .with_tools([tool]);
+    if let Some(dir) = &setup.working_directory {
+        config = config.with_working_directory(dir.clone());
+    }
     if !setup.mcp_servers.is_empty() {
         let servers: indexmap::IndexMap<_, _> = setup.mcp_servers.iter().cloned().collect();
         config = config.with_mcp_servers(servers);

@@ -23,9 +23,10 @@ async fn host() -> Agentwire {
 }
 
 /// A scenario for the agent: "read file PATH" reads behind a permission prompt and says what
-/// it read.
+/// it read. The agent reads through its ACP client's `fs/read_text_file` (the host serves it
+/// the session's files); the scripted `result` is what it would say without a client.
 const READ_SCENARIO: &str = r#"{"rules": [{"match": "read file",
-    "steps": [{"read_file": "{path}", "result": "the notes say hi"}, {"say": "It says: {result}"}]}],
+    "steps": [{"read_file": "{path}", "result": "(no client read)"}, {"say": "It says: {result}"}]}],
   "default": [{"say": "You said: {prompt}"}]}"#;
 
 async fn client(host: &Agentwire) -> github_copilot_sdk::Client {
@@ -65,10 +66,20 @@ async fn the_agents_permission_request_is_answered_by_the_sdk_client() {
             Agentwire::launch(["--headless", "--port", "0", "--acp-agent", agent.as_str()]).await;
         let client = client(&host).await;
         let id = new_session_id();
-        let mut c = create_session_with(&client, &id, Setup::default()).await;
+        let work = tempfile::tempdir().expect("a working directory");
+        let notes = work.path().join("notes.txt");
+        std::fs::write(&notes, "the notes say hi").expect("write the notes");
+        let setup = Setup {
+            working_directory: Some(work.path().to_owned()),
+            ..Setup::default()
+        };
+        let mut c = create_session_with(&client, &id, setup).await;
         // The "read file PATH" rule runs the agent's built-in view tool behind a `read`
-        // permission prompt, which the agent sends to its ACP client (the host).
-        let (reply, events, _) = sdk_turn(&mut c, "read file /w/notes.txt").await;
+        // permission prompt, which the agent sends to its ACP client (the host); then it
+        // reads the file through the host (`fs/read_text_file`: in the session's directory,
+        // no second prompt).
+        let prompt = format!("read file {}", notes.display());
+        let (reply, events, _) = sdk_turn(&mut c, &prompt).await;
         let idx = assert_subsequence(
             &events,
             &[
@@ -255,6 +266,72 @@ async fn the_sessions_own_mcp_servers_are_passed_down_to_the_agent() {
             "{:?}",
             types(&events)
         );
+    })
+    .await
+}
+
+/// The agent writes a file in the session's directory and reads one outside it: the host
+/// performs both on the session's files, the outside read only after a `path` prompt the SDK
+/// answered.
+#[tokio::test]
+async fn the_host_serves_the_agents_file_reads_and_writes() {
+    sdk_scenarios::bounded(async {
+        let dir = tempfile::tempdir().expect("a scenario directory");
+        let work = tempfile::tempdir().expect("a working directory");
+        let outside = tempfile::tempdir().expect("a directory outside the session's");
+        let secret = outside.path().join("elsewhere.txt");
+        std::fs::write(&secret, "from outside").expect("write the outside file");
+        let written = work.path().join("out/new.txt");
+        let scenario = serde_json::json!({"rules": [
+            {"match": "write", "steps": [
+                {"write_file": written.display().to_string(), "content": "made by the agent",
+                 "result": "(no client write)"},
+                {"say": "Wrote: {result}"}]},
+            {"match": "outside", "steps": [
+                {"read_file": secret.display().to_string(), "result": "(no client read)"},
+                {"say": "Read: {result}"}]}],
+            "default": [{"say": "You said: {prompt}"}]});
+        let scenario_path = dir.path().join("scenario.json");
+        std::fs::write(&scenario_path, scenario.to_string()).expect("write the scenario");
+        let agent = format!("'{BIN}' --acp --scenario '{}'", scenario_path.display());
+        let host =
+            Agentwire::launch(["--headless", "--port", "0", "--acp-agent", agent.as_str()]).await;
+        let client = client(&host).await;
+        let setup = Setup {
+            working_directory: Some(work.path().to_owned()),
+            ..Setup::default()
+        };
+        let mut c = create_session_with(&client, &new_session_id(), setup).await;
+
+        let (_, events, _) = sdk_turn(&mut c, "write it").await;
+        assert_eq!(
+            std::fs::read_to_string(&written).expect("the host wrote the file"),
+            "made by the agent",
+            "{:?}",
+            types(&events)
+        );
+        let asked_before = c.permissions.lock().unwrap().len();
+
+        let (reply, events, _) = sdk_turn(&mut c, "read outside").await;
+        assert_eq!(
+            reply.data["content"],
+            "Read: from outside",
+            "{:?}",
+            types(&events)
+        );
+        let permissions = c.permissions.lock().unwrap().clone();
+        let kinds: Vec<&serde_json::Value> = permissions[asked_before..]
+            .iter()
+            .map(|(_, data)| &data["permissionRequest"]["kind"])
+            .collect();
+        assert_eq!(
+            kinds,
+            ["read", "path"],
+            "the agent's own prompt, then the host's for a path outside the session's"
+        );
+        let path_prompt = &permissions.last().unwrap().1["permissionRequest"];
+        assert_eq!(path_prompt["path"], secret.display().to_string());
+        assert_eq!(path_prompt["accessKind"], "read");
     })
     .await
 }
