@@ -73,6 +73,8 @@ struct AgentProcess {
 pub(in crate::host) struct AcpAgents {
     process: Option<AgentProcess>,
     next_token: u64,
+    /// The commands the agent runs (`terminal/*`).
+    pub(in crate::host) terminals: super::acp_terminals::AcpTerminals,
 }
 
 impl Host {
@@ -89,7 +91,7 @@ impl Host {
                 capabilities: ClientCapabilities {
                     read_text_file: true,
                     write_text_file: true,
-                    terminal: false,
+                    terminal: true,
                     elicitation_form: false,
                 },
                 client_version: self.config.version.clone(),
@@ -321,6 +323,23 @@ impl Host {
         self.acp_flush();
     }
 
+    /// Answers the agent's request `id` if agent process `agent` still runs.
+    pub(in crate::host) fn acp_answer(
+        &mut self,
+        agent: EffectId,
+        id: &OwnedId,
+        answer: Result<Value, (i64, String)>,
+    ) {
+        let Some(process) = self.acp.process.as_mut().filter(|p| p.effect == agent) else {
+            return;
+        };
+        match answer {
+            Ok(result) => process.client.respond(id, &result),
+            Err((code, message)) => process.client.respond_error(id, code, &message),
+        }
+        self.acp_flush();
+    }
+
     /// Writes what the client produced, keeps its deadline, and handles its events.
     fn acp_flush(&mut self) {
         loop {
@@ -421,6 +440,7 @@ impl Host {
                 if let Some(old) = process.timer {
                     self.timers.remove(&old);
                 }
+                self.acp_terminals_end(process.effect);
                 self.push_effect(
                     process.effect,
                     EffectOp::ProcessKill {
@@ -514,6 +534,13 @@ impl Host {
             AgentRequest::WriteTextFile { path, content } => {
                 self.acp_file_request(&session, effect, id, AcpFileOp::Write { path, content })
             }
+            AgentRequest::TerminalCreate { .. }
+            | AgentRequest::TerminalOutput { .. }
+            | AgentRequest::TerminalWaitForExit { .. }
+            | AgentRequest::TerminalKill { .. }
+            | AgentRequest::TerminalRelease { .. } => {
+                self.acp_terminal_request(&session, effect, id, request)
+            }
             // Not offered in `initialize`: the client role answers these itself.
             _ => {
                 if let Some(process) = self.acp.process.as_mut() {
@@ -601,14 +628,6 @@ impl Host {
         wait: AcpFileWait,
         result: Result<FileReply, String>,
     ) {
-        let Some(process) = self
-            .acp
-            .process
-            .as_mut()
-            .filter(|p| p.effect == wait.process)
-        else {
-            return;
-        };
         let answer = match (&wait.op, result) {
             (AcpFileOp::Read { line, limit, .. }, Ok(FileReply::Text(text))) => {
                 Ok(json!({"content": select_lines(&text, *line, *limit)}))
@@ -622,13 +641,7 @@ impl Host {
             (AcpFileOp::Write { .. }, Ok(_)) => Ok(json!({})),
             (_, Err(message)) => Err(message),
         };
-        match answer {
-            Ok(result) => process.client.respond(&wait.request, &result),
-            Err(message) => process
-                .client
-                .respond_error(&wait.request, -32000, &message),
-        }
-        self.acp_flush();
+        self.acp_answer(wait.process, &wait.request, answer.map_err(|m| (-32000, m)));
     }
 }
 

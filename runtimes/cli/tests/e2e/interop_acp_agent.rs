@@ -335,3 +335,51 @@ async fn the_host_serves_the_agents_file_reads_and_writes() {
     })
     .await
 }
+
+/// The agent runs a command through the host's terminals (`terminal/create`, wait, output,
+/// release): the host runs it in the session's directory and the agent reads its output.
+#[tokio::test]
+async fn the_host_runs_the_agents_commands_in_its_terminals() {
+    sdk_scenarios::bounded(async {
+        let dir = tempfile::tempdir().expect("a scenario directory");
+        let work = tempfile::tempdir().expect("a working directory");
+        std::fs::write(work.path().join("marker.txt"), "").expect("a marker file");
+        let scenario = serde_json::json!({"rules": [
+            {"match": "run", "steps": [
+                {"shell": "ls; echo done", "result": "(no client terminal)"},
+                {"say": "Ran: {result}"}]}],
+            "default": [{"say": "You said: {prompt}"}]});
+        let scenario_path = dir.path().join("scenario.json");
+        std::fs::write(&scenario_path, scenario.to_string()).expect("write the scenario");
+        let agent = format!("'{BIN}' --acp --scenario '{}'", scenario_path.display());
+        let host =
+            Agentwire::launch(["--headless", "--port", "0", "--acp-agent", agent.as_str()]).await;
+        let client = client(&host).await;
+        let setup = Setup {
+            working_directory: Some(work.path().to_owned()),
+            ..Setup::default()
+        };
+        let mut c = create_session_with(&client, &new_session_id(), setup).await;
+        let (reply, events, _) = sdk_turn(&mut c, "run it").await;
+        let content = reply.data["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            content.starts_with("Ran: ")
+                && content.contains("marker.txt")
+                && content.contains("done"),
+            "the command ran in the session's directory and its output came back: {content:?} {:?}",
+            types(&events)
+        );
+        let kinds: Vec<serde_json::Value> = c
+            .permissions
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, data)| data["permissionRequest"]["kind"].clone())
+            .collect();
+        assert_eq!(kinds, ["shell"], "the agent's own prompt for its command");
+    })
+    .await
+}
