@@ -7,7 +7,8 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::agent::{
-    AcpCall, AcpInput, Agent, AgentInput, BuiltinCall, ClientRequest, PromptContext, SessionControl,
+    AcpCall, AcpInput, Agent, AgentInput, BuiltinCall, ClientRequest, PromptContext,
+    SessionControl, SessionSetting,
 };
 use crate::Timestamp;
 
@@ -981,4 +982,88 @@ fn attached_files_go_to_the_agent_as_resource_links() {
     );
     // The user message carries the attachments as sent.
     assert_eq!(s.events[0].1["attachments"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn mode_and_model_changes_follow_the_choices_the_agents_session_offers() {
+    let mut s = recorder(false);
+    let mut agent = AcpSessionAgent::new(None);
+    let mode = |m: &str| AgentInput::SettingChanged(SessionSetting::Mode(m.into()));
+    let model = |m: &str| AgentInput::SettingChanged(SessionSetting::Model(m.into()));
+    // Changed before the agent's session is open: applied once it is.
+    agent.handle(mode("plan"), &mut s);
+    assert!(s.calls.is_empty());
+    prompt(&mut agent, &mut s, "m1", "hello");
+    done(
+        &mut agent,
+        &mut s,
+        100,
+        Ok(json!({"sessionId": "a1",
+                  "modes": {"currentModeId": "agent",
+                            "availableModes": [{"id": "agent", "name": "Agent"},
+                                               {"id": "plan-mode", "name": "Plan"}]},
+                  "configOptions": [{"id": "thinking", "category": "other", "options": []},
+                                    {"id": "model", "category": "model", "type": "select",
+                                     "currentValue": "m-a",
+                                     "options": [{"value": "m-a", "name": "Model A"},
+                                                 {"value": "m-b", "name": "Model B"}]}]})),
+    );
+    let set_mode = AcpCall::SetMode {
+        agent_session: "a1".into(),
+        mode: "plan-mode".into(),
+    };
+    assert_eq!(s.calls[1].1, set_mode, "the mode named Plan: {:?}", s.calls);
+    assert!(matches!(s.calls[2].1, AcpCall::Prompt { .. }));
+    // A model the selector offers (by value or by name); the mode already set is not sent
+    // again; what the agent does not offer is not sent.
+    agent.handle(model("m-b"), &mut s);
+    agent.handle(model("model a"), &mut s);
+    agent.handle(mode("plan"), &mut s);
+    agent.handle(mode("autopilot"), &mut s);
+    agent.handle(model("gpt-unknown"), &mut s);
+    let calls: Vec<&AcpCall> = s.calls[3..].iter().map(|(_, c)| c).collect();
+    assert_eq!(
+        calls,
+        [
+            &AcpCall::SetConfigOption {
+                agent_session: "a1".into(),
+                config_id: "model".into(),
+                value: "m-b".into()
+            },
+            &AcpCall::SetConfigOption {
+                agent_session: "a1".into(),
+                config_id: "model".into(),
+                value: "m-a".into()
+            },
+        ]
+    );
+}
+
+#[test]
+fn a_mode_the_agent_left_by_itself_is_set_again() {
+    let mut s = recorder(false);
+    let mut agent = AcpSessionAgent::new(None);
+    prompt(&mut agent, &mut s, "m1", "hello");
+    done(
+        &mut agent,
+        &mut s,
+        100,
+        Ok(json!({"sessionId": "a1",
+                  "modes": {"currentModeId": "plan",
+                            "availableModes": [{"id": "agent", "name": "Agent"},
+                                               {"id": "plan", "name": "Plan"}]}})),
+    );
+    let update = json!({"sessionUpdate": "current_mode_update", "currentModeId": "agent"});
+    agent.handle(AgentInput::Acp(AcpInput::Update(update)), &mut s);
+    agent.handle(
+        AgentInput::SettingChanged(SessionSetting::Mode("plan".into())),
+        &mut s,
+    );
+    assert_eq!(
+        s.calls.last().unwrap().1,
+        AcpCall::SetMode {
+            agent_session: "a1".into(),
+            mode: "plan".into()
+        }
+    );
 }

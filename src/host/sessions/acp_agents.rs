@@ -203,6 +203,20 @@ impl Host {
                     .set_mode(now, client_token, &agent_session, &mode);
                 CallPurpose::Other
             }
+            AcpCall::SetConfigOption {
+                agent_session,
+                config_id,
+                value,
+            } => {
+                process.client.set_config_option(
+                    now,
+                    client_token,
+                    &agent_session,
+                    &config_id,
+                    &Value::String(value),
+                );
+                CallPurpose::Other
+            }
         };
         process.calls.insert(
             client_token,
