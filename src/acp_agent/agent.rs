@@ -47,7 +47,14 @@ pub struct AcpSessionAgent {
     choices: AgentChoices,
     /// Settings clients changed before the agent's session was open.
     pending_settings: Vec<SessionSetting>,
+    /// The agent session the log records for this session (its last
+    /// [`AGENT_SESSION_INFO`] event).
+    recorded: Option<String>,
 }
+
+/// The `infoType` of the `session.info` event that records the agent session a session
+/// runs on (read back when the session is restored).
+pub const AGENT_SESSION_INFO: &str = "acp_agent_session";
 
 /// The modes and the model selector the agent's session offers (`session/new`'s `modes` and
 /// its `configOptions` of category `model`).
@@ -141,6 +148,7 @@ impl AcpSessionAgent {
             translator: TurnTranslator::new(),
             choices: AgentChoices::default(),
             pending_settings: Vec::new(),
+            recorded: None,
         }
     }
 
@@ -256,6 +264,11 @@ impl AcpSessionAgent {
     fn acp(&mut self, s: &mut dyn SessionControl, input: AcpInput) {
         match input {
             AcpInput::Update(update) => {
+                if matches!(self.turn, Turn::Opening { .. }) && self.previous.is_some() {
+                    // The agent replays the session it loads: the session's log already
+                    // holds that history.
+                    return;
+                }
                 if update.get("sessionUpdate").and_then(Value::as_str)
                     == Some("current_mode_update")
                 {
@@ -289,6 +302,17 @@ impl AcpSessionAgent {
                         });
                         match opened {
                             Ok((id, result)) => {
+                                if self.recorded.as_deref() != Some(id.as_str()) {
+                                    // In the log, so a restored session loads it again.
+                                    s.emit(
+                                        "session.info",
+                                        json!({"infoType": AGENT_SESSION_INFO,
+                                               "message": format!("This session runs on the ACP agent's session {id}"),
+                                               "agentSessionId": id}),
+                                        false,
+                                    );
+                                    self.recorded = Some(id.clone());
+                                }
                                 self.agent_session = Some(id.clone());
                                 self.previous = None;
                                 let mode = result
@@ -382,6 +406,27 @@ impl Agent for AcpSessionAgent {
 
     fn drop_queued_prompts(&mut self, all: bool) -> usize {
         drop_queued(&mut self.queued, all)
+    }
+
+    /// The agent session the log records is the one to load (or resume) for the next prompt.
+    fn restored(&mut self, history: &[crate::session::Event]) {
+        let recorded = history.iter().rev().find_map(|event| {
+            if event.event_type != "session.info" {
+                return None;
+            }
+            let envelope: Value = serde_json::from_slice(&event.json).ok()?;
+            let data = envelope.get("data")?;
+            if data.get("infoType")?.as_str()? != AGENT_SESSION_INFO {
+                return None;
+            }
+            Some(data.get("agentSessionId")?.as_str()?.to_owned())
+        });
+        if let Some(id) = recorded {
+            if self.agent_session.is_none() {
+                self.previous = Some(id.clone());
+            }
+            self.recorded = Some(id);
+        }
     }
 }
 

@@ -30,7 +30,7 @@ mod client;
 mod command;
 mod translate;
 
-pub use agent::AcpSessionAgent;
+pub use agent::{AcpSessionAgent, AGENT_SESSION_INFO};
 pub use client::{
     AcpAgentClient, AcpAgentEvent, AcpClientConfig, AgentCapabilities, AgentRequest,
     ClientCapabilities, PermissionOption, PermissionOptionKind, StopReason, PROTOCOL_VERSION,

@@ -743,9 +743,13 @@ fn the_first_prompt_opens_the_agents_session_and_later_ones_reuse_it() {
         Ok(json!({"stopReason": "end_turn"})),
     );
     assert!(!agent.is_busy());
+    // The opened agent session is recorded in the log (a restored session loads it).
+    assert_eq!(s.events[2].1["infoType"], AGENT_SESSION_INFO);
+    assert_eq!(s.events[2].1["agentSessionId"], "a1");
     assert_eq!(
         types(&s)[2..],
         [
+            "session.info",
             "assistant.message_start",
             "assistant.message_delta",
             "assistant.message",
@@ -1065,5 +1069,47 @@ fn a_mode_the_agent_left_by_itself_is_set_again() {
             agent_session: "a1".into(),
             mode: "plan".into()
         }
+    );
+}
+
+#[test]
+fn a_restored_session_loads_the_agent_session_its_log_records_without_replaying_it() {
+    let info = |id: &str| {
+        crate::Event::new(
+            format!("e-{id}"),
+            "session.info",
+            &json!({"infoType": AGENT_SESSION_INFO, "agentSessionId": id}),
+            false,
+            T0,
+            None,
+        )
+    };
+    let mut s = recorder(false);
+    let mut agent = AcpSessionAgent::new(None);
+    agent.restored(&[info("old"), info("a7")]);
+    prompt(&mut agent, &mut s, "m1", "again");
+    assert_eq!(
+        s.calls[0].1,
+        AcpCall::Open {
+            previous: Some("a7".into())
+        }
+    );
+    // The agent replays the loaded session before answering: the log has it already.
+    let replayed = json!({"sessionUpdate": "user_message_chunk",
+                          "content": {"type": "text", "text": "earlier"}});
+    agent.handle(AgentInput::Acp(AcpInput::Update(replayed)), &mut s);
+    agent.handle(
+        AgentInput::Acp(AcpInput::Update(text("old answer"))),
+        &mut s,
+    );
+    done(&mut agent, &mut s, 100, Ok(json!({})));
+    assert_eq!(agent.agent_session(), Some("a7"));
+    assert_eq!(
+        types(&s),
+        ["user.message", "assistant.turn_start"],
+        "nothing replayed, and the same agent session is not recorded twice"
+    );
+    assert!(
+        matches!(&s.calls[1].1, AcpCall::Prompt { agent_session, .. } if agent_session == "a7")
     );
 }

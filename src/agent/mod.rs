@@ -462,6 +462,12 @@ pub trait Agent: Send {
         let _ = all;
         0
     }
+    /// The session was restored from its log (a restart, a cluster takeover) and this agent
+    /// was made for it: `history` is what the log holds. An agent that keeps something the
+    /// log records (an ACP agent's session id) reads it back. Default: nothing.
+    fn restored(&mut self, history: &[crate::session::Event]) {
+        let _ = history;
+    }
 }
 
 /// [`Agent::queued_prompts`] / [`Agent::drop_queued_prompts`] over an agent's prompt queue.

@@ -383,3 +383,67 @@ async fn the_host_runs_the_agents_commands_in_its_terminals() {
     })
     .await
 }
+
+/// A restarted host loads the agent session its log records: the agent (agentwire `--acp`
+/// with its own store) goes on with the same session, and nothing it replays while loading
+/// is added to the session's history.
+#[tokio::test]
+async fn a_restarted_host_loads_the_agent_session_its_log_records() {
+    use github_copilot_sdk::ResumeSessionConfig;
+    sdk_scenarios::bounded(async {
+        let host_data = tempfile::tempdir().expect("the host's data directory");
+        let agent_data = tempfile::tempdir().expect("the agent's data directory");
+        let agent = format!("'{BIN}' --acp --data-dir '{}'", agent_data.path().display());
+        let args = [
+            "--headless",
+            "--port",
+            "0",
+            "--data-dir",
+            host_data.path().to_str().expect("a UTF-8 path"),
+            "--acp-agent",
+            agent.as_str(),
+        ];
+        let mut host = Agentwire::launch(args).await;
+        let first = client(&host).await;
+        let id = new_session_id();
+        let mut c = create_session_with(&first, &id, Setup::default()).await;
+        let (reply, _, _) = sdk_turn(&mut c, "hello").await;
+        assert_eq!(reply.data["content"], "You said: hello");
+        sdk_scenarios::within("runtime.shutdown", first.rpc().runtime().shutdown())
+            .await
+            .expect("runtime.shutdown");
+        host.exit(Duration::from_secs(20)).await;
+        drop(first);
+
+        let host = Agentwire::launch(args).await;
+        let second = client(&host).await;
+        let session = sdk_scenarios::within(
+            "session.resume",
+            second.resume_session(ResumeSessionConfig::new(id.clone())),
+        )
+        .await
+        .expect("resume the stored session");
+        let reply = sdk_scenarios::turn(&session, "again").await;
+        assert_eq!(reply.data["content"], "You said: again");
+        let history = sdk_scenarios::within("getMessages", session.get_events())
+            .await
+            .expect("getMessages");
+        let recorded: Vec<&serde_json::Value> = history
+            .iter()
+            .filter(|e| e.event_type == "session.info")
+            .filter(|e| e.data["infoType"] == agentwire::acp_agent::AGENT_SESSION_INFO)
+            .map(|e| &e.data["agentSessionId"])
+            .collect();
+        assert_eq!(
+            recorded.len(),
+            1,
+            "the agent session was loaded, not replaced: {recorded:?}"
+        );
+        let users = history
+            .iter()
+            .filter(|e| e.event_type == "user.message")
+            .count();
+        assert_eq!(users, 2, "{:?}", types(&history));
+    })
+    .await
+}
