@@ -331,6 +331,25 @@ impl AcpSessionAgent {
                                     self.send_prompt(s, id, blocks);
                                 }
                             }
+                            Err(reason) if self.previous.is_some() => {
+                                // The agent no longer has the session this one ran on (a
+                                // new agent process, its store gone): the session goes on
+                                // in a new agent session; its log keeps the history.
+                                self.previous = None;
+                                s.emit(
+                                    "session.warning",
+                                    json!({"warningType": "acp_agent_session",
+                                           "message": format!("The agent could not load this session's earlier agent session ({reason}); it continues in a new one, without that context")}),
+                                    false,
+                                );
+                                match s.acp_call(AcpCall::Open { previous: None }) {
+                                    Some(token) => self.turn = Turn::Opening { token, blocks },
+                                    None if blocks.is_empty() => self.next_queued(s),
+                                    None => {
+                                        self.end(s, Err("this session has no ACP agent".to_owned()))
+                                    }
+                                }
+                            }
                             Err(reason) if blocks.is_empty() => {
                                 let _ = reason;
                                 self.next_queued(s);

@@ -1113,3 +1113,39 @@ fn a_restored_session_loads_the_agent_session_its_log_records_without_replaying_
         matches!(&s.calls[1].1, AcpCall::Prompt { agent_session, .. } if agent_session == "a7")
     );
 }
+
+#[test]
+fn an_agent_session_the_agent_cannot_load_is_replaced_by_a_new_one() {
+    let mut s = recorder(false);
+    let mut agent = AcpSessionAgent::new(Some("gone".into()));
+    prompt(&mut agent, &mut s, "m1", "hello");
+    assert_eq!(
+        s.calls[0].1,
+        AcpCall::Open {
+            previous: Some("gone".into())
+        }
+    );
+    done(
+        &mut agent,
+        &mut s,
+        100,
+        Err("Resource not found: gone".into()),
+    );
+    assert_eq!(s.calls[1].1, AcpCall::Open { previous: None });
+    assert!(agent.is_busy(), "the prompt waits for the new session");
+    let warning = &s
+        .events
+        .iter()
+        .find(|(t, _)| t == "session.warning")
+        .unwrap()
+        .1;
+    assert_eq!(warning["warningType"], "acp_agent_session");
+    assert!(warning["message"]
+        .as_str()
+        .unwrap()
+        .contains("Resource not found"));
+    done(&mut agent, &mut s, 101, Ok(json!({"sessionId": "fresh"})));
+    assert!(
+        matches!(&s.calls[2].1, AcpCall::Prompt { agent_session, .. } if agent_session == "fresh")
+    );
+}

@@ -908,3 +908,99 @@ async fn an_editor_on_the_copilot_cli_through_agentwire() {
     assert!(last.contains("editor-was-here"), "the command ran: {last}");
     agent.finish().await;
 }
+
+/// `agentwire --acp --data-dir D --acp-agent …` keeps the log the agent does not: after a
+/// restart, with an agent that forgot everything (no store), the editor's `session/load`
+/// replays the session from the proxy's log and the next prompt runs on a new agent session.
+#[tokio::test]
+async fn the_proxy_loads_a_session_its_agent_forgot() {
+    let data =
+        std::env::temp_dir().join(format!("agentwire-acp-proxy-data-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let data_arg = data.to_str().unwrap().to_owned();
+    let policy: Policy = Arc::new(Mutex::new(Some("allow-once")));
+    let agent_command = |name: &str| {
+        let dir = std::env::temp_dir().join(format!("agentwire-acp-{}-{name}", std::process::id()));
+        format!(
+            "'{}' --acp --no-store --scenario '{}'",
+            env!("CARGO_BIN_EXE_agentwire"),
+            dir.join("scenario.json").display()
+        )
+    };
+
+    let first_agent = agent_command("proxy-load-1");
+    let mut first = AgentProcess::spawn_with(
+        "proxy-load-1",
+        &["--data-dir", &data_arg, "--acp-agent", first_agent.as_str()],
+    );
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let cwd = first.dir.clone();
+    let wire = first.wire.clone();
+    let session = with_client(&mut first, seen.clone(), policy.clone(), async |cx| {
+        let session = init_and_new(&cx, &cwd).await?;
+        cx.send_request(PromptRequest::new(session.clone(), text("remember this")))
+            .block_task()
+            .await?;
+        settle(&wire, &seen).await;
+        Ok(session)
+    })
+    .await;
+    first.finish().await;
+
+    let second_agent = agent_command("proxy-load-2");
+    let mut second = AgentProcess::spawn_with(
+        "proxy-load-2",
+        &[
+            "--data-dir",
+            &data_arg,
+            "--acp-agent",
+            second_agent.as_str(),
+        ],
+    );
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let cwd = second.dir.clone();
+    let wire = second.wire.clone();
+    let loaded = session.clone();
+    let stop = with_client(&mut second, seen.clone(), policy, async |cx| {
+        cx.send_request(InitializeRequest::new(ProtocolVersion::V1).client_capabilities(caps()))
+            .block_task()
+            .await?;
+        cx.send_request(LoadSessionRequest::new(loaded.clone(), cwd.clone()))
+            .block_task()
+            .await?;
+        settle(&wire, &seen).await;
+        let response = cx
+            .send_request(PromptRequest::new(loaded.clone(), text("and now")))
+            .block_task()
+            .await?;
+        settle(&wire, &seen).await;
+        Ok(response.stop_reason)
+    })
+    .await;
+    assert_eq!(stop, StopReason::EndTurn);
+    let wire = second.wire();
+    let load_response = wire
+        .iter()
+        .position(|m| m.get("method").is_none() && m["result"]["modes"].is_object())
+        .expect("the load response");
+    let replayed: Vec<&Value> = wire[..load_response]
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .map(|m| &m["params"]["update"])
+        .collect();
+    assert!(
+        replayed
+            .iter()
+            .any(|u| u["sessionUpdate"] == "user_message_chunk"
+                && u["content"]["text"] == "remember this"),
+        "the proxy replayed its log: {replayed:?}"
+    );
+    let seen = seen.lock().unwrap();
+    assert!(
+        acp_stdio::agent_text(&seen.updates).ends_with("You said: and now"),
+        "the new agent session answered"
+    );
+    drop(seen);
+    second.finish().await;
+    let _ = std::fs::remove_dir_all(&data);
+}
