@@ -79,6 +79,13 @@ pub(crate) enum AnswerTo {
         /// The server's request id.
         id: OwnedId,
     },
+    /// The ACP agent's request (`elicitation/create`) is answered.
+    AcpAgent {
+        /// The agent process that asked (an ended process gets no answer).
+        process: EffectId,
+        /// The agent's request id.
+        request: OwnedId,
+    },
 }
 
 /// What approving a permission prompt does.

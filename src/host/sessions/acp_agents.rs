@@ -28,7 +28,9 @@ use crate::acp_agent::{
     PermissionOptionKind,
 };
 use crate::agent::{AcpCall, AcpInput, AgentInput};
-use crate::host::pending::{AcpAsk, AcpChoice, AcpFileOp, AcpPermission, Approval, PermissionAsk};
+use crate::host::pending::{
+    AcpAsk, AcpChoice, AcpFileOp, AcpPermission, AnswerTo, Approval, PermissionAsk,
+};
 use crate::host::{
     EffectId, EffectOp, FileReply, FileRequest, Host, ProcessSpec, ShellStream, TimerTarget,
 };
@@ -92,7 +94,7 @@ impl Host {
                     read_text_file: true,
                     write_text_file: true,
                     terminal: true,
-                    elicitation_form: false,
+                    elicitation_form: true,
                 },
                 client_version: self.config.version.clone(),
                 ..AcpClientConfig::default()
@@ -548,21 +550,36 @@ impl Host {
             AgentRequest::WriteTextFile { path, content } => {
                 self.acp_file_request(&session, effect, id, AcpFileOp::Write { path, content })
             }
+            AgentRequest::Elicitation { params } => {
+                // The session's clients fill the form (the elicitation bridge); their answer
+                // (`{action, content}`) is the agent's.
+                let mut ask = json!({"elicitationSource": "agent"});
+                for field in ["message", "requestedSchema", "mode", "url"] {
+                    if let Some(value) = params.get(field) {
+                        ask[field] = value.clone();
+                    }
+                }
+                if ask.get("mode").is_none() {
+                    ask["mode"] = json!(if ask.get("url").is_some() {
+                        "url"
+                    } else {
+                        "form"
+                    });
+                }
+                let answer_to = AnswerTo::AcpAgent {
+                    process: effect,
+                    request: id.clone(),
+                };
+                if let Err(reason) = self.start_elicitation(&session, answer_to, &ask) {
+                    self.acp_answer(effect, &id, Err((-32000, reason)));
+                }
+            }
             AgentRequest::TerminalCreate { .. }
             | AgentRequest::TerminalOutput { .. }
             | AgentRequest::TerminalWaitForExit { .. }
             | AgentRequest::TerminalKill { .. }
             | AgentRequest::TerminalRelease { .. } => {
                 self.acp_terminal_request(&session, effect, id, request)
-            }
-            // Not offered in `initialize`: the client role answers these itself.
-            _ => {
-                if let Some(process) = self.acp.process.as_mut() {
-                    process
-                        .client
-                        .respond_error(&id, -32601, "Method not found");
-                }
-                self.acp_flush();
             }
         }
     }

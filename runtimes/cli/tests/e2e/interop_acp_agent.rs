@@ -447,3 +447,51 @@ async fn a_restarted_host_loads_the_agent_session_its_log_records() {
     })
     .await
 }
+
+/// The agent's `elicitation/create` goes through the elicitation bridge: the SDK client's
+/// elicitation handler fills the form and its answer is the agent's.
+#[tokio::test]
+async fn the_agents_form_is_filled_by_the_sdk_clients_elicitation_handler() {
+    use github_copilot_sdk::SessionConfig;
+    use std::sync::{Arc, Mutex};
+    sdk_scenarios::bounded(async {
+        let dir = tempfile::tempdir().expect("a scenario directory");
+        let scenario = serde_json::json!({"rules": [
+            {"match": "ask", "steps": [
+                {"ask": "Deploy now?", "schema": {"type": "object",
+                    "properties": {"confirmed": {"type": "boolean"}}}},
+                {"say": "Answered: {answer}"}]}],
+            "default": [{"say": "You said: {prompt}"}]});
+        let scenario_path = dir.path().join("scenario.json");
+        std::fs::write(&scenario_path, scenario.to_string()).expect("write the scenario");
+        let agent = format!("'{BIN}' --acp --scenario '{}'", scenario_path.display());
+        let host =
+            Agentwire::launch(["--headless", "--port", "0", "--acp-agent", agent.as_str()]).await;
+        let client = client(&host).await;
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let prepared = client
+            .prepare_session(
+                SessionConfig::default()
+                    .with_session_id(new_session_id())
+                    .with_elicitation_handler(Arc::new(sdk_scenarios::RecordingElicitation {
+                        requests: requests.clone(),
+                    })),
+            )
+            .expect("prepare_session");
+        let session = sdk_scenarios::within("session.create", prepared.start())
+            .await
+            .expect("session.create");
+        let reply = sdk_scenarios::turn(&session, "ask me").await;
+        let seen = requests.lock().unwrap().clone();
+        assert_eq!(seen.len(), 1, "the handler ran once");
+        assert_eq!(seen[0].message, "Deploy now?");
+        let content = reply.data["content"].as_str().unwrap_or_default();
+        assert!(
+            content.starts_with("Answered: ")
+                && content.contains("accept")
+                && content.contains("confirmed"),
+            "the handler's answer reached the agent: {content}"
+        );
+    })
+    .await
+}
