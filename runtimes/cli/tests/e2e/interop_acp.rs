@@ -995,12 +995,11 @@ async fn the_proxy_loads_a_session_its_agent_forgot() {
                 && u["content"]["text"] == "remember this"),
         "the proxy replayed its log: {replayed:?}"
     );
-    let seen = seen.lock().unwrap();
+    let text = acp_stdio::agent_text(&seen.lock().unwrap().updates);
     assert!(
-        acp_stdio::agent_text(&seen.updates).ends_with("You said: and now"),
-        "the new agent session answered"
+        text.ends_with("You said: and now"),
+        "the new agent session answered: {text}"
     );
-    drop(seen);
     second.finish().await;
     let _ = std::fs::remove_dir_all(&data);
 }
