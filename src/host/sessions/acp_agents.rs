@@ -9,8 +9,11 @@
 //! session events. The agent's permission requests take the host's one permission path
 //! ([`Approval::AcpAgent`]): approve-all and the session's rules answer first, else the
 //! session's clients of every dialect are asked and the first answer is the agent's option.
-//! agentwire offers the agent no file system, terminal or elicitation (`initialize` says so),
-//! so the agent works on its own files and commands.
+//! The agent's `fs/*` requests are served on the session's files (a path outside its
+//! directories behind a `path` prompt), its `terminal/*` requests by processes the host runs
+//! (`acp_terminals.rs`), its `elicitation/create` by the elicitation bridge. The agent's
+//! session gets the session's MCP servers and, when the session has client tools, the
+//! client-tools server ([`crate::tool_server`]).
 //!
 //! When the process ends (it exited, broke the protocol, never answered `initialize`), every
 //! session that used it gets `AcpInput::Ended` with the reason; the next call starts a new
