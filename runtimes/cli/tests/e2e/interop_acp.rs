@@ -859,16 +859,25 @@ async fn an_editor_through_agentwire_as_an_acp_proxy() {
 }
 
 /// The official Copilot CLI (`copilot --acp --stdio`, offline on the fake model) behind
-/// `agentwire --acp --acp-agent`, with the official ACP SDK as the editor: the CLI's answer
-/// streams to the editor and its shell command is asked of the editor first.
+/// `agentwire --acp --acp-agent`, with the official ACP SDK as the editor: the CLI views a
+/// file and runs a command (asked of the editor first), its answer streams to the editor, and
+/// the editor's `session/cancel` ends a turn stalled on the model as cancelled.
 #[tokio::test]
 async fn an_editor_on_the_copilot_cli_through_agentwire() {
     use crate::support::copilot_cli::{copilot_cli, offline_env};
     let _exclusive = crate::support::exclusive().await;
-    use crate::support::fake_model::{FakeModel, FakeReply};
+    use crate::support::fake_model::{FakeMode, FakeModel, FakeReply};
+    let files = tempfile::tempdir().unwrap();
+    let notes = files.path().join("notes.txt");
+    std::fs::write(&notes, "the notes say: editor-notes-7\n").unwrap();
     let fake = FakeModel::start_script(vec![
         FakeReply::tool(
             "call_1",
+            "view",
+            serde_json::json!({"path": notes.display().to_string()}),
+        ),
+        FakeReply::tool(
+            "call_2",
             "bash",
             serde_json::json!({"command": "echo editor-was-here", "description": "Say hi"}),
         ),
@@ -883,29 +892,66 @@ async fn an_editor_on_the_copilot_cli_through_agentwire() {
     let policy: Policy = Arc::new(Mutex::new(Some("allow-once")));
     let cwd = agent.dir.clone();
     let wire = agent.wire.clone();
-    let stop = with_client(&mut agent, seen.clone(), policy, async |cx| {
+    let fake_for_cancel = &fake;
+    let (first, cancelled) = with_client(&mut agent, seen.clone(), policy, async |cx| {
         let session = init_and_new(&cx, &cwd).await?;
         let response = cx
-            .send_request(PromptRequest::new(session.clone(), text("Run a command")))
+            .send_request(PromptRequest::new(
+                session.clone(),
+                text("Read my notes, then run a command"),
+            ))
             .block_task()
             .await?;
         settle(&wire, &seen).await;
-        Ok(response.stop_reason)
+        // The model now sends its first delta and then nothing: the turn runs until the
+        // editor cancels it.
+        fake_for_cancel.set_mode(FakeMode::Stall);
+        let calls = fake_for_cancel.completion_bodies().len();
+        let sent = cx.send_request(PromptRequest::new(session.clone(), text("A long story")));
+        for _ in 0..200 {
+            if fake_for_cancel.completion_bodies().len() > calls {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        cx.send_notification(CancelNotification::new(session.clone()))?;
+        let cancelled = sent.block_task().await?;
+        settle(&wire, &seen).await;
+        Ok((response.stop_reason, cancelled.stop_reason))
     })
     .await;
-    assert_eq!(stop, StopReason::EndTurn);
+    assert_eq!(first, StopReason::EndTurn);
+    assert_eq!(cancelled, StopReason::Cancelled);
     {
         let seen = seen.lock().unwrap();
-        assert_eq!(
-            seen.permissions.len(),
-            1,
+        assert!(
+            !seen.permissions.is_empty(),
             "the CLI's command was asked of the editor"
         );
-        assert!(acp_stdio::agent_text(&seen.updates).ends_with("The command said hi."));
+        let text = acp_stdio::agent_text(&seen.updates);
+        assert!(text.contains("The command said hi."), "{text}");
+        let tool_calls = seen
+            .updates
+            .iter()
+            .filter(|n| matches!(n.update, SessionUpdate::ToolCall(_)))
+            .count();
+        assert!(tool_calls >= 2, "the view and the command were announced");
     }
-    let bodies = fake.completion_bodies();
-    let last = bodies.last().expect("a second model call").to_string();
-    assert!(last.contains("editor-was-here"), "the command ran: {last}");
+    let bodies: Vec<String> = fake
+        .completion_bodies()
+        .iter()
+        .map(|b| b.to_string())
+        .collect();
+    assert!(
+        bodies.len() >= 4,
+        "three calls for the first turn, one stalled: {}",
+        bodies.len()
+    );
+    assert!(
+        bodies[1].contains("editor-notes-7"),
+        "the view result reached the model"
+    );
+    assert!(bodies[2].contains("editor-was-here"), "the command ran");
     agent.finish().await;
 }
 
