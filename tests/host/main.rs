@@ -2,6 +2,7 @@
 //! (connections, routing, bridges, canvases, model sessions, the SDK surface, cluster
 //! gateways), plus the routing property test. One test binary: `cargo test --test host`.
 
+mod acp_agent_flood;
 mod bridges;
 mod canvas;
 mod cluster;
