@@ -25,76 +25,9 @@ mod serve;
 
 pub(crate) use serve::ClientTools;
 
-use sha2::{Digest, Sha256};
+pub use crate::host::{ToolServerConfig, CLIENT_TOOLS_SERVER as SERVER_NAME};
 
-/// The name the client-tools server has in the agent's `session/new` (the agent names its
-/// tools after it, e.g. `client-tools-get_weather` in the Copilot CLI).
-pub const SERVER_NAME: &str = "client-tools";
-
-/// Where the runtime serves the client-tools MCP server, and the key of its secrets.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ToolServerConfig {
-    /// The server's base URL, e.g. `http://127.0.0.1:40123` (a loopback listener the runtime
-    /// bound; sessions are served under `/mcp/{session}`).
-    pub url: String,
-    /// The key per-session secrets derive from: random, from the runtime (the core takes no
-    /// OS randomness). Never sent anywhere.
-    pub key: String,
-}
-
-impl std::fmt::Debug for ToolServerConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ToolServerConfig")
-            .field("url", &self.url)
-            .field("key", &"<redacted>")
-            .finish()
-    }
-}
-
-impl crate::host::HostConfig {
-    /// Sets [`HostConfig::tool_server`](crate::host::HostConfig::tool_server).
-    pub fn with_tool_server(mut self, server: Option<ToolServerConfig>) -> Self {
-        self.tool_server = server;
-        self
-    }
-}
-
-impl ToolServerConfig {
-    /// The bearer secret of `session`'s server: hex of `SHA-256(key, 0, session)`.
-    pub fn session_secret(&self, session: &str) -> String {
-        let mut hash = Sha256::new();
-        hash.update(self.key.as_bytes());
-        hash.update([0u8]);
-        hash.update(session.as_bytes());
-        hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
-    }
-
-    /// The ACP `McpServer` entry (`type: "http"`) that offers `session`'s client tools.
-    pub fn acp_server_entry(&self, session: &str) -> serde_json::Value {
-        serde_json::json!({
-            "type": "http",
-            "name": SERVER_NAME,
-            "url": format!("{}/mcp/{}", self.url.trim_end_matches('/'), percent_encode(session)),
-            "headers": [{"name": "Authorization",
-                         "value": format!("Bearer {}", self.session_secret(session))}],
-        })
-    }
-}
-
-/// `text` with every byte outside RFC 3986's unreserved set percent-encoded (a path segment).
-fn percent_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
-/// The inverse of [`percent_encode`]; `None` for a bad escape or bytes that are not UTF-8.
+/// The inverse of the path encoding of [`ToolServerConfig::acp_server_entry`]; `None` for a bad escape or bytes that are not UTF-8.
 fn percent_decode(text: &str) -> Option<String> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());

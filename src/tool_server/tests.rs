@@ -40,7 +40,11 @@ fn the_acp_entry_names_the_sessions_url_and_secret() {
 #[test]
 fn session_ids_round_trip_through_the_path() {
     for id in ["s", "a b/c%d", "日本", "-._~"] {
-        assert_eq!(percent_decode(&percent_encode(id)).as_deref(), Some(id));
+        let entry = config().acp_server_entry(id);
+        let url = entry["url"].as_str().unwrap();
+        let segment = url.strip_prefix("http://127.0.0.1:4000/mcp/").unwrap();
+        assert!(!segment.contains('/'), "one path segment: {segment}");
+        assert_eq!(percent_decode(segment).as_deref(), Some(id));
     }
     assert_eq!(percent_decode("%zz"), None);
     assert_eq!(percent_decode("%4"), None);
