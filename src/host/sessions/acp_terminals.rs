@@ -43,6 +43,14 @@ struct Terminal {
     waiters: Vec<OwnedId>,
 }
 
+impl AcpTerminals {
+    /// The terminal process `effect` runs.
+    fn of_effect(&mut self, effect: EffectId) -> Option<&mut Terminal> {
+        let id = self.by_effect.get(&effect)?;
+        self.by_id.get_mut(id)
+    }
+}
+
 impl Terminal {
     fn exit_status(&self) -> Option<Value> {
         self.exit
@@ -212,12 +220,7 @@ impl Host {
 
     /// Output of process `id`, if it is a terminal's (`false`: not a terminal).
     pub(in crate::host) fn acp_terminal_output(&mut self, id: EffectId, bytes: &[u8]) -> bool {
-        let terminals = &mut self.acp.terminals;
-        let Some(terminal) = terminals
-            .by_effect
-            .get(&id)
-            .and_then(|t| terminals.by_id.get_mut(t))
-        else {
+        let Some(terminal) = self.acp.terminals.of_effect(id) else {
             return false;
         };
         terminal.append(bytes);
@@ -231,12 +234,7 @@ impl Host {
         code: Option<i32>,
         message: Option<&str>,
     ) -> bool {
-        let terminals = &mut self.acp.terminals;
-        let Some(terminal) = terminals
-            .by_effect
-            .get(&id)
-            .and_then(|t| terminals.by_id.get_mut(t))
-        else {
+        let Some(terminal) = self.acp.terminals.of_effect(id) else {
             return false;
         };
         let code = match message {
