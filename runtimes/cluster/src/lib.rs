@@ -37,6 +37,7 @@ pub mod layout;
 pub mod lease;
 mod link;
 pub mod link_messages;
+pub mod machines;
 pub mod memory;
 pub mod nats;
 pub mod node;
