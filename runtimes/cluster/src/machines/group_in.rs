@@ -76,7 +76,8 @@ pub enum GroupInEvent {
 #[derive(Debug)]
 pub struct GroupIn {
     inbound: Inbound,
-    /// Members registered (their gateways relay from this group).
+    /// Members registered, until the owner ends them (a gateway that stopped relaying drops
+    /// what it is still handed).
     members: BTreeMap<u64, ()>,
     /// Openings sent and not yet registered or abandoned.
     pending: usize,
@@ -134,11 +135,6 @@ impl GroupIn {
         }
         self.members.insert(member, ());
         true
-    }
-
-    /// Member `member`'s gateway stopped relaying from this group.
-    pub fn remove_member(&mut self, member: u64) {
-        self.members.remove(&member);
     }
 
     /// The owner refused an opening naming the group (it ended there).

@@ -4,7 +4,7 @@
 //! found no member. [`GroupNames`] keeps the owner's groups by name and refuses openings
 //! naming one that ended.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -185,15 +185,15 @@ pub enum Admission<'a, G> {
 /// gateway node, so an opening naming one is refused).
 #[derive(Debug)]
 pub struct GroupNames<G> {
-    live: HashMap<String, G>,
-    ended: HashSet<String>,
+    live: BTreeMap<String, G>,
+    ended: BTreeSet<String>,
 }
 
 impl<G> Default for GroupNames<G> {
     fn default() -> Self {
         GroupNames {
-            live: HashMap::new(),
-            ended: HashSet::new(),
+            live: BTreeMap::new(),
+            ended: BTreeSet::new(),
         }
     }
 }
@@ -242,11 +242,16 @@ impl<G> GroupNames<G> {
     }
 
     /// The live group `id`.
+    pub fn get(&self, id: &str) -> Option<&G> {
+        self.live.get(id)
+    }
+
+    /// The live group `id`, to change.
     pub fn get_mut(&mut self, id: &str) -> Option<&mut G> {
         self.live.get_mut(id)
     }
 
-    /// The live groups' names.
+    /// The live groups' names, in order.
     pub fn ids(&self) -> Vec<String> {
         self.live.keys().cloned().collect()
     }

@@ -61,16 +61,17 @@ impl Inbound {
         }
     }
 
-    /// Time passed: each heartbeat interval that ended counts (silence or an open gap may
-    /// break the direction, or ask for the gap again).
+    /// Time passed: a heartbeat interval that ended counts (silence or an open gap may break
+    /// the direction, or ask for the gap again). A runner that fell behind counts one
+    /// interval, not every one it missed: its own stall is not the sender's silence.
     pub fn handle_timeout(&mut self, now: Instant) {
-        while let Some(due) = self.next_tick.filter(|due| *due <= now) {
-            self.next_tick = Some(due + HEARTBEAT);
-            let received = self.receiver.tick();
-            if !self.take(received) {
-                return;
-            }
-        }
+        let Some(due) = self.next_tick.filter(|due| *due <= now) else {
+            return;
+        };
+        let next = due + HEARTBEAT;
+        self.next_tick = Some(if next <= now { now + HEARTBEAT } else { next });
+        let received = self.receiver.tick();
+        self.take(received);
     }
 
     /// Takes one result of the receiver; `false` once the direction ended.
@@ -123,8 +124,14 @@ mod tests {
     #[test]
     fn heartbeat_silence_breaks_the_direction() {
         let t0 = Instant::now();
+        // A stalled runner counts one interval however long it stalled.
         let mut inbound = Inbound::new(1024, t0);
-        inbound.handle_timeout(t0 + HEARTBEAT * SILENT_HEARTBEATS);
+        inbound.handle_timeout(t0 + HEARTBEAT * 100);
+        assert!(events(&mut inbound).is_empty());
+        let mut inbound = Inbound::new(1024, t0);
+        for n in 1..=SILENT_HEARTBEATS {
+            inbound.handle_timeout(t0 + HEARTBEAT * n);
+        }
         assert!(events(&mut inbound).is_empty());
         inbound.handle_timeout(t0 + HEARTBEAT * (SILENT_HEARTBEATS + 1));
         let got = events(&mut inbound);

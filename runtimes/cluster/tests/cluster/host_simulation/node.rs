@@ -29,7 +29,10 @@ use agentwire::host::{
 use agentwire::Timestamp;
 use agentwire_cluster::call::{execute, Call};
 use agentwire_cluster::lease::NodeLease;
-use agentwire_cluster::link_messages::{LinkReceiver, LinkSender};
+use agentwire_cluster::machines::group_in::GroupIn;
+use agentwire_cluster::machines::group_out::{GroupNames, GroupOut};
+use agentwire_cluster::machines::member::MemberLink;
+use agentwire_cluster::machines::outbound::Outbound;
 use agentwire_cluster::memory::{MemoryEngine, MemoryLive};
 use agentwire_cluster::takeover::{Takeover, TakeoverOutcome, TakeoverStep};
 use agentwire_cluster::writer::{SessionWriter, WriterStep};
@@ -47,75 +50,55 @@ const CLAIM_ATTEMPTS: u32 = 5;
 pub(crate) enum End {
     /// A client of this node.
     Client(usize),
-    /// A client of another node, relayed over a gateway link (`link::serve_member`): a member
-    /// of the relay group `group`, so it writes nothing of its own (its frames travel in the
-    /// group); the client's frames come in on the link's `in` subject.
+    /// A client of another node, relayed over a gateway link (`link::serve_member`, the
+    /// [`MemberLink`] machine): a member of the relay group `group`, so it writes nothing of
+    /// its own (its frames travel in the group); the client's frames come in on the link's
+    /// `in` subject.
     Link {
         link: String,
-        peer: NodeIdentity,
         group: String,
         inbound: MemoryLive,
-        /// Checks the gateway's messages.
-        receiver: LinkReceiver,
-        /// When the receiver's next heartbeat interval ends.
-        next_tick: Duration,
+        member: Box<MemberLink>,
     },
     /// The relay group connection `0` (`group::start_group`): its frames go to its gateway
     /// node on the group's subject.
     Group(String),
 }
 
-/// The owner's side of a relay group (`group::GroupOut` and its watcher task).
-pub(crate) struct GroupOut {
+/// The owner's side of a relay group (`group::run_group`): the [`GroupOut`] machine.
+pub(crate) struct GroupOutSide {
     /// The group connection in the host.
     pub(crate) conn: ConnId,
-    /// The gateway node.
-    pub(crate) peer: NodeIdentity,
-    /// Numbers the group's messages.
-    pub(crate) sender: LinkSender,
-    /// The gateway node's resend requests (`link::send_link`).
+    pub(crate) machine: GroupOut,
+    /// The gateway node's resend requests.
     pub(crate) resend: MemoryLive,
-    /// When the next heartbeat is due.
-    pub(crate) next_heartbeat: Duration,
-    /// When the watcher next checks the peer's lease and the members.
-    pub(crate) next_check: Duration,
-    /// Checks in a row that found no member.
-    pub(crate) idle_checks: u32,
-    /// The group ended (closed by the host, or ended here): no member may join.
-    pub(crate) ended: bool,
     /// The session events the group carried (invariant 5: each once).
     pub(crate) carried: BTreeSet<String>,
 }
 
-/// The gateway node's side of a relay group (`group::GroupIn` and its receiver task).
-pub(crate) struct GroupIn {
+/// The gateway node's side of a relay group (`group::receive`): the [`GroupIn`] machine.
+pub(crate) struct GroupInSide {
     /// The group's name, as the openings carry it.
     pub(crate) id: String,
     pub(crate) owner: NodeIdentity,
     pub(crate) subscription: MemoryLive,
-    /// Checks the owner's messages.
-    pub(crate) receiver: LinkReceiver,
-    /// When the receiver's next heartbeat interval ends.
-    pub(crate) next_tick: Duration,
+    pub(crate) machine: GroupIn,
     /// The owner's member id -> this node's relayed connection.
     pub(crate) members: BTreeMap<u64, ConnId>,
 }
 
-/// The gateway side of a relayed connection (`gateway::gateway`, `link::open_remote`).
+/// The gateway side of a relayed connection (`gateway::gateway`, `link::open_remote`): the
+/// client's frames go out through an [`Outbound`] machine (`wire::send_link`).
 pub(crate) struct Gateway {
     pub(crate) link: String,
     /// The session it relays (each client of the simulation uses one session).
     pub(crate) session: String,
     pub(crate) owner: NodeIdentity,
-    /// The group the owner's frames for it come in, and its member id there.
+    /// The group the owner's frames for it come in.
     pub(crate) group: String,
-    pub(crate) member: u64,
-    /// Numbers the messages to the owner.
-    pub(crate) sender: LinkSender,
-    /// The owner's resend requests (`link::send_link`).
+    pub(crate) outbound: Outbound,
+    /// The owner's resend requests.
     pub(crate) resend: MemoryLive,
-    /// When the next heartbeat is due.
-    pub(crate) next_heartbeat: Duration,
 }
 
 /// A frame taken from the host, waiting for its mark to be acknowledged.
@@ -207,12 +190,10 @@ pub(crate) struct SimNode {
     pub(crate) closing: BTreeSet<ConnId>,
     pub(crate) ends: BTreeMap<ConnId, End>,
     pub(crate) gateways: BTreeMap<ConnId, Gateway>,
-    /// The relay groups this node serves as an owner, by name.
-    pub(crate) groups_out: BTreeMap<String, GroupOut>,
-    /// Names of the relay groups that ended here (openings naming them are refused).
-    pub(crate) groups_ended: BTreeSet<String>,
+    /// The relay groups this node serves as an owner, by name (ended names refused).
+    pub(crate) groups_out: GroupNames<GroupOutSide>,
     /// The relay groups from owners, one per owner incarnation (node, incarnation).
-    pub(crate) groups_in: BTreeMap<(String, u64), GroupIn>,
+    pub(crate) groups_in: BTreeMap<(String, u64), GroupInSide>,
     /// Numbers this node's relay groups.
     pub(crate) next_group: u64,
     /// Connections this node relays (forwarded once, they stay forwarded).
@@ -255,8 +236,7 @@ impl SimNode {
             closing: BTreeSet::new(),
             ends: BTreeMap::new(),
             gateways: BTreeMap::new(),
-            groups_out: BTreeMap::new(),
-            groups_ended: BTreeSet::new(),
+            groups_out: GroupNames::default(),
             groups_in: BTreeMap::new(),
             next_group: 0,
             relayed: BTreeSet::new(),
@@ -305,7 +285,9 @@ impl SimNode {
                         // member itself would be lost (the node drains it into a sink). Only a
                         // member whose group ended gets its own farewell.
                         assert!(
-                            self.groups_out.get(group).is_none_or(|g| g.ended),
+                            self.groups_out
+                                .get(group)
+                                .is_none_or(|g| g.machine.is_ended()),
                             "invariant 5: {:?} wrote a frame for relay group member {conn:?} of \
                              live group {group} outside the group: {}",
                             self.me,
@@ -397,12 +379,11 @@ impl SimNode {
                 // One gateway per connection: each client of the simulation uses one session.
                 if let Some(gateway) = self.gateways.get_mut(&conn) {
                     assert_eq!(gateway.session, session, "one session per simulated client");
-                    let subject = in_subject(&gateway.link);
                     for body in frames {
-                        for message in gateway.sender.frame(&body, usize::MAX) {
-                            now(self.engine.publish_live(&subject, message)).expect("publish");
-                        }
+                        gateway.outbound.send(&body, usize::MAX);
                     }
+                    let subject = in_subject(&gateway.link);
+                    publish(&self.engine, &subject, || gateway.outbound.poll_transmit());
                 } else if let Some(waiting) = self.effects.iter_mut().find_map(|e| match e {
                     Effect::OpenGateway {
                         conn: c, frames, ..
@@ -420,18 +401,14 @@ impl SimNode {
                 false
             }
             Output::Cluster(ClusterOutput::ForwardClosed { conn }) => {
-                if let Some(mut gateway) = self.gateways.remove(&conn) {
-                    let subject = in_subject(&gateway.link);
-                    now(self.engine.publish_live(&subject, gateway.sender.close()))
-                        .expect("publish");
-                }
+                self.close_gateway(conn);
                 false
             }
             Output::Connection(ConnectionOutput::Close { conn, .. }) => {
                 if let Some(End::Group(id)) = self.ends.get(&conn) {
                     // The host closed the group (it fell behind): its members ended with it.
                     if let Some(group) = self.groups_out.get_mut(id) {
-                        group.ended = true;
+                        group.machine.end();
                     }
                 }
                 self.closing.insert(conn);
@@ -476,6 +453,7 @@ impl SimNode {
                         );
                         let body = body_of(&held.frame).expect("one frame");
                         let group = self.groups_out.get_mut(id).expect("a group's state");
+                        group.machine.send(body, usize::MAX);
                         if let Some(event) = relayed_event(body) {
                             // Invariant 5: an event crosses once per group, however many of
                             // the gateway node's clients it is for.
@@ -484,10 +462,8 @@ impl SimNode {
                                 "invariant 5: event {event} crossed twice in relay group {id}"
                             );
                         }
-                        for message in group.sender.frame(body, usize::MAX) {
-                            now(self.engine.publish_live(&group_subject(id), message))
-                                .expect("publish");
-                        }
+                        let subject = group_subject(id);
+                        publish(&self.engine, &subject, || group.machine.poll_transmit());
                     }
                     Some(End::Link { .. }) => unreachable!("a member holds nothing"),
                     None => {}
@@ -496,17 +472,31 @@ impl SimNode {
         }
     }
 
+    /// The gateway of `conn` ends: its link closes (its group still names the member until
+    /// the owner ends it, as in `group.rs`). Answers the gateway.
+    pub(crate) fn close_gateway(&mut self, conn: ConnId) -> Option<Gateway> {
+        let mut gateway = self.gateways.remove(&conn)?;
+        gateway.outbound.close();
+        let subject = in_subject(&gateway.link);
+        publish(&self.engine, &subject, || gateway.outbound.poll_transmit());
+        Some(gateway)
+    }
+
+    /// A member of relay group `group` is gone from the host.
+    pub(crate) fn member_left(&mut self, group: &str) {
+        if let Some(g) = self.groups_out.get_mut(group) {
+            g.machine.leave();
+        }
+    }
+
     fn close_end(&mut self, conn: ConnId) {
         self.held.remove(&conn);
-        if let Some(mut gateway) = self.gateways.remove(&conn) {
-            // The gateway task ends: its link closes.
-            let subject = in_subject(&gateway.link);
-            now(self.engine.publish_live(&subject, gateway.sender.close())).expect("publish");
-        }
+        // The gateway task ends: its link closes.
+        self.close_gateway(conn);
         match self.ends.remove(&conn) {
             Some(End::Client(c)) => self.effects.push(Effect::ClientClosed(c)),
             // Its end travels in its group (`@!`).
-            Some(End::Link { .. }) => {}
+            Some(End::Link { group, .. }) => self.member_left(&group),
             Some(End::Group(id)) => self.group_closed(&id),
             None => {}
         }
@@ -515,13 +505,11 @@ impl SimNode {
     /// Relay group `id` is gone from the host: its publisher sends its close, its name is
     /// refused from now on.
     pub(crate) fn group_closed(&mut self, id: &str) {
-        if let Some(mut group) = self.groups_out.remove(id) {
-            now(self
-                .engine
-                .publish_live(&group_subject(id), group.sender.close()))
-            .expect("publish");
+        if let Some(mut group) = self.groups_out.retire(id) {
+            group.machine.close();
+            let subject = group_subject(id);
+            publish(&self.engine, &subject, || group.machine.poll_transmit());
         }
-        self.groups_ended.insert(id.to_owned());
     }
 
     fn acked(&mut self, mark: u64) {
@@ -774,6 +762,23 @@ impl SimNode {
         }
         self.host.cluster().finish_session_lookup(t, session);
     }
+}
+
+/// Publishes on `subject` every message `next` hands out.
+pub(crate) fn publish(
+    engine: &MemoryEngine,
+    subject: &str,
+    mut next: impl FnMut() -> Option<Bytes>,
+) {
+    while let Some(message) = next() {
+        now(engine.publish_live(subject, message)).expect("publish");
+    }
+}
+
+/// The machines' clock: `at` (the engine's time) after a fixed instant.
+pub(crate) fn instant(at: Duration) -> std::time::Instant {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(std::time::Instant::now) + at
 }
 
 /// The body of one Content-Length frame.
