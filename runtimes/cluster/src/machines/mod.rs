@@ -1,7 +1,8 @@
-//! The cluster's top half as sans-IO machines: one direction of a link or relay group
-//! ([`outbound::Outbound`], [`inbound::Inbound`]), the owner's side of a relayed client
-//! ([`member::MemberLink`]), and both sides of a relay group ([`group_out::GroupOut`] on the
-//! owner, [`group_in::GroupIn`] on the gateway node).
+//! The cluster's top half as sans-IO machines: a gateway following its client's session
+//! ([`gateway::Gateway`]), one direction of a link or relay group ([`outbound::Outbound`],
+//! [`inbound::Inbound`]), the owner's side of a relayed client ([`member::MemberLink`]), both
+//! sides of a relay group ([`group_out::GroupOut`] on the owner, [`group_in::GroupIn`] on the
+//! gateway node).
 //!
 //! As in quinn-proto's `Connection` or str0m's `Rtc`, a machine does no I/O and reads no
 //! clock: it takes inputs (a message arrived, `handle_timeout(now)`, the answer to a lease
@@ -11,6 +12,7 @@
 //! NATS and the driver; the host simulation runs the same machines against the in-memory
 //! engine.
 
+pub mod gateway;
 pub mod group_in;
 pub mod group_out;
 pub mod inbound;
