@@ -2,7 +2,9 @@
 //! ([`gateway::Gateway`]), one direction of a link or relay group ([`outbound::Outbound`],
 //! [`inbound::Inbound`]), the owner's side of a relayed client ([`member::MemberLink`]), both
 //! sides of a relay group ([`group_out::GroupOut`] on the owner, [`group_in::GroupIn`] on the
-//! gateway node).
+//! gateway node), and the session log's side: a session's claim ([`claim::Claim`]), its
+//! single writer ([`worker::SessionWorker`]) and the lookup of a session this node has not
+//! loaded ([`lookup::Lookup`]).
 //!
 //! As in quinn-proto's `Connection` or str0m's `Rtc`, a machine does no I/O and reads no
 //! clock: it takes inputs (a message arrived, `handle_timeout(now)`, the answer to a lease
@@ -12,12 +14,15 @@
 //! NATS and the driver; the host simulation runs the same machines against the in-memory
 //! engine.
 
+pub mod claim;
 pub mod gateway;
 pub mod group_in;
 pub mod group_out;
 pub mod inbound;
+pub mod lookup;
 pub mod member;
 pub mod outbound;
+pub mod worker;
 
 /// Earliest of two optional deadlines.
 pub(crate) fn earliest(

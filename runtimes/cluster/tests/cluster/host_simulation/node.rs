@@ -31,20 +31,19 @@ use agentwire_cluster::call::{execute, Call};
 use agentwire_cluster::lease::NodeLease;
 use agentwire_cluster::machines::group_in::GroupIn;
 use agentwire_cluster::machines::group_out::{GroupNames, GroupOut};
+use agentwire_cluster::machines::lookup::{Lookup, LookupAction, LookupOutcome};
 use agentwire_cluster::machines::member::MemberLink;
 use agentwire_cluster::machines::outbound::Outbound;
+use agentwire_cluster::machines::worker::{SessionWorker, WorkerEvent};
 use agentwire_cluster::memory::{MemoryEngine, MemoryLive};
-use agentwire_cluster::takeover::{Takeover, TakeoverOutcome, TakeoverStep};
-use agentwire_cluster::writer::{SessionWriter, WriterStep};
-use agentwire_cluster::{Engine, Layout, NodeIdentity, RecordKind};
+use agentwire_cluster::writer::SessionWriter;
+use agentwire_cluster::{Engine, Layout, NodeIdentity};
 use bytes::Bytes;
 use serde_json::Value;
 
 use super::log::{Ack, LogIndex};
 use super::now;
-
-/// How many times a claim is tried before the node gives up (`node.rs`'s `claim`).
-const CLAIM_ATTEMPTS: u32 = 5;
+use super::sim::TTL;
 
 /// Who is at the other end of one of the host's connections.
 pub(crate) enum End {
@@ -109,42 +108,6 @@ pub(crate) struct Held {
     pub(crate) fenced: bool,
 }
 
-/// What a session's worker is doing.
-enum InFlight {
-    Claim {
-        takeover: Takeover,
-        call: Call,
-        attempt: u32,
-    },
-    Append {
-        call: Call,
-        mark: u64,
-    },
-}
-
-/// One session's single writer (`write_session`).
-#[derive(Default)]
-pub(crate) struct Worker {
-    writer: Option<SessionWriter>,
-    queue: VecDeque<(Bytes, u64)>,
-    in_flight: Option<InFlight>,
-}
-
-/// A lookup of a session the host has not loaded (`look_up_once`).
-pub(crate) enum Lookup {
-    Start,
-    Claiming {
-        takeover: Box<Takeover>,
-        call: Call,
-        attempt: u32,
-        deadline: Duration,
-    },
-    Waiting {
-        until: Duration,
-        deadline: Duration,
-    },
-}
-
 /// Acknowledged marks: every mark up to `through` is acknowledged (`node.rs`'s `Acks`).
 #[derive(Default)]
 struct Acks {
@@ -184,7 +147,7 @@ pub(crate) struct SimNode {
     claims: u64,
     mark: u64,
     acks: Acks,
-    pub(crate) workers: BTreeMap<String, Worker>,
+    pub(crate) workers: BTreeMap<String, SessionWorker>,
     pub(crate) lookups: BTreeMap<String, Lookup>,
     pub(crate) held: BTreeMap<ConnId, VecDeque<Held>>,
     pub(crate) closing: BTreeSet<ConnId>,
@@ -361,12 +324,12 @@ impl SimNode {
         match output {
             Output::Store(StoreOutput::Persist { session, event }) => {
                 self.mark += 1;
-                let mark = self.mark;
-                self.workers
-                    .entry(session)
-                    .or_default()
-                    .queue
-                    .push_back((event, mark));
+                let (me, subject) = (self.me.clone(), self.layout.log_subject(&session));
+                let worker = self
+                    .workers
+                    .entry(session.clone())
+                    .or_insert_with(|| SessionWorker::new(me, session, subject, None, usize::MAX));
+                worker.push(event, self.mark);
                 false
             }
             Output::Store(StoreOutput::SessionDeleted { .. }) => false,
@@ -428,7 +391,9 @@ impl SimNode {
             self.host.cluster().finish_session_lookup(t, &session);
             return true;
         }
-        self.lookups.entry(session).or_insert(Lookup::Start);
+        let subject = self.layout.log_subject(&session);
+        let lookup = Lookup::new(self.me.clone(), subject, TTL, true);
+        self.lookups.entry(session).or_insert(lookup);
         false
     }
 
@@ -512,26 +477,17 @@ impl SimNode {
         }
     }
 
-    fn acked(&mut self, mark: u64) {
-        self.acks.above.insert(mark);
-        while self.acks.above.remove(&(self.acks.through + 1)) {
-            self.acks.through += 1;
-        }
-    }
-
     /// Whether this node's claim of `session` was acknowledged to it (its worker holds the
     /// fenced writer).
     pub(crate) fn holds_writer(&self, session: &str) -> bool {
-        self.workers
-            .get(session)
-            .is_some_and(|w| w.writer.is_some())
+        self.workers.get(session).is_some_and(|w| w.holds_writer())
     }
 
     /// Sessions with engine work to do.
     pub(crate) fn busy_workers(&self) -> Vec<String> {
         self.workers
             .iter()
-            .filter(|(_, w)| w.in_flight.is_some() || !w.queue.is_empty())
+            .filter(|(_, w)| w.is_busy())
             .map(|(s, _)| s.clone())
             .collect()
     }
@@ -544,211 +500,96 @@ impl SimNode {
             && self.held.values().all(VecDeque::is_empty)
     }
 
-    /// One engine call of `session`'s worker (`write_session`).
+    /// One engine call of `session`'s worker (`write_session`, the [`SessionWorker`]).
     pub(crate) fn worker_step(&mut self, session: &str) {
         let subject = self.layout.log_subject(session);
-        let me = self.me.clone();
         let claims = &mut self.claims;
         let worker = self.workers.get_mut(session).expect("worker");
-        match worker.in_flight.take() {
-            None => {
-                let Some((event, mark)) = worker.queue.front().cloned() else {
-                    return;
-                };
-                worker.in_flight = Some(match worker.writer.as_mut() {
-                    None => {
-                        *claims += 1;
-                        let (takeover, call) = Takeover::start(me, *claims, subject);
-                        InFlight::Claim {
-                            takeover,
-                            call,
-                            attempt: 1,
-                        }
-                    }
-                    Some(writer) => match writer.begin(event) {
-                        Ok(call) => InFlight::Append { call, mark },
-                        Err(e) => {
-                            let why = format!("session {session}: append refused ({e:?})");
-                            self.effects.push(Effect::Stop(why));
-                            return;
-                        }
-                    },
-                });
-            }
-            Some(InFlight::Claim {
-                mut takeover,
-                call,
-                attempt,
-            }) => {
-                let reply = now(execute(&self.engine, &call));
-                match takeover.on_reply(reply) {
-                    TakeoverStep::Call(call) => {
-                        worker.in_flight = Some(InFlight::Claim {
-                            takeover,
-                            call,
-                            attempt,
-                        })
-                    }
-                    TakeoverStep::Done(TakeoverOutcome::Claimed { writer, events }) => {
-                        if events.is_empty() {
-                            worker.writer = Some(writer);
-                        } else {
-                            // `write_session`: the session was created on another node too.
-                            let why = format!("session {session} was created on another node too");
-                            self.effects.push(Effect::Stop(why));
-                        }
-                    }
-                    TakeoverStep::Done(
-                        TakeoverOutcome::Contended | TakeoverOutcome::Unavailable(_),
-                    ) if attempt < CLAIM_ATTEMPTS => {
-                        *claims += 1;
-                        let (takeover, call) = Takeover::start(me, *claims, subject);
-                        worker.in_flight = Some(InFlight::Claim {
-                            takeover,
-                            call,
-                            attempt: attempt + 1,
-                        });
-                    }
-                    TakeoverStep::Done(outcome) => {
-                        let why = format!("cannot write session {session}: {outcome:?}");
-                        self.effects.push(Effect::Stop(why));
+        let mut next = || {
+            *claims += 1;
+            *claims
+        };
+        let Some(call) = worker.poll_call(&mut next) else {
+            return;
+        };
+        worker.handle_reply(now(execute(&self.engine, &call.call)), &mut next);
+        while let Some(event) = worker.poll_event() {
+            match event {
+                WorkerEvent::Acked { mark, seq, event } => {
+                    let event: Value = serde_json::from_slice(&event).expect("JSON");
+                    let event_id = event["id"].as_str().expect("an id").to_owned();
+                    let subject = subject.clone();
+                    self.effects.push(Effect::Acked(Ack {
+                        subject,
+                        seq,
+                        event_id,
+                    }));
+                    self.acks.above.insert(mark);
+                    while self.acks.above.remove(&(self.acks.through + 1)) {
+                        self.acks.through += 1;
                     }
                 }
-            }
-            Some(InFlight::Append { call, mark }) => {
-                let reply = now(execute(&self.engine, &call));
-                let writer = worker.writer.as_mut().expect("an appending writer");
-                match writer.on_reply(reply) {
-                    WriterStep::Call(call) => {
-                        worker.in_flight = Some(InFlight::Append { call, mark })
-                    }
-                    WriterStep::Acked(seq) => {
-                        let (event, _) = worker.queue.pop_front().expect("the appended event");
-                        let event: Value = serde_json::from_slice(&event).expect("JSON");
-                        self.effects.push(Effect::Acked(Ack {
-                            subject,
-                            seq,
-                            event_id: event["id"].as_str().expect("an id").to_owned(),
-                        }));
-                        self.acked(mark);
-                    }
-                    WriterStep::Refused(why) => panic!("the model refused an append: {why}"),
-                    WriterStep::Fenced => {
-                        let why = format!(
-                            "session {session} was taken over by another node (this node is fenced)"
-                        );
-                        self.effects.push(Effect::Stop(why));
-                    }
-                }
+                WorkerEvent::Refused { why, .. } => panic!("the model refused an append: {why}"),
+                WorkerEvent::Stop(why) => self.effects.push(Effect::Stop(why)),
             }
         }
     }
 
-    /// One engine call of `session`'s lookup (`look_up_once`). `answers` tells whether a
-    /// node answers on its link subject.
+    /// One step of `session`'s lookup (`look_up_once`, the [`Lookup`]) at `at`. `answers`
+    /// tells whether a node answers on its link subject. `Some(true)`: claimed here,
+    /// `Some(false)`: relayed to its live owner.
     pub(crate) fn lookup_step(
         &mut self,
         t: Timestamp,
         at: Duration,
         session: &str,
         answers: impl Fn(&NodeIdentity) -> bool,
-        lease_ttl: Duration,
     ) -> Option<bool> {
-        let subject = self.layout.log_subject(session);
-        let state = self.lookups.remove(session).expect("lookup");
-        let next = match state {
-            Lookup::Start => match now(self.engine.last_message(&subject)) {
-                Ok(Some(_)) => {
-                    self.claim_start(session, at + lease_ttl * 2 + Duration::from_secs(1), 1)
-                }
-                Ok(None) | Err(_) => {
-                    self.host.cluster().finish_session_lookup(t, session);
-                    return None;
-                }
-            },
-            Lookup::Waiting { until, deadline } if at < until => {
-                Lookup::Waiting { until, deadline }
-            }
-            Lookup::Waiting { deadline, .. } => self.claim_start(session, deadline, 1),
-            Lookup::Claiming {
-                mut takeover,
-                call,
-                attempt,
-                deadline,
-            } => {
-                let reply = now(execute(&self.engine, &call));
-                match takeover.on_reply(reply) {
-                    TakeoverStep::Call(call) => Lookup::Claiming {
-                        takeover,
-                        call,
-                        attempt,
-                        deadline,
-                    },
-                    TakeoverStep::Done(TakeoverOutcome::Claimed { writer, events }) => {
-                        self.claimed(t, session, writer, events);
-                        return Some(true);
-                    }
-                    TakeoverStep::Done(TakeoverOutcome::OwnedBy(owner)) => {
-                        if answers(&owner) || at > deadline {
-                            self.owners.insert(session.to_owned(), owner);
-                            self.host.cluster().forward_session_lookup(t, session);
-                            return Some(false);
-                        }
-                        Lookup::Waiting {
-                            until: at + Duration::from_millis(250),
-                            deadline,
-                        }
-                    }
-                    TakeoverStep::Done(
-                        TakeoverOutcome::Contended | TakeoverOutcome::Unavailable(_),
-                    ) if attempt < CLAIM_ATTEMPTS => {
-                        self.claim_start(session, deadline, attempt + 1)
-                    }
-                    TakeoverStep::Done(_) => {
-                        self.host.cluster().finish_session_lookup(t, session);
-                        return None;
-                    }
-                }
-            }
+        let at = instant(at);
+        let claims = &mut self.claims;
+        let mut next = || {
+            *claims += 1;
+            *claims
         };
-        self.lookups.insert(session.to_owned(), next);
-        None
-    }
-
-    /// One attempt of `claim` (a fresh takeover with a new claim counter).
-    fn claim_start(&mut self, session: &str, deadline: Duration, attempt: u32) -> Lookup {
-        self.claims += 1;
-        let subject = self.layout.log_subject(session);
-        let (takeover, call) = Takeover::start(self.me.clone(), self.claims, subject);
-        Lookup::Claiming {
-            takeover: Box::new(takeover),
-            call,
-            attempt,
-            deadline,
+        let lookup = self.lookups.get_mut(session).expect("lookup");
+        match lookup.poll() {
+            LookupAction::Call(call) => {
+                let reply = now(execute(&self.engine, &call.call));
+                lookup.handle_reply(at, reply, &mut next);
+            }
+            LookupAction::Probe(owner) => lookup.handle_probe(at, answers(&owner)),
+            LookupAction::WaitUntil(_) => lookup.handle_timeout(at, &mut next),
+            LookupAction::Done => {}
         }
+        let outcome = lookup.take_outcome()?;
+        self.lookups.remove(session);
+        match outcome {
+            LookupOutcome::Claimed { writer, events } => {
+                self.claimed(t, session, writer, events);
+                return Some(true);
+            }
+            LookupOutcome::Owned(owner) => {
+                self.owners.insert(session.to_owned(), owner);
+                self.host.cluster().forward_session_lookup(t, session);
+                return Some(false);
+            }
+            LookupOutcome::NotFound(_) => self.host.cluster().finish_session_lookup(t, session),
+        }
+        None
     }
 
     /// A lookup claimed `session`: its worker exists before the host can persist anything,
     /// then the session is restored and its open turn closed.
-    fn claimed(
-        &mut self,
-        t: Timestamp,
-        session: &str,
-        writer: SessionWriter,
-        events: Vec<agentwire_cluster::StoredMessage>,
-    ) {
-        self.workers.insert(
-            session.to_owned(),
-            Worker {
-                writer: Some(writer),
-                ..Worker::default()
-            },
+    fn claimed(&mut self, t: Timestamp, session: &str, writer: SessionWriter, events: Vec<Bytes>) {
+        let subject = self.layout.log_subject(session);
+        let worker = SessionWorker::new(
+            self.me.clone(),
+            session.into(),
+            subject,
+            Some(writer),
+            usize::MAX,
         );
-        let events: Vec<Bytes> = events
-            .into_iter()
-            .filter(|m| m.kind == Some(RecordKind::Event))
-            .map(|m| m.payload)
-            .collect();
+        self.workers.insert(session.to_owned(), worker);
         let reason = format!(
             "the turn was interrupted: the node running it stopped and node {} took the session over",
             self.me.node
