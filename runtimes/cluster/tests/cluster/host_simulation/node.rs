@@ -2,16 +2,17 @@
 //! `src/node.rs` (and the driver's `SessionLog` seam, `runtimes/driver/src/shared.rs` and
 //! `tasks.rs`) glue it to NATS, one engine call per step instead of tasks:
 //!
-//! * every `StoreOutput::Persist` gets the next *mark* and goes to its session's worker, which
-//!   claims the session on its first event and then appends with the fenced
-//!   [`SessionWriter`], one append in flight (`write_session`);
+//! * every `StoreOutput::Persist` gets the next *mark* and goes to its session's
+//!   [`SessionWorker`] (as `write_session` runs it), which claims the session on its first
+//!   event and then appends, one append in flight;
 //! * frames are taken from the host right after the outputs of the same input were drained,
 //!   tagged with the mark of the last persisted event, and written to their client only once
 //!   every mark up to it is acknowledged (`HostHandle::durable`, the writer task's
 //!   `synced.wait_for`);
-//! * `ClusterOutput::LoadSession` runs `look_up_once`: read the last message; claim when the
-//!   owner is gone (restore + `interrupt_open_turn`), relay when it is live and answers
-//!   (`forward_session_lookup`), wait for its lease while it is live and silent;
+//! * `ClusterOutput::LoadSession` runs a [`Lookup`] (as `look_up_once` does): read the last
+//!   message; claim when the owner is gone (restore + `interrupt_open_turn`), relay when it is
+//!   live and answers (`forward_session_lookup`), wait for its lease while it is live and
+//!   silent;
 //! * `ClusterOutput::Forward` / `ForwardClosed` open and feed a gateway link (`link.rs`): the
 //!   client's frames go to the owner on the link's own subject; the owner serves the relayed
 //!   connection as a member of the gateway node's relay group (`group.rs`,
