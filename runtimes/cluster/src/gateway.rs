@@ -168,6 +168,7 @@ pub(crate) async fn gateway(
                     info!(sessions = ?machine.sessions(), ?to, "relayed client re-attached")
                 }
                 GatewayEvent::End(reason) => {
+                    info!(%session, %reason, "relayed connection ended");
                     host.with_host(|host, now| host.cluster().end_forwarding(now, conn, reason));
                     return;
                 }
