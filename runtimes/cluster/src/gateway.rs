@@ -1,12 +1,12 @@
 //! Gateways: a client of node B whose session is owned by live node A is relayed to A, and
 //! keeps its connection and its attachments when A dies.
 //!
-//! One gateway task per client connection and relayed session runs a sans-IO
-//! [`crate::machines::gateway::Gateway`], which decides everything below; the task performs
-//! what it asks for against NATS, the log and the driver. One gateway per connection and session (the host routes each frame by
+//! One gateway task per client connection and relayed session (the host routes each frame by
 //! the session it names, so one connection may use sessions of several owners): it relays the
-//! frames of that session over a [`crate::link`] and watches A's lease.
-//! It remembers what it relayed ([`crate::relay::Relay`]): the client's attachments (the
+//! frames of that session over a [`crate::link`] and watches A's lease. The task runs a sans-IO
+//! [`crate::machines::gateway::Gateway`], which decides everything below, and performs what it
+//! asks for against NATS, the log and the driver.
+//! It remembers what it relayed ([`agentwire::relay::ClientRelay`]): the client's attachments (the
 //! params of each successful `session.create` / `session.resume`), its unanswered requests and
 //! the last durable event it received of each session (or, for a resume with none yet, the
 //! session's last event when the resume was answered, as the owner's answer names it). When A's lease is gone, or A sent its shutdown
@@ -27,7 +27,7 @@
 //!    live frames follow, without the events already delivered.
 //!
 //! An editor (ACP) is re-attached the same way, except for step 4: its `session/update`s
-//! carry no event ids, so the owner says how far the editor got ([`crate::relay_acp`]) and
+//! carry no event ids, so the owner says how far the editor got (the ACP dialect's relay) and
 //! the new owner replays the updates of the events after that before attaching it.
 //!
 //! The client's later frames wait while this happens, then go to the new owner.

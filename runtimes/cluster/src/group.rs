@@ -4,7 +4,7 @@
 //!
 //! A serves every relayed client as an ordinary connection made a *member* of B's group
 //! connection ([`agentwire::host::ClusterApi::join_relay_group`]): the members queue nothing of
-//! their own, and the group connection's frames ([`RelayFrame`]) carry each member's
+//! their own, and the group connection's frames ([`agentwire::host::RelayFrame`]) carry each member's
 //! responses, requests and events, an event for several members once, naming them. A
 //! publishes the group connection's frames on the group subject as numbered link messages
 //! with heartbeats ([`crate::link_messages`]); B reads them and hands each body to the
@@ -16,6 +16,10 @@
 //! ended group is refused (`{"error":"group"}`) and B starts a new group. When B's receiver
 //! sees a skipped number, silence or junk, the group is **broken**: every member's link is
 //! broken with the reason, and each gateway re-attaches its client as after any broken link.
+//!
+//! Both sides are sans-IO machines ([`crate::machines::group_out::GroupOut`] on A, with the
+//! names of its groups in [`crate::machines::group_out::GroupNames`];
+//! [`crate::machines::group_in::GroupIn`] on B); the tasks here run them.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;

@@ -1,6 +1,6 @@
-//! The data of relay groups on the gateway's side (B), shared by the node's tasks: the owner
-//! frames members get, each member's channel, and B's groups by owner. The group task
-//! (`crate::group`) runs them.
+//! The data of relay groups on the gateway's side (B), shared by the node's tasks: each group's
+//! machine ([`crate::machines::group_in::GroupIn`]) with its members' channels, and B's groups
+//! by owner. The group task (`crate::group`) runs the machines.
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;

@@ -1,4 +1,6 @@
-//! Links: how a gateway relays a client of node B to the node A owning its session.
+//! Links: how a gateway relays a client of node B to the node A owning its session. The
+//! client's direction is sent by an [`crate::machines::outbound::Outbound`]
+//! ([`crate::wire::send_link`]); A serves it with a [`crate::machines::member::MemberLink`].
 //!
 //! B's host hands the client's connection over (`ClusterOutput::Forward`) once a lookup finds the
 //! session owned by A. B opens a *link* with a NATS request to A's link subject; A attaches an

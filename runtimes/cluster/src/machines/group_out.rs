@@ -21,7 +21,7 @@ const IDLE_CHECKS: u32 = 3;
 pub enum GroupEnd {
     /// The gateway node's lease is gone.
     PeerGone,
-    /// The group had no member for [`IDLE_CHECKS`] checks in a row.
+    /// The group had no member for three checks in a row.
     Idle,
 }
 
