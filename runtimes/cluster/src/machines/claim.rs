@@ -140,3 +140,97 @@ impl std::fmt::Display for ClaimOutcome {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{AppendAck, AppendError, EngineError};
+
+    fn me() -> NodeIdentity {
+        NodeIdentity {
+            node: "a".into(),
+            incarnation: 1,
+        }
+    }
+
+    /// Answers every call as an empty log whose appends lose the race (`append`).
+    fn answer(call: &Call, append: fn() -> Result<AppendAck, AppendError>) -> Reply {
+        match call {
+            Call::LastMessage { .. } => Reply::Message(Ok(None)),
+            Call::Append(_) => Reply::Append(append()),
+            other => panic!("unexpected call {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_contended_claim_is_tried_again_with_a_new_counter_and_back_off_then_given_up() {
+        let (mut claim, first) = Claim::start(me(), "log.s".into(), 1);
+        assert_eq!(first.backoff, 0);
+        let mut call = first.call;
+        let mut counters = 1;
+        let mut backoffs = Vec::new();
+        let outcome = loop {
+            match claim.handle_reply(
+                answer(&call, || Err(AppendError::WrongLastSequence)),
+                || {
+                    counters += 1;
+                    counters
+                },
+            ) {
+                ClaimStep::Call(next) => {
+                    backoffs.push(next.backoff);
+                    call = next.call;
+                }
+                ClaimStep::Done(outcome) => break outcome,
+            }
+        };
+        assert!(
+            matches!(&outcome, ClaimOutcome::Failed(why) if why == "the claim did not settle"),
+            "{outcome:?}"
+        );
+        assert_eq!(counters, CLAIM_ATTEMPTS as u64, "a new counter per attempt");
+        // Each new attempt backs off longer (its last-message read); calls within one
+        // attempt before its claim was sent do not.
+        let attempts: Vec<u32> = backoffs.iter().copied().filter(|b| *b > 0).collect();
+        assert_eq!(attempts, [1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn an_engine_that_fails_ends_the_claim_after_its_attempts_and_a_stored_claim_is_claimed() {
+        let (mut claim, first) = Claim::start(me(), "log.s".into(), 1);
+        let step = claim.handle_reply(answer(&first.call, || unreachable!()), || 2);
+        let ClaimStep::Call(append) = step else {
+            panic!("{step:?}");
+        };
+        assert!(matches!(append.call, Call::Append(_)));
+        let step = claim.handle_reply(
+            answer(&append.call, || {
+                Ok(AppendAck {
+                    seq: 1,
+                    duplicate: false,
+                })
+            }),
+            || 3,
+        );
+        assert!(
+            matches!(step, ClaimStep::Done(ClaimOutcome::Claimed { ref events, .. }) if events.is_empty()),
+            "{step:?}"
+        );
+        // An engine that fails every read: each attempt reads the log's end again.
+        let (mut claim, first) = Claim::start(me(), "log.s".into(), 1);
+        assert!(matches!(first.call, Call::LastMessage { .. }));
+        let mut steps = 0;
+        loop {
+            steps += 1;
+            let reply = Reply::Message(Err(EngineError("down".into())));
+            match claim.handle_reply(reply, || 9) {
+                ClaimStep::Call(next) => assert!(matches!(next.call, Call::LastMessage { .. })),
+                ClaimStep::Done(outcome) => {
+                    assert!(matches!(outcome, ClaimOutcome::Failed(_)), "{outcome:?}");
+                    break;
+                }
+            }
+        }
+        assert_eq!(steps, CLAIM_ATTEMPTS);
+    }
+}
