@@ -36,6 +36,7 @@ use crate::nats::{ConnectError, NatsConfig, NatsEngine};
 use crate::record::NodeIdentity;
 use crate::shared::{Acks, Command, Lookups, Node};
 use crate::sync::lock;
+use crate::takeover::sessions_to_sweep;
 use crate::writer::SessionWriter;
 
 /// How a node joins its cluster.
@@ -263,7 +264,6 @@ impl SessionLog for ClusterLog {
 /// session in the log whose preferred claimant among the live nodes is this node, and which
 /// this node does not write, is looked up (claimed if its owner is dead).
 async fn sweep(node: Arc<Node>, tx: UnboundedSender<Command>) {
-    let prefix = format!("{}.", node.layout.log_prefix);
     let me = crate::escape::escape_id(&node.me.node);
     loop {
         tokio::time::sleep(node.lease_ttl).await;
@@ -276,23 +276,15 @@ async fn sweep(node: Arc<Node>, tx: UnboundedSender<Command>) {
         ) else {
             continue;
         };
-        for subject in subjects {
-            let Some(session) = subject
-                .strip_prefix(&prefix)
-                .and_then(|token| crate::escape::unescape_id(token).ok())
-            else {
-                continue;
-            };
-            let loaded = node
-                .host
+        let loaded = |session: &str| {
+            node.host
                 .get()
-                .and_then(|h| h.with_host(|host, _| host.session_events(&session).is_some()))
-                .unwrap_or(true);
-            let preferred =
-                crate::takeover::preferred_claimant(&session, live.iter().map(String::as_str));
-            if !loaded && preferred == Some(me.as_str()) {
-                let _ = tx.send(Command::Load { session });
-            }
+                .and_then(|h| h.with_host(|host, _| host.session_events(session).is_some()))
+                .unwrap_or(true)
+        };
+        let subjects = subjects.iter().map(String::as_str);
+        for session in sessions_to_sweep(subjects, &node.layout.log_prefix, &me, &live, loaded) {
+            let _ = tx.send(Command::Load { session });
         }
     }
 }

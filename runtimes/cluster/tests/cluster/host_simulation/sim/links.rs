@@ -13,12 +13,12 @@ use std::time::Duration;
 
 use agentwire::frame::{encode_frame, Framing};
 use agentwire::host::ConnId;
-use agentwire_cluster::escape::{escape_id, unescape_id};
+use agentwire_cluster::escape::escape_id;
 use agentwire_cluster::machines::group_in::{GroupIn, GroupInEvent};
 use agentwire_cluster::machines::group_out::{Admission, GroupEnd, GroupOut, GroupOutEvent};
 use agentwire_cluster::machines::member::{MemberEnd, MemberEvent, MemberLink};
 use agentwire_cluster::machines::outbound::Outbound;
-use agentwire_cluster::takeover::preferred_claimant;
+use agentwire_cluster::takeover::sessions_to_sweep;
 use agentwire_cluster::{Engine, LiveSubscription, NodeIdentity};
 use bytes::{Bytes, BytesMut};
 
@@ -525,8 +525,8 @@ impl Sim {
         let t = self.t();
         let at = self.cluster.now();
         let names = self.names.clone();
-        let prefix = format!("{}.", self.layout.log_prefix);
         let subjects: Vec<String> = self.index.subjects.keys().cloned().collect();
+        let log_prefix = self.layout.log_prefix.clone();
         let node = self.node(i);
         node.next_sweep = at + TTL;
         let mut live = Vec::new();
@@ -538,17 +538,10 @@ impl Sim {
             }
         }
         let me = escape_id(&node.me.node);
-        for subject in subjects {
-            let Some(session) = subject
-                .strip_prefix(&prefix)
-                .and_then(|token| unescape_id(token).ok())
-            else {
-                continue;
-            };
-            let preferred = preferred_claimant(&session, live.iter().map(String::as_str));
-            if node.host.session_events(&session).is_none() && preferred == Some(me.as_str()) {
-                node.load(t, session);
-            }
+        let subjects = subjects.iter().map(String::as_str);
+        let loaded = |session: &str| node.host.session_events(session).is_some();
+        for session in sessions_to_sweep(subjects, &log_prefix, &me, &live, loaded) {
+            node.load(t, session);
         }
     }
 }
