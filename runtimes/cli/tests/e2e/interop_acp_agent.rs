@@ -22,6 +22,18 @@ async fn host() -> Agentwire {
     Agentwire::launch(["--headless", "--port", "0", "--acp-agent", agent.as_str()]).await
 }
 
+/// The host, with `agentwire --acp` playing `scenario` (JSON) as the agent; `extra` flags go to
+/// the host. The scenario file lives in `dir`.
+async fn host_with_scenario(dir: &std::path::Path, scenario: &str, extra: &[&str]) -> Agentwire {
+    let path = dir.join("scenario.json");
+    std::fs::write(&path, scenario).expect("write the scenario");
+    let agent = format!("'{BIN}' --acp --scenario '{}'", path.display());
+    let mut args = vec!["--headless", "--port", "0"];
+    args.extend_from_slice(extra);
+    args.extend(["--acp-agent", agent.as_str()]);
+    Agentwire::launch(args).await
+}
+
 /// A scenario for the agent: "read file PATH" reads behind a permission prompt and says what
 /// it read. The agent reads through its ACP client's `fs/read_text_file` (the host serves it
 /// the session's files); the scripted `result` is what it would say without a client.
@@ -59,11 +71,7 @@ async fn a_streaming_client_gets_the_agents_chunks_as_deltas() {
 async fn the_agents_permission_request_is_answered_by_the_sdk_client() {
     sdk_scenarios::bounded(async {
         let dir = tempfile::tempdir().expect("a scenario directory");
-        let scenario = dir.path().join("scenario.json");
-        std::fs::write(&scenario, READ_SCENARIO).expect("write the scenario");
-        let agent = format!("'{BIN}' --acp --scenario '{}'", scenario.display());
-        let host =
-            Agentwire::launch(["--headless", "--port", "0", "--acp-agent", agent.as_str()]).await;
+        let host = host_with_scenario(dir.path(), READ_SCENARIO, &[]).await;
         let client = client(&host).await;
         let id = new_session_id();
         let work = tempfile::tempdir().expect("a working directory");
@@ -166,11 +174,7 @@ const CLIENT_TOOL_SCENARIO: &str = r#"{"rules": [{"match": "weather",
 async fn the_sdk_clients_own_tool_is_called_through_the_agent() {
     sdk_scenarios::bounded(async {
         let dir = tempfile::tempdir().expect("a scenario directory");
-        let scenario = dir.path().join("scenario.json");
-        std::fs::write(&scenario, CLIENT_TOOL_SCENARIO).expect("write the scenario");
-        let agent = format!("'{BIN}' --acp --scenario '{}'", scenario.display());
-        let host =
-            Agentwire::launch(["--headless", "--port", "0", "--acp-agent", agent.as_str()]).await;
+        let host = host_with_scenario(dir.path(), CLIENT_TOOL_SCENARIO, &[]).await;
         let client = client(&host).await;
         let id = new_session_id();
         // The SDK declares `get_weather` with a handler that answers TOOL_REPLY.
@@ -225,26 +229,12 @@ async fn the_sessions_own_mcp_servers_are_passed_down_to_the_agent() {
     use github_copilot_sdk::types::{McpServerConfig, McpStdioServerConfig};
     sdk_scenarios::bounded(async {
         let dir = tempfile::tempdir().expect("a scenario directory");
-        let scenario = dir.path().join("scenario.json");
-        std::fs::write(
-            &scenario,
-            r#"{"rules": [{"match": "echo",
-                "steps": [{"mcp": "everything/echo", "arguments": {"message": "passed down"}},
-                          {"say": "The server said: {result}"}]}],
-              "default": [{"say": "You said: {prompt}"}]}"#,
-        )
-        .expect("write the scenario");
-        let agent = format!("'{BIN}' --acp --scenario '{}'", scenario.display());
+        let scenario = r#"{"rules": [{"match": "echo",
+            "steps": [{"mcp": "everything/echo", "arguments": {"message": "passed down"}},
+                      {"say": "The server said: {result}"}]}],
+          "default": [{"say": "You said: {prompt}"}]}"#;
         // `--allow-mcp-spawn`: the SDK's TCP connection may configure a stdio server.
-        let host = Agentwire::launch([
-            "--headless",
-            "--port",
-            "0",
-            "--allow-mcp-spawn",
-            "--acp-agent",
-            agent.as_str(),
-        ])
-        .await;
+        let host = host_with_scenario(dir.path(), scenario, &["--allow-mcp-spawn"]).await;
         let client = client(&host).await;
         let (command, args) =
             crate::support::mcp_servers::everything_command(&dir.path().join("pid"));
@@ -291,11 +281,7 @@ async fn the_host_serves_the_agents_file_reads_and_writes() {
                 {"read_file": secret.display().to_string(), "result": "(no client read)"},
                 {"say": "Read: {result}"}]}],
             "default": [{"say": "You said: {prompt}"}]});
-        let scenario_path = dir.path().join("scenario.json");
-        std::fs::write(&scenario_path, scenario.to_string()).expect("write the scenario");
-        let agent = format!("'{BIN}' --acp --scenario '{}'", scenario_path.display());
-        let host =
-            Agentwire::launch(["--headless", "--port", "0", "--acp-agent", agent.as_str()]).await;
+        let host = host_with_scenario(dir.path(), &scenario.to_string(), &[]).await;
         let client = client(&host).await;
         let setup = Setup {
             working_directory: Some(work.path().to_owned()),
@@ -349,11 +335,7 @@ async fn the_host_runs_the_agents_commands_in_its_terminals() {
                 {"shell": "ls; echo done", "result": "(no client terminal)"},
                 {"say": "Ran: {result}"}]}],
             "default": [{"say": "You said: {prompt}"}]});
-        let scenario_path = dir.path().join("scenario.json");
-        std::fs::write(&scenario_path, scenario.to_string()).expect("write the scenario");
-        let agent = format!("'{BIN}' --acp --scenario '{}'", scenario_path.display());
-        let host =
-            Agentwire::launch(["--headless", "--port", "0", "--acp-agent", agent.as_str()]).await;
+        let host = host_with_scenario(dir.path(), &scenario.to_string(), &[]).await;
         let client = client(&host).await;
         let setup = Setup {
             working_directory: Some(work.path().to_owned()),
@@ -462,11 +444,7 @@ async fn the_agents_form_is_filled_by_the_sdk_clients_elicitation_handler() {
                     "properties": {"confirmed": {"type": "boolean"}}}},
                 {"say": "Answered: {answer}"}]}],
             "default": [{"say": "You said: {prompt}"}]});
-        let scenario_path = dir.path().join("scenario.json");
-        std::fs::write(&scenario_path, scenario.to_string()).expect("write the scenario");
-        let agent = format!("'{BIN}' --acp --scenario '{}'", scenario_path.display());
-        let host =
-            Agentwire::launch(["--headless", "--port", "0", "--acp-agent", agent.as_str()]).await;
+        let host = host_with_scenario(dir.path(), &scenario.to_string(), &[]).await;
         let client = client(&host).await;
         let requests = Arc::new(Mutex::new(Vec::new()));
         let prepared = client
