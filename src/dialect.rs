@@ -1,8 +1,9 @@
 //! The crate's dialects and the host built with them.
 //!
-//! [`Host`] is the neutral core (see [`host`](crate::host)); this module registers the two
+//! [`Host`] is the neutral core (see [`host`](crate::host)); this module registers the
 //! dialects this crate ships in its dialect table — the Copilot SDK protocol
-//! ([`copilot`](crate::copilot)), ACP ([`acp`](crate::acp)) and AHP ([`ahp`](crate::ahp)) — and adds the ways to open a
+//! ([`copilot`](crate::copilot)), ACP ([`acp`](crate::acp)), AHP ([`ahp`](crate::ahp)) and the
+//! client-tools server — and adds the ways to open a
 //! connection speaking one of them. A new dialect (an MCP client role, cluster peers) is a
 //! new [`Dialect`] variant and a new table entry; the host's fan-out does not change.
 
@@ -17,6 +18,9 @@ pub enum Dialect {
     CopilotSdk,
     /// The Agent Client Protocol v1 (`session/update` notifications, `session/*` methods).
     Acp,
+    /// The client-tools MCP server an ACP agent calls (Streamable HTTP requests,
+    /// [`Framing::Http`]; see [`crate::tool_server`]).
+    ClientTools,
     /// The Agent Host Protocol 1.0 (`action` envelopes on subscribed channels), one JSON-RPC
     /// message per WebSocket text frame. The runtime re-frames each frame's message with a
     /// `Content-Length` header, so a message may hold newlines.
@@ -25,11 +29,13 @@ pub enum Dialect {
 
 impl Dialect {
     /// The framing the dialect's clients use: Content-Length for the Copilot SDKs, NDJSON
-    /// for ACP, Content-Length for AHP (each WebSocket message, re-framed by the runtime).
+    /// for ACP, HTTP for the client-tools server, Content-Length for AHP (each WebSocket
+    /// message, re-framed by the runtime).
     pub fn default_framing(self) -> Framing {
         match self {
             Dialect::CopilotSdk | Dialect::Ahp => Framing::ContentLength,
             Dialect::Acp => Framing::Ndjson,
+            Dialect::ClientTools => Framing::Http,
         }
     }
 
@@ -38,17 +44,25 @@ impl Dialect {
         match self {
             Dialect::CopilotSdk => crate::copilot::ID,
             Dialect::Acp => crate::acp::ID,
+            Dialect::ClientTools => CLIENT_TOOLS_ID,
             Dialect::Ahp => crate::ahp::ID,
         }
     }
 }
 
 /// The dialect table of every [`Host`] built by [`Host::new`], indexed by [`DialectId`].
-static DIALECTS: [&dyn DialectHandler; 3] =
-    [&crate::copilot::Copilot, &crate::acp::Acp, &crate::ahp::Ahp];
+static DIALECTS: [&dyn DialectHandler; 4] = [
+    &crate::copilot::Copilot,
+    &crate::acp::Acp,
+    &crate::tool_server::ClientTools,
+    &crate::ahp::Ahp,
+];
+
+/// The client-tools server's entry in [`DIALECTS`].
+const CLIENT_TOOLS_ID: DialectId = DialectId(2);
 
 impl Host {
-    /// A host with no connections and no sessions, speaking the Copilot SDK protocol, ACP and AHP.
+    /// A host with no connections and no sessions, speaking the Copilot SDK protocol, ACP and AHP (and serving the client-tools server).
     pub fn new(config: HostConfig) -> Self {
         Host::with_dialects(config, &DIALECTS)
     }
@@ -75,9 +89,14 @@ impl Host {
     /// The dialect `conn` speaks (`None` for an unknown connection).
     pub fn connection_dialect(&self, conn: ConnId) -> Option<Dialect> {
         let id = self.conn_dialect(conn)?;
-        [Dialect::CopilotSdk, Dialect::Acp, Dialect::Ahp]
-            .into_iter()
-            .find(|d| d.id() == id)
+        [
+            Dialect::CopilotSdk,
+            Dialect::Acp,
+            Dialect::ClientTools,
+            Dialect::Ahp,
+        ]
+        .into_iter()
+        .find(|d| d.id() == id)
     }
 }
 
@@ -87,12 +106,17 @@ mod tests {
 
     #[test]
     fn every_dialect_has_its_own_table_entry() {
-        let all = [Dialect::CopilotSdk, Dialect::Acp, Dialect::Ahp];
-        for dialect in all {
+        let all = [
+            Dialect::CopilotSdk,
+            Dialect::Acp,
+            Dialect::ClientTools,
+            Dialect::Ahp,
+        ];
+        for (i, dialect) in all.into_iter().enumerate() {
             assert!(dialect.id().index() < DIALECTS.len());
+            for other in &all[..i] {
+                assert_ne!(dialect.id(), other.id());
+            }
         }
-        let mut ids: Vec<_> = all.iter().map(|d| d.id()).collect();
-        ids.dedup();
-        assert_eq!(ids.len(), all.len());
     }
 }

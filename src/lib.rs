@@ -156,6 +156,7 @@ pub mod relay;
 pub mod serve;
 mod session;
 mod time;
+pub mod tool_server;
 
 pub use agent::{Agent, AgentFactory, AgentInput, Scenario, SessionControl};
 pub use dialect::Dialect;

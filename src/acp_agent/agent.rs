@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 use crate::agent::{
     drop_queued, queued_view, AcpCall, AcpInput, Agent, AgentInput, PromptContext, SessionControl,
+    SessionSetting,
 };
 
 use super::client::StopReason;
@@ -42,6 +43,97 @@ pub struct AcpSessionAgent {
     interrupted: bool,
     queued: VecDeque<(String, String, PromptContext)>,
     translator: TurnTranslator,
+    /// What the agent's session offers to change (from opening it).
+    choices: AgentChoices,
+    /// Settings clients changed before the agent's session was open.
+    pending_settings: Vec<SessionSetting>,
+    /// The agent session the log records for this session (its last
+    /// [`AGENT_SESSION_INFO`] event).
+    recorded: Option<String>,
+}
+
+/// The `infoType` of the `session.info` event that records the agent session a session
+/// runs on (read back when the session is restored).
+pub const AGENT_SESSION_INFO: &str = "acp_agent_session";
+
+/// The modes and the model selector the agent's session offers (`session/new`'s `modes` and
+/// its `configOptions` of category `model`).
+#[derive(Debug, Default)]
+struct AgentChoices {
+    /// `(id, name)` of each mode.
+    modes: Vec<(String, String)>,
+    current_mode: Option<String>,
+    /// The model selector: its option id and `(value, name)` of each model.
+    model: Option<(String, Vec<(String, String)>)>,
+}
+
+impl AgentChoices {
+    fn of(result: &Value) -> Self {
+        let pairs = |items: Option<&Value>, id: &str| -> Vec<(String, String)> {
+            items
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|item| {
+                    let value = item.get(id)?.as_str()?.to_owned();
+                    let name = item.get("name").and_then(Value::as_str).unwrap_or(&value);
+                    Some((value.clone(), name.to_owned()))
+                })
+                .collect()
+        };
+        let model = result
+            .get("configOptions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|o| o.get("category").and_then(Value::as_str) == Some("model"))
+            .and_then(|o| {
+                let id = o.get("id")?.as_str()?.to_owned();
+                Some((id, pairs(o.get("options"), "value")))
+            });
+        AgentChoices {
+            modes: pairs(result.pointer("/modes/availableModes"), "id"),
+            current_mode: result
+                .pointer("/modes/currentModeId")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            model,
+        }
+    }
+
+    /// The agent's call that applies `setting`, if the agent offers a matching choice (its
+    /// id or name equal to the setting, ignoring case).
+    fn call_for(&mut self, agent_session: &str, setting: &SessionSetting) -> Option<AcpCall> {
+        let find = |choices: &[(String, String)], wanted: &str| {
+            choices
+                .iter()
+                .find(|(id, name)| {
+                    id.eq_ignore_ascii_case(wanted) || name.eq_ignore_ascii_case(wanted)
+                })
+                .map(|(id, _)| id.clone())
+        };
+        match setting {
+            SessionSetting::Mode(mode) => {
+                let id = find(&self.modes, mode)?;
+                if self.current_mode.as_deref() == Some(id.as_str()) {
+                    return None;
+                }
+                self.current_mode = Some(id.clone());
+                Some(AcpCall::SetMode {
+                    agent_session: agent_session.to_owned(),
+                    mode: id,
+                })
+            }
+            SessionSetting::Model(model) => {
+                let (config_id, values) = self.model.as_ref()?;
+                Some(AcpCall::SetConfigOption {
+                    agent_session: agent_session.to_owned(),
+                    config_id: config_id.clone(),
+                    value: find(values, model)?,
+                })
+            }
+        }
+    }
 }
 
 impl AcpSessionAgent {
@@ -54,6 +146,28 @@ impl AcpSessionAgent {
             interrupted: false,
             queued: VecDeque::new(),
             translator: TurnTranslator::new(),
+            choices: AgentChoices::default(),
+            pending_settings: Vec::new(),
+            recorded: None,
+        }
+    }
+
+    /// A client changed a setting: the agent's session follows when it offers that choice
+    /// (a setting changed before the session opened is applied once it is open).
+    fn setting_changed(&mut self, s: &mut dyn SessionControl, setting: SessionSetting) {
+        let Some(agent_session) = self.agent_session.clone() else {
+            self.pending_settings.push(setting);
+            return;
+        };
+        if let Some(call) = self.choices.call_for(&agent_session, &setting) {
+            if let AcpCall::SetMode { mode, .. } = &call {
+                // The client's change was announced already: the agent's confirmation
+                // (`current_mode_update`) is not announced again.
+                self.translator.set_initial_mode(Some(mode));
+            }
+            // Its result (or failure) changes nothing here: the agent reports its mode
+            // (`current_mode_update`) and options (`config_option_update`) itself.
+            s.acp_call(call);
         }
     }
 
@@ -150,6 +264,19 @@ impl AcpSessionAgent {
     fn acp(&mut self, s: &mut dyn SessionControl, input: AcpInput) {
         match input {
             AcpInput::Update(update) => {
+                if matches!(self.turn, Turn::Opening { .. }) && self.previous.is_some() {
+                    // The agent replays the session it loads: the session's log already
+                    // holds that history.
+                    return;
+                }
+                if update.get("sessionUpdate").and_then(Value::as_str)
+                    == Some("current_mode_update")
+                {
+                    // The agent changed its mode itself.
+                    if let Some(mode) = update.get("currentModeId").and_then(Value::as_str) {
+                        self.choices.current_mode = Some(mode.to_owned());
+                    }
+                }
                 if let Err(reason) = self.translator.apply(s, &update) {
                     s.emit(
                         "session.warning",
@@ -175,18 +302,52 @@ impl AcpSessionAgent {
                         });
                         match opened {
                             Ok((id, result)) => {
+                                if self.recorded.as_deref() != Some(id.as_str()) {
+                                    // In the log, so a restored session loads it again.
+                                    s.emit(
+                                        "session.info",
+                                        json!({"infoType": AGENT_SESSION_INFO,
+                                               "message": format!("This session runs on the ACP agent's session {id}"),
+                                               "agentSessionId": id}),
+                                        false,
+                                    );
+                                    self.recorded = Some(id.clone());
+                                }
                                 self.agent_session = Some(id.clone());
                                 self.previous = None;
                                 let mode = result
                                     .pointer("/modes/currentModeId")
                                     .and_then(Value::as_str);
                                 self.translator.set_initial_mode(mode);
+                                self.choices = AgentChoices::of(&result);
+                                for setting in std::mem::take(&mut self.pending_settings) {
+                                    self.setting_changed(s, setting);
+                                }
                                 if blocks.is_empty() {
                                     // The turn was cancelled while the session opened.
                                     self.turn = Turn::Idle;
                                     self.next_queued(s);
                                 } else {
                                     self.send_prompt(s, id, blocks);
+                                }
+                            }
+                            Err(reason) if self.previous.is_some() => {
+                                // The agent no longer has the session this one ran on (a
+                                // new agent process, its store gone): the session goes on
+                                // in a new agent session; its log keeps the history.
+                                self.previous = None;
+                                s.emit(
+                                    "session.warning",
+                                    json!({"warningType": "acp_agent_session",
+                                           "message": format!("The agent could not load this session's earlier agent session ({reason}); it continues in a new one, without that context")}),
+                                    false,
+                                );
+                                match s.acp_call(AcpCall::Open { previous: None }) {
+                                    Some(token) => self.turn = Turn::Opening { token, blocks },
+                                    None if blocks.is_empty() => self.next_queued(s),
+                                    None => {
+                                        self.end(s, Err("this session has no ACP agent".to_owned()))
+                                    }
                                 }
                             }
                             Err(reason) if blocks.is_empty() => {
@@ -245,6 +406,7 @@ impl Agent for AcpSessionAgent {
             AgentInput::Abort => self.cancel(s, false),
             AgentInput::Interrupt => self.cancel(s, true),
             AgentInput::Acp(input) => self.acp(s, input),
+            AgentInput::SettingChanged(setting) => self.setting_changed(s, setting),
             // The agent runs its own tools, model calls and timers.
             AgentInput::Timer
             | AgentInput::ToolDone { .. }
@@ -263,6 +425,27 @@ impl Agent for AcpSessionAgent {
 
     fn drop_queued_prompts(&mut self, all: bool) -> usize {
         drop_queued(&mut self.queued, all)
+    }
+
+    /// The agent session the log records is the one to load (or resume) for the next prompt.
+    fn restored(&mut self, history: &[crate::session::Event]) {
+        let recorded = history.iter().rev().find_map(|event| {
+            if event.event_type != "session.info" {
+                return None;
+            }
+            let envelope: Value = serde_json::from_slice(&event.json).ok()?;
+            let data = envelope.get("data")?;
+            if data.get("infoType")?.as_str()? != AGENT_SESSION_INFO {
+                return None;
+            }
+            Some(data.get("agentSessionId")?.as_str()?.to_owned())
+        });
+        if let Some(id) = recorded {
+            if self.agent_session.is_none() {
+                self.previous = Some(id.clone());
+            }
+            self.recorded = Some(id);
+        }
     }
 }
 

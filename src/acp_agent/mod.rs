@@ -30,27 +30,13 @@ mod client;
 mod command;
 mod translate;
 
-pub use agent::AcpSessionAgent;
+pub use agent::{AcpSessionAgent, AGENT_SESSION_INFO};
 pub use client::{
     AcpAgentClient, AcpAgentEvent, AcpClientConfig, AgentCapabilities, AgentRequest,
     ClientCapabilities, PermissionOption, PermissionOptionKind, StopReason, PROTOCOL_VERSION,
 };
 pub use command::{split_command, CommandError};
 pub use translate::TurnTranslator;
-
-impl crate::host::HostConfig {
-    /// Runs sessions on the ACP agent `argv` (program and arguments): every session whose
-    /// client names no BYOK provider gets an [`AcpSessionAgent`]
-    /// ([`HostConfig::agent`](crate::host::HostConfig::agent)), and
-    /// [`HostConfig::acp_agent`](crate::host::HostConfig::acp_agent) is the process they share.
-    pub fn with_acp_agent(mut self, argv: Vec<String>) -> Self {
-        self.acp_agent = Some(argv);
-        self.agent = std::sync::Arc::new(|_session_id: &str| {
-            Box::new(AcpSessionAgent::new(None)) as Box<dyn crate::agent::Agent>
-        });
-        self
-    }
-}
 
 #[cfg(test)]
 mod tests;

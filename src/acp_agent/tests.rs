@@ -7,7 +7,8 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::agent::{
-    AcpCall, AcpInput, Agent, AgentInput, BuiltinCall, ClientRequest, PromptContext, SessionControl,
+    AcpCall, AcpInput, Agent, AgentInput, BuiltinCall, ClientRequest, PromptContext,
+    SessionControl, SessionSetting,
 };
 use crate::Timestamp;
 
@@ -742,9 +743,13 @@ fn the_first_prompt_opens_the_agents_session_and_later_ones_reuse_it() {
         Ok(json!({"stopReason": "end_turn"})),
     );
     assert!(!agent.is_busy());
+    // The opened agent session is recorded in the log (a restored session loads it).
+    assert_eq!(s.events[2].1["infoType"], AGENT_SESSION_INFO);
+    assert_eq!(s.events[2].1["agentSessionId"], "a1");
     assert_eq!(
         types(&s)[2..],
         [
+            "session.info",
             "assistant.message_start",
             "assistant.message_delta",
             "assistant.message",
@@ -981,4 +986,166 @@ fn attached_files_go_to_the_agent_as_resource_links() {
     );
     // The user message carries the attachments as sent.
     assert_eq!(s.events[0].1["attachments"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn mode_and_model_changes_follow_the_choices_the_agents_session_offers() {
+    let mut s = recorder(false);
+    let mut agent = AcpSessionAgent::new(None);
+    let mode = |m: &str| AgentInput::SettingChanged(SessionSetting::Mode(m.into()));
+    let model = |m: &str| AgentInput::SettingChanged(SessionSetting::Model(m.into()));
+    // Changed before the agent's session is open: applied once it is.
+    agent.handle(mode("plan"), &mut s);
+    assert!(s.calls.is_empty());
+    prompt(&mut agent, &mut s, "m1", "hello");
+    done(
+        &mut agent,
+        &mut s,
+        100,
+        Ok(json!({"sessionId": "a1",
+                  "modes": {"currentModeId": "agent",
+                            "availableModes": [{"id": "agent", "name": "Agent"},
+                                               {"id": "plan-mode", "name": "Plan"}]},
+                  "configOptions": [{"id": "thinking", "category": "other", "options": []},
+                                    {"id": "model", "category": "model", "type": "select",
+                                     "currentValue": "m-a",
+                                     "options": [{"value": "m-a", "name": "Model A"},
+                                                 {"value": "m-b", "name": "Model B"}]}]})),
+    );
+    let set_mode = AcpCall::SetMode {
+        agent_session: "a1".into(),
+        mode: "plan-mode".into(),
+    };
+    assert_eq!(s.calls[1].1, set_mode, "the mode named Plan: {:?}", s.calls);
+    assert!(matches!(s.calls[2].1, AcpCall::Prompt { .. }));
+    // A model the selector offers (by value or by name); the mode already set is not sent
+    // again; what the agent does not offer is not sent.
+    agent.handle(model("m-b"), &mut s);
+    agent.handle(model("model a"), &mut s);
+    agent.handle(mode("plan"), &mut s);
+    agent.handle(mode("autopilot"), &mut s);
+    agent.handle(model("gpt-unknown"), &mut s);
+    let calls: Vec<&AcpCall> = s.calls[3..].iter().map(|(_, c)| c).collect();
+    assert_eq!(
+        calls,
+        [
+            &AcpCall::SetConfigOption {
+                agent_session: "a1".into(),
+                config_id: "model".into(),
+                value: "m-b".into()
+            },
+            &AcpCall::SetConfigOption {
+                agent_session: "a1".into(),
+                config_id: "model".into(),
+                value: "m-a".into()
+            },
+        ]
+    );
+}
+
+#[test]
+fn a_mode_the_agent_left_by_itself_is_set_again() {
+    let mut s = recorder(false);
+    let mut agent = AcpSessionAgent::new(None);
+    prompt(&mut agent, &mut s, "m1", "hello");
+    done(
+        &mut agent,
+        &mut s,
+        100,
+        Ok(json!({"sessionId": "a1",
+                  "modes": {"currentModeId": "plan",
+                            "availableModes": [{"id": "agent", "name": "Agent"},
+                                               {"id": "plan", "name": "Plan"}]}})),
+    );
+    let update = json!({"sessionUpdate": "current_mode_update", "currentModeId": "agent"});
+    agent.handle(AgentInput::Acp(AcpInput::Update(update)), &mut s);
+    agent.handle(
+        AgentInput::SettingChanged(SessionSetting::Mode("plan".into())),
+        &mut s,
+    );
+    assert_eq!(
+        s.calls.last().unwrap().1,
+        AcpCall::SetMode {
+            agent_session: "a1".into(),
+            mode: "plan".into()
+        }
+    );
+}
+
+#[test]
+fn a_restored_session_loads_the_agent_session_its_log_records_without_replaying_it() {
+    let info = |id: &str| {
+        crate::Event::new(
+            format!("e-{id}"),
+            "session.info",
+            &json!({"infoType": AGENT_SESSION_INFO, "agentSessionId": id}),
+            false,
+            T0,
+            None,
+        )
+    };
+    let mut s = recorder(false);
+    let mut agent = AcpSessionAgent::new(None);
+    agent.restored(&[info("old"), info("a7")]);
+    prompt(&mut agent, &mut s, "m1", "again");
+    assert_eq!(
+        s.calls[0].1,
+        AcpCall::Open {
+            previous: Some("a7".into())
+        }
+    );
+    // The agent replays the loaded session before answering: the log has it already.
+    let replayed = json!({"sessionUpdate": "user_message_chunk",
+                          "content": {"type": "text", "text": "earlier"}});
+    agent.handle(AgentInput::Acp(AcpInput::Update(replayed)), &mut s);
+    agent.handle(
+        AgentInput::Acp(AcpInput::Update(text("old answer"))),
+        &mut s,
+    );
+    done(&mut agent, &mut s, 100, Ok(json!({})));
+    assert_eq!(agent.agent_session(), Some("a7"));
+    assert_eq!(
+        types(&s),
+        ["user.message", "assistant.turn_start"],
+        "nothing replayed, and the same agent session is not recorded twice"
+    );
+    assert!(
+        matches!(&s.calls[1].1, AcpCall::Prompt { agent_session, .. } if agent_session == "a7")
+    );
+}
+
+#[test]
+fn an_agent_session_the_agent_cannot_load_is_replaced_by_a_new_one() {
+    let mut s = recorder(false);
+    let mut agent = AcpSessionAgent::new(Some("gone".into()));
+    prompt(&mut agent, &mut s, "m1", "hello");
+    assert_eq!(
+        s.calls[0].1,
+        AcpCall::Open {
+            previous: Some("gone".into())
+        }
+    );
+    done(
+        &mut agent,
+        &mut s,
+        100,
+        Err("Resource not found: gone".into()),
+    );
+    assert_eq!(s.calls[1].1, AcpCall::Open { previous: None });
+    assert!(agent.is_busy(), "the prompt waits for the new session");
+    let warning = &s
+        .events
+        .iter()
+        .find(|(t, _)| t == "session.warning")
+        .unwrap()
+        .1;
+    assert_eq!(warning["warningType"], "acp_agent_session");
+    assert!(warning["message"]
+        .as_str()
+        .unwrap()
+        .contains("Resource not found"));
+    done(&mut agent, &mut s, 101, Ok(json!({"sessionId": "fresh"})));
+    assert!(
+        matches!(&s.calls[2].1, AcpCall::Prompt { agent_session, .. } if agent_session == "fresh")
+    );
 }

@@ -72,6 +72,10 @@ pub enum AgentInput {
     /// Something of the session's ACP agent (sessions run by an ACP agent process; see
     /// [`SessionControl::acp_call`]).
     Acp(AcpInput),
+    /// A client changed a setting of the session (`session.mode.set`,
+    /// `session.model.switchTo`). The host keeps the setting; an agent that keeps its own
+    /// copy (an ACP agent process) follows it.
+    SettingChanged(SessionSetting),
     /// Progress of an HTTP exchange started with [`SessionControl::http_request`].
     Http {
         /// The id `http_request` returned.
@@ -97,6 +101,15 @@ pub enum AcpInput {
     /// The agent process ended (its reason: exit status, stderr): the agent session is gone,
     /// and the next prompt opens a new one on a new process.
     Ended(String),
+}
+
+/// A session setting a client changed ([`AgentInput::SettingChanged`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SessionSetting {
+    /// The session's mode (`interactive`, `plan`, `autopilot`).
+    Mode(String),
+    /// The session's model id.
+    Model(String),
 }
 
 /// What a session run by an ACP agent asks of its agent process (the host fills in what the
@@ -128,6 +141,15 @@ pub enum AcpCall {
         agent_session: String,
         /// The mode id.
         mode: String,
+    },
+    /// `session/set_config_option` (the agent's model selector, for one).
+    SetConfigOption {
+        /// The agent's session id.
+        agent_session: String,
+        /// The option's id.
+        config_id: String,
+        /// The value's id.
+        value: String,
     },
 }
 
@@ -439,6 +461,12 @@ pub trait Agent: Send {
     fn drop_queued_prompts(&mut self, all: bool) -> usize {
         let _ = all;
         0
+    }
+    /// The session was restored from its log (a restart, a cluster takeover) and this agent
+    /// was made for it: `history` is what the log holds. An agent that keeps something the
+    /// log records (an ACP agent's session id) reads it back. Default: nothing.
+    fn restored(&mut self, history: &[crate::session::Event]) {
+        let _ = history;
     }
 }
 

@@ -966,7 +966,7 @@ impl Agent for ModelAgent {
                 idle(s, true);
             }
             // Only a session run by an ACP agent gets these.
-            AgentInput::Acp(_) => {}
+            AgentInput::Acp(_) | AgentInput::SettingChanged(_) => {}
             AgentInput::Timer => {
                 let now = s.now();
                 if let Some(active) = self.active() {

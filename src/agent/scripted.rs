@@ -373,7 +373,7 @@ impl Agent for ScriptedAgent {
                 }
             }
             // Only a session run by an ACP agent gets these.
-            AgentInput::Acp(_) => {}
+            AgentInput::Acp(_) | AgentInput::SettingChanged(_) => {}
             AgentInput::Timer => {
                 if let Some(run) = self.run.as_mut() {
                     if run.waiting == Waiting::Timer {

@@ -60,7 +60,7 @@ pub use methods::METHODS;
 pub const PROTOCOL_VERSIONS: &[&str] = ahp_types::SUPPORTED_PROTOCOL_VERSIONS;
 
 /// This dialect's entry in the host's dialect table (see [`crate::dialect`]).
-pub(crate) const ID: DialectId = DialectId(2);
+pub(crate) const ID: DialectId = DialectId(3);
 
 /// Per-connection state of the AHP dialect.
 #[derive(Debug, Default)]

@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
+use crate::agent::{AgentInput, SessionSetting};
 use crate::host::Host;
 use crate::jsonrpc::{code, ErrorObject};
 
@@ -271,6 +272,8 @@ pub(super) fn mode_set(host: &mut Host, session: &str, p: &Value) -> Answer {
             &json!({"previousMode": previous, "newMode": mode}),
             false,
         );
+        let setting = SessionSetting::Mode(mode.to_owned());
+        host.queue_agent_input(session, AgentInput::SettingChanged(setting));
     }
     Ok(json!({"status": "unchanged", "modelChanged": false, "modeApplied": true}))
 }
@@ -307,6 +310,8 @@ pub(super) fn model_switch(host: &mut Host, session: &str, p: &Value) -> Answer 
                 "previousModel": previous, "reasoningEffort": effort}),
         false,
     );
+    let setting = SessionSetting::Model(model.clone());
+    host.queue_agent_input(session, AgentInput::SettingChanged(setting));
     let message = match &previous {
         Some(previous) => format!("Model changed from {previous} to {model}"),
         None => format!("Model changed to {model}"),

@@ -58,7 +58,7 @@ impl EndpointConfig {
             max_outbox_bytes: 16 * 1024 * 1024,
             cancel_method: Some(match framing {
                 Framing::ContentLength => CANCEL_METHOD_LSP,
-                Framing::Ndjson => CANCEL_METHOD_ACP,
+                Framing::Ndjson | Framing::Http => CANCEL_METHOD_ACP,
             }),
             first_request_id: 0,
         }

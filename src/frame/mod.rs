@@ -9,6 +9,9 @@
 //! * [`Framing::Ndjson`]: newline-delimited JSON, used by the Agent Client Protocol. Each body
 //!   is one line ending in `\n` (a `\r` before it is stripped); blank and whitespace-only lines
 //!   are skipped.
+//! * [`Framing::Http`]: HTTP/1.1 requests in, responses out, for the host's own small HTTP
+//!   servers (the MCP tool server an ACP agent calls): a frame is a whole request, head and
+//!   `Content-Length` body; a body written to the connection becomes a `200 OK` JSON response.
 //!
 //! Decoding is incremental and sans-IO: feed whatever bytes arrived to
 //! [`FrameDecoder::push`], then drain [`FrameDecoder::next_frame`] until it returns `Ok(None)`.
@@ -25,9 +28,11 @@ use std::fmt;
 use bytes::{Bytes, BytesMut};
 
 mod content_length;
+pub(crate) mod http;
 mod ndjson;
 
 use content_length::ContentLengthDecoder;
+use http::HttpDecoder;
 use ndjson::NdjsonDecoder;
 
 /// How messages are delimited on a connection.
@@ -37,6 +42,23 @@ pub enum Framing {
     ContentLength,
     /// One JSON text per line, terminated by `\n` (Agent Client Protocol).
     Ndjson,
+    /// HTTP/1.1: whole requests in, `200 OK` JSON responses out (the MCP tool server).
+    Http,
+}
+
+impl Framing {
+    /// Every framing, in [`Framing::index`] order.
+    pub(crate) const ALL: [Framing; 3] = [Framing::ContentLength, Framing::Ndjson, Framing::Http];
+
+    /// A dense index (`0..ALL.len()`) for per-framing tables (the fan-out's encoded frames).
+    #[inline]
+    pub(crate) fn index(self) -> usize {
+        match self {
+            Framing::ContentLength => 0,
+            Framing::Ndjson => 1,
+            Framing::Http => 2,
+        }
+    }
 }
 
 /// Size limits enforced while decoding; exceeding one is a [`FrameError`].
@@ -146,6 +168,7 @@ pub struct FrameDecoder {
 enum Inner {
     ContentLength(ContentLengthDecoder),
     Ndjson(NdjsonDecoder),
+    Http(HttpDecoder),
 }
 
 impl FrameDecoder {
@@ -154,6 +177,7 @@ impl FrameDecoder {
         let inner = match framing {
             Framing::ContentLength => Inner::ContentLength(ContentLengthDecoder::new(limits)),
             Framing::Ndjson => Inner::Ndjson(NdjsonDecoder::new(limits)),
+            Framing::Http => Inner::Http(HttpDecoder::new(limits)),
         };
         FrameDecoder {
             inner,
@@ -166,6 +190,7 @@ impl FrameDecoder {
         match self.inner {
             Inner::ContentLength(_) => Framing::ContentLength,
             Inner::Ndjson(_) => Framing::Ndjson,
+            Inner::Http(_) => Framing::Http,
         }
     }
 
@@ -183,6 +208,7 @@ impl FrameDecoder {
         let result = match &mut self.inner {
             Inner::ContentLength(decoder) => decoder.push(bytes),
             Inner::Ndjson(decoder) => decoder.push(bytes),
+            Inner::Http(decoder) => decoder.push(bytes),
         };
         self.poison_on_error(result)
     }
@@ -197,6 +223,7 @@ impl FrameDecoder {
         let result = match &mut self.inner {
             Inner::ContentLength(decoder) => decoder.next_frame(),
             Inner::Ndjson(decoder) => decoder.next_frame(),
+            Inner::Http(decoder) => decoder.next_frame(),
         };
         self.poison_on_error(result)
     }
@@ -206,6 +233,7 @@ impl FrameDecoder {
         match &self.inner {
             Inner::ContentLength(decoder) => decoder.buffered_len(),
             Inner::Ndjson(decoder) => decoder.buffered_len(),
+            Inner::Http(decoder) => decoder.buffered_len(),
         }
     }
 
@@ -216,6 +244,7 @@ impl FrameDecoder {
         match &self.inner {
             Inner::ContentLength(decoder) => decoder.scanned_bytes(),
             Inner::Ndjson(decoder) => decoder.scanned_bytes(),
+            Inner::Http(decoder) => decoder.scanned_bytes(),
         }
     }
 
@@ -225,6 +254,7 @@ impl FrameDecoder {
             match &mut self.inner {
                 Inner::ContentLength(decoder) => decoder.clear(),
                 Inner::Ndjson(decoder) => decoder.clear(),
+                Inner::Http(decoder) => decoder.clear(),
             }
         }
         result
@@ -239,6 +269,7 @@ pub fn encode_frame(framing: Framing, body: &[u8], out: &mut BytesMut) {
     match framing {
         Framing::ContentLength => content_length::encode(body, out),
         Framing::Ndjson => ndjson::encode(body, out),
+        Framing::Http => http::encode(body, out),
     }
 }
 
@@ -250,6 +281,7 @@ pub(crate) fn encode_frame_parts(framing: Framing, head: &[u8], body: &[u8], out
     match framing {
         Framing::ContentLength => content_length::encode_header(len, out),
         Framing::Ndjson => {}
+        Framing::Http => http::encode_header(len, out),
     }
     out.extend_from_slice(head);
     out.extend_from_slice(body);
@@ -263,6 +295,7 @@ pub fn encoded_len(framing: Framing, body_len: usize) -> usize {
     match framing {
         Framing::ContentLength => content_length::encoded_len(body_len),
         Framing::Ndjson => ndjson::encoded_len(body_len),
+        Framing::Http => http::encoded_len(body_len),
     }
 }
 

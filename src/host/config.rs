@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use sha2::{Digest, Sha256};
+
 use crate::agent::{scripted_factory, AgentFactory, Scenario};
 use crate::frame::FrameLimits;
 use crate::model::{BaseUrlPolicy, CallConfig, ServerDefault};
@@ -34,9 +36,13 @@ pub struct HostConfig {
     /// Makes each session's agent. Default: the scripted agent with the built-in scenario.
     pub agent: AgentFactory,
     /// The ACP agent process (program and arguments) that sessions run by an ACP agent share;
-    /// set it with `HostConfig::with_acp_agent` (in `agentwire::acp_agent`). One process serves every such session; it is started
+    /// set it with [`HostConfig::with_acp_agent`]. One process serves every such session; it is started
     /// for the first one and again after it ends.
     pub acp_agent: Option<Vec<String>>,
+    /// Where the runtime serves sessions' client tools to the ACP agent (a loopback HTTP
+    /// listener whose connections speak [`Dialect::ClientTools`](crate::Dialect::ClientTools));
+    /// `None`: the agent is not offered them. See [`crate::tool_server`].
+    pub tool_server: Option<ToolServerConfig>,
     /// Version reported by `connect` and `status.get`.
     pub version: String,
     /// Framing limits for every connection.
@@ -253,6 +259,7 @@ impl Default for HostConfig {
             connection_token: None,
             agent: scripted_factory(Scenario::default()),
             acp_agent: None,
+            tool_server: None,
             version: env!("CARGO_PKG_VERSION").to_owned(),
             frame_limits: FrameLimits::default(),
             outbox_budget_bytes: DEFAULT_OUTBOX_BUDGET,
@@ -309,4 +316,87 @@ impl fmt::Debug for HostConfig {
             .field("foreground_ui", &self.foreground_ui)
             .finish_non_exhaustive()
     }
+}
+
+impl HostConfig {
+    /// Runs sessions on the ACP agent `argv` (program and arguments): every session whose
+    /// client names no BYOK provider gets an
+    /// [`AcpSessionAgent`](crate::acp_agent::AcpSessionAgent) ([`HostConfig::agent`]), and
+    /// [`HostConfig::acp_agent`] is the process they share.
+    pub fn with_acp_agent(mut self, argv: Vec<String>) -> Self {
+        self.acp_agent = Some(argv);
+        self.agent = std::sync::Arc::new(|_session_id: &str| {
+            Box::new(crate::acp_agent::AcpSessionAgent::new(None)) as Box<dyn crate::agent::Agent>
+        });
+        self
+    }
+}
+
+// ----- the client-tools server an ACP agent reaches (served by `crate::tool_server`) -----
+
+/// The name the client-tools server has in the agent's `session/new` (the agent names its
+/// tools after it, e.g. `client-tools-get_weather` in the Copilot CLI).
+pub const CLIENT_TOOLS_SERVER: &str = "client-tools";
+
+/// Where the runtime serves the client-tools MCP server, and the key of its secrets.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ToolServerConfig {
+    /// The server's base URL, e.g. `http://127.0.0.1:40123` (a loopback listener the runtime
+    /// bound; sessions are served under `/mcp/{session}`).
+    pub url: String,
+    /// The key per-session secrets derive from: random, from the runtime (the core takes no
+    /// OS randomness). Never sent anywhere.
+    pub key: String,
+}
+
+impl std::fmt::Debug for ToolServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolServerConfig")
+            .field("url", &self.url)
+            .field("key", &"<redacted>")
+            .finish()
+    }
+}
+
+impl HostConfig {
+    /// Sets [`HostConfig::tool_server`].
+    pub fn with_tool_server(mut self, server: Option<ToolServerConfig>) -> Self {
+        self.tool_server = server;
+        self
+    }
+}
+
+impl ToolServerConfig {
+    /// The bearer secret of `session`'s server: hex of `SHA-256(key, 0, session)`.
+    pub fn session_secret(&self, session: &str) -> String {
+        let mut hash = Sha256::new();
+        hash.update(self.key.as_bytes());
+        hash.update([0u8]);
+        hash.update(session.as_bytes());
+        hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The ACP `McpServer` entry (`type: "http"`) that offers `session`'s client tools.
+    pub fn acp_server_entry(&self, session: &str) -> serde_json::Value {
+        serde_json::json!({
+            "type": "http",
+            "name": CLIENT_TOOLS_SERVER,
+            "url": format!("{}/mcp/{}", self.url.trim_end_matches('/'), percent_encode(session)),
+            "headers": [{"name": "Authorization",
+                         "value": format!("Bearer {}", self.session_secret(session))}],
+        })
+    }
+}
+
+/// `text` with every byte outside RFC 3986's unreserved set percent-encoded (a path segment).
+fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
 }

@@ -108,6 +108,19 @@ pub(crate) trait DialectHandler: Sync {
     /// One JSON-RPC message from a connection of this dialect.
     fn handle_message(&self, host: &mut Host, conn: ConnId, message: jsonrpc::Message<'_>);
 
+    /// One whole HTTP request ([`Framing::Http`](crate::Framing::Http): head and body) from
+    /// a connection of this dialect, instead of [`DialectHandler::handle_message`]. A dialect
+    /// whose connections use that framing reads the head itself (path, credentials) before
+    /// the body; the default refuses the request and closes the connection.
+    fn handle_http_request(&self, host: &mut Host, conn: ConnId, request: &[u8]) {
+        let _ = request;
+        host.fail_connection(
+            conn,
+            -32600,
+            "this connection does not take HTTP requests".into(),
+        );
+    }
+
     /// Something `conn`'s requests waited for is ready (a GitHub token lookup,
     /// [`Host::github_identity`]): answer the requests that can be answered now.
     fn deferred_ready(&self, host: &mut Host, conn: ConnId) {

@@ -52,7 +52,9 @@ pub use cluster::relay_group::{
 };
 pub use cluster::restore::RestoreError;
 pub use cluster::ClusterApi;
-pub use config::{HostConfig, McpSpawnPolicy, DEFAULT_OUTBOX_BUDGET};
+pub use config::{
+    HostConfig, McpSpawnPolicy, ToolServerConfig, CLIENT_TOOLS_SERVER, DEFAULT_OUTBOX_BUDGET,
+};
 pub use effects::output::{ClusterOutput, ConnectionOutput, Output, StoreOutput};
 pub(crate) use effects::shell::ShellStream;
 pub use effects::{Effect, EffectEvent, EffectId, EffectOp, ProcessSpec};

@@ -18,7 +18,12 @@ pub(crate) enum Pending {
     /// A permission prompt (for a tool call, or an extension's access to prompts).
     Permission(Box<PermissionAsk>),
     /// A client tool call waiting for its owner's result.
-    ExternalTool { tool_call_id: String, owner: ConnId },
+    ExternalTool {
+        tool_call_id: String,
+        owner: ConnId,
+        /// Who gets the result.
+        caller: ToolCaller,
+    },
     /// An MCP tool call waiting for its server's `tools/call` result (`token` names it on
     /// the server's client).
     McpTool {
@@ -48,6 +53,18 @@ pub(crate) enum Pending {
     QueuedCommand,
 }
 
+/// Who started a client tool call and gets its outcome.
+#[derive(Clone, Debug)]
+pub(crate) enum ToolCaller {
+    /// The session's agent (`tool.execution_complete` and [`AgentInput::ToolDone`]).
+    ///
+    /// [`AgentInput::ToolDone`]: crate::agent::AgentInput::ToolDone
+    Agent,
+    /// A `tools/call` of the client-tools MCP server (an ACP agent's call): the request `id`
+    /// of connection `conn` is answered with the outcome; the agent reports its own tool call.
+    Served { conn: ConnId, id: OwnedId },
+}
+
 /// Who gets the answer of a pending request.
 #[derive(Clone, Debug)]
 pub(crate) enum AnswerTo {
@@ -61,6 +78,13 @@ pub(crate) enum AnswerTo {
         server: String,
         /// The server's request id.
         id: OwnedId,
+    },
+    /// The ACP agent's request (`elicitation/create`) is answered.
+    AcpAgent {
+        /// The agent process that asked (an ended process gets no answer).
+        process: EffectId,
+        /// The agent's request id.
+        request: OwnedId,
     },
 }
 
@@ -81,15 +105,51 @@ pub(crate) enum Approval {
     AcpAgent(Box<AcpPermission>),
 }
 
-/// An ACP agent's permission request, as kept while the session's clients decide.
+/// An ACP agent's request that waits for a permission decision, as kept while the session's
+/// clients decide.
 #[derive(Clone, Debug)]
 pub(crate) struct AcpPermission {
     /// The agent process it came from (a request of an ended process is not answered).
     pub process: EffectId,
     /// The agent's request id.
     pub request: OwnedId,
-    /// The options the agent offered, by kind.
-    pub options: Vec<crate::acp_agent::PermissionOption>,
+    /// The host session it is for.
+    pub session: String,
+    /// What was asked.
+    pub ask: AcpAsk,
+}
+
+/// What an ACP agent asked that needs a permission decision.
+#[derive(Clone, Debug)]
+pub(crate) enum AcpAsk {
+    /// `session/request_permission` for the agent's own tool call: the decision picks one of
+    /// these options (by kind).
+    ToolCall(Vec<crate::acp_agent::PermissionOption>),
+    /// `fs/read_text_file` or `fs/write_text_file` of a path outside the session's
+    /// directories: approved, the host performs it.
+    File(AcpFileOp),
+}
+
+/// A file operation an ACP agent asked of the host (`fs/*`).
+#[derive(Clone, Debug)]
+pub(crate) enum AcpFileOp {
+    /// `fs/read_text_file`: `line` (1-based) and `limit` select lines.
+    Read {
+        path: String,
+        line: Option<u64>,
+        limit: Option<u64>,
+    },
+    /// `fs/write_text_file`.
+    Write { path: String, content: String },
+}
+
+impl AcpFileOp {
+    /// The path it reads or writes.
+    pub(crate) fn path(&self) -> &str {
+        match self {
+            AcpFileOp::Read { path, .. } | AcpFileOp::Write { path, .. } => path,
+        }
+    }
 }
 
 /// A permission prompt: what is asked and what approving it does.

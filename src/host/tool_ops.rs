@@ -144,6 +144,8 @@ enum Stage {
         super::sessions::skills::SkillTarget,
         super::sessions::skills::SkillStep,
     ),
+    /// An ACP agent's `fs/*` request (`acp_agents.rs`), not a tool call.
+    AcpAgent(super::sessions::acp_agents::AcpFileWait),
 }
 
 struct ToolOp {
@@ -290,6 +292,17 @@ impl Host {
         self.file_op(&session, "", request, Stage::Skills(target, step));
     }
 
+    /// A read or write for an ACP agent's `fs/*` request; the answer goes to
+    /// [`Host::acp_file_done`].
+    pub(super) fn acp_file_read_or_write(
+        &mut self,
+        session: &str,
+        request: FileRequest,
+        wait: super::sessions::acp_agents::AcpFileWait,
+    ) {
+        self.file_op(session, "", request, Stage::AcpAgent(wait));
+    }
+
     fn file_op(&mut self, session: &str, tool_call_id: &str, request: FileRequest, stage: Stage) {
         let id = self.next_effect_id();
         let op = id.get();
@@ -371,6 +384,10 @@ impl Host {
         }
         if let Stage::Skills(target, step) = stage {
             self.skill_read_done(target, step, result);
+            return;
+        }
+        if let Stage::AcpAgent(wait) = stage {
+            self.acp_file_done(wait, result);
             return;
         }
         if let (Stage::View { path, .. }, Ok(FileReply::Bytes(bytes))) = (&stage, &result) {

@@ -253,10 +253,50 @@ pub fn acp_servers(value: &Value) -> Result<Vec<McpServerConfig>, String> {
     Ok(out)
 }
 
+impl McpServerConfig {
+    /// The server as an ACP `McpServer` (what an agent's `session/new` takes): stdio
+    /// `{name, command, args, env: [{name, value}]}`, HTTP `{type: "http", name, url,
+    /// headers: [{name, value}]}`, SSE likewise with `type: "sse"`. A stdio server's working
+    /// directory and the tool filter have no ACP field: the agent runs it in the session's
+    /// directory and offers all its tools.
+    pub fn to_acp(&self) -> Value {
+        let pairs = |items: &[(String, String)]| -> Vec<Value> {
+            items
+                .iter()
+                .map(|(name, value)| serde_json::json!({"name": name, "value": value}))
+                .collect()
+        };
+        match &self.transport {
+            McpTransport::Stdio {
+                command, args, env, ..
+            } => serde_json::json!({"name": self.name, "command": command, "args": args,
+                                    "env": pairs(env)}),
+            McpTransport::Http {
+                url,
+                headers,
+                legacy_sse,
+            } => serde_json::json!({"type": if *legacy_sse { "sse" } else { "http" },
+                                    "name": self.name, "url": url, "headers": pairs(headers)}),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn acp_shapes_round_trip() {
+        let acp = json!([
+            {"name": "s", "command": "node", "args": ["x.js"], "env": [{"name": "K", "value": "V"}]},
+            {"type": "http", "name": "h", "url": "https://x/mcp", "headers": [{"name": "A", "value": "b"}]},
+            {"type": "sse", "name": "e", "url": "https://x/sse", "headers": []},
+        ]);
+        let servers = acp_servers(&acp).unwrap();
+        let back: Vec<Value> = servers.iter().map(McpServerConfig::to_acp).collect();
+        assert_eq!(Value::Array(back), acp);
+    }
 
     #[test]
     fn copilot_shapes_parse() {

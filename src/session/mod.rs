@@ -204,6 +204,18 @@ impl Session {
             .find_map(|(c, a)| a.tools.iter().find(|t| t.name == name).map(|t| (*c, t)))
     }
 
+    /// Every client tool the session's attached connections provide, once per name (the
+    /// earliest declarer's, as [`Session::tool_provider`] picks it), in attach order.
+    pub(crate) fn client_tools(&self) -> Vec<&ToolDecl> {
+        let mut tools: Vec<&ToolDecl> = Vec::new();
+        for tool in self.attached.values().flat_map(|a| a.tools.iter()) {
+            if !tools.iter().any(|t| t.name == tool.name) {
+                tools.push(tool);
+            }
+        }
+        tools
+    }
+
     /// All commands declared by attached connections, in attach order.
     pub(crate) fn commands(&self) -> Vec<&CommandDecl> {
         self.attached

@@ -2,6 +2,7 @@
 //! (connections, routing, bridges, canvases, model sessions, the SDK surface, cluster
 //! gateways, the AHP dialect), plus the routing and AHP property tests. One test binary: `cargo test --test host`.
 
+mod acp_agent_flood;
 mod ahp;
 mod bridges;
 mod canvas;
@@ -18,4 +19,5 @@ mod sdk_surface;
 mod server_rpcs;
 mod session_fs;
 mod support;
+mod tool_server;
 mod workspace_rpcs;

@@ -121,6 +121,7 @@ fn decode_chunked(
     let bound = match framing {
         Framing::ContentLength => limits.max_header_bytes.max(limits.max_frame_bytes),
         Framing::Ndjson => limits.max_frame_bytes.saturating_add(1),
+        Framing::Http => unreachable!("the decoder targets cover the JSON-RPC framings"),
     };
     while !rest.is_empty() {
         let n = sizes[i % sizes.len()].clamp(1, rest.len());
@@ -275,6 +276,7 @@ fn structured_stream(framing: Framing, inp: &mut Input<'_>) -> (Vec<u8>, Vec<Vec
                 stream.extend_from_slice(&body);
                 stream.extend_from_slice(if variant & 8 != 0 { b"\r\n" } else { b"\n" });
             }
+            Framing::Http => unreachable!("the decoder targets cover the JSON-RPC framings"),
         }
         bodies.push(body);
     }

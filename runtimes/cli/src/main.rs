@@ -192,7 +192,7 @@ fn main() -> ExitCode {
         Some(Err(e)) => tracing::warn!(error = %e, "cannot raise the open-file limit"),
         None => {}
     }
-    let (mode, config) = match setup(&cli) {
+    let (mode, config, tools) = match setup(&cli) {
         Ok(ok) => ok,
         Err(UsageError(msg)) => {
             eprintln!("error: {msg}");
@@ -250,7 +250,7 @@ fn main() -> ExitCode {
                         return ExitCode::FAILURE;
                     }
                 };
-            serve::run_cluster::<agentwire_tokio::Tokio>(mode, config, options, node).await
+            serve::run_cluster::<agentwire_tokio::Tokio>(mode, tools, config, options, node).await
         });
         runtime.shutdown_timeout(std::time::Duration::from_millis(100));
         return code;
@@ -269,7 +269,7 @@ fn main() -> ExitCode {
                 }
             };
             let code = runtime.block_on(serve::run::<agentwire_tokio::Tokio>(
-                mode, config, options, store,
+                mode, tools, config, options, store,
             ));
             // The stdin reader may be parked in a blocking read; don't wait for it.
             runtime.shutdown_timeout(std::time::Duration::from_millis(100));
@@ -278,11 +278,13 @@ fn main() -> ExitCode {
         // As with tokio, the stdin reader may be parked in a blocking read: returning from
         // `main` ends the process without waiting for it.
         RuntimeKind::Smol => smol::block_on(serve::run::<agentwire_smol::Smol>(
-            mode, config, options, store,
+            mode, tools, config, options, store,
         )),
-        RuntimeKind::AsyncStd => async_std::task::block_on(serve::run::<
-            agentwire_async_std::AsyncStd,
-        >(mode, config, options, store)),
+        RuntimeKind::AsyncStd => {
+            async_std::task::block_on(serve::run::<agentwire_async_std::AsyncStd>(
+                mode, tools, config, options, store,
+            ))
+        }
     }
 }
 
@@ -300,7 +302,9 @@ fn server_options(cli: &Cli) -> ServerOptions {
     }
 }
 
-fn setup(cli: &Cli) -> Result<(Mode, HostConfig), UsageError> {
+/// The mode to serve in, the host's configuration, and the loopback listener of the
+/// client-tools server (with `--acp-agent`: the agent reaches the sessions' client tools there).
+fn setup(cli: &Cli) -> Result<(Mode, HostConfig, Option<std::net::TcpListener>), UsageError> {
     // ACP clients spawn the agent and talk over stdio unless a port is asked for.
     let acp_stdio = cli.acp && cli.port.is_none() && cli.host.is_none();
     let mode = if cli.stdio || acp_stdio {
@@ -344,10 +348,24 @@ fn setup(cli: &Cli) -> Result<(Mode, HostConfig), UsageError> {
         }
         None => HostConfig::default(),
     };
+    let mut tools = None;
     if let Some(command) = &cli.acp_agent {
         let argv = agentwire::acp_agent::split_command(command)
             .map_err(|e| UsageError(format!("--acp-agent: {e}")))?;
         config = config.with_acp_agent(argv);
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .map_err(|e| UsageError(format!("cannot listen for the client-tools server: {e}")))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| UsageError(format!("cannot listen for the client-tools server: {e}")))?
+            .port();
+        let key = format!("{:016x}{:016x}{:016x}", os_seed(), os_seed(), os_seed());
+        config = config.with_tool_server(Some(agentwire::tool_server::ToolServerConfig {
+            url: format!("http://127.0.0.1:{port}"),
+            key,
+        }));
+        tools = Some(listener);
     }
     config.seed = cli.seed.unwrap_or_else(os_seed);
     config.connection_token = std::env::var("COPILOT_CONNECTION_TOKEN")
@@ -363,7 +381,7 @@ fn setup(cli: &Cli) -> Result<(Mode, HostConfig), UsageError> {
     config.mcp_apps_enabled = cli.mcp_apps
         || std::env::var("COPILOT_MCP_APPS").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
     cli.model.apply(&mut config)?;
-    Ok((mode, config))
+    Ok((mode, config, tools))
 }
 
 /// Where logs go: stderr, except with `--ui-server` on a terminal, where the UI owns the

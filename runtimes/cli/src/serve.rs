@@ -3,8 +3,8 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use agentwire::host::{Dialect, HostConfig};
-use agentwire::Framing;
+use agentwire::host::HostConfig;
+use agentwire::{Dialect, Framing};
 use agentwire_cluster::node::ClusterNode;
 use agentwire_driver::{Driver, Runtime, ServerOptions, Stopped, WebSocketOptions};
 use agentwire_store::Store;
@@ -36,6 +36,7 @@ pub struct ExtraListeners {
 /// arrives or, on stdio, the input ends.
 pub async fn run<R: Runtime>(
     mode: Mode,
+    tools: Option<std::net::TcpListener>,
     config: HostConfig,
     options: ServerOptions,
     store: Option<Store>,
@@ -44,24 +45,43 @@ pub async fn run<R: Runtime>(
         Some(store) => Driver::<R>::with_store(config, options, store),
         None => Driver::<R>::with_options(config, options),
     };
-    serve(server, mode).await
+    serve(server, mode, tools).await
 }
 
 /// Serves `mode` as a node of a cluster: the node's session log holds every session.
 pub async fn run_cluster<R: Runtime>(
     mode: Mode,
+    tools: Option<std::net::TcpListener>,
     config: HostConfig,
     options: ServerOptions,
     node: ClusterNode,
 ) -> ExitCode {
     info!(node = %node.identity().node, "cluster node");
     let server = Driver::<R>::with_session_log(config, options, node.session_log());
-    serve(server, mode).await
+    serve(server, mode, tools).await
 }
 
-async fn serve<R: Runtime>(server: Driver<R>, mode: Mode) -> ExitCode {
+async fn serve<R: Runtime>(
+    server: Driver<R>,
+    mode: Mode,
+    tools: Option<std::net::TcpListener>,
+) -> ExitCode {
     if let Err(e) = server.shutdown_on_signals() {
         error!(error = %e, "cannot handle SIGINT/SIGTERM");
+    }
+    if let Some(listener) = tools {
+        // The client-tools server the ACP agent calls (loopback; bound during set-up, so
+        // its URL is in the host's configuration).
+        match R::tcp_listener(listener) {
+            Ok(listener) => {
+                let server = server.clone();
+                R::spawn(Box::pin(async move {
+                    let (dialect, framing) = (Dialect::ClientTools, Framing::Http);
+                    server.serve_tcp_as(listener, dialect, framing).await;
+                }));
+            }
+            Err(e) => error!(error = %e, "cannot serve the client tools to the ACP agent"),
+        }
     }
     let stopped = match mode {
         Mode::Stdio => {
@@ -76,7 +96,7 @@ async fn serve<R: Runtime>(server: Driver<R>, mode: Mode) -> ExitCode {
             announce("", addr);
             if let Some(port) = extra.acp_port {
                 let bound = server
-                    .bind_tcp_speaking((host.as_str(), port), Dialect::Acp, Framing::Ndjson)
+                    .bind_tcp_as((host.as_str(), port), Dialect::Acp, Framing::Ndjson)
                     .await;
                 match bound {
                     Ok((addr, serving)) => {

@@ -42,7 +42,7 @@ fn every(lease_ttl: Duration) -> Duration {
     (lease_ttl / 3).max(Duration::from_millis(100))
 }
 
-/// Keeps the host's list of the cluster's other sessions ([`agentwire::ClusterApi::set_cluster_sessions`])
+/// Keeps the host's list of the cluster's other sessions ([`agentwire::host::ClusterApi::set_cluster_sessions`])
 /// in step with the log, for as long as the node runs.
 pub(crate) async fn keep_catalog(node: Arc<Node>) {
     let prefix = format!("{}.", node.layout.log_prefix);

@@ -4,9 +4,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use crate::call::Reply;
 use crate::call::{execute, Call};
 use crate::engine::Engine;
 use crate::lease::{LeaseAction, NodeLease};
+use crate::machines::claim::EngineCall;
 use crate::record::NodeIdentity;
 use crate::takeover::{Takeover, TakeoverOutcome, TakeoverStep};
 use crate::writer::{BeginError, SessionWriter, WriterStep};
@@ -97,4 +99,12 @@ pub async fn tend_lease<E: Engine>(
         }
     }
     Some(now)
+}
+
+/// Performs a machine's `call` on `engine`, pausing first when it asks for a back-off.
+pub async fn perform<E: Engine>(engine: &E, call: &EngineCall) -> Reply {
+    if call.backoff > 0 {
+        engine.pause(call.backoff).await;
+    }
+    execute(engine, &call.call).await
 }

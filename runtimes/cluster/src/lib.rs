@@ -10,6 +10,14 @@
 //!   records), [`writer`] (the fenced single writer of a session log), [`resolve`] (lost
 //!   acknowledgements), [`lease`] (node leases), [`takeover`] (the claim and who should make it).
 //!   They talk to the engine only through [`call::Call`] and [`call::Reply`] values.
+//! * [`machines`]: the node's top half, sans-IO as well (no tokio, no clock: inputs, a `now`,
+//!   and `poll_*` outputs, as quinn-proto's `Connection`): a gateway following its client's
+//!   session ([`machines::gateway`]), both directions of a link or relay group
+//!   ([`machines::outbound`], [`machines::inbound`]), the owner's side of a relayed client
+//!   ([`machines::member`]), both sides of a relay group ([`machines::group_out`],
+//!   [`machines::group_in`]), and a session's claim, single writer and lookup
+//!   ([`machines::claim`], [`machines::worker`], [`machines::lookup`]). The host simulation
+//!   (`tests/cluster/host_simulation`) runs the same machines over the in-memory engine.
 //! * [`engine::Engine`]: what the protocol needs from JetStream, implemented by
 //!   [`memory::MemoryEngine`] (a deterministic model with fault injection) and
 //!   [`nats::NatsEngine`] (the official `async-nats` client).
@@ -19,6 +27,8 @@
 //!   its gateways relay clients of remote sessions to their owner over links (client → owner,
 //!   one per client) and relay groups (owner → gateway node, one ordered stream for all the
 //!   clients that node relays, each event once: `agentwire::host::ClusterApi::join_relay_group`).
+//!   Its tokio tasks (`gateway.rs`, `link.rs`, `group.rs`, `node.rs`) are the glue: each runs
+//!   one machine against NATS, the engine and the driver's `HostHandle`.
 //!
 //! Safety rests on the log, not the lease: every append expects the subject's last sequence,
 //! so once a new owner's claim record is stored, no append of an older owner can be stored.
@@ -37,6 +47,7 @@ pub mod layout;
 pub mod lease;
 mod link;
 pub mod link_messages;
+pub mod machines;
 pub mod memory;
 pub mod nats;
 pub mod node;

@@ -1,4 +1,6 @@
-//! Links: how a gateway relays a client of node B to the node A owning its session.
+//! Links: how a gateway relays a client of node B to the node A owning its session. The
+//! client's direction is sent by an [`crate::machines::outbound::Outbound`]
+//! ([`crate::wire::send_link`]); A serves it with a [`crate::machines::member::MemberLink`].
 //!
 //! B's host hands the client's connection over (`ClusterOutput::Forward`) once a lookup finds the
 //! session owned by A. B opens a *link* with a NATS request to A's link subject; A attaches an
@@ -29,7 +31,7 @@
 //! connection (its tool calls fail, its prompts are denied).
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agentwire::frame::encode_frame;
 use agentwire::host::ConnId;
@@ -44,7 +46,7 @@ use tracing::{info, warn};
 use crate::escape::escape_id;
 use crate::group::{GroupOut, GroupsOut};
 use crate::group_state::{dialect_name, dialect_named, OwnerFrame};
-use crate::link_messages::{LinkReceiver, Received, HEARTBEAT};
+use crate::machines::member::{MemberEnd, MemberEvent, MemberLink};
 use crate::record::NodeIdentity;
 use crate::shared::Node;
 use crate::wire::{
@@ -411,67 +413,55 @@ async fn serve_member(node: &Arc<Node>, opening: Opening, group: &GroupOut) {
         while matches!(from_host.read(&mut sink).await, Ok(n) if n > 0) {}
     });
 
-    // The client's frames, framed again for the host; EOF when the client or its node is gone.
-    let mut check = tokio::time::interval(node.lease_ttl / 2);
-    let mut heartbeat = tokio::time::interval(HEARTBEAT);
-    let mut receiver = LinkReceiver::new(MAX_LINK_FRAME);
-    let broke = |why: &str| {
-        warn!(%link, peer = %peer.node, reason = %why, "the link from the relaying node broke");
-        // As when the relaying node dies, the relayed connection ends; the group tells the
-        // peer why, so that it attaches its client again.
-        host.with_host(|h, now| h.cluster().relay_member_link_broke(now, relayed, why));
-    };
+    // The client's frames, framed again for the host; EOF when the client or its node is
+    // gone, or the link broke.
+    let mut member = MemberLink::new(
+        peer.clone(),
+        node.lease_ttl / 2,
+        MAX_LINK_FRAME,
+        Instant::now(),
+    );
     let resend = resend_subject(node, &in_subject(node, link));
-    let mut deliver = Vec::new();
     'link: loop {
-        let got = tokio::select! {
+        let wake = member.poll_timeout().unwrap_or_else(Instant::now);
+        tokio::select! {
             message = inbound.next() => match message {
-                Some(message) => receiver.push(&message.payload),
+                Some(message) => member.handle_message(&message.payload),
                 None => break,
             },
-            _ = heartbeat.tick() => receiver.tick(),
-            _ = check.tick() => {
-                if !alive(node, peer).await {
+            _ = tokio::time::sleep_until(wake.into()) => member.handle_timeout(Instant::now()),
+        }
+        while let Some(request) = member.poll_resend_request() {
+            ask_again(&client, &resend, request).await;
+        }
+        while let Some(event) = member.poll_event() {
+            match event {
+                MemberEvent::Deliver(body) => {
+                    let mut framed = BytesMut::new();
+                    encode_frame(framing, &body, &mut framed);
+                    if to_host.write_all(&framed).await.is_err() {
+                        break 'link;
+                    }
+                }
+                MemberEvent::CheckLease(peer) => {
+                    let alive = alive(node, &peer).await;
+                    member.handle_lease(Instant::now(), alive);
+                }
+                MemberEvent::Ended(MemberEnd::Broken(why)) => {
+                    warn!(%link, peer = %peer.node, reason = %why, "the link from the relaying node broke");
+                    // As when the relaying node dies, the relayed connection ends; the group
+                    // tells the peer why, so that it attaches its client again.
+                    host.with_host(|h, now| {
+                        h.cluster().relay_member_link_broke(now, relayed, &why)
+                    });
+                    break 'link;
+                }
+                MemberEvent::Ended(MemberEnd::PeerGone) => {
                     info!(%link, peer = %peer.node, "the relaying node stopped");
-                    break;
+                    break 'link;
                 }
-                Received::Nothing
+                MemberEvent::Ended(MemberEnd::Closed) => break 'link,
             }
-        };
-        // Set when the link ends: broken (and why) or closed.
-        let mut ended: Option<Option<String>> = None;
-        let mut next = Some(got);
-        while let Some(got) = next {
-            match got {
-                Received::Frame(body) => deliver.push(body),
-                Received::Nothing => {}
-                Received::Resend(request) => ask_again(&client, &resend, request).await,
-                Received::Broken(why) => {
-                    ended = Some(Some(why));
-                    break;
-                }
-                Received::Closed => {
-                    ended = Some(None);
-                    break;
-                }
-            }
-            next = receiver.next_held();
-        }
-        // The frames before the end are the client's.
-        for body in deliver.drain(..) {
-            let mut framed = BytesMut::new();
-            encode_frame(framing, &body, &mut framed);
-            if to_host.write_all(&framed).await.is_err() {
-                break 'link;
-            }
-        }
-        match ended {
-            Some(Some(why)) => {
-                broke(&why);
-                break;
-            }
-            Some(None) => break,
-            None => {}
         }
     }
     let _ = to_host.shutdown().await;

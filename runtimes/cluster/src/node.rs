@@ -5,12 +5,12 @@
 //!   and waits until it holds, then renews it on a task of its own. A node whose lease is lost
 //!   shuts down and exits: another node may already have claimed its sessions.
 //! * **Appends.** Every persisted event the host reports goes to its session's worker task,
-//!   which claims the session the first time (a new session: its log is empty) and then
-//!   appends with [`crate::drive::append`]: one append in flight per session, each fenced by
-//!   the expected last subject sequence. Acknowledged events release the frames that carry
+//!   which runs a [`SessionWorker`]: it claims the session the first time (a new session: its
+//!   log is empty) and then appends, one append in flight per session, each fenced by the
+//!   expected last subject sequence. Acknowledged events release the frames that carry
 //!   them ([`HostHandle::durable`]). A writer that finds itself fenced (another node claimed
 //!   the session) shuts the node down: nothing it emitted after the fence reached a client.
-//! * **Lookups.** A session the host has not loaded is looked for in the log: if it is there
+//! * **Lookups.** A session the host has not loaded is looked for in the log (a [`Lookup`]): if it is there
 //!   and its owner's lease is gone (or the log was written by an earlier incarnation of this
 //!   node), this node claims it, restores it from the log and closes the turn the dead owner
 //!   left open (`Host::interrupt_open_turn`). A session owned by a live node is not served
@@ -27,14 +27,16 @@ use bytes::Bytes;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tracing::{error, info, warn};
 
-use crate::drive::{append, take_over, tend_lease, AppendFailure};
+use crate::drive::{perform, tend_lease};
 use crate::engine::Engine;
 use crate::lease::{LeaseConfig, NodeLease};
+use crate::machines::lookup::{Lookup, LookupAction, LookupOutcome};
+use crate::machines::worker::{SessionWorker, WorkerEvent};
 use crate::nats::{ConnectError, NatsConfig, NatsEngine};
-use crate::record::{NodeIdentity, RecordKind};
+use crate::record::NodeIdentity;
 use crate::shared::{Acks, Command, Lookups, Node};
 use crate::sync::lock;
-use crate::takeover::TakeoverOutcome;
+use crate::takeover::sessions_to_sweep;
 use crate::writer::SessionWriter;
 
 /// How a node joins its cluster.
@@ -262,7 +264,6 @@ impl SessionLog for ClusterLog {
 /// session in the log whose preferred claimant among the live nodes is this node, and which
 /// this node does not write, is looked up (claimed if its owner is dead).
 async fn sweep(node: Arc<Node>, tx: UnboundedSender<Command>) {
-    let prefix = format!("{}.", node.layout.log_prefix);
     let me = crate::escape::escape_id(&node.me.node);
     loop {
         tokio::time::sleep(node.lease_ttl).await;
@@ -275,23 +276,15 @@ async fn sweep(node: Arc<Node>, tx: UnboundedSender<Command>) {
         ) else {
             continue;
         };
-        for subject in subjects {
-            let Some(session) = subject
-                .strip_prefix(&prefix)
-                .and_then(|token| crate::escape::unescape_id(token).ok())
-            else {
-                continue;
-            };
-            let loaded = node
-                .host
+        let loaded = |session: &str| {
+            node.host
                 .get()
-                .and_then(|h| h.with_host(|host, _| host.session_events(&session).is_some()))
-                .unwrap_or(true);
-            let preferred =
-                crate::takeover::preferred_claimant(&session, live.iter().map(String::as_str));
-            if !loaded && preferred == Some(me.as_str()) {
-                let _ = tx.send(Command::Load { session });
-            }
+                .and_then(|h| h.with_host(|host, _| host.session_events(session).is_some()))
+                .unwrap_or(true)
+        };
+        let subjects = subjects.iter().map(String::as_str);
+        for session in sessions_to_sweep(subjects, &node.layout.log_prefix, &me, &live, loaded) {
+            let _ = tx.send(Command::Load { session });
         }
     }
 }
@@ -400,109 +393,39 @@ fn spawn_worker(
     tx
 }
 
-/// Why a claim did not happen.
-enum ClaimError {
-    /// A live node owns the session.
-    Owned(NodeIdentity),
-    /// Anything else.
-    Other(String),
-}
-
-impl std::fmt::Display for ClaimError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ClaimError::Owned(owner) => write!(f, "owned by live node {}", owner.node),
-            ClaimError::Other(why) => f.write_str(why),
-        }
-    }
-}
-
-/// Claims a session whose log this node is about to start (or continue).
-async fn claim(node: &Node, session: &str) -> Result<(SessionWriter, Vec<Bytes>), ClaimError> {
-    let subject = node.layout.log_subject(session);
-    for attempt in 1..=5u32 {
-        match take_over(
-            &node.engine,
-            node.me.clone(),
-            node.next_claim(),
-            subject.clone(),
-        )
-        .await
-        {
-            TakeoverOutcome::Claimed { writer, events } => {
-                let writer = writer.with_piece_limit(node.engine.max_record_bytes());
-                let events = events
-                    .into_iter()
-                    .filter(|m| m.kind == Some(RecordKind::Event))
-                    .map(|m| m.payload)
-                    .collect();
-                return Ok((writer, events));
-            }
-            TakeoverOutcome::OwnedBy(owner) => return Err(ClaimError::Owned(owner)),
-            TakeoverOutcome::Foreign(seq) => {
-                return Err(ClaimError::Other(format!(
-                    "the log holds a foreign message at {seq}"
-                )))
-            }
-            TakeoverOutcome::Contended | TakeoverOutcome::Unavailable(_) => {
-                node.engine.pause(attempt).await;
-            }
-        }
-    }
-    Err(ClaimError::Other("the claim did not settle".into()))
-}
-
-/// One session's single writer: appends its events in order, one in flight.
+/// One session's single writer: runs its [`SessionWorker`], appending its events in order, one
+/// in flight.
 async fn write_session(
     node: Arc<Node>,
     session: String,
-    mut writer: Option<SessionWriter>,
+    writer: Option<SessionWriter>,
     mut rx: UnboundedReceiver<(Bytes, u64)>,
 ) {
+    let subject = node.layout.log_subject(&session);
+    let limit = node.engine.max_record_bytes();
+    let mut worker = SessionWorker::new(node.me.clone(), session.clone(), subject, writer, limit);
     while let Some((event, mark)) = rx.recv().await {
-        if writer.is_none() {
-            match claim(&node, &session).await {
-                Ok((claimed, earlier)) => {
-                    if !earlier.is_empty() {
-                        // Another node created the same session first (both lookups found an
-                        // empty log): this node's history is not the log's. Its events stay
-                        // unacknowledged, so none reaches a client; the log keeps the other
-                        // creation (found by the host simulation).
-                        node.stop(format!(
-                            "session {session} was created on another node too ({} events in its log)",
-                            earlier.len()
-                        ));
+        worker.push(event, mark);
+        while let Some(call) = worker.poll_call(|| node.next_claim()) {
+            if worker.holds_writer() && !node.lease_ok.load(Ordering::SeqCst) {
+                return;
+            }
+            let reply = perform(&node.engine, &call).await;
+            worker.handle_reply(reply, || node.next_claim());
+            while let Some(event) = worker.poll_event() {
+                match event {
+                    WorkerEvent::Acked { mark, .. } => node.acked(mark),
+                    WorkerEvent::Refused { mark, why } => {
+                        // Nothing stored (the engine refused it; a large event is stored in
+                        // pieces, so not for its size): the event lives on in memory only.
+                        error!(%session, %why, "the cluster log refused an event; it is not durable");
+                        node.acked(mark);
+                    }
+                    WorkerEvent::Stop(reason) => {
+                        node.stop(reason);
                         return;
                     }
-                    writer = Some(claimed);
                 }
-                Err(reason) => {
-                    // The events stay unacknowledged: nothing of this session reaches a
-                    // client, and the node cannot keep serving it.
-                    node.stop(format!("cannot write session {session}: {reason}"));
-                    return;
-                }
-            }
-        }
-        let Some(current) = writer.as_mut() else {
-            return;
-        };
-        if !node.lease_ok.load(Ordering::SeqCst) {
-            return;
-        }
-        match append(&node.engine, current, event).await {
-            Ok(_) => node.acked(mark),
-            Err(AppendFailure::Refused(why)) => {
-                // Nothing stored (the engine refused it; a large event is stored in pieces,
-                // so not for its size): the event lives on in memory only.
-                error!(%session, %why, "the cluster log refused an event; it is not durable");
-                node.acked(mark);
-            }
-            Err(AppendFailure::Fenced | AppendFailure::Busy) => {
-                node.stop(format!(
-                    "session {session} was taken over by another node (this node is fenced)"
-                ));
-                return;
             }
         }
     }
@@ -517,37 +440,39 @@ async fn look_up(node: Arc<Node>, tx: UnboundedSender<Command>, session: String)
 async fn look_up_once(node: &Arc<Node>, tx: &UnboundedSender<Command>, session: &str) {
     let session = session.to_owned();
     let subject = node.layout.log_subject(&session);
-    let mut owner = None;
-    let found = match node.engine.last_message(&subject).await {
-        Ok(None) => None,
-        Ok(Some(_)) if node.lease_ok.load(Ordering::SeqCst) => {
-            // An owner whose lease is alive but whose process is gone (killed): wait for its
-            // lease to expire, then claim.
-            let deadline = Instant::now() + node.lease_ttl * 2 + Duration::from_secs(1);
-            loop {
-                match claim(node, &session).await {
-                    Ok(claimed) => break Some(claimed),
-                    Err(ClaimError::Owned(live)) => {
-                        if crate::link::answers(node, &live.node).await || Instant::now() > deadline
-                        {
-                            owner = Some(live);
-                            break None;
-                        }
-                        tokio::time::sleep(Duration::from_millis(250)).await;
-                    }
-                    Err(reason) => {
-                        info!(%session, %reason, "session not served here");
-                        break None;
-                    }
-                }
+    let may_claim = node.lease_ok.load(Ordering::SeqCst);
+    let mut lookup = Lookup::new(node.me.clone(), subject, node.lease_ttl, may_claim);
+    let outcome = loop {
+        match lookup.poll() {
+            LookupAction::Call(call) => {
+                let reply = perform(&node.engine, &call).await;
+                lookup.handle_reply(Instant::now(), reply, || node.next_claim());
             }
-        }
-        Ok(Some(_)) => None,
-        Err(e) => {
-            warn!(%session, error = %e, "session lookup failed");
-            None
+            LookupAction::Probe(owner) => {
+                let answers = crate::link::answers(node, &owner.node).await;
+                lookup.handle_probe(Instant::now(), answers);
+            }
+            LookupAction::WaitUntil(until) => {
+                tokio::time::sleep_until(until.into()).await;
+                lookup.handle_timeout(Instant::now(), || node.next_claim());
+            }
+            LookupAction::Done => break lookup.take_outcome(),
         }
     };
+    let (mut owner, mut found) = (None, None);
+    match outcome {
+        Some(LookupOutcome::Owned(live)) => owner = Some(live),
+        Some(LookupOutcome::Claimed { writer, events }) => {
+            found = Some((
+                writer.with_piece_limit(node.engine.max_record_bytes()),
+                events,
+            ))
+        }
+        Some(LookupOutcome::NotFound(Some(reason))) => {
+            info!(%session, %reason, "session not served here")
+        }
+        Some(LookupOutcome::NotFound(None)) | None => {}
+    }
     let Some(host) = node.host.get() else {
         return;
     };

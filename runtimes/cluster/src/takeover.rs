@@ -282,6 +282,31 @@ pub fn preferred_claimant<'a>(
     })
 }
 
+/// The sessions a node's sweep looks up: of the log subjects `subjects` (each
+/// `<log_prefix>.<escaped session id>`), those whose preferred claimant among the live nodes
+/// `live` (escaped node ids) is `me` (escaped too) and that `loaded` says the node has not
+/// loaded. A dead node's sessions are so taken over without a client asking.
+pub fn sessions_to_sweep<'a>(
+    subjects: impl IntoIterator<Item = &'a str>,
+    log_prefix: &str,
+    me: &str,
+    live: &[String],
+    loaded: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    let prefix = format!("{log_prefix}.");
+    subjects
+        .into_iter()
+        .filter_map(|subject| {
+            let token = subject.strip_prefix(&prefix)?;
+            crate::escape::unescape_id(token).ok()
+        })
+        .filter(|session| {
+            preferred_claimant(session, live.iter().map(String::as_str)) == Some(me)
+                && !loaded(session)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,6 +324,29 @@ mod tests {
         }
         assert!(counts.iter().all(|&c| c > 50), "{counts:?}");
         assert_eq!(preferred_claimant("s", []), None);
+    }
+
+    #[test]
+    fn a_sweep_looks_up_the_unloaded_sessions_this_node_should_claim() {
+        let live = ["a".to_owned(), "b".to_owned()];
+        let sessions: Vec<String> = (0..40).map(|i| format!("s{i}")).collect();
+        let subjects: Vec<String> = sessions
+            .iter()
+            .map(|s| format!("log.{}", crate::escape::escape_id(s)))
+            .collect();
+        let subjects = subjects
+            .iter()
+            .map(String::as_str)
+            .chain(["other.s1", "log."]);
+        let mine = sessions_to_sweep(subjects.clone(), "log", "a", &live, |s| s == "s0");
+        let expected: Vec<String> = sessions
+            .iter()
+            .filter(|s| preferred_claimant(s, ["a", "b"]) == Some("a") && *s != "s0")
+            .cloned()
+            .collect();
+        assert!(!expected.is_empty() && expected.len() < sessions.len());
+        assert_eq!(mine, expected);
+        assert!(sessions_to_sweep(subjects, "log", "c", &live, |_| false).is_empty());
     }
 
     #[test]

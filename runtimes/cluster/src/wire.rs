@@ -4,6 +4,8 @@
 //! check of a node's lease.
 
 use agentwire::frame::{FrameDecoder, FrameLimits};
+use std::time::Instant;
+
 use agentwire::Framing;
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -12,7 +14,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tracing::{info, warn};
 
 use crate::engine::Engine;
-use crate::link_messages::{LinkSender, HEARTBEAT};
+use crate::machines::outbound::Outbound;
 use crate::record::NodeIdentity;
 use crate::shared::Node;
 
@@ -35,19 +37,17 @@ pub(crate) fn resend_subject(node: &Node, subject: &str) -> String {
 }
 
 /// Publishes the bodies of `bodies` on `subject` as numbered link messages, in order, sized
-/// for the server the client is connected to, with a heartbeat every [`HEARTBEAT`]; a close
-/// message once `bodies` ends. The receiver's resend requests, on `resend`, are answered
-/// with the kept messages they ask for, published on `subject` again.
+/// for the server the client is connected to, with a heartbeat every
+/// [`crate::link_messages::HEARTBEAT`]; a close message once `bodies` ends. The receiver's
+/// resend requests, on `resend`, are answered with the kept messages they ask for, published
+/// on `subject` again. Runs an [`Outbound`] machine.
 pub(crate) async fn send_link(
     client: async_nats::Client,
     subject: String,
     resend: String,
     mut bodies: UnboundedReceiver<Bytes>,
 ) {
-    // Reading the server info clones it: only for frames that might not fit.
-    const SURELY_FITS: usize = 64 * 1024;
-    let mut sender = LinkSender::default();
-    let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    let mut outbound = Outbound::new(Instant::now());
     // Subscribed before the first message is published (the server keeps a connection's
     // order), so no request can come before it.
     let mut requests = match client.subscribe(resend).await {
@@ -58,43 +58,59 @@ pub(crate) async fn send_link(
         }
     };
     loop {
-        let messages = tokio::select! {
+        let wake = outbound.poll_timeout().unwrap_or_else(Instant::now);
+        tokio::select! {
             body = bodies.recv() => match body {
-                Some(body) => {
-                    let max_payload = if body.len() < SURELY_FITS {
-                        usize::MAX
-                    } else {
-                        client.server_info().max_payload
-                    };
-                    sender.frame(&body, max_payload)
-                }
-                None => break,
+                Some(body) => outbound.send(&body, max_payload(&client, body.len())),
+                None => outbound.close(),
             },
             request = next_request(&mut requests) => match request {
                 Some(request) => {
-                    let again = sender.resend(&request.payload);
-                    info!(%subject, messages = again.len(), "link messages sent again");
-                    again
+                    outbound.handle_resend_request(&request.payload);
+                    info!(%subject, "link messages sent again");
                 }
-                None => {
-                    requests = None;
-                    Vec::new()
-                }
+                None => requests = None,
             },
-            _ = heartbeat.tick() => vec![sender.heartbeat()],
-        };
-        for message in messages {
-            if let Err(e) = client.publish(subject.clone(), message).await {
-                warn!(error = %e, "cannot relay a frame over a link; the link ends");
-                return;
-            }
+            _ = tokio::time::sleep_until(wake.into()) => outbound.handle_timeout(Instant::now()),
+        }
+        if !publish_all(&client, &subject, || outbound.poll_transmit()).await {
+            warn!("cannot relay a frame over a link; the link ends");
+            return;
+        }
+        if outbound.is_closed() {
+            return;
         }
     }
-    let _ = client.publish(subject, sender.close()).await;
+}
+
+/// The largest message a body of `len` bytes may travel in: the server's `max_payload` when
+/// the body might not fit (reading the server info clones it).
+pub(crate) fn max_payload(client: &async_nats::Client, len: usize) -> usize {
+    const SURELY_FITS: usize = 64 * 1024;
+    if len < SURELY_FITS {
+        usize::MAX
+    } else {
+        client.server_info().max_payload
+    }
+}
+
+/// Publishes every message `next` hands out on `subject`; `false` when publishing failed.
+pub(crate) async fn publish_all(
+    client: &async_nats::Client,
+    subject: &str,
+    mut next: impl FnMut() -> Option<Bytes>,
+) -> bool {
+    while let Some(message) = next() {
+        if let Err(e) = client.publish(subject.to_owned(), message).await {
+            warn!(error = %e, %subject, "cannot publish a link message");
+            return false;
+        }
+    }
+    true
 }
 
 /// The next resend request, or never when there is no subscription.
-async fn next_request(
+pub(crate) async fn next_request(
     requests: &mut Option<async_nats::Subscriber>,
 ) -> Option<async_nats::Message> {
     match requests {

@@ -8,9 +8,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentwire::host::{ConnId, Dialect, Host, HostConfig};
+use agentwire::host::{ConnId, Host, HostConfig};
 use agentwire::serve::{ServerOptions, Stopped};
-use agentwire::Framing;
 use agentwire::Timestamp;
 use agentwire_store::{Problem, Store, SyncPolicy};
 use futures_lite::future;
@@ -331,19 +330,18 @@ impl<R: Runtime> Driver<R> {
     /// down; then stops accepting, flushes and closes every connection (bounded by the
     /// flush timeout), syncs the store and returns. Failed accepts are logged and retried.
     pub async fn serve_tcp(&self, listener: R::TcpListener) -> Stopped {
-        let options = self.shared.options;
-        self.serve_tcp_speaking(listener, options.dialect, options.framing)
-            .await
+        let (dialect, framing) = (self.shared.options.dialect, self.shared.options.framing);
+        self.serve_tcp_as(listener, dialect, framing).await
     }
 
     /// Binds a TCP listener on `addr` whose connections speak `dialect` over `framing`
-    /// (a listener beside the main one, e.g. ACP's), and returns its local address with the
-    /// future that serves it (see [`Driver::serve_tcp_speaking`]).
-    pub async fn bind_tcp_speaking(
+    /// (a listener beside the main one, e.g. ACP's `--acp-port`), and returns its local
+    /// address with the future that serves it (see [`Driver::serve_tcp_as`]).
+    pub async fn bind_tcp_as(
         &self,
         addr: impl std::net::ToSocketAddrs,
-        dialect: Dialect,
-        framing: Framing,
+        dialect: agentwire::Dialect,
+        framing: agentwire::Framing,
     ) -> io::Result<(SocketAddr, impl Future<Output = Stopped> + Send + 'static)> {
         let listener = std::net::TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
@@ -351,17 +349,21 @@ impl<R: Runtime> Driver<R> {
         let local = R::local_addr(&listener)?;
         let server = self.clone();
         Ok((local, async move {
-            server.serve_tcp_speaking(listener, dialect, framing).await
+            server.serve_tcp_as(listener, dialect, framing).await
         }))
     }
 
-    /// [`Driver::serve_tcp`] for connections speaking `dialect` over `framing`, whatever
-    /// the server's options say.
-    pub async fn serve_tcp_speaking(
+    /// [`Driver::serve_tcp`] for connections that speak `dialect` over `framing` instead of
+    /// the options' (a second listener beside the main one, e.g. the client-tools server's
+    /// loopback listener: [`Dialect::ClientTools`] over [`Framing::Http`]).
+    ///
+    /// [`Dialect::ClientTools`]: agentwire::Dialect::ClientTools
+    /// [`Framing::Http`]: agentwire::Framing::Http
+    pub async fn serve_tcp_as(
         &self,
         listener: R::TcpListener,
-        dialect: Dialect,
-        framing: Framing,
+        dialect: agentwire::Dialect,
+        framing: agentwire::Framing,
     ) -> Stopped {
         ensure_timer(&self.shared);
         loop {
@@ -378,7 +380,7 @@ impl<R: Runtime> Driver<R> {
                 }
                 Ok(Ok((reader, writer, peer))) => {
                     let state = attach_streams_with(&self.shared, dialect, framing, reader, writer);
-                    debug!(conn = %state.id, %peer, "accepted");
+                    debug!(conn = %state.id, %peer, ?dialect, "accepted");
                 }
                 Ok(Err(e)) => {
                     warn!(error = %e, "accept failed");

@@ -13,11 +13,14 @@ use bytes::{Bytes, BytesMut};
 /// `_agentwire/shutdown` (ACP reserves names starting with `_` for extensions).
 pub const SHUTDOWN_NOTIFICATION: &str = "agentwire/shutdown";
 
-/// The framed [`SHUTDOWN_NOTIFICATION`] for a connection speaking `dialect` over `framing`.
-pub(crate) fn farewell(dialect: Dialect, framing: Framing, reason: &str) -> Bytes {
+/// The framed [`SHUTDOWN_NOTIFICATION`] for a connection speaking `dialect` over `framing`;
+/// `None` for the client-tools server's HTTP connections (an HTTP client reads only the
+/// answers to its requests: they just close).
+pub(crate) fn farewell(dialect: Dialect, framing: Framing, reason: &str) -> Option<Bytes> {
     let method = match dialect {
         Dialect::Acp => "_agentwire/shutdown",
         Dialect::CopilotSdk | Dialect::Ahp => SHUTDOWN_NOTIFICATION,
+        Dialect::ClientTools => return None,
     };
     let body = serde_json::json!({
         "jsonrpc": "2.0",
@@ -27,5 +30,5 @@ pub(crate) fn farewell(dialect: Dialect, framing: Framing, reason: &str) -> Byte
     let body = serde_json::to_vec(&body).unwrap_or_default();
     let mut buf = BytesMut::with_capacity(body.len() + 32);
     encode_frame(framing, &body, &mut buf);
-    buf.freeze()
+    Some(buf.freeze())
 }

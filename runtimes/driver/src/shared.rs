@@ -309,7 +309,7 @@ impl Shared {
     /// After the drain: every connection gets its farewell and closes; the server stops.
     fn close_all(&self, inner: &Inner, reason: &str, work: &mut Vec<Work>) {
         // Encoded once per dialect and framing, shared by every connection that speaks them.
-        let mut encoded: Vec<((Dialect, Framing), Bytes)> = Vec::with_capacity(1);
+        let mut encoded: Vec<((Dialect, Framing), Option<Bytes>)> = Vec::with_capacity(1);
         for state in inner.conns.values() {
             let key = (state.dialect, state.framing);
             let frame = match encoded.iter().find(|(k, _)| *k == key) {
@@ -320,7 +320,7 @@ impl Shared {
                     frame
                 }
             };
-            *lock(&state.farewell) = Some(frame);
+            *lock(&state.farewell) = frame;
             work.push(Work::Close(
                 state.clone(),
                 "server is shutting down".to_owned(),

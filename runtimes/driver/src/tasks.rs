@@ -269,7 +269,7 @@ where
         let farewell = inner
             .farewell
             .as_deref()
-            .map(|reason| crate::farewell::farewell(dialect, framing, reason));
+            .and_then(|reason| crate::farewell::farewell(dialect, framing, reason));
         let state = Arc::new(ConnState {
             id,
             wake: Notify::new(),

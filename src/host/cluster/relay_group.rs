@@ -280,7 +280,7 @@ pub const RELAY_HANDSHAKE_ID: &str = "agentwire-relay-handshake";
 fn unframe(framing: Framing, frame: &[u8]) -> &[u8] {
     match framing {
         Framing::Ndjson => frame.strip_suffix(b"\n").unwrap_or(frame),
-        Framing::ContentLength => frame
+        Framing::ContentLength | Framing::Http => frame
             .windows(4)
             .position(|w| w == b"\r\n\r\n")
             .map_or(frame, |at| &frame[at + 4..]),

@@ -56,11 +56,14 @@ struct Stored<'a> {
 impl Host {
     pub(in crate::host) fn new_live(&self, session: Session) -> Live {
         let model_agent = self.config.model_default.is_some();
-        let agent: Box<dyn crate::agent::Agent> = if model_agent {
+        let mut agent: Box<dyn crate::agent::Agent> = if model_agent {
             Box::new(crate::agent::ModelAgent::new())
         } else {
             (self.config.agent)(&session.id)
         };
+        if !session.events().is_empty() {
+            agent.restored(session.events());
+        }
         Live {
             session,
             agent: Some(agent),

@@ -196,6 +196,7 @@ impl Host {
         if self.tool_shell_output(id, bytes)
             || self.shell_output(id, stream, bytes)
             || self.acp_process_output(id, stream, bytes)
+            || self.acp_terminal_output(id, bytes)
         {
             return;
         }
@@ -219,7 +220,7 @@ impl Host {
             }
             return;
         }
-        if self.acp_process_ended(id, code, message) {
+        if self.acp_process_ended(id, code, message) || self.acp_terminal_ended(id, code, message) {
             return;
         }
         self.mcp_process_ended(id.get(), code, message);

@@ -133,6 +133,12 @@ impl Host {
     // ----- inbound -----
 
     pub(in crate::host) fn handle_frame(&mut self, conn: ConnId, frame: &[u8]) {
+        if let Some(c) = self.conns.get(&conn).filter(|c| c.framing == Framing::Http) {
+            let handler = self.dialects[c.dialect.index()];
+            handler.handle_http_request(self, conn, frame);
+            self.run_after_response();
+            return;
+        }
         match jsonrpc::parse(frame) {
             jsonrpc::Parsed::Single(Ok(message)) => self.handle_message(conn, message),
             jsonrpc::Parsed::Single(Err(rejection)) => {

@@ -43,13 +43,13 @@ pub(in crate::host) struct LatestFrames {
 /// One key's latest body, framed (at most once per framing) into frames this table holds.
 struct Latest {
     body: Vec<u8>,
-    content_length: Option<SharedFrame>,
-    ndjson: Option<SharedFrame>,
+    /// The body framed in each framing used, by [`Framing::index`].
+    framed: [Option<SharedFrame>; Framing::ALL.len()],
     /// The length each framing's frame had before the last [`Latest::set`] (outboxes that
     /// have it queued were charged that much: see [`Outbox::recharge_latest`]).
     ///
     /// [`Outbox::recharge_latest`]: crate::host::io::outbox::Outbox::recharge_latest
-    previous_len: [usize; 2],
+    previous_len: [usize; Framing::ALL.len()],
 }
 
 fn framed(framing: Framing, body: &[u8]) -> bytes::Bytes {
@@ -61,23 +61,15 @@ fn framed(framing: Framing, body: &[u8]) -> bytes::Bytes {
 impl Latest {
     /// The frame for `framing`, framed and stored on first use.
     fn get(&mut self, framing: Framing, shared: &mut SharedFrames) -> SharedFrame {
-        let cell = match framing {
-            Framing::ContentLength => &mut self.content_length,
-            Framing::Ndjson => &mut self.ndjson,
-        };
-        *cell.get_or_insert_with(|| shared.insert_held(framed(framing, &self.body)))
+        let body = &self.body;
+        *self.framed[framing.index()]
+            .get_or_insert_with(|| shared.insert_held(framed(framing, body)))
     }
 
     /// Makes `body` the latest: every entry already queued anywhere now sends it.
     fn set(&mut self, body: Vec<u8>, shared: &mut SharedFrames) {
-        self.previous_len = [
-            self.content_length.map_or(0, SharedFrame::len),
-            self.ndjson.map_or(0, SharedFrame::len),
-        ];
-        for (framing, cell) in [
-            (Framing::ContentLength, &mut self.content_length),
-            (Framing::Ndjson, &mut self.ndjson),
-        ] {
+        self.previous_len = self.framed.map(|f| f.map_or(0, SharedFrame::len));
+        for (framing, cell) in Framing::ALL.into_iter().zip(&mut self.framed) {
             if let Some(frame) = cell {
                 *frame = shared.replace(*frame, framed(framing, &body));
             }
@@ -86,7 +78,7 @@ impl Latest {
     }
 
     fn frames(&self) -> impl Iterator<Item = SharedFrame> {
-        [self.content_length, self.ndjson].into_iter().flatten()
+        self.framed.into_iter().flatten()
     }
 
     /// Whether some outbox still has one of its frames queued.
@@ -123,9 +115,8 @@ impl LatestFrames {
         self.len += 1;
         map.entry(key.to_owned()).or_insert(Latest {
             body,
-            content_length: None,
-            ndjson: None,
-            previous_len: [0; 2],
+            framed: [None; Framing::ALL.len()],
+            previous_len: [0; Framing::ALL.len()],
         })
     }
 
@@ -205,7 +196,7 @@ impl Host {
             // A connection (closing or not) that has the frame queued now sends the new
             // content: charge its budget the new length instead of the old one.
             let frame = entry.get(c.framing, shared);
-            let previous = entry.previous_len[usize::from(c.framing == Framing::Ndjson)];
+            let previous = entry.previous_len[c.framing.index()];
             c.outbox.recharge_latest(frame, previous);
             if c.closing {
                 continue;

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use crate::agent::{AgentInput, ToolOutcome};
 
-use crate::host::pending::{Approval, Pending, PermissionAsk};
+use crate::host::pending::{Approval, Pending, PermissionAsk, ToolCaller};
 use crate::host::{ConnId, Host};
 
 impl Host {
@@ -92,7 +92,8 @@ impl Host {
         );
     }
 
-    /// Emits `external_tool.requested` for the tool's provider and waits for its result.
+    /// Emits `external_tool.requested` for the tool's provider and waits for its result,
+    /// for the session's agent.
     pub(in crate::host) fn request_external_tool(
         &mut self,
         session: &str,
@@ -100,18 +101,28 @@ impl Host {
         name: &str,
         arguments: &Value,
     ) {
+        self.request_external_tool_for(session, tool_call_id, name, arguments, ToolCaller::Agent);
+    }
+
+    /// Emits `external_tool.requested` for the tool's provider and waits for its result,
+    /// which goes to `caller`.
+    pub(in crate::host) fn request_external_tool_for(
+        &mut self,
+        session: &str,
+        tool_call_id: &str,
+        name: &str,
+        arguments: &Value,
+        caller: ToolCaller,
+    ) {
         let Some(live) = self.sessions.get(session) else {
             return;
         };
         let Some((owner, _)) = live.session.tool_provider(name) else {
-            self.complete_tool(
-                session,
-                tool_call_id,
-                ToolOutcome::Failure {
-                    message: format!("Tool '{name}' is not available: its client left"),
-                    code: "failure".into(),
-                },
-            );
+            let outcome = ToolOutcome::Failure {
+                message: format!("Tool '{name}' is not available: its client left"),
+                code: "failure".into(),
+            };
+            self.finish_tool_call(session, tool_call_id, caller, outcome);
             return;
         };
         let cwd = live.session.cwd.clone();
@@ -122,6 +133,7 @@ impl Host {
                 Pending::ExternalTool {
                     tool_call_id: tool_call_id.to_owned(),
                     owner,
+                    caller,
                 },
             );
         }
@@ -160,8 +172,11 @@ impl Host {
         let Some(Pending::ExternalTool { .. }) = live.pending.get(request_id) else {
             return false;
         };
-        let Some(Pending::ExternalTool { tool_call_id, .. }) =
-            live.pending.shift_remove(request_id)
+        let Some(Pending::ExternalTool {
+            tool_call_id,
+            caller,
+            ..
+        }) = live.pending.shift_remove(request_id)
         else {
             return false;
         };
@@ -180,6 +195,10 @@ impl Host {
             (None, Some(result)) => tool_result_outcome(result),
             (None, None) => ToolOutcome::Success(String::new()),
         };
+        if let ToolCaller::Served { conn, id } = caller {
+            self.answer_served_tool_call(conn, &id, &outcome);
+            return true;
+        }
         if let ToolOutcome::Failure { message, .. } = &outcome {
             if result.is_some() && error.is_none() {
                 // The tool's own text for the model (`textResultForLlm` of a failed result):
@@ -202,6 +221,20 @@ impl Host {
         }
         self.complete_tool(session, &tool_call_id, outcome);
         true
+    }
+
+    /// Gives `caller` the outcome of a tool call (see [`ToolCaller`]).
+    pub(in crate::host) fn finish_tool_call(
+        &mut self,
+        session: &str,
+        tool_call_id: &str,
+        caller: ToolCaller,
+        outcome: ToolOutcome,
+    ) {
+        match caller {
+            ToolCaller::Agent => self.complete_tool(session, tool_call_id, outcome),
+            ToolCaller::Served { conn, id } => self.answer_served_tool_call(conn, &id, &outcome),
+        }
     }
 
     /// Emits `tool.execution_complete` and hands the outcome to the agent.
@@ -284,13 +317,26 @@ impl Host {
                     );
                     tool_call_id
                 }
-                Pending::ExternalTool { tool_call_id, .. } => {
+                Pending::ExternalTool {
+                    tool_call_id,
+                    caller,
+                    ..
+                } => {
                     self.emit(
                         session,
                         "external_tool.completed",
                         &json!({"requestId": request_id}),
                         false,
                     );
+                    if let ToolCaller::Served { conn, id } = caller {
+                        // The agent that called reports its own tool call's end.
+                        let outcome = ToolOutcome::Failure {
+                            message: "The tool call was cancelled".into(),
+                            code: "cancelled".into(),
+                        };
+                        self.answer_served_tool_call(conn, &id, &outcome);
+                        continue;
+                    }
                     tool_call_id
                 }
                 Pending::McpTool {

@@ -8,7 +8,7 @@
 //! leaving resolves it exactly once). With no such client, the call completes with the
 //! step's scripted result, or, for a model's call, the runtime performs it (`tool_ops`).
 
-use crate::host::pending::{Approval, PermissionAsk};
+use crate::host::pending::{Approval, PermissionAsk, ToolCaller};
 use serde_json::json;
 
 use crate::agent::{BuiltinCall, ToolOutcome};
@@ -94,6 +94,7 @@ impl Host {
                 Pending::ExternalTool {
                     tool_call_id: tool_call_id.to_owned(),
                     owner: conn,
+                    caller: ToolCaller::Agent,
                 },
             );
         }

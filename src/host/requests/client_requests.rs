@@ -336,6 +336,9 @@ impl Host {
                 },
             ),
             AnswerTo::Mcp { server, id } => self.answer_mcp(session, &server, &id, result),
+            AnswerTo::AcpAgent { process, request } => {
+                self.acp_answer(process, &request, result.map_err(|e| (-32000, e)))
+            }
         }
     }
 }

@@ -11,3 +11,4 @@ pub(in crate::host) mod client_requests;
 pub(in crate::host) mod permission;
 pub(crate) mod permission_rules;
 pub(in crate::host) mod remote_fs;
+pub(in crate::host) mod served_tools;

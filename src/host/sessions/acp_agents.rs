@@ -9,8 +9,11 @@
 //! session events. The agent's permission requests take the host's one permission path
 //! ([`Approval::AcpAgent`]): approve-all and the session's rules answer first, else the
 //! session's clients of every dialect are asked and the first answer is the agent's option.
-//! agentwire offers the agent no file system, terminal or elicitation (`initialize` says so),
-//! so the agent works on its own files and commands.
+//! The agent's `fs/*` requests are served on the session's files (a path outside its
+//! directories behind a `path` prompt), its `terminal/*` requests by processes the host runs
+//! (`acp_terminals.rs`), its `elicitation/create` by the elicitation bridge. The agent's
+//! session gets the session's MCP servers and, when the session has client tools, the
+//! client-tools server ([`crate::tool_server`]).
 //!
 //! When the process ends (it exited, broke the protocol, never answered `initialize`), every
 //! session that used it gets `AcpInput::Ended` with the reason; the next call starts a new
@@ -28,8 +31,12 @@ use crate::acp_agent::{
     PermissionOptionKind,
 };
 use crate::agent::{AcpCall, AcpInput, AgentInput};
-use crate::host::pending::{AcpChoice, AcpPermission, Approval, PermissionAsk};
-use crate::host::{EffectId, EffectOp, Host, ProcessSpec, ShellStream, TimerTarget};
+use crate::host::pending::{
+    AcpAsk, AcpChoice, AcpFileOp, AcpPermission, AnswerTo, Approval, PermissionAsk,
+};
+use crate::host::{
+    EffectId, EffectOp, FileReply, FileRequest, Host, ProcessSpec, ShellStream, TimerTarget,
+};
 use crate::jsonrpc::OwnedId;
 use crate::Timestamp;
 
@@ -71,6 +78,8 @@ struct AgentProcess {
 pub(in crate::host) struct AcpAgents {
     process: Option<AgentProcess>,
     next_token: u64,
+    /// The commands the agent runs (`terminal/*`).
+    pub(in crate::host) terminals: super::acp_terminals::AcpTerminals,
 }
 
 impl Host {
@@ -85,10 +94,10 @@ impl Host {
             let effect = self.next_effect_id();
             let config = AcpClientConfig {
                 capabilities: ClientCapabilities {
-                    read_text_file: false,
-                    write_text_file: false,
-                    terminal: false,
-                    elicitation_form: false,
+                    read_text_file: true,
+                    write_text_file: true,
+                    terminal: true,
+                    elicitation_form: true,
                 },
                 client_version: self.config.version.clone(),
                 ..AcpClientConfig::default()
@@ -141,18 +150,39 @@ impl Host {
         let purpose = match call {
             AcpCall::Open { previous } => {
                 let caps = process.client.capabilities();
+                // The session's own MCP servers (those of a transport the agent takes), and
+                // its client tools as an MCP server the runtime serves (HTTP).
+                let live = self.sessions.get(session);
+                let mut servers: Vec<Value> = live
+                    .into_iter()
+                    .flat_map(|l| l.mcp.servers.values())
+                    .filter(|s| match s.config.transport_name() {
+                        "http" => caps.mcp_http,
+                        "sse" => caps.mcp_sse,
+                        _ => true,
+                    })
+                    .map(|s| s.config.to_acp())
+                    .collect();
+                let has_client_tools = live.is_some_and(|l| !l.session.client_tools().is_empty());
+                if let Some(server) = self.config.tool_server.as_ref() {
+                    if caps.mcp_http && has_client_tools {
+                        servers.push(server.acp_server_entry(session));
+                    }
+                }
                 match previous.as_deref() {
                     Some(id) if caps.load_session => {
                         process
                             .client
-                            .load_session(now, client_token, id, &cwd, &[])
+                            .load_session(now, client_token, id, &cwd, &servers)
                     }
                     Some(id) if caps.resume_session => {
                         process
                             .client
-                            .resume_session(now, client_token, id, &cwd, &[])
+                            .resume_session(now, client_token, id, &cwd, &servers)
                     }
-                    _ => process.client.new_session(now, client_token, &cwd, &[]),
+                    _ => process
+                        .client
+                        .new_session(now, client_token, &cwd, &servers),
                 }
                 CallPurpose::Open { previous }
             }
@@ -176,6 +206,20 @@ impl Host {
                 process
                     .client
                     .set_mode(now, client_token, &agent_session, &mode);
+                CallPurpose::Other
+            }
+            AcpCall::SetConfigOption {
+                agent_session,
+                config_id,
+                value,
+            } => {
+                process.client.set_config_option(
+                    now,
+                    client_token,
+                    &agent_session,
+                    &config_id,
+                    &Value::String(value),
+                );
                 CallPurpose::Other
             }
         };
@@ -241,7 +285,9 @@ impl Host {
         self.run_agents();
     }
 
-    /// Answers an agent's permission request with the option `choice` picks.
+    /// Applies a permission decision to what the agent asked: its tool call's request is
+    /// answered with the option `choice` picks; an approved file operation is performed, a
+    /// refused one fails.
     pub(in crate::host) fn answer_acp_permission(
         &mut self,
         acp: &AcpPermission,
@@ -255,10 +301,22 @@ impl Host {
         else {
             return;
         };
+        let options = match &acp.ask {
+            AcpAsk::ToolCall(options) => options,
+            AcpAsk::File(op) => {
+                if choice == AcpChoice::Reject {
+                    let message = format!("Permission denied: {}", op.path());
+                    process.client.respond_error(&acp.request, -32000, &message);
+                    return self.acp_flush();
+                }
+                let (session, request) = (acp.session.clone(), acp.request.clone());
+                return self.perform_acp_file_op(&session, acp.process, request, op.clone());
+            }
+        };
         let pick = |kinds: &[PermissionOptionKind]| {
             kinds
                 .iter()
-                .find_map(|k| acp.options.iter().find(|o| o.kind == *k))
+                .find_map(|k| options.iter().find(|o| o.kind == *k))
                 .map(|o| o.id.clone())
         };
         let option = match choice {
@@ -281,6 +339,23 @@ impl Host {
             None => json!({"outcome": {"outcome": "cancelled"}}),
         };
         process.client.respond(&acp.request, &outcome);
+        self.acp_flush();
+    }
+
+    /// Answers the agent's request `id` if agent process `agent` still runs.
+    pub(in crate::host) fn acp_answer(
+        &mut self,
+        agent: EffectId,
+        id: &OwnedId,
+        answer: Result<Value, (i64, String)>,
+    ) {
+        let Some(process) = self.acp.process.as_mut().filter(|p| p.effect == agent) else {
+            return;
+        };
+        match answer {
+            Ok(result) => process.client.respond(id, &result),
+            Err((code, message)) => process.client.respond_error(id, code, &message),
+        }
         self.acp_flush();
     }
 
@@ -384,6 +459,7 @@ impl Host {
                 if let Some(old) = process.timer {
                     self.timers.remove(&old);
                 }
+                self.acp_terminals_end(process.effect);
                 self.push_effect(
                     process.effect,
                     EffectOp::ProcessKill {
@@ -464,23 +540,162 @@ impl Host {
                         approval: Approval::AcpAgent(Box::new(AcpPermission {
                             process: effect,
                             request: id,
-                            options,
+                            session: session.clone(),
+                            ask: AcpAsk::ToolCall(options),
                         })),
                     },
                 );
                 self.run_agents();
             }
-            // Not offered in `initialize`: the client role answers these itself.
-            _ => {
-                if let Some(process) = self.acp.process.as_mut() {
-                    process
-                        .client
-                        .respond_error(&id, -32601, "Method not found");
+            AgentRequest::ReadTextFile { path, line, limit } => {
+                self.acp_file_request(&session, effect, id, AcpFileOp::Read { path, line, limit })
+            }
+            AgentRequest::WriteTextFile { path, content } => {
+                self.acp_file_request(&session, effect, id, AcpFileOp::Write { path, content })
+            }
+            AgentRequest::Elicitation { params } => {
+                // The session's clients fill the form (the elicitation bridge); their answer
+                // (`{action, content}`) is the agent's.
+                let mut ask = json!({"elicitationSource": "agent"});
+                for field in ["message", "requestedSchema", "mode", "url"] {
+                    if let Some(value) = params.get(field) {
+                        ask[field] = value.clone();
+                    }
                 }
-                self.acp_flush();
+                if ask.get("mode").is_none() {
+                    ask["mode"] = json!(if ask.get("url").is_some() {
+                        "url"
+                    } else {
+                        "form"
+                    });
+                }
+                let answer_to = AnswerTo::AcpAgent {
+                    process: effect,
+                    request: id.clone(),
+                };
+                if let Err(reason) = self.start_elicitation(&session, answer_to, &ask) {
+                    self.acp_answer(effect, &id, Err((-32000, reason)));
+                }
+            }
+            AgentRequest::TerminalCreate { .. }
+            | AgentRequest::TerminalOutput { .. }
+            | AgentRequest::TerminalWaitForExit { .. }
+            | AgentRequest::TerminalKill { .. }
+            | AgentRequest::TerminalRelease { .. } => {
+                self.acp_terminal_request(&session, effect, id, request)
             }
         }
     }
+}
+
+impl Host {
+    /// The agent's `fs/*` request: a path in the session's directories is served at once;
+    /// any other takes the permission path the built-in tools' `path` prompt takes.
+    fn acp_file_request(&mut self, session: &str, process: EffectId, id: OwnedId, op: AcpFileOp) {
+        if self.path_allowed(session, op.path()).unwrap_or(false) {
+            return self.perform_acp_file_op(session, process, id, op);
+        }
+        let (access, intention) = match &op {
+            AcpFileOp::Read { .. } => (
+                "read",
+                "The agent reads a file outside the allowed directories",
+            ),
+            AcpFileOp::Write { .. } => (
+                "write",
+                "The agent writes a file outside the allowed directories",
+            ),
+        };
+        let request = json!({"kind": "path", "intention": intention, "path": op.path(),
+                             "accessKind": access});
+        let tool_name = match &op {
+            AcpFileOp::Read { .. } => "fs/read_text_file",
+            AcpFileOp::Write { .. } => "fs/write_text_file",
+        };
+        self.ask_permission(
+            session,
+            PermissionAsk {
+                tool_call_id: String::new(),
+                tool_name: tool_name.to_owned(),
+                arguments: json!({"path": op.path()}),
+                request,
+                approval: Approval::AcpAgent(Box::new(AcpPermission {
+                    process,
+                    request: id,
+                    session: session.to_owned(),
+                    ask: AcpAsk::File(op),
+                })),
+            },
+        );
+    }
+
+    /// Performs the agent's file operation on the session's files (the runtime's, or its
+    /// file provider's); [`Host::acp_file_done`] answers the agent.
+    fn perform_acp_file_op(
+        &mut self,
+        session: &str,
+        process: EffectId,
+        id: OwnedId,
+        op: AcpFileOp,
+    ) {
+        let request = match &op {
+            AcpFileOp::Read { path, .. } => FileRequest::Read { path: path.clone() },
+            AcpFileOp::Write { path, content } => FileRequest::Write {
+                path: path.clone(),
+                content: content.clone(),
+                create_new: false,
+            },
+        };
+        self.acp_file_read_or_write(
+            session,
+            request,
+            AcpFileWait {
+                process,
+                request: id,
+                op,
+            },
+        );
+    }
+
+    /// A file operation of the agent finished: its answer goes back.
+    pub(in crate::host) fn acp_file_done(
+        &mut self,
+        wait: AcpFileWait,
+        result: Result<FileReply, String>,
+    ) {
+        let answer = match (&wait.op, result) {
+            (AcpFileOp::Read { line, limit, .. }, Ok(FileReply::Text(text))) => {
+                Ok(json!({"content": select_lines(&text, *line, *limit)}))
+            }
+            (AcpFileOp::Read { path, .. }, Ok(FileReply::Entries(_))) => {
+                Err(format!("{path} is a directory"))
+            }
+            (AcpFileOp::Read { path, .. }, Ok(_)) => {
+                Err(format!("{path} is not a UTF-8 text file"))
+            }
+            (AcpFileOp::Write { .. }, Ok(_)) => Ok(json!({})),
+            (_, Err(message)) => Err(message),
+        };
+        self.acp_answer(wait.process, &wait.request, answer.map_err(|m| (-32000, m)));
+    }
+}
+
+/// A file operation of the agent in flight: who asked, and what.
+#[derive(Debug)]
+pub(in crate::host) struct AcpFileWait {
+    process: EffectId,
+    request: OwnedId,
+    op: AcpFileOp,
+}
+
+/// `limit` lines of `text` from line `line` (1-based; the whole text when both are absent),
+/// line endings kept.
+fn select_lines(text: &str, line: Option<u64>, limit: Option<u64>) -> String {
+    if line.is_none() && limit.is_none() {
+        return text.to_owned();
+    }
+    let skip = usize::try_from(line.unwrap_or(1).saturating_sub(1)).unwrap_or(usize::MAX);
+    let take = limit.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
+    text.split_inclusive('\n').skip(skip).take(take).collect()
 }
 
 /// An ACP tool call's permission request as the session's clients see it

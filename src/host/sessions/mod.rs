@@ -3,6 +3,7 @@
 //! and the path of a session event: emit, record, audience, fan-out.
 
 pub(in crate::host) mod acp_agents;
+pub(in crate::host) mod acp_terminals;
 pub(in crate::host) mod audience;
 pub(in crate::host) mod drive;
 pub(in crate::host) mod emit;

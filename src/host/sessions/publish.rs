@@ -20,8 +20,8 @@ use crate::host::{ConnId, DialectHandler, DialectId, Host, OutboxOverflow};
 /// reference on every connection that receives it.
 struct Published {
     body: Vec<u8>,
-    content_length: Option<SharedFrame>,
-    ndjson: Option<SharedFrame>,
+    /// The body encoded in each framing used, by [`Framing::index`].
+    framed: [Option<SharedFrame>; Framing::ALL.len()],
 }
 
 /// Frames `body` once and stores it in the shared-frame table (the first receiver of a
@@ -38,17 +38,13 @@ impl Published {
     fn new(body: Vec<u8>) -> Self {
         Published {
             body,
-            content_length: None,
-            ndjson: None,
+            framed: [None; Framing::ALL.len()],
         }
     }
 
     #[inline]
     fn get(&mut self, framing: Framing, shared: &mut SharedFrames) -> SharedFrame {
-        let cell = match framing {
-            Framing::ContentLength => &mut self.content_length,
-            Framing::Ndjson => &mut self.ndjson,
-        };
+        let cell = &mut self.framed[framing.index()];
         match cell {
             Some(frame) => *frame,
             None => *cell.insert(encode_shared(framing, &self.body, shared)),
@@ -57,7 +53,7 @@ impl Published {
 
     /// Frees the encodings no connection took.
     fn settle(self, shared: &mut SharedFrames) {
-        for frame in [self.content_length, self.ndjson].into_iter().flatten() {
+        for frame in self.framed.into_iter().flatten() {
             shared.settle(frame);
         }
     }

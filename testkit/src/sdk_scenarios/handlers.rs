@@ -130,6 +130,10 @@ pub struct Setup {
     pub permission_handler: bool,
     /// Make that handler reject with this feedback.
     pub reject: Option<String>,
+    /// `mcpServers` of `session.create`, by name.
+    pub mcp_servers: Vec<(String, github_copilot_sdk::types::McpServerConfig)>,
+    /// `workingDirectory` of `session.create`.
+    pub working_directory: Option<std::path::PathBuf>,
 }
 
 impl Default for Setup {
@@ -139,6 +143,8 @@ impl Default for Setup {
             tool_handler: true,
             permission_handler: true,
             reject: None,
+            mcp_servers: Vec::new(),
+            working_directory: None,
         }
     }
 }
@@ -180,6 +186,13 @@ pub async fn create_session_with(client: &Client, id: &SessionId, setup: Setup) 
         .with_model("fake-model")
         .with_streaming(setup.streaming)
         .with_tools([tool]);
+    if let Some(dir) = &setup.working_directory {
+        config = config.with_working_directory(dir.clone());
+    }
+    if !setup.mcp_servers.is_empty() {
+        let servers: indexmap::IndexMap<_, _> = setup.mcp_servers.iter().cloned().collect();
+        config = config.with_mcp_servers(servers);
+    }
     if setup.permission_handler {
         config = config.with_permission_handler(Arc::new(RecordingPermission {
             requests: permissions.clone(),

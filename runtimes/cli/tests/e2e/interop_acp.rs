@@ -58,7 +58,8 @@ type Policy = Arc<Mutex<Option<&'static str>>>;
 
 /// A spawned `agentwire --acp` and the tap on its stdio.
 struct AgentProcess {
-    child: tokio::process::Child,
+    /// The process (`None` for a second connection to another `AgentProcess`'s server).
+    child: Option<tokio::process::Child>,
     /// Every line the agent wrote to stdout, in order.
     wire: Arc<Mutex<Vec<String>>>,
     /// Writes raw lines to the agent's stdin (shared with the SDK's outgoing lines).
@@ -125,12 +126,25 @@ impl AgentProcess {
         let mut child = command.spawn().expect("spawn agentwire --acp");
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
-        AgentProcess::tap(child, dir, stdout, stdin, true)
+        AgentProcess::tap(Some(child), dir, stdout, stdin, true)
     }
 
     /// `agentwire --acp --port 0`, connected over TCP.
     async fn spawn_tcp(name: &str) -> AgentProcess {
-        let (dir, mut command) = AgentProcess::prepare(name, &["--port", "0"]);
+        AgentProcess::spawn_tcp_with_env(name, &[], &[]).await.0
+    }
+
+    /// `agentwire --acp --port 0 EXTRA…` with extra environment variables, connected over
+    /// TCP; and its port (for [`AgentProcess::connect_tcp`]).
+    async fn spawn_tcp_with_env(
+        name: &str,
+        extra: &[&str],
+        env: &[(String, String)],
+    ) -> (AgentProcess, u16) {
+        let mut args = vec!["--port", "0"];
+        args.extend_from_slice(extra);
+        let (dir, mut command) = AgentProcess::prepare(name, &args);
+        command.envs(env.iter().map(|(k, v)| (k, v)));
         let mut child = command.spawn().expect("spawn agentwire --acp --port 0");
         let stdout = child.stdout.take().unwrap();
         let mut first = String::new();
@@ -144,12 +158,24 @@ impl AgentProcess {
             .await
             .unwrap();
         let (reader, writer) = socket.into_split();
-        AgentProcess::tap(child, dir, reader, writer, false)
+        (
+            AgentProcess::tap(Some(child), dir, reader, writer, false),
+            port,
+        )
+    }
+
+    /// Another connection to the server of `first` (on `port`).
+    async fn connect_tcp(first: &AgentProcess, port: u16) -> AgentProcess {
+        let socket = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let (reader, writer) = socket.into_split();
+        AgentProcess::tap(None, first.dir.clone(), reader, writer, false)
     }
 
     /// Pumps lines between the agent's byte streams and the SDK, recording what it writes.
     fn tap(
-        child: tokio::process::Child,
+        child: Option<tokio::process::Child>,
         dir: PathBuf,
         reader: impl tokio::io::AsyncRead + Unpin + Send + 'static,
         mut writer: impl tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -221,15 +247,19 @@ impl AgentProcess {
 
     async fn finish(mut self) {
         drop(self.inject);
+        // A second connection leaves the process and its directory to the first.
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
         if self.stdio {
             // The end of stdin ends the process.
-            let status = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+            let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
             assert!(
                 matches!(status, Ok(Ok(s)) if s.success()),
                 "agentwire --acp exits 0 when stdin ends: {status:?}"
             );
         }
-        let _ = self.child.kill().await;
+        let _ = child.kill().await;
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -859,16 +889,25 @@ async fn an_editor_through_agentwire_as_an_acp_proxy() {
 }
 
 /// The official Copilot CLI (`copilot --acp --stdio`, offline on the fake model) behind
-/// `agentwire --acp --acp-agent`, with the official ACP SDK as the editor: the CLI's answer
-/// streams to the editor and its shell command is asked of the editor first.
+/// `agentwire --acp --acp-agent`, with the official ACP SDK as the editor: the CLI views a
+/// file and runs a command (asked of the editor first), its answer streams to the editor, and
+/// the editor's `session/cancel` ends a turn stalled on the model as cancelled.
 #[tokio::test]
 async fn an_editor_on_the_copilot_cli_through_agentwire() {
     use crate::support::copilot_cli::{copilot_cli, offline_env};
     let _exclusive = crate::support::exclusive().await;
-    use crate::support::fake_model::{FakeModel, FakeReply};
+    use crate::support::fake_model::{FakeMode, FakeModel, FakeReply};
+    let files = tempfile::tempdir().unwrap();
+    let notes = files.path().join("notes.txt");
+    std::fs::write(&notes, "the notes say: editor-notes-7\n").unwrap();
     let fake = FakeModel::start_script(vec![
         FakeReply::tool(
             "call_1",
+            "view",
+            serde_json::json!({"path": notes.display().to_string()}),
+        ),
+        FakeReply::tool(
+            "call_2",
             "bash",
             serde_json::json!({"command": "echo editor-was-here", "description": "Say hi"}),
         ),
@@ -883,10 +922,131 @@ async fn an_editor_on_the_copilot_cli_through_agentwire() {
     let policy: Policy = Arc::new(Mutex::new(Some("allow-once")));
     let cwd = agent.dir.clone();
     let wire = agent.wire.clone();
-    let stop = with_client(&mut agent, seen.clone(), policy, async |cx| {
+    let fake_for_cancel = &fake;
+    let (first, cancelled) = with_client(&mut agent, seen.clone(), policy, async |cx| {
         let session = init_and_new(&cx, &cwd).await?;
         let response = cx
-            .send_request(PromptRequest::new(session.clone(), text("Run a command")))
+            .send_request(PromptRequest::new(
+                session.clone(),
+                text("Read my notes, then run a command"),
+            ))
+            .block_task()
+            .await?;
+        settle(&wire, &seen).await;
+        // The model now sends its first delta and then nothing: the turn runs until the
+        // editor cancels it.
+        fake_for_cancel.set_mode(FakeMode::Stall);
+        let calls = fake_for_cancel.completion_bodies().len();
+        let sent = cx.send_request(PromptRequest::new(session.clone(), text("A long story")));
+        for _ in 0..200 {
+            if fake_for_cancel.completion_bodies().len() > calls {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        cx.send_notification(CancelNotification::new(session.clone()))?;
+        let cancelled = sent.block_task().await?;
+        settle(&wire, &seen).await;
+        Ok((response.stop_reason, cancelled.stop_reason))
+    })
+    .await;
+    assert_eq!(first, StopReason::EndTurn);
+    assert_eq!(cancelled, StopReason::Cancelled);
+    {
+        let seen = seen.lock().unwrap();
+        assert!(
+            !seen.permissions.is_empty(),
+            "the CLI's command was asked of the editor"
+        );
+        let text = acp_stdio::agent_text(&seen.updates);
+        assert!(text.contains("The command said hi."), "{text}");
+        let tool_calls = seen
+            .updates
+            .iter()
+            .filter(|n| matches!(n.update, SessionUpdate::ToolCall(_)))
+            .count();
+        assert!(tool_calls >= 2, "the view and the command were announced");
+    }
+    let bodies: Vec<String> = fake
+        .completion_bodies()
+        .iter()
+        .map(|b| b.to_string())
+        .collect();
+    assert!(
+        bodies.len() >= 4,
+        "three calls for the first turn, one stalled: {}",
+        bodies.len()
+    );
+    assert!(
+        bodies[1].contains("editor-notes-7"),
+        "the view result reached the model"
+    );
+    assert!(bodies[2].contains("editor-was-here"), "the command ran");
+    agent.finish().await;
+}
+
+/// `agentwire --acp --data-dir D --acp-agent …` keeps the log the agent does not: after a
+/// restart, with an agent that forgot everything (no store), the editor's `session/load`
+/// replays the session from the proxy's log and the next prompt runs on a new agent session.
+#[tokio::test]
+async fn the_proxy_loads_a_session_its_agent_forgot() {
+    let data =
+        std::env::temp_dir().join(format!("agentwire-acp-proxy-data-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let data_arg = data.to_str().unwrap().to_owned();
+    let policy: Policy = Arc::new(Mutex::new(Some("allow-once")));
+    let agent_command = |name: &str| {
+        let dir = std::env::temp_dir().join(format!("agentwire-acp-{}-{name}", std::process::id()));
+        format!(
+            "'{}' --acp --no-store --scenario '{}'",
+            env!("CARGO_BIN_EXE_agentwire"),
+            dir.join("scenario.json").display()
+        )
+    };
+
+    let first_agent = agent_command("proxy-load-1");
+    let mut first = AgentProcess::spawn_with(
+        "proxy-load-1",
+        &["--data-dir", &data_arg, "--acp-agent", first_agent.as_str()],
+    );
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let cwd = first.dir.clone();
+    let wire = first.wire.clone();
+    let session = with_client(&mut first, seen.clone(), policy.clone(), async |cx| {
+        let session = init_and_new(&cx, &cwd).await?;
+        cx.send_request(PromptRequest::new(session.clone(), text("remember this")))
+            .block_task()
+            .await?;
+        settle(&wire, &seen).await;
+        Ok(session)
+    })
+    .await;
+    first.finish().await;
+
+    let second_agent = agent_command("proxy-load-2");
+    let mut second = AgentProcess::spawn_with(
+        "proxy-load-2",
+        &[
+            "--data-dir",
+            &data_arg,
+            "--acp-agent",
+            second_agent.as_str(),
+        ],
+    );
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let cwd = second.dir.clone();
+    let wire = second.wire.clone();
+    let loaded = session.clone();
+    let stop = with_client(&mut second, seen.clone(), policy, async |cx| {
+        cx.send_request(InitializeRequest::new(ProtocolVersion::V1).client_capabilities(caps()))
+            .block_task()
+            .await?;
+        cx.send_request(LoadSessionRequest::new(loaded.clone(), cwd.clone()))
+            .block_task()
+            .await?;
+        settle(&wire, &seen).await;
+        let response = cx
+            .send_request(PromptRequest::new(loaded.clone(), text("and now")))
             .block_task()
             .await?;
         settle(&wire, &seen).await;
@@ -894,17 +1054,127 @@ async fn an_editor_on_the_copilot_cli_through_agentwire() {
     })
     .await;
     assert_eq!(stop, StopReason::EndTurn);
-    {
-        let seen = seen.lock().unwrap();
-        assert_eq!(
-            seen.permissions.len(),
-            1,
-            "the CLI's command was asked of the editor"
-        );
-        assert!(acp_stdio::agent_text(&seen.updates).ends_with("The command said hi."));
-    }
-    let bodies = fake.completion_bodies();
-    let last = bodies.last().expect("a second model call").to_string();
-    assert!(last.contains("editor-was-here"), "the command ran: {last}");
-    agent.finish().await;
+    let wire = second.wire();
+    let load_response = wire
+        .iter()
+        .position(|m| m.get("method").is_none() && m["result"]["modes"].is_object())
+        .expect("the load response");
+    let replayed: Vec<&Value> = wire[..load_response]
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .map(|m| &m["params"]["update"])
+        .collect();
+    assert!(
+        replayed
+            .iter()
+            .any(|u| u["sessionUpdate"] == "user_message_chunk"
+                && u["content"]["text"] == "remember this"),
+        "the proxy replayed its log: {replayed:?}"
+    );
+    let text = acp_stdio::agent_text(&seen.lock().unwrap().updates);
+    assert!(
+        text.ends_with("You said: and now"),
+        "the new agent session answered: {text}"
+    );
+    second.finish().await;
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+/// Two editors (the official ACP SDK, over TCP) on one session of the Copilot CLI through
+/// `agentwire --acp --port 0 --acp-agent`: the second loads the session the first created,
+/// and the first's turn (a command the editors allowed, then the answer) streams to both.
+#[tokio::test]
+async fn two_editors_share_a_copilot_cli_session_through_agentwire() {
+    use crate::support::copilot_cli::{copilot_cli, offline_env};
+    use crate::support::fake_model::{FakeModel, FakeReply};
+    let _exclusive = crate::support::exclusive().await;
+    let fake = FakeModel::start_script(vec![
+        FakeReply::tool(
+            "call_1",
+            "bash",
+            serde_json::json!({"command": "echo shared-was-here", "description": "Say hi"}),
+        ),
+        FakeReply::Text("The command said hi.".into()),
+    ]);
+    let home = tempfile::tempdir().unwrap();
+    let agent_command = format!("'{}' --acp --stdio", copilot_cli().display());
+    let env = offline_env(&fake.base_url(), "fake-model", home.path());
+    let (mut a, port) = AgentProcess::spawn_tcp_with_env(
+        "copilot-two",
+        &["--acp-agent", agent_command.as_str()],
+        &env,
+    )
+    .await;
+    let mut b = AgentProcess::connect_tcp(&a, port).await;
+    let policy: Policy = Arc::new(Mutex::new(Some("allow-once")));
+    let (seen_a, seen_b) = (
+        Arc::new(Mutex::new(Seen::default())),
+        Arc::new(Mutex::new(Seen::default())),
+    );
+    let (session_tx, session_rx) = tokio::sync::oneshot::channel();
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
+    let cwd = a.dir.clone();
+    let (wire_a, seen_a2, seen_b2) = (a.wire.clone(), seen_a.clone(), seen_b.clone());
+    let first = with_client(&mut a, seen_a.clone(), policy.clone(), async |cx| {
+        let session = init_and_new(&cx, &cwd).await?;
+        let _ = session_tx.send(session.clone());
+        let _ = ready_rx.await;
+        let response = cx
+            .send_request(PromptRequest::new(session.clone(), text("Run a command")))
+            .block_task()
+            .await?;
+        settle(&wire_a, &seen_a2).await;
+        Ok(response.stop_reason)
+    });
+    let cwd_b = b.dir.clone();
+    let second = with_client(&mut b, seen_b.clone(), policy, async |cx| {
+        let session = session_rx.await.expect("the first editor's session");
+        cx.send_request(InitializeRequest::new(ProtocolVersion::V1).client_capabilities(caps()))
+            .block_task()
+            .await?;
+        cx.send_request(LoadSessionRequest::new(session, cwd_b))
+            .block_task()
+            .await?;
+        let _ = ready_tx.send(());
+        for _ in 0..600 {
+            if acp_stdio::agent_text(&seen_b2.lock().unwrap().updates)
+                .contains("The command said hi.")
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
+    });
+    let (stop, ()) = tokio::join!(first, second);
+    assert_eq!(stop, StopReason::EndTurn);
+    let text_a = acp_stdio::agent_text(&seen_a.lock().unwrap().updates);
+    let text_b = acp_stdio::agent_text(&seen_b.lock().unwrap().updates);
+    assert!(text_a.ends_with("The command said hi."), "{text_a}");
+    assert!(
+        text_b.ends_with("The command said hi."),
+        "the second editor saw it: {text_b}"
+    );
+    let tool_calls = |seen: &Arc<Mutex<Seen>>| {
+        seen.lock()
+            .unwrap()
+            .updates
+            .iter()
+            .filter(|n| matches!(n.update, SessionUpdate::ToolCall(_)))
+            .count()
+    };
+    assert!(
+        tool_calls(&seen_b) >= 1,
+        "the command's tool call reached the second editor"
+    );
+    let asked = seen_a.lock().unwrap().permissions.len() + seen_b.lock().unwrap().permissions.len();
+    assert!(asked >= 1, "the command was asked of the editors");
+    let last = fake
+        .completion_bodies()
+        .last()
+        .expect("model calls")
+        .to_string();
+    assert!(last.contains("shared-was-here"), "the command ran");
+    b.finish().await;
+    a.finish().await;
 }

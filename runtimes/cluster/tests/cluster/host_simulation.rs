@@ -2,11 +2,13 @@
 //! engine, with SDK-like clients.
 //!
 //! Three nodes each run a sans-IO `Host` glued to `MemoryEngine` the way `src/node.rs` glues
-//! it to NATS (see `host_sim/node.rs` for which behaviour each piece mirrors): persisted
-//! events are appended through the fenced single writer, frames reach clients only after
-//! their events are acknowledged, lookups claim and restore a dead owner's session and close
-//! its open turn, or relay the client to a live owner over live subjects (`host_sim/links.rs`,
-//! as `link.rs` and `group.rs` do): the client's frames go to the owner on its own link, and
+//! it to NATS, with the crate's own machines (`agentwire_cluster::machines`: session workers
+//! and lookups, links and relay groups; `host_simulation/node.rs` says which behaviour each
+//! piece mirrors): persisted events are appended through the fenced single writer, frames
+//! reach clients only after their events are acknowledged, lookups claim and restore a dead
+//! owner's session and close its open turn, or relay the client to a live owner over live
+//! subjects (`host_simulation/sim/links.rs` runs the link and group machines as `link.rs` and
+//! `group.rs` do): the client's frames go to the owner on its own link, and
 //! the owner serves it as a member of the gateway node's relay group (one group connection
 //! per gateway node and owner incarnation, `ClusterApi::join_relay_group`), whose frames carry
 //! every member's responses, requests and events back, an event for several members once.

@@ -52,9 +52,14 @@ pub async fn until_prompted(session: &github_copilot_sdk::session::Session, text
 /// A scenario file in `dir` whose rule for prompts with "slowly" waits 2.5 s, then says
 /// "Done slowly." (the rest as the built-in default); its path.
 pub fn slow_scenario(dir: &std::path::Path) -> String {
+    slow_scenario_taking(dir, 2500)
+}
+
+/// [`slow_scenario`] whose slow turn takes `sleep_ms`.
+pub fn slow_scenario_taking(dir: &std::path::Path, sleep_ms: u64) -> String {
     let scenario = dir.join("scenario.json");
     let rules = serde_json::json!({"rules": [{"match": "slowly",
-        "steps": [{"sleep_ms": 2500}, {"say": "Done slowly."}]}],
+        "steps": [{"sleep_ms": sleep_ms}, {"say": "Done slowly."}]}],
         "default": [{"say": "You said: {prompt}"}]});
     std::fs::write(&scenario, rules.to_string()).expect("write the scenario");
     scenario.to_str().expect("a UTF-8 path").to_owned()

@@ -2,16 +2,17 @@
 //! `src/node.rs` (and the driver's `SessionLog` seam, `runtimes/driver/src/shared.rs` and
 //! `tasks.rs`) glue it to NATS, one engine call per step instead of tasks:
 //!
-//! * every `StoreOutput::Persist` gets the next *mark* and goes to its session's worker, which
-//!   claims the session on its first event and then appends with the fenced
-//!   [`SessionWriter`], one append in flight (`write_session`);
+//! * every `StoreOutput::Persist` gets the next *mark* and goes to its session's
+//!   [`SessionWorker`] (as `write_session` runs it), which claims the session on its first
+//!   event and then appends, one append in flight;
 //! * frames are taken from the host right after the outputs of the same input were drained,
 //!   tagged with the mark of the last persisted event, and written to their client only once
 //!   every mark up to it is acknowledged (`HostHandle::durable`, the writer task's
 //!   `synced.wait_for`);
-//! * `ClusterOutput::LoadSession` runs `look_up_once`: read the last message; claim when the
-//!   owner is gone (restore + `interrupt_open_turn`), relay when it is live and answers
-//!   (`forward_session_lookup`), wait for its lease while it is live and silent;
+//! * `ClusterOutput::LoadSession` runs a [`Lookup`] (as `look_up_once` does): read the last
+//!   message; claim when the owner is gone (restore + `interrupt_open_turn`), relay when it is
+//!   live and answers (`forward_session_lookup`), wait for its lease while it is live and
+//!   silent;
 //! * `ClusterOutput::Forward` / `ForwardClosed` open and feed a gateway link (`link.rs`): the
 //!   client's frames go to the owner on the link's own subject; the owner serves the relayed
 //!   connection as a member of the gateway node's relay group (`group.rs`,
@@ -29,93 +30,75 @@ use agentwire::host::{
 use agentwire::Timestamp;
 use agentwire_cluster::call::{execute, Call};
 use agentwire_cluster::lease::NodeLease;
-use agentwire_cluster::link_messages::{LinkReceiver, LinkSender};
+use agentwire_cluster::machines::group_in::GroupIn;
+use agentwire_cluster::machines::group_out::{GroupNames, GroupOut};
+use agentwire_cluster::machines::lookup::{Lookup, LookupAction, LookupOutcome};
+use agentwire_cluster::machines::member::MemberLink;
+use agentwire_cluster::machines::outbound::Outbound;
+use agentwire_cluster::machines::worker::{SessionWorker, WorkerEvent};
 use agentwire_cluster::memory::{MemoryEngine, MemoryLive};
-use agentwire_cluster::takeover::{Takeover, TakeoverOutcome, TakeoverStep};
-use agentwire_cluster::writer::{SessionWriter, WriterStep};
-use agentwire_cluster::{Engine, Layout, NodeIdentity, RecordKind};
+use agentwire_cluster::writer::SessionWriter;
+use agentwire_cluster::{Engine, Layout, NodeIdentity};
 use bytes::Bytes;
 use serde_json::Value;
 
 use super::log::{Ack, LogIndex};
 use super::now;
-
-/// How many times a claim is tried before the node gives up (`node.rs`'s `claim`).
-const CLAIM_ATTEMPTS: u32 = 5;
+use super::sim::TTL;
 
 /// Who is at the other end of one of the host's connections.
 pub(crate) enum End {
     /// A client of this node.
     Client(usize),
-    /// A client of another node, relayed over a gateway link (`link::serve_member`): a member
-    /// of the relay group `group`, so it writes nothing of its own (its frames travel in the
-    /// group); the client's frames come in on the link's `in` subject.
+    /// A client of another node, relayed over a gateway link (`link::serve_member`, the
+    /// [`MemberLink`] machine): a member of the relay group `group`, so it writes nothing of
+    /// its own (its frames travel in the group); the client's frames come in on the link's
+    /// `in` subject.
     Link {
         link: String,
-        peer: NodeIdentity,
         group: String,
         inbound: MemoryLive,
-        /// Checks the gateway's messages.
-        receiver: LinkReceiver,
-        /// When the receiver's next heartbeat interval ends.
-        next_tick: Duration,
+        member: Box<MemberLink>,
     },
     /// The relay group connection `0` (`group::start_group`): its frames go to its gateway
     /// node on the group's subject.
     Group(String),
 }
 
-/// The owner's side of a relay group (`group::GroupOut` and its watcher task).
-pub(crate) struct GroupOut {
+/// The owner's side of a relay group (`group::run_group`): the [`GroupOut`] machine.
+pub(crate) struct GroupOutSide {
     /// The group connection in the host.
     pub(crate) conn: ConnId,
-    /// The gateway node.
-    pub(crate) peer: NodeIdentity,
-    /// Numbers the group's messages.
-    pub(crate) sender: LinkSender,
-    /// The gateway node's resend requests (`link::send_link`).
+    pub(crate) machine: GroupOut,
+    /// The gateway node's resend requests.
     pub(crate) resend: MemoryLive,
-    /// When the next heartbeat is due.
-    pub(crate) next_heartbeat: Duration,
-    /// When the watcher next checks the peer's lease and the members.
-    pub(crate) next_check: Duration,
-    /// Checks in a row that found no member.
-    pub(crate) idle_checks: u32,
-    /// The group ended (closed by the host, or ended here): no member may join.
-    pub(crate) ended: bool,
     /// The session events the group carried (invariant 5: each once).
     pub(crate) carried: BTreeSet<String>,
 }
 
-/// The gateway node's side of a relay group (`group::GroupIn` and its receiver task).
-pub(crate) struct GroupIn {
+/// The gateway node's side of a relay group (`group::receive`): the [`GroupIn`] machine.
+pub(crate) struct GroupInSide {
     /// The group's name, as the openings carry it.
     pub(crate) id: String,
     pub(crate) owner: NodeIdentity,
     pub(crate) subscription: MemoryLive,
-    /// Checks the owner's messages.
-    pub(crate) receiver: LinkReceiver,
-    /// When the receiver's next heartbeat interval ends.
-    pub(crate) next_tick: Duration,
+    pub(crate) machine: GroupIn,
     /// The owner's member id -> this node's relayed connection.
     pub(crate) members: BTreeMap<u64, ConnId>,
 }
 
-/// The gateway side of a relayed connection (`gateway::gateway`, `link::open_remote`).
+/// The gateway side of a relayed connection (`gateway::gateway`, `link::open_remote`): the
+/// client's frames go out through an [`Outbound`] machine (`wire::send_link`).
 pub(crate) struct Gateway {
     pub(crate) link: String,
     /// The session it relays (each client of the simulation uses one session).
     pub(crate) session: String,
     pub(crate) owner: NodeIdentity,
-    /// The group the owner's frames for it come in, and its member id there.
+    /// The group the owner's frames for it come in.
     pub(crate) group: String,
-    pub(crate) member: u64,
-    /// Numbers the messages to the owner.
-    pub(crate) sender: LinkSender,
-    /// The owner's resend requests (`link::send_link`).
+    pub(crate) outbound: Outbound,
+    /// The owner's resend requests.
     pub(crate) resend: MemoryLive,
-    /// When the next heartbeat is due.
-    pub(crate) next_heartbeat: Duration,
 }
 
 /// A frame taken from the host, waiting for its mark to be acknowledged.
@@ -124,42 +107,6 @@ pub(crate) struct Held {
     frame: Bytes,
     /// Taken while this node was fenced for the session the frame concerns.
     pub(crate) fenced: bool,
-}
-
-/// What a session's worker is doing.
-enum InFlight {
-    Claim {
-        takeover: Takeover,
-        call: Call,
-        attempt: u32,
-    },
-    Append {
-        call: Call,
-        mark: u64,
-    },
-}
-
-/// One session's single writer (`write_session`).
-#[derive(Default)]
-pub(crate) struct Worker {
-    writer: Option<SessionWriter>,
-    queue: VecDeque<(Bytes, u64)>,
-    in_flight: Option<InFlight>,
-}
-
-/// A lookup of a session the host has not loaded (`look_up_once`).
-pub(crate) enum Lookup {
-    Start,
-    Claiming {
-        takeover: Box<Takeover>,
-        call: Call,
-        attempt: u32,
-        deadline: Duration,
-    },
-    Waiting {
-        until: Duration,
-        deadline: Duration,
-    },
 }
 
 /// Acknowledged marks: every mark up to `through` is acknowledged (`node.rs`'s `Acks`).
@@ -201,18 +148,16 @@ pub(crate) struct SimNode {
     claims: u64,
     mark: u64,
     acks: Acks,
-    pub(crate) workers: BTreeMap<String, Worker>,
+    pub(crate) workers: BTreeMap<String, SessionWorker>,
     pub(crate) lookups: BTreeMap<String, Lookup>,
     pub(crate) held: BTreeMap<ConnId, VecDeque<Held>>,
     pub(crate) closing: BTreeSet<ConnId>,
     pub(crate) ends: BTreeMap<ConnId, End>,
     pub(crate) gateways: BTreeMap<ConnId, Gateway>,
-    /// The relay groups this node serves as an owner, by name.
-    pub(crate) groups_out: BTreeMap<String, GroupOut>,
-    /// Names of the relay groups that ended here (openings naming them are refused).
-    pub(crate) groups_ended: BTreeSet<String>,
+    /// The relay groups this node serves as an owner, by name (ended names refused).
+    pub(crate) groups_out: GroupNames<GroupOutSide>,
     /// The relay groups from owners, one per owner incarnation (node, incarnation).
-    pub(crate) groups_in: BTreeMap<(String, u64), GroupIn>,
+    pub(crate) groups_in: BTreeMap<(String, u64), GroupInSide>,
     /// Numbers this node's relay groups.
     pub(crate) next_group: u64,
     /// Connections this node relays (forwarded once, they stay forwarded).
@@ -255,8 +200,7 @@ impl SimNode {
             closing: BTreeSet::new(),
             ends: BTreeMap::new(),
             gateways: BTreeMap::new(),
-            groups_out: BTreeMap::new(),
-            groups_ended: BTreeSet::new(),
+            groups_out: GroupNames::default(),
             groups_in: BTreeMap::new(),
             next_group: 0,
             relayed: BTreeSet::new(),
@@ -305,7 +249,9 @@ impl SimNode {
                         // member itself would be lost (the node drains it into a sink). Only a
                         // member whose group ended gets its own farewell.
                         assert!(
-                            self.groups_out.get(group).is_none_or(|g| g.ended),
+                            self.groups_out
+                                .get(group)
+                                .is_none_or(|g| g.machine.is_ended()),
                             "invariant 5: {:?} wrote a frame for relay group member {conn:?} of \
                              live group {group} outside the group: {}",
                             self.me,
@@ -379,12 +325,12 @@ impl SimNode {
         match output {
             Output::Store(StoreOutput::Persist { session, event }) => {
                 self.mark += 1;
-                let mark = self.mark;
-                self.workers
-                    .entry(session)
-                    .or_default()
-                    .queue
-                    .push_back((event, mark));
+                let (me, subject) = (self.me.clone(), self.layout.log_subject(&session));
+                let worker = self
+                    .workers
+                    .entry(session.clone())
+                    .or_insert_with(|| SessionWorker::new(me, session, subject, None, usize::MAX));
+                worker.push(event, self.mark);
                 false
             }
             Output::Store(StoreOutput::SessionDeleted { .. }) => false,
@@ -397,12 +343,11 @@ impl SimNode {
                 // One gateway per connection: each client of the simulation uses one session.
                 if let Some(gateway) = self.gateways.get_mut(&conn) {
                     assert_eq!(gateway.session, session, "one session per simulated client");
-                    let subject = in_subject(&gateway.link);
                     for body in frames {
-                        for message in gateway.sender.frame(&body, usize::MAX) {
-                            now(self.engine.publish_live(&subject, message)).expect("publish");
-                        }
+                        gateway.outbound.send(&body, usize::MAX);
                     }
+                    let subject = in_subject(&gateway.link);
+                    publish(&self.engine, &subject, || gateway.outbound.poll_transmit());
                 } else if let Some(waiting) = self.effects.iter_mut().find_map(|e| match e {
                     Effect::OpenGateway {
                         conn: c, frames, ..
@@ -420,18 +365,14 @@ impl SimNode {
                 false
             }
             Output::Cluster(ClusterOutput::ForwardClosed { conn }) => {
-                if let Some(mut gateway) = self.gateways.remove(&conn) {
-                    let subject = in_subject(&gateway.link);
-                    now(self.engine.publish_live(&subject, gateway.sender.close()))
-                        .expect("publish");
-                }
+                self.close_gateway(conn);
                 false
             }
             Output::Connection(ConnectionOutput::Close { conn, .. }) => {
                 if let Some(End::Group(id)) = self.ends.get(&conn) {
                     // The host closed the group (it fell behind): its members ended with it.
                     if let Some(group) = self.groups_out.get_mut(id) {
-                        group.ended = true;
+                        group.machine.end();
                     }
                 }
                 self.closing.insert(conn);
@@ -451,7 +392,9 @@ impl SimNode {
             self.host.cluster().finish_session_lookup(t, &session);
             return true;
         }
-        self.lookups.entry(session).or_insert(Lookup::Start);
+        let subject = self.layout.log_subject(&session);
+        let lookup = Lookup::new(self.me.clone(), subject, TTL, true);
+        self.lookups.entry(session).or_insert(lookup);
         false
     }
 
@@ -476,6 +419,7 @@ impl SimNode {
                         );
                         let body = body_of(&held.frame).expect("one frame");
                         let group = self.groups_out.get_mut(id).expect("a group's state");
+                        group.machine.send(body, usize::MAX);
                         if let Some(event) = relayed_event(body) {
                             // Invariant 5: an event crosses once per group, however many of
                             // the gateway node's clients it is for.
@@ -484,10 +428,8 @@ impl SimNode {
                                 "invariant 5: event {event} crossed twice in relay group {id}"
                             );
                         }
-                        for message in group.sender.frame(body, usize::MAX) {
-                            now(self.engine.publish_live(&group_subject(id), message))
-                                .expect("publish");
-                        }
+                        let subject = group_subject(id);
+                        publish(&self.engine, &subject, || group.machine.poll_transmit());
                     }
                     Some(End::Link { .. }) => unreachable!("a member holds nothing"),
                     None => {}
@@ -496,17 +438,31 @@ impl SimNode {
         }
     }
 
+    /// The gateway of `conn` ends: its link closes (its group still names the member until
+    /// the owner ends it, as in `group.rs`). Answers the gateway.
+    pub(crate) fn close_gateway(&mut self, conn: ConnId) -> Option<Gateway> {
+        let mut gateway = self.gateways.remove(&conn)?;
+        gateway.outbound.close();
+        let subject = in_subject(&gateway.link);
+        publish(&self.engine, &subject, || gateway.outbound.poll_transmit());
+        Some(gateway)
+    }
+
+    /// A member of relay group `group` is gone from the host.
+    pub(crate) fn member_left(&mut self, group: &str) {
+        if let Some(g) = self.groups_out.get_mut(group) {
+            g.machine.leave();
+        }
+    }
+
     fn close_end(&mut self, conn: ConnId) {
         self.held.remove(&conn);
-        if let Some(mut gateway) = self.gateways.remove(&conn) {
-            // The gateway task ends: its link closes.
-            let subject = in_subject(&gateway.link);
-            now(self.engine.publish_live(&subject, gateway.sender.close())).expect("publish");
-        }
+        // The gateway task ends: its link closes.
+        self.close_gateway(conn);
         match self.ends.remove(&conn) {
             Some(End::Client(c)) => self.effects.push(Effect::ClientClosed(c)),
             // Its end travels in its group (`@!`).
-            Some(End::Link { .. }) => {}
+            Some(End::Link { group, .. }) => self.member_left(&group),
             Some(End::Group(id)) => self.group_closed(&id),
             None => {}
         }
@@ -515,35 +471,24 @@ impl SimNode {
     /// Relay group `id` is gone from the host: its publisher sends its close, its name is
     /// refused from now on.
     pub(crate) fn group_closed(&mut self, id: &str) {
-        if let Some(mut group) = self.groups_out.remove(id) {
-            now(self
-                .engine
-                .publish_live(&group_subject(id), group.sender.close()))
-            .expect("publish");
-        }
-        self.groups_ended.insert(id.to_owned());
-    }
-
-    fn acked(&mut self, mark: u64) {
-        self.acks.above.insert(mark);
-        while self.acks.above.remove(&(self.acks.through + 1)) {
-            self.acks.through += 1;
+        if let Some(mut group) = self.groups_out.retire(id) {
+            group.machine.close();
+            let subject = group_subject(id);
+            publish(&self.engine, &subject, || group.machine.poll_transmit());
         }
     }
 
     /// Whether this node's claim of `session` was acknowledged to it (its worker holds the
     /// fenced writer).
     pub(crate) fn holds_writer(&self, session: &str) -> bool {
-        self.workers
-            .get(session)
-            .is_some_and(|w| w.writer.is_some())
+        self.workers.get(session).is_some_and(|w| w.holds_writer())
     }
 
     /// Sessions with engine work to do.
     pub(crate) fn busy_workers(&self) -> Vec<String> {
         self.workers
             .iter()
-            .filter(|(_, w)| w.in_flight.is_some() || !w.queue.is_empty())
+            .filter(|(_, w)| w.is_busy())
             .map(|(s, _)| s.clone())
             .collect()
     }
@@ -556,211 +501,96 @@ impl SimNode {
             && self.held.values().all(VecDeque::is_empty)
     }
 
-    /// One engine call of `session`'s worker (`write_session`).
+    /// One engine call of `session`'s worker (`write_session`, the [`SessionWorker`]).
     pub(crate) fn worker_step(&mut self, session: &str) {
         let subject = self.layout.log_subject(session);
-        let me = self.me.clone();
         let claims = &mut self.claims;
         let worker = self.workers.get_mut(session).expect("worker");
-        match worker.in_flight.take() {
-            None => {
-                let Some((event, mark)) = worker.queue.front().cloned() else {
-                    return;
-                };
-                worker.in_flight = Some(match worker.writer.as_mut() {
-                    None => {
-                        *claims += 1;
-                        let (takeover, call) = Takeover::start(me, *claims, subject);
-                        InFlight::Claim {
-                            takeover,
-                            call,
-                            attempt: 1,
-                        }
-                    }
-                    Some(writer) => match writer.begin(event) {
-                        Ok(call) => InFlight::Append { call, mark },
-                        Err(e) => {
-                            let why = format!("session {session}: append refused ({e:?})");
-                            self.effects.push(Effect::Stop(why));
-                            return;
-                        }
-                    },
-                });
-            }
-            Some(InFlight::Claim {
-                mut takeover,
-                call,
-                attempt,
-            }) => {
-                let reply = now(execute(&self.engine, &call));
-                match takeover.on_reply(reply) {
-                    TakeoverStep::Call(call) => {
-                        worker.in_flight = Some(InFlight::Claim {
-                            takeover,
-                            call,
-                            attempt,
-                        })
-                    }
-                    TakeoverStep::Done(TakeoverOutcome::Claimed { writer, events }) => {
-                        if events.is_empty() {
-                            worker.writer = Some(writer);
-                        } else {
-                            // `write_session`: the session was created on another node too.
-                            let why = format!("session {session} was created on another node too");
-                            self.effects.push(Effect::Stop(why));
-                        }
-                    }
-                    TakeoverStep::Done(
-                        TakeoverOutcome::Contended | TakeoverOutcome::Unavailable(_),
-                    ) if attempt < CLAIM_ATTEMPTS => {
-                        *claims += 1;
-                        let (takeover, call) = Takeover::start(me, *claims, subject);
-                        worker.in_flight = Some(InFlight::Claim {
-                            takeover,
-                            call,
-                            attempt: attempt + 1,
-                        });
-                    }
-                    TakeoverStep::Done(outcome) => {
-                        let why = format!("cannot write session {session}: {outcome:?}");
-                        self.effects.push(Effect::Stop(why));
+        let mut next = || {
+            *claims += 1;
+            *claims
+        };
+        let Some(call) = worker.poll_call(&mut next) else {
+            return;
+        };
+        worker.handle_reply(now(execute(&self.engine, &call.call)), &mut next);
+        while let Some(event) = worker.poll_event() {
+            match event {
+                WorkerEvent::Acked { mark, seq, event } => {
+                    let event: Value = serde_json::from_slice(&event).expect("JSON");
+                    let event_id = event["id"].as_str().expect("an id").to_owned();
+                    let subject = subject.clone();
+                    self.effects.push(Effect::Acked(Ack {
+                        subject,
+                        seq,
+                        event_id,
+                    }));
+                    self.acks.above.insert(mark);
+                    while self.acks.above.remove(&(self.acks.through + 1)) {
+                        self.acks.through += 1;
                     }
                 }
-            }
-            Some(InFlight::Append { call, mark }) => {
-                let reply = now(execute(&self.engine, &call));
-                let writer = worker.writer.as_mut().expect("an appending writer");
-                match writer.on_reply(reply) {
-                    WriterStep::Call(call) => {
-                        worker.in_flight = Some(InFlight::Append { call, mark })
-                    }
-                    WriterStep::Acked(seq) => {
-                        let (event, _) = worker.queue.pop_front().expect("the appended event");
-                        let event: Value = serde_json::from_slice(&event).expect("JSON");
-                        self.effects.push(Effect::Acked(Ack {
-                            subject,
-                            seq,
-                            event_id: event["id"].as_str().expect("an id").to_owned(),
-                        }));
-                        self.acked(mark);
-                    }
-                    WriterStep::Refused(why) => panic!("the model refused an append: {why}"),
-                    WriterStep::Fenced => {
-                        let why = format!(
-                            "session {session} was taken over by another node (this node is fenced)"
-                        );
-                        self.effects.push(Effect::Stop(why));
-                    }
-                }
+                WorkerEvent::Refused { why, .. } => panic!("the model refused an append: {why}"),
+                WorkerEvent::Stop(why) => self.effects.push(Effect::Stop(why)),
             }
         }
     }
 
-    /// One engine call of `session`'s lookup (`look_up_once`). `answers` tells whether a
-    /// node answers on its link subject.
+    /// One step of `session`'s lookup (`look_up_once`, the [`Lookup`]) at `at`. `answers`
+    /// tells whether a node answers on its link subject. `Some(true)`: claimed here,
+    /// `Some(false)`: relayed to its live owner.
     pub(crate) fn lookup_step(
         &mut self,
         t: Timestamp,
         at: Duration,
         session: &str,
         answers: impl Fn(&NodeIdentity) -> bool,
-        lease_ttl: Duration,
     ) -> Option<bool> {
-        let subject = self.layout.log_subject(session);
-        let state = self.lookups.remove(session).expect("lookup");
-        let next = match state {
-            Lookup::Start => match now(self.engine.last_message(&subject)) {
-                Ok(Some(_)) => {
-                    self.claim_start(session, at + lease_ttl * 2 + Duration::from_secs(1), 1)
-                }
-                Ok(None) | Err(_) => {
-                    self.host.cluster().finish_session_lookup(t, session);
-                    return None;
-                }
-            },
-            Lookup::Waiting { until, deadline } if at < until => {
-                Lookup::Waiting { until, deadline }
-            }
-            Lookup::Waiting { deadline, .. } => self.claim_start(session, deadline, 1),
-            Lookup::Claiming {
-                mut takeover,
-                call,
-                attempt,
-                deadline,
-            } => {
-                let reply = now(execute(&self.engine, &call));
-                match takeover.on_reply(reply) {
-                    TakeoverStep::Call(call) => Lookup::Claiming {
-                        takeover,
-                        call,
-                        attempt,
-                        deadline,
-                    },
-                    TakeoverStep::Done(TakeoverOutcome::Claimed { writer, events }) => {
-                        self.claimed(t, session, writer, events);
-                        return Some(true);
-                    }
-                    TakeoverStep::Done(TakeoverOutcome::OwnedBy(owner)) => {
-                        if answers(&owner) || at > deadline {
-                            self.owners.insert(session.to_owned(), owner);
-                            self.host.cluster().forward_session_lookup(t, session);
-                            return Some(false);
-                        }
-                        Lookup::Waiting {
-                            until: at + Duration::from_millis(250),
-                            deadline,
-                        }
-                    }
-                    TakeoverStep::Done(
-                        TakeoverOutcome::Contended | TakeoverOutcome::Unavailable(_),
-                    ) if attempt < CLAIM_ATTEMPTS => {
-                        self.claim_start(session, deadline, attempt + 1)
-                    }
-                    TakeoverStep::Done(_) => {
-                        self.host.cluster().finish_session_lookup(t, session);
-                        return None;
-                    }
-                }
-            }
+        let at = instant(at);
+        let claims = &mut self.claims;
+        let mut next = || {
+            *claims += 1;
+            *claims
         };
-        self.lookups.insert(session.to_owned(), next);
-        None
-    }
-
-    /// One attempt of `claim` (a fresh takeover with a new claim counter).
-    fn claim_start(&mut self, session: &str, deadline: Duration, attempt: u32) -> Lookup {
-        self.claims += 1;
-        let subject = self.layout.log_subject(session);
-        let (takeover, call) = Takeover::start(self.me.clone(), self.claims, subject);
-        Lookup::Claiming {
-            takeover: Box::new(takeover),
-            call,
-            attempt,
-            deadline,
+        let lookup = self.lookups.get_mut(session).expect("lookup");
+        match lookup.poll() {
+            LookupAction::Call(call) => {
+                let reply = now(execute(&self.engine, &call.call));
+                lookup.handle_reply(at, reply, &mut next);
+            }
+            LookupAction::Probe(owner) => lookup.handle_probe(at, answers(&owner)),
+            LookupAction::WaitUntil(_) => lookup.handle_timeout(at, &mut next),
+            LookupAction::Done => {}
         }
+        let outcome = lookup.take_outcome()?;
+        self.lookups.remove(session);
+        match outcome {
+            LookupOutcome::Claimed { writer, events } => {
+                self.claimed(t, session, writer, events);
+                return Some(true);
+            }
+            LookupOutcome::Owned(owner) => {
+                self.owners.insert(session.to_owned(), owner);
+                self.host.cluster().forward_session_lookup(t, session);
+                return Some(false);
+            }
+            LookupOutcome::NotFound(_) => self.host.cluster().finish_session_lookup(t, session),
+        }
+        None
     }
 
     /// A lookup claimed `session`: its worker exists before the host can persist anything,
     /// then the session is restored and its open turn closed.
-    fn claimed(
-        &mut self,
-        t: Timestamp,
-        session: &str,
-        writer: SessionWriter,
-        events: Vec<agentwire_cluster::StoredMessage>,
-    ) {
-        self.workers.insert(
-            session.to_owned(),
-            Worker {
-                writer: Some(writer),
-                ..Worker::default()
-            },
+    fn claimed(&mut self, t: Timestamp, session: &str, writer: SessionWriter, events: Vec<Bytes>) {
+        let subject = self.layout.log_subject(session);
+        let worker = SessionWorker::new(
+            self.me.clone(),
+            session.into(),
+            subject,
+            Some(writer),
+            usize::MAX,
         );
-        let events: Vec<Bytes> = events
-            .into_iter()
-            .filter(|m| m.kind == Some(RecordKind::Event))
-            .map(|m| m.payload)
-            .collect();
+        self.workers.insert(session.to_owned(), worker);
         let reason = format!(
             "the turn was interrupted: the node running it stopped and node {} took the session over",
             self.me.node
@@ -774,6 +604,23 @@ impl SimNode {
         }
         self.host.cluster().finish_session_lookup(t, session);
     }
+}
+
+/// Publishes on `subject` every message `next` hands out.
+pub(crate) fn publish(
+    engine: &MemoryEngine,
+    subject: &str,
+    mut next: impl FnMut() -> Option<Bytes>,
+) {
+    while let Some(message) = next() {
+        now(engine.publish_live(subject, message)).expect("publish");
+    }
+}
+
+/// The machines' clock: `at` (the engine's time) after a fixed instant.
+pub(crate) fn instant(at: Duration) -> std::time::Instant {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(std::time::Instant::now) + at
 }
 
 /// The body of one Content-Length frame.

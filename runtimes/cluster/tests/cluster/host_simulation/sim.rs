@@ -21,7 +21,7 @@ use super::now;
 
 /// Steps of the faulty part of a run (the quiet end follows).
 pub(crate) const STEPS: usize = 800;
-const TTL: Duration = Duration::from_secs(6);
+pub(crate) const TTL: Duration = Duration::from_secs(6);
 const NODES: usize = 3;
 const SESSIONS: usize = 3;
 const CLIENTS_PER_SESSION: usize = 2;
@@ -507,7 +507,7 @@ impl Sim {
                 let answers = move |who: &NodeIdentity| {
                     owners.iter().flatten().any(|(me, up)| me == who && *up)
                 };
-                if self.node(i).lookup_step(t, at, &session, answers, TTL) == Some(true) {
+                if self.node(i).lookup_step(t, at, &session, answers) == Some(true) {
                     self.stats.takeovers += 1;
                     self.trace(format!("node {i} took {session} over"));
                 }

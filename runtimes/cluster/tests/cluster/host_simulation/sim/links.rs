@@ -1,26 +1,30 @@
 //! The gateway links, the relay groups and the sweep of the simulated nodes (`link.rs`,
-//! `group.rs`, `node.rs`'s `sweep`).
+//! `group.rs`, `node.rs`'s `sweep`), run by the crate's own sans-IO machines
+//! (`agentwire_cluster::machines`) over the in-memory engine's live subjects.
 //!
 //! A client of node B whose session node A owns is relayed over a *link*: its frames go to A
-//! on the link's own subject, numbered, with heartbeats. A serves it as a member of B's
-//! *relay group* for A's incarnation: one connection of A's host, opened on the first link
+//! on the link's own subject ([`Outbound`]). A serves it as a member of B's *relay group* for
+//! A's incarnation ([`MemberLink`]): one connection of A's host, opened on the first link
 //! opening naming the group, whose frames (every member's responses, requests and events, an
-//! event for several members once, naming them) travel to B on the group's subject, numbered,
-//! with heartbeats. B hands each group frame to the members it names.
+//! event for several members once, naming them) travel to B on the group's subject
+//! ([`GroupOut`]). B hands each group frame to the members it names ([`GroupIn`]).
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use agentwire::frame::{encode_frame, Framing};
-use agentwire::host::{ConnId, RelayFrame};
-use agentwire_cluster::escape::{escape_id, unescape_id};
-use agentwire_cluster::link_messages::{LinkReceiver, LinkSender, Received, HEARTBEAT};
-use agentwire_cluster::takeover::preferred_claimant;
+use agentwire::host::ConnId;
+use agentwire_cluster::escape::escape_id;
+use agentwire_cluster::machines::group_in::{GroupIn, GroupInEvent};
+use agentwire_cluster::machines::group_out::{Admission, GroupEnd, GroupOut, GroupOutEvent};
+use agentwire_cluster::machines::member::{MemberEnd, MemberEvent, MemberLink};
+use agentwire_cluster::machines::outbound::Outbound;
+use agentwire_cluster::takeover::sessions_to_sweep;
 use agentwire_cluster::{Engine, LiveSubscription, NodeIdentity};
 use bytes::{Bytes, BytesMut};
 
 use super::super::node::{
-    event_id, group_subject, in_subject, resend_subject, End, Gateway, GroupIn, GroupOut,
+    event_id, group_subject, in_subject, instant, publish, resend_subject, End, Gateway,
+    GroupInSide, GroupOutSide,
 };
 use super::super::now;
 use super::{alive, Sim, NODES, TTL};
@@ -30,6 +34,11 @@ type OwnerKey = (String, u64);
 
 fn key(owner: &NodeIdentity) -> OwnerKey {
     (owner.node.clone(), owner.incarnation)
+}
+
+/// The messages waiting on a live subscription.
+fn messages(live: &mut agentwire_cluster::memory::MemoryLive) -> Vec<Bytes> {
+    std::iter::from_fn(|| now(live.next(Duration::ZERO))).collect()
 }
 
 impl Sim {
@@ -43,7 +52,6 @@ impl Sim {
         frames: Vec<Bytes>,
     ) {
         let t = self.t();
-        let at = self.cluster.now();
         let b = self.node(i);
         let Some(owner) = b.owners.get(session).cloned() else {
             return;
@@ -84,8 +92,9 @@ impl Sim {
                 None => {
                     self.stats.groups_refused += 1;
                     self.trace(format!("node {j} refused relay group {group}"));
-                    let why = "the owner node ended this node's relay group";
-                    self.group_ends(i, &key(&owner), Some(why));
+                    let machine = &mut self.node(i).groups_in.get_mut(&key(&owner)).expect("g");
+                    machine.machine.refused();
+                    self.group_events(i, &key(&owner), false);
                 }
             }
         }
@@ -100,41 +109,39 @@ impl Sim {
         self.trace(format!(
             "gateway {link}: node {i} -> node {j} for {session}, member {member} of {group}"
         ));
+        let at = instant(self.cluster.now());
         let b = self.node(i);
-        b.groups_in
+        let side = b
+            .groups_in
             .get_mut(&key(&owner))
-            .expect("the group the owner accepted")
-            .members
-            .insert(member, conn);
+            .expect("the group accepted");
+        assert!(side.machine.add_member(member), "a live group");
+        side.members.insert(member, conn);
         b.relayed.insert(conn);
         let Ok(resend) = now(b.engine.subscribe_live(&resend_subject(&in_subject(&link)))) else {
             return;
         };
-        let mut sender = LinkSender::default();
+        let mut outbound = Outbound::new(at);
         for body in frames {
-            for message in sender.frame(&body, usize::MAX) {
-                now(b.engine.publish_live(&in_subject(&link), message)).expect("publish");
-            }
+            outbound.send(&body, usize::MAX);
         }
-        b.gateways.insert(
-            conn,
-            Gateway {
-                link,
-                session: session.to_owned(),
-                owner,
-                group,
-                member,
-                sender,
-                resend,
-                next_heartbeat: at,
-            },
-        );
+        publish(&b.engine, &in_subject(&link), || outbound.poll_transmit());
+        let session = session.to_owned();
+        let gateway = Gateway {
+            link,
+            session,
+            owner,
+            group,
+            outbound,
+            resend,
+        };
+        b.gateways.insert(conn, gateway);
     }
 
     /// `group::GroupsIn::to`: B's live group to `owner`, started (subscribed before any
     /// opening names it) if there is none.
     fn group_to(&mut self, i: usize, owner: &NodeIdentity) -> Option<String> {
-        let at = self.cluster.now();
+        let at = instant(self.cluster.now());
         let b = self.node(i);
         if let Some(group) = b.groups_in.get(&key(owner)) {
             return Some(group.id.clone());
@@ -149,17 +156,14 @@ impl Sim {
             owner.incarnation
         );
         let subscription = now(b.engine.subscribe_live(&group_subject(&id))).ok()?;
-        b.groups_in.insert(
-            key(owner),
-            GroupIn {
-                id: id.clone(),
-                owner: owner.clone(),
-                subscription,
-                receiver: LinkReceiver::new(MAX_FRAME),
-                next_tick: at + HEARTBEAT,
-                members: BTreeMap::new(),
-            },
-        );
+        let side = GroupInSide {
+            id: id.clone(),
+            owner: owner.clone(),
+            subscription,
+            machine: GroupIn::new(MAX_FRAME, at),
+            members: Default::default(),
+        };
+        b.groups_in.insert(key(owner), side);
         Some(id)
     }
 
@@ -176,37 +180,26 @@ impl Sim {
         authenticated: bool,
     ) -> Option<u64> {
         let t = self.t();
-        let at = self.cluster.now();
+        let at = instant(self.cluster.now());
         let a = self.node(j);
-        if a.groups_ended.contains(group) {
-            return None;
-        }
-        let group_conn = match a.groups_out.get(group) {
-            Some(g) if g.ended => return None,
-            Some(g) => g.conn,
-            None => {
-                let resend = now(a
-                    .engine
-                    .subscribe_live(&resend_subject(&group_subject(group))))
-                .ok()?;
+        let group_conn = match a.groups_out.admit(group, |g| g.machine.is_ended()) {
+            Admission::Refused => return None,
+            Admission::Live(g) => g.conn,
+            Admission::New => {
+                let subject = resend_subject(&group_subject(group));
+                let resend = now(a.engine.subscribe_live(&subject)).ok()?;
                 let conn = a.host.open(t, Framing::ContentLength);
                 // It never sends a request.
                 a.host.cluster().authenticate_connection(conn);
                 a.ends.insert(conn, End::Group(group.to_owned()));
-                a.groups_out.insert(
-                    group.to_owned(),
-                    GroupOut {
-                        conn,
-                        peer: peer.clone(),
-                        sender: LinkSender::default(),
-                        resend,
-                        next_heartbeat: at,
-                        next_check: at + TTL / 2,
-                        idle_checks: 0,
-                        ended: false,
-                        carried: BTreeSet::new(),
-                    },
-                );
+                let side = GroupOutSide {
+                    conn,
+                    machine: GroupOut::new(peer.clone(), TTL / 2, at),
+                    resend,
+                    carried: Default::default(),
+                };
+                a.groups_out
+                    .insert(group, side, |g: &GroupOutSide| g.machine.is_ended());
                 self.stats.groups += 1;
                 self.trace(format!("node {j} started relay group {group}"));
                 conn
@@ -214,35 +207,38 @@ impl Sim {
         };
         let a = self.node(j);
         let inbound = now(a.engine.subscribe_live(&in_subject(link))).ok()?;
+        let side = a.groups_out.get_mut(group).expect("the group admitted");
+        if !side.machine.enter() {
+            return None;
+        }
         let member = a.host.open(t, Framing::ContentLength);
         if authenticated {
             a.host.cluster().authenticate_connection(member);
         }
         if !a.host.cluster().join_relay_group(member, group_conn) {
             // The group connection is gone from the host: the peer starts a new group.
-            if let Some(g) = a.groups_out.get_mut(group) {
-                g.ended = true;
-            }
+            let side = a.groups_out.get_mut(group).expect("the group admitted");
+            side.machine.leave();
+            side.machine.end();
             a.host.handle_eof(t, member);
             return None;
         }
+        let machine = Box::new(MemberLink::new(peer.clone(), TTL / 2, MAX_FRAME, at));
         a.ends.insert(
             member,
             End::Link {
                 link: link.to_owned(),
-                peer: peer.clone(),
                 group: group.to_owned(),
                 inbound,
-                receiver: LinkReceiver::new(MAX_FRAME),
-                next_tick: at + HEARTBEAT,
+                member: machine,
             },
         );
         Some(member.as_u64())
     }
 
     /// The `Links` task of node `i`: its relay groups from owners, its gateways, the links it
-    /// serves as an owner and its groups to gateway nodes, each side numbering its messages,
-    /// sending heartbeats and watching the other's lease.
+    /// serves as an owner and its groups to gateway nodes, each a machine fed its messages
+    /// and the time, its messages published.
     ///
     /// A broken link or group (a lost message, or silence) ends the relayed connection on
     /// both sides (the runtime's gateway re-attaches the client instead; the simulation ends
@@ -257,156 +253,97 @@ impl Sim {
     /// `group::receive` on B: each group's frames dispatched to its members, until the owner
     /// closes it or it breaks.
     fn groups_in_step(&mut self, i: usize) {
-        let at = self.cluster.now();
+        let at = instant(self.cluster.now());
         let keys: Vec<OwnerKey> = self.node(i).groups_in.keys().cloned().collect();
         for key in keys {
-            // `Some(None)`: closed; `Some(Some(why))`: broken.
-            let mut end: Option<Option<String>> = None;
-            loop {
-                let node = self.node(i);
-                let group = node.groups_in.get_mut(&key).expect("a group");
-                let Some(message) = now(group.subscription.next(Duration::ZERO)) else {
-                    break;
-                };
-                let mut next = Some(group.receiver.push(&message));
-                while let Some(received) = next {
-                    match received {
-                        Received::Frame(body) => {
-                            if let Err(why) = self.dispatch(i, &key, &body) {
-                                end = Some(Some(format!("relay group ended ({why})")));
-                            }
-                        }
-                        Received::Nothing => {}
-                        Received::Resend(request) => self.ask_again(i, &key, request),
-                        Received::Closed => end = Some(None),
-                        Received::Broken(why) => end = Some(Some(why)),
-                    }
-                    if end.is_some() {
-                        break;
-                    }
-                    let group = self.node(i).groups_in.get_mut(&key).expect("a group");
-                    next = group.receiver.next_held();
-                }
-                if end.is_some() {
-                    break;
-                }
+            let node = self.node(i);
+            let group = node.groups_in.get_mut(&key).expect("a group");
+            for message in messages(&mut group.subscription) {
+                group.machine.handle_message(&message);
             }
-            let group = self.node(i).groups_in.get_mut(&key).expect("a group");
-            if end.is_none() && at >= group.next_tick {
-                group.next_tick = at + HEARTBEAT;
-                match group.receiver.tick() {
-                    Received::Broken(why) => end = Some(Some(why)),
-                    Received::Resend(request) => self.ask_again(i, &key, request),
-                    _ => {}
-                }
-            }
-            if let Some(broken) = end {
-                if broken.is_some() {
-                    self.stats.groups_broken += 1;
-                }
-                let id = self.node(i).groups_in[&key].id.clone();
-                self.trace(format!("node {i}: relay group {id} ends: {broken:?}"));
-                self.group_ends(i, &key, broken.as_deref());
-            }
+            group.machine.handle_timeout(at);
+            let subject = resend_subject(&group_subject(&group.id));
+            publish(&node.engine, &subject, || {
+                group.machine.poll_resend_request()
+            });
+            self.group_events(i, &key, true);
         }
     }
 
-    /// `link::ask_again` for B's group to `key`'s owner: the receiver's resend request on
-    /// the group's resend subject.
-    fn ask_again(&mut self, i: usize, key: &OwnerKey, request: Bytes) {
-        let node = self.node(i);
-        let subject = resend_subject(&group_subject(&node.groups_in[key].id));
-        now(node.engine.publish_live(&subject, request)).expect("publish");
-    }
-
-    /// `GroupIn::dispatch`: hands one group frame to the members it names; `Err` for junk
-    /// and for the owner's closing frame.
-    fn dispatch(&mut self, i: usize, key: &OwnerKey, body: &Bytes) -> Result<(), String> {
-        let frame =
-            RelayFrame::parse(body).map_err(|_| "the owner sent a malformed frame".to_owned())?;
-        let node = self.node(i);
-        let group = &node.groups_in[key];
-        // Members whose gateway still relays from this group (a gateway that ended drops
-        // what its group still brings).
-        let live = |member: &u64| {
-            group.members.get(member).copied().filter(|conn| {
-                node.gateways
-                    .get(conn)
-                    .is_some_and(|g| g.group == group.id && g.member == *member)
-            })
-        };
-        let (to, part): (Vec<ConnId>, &[u8]) = match frame {
-            RelayFrame::All(part) => (group.members.keys().filter_map(live).collect(), part),
-            RelayFrame::To {
-                members: to,
-                body: part,
-            } => (to.iter().filter_map(live).collect(), part),
-            RelayFrame::GroupEnded { reason } => {
-                return Err(format!(
-                    "the owner node closed it: {}",
-                    String::from_utf8_lossy(reason)
-                ));
-            }
-            RelayFrame::Ended {
-                member,
-                reason,
-                link_broke,
-            } => {
-                let owner = group.owner.clone();
-                let group = node.groups_in.get_mut(key).expect("a group");
-                if let Some(conn) = group.members.remove(&member) {
-                    let reason = if link_broke {
-                        self.stats.ended_link_broke += 1;
-                        broken(&owner, &String::from_utf8_lossy(reason))
-                    } else {
-                        format!("node {} closed the relayed connection", owner.node)
+    /// What B's group to `key`'s owner handed out: frames to the members' gateways, members
+    /// the owner ended, and the group's end (`count_broken`: counted as broken when it broke).
+    fn group_events(&mut self, i: usize, key: &OwnerKey, count_broken: bool) {
+        let t = self.t();
+        loop {
+            let node = self.node(i);
+            let Some(group) = node.groups_in.get_mut(key) else {
+                return;
+            };
+            let Some(event) = group.machine.poll_event() else {
+                return;
+            };
+            let (id, owner) = (group.id.clone(), group.owner.clone());
+            match event {
+                GroupInEvent::Frame { members, frame } => {
+                    // Members whose gateway still relays from this group.
+                    let to: Vec<ConnId> = members
+                        .iter()
+                        .filter_map(|m| group.members.get(m).copied())
+                        .filter(|c| node.gateways.get(c).is_some_and(|g| g.group == id))
+                        .collect();
+                    let event = event_id(&frame.body);
+                    if event.is_some() {
+                        self.stats.group_events += 1;
+                        if to.len() >= 2 {
+                            // One message, several of this node's clients.
+                            self.stats.shared_events += 1;
+                        }
+                    }
+                    let node = self.node(i);
+                    for conn in to {
+                        if let Some(event) = &event {
+                            assert!(
+                                node.via_group.insert((conn, event.clone())),
+                                "invariant 5: relay group {id} handed event {event} twice to {conn:?}"
+                            );
+                        }
+                        let route = node.gateways[&conn].session.clone();
+                        let mut cluster = node.host.cluster();
+                        cluster.deliver_forwarded(t, conn, &route, &frame.body);
+                    }
+                }
+                GroupInEvent::MemberEnded { member, link_broke } => {
+                    let Some(conn) = group.members.remove(&member) else {
+                        continue;
+                    };
+                    let reason = match link_broke {
+                        Some(why) => {
+                            self.stats.ended_link_broke += 1;
+                            broken(&owner, &why)
+                        }
+                        None => format!("node {} closed the relayed connection", owner.node),
                     };
                     self.end_gateway(i, conn, reason);
                 }
-                return Ok(());
+                GroupInEvent::Ended { broken: why, .. } => {
+                    if count_broken && why.is_some() {
+                        self.stats.groups_broken += 1;
+                    }
+                    self.trace(format!("node {i}: relay group {id} ends: {why:?}"));
+                    let group = self.node(i).groups_in.remove(key).expect("a group");
+                    for conn in group.members.into_values() {
+                        if why.is_some() && self.node(i).gateways.contains_key(&conn) {
+                            self.stats.ended_group_broke += 1;
+                        }
+                        let reason = match &why {
+                            Some(why) => broken(&owner, why),
+                            None => format!("node {} closed the relayed connection", owner.node),
+                        };
+                        self.end_gateway(i, conn, reason);
+                    }
+                    return;
+                }
             }
-        };
-        let t = self.t();
-        let event = event_id(part);
-        if event.is_some() {
-            self.stats.group_events += 1;
-            if to.len() >= 2 {
-                // One message, several of this node's clients.
-                self.stats.shared_events += 1;
-            }
-        }
-        let node = self.node(i);
-        for conn in to {
-            if let Some(id) = &event {
-                assert!(
-                    node.via_group.insert((conn, id.clone())),
-                    "invariant 5: relay group {} handed event {id} twice to {conn:?}",
-                    node.groups_in[key].id
-                );
-            }
-            let route = node.gateways.get(&conn).map(|g| g.session.clone());
-            let route = route.unwrap_or_default();
-            node.host.cluster().deliver_forwarded(t, conn, &route, part);
-        }
-        Ok(())
-    }
-
-    /// `GroupIn::end` and the gateways it ends: B's group to an owner is over, and every
-    /// member's relayed connection ends (broken with `broken`, or closed by the owner).
-    fn group_ends(&mut self, i: usize, key: &OwnerKey, broken_by: Option<&str>) {
-        let Some(group) = self.node(i).groups_in.remove(key) else {
-            return;
-        };
-        for conn in group.members.into_values() {
-            let node = self.node(i);
-            if broken_by.is_some() && node.gateways.contains_key(&conn) {
-                self.stats.ended_group_broke += 1;
-            }
-            let reason = match broken_by {
-                Some(why) => broken(&group.owner, why),
-                None => format!("node {} closed the relayed connection", group.owner.node),
-            };
-            self.end_gateway(i, conn, reason);
         }
     }
 
@@ -415,46 +352,31 @@ impl Sim {
     fn end_gateway(&mut self, i: usize, conn: ConnId, reason: String) {
         let t = self.t();
         let node = self.node(i);
-        let Some(mut gateway) = node.gateways.remove(&conn) else {
+        if node.close_gateway(conn).is_none() {
             return;
-        };
-        now(node
-            .engine
-            .publish_live(&in_subject(&gateway.link), gateway.sender.close()))
-        .expect("publish");
-        if std::env::var_os("SIM_TRACE").is_some() {
-            eprintln!("gateway on node {i} ends: {reason}");
         }
-        node.host.cluster().end_forwarding(t, conn, reason);
+        self.trace(format!("gateway on node {i} ends: {reason}"));
+        self.node(i).host.cluster().end_forwarding(t, conn, reason);
     }
 
-    /// B's gateways: heartbeats on each link, and the owner's lease watched.
+    /// B's gateways: each link's machine fed resend requests and the time, and the owner's
+    /// lease watched.
     fn gateways_step(&mut self, i: usize) {
-        let at = self.cluster.now();
+        let at = instant(self.cluster.now());
         let conns: Vec<ConnId> = self.node(i).gateways.keys().copied().collect();
         for conn in conns {
             let node = self.node(i);
             let gateway = node.gateways.get_mut(&conn).expect("gateway");
+            let requests = messages(&mut gateway.resend);
+            for request in &requests {
+                gateway.outbound.handle_resend_request(request);
+            }
+            gateway.outbound.handle_timeout(at);
             let subject = in_subject(&gateway.link);
-            let mut resends = 0;
-            while let Some(request) = now(gateway.resend.next(Duration::ZERO)) {
-                resends += 1;
-                for message in gateway.sender.resend(&request) {
-                    now(node.engine.publish_live(&subject, message)).expect("publish");
-                }
-            }
-            if at >= gateway.next_heartbeat {
-                gateway.next_heartbeat = at + HEARTBEAT;
-                let heartbeat = gateway.sender.heartbeat();
-                now(node
-                    .engine
-                    .publish_live(&in_subject(&gateway.link), heartbeat))
-                .expect("publish");
-            }
+            publish(&node.engine, &subject, || gateway.outbound.poll_transmit());
             let owner = gateway.owner.clone();
-            self.stats.resends += resends;
-            let node = self.node(i);
-            if !alive(node, &owner) {
+            self.stats.resends += requests.len() as u64;
+            if !alive(self.node(i), &owner) {
                 let reason = format!(
                     "the node owning this session ({}) stopped; reconnect and resume the session",
                     owner.node
@@ -464,12 +386,12 @@ impl Sim {
         }
     }
 
-    /// `serve_member` on A: the client's frames into the host; a broken link
-    /// (`relay_member_link_broke`: the group tells B), a closed one or B's lease gone ends
-    /// the member.
+    /// `serve_member` on A: each link's machine fed the client's messages and the time; the
+    /// client's frames into the host; a broken link (`relay_member_link_broke`: the group
+    /// tells B), a closed one or B's lease gone ends the member.
     fn members_step(&mut self, i: usize) {
         let t = self.t();
-        let at = self.cluster.now();
+        let at = instant(self.cluster.now());
         let node = self.node(i);
         let links: Vec<ConnId> = node
             .ends
@@ -482,136 +404,118 @@ impl Sim {
             let Some(End::Link {
                 link,
                 inbound,
-                peer,
-                receiver,
-                next_tick,
-                ..
+                member,
+                group,
             }) = node.ends.get_mut(&conn)
             else {
                 continue;
             };
-            let (link, peer) = (link.clone(), peer.clone());
-            let mut bytes = Vec::new();
-            let mut closed = false;
-            let mut broke = None;
-            let mut requests = Vec::new();
-            'messages: while let Some(message) = now(inbound.next(Duration::ZERO)) {
-                let mut next = Some(receiver.push(&message));
-                while let Some(received) = next {
-                    match received {
-                        Received::Frame(body) => {
-                            let mut framed = BytesMut::new();
-                            encode_frame(Framing::ContentLength, &body, &mut framed);
-                            bytes.push(framed);
-                        }
-                        Received::Nothing => {}
-                        Received::Resend(request) => requests.push(request),
-                        Received::Closed => {
-                            closed = true;
-                            break 'messages;
-                        }
-                        Received::Broken(why) => {
-                            broke = Some(why);
-                            break 'messages;
+            for message in messages(inbound) {
+                member.handle_message(&message);
+            }
+            member.handle_timeout(at);
+            let subject = resend_subject(&in_subject(link));
+            publish(&node.engine, &subject, || member.poll_resend_request());
+            let (link, group) = (link.clone(), group.clone());
+            let mut ended = false;
+            while let Some(event) = self.member_event(i, conn) {
+                match event {
+                    MemberEvent::Deliver(body) => {
+                        let mut framed = BytesMut::new();
+                        encode_frame(Framing::ContentLength, &body, &mut framed);
+                        self.node(i).feed(t, conn, &framed);
+                    }
+                    MemberEvent::CheckLease(peer) => {
+                        let node = self.node(i);
+                        let alive = alive(node, &peer);
+                        if let Some(End::Link { member, .. }) = node.ends.get_mut(&conn) {
+                            member.handle_lease(at, alive);
                         }
                     }
-                    next = receiver.next_held();
+                    MemberEvent::Ended(end) => {
+                        if let MemberEnd::Broken(why) = &end {
+                            self.stats.links_broken += 1;
+                            self.trace(format!("node {i}: link {link} broke: {why}"));
+                            let mut cluster = self.node(i).host.cluster();
+                            cluster.relay_member_link_broke(t, conn, why);
+                        }
+                        ended = true;
+                    }
                 }
             }
-            if !closed && broke.is_none() && at >= *next_tick {
-                *next_tick = at + HEARTBEAT;
-                match receiver.tick() {
-                    Received::Broken(why) => broke = Some(why),
-                    Received::Resend(request) => requests.push(request),
-                    _ => {}
-                }
-            }
-            let resend = resend_subject(&in_subject(&link));
-            for request in requests {
-                now(node.engine.publish_live(&resend, request)).expect("publish");
-            }
-            for framed in bytes {
-                node.feed(t, conn, &framed);
-            }
-            if let Some(why) = &broke {
-                self.stats.links_broken += 1;
-                self.trace(format!("node {i}: link {link} broke: {why}"));
+            if ended {
                 let node = self.node(i);
-                node.host.cluster().relay_member_link_broke(t, conn, why);
-            }
-            let node = self.node(i);
-            if closed || broke.is_some() || !alive(node, &peer) {
                 node.ends.remove(&conn);
                 node.held.remove(&conn);
+                node.member_left(&group);
                 node.host.handle_eof(t, conn);
             }
         }
     }
 
-    /// `group::start_group`'s publisher and watcher on A: heartbeats on each group, and a
-    /// group ends (EOF to the host, which ends the members left) when its gateway node's
-    /// lease is gone or it had no member for three checks in a row.
+    /// The next event of the member link of node `i`'s connection `conn`.
+    fn member_event(&mut self, i: usize, conn: ConnId) -> Option<MemberEvent> {
+        match self.node(i).ends.get_mut(&conn) {
+            Some(End::Link { member, .. }) => member.poll_event(),
+            _ => None,
+        }
+    }
+
+    /// `group::run_group` on A: each group's machine fed resend requests, the time and the
+    /// lease checks it asks for; a group it ends is closed (EOF to the host, which ends the
+    /// members left).
     fn groups_out_step(&mut self, i: usize) {
         let t = self.t();
-        let at = self.cluster.now();
-        let ids: Vec<String> = self.node(i).groups_out.keys().cloned().collect();
-        for id in ids {
+        let at = instant(self.cluster.now());
+        for id in self.node(i).groups_out.ids() {
             let node = self.node(i);
             let group = node.groups_out.get_mut(&id).expect("a group");
-            if group.ended {
+            if group.machine.is_ended() {
                 // Closing: the host's close ends it.
                 continue;
             }
-            let mut resends = 0;
-            while let Some(request) = now(group.resend.next(Duration::ZERO)) {
-                resends += 1;
-                for message in group.sender.resend(&request) {
-                    now(node.engine.publish_live(&group_subject(&id), message)).expect("publish");
+            let requests = messages(&mut group.resend);
+            for request in &requests {
+                group.machine.handle_resend_request(request);
+            }
+            group.machine.handle_timeout(at);
+            publish(&node.engine, &group_subject(&id), || {
+                group.machine.poll_transmit()
+            });
+            self.stats.resends += requests.len() as u64;
+            let mut ended = None;
+            while let Some(event) = self
+                .node(i)
+                .groups_out
+                .get_mut(&id)
+                .expect("g")
+                .machine
+                .poll_event()
+            {
+                match event {
+                    GroupOutEvent::CheckLease(peer) => {
+                        let node = self.node(i);
+                        let alive = alive(node, &peer);
+                        let group = node.groups_out.get_mut(&id).expect("a group");
+                        group.machine.handle_lease(at, alive);
+                    }
+                    GroupOutEvent::Ended(end) => ended = Some(end),
                 }
             }
-            if at >= group.next_heartbeat {
-                group.next_heartbeat = at + HEARTBEAT;
-                let heartbeat = group.sender.heartbeat();
-                now(node.engine.publish_live(&group_subject(&id), heartbeat)).expect("publish");
-            }
-            let due = at >= group.next_check;
-            self.stats.resends += resends;
-            if !due {
+            let Some(end) = ended else {
                 continue;
-            }
-            let node = self.node(i);
-            let group = node.groups_out.get_mut(&id).expect("a group");
-            group.next_check = at + TTL / 2;
-            let peer = group.peer.clone();
-            let members = node
-                .ends
-                .values()
-                .filter(|e| matches!(e, End::Link { group, .. } if *group == id))
-                .count();
-            let peer_alive = alive(node, &peer);
-            let group = node.groups_out.get_mut(&id).expect("a group");
-            group.idle_checks = if members == 0 {
-                group.idle_checks + 1
-            } else {
-                0
             };
-            if peer_alive && group.idle_checks <= 2 {
-                continue;
-            }
-            group.ended = true;
-            let conn = group.conn;
+            let node = self.node(i);
+            let conn = node.groups_out.get(&id).expect("a group").conn;
             node.ends.remove(&conn);
             node.held.remove(&conn);
             node.host.handle_eof(t, conn);
             node.group_closed(&id);
-            if peer_alive {
-                self.stats.groups_idle += 1;
-            } else {
-                self.stats.groups_peer_gone += 1;
+            match end {
+                GroupEnd::Idle => self.stats.groups_idle += 1,
+                GroupEnd::PeerGone => self.stats.groups_peer_gone += 1,
             }
-            self.trace(format!(
-                "node {i} ended relay group {id} (peer alive {peer_alive}, {members} members)"
-            ));
+            self.trace(format!("node {i} ended relay group {id} ({end:?})"));
         }
     }
 
@@ -621,8 +525,8 @@ impl Sim {
         let t = self.t();
         let at = self.cluster.now();
         let names = self.names.clone();
-        let prefix = format!("{}.", self.layout.log_prefix);
         let subjects: Vec<String> = self.index.subjects.keys().cloned().collect();
+        let log_prefix = self.layout.log_prefix.clone();
         let node = self.node(i);
         node.next_sweep = at + TTL;
         let mut live = Vec::new();
@@ -634,17 +538,10 @@ impl Sim {
             }
         }
         let me = escape_id(&node.me.node);
-        for subject in subjects {
-            let Some(session) = subject
-                .strip_prefix(&prefix)
-                .and_then(|token| unescape_id(token).ok())
-            else {
-                continue;
-            };
-            let preferred = preferred_claimant(&session, live.iter().map(String::as_str));
-            if node.host.session_events(&session).is_none() && preferred == Some(me.as_str()) {
-                node.load(t, session);
-            }
+        let subjects = subjects.iter().map(String::as_str);
+        let loaded = |session: &str| node.host.session_events(session).is_some();
+        for session in sessions_to_sweep(subjects, &log_prefix, &me, &live, loaded) {
+            node.load(t, session);
         }
     }
 }

@@ -1,0 +1,36 @@
+//! The cluster's top half as sans-IO machines: a gateway following its client's session
+//! ([`gateway::Gateway`]), one direction of a link or relay group ([`outbound::Outbound`],
+//! [`inbound::Inbound`]), the owner's side of a relayed client ([`member::MemberLink`]), both
+//! sides of a relay group ([`group_out::GroupOut`] on the owner, [`group_in::GroupIn`] on the
+//! gateway node), and the session log's side: a session's claim ([`claim::Claim`]), its
+//! single writer ([`worker::SessionWorker`]) and the lookup of a session this node has not
+//! loaded ([`lookup::Lookup`]).
+//!
+//! As in quinn-proto's `Connection` or str0m's `Rtc`, a machine does no I/O and reads no
+//! clock: it takes inputs (a message arrived, `handle_timeout(now)`, the answer to a lease
+//! check, a body the host wrote) and hands out what to do (`poll_transmit`: bytes to publish,
+//! `poll_event`: a frame for the host, a lease to check, an end), with `poll_timeout` saying
+//! when it wants `handle_timeout` next. The tokio tasks of [`crate::node`] run them against
+//! NATS and the driver; the host simulation runs the same machines against the in-memory
+//! engine.
+
+pub mod claim;
+pub mod gateway;
+pub mod group_in;
+pub mod group_out;
+pub mod inbound;
+pub mod lookup;
+pub mod member;
+pub mod outbound;
+pub mod worker;
+
+/// Earliest of two optional deadlines.
+pub(crate) fn earliest(
+    a: Option<std::time::Instant>,
+    b: Option<std::time::Instant>,
+) -> Option<std::time::Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
