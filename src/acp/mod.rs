@@ -283,17 +283,7 @@ pub(crate) fn handle_message(host: &mut Host, conn: ConnId, message: jsonrpc::Me
     match message {
         jsonrpc::Message::Request { id, method, params } => {
             let id = id.to_owned();
-            if !host.begin_request(conn, &id) {
-                let error = ErrorObject::new(
-                    jsonrpc::code::INVALID_REQUEST,
-                    format!(
-                        "Invalid request: request id {} is already in flight",
-                        id.as_raw()
-                    ),
-                );
-                let mut body = Vec::new();
-                jsonrpc::write_error(&mut body, Some(&id), &error);
-                host.send_body(conn, &body);
+            if !host.admit_request(conn, &id, "Invalid request: ") {
                 return;
             }
             if let Some(result) = dispatch(host, conn, &id, &method, params) {

@@ -47,7 +47,7 @@ use ahp_types::state::SessionStatus;
 use serde_json::{json, Value};
 
 use crate::host::{ConnId, DialectHandler, DialectId, Host, SessionChange};
-use crate::jsonrpc::{self, ErrorObject};
+use crate::jsonrpc;
 use crate::session::{Attachment, Event, ToolDecl};
 
 use channels::{chat_uri, session_uri, ROOT};
@@ -363,17 +363,7 @@ pub(crate) fn handle_message(host: &mut Host, conn: ConnId, message: jsonrpc::Me
     match message {
         jsonrpc::Message::Request { id, method, params } => {
             let id = id.to_owned();
-            if !host.begin_request(conn, &id) {
-                let error = ErrorObject::new(
-                    jsonrpc::code::INVALID_REQUEST,
-                    format!(
-                        "Invalid request: request id {} is already in flight",
-                        id.as_raw()
-                    ),
-                );
-                let mut body = Vec::new();
-                jsonrpc::write_error(&mut body, Some(&id), &error);
-                host.send_body(conn, &body);
+            if !host.admit_request(conn, &id, "Invalid request: ") {
                 return;
             }
             let result = methods::dispatch(host, conn, &method, params);

@@ -136,14 +136,7 @@ impl DialectHandler for Copilot {
         match message {
             jsonrpc::Message::Request { id, method, params } => {
                 let id = id.to_owned();
-                if !host.begin_request(conn, &id) {
-                    let error = ErrorObject::new(
-                        code::INVALID_REQUEST,
-                        format!("request id {} is already in flight", id.as_raw()),
-                    );
-                    let mut body = Vec::new();
-                    jsonrpc::write_error(&mut body, Some(&id), &error);
-                    host.send_body(conn, &body);
+                if !host.admit_request(conn, &id, "") {
                     return;
                 }
                 // `None`: answered later (e.g. `session.sendAndWait`).

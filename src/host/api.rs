@@ -75,6 +75,23 @@ impl Host {
             .is_some_and(|c| c.in_flight.begin(id.clone()))
     }
 
+    /// Starts request `id` of `conn` ([`Host::begin_request`]), or, when a request with that
+    /// id is still in flight there, answers it `-32600` with `{prefix}request id … is already
+    /// in flight` (each dialect's wording) and returns `false`.
+    pub(crate) fn admit_request(&mut self, conn: ConnId, id: &OwnedId, prefix: &str) -> bool {
+        if self.begin_request(conn, id) {
+            return true;
+        }
+        let error = crate::jsonrpc::ErrorObject::new(
+            crate::jsonrpc::code::INVALID_REQUEST,
+            format!("{prefix}request id {} is already in flight", id.as_raw()),
+        );
+        let mut body = Vec::new();
+        crate::jsonrpc::write_error(&mut body, Some(id), &error);
+        self.send_body(conn, &body);
+        false
+    }
+
     /// The client cancelled its request `id` (it is still answered once).
     pub(crate) fn mark_cancelled(&mut self, conn: ConnId, id: &OwnedId) {
         if let Some(c) = self.conns.get_mut(&conn) {
