@@ -454,8 +454,12 @@ impl ChatProjection {
                 self.open_turn(&action, now);
                 vec![chat(StateAction::ChatTurnStarted(action))]
             }
-            "assistant.message_delta" | "assistant.reasoning_delta" => {
-                let reasoning = event_type == "assistant.reasoning_delta";
+            "assistant.message_delta"
+            | "assistant.reasoning_delta"
+            | "assistant.message"
+            | "assistant.reasoning" => {
+                let reasoning = event_type.starts_with("assistant.reasoning");
+                let delta = event_type.ends_with("_delta");
                 let id = text(
                     data,
                     if reasoning {
@@ -464,21 +468,8 @@ impl ChatProjection {
                         "messageId"
                     },
                 );
-                let delta = text(data, "deltaContent");
-                self.append(id, delta, reasoning, true)
-            }
-            "assistant.message" | "assistant.reasoning" => {
-                let reasoning = event_type == "assistant.reasoning";
-                let id = text(
-                    data,
-                    if reasoning {
-                        "reasoningId"
-                    } else {
-                        "messageId"
-                    },
-                );
-                let content = text(data, "content");
-                self.append(id, content, reasoning, false)
+                let content = text(data, if delta { "deltaContent" } else { "content" });
+                self.append(id, content, reasoning, delta)
             }
             "assistant.usage" => {
                 let Some(active) = &mut self.active else {

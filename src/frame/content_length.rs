@@ -55,7 +55,7 @@ pub(super) fn encoded_len(body_len: usize) -> usize {
 }
 
 /// Number of decimal digits of `n`.
-fn decimal_digits(mut n: usize) -> usize {
+pub(super) fn decimal_digits(mut n: usize) -> usize {
     let mut digits = 1;
     while n >= 10 {
         n /= 10;

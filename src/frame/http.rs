@@ -35,13 +35,7 @@ pub(super) fn encode_header(len: usize, out: &mut BytesMut) {
 pub(super) fn encoded_len(body_len: usize) -> usize {
     const HEAD: &str =
         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \r\n\r\n";
-    let mut digits = 1;
-    let mut n = body_len;
-    while n >= 10 {
-        n /= 10;
-        digits += 1;
-    }
-    (HEAD.len() + digits).saturating_add(body_len)
+    (HEAD.len() + super::content_length::decimal_digits(body_len)).saturating_add(body_len)
 }
 
 /// Appends a whole response to `out`: the status line, `Content-Type` (when `content_type` is

@@ -40,7 +40,7 @@ pub struct HostConfig {
     /// for the first one and again after it ends.
     pub acp_agent: Option<Vec<String>>,
     /// Where the runtime serves sessions' client tools to the ACP agent (a loopback HTTP
-    /// listener whose connections speak [`Dialect::ClientTools`](crate::Dialect::ClientTools));
+    /// listener whose connections the client-tools server answers);
     /// `None`: the agent is not offered them. See [`crate::tool_server`].
     pub tool_server: Option<ToolServerConfig>,
     /// Version reported by `connect` and `status.get`.

@@ -73,9 +73,9 @@ fn serve(host: &mut Host, conn: ConnId, frame: &[u8]) {
     let Some(request) = parse_request(frame) else {
         return status(host, conn, 400, &[], "not an HTTP request");
     };
-    let Some(config) = host.config().tool_server.clone() else {
+    if host.config().tool_server.is_none() {
         return status(host, conn, 404, &[], "this server offers no client tools");
-    };
+    }
     let Some(session) = request
         .path
         .strip_prefix("/mcp/")
@@ -90,7 +90,8 @@ fn serve(host: &mut Host, conn: ConnId, frame: &[u8]) {
             "not found: the client tools are at /mcp/{session}",
         );
     };
-    if !authorized(&config, &session, &request) {
+    let tool_server = host.config().tool_server.as_ref();
+    if !tool_server.is_some_and(|config| authorized(config, &session, &request)) {
         return status(
             host,
             conn,
