@@ -352,7 +352,7 @@ impl Sim {
                 self.nodes[i].as_ref().is_some_and(|n| {
                     n.serving
                         && n.paused == 0
-                        && (!n.busy_workers().is_empty() || n.host.poll_timeout().is_some())
+                        && (n.sessions.is_busy() || n.host.poll_timeout().is_some())
                 })
             })
             .collect();
@@ -472,8 +472,7 @@ impl Sim {
         let t = self.t();
         let node = self.node(i);
         // Every other task of the node that has something to do; one of them runs.
-        let mut tasks: Vec<Task> = node.busy_workers().into_iter().map(Task::Worker).collect();
-        tasks.extend(node.lookups.keys().cloned().map(Task::Lookup));
+        let mut tasks: Vec<Task> = (0..node.work.len()).map(Task::Work).collect();
         if node.host.poll_timeout().is_some_and(|d| d <= t) {
             tasks.push(Task::Timer);
         }
@@ -495,8 +494,7 @@ impl Sim {
         }
         let task = tasks.swap_remove(self.rng.below(tasks.len() as u64) as usize);
         match task {
-            Task::Worker(session) => self.node(i).worker_step(&session),
-            Task::Lookup(session) => {
+            Task::Work(k) => {
                 let owners: Vec<Option<(NodeIdentity, bool)>> = (0..NODES)
                     .map(|j| {
                         self.nodes[j]
@@ -507,10 +505,7 @@ impl Sim {
                 let answers = move |who: &NodeIdentity| {
                     owners.iter().flatten().any(|(me, up)| me == who && *up)
                 };
-                if self.node(i).lookup_step(t, at, &session, answers) == Some(true) {
-                    self.stats.takeovers += 1;
-                    self.trace(format!("node {i} took {session} over"));
-                }
+                self.node(i).work_step(k, at, answers);
             }
             Task::Timer => self.node(i).host.handle_timeout(t),
             Task::Links => self.links_step(i),
@@ -602,6 +597,10 @@ impl Sim {
                 frames,
             } => self.open_gateway(i, conn, &session, frames),
             Effect::Stop(reason) => self.die(i, Some(reason)),
+            Effect::TookOver(session) => {
+                self.stats.takeovers += 1;
+                self.trace(format!("node {i} took {session} over"));
+            }
             Effect::Acked(ack) => {
                 check_ack(&self.index, &ack);
                 self.stats.acked += 1;
@@ -629,7 +628,7 @@ impl Sim {
                 // nothing of it.
                 let owner = self.index.subject(&subject).and_then(|s| s.claim.as_ref());
                 if owner.is_none_or(|(_, claimant)| claimant != &node.me)
-                    || !node.holds_writer(&session)
+                    || !node.sessions.holds_writer(&session)
                 {
                     continue;
                 }
@@ -663,8 +662,8 @@ fn alive(node: &SimNode, who: &NodeIdentity) -> bool {
 
 /// One task of a node.
 enum Task {
-    Worker(String),
-    Lookup(String),
+    /// A piece of the session log's work.
+    Work(usize),
     Timer,
     Links,
     Sweep,

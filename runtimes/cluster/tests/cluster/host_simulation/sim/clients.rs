@@ -200,10 +200,10 @@ impl Sim {
                 None => out.push_str(&format!("\nnode {i}: dead")),
                 Some(n) => {
                     out.push_str(&format!(
-                    "\nnode {i}: serving {} workers {:?} lookups {:?} held {} gateways {} links {} groups in {} out {}",
+                    "\nnode {i}: serving {} busy {} work {:?} held {} gateways {} links {} groups in {} out {}",
                     n.serving,
-                    n.busy_workers(),
-                    n.lookups.keys().collect::<Vec<_>>(),
+                    n.sessions.is_busy(),
+                    n.work.iter().map(|(t, _)| t).collect::<Vec<_>>(),
                     n.held.values().map(|h| h.len()).sum::<usize>(),
                     n.gateways.len(),
                     n.ends.values().filter(|e| matches!(e, End::Link { .. })).count(),

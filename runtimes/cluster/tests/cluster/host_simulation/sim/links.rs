@@ -522,7 +522,6 @@ impl Sim {
     /// `sweep`: sessions in the log this node should claim (preferred among the live nodes)
     /// and has not loaded are looked up.
     pub(super) fn sweep(&mut self, i: usize) {
-        let t = self.t();
         let at = self.cluster.now();
         let names = self.names.clone();
         let subjects: Vec<String> = self.index.subjects.keys().cloned().collect();
@@ -541,7 +540,7 @@ impl Sim {
         let subjects = subjects.iter().map(String::as_str);
         let loaded = |session: &str| node.host.session_events(session).is_some();
         for session in sessions_to_sweep(subjects, &log_prefix, &me, &live, loaded) {
-            node.load(t, session);
+            node.sessions.load(&session, true);
         }
     }
 }
