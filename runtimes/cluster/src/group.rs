@@ -49,7 +49,7 @@ use crate::wire::{
 
 /// The subject a group's frames travel on.
 pub(crate) fn group_subject(node: &Node, group: &str) -> String {
-    format!("{}.grp.{group}", node.layout.live_prefix)
+    node.layout.group_subject(group)
 }
 
 impl GroupIn {

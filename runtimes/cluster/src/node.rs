@@ -31,9 +31,10 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tracing::{error, info, warn};
 
 use crate::call::Reply;
-use crate::drive::{perform, tend_lease};
+use crate::drive::{perform, tend_keeper};
 use crate::engine::Engine;
-use crate::lease::{LeaseConfig, NodeLease};
+use crate::lease::LeaseConfig;
+use crate::machines::keeper::LeaseKeeper;
 use crate::machines::sessions::{Found, Op, Sessions, SessionsEvent, Task};
 use crate::nats::{ConnectError, NatsConfig, NatsEngine};
 use crate::record::NodeIdentity;
@@ -114,16 +115,14 @@ impl ClusterNode {
             stopping: AtomicBool::new(false),
         });
         let ttl = options.nats.lease_ttl;
-        let mut lease = NodeLease::new(
-            LeaseConfig::with_ttl(ttl),
-            node.layout.lease_key(&node.me.node),
-            node.me.incarnation,
-        );
+        let key = node.layout.lease_key(&node.me.node);
+        let mut keeper = LeaseKeeper::new(LeaseConfig::with_ttl(ttl), key, node.me.incarnation);
         let started = Instant::now();
         loop {
-            let now = started.elapsed();
-            let next = tend_lease(&node.engine, &mut lease, now).await;
-            if lease.is_valid(started.elapsed()) {
+            // Not serving yet, the keeper never stops: a lease lost before it ever held
+            // (nodes starting together race for the bucket) is made again.
+            let next = tend_keeper(&node.engine, &mut keeper, started.elapsed()).await;
+            if keeper.is_serving() {
                 break;
             }
             if started.elapsed() > lease_wait(ttl) {
@@ -131,16 +130,6 @@ impl ClusterNode {
                     "node {} could not take its lease",
                     node.me.node
                 )));
-            }
-            if next.is_none() {
-                // Lost before it was ever held (nodes starting together race for the
-                // bucket): start over.
-                warn!(node = %node.me.node, "lease attempt failed; retrying");
-                lease = NodeLease::new(
-                    LeaseConfig::with_ttl(ttl),
-                    node.layout.lease_key(&node.me.node),
-                    node.me.incarnation,
-                );
             }
             let wait = next
                 .unwrap_or_default()
@@ -150,7 +139,7 @@ impl ClusterNode {
         }
         node.lease_ok.store(true, Ordering::SeqCst);
         info!(node = %node.me.node, incarnation = node.me.incarnation, "cluster lease taken");
-        tokio::spawn(keep_lease(node.clone(), lease, started));
+        tokio::spawn(keep_lease(node.clone(), keeper, started));
         Ok(ClusterNode { node })
     }
 
@@ -171,21 +160,22 @@ impl ClusterNode {
     }
 }
 
-/// Renews the lease until it is lost; then the node stops.
-async fn keep_lease(node: Arc<Node>, mut lease: NodeLease, started: Instant) {
+/// Renews the lease until it is lost or expires; then the node stops.
+async fn keep_lease(node: Arc<Node>, mut keeper: LeaseKeeper, started: Instant) {
     loop {
-        let next = tend_lease(&node.engine, &mut lease, started.elapsed()).await;
-        if !lease.is_valid(started.elapsed()) {
-            node.stop("this node's cluster lease expired".into());
-            return;
-        }
-        let Some(at) = next else {
-            node.stop("this node's cluster lease was lost".into());
-            return;
+        let tended = tend_keeper(&node.engine, &mut keeper, started.elapsed()).await;
+        // Checked again after the calls, which take time.
+        let checked = tended.and_then(|at| keeper.check(started.elapsed()).map(|()| at));
+        let at = match checked {
+            Ok(at) => at,
+            Err(why) => {
+                node.stop(why);
+                return;
+            }
         };
         // Frames go out only while the lease is valid, whichever task runs first after a
         // pause (SIGSTOP) past it.
-        if let (Some(host), Some(until)) = (node.host.get(), lease.valid_until()) {
+        if let (Some(host), Some(until)) = (node.host.get(), keeper.valid_until()) {
             host.release_until(started + until);
         }
         let wait = at

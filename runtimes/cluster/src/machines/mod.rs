@@ -5,7 +5,8 @@
 //! gateway node), and the session log's side: a session's claim ([`claim::Claim`]), its
 //! single writer ([`worker::SessionWorker`]), the lookup of a session this node has not
 //! loaded ([`lookup::Lookup`]), and the node's session log composing them with the marks of
-//! acknowledged events ([`sessions::Sessions`]).
+//! acknowledged events ([`sessions::Sessions`]), and the node's lease over its life
+//! ([`keeper::LeaseKeeper`]).
 //!
 //! As in quinn-proto's `Connection` or str0m's `Rtc`, a machine does no I/O and reads no
 //! clock: it takes inputs (a message arrived, `handle_timeout(now)`, the answer to a lease
@@ -20,6 +21,7 @@ pub mod gateway;
 pub mod group_in;
 pub mod group_out;
 pub mod inbound;
+pub mod keeper;
 pub mod lookup;
 pub mod member;
 pub mod outbound;

@@ -28,10 +28,10 @@ use agentwire::host::{
     ClusterOutput, ConnId, ConnectionOutput, Host, Output, RelayFrame, StoreOutput,
 };
 use agentwire::Timestamp;
-use agentwire_cluster::call::{execute, Call};
-use agentwire_cluster::lease::NodeLease;
+use agentwire_cluster::call::execute;
 use agentwire_cluster::machines::group_in::GroupIn;
 use agentwire_cluster::machines::group_out::{GroupNames, GroupOut};
+use agentwire_cluster::machines::keeper::LeaseKeeper;
 use agentwire_cluster::machines::member::MemberLink;
 use agentwire_cluster::machines::outbound::Outbound;
 use agentwire_cluster::machines::sessions::{Found, Op, Sessions, SessionsEvent, Task};
@@ -133,10 +133,8 @@ pub(crate) struct SimNode {
     pub(crate) engine: MemoryEngine,
     pub(crate) layout: Layout,
     pub(crate) host: Host,
-    pub(crate) lease: NodeLease,
-    pub(crate) lease_call: Option<Call>,
-    /// Set once the lease held: the node listens.
-    pub(crate) serving: bool,
+    /// The node's lease (`keep_lease`'s [`LeaseKeeper`]).
+    pub(crate) keeper: LeaseKeeper,
     pub(crate) paused: u32,
     mark: u64,
     /// Every mark up to this one is acknowledged.
@@ -174,7 +172,7 @@ impl SimNode {
         me: NodeIdentity,
         engine: MemoryEngine,
         host: Host,
-        lease: NodeLease,
+        keeper: LeaseKeeper,
         at: Duration,
     ) -> Self {
         SimNode {
@@ -183,9 +181,7 @@ impl SimNode {
             engine,
             layout: Layout::default(),
             host,
-            lease,
-            lease_call: None,
-            serving: false,
+            keeper,
             paused: 0,
             mark: 0,
             durable: 0,
@@ -342,7 +338,7 @@ impl SimNode {
                     for body in frames {
                         gateway.outbound.send(&body, usize::MAX);
                     }
-                    let subject = in_subject(&gateway.link);
+                    let subject = LAYOUT.link_in_subject(&gateway.link);
                     publish(&self.engine, &subject, || gateway.outbound.poll_transmit());
                 } else if let Some(waiting) = self.effects.iter_mut().find_map(|e| match e {
                     Effect::OpenGateway {
@@ -385,7 +381,7 @@ impl SimNode {
     /// Releases held frames whose mark is acknowledged, in order per connection, while the
     /// node's lease is valid (`HostHandle::release_until`).
     fn release(&mut self, at: Duration) {
-        if !self.lease.is_valid(at) {
+        if !self.keeper.is_valid(at) {
             return;
         }
         for (conn, queue) in self.held.iter_mut() {
@@ -412,7 +408,7 @@ impl SimNode {
                                 "invariant 5: event {event} crossed twice in relay group {id}"
                             );
                         }
-                        let subject = group_subject(id);
+                        let subject = LAYOUT.group_subject(id);
                         publish(&self.engine, &subject, || group.machine.poll_transmit());
                     }
                     Some(End::Link { .. }) => unreachable!("a member holds nothing"),
@@ -427,7 +423,7 @@ impl SimNode {
     pub(crate) fn close_gateway(&mut self, conn: ConnId) -> Option<Gateway> {
         let mut gateway = self.gateways.remove(&conn)?;
         gateway.outbound.close();
-        let subject = in_subject(&gateway.link);
+        let subject = LAYOUT.link_in_subject(&gateway.link);
         publish(&self.engine, &subject, || gateway.outbound.poll_transmit());
         Some(gateway)
     }
@@ -457,7 +453,7 @@ impl SimNode {
     pub(crate) fn group_closed(&mut self, id: &str) {
         if let Some(mut group) = self.groups_out.retire(id) {
             group.machine.close();
-            let subject = group_subject(id);
+            let subject = LAYOUT.group_subject(id);
             publish(&self.engine, &subject, || group.machine.poll_transmit());
         }
     }
@@ -556,22 +552,8 @@ pub(crate) fn body_of(frame: &[u8]) -> Option<&[u8]> {
     Some(&frame[at + 4..])
 }
 
-/// The gateway-to-owner subject of a link.
-pub(crate) fn in_subject(link: &str) -> String {
-    format!("agentwire.live.in.{link}")
-}
-
-/// Where the receiver of the link messages on `subject` asks for lost ones again
-/// (`link::resend_subject`).
-pub(crate) fn resend_subject(subject: &str) -> String {
-    let tail = subject.strip_prefix("agentwire.live.").unwrap_or(subject);
-    format!("agentwire.live.re.{tail}")
-}
-
-/// The owner-to-gateway subject of a relay group (`group::group_subject`).
-pub(crate) fn group_subject(group: &str) -> String {
-    format!("agentwire.live.grp.{group}")
-}
+/// The simulation's layout: its nodes' subjects are the runtime's (`Layout::group_subject`...).
+pub(crate) static LAYOUT: std::sync::LazyLock<Layout> = std::sync::LazyLock::new(Layout::default);
 
 /// The id of the session event a group frame body carries, if it carries one.
 pub(crate) fn relayed_event(body: &[u8]) -> Option<String> {

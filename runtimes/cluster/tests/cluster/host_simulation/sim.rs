@@ -7,7 +7,8 @@ use agentwire::agent::Scenario;
 use agentwire::host::{Host, HostConfig};
 use agentwire::Timestamp;
 use agentwire_cluster::call::execute;
-use agentwire_cluster::lease::{LeaseAction, LeaseConfig, NodeLease};
+use agentwire_cluster::lease::LeaseConfig;
+use agentwire_cluster::machines::keeper::{KeeperAction, LeaseKeeper};
 use agentwire_cluster::memory::{Fault, MemoryCluster};
 use agentwire_cluster::{Engine, Layout, NodeIdentity};
 
@@ -207,7 +208,7 @@ impl Sim {
         while sim
             .nodes
             .iter()
-            .any(|n| n.as_ref().is_some_and(|n| !n.serving))
+            .any(|n| n.as_ref().is_some_and(|n| !n.keeper.is_serving()))
         {
             for i in 0..NODES {
                 sim.lease_step(i);
@@ -239,11 +240,8 @@ impl Sim {
             node: name.clone(),
             incarnation,
         };
-        let lease = NodeLease::new(
-            LeaseConfig::with_ttl(TTL),
-            self.layout.lease_key(&name),
-            incarnation,
-        );
+        let key = self.layout.lease_key(&name);
+        let lease = LeaseKeeper::new(LeaseConfig::with_ttl(TTL), key, incarnation);
         let engine = self.cluster.client(&name);
         let at = self.cluster.now();
         self.nodes[i] = Some(SimNode::new(me, engine, Host::new(config), lease, at + TTL));
@@ -254,7 +252,9 @@ impl Sim {
     }
 
     fn serving(&self, i: usize) -> bool {
-        self.nodes[i].as_ref().is_some_and(|n| n.serving)
+        self.nodes[i]
+            .as_ref()
+            .is_some_and(|n| n.keeper.is_serving())
     }
 
     // ----- the schedule -----
@@ -350,7 +350,7 @@ impl Sim {
         let busy: Vec<usize> = (0..NODES)
             .filter(|&i| {
                 self.nodes[i].as_ref().is_some_and(|n| {
-                    n.serving
+                    n.keeper.is_serving()
                         && n.paused == 0
                         && (n.sessions.is_busy() || n.host.poll_timeout().is_some())
                 })
@@ -401,45 +401,27 @@ impl Sim {
 
     // ----- nodes -----
 
-    /// The lease task (`keep_lease`): one call; a lease no longer valid stops the node.
-    /// Answers whether it did anything.
+    /// The lease task (`keep_lease`, the [`LeaseKeeper`]): one call; a lease lost or no
+    /// longer valid stops the node. Answers whether it did anything.
     fn lease_step(&mut self, i: usize) -> bool {
         let at = self.cluster.now();
         let Some(node) = self.nodes[i].as_mut() else {
             return false;
         };
-        let call = match node.lease_call.take() {
-            Some(call) => Some(call),
-            None => match node.lease.poll(at) {
-                LeaseAction::Call(call) => Some(call),
-                LeaseAction::Lost if node.serving => {
-                    self.die(i, Some("this node's cluster lease was lost".into()));
-                    return true;
-                }
-                LeaseAction::Lost => {
-                    // Not yet serving: start over (`ClusterNode::start`).
-                    node.lease = NodeLease::new(
-                        LeaseConfig::with_ttl(TTL),
-                        self.layout.lease_key(&node.me.node),
-                        node.me.incarnation,
-                    );
-                    None
-                }
-                LeaseAction::IdleUntil(_) => None,
-            },
+        let did = match node.keeper.poll(at) {
+            KeeperAction::Call(call) => {
+                node.keeper.handle_reply(now(execute(&node.engine, &call)));
+                true
+            }
+            KeeperAction::IdleUntil(_) => false,
+            KeeperAction::Stop(why) => {
+                self.die(i, Some(why));
+                return true;
+            }
         };
-        let did = call.is_some();
-        if let Some(call) = call {
-            let reply = now(execute(&node.engine, &call));
-            node.lease_call = node.lease.on_reply(reply);
-        }
-        let valid = node.lease.is_valid(at);
-        if node.serving && !valid {
-            self.die(i, Some("this node's cluster lease expired".into()));
+        if let Err(why) = node.keeper.check(at) {
+            self.die(i, Some(why));
             return true;
-        }
-        if !node.serving && valid {
-            node.serving = true;
         }
         did
     }
@@ -457,7 +439,7 @@ impl Sim {
             }
             return;
         }
-        if !node.serving {
+        if !node.keeper.is_serving() {
             self.lease_step(i);
             return;
         }

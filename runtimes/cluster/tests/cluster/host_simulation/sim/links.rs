@@ -23,8 +23,7 @@ use agentwire_cluster::{Engine, LiveSubscription, NodeIdentity};
 use bytes::{Bytes, BytesMut};
 
 use super::super::node::{
-    event_id, group_subject, in_subject, instant, publish, resend_subject, End, Gateway,
-    GroupInSide, GroupOutSide,
+    event_id, instant, publish, End, Gateway, GroupInSide, GroupOutSide, LAYOUT,
 };
 use super::super::now;
 use super::{alive, Sim, NODES, TTL};
@@ -118,14 +117,19 @@ impl Sim {
         assert!(side.machine.add_member(member), "a live group");
         side.members.insert(member, conn);
         b.relayed.insert(conn);
-        let Ok(resend) = now(b.engine.subscribe_live(&resend_subject(&in_subject(&link)))) else {
+        let Ok(resend) = now(b
+            .engine
+            .subscribe_live(&LAYOUT.resend_subject(&LAYOUT.link_in_subject(&link))))
+        else {
             return;
         };
         let mut outbound = Outbound::new(at);
         for body in frames {
             outbound.send(&body, usize::MAX);
         }
-        publish(&b.engine, &in_subject(&link), || outbound.poll_transmit());
+        publish(&b.engine, &LAYOUT.link_in_subject(&link), || {
+            outbound.poll_transmit()
+        });
         let session = session.to_owned();
         let gateway = Gateway {
             link,
@@ -155,7 +159,7 @@ impl Sim {
             escape_id(&owner.node),
             owner.incarnation
         );
-        let subscription = now(b.engine.subscribe_live(&group_subject(&id))).ok()?;
+        let subscription = now(b.engine.subscribe_live(&LAYOUT.group_subject(&id))).ok()?;
         let side = GroupInSide {
             id: id.clone(),
             owner: owner.clone(),
@@ -186,7 +190,7 @@ impl Sim {
             Admission::Refused => return None,
             Admission::Live(g) => g.conn,
             Admission::New => {
-                let subject = resend_subject(&group_subject(group));
+                let subject = LAYOUT.resend_subject(&LAYOUT.group_subject(group));
                 let resend = now(a.engine.subscribe_live(&subject)).ok()?;
                 let conn = a.host.open(t, Framing::ContentLength);
                 // It never sends a request.
@@ -206,7 +210,7 @@ impl Sim {
             }
         };
         let a = self.node(j);
-        let inbound = now(a.engine.subscribe_live(&in_subject(link))).ok()?;
+        let inbound = now(a.engine.subscribe_live(&LAYOUT.link_in_subject(link))).ok()?;
         let side = a.groups_out.get_mut(group).expect("the group admitted");
         if !side.machine.enter() {
             return None;
@@ -262,7 +266,7 @@ impl Sim {
                 group.machine.handle_message(&message);
             }
             group.machine.handle_timeout(at);
-            let subject = resend_subject(&group_subject(&group.id));
+            let subject = LAYOUT.resend_subject(&LAYOUT.group_subject(&group.id));
             publish(&node.engine, &subject, || {
                 group.machine.poll_resend_request()
             });
@@ -372,7 +376,7 @@ impl Sim {
                 gateway.outbound.handle_resend_request(request);
             }
             gateway.outbound.handle_timeout(at);
-            let subject = in_subject(&gateway.link);
+            let subject = LAYOUT.link_in_subject(&gateway.link);
             publish(&node.engine, &subject, || gateway.outbound.poll_transmit());
             let owner = gateway.owner.clone();
             self.stats.resends += requests.len() as u64;
@@ -414,7 +418,7 @@ impl Sim {
                 member.handle_message(&message);
             }
             member.handle_timeout(at);
-            let subject = resend_subject(&in_subject(link));
+            let subject = LAYOUT.resend_subject(&LAYOUT.link_in_subject(link));
             publish(&node.engine, &subject, || member.poll_resend_request());
             let (link, group) = (link.clone(), group.clone());
             let mut ended = false;
@@ -479,7 +483,7 @@ impl Sim {
                 group.machine.handle_resend_request(request);
             }
             group.machine.handle_timeout(at);
-            publish(&node.engine, &group_subject(&id), || {
+            publish(&node.engine, &LAYOUT.group_subject(&id), || {
                 group.machine.poll_transmit()
             });
             self.stats.resends += requests.len() as u64;
