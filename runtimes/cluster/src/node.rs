@@ -17,7 +17,7 @@
 //!   the log was written by an earlier incarnation of this node), this node claims it,
 //!   restores it from the log and closes the turn the dead owner left open
 //!   ([`crate::machines::sessions::Found::apply`]). A session owned by a live node is relayed
-//!   there by a gateway ([`crate::gateway`]).
+//!   there by a gateway (`gateway.rs`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

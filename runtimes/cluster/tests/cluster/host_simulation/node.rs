@@ -2,17 +2,18 @@
 //! `src/node.rs` (and the driver's `SessionLog` seam, `runtimes/driver/src/shared.rs` and
 //! `tasks.rs`) glue it to NATS, one engine call per step instead of tasks:
 //!
-//! * every `StoreOutput::Persist` gets the next *mark* and goes to its session's
-//!   [`SessionWorker`] (as `write_session` runs it), which claims the session on its first
-//!   event and then appends, one append in flight;
+//! * the node's lease is the runtime's [`LeaseKeeper`] (`keep_lease`), and its session log
+//!   the runtime's [`Sessions`] machine (`node.rs`'s `dispatch`): every
+//!   `StoreOutput::Persist` gets the next *mark* and goes to its session's single writer,
+//!   which claims the session on its first event and then appends, one append in flight;
+//!   `ClusterOutput::LoadSession` starts a lookup (claim when the owner is gone, relay when
+//!   it is live and answers, wait for its lease while it is live and silent), whose end
+//!   [`Found::apply`] hands to the host. The simulation performs one piece of its work per
+//!   step, in a seeded order;
 //! * frames are taken from the host right after the outputs of the same input were drained,
 //!   tagged with the mark of the last persisted event, and written to their client only once
 //!   every mark up to it is acknowledged (`HostHandle::durable`, the writer task's
 //!   `synced.wait_for`);
-//! * `ClusterOutput::LoadSession` runs a [`Lookup`] (as `look_up_once` does): read the last
-//!   message; claim when the owner is gone (restore + `interrupt_open_turn`), relay when it is
-//!   live and answers (`forward_session_lookup`), wait for its lease while it is live and
-//!   silent;
 //! * `ClusterOutput::Forward` / `ForwardClosed` open and feed a gateway link (`link.rs`): the
 //!   client's frames go to the owner on the link's own subject; the owner serves the relayed
 //!   connection as a member of the gateway node's relay group (`group.rs`,
