@@ -30,7 +30,7 @@ use agentwire::host::{
 };
 use agentwire::Timestamp;
 use agentwire_cluster::call::execute;
-use agentwire_cluster::machines::group_in::GroupIn;
+use agentwire_cluster::machines::group_members::GroupMembers;
 use agentwire_cluster::machines::group_out::{GroupNames, GroupOut};
 use agentwire_cluster::machines::keeper::LeaseKeeper;
 use agentwire_cluster::machines::member::MemberLink;
@@ -75,15 +75,14 @@ pub(crate) struct GroupOutSide {
     pub(crate) carried: BTreeSet<String>,
 }
 
-/// The gateway node's side of a relay group (`group::receive`): the [`GroupIn`] machine.
+/// The gateway node's side of a relay group (`group::receive`): its [`GroupMembers`].
 pub(crate) struct GroupInSide {
     /// The group's name, as the openings carry it.
     pub(crate) id: String,
     pub(crate) owner: NodeIdentity,
     pub(crate) subscription: MemoryLive,
-    pub(crate) machine: GroupIn,
-    /// The owner's member id -> this node's relayed connection.
-    pub(crate) members: BTreeMap<u64, ConnId>,
+    /// The group's machine, its members' ends this node's relayed connections.
+    pub(crate) members: GroupMembers<ConnId>,
 }
 
 /// The gateway side of a relayed connection (`gateway::gateway`, `link::open_remote`): the

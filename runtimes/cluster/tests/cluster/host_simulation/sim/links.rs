@@ -14,7 +14,8 @@ use std::time::Duration;
 use agentwire::frame::{encode_frame, Framing};
 use agentwire::host::ConnId;
 use agentwire_cluster::escape::escape_id;
-use agentwire_cluster::machines::group_in::{GroupIn, GroupInEvent};
+use agentwire_cluster::machines::group_in::GroupIn;
+use agentwire_cluster::machines::group_members::{GroupMembers, MembersEvent};
 use agentwire_cluster::machines::group_out::{Admission, GroupEnd, GroupOut, GroupOutEvent};
 use agentwire_cluster::machines::member::{MemberEnd, MemberEvent, MemberLink};
 use agentwire_cluster::machines::outbound::Outbound;
@@ -92,7 +93,7 @@ impl Sim {
                     self.stats.groups_refused += 1;
                     self.trace(format!("node {j} refused relay group {group}"));
                     let machine = &mut self.node(i).groups_in.get_mut(&key(&owner)).expect("g");
-                    machine.machine.refused();
+                    machine.members.machine.refused();
                     self.group_events(i, &key(&owner), false);
                 }
             }
@@ -114,8 +115,7 @@ impl Sim {
             .groups_in
             .get_mut(&key(&owner))
             .expect("the group accepted");
-        assert!(side.machine.add_member(member), "a live group");
-        side.members.insert(member, conn);
+        assert!(side.members.add_member(member, conn), "a live group");
         b.relayed.insert(conn);
         let Ok(resend) = now(b
             .engine
@@ -164,8 +164,7 @@ impl Sim {
             id: id.clone(),
             owner: owner.clone(),
             subscription,
-            machine: GroupIn::new(MAX_FRAME, at),
-            members: Default::default(),
+            members: GroupMembers::new(GroupIn::new(MAX_FRAME, at)),
         };
         b.groups_in.insert(key(owner), side);
         Some(id)
@@ -263,12 +262,12 @@ impl Sim {
             let node = self.node(i);
             let group = node.groups_in.get_mut(&key).expect("a group");
             for message in messages(&mut group.subscription) {
-                group.machine.handle_message(&message);
+                group.members.machine.handle_message(&message);
             }
-            group.machine.handle_timeout(at);
+            group.members.machine.handle_timeout(at);
             let subject = LAYOUT.resend_subject(&LAYOUT.group_subject(&group.id));
             publish(&node.engine, &subject, || {
-                group.machine.poll_resend_request()
+                group.members.machine.poll_resend_request()
             });
             self.group_events(i, &key, true);
         }
@@ -283,16 +282,15 @@ impl Sim {
             let Some(group) = node.groups_in.get_mut(key) else {
                 return;
             };
-            let Some(event) = group.machine.poll_event() else {
+            let Some(event) = group.members.poll_event() else {
                 return;
             };
             let (id, owner) = (group.id.clone(), group.owner.clone());
             match event {
-                GroupInEvent::Frame { members, frame } => {
+                MembersEvent::Frame { to, frame } => {
                     // Members whose gateway still relays from this group.
-                    let to: Vec<ConnId> = members
-                        .iter()
-                        .filter_map(|m| group.members.get(m).copied())
+                    let to: Vec<ConnId> = to
+                        .into_iter()
                         .filter(|c| node.gateways.get(c).is_some_and(|g| g.group == id))
                         .collect();
                     let event = event_id(&frame.body);
@@ -316,10 +314,10 @@ impl Sim {
                         cluster.deliver_forwarded(t, conn, &route, &frame.body);
                     }
                 }
-                GroupInEvent::MemberEnded { member, link_broke } => {
-                    let Some(conn) = group.members.remove(&member) else {
-                        continue;
-                    };
+                MembersEvent::MemberEnded {
+                    member: conn,
+                    link_broke,
+                } => {
                     let reason = match link_broke {
                         Some(why) => {
                             self.stats.ended_link_broke += 1;
@@ -329,13 +327,16 @@ impl Sim {
                     };
                     self.end_gateway(i, conn, reason);
                 }
-                GroupInEvent::Ended { broken: why, .. } => {
+                MembersEvent::Ended {
+                    members,
+                    broken: why,
+                } => {
                     if count_broken && why.is_some() {
                         self.stats.groups_broken += 1;
                     }
                     self.trace(format!("node {i}: relay group {id} ends: {why:?}"));
-                    let group = self.node(i).groups_in.remove(key).expect("a group");
-                    for conn in group.members.into_values() {
+                    self.node(i).groups_in.remove(key);
+                    for conn in members {
                         if why.is_some() && self.node(i).gateways.contains_key(&conn) {
                             self.stats.ended_group_broke += 1;
                         }
