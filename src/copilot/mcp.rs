@@ -295,6 +295,58 @@ pub(super) fn reload(host: &mut Host, call: &Call<'_>, session: &str, _: &Value)
     Ok(Value::Null)
 }
 
+/// `"indirect"` → `true`, `"direct"` → `false`.
+fn env_mode(mode: &str) -> Option<bool> {
+    match mode {
+        "indirect" => Some(true),
+        "direct" => Some(false),
+        _ => None,
+    }
+}
+
+/// The `envValueMode` of `session.create` / `session.resume` params, applied to the
+/// session's stdio servers started from then on (absent or unknown: unchanged).
+pub(super) fn apply_env_value_mode(host: &mut Host, session: &str, params: Option<&RawValue>) {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Mode {
+        env_value_mode: Option<String>,
+    }
+    let mode = params.and_then(|p| serde_json::from_str::<Mode>(p.get()).ok());
+    if let Some(indirect) = mode
+        .and_then(|m| m.env_value_mode)
+        .and_then(|m| env_mode(&m))
+    {
+        host.set_mcp_env_indirect(session, indirect);
+    }
+}
+
+/// `session.mcp.setEnvValueMode {mode}`: how the `env` values of the session's stdio servers
+/// started from now on are read, `direct` (the values) or `indirect` (names of the runtime's
+/// own environment variables, read when the server starts). Running servers keep theirs.
+pub(super) fn set_env_value_mode(
+    host: &mut Host,
+    _: &Call<'_>,
+    session: &str,
+    p: &Value,
+) -> Answer {
+    let mode = required_str(p, "mode")?;
+    let indirect = env_mode(mode).ok_or_else(|| {
+        ErrorObject::new(
+            code::INVALID_PARAMS,
+            format!("invalid params: mode must be \"direct\" or \"indirect\", not {mode:?}"),
+        )
+    })?;
+    host.set_mcp_env_indirect(session, indirect);
+    Ok(json!({ "mode": mode }))
+}
+
+/// `session.mcp.removeGitHub`: `{removed:false}`: agentwire starts no built-in GitHub MCP
+/// server, so there is none to remove (a session's own server named `github` is its own).
+pub(super) fn remove_github(_: &mut Host, _: &Call<'_>, _: &str, _: &Value) -> Answer {
+    Ok(json!({"removed": false}))
+}
+
 pub(super) fn cancel_sampling(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
     let request_id = required_str(p, "requestId")?;
     Ok(json!({"cancelled": host.cancel_sampling_execution(session, request_id)}))

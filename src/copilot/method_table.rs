@@ -222,6 +222,8 @@ fn table() -> Table {
         .session("session.mcp.enable", mcp::enable)
         .session("session.mcp.disable", mcp::disable)
         .session("session.mcp.reload", mcp::reload)
+        .session("session.mcp.setEnvValueMode", mcp::set_env_value_mode)
+        .session("session.mcp.removeGitHub", mcp::remove_github)
         .later("session.mcp.executeSampling", mcp::execute_sampling)
         .session("session.mcp.cancelSamplingExecution", mcp::cancel_sampling)
         .session("session.mcp.oauth.login", mcp::oauth_login)

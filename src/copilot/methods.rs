@@ -319,6 +319,7 @@ pub(super) fn create(
         change: SessionChange::Created,
         session: session_id.clone(),
     });
+    super::mcp::apply_env_value_mode(host, &session_id, params);
     if !mcp.is_empty() {
         host.after_response(AfterResponse::StartMcp {
             session: session_id.clone(),
@@ -422,6 +423,7 @@ pub(super) fn resume(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>
     } else if !was_attached && !p.relay_reattach {
         host.interrupt_orphaned_work(&session_id);
     }
+    super::mcp::apply_env_value_mode(host, &session_id, params);
     if !mcp.is_empty() {
         host.after_response(AfterResponse::StartMcp {
             session: session_id.clone(),

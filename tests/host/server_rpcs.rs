@@ -583,3 +583,72 @@ fn a_session_without_mcp_servers_says_it_has_no_mcp_host() {
         assert!(message(&r).contains(expected), "{server}: {r}");
     }
 }
+
+/// The stdio MCP servers' `env` values are the values (`envValueMode: "direct"`, what the SDKs
+/// send) or names of the runtime's own variables (`indirect`, read by the runtime when the
+/// server starts: `ProcessSpec::env_from_host`); `session.mcp.setEnvValueMode` changes it for
+/// servers started after it, and a mode that is neither is refused.
+#[test]
+fn the_env_value_mode_decides_how_stdio_servers_env_is_read() {
+    use agentwire::host::{Effect, EffectOp, Output, ProcessSpec};
+    fn spawned(w: &mut World) -> ProcessSpec {
+        while let Some(out) = w.host.poll_output() {
+            if let Output::Effect(Effect {
+                op: EffectOp::ProcessSpawn(spec),
+                ..
+            }) = out
+            {
+                return spec;
+            }
+        }
+        panic!("no server process started");
+    }
+    let config = HostConfig::default().with_mcp_spawn(agentwire::host::McpSpawnPolicy::Anyone);
+    let mut w = World::new(config);
+    let mut p = w.connect();
+    let server = json!({"local": {"command": "mcp-server", "args": [],
+                                  "env": {"TOKEN": "GITHUB_TOKEN"}}});
+    let created = create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"mcpServers": server, "envValueMode": "indirect"}),
+    );
+    assert!(created.get("result").is_some(), "{created}");
+    let spec = spawned(&mut w);
+    assert!(spec.env.is_empty(), "{spec:?}");
+    let pair = ("TOKEN".to_owned(), "GITHUB_TOKEN".to_owned());
+    assert_eq!(spec.env_from_host, std::slice::from_ref(&pair));
+
+    let set = w.call(
+        &mut p,
+        &mut [],
+        "session.mcp.setEnvValueMode",
+        json!({"sessionId": "s", "mode": "direct"}),
+    );
+    assert_eq!(set["result"], json!({"mode": "direct"}), "{set}");
+    w.call(
+        &mut p,
+        &mut [],
+        "session.mcp.restartServer",
+        json!({"sessionId": "s", "serverName": "local"}),
+    );
+    let spec = spawned(&mut w);
+    assert_eq!(spec.env, [pair]);
+    assert!(spec.env_from_host.is_empty(), "{spec:?}");
+
+    let refused = w.call(
+        &mut p,
+        &mut [],
+        "session.mcp.setEnvValueMode",
+        json!({"sessionId": "s", "mode": "sideways"}),
+    );
+    assert!(message(&refused).contains("direct"), "{refused}");
+    let removed = w.call(
+        &mut p,
+        &mut [],
+        "session.mcp.removeGitHub",
+        json!({"sessionId": "s"}),
+    );
+    assert_eq!(removed["result"], json!({"removed": false}), "{removed}");
+}

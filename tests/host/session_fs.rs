@@ -428,7 +428,7 @@ fn a_failed_state_write_stops_the_copy_with_one_warning() {
         .cloned()
         .expect("the state directory is made first");
     w.send_frame(
-        &mut p,
+        &p,
         &json!({"jsonrpc": "2.0", "id": asked["id"],
                 "result": {"error": {"code": "EACCES", "message": "read-only"}}}),
     );
