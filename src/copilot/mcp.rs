@@ -71,6 +71,7 @@ fn apps_request(
         known(host, method, &session)?;
         let server = required_str(&p, "serverName")?.to_owned();
         if call_tool {
+            apps_negotiated(host, method, &session)?;
             same_origin(method, &p, &server)?;
         }
         let mcp_params = if call_tool {
@@ -213,8 +214,25 @@ pub(super) fn list_tools(host: &mut Host, call: &Call<'_>, session: &str, p: &Va
     Ok(json!({"tools": host.mcp_tools_json(session, name)}))
 }
 
+/// An app's calls need a session some client of which declared MCP Apps (`requestMcpApps`
+/// on a server that enables them): the views are theirs.
+fn apps_negotiated(host: &Host, method: &str, session: &str) -> Result<(), ErrorObject> {
+    if host
+        .session(session)
+        .is_some_and(|s| s.attached.values().any(|a| a.mcp_apps))
+    {
+        return Ok(());
+    }
+    Err(failed(
+        method,
+        "MCP Apps are not available in this session: no client of it declared the mcp-apps \
+         capability (requestMcpApps on a server started with MCP Apps enabled)",
+    ))
+}
+
 pub(super) fn app_tools(host: &mut Host, call: &Call<'_>, session: &str, p: &Value) -> Answer {
     let name = server(p)?;
+    apps_negotiated(host, call.method, session)?;
     same_origin(call.method, p, name)?;
     if !host.mcp_server_running(session, name) {
         return Err(failed(

@@ -652,3 +652,40 @@ fn the_env_value_mode_decides_how_stdio_servers_env_is_read() {
     );
     assert_eq!(removed["result"], json!({"removed": false}), "{removed}");
 }
+
+/// An app's calls (`session.mcp.apps.listTools` / `callTool`) need a session that negotiated
+/// MCP Apps: without a client that declared them (`requestMcpApps`), they are refused naming
+/// the `mcp-apps` capability, before anything else is checked.
+#[test]
+fn app_calls_need_a_session_that_negotiated_mcp_apps() {
+    let config = HostConfig::default().with_mcp_apps_enabled(true);
+    let mut w = World::new(config);
+    let mut p = w.connect();
+    create(&mut w, &mut p, "plain", json!({}));
+    for (method, extra) in [
+        ("session.mcp.apps.listTools", json!({})),
+        (
+            "session.mcp.apps.callTool",
+            json!({"toolName": "t", "arguments": {}}),
+        ),
+    ] {
+        for origin in ["apps", "other"] {
+            let mut params = json!({"sessionId": "plain", "serverName": "apps",
+                                    "originServerName": origin});
+            for (k, v) in extra.as_object().unwrap() {
+                params[k] = v.clone();
+            }
+            let r = w.call(&mut p, &mut [], method, params);
+            assert!(message(&r).contains("mcp-apps"), "{method}: {r}");
+        }
+    }
+    // A session whose client declared them gets past the gate (to the server check).
+    create(&mut w, &mut p, "apps", json!({"requestMcpApps": true}));
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.mcp.apps.listTools",
+        json!({"sessionId": "apps", "serverName": "apps", "originServerName": "apps"}),
+    );
+    assert!(message(&r).contains("not connected"), "{r}");
+}
