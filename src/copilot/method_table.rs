@@ -292,6 +292,7 @@ fn table() -> Table {
         .state("session.permissions.getMode", session_state::permission_mode_get)
         .state("session.options.update", session_state::options_update);
     // `account`: no GitHub account, no user settings file.
+    t.later("account.getQuota", github_auth::get_quota);
     t.constant("account.getCurrentAuth", "{}")
         .constant("account.getAllUsers", "[]")
         .session("session.gitHubAuth.getStatus", account::github_status)

@@ -101,6 +101,8 @@ struct ConnState {
     released: Vec<String>,
     /// `session.create` requests waiting for their `gitHubToken`'s lookup.
     waiting_creates: Vec<github_auth::WaitingCreate>,
+    /// `account.getQuota` requests waiting for their token's lookup.
+    waiting_quotas: Vec<github_auth::WaitingQuota>,
 }
 
 impl ConnState {
