@@ -487,7 +487,7 @@ fn account_quotas_are_read_fresh_from_the_github_api() {
             "overage_count": 2, "overage_permitted": true, "percent_remaining": percent,
             "timestamp_utc": "2026-04-30T00:00:00Z"}}})
     };
-    let mut ask = |w: &mut World, p: &mut Peer, percent: u64| {
+    let ask = |w: &mut World, p: &mut Peer, percent: u64| {
         let asked = send_request(w, p, "account.getQuota", json!({"gitHubToken": "tok-q"}));
         assert!(response(p, asked).is_none(), "answered before the lookup");
         let (call, auth) = identity_lookup(w);
