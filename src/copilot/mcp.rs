@@ -26,6 +26,27 @@ use super::method_table::{Call, Reply};
 use super::session_state::{required_str, session_id};
 use super::surface::{decode, failed, known, Answer};
 
+/// `session.ui.ephemeralQuery {question}`: answered (`{answer}`) when the session's model
+/// has answered the question from the conversation, which it does not change; its progress
+/// is the ephemeral `ui.ephemeral_query` event. An error when the session has no model.
+pub(super) fn ephemeral_query(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> Reply {
+    let started = decode::<Value>(params).and_then(|p| {
+        let session = session_id(&p)?;
+        known(host, call.method, &session)?;
+        let question = required_str(&p, "question")?;
+        if question.trim().is_empty() {
+            return Err(failed(call.method, "the question is empty"));
+        }
+        host.start_ephemeral_query(&session, call.conn, call.id, question)
+            .map_err(|e| failed(call.method, e))
+    });
+    started.err().map(Err)
+}
+
 /// `session.mcp.executeSampling`: answered when the inference ends (`None`), or at once
 /// with `{action: "failure", error}` when it cannot start.
 pub(super) fn execute_sampling(

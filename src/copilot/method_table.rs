@@ -195,6 +195,7 @@ fn table() -> Table {
         .raw("session.permissions.handlePendingPermissionRequest", core::answer_permission)
         .raw("session.tools.handlePendingToolCall", core::answer_tool)
         .later("session.ui.elicitation", core::elicitation)
+        .later("session.ui.ephemeralQuery", mcp::ephemeral_query)
         .raw("session.ui.handlePendingElicitation", core::answer_elicitation)
         .raw("session.ui.handlePendingSampling", core::answer_sampling)
         .later("session.commands.execute", core::execute_command)
