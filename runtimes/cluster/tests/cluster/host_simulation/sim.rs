@@ -45,74 +45,60 @@ const PROMPTS: &[&str] = &[
     "weather again",
 ];
 
-/// What a run did (to show the schedule exercised the protocol).
-#[derive(Default, Debug, Clone, Copy)]
-pub(crate) struct Stats {
-    pub(crate) acked: u64,
-    pub(crate) takeovers: u64,
-    pub(crate) fenced_stops: u64,
-    pub(crate) other_stops: u64,
-    pub(crate) kills: u64,
-    pub(crate) pauses: u64,
-    pub(crate) gateways: u64,
-    /// Links (gateway to owner) the owner saw lose a message or fall silent.
-    pub(crate) links_broken: u64,
-    /// Resend requests a link's or group's sender answered (lost messages repaired, or
-    /// refused as no longer kept).
-    pub(crate) resends: u64,
-    /// Relay groups started on owners.
-    pub(crate) groups: u64,
-    /// Relay groups (owner to gateway) a gateway node saw lose a message, fall silent or
-    /// end with the owner's `@?` frame.
-    pub(crate) groups_broken: u64,
-    /// Openings the owner refused because they named a group that had ended there.
-    pub(crate) groups_refused: u64,
-    /// Groups an owner ended after three checks without a member.
-    pub(crate) groups_idle: u64,
-    /// Groups an owner ended because the gateway node's lease was gone.
-    pub(crate) groups_peer_gone: u64,
-    /// Relayed connections a gateway node ended because the owner's `@?` frame said their
-    /// link broke.
-    pub(crate) ended_link_broke: u64,
-    /// Relayed connections a gateway node ended because their group broke.
-    pub(crate) ended_group_broke: u64,
-    /// Group messages carrying a session event that a gateway node dispatched.
-    pub(crate) group_events: u64,
-    /// Of those, messages handed to two or more of the gateway node's clients.
-    pub(crate) shared_events: u64,
-    pub(crate) resumes_elsewhere: u64,
-    pub(crate) quiet_steps: u64,
-    pub(crate) client: ClientStats,
+/// Declares [`Stats`] (counters of a run, plus the clients' counters) and its sum.
+macro_rules! stats {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// What a run did (to show the schedule exercised the protocol).
+        #[derive(Default, Debug, Clone, Copy)]
+        pub(crate) struct Stats {
+            $($(#[$doc])* pub(crate) $name: u64,)*
+            pub(crate) client: ClientStats,
+        }
+
+        impl Stats {
+            pub(crate) fn add(&mut self, o: &Stats) {
+                $(self.$name += o.$name;)*
+                self.client.add(&o.client);
+            }
+        }
+    };
 }
 
-impl Stats {
-    pub(crate) fn add(&mut self, o: &Stats) {
-        self.acked += o.acked;
-        self.takeovers += o.takeovers;
-        self.fenced_stops += o.fenced_stops;
-        self.other_stops += o.other_stops;
-        self.kills += o.kills;
-        self.pauses += o.pauses;
-        self.gateways += o.gateways;
-        self.links_broken += o.links_broken;
-        self.resends += o.resends;
-        self.groups += o.groups;
-        self.groups_broken += o.groups_broken;
-        self.groups_refused += o.groups_refused;
-        self.groups_idle += o.groups_idle;
-        self.groups_peer_gone += o.groups_peer_gone;
-        self.ended_link_broke += o.ended_link_broke;
-        self.ended_group_broke += o.ended_group_broke;
-        self.group_events += o.group_events;
-        self.shared_events += o.shared_events;
-        self.resumes_elsewhere += o.resumes_elsewhere;
-        self.quiet_steps += o.quiet_steps;
-        self.client.events += o.client.events;
-        self.client.ephemeral += o.client.ephemeral;
-        self.client.get_messages_checked += o.client.get_messages_checked;
-        self.client.tool_requests += o.client.tool_requests;
-        self.client.errors += o.client.errors;
-    }
+stats! {
+    acked,
+    takeovers,
+    fenced_stops,
+    other_stops,
+    kills,
+    pauses,
+    gateways,
+    /// Links (gateway to owner) the owner saw lose a message or fall silent.
+    links_broken,
+    /// Resend requests a link's or group's sender answered (lost messages repaired, or
+    /// refused as no longer kept).
+    resends,
+    /// Relay groups started on owners.
+    groups,
+    /// Relay groups (owner to gateway) a gateway node saw lose a message, fall silent or
+    /// end with the owner's `@?` frame.
+    groups_broken,
+    /// Openings the owner refused because they named a group that had ended there.
+    groups_refused,
+    /// Groups an owner ended after three checks without a member.
+    groups_idle,
+    /// Groups an owner ended because the gateway node's lease was gone.
+    groups_peer_gone,
+    /// Relayed connections a gateway node ended because the owner's `@?` frame said their
+    /// link broke.
+    ended_link_broke,
+    /// Relayed connections a gateway node ended because their group broke.
+    ended_group_broke,
+    /// Group messages carrying a session event that a gateway node dispatched.
+    group_events,
+    /// Of those, messages handed to two or more of the gateway node's clients.
+    shared_events,
+    resumes_elsewhere,
+    quiet_steps,
 }
 
 /// splitmix64.
