@@ -288,9 +288,7 @@ async fn dispatch(node: Arc<Node>, mut rx: UnboundedReceiver<Command>) {
     let (done_tx, mut done_rx) = unbounded_channel::<(Task, Done)>();
     loop {
         while let Some(event) = sessions.poll_event() {
-            if !on_event(&node, event) {
-                return;
-            }
+            on_event(&node, event);
         }
         while let Some((task, op)) = sessions.poll_work(node.lease_ok.load(Ordering::SeqCst)) {
             tokio::spawn(run_op(node.clone(), task, op, done_tx.clone()));
@@ -349,8 +347,8 @@ async fn run_op(node: Arc<Node>, task: Task, op: Op, done: UnboundedSender<(Task
     let _ = done.send((task, result));
 }
 
-/// Acts on what the session log handed out; `false` once the node stops.
-fn on_event(node: &Arc<Node>, event: SessionsEvent) -> bool {
+/// Acts on what the session log handed out.
+fn on_event(node: &Arc<Node>, event: SessionsEvent) {
     let host = node.host.get();
     match event {
         SessionsEvent::Durable(mark) => {
@@ -364,10 +362,8 @@ fn on_event(node: &Arc<Node>, event: SessionsEvent) -> bool {
             // not for its size): the event lives on in memory only.
             error!(%session, %why, "the cluster log refused an event; it is not durable");
         }
-        SessionsEvent::Stop(reason) => {
-            node.stop(reason);
-            return false;
-        }
+        // Its writers append nothing more (the lease is no longer trusted).
+        SessionsEvent::Stop(reason) => node.stop(reason),
         SessionsEvent::Found { session, found } => {
             match &found {
                 Found::Nothing(Some(reason)) => info!(%session, %reason, "session not served here"),
@@ -389,5 +385,4 @@ fn on_event(node: &Arc<Node>, event: SessionsEvent) -> bool {
             }
         }
     }
-    true
 }

@@ -145,6 +145,9 @@ pub struct Sessions {
     again: BTreeMap<String, bool>,
     /// Tasks whose work is out with the runtime.
     out: BTreeSet<Task>,
+    /// Of those, the workers of deleted sessions: their answer is dropped (until it comes, a
+    /// new worker of the session waits).
+    stale: BTreeSet<Task>,
     /// Every mark up to `through` is acknowledged; `above` holds later ones.
     through: u64,
     above: BTreeSet<u64>,
@@ -165,6 +168,7 @@ impl Sessions {
             lookups: BTreeMap::new(),
             again: BTreeMap::new(),
             out: BTreeSet::new(),
+            stale: BTreeSet::new(),
             through: 0,
             above: BTreeSet::new(),
             events: VecDeque::new(),
@@ -186,7 +190,10 @@ impl Sessions {
     /// The host deleted `session`: its worker goes (the runtime purges its log).
     pub fn deleted(&mut self, session: &str) {
         self.workers.remove(session);
-        self.out.remove(&Task::Worker(session.to_owned()));
+        let task = Task::Worker(session.to_owned());
+        if self.out.contains(&task) {
+            self.stale.insert(task);
+        }
     }
 
     /// The host asks for `session`, which it has not loaded; `may_claim`: this node's lease
@@ -241,7 +248,7 @@ impl Sessions {
 
     /// The reply to the engine call handed out for `task`, at `now`.
     pub fn handle_reply(&mut self, task: Task, now: Instant, reply: Reply) {
-        if !self.out.remove(&task) {
+        if !self.out.remove(&task) || self.stale.remove(&task) {
             return;
         }
         let claims = &mut self.claims;
@@ -449,5 +456,23 @@ mod tests {
         assert!(s.poll_event().is_none(), "mark 1 is not acknowledged yet");
         s.acked(1);
         assert!(matches!(s.poll_event(), Some(SessionsEvent::Durable(2))));
+    }
+
+    #[test]
+    fn the_answer_to_a_deleted_sessions_worker_is_dropped() {
+        let mut s = sessions();
+        s.persist("s", Bytes::from_static(b"{}"), 1);
+        let (task, _) = s.poll_work(true).expect("the claim");
+        s.deleted("s");
+        s.persist("s", Bytes::from_static(b"{}"), 2);
+        assert!(
+            s.poll_work(true).is_none(),
+            "the new worker waits for the old answer"
+        );
+        s.handle_reply(task, Instant::now(), Reply::Message(Ok(None)));
+        assert!(s.poll_event().is_none());
+        let (task, op) = s.poll_work(true).expect("the new worker's claim");
+        assert_eq!(task, Task::Worker("s".into()));
+        assert!(matches!(op, Op::Call(_)));
     }
 }
