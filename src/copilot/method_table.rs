@@ -228,6 +228,7 @@ fn table() -> Table {
         .later("session.mcp.executeSampling", mcp::execute_sampling)
         .session("session.mcp.cancelSamplingExecution", mcp::cancel_sampling)
         .session("session.mcp.oauth.login", mcp::oauth_login)
+        .session("session.mcp.oauth.handlePendingRequest", mcp::oauth_answer)
         .session("session.mcp.apps.listTools", mcp::app_tools)
         .later("session.mcp.apps.readResource", mcp::read_resource)
         .later("session.mcp.apps.callTool", mcp::call_tool)
