@@ -275,6 +275,7 @@ fn table() -> Table {
         .state("session.model.getCurrent", session_state::model_current)
         .later("session.model.list", session_state::model_list)
         .state("session.model.switchTo", session_state::model_switch)
+        .session("session.provider.add", session_state::provider_add)
         .state("session.model.setReasoningEffort", session_state::reasoning_effort)
         .state("session.plan.read", session_state::plan_read)
         .state("session.plan.update", session_state::plan_update)
