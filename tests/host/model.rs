@@ -2411,3 +2411,40 @@ fn providers_added_at_runtime_are_listed_and_called_once_chosen() {
     let body: Value = serde_json::from_slice(&request.body).unwrap();
     assert_eq!(body["model"], "wire-m");
 }
+
+/// An ephemeral query on a session of a server default that names no model waits, as a
+/// prompt does, for the provider's list, and asks its first model.
+#[test]
+fn an_ephemeral_query_waits_for_the_default_model_choice() {
+    let default = ServerDefault::from_flags("http://127.0.0.1:9/v1", None, None).unwrap();
+    let mut w = World::new(HostConfig::default().with_model_default(Some(default)));
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({}));
+    let asked = send_request(
+        &mut w,
+        &mut p,
+        "session.ui.ephemeralQuery",
+        json!({"sessionId": "s", "question": "What colour is the sky?"}),
+    );
+    let (list_call, list) = next_request(&mut w);
+    assert_eq!(list.url, "http://127.0.0.1:9/v1/models");
+    assert!(response(&p, asked).is_none());
+    answer_json(
+        &mut w,
+        list_call,
+        200,
+        &json!({"data": [{"id": "listed-first"}]}),
+        &mut [&mut p],
+    );
+    let (call, request) = next_request(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["model"], "listed-first");
+    assert_eq!(
+        messages(&request).len(),
+        2,
+        "the system prompt and the question"
+    );
+    answer(&mut w, call, &text_stream("c", &["Blue."]), &mut [&mut p]);
+    let answered = response(&p, asked).expect("answered").clone();
+    assert_eq!(answered["result"], json!({"answer": "Blue."}), "{answered}");
+}
