@@ -334,6 +334,41 @@ pub(super) fn reload(host: &mut Host, call: &Call<'_>, session: &str, _: &Value)
     Ok(Value::Null)
 }
 
+/// `session.mcp.oauth.handlePendingRequest {requestId, result}`: a client's token for (or
+/// refusal of) a remote server's pending authorization (`mcp/oauth.rs`).
+pub(super) fn oauth_answer(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let request_id = required_str(p, "requestId")?;
+    let result = p.get("result").unwrap_or(&Value::Null);
+    let token = match result.get("kind").and_then(Value::as_str) {
+        Some("token") => {
+            let token = result
+                .get("accessToken")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .ok_or_else(|| {
+                    ErrorObject::new(
+                        code::INVALID_PARAMS,
+                        "invalid params: a token result needs `accessToken`",
+                    )
+                })?;
+            let kind = result
+                .get("tokenType")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .unwrap_or("Bearer");
+            Some((kind.to_owned(), token.to_owned()))
+        }
+        Some("cancelled") => None,
+        _ => {
+            return Err(ErrorObject::new(
+                code::INVALID_PARAMS,
+                "invalid params: result.kind must be \"token\" or \"cancelled\"",
+            ))
+        }
+    };
+    Ok(json!({"success": host.resolve_mcp_auth(session, request_id, token)}))
+}
+
 /// `"indirect"` → `true`, `"direct"` → `false`.
 fn env_mode(mode: &str) -> Option<bool> {
     match mode {

@@ -212,6 +212,8 @@ pub struct Host {
     mcp_http_calls: BTreeMap<u64, (String, String)>,
     /// `session.mcp.executeSampling` runs in flight, by `requestId`.
     sampling_execs: BTreeMap<String, mcp::sampling::SamplingExec>,
+    /// Ephemeral queries waiting for the server default's model to be chosen.
+    waiting_queries: Vec<mcp::sampling::WaitingQuery>,
     /// Their HTTP exchanges, by call id.
     sampling_http: BTreeMap<u64, String>,
     /// The latest frame of each key broadcast with `broadcast_latest` (coalesced per
@@ -323,6 +325,7 @@ impl Host {
             gated: BTreeSet::new(),
             mcp_http_calls: BTreeMap::new(),
             sampling_execs: BTreeMap::new(),
+            waiting_queries: Vec::new(),
             sampling_http: BTreeMap::new(),
             latest: io::latest::LatestFrames::default(),
             permission_store: requests::permission_rules::HostPermissions::default(),

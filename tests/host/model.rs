@@ -2336,3 +2336,115 @@ fn an_ephemeral_query_is_answered_from_the_conversation_without_joining_it() {
         "{empty}"
     );
 }
+
+/// `session.provider.add` adds named BYOK providers and their models to a running session
+/// (here one on the scripted agent): the `provider/id` models are listed, `switchTo` one of
+/// them and the next prompt is a call on that provider, with its wire model and headers.
+/// A duplicate, or a model of an unknown provider, adds nothing and is an error.
+#[test]
+fn providers_added_at_runtime_are_listed_and_called_once_chosen() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({}));
+    let provider = json!({"name": "rt", "type": "openai", "wireApi": "completions",
+                          "baseUrl": "http://127.0.0.1:9/v1", "apiKey": KEY,
+                          "headers": {"X-SDK-Provider": "runtime"}});
+    let model = json!({"provider": "rt", "id": "m", "name": "Runtime Model",
+                       "wireModel": "wire-m",
+                       "capabilities": {"limits": {"maxContextWindowTokens": 4096}}});
+    let added = w.call(
+        &mut p,
+        &mut [],
+        "session.provider.add",
+        json!({"sessionId": "s", "providers": [provider.clone()], "models": [model.clone()]}),
+    );
+    let models = added["result"]["models"]
+        .as_array()
+        .expect("models")
+        .clone();
+    assert_eq!(models.len(), 1, "{added}");
+    assert_eq!(models[0]["id"], "rt/m");
+    assert_eq!(models[0]["name"], "Runtime Model");
+    for (params, field) in [
+        (json!({"providers": [provider]}), "already registered"),
+        (json!({"models": [model]}), "already registered"),
+        (
+            json!({"models": [{"provider": "nobody", "id": "x"}]}),
+            "nobody",
+        ),
+    ] {
+        let mut params = params;
+        params["sessionId"] = json!("s");
+        let refused = w.call(&mut p, &mut [], "session.provider.add", params);
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(field), "{refused}");
+    }
+    let listed = w.call(
+        &mut p,
+        &mut [],
+        "session.model.list",
+        json!({"sessionId": "s"}),
+    );
+    let ids: Vec<&str> = listed["result"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    assert!(ids.contains(&"rt/m"), "{listed}");
+    let switched = w.call(
+        &mut p,
+        &mut [],
+        "session.model.switchTo",
+        json!({"sessionId": "s", "modelId": "rt/m"}),
+    );
+    assert_eq!(switched["result"]["modelId"], "rt/m", "{switched}");
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    let (_, request) = next_request(&mut w);
+    assert_eq!(request.url, "http://127.0.0.1:9/v1/chat/completions");
+    assert_eq!(request.header("x-sdk-provider"), Some("runtime"));
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["model"], "wire-m");
+}
+
+/// An ephemeral query on a session of a server default that names no model waits, as a
+/// prompt does, for the provider's list, and asks its first model.
+#[test]
+fn an_ephemeral_query_waits_for_the_default_model_choice() {
+    let default = ServerDefault::from_flags("http://127.0.0.1:9/v1", None, None).unwrap();
+    let mut w = World::new(HostConfig::default().with_model_default(Some(default)));
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({}));
+    let asked = send_request(
+        &mut w,
+        &mut p,
+        "session.ui.ephemeralQuery",
+        json!({"sessionId": "s", "question": "What colour is the sky?"}),
+    );
+    let (list_call, list) = next_request(&mut w);
+    assert_eq!(list.url, "http://127.0.0.1:9/v1/models");
+    assert!(response(&p, asked).is_none());
+    answer_json(
+        &mut w,
+        list_call,
+        200,
+        &json!({"data": [{"id": "listed-first"}]}),
+        &mut [&mut p],
+    );
+    let (call, request) = next_request(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["model"], "listed-first");
+    assert_eq!(
+        messages(&request).len(),
+        2,
+        "the system prompt and the question"
+    );
+    answer(&mut w, call, &text_stream("c", &["Blue."]), &mut [&mut p]);
+    let answered = response(&p, asked).expect("answered").clone();
+    assert_eq!(answered["result"], json!({"answer": "Blue."}), "{answered}");
+}
