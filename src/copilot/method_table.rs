@@ -25,8 +25,8 @@ use super::session_state::session_id;
 use super::surface::{decode, known, Answer};
 use super::{
     account, discovery, event_log_wait, github_auth, history, lifecycle, llm_inference, mcp,
-    methods as core, permissions, queue, remote_control, schedule, session_metadata, session_state,
-    session_store, skills, tasks, unsupported, user_shell, workspaces,
+    methods as core, permissions, plugins, queue, remote_control, schedule, session_metadata,
+    session_state, session_store, skills, tasks, unsupported, user_shell, workspaces,
 };
 
 /// A method's answer, or `None` when it is answered later (`session.sendAndWait`, …).
@@ -242,6 +242,21 @@ fn table() -> Table {
         .object("mcp.config.disable", mcp::config_disable)
         .object("mcp.discover", mcp::discover);
     // `skills`, `shell` and `user_shell`.
+    // `plugins`: installed plugins and marketplaces in the data directory.
+    t.later("plugins.list", plugins::list)
+        .later("plugins.install", plugins::install)
+        .later("plugins.uninstall", plugins::uninstall)
+        .later("plugins.update", plugins::update)
+        .later("plugins.updateAll", plugins::update_all)
+        .later("plugins.enable", plugins::enable)
+        .later("plugins.disable", plugins::disable)
+        .later("plugins.marketplaces.list", plugins::marketplaces_list)
+        .later("plugins.marketplaces.add", plugins::marketplaces_add)
+        .later("plugins.marketplaces.remove", plugins::marketplaces_remove)
+        .later("plugins.marketplaces.browse", plugins::marketplaces_browse)
+        .later("plugins.marketplaces.refresh", plugins::marketplaces_refresh)
+        .later("session.plugins.list", plugins::session_list)
+        .later("session.plugins.reload", plugins::session_reload);
     t.later("skills.discover", skills::discover)
         .later("session.skills.list", skills::list)
         .later("session.skills.ensureLoaded", skills::ensure_loaded)

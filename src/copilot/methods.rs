@@ -334,6 +334,7 @@ pub(super) fn create(
     }
     warn_if_mcp_apps_refused(host, &session_id, conn, &p);
     super::skills::configure(host, &session_id, params);
+    host.apply_plugins_to_session(&session_id);
     super::ConnState::reacquire(host, conn, &session_id);
     Ok(result)
 }
@@ -375,6 +376,7 @@ pub(super) fn resume(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>
     );
     warn_if_mcp_apps_refused(host, &session_id, conn, &p);
     super::skills::configure(host, &session_id, params);
+    host.apply_plugins_to_session(&session_id);
     super::session_state::declared(host, &session_id, &p);
     host.set_last_session(&session_id);
     let mut result = attach_result(host, &session_id);

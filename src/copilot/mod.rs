@@ -36,6 +36,7 @@ mod method_table;
 mod methods;
 mod params;
 mod permissions;
+mod plugins;
 mod queue;
 pub(crate) mod relay;
 mod relayed_turns;

@@ -24,6 +24,7 @@ mod mcp;
 mod mcp_http;
 mod models_list;
 pub(crate) mod pending;
+pub(crate) mod plugins;
 pub(crate) mod requests;
 pub(crate) mod sessions;
 mod tool_ops;
@@ -190,6 +191,8 @@ pub struct Host {
     github_identities: github_identity::GitHubIdentities,
     /// `skills.discover` reads in flight (`skills.rs`).
     skill_discoveries: sessions::skills::Discoveries,
+    /// Installed plugins, marketplaces and the plugins requests (`plugins.rs`).
+    plugins: plugins::Plugins,
     /// Connections that provide the file storage of the sessions they attach to, with the
     /// state directory they asked for (where each session's state is kept too).
     file_providers: BTreeMap<ConnId, Option<String>>,
@@ -315,6 +318,7 @@ impl Host {
             models_lists: models_list::ModelsLists::default(),
             github_identities: github_identity::GitHubIdentities::default(),
             skill_discoveries: sessions::skills::Discoveries::default(),
+            plugins: plugins::Plugins::default(),
             file_providers: BTreeMap::new(),
             state_mirrors: Default::default(),
             mcp_processes: BTreeMap::new(),

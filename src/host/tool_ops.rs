@@ -64,6 +64,21 @@ pub enum FileRequest {
         /// Larger files are skipped.
         max_file_bytes: u64,
     },
+    /// Copy the directory tree `from` to `to`, replacing whatever was at `to` (missing
+    /// parents are created; `.git` directories and symbolic links are left out)
+    /// ([`FileReply::Written`]). Used to install plugins into the data directory.
+    CopyDir {
+        /// The directory copied.
+        from: String,
+        /// Where the copy goes.
+        to: String,
+    },
+    /// Remove the file or directory tree `path` ([`FileReply::Written`]); a path that does
+    /// not exist is not an error. Used to uninstall plugins from the data directory.
+    Remove {
+        /// The file or directory.
+        path: String,
+    },
 }
 
 /// The runtime's answer to a [`FileRequest`]
@@ -146,6 +161,8 @@ enum Stage {
     ),
     /// An ACP agent's `fs/*` request (`acp_agents.rs`), not a tool call.
     AcpAgent(super::sessions::acp_agents::AcpFileWait),
+    /// A plugins request's file work in the data directory (`plugins.rs`), not a tool call.
+    Plugins(super::plugins::PluginWait),
 }
 
 struct ToolOp {
@@ -303,6 +320,28 @@ impl Host {
         self.file_op(session, "", request, Stage::AcpAgent(wait));
     }
 
+    /// File work of a plugins request (always the runtime's, never a session's file
+    /// provider); the answer goes to [`Host::plugin_file_done`].
+    pub(super) fn plugin_file_op(
+        &mut self,
+        request: FileRequest,
+        wait: super::plugins::PluginWait,
+    ) {
+        let id = self.next_effect_id();
+        let op = id.get();
+        let stage = Stage::Plugins(wait);
+        let (session, tool_call_id) = (String::new(), String::new());
+        self.runtime_tools.ops.insert(
+            op,
+            ToolOp {
+                session,
+                tool_call_id,
+                stage,
+            },
+        );
+        self.push_effect(id, EffectOp::FileOp(request));
+    }
+
     fn file_op(&mut self, session: &str, tool_call_id: &str, request: FileRequest, stage: Stage) {
         let id = self.next_effect_id();
         let op = id.get();
@@ -389,6 +428,10 @@ impl Host {
         }
         if let Stage::AcpAgent(wait) = stage {
             self.acp_file_done(wait, result);
+            return;
+        }
+        if let Stage::Plugins(wait) = stage {
+            self.plugin_file_done(wait, result);
             return;
         }
         if let (Stage::View { path, .. }, Ok(FileReply::Bytes(bytes))) = (&stage, &result) {
@@ -494,7 +537,10 @@ impl Host {
         let ops: Vec<u64> = (self.runtime_tools.ops.iter())
             .filter(|(_, o)| {
                 o.session == session
-                    && !matches!(o.stage, Stage::Attachment { .. } | Stage::Instructions(_))
+                    && !matches!(
+                        o.stage,
+                        Stage::Attachment { .. } | Stage::Instructions(_) | Stage::Plugins(_)
+                    )
             })
             .map(|(id, _)| *id)
             .collect();
