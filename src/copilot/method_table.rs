@@ -279,7 +279,10 @@ fn table() -> Table {
         .session("session.eventLog.releaseInterest", lifecycle::release_interest)
         .session("session.metadata.isProcessing", lifecycle::is_processing)
         .session("session.usage.getMetrics", lifecycle::usage_metrics)
-        .session("session.history.truncate", lifecycle::truncate);
+        .session("session.history.truncate", lifecycle::truncate)
+        .session("session.history.listRewindPoints", lifecycle::rewind_points)
+        .session("session.history.previewRewind", lifecycle::preview_rewind)
+        .later("session.history.rewind", lifecycle::rewind);
     // `session_state`: name, mode, model, plan, workspace files, agents, permission mode.
     t.state("session.name.get", session_state::name_get)
         .state("session.name.set", session_state::name_set)

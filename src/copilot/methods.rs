@@ -320,6 +320,7 @@ pub(super) fn create(
         session: session_id.clone(),
     });
     super::mcp::apply_env_value_mode(host, &session_id, params);
+    apply_file_change_tracking(host, &session_id, params);
     if !mcp.is_empty() {
         host.after_response(AfterResponse::StartMcp {
             session: session_id.clone(),
@@ -426,6 +427,7 @@ pub(super) fn resume(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>
         host.interrupt_orphaned_work(&session_id);
     }
     super::mcp::apply_env_value_mode(host, &session_id, params);
+    apply_file_change_tracking(host, &session_id, params);
     if !mcp.is_empty() {
         host.after_response(AfterResponse::StartMcp {
             session: session_id.clone(),
@@ -850,4 +852,15 @@ fn session_id_of(p: &Value) -> Result<String, ErrorObject> {
                 "invalid params: missing field `sessionId`",
             )
         })
+}
+
+/// The `enableFileChangeTracking` of `session.create` / `session.resume` params: the files
+/// the built-in tools change are captured for rewind (`host/sessions/rewind.rs`).
+fn apply_file_change_tracking(host: &mut Host, session: &str, params: Option<&RawValue>) {
+    let on = params
+        .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+        .and_then(|p| p.get("enableFileChangeTracking").and_then(Value::as_bool));
+    if let Some(on) = on {
+        host.set_file_change_tracking(session, on);
+    }
 }

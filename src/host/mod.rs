@@ -126,6 +126,8 @@ struct Live {
     system_transformed: BTreeMap<String, String>,
     /// Its instruction files' text (`instructionDirectories`).
     instructions: sessions::instructions::Instructions,
+    /// Files the built-in tools changed, by turn (`enableFileChangeTracking`, `rewind.rs`).
+    file_changes: sessions::rewind::FileChanges,
 }
 
 /// The protocol host. See the crate docs for the run loop.
@@ -215,6 +217,10 @@ pub struct Host {
     mcp_http_calls: BTreeMap<u64, (String, String)>,
     /// `session.mcp.executeSampling` runs in flight, by `requestId`.
     sampling_execs: BTreeMap<String, mcp::sampling::SamplingExec>,
+    /// Rewinds restoring their files (`sessions/rewind.rs`), by key.
+    rewinds: BTreeMap<u64, sessions::rewind::PendingRewind>,
+    /// The next rewind's key.
+    next_rewind: u64,
     /// Ephemeral queries waiting for the server default's model to be chosen.
     waiting_queries: Vec<mcp::sampling::WaitingQuery>,
     /// Their HTTP exchanges, by call id.
@@ -330,6 +336,8 @@ impl Host {
             mcp_http_calls: BTreeMap::new(),
             sampling_execs: BTreeMap::new(),
             waiting_queries: Vec::new(),
+            rewinds: BTreeMap::new(),
+            next_rewind: 0,
             sampling_http: BTreeMap::new(),
             latest: io::latest::LatestFrames::default(),
             permission_store: requests::permission_rules::HostPermissions::default(),

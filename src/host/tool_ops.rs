@@ -128,6 +128,8 @@ enum Stage {
     },
     Create {
         result: String,
+        path: String,
+        content: String,
     },
     EditRead {
         path: String,
@@ -136,6 +138,9 @@ enum Stage {
     },
     EditWrite {
         summary: String,
+        path: String,
+        original: String,
+        content: String,
     },
     Glob {
         pattern: String,
@@ -163,6 +168,8 @@ enum Stage {
     AcpAgent(super::sessions::acp_agents::AcpFileWait),
     /// A plugins request's file work in the data directory (`plugins.rs`), not a tool call.
     Plugins(super::plugins::PluginWait),
+    /// A rewind's file work (`sessions/rewind.rs`), not a tool call.
+    Rewind(super::sessions::rewind::RewindStep),
 }
 
 struct ToolOp {
@@ -230,12 +237,14 @@ impl Host {
             ),
             BuiltinOp::WriteFile { path, content } => (
                 FileRequest::Write {
-                    path,
-                    content,
+                    path: path.clone(),
+                    content: content.clone(),
                     create_new: true,
                 },
                 Stage::Create {
                     result: call.result,
+                    path,
+                    content,
                 },
             ),
             BuiltinOp::Edit {
@@ -342,6 +351,17 @@ impl Host {
         self.push_effect(id, EffectOp::FileOp(request));
     }
 
+    /// File work of a rewind of `session` (the session's file provider's, or the
+    /// runtime's); the answer goes to [`Host::rewind_file_done`].
+    pub(super) fn rewind_file_op(
+        &mut self,
+        session: &str,
+        request: FileRequest,
+        step: super::sessions::rewind::RewindStep,
+    ) {
+        self.file_op(session, "", request, Stage::Rewind(step));
+    }
+
     fn file_op(&mut self, session: &str, tool_call_id: &str, request: FileRequest, stage: Stage) {
         let id = self.next_effect_id();
         let op = id.get();
@@ -433,6 +453,26 @@ impl Host {
         if let Stage::Plugins(wait) = stage {
             self.plugin_file_done(wait, result);
             return;
+        }
+        if let Stage::Rewind(step) = stage {
+            self.rewind_file_done(step, result);
+            return;
+        }
+        // A file the tools created or edited is captured for rewind (`sessions/rewind.rs`).
+        match (&stage, &result) {
+            (Stage::Create { path, content, .. }, Ok(FileReply::Written)) => {
+                self.file_written(&session, path, None, content)
+            }
+            (
+                Stage::EditWrite {
+                    path,
+                    original,
+                    content,
+                    ..
+                },
+                Ok(FileReply::Written),
+            ) => self.file_written(&session, path, Some(original.clone()), content),
+            _ => {}
         }
         if let (Stage::View { path, .. }, Ok(FileReply::Bytes(bytes))) = (&stage, &result) {
             // An image: the model is told it was viewed, and gets the image itself after the
@@ -539,7 +579,10 @@ impl Host {
                 o.session == session
                     && !matches!(
                         o.stage,
-                        Stage::Attachment { .. } | Stage::Instructions(_) | Stage::Plugins(_)
+                        Stage::Attachment { .. }
+                            | Stage::Instructions(_)
+                            | Stage::Plugins(_)
+                            | Stage::Rewind(_)
                     )
             })
             .map(|(id, _)| *id)
@@ -601,7 +644,7 @@ fn file_step(stage: Stage, result: Result<FileReply, String>) -> Next {
         (Stage::View { .. }, FileReply::Entries(entries)) => {
             Next::Done(Ok(tool_text::view_dir(&entries)))
         }
-        (Stage::Create { result }, FileReply::Written) => Next::Done(Ok(result)),
+        (Stage::Create { result, .. }, FileReply::Written) => Next::Done(Ok(result)),
         (
             Stage::EditRead {
                 path,
@@ -612,18 +655,23 @@ fn file_step(stage: Stage, result: Result<FileReply, String>) -> Next {
         ) => match tool_text::apply_edit(&text, &path, &old_str, &new_str) {
             Ok((content, summary)) => Next::Then(
                 FileRequest::Write {
-                    path,
-                    content,
+                    path: path.clone(),
+                    content: content.clone(),
                     create_new: false,
                 },
-                Stage::EditWrite { summary },
+                Stage::EditWrite {
+                    summary,
+                    path,
+                    original: text,
+                    content,
+                },
             ),
             Err(message) => Next::Done(Err(message)),
         },
         (Stage::EditRead { path, .. }, FileReply::Entries(_)) => {
             Next::Done(Err(format!("{path} is a directory, not a file")))
         }
-        (Stage::EditWrite { summary }, FileReply::Written) => Next::Done(Ok(summary)),
+        (Stage::EditWrite { summary, .. }, FileReply::Written) => Next::Done(Ok(summary)),
         (Stage::Glob { pattern }, FileReply::Entries(files)) => Next::Done(
             tool_text::glob_files(&files, &pattern).map(|m| tool_text::glob_answer(&m, &pattern)),
         ),

@@ -2448,3 +2448,168 @@ fn an_ephemeral_query_waits_for_the_default_model_choice() {
     let answered = response(&p, asked).expect("answered").clone();
     assert_eq!(answered["result"], json!({"answer": "Blue."}), "{answered}");
 }
+
+/// Runs one turn of session `s` in which the model creates `path` with `text` (approved; the
+/// runtime writes it) and then answers.
+fn turn_creating(w: &mut World, p: &mut Peer, prompt: &str, path: &str, text: &str) {
+    w.call(
+        p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": prompt}),
+    );
+    let (call, _) = next_request(w);
+    let args = json!({"path": path, "file_text": text}).to_string();
+    let stream = sse(&[
+        json!({"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "t1", "type": "function", "function": {"name": "create", "arguments": args}}]}}]}),
+        json!({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ]);
+    answer(w, call, &stream, &mut [&mut *p]);
+    let asked = p
+        .events("s")
+        .into_iter()
+        .filter(|e| e["type"] == "permission.requested")
+        .last()
+        .unwrap();
+    w.call(
+        p,
+        &mut [],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId": "s", "requestId": asked["data"]["requestId"],
+               "result": {"kind": "approve-once"}}),
+    );
+    let (op, request) = w.next_file_op();
+    assert!(matches!(
+        request,
+        agentwire::host::FileRequest::Write { .. }
+    ));
+    w.host.handle_effect(
+        w.now,
+        op,
+        EffectEvent::FileDone(Ok(agentwire::host::FileReply::Written)),
+    );
+    let (call, _) = next_request(w);
+    answer(w, call, &text_stream("d", &["Done."]), &mut [&mut *p]);
+}
+
+/// With `enableFileChangeTracking`, each turn is a rewind point knowing the files its tools
+/// changed; a `conversation-and-files` rewind truncates the history at the turn and restores
+/// the files it changed (one it created is removed) unless they changed since (skipped as
+/// `user-modified`). Without tracking, a files rewind is refused and a conversation one is not.
+#[test]
+fn a_rewind_restores_the_files_the_discarded_turns_changed() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "workingDirectory": "/w",
+               "enableFileChangeTracking": true}),
+    );
+    turn_creating(&mut w, &mut p, "make a", "/w/a.txt", "A");
+    turn_creating(&mut w, &mut p, "make b", "/w/b.txt", "B");
+    let points = w.call(
+        &mut p,
+        &mut [],
+        "session.history.listRewindPoints",
+        json!({"sessionId": "s"}),
+    );
+    let list = &points["result"];
+    assert_eq!(list["fileChangeTrackingEnabled"], true, "{points}");
+    assert!(list.get("unavailableReason").is_none());
+    let points = list["points"].as_array().unwrap().clone();
+    assert_eq!(points.len(), 2);
+    assert_eq!(points[0]["userMessage"], "make a");
+    assert_eq!(
+        points[0]["fileCount"], 2,
+        "this turn's file and the later one's"
+    );
+    assert_eq!(points[1]["fileCount"], 1);
+    assert_eq!(points[1]["turnChangedFiles"], true);
+    assert_eq!(points[1]["linesAdded"], 1);
+    let first = points[0]["eventId"].as_str().unwrap().to_owned();
+    let preview = w.call(
+        &mut p,
+        &mut [],
+        "session.history.previewRewind",
+        json!({"sessionId": "s", "eventId": first}),
+    );
+    assert_eq!(
+        preview["result"]["files"],
+        json!([{"path": "/w/a.txt", "changeType": "created", "linesAdded": 1, "linesRemoved": 0},
+               {"path": "/w/b.txt", "changeType": "created", "linesAdded": 1, "linesRemoved": 0}])
+    );
+
+    let asked = send_request(
+        &mut w,
+        &mut p,
+        "session.history.rewind",
+        json!({"sessionId": "s", "eventId": first, "mode": "conversation-and-files"}),
+    );
+    // a.txt is as the tools left it: removed; b.txt was changed since: left alone.
+    for (path, now) in [("/w/a.txt", "A"), ("/w/b.txt", "B, edited by the user")] {
+        let (op, request) = w.next_file_op();
+        assert_eq!(
+            request,
+            agentwire::host::FileRequest::Read { path: path.into() }
+        );
+        let reply = agentwire::host::FileReply::Text(now.into());
+        w.host
+            .handle_effect(w.now, op, EffectEvent::FileDone(Ok(reply)));
+        if path == "/w/a.txt" {
+            let (op, request) = w.next_file_op();
+            assert_eq!(
+                request,
+                agentwire::host::FileRequest::Remove { path: path.into() }
+            );
+            assert!(response(&p, asked).is_none(), "answered before the files");
+            let done = agentwire::host::FileReply::Written;
+            w.host
+                .handle_effect(w.now, op, EffectEvent::FileDone(Ok(done)));
+        }
+    }
+    w.pump(&mut [&mut p]);
+    let rewound = response(&p, asked).expect("answered").clone();
+    let result = &rewound["result"];
+    assert_eq!(result["outcome"], "success", "{rewound}");
+    assert_eq!(result["restoredFiles"], json!(["/w/a.txt"]));
+    assert_eq!(
+        result["skippedFiles"],
+        json!([{"path": "/w/b.txt", "reason": "user-modified"}])
+    );
+    assert!(result["eventsRemoved"].as_u64().unwrap() > 0);
+    let messages = w.call(
+        &mut p,
+        &mut [],
+        "session.getMessages",
+        json!({"sessionId": "s"}),
+    );
+    let events = messages["result"]["events"].as_array().unwrap();
+    assert!(events.iter().all(|e| e["id"] != first.as_str()));
+    let after = w.call(
+        &mut p,
+        &mut [],
+        "session.history.listRewindPoints",
+        json!({"sessionId": "s"}),
+    );
+    assert_eq!(after["result"]["points"], json!([]));
+
+    // Without tracking: files cannot be rewound, the conversation can.
+    create(
+        &mut w,
+        &mut p,
+        "u",
+        json!({"provider": provider(), "model": "m1", "workingDirectory": "/w"}),
+    );
+    let listed = w.call(
+        &mut p,
+        &mut [],
+        "session.history.listRewindPoints",
+        json!({"sessionId": "u"}),
+    );
+    assert_eq!(
+        listed["result"]["unavailableReason"],
+        "file-change-tracking-disabled"
+    );
+}
