@@ -320,7 +320,7 @@ pub(super) fn create(
         session: session_id.clone(),
     });
     super::mcp::apply_env_value_mode(host, &session_id, params);
-    apply_file_change_tracking(host, &session_id, params);
+    apply_local_options(host, &session_id, params);
     if !mcp.is_empty() {
         host.after_response(AfterResponse::StartMcp {
             session: session_id.clone(),
@@ -427,7 +427,7 @@ pub(super) fn resume(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>
         host.interrupt_orphaned_work(&session_id);
     }
     super::mcp::apply_env_value_mode(host, &session_id, params);
-    apply_file_change_tracking(host, &session_id, params);
+    apply_local_options(host, &session_id, params);
     if !mcp.is_empty() {
         host.after_response(AfterResponse::StartMcp {
             session: session_id.clone(),
@@ -854,13 +854,15 @@ fn session_id_of(p: &Value) -> Result<String, ErrorObject> {
         })
 }
 
-/// The `enableFileChangeTracking` of `session.create` / `session.resume` params: the files
-/// the built-in tools change are captured for rewind (`host/sessions/rewind.rs`).
-fn apply_file_change_tracking(host: &mut Host, session: &str, params: Option<&RawValue>) {
-    let on = params
-        .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
-        .and_then(|p| p.get("enableFileChangeTracking").and_then(Value::as_bool));
-    if let Some(on) = on {
+/// What `session.create` / `session.resume` params ask of the runtime's local handling:
+/// `enableFileChangeTracking` (the files the built-in tools change are captured for rewind,
+/// `host/sessions/rewind.rs`) and `largeOutput` (`host/requests/large_output.rs`).
+fn apply_local_options(host: &mut Host, session: &str, params: Option<&RawValue>) {
+    let Some(p) = params.and_then(|p| serde_json::from_str::<Value>(p.get()).ok()) else {
+        return;
+    };
+    if let Some(on) = p.get("enableFileChangeTracking").and_then(Value::as_bool) {
         host.set_file_change_tracking(session, on);
     }
+    host.set_large_output(session, &p);
 }
