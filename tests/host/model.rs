@@ -2468,8 +2468,8 @@ fn turn_creating(w: &mut World, p: &mut Peer, prompt: &str, path: &str, text: &s
     let asked = p
         .events("s")
         .into_iter()
-        .filter(|e| e["type"] == "permission.requested")
-        .last()
+        .rev()
+        .find(|e| e["type"] == "permission.requested")
         .unwrap();
     w.call(
         p,
@@ -2643,8 +2643,8 @@ fn a_large_client_tool_result_is_saved_and_referenced() {
         let asked = p
             .events("s")
             .into_iter()
-            .filter(|e| e["type"] == "permission.requested")
-            .last()
+            .rev()
+            .find(|e| e["type"] == "permission.requested")
             .unwrap();
         w.call(
             p,
@@ -2656,8 +2656,8 @@ fn a_large_client_tool_result_is_saved_and_referenced() {
         let req = p
             .events("s")
             .into_iter()
-            .filter(|e| e["type"] == "external_tool.requested")
-            .last()
+            .rev()
+            .find(|e| e["type"] == "external_tool.requested")
             .unwrap();
         w.call(
             p,
@@ -2705,8 +2705,8 @@ fn a_large_client_tool_result_is_saved_and_referenced() {
     let done = p
         .events("s")
         .into_iter()
-        .filter(|e| e["type"] == "tool.execution_complete")
-        .last()
+        .rev()
+        .find(|e| e["type"] == "tool.execution_complete")
         .unwrap();
     assert_eq!(done["data"]["result"]["content"], told.as_str());
 
