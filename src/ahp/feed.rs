@@ -140,8 +140,11 @@ pub(crate) fn publish(
     }
     let body = action_body(&envelope);
     // Framed once per framing and queued on every subscriber by reference (never dropped: a
-    // reducer cannot skip an action).
+    // reducer cannot skip an action). A subscriber that cannot keep up is closed after the
+    // loop: its departure publishes actions of its own (its tools leave), which must not
+    // reach the other subscribers before this one.
     let mut framed: Vec<(Framing, Bytes)> = Vec::with_capacity(1);
+    let mut overflowed = Vec::new();
     for conn in conns {
         let Some(framing) = host.conn_framing(conn) else {
             continue;
@@ -156,7 +159,12 @@ pub(crate) fn publish(
                 frame
             }
         };
-        host.deliver(conn, frame, false);
+        if !host.try_deliver(conn, frame, false) {
+            overflowed.push(conn);
+        }
+    }
+    for conn in overflowed {
+        host.fail_slow_consumer(conn);
     }
 }
 

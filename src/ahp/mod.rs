@@ -101,6 +101,9 @@ impl DialectHandler for Ahp {
         }
         let produced = chat.on_event(&event.event_type, data, now);
         publish_all(host, session, produced);
+        if event.event_type == "elicitation.requested" {
+            cancel_unshown_elicitation(host, session, data);
+        }
     }
 
     fn permission_requested(&self, host: &mut Host, session: &str, request_id: &str) {
@@ -271,6 +274,41 @@ pub(crate) const COMPLETE: &str = "chat/toolCallComplete";
 pub(crate) const CONFIG_CHANGED: &str = "session/configChanged";
 /// The `type` of `chat/inputCompleted` (the key of its origin).
 pub(crate) const INPUT_COMPLETED: &str = "chat/inputCompleted";
+
+/// An elicitation outside a turn has no place in an AHP chat (input requests are parts of a
+/// turn's response), so AHP clients never see it: when no client of another dialect can
+/// answer it either, it is cancelled at once instead of waiting for an answer that cannot
+/// come.
+fn cancel_unshown_elicitation(host: &mut Host, session: &str, data: &Value) {
+    let Some(request_id) = data.get("requestId").and_then(Value::as_str) else {
+        return;
+    };
+    let in_turn = host
+        .session_state_ref::<ChatProjection>(session)
+        .is_some_and(|c| c.active_turn_id().is_some());
+    if in_turn {
+        return;
+    }
+    let Some(live) = host.session(session) else {
+        return;
+    };
+    let mut ahp_handlers = 0;
+    let mut other_handlers = 0;
+    for (conn, attachment) in &live.attached {
+        if !attachment.request_elicitation {
+            continue;
+        }
+        if host.conn_state_ref::<ConnState>(*conn).is_some() {
+            ahp_handlers += 1;
+        } else {
+            other_handlers += 1;
+        }
+    }
+    if ahp_handlers > 0 && other_handlers == 0 {
+        let request_id = request_id.to_owned();
+        host.resolve_elicitation(session, &request_id, &json!({"action": "cancel"}));
+    }
+}
 
 /// The `clientId` of the AHP client providing the tool a `tool.execution_start` (`data`)
 /// calls, if an AHP client provides it.

@@ -119,6 +119,8 @@ pub struct Sent {
     /// round trips); every
     /// other request is answered while its frame is handled, in frame order.
     pub deferred: bool,
+    /// When it was sent (the world's count of bodies queued so far).
+    pub order: u64,
 }
 
 impl Sent {
@@ -127,6 +129,7 @@ impl Sent {
             method: String::new(),
             params: Value::Null,
             deferred: false,
+            order: 0,
         }
     }
 }
@@ -379,6 +382,8 @@ pub struct World {
     ahp_known: BTreeMap<u64, (String, String)>,
     /// Sessions loaded in the host after the last input (to notice deletions).
     live_sessions: BTreeSet<String>,
+    /// Bodies queued by peers so far.
+    bodies_sent: u64,
 }
 
 /// A checker failure: what went wrong.
@@ -477,6 +482,7 @@ impl World {
             model,
             ahp_known: BTreeMap::new(),
             live_sessions: BTreeSet::new(),
+            bodies_sent: 0,
         }
     }
 

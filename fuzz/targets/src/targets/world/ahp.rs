@@ -55,6 +55,9 @@ pub struct AhpView {
     pub turns: BTreeMap<String, TurnState>,
     /// Its next `clientSeq`.
     pub next_client_seq: i64,
+    /// When it last sent `unsubscribe` for each channel ([`Sent::order`]): a subscription
+    /// answered for a request sent before that no longer holds.
+    pub unsubscribed_at: BTreeMap<String, u64>,
 }
 
 /// The methods an AHP client may send (for the vocabulary and the model).
@@ -136,6 +139,7 @@ impl World {
                 if let Some(ch) = params["channel"].as_str() {
                     view.tracked.remove(ch);
                     view.turns.remove(ch);
+                    view.unsubscribed_at.insert(ch.to_owned(), self.bodies_sent);
                 }
             }
             _ => {}
@@ -236,6 +240,22 @@ impl World {
             .entry(channel.clone())
             .or_default()
             .insert(seq);
+        if ty == "chat/inputRequested" {
+            // An elicitation only AHP clients were shown (it is ephemeral: no log has it).
+            if let (Some(session), Some(rid)) = (
+                channel_session(&channel),
+                envelope["action"]["request"]["id"].as_str(),
+            ) {
+                self.note_event(
+                    session,
+                    &json!({"id": format!("ahp-input-{rid}"), "type": "elicitation.requested",
+                            "data": {"requestId": rid}}),
+                );
+            }
+        }
+        let Some(view) = self.conns[c].ahp.as_mut() else {
+            return Ok(());
+        };
         // The turn lifecycle of a chat.
         if channel.starts_with("ahp-chat:/") && view.tracked.contains_key(&channel) {
             let turn = envelope["action"]["turnId"].as_str().map(str::to_owned);
@@ -298,12 +318,20 @@ impl World {
 
     /// The semantic checks of a successful response to an AHP request.
     pub(super) fn check_ahp_response(&mut self, c: usize, sent: &Sent, result: &Value) -> Check {
+        let order = sent.order;
         let snapshot_start = |view: &mut AhpView, snapshot: &Value| {
             let (Some(resource), Some(from)) =
                 (snapshot["resource"].as_str(), snapshot["fromSeq"].as_u64())
             else {
                 return;
             };
+            if view
+                .unsubscribed_at
+                .get(resource)
+                .is_some_and(|t| *t > order)
+            {
+                return;
+            }
             view.tracked.insert(resource.to_owned(), from);
             view.last_seen = view.last_seen.max(from);
             if resource.starts_with("ahp-chat:/") {
@@ -351,6 +379,13 @@ impl World {
                     .map(str::to_owned)
                     .collect();
                 for ch in &asked {
+                    if view
+                        .unsubscribed_at
+                        .get(ch)
+                        .is_some_and(|t| *t > sent.order)
+                    {
+                        continue;
+                    }
                     view.tracked.insert(ch.clone(), after);
                     if ch.starts_with("ahp-chat:/") {
                         view.turns.insert(ch.clone(), TurnState::Unknown);

@@ -148,8 +148,11 @@ impl World {
         if framing == Framing::Ndjson && body.last() == Some(&b'\r') {
             body.pop();
         }
+        self.bodies_sent += 1;
+        let order = self.bodies_sent;
         let sent = match jsonrpc::parse(&body) {
             Parsed::Single(Ok(Message::Request { method, params, .. })) => Sent {
+                order,
                 deferred: DEFERRED_METHODS.contains(&&*method),
                 method: method.into_owned(),
                 params: params
