@@ -2,7 +2,7 @@
 //!
 //! | action | channel | what the host does |
 //! |---|---|---|
-//! | `chat/turnStarted` | `ahp-chat:/<id>` | echoes it (with the client's origin) and runs the message as the session's prompt; rejected while a turn is in progress or the agent is busy with another client's prompt |
+//! | `chat/turnStarted` | `ahp-chat:/<id>` | echoes it (with the client's origin) and runs the message as the session's prompt; while another turn runs, the prompt is queued in the agent instead, announced as `chat/pendingMessageSet` (queued, id = the turn id, the client's origin), and its `chat/turnStarted` (with `queuedMessageId`) comes when the agent takes it; an abort drops queued messages (`chat/pendingMessageRemoved`) |
 //! | `chat/toolCallConfirmed` | `ahp-chat:/<id>` | answers the tool call's pending permission prompt (approve once, or deny); the first answer from any client of any dialect wins, a late one is rejected |
 //! | `chat/turnCancelled` | `ahp-chat:/<id>` | aborts the turn; the host's own `chat/turnCancelled` follows when it stopped |
 //! | `chat/toolCallComplete` | `ahp-chat:/<id>` | the result of a tool the dispatching client provides, once the host asked for it (`running`); another client's call is rejected |
@@ -85,10 +85,30 @@ fn apply(
             let chat = host
                 .session_state::<ChatProjection>(session)
                 .ok_or("session not found")?;
-            if let Some(active) = chat.active_turn_id() {
-                return Err(format!(
-                    "turn {active} is in progress (queued messages are not supported)"
-                ));
+            if chat.knows_turn(&a.turn_id) {
+                return Err(format!("turn {} already exists", a.turn_id));
+            }
+            if chat.active_turn_id().is_some() {
+                // Another turn runs: the prompt waits in the agent's queue (as a Copilot SDK
+                // `send` while busy does), shown as a queued message; its turn starts when
+                // the agent takes it.
+                let message_id = host.new_id();
+                let Some(chat) = host.session_state::<ChatProjection>(session) else {
+                    return Err("session not found".into());
+                };
+                let queued =
+                    chat.queue_turn(a.turn_id.clone(), message_id.clone(), a.message.clone());
+                feed::publish(host, channel, queued, Some(origin.clone()));
+                host.set_last_session(session);
+                host.queue_agent_input(
+                    session,
+                    AgentInput::Prompt {
+                        message_id,
+                        prompt: a.message.text.clone(),
+                        attachments: Default::default(),
+                    },
+                );
+                return Ok(());
             }
             let message_id = host.new_id();
             let now = host.now();

@@ -89,6 +89,18 @@ impl DialectHandler for Ahp {
         let contributor = (event.event_type == "tool.execution_start")
             .then(|| tool_provider(host, session, data))
             .flatten();
+        // Queued messages the agent dropped: an abort clears its queue (the turn ends
+        // `aborted`); `pending_messages.modified` says the queue changed (read it when the
+        // agent is not handling an input, else nothing is known yet).
+        let aborted = event.event_type == "session.idle"
+            && data.get("aborted").and_then(Value::as_bool) == Some(true);
+        let still: Option<Vec<String>> = if aborted {
+            Some(Vec::new())
+        } else if event.event_type == "pending_messages.modified" {
+            host.queued_prompt_ids(session)
+        } else {
+            None
+        };
         let Some(chat) = host
             .session_state::<ChatProjection>(session)
             .filter(|c| c.live)
@@ -99,7 +111,10 @@ impl DialectHandler for Ahp {
             let call = data.get("toolCallId").and_then(Value::as_str).unwrap_or("");
             chat.note_contributor(call, client_id);
         }
-        let produced = chat.on_event(&event.event_type, data, now);
+        let mut produced = chat.on_event(&event.event_type, data, now);
+        if let Some(still) = still {
+            produced.extend(chat.sync_queue(&still));
+        }
         publish_all(host, session, produced);
         if event.event_type == "elicitation.requested" {
             cancel_unshown_elicitation(host, session, data);

@@ -215,7 +215,7 @@ pub(crate) fn chat(host: &Host, id: &str) -> Option<ChatState> {
         turns_next_cursor: None,
         active_turn: chat.and_then(ChatProjection::active_turn),
         steering_message: None,
-        queued_messages: None,
+        queued_messages: chat.and_then(ChatProjection::queued_messages),
         draft: None,
         meta: None,
     })

@@ -621,23 +621,39 @@ fn an_error_turn_a_cancelled_turn_and_a_title_reach_ahp_clients() {
         2,
         turn_started("t2", "slow one"),
     );
-    // A second turn while this one runs is refused, to its sender.
+    // A turn id already in use is refused, to its sender.
     dispatch(
         &mut w,
         &mut a,
         &mut [],
         "ahp-chat:/e",
         3,
-        turn_started("t3", "meanwhile"),
+        turn_started("t2", "again"),
     );
     let refused = envelopes(&a).last().cloned().unwrap();
     assert!(
         refused["rejectionReason"]
             .as_str()
             .unwrap()
-            .contains("in progress"),
+            .contains("already exists"),
         "{refused}"
     );
+    // A second turn while this one runs is queued; the abort drops it (as the agent's queue
+    // is cleared by an abort).
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-chat:/e",
+        6,
+        turn_started("t3", "meanwhile"),
+    );
+    let queued = envelopes(&a).last().cloned().unwrap();
+    assert_eq!(
+        queued["action"]["type"], "chat/pendingMessageSet",
+        "{queued}"
+    );
+    assert_eq!(queued["origin"]["clientSeq"], 6, "{queued}");
     dispatch(
         &mut w,
         &mut a,
@@ -647,10 +663,22 @@ fn an_error_turn_a_cancelled_turn_and_a_title_reach_ahp_clients() {
         json!({"type": "chat/turnCancelled", "turnId": "t2", "duration": 0}),
     );
     w.run_timers(&mut [&mut a]);
+    let removed = envelopes(&a)
+        .into_iter()
+        .find(|e| e["action"]["type"] == "chat/pendingMessageRemoved")
+        .expect("the abort drops the queued message");
+    assert_eq!(removed["action"]["id"], "t3", "{removed}");
+    assert!(
+        !action_types(&a, "ahp-chat:/e")
+            .iter()
+            .skip_while(|t| *t != "chat/pendingMessageRemoved")
+            .any(|t| t == "chat/turnStarted"),
+        "the dropped message never starts a turn"
+    );
     let types = action_types(&a, "ahp-chat:/e");
     assert_eq!(
-        types.last().map(String::as_str),
-        Some("chat/turnCancelled"),
+        types[types.len() - 2..],
+        ["chat/turnCancelled", "chat/pendingMessageRemoved"],
         "{types:?}"
     );
 
@@ -1280,5 +1308,132 @@ fn a_client_too_far_behind_reconnects_to_fresh_snapshots() {
         snapshot["state"]["turns"][0]["state"], "complete",
         "{}",
         snapshot["state"]["turns"][0]["state"]
+    );
+}
+
+#[test]
+fn a_turn_started_while_another_runs_is_queued_and_starts_when_it_ends() {
+    let scenario = Scenario::from_json(
+        r#"{"rules":[{"match":"slow","steps":[{"sleep_ms":5000},{"say":"late"}]}],
+            "default":[{"say":"ok"}]}"#,
+    )
+    .unwrap();
+    let mut w = World::new(HostConfig::with_scenario(scenario));
+    let mut a = ahp_peer(&mut w);
+    let mut b = ahp_peer(&mut w);
+    initialize(&mut w, &mut a, "a", json!([]));
+    w.call(
+        &mut a,
+        &mut [],
+        "createSession",
+        json!({"channel": "ahp-session:/q"}),
+    );
+    chat_snapshot(&mut w, &mut a, "ahp-chat:/q");
+    initialize(&mut w, &mut b, "b", json!(["ahp-chat:/q"]));
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [&mut b],
+        "ahp-chat:/q",
+        1,
+        turn_started("t1", "slow one"),
+    );
+    // Two more while t1 runs, from both clients: queued in order, each echoed to everyone
+    // as a queued message with its sender's origin.
+    dispatch(
+        &mut w,
+        &mut b,
+        &mut [&mut a],
+        "ahp-chat:/q",
+        1,
+        turn_started("t2", "second"),
+    );
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [&mut b],
+        "ahp-chat:/q",
+        2,
+        turn_started("t3", "third"),
+    );
+    let snapshot = chat_snapshot(&mut w, &mut a, "ahp-chat:/q");
+    assert_eq!(snapshot["activeTurn"]["id"], "t1", "{snapshot}");
+    let queued: Vec<&Value> = snapshot["queuedMessages"]
+        .as_array()
+        .expect("queued messages in the snapshot")
+        .iter()
+        .map(|m| &m["id"])
+        .collect();
+    assert_eq!(queued, [&json!("t2"), &json!("t3")], "{snapshot}");
+    // The Copilot view of the same queue: the prompts wait in the agent.
+    let sets: Vec<Value> = envelopes(&b)
+        .into_iter()
+        .filter(|e| e["action"]["type"] == "chat/pendingMessageSet")
+        .collect();
+    assert_eq!(sets.len(), 2, "{sets:?}");
+    assert_eq!(sets[0]["origin"], json!({"clientId": "b", "clientSeq": 1}));
+    assert_eq!(sets[1]["origin"], json!({"clientId": "a", "clientSeq": 2}));
+    assert!(
+        !action_types(&b, "ahp-chat:/q").contains(&"chat/turnComplete".to_owned()),
+        "nothing ended yet"
+    );
+
+    w.run_timers(&mut [&mut a, &mut b]);
+    // Each client sees t1 end, then t2 start (from the queue) and end, then t3.
+    for p in [&a, &b] {
+        let turns: Vec<(String, String, Value)> = envelopes(p)
+            .iter()
+            .filter(|e| e["channel"] == "ahp-chat:/q" && e.get("rejectionReason").is_none())
+            .filter(|e| {
+                matches!(
+                    e["action"]["type"].as_str(),
+                    Some("chat/turnStarted" | "chat/turnComplete")
+                )
+            })
+            .map(|e| {
+                (
+                    e["action"]["type"].as_str().unwrap().to_owned(),
+                    e["action"]["turnId"].as_str().unwrap().to_owned(),
+                    e["action"]["queuedMessageId"].clone(),
+                )
+            })
+            .collect();
+        let expected = [
+            ("chat/turnComplete", "t1", Value::Null),
+            ("chat/turnStarted", "t2", json!("t2")),
+            ("chat/turnComplete", "t2", Value::Null),
+            ("chat/turnStarted", "t3", json!("t3")),
+            ("chat/turnComplete", "t3", Value::Null),
+        ];
+        let tail: Vec<(String, String, Value)> = turns[turns.len() - expected.len()..].to_vec();
+        let expected: Vec<(String, String, Value)> = expected
+            .iter()
+            .map(|(a, b, c)| ((*a).to_owned(), (*b).to_owned(), c.clone()))
+            .collect();
+        assert_eq!(tail, expected, "{turns:?}");
+    }
+    let snapshot = chat_snapshot(&mut w, &mut a, "ahp-chat:/q");
+    assert!(snapshot.get("queuedMessages").is_none(), "{snapshot}");
+    let texts: Vec<&Value> = snapshot["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["message"]["text"])
+        .collect();
+    assert_eq!(
+        texts,
+        [&json!("slow one"), &json!("second"), &json!("third")],
+        "{snapshot}"
+    );
+    let replies: Vec<&Value> = snapshot["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["responseParts"][0]["content"])
+        .collect();
+    assert_eq!(
+        replies,
+        [&json!("late"), &json!("ok"), &json!("ok")],
+        "{snapshot}"
     );
 }

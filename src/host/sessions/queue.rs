@@ -40,6 +40,20 @@ impl Host {
         Some(items)
     }
 
+    /// The message ids of the prompts waiting in the session's agent, oldest first; `None`
+    /// when that cannot be told now (no such session, or its agent is handling an input:
+    /// this is called from an event it emits).
+    pub(crate) fn queued_prompt_ids(&self, session: &str) -> Option<Vec<String>> {
+        let agent = self.sessions.get(session)?.agent.as_ref()?;
+        Some(
+            agent
+                .queued_prompts()
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect(),
+        )
+    }
+
     /// Removes the most recent pending item (the last queued command, else the last queued
     /// prompt), or every item with `all`. Returns how many were removed (`None`: the session
     /// is not loaded). Dropping prompts emits `pending_messages.modified`.
