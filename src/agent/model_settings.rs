@@ -52,6 +52,8 @@ pub struct ModelSettings {
     pub client_name: Option<String>,
     /// `sessionLimits.maxAiCredits`: the session's AI-credit limit.
     pub max_ai_credits: Option<u64>,
+    /// `enableCitations`: attached documents ask the model for citations.
+    pub enable_citations: bool,
     /// `instructionDirectories`: directories whose `.github/instructions/*.instructions.md`
     /// files are the prompt's custom instructions.
     pub instruction_directories: Vec<String>,
@@ -103,6 +105,7 @@ impl ModelSettings {
             max_ai_credits: params
                 .pointer("/sessionLimits/maxAiCredits")
                 .and_then(Value::as_u64),
+            enable_citations: params.get("enableCitations") == Some(&Value::Bool(true)),
             client_name: params
                 .get("clientName")
                 .and_then(Value::as_str)
@@ -229,6 +232,7 @@ impl ModelSettings {
             system_prompt: self.system_prompt(),
             call: call.clone(),
             client_name: self.client_name.clone(),
+            enable_citations: self.enable_citations,
         })
     }
 }
@@ -248,6 +252,8 @@ pub struct ModelSetup {
     pub call: CallConfig,
     /// The session's `clientName`, named in the calls' `user-agent`.
     pub client_name: Option<String>,
+    /// `enableCitations`: attached documents ask the model for citations.
+    pub enable_citations: bool,
 }
 
 #[cfg(test)]

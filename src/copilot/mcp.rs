@@ -71,6 +71,7 @@ fn apps_request(
         known(host, method, &session)?;
         let server = required_str(&p, "serverName")?.to_owned();
         if call_tool {
+            apps_negotiated(host, method, &session)?;
             same_origin(method, &p, &server)?;
         }
         let mcp_params = if call_tool {
@@ -213,8 +214,25 @@ pub(super) fn list_tools(host: &mut Host, call: &Call<'_>, session: &str, p: &Va
     Ok(json!({"tools": host.mcp_tools_json(session, name)}))
 }
 
+/// An app's calls need a session some client of which declared MCP Apps (`requestMcpApps`
+/// on a server that enables them): the views are theirs.
+fn apps_negotiated(host: &Host, method: &str, session: &str) -> Result<(), ErrorObject> {
+    if host
+        .session(session)
+        .is_some_and(|s| s.attached.values().any(|a| a.mcp_apps))
+    {
+        return Ok(());
+    }
+    Err(failed(
+        method,
+        "MCP Apps are not available in this session: no client of it declared the mcp-apps \
+         capability (requestMcpApps on a server started with MCP Apps enabled)",
+    ))
+}
+
 pub(super) fn app_tools(host: &mut Host, call: &Call<'_>, session: &str, p: &Value) -> Answer {
     let name = server(p)?;
+    apps_negotiated(host, call.method, session)?;
     same_origin(call.method, p, name)?;
     if !host.mcp_server_running(session, name) {
         return Err(failed(
@@ -293,6 +311,58 @@ pub(super) fn reload(host: &mut Host, call: &Call<'_>, session: &str, _: &Value)
     host.stop_mcp_servers(session, "the servers are reloading");
     host.start_mcp_servers(session, configs);
     Ok(Value::Null)
+}
+
+/// `"indirect"` → `true`, `"direct"` → `false`.
+fn env_mode(mode: &str) -> Option<bool> {
+    match mode {
+        "indirect" => Some(true),
+        "direct" => Some(false),
+        _ => None,
+    }
+}
+
+/// The `envValueMode` of `session.create` / `session.resume` params, applied to the
+/// session's stdio servers started from then on (absent or unknown: unchanged).
+pub(super) fn apply_env_value_mode(host: &mut Host, session: &str, params: Option<&RawValue>) {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Mode {
+        env_value_mode: Option<String>,
+    }
+    let mode = params.and_then(|p| serde_json::from_str::<Mode>(p.get()).ok());
+    if let Some(indirect) = mode
+        .and_then(|m| m.env_value_mode)
+        .and_then(|m| env_mode(&m))
+    {
+        host.set_mcp_env_indirect(session, indirect);
+    }
+}
+
+/// `session.mcp.setEnvValueMode {mode}`: how the `env` values of the session's stdio servers
+/// started from now on are read, `direct` (the values) or `indirect` (names of the runtime's
+/// own environment variables, read when the server starts). Running servers keep theirs.
+pub(super) fn set_env_value_mode(
+    host: &mut Host,
+    _: &Call<'_>,
+    session: &str,
+    p: &Value,
+) -> Answer {
+    let mode = required_str(p, "mode")?;
+    let indirect = env_mode(mode).ok_or_else(|| {
+        ErrorObject::new(
+            code::INVALID_PARAMS,
+            format!("invalid params: mode must be \"direct\" or \"indirect\", not {mode:?}"),
+        )
+    })?;
+    host.set_mcp_env_indirect(session, indirect);
+    Ok(json!({ "mode": mode }))
+}
+
+/// `session.mcp.removeGitHub`: `{removed:false}`: agentwire starts no built-in GitHub MCP
+/// server, so there is none to remove (a session's own server named `github` is its own).
+pub(super) fn remove_github(_: &mut Host, _: &Call<'_>, _: &str, _: &Value) -> Answer {
+    Ok(json!({"removed": false}))
 }
 
 pub(super) fn cancel_sampling(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {

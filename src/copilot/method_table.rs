@@ -222,6 +222,8 @@ fn table() -> Table {
         .session("session.mcp.enable", mcp::enable)
         .session("session.mcp.disable", mcp::disable)
         .session("session.mcp.reload", mcp::reload)
+        .session("session.mcp.setEnvValueMode", mcp::set_env_value_mode)
+        .session("session.mcp.removeGitHub", mcp::remove_github)
         .later("session.mcp.executeSampling", mcp::execute_sampling)
         .session("session.mcp.cancelSamplingExecution", mcp::cancel_sampling)
         .session("session.mcp.oauth.login", mcp::oauth_login)
@@ -290,6 +292,7 @@ fn table() -> Table {
         .state("session.permissions.getMode", session_state::permission_mode_get)
         .state("session.options.update", session_state::options_update);
     // `account`: no GitHub account, no user settings file.
+    t.later("account.getQuota", github_auth::get_quota);
     t.constant("account.getCurrentAuth", "{}")
         .constant("account.getAllUsers", "[]")
         .session("session.gitHubAuth.getStatus", account::github_status)

@@ -329,11 +329,20 @@ pub(super) fn reasoning_effort(host: &mut Host, session: &str, p: &Value) -> Ans
     Ok(json!({"reasoningEffort": effort}))
 }
 
-/// Where the runtime would keep `file` of the session's state directory (when the host
-/// reports a workspace root).
-fn state_path(host: &Host, session: &str, file: &str) -> Option<String> {
+/// Where `file` of the session's state directory is: on its file provider when one keeps
+/// the session's state (`state_files.rs`), else where the runtime would keep it (when the
+/// host reports a workspace root).
+pub(super) fn state_path(host: &Host, session: &str, file: &str) -> Option<String> {
+    if let Some(dir) = host.provided_state_dir(session) {
+        return Some(format!("{}/{file}", dir.trim_end_matches('/')));
+    }
     let root = host.config().workspace_root.as_ref()?;
     Some(format!("{root}/session-state/{session}/{file}"))
+}
+
+/// The session's plan, if it has one.
+pub(super) fn plan(host: &mut Host, session: &str) -> Option<String> {
+    surface(host, session)?.plan.clone()
 }
 
 pub(super) fn plan_read(host: &mut Host, session: &str, _: &Value) -> Answer {
@@ -371,6 +380,16 @@ pub(super) fn plan_delete(host: &mut Host, session: &str, _: &Value) -> Answer {
 
 pub(super) fn workspace(host: &mut Host, session: &str, _: &Value) -> Answer {
     let path = state_path(host, session, "");
+    let mut result = json!({"workspace": workspace_fields(host, session)});
+    if let Some(path) = path {
+        result["path"] = json!(path.trim_end_matches('/'));
+    }
+    Ok(result)
+}
+
+/// The session's workspace metadata (`id`, `cwd`, `name`, times), as `workspace.yaml`
+/// holds it.
+pub(super) fn workspace_fields(host: &mut Host, session: &str) -> Value {
     let (cwd, start, modified) = match host.session(session) {
         Some(s) => (
             s.cwd.clone(),
@@ -395,11 +414,7 @@ pub(super) fn workspace(host: &mut Host, session: &str, _: &Value) -> Answer {
         workspace["name"] = json!(name);
         workspace["user_named"] = json!(false);
     }
-    let mut result = json!({"workspace": workspace});
-    if let Some(path) = path {
-        result["path"] = json!(path.trim_end_matches('/'));
-    }
-    Ok(result)
+    workspace
 }
 
 /// A workspace file path: relative, no `..` segment, no empty name.

@@ -34,7 +34,6 @@ pub const UNSUPPORTED_METHODS: &[(&str, &str)] = &[
     ("session.tasks.startAgent", "background tasks"),
     ("session.tasks.register", "background tasks"),
     ("session.tasks.update", "background tasks"),
-    ("account.getQuota", "Copilot account quotas"),
     ("account.login", "GitHub account login"),
     ("account.logout", "GitHub account login"),
     ("session.factory.run", "factory workflows"),

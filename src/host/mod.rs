@@ -190,8 +190,11 @@ pub struct Host {
     github_identities: github_identity::GitHubIdentities,
     /// `skills.discover` reads in flight (`skills.rs`).
     skill_discoveries: sessions::skills::Discoveries,
-    /// Connections that provide the file storage of the sessions they attach to.
-    file_providers: BTreeSet<ConnId>,
+    /// Connections that provide the file storage of the sessions they attach to, with the
+    /// state directory they asked for (where each session's state is kept too).
+    file_providers: BTreeMap<ConnId, Option<String>>,
+    /// Sessions' state kept in their file providers' storage (`state_files.rs`).
+    state_mirrors: requests::state_files::StateMirrors,
     /// Child processes of MCP servers, by process id: their session and server name.
     mcp_processes: BTreeMap<u64, (String, String)>,
     /// The ACP agent process sessions run on ([`HostConfig::acp_agent`]).
@@ -310,7 +313,8 @@ impl Host {
             models_lists: models_list::ModelsLists::default(),
             github_identities: github_identity::GitHubIdentities::default(),
             skill_discoveries: sessions::skills::Discoveries::default(),
-            file_providers: BTreeSet::new(),
+            file_providers: BTreeMap::new(),
+            state_mirrors: Default::default(),
             mcp_processes: BTreeMap::new(),
             acp: Default::default(),
             next_mcp_token: 1,

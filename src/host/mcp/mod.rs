@@ -93,6 +93,9 @@ pub(crate) struct McpServers {
     pub(crate) servers: indexmap::IndexMap<String, McpServer>,
     /// `session.mcp_servers_loaded` was emitted for the current set.
     announced: bool,
+    /// Stdio servers' `env` values name the runtime's own variables (the `indirect` env
+    /// value mode) rather than being the values (`direct`, the default).
+    indirect_env: bool,
 }
 
 /// Why a connection may not configure stdio MCP servers.
@@ -123,6 +126,14 @@ impl Host {
             return Err(SPAWN_REFUSED);
         }
         Ok(())
+    }
+
+    /// How the `env` values of `session`'s stdio servers started from now on are read:
+    /// `indirect`, as names of the runtime's own variables; else as the values.
+    pub(crate) fn set_mcp_env_indirect(&mut self, session: &str, indirect: bool) {
+        if let Some(live) = self.sessions.get_mut(session) {
+            live.mcp.indirect_env = indirect;
+        }
     }
 
     /// Starts the servers of `session` that are not running yet (a server of the same name
@@ -168,6 +179,10 @@ impl Host {
 
     fn launch_mcp(&mut self, session: &str, name: &str, cwd: Option<String>, now: Timestamp) {
         let process = self.next_effect;
+        let server_indirect = self
+            .sessions
+            .get(session)
+            .is_some_and(|l| l.mcp.indirect_env);
         let Some(server) = self.mcp_server(session, name) else {
             return;
         };
@@ -185,9 +200,15 @@ impl Host {
                     .insert(process, (session.to_owned(), name.to_owned()));
                 let mut argv = vec![command];
                 argv.extend(args);
+                let (env, env_from_host) = if server_indirect {
+                    (Vec::new(), env)
+                } else {
+                    (env, Vec::new())
+                };
                 let spec = ProcessSpec {
                     argv,
                     env,
+                    env_from_host,
                     cwd: own_cwd.or(cwd),
                     stdin: true,
                     timeout_ms: None,
