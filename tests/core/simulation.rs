@@ -981,3 +981,81 @@ fn the_checker_catches_a_broken_parent_chain_and_a_stray_delta() {
         .expect_err("a delta to a non-streaming connection must be reported");
     assert!(e.contains("streaming"), "{e}");
 }
+
+/// An AHP client's world: one connection initialized as `a`, subscribed to a chat of a
+/// session created through it, drained.
+fn ahp_world() -> (World, usize) {
+    let mut w = World::new(WorldConfig::default());
+    let c = w.open_ahp(0);
+    w.ahp_initialize(c, "a", &["ahp-root://".to_owned()]);
+    w.request(c, "createSession", json!({"channel": "ahp-session:/s"}));
+    w.request(c, "subscribe", json!({"channel": "ahp-chat:/s"}));
+    w.deliver_all(c).unwrap();
+    w.drain(c).unwrap();
+    (w, c)
+}
+
+fn envelope(channel: &str, seq: u64, action: Value) -> Vec<u8> {
+    let body = json!({"jsonrpc": "2.0", "method": "action",
+                      "params": {"channel": channel, "serverSeq": seq, "action": action}});
+    world::frame(Framing::ContentLength, body.to_string().as_bytes())
+}
+
+/// The AHP checks can fail: envelopes out of order, overlapping turns, another client's
+/// rejection, a channel never subscribed, and an envelope lost on a subscribed channel.
+#[test]
+fn the_checker_catches_ahp_envelopes_out_of_order_overlapping_turns_and_foreign_rejections() {
+    let (mut w, c) = ahp_world();
+    let title = json!({"type": "session/titleChanged", "title": "t"});
+    let started = |t: &str| world::turn_started(t, "hi");
+    w.inject_host_bytes(c, &envelope("ahp-chat:/s", 50, started("t1")))
+        .unwrap();
+    let e = w
+        .inject_host_bytes(c, &envelope("ahp-chat:/s", 49, title.clone()))
+        .expect_err("a lower serverSeq must be reported");
+    assert!(e.contains("out of order"), "{e}");
+
+    let (mut w, c) = ahp_world();
+    w.inject_host_bytes(c, &envelope("ahp-chat:/s", 50, started("t1")))
+        .unwrap();
+    let e = w
+        .inject_host_bytes(c, &envelope("ahp-chat:/s", 51, started("t2")))
+        .expect_err("a turn starting during another must be reported");
+    assert!(e.contains("in progress"), "{e}");
+
+    let (mut w, c) = ahp_world();
+    let e = w
+        .inject_host_bytes(c, &envelope("ahp-chat:/elsewhere", 60, title.clone()))
+        .expect_err("an envelope on a channel never subscribed must be reported");
+    assert!(e.contains("never subscribed"), "{e}");
+
+    let (mut w, c) = ahp_world();
+    let body = json!({"jsonrpc": "2.0", "method": "action", "params": {
+        "channel": "ahp-chat:/s", "serverSeq": 3, "action": title,
+        "origin": {"clientId": "someone-else", "clientSeq": 1},
+        "rejectionReason": "no"}});
+    let e = w
+        .inject_host_bytes(
+            c,
+            &world::frame(Framing::ContentLength, body.to_string().as_bytes()),
+        )
+        .expect_err("another client's rejection must be reported");
+    assert!(e.contains("sender alone"), "{e}");
+}
+
+#[test]
+fn the_checker_catches_an_envelope_lost_on_a_subscribed_channel() {
+    let (mut w, a) = ahp_world();
+    let b = w.open_ahp(1);
+    w.ahp_initialize(b, "b", &["ahp-chat:/s".to_owned()]);
+    w.deliver_all(b).unwrap();
+    w.drain(b).unwrap();
+    // B sees an envelope on the chat that A, subscribed too, never gets.
+    let title = json!({"type": "session/titleChanged", "title": "t"});
+    w.inject_host_bytes(b, &envelope("ahp-chat:/s", 70, title))
+        .unwrap();
+    let e = w
+        .final_checks()
+        .expect_err("an envelope one subscriber missed must be reported");
+    assert!(e.contains("c0") && e.contains("lost"), "{e} (a = c{a})");
+}

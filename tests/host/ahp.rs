@@ -1437,3 +1437,92 @@ fn a_turn_started_while_another_runs_is_queued_and_starts_when_it_ends() {
         "{snapshot}"
     );
 }
+
+#[test]
+fn an_elicitation_outside_a_turn_that_only_ahp_clients_could_answer_is_cancelled() {
+    let mut w = World::new(HostConfig::default());
+    let mut sdk = w.connect();
+    create(&mut w, &mut sdk, "u", json!({}));
+    let mut a = ahp_peer(&mut w);
+    initialize(&mut w, &mut a, "a", json!(["ahp-chat:/u"]));
+    // AHP shows input requests only inside a turn: with nobody else to answer, the caller
+    // gets `cancel` at once instead of waiting forever.
+    let r = w.call(
+        &mut sdk,
+        &mut [&mut a],
+        "session.ui.elicitation",
+        json!({"sessionId": "u", "message": "Proceed?",
+               "requestedSchema": {"type": "object"}}),
+    );
+    assert_eq!(r["result"]["action"], "cancel", "{r}");
+    assert!(
+        !action_types(&a, "ahp-chat:/u").contains(&"chat/inputRequested".to_owned()),
+        "nothing was shown to the AHP client"
+    );
+}
+
+#[test]
+fn a_slow_ahp_subscriber_closed_mid_fan_out_does_not_reorder_the_others_envelopes() {
+    // Sweep budgets so that the overflow lands on some envelope's fan-out.
+    for budget in (1_500..6_000).step_by(97) {
+        let mut w = World::new(HostConfig::default().with_outbox_budget_bytes(budget));
+        // The slow client subscribes first (it comes first in each fan-out) and provides a
+        // tool: its departure publishes `session/activeClientRemoved`.
+        let mut slow = ahp_peer(&mut w);
+        let mut fast = ahp_peer(&mut w);
+        initialize(&mut w, &mut fast, "fast", json!(["ahp-root://"]));
+        w.call(
+            &mut fast,
+            &mut [],
+            "createSession",
+            json!({"channel": "ahp-session:/f"}),
+        );
+        initialize(
+            &mut w,
+            &mut slow,
+            "slow",
+            json!(["ahp-chat:/f", "ahp-session:/f"]),
+        );
+        dispatch(
+            &mut w,
+            &mut slow,
+            &mut [],
+            "ahp-session:/f",
+            1,
+            json!({"type": "session/activeClientSet", "activeClient": {"clientId": "slow",
+                   "tools": [{"name": "t", "inputSchema": {"type": "object"}}]}}),
+        );
+        w.call(
+            &mut fast,
+            &mut [],
+            "subscribe",
+            json!({"channel": "ahp-chat:/f"}),
+        );
+        w.call(
+            &mut fast,
+            &mut [],
+            "subscribe",
+            json!({"channel": "ahp-session:/f"}),
+        );
+        w.stalled.insert(slow.conn);
+        for i in 0..4 {
+            dispatch(
+                &mut w,
+                &mut fast,
+                &mut [],
+                "ahp-chat:/f",
+                i + 1,
+                turn_started(&format!("t{i}"), &"x".repeat(400)),
+            );
+        }
+        let seqs: Vec<u64> = envelopes(&fast)
+            .iter()
+            .filter(|e| e.get("rejectionReason").is_none())
+            .map(|e| e["serverSeq"].as_u64().unwrap())
+            .collect();
+        assert!(
+            seqs.windows(2).all(|p| p[0] < p[1]),
+            "budget {budget}: serverSeq out of order: {seqs:?}"
+        );
+    }
+}
