@@ -24,6 +24,9 @@ pub(crate) struct Feed {
     recent: VecDeque<ActionEnvelope>,
     /// The connections subscribed to each channel.
     subscribers: BTreeMap<String, BTreeSet<ConnId>>,
+    /// Extra chats' host sessions and the AHP session each belongs to (known while loaded,
+    /// so that a deleted one can be announced in its session).
+    chats: BTreeMap<String, String>,
 }
 
 impl Feed {
@@ -81,6 +84,16 @@ impl Feed {
     /// Forgets a channel and its subscribers (its session is gone).
     pub(crate) fn drop_channel(&mut self, channel: &str) {
         self.subscribers.remove(channel);
+    }
+
+    /// Host session `chat` is an extra chat of AHP session `parent`.
+    pub(crate) fn note_chat(&mut self, chat: &str, parent: &str) {
+        self.chats.insert(chat.to_owned(), parent.to_owned());
+    }
+
+    /// Forgets extra chat `chat`; returns its AHP session.
+    pub(crate) fn forget_chat(&mut self, chat: &str) -> Option<String> {
+        self.chats.remove(chat)
     }
 
     /// The connections subscribed to `channel`.

@@ -29,6 +29,7 @@
 //! envelope with a `rejectionReason`. The connection keeps working.
 
 mod channels;
+mod chats;
 mod dispatch;
 mod feed;
 mod input;
@@ -152,6 +153,16 @@ impl DialectHandler for Ahp {
     }
 
     fn session_changed(&self, host: &mut Host, change: SessionChange, session: &str) {
+        if change == SessionChange::Deleted {
+            if let Some(feed) = host.dialect_state::<Feed>() {
+                feed.drop_channel(&session_uri(session));
+                feed.drop_channel(&chat_uri(session));
+            }
+        }
+        // An extra chat is announced in its session, not to the root.
+        if chats::chat_changed(host, change, session) {
+            return;
+        }
         match change {
             SessionChange::Created => {
                 let Some(summary) = host.session(session).map(|s| snapshot::summary(host, s))
@@ -166,10 +177,6 @@ impl DialectHandler for Ahp {
                 );
             }
             SessionChange::Deleted => {
-                if let Some(feed) = host.dialect_state::<Feed>() {
-                    feed.drop_channel(&session_uri(session));
-                    feed.drop_channel(&chat_uri(session));
-                }
                 feed::notify_subscribers(
                     host,
                     ROOT,
@@ -179,7 +186,7 @@ impl DialectHandler for Ahp {
             }
             SessionChange::Updated => return,
         }
-        let count = i64::try_from(host.sessions().count()).unwrap_or(i64::MAX);
+        let count = i64::try_from(snapshot::session_count(host)).unwrap_or(i64::MAX);
         feed::publish(
             host,
             ROOT,
@@ -257,9 +264,11 @@ fn publish_all(host: &mut Host, session: &str, produced: Vec<Produced>) {
 /// Announces the status of `session` and its chat: `session/chatUpdated` on the session
 /// channel, `root/sessionSummaryChanged` to root subscribers.
 pub(crate) fn status_changed(host: &mut Host, session: &str, status: u32) {
+    // An extra chat's status is news in its session only.
+    let parent = chats::parent_of(host, session);
     feed::publish(
         host,
-        &session_uri(session),
+        &session_uri(parent.as_deref().unwrap_or(session)),
         StateAction::SessionChatUpdated(SessionChatUpdatedAction {
             chat: chat_uri(session),
             changes: PartialChatSummary {
@@ -269,6 +278,9 @@ pub(crate) fn status_changed(host: &mut Host, session: &str, status: u32) {
         }),
         None,
     );
+    if parent.is_some() {
+        return;
+    }
     let changes = PartialSessionSummary {
         status: Some(status),
         ..PartialSessionSummary::default()

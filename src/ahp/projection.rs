@@ -319,6 +319,11 @@ impl ChatProjection {
         Some((call.request_id.clone()?, call.contributor.clone()?))
     }
 
+    /// The clients providing tools to the session, with their connections.
+    pub(crate) fn active_client_conns(&self) -> Vec<(ConnId, SessionActiveClient)> {
+        self.active_clients.clone()
+    }
+
     /// The clients providing tools to the session.
     pub(crate) fn active_clients(&self) -> Vec<SessionActiveClient> {
         self.active_clients.iter().map(|(_, c)| c.clone()).collect()

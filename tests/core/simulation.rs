@@ -817,11 +817,34 @@ impl Sim {
                         self.world
                             .request(c, "fetchTurns", json!({"channel": world::chat_of(&s)}))
                     }
-                    _ => self.world.request(
-                        c,
-                        "createChat",
-                        json!({"channel": world::session_of(&s)}),
-                    ),
+                    _ => {
+                        // Another chat in the session (a host session of its own), or one
+                        // disposed.
+                        if self.rng.below(2) == 0 {
+                            let chat = format!("sim-{}", self.next_session);
+                            self.next_session += 1;
+                            self.world.request(
+                                c,
+                                "createChat",
+                                json!({"channel": world::session_of(&s),
+                                       "chat": world::chat_of(&chat)}),
+                            );
+                            self.world.request(
+                                c,
+                                "subscribe",
+                                json!({"channel": world::chat_of(&chat)}),
+                            );
+                            self.clients[i].sessions.insert(chat.clone());
+                            self.sessions.push(chat);
+                            String::new()
+                        } else {
+                            self.world.request(
+                                c,
+                                "disposeChat",
+                                json!({"channel": world::chat_of(&s)}),
+                            )
+                        }
+                    }
                 };
             }
             _ => {}

@@ -528,7 +528,8 @@ fn bad_input_gets_clear_errors_and_the_connection_keeps_working() {
         "createChat",
         json!({"channel": "ahp-session:/x", "chat": "ahp-chat:/y"}),
     );
-    assert_eq!(chats["error"]["code"], -32602, "{chats}");
+    // A chat of a session that does not exist.
+    assert_eq!(chats["error"]["code"], -32001, "{chats}");
 
     w.call(
         &mut a,
@@ -1525,4 +1526,187 @@ fn a_slow_ahp_subscriber_closed_mid_fan_out_does_not_reorder_the_others_envelope
             "budget {budget}: serverSeq out of order: {seqs:?}"
         );
     }
+}
+
+#[test]
+fn a_session_gets_more_chats_each_with_its_own_turns_and_they_go_with_it() {
+    let mut w = World::new(HostConfig::default());
+    let mut a = ahp_peer(&mut w);
+    let r = initialize(&mut w, &mut a, "a", json!(["ahp-root://"]));
+    assert_eq!(
+        r["result"]["snapshots"][0]["state"]["agents"][0]["capabilities"]["multipleChats"],
+        json!({"fork": false, "sideChat": false}),
+        "{r}"
+    );
+    w.call(
+        &mut a,
+        &mut [],
+        "createSession",
+        json!({"channel": "ahp-session:/m", "workingDirectories": ["file:///proj"]}),
+    );
+    w.call(
+        &mut a,
+        &mut [],
+        "subscribe",
+        json!({"channel": "ahp-session:/m"}),
+    );
+    chat_snapshot(&mut w, &mut a, "ahp-chat:/m");
+    let created = w.call(
+        &mut a,
+        &mut [],
+        "createChat",
+        json!({"channel": "ahp-session:/m", "chat": "ahp-chat:/m-2"}),
+    );
+    assert_eq!(created["result"], Value::Null, "{created}");
+    let added = envelopes(&a)
+        .into_iter()
+        .find(|e| e["action"]["type"] == "session/chatAdded")
+        .expect("the session announces its new chat");
+    assert_eq!(added["channel"], "ahp-session:/m");
+    assert_eq!(added["action"]["summary"]["resource"], "ahp-chat:/m-2");
+    // Chats are not sessions: the root hears nothing, lists one session.
+    let roots: Vec<&Value> = a
+        .inbox
+        .iter()
+        .filter(|m| m["method"] == "root/sessionAdded")
+        .collect();
+    assert_eq!(roots.len(), 1, "{roots:?}");
+    let list = w.call(
+        &mut a,
+        &mut [],
+        "listSessions",
+        json!({"channel": "ahp-root://"}),
+    );
+    assert_eq!(
+        list["result"]["items"].as_array().unwrap().len(),
+        1,
+        "{list}"
+    );
+    let session = w.call(
+        &mut a,
+        &mut [],
+        "subscribe",
+        json!({"channel": "ahp-session:/m"}),
+    );
+    let chats: Vec<&Value> = session["result"]["snapshot"]["state"]["chats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["resource"])
+        .collect();
+    assert_eq!(chats, [&json!("ahp-chat:/m"), &json!("ahp-chat:/m-2")]);
+
+    // Each chat runs its own turns: one on the new chat streams on its channel only.
+    chat_snapshot(&mut w, &mut a, "ahp-chat:/m-2");
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-chat:/m-2",
+        1,
+        turn_started("c2", "in the second chat"),
+    );
+    assert_eq!(
+        action_types(&a, "ahp-chat:/m-2").last().map(String::as_str),
+        Some("chat/turnComplete")
+    );
+    assert!(action_types(&a, "ahp-chat:/m").is_empty());
+    let second = chat_snapshot(&mut w, &mut a, "ahp-chat:/m-2");
+    assert_eq!(second["turns"][0]["message"]["text"], "in the second chat");
+    let first = chat_snapshot(&mut w, &mut a, "ahp-chat:/m");
+    assert_eq!(first["turns"], json!([]));
+    // Its status is news in its session.
+    assert!(
+        envelopes(&a)
+            .iter()
+            .any(|e| e["channel"] == "ahp-session:/m"
+                && e["action"]["type"] == "session/chatUpdated"
+                && e["action"]["chat"] == "ahp-chat:/m-2"),
+        "{:?}",
+        envelopes(&a)
+    );
+
+    // The mode is the session's: every chat follows it.
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-session:/m",
+        2,
+        json!({"type": "session/configChanged", "config": {"mode": "autopilot"}}),
+    );
+    let modes: Vec<String> = w
+        .host
+        .session_events("m-2")
+        .unwrap()
+        .iter()
+        .filter(|e| e.event_type == "session.mode_changed")
+        .map(|e| String::from_utf8_lossy(&e.json).into_owned())
+        .collect();
+    assert_eq!(modes.len(), 1, "{modes:?}");
+    assert!(modes[0].contains("autopilot"), "{modes:?}");
+
+    // Bad requests: an existing chat, a fork, a chat of a chat, the default chat disposed,
+    // a move.
+    for (method, params, code) in [
+        (
+            "createChat",
+            json!({"channel": "ahp-session:/m", "chat": "ahp-chat:/m-2"}),
+            -32003,
+        ),
+        (
+            "createChat",
+            json!({"channel": "ahp-session:/m", "chat": "ahp-chat:/m-3",
+                   "source": {"kind": "fork", "chat": "ahp-chat:/m", "turnId": "c2"}}),
+            -32602,
+        ),
+        (
+            "createChat",
+            json!({"channel": "ahp-session:/m-2", "chat": "ahp-chat:/m-4"}),
+            -32602,
+        ),
+        ("disposeChat", json!({"channel": "ahp-chat:/m"}), -32602),
+        (
+            "moveChat",
+            json!({"channel": "ahp-chat:/m-2",
+                   "destination": {"kind": "session", "session": "ahp-session:/x"}}),
+            -32602,
+        ),
+    ] {
+        let r = w.call(&mut a, &mut [], method, params.clone());
+        assert_eq!(r["error"]["code"], code, "{method} {params}: {r}");
+    }
+
+    let disposed = w.call(
+        &mut a,
+        &mut [],
+        "disposeChat",
+        json!({"channel": "ahp-chat:/m-2"}),
+    );
+    assert_eq!(disposed["result"], Value::Null, "{disposed}");
+    let removed = envelopes(&a)
+        .into_iter()
+        .find(|e| e["action"]["type"] == "session/chatRemoved")
+        .expect("the session announces the chat's removal");
+    assert_eq!(removed["action"]["chat"], "ahp-chat:/m-2");
+    assert!(w.host.session_events("m-2").is_none());
+
+    // A disposed session takes its chats with it.
+    w.call(
+        &mut a,
+        &mut [],
+        "createChat",
+        json!({"channel": "ahp-session:/m", "chat": "ahp-chat:/m-5",
+               "initialMessage": {"text": "hello", "origin": {"kind": "user"}}}),
+    );
+    let fifth = chat_snapshot(&mut w, &mut a, "ahp-chat:/m-5");
+    assert_eq!(fifth["turns"][0]["message"]["text"], "hello", "{fifth}");
+    w.call(
+        &mut a,
+        &mut [],
+        "disposeSession",
+        json!({"channel": "ahp-session:/m"}),
+    );
+    assert!(w.host.session_events("m").is_none());
+    assert!(w.host.session_events("m-5").is_none());
 }

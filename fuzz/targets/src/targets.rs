@@ -967,7 +967,11 @@ fn ahp_vocab_request(inp: &mut Input<'_>, world: &World, c: usize) -> (Option<St
             }
             ("listSessions", p)
         }
-        8 => ("createChat", json!({"channel": ahp_channel(inp)})),
+        8 if pick & 0x80 != 0 => ("disposeChat", json!({"channel": ahp_channel(inp)})),
+        8 => (
+            "createChat",
+            json!({"channel": ahp_channel(inp), "chat": ahp_channel(inp)}),
+        ),
         9 => ("fetchTurns", json!({"channel": ahp_channel(inp)})),
         10 => {
             let method = inp.word(&["resourceRead", "authenticate", "session.send"]);

@@ -741,3 +741,86 @@ async fn turns_started_during_a_turn_are_queued_and_run_in_order_for_every_clien
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_second_chat_runs_its_own_turns_and_stays_in_its_session_across_a_restart() {
+    sdk::bounded(async {
+        let data = tempfile::tempdir().unwrap();
+        let dir = data.path().to_str().unwrap();
+        let (mut first, port) = server(&["--data-dir", dir], None).await;
+        let c = client(port).await;
+        let init = c
+            .initialize("a".into(), vec!["1.0.0".into()], vec!["ahp-root://".into()])
+            .await
+            .expect("initialize");
+        let SnapshotState::Root(root) = &init.snapshots[0].state else {
+            panic!("not the root");
+        };
+        let chats = root.agents[0]
+            .capabilities
+            .as_ref()
+            .and_then(|c| c.multiple_chats.as_ref())
+            .expect("the agent advertises multipleChats");
+        assert_eq!((chats.fork, chats.side_chat), (Some(false), Some(false)));
+        create(&c, "multi").await;
+        let params = ahp_types::commands::CreateChatParams {
+            channel: "ahp-session:/multi".into(),
+            meta: None,
+            chat: "ahp-chat:/multi-side".into(),
+            initial_message: None,
+            source: None,
+            working_directories: None,
+        };
+        let answer: Value = sdk::within("createChat", c.request("createChat", params))
+            .await
+            .expect("createChat");
+        assert_eq!(answer, Value::Null);
+        let (mut state, mut sub) = subscribe_chat(&c, "ahp-chat:/multi-side").await;
+        c.dispatch("ahp-chat:/multi-side".into(), turn_started("s1", "aside"))
+            .await
+            .expect("dispatch");
+        let mut seen = Vec::new();
+        until(&mut sub, &mut state, &mut seen, is_turn_end).await;
+        assert_eq!(markdown(&state.turns[0].response_parts), "You said: aside");
+        let (main_chat, _) = subscribe_chat(&c, "ahp-chat:/multi").await;
+        assert!(main_chat.turns.is_empty(), "{main_chat:#?}");
+        c.shutdown().await;
+        first.signal("TERM");
+        assert!(first.exit(Duration::from_secs(10)).await.success());
+
+        // After a restart the chat is still the session's (the link is in its log).
+        let (_second, port) = server(&["--data-dir", dir], None).await;
+        let c = client(port).await;
+        initialize(&c, "after").await;
+        // Load the session, then its chat (a restored session's chats come from the store).
+        let (restored, _) = subscribe_chat(&c, "ahp-chat:/multi-side").await;
+        assert_eq!(restored.turns.len(), 1);
+        assert_eq!(
+            restored.turns[0].response_parts,
+            state.turns[0].response_parts
+        );
+        let (session, _): (SubscribeResult, _) =
+            sdk::within("subscribe", c.subscribe("ahp-session:/multi".into()))
+                .await
+                .expect("subscribe");
+        let SnapshotState::Session(session) = session.snapshot.expect("state").state else {
+            panic!("not a session");
+        };
+        let chats: Vec<&str> = session.chats.iter().map(|c| c.resource.as_str()).collect();
+        assert_eq!(chats, ["ahp-chat:/multi", "ahp-chat:/multi-side"]);
+        let listed: Value = sdk::within(
+            "listSessions",
+            c.request("listSessions", json!({"channel": "ahp-root://"})),
+        )
+        .await
+        .expect("listSessions");
+        let resources: Vec<&Value> = listed["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| &s["resource"])
+            .collect();
+        assert_eq!(resources, [&json!("ahp-session:/multi")], "{listed}");
+    })
+    .await;
+}

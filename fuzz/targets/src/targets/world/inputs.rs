@@ -173,9 +173,11 @@ impl World {
         if let Some(s) = sent.params.get("sessionId").and_then(Value::as_str) {
             self.session_ids.insert(s.to_owned());
         }
-        if let Some(s) = sent.params.get("channel").and_then(Value::as_str) {
-            if let Some(session) = channel_session(s) {
-                self.session_ids.insert(session.to_owned());
+        for key in ["channel", "chat"] {
+            if let Some(s) = sent.params.get(key).and_then(Value::as_str) {
+                if let Some(session) = channel_session(s) {
+                    self.session_ids.insert(session.to_owned());
+                }
             }
         }
         self.ahp_note_sent(c, &body);
