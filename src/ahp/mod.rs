@@ -7,13 +7,16 @@
 //!
 //! * `channels`: the channel URIs (`ahp-root://`, `ahp-session:/<id>`, `ahp-chat:/<id>`).
 //! * `methods`: the commands (`initialize`, `reconnect`, `ping`, `subscribe`,
-//!   `createSession`, `disposeSession`, `listSessions`, `createChat`, `fetchTurns`) and the
+//!   `createSession`, `disposeSession`, `listSessions`, `createChat`, `disposeChat`,
+//!   `moveChat`, `fetchTurns`) and the
 //!   `unsubscribe` / `dispatchAction` notifications.
 //! * `dispatch`: actions clients dispatch (`chat/turnStarted` → a prompt,
 //!   `chat/toolCallConfirmed` → the answer to a permission prompt, `chat/turnCancelled` → an
 //!   abort, `session/activeClientSet` → tools the client provides, `chat/toolCallComplete` →
 //!   a result of one of them, `session/titleChanged`); everything else is rejected with a
 //!   reason.
+//! * `chats`: several chats per session (`createChat`, `disposeChat`): each extra chat is
+//!   a host session of its own, linked to its AHP session in its `session.start`.
 //! * `input`: elicitations as chat input requests (`chat/inputRequested`) and their answers.
 //! * `projection`: a session's chat as AHP sees it, kept from the session's events; each
 //!   event becomes the actions its table lists.
