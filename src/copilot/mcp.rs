@@ -26,6 +26,27 @@ use super::method_table::{Call, Reply};
 use super::session_state::{required_str, session_id};
 use super::surface::{decode, failed, known, Answer};
 
+/// `session.ui.ephemeralQuery {question}`: answered (`{answer}`) when the session's model
+/// has answered the question from the conversation, which it does not change; its progress
+/// is the ephemeral `ui.ephemeral_query` event. An error when the session has no model.
+pub(super) fn ephemeral_query(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> Reply {
+    let started = decode::<Value>(params).and_then(|p| {
+        let session = session_id(&p)?;
+        known(host, call.method, &session)?;
+        let question = required_str(&p, "question")?;
+        if question.trim().is_empty() {
+            return Err(failed(call.method, "the question is empty"));
+        }
+        host.start_ephemeral_query(&session, call.conn, call.id, question)
+            .map_err(|e| failed(call.method, e))
+    });
+    started.err().map(Err)
+}
+
 /// `session.mcp.executeSampling`: answered when the inference ends (`None`), or at once
 /// with `{action: "failure", error}` when it cannot start.
 pub(super) fn execute_sampling(
@@ -311,6 +332,41 @@ pub(super) fn reload(host: &mut Host, call: &Call<'_>, session: &str, _: &Value)
     host.stop_mcp_servers(session, "the servers are reloading");
     host.start_mcp_servers(session, configs);
     Ok(Value::Null)
+}
+
+/// `session.mcp.oauth.handlePendingRequest {requestId, result}`: a client's token for (or
+/// refusal of) a remote server's pending authorization (`mcp/oauth.rs`).
+pub(super) fn oauth_answer(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let request_id = required_str(p, "requestId")?;
+    let result = p.get("result").unwrap_or(&Value::Null);
+    let token = match result.get("kind").and_then(Value::as_str) {
+        Some("token") => {
+            let token = result
+                .get("accessToken")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .ok_or_else(|| {
+                    ErrorObject::new(
+                        code::INVALID_PARAMS,
+                        "invalid params: a token result needs `accessToken`",
+                    )
+                })?;
+            let kind = result
+                .get("tokenType")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .unwrap_or("Bearer");
+            Some((kind.to_owned(), token.to_owned()))
+        }
+        Some("cancelled") => None,
+        _ => {
+            return Err(ErrorObject::new(
+                code::INVALID_PARAMS,
+                "invalid params: result.kind must be \"token\" or \"cancelled\"",
+            ))
+        }
+    };
+    Ok(json!({"success": host.resolve_mcp_auth(session, request_id, token)}))
 }
 
 /// `"indirect"` → `true`, `"direct"` → `false`.

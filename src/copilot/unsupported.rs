@@ -66,7 +66,6 @@ pub const UNSUPPORTED_METHODS: &[(&str, &str)] = &[
     ("session.sandbox.disableForSession", "sandboxing"),
     ("session.mcp.oauth.probe", "MCP server OAuth"),
     ("session.mcp.oauth.respond", "MCP server OAuth"),
-    ("session.mcp.oauth.handlePendingRequest", "MCP server OAuth"),
     (
         "session.mcp.oauth.authenticationStateChanged",
         "MCP server OAuth",

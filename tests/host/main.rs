@@ -10,6 +10,7 @@ mod cluster;
 mod copilot;
 mod forward_drops;
 mod lifecycle;
+mod mcp_oauth;
 mod model;
 mod permissions;
 mod relay_group;

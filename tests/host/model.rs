@@ -2231,3 +2231,108 @@ fn the_model_loads_a_skill_with_the_skill_tool() {
         "<skill-context name=\"pine\">\nBase directory for this skill: /sk/pine\n\n# Pine\n\nSay PINE.\n\n</skill-context>"
     );
 }
+
+/// `session.ui.ephemeralQuery {question}` asks the session's model the question after the
+/// conversation so far (its system prompt, no tools), streams its progress as ephemeral
+/// `ui.ephemeral_query` events (`started`, a `chunk` per delta, `completed` with the answer),
+/// answers `{answer}`, and leaves the conversation as it was: the next prompt's request does
+/// not contain the question.
+#[test]
+fn an_ephemeral_query_is_answered_from_the_conversation_without_joining_it() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1"}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "My favourite colour is blue."}),
+    );
+    let (call, _) = next_request(&mut w);
+    answer(&mut w, call, &text_stream("c1", &["Noted."]), &mut [&mut p]);
+    let logged = p
+        .types("s")
+        .iter()
+        .filter(|t| !t.starts_with("ui."))
+        .count();
+
+    let question = "In one word, what is my favourite colour?";
+    let asked = send_request(
+        &mut w,
+        &mut p,
+        "session.ui.ephemeralQuery",
+        json!({"sessionId": "s", "question": question}),
+    );
+    let (call, request) = next_request(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert!(body.get("tools").is_none(), "no tools: {body}");
+    let msgs = messages(&request);
+    assert_eq!(msgs[0]["role"], "system");
+    let first = msgs[1]["content"].as_str().unwrap();
+    assert!(first.ends_with("My favourite colour is blue."), "{msgs:?}");
+    assert_eq!(msgs[2]["content"], "Noted.");
+    assert_eq!(msgs.last().unwrap()["content"], question);
+    answer(
+        &mut w,
+        call,
+        &text_stream("c2", &["Bl", "ue."]),
+        &mut [&mut p],
+    );
+    let answered = response(&p, asked).expect("answered").clone();
+    assert_eq!(answered["result"], json!({"answer": "Blue."}), "{answered}");
+    let phases: Vec<Value> = p
+        .events("s")
+        .into_iter()
+        .filter(|e| e["type"] == "ui.ephemeral_query")
+        .map(|e| {
+            assert_eq!(e["ephemeral"], true);
+            e["data"].clone()
+        })
+        .collect();
+    let kinds: Vec<&str> = phases
+        .iter()
+        .map(|d| d["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["started", "chunk", "chunk", "completed"]);
+    assert!(phases
+        .iter()
+        .all(|d| d["requestId"] == phases[0]["requestId"]));
+    assert_eq!(phases[3]["answer"], "Blue.");
+
+    // The conversation did not change: nothing persisted, and the next prompt's request
+    // holds no trace of the question.
+    let after = p
+        .types("s")
+        .iter()
+        .filter(|t| !t.starts_with("ui."))
+        .count();
+    assert_eq!(after, logged);
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Thanks."}),
+    );
+    let (_, request) = next_request(&mut w);
+    assert!(messages(&request).iter().all(|m| m["content"] != question));
+
+    // An empty question is refused.
+    let empty = w.call(
+        &mut p,
+        &mut [],
+        "session.ui.ephemeralQuery",
+        json!({"sessionId": "s", "question": " "}),
+    );
+    assert!(
+        empty["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("empty"),
+        "{empty}"
+    );
+}

@@ -15,6 +15,7 @@
 //! servers: the process group is killed ([`EffectOp::ProcessKill`]).
 
 pub(in crate::host) mod apps;
+pub(in crate::host) mod oauth;
 pub(in crate::host) mod requests;
 pub(in crate::host) mod sampling;
 pub(in crate::host) mod tools;
@@ -36,6 +37,8 @@ pub(crate) enum McpStatus {
     Pending,
     Connected,
     Failed,
+    /// A remote server whose authorization the session declined before it connected.
+    NeedsAuth,
     Stopped,
 }
 
@@ -45,6 +48,7 @@ impl McpStatus {
             McpStatus::Pending => "pending",
             McpStatus::Connected => "connected",
             McpStatus::Failed => "failed",
+            McpStatus::NeedsAuth => "needs-auth",
             McpStatus::Stopped => "stopped",
         }
     }
@@ -225,7 +229,8 @@ impl Host {
                 self.flush_mcp(session, name);
             }
             McpTransport::Http { url, headers, .. } => {
-                server.http = Some(super::mcp_http::HttpTransport::new(url, headers));
+                let client = server.config.oauth_client.clone();
+                server.http = Some(super::mcp_http::HttpTransport::new(url, headers, client));
                 server.client.start(now);
                 self.flush_mcp(session, name);
             }
@@ -455,8 +460,17 @@ impl Host {
                 let stopped = self
                     .mcp_server(session, name)
                     .is_some_and(|s| s.status == McpStatus::Stopped);
+                let declined = self
+                    .mcp_server(session, name)
+                    .and_then(|s| s.http.as_ref())
+                    .is_some_and(|h| h.auth.declined_initial());
+                let status = if declined {
+                    McpStatus::NeedsAuth
+                } else {
+                    McpStatus::Failed
+                };
                 if !stopped {
-                    self.set_mcp_status(session, name, McpStatus::Failed, Some(reason));
+                    self.set_mcp_status(session, name, status, Some(reason));
                 }
                 self.run_queued_mcp_calls(session, name);
             }
