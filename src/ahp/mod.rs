@@ -93,14 +93,14 @@ impl DialectHandler for Ahp {
         let contributor = (event.event_type == "tool.execution_start")
             .then(|| tool_provider(host, session, data))
             .flatten();
-        // Queued messages the agent dropped: an abort clears its queue (the turn ends
-        // `aborted`); `pending_messages.modified` says the queue changed (read it when the
-        // agent is not handling an input, else nothing is known yet).
-        let aborted = event.event_type == "session.idle"
-            && data.get("aborted").and_then(Value::as_bool) == Some(true);
-        let still: Option<Vec<String>> = if aborted {
-            Some(Vec::new())
-        } else if event.event_type == "pending_messages.modified" {
+        // The agent's queue may have changed (a turn ended: an abort may have cleared it;
+        // `pending_messages.modified`): compare the queued messages with it now if it can be
+        // read, else once the agent finished handling its input.
+        let queue_changed = matches!(
+            event.event_type.as_str(),
+            "session.idle" | "pending_messages.modified"
+        );
+        let still: Option<Vec<String>> = if queue_changed {
             host.queued_prompt_ids(session)
         } else {
             None
@@ -116,13 +116,33 @@ impl DialectHandler for Ahp {
             chat.note_contributor(call, client_id);
         }
         let mut produced = chat.on_event(&event.event_type, data, now);
-        if let Some(still) = still {
-            produced.extend(chat.sync_queue(&still));
+        if queue_changed && chat.has_queued() {
+            match still {
+                Some(still) => produced.extend(chat.sync_queue(&still)),
+                None => chat.queue_dirty = true,
+            }
         }
         publish_all(host, session, produced);
         if event.event_type == "elicitation.requested" {
             cancel_unshown_elicitation(host, session, data);
         }
+    }
+
+    fn agent_input_handled(&self, host: &mut Host, session: &str) {
+        let dirty = host
+            .session_state_ref::<ChatProjection>(session)
+            .is_some_and(|c| c.live && c.queue_dirty);
+        if !dirty {
+            return;
+        }
+        let Some(still) = host.queued_prompt_ids(session) else {
+            return;
+        };
+        let Some(chat) = host.session_state::<ChatProjection>(session) else {
+            return;
+        };
+        let produced = chat.sync_queue(&still);
+        publish_all(host, session, produced);
     }
 
     fn permission_requested(&self, host: &mut Host, session: &str, request_id: &str) {

@@ -210,6 +210,9 @@ pub(crate) struct ChatProjection {
     /// Turns AHP clients started while another ran, queued in the agent: the host message
     /// id and the queued message (its id is the client's turn id), oldest first.
     queued: Vec<(String, PendingMessage)>,
+    /// The agent's queue changed (a turn ended, or `pending_messages.modified`) while it
+    /// could not be read: compare once the agent is back.
+    pub(crate) queue_dirty: bool,
     title: Option<String>,
     /// The origins of tool-call actions AHP clients dispatched (`chat/toolCallConfirmed`,
     /// `chat/toolCallComplete`), by tool call id and action type, until the host's own action
@@ -401,14 +404,20 @@ impl ChatProjection {
         self.active_turn_id() == Some(turn_id) || self.queued.iter().any(|(_, p)| p.id == turn_id)
     }
 
+    /// Whether messages are queued.
+    pub(crate) fn has_queued(&self) -> bool {
+        !self.queued.is_empty()
+    }
+
     /// The queued messages (for snapshots); `None` when there are none.
     pub(crate) fn queued_messages(&self) -> Option<Vec<PendingMessage>> {
         (!self.queued.is_empty()).then(|| self.queued.iter().map(|(_, p)| p.clone()).collect())
     }
 
     /// The agent's queue holds only `still` (message ids): queued messages it dropped (an
-    /// abort clears it) are removed.
+    /// abort clears the scripted and model agents' queues) are removed.
     pub(crate) fn sync_queue(&mut self, still: &[String]) -> Vec<Produced> {
+        self.queue_dirty = false;
         let mut produced = Vec::new();
         self.queued.retain(|(message_id, pending)| {
             let kept = still.contains(message_id);
