@@ -172,7 +172,7 @@ pub(crate) fn create_chat(host: &mut Host, _conn: ConnId, params: Option<&RawVal
         .map(ChatProjection::active_client_conns)
         .unwrap_or_default();
     for (conn, client) in clients {
-        host.attach(&id, conn, super::attachment(tool_decls(&client)));
+        host.attach(&id, conn, super::attachment(tool_decls(&client), false));
     }
     if let Some(message) = p.initial_message {
         let turn = format!("{id}-initial");

@@ -157,7 +157,7 @@ fn subscribe_to(
         if !ensure_live(host, session) {
             return Err(session_not_found(uri));
         }
-        attach(host, conn, session);
+        attach(host, conn, session, matches!(channel, Channel::Chat(_)));
     }
     let seq = host.dialect_state::<Feed>().map_or(0, |f| f.seq());
     let snapshot = snapshot::snapshot(host, channel, seq).ok_or_else(|| session_not_found(uri))?;
@@ -180,6 +180,12 @@ fn unsubscribe(host: &mut Host, conn: ConnId, uri: &str) {
     });
     if !still {
         host.detach_conn(session, conn);
+    } else if host
+        .dialect_state::<Feed>()
+        .is_some_and(|f| !f.subscribers(&chat_uri(session)).contains(&conn))
+    {
+        // Still on the session's channel only: prompts are shown in the chat it left.
+        super::stop_answering(host, conn, session);
     }
 }
 

@@ -406,33 +406,59 @@ pub(crate) fn ensure_live(host: &mut Host, session: &str) -> bool {
     true
 }
 
-/// What an AHP connection declares when it attaches: it streams, answers permission
-/// prompts and elicitations (`chat/inputCompleted`), and provides `tools`.
-fn attachment(tools: Vec<ToolDecl>) -> Attachment {
+/// What an AHP connection declares when it attaches: it streams, provides `tools`, and,
+/// when it `answers` (it is subscribed to the session's chat, where AHP shows them), answers
+/// permission prompts (`chat/toolCallConfirmed`) and elicitations (`chat/inputCompleted`).
+fn attachment(tools: Vec<ToolDecl>, answers: bool) -> Attachment {
     Attachment {
         streaming: true,
         include_sub_agent_streaming: true,
-        request_permission: true,
-        request_elicitation: true,
+        request_permission: answers,
+        request_elicitation: answers,
         tools,
         ..Attachment::default()
     }
 }
 
-/// Attaches `conn` to `session` (once) as a client that streams and answers permission
-/// prompts.
-fn attach(host: &mut Host, conn: ConnId, session: &str) {
-    let attached = host
+/// Whether `conn` is attached to `session` as a client that answers prompts.
+fn answers_prompts(host: &Host, conn: ConnId, session: &str) -> bool {
+    host.session(session)
+        .and_then(|s| s.attached.get(&conn))
+        .is_some_and(|a| a.request_permission)
+}
+
+/// Attaches `conn` to `session` (once) as a client that streams; subscribing to the chat
+/// (`chat`) makes it answer prompts too (it sees them there).
+fn attach(host: &mut Host, conn: ConnId, session: &str, chat: bool) {
+    let current = host
         .session(session)
-        .is_some_and(|s| s.attached.contains_key(&conn));
-    if !attached {
-        host.attach(session, conn, attachment(Vec::new()));
+        .and_then(|s| s.attached.get(&conn))
+        .map(|a| (a.tools.clone(), a.request_permission));
+    match current {
+        None => host.attach(session, conn, attachment(Vec::new(), chat)),
+        Some((tools, false)) if chat => host.attach(session, conn, attachment(tools, true)),
+        Some(_) => {}
     }
 }
 
-/// Attaches `conn` to `session` providing `tools` (replacing those it provided before).
+/// `conn` no longer sees `session`'s chat (it unsubscribed from it but not from the
+/// session): it stops answering prompts.
+fn stop_answering(host: &mut Host, conn: ConnId, session: &str) {
+    let tools = host
+        .session(session)
+        .and_then(|s| s.attached.get(&conn))
+        .filter(|a| a.request_permission)
+        .map(|a| a.tools.clone());
+    if let Some(tools) = tools {
+        host.attach(session, conn, attachment(tools, false));
+    }
+}
+
+/// Attaches `conn` to `session` providing `tools` (replacing those it provided before);
+/// whether it answers prompts does not change (it does when subscribed to the chat).
 fn provide_tools(host: &mut Host, conn: ConnId, session: &str, tools: Vec<ToolDecl>) {
-    host.attach(session, conn, attachment(tools));
+    let answers = answers_prompts(host, conn, session);
+    host.attach(session, conn, attachment(tools, answers));
 }
 
 /// The origin of an action `conn` dispatched with `client_seq`.

@@ -1710,3 +1710,72 @@ fn a_session_gets_more_chats_each_with_its_own_turns_and_they_go_with_it() {
     assert!(w.host.session_events("m").is_none());
     assert!(w.host.session_events("m-5").is_none());
 }
+
+#[test]
+fn an_ahp_client_answers_prompts_only_while_it_sees_the_chat() {
+    let scenario = Scenario::from_json(
+        r#"{"rules":[{"match":"weather","steps":[{"tool":"get_weather","arguments":{}},
+                                                 {"say":"done"}]}],
+            "default":[{"say":"ok"}]}"#,
+    )
+    .unwrap();
+    let mut w = World::new(HostConfig::with_scenario(scenario));
+    let mut sdk = w.connect();
+    create(&mut w, &mut sdk, "p", json!({"requestPermission": false}));
+    // The AHP client provides the tool from the session's channel, without the chat.
+    let mut a = ahp_peer(&mut w);
+    initialize(&mut w, &mut a, "a", json!(["ahp-session:/p"]));
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [&mut sdk],
+        "ahp-session:/p",
+        1,
+        json!({"type": "session/activeClientSet", "activeClient": {"clientId": "a",
+               "tools": [{"name": "get_weather", "inputSchema": {"type": "object"}}]}}),
+    );
+    // Nobody who could see a permission prompt: it is answered at once, the turn ends.
+    w.call(
+        &mut sdk,
+        &mut [&mut a],
+        "session.send",
+        json!({"sessionId": "p", "prompt": "weather?"}),
+    );
+    let types = w
+        .host
+        .session_events("p")
+        .unwrap()
+        .iter()
+        .map(|e| e.event_type.clone())
+        .collect::<Vec<_>>();
+    assert!(
+        types.contains(&"permission.completed".to_owned())
+            && types.last().map(String::as_str) == Some("assistant.turn_end"),
+        "the prompt nobody could see did not hold the turn: {types:?}"
+    );
+    // Once it sees the chat, it answers: the next prompt waits for its confirmation.
+    chat_snapshot(&mut w, &mut a, "ahp-chat:/p");
+    w.call(
+        &mut sdk,
+        &mut [&mut a],
+        "session.send",
+        json!({"sessionId": "p", "prompt": "weather again"}),
+    );
+    let waiting = envelopes(&a)
+        .into_iter()
+        .filter(|e| e["action"]["type"] == "chat/toolCallReady")
+        .any(|e| e["action"].get("confirmed").is_none());
+    assert!(waiting, "{:?}", envelopes(&a));
+    let last = w
+        .host
+        .session_events("p")
+        .unwrap()
+        .last()
+        .unwrap()
+        .event_type
+        .clone();
+    assert_eq!(
+        last, "permission.requested",
+        "the turn waits for the AHP client"
+    );
+}
