@@ -38,6 +38,11 @@ pub enum SystemMessage {
 pub struct ModelSettings {
     /// `provider`, or `providers[]` + `models[]`; `None` uses the server default.
     pub catalog: Option<ProviderCatalog>,
+    /// Providers and models a client added at runtime (`session.provider.add`) to a session
+    /// that has a single provider or none (the server default's): its `provider/id` models
+    /// are selectable beside that provider's. (A session with `providers[]` gets them in its
+    /// catalog.)
+    pub registry: Option<ProviderCatalog>,
     /// The session's `model`.
     pub model: Option<String>,
     /// `reasoningEffort`.
@@ -92,6 +97,7 @@ impl ModelSettings {
         };
         Ok(ModelSettings {
             catalog: ProviderCatalog::from_session(params)?,
+            registry: None,
             model: params
                 .get("model")
                 .and_then(Value::as_str)
@@ -206,13 +212,50 @@ impl ModelSettings {
             .is_none_or(|list| list.iter().any(matches))
     }
 
+    /// Adds `providers` and `models` (`session.provider.add`): to the session's catalog when
+    /// it has `providers[]`, else beside its provider ([`ModelSettings::registry`]). Returns
+    /// the models added.
+    pub fn add_providers(
+        &mut self,
+        providers: &[Value],
+        models: &[Value],
+    ) -> Result<Vec<crate::model::ModelInfo>, crate::model::ProviderError> {
+        match &mut self.catalog {
+            Some(catalog @ ProviderCatalog::Named { .. }) => catalog.add(providers, models),
+            _ => self
+                .registry
+                .get_or_insert_with(ProviderCatalog::empty)
+                .add(providers, models),
+        }
+    }
+
+    /// The models added beside the session's provider ([`ModelSettings::registry`]).
+    pub fn registry_models(&self) -> Vec<crate::model::ModelInfo> {
+        self.registry
+            .as_ref()
+            .map(ProviderCatalog::models)
+            .unwrap_or_default()
+    }
+
     /// Resolves the provider to call: the session's own, else `default`.
     pub fn resolve(
         &self,
         default: Option<&ServerDefault>,
         call: &CallConfig,
     ) -> Result<ModelSetup, String> {
+        let added = self
+            .registry
+            .as_ref()
+            .zip(self.model.as_deref())
+            .filter(|(registry, model)| registry.has_model(model));
         let (provider, model) = match (&self.catalog, default) {
+            _ if added.is_some() => {
+                let (registry, model) = added.expect("checked");
+                (
+                    registry.select(Some(model)).map_err(|e| e.to_string())?,
+                    self.model.clone(),
+                )
+            }
             (Some(catalog), _) => (
                 catalog
                     .select(self.model.as_deref())

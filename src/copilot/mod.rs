@@ -36,6 +36,7 @@ mod method_table;
 mod methods;
 mod params;
 mod permissions;
+mod plugins;
 mod queue;
 pub(crate) mod relay;
 mod relayed_turns;
@@ -52,6 +53,7 @@ mod state_files;
 mod stored_state;
 mod surface;
 mod tasks;
+mod telemetry;
 mod turns;
 mod unsupported;
 mod user_shell;
@@ -193,6 +195,7 @@ impl DialectHandler for Copilot {
         session_metadata::event_emitted(host, session, event, data);
         event_log_wait::event_emitted(host, session, event);
         state_files::event_emitted(host, session, event);
+        telemetry::event_emitted(host, session, event, data);
     }
 
     fn state_mirror_started(&self, host: &mut Host, session: &str) {

@@ -294,6 +294,35 @@ pub(super) fn model_current(host: &mut Host, session: &str, _: &Value) -> Answer
     Ok(model_state(host, session))
 }
 
+/// `session.provider.add {providers?, models?}`: named BYOK providers and their models,
+/// added to the session at runtime (`provider/id` models become selectable, listed after the
+/// session's own, and called on their provider once chosen); `{models}` lists those added.
+/// A provider the operator's base-URL policy refuses, a duplicate name or id, or a model of
+/// an unknown provider adds nothing and is an error naming the field.
+pub(super) fn provider_add(host: &mut Host, call: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let array = |key: &str| -> Result<Vec<Value>, ErrorObject> {
+        match p.get(key) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(items)) => Ok(items.clone()),
+            Some(_) => Err(ErrorObject::new(
+                code::INVALID_PARAMS,
+                format!("invalid params: `{key}` must be an array"),
+            )),
+        }
+    };
+    let (providers, models) = (array("providers")?, array("models")?);
+    let served_by_client = host.served_by_client(session, call.conn);
+    let added = host
+        .add_session_providers(session, &providers, &models, served_by_client)
+        .map_err(|e| fail(format!("invalid provider: {e}")))?;
+    let entries = if added.is_empty() {
+        json!([])
+    } else {
+        super::methods::model_entries(&added)
+    };
+    Ok(json!({ "models": entries }))
+}
+
 pub(super) fn model_switch(host: &mut Host, session: &str, p: &Value) -> Answer {
     let model = required_str(p, "modelId")?.to_owned();
     let effort = p.get("reasoningEffort").and_then(Value::as_str);
@@ -303,6 +332,7 @@ pub(super) fn model_switch(host: &mut Host, session: &str, p: &Value) -> Answer 
     let previous = host
         .session_mut(session)
         .and_then(|s| s.model.replace(model.clone()));
+    host.select_model(session, &model);
     host.emit(
         session,
         "session.model_change",

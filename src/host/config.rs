@@ -102,6 +102,12 @@ pub struct HostConfig {
     /// choose it with `session.setForeground`. Off by default (a headless server, where that
     /// method fails with the runtime's "Not running in TUI+server mode").
     pub foreground_ui: bool,
+    /// The data directory (the CLI's `--data-dir`: `$COPILOT_HOME`, else `~/.agentwire`)
+    /// where installed plugins and registered plugin marketplaces live
+    /// (`installed-plugins/…` and `plugins.json`; see `plugins.rs`). The host reads and
+    /// writes it only through file effects. `None`: the `plugins.*` methods fail, saying the
+    /// server has no data directory.
+    pub data_dir: Option<String>,
 }
 
 /// Which connections may make the runtime start stdio MCP servers (`mcpServers` entries with
@@ -164,6 +170,12 @@ impl HostConfig {
     /// Sets [`HostConfig::outbox_budget_bytes`].
     pub fn with_outbox_budget_bytes(mut self, bytes: usize) -> Self {
         self.outbox_budget_bytes = bytes;
+        self
+    }
+
+    /// Sets [`HostConfig::data_dir`].
+    pub fn with_data_dir(mut self, dir: Option<String>) -> Self {
+        self.data_dir = dir;
         self
     }
 
@@ -278,6 +290,7 @@ impl Default for HostConfig {
             node_id: None,
             lookup_unknown_sessions: false,
             foreground_ui: false,
+            data_dir: None,
         }
     }
 }
@@ -314,6 +327,7 @@ impl fmt::Debug for HostConfig {
             .field("node_id", &self.node_id)
             .field("lookup_unknown_sessions", &self.lookup_unknown_sessions)
             .field("foreground_ui", &self.foreground_ui)
+            .field("data_dir", &self.data_dir)
             .finish_non_exhaustive()
     }
 }

@@ -64,6 +64,21 @@ pub enum FileRequest {
         /// Larger files are skipped.
         max_file_bytes: u64,
     },
+    /// Copy the directory tree `from` to `to`, replacing whatever was at `to` (missing
+    /// parents are created; `.git` directories and symbolic links are left out)
+    /// ([`FileReply::Written`]). Used to install plugins into the data directory.
+    CopyDir {
+        /// The directory copied.
+        from: String,
+        /// Where the copy goes.
+        to: String,
+    },
+    /// Remove the file or directory tree `path` ([`FileReply::Written`]); a path that does
+    /// not exist is not an error. Used to uninstall plugins from the data directory.
+    Remove {
+        /// The file or directory.
+        path: String,
+    },
 }
 
 /// The runtime's answer to a [`FileRequest`]
@@ -113,6 +128,8 @@ enum Stage {
     },
     Create {
         result: String,
+        path: String,
+        content: String,
     },
     EditRead {
         path: String,
@@ -121,6 +138,9 @@ enum Stage {
     },
     EditWrite {
         summary: String,
+        path: String,
+        original: String,
+        content: String,
     },
     Glob {
         pattern: String,
@@ -146,6 +166,16 @@ enum Stage {
     ),
     /// An ACP agent's `fs/*` request (`acp_agents.rs`), not a tool call.
     AcpAgent(super::sessions::acp_agents::AcpFileWait),
+    /// A plugins request's file work in the data directory (`plugins.rs`), not a tool call.
+    Plugins(super::plugins::PluginWait),
+    /// A rewind's file work (`sessions/rewind.rs`), not a tool call.
+    Rewind(super::sessions::rewind::RewindStep),
+    /// A client tool's large result being saved (`requests/large_output.rs`): what the model
+    /// gets once it is, and the result itself if it cannot be.
+    LargeOutput {
+        message: String,
+        original: String,
+    },
 }
 
 struct ToolOp {
@@ -213,12 +243,14 @@ impl Host {
             ),
             BuiltinOp::WriteFile { path, content } => (
                 FileRequest::Write {
-                    path,
-                    content,
+                    path: path.clone(),
+                    content: content.clone(),
                     create_new: true,
                 },
                 Stage::Create {
                     result: call.result,
+                    path,
+                    content,
                 },
             ),
             BuiltinOp::Edit {
@@ -301,6 +333,61 @@ impl Host {
         wait: super::sessions::acp_agents::AcpFileWait,
     ) {
         self.file_op(session, "", request, Stage::AcpAgent(wait));
+    }
+
+    /// File work of a plugins request (always the runtime's, never a session's file
+    /// provider); the answer goes to [`Host::plugin_file_done`].
+    pub(super) fn plugin_file_op(
+        &mut self,
+        request: FileRequest,
+        wait: super::plugins::PluginWait,
+    ) {
+        let id = self.next_effect_id();
+        let op = id.get();
+        let stage = Stage::Plugins(wait);
+        let (session, tool_call_id) = (String::new(), String::new());
+        self.runtime_tools.ops.insert(
+            op,
+            ToolOp {
+                session,
+                tool_call_id,
+                stage,
+            },
+        );
+        self.push_effect(id, EffectOp::FileOp(request));
+    }
+
+    /// Saves a client tool's large result at `path`; the call completes with `message` once
+    /// it is saved, else with the result itself.
+    pub(super) fn save_large_output(
+        &mut self,
+        session: &str,
+        tool_call_id: &str,
+        path: String,
+        content: String,
+        message: String,
+    ) {
+        let request = FileRequest::Write {
+            path,
+            content: content.clone(),
+            create_new: false,
+        };
+        let stage = Stage::LargeOutput {
+            message,
+            original: content,
+        };
+        self.file_op(session, tool_call_id, request, stage);
+    }
+
+    /// File work of a rewind of `session` (the session's file provider's, or the
+    /// runtime's); the answer goes to [`Host::rewind_file_done`].
+    pub(super) fn rewind_file_op(
+        &mut self,
+        session: &str,
+        request: FileRequest,
+        step: super::sessions::rewind::RewindStep,
+    ) {
+        self.file_op(session, "", request, Stage::Rewind(step));
     }
 
     fn file_op(&mut self, session: &str, tool_call_id: &str, request: FileRequest, stage: Stage) {
@@ -390,6 +477,38 @@ impl Host {
         if let Stage::AcpAgent(wait) = stage {
             self.acp_file_done(wait, result);
             return;
+        }
+        if let Stage::Plugins(wait) = stage {
+            self.plugin_file_done(wait, result);
+            return;
+        }
+        if let Stage::Rewind(step) = stage {
+            self.rewind_file_done(step, result);
+            return;
+        }
+        if let Stage::LargeOutput { message, original } = stage {
+            let text = match result {
+                Ok(FileReply::Written) => message,
+                _ => original,
+            };
+            self.complete_tool(&session, &tool_call_id, ToolOutcome::Success(text));
+            return;
+        }
+        // A file the tools created or edited is captured for rewind (`sessions/rewind.rs`).
+        match (&stage, &result) {
+            (Stage::Create { path, content, .. }, Ok(FileReply::Written)) => {
+                self.file_written(&session, path, None, content)
+            }
+            (
+                Stage::EditWrite {
+                    path,
+                    original,
+                    content,
+                    ..
+                },
+                Ok(FileReply::Written),
+            ) => self.file_written(&session, path, Some(original.clone()), content),
+            _ => {}
         }
         if let (Stage::View { path, .. }, Ok(FileReply::Bytes(bytes))) = (&stage, &result) {
             // An image: the model is told it was viewed, and gets the image itself after the
@@ -494,7 +613,13 @@ impl Host {
         let ops: Vec<u64> = (self.runtime_tools.ops.iter())
             .filter(|(_, o)| {
                 o.session == session
-                    && !matches!(o.stage, Stage::Attachment { .. } | Stage::Instructions(_))
+                    && !matches!(
+                        o.stage,
+                        Stage::Attachment { .. }
+                            | Stage::Instructions(_)
+                            | Stage::Plugins(_)
+                            | Stage::Rewind(_)
+                    )
             })
             .map(|(id, _)| *id)
             .collect();
@@ -555,7 +680,7 @@ fn file_step(stage: Stage, result: Result<FileReply, String>) -> Next {
         (Stage::View { .. }, FileReply::Entries(entries)) => {
             Next::Done(Ok(tool_text::view_dir(&entries)))
         }
-        (Stage::Create { result }, FileReply::Written) => Next::Done(Ok(result)),
+        (Stage::Create { result, .. }, FileReply::Written) => Next::Done(Ok(result)),
         (
             Stage::EditRead {
                 path,
@@ -566,18 +691,23 @@ fn file_step(stage: Stage, result: Result<FileReply, String>) -> Next {
         ) => match tool_text::apply_edit(&text, &path, &old_str, &new_str) {
             Ok((content, summary)) => Next::Then(
                 FileRequest::Write {
-                    path,
-                    content,
+                    path: path.clone(),
+                    content: content.clone(),
                     create_new: false,
                 },
-                Stage::EditWrite { summary },
+                Stage::EditWrite {
+                    summary,
+                    path,
+                    original: text,
+                    content,
+                },
             ),
             Err(message) => Next::Done(Err(message)),
         },
         (Stage::EditRead { path, .. }, FileReply::Entries(_)) => {
             Next::Done(Err(format!("{path} is a directory, not a file")))
         }
-        (Stage::EditWrite { summary }, FileReply::Written) => Next::Done(Ok(summary)),
+        (Stage::EditWrite { summary, .. }, FileReply::Written) => Next::Done(Ok(summary)),
         (Stage::Glob { pattern }, FileReply::Entries(files)) => Next::Done(
             tool_text::glob_files(&files, &pattern).map(|m| tool_text::glob_answer(&m, &pattern)),
         ),

@@ -36,6 +36,15 @@ enum SideCall {
     EphemeralQuery,
 }
 
+/// An ephemeral query waiting for the server default's model to be chosen (as a prompt
+/// waits for it: `turn_gate.rs`).
+pub(crate) struct WaitingQuery {
+    session: String,
+    conn: ConnId,
+    id: OwnedId,
+    question: String,
+}
+
 /// One sampling execution (or ephemeral query) in flight.
 pub(crate) struct SamplingExec {
     session: String,
@@ -149,6 +158,23 @@ impl Host {
         id: &OwnedId,
         question: &str,
     ) -> Result<(), String> {
+        if self.needs_default_choice(session)
+            && self.models_lists.default_choice != crate::host::models_list::DefaultChoice::Failed
+        {
+            self.ask_default_choice();
+            if self.needs_default_choice(session)
+                && self.models_lists.default_choice
+                    != crate::host::models_list::DefaultChoice::Failed
+            {
+                self.waiting_queries.push(WaitingQuery {
+                    session: session.to_owned(),
+                    conn,
+                    id: id.clone(),
+                    question: question.to_owned(),
+                });
+                return Ok(());
+            }
+        }
         let setup = self.model_setup(session)?;
         // The conversation carries the system prompt it was started with (its
         // `system.message`); one that has not started yet gets the session's.
@@ -194,6 +220,22 @@ impl Host {
         );
         self.pump_sampling(&query);
         Ok(())
+    }
+
+    /// The server default's model was chosen (or could not be): the queries that waited for
+    /// it start, or fail with the reason.
+    pub(crate) fn start_waiting_queries(&mut self) {
+        for q in std::mem::take(&mut self.waiting_queries) {
+            if let Err(reason) = self.start_ephemeral_query(&q.session, q.conn, &q.id, &q.question)
+            {
+                let Some(dialect) = self.conns.get(&q.conn).map(|c| c.dialect) else {
+                    continue;
+                };
+                let error = self.dialects[dialect.index()]
+                    .request_failed(Some("session.ui.ephemeralQuery"), &reason);
+                self.respond(q.conn, &q.id, Err(error));
+            }
+        }
     }
 
     /// `session.mcp.cancelSamplingExecution`: whether an execution was running.

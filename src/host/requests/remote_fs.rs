@@ -157,6 +157,10 @@ impl Host {
                 },
                 FsPrimitive::Stat { path: root },
             ),
+            FileRequest::CopyDir { .. } | FileRequest::Remove { .. } => {
+                let message = "a session's file provider does not copy or remove directory trees";
+                return self.file_result(op, Err(message.to_owned()));
+            }
             FileRequest::ReadMany { root, paths, .. } => {
                 let mut paths: VecDeque<String> = paths.into();
                 let Some(first) = paths.pop_front() else {
