@@ -24,7 +24,7 @@ use crate::jsonrpc::{code, ErrorObject, OwnedId};
 use super::session_state::session_id;
 use super::surface::{decode, known, Answer};
 use super::{
-    account, discovery, event_log_wait, github_auth, history, lifecycle, llm_inference, mcp,
+    account, discovery, event_log_wait, factories, github_auth, history, lifecycle, llm_inference, mcp,
     methods as core, permissions, queue, remote_control, schedule, session_metadata, session_state,
     session_store, skills, tasks, unsupported, user_shell, workspaces,
 };
@@ -206,6 +206,10 @@ fn table() -> Table {
         .later("session.canvas.open", core::canvas_open)
         .later("session.canvas.close", core::canvas_close)
         .later("session.canvas.action.invoke", core::canvas_action)
+        .later("session.factory.run", factories::run)
+        .later("session.factory.resume", factories::resume)
+        .raw("session.factory.getRun", factories::get_run)
+        .raw("session.factory.cancel", factories::cancel)
         .raw("session.mcp.apps.setHostContext", core::mcp_set_host_context)
         .raw("session.mcp.apps.getHostContext", core::mcp_get_host_context)
         .raw("session.shell.exec", core::shell_exec)

@@ -299,6 +299,13 @@ pub(super) fn create(
             configs: mcp,
         });
     }
+    if p.request_extensions {
+        host.after_response(AfterResponse::StartExtensions {
+            session: session_id.clone(),
+            owner: conn,
+            sdk_path: p.extension_sdk_path.clone(),
+        });
+    }
     if let Some(extension) = p.attachment(false).extension {
         host.after_response(AfterResponse::ExtensionAccess {
             session: session_id.clone(),

@@ -146,6 +146,8 @@ enum Stage {
     ),
     /// An ACP agent's `fs/*` request (`acp_agents.rs`), not a tool call.
     AcpAgent(super::sessions::acp_agents::AcpFileWait),
+    /// A directory listing of extension discovery (`extensions.rs`), not a tool call.
+    Extensions(Box<super::extensions::ExtensionScan>),
 }
 
 struct ToolOp {
@@ -303,6 +305,25 @@ impl Host {
         self.file_op(session, "", request, Stage::AcpAgent(wait));
     }
 
+    /// A directory listing for extension discovery, always on the runtime's own file system
+    /// (extensions run there); the answer goes to [`Host::extension_scan_done`].
+    pub(super) fn extension_read(
+        &mut self,
+        scan: super::extensions::ExtensionScan,
+        request: FileRequest,
+    ) {
+        let id = self.next_effect_id();
+        self.runtime_tools.ops.insert(
+            id.get(),
+            ToolOp {
+                session: String::new(),
+                tool_call_id: String::new(),
+                stage: Stage::Extensions(Box::new(scan)),
+            },
+        );
+        self.push_effect(id, EffectOp::FileOp(request));
+    }
+
     fn file_op(&mut self, session: &str, tool_call_id: &str, request: FileRequest, stage: Stage) {
         let id = self.next_effect_id();
         let op = id.get();
@@ -388,6 +409,10 @@ impl Host {
         }
         if let Stage::AcpAgent(wait) = stage {
             self.acp_file_done(wait, result);
+            return;
+        }
+        if let Stage::Extensions(scan) = stage {
+            self.extension_scan_done(*scan, result);
             return;
         }
         if let (Stage::View { path, .. }, Ok(FileReply::Bytes(bytes))) = (&stage, &result) {
