@@ -357,6 +357,13 @@ pub(super) fn resume(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>
     super::skills::configure(host, &session_id, params);
     super::session_state::declared(host, &session_id, &p);
     host.set_last_session(&session_id);
+    if p.request_extensions {
+        host.after_response(AfterResponse::StartExtensions {
+            session: session_id.clone(),
+            owner: conn,
+            sdk_path: p.extension_sdk_path.clone(),
+        });
+    }
     let mut result = attach_result(host, &session_id);
     result["openCanvases"] = host.open_canvases_json(&session_id);
     if p.relay_reattach {

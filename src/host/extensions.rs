@@ -218,8 +218,8 @@ pub(crate) fn sdk_loader(sdk_path: &str) -> String {
 
 /// Extensions.
 impl Host {
-    /// Starts the extensions of `session` for `owner` (the client that created it with
-    /// `requestExtensions`), when extensions are enabled.
+    /// Starts the extensions of `session` for `owner` (the client that created or resumed
+    /// it with `requestExtensions`), when extensions are enabled and none runs for it yet.
     pub(crate) fn start_extensions(
         &mut self,
         session: &str,
@@ -232,6 +232,12 @@ impl Host {
         let Some(cwd) = self.session(session).and_then(|s| s.cwd.clone()) else {
             return;
         };
+        // Extensions already run for the session (another client asked first): they serve
+        // every client of it.
+        if self.extensions.procs.values().any(|p| p.session == session) {
+            return;
+        }
+        self.extensions.names.remove(session);
         let mut roots = vec![format!(
             "{}/.github/extensions",
             cwd.trim_end_matches('/')
