@@ -24,9 +24,9 @@ use crate::jsonrpc::{code, ErrorObject, OwnedId};
 use super::session_state::session_id;
 use super::surface::{decode, known, Answer};
 use super::{
-    account, discovery, event_log_wait, factories, github_auth, history, lifecycle, llm_inference, mcp,
-    methods as core, permissions, queue, remote_control, schedule, session_metadata, session_state,
-    session_store, skills, tasks, unsupported, user_shell, workspaces,
+    account, discovery, event_log_wait, factories, github_auth, history, lifecycle, llm_inference,
+    mcp, methods as core, permissions, queue, remote_control, schedule, session_metadata,
+    session_state, session_store, skills, tasks, unsupported, user_shell, workspaces,
 };
 
 /// A method's answer, or `None` when it is answered later (`session.sendAndWait`, …).

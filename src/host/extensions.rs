@@ -213,7 +213,10 @@ pub(crate) fn sdk_loader(sdk_path: &str) -> String {
         percent_encode(&hook, b"-_.~")
     ));
     let register = format!("import{{register}}from\"node:module\";register({hook_url});");
-    format!("data:text/javascript,{}", percent_encode(&register, b"-_.~"))
+    format!(
+        "data:text/javascript,{}",
+        percent_encode(&register, b"-_.~")
+    )
 }
 
 /// Extensions.
@@ -238,10 +241,7 @@ impl Host {
             return;
         }
         self.extensions.names.remove(session);
-        let mut roots = vec![format!(
-            "{}/.github/extensions",
-            cwd.trim_end_matches('/')
-        )];
+        let mut roots = vec![format!("{}/.github/extensions", cwd.trim_end_matches('/'))];
         roots.extend(config.user_dirs.iter().cloned());
         let dir = roots.remove(0);
         self.scan_extensions(ExtensionScan {

@@ -54,7 +54,8 @@ pub use cluster::relay_group::{
 pub use cluster::restore::RestoreError;
 pub use cluster::ClusterApi;
 pub use config::{
-    ExtensionsConfig, HostConfig, McpSpawnPolicy, ToolServerConfig, CLIENT_TOOLS_SERVER, DEFAULT_OUTBOX_BUDGET,
+    ExtensionsConfig, HostConfig, McpSpawnPolicy, ToolServerConfig, CLIENT_TOOLS_SERVER,
+    DEFAULT_OUTBOX_BUDGET,
 };
 pub use effects::output::{ClusterOutput, ConnectionOutput, Output, StoreOutput};
 pub(crate) use effects::shell::ShellStream;

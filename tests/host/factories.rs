@@ -5,8 +5,8 @@
 
 use agentwire::frame::{FrameDecoder, FrameLimits, Framing};
 use agentwire::host::{
-    Effect, EffectEvent, EffectId, EffectOp, ExtensionsConfig, FileReply, FileRequest,
-    HostConfig, Output, ProcessSpec,
+    Effect, EffectEvent, EffectId, EffectOp, ExtensionsConfig, FileReply, FileRequest, HostConfig,
+    Output, ProcessSpec,
 };
 use serde_json::{json, Value};
 
@@ -23,12 +23,9 @@ struct Ext {
 }
 
 fn world() -> World {
-    World::new(
-        HostConfig::default()
-            .with_extensions(Some(ExtensionsConfig::new().with_user_dirs(vec![
-                "/home/u/.copilot/extensions".to_owned(),
-            ]))),
-    )
+    World::new(HostConfig::default().with_extensions(Some(
+        ExtensionsConfig::new().with_user_dirs(vec!["/home/u/.copilot/extensions".to_owned()]),
+    )))
 }
 
 /// Every output the host has (after pumping `peers`).
@@ -51,8 +48,11 @@ fn file_read(outs: &[Output]) -> Vec<(EffectId, String)> {
 
 fn entries(w: &mut World, id: EffectId, names: &[&str]) {
     let names = names.iter().map(|n| (*n).to_owned()).collect();
-    w.host
-        .handle_effect(w.now, id, EffectEvent::FileDone(Ok(FileReply::Entries(names))));
+    w.host.handle_effect(
+        w.now,
+        id,
+        EffectEvent::FileDone(Ok(FileReply::Entries(names))),
+    );
 }
 
 /// Hands process writes to their extensions; returns the other outputs.
@@ -150,7 +150,10 @@ fn start(w: &mut World, client: &mut Peer, factories: Value) -> Ext {
         .collect();
     // The user's `smoke` is shadowed by the project's: one process.
     assert_eq!(spawns.len(), 1, "{outs:?}");
-    assert!(file_read(&outs).is_empty(), "the user's smoke is not listed");
+    assert!(
+        file_read(&outs).is_empty(),
+        "the user's smoke is not listed"
+    );
     let (id, spec) = spawns.into_iter().next().unwrap();
     let mut ext = Ext {
         id,
@@ -199,7 +202,10 @@ fn an_extension_is_started_as_node_with_the_sdk_loader_and_the_session_id() {
         loader.contains("register"),
         "the loader registers a resolve hook: {loader}"
     );
-    assert!(loader.contains("%252Fsdk%252Fdist%252Fextension.js"), "{loader}");
+    assert!(
+        loader.contains("%252Fsdk%252Fdist%252Fextension.js"),
+        "{loader}"
+    );
     assert_eq!(argv[3], "/w/.github/extensions/smoke/extension.mjs");
     assert!(ext
         .spec
@@ -240,7 +246,10 @@ fn a_factory_runs_on_the_extension_that_declared_it() {
     );
     let outs = outputs(&mut w, &mut [&mut client]);
     route(&mut [&mut ext], outs);
-    assert!(response(&client, id).is_none(), "answered when the run settles");
+    assert!(
+        response(&client, id).is_none(),
+        "answered when the run settles"
+    );
     let exec = ext_requests(&ext, "factory.execute");
     assert_eq!(exec.len(), 1, "{:?}", ext.inbox);
     let p = exec[0]["params"].clone();
@@ -317,7 +326,11 @@ fn resume_refuses_unknown_and_completed_runs_with_their_codes() {
     let outs = outputs(&mut w, &mut [&mut client]);
     route(&mut [&mut ext], outs);
     let exec = ext_requests(&ext, "factory.execute")[0].clone();
-    ext_send(&mut w, &ext, &json!({"jsonrpc":"2.0","id":exec["id"],"result":{}}));
+    ext_send(
+        &mut w,
+        &ext,
+        &json!({"jsonrpc":"2.0","id":exec["id"],"result":{}}),
+    );
     w.pump(&mut [&mut client]);
     let run = response(&client, id).unwrap()["result"].clone();
     assert_eq!(run["status"], "completed");
@@ -443,7 +456,10 @@ fn an_extension_can_run_a_factory_while_another_run_is_in_flight() {
         &json!({"jsonrpc":"2.0","id":execs[0]["id"],"result":{"result":"released"}}),
     );
     w.pump(&mut [&mut client]);
-    assert_eq!(response(&client, parked).unwrap()["result"]["result"], "released");
+    assert_eq!(
+        response(&client, parked).unwrap()["result"]["result"],
+        "released"
+    );
 }
 
 #[test]
@@ -459,7 +475,8 @@ fn a_run_whose_extension_exits_fails_and_the_owner_letting_go_ends_the_extension
     );
     let outs = outputs(&mut w, &mut [&mut client]);
     route(&mut [&mut ext], outs);
-    w.host.handle_effect(w.now, ext.id, EffectEvent::Exit(Some(1)));
+    w.host
+        .handle_effect(w.now, ext.id, EffectEvent::Exit(Some(1)));
     w.pump(&mut [&mut client]);
     let run = &response(&client, id).unwrap()["result"];
     assert_eq!(run["status"], "error");
@@ -503,7 +520,10 @@ fn an_extension_that_writes_garbage_is_closed_not_the_host() {
     );
     let outs = outputs(&mut w, &mut [&mut client]);
     route(&mut [&mut ext], outs);
-    assert!(ext.killed, "a framing error closes the extension's connection");
+    assert!(
+        ext.killed,
+        "a framing error closes the extension's connection"
+    );
     assert!(ext.inbox.iter().any(|m| m["error"]["code"] == -32700));
     // The client's session goes on.
     let r = w.call(
