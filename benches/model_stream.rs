@@ -223,6 +223,7 @@ impl Streaming {
                 system_prompt: "You are a bench.".into(),
                 call: CallConfig::default(),
                 client_name: None,
+                enable_citations: false,
             },
             emitted: 0,
         };

@@ -42,7 +42,7 @@ fn message_bytes(message: &ChatMessage) -> usize {
             .iter()
             .map(|p| match p {
                 UserPart::Text(text) => text.len(),
-                UserPart::Image { data, .. } => data.len(),
+                UserPart::Image { data, .. } | UserPart::Document { data, .. } => data.len(),
             })
             .sum(),
         ChatMessage::Assistant {

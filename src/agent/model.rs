@@ -296,6 +296,7 @@ impl ModelAgent {
         s.emit("session.usage_info", info, true);
         let mut req = ChatRequest::new(run.setup.model.as_deref(), &messages, &run.tools);
         req.reasoning_effort = run.setup.reasoning_effort.as_deref();
+        req.enable_citations = run.setup.enable_citations;
         req.stream = run.setup.provider.streams_always || s.streaming();
         let mut request = match build_chat_request(&run.setup.provider, &req, bearer.as_ref()) {
             Ok(r) => r,

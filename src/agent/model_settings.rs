@@ -38,6 +38,11 @@ pub enum SystemMessage {
 pub struct ModelSettings {
     /// `provider`, or `providers[]` + `models[]`; `None` uses the server default.
     pub catalog: Option<ProviderCatalog>,
+    /// Providers and models a client added at runtime (`session.provider.add`) to a session
+    /// that has a single provider or none (the server default's): its `provider/id` models
+    /// are selectable beside that provider's. (A session with `providers[]` gets them in its
+    /// catalog.)
+    pub registry: Option<ProviderCatalog>,
     /// The session's `model`.
     pub model: Option<String>,
     /// `reasoningEffort`.
@@ -52,6 +57,8 @@ pub struct ModelSettings {
     pub client_name: Option<String>,
     /// `sessionLimits.maxAiCredits`: the session's AI-credit limit.
     pub max_ai_credits: Option<u64>,
+    /// `enableCitations`: attached documents ask the model for citations.
+    pub enable_citations: bool,
     /// `instructionDirectories`: directories whose `.github/instructions/*.instructions.md`
     /// files are the prompt's custom instructions.
     pub instruction_directories: Vec<String>,
@@ -90,6 +97,7 @@ impl ModelSettings {
         };
         Ok(ModelSettings {
             catalog: ProviderCatalog::from_session(params)?,
+            registry: None,
             model: params
                 .get("model")
                 .and_then(Value::as_str)
@@ -103,6 +111,7 @@ impl ModelSettings {
             max_ai_credits: params
                 .pointer("/sessionLimits/maxAiCredits")
                 .and_then(Value::as_u64),
+            enable_citations: params.get("enableCitations") == Some(&Value::Bool(true)),
             client_name: params
                 .get("clientName")
                 .and_then(Value::as_str)
@@ -203,13 +212,50 @@ impl ModelSettings {
             .is_none_or(|list| list.iter().any(matches))
     }
 
+    /// Adds `providers` and `models` (`session.provider.add`): to the session's catalog when
+    /// it has `providers[]`, else beside its provider ([`ModelSettings::registry`]). Returns
+    /// the models added.
+    pub fn add_providers(
+        &mut self,
+        providers: &[Value],
+        models: &[Value],
+    ) -> Result<Vec<crate::model::ModelInfo>, crate::model::ProviderError> {
+        match &mut self.catalog {
+            Some(catalog @ ProviderCatalog::Named { .. }) => catalog.add(providers, models),
+            _ => self
+                .registry
+                .get_or_insert_with(ProviderCatalog::empty)
+                .add(providers, models),
+        }
+    }
+
+    /// The models added beside the session's provider ([`ModelSettings::registry`]).
+    pub fn registry_models(&self) -> Vec<crate::model::ModelInfo> {
+        self.registry
+            .as_ref()
+            .map(ProviderCatalog::models)
+            .unwrap_or_default()
+    }
+
     /// Resolves the provider to call: the session's own, else `default`.
     pub fn resolve(
         &self,
         default: Option<&ServerDefault>,
         call: &CallConfig,
     ) -> Result<ModelSetup, String> {
+        let added = self
+            .registry
+            .as_ref()
+            .zip(self.model.as_deref())
+            .filter(|(registry, model)| registry.has_model(model));
         let (provider, model) = match (&self.catalog, default) {
+            _ if added.is_some() => {
+                let (registry, model) = added.expect("checked");
+                (
+                    registry.select(Some(model)).map_err(|e| e.to_string())?,
+                    self.model.clone(),
+                )
+            }
             (Some(catalog), _) => (
                 catalog
                     .select(self.model.as_deref())
@@ -229,6 +275,7 @@ impl ModelSettings {
             system_prompt: self.system_prompt(),
             call: call.clone(),
             client_name: self.client_name.clone(),
+            enable_citations: self.enable_citations,
         })
     }
 }
@@ -248,6 +295,8 @@ pub struct ModelSetup {
     pub call: CallConfig,
     /// The session's `clientName`, named in the calls' `user-agent`.
     pub client_name: Option<String>,
+    /// `enableCitations`: attached documents ask the model for citations.
+    pub enable_citations: bool,
 }
 
 #[cfg(test)]

@@ -90,9 +90,113 @@ pub(super) fn create(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>
     Some(result)
 }
 
-/// A token lookup of `conn` finished: its waiting creations go on (or wait again for
-/// another token).
+/// An `account.getQuota` waiting for its token's fresh lookup.
+#[derive(Debug)]
+pub(super) struct WaitingQuota {
+    id: OwnedId,
+    token: String,
+}
+
+/// `account.getQuota {gitHubToken}`: the token's account quotas, read fresh from the GitHub
+/// API (`/copilot_internal/user`'s `quota_snapshots`), in the SDK's shape.
+pub(super) fn get_quota(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
+    let token = params
+        .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+        .and_then(|p| {
+            p.get("gitHubToken")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .filter(|t| !t.is_empty());
+    let Some(token) = token else {
+        return Some(Err(failed(
+            call.method,
+            "a gitHubToken is needed: this server keeps no signed-in GitHub account",
+        )));
+    };
+    host.forget_github_identity(&token);
+    quota_answer(host, call.conn, call.id, call.method, token)
+}
+
+/// The quota answer for `token`, or `None` while its lookup is in flight (answered by
+/// [`deferred_ready`]).
+fn quota_answer(host: &mut Host, conn: ConnId, id: &OwnedId, method: &str, token: String) -> Reply {
+    match host.github_identity(&token, conn) {
+        IdentityLookup::Pending => {
+            if let Some(state) = host.conn_state::<ConnState>(conn) {
+                state.waiting_quotas.push(WaitingQuota {
+                    id: id.clone(),
+                    token,
+                });
+            }
+            None
+        }
+        IdentityLookup::Failed(why) => Some(Err(failed(
+            method,
+            format!("the GitHub API refused the token: {why}"),
+        ))),
+        IdentityLookup::Unavailable => Some(Err(failed(
+            method,
+            "account quotas need the GitHub API, and none is configured \
+             (--github-api-url or COPILOT_DEBUG_GITHUB_API_URL)",
+        ))),
+        IdentityLookup::Known(identity) => Some(Ok(json!({
+            "quotaSnapshots": quota_snapshots(&identity),
+        }))),
+    }
+}
+
+/// The SDK's `quotaSnapshots` from the API's `quota_snapshots`.
+fn quota_snapshots(identity: &GitHubIdentity) -> Value {
+    let mut out = serde_json::Map::new();
+    let Some(snapshots) = identity.quota_snapshots.as_ref().and_then(Value::as_object) else {
+        return Value::Object(out);
+    };
+    for (kind, s) in snapshots {
+        let number = |k: &str| s.get(k).and_then(Value::as_f64);
+        let flag = |k: &str| s.get(k).and_then(Value::as_bool).unwrap_or(false);
+        let unlimited = flag("unlimited");
+        let entitlement = number("entitlement").unwrap_or(0.0);
+        let percent = number("percent_remaining").unwrap_or(if unlimited { 100.0 } else { 0.0 });
+        let used = match number("remaining") {
+            Some(remaining) => (entitlement - remaining).max(0.0),
+            None => (entitlement * (100.0 - percent) / 100.0).round().max(0.0),
+        };
+        let overage_permitted = flag("overage_permitted");
+        let mut snapshot = json!({
+            "isUnlimitedEntitlement": unlimited,
+            "entitlementRequests": if unlimited { -1.0 } else { entitlement },
+            "usedRequests": used,
+            "usageAllowedWithExhaustedQuota": overage_permitted || unlimited,
+            "remainingPercentage": percent,
+            "overage": number("overage_count").unwrap_or(0.0),
+            "overageAllowedWithExhaustedQuota": overage_permitted,
+        });
+        let reset = identity.quota_reset_date.clone().or_else(|| {
+            s.get("timestamp_utc")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        });
+        if let Some(reset) = reset {
+            snapshot["resetDate"] = json!(reset);
+        }
+        out.insert(kind.clone(), snapshot);
+    }
+    Value::Object(out)
+}
+
+/// A token lookup of `conn` finished: its waiting creations and quota requests go on (or
+/// wait again for another token).
 pub(super) fn deferred_ready(host: &mut Host, conn: ConnId) {
+    let quotas = match host.conn_state::<ConnState>(conn) {
+        Some(state) => std::mem::take(&mut state.waiting_quotas),
+        None => return,
+    };
+    for w in quotas {
+        if let Some(answer) = quota_answer(host, conn, &w.id, "account.getQuota", w.token) {
+            host.respond(conn, &w.id, answer);
+        }
+    }
     let waiting = match host.conn_state::<ConnState>(conn) {
         Some(state) => std::mem::take(&mut state.waiting_creates),
         None => return,
@@ -184,6 +288,8 @@ pub(super) fn set_credentials(
         identity: Some(GitHubIdentity {
             login: login.to_owned(),
             copilot_plan: plan,
+            quota_snapshots: None,
+            quota_reset_date: None,
         }),
         unverified: false,
         installed: Some((kind.to_owned(), github.to_owned())),

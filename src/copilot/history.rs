@@ -20,6 +20,7 @@ use crate::session::Event;
 
 use super::method_table::Call;
 use super::session_state::required_str;
+use super::state_files;
 use super::surface::{failed, Answer};
 
 /// Each earlier message is cut to this many characters in a compaction summary.
@@ -306,6 +307,19 @@ pub(super) fn compact_as(host: &mut Host, method: &str, session: &str, p: &Value
     complete["trigger"] = json!(trigger);
     if let Some(limit) = start.get("tokenLimit") {
         complete["tokenLimit"] = limit.clone();
+    }
+    // Each compaction is a checkpoint of the conversation (its summary), numbered from 1.
+    let number = host
+        .session(session)
+        .map_or(0, |s| state_files::checkpoints(s.events()).len() as u64)
+        + 1;
+    complete["checkpointNumber"] = json!(number);
+    let filename =
+        state_files::checkpoint_filename(number, &state_files::checkpoint_title(&summary));
+    // The checkpoint's file exists where a file provider keeps the session's state.
+    if let Some(dir) = host.provided_state_dir(session) {
+        let dir = dir.trim_end_matches('/');
+        complete["checkpointPath"] = json!(format!("{dir}/checkpoints/{filename}"));
     }
     host.emit(session, "session.compaction_complete", &complete, false);
     Ok(json!({

@@ -10,7 +10,9 @@ use serde_json::{json, Value};
 use crate::host::{HistoryError, Host};
 use crate::jsonrpc::{code, ErrorObject};
 
-use super::method_table::Call;
+use serde_json::value::RawValue;
+
+use super::method_table::{Call, Reply};
 use super::session_state::{name, required_str};
 use super::surface::{failed, Answer};
 
@@ -128,6 +130,47 @@ pub(super) fn truncate(host: &mut Host, call: &Call<'_>, session: &str, p: &Valu
         true,
     );
     Ok(json!({"eventsRemoved": removed, "checkpointCleanupFailed": false}))
+}
+
+/// `session.history.listRewindPoints`: the session's turns and the files a rewind to each
+/// would restore (`host/sessions/rewind.rs`).
+pub(super) fn rewind_points(host: &mut Host, _: &Call<'_>, session: &str, _: &Value) -> Answer {
+    Ok(host.rewind_points(session))
+}
+
+/// `session.history.previewRewind {eventId}`.
+pub(super) fn preview_rewind(host: &mut Host, call: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let event_id = required_str(p, "eventId")?;
+    host.rewind_preview(session, event_id).ok_or_else(|| {
+        failed(
+            call.method,
+            format!("Event {event_id} is not a turn of this session"),
+        )
+    })
+}
+
+/// `session.history.rewind {eventId, mode}`: answered once the files are restored.
+pub(super) fn rewind(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
+    let started = super::surface::decode::<Value>(params).and_then(|p| {
+        let session = super::session_state::session_id(&p)?;
+        super::surface::known(host, call.method, &session)?;
+        let event_id = required_str(&p, "eventId")?;
+        let files =
+            match p.get("mode").and_then(Value::as_str) {
+                Some("conversation") => false,
+                Some("conversation-and-files") => true,
+                _ => return Err(crate::jsonrpc::ErrorObject::new(
+                    crate::jsonrpc::code::INVALID_PARAMS,
+                    "invalid params: mode must be \"conversation\" or \"conversation-and-files\"",
+                )),
+            };
+        host.start_rewind(&session, call.conn, call.id, event_id, files)
+            .map_err(|e| failed(call.method, e))
+    });
+    match started {
+        Ok(answer) => answer.map(Ok),
+        Err(e) => Some(Err(e)),
+    }
 }
 
 /// `sessions.fork`: a new session (loaded, not attached: resume it) with the source's

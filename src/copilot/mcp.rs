@@ -26,6 +26,27 @@ use super::method_table::{Call, Reply};
 use super::session_state::{required_str, session_id};
 use super::surface::{decode, failed, known, Answer};
 
+/// `session.ui.ephemeralQuery {question}`: answered (`{answer}`) when the session's model
+/// has answered the question from the conversation, which it does not change; its progress
+/// is the ephemeral `ui.ephemeral_query` event. An error when the session has no model.
+pub(super) fn ephemeral_query(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> Reply {
+    let started = decode::<Value>(params).and_then(|p| {
+        let session = session_id(&p)?;
+        known(host, call.method, &session)?;
+        let question = required_str(&p, "question")?;
+        if question.trim().is_empty() {
+            return Err(failed(call.method, "the question is empty"));
+        }
+        host.start_ephemeral_query(&session, call.conn, call.id, question)
+            .map_err(|e| failed(call.method, e))
+    });
+    started.err().map(Err)
+}
+
 /// `session.mcp.executeSampling`: answered when the inference ends (`None`), or at once
 /// with `{action: "failure", error}` when it cannot start.
 pub(super) fn execute_sampling(
@@ -71,6 +92,7 @@ fn apps_request(
         known(host, method, &session)?;
         let server = required_str(&p, "serverName")?.to_owned();
         if call_tool {
+            apps_negotiated(host, method, &session)?;
             same_origin(method, &p, &server)?;
         }
         let mcp_params = if call_tool {
@@ -213,8 +235,25 @@ pub(super) fn list_tools(host: &mut Host, call: &Call<'_>, session: &str, p: &Va
     Ok(json!({"tools": host.mcp_tools_json(session, name)}))
 }
 
+/// An app's calls need a session some client of which declared MCP Apps (`requestMcpApps`
+/// on a server that enables them): the views are theirs.
+fn apps_negotiated(host: &Host, method: &str, session: &str) -> Result<(), ErrorObject> {
+    if host
+        .session(session)
+        .is_some_and(|s| s.attached.values().any(|a| a.mcp_apps))
+    {
+        return Ok(());
+    }
+    Err(failed(
+        method,
+        "MCP Apps are not available in this session: no client of it declared the mcp-apps \
+         capability (requestMcpApps on a server started with MCP Apps enabled)",
+    ))
+}
+
 pub(super) fn app_tools(host: &mut Host, call: &Call<'_>, session: &str, p: &Value) -> Answer {
     let name = server(p)?;
+    apps_negotiated(host, call.method, session)?;
     same_origin(call.method, p, name)?;
     if !host.mcp_server_running(session, name) {
         return Err(failed(
@@ -293,6 +332,93 @@ pub(super) fn reload(host: &mut Host, call: &Call<'_>, session: &str, _: &Value)
     host.stop_mcp_servers(session, "the servers are reloading");
     host.start_mcp_servers(session, configs);
     Ok(Value::Null)
+}
+
+/// `session.mcp.oauth.handlePendingRequest {requestId, result}`: a client's token for (or
+/// refusal of) a remote server's pending authorization (`mcp/oauth.rs`).
+pub(super) fn oauth_answer(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let request_id = required_str(p, "requestId")?;
+    let result = p.get("result").unwrap_or(&Value::Null);
+    let token = match result.get("kind").and_then(Value::as_str) {
+        Some("token") => {
+            let token = result
+                .get("accessToken")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .ok_or_else(|| {
+                    ErrorObject::new(
+                        code::INVALID_PARAMS,
+                        "invalid params: a token result needs `accessToken`",
+                    )
+                })?;
+            let kind = result
+                .get("tokenType")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .unwrap_or("Bearer");
+            Some((kind.to_owned(), token.to_owned()))
+        }
+        Some("cancelled") => None,
+        _ => {
+            return Err(ErrorObject::new(
+                code::INVALID_PARAMS,
+                "invalid params: result.kind must be \"token\" or \"cancelled\"",
+            ))
+        }
+    };
+    Ok(json!({"success": host.resolve_mcp_auth(session, request_id, token)}))
+}
+
+/// `"indirect"` → `true`, `"direct"` → `false`.
+fn env_mode(mode: &str) -> Option<bool> {
+    match mode {
+        "indirect" => Some(true),
+        "direct" => Some(false),
+        _ => None,
+    }
+}
+
+/// The `envValueMode` of `session.create` / `session.resume` params, applied to the
+/// session's stdio servers started from then on (absent or unknown: unchanged).
+pub(super) fn apply_env_value_mode(host: &mut Host, session: &str, params: Option<&RawValue>) {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Mode {
+        env_value_mode: Option<String>,
+    }
+    let mode = params.and_then(|p| serde_json::from_str::<Mode>(p.get()).ok());
+    if let Some(indirect) = mode
+        .and_then(|m| m.env_value_mode)
+        .and_then(|m| env_mode(&m))
+    {
+        host.set_mcp_env_indirect(session, indirect);
+    }
+}
+
+/// `session.mcp.setEnvValueMode {mode}`: how the `env` values of the session's stdio servers
+/// started from now on are read, `direct` (the values) or `indirect` (names of the runtime's
+/// own environment variables, read when the server starts). Running servers keep theirs.
+pub(super) fn set_env_value_mode(
+    host: &mut Host,
+    _: &Call<'_>,
+    session: &str,
+    p: &Value,
+) -> Answer {
+    let mode = required_str(p, "mode")?;
+    let indirect = env_mode(mode).ok_or_else(|| {
+        ErrorObject::new(
+            code::INVALID_PARAMS,
+            format!("invalid params: mode must be \"direct\" or \"indirect\", not {mode:?}"),
+        )
+    })?;
+    host.set_mcp_env_indirect(session, indirect);
+    Ok(json!({ "mode": mode }))
+}
+
+/// `session.mcp.removeGitHub`: `{removed:false}`: agentwire starts no built-in GitHub MCP
+/// server, so there is none to remove (a session's own server named `github` is its own).
+pub(super) fn remove_github(_: &mut Host, _: &Call<'_>, _: &str, _: &Value) -> Answer {
+    Ok(json!({"removed": false}))
 }
 
 pub(super) fn cancel_sampling(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {

@@ -25,7 +25,7 @@ use super::session_state::session_id;
 use super::surface::{decode, known, Answer};
 use super::{
     account, discovery, event_log_wait, factories, github_auth, history, lifecycle, llm_inference,
-    mcp, methods as core, permissions, queue, remote_control, schedule, session_metadata,
+    mcp, methods as core, permissions, plugins, queue, remote_control, schedule, session_metadata,
     session_state, session_store, skills, tasks, unsupported, user_shell, workspaces,
 };
 
@@ -195,6 +195,7 @@ fn table() -> Table {
         .raw("session.permissions.handlePendingPermissionRequest", core::answer_permission)
         .raw("session.tools.handlePendingToolCall", core::answer_tool)
         .later("session.ui.elicitation", core::elicitation)
+        .later("session.ui.ephemeralQuery", mcp::ephemeral_query)
         .raw("session.ui.handlePendingElicitation", core::answer_elicitation)
         .raw("session.ui.handlePendingSampling", core::answer_sampling)
         .later("session.commands.execute", core::execute_command)
@@ -226,9 +227,12 @@ fn table() -> Table {
         .session("session.mcp.enable", mcp::enable)
         .session("session.mcp.disable", mcp::disable)
         .session("session.mcp.reload", mcp::reload)
+        .session("session.mcp.setEnvValueMode", mcp::set_env_value_mode)
+        .session("session.mcp.removeGitHub", mcp::remove_github)
         .later("session.mcp.executeSampling", mcp::execute_sampling)
         .session("session.mcp.cancelSamplingExecution", mcp::cancel_sampling)
         .session("session.mcp.oauth.login", mcp::oauth_login)
+        .session("session.mcp.oauth.handlePendingRequest", mcp::oauth_answer)
         .session("session.mcp.apps.listTools", mcp::app_tools)
         .later("session.mcp.apps.readResource", mcp::read_resource)
         .later("session.mcp.apps.callTool", mcp::call_tool)
@@ -242,6 +246,21 @@ fn table() -> Table {
         .object("mcp.config.disable", mcp::config_disable)
         .object("mcp.discover", mcp::discover);
     // `skills`, `shell` and `user_shell`.
+    // `plugins`: installed plugins and marketplaces in the data directory.
+    t.later("plugins.list", plugins::list)
+        .later("plugins.install", plugins::install)
+        .later("plugins.uninstall", plugins::uninstall)
+        .later("plugins.update", plugins::update)
+        .later("plugins.updateAll", plugins::update_all)
+        .later("plugins.enable", plugins::enable)
+        .later("plugins.disable", plugins::disable)
+        .later("plugins.marketplaces.list", plugins::marketplaces_list)
+        .later("plugins.marketplaces.add", plugins::marketplaces_add)
+        .later("plugins.marketplaces.remove", plugins::marketplaces_remove)
+        .later("plugins.marketplaces.browse", plugins::marketplaces_browse)
+        .later("plugins.marketplaces.refresh", plugins::marketplaces_refresh)
+        .later("session.plugins.list", plugins::session_list)
+        .later("session.plugins.reload", plugins::session_reload);
     t.later("skills.discover", skills::discover)
         .later("session.skills.list", skills::list)
         .later("session.skills.ensureLoaded", skills::ensure_loaded)
@@ -264,7 +283,10 @@ fn table() -> Table {
         .session("session.eventLog.releaseInterest", lifecycle::release_interest)
         .session("session.metadata.isProcessing", lifecycle::is_processing)
         .session("session.usage.getMetrics", lifecycle::usage_metrics)
-        .session("session.history.truncate", lifecycle::truncate);
+        .session("session.history.truncate", lifecycle::truncate)
+        .session("session.history.listRewindPoints", lifecycle::rewind_points)
+        .session("session.history.previewRewind", lifecycle::preview_rewind)
+        .later("session.history.rewind", lifecycle::rewind);
     // `session_state`: name, mode, model, plan, workspace files, agents, permission mode.
     t.state("session.name.get", session_state::name_get)
         .state("session.name.set", session_state::name_set)
@@ -275,6 +297,7 @@ fn table() -> Table {
         .state("session.model.getCurrent", session_state::model_current)
         .later("session.model.list", session_state::model_list)
         .state("session.model.switchTo", session_state::model_switch)
+        .session("session.provider.add", session_state::provider_add)
         .state("session.model.setReasoningEffort", session_state::reasoning_effort)
         .state("session.plan.read", session_state::plan_read)
         .state("session.plan.update", session_state::plan_update)
@@ -294,6 +317,7 @@ fn table() -> Table {
         .state("session.permissions.getMode", session_state::permission_mode_get)
         .state("session.options.update", session_state::options_update);
     // `account`: no GitHub account, no user settings file.
+    t.later("account.getQuota", github_auth::get_quota);
     t.constant("account.getCurrentAuth", "{}")
         .constant("account.getAllUsers", "[]")
         .session("session.gitHubAuth.getStatus", account::github_status)

@@ -123,8 +123,34 @@ pub(super) fn shell_kill(host: &mut Host, _: &Call<'_>, params: Option<&RawValue
     decode_required(params).and_then(|p| shell::kill(host, p))
 }
 
-pub(super) fn set_file_provider(host: &mut Host, call: &Call<'_>, _: Option<&RawValue>) -> Answer {
-    host.set_file_provider(call.conn);
+/// `sessionFs.setProvider {initialCwd, sessionStatePath, conventions, capabilities?}`: the
+/// connection provides the files (and keeps the state, under `sessionStatePath`) of the
+/// sessions it attaches to. As the runtime, it is refused once sessions exist, unless it is a
+/// relaying node making again a registration the client made before (the relay's set-up).
+pub(super) fn set_file_provider(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> Answer {
+    #[derive(serde::Deserialize, Default)]
+    #[serde(rename_all = "camelCase")]
+    struct Params {
+        session_state_path: Option<String>,
+    }
+    let p: Params = decode(params)?;
+    let relayed = *call.id == OwnedId::from_string(crate::host::RELAY_HANDSHAKE_ID);
+    let loaded = host.sessions().count();
+    if loaded > 0 && !relayed && !host.is_file_provider(call.conn) {
+        return Err(ErrorObject::new(
+            code::INVALID_REQUEST,
+            format!(
+                "a session filesystem provider must be set before any session exists \
+                 ({loaded} already exist)"
+            ),
+        ));
+    }
+    let state_path = p.session_state_path.filter(|p| !p.is_empty());
+    host.set_file_provider(call.conn, state_path);
     ok_success()
 }
 
@@ -293,6 +319,8 @@ pub(super) fn create(
         change: SessionChange::Created,
         session: session_id.clone(),
     });
+    super::mcp::apply_env_value_mode(host, &session_id, params);
+    apply_file_change_tracking(host, &session_id, params);
     if !mcp.is_empty() {
         host.after_response(AfterResponse::StartMcp {
             session: session_id.clone(),
@@ -314,6 +342,7 @@ pub(super) fn create(
     }
     warn_if_mcp_apps_refused(host, &session_id, conn, &p);
     super::skills::configure(host, &session_id, params);
+    host.apply_plugins_to_session(&session_id);
     super::ConnState::reacquire(host, conn, &session_id);
     Ok(result)
 }
@@ -355,6 +384,7 @@ pub(super) fn resume(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>
     );
     warn_if_mcp_apps_refused(host, &session_id, conn, &p);
     super::skills::configure(host, &session_id, params);
+    host.apply_plugins_to_session(&session_id);
     super::session_state::declared(host, &session_id, &p);
     host.set_last_session(&session_id);
     if p.request_extensions {
@@ -410,6 +440,8 @@ pub(super) fn resume(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>
     } else if !was_attached && !p.relay_reattach {
         host.interrupt_orphaned_work(&session_id);
     }
+    super::mcp::apply_env_value_mode(host, &session_id, params);
+    apply_file_change_tracking(host, &session_id, params);
     if !mcp.is_empty() {
         host.after_response(AfterResponse::StartMcp {
             session: session_id.clone(),
@@ -834,4 +866,15 @@ fn session_id_of(p: &Value) -> Result<String, ErrorObject> {
                 "invalid params: missing field `sessionId`",
             )
         })
+}
+
+/// The `enableFileChangeTracking` of `session.create` / `session.resume` params: the files
+/// the built-in tools change are captured for rewind (`host/sessions/rewind.rs`).
+fn apply_file_change_tracking(host: &mut Host, session: &str, params: Option<&RawValue>) {
+    let on = params
+        .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+        .and_then(|p| p.get("enableFileChangeTracking").and_then(Value::as_bool));
+    if let Some(on) = on {
+        host.set_file_change_tracking(session, on);
+    }
 }

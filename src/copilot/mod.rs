@@ -37,6 +37,7 @@ mod method_table;
 mod methods;
 mod params;
 mod permissions;
+mod plugins;
 mod queue;
 pub(crate) mod relay;
 mod relayed_turns;
@@ -49,6 +50,7 @@ mod session_store;
 mod shell;
 mod skills;
 mod slash_commands;
+mod state_files;
 mod stored_state;
 mod surface;
 mod tasks;
@@ -101,6 +103,8 @@ struct ConnState {
     released: Vec<String>,
     /// `session.create` requests waiting for their `gitHubToken`'s lookup.
     waiting_creates: Vec<github_auth::WaitingCreate>,
+    /// `account.getQuota` requests waiting for their token's lookup.
+    waiting_quotas: Vec<github_auth::WaitingQuota>,
 }
 
 impl ConnState {
@@ -159,17 +163,25 @@ impl DialectHandler for Copilot {
     }
 
     fn relay_handshake(&self, host: &Host, conn: ConnId) -> Vec<Vec<u8>> {
-        let registration = |method: &str| {
+        let registration = |method: &str, params: Value| {
             let body = serde_json::json!({"jsonrpc": "2.0", "id": crate::host::RELAY_HANDSHAKE_ID,
-                                          "method": method, "params": {}});
+                                          "method": method, "params": params});
             body.to_string().into_bytes()
         };
         let mut setup = Vec::new();
         if host.is_file_provider(conn) {
-            setup.push(registration("sessionFs.setProvider"));
+            // Where the client keeps its sessions' state, for the owner to keep it there too.
+            let params = match host.file_state_path(conn) {
+                Some(path) => serde_json::json!({"sessionStatePath": path}),
+                None => serde_json::json!({}),
+            };
+            setup.push(registration("sessionFs.setProvider", params));
         }
         if host.is_http_provider(conn) {
-            setup.push(registration("llmInference.setProvider"));
+            setup.push(registration(
+                "llmInference.setProvider",
+                serde_json::json!({}),
+            ));
         }
         setup
     }
@@ -182,6 +194,15 @@ impl DialectHandler for Copilot {
         turns::event_emitted(host, session, event, data);
         session_metadata::event_emitted(host, session, event, data);
         event_log_wait::event_emitted(host, session, event);
+        state_files::event_emitted(host, session, event);
+    }
+
+    fn state_mirror_started(&self, host: &mut Host, session: &str) {
+        state_files::mirror_started(host, session);
+    }
+
+    fn stored_event_json<'a>(&self, event: &'a Event) -> std::borrow::Cow<'a, [u8]> {
+        stored_state::wire_json(event)
     }
 
     fn session_changed(&self, host: &mut Host, change: SessionChange, session: &str) {

@@ -20,6 +20,14 @@ pub(super) fn request(session: &str, op: &FsPrimitive) -> (&'static str, Value) 
             "sessionFs.writeFile",
             json!({"sessionId": session, "path": path, "content": content}),
         ),
+        FsPrimitive::AppendFile { path, content } => (
+            "sessionFs.appendFile",
+            json!({"sessionId": session, "path": path, "content": content}),
+        ),
+        FsPrimitive::Remove { path } => (
+            "sessionFs.rm",
+            json!({"sessionId": session, "path": path, "recursive": false, "force": true}),
+        ),
         FsPrimitive::Mkdir { path } => (
             "sessionFs.mkdir",
             json!({"sessionId": session, "path": path, "recursive": true}),
@@ -40,6 +48,8 @@ pub(super) fn answer(op: &FsPrimitive, result: &Value) -> Result<FsAnswer, Strin
             | FsPrimitive::ReadFile { path }
             | FsPrimitive::ReadDir { path }
             | FsPrimitive::WriteFile { path, .. }
+            | FsPrimitive::AppendFile { path, .. }
+            | FsPrimitive::Remove { path }
             | FsPrimitive::Mkdir { path }
             | FsPrimitive::Exists { path } => path,
         };
@@ -78,7 +88,10 @@ pub(super) fn answer(op: &FsPrimitive, result: &Value) -> Result<FsAnswer, Strin
                 )
             })
             .ok_or_else(malformed),
-        FsPrimitive::WriteFile { .. } | FsPrimitive::Mkdir { .. } => Ok(FsAnswer::Done),
+        FsPrimitive::WriteFile { .. }
+        | FsPrimitive::AppendFile { .. }
+        | FsPrimitive::Remove { .. }
+        | FsPrimitive::Mkdir { .. } => Ok(FsAnswer::Done),
         FsPrimitive::Exists { .. } => flag("exists").map(FsAnswer::Exists).ok_or_else(malformed),
     }
 }

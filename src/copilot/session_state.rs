@@ -294,6 +294,35 @@ pub(super) fn model_current(host: &mut Host, session: &str, _: &Value) -> Answer
     Ok(model_state(host, session))
 }
 
+/// `session.provider.add {providers?, models?}`: named BYOK providers and their models,
+/// added to the session at runtime (`provider/id` models become selectable, listed after the
+/// session's own, and called on their provider once chosen); `{models}` lists those added.
+/// A provider the operator's base-URL policy refuses, a duplicate name or id, or a model of
+/// an unknown provider adds nothing and is an error naming the field.
+pub(super) fn provider_add(host: &mut Host, call: &Call<'_>, session: &str, p: &Value) -> Answer {
+    let array = |key: &str| -> Result<Vec<Value>, ErrorObject> {
+        match p.get(key) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(items)) => Ok(items.clone()),
+            Some(_) => Err(ErrorObject::new(
+                code::INVALID_PARAMS,
+                format!("invalid params: `{key}` must be an array"),
+            )),
+        }
+    };
+    let (providers, models) = (array("providers")?, array("models")?);
+    let served_by_client = host.served_by_client(session, call.conn);
+    let added = host
+        .add_session_providers(session, &providers, &models, served_by_client)
+        .map_err(|e| fail(format!("invalid provider: {e}")))?;
+    let entries = if added.is_empty() {
+        json!([])
+    } else {
+        super::methods::model_entries(&added)
+    };
+    Ok(json!({ "models": entries }))
+}
+
 pub(super) fn model_switch(host: &mut Host, session: &str, p: &Value) -> Answer {
     let model = required_str(p, "modelId")?.to_owned();
     let effort = p.get("reasoningEffort").and_then(Value::as_str);
@@ -303,6 +332,7 @@ pub(super) fn model_switch(host: &mut Host, session: &str, p: &Value) -> Answer 
     let previous = host
         .session_mut(session)
         .and_then(|s| s.model.replace(model.clone()));
+    host.select_model(session, &model);
     host.emit(
         session,
         "session.model_change",
@@ -329,11 +359,20 @@ pub(super) fn reasoning_effort(host: &mut Host, session: &str, p: &Value) -> Ans
     Ok(json!({"reasoningEffort": effort}))
 }
 
-/// Where the runtime would keep `file` of the session's state directory (when the host
-/// reports a workspace root).
-fn state_path(host: &Host, session: &str, file: &str) -> Option<String> {
+/// Where `file` of the session's state directory is: on its file provider when one keeps
+/// the session's state (`state_files.rs`), else where the runtime would keep it (when the
+/// host reports a workspace root).
+pub(super) fn state_path(host: &Host, session: &str, file: &str) -> Option<String> {
+    if let Some(dir) = host.provided_state_dir(session) {
+        return Some(format!("{}/{file}", dir.trim_end_matches('/')));
+    }
     let root = host.config().workspace_root.as_ref()?;
     Some(format!("{root}/session-state/{session}/{file}"))
+}
+
+/// The session's plan, if it has one.
+pub(super) fn plan(host: &mut Host, session: &str) -> Option<String> {
+    surface(host, session)?.plan.clone()
 }
 
 pub(super) fn plan_read(host: &mut Host, session: &str, _: &Value) -> Answer {
@@ -371,6 +410,16 @@ pub(super) fn plan_delete(host: &mut Host, session: &str, _: &Value) -> Answer {
 
 pub(super) fn workspace(host: &mut Host, session: &str, _: &Value) -> Answer {
     let path = state_path(host, session, "");
+    let mut result = json!({"workspace": workspace_fields(host, session)});
+    if let Some(path) = path {
+        result["path"] = json!(path.trim_end_matches('/'));
+    }
+    Ok(result)
+}
+
+/// The session's workspace metadata (`id`, `cwd`, `name`, times), as `workspace.yaml`
+/// holds it.
+pub(super) fn workspace_fields(host: &mut Host, session: &str) -> Value {
     let (cwd, start, modified) = match host.session(session) {
         Some(s) => (
             s.cwd.clone(),
@@ -395,11 +444,7 @@ pub(super) fn workspace(host: &mut Host, session: &str, _: &Value) -> Answer {
         workspace["name"] = json!(name);
         workspace["user_named"] = json!(false);
     }
-    let mut result = json!({"workspace": workspace});
-    if let Some(path) = path {
-        result["path"] = json!(path.trim_end_matches('/'));
-    }
-    Ok(result)
+    workspace
 }
 
 /// A workspace file path: relative, no `..` segment, no empty name.

@@ -15,7 +15,8 @@ use super::session_state::{required_str, session_id};
 use super::surface::{decode, known, Answer};
 
 fn skill_json(s: &SkillInfo) -> Value {
-    json!({"name": s.name, "description": s.description, "source": "custom",
+    let source = if s.plugin { "plugin" } else { "custom" };
+    json!({"name": s.name, "description": s.description, "source": source,
            "userInvocable": false, "enabled": s.enabled, "path": s.path})
 }
 

@@ -1,5 +1,5 @@
-//! Features of the hosted Copilot product that this server does not offer: plugins and
-//! marketplaces, remote sessions, MCP server OAuth, fleets and background tasks, account
+//! Features of the hosted Copilot product that this server does not offer: trusted built-in
+//! plugin directories, remote sessions, MCP server OAuth, fleets and background tasks, account
 //! login and quotas, and in-process handler registration. Each answers
 //! `-32603 "Request <m> failed with message: <feature> is not available on this server"`
 //! rather than `-32601`: a client can tell "this server has no such feature" from "no such
@@ -12,21 +12,7 @@ use super::surface::failed;
 
 /// Every method answered as not available, with the feature it belongs to.
 pub const UNSUPPORTED_METHODS: &[(&str, &str)] = &[
-    ("plugins.list", "plugins"),
-    ("plugins.install", "plugins"),
-    ("plugins.uninstall", "plugins"),
-    ("plugins.update", "plugins"),
-    ("plugins.updateAll", "plugins"),
-    ("plugins.enable", "plugins"),
-    ("plugins.disable", "plugins"),
-    ("plugins.builtin.set", "plugins"),
-    ("plugins.marketplaces.list", "plugin marketplaces"),
-    ("plugins.marketplaces.add", "plugin marketplaces"),
-    ("plugins.marketplaces.remove", "plugin marketplaces"),
-    ("plugins.marketplaces.browse", "plugin marketplaces"),
-    ("plugins.marketplaces.refresh", "plugin marketplaces"),
-    ("session.plugins.list", "plugins"),
-    ("session.plugins.reload", "plugins"),
+    ("plugins.builtin.set", "trusted built-in plugin directories"),
     ("session.remote.enable", "remote sessions"),
     ("session.remote.disable", "remote sessions"),
     ("sessions.connect", "remote sessions"),
@@ -34,7 +20,6 @@ pub const UNSUPPORTED_METHODS: &[(&str, &str)] = &[
     ("session.tasks.startAgent", "background tasks"),
     ("session.tasks.register", "background tasks"),
     ("session.tasks.update", "background tasks"),
-    ("account.getQuota", "Copilot account quotas"),
     ("account.login", "GitHub account login"),
     ("account.logout", "GitHub account login"),
     ("session.factory.runFromTool", "factory workflows"),
@@ -63,7 +48,6 @@ pub const UNSUPPORTED_METHODS: &[(&str, &str)] = &[
     ("session.sandbox.disableForSession", "sandboxing"),
     ("session.mcp.oauth.probe", "MCP server OAuth"),
     ("session.mcp.oauth.respond", "MCP server OAuth"),
-    ("session.mcp.oauth.handlePendingRequest", "MCP server OAuth"),
     (
         "session.mcp.oauth.authenticationStateChanged",
         "MCP server OAuth",

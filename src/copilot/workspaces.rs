@@ -1,10 +1,11 @@
 //! `session.workspaces.listCheckpoints` / `readCheckpoint` / `saveLargePaste` (and
 //! `session.workspaces.diff`, which runs git: `user_shell`).
 //!
-//! The workspace is the file map kept with the session's events (`stored_state`). This
-//! server writes no checkpoints (summaries of compacted history are not kept as files), so a
-//! session has none: `listCheckpoints` answers `{checkpoints: []}` and `readCheckpoint`
-//! `{content: null}` (missing). `saveLargePaste {content}` stores the content as a new
+//! The workspace is the file map kept with the session's events (`stored_state`). Each
+//! compaction is a checkpoint (`state_files.rs`: its number, a title from the conversation,
+//! its file name, the summary it wrote), read from the log: `listCheckpoints` answers
+//! `{checkpoints: [{number, title, filename}]}` in order, `readCheckpoint {number}` its
+//! markdown (`{content: null}` for a number the session does not have). `saveLargePaste {content}` stores the content as a new
 //! workspace file `paste-<id>.txt` (readable with `session.workspaces.readFile`, listed, and
 //! kept across a restart like every workspace file) and answers
 //! `{saved: {filename, filePath, sizeBytes}}`; `filePath` is the file's place under the
@@ -19,6 +20,7 @@ use crate::host::Host;
 
 use super::method_table::Call;
 use super::session_state;
+use super::state_files;
 use super::surface::{decode, known, Answer};
 
 #[derive(Deserialize)]
@@ -31,7 +33,6 @@ struct SessionOnly {
 #[serde(rename_all = "camelCase")]
 struct CheckpointParams {
     session_id: String,
-    #[allow(dead_code)]
     number: u64,
 }
 
@@ -49,7 +50,14 @@ pub(super) fn list_checkpoints(
 ) -> Answer {
     decode::<SessionOnly>(params).and_then(|p| {
         known(host, call.method, &p.session_id)?;
-        Ok(json!({"checkpoints": []}))
+        let checkpoints: Vec<_> = host
+            .session(&p.session_id)
+            .map(|s| state_files::checkpoints(s.events()))
+            .unwrap_or_default()
+            .iter()
+            .map(|c| json!({"number": c.number, "title": c.title, "filename": c.filename}))
+            .collect();
+        Ok(json!({ "checkpoints": checkpoints }))
     })
 }
 
@@ -60,7 +68,14 @@ pub(super) fn read_checkpoint(
 ) -> Answer {
     decode::<CheckpointParams>(params).and_then(|p| {
         known(host, call.method, &p.session_id)?;
-        Ok(json!({"content": null}))
+        let content = host
+            .session(&p.session_id)
+            .map(|s| state_files::checkpoints(s.events()))
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.number == p.number)
+            .map(|c| c.content());
+        Ok(json!({ "content": content }))
     })
 }
 

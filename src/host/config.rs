@@ -102,6 +102,12 @@ pub struct HostConfig {
     /// choose it with `session.setForeground`. Off by default (a headless server, where that
     /// method fails with the runtime's "Not running in TUI+server mode").
     pub foreground_ui: bool,
+    /// The data directory (the CLI's `--data-dir`: `$COPILOT_HOME`, else `~/.agentwire`)
+    /// where installed plugins and registered plugin marketplaces live
+    /// (`installed-plugins/…` and `plugins.json`; see `plugins.rs`). The host reads and
+    /// writes it only through file effects. `None`: the `plugins.*` methods fail, saying the
+    /// server has no data directory.
+    pub data_dir: Option<String>,
     /// Extensions (the runtime's `EXTENSIONS` feature flag, which the runtime reads from
     /// `COPILOT_CLI_ENABLED_FEATURE_FLAGS`): a session created with `requestExtensions`
     /// starts the extensions it finds (`.github/extensions/<name>/extension.mjs` in its
@@ -218,6 +224,12 @@ impl HostConfig {
         self
     }
 
+    /// Sets [`HostConfig::data_dir`].
+    pub fn with_data_dir(mut self, dir: Option<String>) -> Self {
+        self.data_dir = dir;
+        self
+    }
+
     /// Sets [`HostConfig::workspace_root`].
     pub fn with_workspace_root(mut self, root: Option<String>) -> Self {
         self.workspace_root = root;
@@ -330,6 +342,7 @@ impl Default for HostConfig {
             lookup_unknown_sessions: false,
             foreground_ui: false,
             extensions: None,
+            data_dir: None,
         }
     }
 }
@@ -366,6 +379,7 @@ impl fmt::Debug for HostConfig {
             .field("node_id", &self.node_id)
             .field("lookup_unknown_sessions", &self.lookup_unknown_sessions)
             .field("foreground_ui", &self.foreground_ui)
+            .field("data_dir", &self.data_dir)
             .finish_non_exhaustive()
     }
 }

@@ -219,6 +219,16 @@ pub(crate) trait DialectHandler: Sync {
         Err("this client does not provide files".into())
     }
 
+    /// A persisted event as this dialect's clients keep it in a session's `events.jsonl`
+    /// (fields only the store needs left out).
+    fn stored_event_json<'a>(&self, event: &'a Event) -> std::borrow::Cow<'a, [u8]> {
+        std::borrow::Cow::Borrowed(&event.json)
+    }
+
+    /// A file provider of this dialect started keeping `session`'s state (its log is being
+    /// written): the dialect writes its own state files ([`Host::write_state_file`]).
+    fn state_mirror_started(&self, _host: &mut Host, _session: &str) {}
+
     /// Whether a client of this dialect that answers permission prompts (and is not an
     /// extension) may grant an extension access to them.
     fn grants_extension_access(&self) -> bool {

@@ -343,6 +343,7 @@ impl Host {
                 ("SESSION_ID".to_owned(), scan.session.clone()),
                 ("COPILOT_EXTENSION_NAME".to_owned(), name.to_owned()),
             ],
+            env_from_host: Vec::new(),
             cwd,
             stdin: true,
             timeout_ms: None,

@@ -38,6 +38,11 @@ pub struct GitHubIdentity {
     pub login: String,
     /// The Copilot plan (`copilot_plan`), if the API says.
     pub copilot_plan: Option<String>,
+    /// The account's quota snapshots as the API gave them (`quota_snapshots`: by quota type,
+    /// `entitlement`, `percent_remaining`, `overage_count`, …), if it did.
+    pub quota_snapshots: Option<Value>,
+    /// When the quotas reset (`quota_reset_date_utc` or `quota_reset_date`), if the API says.
+    pub quota_reset_date: Option<String>,
 }
 
 /// Where the lookup of one token stands.
@@ -115,6 +120,12 @@ impl Host {
         };
         self.http_request(call, request);
         IdentityLookup::Pending
+    }
+
+    /// Forgets what is known of `token`: its next lookup asks the API again (a quota is read
+    /// fresh).
+    pub(crate) fn forget_github_identity(&mut self, token: &str) {
+        self.github_identities.known.shift_remove(token);
     }
 
     /// Whether HTTP call `call` is an identity lookup in flight.
@@ -212,12 +223,15 @@ fn identity_of(status: Option<u16>, body: &[u8]) -> Result<GitHubIdentity, Strin
         .and_then(Value::as_str)
         .filter(|l| !l.is_empty())
         .ok_or("the GitHub API's answer names no login")?;
+    let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
     Ok(GitHubIdentity {
         login: login.to_owned(),
-        copilot_plan: value
-            .get("copilot_plan")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
+        copilot_plan: text("copilot_plan"),
+        quota_snapshots: value
+            .get("quota_snapshots")
+            .filter(|q| q.is_object())
+            .cloned(),
+        quota_reset_date: text("quota_reset_date_utc").or_else(|| text("quota_reset_date")),
     })
 }
 
@@ -232,7 +246,9 @@ mod tests {
             ok,
             Ok(GitHubIdentity {
                 login: "alice".into(),
-                copilot_plan: Some("business".into())
+                copilot_plan: Some("business".into()),
+                quota_snapshots: None,
+                quota_reset_date: None,
             })
         );
         let refused = identity_of(Some(401), br#"{"message":"Bad credentials"}"#).unwrap_err();

@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 use crate::agent::HttpEvent;
 use crate::model::{HttpHeader, HttpMethod, HttpRequest, SseDecoder, SseLimits};
 
+use super::mcp::oauth::{AuthState, Challenge};
 #[cfg(doc)]
 use super::EffectOp;
 use super::Host;
@@ -34,25 +35,40 @@ pub(crate) struct HttpTransport {
     session_id: Option<String>,
     /// POSTs in flight by call id.
     exchanges: BTreeMap<u64, Exchange>,
+    /// Its authorization, when the session's clients provide it (`mcp/oauth.rs`).
+    pub(crate) auth: AuthState,
 }
 
 #[derive(Debug)]
 struct Exchange {
     /// The id of the request this POST carried (a response or notification carries none).
     request_id: Option<Value>,
+    /// The message it carried (sent again once authorized).
+    frame: Bytes,
     status: u16,
+    headers: Vec<(String, String)>,
     sse: Option<SseDecoder>,
     body: Vec<u8>,
 }
 
 impl HttpTransport {
-    pub(crate) fn new(url: String, headers: Vec<(String, String)>) -> Self {
+    pub(crate) fn new(
+        url: String,
+        headers: Vec<(String, String)>,
+        oauth_client: Option<crate::mcp::OAuthClient>,
+    ) -> Self {
         HttpTransport {
             url,
             headers,
             session_id: None,
             exchanges: BTreeMap::new(),
+            auth: AuthState::new(oauth_client),
         }
+    }
+
+    /// The server's URL.
+    pub(crate) fn url(&self) -> &str {
+        &self.url
     }
 }
 
@@ -87,11 +103,17 @@ impl Host {
         for (k, v) in &http.headers {
             headers.push(HttpHeader::secret(k.clone(), v.clone()));
         }
+        if let Some(authorization) = http.auth.authorization() {
+            headers.retain(|h| !h.name.eq_ignore_ascii_case("authorization"));
+            headers.push(authorization);
+        }
         http.exchanges.insert(
             call,
             Exchange {
                 request_id,
+                frame: Bytes::copy_from_slice(body),
                 status: 0,
+                headers: Vec::new(),
                 sse: None,
                 body: Vec::new(),
             },
@@ -130,12 +152,24 @@ impl Host {
         if last {
             self.mcp_http_calls.remove(&call);
         }
+        let metadata = self
+            .mcp_server(&session, &name)
+            .and_then(|s| s.http.as_ref())
+            .is_some_and(|h| h.auth.is_metadata_call(call));
+        if metadata {
+            self.mcp_auth_metadata_input(&session, &name, event);
+            return true;
+        }
         let mut lines: Vec<Vec<u8>> = Vec::new();
+        let mut challenge = None;
         if let Some(http) = self
             .mcp_server(&session, &name)
             .and_then(|s| s.http.as_mut())
         {
-            exchange_event(http, call, event, &mut lines);
+            challenge = exchange_event(http, call, event, &mut lines);
+        }
+        if let Some(challenge) = challenge {
+            self.mcp_auth_challenge(&session, &name, challenge);
         }
         let now = self.now;
         if let Some(server) = self.mcp_server(&session, &name) {
@@ -149,15 +183,22 @@ impl Host {
     }
 }
 
-/// Applies one report of exchange `call`; the messages it completed go to `lines`.
-fn exchange_event(http: &mut HttpTransport, call: u64, event: HttpEvent, lines: &mut Vec<Vec<u8>>) {
-    let Some(ex) = http.exchanges.get_mut(&call) else {
-        return;
-    };
+/// Applies one report of exchange `call`; the messages it completed go to `lines`. A POST
+/// refused with a `Bearer` challenge is returned, to wait for authorization.
+fn exchange_event(
+    http: &mut HttpTransport,
+    call: u64,
+    event: HttpEvent,
+    lines: &mut Vec<Vec<u8>>,
+) -> Option<Challenge> {
+    let ex = http.exchanges.get_mut(&call)?;
     let mut failure = None;
     match event {
         HttpEvent::Response { status, headers } => {
             ex.status = status;
+            if Challenge::bearer(status, &headers).is_some() {
+                ex.headers = headers.clone();
+            }
             let header = |name: &str| {
                 headers
                     .iter()
@@ -200,8 +241,16 @@ fn exchange_event(http: &mut HttpTransport, call: u64, event: HttpEvent, lines: 
             }
         },
         HttpEvent::End => {
-            let ex = http.exchanges.remove(&call);
-            let Some(ex) = ex else { return };
+            let ex = http.exchanges.remove(&call)?;
+            if Challenge::bearer(ex.status, &ex.headers).is_some() {
+                return Some(Challenge {
+                    status: ex.status,
+                    headers: ex.headers,
+                    body: ex.body,
+                    frame: ex.frame,
+                    request_id: ex.request_id,
+                });
+            }
             if !(200..300).contains(&ex.status) {
                 let text = String::from_utf8_lossy(&ex.body);
                 let text = text.trim();
@@ -220,7 +269,7 @@ fn exchange_event(http: &mut HttpTransport, call: u64, event: HttpEvent, lines: 
                 line.push(b'\n');
                 lines.push(line);
             }
-            return;
+            return None;
         }
         HttpEvent::Error { message, .. } => {
             failure = Some(format!("the HTTP request failed: {message}"));
@@ -231,6 +280,7 @@ fn exchange_event(http: &mut HttpTransport, call: u64, event: HttpEvent, lines: 
             fail_request(&ex, &reason, lines);
         }
     }
+    None
 }
 
 /// An error response for the request `ex` carried (nothing for a response or notification).

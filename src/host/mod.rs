@@ -25,6 +25,7 @@ mod mcp;
 mod mcp_http;
 mod models_list;
 pub(crate) mod pending;
+pub(crate) mod plugins;
 pub(crate) mod requests;
 pub(crate) mod sessions;
 mod tool_ops;
@@ -127,6 +128,8 @@ struct Live {
     system_transformed: BTreeMap<String, String>,
     /// Its instruction files' text (`instructionDirectories`).
     instructions: sessions::instructions::Instructions,
+    /// Files the built-in tools changed, by turn (`enableFileChangeTracking`, `rewind.rs`).
+    file_changes: sessions::rewind::FileChanges,
 }
 
 /// The protocol host. See the crate docs for the run loop.
@@ -192,8 +195,13 @@ pub struct Host {
     github_identities: github_identity::GitHubIdentities,
     /// `skills.discover` reads in flight (`skills.rs`).
     skill_discoveries: sessions::skills::Discoveries,
-    /// Connections that provide the file storage of the sessions they attach to.
-    file_providers: BTreeSet<ConnId>,
+    /// Installed plugins, marketplaces and the plugins requests (`plugins.rs`).
+    plugins: plugins::Plugins,
+    /// Connections that provide the file storage of the sessions they attach to, with the
+    /// state directory they asked for (where each session's state is kept too).
+    file_providers: BTreeMap<ConnId, Option<String>>,
+    /// Sessions' state kept in their file providers' storage (`state_files.rs`).
+    state_mirrors: requests::state_files::StateMirrors,
     /// Child processes of MCP servers, by process id: their session and server name.
     mcp_processes: BTreeMap<u64, (String, String)>,
     /// The ACP agent process sessions run on ([`HostConfig::acp_agent`]).
@@ -211,6 +219,12 @@ pub struct Host {
     mcp_http_calls: BTreeMap<u64, (String, String)>,
     /// `session.mcp.executeSampling` runs in flight, by `requestId`.
     sampling_execs: BTreeMap<String, mcp::sampling::SamplingExec>,
+    /// Rewinds restoring their files (`sessions/rewind.rs`), by key.
+    rewinds: BTreeMap<u64, sessions::rewind::PendingRewind>,
+    /// The next rewind's key.
+    next_rewind: u64,
+    /// Ephemeral queries waiting for the server default's model to be chosen.
+    waiting_queries: Vec<mcp::sampling::WaitingQuery>,
     /// Their HTTP exchanges, by call id.
     sampling_http: BTreeMap<u64, String>,
     /// The latest frame of each key broadcast with `broadcast_latest` (coalesced per
@@ -320,7 +334,9 @@ impl Host {
             models_lists: models_list::ModelsLists::default(),
             github_identities: github_identity::GitHubIdentities::default(),
             skill_discoveries: sessions::skills::Discoveries::default(),
-            file_providers: BTreeSet::new(),
+            plugins: plugins::Plugins::default(),
+            file_providers: BTreeMap::new(),
+            state_mirrors: Default::default(),
             mcp_processes: BTreeMap::new(),
             extensions: Default::default(),
             acp: Default::default(),
@@ -330,6 +346,9 @@ impl Host {
             gated: BTreeSet::new(),
             mcp_http_calls: BTreeMap::new(),
             sampling_execs: BTreeMap::new(),
+            waiting_queries: Vec::new(),
+            rewinds: BTreeMap::new(),
+            next_rewind: 0,
             sampling_http: BTreeMap::new(),
             latest: io::latest::LatestFrames::default(),
             permission_store: requests::permission_rules::HostPermissions::default(),

@@ -97,6 +97,8 @@ enum Waiter {
         id: OwnedId,
         reply: ModelsReply,
         fallback: Vec<ModelInfo>,
+        /// Models listed after the provider's (those a client added to the session).
+        extra: Vec<ModelInfo>,
     },
     /// The choice of the server default's model: the prompts held for it go on.
     DefaultChoice,
@@ -112,7 +114,7 @@ impl Host {
         id: &OwnedId,
         reply: ModelsReply,
     ) -> Option<Value> {
-        self.list_default_models(conn, id, false, reply)
+        self.list_default_models(conn, id, false, reply, Vec::new())
     }
 
     /// Answers a session's model-list request: its own single provider's list, its catalog's
@@ -132,9 +134,15 @@ impl Host {
         let Some(live) = self.sessions.get(session) else {
             return Some(reply(&[]));
         };
+        // The models a client added (`session.provider.add`) follow the provider's.
+        let extra = live.model.registry_models();
+        let joined =
+            |list: &[ModelInfo]| -> Vec<ModelInfo> { list.iter().chain(&extra).cloned().collect() };
         let provider = match &live.model.catalog {
-            None => return self.list_default_models(conn, id, refresh, reply),
-            Some(catalog @ ProviderCatalog::Named { .. }) => return Some(reply(&catalog.models())),
+            None => return self.list_default_models(conn, id, refresh, reply, extra),
+            Some(catalog @ ProviderCatalog::Named { .. }) => {
+                return Some(reply(&joined(&catalog.models())))
+            }
             Some(ProviderCatalog::Single(provider)) => (**provider).clone(),
         };
         let configured: Vec<ModelInfo> = live
@@ -154,7 +162,7 @@ impl Host {
                 .keys()
                 .any(|c| self.is_http_provider(*c));
         if served_by_client {
-            return Some(reply(&configured));
+            return Some(reply(&joined(&configured)));
         }
         let token_from = if provider.has_bearer_token_provider {
             // The asker if it answers token requests, else another client of the session.
@@ -166,7 +174,7 @@ impl Host {
             };
             match from {
                 Some(c) => Some((session.to_owned(), c)),
-                None => return Some(reply(&configured)),
+                None => return Some(reply(&joined(&configured))),
             }
         } else {
             None
@@ -176,6 +184,7 @@ impl Host {
             id,
             refresh,
             token_from,
+            extra,
         };
         self.list_provider_models(&provider, configured, asked, reply)
     }
@@ -186,9 +195,10 @@ impl Host {
         id: &OwnedId,
         refresh: bool,
         reply: ModelsReply,
+        extra: Vec<ModelInfo>,
     ) -> Option<Value> {
         let Some(default) = &self.config.model_default else {
-            return Some(reply(&[]));
+            return Some(reply(&extra));
         };
         let provider = default.provider.clone();
         let configured = self.configured_models();
@@ -197,6 +207,7 @@ impl Host {
             id,
             refresh,
             token_from: None,
+            extra,
         };
         self.list_provider_models(&provider, configured, asked, reply)
     }
@@ -214,10 +225,13 @@ impl Host {
             id,
             refresh,
             token_from,
+            extra,
         } = asked;
+        let joined =
+            |list: &[ModelInfo]| -> Vec<ModelInfo> { list.iter().chain(&extra).cloned().collect() };
         let request = match build_models_request(provider, None) {
             Ok(r) => r,
-            Err(_) => return Some(reply(&fallback)),
+            Err(_) => return Some(reply(&joined(&fallback))),
         };
         let key = list_key(
             &request.headers,
@@ -229,13 +243,14 @@ impl Host {
         if refresh {
             self.models_lists.cache.shift_remove(&key);
         } else if let Some(models) = self.models_lists.cache.get(&key) {
-            return Some(reply(models));
+            return Some(reply(&joined(models)));
         }
         let waiter = Waiter::Request {
             conn,
             id: id.clone(),
             reply,
             fallback,
+            extra,
         };
         if let Some(fetch) = self
             .models_lists
@@ -391,9 +406,11 @@ impl Host {
                     id,
                     reply,
                     fallback,
+                    extra,
                 } => {
                     let list = models.as_ref().unwrap_or(&fallback);
-                    let result = reply(list);
+                    let list: Vec<ModelInfo> = list.iter().chain(&extra).cloned().collect();
+                    let result = reply(&list);
                     self.respond(conn, &id, Ok(result));
                 }
                 Waiter::DefaultChoice => {
@@ -458,6 +475,8 @@ struct Asked<'a> {
     refresh: bool,
     /// The session and the client to ask for the provider's bearer token, if it needs one.
     token_from: Option<(String, ConnId)>,
+    /// Models listed after the provider's (those a client added to the session).
+    extra: Vec<ModelInfo>,
 }
 
 /// The cache key of a list request: its URL and a fingerprint of its headers, and of the

@@ -189,6 +189,15 @@ pub(crate) enum ClientCall {
     },
     /// A file operation on the session's file provider.
     Fs(Box<crate::host::requests::remote_fs::FsCall>),
+    /// A write of `session`'s state to its file provider (`state_files.rs`).
+    StateFile {
+        /// The session.
+        session: String,
+        /// The provider.
+        conn: ConnId,
+        /// The write.
+        write: Box<crate::host::requests::remote_fs::FsPrimitive>,
+    },
     /// A bearer token for the provider of model-list request `call` (HTTP call id).
     ModelsToken {
         /// The model-list request.

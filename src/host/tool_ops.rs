@@ -64,6 +64,21 @@ pub enum FileRequest {
         /// Larger files are skipped.
         max_file_bytes: u64,
     },
+    /// Copy the directory tree `from` to `to`, replacing whatever was at `to` (missing
+    /// parents are created; `.git` directories and symbolic links are left out)
+    /// ([`FileReply::Written`]). Used to install plugins into the data directory.
+    CopyDir {
+        /// The directory copied.
+        from: String,
+        /// Where the copy goes.
+        to: String,
+    },
+    /// Remove the file or directory tree `path` ([`FileReply::Written`]); a path that does
+    /// not exist is not an error. Used to uninstall plugins from the data directory.
+    Remove {
+        /// The file or directory.
+        path: String,
+    },
 }
 
 /// The runtime's answer to a [`FileRequest`]
@@ -113,6 +128,8 @@ enum Stage {
     },
     Create {
         result: String,
+        path: String,
+        content: String,
     },
     EditRead {
         path: String,
@@ -121,6 +138,9 @@ enum Stage {
     },
     EditWrite {
         summary: String,
+        path: String,
+        original: String,
+        content: String,
     },
     Glob {
         pattern: String,
@@ -148,6 +168,10 @@ enum Stage {
     AcpAgent(super::sessions::acp_agents::AcpFileWait),
     /// A directory listing of extension discovery (`extensions.rs`), not a tool call.
     Extensions(Box<super::extensions::ExtensionScan>),
+    /// A plugins request's file work in the data directory (`plugins.rs`), not a tool call.
+    Plugins(super::plugins::PluginWait),
+    /// A rewind's file work (`sessions/rewind.rs`), not a tool call.
+    Rewind(super::sessions::rewind::RewindStep),
 }
 
 struct ToolOp {
@@ -215,12 +239,14 @@ impl Host {
             ),
             BuiltinOp::WriteFile { path, content } => (
                 FileRequest::Write {
-                    path,
-                    content,
+                    path: path.clone(),
+                    content: content.clone(),
                     create_new: true,
                 },
                 Stage::Create {
                     result: call.result,
+                    path,
+                    content,
                 },
             ),
             BuiltinOp::Edit {
@@ -324,6 +350,39 @@ impl Host {
         self.push_effect(id, EffectOp::FileOp(request));
     }
 
+    /// File work of a plugins request (always the runtime's, never a session's file
+    /// provider); the answer goes to [`Host::plugin_file_done`].
+    pub(super) fn plugin_file_op(
+        &mut self,
+        request: FileRequest,
+        wait: super::plugins::PluginWait,
+    ) {
+        let id = self.next_effect_id();
+        let op = id.get();
+        let stage = Stage::Plugins(wait);
+        let (session, tool_call_id) = (String::new(), String::new());
+        self.runtime_tools.ops.insert(
+            op,
+            ToolOp {
+                session,
+                tool_call_id,
+                stage,
+            },
+        );
+        self.push_effect(id, EffectOp::FileOp(request));
+    }
+
+    /// File work of a rewind of `session` (the session's file provider's, or the
+    /// runtime's); the answer goes to [`Host::rewind_file_done`].
+    pub(super) fn rewind_file_op(
+        &mut self,
+        session: &str,
+        request: FileRequest,
+        step: super::sessions::rewind::RewindStep,
+    ) {
+        self.file_op(session, "", request, Stage::Rewind(step));
+    }
+
     fn file_op(&mut self, session: &str, tool_call_id: &str, request: FileRequest, stage: Stage) {
         let id = self.next_effect_id();
         let op = id.get();
@@ -378,6 +437,7 @@ impl Host {
         let spec = ProcessSpec {
             argv: shell_argv(command),
             env: Vec::new(),
+            env_from_host: Vec::new(),
             cwd,
             stdin: false,
             timeout_ms: Some(timeout_ms),
@@ -414,6 +474,30 @@ impl Host {
         if let Stage::Extensions(scan) = stage {
             self.extension_scan_done(*scan, result);
             return;
+        }
+        if let Stage::Plugins(wait) = stage {
+            self.plugin_file_done(wait, result);
+            return;
+        }
+        if let Stage::Rewind(step) = stage {
+            self.rewind_file_done(step, result);
+            return;
+        }
+        // A file the tools created or edited is captured for rewind (`sessions/rewind.rs`).
+        match (&stage, &result) {
+            (Stage::Create { path, content, .. }, Ok(FileReply::Written)) => {
+                self.file_written(&session, path, None, content)
+            }
+            (
+                Stage::EditWrite {
+                    path,
+                    original,
+                    content,
+                    ..
+                },
+                Ok(FileReply::Written),
+            ) => self.file_written(&session, path, Some(original.clone()), content),
+            _ => {}
         }
         if let (Stage::View { path, .. }, Ok(FileReply::Bytes(bytes))) = (&stage, &result) {
             // An image: the model is told it was viewed, and gets the image itself after the
@@ -518,7 +602,13 @@ impl Host {
         let ops: Vec<u64> = (self.runtime_tools.ops.iter())
             .filter(|(_, o)| {
                 o.session == session
-                    && !matches!(o.stage, Stage::Attachment { .. } | Stage::Instructions(_))
+                    && !matches!(
+                        o.stage,
+                        Stage::Attachment { .. }
+                            | Stage::Instructions(_)
+                            | Stage::Plugins(_)
+                            | Stage::Rewind(_)
+                    )
             })
             .map(|(id, _)| *id)
             .collect();
@@ -579,7 +669,7 @@ fn file_step(stage: Stage, result: Result<FileReply, String>) -> Next {
         (Stage::View { .. }, FileReply::Entries(entries)) => {
             Next::Done(Ok(tool_text::view_dir(&entries)))
         }
-        (Stage::Create { result }, FileReply::Written) => Next::Done(Ok(result)),
+        (Stage::Create { result, .. }, FileReply::Written) => Next::Done(Ok(result)),
         (
             Stage::EditRead {
                 path,
@@ -590,18 +680,23 @@ fn file_step(stage: Stage, result: Result<FileReply, String>) -> Next {
         ) => match tool_text::apply_edit(&text, &path, &old_str, &new_str) {
             Ok((content, summary)) => Next::Then(
                 FileRequest::Write {
-                    path,
-                    content,
+                    path: path.clone(),
+                    content: content.clone(),
                     create_new: false,
                 },
-                Stage::EditWrite { summary },
+                Stage::EditWrite {
+                    summary,
+                    path,
+                    original: text,
+                    content,
+                },
             ),
             Err(message) => Next::Done(Err(message)),
         },
         (Stage::EditRead { path, .. }, FileReply::Entries(_)) => {
             Next::Done(Err(format!("{path} is a directory, not a file")))
         }
-        (Stage::EditWrite { summary }, FileReply::Written) => Next::Done(Ok(summary)),
+        (Stage::EditWrite { summary, .. }, FileReply::Written) => Next::Done(Ok(summary)),
         (Stage::Glob { pattern }, FileReply::Entries(files)) => Next::Done(
             tool_text::glob_files(&files, &pattern).map(|m| tool_text::glob_answer(&m, &pattern)),
         ),

@@ -68,6 +68,18 @@ pub struct McpServerConfig {
     pub tools: ToolFilter,
     /// Deadline of each request to it.
     pub timeout: Duration,
+    /// The OAuth client it names (`oauthClientId`, `oauthPublicClient`), for a remote server
+    /// whose authorization the session's clients provide.
+    pub oauth_client: Option<OAuthClient>,
+}
+
+/// A static OAuth client a remote server's configuration names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OAuthClient {
+    /// `oauthClientId`.
+    pub client_id: String,
+    /// `oauthPublicClient`.
+    pub public: bool,
 }
 
 impl McpServerConfig {
@@ -150,6 +162,12 @@ fn copilot_server(name: &str, config: &Value) -> Result<McpServerConfig, String>
         transport,
         tools: ToolFilter { only, exclude },
         timeout,
+        oauth_client: str_field("oauthClientId")
+            .filter(|id| !id.is_empty())
+            .map(|client_id| OAuthClient {
+                client_id,
+                public: obj.get("oauthPublicClient") == Some(&Value::Bool(true)),
+            }),
     })
 }
 

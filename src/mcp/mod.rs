@@ -30,6 +30,7 @@ pub mod tool;
 
 pub use client::{ClientEvent, McpClient, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS};
 pub use config::{
-    acp_servers, copilot_servers, McpServerConfig, McpTransport, ToolFilter, DEFAULT_MCP_TIMEOUT,
+    acp_servers, copilot_servers, McpServerConfig, McpTransport, OAuthClient, ToolFilter,
+    DEFAULT_MCP_TIMEOUT,
 };
 pub use tool::McpTool;

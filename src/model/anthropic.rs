@@ -52,6 +52,21 @@ pub(crate) fn request_body(model: &str, req: &ChatRequest<'_>, max_tokens: Optio
                         UserPart::Text(text) => json!({"type": "text", "text": text}),
                         UserPart::Image { media_type, data } => json!({"type": "image",
                             "source": {"type": "base64", "media_type": media_type, "data": data}}),
+                        UserPart::Document {
+                            media_type,
+                            data,
+                            title,
+                        } => {
+                            let mut block = json!({"type": "document",
+                                "source": {"type": "base64", "media_type": media_type, "data": data}});
+                            if !title.is_empty() {
+                                block["title"] = json!(title);
+                            }
+                            if req.enable_citations {
+                                block["citations"] = json!({"enabled": true});
+                            }
+                            block
+                        }
                     })
                     .collect(),
             ),
@@ -734,5 +749,36 @@ mod tests {
             json!({"type":"tool_result","tool_use_id":"b","content":"B"})
         );
         assert!(body.get("top_p").is_none());
+    }
+
+    /// A PDF attachment is a document block titled with its name, with citations when the
+    /// session enabled them (`enableCitations`); images stay image blocks.
+    #[test]
+    fn documents_are_document_blocks_with_citations_when_enabled() {
+        use crate::model::conversation::HistoryBuilder;
+        let mut history = HistoryBuilder::default();
+        history.push(
+            "user.message",
+            &json!({"content": "Summarize it.", "attachments": [
+                {"type": "blob", "mimeType": "application/pdf", "data": "JVBERi0=",
+                 "displayName": "source.pdf"},
+                {"type": "blob", "mimeType": "text/csv", "data": "YSxi", "displayName": "t.csv"}]}),
+        );
+        let msgs = history.finish(None);
+        let mut req = ChatRequest::new(None, &msgs, &[]);
+        let block = |req: &ChatRequest<'_>| {
+            let body: Value = serde_json::from_slice(&request_body("m", req, None)).unwrap();
+            let content = body["messages"][0]["content"].as_array().unwrap().clone();
+            assert_eq!(content.len(), 2, "the prompt and the PDF only: {content:?}");
+            content[1].clone()
+        };
+        assert_eq!(
+            block(&req),
+            json!({"type": "document", "title": "source.pdf",
+                   "source": {"type": "base64", "media_type": "application/pdf",
+                              "data": "JVBERi0="}})
+        );
+        req.enable_citations = true;
+        assert_eq!(block(&req)["citations"], json!({"enabled": true}));
     }
 }

@@ -85,42 +85,84 @@ impl ProviderCatalog {
             .iter()
             .map(ProviderConfig::from_named_json)
             .collect::<Result<Vec<_>, _>>()?;
-        let mut models = Vec::new();
-        for m in array("models")? {
-            let text = |k: &str| {
-                m.get(k)
-                    .and_then(Value::as_str)
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_owned)
-            };
-            let number = |k: &str| m.get(k).and_then(Value::as_u64);
-            let (Some(id), Some(provider)) = (text("id"), text("provider")) else {
-                return Err(ProviderError {
-                    field: "models[]".into(),
-                    reason: "each model needs an id and a provider".into(),
-                });
-            };
-            if !providers
-                .iter()
-                .any(|p| p.provider_name.as_deref() == Some(provider.as_str()))
-            {
-                return Err(ProviderError {
-                    field: "models[].provider".into(),
-                    reason: format!("names no entry of providers: {provider}"),
-                });
-            }
-            models.push(CatalogModel {
-                id,
-                provider,
-                wire_model: text("wireModel"),
-                model_id: text("modelId"),
-                name: text("name"),
-                max_prompt_tokens: number("maxPromptTokens"),
-                max_context_window_tokens: number("maxContextWindowTokens"),
-                max_output_tokens: number("maxOutputTokens"),
-            });
-        }
+        let models = array("models")?
+            .iter()
+            .map(|m| parse_model(m, &providers))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Some(Self::Named { providers, models }))
+    }
+
+    /// A named catalog with nothing in it yet (providers are added at runtime).
+    pub fn empty() -> Self {
+        Self::Named {
+            providers: Vec::new(),
+            models: Vec::new(),
+        }
+    }
+
+    /// Adds `providers` and `models` (as `session.provider.add` sends them) to a named
+    /// catalog: a provider's name must be new, a model must name a provider of the catalog or
+    /// of this call, and its `provider/id` must be new. Nothing is added when one is not.
+    /// Returns the models added, as [`ProviderCatalog::models`] lists them.
+    pub fn add(
+        &mut self,
+        providers: &[Value],
+        models: &[Value],
+    ) -> Result<Vec<ModelInfo>, ProviderError> {
+        let Self::Named {
+            providers: known_providers,
+            models: known_models,
+        } = self
+        else {
+            return Err(ProviderError::new(
+                "providers",
+                "cannot be added to a session with a single provider",
+            ));
+        };
+        let mut all = known_providers.clone();
+        for p in providers {
+            let provider = ProviderConfig::from_named_json(p)?;
+            if all
+                .iter()
+                .any(|k| k.provider_name == provider.provider_name)
+            {
+                return Err(ProviderError::new(
+                    "providers[].name",
+                    format!(
+                        "{} is already registered",
+                        provider.provider_name.as_deref().unwrap_or_default()
+                    ),
+                ));
+            }
+            all.push(provider);
+        }
+        let mut added: Vec<CatalogModel> = Vec::new();
+        for m in models {
+            let model = parse_model(m, &all)?;
+            let id = model.qualified_id();
+            if known_models
+                .iter()
+                .chain(&added)
+                .any(|k| k.qualified_id() == id)
+            {
+                return Err(ProviderError::new(
+                    "models[]",
+                    format!("{id} is already registered"),
+                ));
+            }
+            added.push(model);
+        }
+        *known_providers = all;
+        known_models.extend(added.iter().cloned());
+        Ok(added.iter().map(model_info).collect())
+    }
+
+    /// Whether `model` (a `provider/id`) is one of the catalog's models.
+    pub fn has_model(&self, model: &str) -> bool {
+        match self {
+            Self::Single(_) => false,
+            Self::Named { models, .. } => models.iter().any(|m| m.qualified_id() == model),
+        }
     }
 
     /// The provider to call for the session's `model`, with the model name to send folded
@@ -185,16 +227,63 @@ impl ProviderCatalog {
     pub fn models(&self) -> Vec<ModelInfo> {
         match self {
             Self::Single(_) => Vec::new(),
-            Self::Named { models, .. } => models
-                .iter()
-                .map(|m| ModelInfo {
-                    id: m.qualified_id(),
-                    name: m.name.clone(),
-                    context_window: m.max_context_window_tokens,
-                })
-                .collect(),
+            Self::Named { models, .. } => models.iter().map(model_info).collect(),
         }
     }
+}
+
+/// A catalog model as `models.list` lists it.
+fn model_info(m: &CatalogModel) -> ModelInfo {
+    ModelInfo {
+        id: m.qualified_id(),
+        name: m.name.clone(),
+        context_window: m.max_context_window_tokens,
+    }
+}
+
+/// One entry of `models[]`, whose `provider` must name one of `providers`.
+fn parse_model(m: &Value, providers: &[ProviderConfig]) -> Result<CatalogModel, ProviderError> {
+    let text = |k: &str| {
+        m.get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    };
+    let number = |k: &str| m.get(k).and_then(Value::as_u64);
+    let (Some(id), Some(provider)) = (text("id"), text("provider")) else {
+        return Err(ProviderError {
+            field: "models[]".into(),
+            reason: "each model needs an id and a provider".into(),
+        });
+    };
+    if !providers
+        .iter()
+        .any(|p| p.provider_name.as_deref() == Some(provider.as_str()))
+    {
+        return Err(ProviderError {
+            field: "models[].provider".into(),
+            reason: format!("names no entry of providers: {provider}"),
+        });
+    }
+    Ok(CatalogModel {
+        id,
+        provider,
+        wire_model: text("wireModel"),
+        model_id: text("modelId"),
+        name: text("name"),
+        max_prompt_tokens: number("maxPromptTokens").or_else(|| {
+            m.pointer("/capabilities/limits/maxPromptTokens")
+                .and_then(Value::as_u64)
+        }),
+        max_context_window_tokens: number("maxContextWindowTokens").or_else(|| {
+            m.pointer("/capabilities/limits/maxContextWindowTokens")
+                .and_then(Value::as_u64)
+        }),
+        max_output_tokens: number("maxOutputTokens").or_else(|| {
+            m.pointer("/capabilities/limits/maxOutputTokens")
+                .and_then(Value::as_u64)
+        }),
+    })
 }
 
 #[cfg(test)]

@@ -69,6 +69,21 @@ pub enum UserPart {
         /// The base64 data.
         data: String,
     },
+    /// A document (a PDF), as base64 data with its media type and title (the attachment's
+    /// name).
+    Document {
+        /// The media type (`application/pdf`).
+        media_type: String,
+        /// The base64 data.
+        data: String,
+        /// The title (the attachment's `displayName`).
+        title: String,
+    },
+}
+
+/// Whether a blob of `mime` goes to the model as a [`UserPart::Document`].
+fn is_document(mime: &str) -> bool {
+    mime == "application/pdf"
 }
 
 /// The error a tool call that was cancelled, or never completed (the turn ended first), shows
@@ -154,7 +169,8 @@ impl HistoryBuilder {
                     .and_then(Value::as_str)
                     .or_else(|| data.get("content").and_then(Value::as_str))
                     .unwrap_or_default();
-                // Image blobs go with the prompt as image parts, each after its name.
+                // Image blobs go with the prompt as image parts, each after its name; PDF
+                // blobs as document parts titled with it.
                 let images: Vec<&Value> = data
                     .get("attachments")
                     .and_then(Value::as_array)
@@ -164,7 +180,7 @@ impl HistoryBuilder {
                         a.get("type").and_then(Value::as_str) == Some("blob")
                             && a.get("mimeType")
                                 .and_then(Value::as_str)
-                                .is_some_and(|m| m.starts_with("image/"))
+                                .is_some_and(|m| m.starts_with("image/") || is_document(m))
                             && a.get("data").is_some_and(Value::is_string)
                     })
                     .collect();
@@ -174,6 +190,14 @@ impl HistoryBuilder {
                     let mut parts = vec![UserPart::Text(content.to_owned())];
                     for image in images {
                         let text = |k: &str| string_field(image, k);
+                        if is_document(&text("mimeType")) {
+                            parts.push(UserPart::Document {
+                                media_type: text("mimeType"),
+                                data: text("data"),
+                                title: text("displayName"),
+                            });
+                            continue;
+                        }
                         if !text("displayName").is_empty() {
                             parts.push(UserPart::Text(text("displayName")));
                         }

@@ -57,6 +57,15 @@ impl Serialize for OpenAiMessage<'_> {
                             "type": "image_url",
                             "image_url": {"url": format!("data:{media_type};base64,{data}")}
                         }),
+                        UserPart::Document {
+                            media_type,
+                            data,
+                            title,
+                        } => serde_json::json!({
+                            "type": "file",
+                            "file": {"filename": title,
+                                     "file_data": format!("data:{media_type};base64,{data}")}
+                        }),
                     })
                     .collect();
                 map.serialize_entry("content", &parts)?;

@@ -83,7 +83,7 @@ pub struct ProviderError {
 }
 
 impl ProviderError {
-    fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+    pub(crate) fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
         ProviderError {
             field: field.into(),
             reason: reason.into(),

@@ -64,6 +64,9 @@ pub struct ChatRequest<'a> {
     /// Ask for a stream of chunks (`stream: true`, the default) or one JSON completion
     /// (Chat Completions only; Anthropic calls always stream).
     pub stream: bool,
+    /// `enableCitations`: documents ask the model for citations (Anthropic's
+    /// `citations: {enabled: true}` on each document block).
+    pub enable_citations: bool,
 }
 
 impl<'a> ChatRequest<'a> {
@@ -81,6 +84,7 @@ impl<'a> ChatRequest<'a> {
             reasoning_effort: None,
             max_output_tokens: None,
             stream: true,
+            enable_citations: false,
         }
     }
 }

@@ -98,6 +98,15 @@ impl Serialize for Input<'_> {
                                 "type": "input_image",
                                 "image_url": format!("data:{media_type};base64,{data}")
                             }),
+                            UserPart::Document {
+                                media_type,
+                                data,
+                                title,
+                            } => serde_json::json!({
+                                "type": "input_file",
+                                "filename": title,
+                                "file_data": format!("data:{media_type};base64,{data}")
+                            }),
                         })
                         .collect();
                     seq.serialize_element(&serde_json::json!({"role": "user", "content": content}))?

@@ -988,6 +988,7 @@ fn shell_exec_is_a_runtime_action_whose_output_reaches_the_caller() {
                 EffectOp::ProcessSpawn(ProcessSpec {
                     argv,
                     env,
+                    env_from_host,
                     cwd,
                     stdin,
                     timeout_ms,
@@ -996,6 +997,7 @@ fn shell_exec_is_a_runtime_action_whose_output_reaches_the_caller() {
             effect = id;
             assert_eq!(argv, ["sh", "-c", "echo hi"]);
             assert!(env.is_empty());
+            assert!(env_from_host.is_empty());
             assert!(!stdin, "a command's stdin is empty");
             assert_eq!(
                 cwd.as_deref(),

@@ -2231,3 +2231,385 @@ fn the_model_loads_a_skill_with_the_skill_tool() {
         "<skill-context name=\"pine\">\nBase directory for this skill: /sk/pine\n\n# Pine\n\nSay PINE.\n\n</skill-context>"
     );
 }
+
+/// `session.ui.ephemeralQuery {question}` asks the session's model the question after the
+/// conversation so far (its system prompt, no tools), streams its progress as ephemeral
+/// `ui.ephemeral_query` events (`started`, a `chunk` per delta, `completed` with the answer),
+/// answers `{answer}`, and leaves the conversation as it was: the next prompt's request does
+/// not contain the question.
+#[test]
+fn an_ephemeral_query_is_answered_from_the_conversation_without_joining_it() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1"}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "My favourite colour is blue."}),
+    );
+    let (call, _) = next_request(&mut w);
+    answer(&mut w, call, &text_stream("c1", &["Noted."]), &mut [&mut p]);
+    let logged = p
+        .types("s")
+        .iter()
+        .filter(|t| !t.starts_with("ui."))
+        .count();
+
+    let question = "In one word, what is my favourite colour?";
+    let asked = send_request(
+        &mut w,
+        &mut p,
+        "session.ui.ephemeralQuery",
+        json!({"sessionId": "s", "question": question}),
+    );
+    let (call, request) = next_request(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert!(body.get("tools").is_none(), "no tools: {body}");
+    let msgs = messages(&request);
+    assert_eq!(msgs[0]["role"], "system");
+    let first = msgs[1]["content"].as_str().unwrap();
+    assert!(first.ends_with("My favourite colour is blue."), "{msgs:?}");
+    assert_eq!(msgs[2]["content"], "Noted.");
+    assert_eq!(msgs.last().unwrap()["content"], question);
+    answer(
+        &mut w,
+        call,
+        &text_stream("c2", &["Bl", "ue."]),
+        &mut [&mut p],
+    );
+    let answered = response(&p, asked).expect("answered").clone();
+    assert_eq!(answered["result"], json!({"answer": "Blue."}), "{answered}");
+    let phases: Vec<Value> = p
+        .events("s")
+        .into_iter()
+        .filter(|e| e["type"] == "ui.ephemeral_query")
+        .map(|e| {
+            assert_eq!(e["ephemeral"], true);
+            e["data"].clone()
+        })
+        .collect();
+    let kinds: Vec<&str> = phases
+        .iter()
+        .map(|d| d["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["started", "chunk", "chunk", "completed"]);
+    assert!(phases
+        .iter()
+        .all(|d| d["requestId"] == phases[0]["requestId"]));
+    assert_eq!(phases[3]["answer"], "Blue.");
+
+    // The conversation did not change: nothing persisted, and the next prompt's request
+    // holds no trace of the question.
+    let after = p
+        .types("s")
+        .iter()
+        .filter(|t| !t.starts_with("ui."))
+        .count();
+    assert_eq!(after, logged);
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Thanks."}),
+    );
+    let (_, request) = next_request(&mut w);
+    assert!(messages(&request).iter().all(|m| m["content"] != question));
+
+    // An empty question is refused.
+    let empty = w.call(
+        &mut p,
+        &mut [],
+        "session.ui.ephemeralQuery",
+        json!({"sessionId": "s", "question": " "}),
+    );
+    assert!(
+        empty["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("empty"),
+        "{empty}"
+    );
+}
+
+/// `session.provider.add` adds named BYOK providers and their models to a running session
+/// (here one on the scripted agent): the `provider/id` models are listed, `switchTo` one of
+/// them and the next prompt is a call on that provider, with its wire model and headers.
+/// A duplicate, or a model of an unknown provider, adds nothing and is an error.
+#[test]
+fn providers_added_at_runtime_are_listed_and_called_once_chosen() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({}));
+    let provider = json!({"name": "rt", "type": "openai", "wireApi": "completions",
+                          "baseUrl": "http://127.0.0.1:9/v1", "apiKey": KEY,
+                          "headers": {"X-SDK-Provider": "runtime"}});
+    let model = json!({"provider": "rt", "id": "m", "name": "Runtime Model",
+                       "wireModel": "wire-m",
+                       "capabilities": {"limits": {"maxContextWindowTokens": 4096}}});
+    let added = w.call(
+        &mut p,
+        &mut [],
+        "session.provider.add",
+        json!({"sessionId": "s", "providers": [provider.clone()], "models": [model.clone()]}),
+    );
+    let models = added["result"]["models"]
+        .as_array()
+        .expect("models")
+        .clone();
+    assert_eq!(models.len(), 1, "{added}");
+    assert_eq!(models[0]["id"], "rt/m");
+    assert_eq!(models[0]["name"], "Runtime Model");
+    for (params, field) in [
+        (json!({"providers": [provider]}), "already registered"),
+        (json!({"models": [model]}), "already registered"),
+        (
+            json!({"models": [{"provider": "nobody", "id": "x"}]}),
+            "nobody",
+        ),
+    ] {
+        let mut params = params;
+        params["sessionId"] = json!("s");
+        let refused = w.call(&mut p, &mut [], "session.provider.add", params);
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(field), "{refused}");
+    }
+    let listed = w.call(
+        &mut p,
+        &mut [],
+        "session.model.list",
+        json!({"sessionId": "s"}),
+    );
+    let ids: Vec<&str> = listed["result"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    assert!(ids.contains(&"rt/m"), "{listed}");
+    let switched = w.call(
+        &mut p,
+        &mut [],
+        "session.model.switchTo",
+        json!({"sessionId": "s", "modelId": "rt/m"}),
+    );
+    assert_eq!(switched["result"]["modelId"], "rt/m", "{switched}");
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    let (_, request) = next_request(&mut w);
+    assert_eq!(request.url, "http://127.0.0.1:9/v1/chat/completions");
+    assert_eq!(request.header("x-sdk-provider"), Some("runtime"));
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["model"], "wire-m");
+}
+
+/// An ephemeral query on a session of a server default that names no model waits, as a
+/// prompt does, for the provider's list, and asks its first model.
+#[test]
+fn an_ephemeral_query_waits_for_the_default_model_choice() {
+    let default = ServerDefault::from_flags("http://127.0.0.1:9/v1", None, None).unwrap();
+    let mut w = World::new(HostConfig::default().with_model_default(Some(default)));
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({}));
+    let asked = send_request(
+        &mut w,
+        &mut p,
+        "session.ui.ephemeralQuery",
+        json!({"sessionId": "s", "question": "What colour is the sky?"}),
+    );
+    let (list_call, list) = next_request(&mut w);
+    assert_eq!(list.url, "http://127.0.0.1:9/v1/models");
+    assert!(response(&p, asked).is_none());
+    answer_json(
+        &mut w,
+        list_call,
+        200,
+        &json!({"data": [{"id": "listed-first"}]}),
+        &mut [&mut p],
+    );
+    let (call, request) = next_request(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["model"], "listed-first");
+    assert_eq!(
+        messages(&request).len(),
+        2,
+        "the system prompt and the question"
+    );
+    answer(&mut w, call, &text_stream("c", &["Blue."]), &mut [&mut p]);
+    let answered = response(&p, asked).expect("answered").clone();
+    assert_eq!(answered["result"], json!({"answer": "Blue."}), "{answered}");
+}
+
+/// Runs one turn of session `s` in which the model creates `path` with `text` (approved; the
+/// runtime writes it) and then answers.
+fn turn_creating(w: &mut World, p: &mut Peer, prompt: &str, path: &str, text: &str) {
+    w.call(
+        p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": prompt}),
+    );
+    let (call, _) = next_request(w);
+    let args = json!({"path": path, "file_text": text}).to_string();
+    let stream = sse(&[
+        json!({"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "t1", "type": "function", "function": {"name": "create", "arguments": args}}]}}]}),
+        json!({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ]);
+    answer(w, call, &stream, &mut [&mut *p]);
+    let asked = p
+        .events("s")
+        .into_iter()
+        .filter(|e| e["type"] == "permission.requested")
+        .last()
+        .unwrap();
+    w.call(
+        p,
+        &mut [],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId": "s", "requestId": asked["data"]["requestId"],
+               "result": {"kind": "approve-once"}}),
+    );
+    let (op, request) = w.next_file_op();
+    assert!(matches!(
+        request,
+        agentwire::host::FileRequest::Write { .. }
+    ));
+    w.host.handle_effect(
+        w.now,
+        op,
+        EffectEvent::FileDone(Ok(agentwire::host::FileReply::Written)),
+    );
+    let (call, _) = next_request(w);
+    answer(w, call, &text_stream("d", &["Done."]), &mut [&mut *p]);
+}
+
+/// With `enableFileChangeTracking`, each turn is a rewind point knowing the files its tools
+/// changed; a `conversation-and-files` rewind truncates the history at the turn and restores
+/// the files it changed (one it created is removed) unless they changed since (skipped as
+/// `user-modified`). Without tracking, a files rewind is refused and a conversation one is not.
+#[test]
+fn a_rewind_restores_the_files_the_discarded_turns_changed() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "workingDirectory": "/w",
+               "enableFileChangeTracking": true}),
+    );
+    turn_creating(&mut w, &mut p, "make a", "/w/a.txt", "A");
+    turn_creating(&mut w, &mut p, "make b", "/w/b.txt", "B");
+    let points = w.call(
+        &mut p,
+        &mut [],
+        "session.history.listRewindPoints",
+        json!({"sessionId": "s"}),
+    );
+    let list = &points["result"];
+    assert_eq!(list["fileChangeTrackingEnabled"], true, "{points}");
+    assert!(list.get("unavailableReason").is_none());
+    let points = list["points"].as_array().unwrap().clone();
+    assert_eq!(points.len(), 2);
+    assert_eq!(points[0]["userMessage"], "make a");
+    assert_eq!(
+        points[0]["fileCount"], 2,
+        "this turn's file and the later one's"
+    );
+    assert_eq!(points[1]["fileCount"], 1);
+    assert_eq!(points[1]["turnChangedFiles"], true);
+    assert_eq!(points[1]["linesAdded"], 1);
+    let first = points[0]["eventId"].as_str().unwrap().to_owned();
+    let preview = w.call(
+        &mut p,
+        &mut [],
+        "session.history.previewRewind",
+        json!({"sessionId": "s", "eventId": first}),
+    );
+    assert_eq!(
+        preview["result"]["files"],
+        json!([{"path": "/w/a.txt", "changeType": "created", "linesAdded": 1, "linesRemoved": 0},
+               {"path": "/w/b.txt", "changeType": "created", "linesAdded": 1, "linesRemoved": 0}])
+    );
+
+    let asked = send_request(
+        &mut w,
+        &mut p,
+        "session.history.rewind",
+        json!({"sessionId": "s", "eventId": first, "mode": "conversation-and-files"}),
+    );
+    // a.txt is as the tools left it: removed; b.txt was changed since: left alone.
+    for (path, now) in [("/w/a.txt", "A"), ("/w/b.txt", "B, edited by the user")] {
+        let (op, request) = w.next_file_op();
+        assert_eq!(
+            request,
+            agentwire::host::FileRequest::Read { path: path.into() }
+        );
+        let reply = agentwire::host::FileReply::Text(now.into());
+        w.host
+            .handle_effect(w.now, op, EffectEvent::FileDone(Ok(reply)));
+        if path == "/w/a.txt" {
+            let (op, request) = w.next_file_op();
+            assert_eq!(
+                request,
+                agentwire::host::FileRequest::Remove { path: path.into() }
+            );
+            assert!(response(&p, asked).is_none(), "answered before the files");
+            let done = agentwire::host::FileReply::Written;
+            w.host
+                .handle_effect(w.now, op, EffectEvent::FileDone(Ok(done)));
+        }
+    }
+    w.pump(&mut [&mut p]);
+    let rewound = response(&p, asked).expect("answered").clone();
+    let result = &rewound["result"];
+    assert_eq!(result["outcome"], "success", "{rewound}");
+    assert_eq!(result["restoredFiles"], json!(["/w/a.txt"]));
+    assert_eq!(
+        result["skippedFiles"],
+        json!([{"path": "/w/b.txt", "reason": "user-modified"}])
+    );
+    assert!(result["eventsRemoved"].as_u64().unwrap() > 0);
+    let messages = w.call(
+        &mut p,
+        &mut [],
+        "session.getMessages",
+        json!({"sessionId": "s"}),
+    );
+    let events = messages["result"]["events"].as_array().unwrap();
+    assert!(events.iter().all(|e| e["id"] != first.as_str()));
+    let after = w.call(
+        &mut p,
+        &mut [],
+        "session.history.listRewindPoints",
+        json!({"sessionId": "s"}),
+    );
+    assert_eq!(after["result"]["points"], json!([]));
+
+    // Without tracking: files cannot be rewound, the conversation can.
+    create(
+        &mut w,
+        &mut p,
+        "u",
+        json!({"provider": provider(), "model": "m1", "workingDirectory": "/w"}),
+    );
+    let listed = w.call(
+        &mut p,
+        &mut [],
+        "session.history.listRewindPoints",
+        json!({"sessionId": "u"}),
+    );
+    assert_eq!(
+        listed["result"]["unavailableReason"],
+        "file-change-tracking-disabled"
+    );
+}

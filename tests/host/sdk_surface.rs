@@ -472,3 +472,76 @@ fn a_client_sets_the_session_s_github_credentials() {
     );
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
 }
+
+/// `account.getQuota {gitHubToken}` reads the token's quotas fresh from the GitHub API
+/// (`/copilot_internal/user`, asked again on every call) and answers them in the SDK's shape:
+/// used requests from the entitlement and the percentage left, the overage and whether it is
+/// allowed, the reset date. A refused token, or none, is an error.
+#[test]
+fn account_quotas_are_read_fresh_from_the_github_api() {
+    let config = HostConfig::default().with_github_api_url(Some("http://gh.test".into()));
+    let mut w = World::new(config);
+    let mut p = w.connect();
+    let user = |percent: u64| {
+        json!({"login": "q", "quota_snapshots": {"chat": {"entitlement": 100,
+            "overage_count": 2, "overage_permitted": true, "percent_remaining": percent,
+            "timestamp_utc": "2026-04-30T00:00:00Z"}}})
+    };
+    let ask = |w: &mut World, p: &mut Peer, percent: u64| {
+        let asked = send_request(w, p, "account.getQuota", json!({"gitHubToken": "tok-q"}));
+        assert!(response(p, asked).is_none(), "answered before the lookup");
+        let (call, auth) = identity_lookup(w);
+        assert_eq!(auth, "Bearer tok-q");
+        answer_lookup(w, p, call, 200, user(percent));
+        response(p, asked)
+            .expect("answered after the lookup")
+            .clone()
+    };
+    let first = ask(&mut w, &mut p, 75);
+    let chat = &first["result"]["quotaSnapshots"]["chat"];
+    assert_eq!(chat["entitlementRequests"], 100.0, "{first}");
+    assert_eq!(chat["usedRequests"], 25.0);
+    assert_eq!(chat["remainingPercentage"], 75.0);
+    assert_eq!(chat["overage"], 2.0);
+    assert_eq!(chat["usageAllowedWithExhaustedQuota"], true);
+    assert_eq!(chat["overageAllowedWithExhaustedQuota"], true);
+    assert_eq!(chat["isUnlimitedEntitlement"], false);
+    assert_eq!(chat["resetDate"], "2026-04-30T00:00:00Z");
+    // Asked again: a new lookup, the new figures.
+    let second = ask(&mut w, &mut p, 40);
+    assert_eq!(
+        second["result"]["quotaSnapshots"]["chat"]["usedRequests"],
+        60.0
+    );
+
+    let refused = send_request(
+        &mut w,
+        &mut p,
+        "account.getQuota",
+        json!({"gitHubToken": "bad"}),
+    );
+    let (call, _) = identity_lookup(&mut w);
+    answer_lookup(
+        &mut w,
+        &mut p,
+        call,
+        401,
+        json!({"message": "Bad credentials"}),
+    );
+    let refused = response(&p, refused).unwrap();
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Bad credentials"),
+        "{refused}"
+    );
+    let none = w.call(&mut p, &mut [], "account.getQuota", json!({}));
+    assert!(
+        none["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("gitHubToken"),
+        "{none}"
+    );
+}

@@ -583,3 +583,109 @@ fn a_session_without_mcp_servers_says_it_has_no_mcp_host() {
         assert!(message(&r).contains(expected), "{server}: {r}");
     }
 }
+
+/// The stdio MCP servers' `env` values are the values (`envValueMode: "direct"`, what the SDKs
+/// send) or names of the runtime's own variables (`indirect`, read by the runtime when the
+/// server starts: `ProcessSpec::env_from_host`); `session.mcp.setEnvValueMode` changes it for
+/// servers started after it, and a mode that is neither is refused.
+#[test]
+fn the_env_value_mode_decides_how_stdio_servers_env_is_read() {
+    use agentwire::host::{Effect, EffectOp, Output, ProcessSpec};
+    fn spawned(w: &mut World) -> ProcessSpec {
+        while let Some(out) = w.host.poll_output() {
+            if let Output::Effect(Effect {
+                op: EffectOp::ProcessSpawn(spec),
+                ..
+            }) = out
+            {
+                return spec;
+            }
+        }
+        panic!("no server process started");
+    }
+    let config = HostConfig::default().with_mcp_spawn(agentwire::host::McpSpawnPolicy::Anyone);
+    let mut w = World::new(config);
+    let mut p = w.connect();
+    let server = json!({"local": {"command": "mcp-server", "args": [],
+                                  "env": {"TOKEN": "GITHUB_TOKEN"}}});
+    let created = create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"mcpServers": server, "envValueMode": "indirect"}),
+    );
+    assert!(created.get("result").is_some(), "{created}");
+    let spec = spawned(&mut w);
+    assert!(spec.env.is_empty(), "{spec:?}");
+    let pair = ("TOKEN".to_owned(), "GITHUB_TOKEN".to_owned());
+    assert_eq!(spec.env_from_host, std::slice::from_ref(&pair));
+
+    let set = w.call(
+        &mut p,
+        &mut [],
+        "session.mcp.setEnvValueMode",
+        json!({"sessionId": "s", "mode": "direct"}),
+    );
+    assert_eq!(set["result"], json!({"mode": "direct"}), "{set}");
+    w.call(
+        &mut p,
+        &mut [],
+        "session.mcp.restartServer",
+        json!({"sessionId": "s", "serverName": "local"}),
+    );
+    let spec = spawned(&mut w);
+    assert_eq!(spec.env, [pair]);
+    assert!(spec.env_from_host.is_empty(), "{spec:?}");
+
+    let refused = w.call(
+        &mut p,
+        &mut [],
+        "session.mcp.setEnvValueMode",
+        json!({"sessionId": "s", "mode": "sideways"}),
+    );
+    assert!(message(&refused).contains("direct"), "{refused}");
+    let removed = w.call(
+        &mut p,
+        &mut [],
+        "session.mcp.removeGitHub",
+        json!({"sessionId": "s"}),
+    );
+    assert_eq!(removed["result"], json!({"removed": false}), "{removed}");
+}
+
+/// An app's calls (`session.mcp.apps.listTools` / `callTool`) need a session that negotiated
+/// MCP Apps: without a client that declared them (`requestMcpApps`), they are refused naming
+/// the `mcp-apps` capability, before anything else is checked.
+#[test]
+fn app_calls_need_a_session_that_negotiated_mcp_apps() {
+    let config = HostConfig::default().with_mcp_apps_enabled(true);
+    let mut w = World::new(config);
+    let mut p = w.connect();
+    create(&mut w, &mut p, "plain", json!({}));
+    for (method, extra) in [
+        ("session.mcp.apps.listTools", json!({})),
+        (
+            "session.mcp.apps.callTool",
+            json!({"toolName": "t", "arguments": {}}),
+        ),
+    ] {
+        for origin in ["apps", "other"] {
+            let mut params = json!({"sessionId": "plain", "serverName": "apps",
+                                    "originServerName": origin});
+            for (k, v) in extra.as_object().unwrap() {
+                params[k] = v.clone();
+            }
+            let r = w.call(&mut p, &mut [], method, params);
+            assert!(message(&r).contains("mcp-apps"), "{method}: {r}");
+        }
+    }
+    // A session whose client declared them gets past the gate (to the server check).
+    create(&mut w, &mut p, "apps", json!({"requestMcpApps": true}));
+    let r = w.call(
+        &mut p,
+        &mut [],
+        "session.mcp.apps.listTools",
+        json!({"sessionId": "apps", "serverName": "apps", "originServerName": "apps"}),
+    );
+    assert!(message(&r).contains("not connected"), "{r}");
+}

@@ -64,7 +64,8 @@ fn answer_http(w: &mut World, call: EffectId, body: &[u8], p: &mut Peer) {
 }
 
 /// Plays the client: approves permission prompts and answers `sessionFs.*` requests from
-/// `fs` until nothing is pending. Returns the methods it answered.
+/// `fs` until nothing is pending. Returns the methods it answered outside the session's state
+/// directory `/state` (which the host keeps there too: `state_files.rs`).
 fn play_client(w: &mut World, p: &mut Peer, fs: &mut BTreeMap<String, String>) -> Vec<String> {
     let mut answered = Vec::new();
     let mut seen = 0;
@@ -99,7 +100,19 @@ fn play_client(w: &mut World, p: &mut Peer, fs: &mut BTreeMap<String, String>) -
                     None => json!({"content": "", "error": {"code": "ENOENT"}}),
                 },
                 "writeFile" => {
-                    fs.insert(path, m["params"]["content"].as_str().unwrap().to_owned());
+                    fs.insert(
+                        path.clone(),
+                        m["params"]["content"].as_str().unwrap().to_owned(),
+                    );
+                    json!({})
+                }
+                "appendFile" => {
+                    let content = m["params"]["content"].as_str().unwrap();
+                    fs.entry(path.clone()).or_default().push_str(content);
+                    json!({})
+                }
+                "rm" => {
+                    fs.remove(&path);
                     json!({})
                 }
                 "mkdir" => json!({}),
@@ -121,7 +134,9 @@ fn play_client(w: &mut World, p: &mut Peer, fs: &mut BTreeMap<String, String>) -
                 }
                 other => panic!("unexpected sessionFs.{other}"),
             };
-            answered.push(fs_method.to_owned());
+            if path != "/state" && !path.starts_with("/state/") {
+                answered.push(fs_method.to_owned());
+            }
             w.send_frame(
                 p,
                 &json!({"jsonrpc": "2.0", "id": m["id"], "result": result}),
@@ -196,4 +211,252 @@ fn a_file_provider_client_serves_the_builtin_tools_files() {
     let (_, request) = next_request(&mut w).expect("the call after the grep");
     // Matches are named by their full path (the runtime's form).
     assert_eq!(last_tool_result(&request), "/ws/src/a.rs:// TODO\n");
+}
+
+/// Answers the `sessionFs.*` requests in `p`'s inbox from `fs` (one round: the host sends
+/// the next state write only once the previous one is answered), until none comes. Returns
+/// the most requests that were waiting at once.
+fn serve_files(w: &mut World, p: &mut Peer, fs: &mut BTreeMap<String, String>) -> usize {
+    let mut most = 0;
+    let mut seen = 0;
+    loop {
+        let asked: Vec<Value> = p.inbox[seen..]
+            .iter()
+            .filter(|m| {
+                m["method"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("sessionFs."))
+            })
+            .cloned()
+            .collect();
+        seen = p.inbox.len();
+        if asked.is_empty() {
+            return most;
+        }
+        most = most.max(asked.len());
+        for m in asked {
+            let path = m["params"]["path"].as_str().unwrap().to_owned();
+            let content = m["params"]["content"].as_str().unwrap_or_default();
+            match m["method"].as_str().unwrap() {
+                "sessionFs.writeFile" => {
+                    fs.insert(path, content.to_owned());
+                }
+                "sessionFs.appendFile" => fs.entry(path).or_default().push_str(content),
+                "sessionFs.rm" => {
+                    fs.remove(&path);
+                }
+                "sessionFs.mkdir" => assert_eq!(m["params"]["recursive"], true),
+                other => panic!("unexpected {other}"),
+            }
+            w.send_frame(p, &json!({"jsonrpc": "2.0", "id": m["id"], "result": {}}));
+        }
+        w.pump(&mut [p]);
+    }
+}
+
+/// The persisted events `p` saw of session `s`, as `session.getMessages` answers them.
+fn logged_types(w: &mut World, p: &mut Peer) -> Vec<String> {
+    let messages = w.call(p, &mut [], "session.getMessages", json!({"sessionId": "s"}));
+    messages["result"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A provider that names a state directory keeps the session's state there, as the runtime
+/// keeps its session state directory: `events.jsonl` holds every persisted event (the same as
+/// `session.getMessages`, without the store's own fields), written one request at a time;
+/// `workspace.yaml`, the checkpoint index, `plan.md` (written and removed with the plan) and a
+/// compaction's checkpoint, which `session.workspaces.listCheckpoints` / `readCheckpoint`
+/// list and read.
+#[test]
+fn a_file_provider_keeps_the_sessions_state_directory() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    let set = w.call(
+        &mut p,
+        &mut [],
+        "sessionFs.setProvider",
+        json!({"initialCwd": "/ws", "sessionStatePath": "/state", "conventions": "posix"}),
+    );
+    assert_eq!(set["result"], json!({"success": true}), "{set}");
+    create(&mut w, &mut p, "s", json!({"workingDirectory": "/ws"}));
+    let mut fs = BTreeMap::new();
+    assert_eq!(
+        serve_files(&mut w, &mut p, &mut fs),
+        1,
+        "one write at a time"
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hello"}),
+    );
+    // The turn's writes are answered as they come (the agent's sleeps are timers).
+    serve_files(&mut w, &mut p, &mut fs);
+    while let Some(t) = w.host.poll_timeout() {
+        w.now = t;
+        w.host.handle_timeout(t);
+        w.pump(&mut [&mut p]);
+        serve_files(&mut w, &mut p, &mut fs);
+    }
+
+    let lines: Vec<Value> = fs["/state/events.jsonl"]
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let types: Vec<String> = lines
+        .iter()
+        .map(|e| e["type"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(types, logged_types(&mut w, &mut p));
+    assert!(types.contains(&"assistant.message".to_owned()), "{types:?}");
+    assert!(fs["/state/workspace.yaml"].contains("id: \"s\""), "{fs:?}");
+    assert!(
+        fs["/state/workspace.yaml"].contains("cwd: \"/ws\""),
+        "{fs:?}"
+    );
+    assert!(fs["/state/checkpoints/index.md"].starts_with("# Checkpoint History"));
+
+    let plan = "# Test Plan\n\nThis is a test.";
+    w.call(
+        &mut p,
+        &mut [],
+        "session.plan.update",
+        json!({"sessionId": "s", "content": plan}),
+    );
+    serve_files(&mut w, &mut p, &mut fs);
+    assert_eq!(fs["/state/plan.md"], plan);
+    // The store's copy of the plan is not in the provider's log.
+    assert!(!fs["/state/events.jsonl"].contains("agentwireContent"));
+    let read = w.call(
+        &mut p,
+        &mut [],
+        "session.plan.read",
+        json!({"sessionId": "s"}),
+    );
+    assert_eq!(read["result"]["path"], "/state/plan.md", "{read}");
+    w.call(
+        &mut p,
+        &mut [],
+        "session.plan.delete",
+        json!({"sessionId": "s"}),
+    );
+    serve_files(&mut w, &mut p, &mut fs);
+    assert!(!fs.contains_key("/state/plan.md"), "{fs:?}");
+
+    let compacted = w.call(
+        &mut p,
+        &mut [],
+        "session.history.compact",
+        json!({"sessionId": "s"}),
+    );
+    assert_eq!(compacted["result"]["success"], true, "{compacted}");
+    serve_files(&mut w, &mut p, &mut fs);
+    let complete = fs["/state/events.jsonl"]
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["type"] == "session.compaction_complete")
+        .expect("the compaction in the provider's log");
+    assert_eq!(complete["data"]["checkpointNumber"], 1);
+    let path = complete["data"]["checkpointPath"].as_str().unwrap();
+    assert!(path.starts_with("/state/checkpoints/001-"), "{path}");
+    assert!(
+        fs[path].starts_with("# Checkpoint 1: hello"),
+        "{}",
+        fs[path]
+    );
+    let filename = path.rsplit('/').next().unwrap();
+    assert!(fs["/state/checkpoints/index.md"].contains(&format!("| 1 | hello | {filename} |")));
+    let listed = w.call(
+        &mut p,
+        &mut [],
+        "session.workspaces.listCheckpoints",
+        json!({"sessionId": "s"}),
+    );
+    assert_eq!(
+        listed["result"]["checkpoints"],
+        json!([{"number": 1, "title": "hello", "filename": filename}])
+    );
+    let read = w.call(
+        &mut p,
+        &mut [],
+        "session.workspaces.readCheckpoint",
+        json!({"sessionId": "s", "number": 1}),
+    );
+    assert_eq!(read["result"]["content"], fs[path].as_str());
+}
+
+/// As the runtime, a connection cannot become the file provider once sessions exist (their
+/// files are already somewhere else); one that is already a provider may register again.
+#[test]
+fn a_file_provider_is_refused_once_sessions_exist() {
+    let mut w = World::new(HostConfig::default());
+    let mut first = w.connect();
+    let params = json!({"initialCwd": "/ws", "sessionStatePath": "/state", "conventions": "posix"});
+    let set = w.call(&mut first, &mut [], "sessionFs.setProvider", params.clone());
+    assert_eq!(set["result"], json!({"success": true}), "{set}");
+    create(&mut w, &mut first, "s", json!({}));
+    let again = w.call(&mut first, &mut [], "sessionFs.setProvider", params.clone());
+    assert_eq!(again["result"], json!({"success": true}), "{again}");
+    let mut late = w.connect();
+    let refused = w.call(&mut late, &mut [], "sessionFs.setProvider", params);
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("before any session exists"), "{refused}");
+}
+
+/// A provider that fails a state write stops getting the session's state, and the session
+/// says why once (a `session.warning`); the turn goes on.
+#[test]
+fn a_failed_state_write_stops_the_copy_with_one_warning() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    w.call(
+        &mut p,
+        &mut [],
+        "sessionFs.setProvider",
+        json!({"initialCwd": "/ws", "sessionStatePath": "/state", "conventions": "posix"}),
+    );
+    create(&mut w, &mut p, "s", json!({}));
+    let asked = p
+        .inbox
+        .iter()
+        .find(|m| m["method"] == "sessionFs.mkdir")
+        .cloned()
+        .expect("the state directory is made first");
+    w.send_frame(
+        &p,
+        &json!({"jsonrpc": "2.0", "id": asked["id"],
+                "result": {"error": {"code": "EACCES", "message": "read-only"}}}),
+    );
+    w.pump(&mut [&mut p]);
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hello"}),
+    );
+    w.run_timers(&mut [&mut p]);
+    let warnings: Vec<Value> = p
+        .events("s")
+        .into_iter()
+        .filter(|e| e["type"] == "session.warning")
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let message = warnings[0]["data"]["message"].as_str().unwrap();
+    assert!(message.contains("read-only"), "{message}");
+    let later = p
+        .inbox
+        .iter()
+        .filter(|m| {
+            m["method"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("sessionFs."))
+        })
+        .count();
+    assert_eq!(later, 1, "nothing is written after the failure");
+    assert!(p.events("s").iter().any(|e| e["type"] == "session.idle"));
 }

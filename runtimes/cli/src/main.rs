@@ -36,7 +36,7 @@ or TCP with --port N, on any runtime.
 If COPILOT_CONNECTION_TOKEN is set, clients must send it in `connect` before anything else.
 The process exits 0 after a client calls `runtime.shutdown` (or, with --stdio, when stdin ends), or on SIGINT/SIGTERM: it stops accepting, writes what is queued (5 s at most), sends every client an `agentwire/shutdown` notification with the reason, and syncs the session store. A second signal exits at once (status 130/143).
 
-Sessions are stored in --data-dir (default: $COPILOT_HOME, else ~/.agentwire) under session-state/<sessionId>/events.jsonl and loaded again at start; --no-store keeps them in memory.
+Sessions are stored in --data-dir (default: $COPILOT_HOME, else ~/.agentwire) under session-state/<sessionId>/events.jsonl and loaded again at start; --no-store keeps them in memory. Installed plugins and registered plugin marketplaces live there too (installed-plugins/, plugins.json).
 
 Models: a session whose client sends a `provider` (BYOK: openai, azure, anthropic) gets a real \
 agent that calls it. Sessions without one call the server default (--model-base-url URL --model \

@@ -9,6 +9,7 @@ use crate::call::{execute, Call};
 use crate::engine::Engine;
 use crate::lease::{LeaseAction, NodeLease};
 use crate::machines::claim::EngineCall;
+use crate::machines::keeper::{KeeperAction, LeaseKeeper};
 use crate::record::NodeIdentity;
 use crate::takeover::{Takeover, TakeoverOutcome, TakeoverStep};
 use crate::writer::{BeginError, SessionWriter, WriterStep};
@@ -99,6 +100,28 @@ pub async fn tend_lease<E: Engine>(
         }
     }
     Some(now)
+}
+
+/// Does what `keeper` wants at `now` (a few calls at most, so that a failing engine does
+/// not spin here) and checks the lease. Answers when to poll next, or why the node must stop.
+pub async fn tend_keeper<E: Engine>(
+    engine: &E,
+    keeper: &mut LeaseKeeper,
+    now: Duration,
+) -> Result<Duration, String> {
+    let mut next = now;
+    for _ in 0..6 {
+        match keeper.poll(now) {
+            KeeperAction::Call(call) => keeper.handle_reply(execute(engine, &call).await),
+            KeeperAction::IdleUntil(at) => {
+                next = at;
+                break;
+            }
+            KeeperAction::Stop(why) => return Err(why),
+        }
+    }
+    keeper.check(now)?;
+    Ok(next)
 }
 
 /// Performs a machine's `call` on `engine`, pausing first when it asks for a back-off.

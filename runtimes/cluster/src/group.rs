@@ -21,7 +21,6 @@
 //! names of its groups in [`crate::machines::group_out::GroupNames`];
 //! [`crate::machines::group_in::GroupIn`] on B); the tasks here run them.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -37,7 +36,7 @@ use tracing::{info, warn};
 use crate::group_state::{
     dialect_name, GroupIn, GroupInState, GroupsIn, MemberIn, OwnerFrame, PendingOpen,
 };
-use crate::machines::group_in::GroupInEvent;
+use crate::machines::group_members::MembersEvent;
 use crate::machines::group_out::{Admission, GroupNames, GroupOutEvent};
 use crate::record::NodeIdentity;
 use crate::shared::Node;
@@ -49,7 +48,7 @@ use crate::wire::{
 
 /// The subject a group's frames travel on.
 pub(crate) fn group_subject(node: &Node, group: &str) -> String {
-    format!("{}.grp.{group}", node.layout.live_prefix)
+    node.layout.group_subject(group)
 }
 
 impl GroupIn {
@@ -62,13 +61,12 @@ impl GroupIn {
         broken: Arc<Mutex<Option<String>>>,
     ) -> bool {
         let mut state = lock(&self.state);
-        if !state.machine.add_member(member) {
+        if !state.add_member(member, MemberIn { tx, broken }) {
             return false;
         }
-        state.members.insert(member, MemberIn { tx, broken });
         // The broadcasts since the opening was sent (some may predate the owner's join: a
         // lifecycle notification more is harmless, one less is not).
-        state.hand_out();
+        hand_out(&mut state);
         true
     }
 
@@ -87,42 +85,38 @@ impl GroupIn {
     pub(crate) fn refused(&self) {
         let mut state = lock(&self.state);
         state.machine.refused();
-        state.hand_out();
+        hand_out(&mut state);
     }
 }
 
-impl GroupInState {
-    /// Hands what the machine produced to the members' channels; when the group ended, why
-    /// (`Some(None)`: closed by the owner).
-    fn hand_out(&mut self) -> Option<Option<String>> {
-        let mut ended = None;
-        while let Some(event) = self.machine.poll_event() {
-            match event {
-                GroupInEvent::Frame { members, frame } => {
-                    for id in members {
-                        if let Some(member) = self.members.get(&id) {
-                            let _ = member.tx.send(frame.clone());
-                        }
-                    }
-                }
-                GroupInEvent::MemberEnded { member, link_broke } => {
-                    if let (Some(m), Some(why)) = (self.members.remove(&member), link_broke) {
-                        *lock(&m.broken) = Some(why);
-                    }
-                }
-                GroupInEvent::Ended { broken, .. } => {
-                    // Every member's channel ends, with `broken` as its link's reason.
-                    for (_, member) in self.members.drain() {
-                        if let Some(why) = &broken {
-                            *lock(&member.broken) = Some(why.clone());
-                        }
-                    }
-                    ended = Some(broken);
+/// Hands what a group produced to its members' channels; when the group ended, why
+/// (`Some(None)`: closed by the owner).
+fn hand_out(state: &mut GroupInState) -> Option<Option<String>> {
+    let mut ended = None;
+    while let Some(event) = state.poll_event() {
+        match event {
+            MembersEvent::Frame { to, frame } => {
+                for member in to {
+                    let _ = member.tx.send(frame.clone());
                 }
             }
+            MembersEvent::MemberEnded { member, link_broke } => {
+                if let Some(why) = link_broke {
+                    *lock(&member.broken) = Some(why);
+                }
+            }
+            MembersEvent::Ended { members, broken } => {
+                // Every member's channel ends, with `broken` as its link's reason.
+                for member in members {
+                    if let Some(why) = &broken {
+                        *lock(&member.broken) = Some(why.clone());
+                    }
+                }
+                ended = Some(broken);
+            }
         }
-        ended
     }
+    ended
 }
 
 impl GroupsIn {
@@ -157,10 +151,10 @@ impl GroupsIn {
         let _ = client.flush().await;
         let group = Arc::new(GroupIn {
             id,
-            state: Mutex::new(GroupInState {
-                machine: crate::machines::group_in::GroupIn::new(MAX_LINK_FRAME, Instant::now()),
-                members: HashMap::new(),
-            }),
+            state: Mutex::new(GroupInState::new(crate::machines::group_in::GroupIn::new(
+                MAX_LINK_FRAME,
+                Instant::now(),
+            ))),
         });
         groups.insert(key, group.clone());
         let resend = resend_subject(node, &group_subject(node, &group.id));
@@ -195,7 +189,7 @@ async fn receive(
             }
             let requests: Vec<_> =
                 std::iter::from_fn(|| state.machine.poll_resend_request()).collect();
-            (requests, state.hand_out())
+            (requests, hand_out(&mut state))
         };
         for request in requests {
             ask_again(&client, &resend, request).await;

@@ -36,6 +36,7 @@ pub(crate) fn dialect_named(name: Option<&str>) -> Option<Dialect> {
 pub(crate) use crate::machines::group_in::OwnerFrame;
 
 /// A member's end of its group, on the gateway's side.
+#[derive(Clone)]
 pub(crate) struct MemberIn {
     /// The owner's frames for the member's client.
     pub(crate) tx: UnboundedSender<OwnerFrame>,
@@ -51,13 +52,8 @@ pub(crate) struct GroupIn {
     pub(crate) state: Mutex<GroupInState>,
 }
 
-/// The state of a [`GroupIn`].
-pub(crate) struct GroupInState {
-    /// The group's machine.
-    pub(crate) machine: crate::machines::group_in::GroupIn,
-    /// The members' ends, by the owner's member id.
-    pub(crate) members: HashMap<u64, MemberIn>,
-}
+/// The state of a [`GroupIn`]: its machine with its members' ends.
+pub(crate) type GroupInState = crate::machines::group_members::GroupMembers<MemberIn>;
 
 /// An opening of a link naming a group, from sending it until its member is registered (or
 /// the opening is abandoned): broadcasts of the group received meanwhile are kept for it.

@@ -52,6 +52,30 @@ impl Layout {
         format!("{}.{}", self.live_prefix, escape_id(session))
     }
 
+    /// Where node `owner` accepts gateway links (and answers probes).
+    pub fn link_open_subject(&self, owner: &str) -> String {
+        format!("{}.link.{}", self.live_prefix, escape_id(owner))
+    }
+
+    /// The gateway-to-owner subject of link `link`.
+    pub fn link_in_subject(&self, link: &str) -> String {
+        format!("{}.in.{link}", self.live_prefix)
+    }
+
+    /// The owner-to-gateway subject of relay group `group`.
+    pub fn group_subject(&self, group: &str) -> String {
+        format!("{}.grp.{group}", self.live_prefix)
+    }
+
+    /// Where the receiver of the link or group messages on `subject` asks for lost ones again.
+    pub fn resend_subject(&self, subject: &str) -> String {
+        let tail = subject
+            .strip_prefix(self.live_prefix.as_str())
+            .and_then(|t| t.strip_prefix('.'))
+            .unwrap_or(subject);
+        format!("{}.re.{tail}", self.live_prefix)
+    }
+
     /// The lease key of `node`.
     pub fn lease_key(&self, node: &str) -> String {
         lease_key(node)

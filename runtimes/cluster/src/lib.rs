@@ -16,7 +16,9 @@
 //!   ([`machines::outbound`], [`machines::inbound`]), the owner's side of a relayed client
 //!   ([`machines::member`]), both sides of a relay group ([`machines::group_out`],
 //!   [`machines::group_in`]), and a session's claim, single writer and lookup
-//!   ([`machines::claim`], [`machines::worker`], [`machines::lookup`]). The host simulation
+//!   ([`machines::claim`], [`machines::worker`], [`machines::lookup`]), the node's session log
+//!   composing them ([`machines::sessions`]) and its lease over its life
+//!   ([`machines::keeper`]). The host simulation
 //!   (`tests/cluster/host_simulation`) runs the same machines over the in-memory engine.
 //! * [`engine::Engine`]: what the protocol needs from JetStream, implemented by
 //!   [`memory::MemoryEngine`] (a deterministic model with fault injection) and

@@ -57,11 +57,11 @@ use crate::wire::{
 const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn open_subject(node: &Node, owner: &str) -> String {
-    format!("{}.link.{}", node.layout.live_prefix, escape_id(owner))
+    node.layout.link_open_subject(owner)
 }
 
 fn in_subject(node: &Node, link: &str) -> String {
-    format!("{}.in.{link}", node.layout.live_prefix)
+    node.layout.link_in_subject(link)
 }
 
 /// Whether `owner` answers on its link subject (a killed node's subscription is gone at once:

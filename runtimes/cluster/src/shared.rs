@@ -1,7 +1,7 @@
 //! The state every task of a node shares ([`Node`]), and how a gateway asks the node's
 //! dispatcher to look sessions up ([`Lookups`]).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
@@ -15,7 +15,6 @@ use crate::layout::Layout;
 use crate::nats::NatsEngine;
 use crate::record::NodeIdentity;
 use crate::sync::lock;
-use crate::writer::SessionWriter;
 
 /// State every task of a node shares.
 pub(crate) struct Node {
@@ -23,14 +22,12 @@ pub(crate) struct Node {
     pub(crate) layout: Layout,
     pub(crate) me: NodeIdentity,
     pub(crate) lease_ttl: Duration,
-    pub(crate) claims: AtomicU64,
     /// Links this node opened to owners, each named apart by this count.
     pub(crate) links_opened: AtomicU64,
     /// False once the lease is no longer trusted: no more appends.
     pub(crate) lease_ok: AtomicBool,
     /// The driver, once it started the log.
     pub(crate) host: OnceLock<HostHandle>,
-    pub(crate) acks: Mutex<Acks>,
     pub(crate) stopping: AtomicBool,
     /// Live owners found by lookups, for the gateways.
     pub(crate) owners: Mutex<HashMap<String, NodeIdentity>>,
@@ -38,32 +35,7 @@ pub(crate) struct Node {
     pub(crate) groups_in: crate::group_state::GroupsIn,
 }
 
-/// Acknowledged marks: every mark up to `through` is acknowledged; `above` holds later ones.
-#[derive(Default)]
-pub(crate) struct Acks {
-    pub(crate) through: u64,
-    pub(crate) above: BTreeSet<u64>,
-}
-
 impl Node {
-    pub(crate) fn acked(&self, mark: u64) {
-        let through = {
-            let mut acks = lock(&self.acks);
-            acks.above.insert(mark);
-            loop {
-                let next = acks.through + 1;
-                if !acks.above.remove(&next) {
-                    break;
-                }
-                acks.through = next;
-            }
-            acks.through
-        };
-        if let Some(host) = self.host.get() {
-            host.durable(through);
-        }
-    }
-
     /// The node can no longer keep its promise: stop serving, then exit.
     pub(crate) fn stop(&self, reason: String) {
         self.lease_ok.store(false, Ordering::SeqCst);
@@ -86,10 +58,6 @@ impl Node {
         lock(&self.owners).get(session).cloned()
     }
 
-    pub(crate) fn next_claim(&self) -> u64 {
-        self.claims.fetch_add(1, Ordering::SeqCst)
-    }
-
     /// A number no other link this node opens shares (part of a link's name).
     pub(crate) fn next_link(&self) -> u64 {
         self.links_opened.fetch_add(1, Ordering::SeqCst)
@@ -108,15 +76,6 @@ pub(crate) enum Command {
     },
     Load {
         session: String,
-    },
-    /// A lookup of `session` ended (claimed or not).
-    Looked {
-        session: String,
-    },
-    /// A lookup claimed `session`: its worker writes with `writer`.
-    Claimed {
-        session: String,
-        writer: SessionWriter,
     },
 }
 

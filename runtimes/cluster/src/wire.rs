@@ -29,11 +29,7 @@ pub(crate) const MAX_LINK_FRAME: usize = FrameLimits::DEFAULT_MAX_FRAME_BYTES;
 /// ([`crate::link_messages`]): `<live prefix>.re.<subject's tail>`, outside the subjects the
 /// link's messages travel on.
 pub(crate) fn resend_subject(node: &Node, subject: &str) -> String {
-    let tail = subject
-        .strip_prefix(node.layout.live_prefix.as_str())
-        .and_then(|t| t.strip_prefix('.'))
-        .unwrap_or(subject);
-    format!("{}.re.{tail}", node.layout.live_prefix)
+    node.layout.resend_subject(subject)
 }
 
 /// Publishes the bodies of `bodies` on `subject` as numbered link messages, in order, sized

@@ -115,7 +115,8 @@ impl<R: Runtime> Driver<R> {
     /// the store is synced when a `serve_*` call returns. With
     /// [`SyncPolicy::EveryEvent`] each connection's frames wait until the events they carry
     /// are synced. When `config.workspace_root` is unset it becomes the store's data
-    /// directory, so `workspacePath` names the session's directory in the store; an unset
+    /// directory, so `workspacePath` names the session's directory in the store (an unset
+    /// `config.data_dir`, where plugins and marketplaces live, becomes it too); an unset
     /// `config.server_cwd` becomes the process's current directory. See the
     /// `agentwire-store` crate docs for what reaches the disk when.
     pub fn with_store(config: HostConfig, options: ServerOptions, mut store: Store) -> Self {
@@ -123,6 +124,9 @@ impl<R: Runtime> Driver<R> {
         config.report_persisted_events = true;
         if config.workspace_root.is_none() {
             config.workspace_root = Some(store.data_dir().to_string_lossy().into_owned());
+        }
+        if config.data_dir.is_none() {
+            config.data_dir = Some(store.data_dir().to_string_lossy().into_owned());
         }
         let mut host = Host::new(config);
         let found = store.loaded().len();

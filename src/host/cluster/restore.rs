@@ -87,6 +87,7 @@ impl Host {
             hooks: Default::default(),
             system_transformed: Default::default(),
             instructions: Default::default(),
+            file_changes: Default::default(),
         }
     }
 

@@ -126,7 +126,53 @@ impl Host {
             live.agent = Some(Box::new(ModelAgent::new()));
             live.model_agent = true;
         }
+        // What clients added at runtime stays (a resume names only its own providers).
+        let registry = live.model.registry.take();
         live.model = settings;
+        if live.model.registry.is_none() {
+            live.model.registry = registry;
+        }
+    }
+
+    /// A client chose `session`'s model (`session.model.switchTo`): its next model calls use
+    /// it (a model a client added with `session.provider.add` is called on its provider).
+    pub(crate) fn select_model(&mut self, session: &str, model: &str) {
+        let busy = self.session_busy(session);
+        let Some(live) = self.sessions.get_mut(session) else {
+            return;
+        };
+        live.model.model = Some(model.to_owned());
+        let added = live
+            .model
+            .registry
+            .as_ref()
+            .is_some_and(|r| r.has_model(model));
+        if added && !live.model_agent && !busy {
+            live.agent = Some(Box::new(ModelAgent::new()));
+            live.model_agent = true;
+        }
+    }
+
+    /// Adds providers and models to `session` at runtime (`session.provider.add`): checked
+    /// against the operator's base-URL policy unless a client performs the session's model
+    /// requests. Returns the models added.
+    pub(crate) fn add_session_providers(
+        &mut self,
+        session: &str,
+        providers: &[Value],
+        models: &[Value],
+        served_by_client: bool,
+    ) -> Result<Vec<crate::model::ModelInfo>, ProviderError> {
+        if !served_by_client {
+            for p in providers {
+                let provider = crate::model::ProviderConfig::from_named_json(p)?;
+                self.config.model_base_urls.check(&provider)?;
+            }
+        }
+        let Some(live) = self.sessions.get_mut(session) else {
+            return Ok(Vec::new());
+        };
+        live.model.add_providers(providers, models)
     }
 
     /// The session's model configuration resolved to one provider.

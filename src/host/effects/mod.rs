@@ -110,6 +110,10 @@ pub struct ProcessSpec {
     pub argv: Vec<String>,
     /// Environment variables added to the runtime's own.
     pub env: Vec<(String, String)>,
+    /// Environment variables whose value is the runtime's own variable of the name given
+    /// (an MCP server's `env` in the `indirect` mode), read when the process starts; one the
+    /// runtime does not have is left unset.
+    pub env_from_host: Vec<(String, String)>,
     /// Working directory (the runtime's own when `None`, or when it is not a directory).
     pub cwd: Option<String>,
     /// Pipe stdin for [`EffectOp::ProcessWrite`]; otherwise stdin is empty (`/dev/null`).

@@ -90,6 +90,7 @@ impl Host {
         let spec = ProcessSpec {
             argv: shell_argv(command),
             env: Vec::new(),
+            env_from_host: Vec::new(),
             cwd,
             stdin: false,
             timeout_ms: Some(timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),

@@ -15,6 +15,7 @@
 //! servers: the process group is killed ([`EffectOp::ProcessKill`]).
 
 pub(in crate::host) mod apps;
+pub(in crate::host) mod oauth;
 pub(in crate::host) mod requests;
 pub(in crate::host) mod sampling;
 pub(in crate::host) mod tools;
@@ -36,6 +37,8 @@ pub(crate) enum McpStatus {
     Pending,
     Connected,
     Failed,
+    /// A remote server whose authorization the session declined before it connected.
+    NeedsAuth,
     Stopped,
 }
 
@@ -45,6 +48,7 @@ impl McpStatus {
             McpStatus::Pending => "pending",
             McpStatus::Connected => "connected",
             McpStatus::Failed => "failed",
+            McpStatus::NeedsAuth => "needs-auth",
             McpStatus::Stopped => "stopped",
         }
     }
@@ -93,6 +97,9 @@ pub(crate) struct McpServers {
     pub(crate) servers: indexmap::IndexMap<String, McpServer>,
     /// `session.mcp_servers_loaded` was emitted for the current set.
     announced: bool,
+    /// Stdio servers' `env` values name the runtime's own variables (the `indirect` env
+    /// value mode) rather than being the values (`direct`, the default).
+    indirect_env: bool,
 }
 
 /// Why a connection may not configure stdio MCP servers.
@@ -123,6 +130,14 @@ impl Host {
             return Err(SPAWN_REFUSED);
         }
         Ok(())
+    }
+
+    /// How the `env` values of `session`'s stdio servers started from now on are read:
+    /// `indirect`, as names of the runtime's own variables; else as the values.
+    pub(crate) fn set_mcp_env_indirect(&mut self, session: &str, indirect: bool) {
+        if let Some(live) = self.sessions.get_mut(session) {
+            live.mcp.indirect_env = indirect;
+        }
     }
 
     /// Starts the servers of `session` that are not running yet (a server of the same name
@@ -168,6 +183,10 @@ impl Host {
 
     fn launch_mcp(&mut self, session: &str, name: &str, cwd: Option<String>, now: Timestamp) {
         let process = self.next_effect;
+        let server_indirect = self
+            .sessions
+            .get(session)
+            .is_some_and(|l| l.mcp.indirect_env);
         let Some(server) = self.mcp_server(session, name) else {
             return;
         };
@@ -185,9 +204,15 @@ impl Host {
                     .insert(process, (session.to_owned(), name.to_owned()));
                 let mut argv = vec![command];
                 argv.extend(args);
+                let (env, env_from_host) = if server_indirect {
+                    (Vec::new(), env)
+                } else {
+                    (env, Vec::new())
+                };
                 let spec = ProcessSpec {
                     argv,
                     env,
+                    env_from_host,
                     cwd: own_cwd.or(cwd),
                     stdin: true,
                     timeout_ms: None,
@@ -204,7 +229,8 @@ impl Host {
                 self.flush_mcp(session, name);
             }
             McpTransport::Http { url, headers, .. } => {
-                server.http = Some(super::mcp_http::HttpTransport::new(url, headers));
+                let client = server.config.oauth_client.clone();
+                server.http = Some(super::mcp_http::HttpTransport::new(url, headers, client));
                 server.client.start(now);
                 self.flush_mcp(session, name);
             }
@@ -434,8 +460,17 @@ impl Host {
                 let stopped = self
                     .mcp_server(session, name)
                     .is_some_and(|s| s.status == McpStatus::Stopped);
+                let declined = self
+                    .mcp_server(session, name)
+                    .and_then(|s| s.http.as_ref())
+                    .is_some_and(|h| h.auth.declined_initial());
+                let status = if declined {
+                    McpStatus::NeedsAuth
+                } else {
+                    McpStatus::Failed
+                };
                 if !stopped {
-                    self.set_mcp_status(session, name, McpStatus::Failed, Some(reason));
+                    self.set_mcp_status(session, name, status, Some(reason));
                 }
                 self.run_queued_mcp_calls(session, name);
             }

@@ -9,6 +9,13 @@
 //! model, stopReason}}`, `{action: "failure", error}`, or `{action: "cancelled"}` after
 //! `session.mcp.cancelSamplingExecution`. The client then delivers (or edits) the result with
 //! `session.ui.handlePendingSampling`.
+//!
+//! The same one-shot call answers an *ephemeral query* (`session.ui.ephemeralQuery
+//! {question}`): the question is asked after the session's conversation, with its system
+//! prompt and no tools, and nothing is added to the conversation. Its progress is the
+//! ephemeral `ui.ephemeral_query` event (`{requestId, phase}`: `started`, a `chunk` per text
+//! delta, then `completed` with the `answer`, `failed` with the `error`, or `aborted` when the
+//! session goes away), and the caller gets `{answer}` or the error.
 
 use serde_json::{json, Value};
 
@@ -21,12 +28,30 @@ use crate::Timestamp;
 
 use crate::host::{ConnId, Host, TimerTarget};
 
-/// One sampling execution in flight.
+/// What a one-shot model call answers.
+enum SideCall {
+    /// An MCP sampling request (`{action, result}`).
+    Sampling,
+    /// An ephemeral query: its chunks and outcome are `ui.ephemeral_query` events.
+    EphemeralQuery,
+}
+
+/// An ephemeral query waiting for the server default's model to be chosen (as a prompt
+/// waits for it: `turn_gate.rs`).
+pub(crate) struct WaitingQuery {
+    session: String,
+    conn: ConnId,
+    id: OwnedId,
+    question: String,
+}
+
+/// One sampling execution (or ephemeral query) in flight.
 pub(crate) struct SamplingExec {
     session: String,
     conn: ConnId,
     id: OwnedId,
     call: ModelCall,
+    kind: SideCall,
     model: String,
     /// The HTTP exchange of the current attempt.
     http: Option<u64>,
@@ -113,6 +138,7 @@ impl Host {
                 conn,
                 id: id.clone(),
                 call,
+                kind: SideCall::Sampling,
                 model,
                 http: None,
                 timer: None,
@@ -122,23 +148,114 @@ impl Host {
         Ok(())
     }
 
+    /// Starts answering `question` from `session`'s conversation for `conn`'s request `id`
+    /// (`session.ui.ephemeralQuery`): the conversation so far, its system prompt, the question;
+    /// no tools, nothing added to the conversation. An error when the session has no model.
+    pub(crate) fn start_ephemeral_query(
+        &mut self,
+        session: &str,
+        conn: ConnId,
+        id: &OwnedId,
+        question: &str,
+    ) -> Result<(), String> {
+        if self.needs_default_choice(session)
+            && self.models_lists.default_choice != crate::host::models_list::DefaultChoice::Failed
+        {
+            self.ask_default_choice();
+            if self.needs_default_choice(session)
+                && self.models_lists.default_choice
+                    != crate::host::models_list::DefaultChoice::Failed
+            {
+                self.waiting_queries.push(WaitingQuery {
+                    session: session.to_owned(),
+                    conn,
+                    id: id.clone(),
+                    question: question.to_owned(),
+                });
+                return Ok(());
+            }
+        }
+        let setup = self.model_setup(session)?;
+        // The conversation carries the system prompt it was started with (its
+        // `system.message`); one that has not started yet gets the session's.
+        let mut messages = self.model_history(session);
+        if !matches!(messages.first(), Some(ChatMessage::System(_))) {
+            messages.insert(0, ChatMessage::System(setup.system_prompt.clone()));
+        }
+        messages.push(ChatMessage::User(question.to_owned()));
+        let mut chat = ChatRequest::new(setup.model.as_deref(), &messages, &[]);
+        chat.reasoning_effort = setup.reasoning_effort.as_deref();
+        let http = build_chat_request(&setup.provider, &chat, None).map_err(|e| e.to_string())?;
+        let model = setup
+            .provider
+            .wire_model_name(setup.model.as_deref())
+            .unwrap_or_default()
+            .to_owned();
+        let call = ModelCall::new(
+            self.now,
+            http,
+            StreamDialect::of(&setup.provider),
+            model.clone(),
+            setup.call,
+        );
+        let query = self.ids.next_uuid();
+        self.emit(
+            session,
+            "ui.ephemeral_query",
+            &json!({"requestId": query, "phase": "started"}),
+            true,
+        );
+        self.sampling_execs.insert(
+            query.clone(),
+            SamplingExec {
+                session: session.to_owned(),
+                conn,
+                id: id.clone(),
+                call,
+                kind: SideCall::EphemeralQuery,
+                model,
+                http: None,
+                timer: None,
+            },
+        );
+        self.pump_sampling(&query);
+        Ok(())
+    }
+
+    /// The server default's model was chosen (or could not be): the queries that waited for
+    /// it start, or fail with the reason.
+    pub(crate) fn start_waiting_queries(&mut self) {
+        for q in std::mem::take(&mut self.waiting_queries) {
+            if let Err(reason) = self.start_ephemeral_query(&q.session, q.conn, &q.id, &q.question)
+            {
+                let Some(dialect) = self.conns.get(&q.conn).map(|c| c.dialect) else {
+                    continue;
+                };
+                let error = self.dialects[dialect.index()]
+                    .request_failed(Some("session.ui.ephemeralQuery"), &reason);
+                self.respond(q.conn, &q.id, Err(error));
+            }
+        }
+    }
+
     /// `session.mcp.cancelSamplingExecution`: whether an execution was running.
     pub(crate) fn cancel_sampling_execution(&mut self, session: &str, request_id: &str) -> bool {
         if self
             .sampling_execs
             .get(request_id)
-            .is_none_or(|e| e.session != session)
+            .is_none_or(|e| e.session != session || !matches!(e.kind, SideCall::Sampling))
         {
             return false;
         }
         let Some(exec) = self.sampling_execs.remove(request_id) else {
             return false;
         };
-        self.end_sampling(exec, json!({"action": "cancelled"}));
+        self.end_sampling(exec, Ok(json!({"action": "cancelled"})));
         true
     }
 
-    /// Ends every execution of `session` as cancelled (the session is going away).
+    /// Ends every execution and ephemeral query of `session` as cancelled (the session is
+    /// going away).
     pub(crate) fn cancel_sampling_of(&mut self, session: &str) {
         let ids: Vec<String> = self
             .sampling_execs
@@ -147,11 +264,22 @@ impl Host {
             .map(|(id, _)| id.clone())
             .collect();
         for id in ids {
-            self.cancel_sampling_execution(session, &id);
+            if !self.cancel_sampling_execution(session, &id) {
+                if let Some(exec) = self.sampling_execs.remove(&id) {
+                    let reason = "the session ended before the query was answered";
+                    self.emit(
+                        session,
+                        "ui.ephemeral_query",
+                        &json!({"requestId": id, "phase": "aborted"}),
+                        true,
+                    );
+                    self.end_sampling(exec, Err(reason.to_owned()));
+                }
+            }
         }
     }
 
-    fn end_sampling(&mut self, exec: SamplingExec, result: Value) {
+    fn end_sampling(&mut self, exec: SamplingExec, result: Result<Value, String>) {
         if let Some(call) = exec.http {
             if self.sampling_http.remove(&call).is_some() {
                 self.http_cancel(call);
@@ -160,7 +288,10 @@ impl Host {
         if let Some(key) = exec.timer {
             self.timers.remove(&key);
         }
-        self.respond(exec.conn, &exec.id, Ok(result));
+        let result = result.map_err(|reason| {
+            crate::jsonrpc::ErrorObject::new(crate::jsonrpc::code::INTERNAL_ERROR, reason)
+        });
+        self.respond(exec.conn, &exec.id, result);
     }
 
     /// Acts on what the call produced; answers the caller once it ended.
@@ -168,29 +299,44 @@ impl Host {
         let mut ended = None;
         let mut sends = Vec::new();
         let mut cancels = Vec::new();
+        let mut chunks = Vec::new();
+        let mut session = None;
         if let Some(exec) = self.sampling_execs.get_mut(request_id) {
+            let query = matches!(exec.kind, SideCall::EphemeralQuery);
+            session = Some(exec.session.clone());
             while let Some(out) = exec.call.poll() {
                 match out {
                     CallOutput::Send(request) => sends.push(request),
                     CallOutput::Cancel => cancels.extend(exec.http.take()),
+                    CallOutput::Event(ModelEvent::TextDelta(text)) if query => chunks.push(text),
+                    CallOutput::Event(ModelEvent::Done(response)) if query => {
+                        ended = Some(Ok(json!({"answer": response.text})));
+                    }
+                    CallOutput::Failed(e) if query => ended = Some(Err(e.to_string())),
                     CallOutput::Retrying { .. } | CallOutput::Event(_) => {
                         if let CallOutput::Event(ModelEvent::Done(response)) = out {
                             let stop = match response.finish_reason.as_deref() {
                                 Some("length" | "max_tokens" | "max_output_tokens") => "maxTokens",
                                 _ => "endTurn",
                             };
-                            ended = Some(json!({"action": "success", "result": {
+                            ended = Some(Ok(json!({"action": "success", "result": {
                                 "role": "assistant",
                                 "content": {"type": "text", "text": response.text},
                                 "model": response.model.unwrap_or_else(|| exec.model.clone()),
                                 "stopReason": stop,
-                            }}));
+                            }})));
                         }
                     }
                     CallOutput::Failed(e) => {
-                        ended = Some(json!({"action": "failure", "error": e.to_string()}));
+                        ended = Some(Ok(json!({"action": "failure", "error": e.to_string()})));
                     }
                 }
+            }
+        }
+        if let Some(session) = &session {
+            for chunk in chunks {
+                let data = json!({"requestId": request_id, "phase": "chunk", "chunk": chunk});
+                self.emit(session, "ui.ephemeral_query", &data, true);
             }
         }
         for call in cancels {
@@ -208,6 +354,15 @@ impl Host {
         }
         if let Some(result) = ended {
             if let Some(exec) = self.sampling_execs.remove(request_id) {
+                if matches!(exec.kind, SideCall::EphemeralQuery) {
+                    let data = match &result {
+                        Ok(answer) => json!({"requestId": request_id, "phase": "completed",
+                                             "answer": answer["answer"]}),
+                        Err(error) => json!({"requestId": request_id, "phase": "failed",
+                                             "error": error}),
+                    };
+                    self.emit(&exec.session, "ui.ephemeral_query", &data, true);
+                }
                 self.end_sampling(exec, result);
             }
             return;

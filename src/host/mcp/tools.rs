@@ -117,7 +117,7 @@ impl Host {
                 });
                 return;
             }
-            McpStatus::Failed | McpStatus::Stopped => {
+            McpStatus::Failed | McpStatus::NeedsAuth | McpStatus::Stopped => {
                 let reason = state
                     .error
                     .clone()

@@ -353,6 +353,11 @@ impl Host {
             ClientCall::Canvas(call) => return self.finish_canvas_call(*call, outcome),
             ClientCall::Http { call } => return self.finish_http_frame(call, outcome),
             ClientCall::Fs(call) => return self.finish_fs_call(*call, outcome),
+            ClientCall::StateFile {
+                session,
+                conn,
+                write,
+            } => return self.finish_state_write(&session, conn, *write, outcome),
             ClientCall::ModelsToken { call } => return self.models_token_answered(call, outcome),
             ClientCall::PromptHook { session, hook } => {
                 return self.prompt_hook_answered(&session, hook, outcome)

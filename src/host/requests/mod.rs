@@ -12,3 +12,4 @@ pub(in crate::host) mod permission;
 pub(crate) mod permission_rules;
 pub(in crate::host) mod remote_fs;
 pub(in crate::host) mod served_tools;
+pub(in crate::host) mod state_files;

@@ -31,6 +31,10 @@ pub(crate) enum FsPrimitive {
     ReadDir { path: String },
     /// Write a text file (`FsAnswer::Done`).
     WriteFile { path: String, content: String },
+    /// Append to a text file, making it if missing (`FsAnswer::Done`).
+    AppendFile { path: String, content: String },
+    /// Remove a file; a missing one is not an error (`FsAnswer::Done`).
+    Remove { path: String },
     /// Make a directory and its parents (`FsAnswer::Done`).
     Mkdir { path: String },
     /// Does `path` exist? (`FsAnswer::Exists`)
@@ -96,14 +100,15 @@ fn join(root: &str, rel: &str) -> String {
 }
 
 impl Host {
-    /// `conn` provides the file storage of the sessions it is attached to.
-    pub(crate) fn set_file_provider(&mut self, conn: ConnId) {
-        self.file_providers.insert(conn);
+    /// `conn` provides the file storage of the sessions it is attached to; with
+    /// `state_path`, their state is kept there too (`state_files.rs`).
+    pub(crate) fn set_file_provider(&mut self, conn: ConnId, state_path: Option<String>) {
+        self.file_providers.insert(conn, state_path);
     }
 
     /// Whether `conn` sent `sessionFs.setProvider`.
     pub(crate) fn is_file_provider(&self, conn: ConnId) -> bool {
-        self.file_providers.contains(&conn)
+        self.file_providers.contains_key(&conn)
     }
 
     /// The attached connection that provides `session`'s files, if any.
@@ -112,7 +117,7 @@ impl Host {
         live.session
             .attached
             .keys()
-            .find(|c| self.file_providers.contains(c) && self.conns.get(c).is_some())
+            .find(|c| self.file_providers.contains_key(c) && self.conns.get(c).is_some())
             .copied()
     }
 
@@ -152,6 +157,10 @@ impl Host {
                 },
                 FsPrimitive::Stat { path: root },
             ),
+            FileRequest::CopyDir { .. } | FileRequest::Remove { .. } => {
+                let message = "a session's file provider does not copy or remove directory trees";
+                return self.file_result(op, Err(message.to_owned()));
+            }
             FileRequest::ReadMany { root, paths, .. } => {
                 let mut paths: VecDeque<String> = paths.into();
                 let Some(first) = paths.pop_front() else {

@@ -116,6 +116,7 @@ impl Host {
             let spec = ProcessSpec {
                 argv,
                 env: Vec::new(),
+                env_from_host: Vec::new(),
                 cwd: self.config.server_cwd.clone(),
                 stdin: true,
                 timeout_ms: None,

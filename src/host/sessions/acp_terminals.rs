@@ -210,6 +210,7 @@ impl Host {
         let spec = ProcessSpec {
             argv,
             env,
+            env_from_host: Vec::new(),
             cwd,
             stdin: false,
             timeout_ms: None,

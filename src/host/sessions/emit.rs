@@ -56,6 +56,7 @@ impl Host {
         }
         self.deliver_event(session_id, &event, droppable, only, agent_id.is_some())?;
         if !ephemeral {
+            self.mirror_persisted_event(session_id, &event);
             self.session_changed(SessionChange::Updated, session_id);
         }
         for handler in self.dialects {

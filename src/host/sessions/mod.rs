@@ -14,5 +14,6 @@ pub(in crate::host) mod prompt_attachments;
 pub(in crate::host) mod prompt_hooks;
 pub(in crate::host) mod publish;
 pub(in crate::host) mod queue;
+pub(in crate::host) mod rewind;
 pub(in crate::host) mod skills;
 pub(in crate::host) mod turn_gate;

@@ -37,6 +37,8 @@ pub(crate) struct SkillInfo {
     pub enabled: bool,
     /// The file's text after its front matter: what the model gets when it loads the skill.
     pub body: String,
+    /// It comes from an installed plugin (`plugins.rs`), not a skill directory.
+    pub plugin: bool,
 }
 
 /// Turns the skills into a dialect's result.
@@ -46,9 +48,15 @@ pub(crate) type SkillsReply = fn(&[SkillInfo]) -> Value;
 #[derive(Debug, Default)]
 pub(crate) struct SessionSkills {
     dirs: Vec<String>,
+    /// The installed directories of the session's enabled plugins (`plugins.rs`).
+    plugin_roots: Vec<String>,
+    /// The session's plugins are not known yet (the plugin registry is being read): a
+    /// prompt waits for them.
+    pub(in crate::host) plugins_pending: bool,
     disabled: Vec<String>,
-    /// The directories `found` was read from (`None`: never read, or to read again).
-    loaded_for: Option<Vec<String>>,
+    /// The directories and plugin directories `found` was read from (`None`: never read,
+    /// or to read again).
+    loaded_for: Option<(Vec<String>, Vec<String>)>,
     found: Vec<SkillInfo>,
     loading: Option<Loading>,
     waiters: Vec<Waiter>,
@@ -58,6 +66,8 @@ pub(crate) struct SessionSkills {
 #[derive(Debug, Default)]
 struct Loading {
     dirs: Vec<String>,
+    /// Plugin directories, read after `dirs`.
+    plugin_roots: Vec<String>,
     next: usize,
     found: Vec<SkillInfo>,
 }
@@ -81,10 +91,28 @@ pub(crate) enum SkillTarget {
 /// The step of a read for skills.
 #[derive(Clone, Debug)]
 pub(crate) enum SkillStep {
-    /// Walking a directory.
-    List { root: String },
+    /// Walking a directory (`plugin`: an installed plugin's, where any `SKILL.md` up to
+    /// three directories deep is a skill).
+    List { root: String, plugin: bool },
     /// Reading its `SKILL.md` files.
-    Read { root: String },
+    Read { root: String, plugin: bool },
+}
+
+impl SessionSkills {
+    /// Whether `found` was read from the session's current directories.
+    fn is_current(&self) -> bool {
+        self.loaded_for
+            .as_ref()
+            .is_some_and(|(d, p)| *d == self.dirs && *p == self.plugin_roots)
+    }
+
+    fn loading(&self) -> Loading {
+        Loading {
+            dirs: self.dirs.clone(),
+            plugin_roots: self.plugin_roots.clone(),
+            ..Loading::default()
+        }
+    }
 }
 
 /// `skills.discover` requests in flight, by key.
@@ -106,9 +134,6 @@ impl Host {
         let Some(state) = self.session_state::<SessionSkills>(session) else {
             return;
         };
-        if state.dirs != dirs {
-            state.loaded_for = None;
-        }
         state.dirs = dirs;
         state.disabled = disabled;
         let disabled = state.disabled.clone();
@@ -131,7 +156,7 @@ impl Host {
         if reload {
             state.loaded_for = None;
         }
-        if state.loading.is_none() && state.loaded_for.as_ref() == Some(&state.dirs) {
+        if state.loading.is_none() && state.is_current() {
             return Some(reply(&state.found));
         }
         state.waiters.push(Waiter {
@@ -140,13 +165,18 @@ impl Host {
             reply,
         });
         if state.loading.is_none() {
-            state.loading = Some(Loading {
-                dirs: state.dirs.clone(),
-                ..Loading::default()
-            });
+            state.loading = Some(state.loading());
             self.next_skill_dir(SkillTarget::Session(session.to_owned()));
         }
         None
+    }
+
+    /// Sets the installed directories of `session`'s enabled plugins, whose skills are
+    /// among the session's (read again when next asked for, if they changed).
+    pub(in crate::host) fn set_plugin_skill_roots(&mut self, session: &str, roots: Vec<String>) {
+        if let Some(state) = self.session_state::<SessionSkills>(session) {
+            state.plugin_roots = roots;
+        }
     }
 
     /// Starts reading `session`'s skills when its directories are not read yet; returns
@@ -156,16 +186,13 @@ impl Host {
         let Some(state) = self.session_state::<SessionSkills>(session) else {
             return false;
         };
-        if state.loading.is_some() {
+        if state.loading.is_some() || state.plugins_pending {
             return true;
         }
-        if state.dirs.is_empty() || state.loaded_for.as_ref() == Some(&state.dirs) {
+        if (state.dirs.is_empty() && state.plugin_roots.is_empty()) || state.is_current() {
             return false;
         }
-        state.loading = Some(Loading {
-            dirs: state.dirs.clone(),
-            ..Loading::default()
-        });
+        state.loading = Some(state.loading());
         self.next_skill_dir(SkillTarget::Session(session.to_owned()));
         true
     }
@@ -173,7 +200,10 @@ impl Host {
     /// Whether `session` has skill directories not read yet.
     pub(in crate::host) fn skills_unread(&self, session: &str) -> bool {
         self.session_state_ref::<SessionSkills>(session)
-            .is_some_and(|s| !s.dirs.is_empty() && s.loaded_for.as_ref() != Some(&s.dirs))
+            .is_some_and(|s| {
+                s.plugins_pending
+                    || ((!s.dirs.is_empty() || !s.plugin_roots.is_empty()) && !s.is_current())
+            })
     }
 
     /// The skills the model may load (`session`'s enabled ones).
@@ -305,8 +335,12 @@ impl Host {
         let Some(loading) = self.loading_of(&target) else {
             return;
         };
-        let Some(dir) = loading.dirs.get(loading.next).cloned() else {
-            return self.finish_skills(target);
+        let (dir, plugin) = match loading.dirs.get(loading.next) {
+            Some(dir) => (dir.clone(), false),
+            None => match loading.plugin_roots.get(loading.next - loading.dirs.len()) {
+                Some(dir) => (dir.clone(), true),
+                None => return self.finish_skills(target),
+            },
         };
         loading.next += 1;
         let root = dir.trim_end_matches('/').to_owned();
@@ -314,7 +348,7 @@ impl Host {
             root: root.clone(),
             limit: 4096,
         };
-        self.skill_read(target, request, SkillStep::List { root });
+        self.skill_read(target, request, SkillStep::List { root, plugin });
     }
 
     /// A read for skills was answered.
@@ -325,8 +359,13 @@ impl Host {
         result: Result<FileReply, String>,
     ) {
         match (step, result) {
-            (SkillStep::List { root }, Ok(FileReply::Entries(mut paths))) => {
+            (SkillStep::List { root, plugin }, Ok(FileReply::Entries(mut paths))) => {
                 paths.retain(|p| {
+                    if plugin {
+                        return p == "SKILL.md"
+                            || p.strip_suffix("/SKILL.md")
+                                .is_some_and(|dir| dir.split('/').count() <= 3);
+                    }
                     p.strip_suffix("/SKILL.md")
                         .is_some_and(|dir| !dir.is_empty() && !dir.contains('/'))
                 });
@@ -338,10 +377,10 @@ impl Host {
                         paths,
                         max_file_bytes: MAX_FILE_BYTES,
                     };
-                    return self.skill_read(target, request, SkillStep::Read { root });
+                    return self.skill_read(target, request, SkillStep::Read { root, plugin });
                 }
             }
-            (SkillStep::Read { root }, Ok(FileReply::Texts(texts))) => {
+            (SkillStep::Read { root, plugin }, Ok(FileReply::Texts(texts))) => {
                 let disabled = match &target {
                     SkillTarget::Session(s) => self
                         .session_state::<SessionSkills>(s)
@@ -351,7 +390,12 @@ impl Host {
                 };
                 if let Some(loading) = self.loading_of(&target) {
                     for (path, text) in texts {
-                        let dir_name = path.trim_end_matches("/SKILL.md");
+                        let dir_name = match path.trim_end_matches("SKILL.md").trim_end_matches('/')
+                        {
+                            // A plugin's own `SKILL.md`: named after the plugin's directory.
+                            "" => root.rsplit('/').next().unwrap_or_default(),
+                            dir => dir.rsplit('/').next().unwrap_or(dir),
+                        };
                         let (name, description) = front_matter(&text);
                         let body = body_of(&text).to_owned();
                         let name = name.unwrap_or_else(|| dir_name.to_owned());
@@ -364,6 +408,7 @@ impl Host {
                             description: description.unwrap_or_default(),
                             path: format!("{root}/{path}"),
                             body,
+                            plugin,
                         });
                     }
                 }
@@ -386,7 +431,7 @@ impl Host {
                     return;
                 };
                 state.found = loading.found;
-                state.loaded_for = Some(loading.dirs);
+                state.loaded_for = Some((loading.dirs, loading.plugin_roots));
                 let done = (state.found.clone(), std::mem::take(&mut state.waiters));
                 // A prompt held for the skills goes on.
                 self.release_held(session);

@@ -66,7 +66,7 @@ impl Host {
     }
 
     /// Whether `session`'s model calls need the server default's choice and it is not known.
-    fn needs_default_choice(&self, session: &str) -> bool {
+    pub(in crate::host) fn needs_default_choice(&self, session: &str) -> bool {
         let Some(live) = self.sessions.get(session) else {
             return false;
         };
@@ -152,6 +152,7 @@ impl Host {
         for session in gated {
             self.release_held(&session);
         }
+        self.start_waiting_queries();
         if self.models_lists.default_choice == DefaultChoice::Failed {
             // The prompts that waited went on; the next prompt asks again.
             self.models_lists.default_choice = DefaultChoice::Unknown;

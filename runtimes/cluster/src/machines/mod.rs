@@ -2,9 +2,11 @@
 //! ([`gateway::Gateway`]), one direction of a link or relay group ([`outbound::Outbound`],
 //! [`inbound::Inbound`]), the owner's side of a relayed client ([`member::MemberLink`]), both
 //! sides of a relay group ([`group_out::GroupOut`] on the owner, [`group_in::GroupIn`] on the
-//! gateway node), and the session log's side: a session's claim ([`claim::Claim`]), its
-//! single writer ([`worker::SessionWorker`]) and the lookup of a session this node has not
-//! loaded ([`lookup::Lookup`]).
+//! gateway node, with its members' ends in [`group_members::GroupMembers`]), and the session log's side: a session's claim ([`claim::Claim`]), its
+//! single writer ([`worker::SessionWorker`]), the lookup of a session this node has not
+//! loaded ([`lookup::Lookup`]), and the node's session log composing them with the marks of
+//! acknowledged events ([`sessions::Sessions`]), and the node's lease over its life
+//! ([`keeper::LeaseKeeper`]).
 //!
 //! As in quinn-proto's `Connection` or str0m's `Rtc`, a machine does no I/O and reads no
 //! clock: it takes inputs (a message arrived, `handle_timeout(now)`, the answer to a lease
@@ -17,11 +19,14 @@
 pub mod claim;
 pub mod gateway;
 pub mod group_in;
+pub mod group_members;
 pub mod group_out;
 pub mod inbound;
+pub mod keeper;
 pub mod lookup;
 pub mod member;
 pub mod outbound;
+pub mod sessions;
 pub mod worker;
 
 /// Earliest of two optional deadlines.

@@ -2,9 +2,9 @@
 //! engine, with SDK-like clients.
 //!
 //! Three nodes each run a sans-IO `Host` glued to `MemoryEngine` the way `src/node.rs` glues
-//! it to NATS, with the crate's own machines (`agentwire_cluster::machines`: session workers
-//! and lookups, links and relay groups; `host_simulation/node.rs` says which behaviour each
-//! piece mirrors): persisted events are appended through the fenced single writer, frames
+//! it to NATS, with the crate's own machines (`agentwire_cluster::machines`: the node's lease
+//! keeper and session log with its workers and lookups, links and relay groups;
+//! `host_simulation/node.rs` says which behaviour each piece mirrors): persisted events are appended through the fenced single writer, frames
 //! reach clients only after their events are acknowledged, lookups claim and restore a dead
 //! owner's session and close its open turn, or relay the client to a live owner over live
 //! subjects (`host_simulation/sim/links.rs` runs the link and group machines as `link.rs` and

@@ -71,6 +71,73 @@ fn run(request: &FileRequest) -> Result<FileReply, String> {
             }
             Ok(FileReply::Texts(texts))
         }
+        FileRequest::CopyDir { from, to } => copy_dir(Path::new(from), Path::new(to)),
+        FileRequest::Remove { path } => remove(Path::new(path)),
+    }
+}
+
+/// Replaces `to` with a copy of the directory tree `from` (`.git` and symbolic links left
+/// out). The copy is made beside `to` and renamed into place, so a failed copy leaves `to`
+/// as it was.
+fn copy_dir(from: &Path, to: &Path) -> Result<FileReply, String> {
+    let meta = fs::metadata(from).map_err(|e| describe(from, &e))?;
+    if !meta.is_dir() {
+        return Err(format!("{} is not a directory", from.display()));
+    }
+    let parent = to
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .ok_or_else(|| format!("{} has no parent directory", to.display()))?;
+    fs::create_dir_all(parent).map_err(|e| describe(parent, &e))?;
+    let name = to
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let staging = parent.join(format!(".{name}.copy-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&staging);
+    if let Err(e) = copy_tree(from, &staging) {
+        let _ = fs::remove_dir_all(&staging);
+        return Err(e);
+    }
+    if let Err(e) = remove(to) {
+        let _ = fs::remove_dir_all(&staging);
+        return Err(e);
+    }
+    fs::rename(&staging, to).map_err(|e| {
+        let _ = fs::remove_dir_all(&staging);
+        describe(to, &e)
+    })?;
+    Ok(FileReply::Written)
+}
+
+fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
+    fs::create_dir_all(to).map_err(|e| describe(to, &e))?;
+    for entry in fs::read_dir(from).map_err(|e| describe(from, &e))? {
+        let entry = entry.map_err(|e| describe(from, &e))?;
+        let target = to.join(entry.file_name());
+        match entry.file_type() {
+            Ok(t) if t.is_dir() && entry.file_name() != ".git" => {
+                copy_tree(&entry.path(), &target)?;
+            }
+            Ok(t) if t.is_file() => {
+                fs::copy(entry.path(), &target).map_err(|e| describe(&entry.path(), &e))?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Removes the file or directory tree `path` (a missing path is fine).
+fn remove(path: &Path) -> Result<FileReply, String> {
+    match fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileReply::Written),
+        Err(e) => Err(describe(path, &e)),
+        Ok(meta) if meta.is_dir() => fs::remove_dir_all(path)
+            .map(|()| FileReply::Written)
+            .map_err(|e| describe(path, &e)),
+        Ok(_) => fs::remove_file(path)
+            .map(|()| FileReply::Written)
+            .map_err(|e| describe(path, &e)),
     }
 }
 

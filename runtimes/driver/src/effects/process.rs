@@ -68,11 +68,15 @@ pub(super) fn spawn(
 ) {
     let ProcessSpec {
         argv,
-        env,
+        mut env,
+        env_from_host,
         cwd,
         stdin,
         timeout_ms,
     } = spec;
+    env.extend(resolve_from_host(env_from_host, |name| {
+        std::env::var(name).ok()
+    }));
     let spec = ChildSpec {
         argv,
         env,
@@ -97,6 +101,23 @@ pub(super) fn spawn(
             .clone()
             .report(id, EffectEvent::SpawnFailed(e.to_string())),
     }
+}
+
+/// The variables whose value is the driver's own variable of the name given (`NAME`,
+/// `$NAME` or `${NAME}`), as `lookup` reads them; one it does not have is left out.
+fn resolve_from_host(
+    refs: Vec<(String, String)>,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> impl Iterator<Item = (String, String)> {
+    refs.into_iter().filter_map(move |(key, reference)| {
+        let name = reference.trim();
+        let name = name
+            .strip_prefix("${")
+            .and_then(|n| n.strip_suffix('}'))
+            .or_else(|| name.strip_prefix('$'))
+            .unwrap_or(name);
+        lookup(name).map(|value| (key, value))
+    })
 }
 
 /// A thread that writes what the channel carries to `stdin`, in order, until the channel
@@ -160,5 +181,31 @@ async fn report(
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resolve_from_host;
+
+    #[test]
+    fn indirect_env_values_name_the_drivers_variables() {
+        let lookup = |name: &str| (name == "TOKEN").then(|| "secret".to_owned());
+        let refs = vec![
+            ("A".to_owned(), "TOKEN".to_owned()),
+            ("B".to_owned(), "$TOKEN".to_owned()),
+            ("C".to_owned(), "${TOKEN}".to_owned()),
+            ("D".to_owned(), "MISSING".to_owned()),
+        ];
+        let resolved: Vec<_> = resolve_from_host(refs, lookup).collect();
+        let secret = || "secret".to_owned();
+        assert_eq!(
+            resolved,
+            [
+                ("A".to_owned(), secret()),
+                ("B".to_owned(), secret()),
+                ("C".to_owned(), secret())
+            ]
+        );
     }
 }

@@ -76,7 +76,9 @@ impl SimModel {
         let result = match request {
             _ if fail => Err("simulated: permission denied".to_owned()),
             FileRequest::Read { .. } => Ok(FileReply::Text("alpha\nbeta TODO\n".to_owned())),
-            FileRequest::Write { .. } => Ok(FileReply::Written),
+            FileRequest::Write { .. }
+            | FileRequest::CopyDir { .. }
+            | FileRequest::Remove { .. } => Ok(FileReply::Written),
             FileRequest::Walk { .. } => Ok(FileReply::Entries(vec![
                 "a.rs".to_owned(),
                 "src/b.txt".to_owned(),

@@ -58,6 +58,16 @@ pub(crate) struct ClientStats {
     pub(crate) errors: u64,
 }
 
+impl ClientStats {
+    pub(crate) fn add(&mut self, o: &ClientStats) {
+        self.events += o.events;
+        self.ephemeral += o.ephemeral;
+        self.get_messages_checked += o.get_messages_checked;
+        self.tool_requests += o.tool_requests;
+        self.errors += o.errors;
+    }
+}
+
 impl Client {
     pub(crate) fn new(session: String, creator: bool, prompts: u32) -> Self {
         Client {

@@ -2,17 +2,18 @@
 //! `src/node.rs` (and the driver's `SessionLog` seam, `runtimes/driver/src/shared.rs` and
 //! `tasks.rs`) glue it to NATS, one engine call per step instead of tasks:
 //!
-//! * every `StoreOutput::Persist` gets the next *mark* and goes to its session's
-//!   [`SessionWorker`] (as `write_session` runs it), which claims the session on its first
-//!   event and then appends, one append in flight;
+//! * the node's lease is the runtime's [`LeaseKeeper`] (`keep_lease`), and its session log
+//!   the runtime's [`Sessions`] machine (`node.rs`'s `dispatch`): every
+//!   `StoreOutput::Persist` gets the next *mark* and goes to its session's single writer,
+//!   which claims the session on its first event and then appends, one append in flight;
+//!   `ClusterOutput::LoadSession` starts a lookup (claim when the owner is gone, relay when
+//!   it is live and answers, wait for its lease while it is live and silent), whose end
+//!   [`Found::apply`] hands to the host. The simulation performs one piece of its work per
+//!   step, in a seeded order;
 //! * frames are taken from the host right after the outputs of the same input were drained,
 //!   tagged with the mark of the last persisted event, and written to their client only once
 //!   every mark up to it is acknowledged (`HostHandle::durable`, the writer task's
 //!   `synced.wait_for`);
-//! * `ClusterOutput::LoadSession` runs a [`Lookup`] (as `look_up_once` does): read the last
-//!   message; claim when the owner is gone (restore + `interrupt_open_turn`), relay when it is
-//!   live and answers (`forward_session_lookup`), wait for its lease while it is live and
-//!   silent;
 //! * `ClusterOutput::Forward` / `ForwardClosed` open and feed a gateway link (`link.rs`): the
 //!   client's frames go to the owner on the link's own subject; the owner serves the relayed
 //!   connection as a member of the gateway node's relay group (`group.rs`,
@@ -25,19 +26,17 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use agentwire::host::{
-    ClusterOutput, ConnId, ConnectionOutput, Host, Output, RelayFrame, RestoreError, StoreOutput,
+    ClusterOutput, ConnId, ConnectionOutput, Host, Output, RelayFrame, StoreOutput,
 };
 use agentwire::Timestamp;
-use agentwire_cluster::call::{execute, Call};
-use agentwire_cluster::lease::NodeLease;
-use agentwire_cluster::machines::group_in::GroupIn;
+use agentwire_cluster::call::execute;
+use agentwire_cluster::machines::group_members::GroupMembers;
 use agentwire_cluster::machines::group_out::{GroupNames, GroupOut};
-use agentwire_cluster::machines::lookup::{Lookup, LookupAction, LookupOutcome};
+use agentwire_cluster::machines::keeper::LeaseKeeper;
 use agentwire_cluster::machines::member::MemberLink;
 use agentwire_cluster::machines::outbound::Outbound;
-use agentwire_cluster::machines::worker::{SessionWorker, WorkerEvent};
+use agentwire_cluster::machines::sessions::{Found, Op, Sessions, SessionsEvent, Task};
 use agentwire_cluster::memory::{MemoryEngine, MemoryLive};
-use agentwire_cluster::writer::SessionWriter;
 use agentwire_cluster::{Engine, Layout, NodeIdentity};
 use bytes::Bytes;
 use serde_json::Value;
@@ -76,15 +75,14 @@ pub(crate) struct GroupOutSide {
     pub(crate) carried: BTreeSet<String>,
 }
 
-/// The gateway node's side of a relay group (`group::receive`): the [`GroupIn`] machine.
+/// The gateway node's side of a relay group (`group::receive`): its [`GroupMembers`].
 pub(crate) struct GroupInSide {
     /// The group's name, as the openings carry it.
     pub(crate) id: String,
     pub(crate) owner: NodeIdentity,
     pub(crate) subscription: MemoryLive,
-    pub(crate) machine: GroupIn,
-    /// The owner's member id -> this node's relayed connection.
-    pub(crate) members: BTreeMap<u64, ConnId>,
+    /// The group's machine, its members' ends this node's relayed connections.
+    pub(crate) members: GroupMembers<ConnId>,
 }
 
 /// The gateway side of a relayed connection (`gateway::gateway`, `link::open_remote`): the
@@ -109,13 +107,6 @@ pub(crate) struct Held {
     pub(crate) fenced: bool,
 }
 
-/// Acknowledged marks: every mark up to `through` is acknowledged (`node.rs`'s `Acks`).
-#[derive(Default)]
-struct Acks {
-    through: u64,
-    above: BTreeSet<u64>,
-}
-
 /// Something the node's step asks the simulation to do.
 pub(crate) enum Effect {
     /// Bytes for client `0`.
@@ -132,6 +123,8 @@ pub(crate) enum Effect {
     Stop(String),
     /// The log acknowledged an event.
     Acked(Ack),
+    /// The node claimed a session a dead owner left.
+    TookOver(String),
 }
 
 /// One node's process (gone once killed or stopped; a restart is a new `SimNode`).
@@ -140,16 +133,16 @@ pub(crate) struct SimNode {
     pub(crate) engine: MemoryEngine,
     pub(crate) layout: Layout,
     pub(crate) host: Host,
-    pub(crate) lease: NodeLease,
-    pub(crate) lease_call: Option<Call>,
-    /// Set once the lease held: the node listens.
-    pub(crate) serving: bool,
+    /// The node's lease (`keep_lease`'s [`LeaseKeeper`]).
+    pub(crate) keeper: LeaseKeeper,
     pub(crate) paused: u32,
-    claims: u64,
     mark: u64,
-    acks: Acks,
-    pub(crate) workers: BTreeMap<String, SessionWorker>,
-    pub(crate) lookups: BTreeMap<String, Lookup>,
+    /// Every mark up to this one is acknowledged.
+    durable: u64,
+    /// The session log: workers, lookups, acknowledged marks.
+    pub(crate) sessions: Sessions,
+    /// Its work handed out and not yet performed (one piece runs per step).
+    pub(crate) work: Vec<(Task, Op)>,
     pub(crate) held: BTreeMap<ConnId, VecDeque<Held>>,
     pub(crate) closing: BTreeSet<ConnId>,
     pub(crate) ends: BTreeMap<ConnId, End>,
@@ -179,23 +172,20 @@ impl SimNode {
         me: NodeIdentity,
         engine: MemoryEngine,
         host: Host,
-        lease: NodeLease,
+        keeper: LeaseKeeper,
         at: Duration,
     ) -> Self {
         SimNode {
+            sessions: Sessions::new(me.clone(), Layout::default(), TTL, usize::MAX),
             me,
             engine,
             layout: Layout::default(),
             host,
-            lease,
-            lease_call: None,
-            serving: false,
+            keeper,
             paused: 0,
-            claims: 1,
             mark: 0,
-            acks: Acks::default(),
-            workers: BTreeMap::new(),
-            lookups: BTreeMap::new(),
+            durable: 0,
+            work: Vec::new(),
             held: BTreeMap::new(),
             closing: BTreeSet::new(),
             ends: BTreeMap::new(),
@@ -238,7 +228,11 @@ impl SimNode {
         loop {
             let mut again = false;
             while let Some(output) = self.host.poll_output() {
-                again |= self.output(t, output);
+                again |= self.output(output);
+            }
+            if self.session_events(t) {
+                // The host's outputs first: frames are tagged with the mark after them.
+                continue;
             }
             while self.host.poll_ready().is_some() {}
             let conns: Vec<ConnId> = self.ends.keys().copied().collect();
@@ -268,7 +262,7 @@ impl SimNode {
                             "{:?} took while fenced (mark {}, acked {}): {}",
                             self.me,
                             self.mark,
-                            self.acks.through,
+                            self.durable,
                             String::from_utf8_lossy(&frame)
                         );
                     }
@@ -321,20 +315,18 @@ impl SimNode {
     }
 
     /// One output; `true` if it called into the host again.
-    fn output(&mut self, t: Timestamp, output: Output) -> bool {
+    fn output(&mut self, output: Output) -> bool {
         match output {
             Output::Store(StoreOutput::Persist { session, event }) => {
                 self.mark += 1;
-                let (me, subject) = (self.me.clone(), self.layout.log_subject(&session));
-                let worker = self
-                    .workers
-                    .entry(session.clone())
-                    .or_insert_with(|| SessionWorker::new(me, session, subject, None, usize::MAX));
-                worker.push(event, self.mark);
+                self.sessions.persist(&session, event, self.mark);
                 false
             }
             Output::Store(StoreOutput::SessionDeleted { .. }) => false,
-            Output::Cluster(ClusterOutput::LoadSession { session }) => self.load(t, session),
+            Output::Cluster(ClusterOutput::LoadSession { session }) => {
+                self.sessions.load(&session, true);
+                false
+            }
             Output::Cluster(ClusterOutput::Forward {
                 conn,
                 session,
@@ -346,7 +338,7 @@ impl SimNode {
                     for body in frames {
                         gateway.outbound.send(&body, usize::MAX);
                     }
-                    let subject = in_subject(&gateway.link);
+                    let subject = LAYOUT.link_in_subject(&gateway.link);
                     publish(&self.engine, &subject, || gateway.outbound.poll_transmit());
                 } else if let Some(waiting) = self.effects.iter_mut().find_map(|e| match e {
                     Effect::OpenGateway {
@@ -386,26 +378,14 @@ impl SimNode {
         }
     }
 
-    /// `Command::Load`: one lookup per session at a time, none of a session this node writes.
-    pub(crate) fn load(&mut self, t: Timestamp, session: String) -> bool {
-        if self.workers.contains_key(&session) {
-            self.host.cluster().finish_session_lookup(t, &session);
-            return true;
-        }
-        let subject = self.layout.log_subject(&session);
-        let lookup = Lookup::new(self.me.clone(), subject, TTL, true);
-        self.lookups.entry(session).or_insert(lookup);
-        false
-    }
-
     /// Releases held frames whose mark is acknowledged, in order per connection, while the
     /// node's lease is valid (`HostHandle::release_until`).
     fn release(&mut self, at: Duration) {
-        if !self.lease.is_valid(at) {
+        if !self.keeper.is_valid(at) {
             return;
         }
         for (conn, queue) in self.held.iter_mut() {
-            while queue.front().is_some_and(|h| h.mark <= self.acks.through) {
+            while queue.front().is_some_and(|h| h.mark <= self.durable) {
                 let held = queue.pop_front().expect("front");
                 match self.ends.get_mut(conn) {
                     Some(End::Client(c)) => {
@@ -428,7 +408,7 @@ impl SimNode {
                                 "invariant 5: event {event} crossed twice in relay group {id}"
                             );
                         }
-                        let subject = group_subject(id);
+                        let subject = LAYOUT.group_subject(id);
                         publish(&self.engine, &subject, || group.machine.poll_transmit());
                     }
                     Some(End::Link { .. }) => unreachable!("a member holds nothing"),
@@ -443,7 +423,7 @@ impl SimNode {
     pub(crate) fn close_gateway(&mut self, conn: ConnId) -> Option<Gateway> {
         let mut gateway = self.gateways.remove(&conn)?;
         gateway.outbound.close();
-        let subject = in_subject(&gateway.link);
+        let subject = LAYOUT.link_in_subject(&gateway.link);
         publish(&self.engine, &subject, || gateway.outbound.poll_transmit());
         Some(gateway)
     }
@@ -473,136 +453,79 @@ impl SimNode {
     pub(crate) fn group_closed(&mut self, id: &str) {
         if let Some(mut group) = self.groups_out.retire(id) {
             group.machine.close();
-            let subject = group_subject(id);
+            let subject = LAYOUT.group_subject(id);
             publish(&self.engine, &subject, || group.machine.poll_transmit());
         }
     }
 
-    /// Whether this node's claim of `session` was acknowledged to it (its worker holds the
-    /// fenced writer).
-    pub(crate) fn holds_writer(&self, session: &str) -> bool {
-        self.workers.get(session).is_some_and(|w| w.holds_writer())
-    }
-
-    /// Sessions with engine work to do.
-    pub(crate) fn busy_workers(&self) -> Vec<String> {
-        self.workers
-            .iter()
-            .filter(|(_, w)| w.is_busy())
-            .map(|(s, _)| s.clone())
-            .collect()
-    }
-
     /// Whether frames, appends or lookups are still on their way.
     pub(crate) fn quiet(&self) -> bool {
-        self.busy_workers().is_empty()
-            && self.lookups.is_empty()
+        !self.sessions.is_busy()
             && self.closing.is_empty()
             && self.held.values().all(VecDeque::is_empty)
     }
 
-    /// One engine call of `session`'s worker (`write_session`, the [`SessionWorker`]).
-    pub(crate) fn worker_step(&mut self, session: &str) {
-        let subject = self.layout.log_subject(session);
-        let claims = &mut self.claims;
-        let worker = self.workers.get_mut(session).expect("worker");
-        let mut next = || {
-            *claims += 1;
-            *claims
-        };
-        let Some(call) = worker.poll_call(&mut next) else {
-            return;
-        };
-        worker.handle_reply(now(execute(&self.engine, &call.call)), &mut next);
-        while let Some(event) = worker.poll_event() {
+    /// Performs the piece of the session log's work `k` at `at` (as `node.rs`'s `run_op`).
+    /// `answers` tells whether a node answers on its link subject.
+    pub(crate) fn work_step(
+        &mut self,
+        k: usize,
+        at: Duration,
+        answers: impl Fn(&NodeIdentity) -> bool,
+    ) {
+        let (task, op) = self.work.swap_remove(k);
+        let (at, sessions) = (instant(at), &mut self.sessions);
+        match (op, &task) {
+            (Op::Call(call), _) => {
+                sessions.handle_reply(task.clone(), at, now(execute(&self.engine, &call.call)))
+            }
+            (Op::Probe(owner), Task::Lookup(s)) => sessions.handle_probe(s, at, answers(&owner)),
+            (Op::Wait(_), Task::Lookup(s)) => sessions.handle_timeout(s, at),
+            (_, Task::Worker(_)) => unreachable!("a worker only calls the engine"),
+        }
+    }
+
+    /// Acts on what the session log handed out (`node.rs`'s `on_event`); `true` if it called
+    /// into the host.
+    fn session_events(&mut self, t: Timestamp) -> bool {
+        let mut called = false;
+        while let Some(event) = self.sessions.poll_event() {
             match event {
-                WorkerEvent::Acked { mark, seq, event } => {
+                SessionsEvent::Durable(mark) => self.durable = mark,
+                SessionsEvent::Acked {
+                    session,
+                    seq,
+                    event,
+                } => {
                     let event: Value = serde_json::from_slice(&event).expect("JSON");
                     let event_id = event["id"].as_str().expect("an id").to_owned();
-                    let subject = subject.clone();
+                    let subject = self.layout.log_subject(&session);
                     self.effects.push(Effect::Acked(Ack {
                         subject,
                         seq,
                         event_id,
                     }));
-                    self.acks.above.insert(mark);
-                    while self.acks.above.remove(&(self.acks.through + 1)) {
-                        self.acks.through += 1;
-                    }
                 }
-                WorkerEvent::Refused { why, .. } => panic!("the model refused an append: {why}"),
-                WorkerEvent::Stop(why) => self.effects.push(Effect::Stop(why)),
+                SessionsEvent::Refused { why, .. } => panic!("the model refused an append: {why}"),
+                SessionsEvent::Stop(why) => self.effects.push(Effect::Stop(why)),
+                SessionsEvent::Found { session, found } => {
+                    match &found {
+                        Found::Owned(owner) => {
+                            self.owners.insert(session.clone(), owner.clone());
+                        }
+                        Found::Claimed(_) => self.effects.push(Effect::TookOver(session.clone())),
+                        Found::Nothing(_) => {}
+                    }
+                    let applied = found.apply(&mut self.host, t, &self.me, &session);
+                    applied.expect("a claimed session is restored");
+                    called = true;
+                }
             }
         }
-    }
-
-    /// One step of `session`'s lookup (`look_up_once`, the [`Lookup`]) at `at`. `answers`
-    /// tells whether a node answers on its link subject. `Some(true)`: claimed here,
-    /// `Some(false)`: relayed to its live owner.
-    pub(crate) fn lookup_step(
-        &mut self,
-        t: Timestamp,
-        at: Duration,
-        session: &str,
-        answers: impl Fn(&NodeIdentity) -> bool,
-    ) -> Option<bool> {
-        let at = instant(at);
-        let claims = &mut self.claims;
-        let mut next = || {
-            *claims += 1;
-            *claims
-        };
-        let lookup = self.lookups.get_mut(session).expect("lookup");
-        match lookup.poll() {
-            LookupAction::Call(call) => {
-                let reply = now(execute(&self.engine, &call.call));
-                lookup.handle_reply(at, reply, &mut next);
-            }
-            LookupAction::Probe(owner) => lookup.handle_probe(at, answers(&owner)),
-            LookupAction::WaitUntil(_) => lookup.handle_timeout(at, &mut next),
-            LookupAction::Done => {}
+        while let Some(work) = self.sessions.poll_work(true) {
+            self.work.push(work);
         }
-        let outcome = lookup.take_outcome()?;
-        self.lookups.remove(session);
-        match outcome {
-            LookupOutcome::Claimed { writer, events } => {
-                self.claimed(t, session, writer, events);
-                return Some(true);
-            }
-            LookupOutcome::Owned(owner) => {
-                self.owners.insert(session.to_owned(), owner);
-                self.host.cluster().forward_session_lookup(t, session);
-                return Some(false);
-            }
-            LookupOutcome::NotFound(_) => self.host.cluster().finish_session_lookup(t, session),
-        }
-        None
-    }
-
-    /// A lookup claimed `session`: its worker exists before the host can persist anything,
-    /// then the session is restored and its open turn closed.
-    fn claimed(&mut self, t: Timestamp, session: &str, writer: SessionWriter, events: Vec<Bytes>) {
-        let subject = self.layout.log_subject(session);
-        let worker = SessionWorker::new(
-            self.me.clone(),
-            session.into(),
-            subject,
-            Some(writer),
-            usize::MAX,
-        );
-        self.workers.insert(session.to_owned(), worker);
-        let reason = format!(
-            "the turn was interrupted: the node running it stopped and node {} took the session over",
-            self.me.node
-        );
-        match self.host.restore_session(t, session, events) {
-            Ok(()) => {
-                self.host.interrupt_open_turn(t, session, &reason);
-            }
-            Err(RestoreError::Empty) => {}
-            Err(e) => panic!("cannot restore a claimed session: {e}"),
-        }
-        self.host.cluster().finish_session_lookup(t, session);
+        called
     }
 }
 
@@ -629,22 +552,8 @@ pub(crate) fn body_of(frame: &[u8]) -> Option<&[u8]> {
     Some(&frame[at + 4..])
 }
 
-/// The gateway-to-owner subject of a link.
-pub(crate) fn in_subject(link: &str) -> String {
-    format!("agentwire.live.in.{link}")
-}
-
-/// Where the receiver of the link messages on `subject` asks for lost ones again
-/// (`link::resend_subject`).
-pub(crate) fn resend_subject(subject: &str) -> String {
-    let tail = subject.strip_prefix("agentwire.live.").unwrap_or(subject);
-    format!("agentwire.live.re.{tail}")
-}
-
-/// The owner-to-gateway subject of a relay group (`group::group_subject`).
-pub(crate) fn group_subject(group: &str) -> String {
-    format!("agentwire.live.grp.{group}")
-}
+/// The simulation's layout: its nodes' subjects are the runtime's (`Layout::group_subject`...).
+pub(crate) static LAYOUT: std::sync::LazyLock<Layout> = std::sync::LazyLock::new(Layout::default);
 
 /// The id of the session event a group frame body carries, if it carries one.
 pub(crate) fn relayed_event(body: &[u8]) -> Option<String> {

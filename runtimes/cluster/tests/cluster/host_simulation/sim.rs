@@ -7,7 +7,8 @@ use agentwire::agent::Scenario;
 use agentwire::host::{Host, HostConfig};
 use agentwire::Timestamp;
 use agentwire_cluster::call::execute;
-use agentwire_cluster::lease::{LeaseAction, LeaseConfig, NodeLease};
+use agentwire_cluster::lease::LeaseConfig;
+use agentwire_cluster::machines::keeper::{KeeperAction, LeaseKeeper};
 use agentwire_cluster::memory::{Fault, MemoryCluster};
 use agentwire_cluster::{Engine, Layout, NodeIdentity};
 
@@ -44,74 +45,60 @@ const PROMPTS: &[&str] = &[
     "weather again",
 ];
 
-/// What a run did (to show the schedule exercised the protocol).
-#[derive(Default, Debug, Clone, Copy)]
-pub(crate) struct Stats {
-    pub(crate) acked: u64,
-    pub(crate) takeovers: u64,
-    pub(crate) fenced_stops: u64,
-    pub(crate) other_stops: u64,
-    pub(crate) kills: u64,
-    pub(crate) pauses: u64,
-    pub(crate) gateways: u64,
-    /// Links (gateway to owner) the owner saw lose a message or fall silent.
-    pub(crate) links_broken: u64,
-    /// Resend requests a link's or group's sender answered (lost messages repaired, or
-    /// refused as no longer kept).
-    pub(crate) resends: u64,
-    /// Relay groups started on owners.
-    pub(crate) groups: u64,
-    /// Relay groups (owner to gateway) a gateway node saw lose a message, fall silent or
-    /// end with the owner's `@?` frame.
-    pub(crate) groups_broken: u64,
-    /// Openings the owner refused because they named a group that had ended there.
-    pub(crate) groups_refused: u64,
-    /// Groups an owner ended after three checks without a member.
-    pub(crate) groups_idle: u64,
-    /// Groups an owner ended because the gateway node's lease was gone.
-    pub(crate) groups_peer_gone: u64,
-    /// Relayed connections a gateway node ended because the owner's `@?` frame said their
-    /// link broke.
-    pub(crate) ended_link_broke: u64,
-    /// Relayed connections a gateway node ended because their group broke.
-    pub(crate) ended_group_broke: u64,
-    /// Group messages carrying a session event that a gateway node dispatched.
-    pub(crate) group_events: u64,
-    /// Of those, messages handed to two or more of the gateway node's clients.
-    pub(crate) shared_events: u64,
-    pub(crate) resumes_elsewhere: u64,
-    pub(crate) quiet_steps: u64,
-    pub(crate) client: ClientStats,
+/// Declares [`Stats`] (counters of a run, plus the clients' counters) and its sum.
+macro_rules! stats {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// What a run did (to show the schedule exercised the protocol).
+        #[derive(Default, Debug, Clone, Copy)]
+        pub(crate) struct Stats {
+            $($(#[$doc])* pub(crate) $name: u64,)*
+            pub(crate) client: ClientStats,
+        }
+
+        impl Stats {
+            pub(crate) fn add(&mut self, o: &Stats) {
+                $(self.$name += o.$name;)*
+                self.client.add(&o.client);
+            }
+        }
+    };
 }
 
-impl Stats {
-    pub(crate) fn add(&mut self, o: &Stats) {
-        self.acked += o.acked;
-        self.takeovers += o.takeovers;
-        self.fenced_stops += o.fenced_stops;
-        self.other_stops += o.other_stops;
-        self.kills += o.kills;
-        self.pauses += o.pauses;
-        self.gateways += o.gateways;
-        self.links_broken += o.links_broken;
-        self.resends += o.resends;
-        self.groups += o.groups;
-        self.groups_broken += o.groups_broken;
-        self.groups_refused += o.groups_refused;
-        self.groups_idle += o.groups_idle;
-        self.groups_peer_gone += o.groups_peer_gone;
-        self.ended_link_broke += o.ended_link_broke;
-        self.ended_group_broke += o.ended_group_broke;
-        self.group_events += o.group_events;
-        self.shared_events += o.shared_events;
-        self.resumes_elsewhere += o.resumes_elsewhere;
-        self.quiet_steps += o.quiet_steps;
-        self.client.events += o.client.events;
-        self.client.ephemeral += o.client.ephemeral;
-        self.client.get_messages_checked += o.client.get_messages_checked;
-        self.client.tool_requests += o.client.tool_requests;
-        self.client.errors += o.client.errors;
-    }
+stats! {
+    acked,
+    takeovers,
+    fenced_stops,
+    other_stops,
+    kills,
+    pauses,
+    gateways,
+    /// Links (gateway to owner) the owner saw lose a message or fall silent.
+    links_broken,
+    /// Resend requests a link's or group's sender answered (lost messages repaired, or
+    /// refused as no longer kept).
+    resends,
+    /// Relay groups started on owners.
+    groups,
+    /// Relay groups (owner to gateway) a gateway node saw lose a message, fall silent or
+    /// end with the owner's `@?` frame.
+    groups_broken,
+    /// Openings the owner refused because they named a group that had ended there.
+    groups_refused,
+    /// Groups an owner ended after three checks without a member.
+    groups_idle,
+    /// Groups an owner ended because the gateway node's lease was gone.
+    groups_peer_gone,
+    /// Relayed connections a gateway node ended because the owner's `@?` frame said their
+    /// link broke.
+    ended_link_broke,
+    /// Relayed connections a gateway node ended because their group broke.
+    ended_group_broke,
+    /// Group messages carrying a session event that a gateway node dispatched.
+    group_events,
+    /// Of those, messages handed to two or more of the gateway node's clients.
+    shared_events,
+    resumes_elsewhere,
+    quiet_steps,
 }
 
 /// splitmix64.
@@ -207,7 +194,7 @@ impl Sim {
         while sim
             .nodes
             .iter()
-            .any(|n| n.as_ref().is_some_and(|n| !n.serving))
+            .any(|n| n.as_ref().is_some_and(|n| !n.keeper.is_serving()))
         {
             for i in 0..NODES {
                 sim.lease_step(i);
@@ -239,11 +226,8 @@ impl Sim {
             node: name.clone(),
             incarnation,
         };
-        let lease = NodeLease::new(
-            LeaseConfig::with_ttl(TTL),
-            self.layout.lease_key(&name),
-            incarnation,
-        );
+        let key = self.layout.lease_key(&name);
+        let lease = LeaseKeeper::new(LeaseConfig::with_ttl(TTL), key, incarnation);
         let engine = self.cluster.client(&name);
         let at = self.cluster.now();
         self.nodes[i] = Some(SimNode::new(me, engine, Host::new(config), lease, at + TTL));
@@ -254,7 +238,9 @@ impl Sim {
     }
 
     fn serving(&self, i: usize) -> bool {
-        self.nodes[i].as_ref().is_some_and(|n| n.serving)
+        self.nodes[i]
+            .as_ref()
+            .is_some_and(|n| n.keeper.is_serving())
     }
 
     // ----- the schedule -----
@@ -350,9 +336,9 @@ impl Sim {
         let busy: Vec<usize> = (0..NODES)
             .filter(|&i| {
                 self.nodes[i].as_ref().is_some_and(|n| {
-                    n.serving
+                    n.keeper.is_serving()
                         && n.paused == 0
-                        && (!n.busy_workers().is_empty() || n.host.poll_timeout().is_some())
+                        && (n.sessions.is_busy() || n.host.poll_timeout().is_some())
                 })
             })
             .collect();
@@ -401,45 +387,27 @@ impl Sim {
 
     // ----- nodes -----
 
-    /// The lease task (`keep_lease`): one call; a lease no longer valid stops the node.
-    /// Answers whether it did anything.
+    /// The lease task (`keep_lease`, the [`LeaseKeeper`]): one call; a lease lost or no
+    /// longer valid stops the node. Answers whether it did anything.
     fn lease_step(&mut self, i: usize) -> bool {
         let at = self.cluster.now();
         let Some(node) = self.nodes[i].as_mut() else {
             return false;
         };
-        let call = match node.lease_call.take() {
-            Some(call) => Some(call),
-            None => match node.lease.poll(at) {
-                LeaseAction::Call(call) => Some(call),
-                LeaseAction::Lost if node.serving => {
-                    self.die(i, Some("this node's cluster lease was lost".into()));
-                    return true;
-                }
-                LeaseAction::Lost => {
-                    // Not yet serving: start over (`ClusterNode::start`).
-                    node.lease = NodeLease::new(
-                        LeaseConfig::with_ttl(TTL),
-                        self.layout.lease_key(&node.me.node),
-                        node.me.incarnation,
-                    );
-                    None
-                }
-                LeaseAction::IdleUntil(_) => None,
-            },
+        let did = match node.keeper.poll(at) {
+            KeeperAction::Call(call) => {
+                node.keeper.handle_reply(now(execute(&node.engine, &call)));
+                true
+            }
+            KeeperAction::IdleUntil(_) => false,
+            KeeperAction::Stop(why) => {
+                self.die(i, Some(why));
+                return true;
+            }
         };
-        let did = call.is_some();
-        if let Some(call) = call {
-            let reply = now(execute(&node.engine, &call));
-            node.lease_call = node.lease.on_reply(reply);
-        }
-        let valid = node.lease.is_valid(at);
-        if node.serving && !valid {
-            self.die(i, Some("this node's cluster lease expired".into()));
+        if let Err(why) = node.keeper.check(at) {
+            self.die(i, Some(why));
             return true;
-        }
-        if !node.serving && valid {
-            node.serving = true;
         }
         did
     }
@@ -457,7 +425,7 @@ impl Sim {
             }
             return;
         }
-        if !node.serving {
+        if !node.keeper.is_serving() {
             self.lease_step(i);
             return;
         }
@@ -472,8 +440,7 @@ impl Sim {
         let t = self.t();
         let node = self.node(i);
         // Every other task of the node that has something to do; one of them runs.
-        let mut tasks: Vec<Task> = node.busy_workers().into_iter().map(Task::Worker).collect();
-        tasks.extend(node.lookups.keys().cloned().map(Task::Lookup));
+        let mut tasks: Vec<Task> = (0..node.work.len()).map(Task::Work).collect();
         if node.host.poll_timeout().is_some_and(|d| d <= t) {
             tasks.push(Task::Timer);
         }
@@ -495,8 +462,7 @@ impl Sim {
         }
         let task = tasks.swap_remove(self.rng.below(tasks.len() as u64) as usize);
         match task {
-            Task::Worker(session) => self.node(i).worker_step(&session),
-            Task::Lookup(session) => {
+            Task::Work(k) => {
                 let owners: Vec<Option<(NodeIdentity, bool)>> = (0..NODES)
                     .map(|j| {
                         self.nodes[j]
@@ -507,10 +473,7 @@ impl Sim {
                 let answers = move |who: &NodeIdentity| {
                     owners.iter().flatten().any(|(me, up)| me == who && *up)
                 };
-                if self.node(i).lookup_step(t, at, &session, answers) == Some(true) {
-                    self.stats.takeovers += 1;
-                    self.trace(format!("node {i} took {session} over"));
-                }
+                self.node(i).work_step(k, at, answers);
             }
             Task::Timer => self.node(i).host.handle_timeout(t),
             Task::Links => self.links_step(i),
@@ -602,6 +565,10 @@ impl Sim {
                 frames,
             } => self.open_gateway(i, conn, &session, frames),
             Effect::Stop(reason) => self.die(i, Some(reason)),
+            Effect::TookOver(session) => {
+                self.stats.takeovers += 1;
+                self.trace(format!("node {i} took {session} over"));
+            }
             Effect::Acked(ack) => {
                 check_ack(&self.index, &ack);
                 self.stats.acked += 1;
@@ -629,7 +596,7 @@ impl Sim {
                 // nothing of it.
                 let owner = self.index.subject(&subject).and_then(|s| s.claim.as_ref());
                 if owner.is_none_or(|(_, claimant)| claimant != &node.me)
-                    || !node.holds_writer(&session)
+                    || !node.sessions.holds_writer(&session)
                 {
                     continue;
                 }
@@ -663,8 +630,8 @@ fn alive(node: &SimNode, who: &NodeIdentity) -> bool {
 
 /// One task of a node.
 enum Task {
-    Worker(String),
-    Lookup(String),
+    /// A piece of the session log's work.
+    Work(usize),
     Timer,
     Links,
     Sweep,

@@ -104,7 +104,7 @@ impl Sim {
             .filter(|&i| {
                 self.nodes[i]
                     .as_ref()
-                    .is_some_and(|n| n.serving && n.paused == 0)
+                    .is_some_and(|n| n.keeper.is_serving() && n.paused == 0)
             })
             .collect();
         if candidates.is_empty() {
@@ -185,7 +185,7 @@ impl Sim {
         let t = self.t();
         self.nodes.iter().all(|n| {
             n.as_ref().is_some_and(|n| {
-                n.serving && n.quiet() && n.host.poll_timeout().is_none_or(|d| d > t)
+                n.keeper.is_serving() && n.quiet() && n.host.poll_timeout().is_none_or(|d| d > t)
             })
         }) && self
             .clients
@@ -200,10 +200,10 @@ impl Sim {
                 None => out.push_str(&format!("\nnode {i}: dead")),
                 Some(n) => {
                     out.push_str(&format!(
-                    "\nnode {i}: serving {} workers {:?} lookups {:?} held {} gateways {} links {} groups in {} out {}",
-                    n.serving,
-                    n.busy_workers(),
-                    n.lookups.keys().collect::<Vec<_>>(),
+                    "\nnode {i}: serving {} busy {} work {:?} held {} gateways {} links {} groups in {} out {}",
+                    n.keeper.is_serving(),
+                    n.sessions.is_busy(),
+                    n.work.iter().map(|(t, _)| t).collect::<Vec<_>>(),
                     n.held.values().map(|h| h.len()).sum::<usize>(),
                     n.gateways.len(),
                     n.ends.values().filter(|e| matches!(e, End::Link { .. })).count(),

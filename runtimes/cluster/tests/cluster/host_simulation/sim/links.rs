@@ -14,7 +14,8 @@ use std::time::Duration;
 use agentwire::frame::{encode_frame, Framing};
 use agentwire::host::ConnId;
 use agentwire_cluster::escape::escape_id;
-use agentwire_cluster::machines::group_in::{GroupIn, GroupInEvent};
+use agentwire_cluster::machines::group_in::GroupIn;
+use agentwire_cluster::machines::group_members::{GroupMembers, MembersEvent};
 use agentwire_cluster::machines::group_out::{Admission, GroupEnd, GroupOut, GroupOutEvent};
 use agentwire_cluster::machines::member::{MemberEnd, MemberEvent, MemberLink};
 use agentwire_cluster::machines::outbound::Outbound;
@@ -23,8 +24,7 @@ use agentwire_cluster::{Engine, LiveSubscription, NodeIdentity};
 use bytes::{Bytes, BytesMut};
 
 use super::super::node::{
-    event_id, group_subject, in_subject, instant, publish, resend_subject, End, Gateway,
-    GroupInSide, GroupOutSide,
+    event_id, instant, publish, End, Gateway, GroupInSide, GroupOutSide, LAYOUT,
 };
 use super::super::now;
 use super::{alive, Sim, NODES, TTL};
@@ -93,7 +93,7 @@ impl Sim {
                     self.stats.groups_refused += 1;
                     self.trace(format!("node {j} refused relay group {group}"));
                     let machine = &mut self.node(i).groups_in.get_mut(&key(&owner)).expect("g");
-                    machine.machine.refused();
+                    machine.members.machine.refused();
                     self.group_events(i, &key(&owner), false);
                 }
             }
@@ -115,17 +115,21 @@ impl Sim {
             .groups_in
             .get_mut(&key(&owner))
             .expect("the group accepted");
-        assert!(side.machine.add_member(member), "a live group");
-        side.members.insert(member, conn);
+        assert!(side.members.add_member(member, conn), "a live group");
         b.relayed.insert(conn);
-        let Ok(resend) = now(b.engine.subscribe_live(&resend_subject(&in_subject(&link)))) else {
+        let Ok(resend) = now(b
+            .engine
+            .subscribe_live(&LAYOUT.resend_subject(&LAYOUT.link_in_subject(&link))))
+        else {
             return;
         };
         let mut outbound = Outbound::new(at);
         for body in frames {
             outbound.send(&body, usize::MAX);
         }
-        publish(&b.engine, &in_subject(&link), || outbound.poll_transmit());
+        publish(&b.engine, &LAYOUT.link_in_subject(&link), || {
+            outbound.poll_transmit()
+        });
         let session = session.to_owned();
         let gateway = Gateway {
             link,
@@ -155,13 +159,12 @@ impl Sim {
             escape_id(&owner.node),
             owner.incarnation
         );
-        let subscription = now(b.engine.subscribe_live(&group_subject(&id))).ok()?;
+        let subscription = now(b.engine.subscribe_live(&LAYOUT.group_subject(&id))).ok()?;
         let side = GroupInSide {
             id: id.clone(),
             owner: owner.clone(),
             subscription,
-            machine: GroupIn::new(MAX_FRAME, at),
-            members: Default::default(),
+            members: GroupMembers::new(GroupIn::new(MAX_FRAME, at)),
         };
         b.groups_in.insert(key(owner), side);
         Some(id)
@@ -186,7 +189,7 @@ impl Sim {
             Admission::Refused => return None,
             Admission::Live(g) => g.conn,
             Admission::New => {
-                let subject = resend_subject(&group_subject(group));
+                let subject = LAYOUT.resend_subject(&LAYOUT.group_subject(group));
                 let resend = now(a.engine.subscribe_live(&subject)).ok()?;
                 let conn = a.host.open(t, Framing::ContentLength);
                 // It never sends a request.
@@ -206,7 +209,7 @@ impl Sim {
             }
         };
         let a = self.node(j);
-        let inbound = now(a.engine.subscribe_live(&in_subject(link))).ok()?;
+        let inbound = now(a.engine.subscribe_live(&LAYOUT.link_in_subject(link))).ok()?;
         let side = a.groups_out.get_mut(group).expect("the group admitted");
         if !side.machine.enter() {
             return None;
@@ -259,12 +262,12 @@ impl Sim {
             let node = self.node(i);
             let group = node.groups_in.get_mut(&key).expect("a group");
             for message in messages(&mut group.subscription) {
-                group.machine.handle_message(&message);
+                group.members.machine.handle_message(&message);
             }
-            group.machine.handle_timeout(at);
-            let subject = resend_subject(&group_subject(&group.id));
+            group.members.machine.handle_timeout(at);
+            let subject = LAYOUT.resend_subject(&LAYOUT.group_subject(&group.id));
             publish(&node.engine, &subject, || {
-                group.machine.poll_resend_request()
+                group.members.machine.poll_resend_request()
             });
             self.group_events(i, &key, true);
         }
@@ -279,16 +282,15 @@ impl Sim {
             let Some(group) = node.groups_in.get_mut(key) else {
                 return;
             };
-            let Some(event) = group.machine.poll_event() else {
+            let Some(event) = group.members.poll_event() else {
                 return;
             };
             let (id, owner) = (group.id.clone(), group.owner.clone());
             match event {
-                GroupInEvent::Frame { members, frame } => {
+                MembersEvent::Frame { to, frame } => {
                     // Members whose gateway still relays from this group.
-                    let to: Vec<ConnId> = members
-                        .iter()
-                        .filter_map(|m| group.members.get(m).copied())
+                    let to: Vec<ConnId> = to
+                        .into_iter()
                         .filter(|c| node.gateways.get(c).is_some_and(|g| g.group == id))
                         .collect();
                     let event = event_id(&frame.body);
@@ -312,10 +314,10 @@ impl Sim {
                         cluster.deliver_forwarded(t, conn, &route, &frame.body);
                     }
                 }
-                GroupInEvent::MemberEnded { member, link_broke } => {
-                    let Some(conn) = group.members.remove(&member) else {
-                        continue;
-                    };
+                MembersEvent::MemberEnded {
+                    member: conn,
+                    link_broke,
+                } => {
                     let reason = match link_broke {
                         Some(why) => {
                             self.stats.ended_link_broke += 1;
@@ -325,13 +327,16 @@ impl Sim {
                     };
                     self.end_gateway(i, conn, reason);
                 }
-                GroupInEvent::Ended { broken: why, .. } => {
+                MembersEvent::Ended {
+                    members,
+                    broken: why,
+                } => {
                     if count_broken && why.is_some() {
                         self.stats.groups_broken += 1;
                     }
                     self.trace(format!("node {i}: relay group {id} ends: {why:?}"));
-                    let group = self.node(i).groups_in.remove(key).expect("a group");
-                    for conn in group.members.into_values() {
+                    self.node(i).groups_in.remove(key);
+                    for conn in members {
                         if why.is_some() && self.node(i).gateways.contains_key(&conn) {
                             self.stats.ended_group_broke += 1;
                         }
@@ -372,7 +377,7 @@ impl Sim {
                 gateway.outbound.handle_resend_request(request);
             }
             gateway.outbound.handle_timeout(at);
-            let subject = in_subject(&gateway.link);
+            let subject = LAYOUT.link_in_subject(&gateway.link);
             publish(&node.engine, &subject, || gateway.outbound.poll_transmit());
             let owner = gateway.owner.clone();
             self.stats.resends += requests.len() as u64;
@@ -414,7 +419,7 @@ impl Sim {
                 member.handle_message(&message);
             }
             member.handle_timeout(at);
-            let subject = resend_subject(&in_subject(link));
+            let subject = LAYOUT.resend_subject(&LAYOUT.link_in_subject(link));
             publish(&node.engine, &subject, || member.poll_resend_request());
             let (link, group) = (link.clone(), group.clone());
             let mut ended = false;
@@ -479,7 +484,7 @@ impl Sim {
                 group.machine.handle_resend_request(request);
             }
             group.machine.handle_timeout(at);
-            publish(&node.engine, &group_subject(&id), || {
+            publish(&node.engine, &LAYOUT.group_subject(&id), || {
                 group.machine.poll_transmit()
             });
             self.stats.resends += requests.len() as u64;
@@ -522,7 +527,6 @@ impl Sim {
     /// `sweep`: sessions in the log this node should claim (preferred among the live nodes)
     /// and has not loaded are looked up.
     pub(super) fn sweep(&mut self, i: usize) {
-        let t = self.t();
         let at = self.cluster.now();
         let names = self.names.clone();
         let subjects: Vec<String> = self.index.subjects.keys().cloned().collect();
@@ -541,7 +545,7 @@ impl Sim {
         let subjects = subjects.iter().map(String::as_str);
         let loaded = |session: &str| node.host.session_events(session).is_some();
         for session in sessions_to_sweep(subjects, &log_prefix, &me, &live, loaded) {
-            node.load(t, session);
+            node.sessions.load(&session, true);
         }
     }
 }
