@@ -78,3 +78,8 @@ pub(super) fn cancel(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>
     host.cancel_factory(&p.session_id, &p.run_id)
         .map_err(|refusal| host.factory_error(call.conn, call.method, refusal))
 }
+
+/// `session.extensions.list`: the extensions the session started, with their status.
+pub(super) fn extensions_list(host: &mut Host, _: &Call<'_>, session: &str, _: &Value) -> Answer {
+    Ok(host.extensions_json(session))
+}

@@ -342,7 +342,7 @@ fn table() -> Table {
         .constant("hooks.discover", r#"{"hooks":[],"warnings":[],"errors":[]}"#)
         .constant("models.getBuiltInCatalog", r#"{"models":[]}"#)
         .session_constant("session.skills.getInvoked", r#"{"skills":[]}"#)
-        .session_constant("session.extensions.list", r#"{"extensions":[]}"#)
+        .session("session.extensions.list", factories::extensions_list)
         .session_constant("session.instructions.getSources", r#"{"sources":[]}"#)
         .session_constant("session.gitHubAuth.getCurrentAuthInfo", "null")
         .session_constant("session.gitHubAuth.getAllAuthAvailable", "[]")

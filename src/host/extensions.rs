@@ -58,6 +58,9 @@ pub(crate) struct Extensions {
     conns: BTreeMap<ConnId, EffectId>,
     /// Names started (or being looked at) per session, so a name is started once.
     names: BTreeMap<String, BTreeSet<String>>,
+    /// Extensions of each session that ended on their own (`session.extensions.list`'s
+    /// `failed`), by id.
+    failed: BTreeMap<String, IndexMap<String, (String, &'static str)>>,
     /// Factory runs per session, by run id, in creation order.
     runs: BTreeMap<String, IndexMap<String, FactoryRun>>,
 }
@@ -65,6 +68,10 @@ pub(crate) struct Extensions {
 /// One extension process.
 struct ExtensionProcess {
     session: String,
+    /// Its directory's name.
+    name: String,
+    /// `project` or `user`.
+    source: &'static str,
     /// The client whose session started it.
     owner: ConnId,
     /// The connection over its stdio.
@@ -85,6 +92,8 @@ pub(crate) struct ExtensionScan {
     name: Option<String>,
     /// The roots still to list after this one (only for a root's listing).
     rest: Vec<String>,
+    /// Where the listed root is: `project` (the session's `.github/extensions`) or `user`.
+    source: &'static str,
 }
 
 /// Status of a factory run (the wire's `FactoryRunStatus`).
@@ -241,6 +250,7 @@ impl Host {
             return;
         }
         self.extensions.names.remove(session);
+        self.extensions.failed.remove(session);
         let mut roots = vec![format!("{}/.github/extensions", cwd.trim_end_matches('/'))];
         roots.extend(config.user_dirs.iter().cloned());
         let dir = roots.remove(0);
@@ -251,6 +261,7 @@ impl Host {
             dir,
             name: None,
             rest: roots,
+            source: "project",
         });
     }
 
@@ -318,6 +329,7 @@ impl Host {
                         dir,
                         name: None,
                         rest,
+                        source: "user",
                         ..scan
                     });
                 }
@@ -357,6 +369,8 @@ impl Host {
             id,
             ExtensionProcess {
                 session: scan.session.clone(),
+                name: name.to_owned(),
+                source: scan.source,
                 owner: scan.owner,
                 conn,
                 killed: false,
@@ -386,6 +400,14 @@ impl Host {
             return false;
         };
         self.extensions.conns.remove(&p.conn);
+        if !p.killed {
+            let id = format!("{}:{}", p.source, p.name);
+            self.extensions
+                .failed
+                .entry(p.session.clone())
+                .or_default()
+                .insert(id, (p.name.clone(), p.source));
+        }
         let now = self.now;
         self.handle_eof(now, p.conn);
         true
@@ -445,6 +467,7 @@ impl Host {
         }
         if owner.is_none() {
             self.extensions.names.remove(session);
+            self.extensions.failed.remove(session);
             if let Some(runs) = self.extensions.runs.remove(session) {
                 for (run_id, run) in runs {
                     let envelope = json!({"runId": run_id, "status": "error",
@@ -455,6 +478,36 @@ impl Host {
                 }
             }
         }
+    }
+
+    /// `session.extensions.list`: the session's extensions, `running` once joined (attached
+    /// to the session), `starting` before, `failed` when one ended on its own.
+    pub(crate) fn extensions_json(&self, session: &str) -> Value {
+        let attached = |conn: &ConnId| {
+            self.session(session)
+                .is_some_and(|s| s.attached.contains_key(conn))
+        };
+        let mut list: Vec<Value> = self
+            .extensions
+            .procs
+            .values()
+            .filter(|p| p.session == session && !p.killed)
+            .map(|p| {
+                let status = if attached(&p.conn) {
+                    "running"
+                } else {
+                    "starting"
+                };
+                json!({"id": format!("{}:{}", p.source, p.name), "name": p.name,
+                       "source": p.source, "status": status})
+            })
+            .collect();
+        if let Some(failed) = self.extensions.failed.get(session) {
+            for (id, (name, source)) in failed {
+                list.push(json!({"id": id, "name": name, "source": source, "status": "failed"}));
+            }
+        }
+        json!({ "extensions": list })
     }
 
     /// `conn` is gone: the extensions it started end, whatever session they serve.

@@ -534,3 +534,45 @@ fn an_extension_that_writes_garbage_is_closed_not_the_host() {
     );
     assert_eq!(r["error"]["data"]["code"], "not_found");
 }
+
+#[test]
+fn the_session_lists_its_extensions_with_their_status() {
+    let mut w = world();
+    let mut client = w.connect();
+    let list = w.call(
+        &mut client,
+        &mut [],
+        "session.create",
+        json!({"sessionId": "s0", "workingDirectory": "/w"}),
+    );
+    assert!(list.get("result").is_some());
+    let none = w.call(
+        &mut client,
+        &mut [],
+        "session.extensions.list",
+        json!({"sessionId": "s0"}),
+    );
+    assert_eq!(none["result"], json!({"extensions": []}));
+
+    let ext = start(&mut w, &mut client, echo());
+    let listed = w.call(
+        &mut client,
+        &mut [],
+        "session.extensions.list",
+        json!({"sessionId": "s1"}),
+    );
+    assert_eq!(
+        listed["result"],
+        json!({"extensions": [{"id": "project:smoke", "name": "smoke", "source": "project",
+                               "status": "running"}]})
+    );
+    w.host
+        .handle_effect(w.now, ext.id, EffectEvent::Exit(Some(1)));
+    let listed = w.call(
+        &mut client,
+        &mut [],
+        "session.extensions.list",
+        json!({"sessionId": "s1"}),
+    );
+    assert_eq!(listed["result"]["extensions"][0]["status"], "failed");
+}
