@@ -198,6 +198,7 @@ pub(super) fn connect(host: &mut Host, call: &Call<'_>, params: Option<&RawValue
         }
         host.set_authenticated(conn);
     }
+    super::telemetry::opt_in(host, conn, p.telemetry_forwarding);
     let task_kinds = match p.supported_task_kinds {
         Some(k) if k.iter().any(|k| k == "client") => json!(["agent", "shell", "client"]),
         _ => json!(["agent", "shell"]),
@@ -320,7 +321,7 @@ pub(super) fn create(
         session: session_id.clone(),
     });
     super::mcp::apply_env_value_mode(host, &session_id, params);
-    apply_file_change_tracking(host, &session_id, params);
+    apply_local_options(host, conn, &session_id, params);
     if !mcp.is_empty() {
         host.after_response(AfterResponse::StartMcp {
             session: session_id.clone(),
@@ -441,7 +442,7 @@ pub(super) fn resume(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>
         host.interrupt_orphaned_work(&session_id);
     }
     super::mcp::apply_env_value_mode(host, &session_id, params);
-    apply_file_change_tracking(host, &session_id, params);
+    apply_local_options(host, conn, &session_id, params);
     if !mcp.is_empty() {
         host.after_response(AfterResponse::StartMcp {
             session: session_id.clone(),
@@ -868,13 +869,17 @@ fn session_id_of(p: &Value) -> Result<String, ErrorObject> {
         })
 }
 
-/// The `enableFileChangeTracking` of `session.create` / `session.resume` params: the files
-/// the built-in tools change are captured for rewind (`host/sessions/rewind.rs`).
-fn apply_file_change_tracking(host: &mut Host, session: &str, params: Option<&RawValue>) {
-    let on = params
-        .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
-        .and_then(|p| p.get("enableFileChangeTracking").and_then(Value::as_bool));
-    if let Some(on) = on {
+/// What `session.create` / `session.resume` params ask of the runtime's local handling:
+/// `enableFileChangeTracking` (the files the built-in tools change are captured for rewind,
+/// `host/sessions/rewind.rs`), `largeOutput` (`host/requests/large_output.rs`) and
+/// `enableGitHubTelemetryForwarding` (`telemetry.rs`).
+fn apply_local_options(host: &mut Host, conn: ConnId, session: &str, params: Option<&RawValue>) {
+    let Some(p) = params.and_then(|p| serde_json::from_str::<Value>(p.get()).ok()) else {
+        return;
+    };
+    if let Some(on) = p.get("enableFileChangeTracking").and_then(Value::as_bool) {
         host.set_file_change_tracking(session, on);
     }
+    host.set_large_output(session, &p);
+    super::telemetry::opt_in(host, conn, super::telemetry::asked(&p));
 }

@@ -54,6 +54,7 @@ mod state_files;
 mod stored_state;
 mod surface;
 mod tasks;
+mod telemetry;
 mod turns;
 mod unsupported;
 mod user_shell;
@@ -195,6 +196,7 @@ impl DialectHandler for Copilot {
         session_metadata::event_emitted(host, session, event, data);
         event_log_wait::event_emitted(host, session, event);
         state_files::event_emitted(host, session, event);
+        telemetry::event_emitted(host, session, event, data);
     }
 
     fn state_mirror_started(&self, host: &mut Host, session: &str) {

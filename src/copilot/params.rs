@@ -117,6 +117,8 @@ pub(crate) struct SessionParams {
 pub(crate) struct ConnectParams {
     pub token: Option<String>,
     pub supported_task_kinds: Option<Vec<String>>,
+    #[serde(rename = "enableGitHubTelemetryForwarding")]
+    pub telemetry_forwarding: bool,
 }
 
 /// `ping` params.

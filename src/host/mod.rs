@@ -130,6 +130,8 @@ struct Live {
     instructions: sessions::instructions::Instructions,
     /// Files the built-in tools changed, by turn (`enableFileChangeTracking`, `rewind.rs`).
     file_changes: sessions::rewind::FileChanges,
+    /// Where and from what size client tool results are saved (`large_output.rs`).
+    large_output: requests::large_output::LargeOutput,
 }
 
 /// The protocol host. See the crate docs for the run loop.

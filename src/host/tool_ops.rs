@@ -172,6 +172,12 @@ enum Stage {
     Plugins(super::plugins::PluginWait),
     /// A rewind's file work (`sessions/rewind.rs`), not a tool call.
     Rewind(super::sessions::rewind::RewindStep),
+    /// A client tool's large result being saved (`requests/large_output.rs`): what the model
+    /// gets once it is, and the result itself if it cannot be.
+    LargeOutput {
+        message: String,
+        original: String,
+    },
 }
 
 struct ToolOp {
@@ -372,6 +378,28 @@ impl Host {
         self.push_effect(id, EffectOp::FileOp(request));
     }
 
+    /// Saves a client tool's large result at `path`; the call completes with `message` once
+    /// it is saved, else with the result itself.
+    pub(super) fn save_large_output(
+        &mut self,
+        session: &str,
+        tool_call_id: &str,
+        path: String,
+        content: String,
+        message: String,
+    ) {
+        let request = FileRequest::Write {
+            path,
+            content: content.clone(),
+            create_new: false,
+        };
+        let stage = Stage::LargeOutput {
+            message,
+            original: content,
+        };
+        self.file_op(session, tool_call_id, request, stage);
+    }
+
     /// File work of a rewind of `session` (the session's file provider's, or the
     /// runtime's); the answer goes to [`Host::rewind_file_done`].
     pub(super) fn rewind_file_op(
@@ -481,6 +509,14 @@ impl Host {
         }
         if let Stage::Rewind(step) = stage {
             self.rewind_file_done(step, result);
+            return;
+        }
+        if let Stage::LargeOutput { message, original } = stage {
+            let text = match result {
+                Ok(FileReply::Written) => message,
+                _ => original,
+            };
+            self.complete_tool(&session, &tool_call_id, ToolOutcome::Success(text));
             return;
         }
         // A file the tools created or edited is captured for rewind (`sessions/rewind.rs`).

@@ -2468,8 +2468,8 @@ fn turn_creating(w: &mut World, p: &mut Peer, prompt: &str, path: &str, text: &s
     let asked = p
         .events("s")
         .into_iter()
-        .filter(|e| e["type"] == "permission.requested")
-        .last()
+        .rev()
+        .find(|e| e["type"] == "permission.requested")
         .unwrap();
     w.call(
         p,
@@ -2612,4 +2612,107 @@ fn a_rewind_restores_the_files_the_discarded_turns_changed() {
         listed["result"]["unavailableReason"],
         "file-change-tracking-disabled"
     );
+}
+
+/// A client tool's result longer than the session's `largeOutput.maxSizeBytes` is saved in
+/// the session's state directory (`temp/<ms>-copilot-tool-output-<id>.txt`, through the
+/// runtime's file effects) and the model gets where, its size and its first 500 characters;
+/// one within the limit reaches the model whole, and a failed save gives it the whole result.
+#[test]
+fn a_large_client_tool_result_is_saved_and_referenced() {
+    let config = HostConfig::default().with_workspace_root(Some("/data".into()));
+    let mut w = World::new(config);
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "tools": weather_tool(),
+               "largeOutput": {"maxSizeBytes": 1000}}),
+    );
+    let big = "x".repeat(1500);
+    let run = |w: &mut World, p: &mut Peer, result: &str, save: Option<Result<(), &str>>| {
+        w.call(
+            p,
+            &mut [],
+            "session.send",
+            json!({"sessionId": "s", "prompt": "Weather?"}),
+        );
+        let (call, _) = next_request(w);
+        answer(w, call, &tool_stream("c"), &mut [&mut *p]);
+        let asked = p
+            .events("s")
+            .into_iter()
+            .rev()
+            .find(|e| e["type"] == "permission.requested")
+            .unwrap();
+        w.call(
+            p,
+            &mut [],
+            "session.permissions.handlePendingPermissionRequest",
+            json!({"sessionId": "s", "requestId": asked["data"]["requestId"],
+                   "result": {"kind": "approve-once"}}),
+        );
+        let req = p
+            .events("s")
+            .into_iter()
+            .rev()
+            .find(|e| e["type"] == "external_tool.requested")
+            .unwrap();
+        w.call(
+            p,
+            &mut [],
+            "session.tools.handlePendingToolCall",
+            json!({"sessionId": "s", "requestId": req["data"]["requestId"], "result": result}),
+        );
+        let mut saved = None;
+        if let Some(outcome) = save {
+            let (op, request) = w.next_file_op();
+            let agentwire::host::FileRequest::Write { path, content, .. } = request else {
+                panic!("not a write: {request:?}");
+            };
+            assert_eq!(content, result);
+            let reply = match outcome {
+                Ok(()) => Ok(agentwire::host::FileReply::Written),
+                Err(e) => Err(e.to_owned()),
+            };
+            w.host
+                .handle_effect(w.now, op, EffectEvent::FileDone(reply));
+            saved = Some(path);
+        }
+        let (call, request) = next_request(w);
+        let tool = messages(&request).last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        answer(w, call, &text_stream("d", &["ok"]), &mut [&mut *p]);
+        (saved, tool)
+    };
+    let (path, told) = run(&mut w, &mut p, &big, Some(Ok(())));
+    let path = path.unwrap();
+    assert!(path.starts_with("/data/session-state/s/temp/"), "{path}");
+    assert!(
+        path.contains("-copilot-tool-output-") && path.ends_with(".txt"),
+        "{path}"
+    );
+    assert!(
+        told.starts_with(&format!(
+            "Output too large to read at once (1.5 KB). Saved to: {path}\n"
+        )),
+        "{told}"
+    );
+    assert!(told.ends_with(&format!("(first 500 chars):\n{}", "x".repeat(500))));
+    let done = p
+        .events("s")
+        .into_iter()
+        .rev()
+        .find(|e| e["type"] == "tool.execution_complete")
+        .unwrap();
+    assert_eq!(done["data"]["result"]["content"], told.as_str());
+
+    let (saved, told) = run(&mut w, &mut p, "sunny", None);
+    assert!(saved.is_none());
+    assert_eq!(told, "sunny");
+    let (_, told) = run(&mut w, &mut p, &big, Some(Err("disk full")));
+    assert_eq!(told, big);
 }

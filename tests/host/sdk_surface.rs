@@ -545,3 +545,40 @@ fn account_quotas_are_read_fresh_from_the_github_api() {
         "{none}"
     );
 }
+
+/// A connection that opted into telemetry forwarding on `connect` gets the telemetry events
+/// of every session from then on as `gitHubTelemetry.event` notifications (a session's start
+/// first, even one another client created); one that did not gets none.
+#[test]
+fn telemetry_is_forwarded_to_the_connections_that_opted_in() {
+    let mut w = World::new(HostConfig::default());
+    let mut watcher = w.connect();
+    let mut other = w.connect();
+    let connected = w.call(
+        &mut watcher,
+        &mut [],
+        "connect",
+        json!({"enableGitHubTelemetryForwarding": true}),
+    );
+    assert_eq!(connected["result"]["ok"], true, "{connected}");
+    create(&mut w, &mut other, "s", json!({}));
+    w.pump(&mut [&mut watcher, &mut other]);
+    let forwarded: Vec<Value> = watcher
+        .inbox
+        .iter()
+        .filter(|m| m["method"] == "gitHubTelemetry.event")
+        .map(|m| m["params"].clone())
+        .collect();
+    assert!(!forwarded.is_empty(), "{:?}", watcher.inbox);
+    let first = &forwarded[0];
+    assert_eq!(first["sessionId"], "s");
+    assert_eq!(first["restricted"], false);
+    assert_eq!(first["event"]["kind"], "session_start");
+    assert_eq!(first["event"]["session_id"], "s");
+    assert!(first["event"]["properties"].is_object());
+    assert!(first["event"]["metrics"].is_object());
+    assert!(other
+        .inbox
+        .iter()
+        .all(|m| m["method"] != "gitHubTelemetry.event"));
+}

@@ -88,6 +88,7 @@ impl Host {
             system_transformed: Default::default(),
             instructions: Default::default(),
             file_changes: Default::default(),
+            large_output: Default::default(),
         }
     }
 

@@ -219,7 +219,7 @@ impl Host {
                 return true;
             }
         }
-        self.complete_tool(session, &tool_call_id, outcome);
+        self.complete_client_tool(session, &tool_call_id, outcome);
         true
     }
 

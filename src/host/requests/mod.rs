@@ -8,6 +8,7 @@ pub(in crate::host) mod builtin;
 pub(in crate::host) mod canvas;
 pub(in crate::host) mod client_calls;
 pub(in crate::host) mod client_requests;
+pub(in crate::host) mod large_output;
 pub(in crate::host) mod permission;
 pub(crate) mod permission_rules;
 pub(in crate::host) mod remote_fs;
