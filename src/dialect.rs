@@ -40,7 +40,7 @@ impl Dialect {
     }
 
     /// The dialect's entry in [`DIALECTS`].
-    fn id(self) -> DialectId {
+    pub(crate) fn id(self) -> DialectId {
         match self {
             Dialect::CopilotSdk => crate::copilot::ID,
             Dialect::Acp => crate::acp::ID,

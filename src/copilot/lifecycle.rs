@@ -20,6 +20,7 @@ use super::surface::{failed, Answer};
 pub(super) fn destroy(host: &mut Host, call: &Call<'_>, session: &str, _: &Value) -> Answer {
     let conn = call.conn;
     host.session_end_hook(session, conn);
+    host.stop_extensions(session, Some(conn));
     host.detach_conn(session, conn);
     super::ConnState::release(host, conn, session);
     Ok(json!({"success": true}))

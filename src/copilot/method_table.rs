@@ -24,8 +24,8 @@ use crate::jsonrpc::{code, ErrorObject, OwnedId};
 use super::session_state::session_id;
 use super::surface::{decode, known, Answer};
 use super::{
-    account, discovery, event_log_wait, github_auth, history, lifecycle, llm_inference, mcp,
-    methods as core, permissions, plugins, queue, remote_control, schedule, session_metadata,
+    account, discovery, event_log_wait, factories, github_auth, history, lifecycle, llm_inference,
+    mcp, methods as core, permissions, plugins, queue, remote_control, schedule, session_metadata,
     session_state, session_store, skills, tasks, unsupported, user_shell, workspaces,
 };
 
@@ -207,6 +207,10 @@ fn table() -> Table {
         .later("session.canvas.open", core::canvas_open)
         .later("session.canvas.close", core::canvas_close)
         .later("session.canvas.action.invoke", core::canvas_action)
+        .later("session.factory.run", factories::run)
+        .later("session.factory.resume", factories::resume)
+        .raw("session.factory.getRun", factories::get_run)
+        .raw("session.factory.cancel", factories::cancel)
         .raw("session.mcp.apps.setHostContext", core::mcp_set_host_context)
         .raw("session.mcp.apps.getHostContext", core::mcp_get_host_context)
         .raw("session.shell.exec", core::shell_exec)
@@ -338,7 +342,7 @@ fn table() -> Table {
         .constant("hooks.discover", r#"{"hooks":[],"warnings":[],"errors":[]}"#)
         .constant("models.getBuiltInCatalog", r#"{"models":[]}"#)
         .session_constant("session.skills.getInvoked", r#"{"skills":[]}"#)
-        .session_constant("session.extensions.list", r#"{"extensions":[]}"#)
+        .session("session.extensions.list", factories::extensions_list)
         .session_constant("session.instructions.getSources", r#"{"sources":[]}"#)
         .session_constant("session.gitHubAuth.getCurrentAuthInfo", "null")
         .session_constant("session.gitHubAuth.getAllAuthAvailable", "[]")

@@ -328,6 +328,13 @@ pub(super) fn create(
             configs: mcp,
         });
     }
+    if p.request_extensions {
+        host.after_response(AfterResponse::StartExtensions {
+            session: session_id.clone(),
+            owner: conn,
+            sdk_path: p.extension_sdk_path.clone(),
+        });
+    }
     if let Some(extension) = p.attachment(false).extension {
         host.after_response(AfterResponse::ExtensionAccess {
             session: session_id.clone(),
@@ -381,6 +388,13 @@ pub(super) fn resume(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>
     host.apply_plugins_to_session(&session_id);
     super::session_state::declared(host, &session_id, &p);
     host.set_last_session(&session_id);
+    if p.request_extensions {
+        host.after_response(AfterResponse::StartExtensions {
+            session: session_id.clone(),
+            owner: conn,
+            sdk_path: p.extension_sdk_path.clone(),
+        });
+    }
     let mut result = attach_result(host, &session_id);
     result["openCanvases"] = host.open_canvases_json(&session_id);
     if p.relay_reattach {

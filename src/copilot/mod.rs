@@ -27,6 +27,7 @@
 mod account;
 mod discovery;
 mod event_log_wait;
+mod factories;
 mod github_auth;
 mod history;
 mod lifecycle;
@@ -274,6 +275,8 @@ impl DialectHandler for Copilot {
             ServerRequest::CanvasClose => "canvas.close",
             ServerRequest::CanvasAction => "canvas.action.invoke",
             ServerRequest::SystemMessageTransform => "systemMessage.transform",
+            ServerRequest::FactoryExecute => "factory.execute",
+            ServerRequest::FactoryAbort => "factory.abort",
         })
     }
 

@@ -24,6 +24,12 @@ pub(crate) struct AttachParams {
     pub request_mcp_apps: bool,
     pub canvases: Vec<Value>,
     pub request_canvas_renderer: bool,
+    /// `requestExtensions`: start the session's extensions (on `session.create`).
+    pub request_extensions: bool,
+    /// `extensionSdkPath`: the SDK folder the extensions import.
+    pub extension_sdk_path: Option<String>,
+    /// `factories`: the factories this connection provides (an extension joining).
+    pub factories: Vec<Value>,
     pub extension_info: Option<Value>,
     pub canvas_provider: Option<Value>,
     pub streaming: bool,
@@ -68,6 +74,7 @@ impl AttachParams {
             request_sampling: self.request_sampling,
             mcp_apps: self.request_mcp_apps && mcp_apps_enabled,
             canvases: self.canvases.clone(),
+            factories: self.factories.clone(),
             canvas_renderer: self.request_canvas_renderer,
             canvas_provider_id: self
                 .canvas_provider

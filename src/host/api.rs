@@ -254,6 +254,7 @@ impl Host {
         self.cancel_tool_calls(session);
         self.drop_held(session);
         self.stop_mcp_servers(session, "the session was deleted");
+        self.stop_extensions(session, None);
         self.cancel_sampling_of(session);
         for handler in self.dialects {
             handler.session_deleting(self, session);

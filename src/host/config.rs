@@ -108,6 +108,51 @@ pub struct HostConfig {
     /// writes it only through file effects. `None`: the `plugins.*` methods fail, saying the
     /// server has no data directory.
     pub data_dir: Option<String>,
+    /// Extensions (the runtime's `EXTENSIONS` feature flag, which the runtime reads from
+    /// `COPILOT_CLI_ENABLED_FEATURE_FLAGS`): a session created with `requestExtensions`
+    /// starts the extensions it finds (`.github/extensions/<name>/extension.mjs` in its
+    /// working directory, then [`ExtensionsConfig::user_dirs`]) as Node processes that join
+    /// it over their stdio. `None` (the default): no extension is started.
+    pub extensions: Option<ExtensionsConfig>,
+}
+
+/// How the host starts extensions ([`HostConfig::extensions`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExtensionsConfig {
+    /// The Node program extensions run with (`node` from `PATH` by default).
+    pub node: String,
+    /// Directories holding user extensions (`<dir>/<name>/extension.mjs`), after the
+    /// project's `.github/extensions`; a name the project has is not started twice.
+    pub user_dirs: Vec<String>,
+}
+
+impl Default for ExtensionsConfig {
+    fn default() -> Self {
+        ExtensionsConfig {
+            node: "node".to_owned(),
+            user_dirs: Vec::new(),
+        }
+    }
+}
+
+impl ExtensionsConfig {
+    /// Extensions run with the `node` from `PATH` and no user extension directories.
+    pub fn new() -> Self {
+        ExtensionsConfig::default()
+    }
+
+    /// Sets [`ExtensionsConfig::node`].
+    pub fn with_node(mut self, node: impl Into<String>) -> Self {
+        self.node = node.into();
+        self
+    }
+
+    /// Sets [`ExtensionsConfig::user_dirs`].
+    pub fn with_user_dirs(mut self, dirs: Vec<String>) -> Self {
+        self.user_dirs = dirs;
+        self
+    }
 }
 
 /// Which connections may make the runtime start stdio MCP servers (`mcpServers` entries with
@@ -134,6 +179,12 @@ impl HostConfig {
     /// Sets [`HostConfig::seed`].
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
+        self
+    }
+
+    /// Sets [`HostConfig::extensions`].
+    pub fn with_extensions(mut self, extensions: Option<ExtensionsConfig>) -> Self {
+        self.extensions = extensions;
         self
     }
 
@@ -290,6 +341,7 @@ impl Default for HostConfig {
             node_id: None,
             lookup_unknown_sessions: false,
             foreground_ui: false,
+            extensions: None,
             data_dir: None,
         }
     }

@@ -75,6 +75,10 @@ pub(crate) enum ServerRequest {
     CanvasAction,
     /// Let the client rewrite sections of the system prompt.
     SystemMessageTransform,
+    /// Execute an attempt of a factory run on the extension that provides the factory.
+    FactoryExecute,
+    /// Abort a factory run's attempts on the extension executing it.
+    FactoryAbort,
 }
 
 impl ServerRequest {
@@ -90,6 +94,8 @@ impl ServerRequest {
             ServerRequest::CanvasClose => "canvas close requests",
             ServerRequest::CanvasAction => "canvas action requests",
             ServerRequest::SystemMessageTransform => "system message transforms",
+            ServerRequest::FactoryExecute => "factory executions",
+            ServerRequest::FactoryAbort => "factory aborts",
         }
     }
 }

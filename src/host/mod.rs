@@ -18,6 +18,7 @@ pub(crate) mod cluster;
 mod config;
 pub(crate) mod dialect;
 pub(crate) mod effects;
+pub(crate) mod extensions;
 mod github_identity;
 pub(crate) mod io;
 mod mcp;
@@ -54,7 +55,8 @@ pub use cluster::relay_group::{
 pub use cluster::restore::RestoreError;
 pub use cluster::ClusterApi;
 pub use config::{
-    HostConfig, McpSpawnPolicy, ToolServerConfig, CLIENT_TOOLS_SERVER, DEFAULT_OUTBOX_BUDGET,
+    ExtensionsConfig, HostConfig, McpSpawnPolicy, ToolServerConfig, CLIENT_TOOLS_SERVER,
+    DEFAULT_OUTBOX_BUDGET,
 };
 pub use effects::output::{ClusterOutput, ConnectionOutput, Output, StoreOutput};
 pub(crate) use effects::shell::ShellStream;
@@ -232,6 +234,8 @@ pub struct Host {
     latest: io::latest::LatestFrames,
     /// Location approvals and trusted folders (`permission_rules`).
     permission_store: requests::permission_rules::HostPermissions,
+    /// Extension processes and factory runs (`extensions.rs`).
+    extensions: extensions::Extensions,
 }
 
 /// What a deadline in the host's timer map is for.
@@ -279,6 +283,12 @@ pub(crate) enum AfterResponse {
     },
     /// An extension created the session: ask for its permission access after `session.start`.
     ExtensionAccess { session: String, extension: String },
+    /// Start the session's extensions for the client that created it (after `session.start`).
+    StartExtensions {
+        session: String,
+        owner: ConnId,
+        sdk_path: Option<String>,
+    },
     /// Start the session's MCP servers (after `session.start`).
     StartMcp {
         session: String,
@@ -330,6 +340,7 @@ impl Host {
             file_providers: BTreeMap::new(),
             state_mirrors: Default::default(),
             mcp_processes: BTreeMap::new(),
+            extensions: Default::default(),
             acp: Default::default(),
             next_mcp_token: 1,
             mcp_user_config: indexmap::IndexMap::new(),

@@ -212,6 +212,10 @@ pub(crate) enum ClientCall {
         /// The call waiting for it.
         call: Box<McpHookCall>,
     },
+    /// A `factory.execute` of a factory run (`extensions.rs`).
+    Factory(Box<crate::host::extensions::FactoryCall>),
+    /// A `factory.abort` (its answer is only an acknowledgement).
+    FactoryAbort,
     /// The client's rewrite of `session`'s system prompt sections (`prompt_hooks.rs`).
     SystemTransform {
         /// The session.

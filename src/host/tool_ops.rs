@@ -166,6 +166,8 @@ enum Stage {
     ),
     /// An ACP agent's `fs/*` request (`acp_agents.rs`), not a tool call.
     AcpAgent(super::sessions::acp_agents::AcpFileWait),
+    /// A directory listing of extension discovery (`extensions.rs`), not a tool call.
+    Extensions(Box<super::extensions::ExtensionScan>),
     /// A plugins request's file work in the data directory (`plugins.rs`), not a tool call.
     Plugins(super::plugins::PluginWait),
     /// A rewind's file work (`sessions/rewind.rs`), not a tool call.
@@ -335,6 +337,25 @@ impl Host {
         self.file_op(session, "", request, Stage::AcpAgent(wait));
     }
 
+    /// A directory listing for extension discovery, always on the runtime's own file system
+    /// (extensions run there); the answer goes to [`Host::extension_scan_done`].
+    pub(super) fn extension_read(
+        &mut self,
+        scan: super::extensions::ExtensionScan,
+        request: FileRequest,
+    ) {
+        let id = self.next_effect_id();
+        self.runtime_tools.ops.insert(
+            id.get(),
+            ToolOp {
+                session: String::new(),
+                tool_call_id: String::new(),
+                stage: Stage::Extensions(Box::new(scan)),
+            },
+        );
+        self.push_effect(id, EffectOp::FileOp(request));
+    }
+
     /// File work of a plugins request (always the runtime's, never a session's file
     /// provider); the answer goes to [`Host::plugin_file_done`].
     pub(super) fn plugin_file_op(
@@ -476,6 +497,10 @@ impl Host {
         }
         if let Stage::AcpAgent(wait) = stage {
             self.acp_file_done(wait, result);
+            return;
+        }
+        if let Stage::Extensions(scan) = stage {
+            self.extension_scan_done(*scan, result);
             return;
         }
         if let Stage::Plugins(wait) = stage {

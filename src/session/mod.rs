@@ -67,6 +67,8 @@ pub(crate) struct Attachment {
     pub(crate) mcp_apps: bool,
     /// Canvases this connection provides (`canvases[]`), as declared.
     pub(crate) canvases: Vec<Value>,
+    /// Factories this connection provides (`factories[]`: their metadata, as declared).
+    pub(crate) factories: Vec<Value>,
     /// The connection renders canvases (`requestCanvasRenderer`): the agent gets the canvas
     /// tools while one is attached.
     pub(crate) canvas_renderer: bool,

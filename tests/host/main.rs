@@ -8,6 +8,7 @@ mod bridges;
 mod canvas;
 mod cluster;
 mod copilot;
+mod factories;
 mod forward_drops;
 mod lifecycle;
 mod mcp_oauth;

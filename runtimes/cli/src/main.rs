@@ -380,8 +380,35 @@ fn setup(cli: &Cli) -> Result<(Mode, HostConfig, Option<std::net::TcpListener>),
     }
     config.mcp_apps_enabled = cli.mcp_apps
         || std::env::var("COPILOT_MCP_APPS").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
+    config.extensions = extensions_config();
     cli.model.apply(&mut config)?;
     Ok((mode, config, tools))
+}
+
+/// Extensions, when the runtime's `EXTENSIONS` feature flag is on
+/// (`COPILOT_CLI_ENABLED_FEATURE_FLAGS`, comma-separated): run with `node` from `PATH`, user
+/// extensions in `$COPILOT_HOME/extensions` (else `~/.copilot/extensions`).
+fn extensions_config() -> Option<agentwire::host::ExtensionsConfig> {
+    let flags = std::env::var("COPILOT_CLI_ENABLED_FEATURE_FLAGS").unwrap_or_default();
+    if !flags
+        .split(',')
+        .any(|f| f.trim().eq_ignore_ascii_case("EXTENSIONS"))
+    {
+        return None;
+    }
+    let home = std::env::var("COPILOT_HOME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::env::var("HOME")
+                .ok()
+                .filter(|h| !h.is_empty())
+                .map(|h| format!("{h}/.copilot"))
+        });
+    let user_dirs = home
+        .map(|h| vec![format!("{}/extensions", h.trim_end_matches('/'))])
+        .unwrap_or_default();
+    Some(agentwire::host::ExtensionsConfig::new().with_user_dirs(user_dirs))
 }
 
 /// Where logs go: stderr, except with `--ui-server` on a terminal, where the UI owns the

@@ -197,6 +197,9 @@ impl Host {
 
     /// Output of process `id`: a `bash` tool call's, a client's command's or an MCP server's.
     fn process_output(&mut self, id: EffectId, stream: ShellStream, bytes: &[u8]) {
+        if self.extension_output(id, matches!(stream, ShellStream::Stdout), bytes) {
+            return;
+        }
         if self.tool_shell_output(id, bytes)
             || self.shell_output(id, stream, bytes)
             || self.acp_process_output(id, stream, bytes)
@@ -209,6 +212,9 @@ impl Host {
 
     /// Process `id` ended (`message`: it could not be started).
     fn process_ended(&mut self, id: EffectId, code: Option<i32>, message: Option<&str>) {
+        if self.extension_ended(id) {
+            return;
+        }
         if self.is_shell(id) {
             // A command that could not start reads as a shell's "command not found".
             let code = match message {

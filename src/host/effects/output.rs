@@ -110,6 +110,7 @@ impl Host {
     /// transition from empty to non-empty; drain it with [`Host::poll_transmit`].
     #[must_use]
     pub fn poll_ready(&mut self) -> Option<ConnId> {
+        self.flush_extension_conns();
         while let Some(conn) = self.ready.pop_front() {
             if let Some(c) = self.conns.get_mut(&conn) {
                 c.in_ready = false;
@@ -130,6 +131,7 @@ impl Host {
     /// The next action for the runtime.
     #[must_use]
     pub fn poll_output(&mut self) -> Option<Output> {
+        self.flush_extension_conns();
         self.outputs.pop_front()
     }
 

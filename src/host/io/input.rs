@@ -79,6 +79,7 @@ impl Host {
             self.finish_client_call(call, crate::correlation::Outcome::Closed);
         }
         self.kill_processes_of(conn);
+        self.extension_owner_left(conn);
         if c.http_provider {
             self.http_provider_left(conn);
         }

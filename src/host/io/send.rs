@@ -63,6 +63,11 @@ impl Host {
                 AfterResponse::ExtensionAccess { session, extension } => {
                     self.request_extension_access(&session, &extension)
                 }
+                AfterResponse::StartExtensions {
+                    session,
+                    owner,
+                    sdk_path,
+                } => self.start_extensions(&session, owner, sdk_path),
                 AfterResponse::StartMcp { session, configs } => {
                     self.start_mcp_servers(&session, configs)
                 }

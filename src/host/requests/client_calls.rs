@@ -370,6 +370,8 @@ impl Host {
             ClientCall::SystemTransform { session } => {
                 return self.system_transform_answered(&session, outcome)
             }
+            ClientCall::Factory(call) => return self.finish_factory_call(*call, outcome),
+            ClientCall::FactoryAbort => return,
         };
         let result: Result<Value, String> = match outcome {
             Outcome::Result(raw) => serde_json::from_str(raw.get()).map_err(|e| e.to_string()),
