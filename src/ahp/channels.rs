@@ -4,9 +4,10 @@
 //! |---|---|
 //! | `ahp-root://` | the root: agents, the session count, `root/session*` notifications |
 //! | `ahp-session:/<id>` | the host session `<id>` |
-//! | `ahp-chat:/<id>` | the one chat of session `<id>` (its default chat) |
+//! | `ahp-chat:/<id>` | the chat host session `<id>` holds: the default chat of AHP session `<id>`, or an extra chat of another AHP session (see `chats`) |
 //!
-//! Every host session has exactly one chat, so the chat's URI carries the session id.
+//! Every host session holds exactly one chat (an AHP session's extra chats are host
+//! sessions of their own), so a chat's URI carries its host session's id.
 
 /// The root channel.
 pub(crate) const ROOT: &str = ahp_types::ROOT_RESOURCE_URI;
@@ -21,7 +22,7 @@ pub(crate) enum Channel<'a> {
     Root,
     /// `ahp-session:/<id>`: the session's id.
     Session(&'a str),
-    /// `ahp-chat:/<id>`: the id of the session whose chat it is.
+    /// `ahp-chat:/<id>`: the id of the host session whose chat it is.
     Chat(&'a str),
 }
 

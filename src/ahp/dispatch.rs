@@ -2,7 +2,7 @@
 //!
 //! | action | channel | what the host does |
 //! |---|---|---|
-//! | `chat/turnStarted` | `ahp-chat:/<id>` | echoes it (with the client's origin) and runs the message as the session's prompt; rejected while a turn is in progress or the agent is busy with another client's prompt |
+//! | `chat/turnStarted` | `ahp-chat:/<id>` | echoes it (with the client's origin) and runs the message as the session's prompt; while another turn runs, the prompt is queued in the agent instead, announced as `chat/pendingMessageSet` (queued, id = the turn id, the client's origin), and its `chat/turnStarted` (with `queuedMessageId`) comes when the agent takes it; an abort drops queued messages (`chat/pendingMessageRemoved`) |
 //! | `chat/toolCallConfirmed` | `ahp-chat:/<id>` | answers the tool call's pending permission prompt (approve once, or deny); the first answer from any client of any dialect wins, a late one is rejected |
 //! | `chat/turnCancelled` | `ahp-chat:/<id>` | aborts the turn; the host's own `chat/turnCancelled` follows when it stopped |
 //! | `chat/toolCallComplete` | `ahp-chat:/<id>` | the result of a tool the dispatching client provides, once the host asked for it (`running`); another client's call is rejected |
@@ -23,7 +23,6 @@ use serde_json::{json, Value};
 
 use crate::agent::AgentInput;
 use crate::host::{ConnId, Host};
-use crate::session::ToolDecl;
 
 use super::channels::Channel;
 use super::feed;
@@ -85,42 +84,32 @@ fn apply(
             let chat = host
                 .session_state::<ChatProjection>(session)
                 .ok_or("session not found")?;
-            if let Some(active) = chat.active_turn_id() {
-                return Err(format!(
-                    "turn {active} is in progress (queued messages are not supported)"
-                ));
+            if chat.knows_turn(&a.turn_id) {
+                return Err(format!("turn {} already exists", a.turn_id));
             }
-            let message_id = host.new_id();
-            let now = host.now();
-            let Some(chat) = host.session_state::<ChatProjection>(session) else {
-                return Err("session not found".into());
-            };
-            let echo = chat.start_turn(
-                a.turn_id.clone(),
-                message_id.clone(),
-                a.message.clone(),
-                now,
-            );
-            feed::publish(host, channel, echo, Some(origin.clone()));
-            super::status_changed(
-                host,
-                session,
-                ahp_types::state::SessionStatus::InProgress.bits(),
-            );
-            if let Some(s) = host.session_mut(session) {
-                if s.summary.is_none() {
-                    s.summary = Some(a.message.text.chars().take(200).collect());
-                }
+            if chat.active_turn_id().is_some() {
+                // Another turn runs: the prompt waits in the agent's queue (as a Copilot SDK
+                // `send` while busy does), shown as a queued message; its turn starts when
+                // the agent takes it.
+                let message_id = host.new_id();
+                let Some(chat) = host.session_state::<ChatProjection>(session) else {
+                    return Err("session not found".into());
+                };
+                let queued =
+                    chat.queue_turn(a.turn_id.clone(), message_id.clone(), a.message.clone());
+                feed::publish(host, channel, queued, Some(origin.clone()));
+                host.set_last_session(session);
+                host.queue_agent_input(
+                    session,
+                    AgentInput::Prompt {
+                        message_id,
+                        prompt: a.message.text.clone(),
+                        attachments: Default::default(),
+                    },
+                );
+                return Ok(());
             }
-            host.set_last_session(session);
-            host.queue_agent_input(
-                session,
-                AgentInput::Prompt {
-                    message_id,
-                    prompt: a.message.text.clone(),
-                    attachments: Default::default(),
-                },
-            );
+            start_turn(host, session, &a.turn_id, &a.message, Some(origin.clone()));
             Ok(())
         }
         (Channel::Chat(_), StateAction::ChatToolCallConfirmed(a)) => {
@@ -239,17 +228,10 @@ fn apply(
                     client.client_id, origin.client_id
                 ));
             }
-            let tools = client
-                .tools
-                .iter()
-                .map(|t| ToolDecl {
-                    name: t.name.clone(),
-                    description: t.description.clone().unwrap_or_default(),
-                    parameters: t.input_schema.clone(),
-                    skip_permission: false,
-                })
-                .collect();
-            provide_tools(host, conn, session, tools);
+            // Every chat of the session offers the tools to its agent.
+            for member in super::chats::family(host, session) {
+                provide_tools(host, conn, &member, super::chats::tool_decls(client));
+            }
             if let Some(chat) = host.session_state::<ChatProjection>(session) {
                 chat.set_active_client(conn, client.clone());
             }
@@ -270,7 +252,9 @@ fn apply(
             if removed.is_empty() {
                 return Err(format!("{:?} is not an active client", a.client_id));
             }
-            provide_tools(host, conn, session, Vec::new());
+            for member in super::chats::family(host, session) {
+                provide_tools(host, conn, &member, Vec::new());
+            }
             feed::publish(host, channel, action.clone(), Some(origin.clone()));
             Ok(())
         }
@@ -304,6 +288,20 @@ fn apply(
                     false,
                 );
             }
+            // The mode is the session's: every extra chat's host session follows it.
+            for chat in super::chats::children_of(host, session) {
+                let current = host
+                    .session(&chat)
+                    .map_or(modes::DEFAULT_MODE, |s| modes::current(s.events()));
+                if current != mode.id {
+                    host.emit(
+                        &chat,
+                        "session.mode_changed",
+                        &json!({"previousMode": current, "newMode": mode.id}),
+                        false,
+                    );
+                }
+            }
             Ok(())
         }
         (Channel::Session(_), StateAction::SessionTitleChanged(a)) => {
@@ -320,6 +318,43 @@ fn apply(
             type_name(action)
         )),
     }
+}
+
+/// Starts turn `turn_id` running `message` on `session`'s chat (no turn runs): announced
+/// with `origin` (the dispatching client's), then the prompt goes to the agent.
+pub(crate) fn start_turn(
+    host: &mut Host,
+    session: &str,
+    turn_id: &str,
+    message: &ahp_types::state::Message,
+    origin: Option<ActionOrigin>,
+) {
+    let message_id = host.new_id();
+    let now = host.now();
+    let Some(chat) = host.session_state::<ChatProjection>(session) else {
+        return;
+    };
+    let echo = chat.start_turn(turn_id.to_owned(), message_id.clone(), message.clone(), now);
+    feed::publish(host, &super::channels::chat_uri(session), echo, origin);
+    super::status_changed(
+        host,
+        session,
+        ahp_types::state::SessionStatus::InProgress.bits(),
+    );
+    if let Some(s) = host.session_mut(session) {
+        if s.summary.is_none() {
+            s.summary = Some(message.text.chars().take(200).collect());
+        }
+    }
+    host.set_last_session(session);
+    host.queue_agent_input(
+        session,
+        AgentInput::Prompt {
+            message_id,
+            prompt: message.text.clone(),
+            attachments: Default::default(),
+        },
+    );
 }
 
 /// A client's tool result as the host's tool bridge reads it: `textResultForLlm` (the text

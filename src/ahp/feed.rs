@@ -24,6 +24,9 @@ pub(crate) struct Feed {
     recent: VecDeque<ActionEnvelope>,
     /// The connections subscribed to each channel.
     subscribers: BTreeMap<String, BTreeSet<ConnId>>,
+    /// Extra chats' host sessions and the AHP session each belongs to (known while loaded,
+    /// so that a deleted one can be announced in its session).
+    chats: BTreeMap<String, String>,
 }
 
 impl Feed {
@@ -83,6 +86,16 @@ impl Feed {
         self.subscribers.remove(channel);
     }
 
+    /// Host session `chat` is an extra chat of AHP session `parent`.
+    pub(crate) fn note_chat(&mut self, chat: &str, parent: &str) {
+        self.chats.insert(chat.to_owned(), parent.to_owned());
+    }
+
+    /// Forgets extra chat `chat`; returns its AHP session.
+    pub(crate) fn forget_chat(&mut self, chat: &str) -> Option<String> {
+        self.chats.remove(chat)
+    }
+
     /// The connections subscribed to `channel`.
     pub(crate) fn subscribers(&self, channel: &str) -> Vec<ConnId> {
         self.subscribers
@@ -140,8 +153,11 @@ pub(crate) fn publish(
     }
     let body = action_body(&envelope);
     // Framed once per framing and queued on every subscriber by reference (never dropped: a
-    // reducer cannot skip an action).
+    // reducer cannot skip an action). A subscriber that cannot keep up is closed after the
+    // loop: its departure publishes actions of its own (its tools leave), which must not
+    // reach the other subscribers before this one.
     let mut framed: Vec<(Framing, Bytes)> = Vec::with_capacity(1);
+    let mut overflowed = Vec::new();
     for conn in conns {
         let Some(framing) = host.conn_framing(conn) else {
             continue;
@@ -156,7 +172,12 @@ pub(crate) fn publish(
                 frame
             }
         };
-        host.deliver(conn, frame, false);
+        if !host.try_deliver(conn, frame, false) {
+            overflowed.push(conn);
+        }
+    }
+    for conn in overflowed {
+        host.fail_slow_consumer(conn);
     }
 }
 

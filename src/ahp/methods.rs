@@ -9,7 +9,9 @@
 //! | `createSession` | a new session named by `channel` (`ahp-session:/<id>`, `-32003` if it exists), working directory from `workingDirectories[0]`; its default chat is `ahp-chat:/<id>`; `null` |
 //! | `disposeSession` | deletes the session (its work is cancelled); `null` |
 //! | `listSessions` | summaries of the loaded sessions, newest first (`limit` honoured, no further pages) |
-//! | `createChat` | `-32602`: a session has one chat (agents advertise no `multipleChats`) |
+//! | `createChat` | a new chat in a session, backed by a host session of its own (see `chats`); `session/chatAdded`; `null` |
+//! | `disposeChat` | removes an extra chat with its host session (`session/chatRemoved`); a default chat goes only with its session |
+//! | `moveChat` | `-32602`: chats are not movable |
 //! | `fetchTurns` | `{}`: a chat snapshot holds every turn (no `turnsNextCursor`); an unknown cursor is `-32602` |
 //!
 //! Notifications: `unsubscribe` (a connection subscribed to neither a session's channel nor
@@ -39,7 +41,7 @@ use super::channels::{chat_uri, session_uri, Channel, ROOT};
 use super::feed::Feed;
 use super::{attach, ensure_live, snapshot, ConnState, PROTOCOL_VERSIONS};
 
-type Answer = Result<Value, ErrorObject>;
+pub(crate) type Answer = Result<Value, ErrorObject>;
 type Handler = fn(&mut Host, ConnId, Option<&RawValue>) -> Answer;
 
 /// The method table: every request this dialect answers, each named once. The first three
@@ -52,7 +54,9 @@ const TABLE: &[(&str, Handler)] = &[
     ("createSession", create_session),
     ("disposeSession", dispose_session),
     ("listSessions", list_sessions),
-    ("createChat", create_chat),
+    ("createChat", super::chats::create_chat),
+    ("disposeChat", super::chats::dispose_chat),
+    ("moveChat", super::chats::move_chat),
     ("fetchTurns", fetch_turns),
 ];
 
@@ -70,7 +74,7 @@ pub const METHODS: [&str; TABLE.len()] = {
     names
 };
 
-fn decode<T: DeserializeOwned>(params: Option<&RawValue>) -> Result<T, ErrorObject> {
+pub(crate) fn decode<T: DeserializeOwned>(params: Option<&RawValue>) -> Result<T, ErrorObject> {
     let raw = params.map(RawValue::get).unwrap_or("{}");
     serde_json::from_str(raw)
         .map_err(|e| ErrorObject::new(code::INVALID_PARAMS, format!("Invalid params: {e}")))
@@ -153,7 +157,7 @@ fn subscribe_to(
         if !ensure_live(host, session) {
             return Err(session_not_found(uri));
         }
-        attach(host, conn, session);
+        attach(host, conn, session, matches!(channel, Channel::Chat(_)));
     }
     let seq = host.dialect_state::<Feed>().map_or(0, |f| f.seq());
     let snapshot = snapshot::snapshot(host, channel, seq).ok_or_else(|| session_not_found(uri))?;
@@ -176,6 +180,12 @@ fn unsubscribe(host: &mut Host, conn: ConnId, uri: &str) {
     });
     if !still {
         host.detach_conn(session, conn);
+    } else if host
+        .dialect_state::<Feed>()
+        .is_some_and(|f| !f.subscribers(&chat_uri(session)).contains(&conn))
+    {
+        // Still on the session's channel only: prompts are shown in the chat it left.
+        super::stop_answering(host, conn, session);
     }
 }
 
@@ -341,9 +351,15 @@ fn dispose_session(host: &mut Host, _conn: ConnId, params: Option<&RawValue>) ->
     let Some(Channel::Session(id)) = Channel::parse(&p.channel) else {
         return Err(unknown_channel(&p.channel));
     };
-    if !host.delete_session(id) {
+    if host.session(id).is_none() || !super::chats::is_top_level(host, id) {
         return Err(session_not_found(&p.channel));
     }
+    // Its extra chats go with it.
+    let id = id.to_owned();
+    for chat in super::chats::children_of(host, &id) {
+        host.delete_session(&chat);
+    }
+    host.delete_session(&id);
     Ok(Value::Null)
 }
 
@@ -355,7 +371,10 @@ fn list_sessions(host: &mut Host, _conn: ConnId, params: Option<&RawValue>) -> A
             "Invalid params: unknown cursor (listSessions answers one page)",
         ));
     }
-    let mut sessions: Vec<&Session> = host.sessions().collect();
+    let mut sessions: Vec<&Session> = host
+        .sessions()
+        .filter(|s| super::chats::is_top_level(host, &s.id))
+        .collect();
     sessions.sort_by(|a, b| b.modified_time.cmp(&a.modified_time).then(a.id.cmp(&b.id)));
     let limit = p
         .limit
@@ -370,14 +389,6 @@ fn list_sessions(host: &mut Host, _conn: ConnId, params: Option<&RawValue>) -> A
         next_cursor: None,
         items,
     })
-}
-
-fn create_chat(_host: &mut Host, _conn: ConnId, _params: Option<&RawValue>) -> Answer {
-    Err(ErrorObject::new(
-        code::INVALID_PARAMS,
-        "Invalid params: a session of this host has one chat, its default chat \
-         (the agent advertises no multipleChats)",
-    ))
 }
 
 fn fetch_turns(host: &mut Host, _conn: ConnId, params: Option<&RawValue>) -> Answer {

@@ -7,13 +7,16 @@
 //!
 //! * `channels`: the channel URIs (`ahp-root://`, `ahp-session:/<id>`, `ahp-chat:/<id>`).
 //! * `methods`: the commands (`initialize`, `reconnect`, `ping`, `subscribe`,
-//!   `createSession`, `disposeSession`, `listSessions`, `createChat`, `fetchTurns`) and the
+//!   `createSession`, `disposeSession`, `listSessions`, `createChat`, `disposeChat`,
+//!   `moveChat`, `fetchTurns`) and the
 //!   `unsubscribe` / `dispatchAction` notifications.
 //! * `dispatch`: actions clients dispatch (`chat/turnStarted` → a prompt,
 //!   `chat/toolCallConfirmed` → the answer to a permission prompt, `chat/turnCancelled` → an
 //!   abort, `session/activeClientSet` → tools the client provides, `chat/toolCallComplete` →
 //!   a result of one of them, `session/titleChanged`); everything else is rejected with a
 //!   reason.
+//! * `chats`: several chats per session (`createChat`, `disposeChat`): each extra chat is
+//!   a host session of its own, linked to its AHP session in its `session.start`.
 //! * `input`: elicitations as chat input requests (`chat/inputRequested`) and their answers.
 //! * `projection`: a session's chat as AHP sees it, kept from the session's events; each
 //!   event becomes the actions its table lists.
@@ -29,6 +32,7 @@
 //! envelope with a `rejectionReason`. The connection keeps working.
 
 mod channels;
+mod chats;
 mod dispatch;
 mod feed;
 mod input;
@@ -89,6 +93,18 @@ impl DialectHandler for Ahp {
         let contributor = (event.event_type == "tool.execution_start")
             .then(|| tool_provider(host, session, data))
             .flatten();
+        // The agent's queue may have changed (a turn ended: an abort may have cleared it;
+        // `pending_messages.modified`): compare the queued messages with it now if it can be
+        // read, else once the agent finished handling its input.
+        let queue_changed = matches!(
+            event.event_type.as_str(),
+            "session.idle" | "pending_messages.modified"
+        );
+        let still: Option<Vec<String>> = if queue_changed {
+            host.queued_prompt_ids(session)
+        } else {
+            None
+        };
         let Some(chat) = host
             .session_state::<ChatProjection>(session)
             .filter(|c| c.live)
@@ -99,7 +115,33 @@ impl DialectHandler for Ahp {
             let call = data.get("toolCallId").and_then(Value::as_str).unwrap_or("");
             chat.note_contributor(call, client_id);
         }
-        let produced = chat.on_event(&event.event_type, data, now);
+        let mut produced = chat.on_event(&event.event_type, data, now);
+        if queue_changed && chat.has_queued() {
+            match still {
+                Some(still) => produced.extend(chat.sync_queue(&still)),
+                None => chat.queue_dirty = true,
+            }
+        }
+        publish_all(host, session, produced);
+        if event.event_type == "elicitation.requested" {
+            cancel_unshown_elicitation(host, session, data);
+        }
+    }
+
+    fn agent_input_handled(&self, host: &mut Host, session: &str) {
+        let dirty = host
+            .session_state_ref::<ChatProjection>(session)
+            .is_some_and(|c| c.live && c.queue_dirty);
+        if !dirty {
+            return;
+        }
+        let Some(still) = host.queued_prompt_ids(session) else {
+            return;
+        };
+        let Some(chat) = host.session_state::<ChatProjection>(session) else {
+            return;
+        };
+        let produced = chat.sync_queue(&still);
         publish_all(host, session, produced);
     }
 
@@ -134,6 +176,16 @@ impl DialectHandler for Ahp {
     }
 
     fn session_changed(&self, host: &mut Host, change: SessionChange, session: &str) {
+        if change == SessionChange::Deleted {
+            if let Some(feed) = host.dialect_state::<Feed>() {
+                feed.drop_channel(&session_uri(session));
+                feed.drop_channel(&chat_uri(session));
+            }
+        }
+        // An extra chat is announced in its session, not to the root.
+        if chats::chat_changed(host, change, session) {
+            return;
+        }
         match change {
             SessionChange::Created => {
                 let Some(summary) = host.session(session).map(|s| snapshot::summary(host, s))
@@ -148,10 +200,6 @@ impl DialectHandler for Ahp {
                 );
             }
             SessionChange::Deleted => {
-                if let Some(feed) = host.dialect_state::<Feed>() {
-                    feed.drop_channel(&session_uri(session));
-                    feed.drop_channel(&chat_uri(session));
-                }
                 feed::notify_subscribers(
                     host,
                     ROOT,
@@ -161,7 +209,7 @@ impl DialectHandler for Ahp {
             }
             SessionChange::Updated => return,
         }
-        let count = i64::try_from(host.sessions().count()).unwrap_or(i64::MAX);
+        let count = i64::try_from(snapshot::session_count(host)).unwrap_or(i64::MAX);
         feed::publish(
             host,
             ROOT,
@@ -239,9 +287,11 @@ fn publish_all(host: &mut Host, session: &str, produced: Vec<Produced>) {
 /// Announces the status of `session` and its chat: `session/chatUpdated` on the session
 /// channel, `root/sessionSummaryChanged` to root subscribers.
 pub(crate) fn status_changed(host: &mut Host, session: &str, status: u32) {
+    // An extra chat's status is news in its session only.
+    let parent = chats::parent_of(host, session);
     feed::publish(
         host,
-        &session_uri(session),
+        &session_uri(parent.as_deref().unwrap_or(session)),
         StateAction::SessionChatUpdated(SessionChatUpdatedAction {
             chat: chat_uri(session),
             changes: PartialChatSummary {
@@ -251,6 +301,9 @@ pub(crate) fn status_changed(host: &mut Host, session: &str, status: u32) {
         }),
         None,
     );
+    if parent.is_some() {
+        return;
+    }
     let changes = PartialSessionSummary {
         status: Some(status),
         ..PartialSessionSummary::default()
@@ -271,6 +324,41 @@ pub(crate) const COMPLETE: &str = "chat/toolCallComplete";
 pub(crate) const CONFIG_CHANGED: &str = "session/configChanged";
 /// The `type` of `chat/inputCompleted` (the key of its origin).
 pub(crate) const INPUT_COMPLETED: &str = "chat/inputCompleted";
+
+/// An elicitation outside a turn has no place in an AHP chat (input requests are parts of a
+/// turn's response), so AHP clients never see it: when no client of another dialect can
+/// answer it either, it is cancelled at once instead of waiting for an answer that cannot
+/// come.
+fn cancel_unshown_elicitation(host: &mut Host, session: &str, data: &Value) {
+    let Some(request_id) = data.get("requestId").and_then(Value::as_str) else {
+        return;
+    };
+    let in_turn = host
+        .session_state_ref::<ChatProjection>(session)
+        .is_some_and(|c| c.active_turn_id().is_some());
+    if in_turn {
+        return;
+    }
+    let Some(live) = host.session(session) else {
+        return;
+    };
+    let mut ahp_handlers = 0;
+    let mut other_handlers = 0;
+    for (conn, attachment) in &live.attached {
+        if !attachment.request_elicitation {
+            continue;
+        }
+        if host.conn_state_ref::<ConnState>(*conn).is_some() {
+            ahp_handlers += 1;
+        } else {
+            other_handlers += 1;
+        }
+    }
+    if ahp_handlers > 0 && other_handlers == 0 {
+        let request_id = request_id.to_owned();
+        host.resolve_elicitation(session, &request_id, &json!({"action": "cancel"}));
+    }
+}
 
 /// The `clientId` of the AHP client providing the tool a `tool.execution_start` (`data`)
 /// calls, if an AHP client provides it.
@@ -318,33 +406,59 @@ pub(crate) fn ensure_live(host: &mut Host, session: &str) -> bool {
     true
 }
 
-/// What an AHP connection declares when it attaches: it streams, answers permission
-/// prompts and elicitations (`chat/inputCompleted`), and provides `tools`.
-fn attachment(tools: Vec<ToolDecl>) -> Attachment {
+/// What an AHP connection declares when it attaches: it streams, provides `tools`, and,
+/// when it `answers` (it is subscribed to the session's chat, where AHP shows them), answers
+/// permission prompts (`chat/toolCallConfirmed`) and elicitations (`chat/inputCompleted`).
+fn attachment(tools: Vec<ToolDecl>, answers: bool) -> Attachment {
     Attachment {
         streaming: true,
         include_sub_agent_streaming: true,
-        request_permission: true,
-        request_elicitation: true,
+        request_permission: answers,
+        request_elicitation: answers,
         tools,
         ..Attachment::default()
     }
 }
 
-/// Attaches `conn` to `session` (once) as a client that streams and answers permission
-/// prompts.
-fn attach(host: &mut Host, conn: ConnId, session: &str) {
-    let attached = host
+/// Whether `conn` is attached to `session` as a client that answers prompts.
+fn answers_prompts(host: &Host, conn: ConnId, session: &str) -> bool {
+    host.session(session)
+        .and_then(|s| s.attached.get(&conn))
+        .is_some_and(|a| a.request_permission)
+}
+
+/// Attaches `conn` to `session` (once) as a client that streams; subscribing to the chat
+/// (`chat`) makes it answer prompts too (it sees them there).
+fn attach(host: &mut Host, conn: ConnId, session: &str, chat: bool) {
+    let current = host
         .session(session)
-        .is_some_and(|s| s.attached.contains_key(&conn));
-    if !attached {
-        host.attach(session, conn, attachment(Vec::new()));
+        .and_then(|s| s.attached.get(&conn))
+        .map(|a| (a.tools.clone(), a.request_permission));
+    match current {
+        None => host.attach(session, conn, attachment(Vec::new(), chat)),
+        Some((tools, false)) if chat => host.attach(session, conn, attachment(tools, true)),
+        Some(_) => {}
     }
 }
 
-/// Attaches `conn` to `session` providing `tools` (replacing those it provided before).
+/// `conn` no longer sees `session`'s chat (it unsubscribed from it but not from the
+/// session): it stops answering prompts.
+fn stop_answering(host: &mut Host, conn: ConnId, session: &str) {
+    let tools = host
+        .session(session)
+        .and_then(|s| s.attached.get(&conn))
+        .filter(|a| a.request_permission)
+        .map(|a| a.tools.clone());
+    if let Some(tools) = tools {
+        host.attach(session, conn, attachment(tools, false));
+    }
+}
+
+/// Attaches `conn` to `session` providing `tools` (replacing those it provided before);
+/// whether it answers prompts does not change (it does when subscribed to the chat).
 fn provide_tools(host: &mut Host, conn: ConnId, session: &str, tools: Vec<ToolDecl>) {
-    host.attach(session, conn, attachment(tools));
+    let answers = answers_prompts(host, conn, session);
+    host.attach(session, conn, attachment(tools, answers));
 }
 
 /// The origin of an action `conn` dispatched with `client_seq`.

@@ -27,11 +27,11 @@ use std::collections::BTreeSet;
 
 use ahp_types::actions::{
     ActionOrigin, ChatDeltaAction, ChatErrorAction, ChatInputCompletedAction,
-    ChatInputRequestedAction, ChatReasoningAction, ChatResponsePartAction,
-    ChatToolCallCompleteAction, ChatToolCallConfirmedAction, ChatToolCallReadyAction,
-    ChatToolCallStartAction, ChatTurnCancelledAction, ChatTurnCompleteAction,
-    ChatTurnStartedAction, ChatUsageAction, SessionConfigChangedAction, SessionTitleChangedAction,
-    StateAction,
+    ChatInputRequestedAction, ChatPendingMessageRemovedAction, ChatPendingMessageSetAction,
+    ChatReasoningAction, ChatResponsePartAction, ChatToolCallCompleteAction,
+    ChatToolCallConfirmedAction, ChatToolCallReadyAction, ChatToolCallStartAction,
+    ChatTurnCancelledAction, ChatTurnCompleteAction, ChatTurnStartedAction, ChatUsageAction,
+    SessionConfigChangedAction, SessionTitleChangedAction, StateAction,
 };
 use ahp_types::state::{
     ActiveTurn, ChatInputResponseKind, ErrorInfo, ErrorResponsePart, InputRequestResponsePart,
@@ -42,6 +42,7 @@ use ahp_types::state::{
     ToolCallRunningState, ToolCallState, ToolCallStreamingState, ToolInput, ToolResultContent,
     ToolResultTextContent, Turn, TurnState, UsageInfo,
 };
+use ahp_types::state::{PendingMessage, PendingMessageKind};
 use ahp_types::StringOrMarkdown;
 use serde_json::Value;
 
@@ -206,6 +207,12 @@ pub(crate) struct ChatProjection {
     active: Option<Active>,
     /// Prompts AHP clients started: the host message id and the client's turn id.
     started: Vec<(String, String)>,
+    /// Turns AHP clients started while another ran, queued in the agent: the host message
+    /// id and the queued message (its id is the client's turn id), oldest first.
+    queued: Vec<(String, PendingMessage)>,
+    /// The agent's queue changed (a turn ended, or `pending_messages.modified`) while it
+    /// could not be read: compare once the agent is back.
+    pub(crate) queue_dirty: bool,
     title: Option<String>,
     /// The origins of tool-call actions AHP clients dispatched (`chat/toolCallConfirmed`,
     /// `chat/toolCallComplete`), by tool call id and action type, until the host's own action
@@ -315,6 +322,11 @@ impl ChatProjection {
         Some((call.request_id.clone()?, call.contributor.clone()?))
     }
 
+    /// The clients providing tools to the session, with their connections.
+    pub(crate) fn active_client_conns(&self) -> Vec<(ConnId, SessionActiveClient)> {
+        self.active_clients.clone()
+    }
+
     /// The clients providing tools to the session.
     pub(crate) fn active_clients(&self) -> Vec<SessionActiveClient> {
         self.active_clients.iter().map(|(_, c)| c.clone()).collect()
@@ -363,6 +375,63 @@ impl ChatProjection {
         };
         self.open_turn(&action, now);
         StateAction::ChatTurnStarted(action)
+    }
+
+    /// An AHP client started turn `turn_id` with `message` while another turn runs: the
+    /// host queued it in the agent as `message_id` (as a Copilot SDK `send` while busy is).
+    /// Returns the action that announces the queued message; the turn starts, with
+    /// `queuedMessageId`, when the agent takes the prompt.
+    pub(crate) fn queue_turn(
+        &mut self,
+        turn_id: String,
+        message_id: String,
+        message: Message,
+    ) -> StateAction {
+        let pending = PendingMessage {
+            id: turn_id,
+            message,
+        };
+        self.queued.push((message_id, pending.clone()));
+        StateAction::ChatPendingMessageSet(ChatPendingMessageSetAction {
+            kind: PendingMessageKind::Queued,
+            id: pending.id,
+            message: pending.message,
+        })
+    }
+
+    /// Whether `turn_id` names the active turn or a queued one.
+    pub(crate) fn knows_turn(&self, turn_id: &str) -> bool {
+        self.active_turn_id() == Some(turn_id) || self.queued.iter().any(|(_, p)| p.id == turn_id)
+    }
+
+    /// Whether messages are queued.
+    pub(crate) fn has_queued(&self) -> bool {
+        !self.queued.is_empty()
+    }
+
+    /// The queued messages (for snapshots); `None` when there are none.
+    pub(crate) fn queued_messages(&self) -> Option<Vec<PendingMessage>> {
+        (!self.queued.is_empty()).then(|| self.queued.iter().map(|(_, p)| p.clone()).collect())
+    }
+
+    /// The agent's queue holds only `still` (message ids): queued messages it dropped (an
+    /// abort clears the scripted and model agents' queues) are removed.
+    pub(crate) fn sync_queue(&mut self, still: &[String]) -> Vec<Produced> {
+        self.queue_dirty = false;
+        let mut produced = Vec::new();
+        self.queued.retain(|(message_id, pending)| {
+            let kept = still.contains(message_id);
+            if !kept {
+                produced.push(chat(StateAction::ChatPendingMessageRemoved(
+                    ChatPendingMessageRemovedAction {
+                        kind: PendingMessageKind::Queued,
+                        id: pending.id.clone(),
+                    },
+                )));
+            }
+            kept
+        });
+        produced
     }
 
     fn open_turn(&mut self, a: &ChatTurnStartedAction, now: Timestamp) {
@@ -434,6 +503,19 @@ impl ChatProjection {
                     // Announced when the AHP client dispatched it.
                     self.started.remove(at);
                     return Vec::new();
+                }
+                if let Some(at) = self.queued.iter().position(|(m, _)| *m == message_id) {
+                    // A queued message's turn starts (its turn id is the client's).
+                    let (_, pending) = self.queued.remove(at);
+                    let action = ChatTurnStartedAction {
+                        turn_id: pending.id.clone(),
+                        started_at: now.to_rfc3339(),
+                        message: pending.message,
+                        queued_message_id: Some(pending.id),
+                        meta: None,
+                    };
+                    self.open_turn(&action, now);
+                    return vec![chat(StateAction::ChatTurnStarted(action))];
                 }
                 if self.active.is_some() {
                     // Not ours to end: a turn ends at `session.idle`. Keep the first.

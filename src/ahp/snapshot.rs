@@ -2,9 +2,9 @@
 //! session summaries of `listSessions` and `root/sessionAdded`.
 
 use ahp_types::state::{
-    AgentInfo, ChatState, ChatSummary, RootState, SessionConfigPropertySchema, SessionConfigSchema,
-    SessionConfigState, SessionLifecycle, SessionState, SessionStatus, SessionSummary, Snapshot,
-    SnapshotState, TurnState,
+    AgentCapabilities, AgentInfo, ChatState, ChatSummary, MultipleChatsCapability, RootState,
+    SessionConfigPropertySchema, SessionConfigSchema, SessionConfigState, SessionLifecycle,
+    SessionState, SessionStatus, SessionSummary, Snapshot, SnapshotState, TurnState,
 };
 
 use serde_json::Value;
@@ -30,13 +30,33 @@ pub(crate) fn root(host: &Host) -> RootState {
             models: Vec::new(),
             protected_resources: None,
             customizations: None,
-            capabilities: None,
+            capabilities: Some(AgentCapabilities {
+                multiple_chats: Some(MultipleChatsCapability {
+                    fork: Some(false),
+                    side_chat: Some(false),
+                }),
+                ..AgentCapabilities::default()
+            }),
         }],
-        active_sessions: Some(i64::try_from(host.sessions().count()).unwrap_or(i64::MAX)),
+        active_sessions: Some(i64::try_from(session_count(host)).unwrap_or(i64::MAX)),
         terminals: None,
         config: None,
         meta: None,
     }
+}
+
+/// The number of AHP sessions (host sessions that are not another session's extra chat).
+pub(crate) fn session_count(host: &Host) -> usize {
+    host.sessions()
+        .filter(|s| super::chats::is_top_level(host, &s.id))
+        .count()
+}
+
+/// The summary of the chat host session `id` backs (in its AHP session's `chats`).
+pub(crate) fn chat_summary_of(host: &Host, id: &str) -> Option<ChatSummary> {
+    let session = host.session(id)?;
+    let chat = host.session_state_ref::<ChatProjection>(id);
+    Some(chat_summary(session, chat, host.session_busy(id)))
 }
 
 fn status(chat: Option<&ChatProjection>, busy: bool) -> u32 {
@@ -122,7 +142,13 @@ pub(crate) fn session(host: &Host, id: &str) -> Option<SessionState> {
         creation_error: None,
         server_tools: None,
         active_clients: chat.map(ChatProjection::active_clients).unwrap_or_default(),
-        chats: vec![chat_summary(session, chat, busy)],
+        chats: std::iter::once(chat_summary(session, chat, busy))
+            .chain(
+                super::chats::children_of(host, id)
+                    .iter()
+                    .filter_map(|c| chat_summary_of(host, c)),
+            )
+            .collect(),
         default_chat: Some(chat_uri(id)),
         config: Some(config(session)),
         customizations: None,
@@ -215,7 +241,7 @@ pub(crate) fn chat(host: &Host, id: &str) -> Option<ChatState> {
         turns_next_cursor: None,
         active_turn: chat.and_then(ChatProjection::active_turn),
         steering_message: None,
-        queued_messages: None,
+        queued_messages: chat.and_then(ChatProjection::queued_messages),
         draft: None,
         meta: None,
     })

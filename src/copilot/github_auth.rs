@@ -36,17 +36,22 @@ pub(super) struct WaitingCreate {
     params: Box<RawValue>,
 }
 
-/// `session.create`, with its `gitHubToken` checked first (when it has one).
-pub(super) fn create(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
-    let (conn, method) = (call.conn, call.method);
-    let token = params
+/// The non-empty `gitHubToken` of params.
+fn github_token(params: Option<&RawValue>) -> Option<String> {
+    params
         .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
         .and_then(|p| {
             p.get("gitHubToken")
                 .and_then(Value::as_str)
                 .map(str::to_owned)
         })
-        .filter(|t| !t.is_empty());
+        .filter(|t| !t.is_empty())
+}
+
+/// `session.create`, with its `gitHubToken` checked first (when it has one).
+pub(super) fn create(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
+    let (conn, method) = (call.conn, call.method);
+    let token = github_token(params);
     let Some(token) = token else {
         return Some(super::methods::create(host, conn, method, params));
     };
@@ -100,14 +105,7 @@ pub(super) struct WaitingQuota {
 /// `account.getQuota {gitHubToken}`: the token's account quotas, read fresh from the GitHub
 /// API (`/copilot_internal/user`'s `quota_snapshots`), in the SDK's shape.
 pub(super) fn get_quota(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Reply {
-    let token = params
-        .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
-        .and_then(|p| {
-            p.get("gitHubToken")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
-        .filter(|t| !t.is_empty());
+    let token = github_token(params);
     let Some(token) = token else {
         return Some(Err(failed(
             call.method,

@@ -502,7 +502,8 @@ pub(super) fn file_read(host: &mut Host, session: &str, p: &Value) -> Answer {
     }
 }
 
-/// A custom agent as `session.agent.*` report it (`AgentInfo`: `id` is the name).
+/// A custom agent as `session.agent.*` report it (`AgentInfo`: `id` is the name; its authored
+/// `model` preference and `tools` when it declares them).
 fn agent_info(agent: &Value, include_prompt: bool) -> Value {
     let field = |name: &str| agent.get(name).and_then(Value::as_str);
     let name = field("name").unwrap_or_default();
@@ -512,6 +513,12 @@ fn agent_info(agent: &Value, include_prompt: bool) -> Value {
         "displayName": field("displayName").unwrap_or(name),
         "description": field("description").unwrap_or_default(),
     });
+    if let Some(model) = field("model").filter(|m| !m.is_empty()) {
+        info["model"] = json!(model);
+    }
+    if let Some(tools) = agent.get("tools").filter(|t| t.is_array()) {
+        info["tools"] = tools.clone();
+    }
     if include_prompt {
         if let Some(prompt) = field("prompt") {
             info["prompt"] = json!(prompt);

@@ -158,6 +158,10 @@ pub(crate) trait DialectHandler: Sync {
     /// this dialect is attached). `data` is the event's data.
     fn event_emitted(&self, _host: &mut Host, _session: &str, _event: &Event, _data: &Value) {}
 
+    /// The agent of `session` finished handling one input (its state, such as its prompt
+    /// queue, can be read again: while it handles an input, the events it emits see no agent).
+    fn agent_input_handled(&self, _host: &mut Host, _session: &str) {}
+
     /// A session was created, updated or deleted.
     fn session_changed(&self, _host: &mut Host, _change: SessionChange, _session: &str) {}
 

@@ -288,3 +288,35 @@ fn sampling_is_resolved_when_its_last_provider_leaves() {
     w.final_checks()
         .expect("the turn ends once nobody can answer its sampling request");
 }
+
+/// The `seed-ahp-*` inputs (written by `fuzz/seed_ahp_corpus.py`) drive AHP connections
+/// through the same checker: envelopes arrive (and are checked), the reconnect seed checks
+/// a replay, the bad-input seed gets rejections and errors without the connection failing.
+#[test]
+fn the_ahp_seeds_exercise_the_ahp_dialect() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/host_sequence");
+    let run = |name: &str| {
+        let data = std::fs::read(dir.join(name)).expect("the AHP seed exists");
+        let mut w = targets::run_host_sequence(&data);
+        w.keep_inbox = true;
+        w
+    };
+    let tool = run("seed-ahp-client-tool-confirmed-by-another");
+    assert!(tool.stats.actions >= 20, "{:?}", tool.stats);
+    assert!(
+        tool.stats.accepted == 0,
+        "AHP answers are actions, not Copilot answers"
+    );
+    let replay = run("seed-ahp-reconnect-replay");
+    assert_eq!(replay.stats.replays, 2, "{:?}", replay.stats);
+    assert!(replay.stats.actions >= 10, "{:?}", replay.stats);
+    let bad = run("seed-ahp-bad-input");
+    assert!(
+        bad.conns.iter().filter(|c| c.ahp.is_some()).count() == 3,
+        "three AHP connections"
+    );
+    let disposed = run("seed-ahp-copilot-session-disposed");
+    assert!(disposed.stats.actions >= 10, "{:?}", disposed.stats);
+    let slow = run("seed-ahp-slow-reader");
+    assert!(slow.stats.host_closes >= 1, "{:?}", slow.stats);
+}

@@ -75,6 +75,10 @@ struct Client {
     link_speed: u64,
     /// Answers to send later: (step, method, params).
     late: Vec<(u64, &'static str, Value)>,
+    /// Speaks AHP (over the AHP dialect) instead of the Copilot SDK protocol.
+    ahp: bool,
+    /// AHP: the turns it started (for ids and cancels).
+    turns: u64,
 }
 
 impl Client {
@@ -179,6 +183,10 @@ impl Sim {
         };
         let world = World::new(config);
         let n = 2 + rng.below(3) as usize;
+        // AHP clients beside the Copilot SDK ones, drawn apart from `rng` (half the seeds
+        // have some).
+        let mut ahp_rng = Rng(seed ^ 0xa4b0_5eed);
+        let with_ahp = ahp_rng.below(2) == 0;
         let clients = (0..n)
             .map(|_| {
                 let mut tools = Vec::new();
@@ -209,6 +217,8 @@ impl Sim {
                     stalled_until: 0,
                     link_speed: 30 + rng.below(71),
                     late: Vec::new(),
+                    ahp: with_ahp && ahp_rng.below(2) == 0,
+                    turns: 0,
                 }
             })
             .collect();
@@ -229,6 +239,9 @@ impl Sim {
             if self.world.conns[c].usable() {
                 return c;
             }
+        }
+        if self.clients[i].ahp {
+            return self.ahp_connection(i);
         }
         let c = self.world.open(self.clients[i].framing, i);
         self.clients[i].conn = Some(c);
@@ -263,6 +276,9 @@ impl Sim {
 
     /// One client action.
     fn act(&mut self, i: usize) -> Result<(), String> {
+        if self.clients[i].ahp {
+            return self.act_ahp(i);
+        }
         let mut roll = self.rng.below(100);
         if self.tolerate
             && ((58..=61).contains(&roll) || roll == 76)
@@ -529,6 +545,314 @@ impl Sim {
     }
 }
 
+/// AHP clients: the same sessions through the AHP dialect (`world::ahp` checks what they see).
+impl Sim {
+    /// An AHP client's connection: after a dropped one, mostly `reconnect` from the last
+    /// `serverSeq` it saw (replay), else `initialize` with its channels as the initial
+    /// subscriptions.
+    fn ahp_connection(&mut self, i: usize) -> usize {
+        let previous = (0..self.world.conns.len())
+            .rev()
+            .find(|&c| self.world.conns[c].client == i && self.world.is_ahp(c));
+        let last_seen = previous
+            .and_then(|c| self.world.conns[c].ahp.as_ref())
+            .map_or(0, |v| v.last_seen);
+        let c = self.world.open_ahp(i);
+        self.clients[i].conn = Some(c);
+        let mut channels = vec!["ahp-root://".to_owned()];
+        for s in &self.clients[i].sessions {
+            channels.push(world::chat_of(s));
+            if self.rng.below(2) == 0 {
+                channels.push(world::session_of(s));
+            }
+        }
+        let client_id = format!("ahp-{i}");
+        if previous.is_some() && self.rng.below(4) != 0 {
+            let last_seen = match self.rng.below(8) {
+                0 => 0,
+                1 => last_seen.saturating_sub(1 + self.rng.below(5)),
+                _ => last_seen,
+            };
+            self.world.request(
+                c,
+                "reconnect",
+                json!({"channel": "ahp-root://", "clientId": client_id,
+                       "lastSeenServerSeq": last_seen, "subscriptions": channels}),
+            );
+        } else {
+            self.world.ahp_initialize(c, &client_id, &channels);
+        }
+        if !self.clients[i].tools.is_empty() {
+            for s in self.clients[i].sessions.clone() {
+                self.ahp_provide_tools(i, c, &s);
+            }
+        }
+        c
+    }
+
+    /// `session/activeClientSet` with the client's tools.
+    fn ahp_provide_tools(&mut self, i: usize, c: usize, session: &str) {
+        let tools: Vec<Value> = self.clients[i]
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"name": t["name"], "description": "a tool",
+                       "inputSchema": {"type": "object"}})
+            })
+            .collect();
+        self.world.ahp_dispatch(
+            c,
+            &world::session_of(session),
+            json!({"type": "session/activeClientSet",
+                   "activeClient": {"clientId": format!("ahp-{i}"), "tools": tools}}),
+        );
+    }
+
+    /// The turn in progress on `session`'s chat as client `i`'s connection knows it.
+    fn ahp_active_turn(&self, c: usize, session: &str) -> Option<String> {
+        let view = self.world.conns[c].ahp.as_ref()?;
+        match view.turns.get(&world::chat_of(session))? {
+            world::TurnState::Active(t) => Some(t.clone()),
+            _ => None,
+        }
+    }
+
+    /// One AHP client action.
+    fn act_ahp(&mut self, i: usize) -> Result<(), String> {
+        let roll = self.rng.below(100);
+        match roll {
+            0..=9 => {
+                let c = self.connection(i);
+                let s = format!("sim-{}", self.next_session);
+                self.next_session += 1;
+                self.world.request(
+                    c,
+                    "createSession",
+                    json!({"channel": world::session_of(&s),
+                           "workingDirectories": ["file:///sim"]}),
+                );
+                self.world
+                    .request(c, "subscribe", json!({"channel": world::chat_of(&s)}));
+                if self.rng.below(2) == 0 {
+                    self.world
+                        .request(c, "subscribe", json!({"channel": world::session_of(&s)}));
+                }
+                if !self.clients[i].tools.is_empty() {
+                    self.ahp_provide_tools(i, c, &s);
+                }
+                self.clients[i].sessions.insert(s.clone());
+                self.sessions.push(s);
+            }
+            10..=17 => {
+                if let Some(s) = self.pick_session(i) {
+                    let c = self.connection(i);
+                    let channel = if self.rng.below(3) == 0 {
+                        world::session_of(&s)
+                    } else {
+                        world::chat_of(&s)
+                    };
+                    self.world
+                        .request(c, "subscribe", json!({"channel": channel}));
+                    self.clients[i].sessions.insert(s);
+                }
+            }
+            18..=37 => {
+                if let Some(s) = self.pick_session(i) {
+                    let c = self.connection(i);
+                    let prompt = PROMPTS[self.rng.below(PROMPTS.len() as u64) as usize];
+                    self.clients[i].turns += 1;
+                    let turn = format!("ahp-{i}-t{}", self.clients[i].turns);
+                    self.world.ahp_dispatch(
+                        c,
+                        &world::chat_of(&s),
+                        world::turn_started(&turn, prompt),
+                    );
+                }
+            }
+            38..=41 => {
+                if let Some(s) = self.pick_session(i) {
+                    let c = self.connection(i);
+                    let turn = self
+                        .ahp_active_turn(c, &s)
+                        .filter(|_| self.rng.below(5) != 0)
+                        .unwrap_or_else(|| "no-such-turn".to_owned());
+                    self.world.ahp_dispatch(
+                        c,
+                        &world::chat_of(&s),
+                        json!({"type": "chat/turnCancelled", "turnId": turn, "duration": 0}),
+                    );
+                }
+            }
+            42..=57 => {
+                // Any announced request, the newest mostly: the host accepts what this
+                // client may answer and rejects the rest (another client's tool call, an
+                // answered one) with a reason.
+                if self.world.asks.is_empty() {
+                    return Ok(());
+                }
+                let n = self.world.asks.len() as u64;
+                let k = if self.rng.below(4) == 0 {
+                    self.rng.below(n)
+                } else {
+                    n - 1
+                } as usize;
+                let ask = self.world.asks[k].clone();
+                let variant = self.rng.below(256) as u8;
+                if let Some((channel, action)) = World::ahp_answer(&ask, variant) {
+                    let c = self.connection(i);
+                    self.world.ahp_dispatch(c, &channel, action.clone());
+                    if self.rng.below(6) == 0 {
+                        self.world.ahp_dispatch(c, &channel, action);
+                    }
+                }
+            }
+            58..=61 => {
+                if let Some(s) = self.pick_session(i) {
+                    let c = self.connection(i);
+                    for channel in [world::chat_of(&s), world::session_of(&s)] {
+                        self.world.request_raw_id(
+                            c,
+                            None,
+                            "unsubscribe",
+                            &json!({"channel": channel}),
+                        );
+                    }
+                    self.clients[i].sessions.remove(&s);
+                }
+            }
+            62..=65 => {
+                if let Some(c) = self.clients[i].conn.take() {
+                    if self.world.conns[c].open {
+                        self.world.eof(c)?;
+                    }
+                }
+            }
+            66..=69 => {
+                self.clients[i].stalled_until = self.step + 1 + self.rng.below(12);
+            }
+            70..=73 => {
+                if let Some(s) = self.pick_session(i) {
+                    let c = self.connection(i);
+                    match self.rng.below(3) {
+                        0 => self.ahp_provide_tools(i, c, &s),
+                        1 => {
+                            let mode = ["interactive", "autopilot"][self.rng.below(2) as usize];
+                            self.world.ahp_dispatch(
+                                c,
+                                &world::session_of(&s),
+                                json!({"type": "session/configChanged",
+                                       "config": {"mode": mode}}),
+                            );
+                        }
+                        _ => self.world.ahp_dispatch(
+                            c,
+                            &world::session_of(&s),
+                            json!({"type": "session/titleChanged", "title": "sim"}),
+                        ),
+                    }
+                }
+            }
+            74..=75 => {
+                // Bad input: a junk frame, an unknown channel, an unknown action, an action
+                // on the wrong channel, invalid params, an unknown method.
+                let c = self.connection(i);
+                let s = self.pick_session(i).unwrap_or_else(|| "nope".to_owned());
+                match self.rng.below(6) {
+                    0 => self.world.queue_body(c, b"{\"jsonrpc\":\"2.0\",\"id\":"),
+                    1 => self.world.ahp_dispatch(
+                        c,
+                        &format!("ahp-terminal:/{s}"),
+                        world::turn_started("x", "hello"),
+                    ),
+                    2 => self.world.ahp_dispatch(
+                        c,
+                        &world::chat_of(&s),
+                        json!({"type": "chat/draftChanged", "draft": "x"}),
+                    ),
+                    3 => self.world.ahp_dispatch(
+                        c,
+                        &world::session_of(&s),
+                        world::turn_started("x", "hello"),
+                    ),
+                    4 => self
+                        .world
+                        .request_raw_id(
+                            c,
+                            None,
+                            "dispatchAction",
+                            &json!({"channel": world::chat_of(&s)}),
+                        )
+                        .map_or((), |_| ()),
+                    _ => {
+                        self.world
+                            .request(c, "resourceRead", json!({"uri": "file:///x"}));
+                    }
+                }
+            }
+            76 => {
+                if let Some(s) = self.pick_session(i) {
+                    let c = self.connection(i);
+                    self.world.request(
+                        c,
+                        "disposeSession",
+                        json!({"channel": world::session_of(&s)}),
+                    );
+                    for client in &mut self.clients {
+                        client.sessions.remove(&s);
+                    }
+                    self.sessions.retain(|x| x != &s);
+                }
+            }
+            77..=79 => {
+                let c = self.connection(i);
+                let s = self.pick_session(i).unwrap_or_else(|| "nope".to_owned());
+                match self.rng.below(4) {
+                    0 => self
+                        .world
+                        .request(c, "ping", json!({"channel": "ahp-root://"})),
+                    1 => self
+                        .world
+                        .request(c, "listSessions", json!({"channel": "ahp-root://"})),
+                    2 => {
+                        self.world
+                            .request(c, "fetchTurns", json!({"channel": world::chat_of(&s)}))
+                    }
+                    _ => {
+                        // Another chat in the session (a host session of its own), or one
+                        // disposed.
+                        if self.rng.below(2) == 0 {
+                            let chat = format!("sim-{}", self.next_session);
+                            self.next_session += 1;
+                            self.world.request(
+                                c,
+                                "createChat",
+                                json!({"channel": world::session_of(&s),
+                                       "chat": world::chat_of(&chat)}),
+                            );
+                            self.world.request(
+                                c,
+                                "subscribe",
+                                json!({"channel": world::chat_of(&chat)}),
+                            );
+                            self.clients[i].sessions.insert(chat.clone());
+                            self.sessions.push(chat);
+                            String::new()
+                        } else {
+                            self.world.request(
+                                c,
+                                "disposeChat",
+                                json!({"channel": world::chat_of(&s)}),
+                            )
+                        }
+                    }
+                };
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
 /// Runs one seed; returns what it exercised, or the failure (with the trace when `trace` is
 /// set).
 fn run_seed(seed: u64, trace: bool) -> Result<(u64, world::Stats), String> {
@@ -679,4 +1003,82 @@ fn the_checker_catches_a_broken_parent_chain_and_a_stray_delta() {
         .inject_host_bytes(c2, &delta)
         .expect_err("a delta to a non-streaming connection must be reported");
     assert!(e.contains("streaming"), "{e}");
+}
+
+/// An AHP client's world: one connection initialized as `a`, subscribed to a chat of a
+/// session created through it, drained.
+fn ahp_world() -> (World, usize) {
+    let mut w = World::new(WorldConfig::default());
+    let c = w.open_ahp(0);
+    w.ahp_initialize(c, "a", &["ahp-root://".to_owned()]);
+    w.request(c, "createSession", json!({"channel": "ahp-session:/s"}));
+    w.request(c, "subscribe", json!({"channel": "ahp-chat:/s"}));
+    w.deliver_all(c).unwrap();
+    w.drain(c).unwrap();
+    (w, c)
+}
+
+fn envelope(channel: &str, seq: u64, action: Value) -> Vec<u8> {
+    let body = json!({"jsonrpc": "2.0", "method": "action",
+                      "params": {"channel": channel, "serverSeq": seq, "action": action}});
+    world::frame(Framing::ContentLength, body.to_string().as_bytes())
+}
+
+/// The AHP checks can fail: envelopes out of order, overlapping turns, another client's
+/// rejection, a channel never subscribed, and an envelope lost on a subscribed channel.
+#[test]
+fn the_checker_catches_ahp_envelopes_out_of_order_overlapping_turns_and_foreign_rejections() {
+    let (mut w, c) = ahp_world();
+    let title = json!({"type": "session/titleChanged", "title": "t"});
+    let started = |t: &str| world::turn_started(t, "hi");
+    w.inject_host_bytes(c, &envelope("ahp-chat:/s", 50, started("t1")))
+        .unwrap();
+    let e = w
+        .inject_host_bytes(c, &envelope("ahp-chat:/s", 49, title.clone()))
+        .expect_err("a lower serverSeq must be reported");
+    assert!(e.contains("out of order"), "{e}");
+
+    let (mut w, c) = ahp_world();
+    w.inject_host_bytes(c, &envelope("ahp-chat:/s", 50, started("t1")))
+        .unwrap();
+    let e = w
+        .inject_host_bytes(c, &envelope("ahp-chat:/s", 51, started("t2")))
+        .expect_err("a turn starting during another must be reported");
+    assert!(e.contains("in progress"), "{e}");
+
+    let (mut w, c) = ahp_world();
+    let e = w
+        .inject_host_bytes(c, &envelope("ahp-chat:/elsewhere", 60, title.clone()))
+        .expect_err("an envelope on a channel never subscribed must be reported");
+    assert!(e.contains("never subscribed"), "{e}");
+
+    let (mut w, c) = ahp_world();
+    let body = json!({"jsonrpc": "2.0", "method": "action", "params": {
+        "channel": "ahp-chat:/s", "serverSeq": 3, "action": title,
+        "origin": {"clientId": "someone-else", "clientSeq": 1},
+        "rejectionReason": "no"}});
+    let e = w
+        .inject_host_bytes(
+            c,
+            &world::frame(Framing::ContentLength, body.to_string().as_bytes()),
+        )
+        .expect_err("another client's rejection must be reported");
+    assert!(e.contains("sender alone"), "{e}");
+}
+
+#[test]
+fn the_checker_catches_an_envelope_lost_on_a_subscribed_channel() {
+    let (mut w, a) = ahp_world();
+    let b = w.open_ahp(1);
+    w.ahp_initialize(b, "b", &["ahp-chat:/s".to_owned()]);
+    w.deliver_all(b).unwrap();
+    w.drain(b).unwrap();
+    // B sees an envelope on the chat that A, subscribed too, never gets.
+    let title = json!({"type": "session/titleChanged", "title": "t"});
+    w.inject_host_bytes(b, &envelope("ahp-chat:/s", 70, title))
+        .unwrap();
+    let e = w
+        .final_checks()
+        .expect_err("an envelope one subscriber missed must be reported");
+    assert!(e.contains("c0") && e.contains("lost"), "{e} (a = c{a})");
 }

@@ -528,7 +528,8 @@ fn bad_input_gets_clear_errors_and_the_connection_keeps_working() {
         "createChat",
         json!({"channel": "ahp-session:/x", "chat": "ahp-chat:/y"}),
     );
-    assert_eq!(chats["error"]["code"], -32602, "{chats}");
+    // A chat of a session that does not exist.
+    assert_eq!(chats["error"]["code"], -32001, "{chats}");
 
     w.call(
         &mut a,
@@ -621,23 +622,39 @@ fn an_error_turn_a_cancelled_turn_and_a_title_reach_ahp_clients() {
         2,
         turn_started("t2", "slow one"),
     );
-    // A second turn while this one runs is refused, to its sender.
+    // A turn id already in use is refused, to its sender.
     dispatch(
         &mut w,
         &mut a,
         &mut [],
         "ahp-chat:/e",
         3,
-        turn_started("t3", "meanwhile"),
+        turn_started("t2", "again"),
     );
     let refused = envelopes(&a).last().cloned().unwrap();
     assert!(
         refused["rejectionReason"]
             .as_str()
             .unwrap()
-            .contains("in progress"),
+            .contains("already exists"),
         "{refused}"
     );
+    // A second turn while this one runs is queued; the abort drops it (as the agent's queue
+    // is cleared by an abort).
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-chat:/e",
+        6,
+        turn_started("t3", "meanwhile"),
+    );
+    let queued = envelopes(&a).last().cloned().unwrap();
+    assert_eq!(
+        queued["action"]["type"], "chat/pendingMessageSet",
+        "{queued}"
+    );
+    assert_eq!(queued["origin"]["clientSeq"], 6, "{queued}");
     dispatch(
         &mut w,
         &mut a,
@@ -647,10 +664,22 @@ fn an_error_turn_a_cancelled_turn_and_a_title_reach_ahp_clients() {
         json!({"type": "chat/turnCancelled", "turnId": "t2", "duration": 0}),
     );
     w.run_timers(&mut [&mut a]);
+    let removed = envelopes(&a)
+        .into_iter()
+        .find(|e| e["action"]["type"] == "chat/pendingMessageRemoved")
+        .expect("the abort drops the queued message");
+    assert_eq!(removed["action"]["id"], "t3", "{removed}");
+    assert!(
+        !action_types(&a, "ahp-chat:/e")
+            .iter()
+            .skip_while(|t| *t != "chat/pendingMessageRemoved")
+            .any(|t| t == "chat/turnStarted"),
+        "the dropped message never starts a turn"
+    );
     let types = action_types(&a, "ahp-chat:/e");
     assert_eq!(
-        types.last().map(String::as_str),
-        Some("chat/turnCancelled"),
+        types[types.len() - 2..],
+        ["chat/turnCancelled", "chat/pendingMessageRemoved"],
         "{types:?}"
     );
 
@@ -1280,5 +1309,473 @@ fn a_client_too_far_behind_reconnects_to_fresh_snapshots() {
         snapshot["state"]["turns"][0]["state"], "complete",
         "{}",
         snapshot["state"]["turns"][0]["state"]
+    );
+}
+
+#[test]
+fn a_turn_started_while_another_runs_is_queued_and_starts_when_it_ends() {
+    let scenario = Scenario::from_json(
+        r#"{"rules":[{"match":"slow","steps":[{"sleep_ms":5000},{"say":"late"}]}],
+            "default":[{"say":"ok"}]}"#,
+    )
+    .unwrap();
+    let mut w = World::new(HostConfig::with_scenario(scenario));
+    let mut a = ahp_peer(&mut w);
+    let mut b = ahp_peer(&mut w);
+    initialize(&mut w, &mut a, "a", json!([]));
+    w.call(
+        &mut a,
+        &mut [],
+        "createSession",
+        json!({"channel": "ahp-session:/q"}),
+    );
+    chat_snapshot(&mut w, &mut a, "ahp-chat:/q");
+    initialize(&mut w, &mut b, "b", json!(["ahp-chat:/q"]));
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [&mut b],
+        "ahp-chat:/q",
+        1,
+        turn_started("t1", "slow one"),
+    );
+    // Two more while t1 runs, from both clients: queued in order, each echoed to everyone
+    // as a queued message with its sender's origin.
+    dispatch(
+        &mut w,
+        &mut b,
+        &mut [&mut a],
+        "ahp-chat:/q",
+        1,
+        turn_started("t2", "second"),
+    );
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [&mut b],
+        "ahp-chat:/q",
+        2,
+        turn_started("t3", "third"),
+    );
+    let snapshot = chat_snapshot(&mut w, &mut a, "ahp-chat:/q");
+    assert_eq!(snapshot["activeTurn"]["id"], "t1", "{snapshot}");
+    let queued: Vec<&Value> = snapshot["queuedMessages"]
+        .as_array()
+        .expect("queued messages in the snapshot")
+        .iter()
+        .map(|m| &m["id"])
+        .collect();
+    assert_eq!(queued, [&json!("t2"), &json!("t3")], "{snapshot}");
+    // The Copilot view of the same queue: the prompts wait in the agent.
+    let sets: Vec<Value> = envelopes(&b)
+        .into_iter()
+        .filter(|e| e["action"]["type"] == "chat/pendingMessageSet")
+        .collect();
+    assert_eq!(sets.len(), 2, "{sets:?}");
+    assert_eq!(sets[0]["origin"], json!({"clientId": "b", "clientSeq": 1}));
+    assert_eq!(sets[1]["origin"], json!({"clientId": "a", "clientSeq": 2}));
+    assert!(
+        !action_types(&b, "ahp-chat:/q").contains(&"chat/turnComplete".to_owned()),
+        "nothing ended yet"
+    );
+
+    w.run_timers(&mut [&mut a, &mut b]);
+    // Each client sees t1 end, then t2 start (from the queue) and end, then t3.
+    for p in [&a, &b] {
+        let turns: Vec<(String, String, Value)> = envelopes(p)
+            .iter()
+            .filter(|e| e["channel"] == "ahp-chat:/q" && e.get("rejectionReason").is_none())
+            .filter(|e| {
+                matches!(
+                    e["action"]["type"].as_str(),
+                    Some("chat/turnStarted" | "chat/turnComplete")
+                )
+            })
+            .map(|e| {
+                (
+                    e["action"]["type"].as_str().unwrap().to_owned(),
+                    e["action"]["turnId"].as_str().unwrap().to_owned(),
+                    e["action"]["queuedMessageId"].clone(),
+                )
+            })
+            .collect();
+        let expected = [
+            ("chat/turnComplete", "t1", Value::Null),
+            ("chat/turnStarted", "t2", json!("t2")),
+            ("chat/turnComplete", "t2", Value::Null),
+            ("chat/turnStarted", "t3", json!("t3")),
+            ("chat/turnComplete", "t3", Value::Null),
+        ];
+        let tail: Vec<(String, String, Value)> = turns[turns.len() - expected.len()..].to_vec();
+        let expected: Vec<(String, String, Value)> = expected
+            .iter()
+            .map(|(a, b, c)| ((*a).to_owned(), (*b).to_owned(), c.clone()))
+            .collect();
+        assert_eq!(tail, expected, "{turns:?}");
+    }
+    let snapshot = chat_snapshot(&mut w, &mut a, "ahp-chat:/q");
+    assert!(snapshot.get("queuedMessages").is_none(), "{snapshot}");
+    let texts: Vec<&Value> = snapshot["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["message"]["text"])
+        .collect();
+    assert_eq!(
+        texts,
+        [&json!("slow one"), &json!("second"), &json!("third")],
+        "{snapshot}"
+    );
+    let replies: Vec<&Value> = snapshot["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["responseParts"][0]["content"])
+        .collect();
+    assert_eq!(
+        replies,
+        [&json!("late"), &json!("ok"), &json!("ok")],
+        "{snapshot}"
+    );
+}
+
+#[test]
+fn an_elicitation_outside_a_turn_that_only_ahp_clients_could_answer_is_cancelled() {
+    let mut w = World::new(HostConfig::default());
+    let mut sdk = w.connect();
+    create(&mut w, &mut sdk, "u", json!({}));
+    let mut a = ahp_peer(&mut w);
+    initialize(&mut w, &mut a, "a", json!(["ahp-chat:/u"]));
+    // AHP shows input requests only inside a turn: with nobody else to answer, the caller
+    // gets `cancel` at once instead of waiting forever.
+    let r = w.call(
+        &mut sdk,
+        &mut [&mut a],
+        "session.ui.elicitation",
+        json!({"sessionId": "u", "message": "Proceed?",
+               "requestedSchema": {"type": "object"}}),
+    );
+    assert_eq!(r["result"]["action"], "cancel", "{r}");
+    assert!(
+        !action_types(&a, "ahp-chat:/u").contains(&"chat/inputRequested".to_owned()),
+        "nothing was shown to the AHP client"
+    );
+}
+
+#[test]
+fn a_slow_ahp_subscriber_closed_mid_fan_out_does_not_reorder_the_others_envelopes() {
+    // Sweep budgets so that the overflow lands on some envelope's fan-out.
+    for budget in (1_500..6_000).step_by(97) {
+        let mut w = World::new(HostConfig::default().with_outbox_budget_bytes(budget));
+        // The slow client subscribes first (it comes first in each fan-out) and provides a
+        // tool: its departure publishes `session/activeClientRemoved`.
+        let mut slow = ahp_peer(&mut w);
+        let mut fast = ahp_peer(&mut w);
+        initialize(&mut w, &mut fast, "fast", json!(["ahp-root://"]));
+        w.call(
+            &mut fast,
+            &mut [],
+            "createSession",
+            json!({"channel": "ahp-session:/f"}),
+        );
+        initialize(
+            &mut w,
+            &mut slow,
+            "slow",
+            json!(["ahp-chat:/f", "ahp-session:/f"]),
+        );
+        dispatch(
+            &mut w,
+            &mut slow,
+            &mut [],
+            "ahp-session:/f",
+            1,
+            json!({"type": "session/activeClientSet", "activeClient": {"clientId": "slow",
+                   "tools": [{"name": "t", "inputSchema": {"type": "object"}}]}}),
+        );
+        w.call(
+            &mut fast,
+            &mut [],
+            "subscribe",
+            json!({"channel": "ahp-chat:/f"}),
+        );
+        w.call(
+            &mut fast,
+            &mut [],
+            "subscribe",
+            json!({"channel": "ahp-session:/f"}),
+        );
+        w.stalled.insert(slow.conn);
+        for i in 0..4 {
+            dispatch(
+                &mut w,
+                &mut fast,
+                &mut [],
+                "ahp-chat:/f",
+                i + 1,
+                turn_started(&format!("t{i}"), &"x".repeat(400)),
+            );
+        }
+        let seqs: Vec<u64> = envelopes(&fast)
+            .iter()
+            .filter(|e| e.get("rejectionReason").is_none())
+            .map(|e| e["serverSeq"].as_u64().unwrap())
+            .collect();
+        assert!(
+            seqs.windows(2).all(|p| p[0] < p[1]),
+            "budget {budget}: serverSeq out of order: {seqs:?}"
+        );
+    }
+}
+
+#[test]
+fn a_session_gets_more_chats_each_with_its_own_turns_and_they_go_with_it() {
+    let mut w = World::new(HostConfig::default());
+    let mut a = ahp_peer(&mut w);
+    let r = initialize(&mut w, &mut a, "a", json!(["ahp-root://"]));
+    assert_eq!(
+        r["result"]["snapshots"][0]["state"]["agents"][0]["capabilities"]["multipleChats"],
+        json!({"fork": false, "sideChat": false}),
+        "{r}"
+    );
+    w.call(
+        &mut a,
+        &mut [],
+        "createSession",
+        json!({"channel": "ahp-session:/m", "workingDirectories": ["file:///proj"]}),
+    );
+    w.call(
+        &mut a,
+        &mut [],
+        "subscribe",
+        json!({"channel": "ahp-session:/m"}),
+    );
+    chat_snapshot(&mut w, &mut a, "ahp-chat:/m");
+    let created = w.call(
+        &mut a,
+        &mut [],
+        "createChat",
+        json!({"channel": "ahp-session:/m", "chat": "ahp-chat:/m-2"}),
+    );
+    assert_eq!(created["result"], Value::Null, "{created}");
+    let added = envelopes(&a)
+        .into_iter()
+        .find(|e| e["action"]["type"] == "session/chatAdded")
+        .expect("the session announces its new chat");
+    assert_eq!(added["channel"], "ahp-session:/m");
+    assert_eq!(added["action"]["summary"]["resource"], "ahp-chat:/m-2");
+    // Chats are not sessions: the root hears nothing, lists one session.
+    let roots: Vec<&Value> = a
+        .inbox
+        .iter()
+        .filter(|m| m["method"] == "root/sessionAdded")
+        .collect();
+    assert_eq!(roots.len(), 1, "{roots:?}");
+    let list = w.call(
+        &mut a,
+        &mut [],
+        "listSessions",
+        json!({"channel": "ahp-root://"}),
+    );
+    assert_eq!(
+        list["result"]["items"].as_array().unwrap().len(),
+        1,
+        "{list}"
+    );
+    let session = w.call(
+        &mut a,
+        &mut [],
+        "subscribe",
+        json!({"channel": "ahp-session:/m"}),
+    );
+    let chats: Vec<&Value> = session["result"]["snapshot"]["state"]["chats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["resource"])
+        .collect();
+    assert_eq!(chats, [&json!("ahp-chat:/m"), &json!("ahp-chat:/m-2")]);
+
+    // Each chat runs its own turns: one on the new chat streams on its channel only.
+    chat_snapshot(&mut w, &mut a, "ahp-chat:/m-2");
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-chat:/m-2",
+        1,
+        turn_started("c2", "in the second chat"),
+    );
+    assert_eq!(
+        action_types(&a, "ahp-chat:/m-2").last().map(String::as_str),
+        Some("chat/turnComplete")
+    );
+    assert!(action_types(&a, "ahp-chat:/m").is_empty());
+    let second = chat_snapshot(&mut w, &mut a, "ahp-chat:/m-2");
+    assert_eq!(second["turns"][0]["message"]["text"], "in the second chat");
+    let first = chat_snapshot(&mut w, &mut a, "ahp-chat:/m");
+    assert_eq!(first["turns"], json!([]));
+    // Its status is news in its session.
+    assert!(
+        envelopes(&a)
+            .iter()
+            .any(|e| e["channel"] == "ahp-session:/m"
+                && e["action"]["type"] == "session/chatUpdated"
+                && e["action"]["chat"] == "ahp-chat:/m-2"),
+        "{:?}",
+        envelopes(&a)
+    );
+
+    // The mode is the session's: every chat follows it.
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-session:/m",
+        2,
+        json!({"type": "session/configChanged", "config": {"mode": "autopilot"}}),
+    );
+    let modes: Vec<String> = w
+        .host
+        .session_events("m-2")
+        .unwrap()
+        .iter()
+        .filter(|e| e.event_type == "session.mode_changed")
+        .map(|e| String::from_utf8_lossy(&e.json).into_owned())
+        .collect();
+    assert_eq!(modes.len(), 1, "{modes:?}");
+    assert!(modes[0].contains("autopilot"), "{modes:?}");
+
+    // Bad requests: an existing chat, a fork, a chat of a chat, the default chat disposed,
+    // a move.
+    for (method, params, code) in [
+        (
+            "createChat",
+            json!({"channel": "ahp-session:/m", "chat": "ahp-chat:/m-2"}),
+            -32003,
+        ),
+        (
+            "createChat",
+            json!({"channel": "ahp-session:/m", "chat": "ahp-chat:/m-3",
+                   "source": {"kind": "fork", "chat": "ahp-chat:/m", "turnId": "c2"}}),
+            -32602,
+        ),
+        (
+            "createChat",
+            json!({"channel": "ahp-session:/m-2", "chat": "ahp-chat:/m-4"}),
+            -32602,
+        ),
+        ("disposeChat", json!({"channel": "ahp-chat:/m"}), -32602),
+        (
+            "moveChat",
+            json!({"channel": "ahp-chat:/m-2",
+                   "destination": {"kind": "session", "session": "ahp-session:/x"}}),
+            -32602,
+        ),
+    ] {
+        let r = w.call(&mut a, &mut [], method, params.clone());
+        assert_eq!(r["error"]["code"], code, "{method} {params}: {r}");
+    }
+
+    let disposed = w.call(
+        &mut a,
+        &mut [],
+        "disposeChat",
+        json!({"channel": "ahp-chat:/m-2"}),
+    );
+    assert_eq!(disposed["result"], Value::Null, "{disposed}");
+    let removed = envelopes(&a)
+        .into_iter()
+        .find(|e| e["action"]["type"] == "session/chatRemoved")
+        .expect("the session announces the chat's removal");
+    assert_eq!(removed["action"]["chat"], "ahp-chat:/m-2");
+    assert!(w.host.session_events("m-2").is_none());
+
+    // A disposed session takes its chats with it.
+    w.call(
+        &mut a,
+        &mut [],
+        "createChat",
+        json!({"channel": "ahp-session:/m", "chat": "ahp-chat:/m-5",
+               "initialMessage": {"text": "hello", "origin": {"kind": "user"}}}),
+    );
+    let fifth = chat_snapshot(&mut w, &mut a, "ahp-chat:/m-5");
+    assert_eq!(fifth["turns"][0]["message"]["text"], "hello", "{fifth}");
+    w.call(
+        &mut a,
+        &mut [],
+        "disposeSession",
+        json!({"channel": "ahp-session:/m"}),
+    );
+    assert!(w.host.session_events("m").is_none());
+    assert!(w.host.session_events("m-5").is_none());
+}
+
+#[test]
+fn an_ahp_client_answers_prompts_only_while_it_sees_the_chat() {
+    let scenario = Scenario::from_json(
+        r#"{"rules":[{"match":"weather","steps":[{"tool":"get_weather","arguments":{}},
+                                                 {"say":"done"}]}],
+            "default":[{"say":"ok"}]}"#,
+    )
+    .unwrap();
+    let mut w = World::new(HostConfig::with_scenario(scenario));
+    let mut sdk = w.connect();
+    create(&mut w, &mut sdk, "p", json!({"requestPermission": false}));
+    // The AHP client provides the tool from the session's channel, without the chat.
+    let mut a = ahp_peer(&mut w);
+    initialize(&mut w, &mut a, "a", json!(["ahp-session:/p"]));
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [&mut sdk],
+        "ahp-session:/p",
+        1,
+        json!({"type": "session/activeClientSet", "activeClient": {"clientId": "a",
+               "tools": [{"name": "get_weather", "inputSchema": {"type": "object"}}]}}),
+    );
+    // Nobody who could see a permission prompt: it is answered at once, the turn ends.
+    w.call(
+        &mut sdk,
+        &mut [&mut a],
+        "session.send",
+        json!({"sessionId": "p", "prompt": "weather?"}),
+    );
+    let types = w
+        .host
+        .session_events("p")
+        .unwrap()
+        .iter()
+        .map(|e| e.event_type.clone())
+        .collect::<Vec<_>>();
+    assert!(
+        types.contains(&"permission.completed".to_owned())
+            && types.last().map(String::as_str) == Some("assistant.turn_end"),
+        "the prompt nobody could see did not hold the turn: {types:?}"
+    );
+    // Once it sees the chat, it answers: the next prompt waits for its confirmation.
+    chat_snapshot(&mut w, &mut a, "ahp-chat:/p");
+    w.call(
+        &mut sdk,
+        &mut [&mut a],
+        "session.send",
+        json!({"sessionId": "p", "prompt": "weather again"}),
+    );
+    let waiting = envelopes(&a)
+        .into_iter()
+        .filter(|e| e["action"]["type"] == "chat/toolCallReady")
+        .any(|e| e["action"].get("confirmed").is_none());
+    assert!(waiting, "{:?}", envelopes(&a));
+    let last = w
+        .host
+        .session_events("p")
+        .unwrap()
+        .last()
+        .unwrap()
+        .event_type
+        .clone();
+    assert_eq!(
+        last, "permission.requested",
+        "the turn waits for the AHP client"
     );
 }

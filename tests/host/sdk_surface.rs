@@ -582,3 +582,29 @@ fn telemetry_is_forwarded_to_the_connections_that_opted_in() {
         .iter()
         .all(|m| m["method"] != "gitHubTelemetry.event"));
 }
+
+/// `session.agent.list` reports each custom agent's authored model preference and tools when
+/// it declares them (and nothing when it does not).
+#[test]
+fn custom_agents_are_listed_with_their_model_and_tools() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"customAgents": [
+            {"name": "planner", "prompt": "Plan.", "model": "alpha/sonnet", "tools": ["view"]},
+            {"name": "plain", "prompt": "Help."}]}),
+    );
+    let list = w.call(
+        &mut p,
+        &mut [],
+        "session.agent.list",
+        json!({"sessionId": "s"}),
+    );
+    let agents = list["result"]["agents"].as_array().unwrap();
+    assert_eq!(agents[0]["model"], "alpha/sonnet", "{list}");
+    assert_eq!(agents[0]["tools"], json!(["view"]));
+    assert!(agents[1].get("model").is_none() && agents[1].get("tools").is_none());
+}

@@ -34,6 +34,11 @@ impl<'a> Input<'a> {
         self.pos >= self.data.len()
     }
 
+    /// The next byte without reading it (0 past the end).
+    pub fn peek(&self) -> u8 {
+        self.data.get(self.pos).copied().unwrap_or(0)
+    }
+
     /// The next byte (0 past the end).
     pub fn u8(&mut self) -> u8 {
         let b = self.data.get(self.pos).copied().unwrap_or(0);
@@ -906,6 +911,116 @@ fn vocab_request(inp: &mut Input<'_>) -> (String, Value) {
     (m.to_owned(), p)
 }
 
+/// AHP channels the fuzzed AHP requests name (sessions of [`SESSIONS`], and junk).
+fn ahp_channel(inp: &mut Input<'_>) -> String {
+    let session = inp.word(SESSIONS);
+    match inp.u8() % 8 {
+        0 => "ahp-root://".to_owned(),
+        1..=3 => world::chat_of(&session),
+        4 | 5 => world::session_of(&session),
+        6 => format!("ahp-terminal:/{session}"),
+        _ => inp.word(&["", "ahp-chat:", "ahp-session:/", "file:///x", "ahp-root:/"]),
+    }
+}
+
+/// What an AHP connection sends from the vocabulary: a request (method, params) or, with
+/// `None` as the method, a notification (`dispatchAction`, `unsubscribe`).
+fn ahp_vocab_request(inp: &mut Input<'_>, world: &World, c: usize) -> (Option<String>, Value) {
+    let pick = inp.u8();
+    let last_seen = world.conns[c].ahp.as_ref().map_or(0, |v| v.last_seen);
+    let client = inp.word(&["ahp-a", "ahp-b", "ahp-c"]);
+    let channels: Vec<String> = (0..inp.u8() % 4).map(|_| ahp_channel(inp)).collect();
+    let versions = [
+        json!(["1.0.0"]),
+        json!(["0.9.0"]),
+        json!(["2.0.0"]),
+        json!(["1.0.0", "0.9.0"]),
+    ][usize::from(pick >> 5) % 4]
+        .clone();
+    let m = match pick % 16 {
+        0 | 1 => (
+            "initialize",
+            json!({"channel": if pick & 0x80 != 0 { "ahp-chat:/s0" } else { "ahp-root://" },
+                   "protocolVersions": versions,
+                   "clientId": client, "initialSubscriptions": channels}),
+        ),
+        2 => (
+            "reconnect",
+            json!({"channel": "ahp-root://", "clientId": client, "subscriptions": channels,
+                   "lastSeenServerSeq": if pick & 0x80 != 0 { u64::from(inp.u8()) } else { last_seen }}),
+        ),
+        3 => ("ping", json!({"channel": "ahp-root://"})),
+        4 => ("subscribe", json!({"channel": ahp_channel(inp)})),
+        5 => {
+            let mut p = json!({"channel": ahp_channel(inp),
+                               "workingDirectories": ["file:///proj"]});
+            if pick & 0x80 != 0 {
+                p["provider"] = json!(inp.word(&["agentwire", "copilot"]));
+            }
+            ("createSession", p)
+        }
+        6 => ("disposeSession", json!({"channel": ahp_channel(inp)})),
+        7 => {
+            let mut p = json!({"channel": "ahp-root://", "limit": inp.u8() % 4});
+            if pick & 0x80 != 0 {
+                p["cursor"] = json!("c1");
+            }
+            ("listSessions", p)
+        }
+        8 if pick & 0x80 != 0 => ("disposeChat", json!({"channel": ahp_channel(inp)})),
+        8 => (
+            "createChat",
+            json!({"channel": ahp_channel(inp), "chat": ahp_channel(inp)}),
+        ),
+        9 => ("fetchTurns", json!({"channel": ahp_channel(inp)})),
+        10 => {
+            let method = inp.word(&["resourceRead", "authenticate", "session.send"]);
+            return (Some(method), json!({}));
+        }
+        11 => {
+            return (
+                None,
+                json!({"method": "unsubscribe", "params": {"channel": ahp_channel(inp)}}),
+            )
+        }
+        _ => {
+            // dispatchAction: every action the host maps, some it does not, and junk.
+            let channel = ahp_channel(inp);
+            let turn = inp.word(&["t1", "t2", "t3"]);
+            let prompt = inp.word(PROMPTS);
+            let action = match inp.u8() % 12 {
+                0..=2 => world::turn_started(&turn, &prompt),
+                3 => json!({"type": "chat/turnCancelled", "turnId": turn, "duration": 0}),
+                4 => json!({"type": "chat/toolCallConfirmed", "turnId": turn,
+                            "toolCallId": inp.word(&["call_1", "nope"]), "approved": true}),
+                5 => json!({"type": "session/activeClientSet", "activeClient": {
+                            "clientId": client, "tools": [{"name": "get_weather",
+                            "description": "Get weather",
+                            "inputSchema": {"type": "object"}}]}}),
+                6 => json!({"type": "session/activeClientRemoved", "clientId": client}),
+                7 => json!({"type": "session/configChanged", "config": {
+                            inp.word(&["mode", "model", "color"]):
+                            inp.word(&["interactive", "autopilot", "plan"])}}),
+                8 => json!({"type": "session/titleChanged", "title": "T"}),
+                9 => json!({"type": inp.word(&["chat/draftChanged", "chat/nope", "root/x"])}),
+                10 => json!({"type": "chat/turnStarted"}),
+                _ => Value::Null,
+            };
+            let mut params = json!({"channel": channel, "clientSeq": inp.u8(),
+                                    "action": action});
+            if action_is_junk(&params["action"]) && pick & 0x80 != 0 {
+                params = json!([1, 2]);
+            }
+            return (None, json!({"method": "dispatchAction", "params": params}));
+        }
+    };
+    (Some(m.0.to_owned()), m.1)
+}
+
+fn action_is_junk(action: &Value) -> bool {
+    action.is_null()
+}
+
 /// The method and params answering a pending request of `kind`.
 fn answer_params(
     kind: AskKind,
@@ -1008,6 +1123,7 @@ pub fn run_host_sequence(data: &[u8]) -> World {
     world.lenient_reentrant_emit = tolerate;
     world.lenient_orphan_sampling = tolerate;
     let ndjson_allowed = config & 0x20 != 0;
+    let ahp_allowed = config & 0x80 != 0;
     let mut steps = 0;
     while !inp.is_empty() && steps < 400 {
         steps += 1;
@@ -1025,13 +1141,38 @@ pub fn run_host_sequence(data: &[u8]) -> World {
                     Framing::ContentLength
                 };
                 if world.conns.iter().filter(|c| c.open).count() < 6 {
-                    world.open(framing, usize::from(b % 4));
+                    if ahp_allowed && b & 0x40 != 0 {
+                        world.open_ahp(usize::from(b % 4));
+                    } else {
+                        world.open(framing, usize::from(b % 4));
+                    }
                 }
                 Ok(())
             }
             op::EOF => {
                 let c = pick_conn(&mut inp, &world);
                 world.eof(c)
+            }
+            op::REQUEST | op::DUP_REQUEST
+                if world.is_ahp(usize::from(inp.peek()) % world.conns.len().max(1)) =>
+            {
+                let c = pick_conn(&mut inp, &world);
+                let (method, params) = ahp_vocab_request(&mut inp, &world, c);
+                match method {
+                    Some(method) => {
+                        let id = match opcode {
+                            op::DUP_REQUEST => world.conns[c].last_id.clone(),
+                            _ => None,
+                        };
+                        let id = id.unwrap_or_else(|| world.fresh_id(c, inp.u8() & 1 != 0));
+                        world.request_raw_id(c, Some(&id), &method, &params);
+                    }
+                    None => {
+                        let method = params["method"].as_str().unwrap_or("").to_owned();
+                        world.request_raw_id(c, None, &method, &params["params"]);
+                    }
+                }
+                Ok(())
             }
             op::REQUEST | op::DUP_REQUEST => {
                 let c = pick_conn(&mut inp, &world);
@@ -1134,14 +1275,22 @@ pub fn run_host_sequence(data: &[u8]) -> World {
                     Ok(())
                 } else {
                     let ask = world.asks[usize::from(which) % world.asks.len()].clone();
-                    let kind = if wrong % 8 == 7 {
-                        KINDS[usize::from(wrong >> 3) % KINDS.len()]
+                    if world.is_ahp(c) {
+                        // An AHP client answers by dispatching an action (any client's
+                        // request: another's is rejected).
+                        if let Some((channel, action)) = World::ahp_answer(&ask, variant) {
+                            world.ahp_dispatch(c, &channel, action);
+                        }
                     } else {
-                        ask.kind
-                    };
-                    let (method, params) =
-                        answer_params(kind, &ask.session, &ask.request_id, variant);
-                    world.request(c, method, params);
+                        let kind = if wrong % 8 == 7 {
+                            KINDS[usize::from(wrong >> 3) % KINDS.len()]
+                        } else {
+                            ask.kind
+                        };
+                        let (method, params) =
+                            answer_params(kind, &ask.session, &ask.request_id, variant);
+                        world.request(c, method, params);
+                    }
                     Ok(())
                 }
             }

@@ -96,15 +96,24 @@ impl Host {
 
     /// Queues an encoded frame on `conn`, closing the connection if it cannot keep up.
     pub(crate) fn deliver(&mut self, conn: ConnId, frame: Bytes, droppable: bool) {
+        if !self.try_deliver(conn, frame, droppable) {
+            self.fail_slow_consumer(conn);
+        }
+    }
+
+    /// Queues an encoded frame on `conn`; `false` when its outbox cannot take a durable frame
+    /// (the caller closes it with [`Host::fail_slow_consumer`], after a fan-out so that the
+    /// departure's own messages do not overtake the frame the other receivers still get).
+    pub(crate) fn try_deliver(&mut self, conn: ConnId, frame: Bytes, droppable: bool) -> bool {
         let Some((c, shared)) = self.conns.get_mut_and_frames(&conn) else {
-            return;
+            return true;
         };
         if c.closing {
-            return;
+            return true;
         }
         if let Some(group) = self.relays.group_of(conn) {
             self.queue_member_frame(group, conn, &frame);
-            return;
+            return true;
         }
         match c.outbox.push(frame, droppable, shared) {
             Ok(became_ready) => {
@@ -112,13 +121,14 @@ impl Host {
                     c.in_ready = true;
                     self.ready.push_back(conn);
                 }
+                true
             }
-            Err(OutboxOverflow::DurableDoesNotFit) => self.fail_slow_consumer(conn),
+            Err(OutboxOverflow::DurableDoesNotFit) => false,
         }
     }
 
     /// Closes a connection whose outbox cannot take a durable frame: it is told why first.
-    pub(in crate::host) fn fail_slow_consumer(&mut self, conn: ConnId) {
+    pub(crate) fn fail_slow_consumer(&mut self, conn: ConnId) {
         let budget = self.config.outbox_budget_bytes;
         self.fail_connection(
             conn,

@@ -118,7 +118,23 @@ impl Host {
         let messages = chat_messages(request)?;
         let mut chat = ChatRequest::new(setup.model.as_deref(), &messages, &[]);
         chat.max_output_tokens = request.get("maxTokens").and_then(Value::as_u64);
-        let http = build_chat_request(&setup.provider, &chat, None).map_err(|e| e.to_string())?;
+        let exec = self.side_call(session, conn, id, &setup, &chat, SideCall::Sampling)?;
+        self.sampling_execs.insert(request_id.to_owned(), exec);
+        self.pump_sampling(request_id);
+        Ok(())
+    }
+
+    /// The one-shot call of `chat` on `setup`'s provider for `conn`'s request `id`.
+    fn side_call(
+        &self,
+        session: &str,
+        conn: ConnId,
+        id: &OwnedId,
+        setup: &crate::agent::ModelSetup,
+        chat: &ChatRequest<'_>,
+        kind: SideCall,
+    ) -> Result<SamplingExec, String> {
+        let http = build_chat_request(&setup.provider, chat, None).map_err(|e| e.to_string())?;
         let model = setup
             .provider
             .wire_model_name(setup.model.as_deref())
@@ -129,23 +145,18 @@ impl Host {
             http,
             StreamDialect::of(&setup.provider),
             model.clone(),
-            setup.call,
+            setup.call.clone(),
         );
-        self.sampling_execs.insert(
-            request_id.to_owned(),
-            SamplingExec {
-                session: session.to_owned(),
-                conn,
-                id: id.clone(),
-                call,
-                kind: SideCall::Sampling,
-                model,
-                http: None,
-                timer: None,
-            },
-        );
-        self.pump_sampling(request_id);
-        Ok(())
+        Ok(SamplingExec {
+            session: session.to_owned(),
+            conn,
+            id: id.clone(),
+            call,
+            kind,
+            model,
+            http: None,
+            timer: None,
+        })
     }
 
     /// Starts answering `question` from `session`'s conversation for `conn`'s request `id`
@@ -185,19 +196,7 @@ impl Host {
         messages.push(ChatMessage::User(question.to_owned()));
         let mut chat = ChatRequest::new(setup.model.as_deref(), &messages, &[]);
         chat.reasoning_effort = setup.reasoning_effort.as_deref();
-        let http = build_chat_request(&setup.provider, &chat, None).map_err(|e| e.to_string())?;
-        let model = setup
-            .provider
-            .wire_model_name(setup.model.as_deref())
-            .unwrap_or_default()
-            .to_owned();
-        let call = ModelCall::new(
-            self.now,
-            http,
-            StreamDialect::of(&setup.provider),
-            model.clone(),
-            setup.call,
-        );
+        let exec = self.side_call(session, conn, id, &setup, &chat, SideCall::EphemeralQuery)?;
         let query = self.ids.next_uuid();
         self.emit(
             session,
@@ -205,19 +204,7 @@ impl Host {
             &json!({"requestId": query, "phase": "started"}),
             true,
         );
-        self.sampling_execs.insert(
-            query.clone(),
-            SamplingExec {
-                session: session.to_owned(),
-                conn,
-                id: id.clone(),
-                call,
-                kind: SideCall::EphemeralQuery,
-                model,
-                http: None,
-                timer: None,
-            },
-        );
+        self.sampling_execs.insert(query.clone(), exec);
         self.pump_sampling(&query);
         Ok(())
     }

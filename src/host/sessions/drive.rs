@@ -174,6 +174,9 @@ impl Host {
             if let Some(live) = self.sessions.get_mut(&session) {
                 live.agent = Some(agent);
             }
+            for handler in self.dialects {
+                handler.agent_input_handled(self, &session);
+            }
         }
     }
 

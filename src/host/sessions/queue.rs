@@ -6,6 +6,7 @@
 
 use serde_json::json;
 
+use crate::agent::AgentInput;
 use crate::host::Host;
 
 /// One pending item.
@@ -38,6 +39,32 @@ impl Host {
             text: text.clone(),
         }));
         Some(items)
+    }
+
+    /// The message ids of the prompts waiting for the session's agent: in its queue, held
+    /// by the turn gate, or not handed to it yet; `None` when that cannot be told now (no
+    /// such session, or its agent is handling an input: this is called from an event it
+    /// emits).
+    pub(crate) fn queued_prompt_ids(&self, session: &str) -> Option<Vec<String>> {
+        let live = self.sessions.get(session)?;
+        let agent = live.agent.as_ref()?;
+        let prompt_id = |input: &AgentInput| match input {
+            AgentInput::Prompt { message_id, .. } => Some(message_id.clone()),
+            _ => None,
+        };
+        let mut ids: Vec<String> = agent
+            .queued_prompts()
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        ids.extend(live.held.iter().filter_map(prompt_id));
+        ids.extend(
+            self.agent_inputs
+                .iter()
+                .filter(|(s, _)| s == session)
+                .filter_map(|(_, input)| prompt_id(input)),
+        );
+        Some(ids)
     }
 
     /// Removes the most recent pending item (the last queued command, else the last queued

@@ -119,6 +119,8 @@ pub struct Sent {
     /// round trips); every
     /// other request is answered while its frame is handled, in frame order.
     pub deferred: bool,
+    /// When it was sent (the world's count of bodies queued so far).
+    pub order: u64,
 }
 
 impl Sent {
@@ -127,6 +129,7 @@ impl Sent {
             method: String::new(),
             params: Value::Null,
             deferred: false,
+            order: 0,
         }
     }
 }
@@ -195,6 +198,8 @@ pub struct Ask {
     pub kind: AskKind,
     /// The request id to answer.
     pub request_id: String,
+    /// The tool call it is about (permissions and client tool calls), if any.
+    pub tool_call_id: Option<String>,
     /// A completion event for it was seen.
     pub completed: bool,
     /// The settle phase answered it.
@@ -247,6 +252,8 @@ pub struct Conn {
     next_id: u64,
     /// The most recent id sent (for duplicate-id requests).
     pub last_id: Option<String>,
+    /// An AHP connection's view (`None` for the Copilot SDK dialect).
+    pub ahp: Option<AhpView>,
 }
 
 impl Conn {
@@ -300,6 +307,10 @@ pub struct Stats {
     pub accepted: u64,
     /// Connections the host closed (framing errors, slow readers).
     pub host_closes: u64,
+    /// AHP `action` envelopes received (accepted ones, live or replayed).
+    pub actions: u64,
+    /// AHP `reconnect` results checked.
+    pub replays: u64,
 }
 
 impl std::ops::AddAssign for Stats {
@@ -310,6 +321,8 @@ impl std::ops::AddAssign for Stats {
         self.catch_ups += o.catch_ups;
         self.accepted += o.accepted;
         self.host_closes += o.host_closes;
+        self.actions += o.actions;
+        self.replays += o.replays;
     }
 }
 
@@ -365,6 +378,12 @@ pub struct World {
     pub stats: Stats,
     /// The simulated model endpoint (with [`WorldConfig::model`]).
     pub model: Option<SimModel>,
+    /// Every AHP envelope any connection received: `serverSeq` → (channel, what it carried).
+    ahp_known: BTreeMap<u64, (String, String)>,
+    /// Sessions loaded in the host after the last input (to notice deletions).
+    live_sessions: BTreeSet<String>,
+    /// Bodies queued by peers so far.
+    bodies_sent: u64,
 }
 
 /// A checker failure: what went wrong.
@@ -379,11 +398,15 @@ macro_rules! ensure {
 }
 
 // After `ensure!`: macros are in scope only below their definition.
+mod ahp;
 mod end;
 mod inputs;
 mod model;
 mod outputs;
 
+pub use ahp::{
+    channel_session, chat_of, session_of, turn_started, AhpView, TurnState, AHP_REQUESTS,
+};
 pub use model::SimModel;
 
 /// The scenario every world plays.
@@ -457,6 +480,9 @@ impl World {
             host_closes: 0,
             stats: Stats::default(),
             model,
+            ahp_known: BTreeMap::new(),
+            live_sessions: BTreeSet::new(),
+            bodies_sent: 0,
         }
     }
 

@@ -610,3 +610,217 @@ async fn a_restarted_server_gives_ahp_clients_the_stored_turns() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn turns_started_during_a_turn_are_queued_and_run_in_order_for_every_client() {
+    sdk::bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let scenario = dir.path().join("scenario.json");
+        std::fs::write(
+            &scenario,
+            r#"{"rules":[{"match":"slow","steps":[{"sleep_ms":1500},{"say":"slept"}]}],
+                "default":[{"say":"You said: {prompt}"}]}"#,
+        )
+        .unwrap();
+        let (_server, port) = server(&["--scenario", scenario.to_str().unwrap()], None).await;
+        let a = client(port).await;
+        initialize(&a, "a").await;
+        create(&a, "e2e-queue").await;
+        let (mut state_a, mut sub_a) = subscribe_chat(&a, "ahp-chat:/e2e-queue").await;
+        let b = client(port).await;
+        initialize(&b, "b").await;
+        let (mut state_b, mut sub_b) = subscribe_chat(&b, "ahp-chat:/e2e-queue").await;
+
+        a.dispatch(
+            "ahp-chat:/e2e-queue".into(),
+            turn_started("t1", "slow please"),
+        )
+        .await
+        .expect("dispatch");
+        let mut seen_a = Vec::new();
+        until(&mut sub_a, &mut state_a, &mut seen_a, |x| {
+            matches!(x, StateAction::ChatTurnStarted(_))
+        })
+        .await;
+        // While t1 runs, B and then A start turns: both are queued, in order.
+        b.dispatch("ahp-chat:/e2e-queue".into(), turn_started("t2", "second"))
+            .await
+            .expect("dispatch");
+        let mut seen_b = Vec::new();
+        until(&mut sub_b, &mut state_b, &mut seen_b, |x| {
+            matches!(x, StateAction::ChatPendingMessageSet(_))
+        })
+        .await;
+        a.dispatch("ahp-chat:/e2e-queue".into(), turn_started("t3", "third"))
+            .await
+            .expect("dispatch");
+        until(
+            &mut sub_a,
+            &mut state_a,
+            &mut seen_a,
+            |x| matches!(x, StateAction::ChatPendingMessageSet(p) if p.id == "t3"),
+        )
+        .await;
+        let queued: Vec<&str> = state_a
+            .queued_messages
+            .iter()
+            .flatten()
+            .map(|m| m.id.as_str())
+            .collect();
+        assert_eq!(queued, ["t2", "t3"], "{state_a:#?}");
+        assert_eq!(
+            state_a.active_turn.as_ref().map(|t| t.id.as_str()),
+            Some("t1")
+        );
+        let queued_echo = seen_a
+            .iter()
+            .find(|e| matches!(&e.action, StateAction::ChatPendingMessageSet(p) if p.id == "t2"))
+            .expect("B's queued message reached A");
+        assert_eq!(
+            queued_echo.origin.as_ref().map(|o| o.client_id.as_str()),
+            Some("b")
+        );
+
+        // Every client sees t1 end, then t2 and t3 run from the queue, in order.
+        for (sub, state, seen) in [
+            (&mut sub_a, &mut state_a, &mut seen_a),
+            (&mut sub_b, &mut state_b, &mut seen_b),
+        ] {
+            until(
+                sub,
+                state,
+                seen,
+                |x| matches!(x, StateAction::ChatTurnComplete(c) if c.turn_id == "t3"),
+            )
+            .await;
+            let order: Vec<(String, Option<String>)> = seen
+                .iter()
+                .filter_map(|e| match &e.action {
+                    StateAction::ChatTurnStarted(s) => {
+                        Some((format!("start {}", s.turn_id), s.queued_message_id.clone()))
+                    }
+                    StateAction::ChatTurnComplete(c) => Some((format!("end {}", c.turn_id), None)),
+                    _ => None,
+                })
+                .collect();
+            let tail = &order[order.len() - 5..];
+            assert_eq!(
+                tail,
+                [
+                    ("end t1".to_owned(), None),
+                    ("start t2".to_owned(), Some("t2".to_owned())),
+                    ("end t2".to_owned(), None),
+                    ("start t3".to_owned(), Some("t3".to_owned())),
+                    ("end t3".to_owned(), None),
+                ],
+                "{order:?}"
+            );
+            assert!(state.queued_messages.is_none(), "{state:#?}");
+            let texts: Vec<&str> = state
+                .turns
+                .iter()
+                .map(|t| t.message.text.as_str())
+                .collect();
+            assert_eq!(texts, ["slow please", "second", "third"]);
+            let replies: Vec<String> = state
+                .turns
+                .iter()
+                .map(|t| markdown(&t.response_parts))
+                .collect();
+            assert_eq!(replies, ["slept", "You said: second", "You said: third"]);
+        }
+        // A fresh snapshot agrees with what the reducers built.
+        let c = client(port).await;
+        initialize(&c, "c").await;
+        let (fresh, _) = subscribe_chat(&c, "ahp-chat:/e2e-queue").await;
+        assert_eq!(fresh.turns.len(), 3);
+        for (f, s) in fresh.turns.iter().zip(&state_a.turns) {
+            assert_eq!(f.id, s.id);
+            assert_eq!(f.response_parts, s.response_parts);
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_second_chat_runs_its_own_turns_and_stays_in_its_session_across_a_restart() {
+    sdk::bounded(async {
+        let data = tempfile::tempdir().unwrap();
+        let dir = data.path().to_str().unwrap();
+        let (mut first, port) = server(&["--data-dir", dir], None).await;
+        let c = client(port).await;
+        let init = c
+            .initialize("a".into(), vec!["1.0.0".into()], vec!["ahp-root://".into()])
+            .await
+            .expect("initialize");
+        let SnapshotState::Root(root) = &init.snapshots[0].state else {
+            panic!("not the root");
+        };
+        let chats = root.agents[0]
+            .capabilities
+            .as_ref()
+            .and_then(|c| c.multiple_chats.as_ref())
+            .expect("the agent advertises multipleChats");
+        assert_eq!((chats.fork, chats.side_chat), (Some(false), Some(false)));
+        create(&c, "multi").await;
+        let params = ahp_types::commands::CreateChatParams {
+            channel: "ahp-session:/multi".into(),
+            meta: None,
+            chat: "ahp-chat:/multi-side".into(),
+            initial_message: None,
+            source: None,
+            working_directories: None,
+        };
+        let answer: Value = sdk::within("createChat", c.request("createChat", params))
+            .await
+            .expect("createChat");
+        assert_eq!(answer, Value::Null);
+        let (mut state, mut sub) = subscribe_chat(&c, "ahp-chat:/multi-side").await;
+        c.dispatch("ahp-chat:/multi-side".into(), turn_started("s1", "aside"))
+            .await
+            .expect("dispatch");
+        let mut seen = Vec::new();
+        until(&mut sub, &mut state, &mut seen, is_turn_end).await;
+        assert_eq!(markdown(&state.turns[0].response_parts), "You said: aside");
+        let (main_chat, _) = subscribe_chat(&c, "ahp-chat:/multi").await;
+        assert!(main_chat.turns.is_empty(), "{main_chat:#?}");
+        c.shutdown().await;
+        first.signal("TERM");
+        assert!(first.exit(Duration::from_secs(10)).await.success());
+
+        // After a restart the chat is still the session's (the link is in its log).
+        let (_second, port) = server(&["--data-dir", dir], None).await;
+        let c = client(port).await;
+        initialize(&c, "after").await;
+        // Load the session, then its chat (a restored session's chats come from the store).
+        let (restored, _) = subscribe_chat(&c, "ahp-chat:/multi-side").await;
+        assert_eq!(restored.turns.len(), 1);
+        assert_eq!(
+            restored.turns[0].response_parts,
+            state.turns[0].response_parts
+        );
+        let (session, _): (SubscribeResult, _) =
+            sdk::within("subscribe", c.subscribe("ahp-session:/multi".into()))
+                .await
+                .expect("subscribe");
+        let SnapshotState::Session(session) = session.snapshot.expect("state").state else {
+            panic!("not a session");
+        };
+        let chats: Vec<&str> = session.chats.iter().map(|c| c.resource.as_str()).collect();
+        assert_eq!(chats, ["ahp-chat:/multi", "ahp-chat:/multi-side"]);
+        let listed: Value = sdk::within(
+            "listSessions",
+            c.request("listSessions", json!({"channel": "ahp-root://"})),
+        )
+        .await
+        .expect("listSessions");
+        let resources: Vec<&Value> = listed["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| &s["resource"])
+            .collect();
+        assert_eq!(resources, [&json!("ahp-session:/multi")], "{listed}");
+    })
+    .await;
+}

@@ -113,6 +113,7 @@ impl World {
             self.host.poll_timeout().is_none(),
             "a deadline is still armed after settling"
         );
+        self.ahp_final_checks()?;
         for (c, conn) in self.conns.iter().enumerate() {
             if conn.usable() && conn.modelled() {
                 let owed: Vec<(&String, &u32)> =

@@ -7,6 +7,17 @@ impl World {
     /// Opens a connection for `client`; returns its index.
     pub fn open(&mut self, framing: Framing, client: usize) -> usize {
         let id = self.host.open(self.now, framing);
+        self.push_conn(id, framing, client, false)
+    }
+
+    /// Records a connection the host just opened; returns its index.
+    pub(super) fn push_conn(
+        &mut self,
+        id: ConnId,
+        framing: Framing,
+        client: usize,
+        ahp: bool,
+    ) -> usize {
         self.inputs += 1;
         let index = self.conns.len();
         self.conns.push(Conn {
@@ -39,8 +50,12 @@ impl World {
             ended_at: None,
             next_id: 0,
             last_id: None,
+            ahp: ahp.then(AhpView::default),
         });
-        self.log(|| format!("open c{index} ({id}) client {client} {framing:?}"));
+        self.log(|| {
+            let dialect = if ahp { " AHP" } else { "" };
+            format!("open c{index} ({id}) client {client} {framing:?}{dialect}")
+        });
         index
     }
 
@@ -133,8 +148,11 @@ impl World {
         if framing == Framing::Ndjson && body.last() == Some(&b'\r') {
             body.pop();
         }
+        self.bodies_sent += 1;
+        let order = self.bodies_sent;
         let sent = match jsonrpc::parse(&body) {
             Parsed::Single(Ok(Message::Request { method, params, .. })) => Sent {
+                order,
                 deferred: DEFERRED_METHODS.contains(&&*method),
                 method: method.into_owned(),
                 params: params
@@ -155,6 +173,14 @@ impl World {
         if let Some(s) = sent.params.get("sessionId").and_then(Value::as_str) {
             self.session_ids.insert(s.to_owned());
         }
+        for key in ["channel", "chat"] {
+            if let Some(s) = sent.params.get(key).and_then(Value::as_str) {
+                if let Some(session) = channel_session(s) {
+                    self.session_ids.insert(session.to_owned());
+                }
+            }
+        }
+        self.ahp_note_sent(c, &body);
         let conn = &mut self.conns[c];
         for raw in expected_responses(&body) {
             *conn.owed.entry(raw.clone()).or_default() += 1;
@@ -342,6 +368,18 @@ impl World {
             }
         }
         self.index_logs();
+        // Sessions deleted by this input (any dialect): their AHP channels are gone.
+        let live: BTreeSet<String> = self
+            .session_ids
+            .iter()
+            .filter(|s| self.host.session_events(s).is_some())
+            .cloned()
+            .collect();
+        let gone: Vec<String> = self.live_sessions.difference(&live).cloned().collect();
+        for session in gone {
+            self.ahp_session_gone(&session);
+        }
+        self.live_sessions = live;
         for c in 0..self.conns.len() {
             let conn = &self.conns[c];
             let queued = self.host.queued_bytes(conn.id);
@@ -413,6 +451,10 @@ impl World {
                     session: session.to_owned(),
                     kind,
                     request_id: rid.to_owned(),
+                    tool_call_id: event["data"]["toolCallId"]
+                        .as_str()
+                        .or_else(|| event["data"]["permissionRequest"]["toolCallId"].as_str())
+                        .map(str::to_owned),
                     completed: false,
                     settled: false,
                 });

@@ -121,6 +121,12 @@ impl World {
                 let raw = id.as_raw().to_owned();
                 self.receive_response(c, &raw, &value)
             }
+            Message::Notification { method, .. } if self.conns[c].ahp.is_some() => {
+                self.receive_ahp_notification(c, &method, &value)
+            }
+            Message::Request { method, .. } if self.conns[c].ahp.is_some() => Err(format!(
+                "c{c}: the host sent AHP client a request ({method}); AHP hosts send none"
+            )),
             Message::Notification { method, .. } if method == "session.event" => {
                 self.receive_event(c, &value["params"])
             }
@@ -265,6 +271,13 @@ impl World {
                 self.conns[c].tainted = true;
                 return Ok(());
             }
+        }
+        if self.conns[c].ahp.is_some() {
+            return if ok {
+                self.check_ahp_response(c, sent, result)
+            } else {
+                Ok(())
+            };
         }
         let session = sent.params["sessionId"].as_str().unwrap_or("").to_owned();
         match sent.method.as_str() {
