@@ -429,11 +429,12 @@ impl Host {
             return;
         };
         // Every job needs the registry first.
-        if self.plugins.registry.is_none() || self.plugins.stale {
-            if matches!(running.step, Step::Start) && done.is_none() {
-                let path = self.data_path(REGISTRY_FILE);
-                return self.plugin_file(FileRequest::Read { path }, PluginWait::Registry);
-            }
+        if (self.plugins.registry.is_none() || self.plugins.stale)
+            && matches!(running.step, Step::Start)
+            && done.is_none()
+        {
+            let path = self.data_path(REGISTRY_FILE);
+            return self.plugin_file(FileRequest::Read { path }, PluginWait::Registry);
         }
         let step = std::mem::replace(&mut running.step, Step::Start);
         let outcome = match (step, done) {
@@ -1003,10 +1004,11 @@ impl Host {
         };
         let staged = self.staged_mut();
         staged.installed_plugins.retain(|p| {
-            !(p.name == record.name
+            let replaced = p.name == record.name
                 && p.marketplace == record.marketplace
-                && p.direct_source_id == record.direct_source_id)
-                && !install.previous.as_ref().is_some_and(|prev| prev == p)
+                && p.direct_source_id == record.direct_source_id;
+            let previous = install.previous.as_ref().is_some_and(|prev| prev == p);
+            !(replaced || previous)
         });
         staged.installed_plugins.push(record.clone());
         let previous_version = install.previous.as_ref().and_then(|p| p.version.clone());
