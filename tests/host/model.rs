@@ -94,6 +94,23 @@ fn answer_permission(w: &mut World, p: &mut Peer, kind: &str) {
     );
 }
 
+/// Approves (once) session `s`'s most recent permission prompt.
+fn approve_latest_permission(w: &mut World, p: &mut Peer) {
+    let asked = p
+        .events("s")
+        .into_iter()
+        .rev()
+        .find(|e| e["type"] == "permission.requested")
+        .expect("a permission prompt");
+    w.call(
+        p,
+        &mut [],
+        "session.permissions.handlePendingPermissionRequest",
+        json!({"sessionId": "s", "requestId": asked["data"]["requestId"],
+               "result": {"kind": "approve-once"}}),
+    );
+}
+
 /// Answers session `s`'s (latest) client tool request with `result`; returns the request.
 fn answer_external_tool(w: &mut World, p: &mut Peer, result: &str) -> Value {
     let req = p.event("s", "external_tool.requested");
@@ -2465,19 +2482,7 @@ fn turn_creating(w: &mut World, p: &mut Peer, prompt: &str, path: &str, text: &s
         json!({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
     ]);
     answer(w, call, &stream, &mut [&mut *p]);
-    let asked = p
-        .events("s")
-        .into_iter()
-        .rev()
-        .find(|e| e["type"] == "permission.requested")
-        .unwrap();
-    w.call(
-        p,
-        &mut [],
-        "session.permissions.handlePendingPermissionRequest",
-        json!({"sessionId": "s", "requestId": asked["data"]["requestId"],
-               "result": {"kind": "approve-once"}}),
-    );
+    approve_latest_permission(w, p);
     let (op, request) = w.next_file_op();
     assert!(matches!(
         request,
@@ -2640,19 +2645,7 @@ fn a_large_client_tool_result_is_saved_and_referenced() {
         );
         let (call, _) = next_request(w);
         answer(w, call, &tool_stream("c"), &mut [&mut *p]);
-        let asked = p
-            .events("s")
-            .into_iter()
-            .rev()
-            .find(|e| e["type"] == "permission.requested")
-            .unwrap();
-        w.call(
-            p,
-            &mut [],
-            "session.permissions.handlePendingPermissionRequest",
-            json!({"sessionId": "s", "requestId": asked["data"]["requestId"],
-                   "result": {"kind": "approve-once"}}),
-        );
+        approve_latest_permission(w, p);
         let req = p
             .events("s")
             .into_iter()
