@@ -14,6 +14,7 @@ mod lifecycle;
 mod mcp_oauth;
 mod model;
 mod permissions;
+mod plugins;
 mod relay_group;
 mod routing;
 mod routing_props;
