@@ -81,7 +81,6 @@ impl Disk {
                 self.remove(&path);
                 Ok(FileReply::Written)
             }
-            other => Err(format!("unexpected {other:?}")),
         }
     }
 
