@@ -307,7 +307,12 @@ impl ModelAgent {
                 .headers
                 .push(HttpHeader::plain(name.as_str(), value.as_str()));
         }
-        if let Some(name) = &run.setup.client_name {
+        if let Some(name) = run
+            .setup
+            .client_name
+            .as_ref()
+            .filter(|_| !run.setup.provider.copilot_api)
+        {
             request.headers.push(HttpHeader::plain(
                 "user-agent",
                 format!("{name} (agentwire)"),

@@ -580,9 +580,7 @@ pub(super) fn agent_deselect(host: &mut Host, session: &str, _: &Value) -> Answe
 
 pub(super) fn endpoint(host: &mut Host, session: &str, _: &Value) -> Answer {
     let Some(provider) = state(host, session).provider.clone() else {
-        return Err(fail(
-            "the session has no provider endpoint (no BYOK provider was given at session.create)",
-        ));
+        return copilot_api_endpoint(host, session);
     };
     let field = |name: &str| provider.get(name).cloned();
     let mut endpoint = json!({
@@ -596,6 +594,49 @@ pub(super) fn endpoint(host: &mut Host, session: &str, _: &Value) -> Answer {
     }
     if let Some(key) = field("apiKey") {
         endpoint["apiKey"] = key;
+    }
+    Ok(endpoint)
+}
+
+/// The endpoint of a session on the runtime's own route (`COPILOT_API_URL`): the route's base
+/// URL, its GitHub token as `apiKey`, and the headers its calls carry (`Authorization`
+/// included, as sent). Other sessions without a BYOK provider have no endpoint to report.
+fn copilot_api_endpoint(host: &mut Host, session: &str) -> Answer {
+    let no_endpoint = || {
+        fail(
+            "the session has no provider endpoint (no BYOK provider was given at \
+             session.create, and the server has no Copilot API route)",
+        )
+    };
+    let setup = host.model_setup(session).map_err(|_| no_endpoint())?;
+    let provider = &setup.provider;
+    if !provider.copilot_api {
+        return Err(no_endpoint());
+    }
+    let token = provider
+        .bearer_token
+        .as_ref()
+        .map(|t| t.expose().to_owned());
+    let mut headers = serde_json::Map::new();
+    for (name, value) in &provider.headers {
+        headers.insert(name.clone(), json!(value.expose()));
+    }
+    if let Some(token) = &token {
+        headers.insert("Authorization".to_owned(), json!(format!("Bearer {token}")));
+    }
+    let wire_api = match provider.wire_api {
+        crate::model::WireApi::Responses => "responses",
+        crate::model::WireApi::Completions => "completions",
+    };
+    let mut endpoint = json!({
+        "type": "openai",
+        "wireApi": wire_api,
+        "baseUrl": provider.base_url,
+        "headers": headers,
+        "transport": "http",
+    });
+    if let Some(token) = token {
+        endpoint["apiKey"] = json!(token);
     }
     Ok(endpoint)
 }

@@ -72,8 +72,8 @@ pub use event::{ModelEvent, ModelResponse, ToolCall, Usage};
 pub use http::{HttpHeader, HttpMethod, HttpRequest};
 pub use openai::OpenAiStream;
 pub use provider::{
-    BaseUrlPolicy, ProviderConfig, ProviderError, ProviderKind, Secret, ServerDefault,
-    ServerDefaultSource, WireApi,
+    copilot_api_headers, BaseUrlPolicy, ProviderConfig, ProviderError, ProviderKind, Secret,
+    ServerDefault, ServerDefaultSource, WireApi,
 };
 pub use request::{
     build_chat_request, build_models_request, parse_models_response, ChatRequest, ModelInfo,

@@ -139,6 +139,33 @@ pub struct ProviderConfig {
     /// while a client of the session asked for streaming, else the whole completion comes in
     /// one JSON body (its several `choices` are one answer, see `openai.rs`).
     pub streams_always: bool,
+    /// The runtime's own route (`COPILOT_API_URL`, [`ServerDefault::copilot_api`]): calls
+    /// carry the Copilot API's headers ([`copilot_api_headers`]).
+    pub copilot_api: bool,
+}
+
+/// `Copilot-Integration-Id` of calls on the runtime's own route.
+pub const COPILOT_INTEGRATION_ID: &str = "copilot-developer-cli";
+/// `X-GitHub-Api-Version` of calls on the runtime's own route.
+pub const COPILOT_API_VERSION: &str = "2025-05-01";
+
+/// The headers a call on the runtime's own route carries besides `Authorization`, in the
+/// order sent: the integration id, the API version, the `User-Agent` (the client's name when
+/// the session has one) and the session's interaction id.
+pub fn copilot_api_headers(
+    client_name: Option<&str>,
+    interaction_id: &str,
+) -> [(&'static str, String); 4] {
+    let agent = match client_name {
+        Some(name) => format!("{name} (agentwire; Copilot API)"),
+        None => format!("agentwire/{} (Copilot API)", env!("CARGO_PKG_VERSION")),
+    };
+    [
+        ("Copilot-Integration-Id", COPILOT_INTEGRATION_ID.to_owned()),
+        ("X-GitHub-Api-Version", COPILOT_API_VERSION.to_owned()),
+        ("User-Agent", agent),
+        ("X-Interaction-Id", interaction_id.to_owned()),
+    ]
 }
 
 impl ProviderConfig {
@@ -182,6 +209,7 @@ impl ProviderConfig {
             max_context_window_tokens: None,
             max_output_tokens: None,
             streams_always: true,
+            copilot_api: false,
         })
     }
 
@@ -246,6 +274,7 @@ impl ServerDefault {
         let mut provider = ProviderConfig::openai_compatible(api_url, None)?;
         provider.bearer_token = Some(token);
         provider.streams_always = false;
+        provider.copilot_api = true;
         Ok(ServerDefault {
             provider,
             model: None,
@@ -487,6 +516,7 @@ fn parse(v: &Value, prefix: &str) -> Result<ProviderConfig, ProviderError> {
         max_context_window_tokens: number("maxContextWindowTokens")?,
         max_output_tokens: number("maxOutputTokens")?,
         streams_always: true,
+        copilot_api: false,
     })
 }
 

@@ -2709,3 +2709,70 @@ fn a_large_client_tool_result_is_saved_and_referenced() {
     let (_, told) = run(&mut w, &mut p, &big, Some(Err("disk full")));
     assert_eq!(told, big);
 }
+
+/// A session on the runtime's own route reports it as its provider endpoint (the route's URL,
+/// its token, the headers its calls carry), and its calls carry exactly those headers.
+#[test]
+fn the_runtime_route_is_the_endpoint_of_a_session_without_a_provider() {
+    let default = ServerDefault::copilot_api(
+        "http://127.0.0.1:9/api",
+        agentwire::model::Secret::new("gh-token"),
+    )
+    .unwrap();
+    let mut w = World::new(HostConfig::default().with_model_default(Some(default)));
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({"model": "m1"}));
+    let reply = w.call(
+        &mut p,
+        &mut [],
+        "session.provider.getEndpoint",
+        json!({"sessionId": "s"}),
+    );
+    let endpoint = &reply["result"];
+    assert_eq!(endpoint["type"], "openai");
+    assert_eq!(endpoint["wireApi"], "completions");
+    assert_eq!(endpoint["baseUrl"], "http://127.0.0.1:9/api");
+    assert_eq!(endpoint["apiKey"], "gh-token");
+    let headers = endpoint["headers"].as_object().unwrap();
+    assert_eq!(headers["Authorization"], "Bearer gh-token");
+    assert_eq!(headers["Copilot-Integration-Id"], "copilot-developer-cli");
+    assert_eq!(headers["X-GitHub-Api-Version"], "2025-05-01");
+    assert_eq!(headers["X-Interaction-Id"], "s");
+    assert!(headers["User-Agent"].as_str().unwrap().contains("Copilot"));
+
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    let (_, request) = next_request(&mut w);
+    for (name, value) in headers {
+        let sent: Vec<&str> = request
+            .headers
+            .iter()
+            .filter(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| h.value.as_str())
+            .collect();
+        assert_eq!(sent, [value.as_str().unwrap()], "header {name}");
+    }
+}
+
+/// Without a BYOK provider or the runtime's route there is no endpoint to report.
+#[test]
+fn a_session_on_the_scripted_agent_has_no_provider_endpoint() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(&mut w, &mut p, "s", json!({}));
+    let reply = w.call(
+        &mut p,
+        &mut [],
+        "session.provider.getEndpoint",
+        json!({"sessionId": "s"}),
+    );
+    assert_eq!(reply["error"]["code"], -32603, "{reply}");
+    assert!(reply["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("no provider endpoint"));
+}

@@ -194,6 +194,17 @@ impl Host {
         };
         let mut setup =
             settings.resolve(self.config.model_default.as_ref(), &self.config.model_call)?;
+        if setup.provider.copilot_api {
+            // The runtime's own route: the Copilot API's headers, the session as interaction.
+            for (name, value) in
+                crate::model::copilot_api_headers(setup.client_name.as_deref(), session)
+            {
+                setup
+                    .provider
+                    .headers
+                    .push((name.to_owned(), crate::model::Secret::new(value)));
+            }
+        }
         if !live.system_transformed.is_empty() || !live.instructions.text.is_empty() {
             // The instruction files are the `custom_instructions` section (a client's
             // transform of that section wins).
