@@ -1,15 +1,17 @@
-//! Server-level methods about the account, user settings, secrets and built-in tools,
-//! answered truthfully for a server with no GitHub account (BYOK / scripted agent):
-//! `account.getCurrentAuth` → `{}`, `account.getAllUsers` → `[]`,
-//! `session.gitHubAuth.getStatus` (see `github_auth`), `user.settings.*` over an empty
-//! settings set, `secrets.addFilterValues` and `tools.list`.
+//! Server-level methods about the account, user settings, secrets and built-in tools:
+//! `account.login` / `logout` / `getCurrentAuth` / `getAllUsers` over the accounts signed in
+//! to this server (kept in memory, see `host::local::accounts`), `user.settings.*` and
+//! `skills.config.*` over the data directory's `settings.json` (`host::local::settings`),
+//! `session.gitHubAuth.getStatus` (see `github_auth`), `secrets.addFilterValues` and
+//! `tools.list`.
 
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
+use crate::host::local::{self, SettingsEdit};
 use crate::host::Host;
 
-use super::method_table::Call;
+use super::method_table::{Call, Reply};
 use super::surface::{decode, failed, Answer};
 
 pub(super) fn github_status(host: &mut Host, _: &Call<'_>, session: &str, _: &Value) -> Answer {
@@ -25,12 +27,61 @@ pub(super) fn github_credentials(
     super::github_auth::set_credentials(host, session, p)
 }
 
-/// agentwire keeps no user settings file: nothing to list, cache or write.
-pub(super) fn settings_set(_: &mut Host, call: &Call<'_>, _: Option<&RawValue>) -> Answer {
-    Err(failed(
-        call.method,
-        "user settings are not available on this server (it keeps no settings file)",
-    ))
+/// Queues a settings request; answered once the settings are read (and written).
+fn settings(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+    reload: bool,
+    edit: SettingsEdit,
+) -> Reply {
+    let p: Value = match params {
+        None => Value::Null,
+        Some(_) => match decode(params) {
+            Ok(p) => p,
+            Err(e) => return Some(Err(e)),
+        },
+    };
+    host.settings_request(call.conn, call.id, reload, edit, p);
+    None
+}
+
+pub(super) fn settings_get(host: &mut Host, call: &Call<'_>, p: Option<&RawValue>) -> Reply {
+    settings(host, call, p, false, local::settings::get)
+}
+
+pub(super) fn settings_set(host: &mut Host, call: &Call<'_>, p: Option<&RawValue>) -> Reply {
+    settings(host, call, p, false, local::settings::set)
+}
+
+pub(super) fn settings_reload(host: &mut Host, call: &Call<'_>, p: Option<&RawValue>) -> Reply {
+    settings(host, call, p, true, local::settings::reloaded)
+}
+
+pub(super) fn set_disabled_skills(host: &mut Host, call: &Call<'_>, p: Option<&RawValue>) -> Reply {
+    settings(host, call, p, false, local::settings::set_disabled_skills)
+}
+
+pub(super) fn set_skill_disabled(host: &mut Host, call: &Call<'_>, p: Option<&RawValue>) -> Reply {
+    settings(host, call, p, false, local::settings::set_skill_disabled)
+}
+
+pub(super) fn login(host: &mut Host, _: &Call<'_>, params: Option<&RawValue>) -> Answer {
+    let p: Value = decode(params)?;
+    host.accounts_mut().login(&p)
+}
+
+pub(super) fn logout(host: &mut Host, _: &Call<'_>, params: Option<&RawValue>) -> Answer {
+    let p: Value = decode(params)?;
+    host.accounts_mut().logout(&p)
+}
+
+pub(super) fn current_auth(host: &mut Host, _: &Call<'_>, _: Option<&RawValue>) -> Answer {
+    Ok(host.accounts_mut().current())
+}
+
+pub(super) fn all_users(host: &mut Host, _: &Call<'_>, _: Option<&RawValue>) -> Answer {
+    Ok(host.accounts_mut().all())
 }
 
 pub(super) fn tools_list(_: &mut Host, _: &Call<'_>, _: Option<&RawValue>) -> Answer {

@@ -24,9 +24,10 @@ use crate::jsonrpc::{code, ErrorObject, OwnedId};
 use super::session_state::session_id;
 use super::surface::{decode, known, Answer};
 use super::{
-    account, discovery, event_log_wait, factories, github_auth, history, lifecycle, llm_inference,
-    mcp, methods as core, permissions, plugins, queue, remote_control, schedule, session_metadata,
-    session_state, session_store, skills, tasks, unsupported, user_shell, workspaces,
+    account, config_discovery, discovery, event_log_wait, factories, github_auth, history,
+    lifecycle, llm_inference, mcp, methods as core, permissions, plugins, queue, remote_control,
+    schedule, session_metadata, session_state, session_store, skills, tasks, unsupported,
+    user_shell, workspaces,
 };
 
 /// A method's answer, or `None` when it is answered later (`session.sendAndWait`, …).
@@ -316,15 +317,19 @@ fn table() -> Table {
         .state("session.permissions.setMode", session_state::permission_mode_set)
         .state("session.permissions.getMode", session_state::permission_mode_get)
         .state("session.options.update", session_state::options_update);
-    // `account`: no GitHub account, no user settings file.
-    t.later("account.getQuota", github_auth::get_quota);
-    t.constant("account.getCurrentAuth", "{}")
-        .constant("account.getAllUsers", "[]")
+    // `account`: accounts signed in to this server, the user's settings file.
+    t.later("account.getQuota", github_auth::get_quota)
+        .later("user.settings.get", account::settings_get)
+        .later("user.settings.set", account::settings_set)
+        .later("user.settings.reload", account::settings_reload)
+        .later("skills.config.setDisabledSkills", account::set_disabled_skills)
+        .later("skills.config.setSkillDisabled", account::set_skill_disabled);
+    t.raw("account.getCurrentAuth", account::current_auth)
+        .raw("account.getAllUsers", account::all_users)
+        .raw("account.login", account::login)
+        .raw("account.logout", account::logout)
         .session("session.gitHubAuth.getStatus", account::github_status)
         .session("session.gitHubAuth.setCredentials", account::github_credentials)
-        .constant("user.settings.get", r#"{"settings":{}}"#)
-        .constant("user.settings.reload", "null")
-        .raw("user.settings.set", account::settings_set)
         .raw("secrets.addFilterValues", account::secrets)
         .raw("tools.list", account::tools_list);
     // `llm_inference`: a client as the model's HTTP transport.
@@ -337,9 +342,12 @@ fn table() -> Table {
         .session("session.history.compact", history::compact)
         .session("session.history.summarizeForHandoff", history::summarize_for_handoff);
     // `discovery`: what this server has none of, and the cheap session queries.
-    t.constant("agents.discover", r#"{"agents":[]}"#)
-        .constant("instructions.discover", r#"{"sources":[]}"#)
-        .constant("hooks.discover", r#"{"hooks":[],"warnings":[],"errors":[]}"#)
+    t.later("agents.discover", config_discovery::discover_agents)
+        .later("instructions.discover", config_discovery::discover_instructions)
+        .raw("skills.getDiscoveryPaths", config_discovery::skill_paths)
+        .raw("agents.getDiscoveryPaths", config_discovery::agent_paths)
+        .raw("instructions.getDiscoveryPaths", config_discovery::instruction_paths);
+    t.constant("hooks.discover", r#"{"hooks":[],"warnings":[],"errors":[]}"#)
         .constant("models.getBuiltInCatalog", r#"{"models":[]}"#)
         .session_constant("session.skills.getInvoked", r#"{"skills":[]}"#)
         .session("session.extensions.list", factories::extensions_list)

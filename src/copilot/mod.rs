@@ -25,6 +25,7 @@
 //! `handlePendingToolCall` and friends — is the host's, reached through its calls.
 
 mod account;
+mod config_discovery;
 mod discovery;
 mod event_log_wait;
 mod factories;

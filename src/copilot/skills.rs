@@ -73,8 +73,9 @@ pub(super) fn discover(host: &mut Host, call: &Call<'_>, params: Option<&RawValu
         Ok(p) => p,
         Err(e) => return Some(Err(e)),
     };
-    let dirs = strings(&p, "skillDirectories");
-    host.discover_skills(dirs, call.conn, call.id, list_reply);
+    let mut dirs = strings(&p, "skillDirectories");
+    dirs.extend(super::config_discovery::discovered_skill_dirs(host, &p));
+    host.discover_skills_with_settings(dirs, call.conn, call.id, list_reply);
     None
 }
 

@@ -1,6 +1,6 @@
 //! Features of the hosted Copilot product that this server does not offer: trusted built-in
-//! plugin directories, remote sessions, MCP server OAuth, fleets and background tasks, account
-//! login and quotas, and in-process handler registration. Each answers
+//! plugin directories, remote sessions, MCP server OAuth, fleets and background tasks, sessions'
+//! own GitHub login, and in-process handler registration. Each answers
 //! `-32603 "Request <m> failed with message: <feature> is not available on this server"`
 //! rather than `-32601`: a client can tell "this server has no such feature" from "no such
 //! method", and the SDKs' `-32601` fallbacks (`connect` → `ping`, `sendAndWait` → `send`)
@@ -20,8 +20,6 @@ pub const UNSUPPORTED_METHODS: &[(&str, &str)] = &[
     ("session.tasks.startAgent", "background tasks"),
     ("session.tasks.register", "background tasks"),
     ("session.tasks.update", "background tasks"),
-    ("account.login", "GitHub account login"),
-    ("account.logout", "GitHub account login"),
     ("session.factory.runFromTool", "factory workflows"),
     ("session.factory.resumeFromTool", "factory workflows"),
     ("session.factory.listRuns", "factory workflows"),

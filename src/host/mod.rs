@@ -21,6 +21,7 @@ pub(crate) mod effects;
 pub(crate) mod extensions;
 mod github_identity;
 pub(crate) mod io;
+pub(crate) mod local;
 mod mcp;
 mod mcp_http;
 mod models_list;
@@ -199,6 +200,8 @@ pub struct Host {
     skill_discoveries: sessions::skills::Discoveries,
     /// Installed plugins, marketplaces and the plugins requests (`plugins.rs`).
     plugins: plugins::Plugins,
+    /// User settings and signed-in accounts (`local/`).
+    local: local::LocalState,
     /// Connections that provide the file storage of the sessions they attach to, with the
     /// state directory they asked for (where each session's state is kept too).
     file_providers: BTreeMap<ConnId, Option<String>>,
@@ -337,6 +340,7 @@ impl Host {
             github_identities: github_identity::GitHubIdentities::default(),
             skill_discoveries: sessions::skills::Discoveries::default(),
             plugins: plugins::Plugins::default(),
+            local: local::LocalState::default(),
             file_providers: BTreeMap::new(),
             state_mirrors: Default::default(),
             mcp_processes: BTreeMap::new(),

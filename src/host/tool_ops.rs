@@ -170,6 +170,10 @@ enum Stage {
     Extensions(Box<super::extensions::ExtensionScan>),
     /// A plugins request's file work in the data directory (`plugins.rs`), not a tool call.
     Plugins(super::plugins::PluginWait),
+    /// A read or write of the user settings (`local/`), not a tool call.
+    Local(super::local::LocalStep),
+    /// A walk or read of a configuration scan (`local/scan.rs`), not a tool call.
+    Scan(super::local::scan::ScanStep),
     /// A rewind's file work (`sessions/rewind.rs`), not a tool call.
     Rewind(super::sessions::rewind::RewindStep),
     /// A client tool's large result being saved (`requests/large_output.rs`): what the model
@@ -378,6 +382,40 @@ impl Host {
         self.push_effect(id, EffectOp::FileOp(request));
     }
 
+    /// A read or write of the user settings (always the runtime's own files); the answer
+    /// goes to [`Host::local_file_done`].
+    pub(super) fn local_file_op(&mut self, request: FileRequest, step: super::local::LocalStep) {
+        let id = self.next_effect_id();
+        self.runtime_tools.ops.insert(
+            id.get(),
+            ToolOp {
+                session: String::new(),
+                tool_call_id: String::new(),
+                stage: Stage::Local(step),
+            },
+        );
+        self.push_effect(id, EffectOp::FileOp(request));
+    }
+
+    /// A walk or read of a configuration scan (always the runtime's own files); the answer
+    /// goes to [`Host::scan_file_done`].
+    pub(super) fn scan_file_op(
+        &mut self,
+        request: FileRequest,
+        step: super::local::scan::ScanStep,
+    ) {
+        let id = self.next_effect_id();
+        self.runtime_tools.ops.insert(
+            id.get(),
+            ToolOp {
+                session: String::new(),
+                tool_call_id: String::new(),
+                stage: Stage::Scan(step),
+            },
+        );
+        self.push_effect(id, EffectOp::FileOp(request));
+    }
+
     /// Saves a client tool's large result at `path`; the call completes with `message` once
     /// it is saved, else with the result itself.
     pub(super) fn save_large_output(
@@ -505,6 +543,14 @@ impl Host {
         }
         if let Stage::Plugins(wait) = stage {
             self.plugin_file_done(wait, result);
+            return;
+        }
+        if let Stage::Local(step) = stage {
+            self.local_file_done(step, result);
+            return;
+        }
+        if let Stage::Scan(step) = stage {
+            self.scan_file_done(step, result);
             return;
         }
         if let Stage::Rewind(step) = stage {
@@ -643,6 +689,8 @@ impl Host {
                         Stage::Attachment { .. }
                             | Stage::Instructions(_)
                             | Stage::Plugins(_)
+                            | Stage::Local(_)
+                            | Stage::Scan(_)
                             | Stage::Rewind(_)
                     )
             })

@@ -11,6 +11,7 @@ mod copilot;
 mod factories;
 mod forward_drops;
 mod lifecycle;
+mod local_state;
 mod mcp_oauth;
 mod model;
 mod permissions;

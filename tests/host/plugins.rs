@@ -12,15 +12,19 @@ use crate::support::{create, response, send_request, Peer, World};
 
 /// Files by absolute path.
 #[derive(Clone, Default)]
-struct Disk(BTreeMap<String, String>);
+pub(crate) struct Disk(pub(crate) BTreeMap<String, String>);
 
 impl Disk {
-    fn put(&mut self, path: &str, text: &str) {
+    pub(crate) fn put(&mut self, path: &str, text: &str) {
         self.0.insert(path.to_owned(), text.to_owned());
     }
 
-    fn has(&self, path: &str) -> bool {
+    pub(crate) fn has(&self, path: &str) -> bool {
         self.0.contains_key(path)
+    }
+
+    pub(crate) fn text(&self, path: &str) -> Option<&str> {
+        self.0.get(path).map(String::as_str)
     }
 
     fn under(&self, dir: &str) -> Vec<(String, String)> {
@@ -61,7 +65,12 @@ impl Disk {
                 paths
                     .into_iter()
                     .filter_map(|rel| {
-                        let path = format!("{root}/{rel}");
+                        // An empty path is the root itself (a root that is a file).
+                        let path = if rel.is_empty() {
+                            root.clone()
+                        } else {
+                            format!("{root}/{rel}")
+                        };
                         self.0.get(&path).map(|t| (rel, t.clone()))
                     })
                     .collect(),
@@ -91,7 +100,7 @@ impl Disk {
 }
 
 /// Answers every file operation the host asks for from `disk` until it asks for none.
-fn serve_disk(w: &mut World, p: &mut Peer, disk: &mut Disk) {
+pub(crate) fn serve_disk(w: &mut World, p: &mut Peer, disk: &mut Disk) {
     loop {
         let mut asked = Vec::new();
         while let Some(o) = w.host.poll_output() {
@@ -116,7 +125,13 @@ fn serve_disk(w: &mut World, p: &mut Peer, disk: &mut Disk) {
 }
 
 /// Sends `method` and answers its file work from `disk`; returns the whole response.
-fn rpc(w: &mut World, p: &mut Peer, disk: &mut Disk, method: &str, params: Value) -> Value {
+pub(crate) fn rpc(
+    w: &mut World,
+    p: &mut Peer,
+    disk: &mut Disk,
+    method: &str,
+    params: Value,
+) -> Value {
     let id = send_request(w, p, method, params);
     serve_disk(w, p, disk);
     response(p, id)
@@ -124,7 +139,7 @@ fn rpc(w: &mut World, p: &mut Peer, disk: &mut Disk, method: &str, params: Value
         .unwrap_or_else(|| panic!("no response to {method}"))
 }
 
-fn ok(reply: Value) -> Value {
+pub(crate) fn ok(reply: Value) -> Value {
     assert!(reply.get("error").is_none(), "{reply}");
     reply["result"].clone()
 }

@@ -886,7 +886,7 @@ async fn provider_endpoint_is_the_sessions_byok_provider() {
 }
 
 #[tokio::test]
-async fn account_and_settings_for_a_server_without_a_github_account() {
+async fn account_and_settings_of_a_server_without_a_github_account_or_data_directory() {
     sdk_scenarios::bounded(async {
         let server = server();
         let client = connect(&server).await;
@@ -911,10 +911,33 @@ async fn account_and_settings_for_a_server_without_a_github_account() {
         .await
         .expect("getStatus");
         assert!(!status.is_authenticated);
+        // Without a data directory the settings are kept in memory: the known keys at their
+        // defaults, and what a client sets.
         let settings = within("user.settings.get", client.rpc().user().settings().get())
             .await
             .expect("user.settings.get");
-        assert!(settings.settings.is_empty());
+        let stream = &settings.settings["stream"];
+        assert_eq!(
+            (stream.value.clone(), stream.is_default),
+            (json!(true), true)
+        );
+        within(
+            "user.settings.set",
+            client.call(
+                "user.settings.set",
+                Some(json!({"settings": {"stream": false}})),
+            ),
+        )
+        .await
+        .expect("user.settings.set");
+        let settings = within("user.settings.get", client.rpc().user().settings().get())
+            .await
+            .expect("user.settings.get");
+        let stream = &settings.settings["stream"];
+        assert_eq!(
+            (stream.value.clone(), stream.is_default),
+            (json!(false), false)
+        );
         let reloaded = within(
             "user.settings.reload",
             client.call("user.settings.reload", Some(json!({}))),

@@ -438,9 +438,14 @@ impl Host {
                 done
             }
             SkillTarget::Discovery(key) => {
-                let Some((loading, waiter)) = self.skill_discoveries.running.remove(key) else {
+                let Some((mut loading, waiter)) = self.skill_discoveries.running.remove(key) else {
                     return;
                 };
+                // Outside a session a skill is on unless the user's settings disable it.
+                let disabled = self.disabled_skills_setting().unwrap_or_default();
+                for skill in &mut loading.found {
+                    skill.enabled = !disabled.contains(&skill.name);
+                }
                 (loading.found, vec![waiter])
             }
         };
