@@ -52,6 +52,9 @@ struct Run {
     total_bytes: u64,
     /// `ask_user` calls waiting for the user: the `ask_client` token and the tool call id.
     asks: Vec<(u64, String)>,
+    /// `exit_plan_mode` calls waiting for the user: the `ask_client` token and the tool call
+    /// id.
+    plan_exits: Vec<(u64, String)>,
     /// The prompt's `requestHeaders`, sent with each model call of the turn.
     request_headers: Vec<(String, String)>,
     /// The tool calls of the last response.
@@ -155,6 +158,7 @@ impl ModelAgent {
             "messageId": message_id,
             "interactionId": interaction_id,
         });
+        let plan_mode = attachments.agent_mode.as_deref() == Some("plan");
         attachments.annotate_user_message(&mut message);
         s.emit("user.message", message, false);
         let setup = match s.model_setup() {
@@ -179,6 +183,10 @@ impl ModelAgent {
         let mut tools = client_tools;
         let mut builtins = Vec::new();
         for spec in s.builtin_tools() {
+            // `exit_plan_mode` only for a prompt sent in plan mode.
+            if spec.name == super::model_tools::EXIT_PLAN_MODE && !plan_mode {
+                continue;
+            }
             // A client tool of the same name takes precedence.
             if !tools.iter().any(|t| t.name == spec.name) {
                 builtins.push(spec.name.clone());
@@ -194,6 +202,7 @@ impl ModelAgent {
             builtins,
             total_bytes: 0,
             asks: Vec::new(),
+            plan_exits: Vec::new(),
             request_headers: attachments.request_headers.clone(),
             calls: Vec::new(),
             pre_hooks: Vec::new(),
@@ -253,6 +262,12 @@ impl ModelAgent {
                 let output = hook_ended(s, &invocation, "agentStop", outcome);
                 return self.stop_hook_answered(s, &output);
             }
+        }
+        if let Some(i) = run.plan_exits.iter().position(|(t, _)| *t == token) {
+            let (_, tool_call_id) = run.plan_exits.remove(i);
+            finish_exit_plan_mode(s, &tool_call_id, outcome);
+            self.tool_done(s, &tool_call_id);
+            return;
         }
         if let Some(i) = run.asks.iter().position(|(t, _)| *t == token) {
             let (_, tool_call_id) = run.asks.remove(i);
@@ -726,6 +741,9 @@ fn dispatch_tool(s: &mut dyn SessionControl, run: &mut Run, call: &ToolCall) -> 
     if call.name == super::model_tools::ASK_USER && run.builtins.iter().any(|b| b == &call.name) {
         start_ask_user(s, run, call);
         false
+    } else if call.name == super::model_tools::EXIT_PLAN_MODE && run.builtins.contains(&call.name) {
+        start_exit_plan_mode(s, run, call);
+        false
     } else if run.tools.iter().any(|t| t.name == call.name) {
         start_tool(s, run, call);
         false
@@ -769,6 +787,97 @@ fn start_ask_user(s: &mut dyn SessionControl, run: &mut Run, call: &ToolCall) {
         allow_freeform,
     });
     run.asks.push((token, call.id.clone()));
+}
+
+/// `exit_plan_mode`: the plan goes to a client that answers exit-plan-mode requests
+/// (`exitPlanMode.request`); the tool completes when it answers ([`finish_exit_plan_mode`]).
+fn start_exit_plan_mode(s: &mut dyn SessionControl, run: &mut Run, call: &ToolCall) {
+    let arguments = call.parsed_arguments().unwrap_or_default();
+    s.emit(
+        "tool.execution_start",
+        json!({"toolCallId": call.id, "toolName": call.name, "arguments": arguments,
+               "turnId": run.turn.to_string()}),
+        false,
+    );
+    let text = |key: &str| {
+        arguments
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let offered = super::model_tools::EXIT_PLAN_ACTIONS;
+    let mut actions: Vec<String> = arguments
+        .get("actions")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .filter(|a| offered.contains(a))
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    if actions.is_empty() {
+        actions = offered.iter().map(|a| (*a).to_owned()).collect();
+    }
+    let recommended = Some(text("recommendedAction"))
+        .filter(|a| actions.contains(a))
+        .unwrap_or_else(|| actions[0].clone());
+    let token = s.ask_client(ClientRequest::ExitPlanMode {
+        summary: text("summary"),
+        plan: text("planContent"),
+        actions,
+        recommended,
+    });
+    run.plan_exits.push((token, call.id.clone()));
+}
+
+/// Completes an `exit_plan_mode` call with the user's decision as the runtime words it for
+/// the model.
+fn finish_exit_plan_mode(
+    s: &mut dyn SessionControl,
+    tool_call_id: &str,
+    outcome: Result<Value, String>,
+) {
+    let text = match outcome {
+        Ok(answer) => exit_plan_text(&answer),
+        Err(reason) => format!("The user did not answer the plan approval: {reason}"),
+    };
+    let data = json!({"toolCallId": tool_call_id, "success": true,
+                      "result": {"content": text, "detailedContent": text}});
+    s.emit("tool.execution_complete", data, false);
+}
+
+/// What the model is told of the user's answer to its plan (`{approved, selectedAction?,
+/// feedback?}`).
+fn exit_plan_text(answer: &Value) -> String {
+    let approved = answer.get("approved").and_then(Value::as_bool) == Some(true);
+    let feedback = answer
+        .get("feedback")
+        .and_then(Value::as_str)
+        .filter(|f| !f.trim().is_empty());
+    if !approved {
+        let mut text = "Plan not approved. You are still in plan mode: revise the plan, then \
+                        request approval again with exit_plan_mode."
+            .to_owned();
+        if let Some(feedback) = feedback {
+            text.push_str(&format!("\n\nUser feedback: {feedback}"));
+        }
+        return text;
+    }
+    match answer.get("selectedAction").and_then(Value::as_str) {
+        Some("exit_only") => "Plan approved! Exited plan mode.\n\nYou are now in interactive \
+                              mode. Do not start implementing the plan: wait for the user's \
+                              next message."
+            .to_owned(),
+        action => format!(
+            "Plan approved! Exited plan mode.\n\nYou are now in {} mode. Start implementing \
+             the plan now, in this same response. Approving the plan is your go-signal, so do \
+             not stop to ask whether to proceed or wait for another message.",
+            action.unwrap_or("interactive")
+        ),
+    }
 }
 
 /// Completes an `ask_user` call with the user's answer as the runtime words it for the

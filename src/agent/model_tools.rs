@@ -38,6 +38,36 @@ pub fn ask_user_spec() -> ToolSpec {
     }
 }
 
+/// The tool through which the model, in plan mode, asks the user to approve its plan and
+/// leave plan mode; offered for a prompt sent in plan mode while a client of the session
+/// answers exit-plan-mode requests (`requestExitPlanMode`), performed by the model agent.
+pub const EXIT_PLAN_MODE: &str = "exit_plan_mode";
+
+/// The actions the user may pick when approving a plan, as the runtime offers them.
+pub const EXIT_PLAN_ACTIONS: [&str; 3] = ["autopilot", "interactive", "exit_only"];
+
+/// The `exit_plan_mode` tool's definition.
+pub fn exit_plan_mode_spec() -> ToolSpec {
+    ToolSpec {
+        name: EXIT_PLAN_MODE.to_owned(),
+        description: "Present the plan to the user for approval and leave plan mode. Call it \
+                      once the plan is complete; the user picks how to go on (`actions`), and \
+                      the result says which mode the session is in now."
+            .to_owned(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "summary": string("A short summary of the plan."),
+                "actions": {"type": "array", "items": {"type": "string", "enum": EXIT_PLAN_ACTIONS},
+                            "description": "The ways to go on the user may pick from."},
+                "recommendedAction": {"type": "string", "enum": EXIT_PLAN_ACTIONS,
+                                      "description": "The action you recommend."}
+            },
+            "required": ["summary"]
+        }),
+    }
+}
+
 /// The tool through which the model loads one of the session's skills (offered while the
 /// session has enabled skills; performed by the host).
 pub const SKILL: &str = "skill";

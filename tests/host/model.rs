@@ -2776,3 +2776,88 @@ fn a_session_on_the_scripted_agent_has_no_provider_endpoint() {
         .unwrap()
         .contains("no provider endpoint"));
 }
+
+/// The tool names of a model request.
+fn offered_tools(request: &HttpRequest) -> Vec<String> {
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    body["tools"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `exit_plan_mode` is offered for a prompt sent in plan mode while a client answers
+/// exit-plan-mode requests; the plan goes to that client, and its decision reaches the model
+/// in the runtime's words.
+#[test]
+fn exit_plan_mode_asks_the_client_and_tells_the_model_what_it_decided() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "requestExitPlanMode": true}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Just answer"}),
+    );
+    let (call, request) = next_request(&mut w);
+    assert!(!offered_tools(&request).contains(&"exit_plan_mode".to_owned()));
+    answer(&mut w, call, &text_stream("c0", &["ok"]), &mut [&mut p]);
+
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Plan it", "agentMode": "plan"}),
+    );
+    let (call, request) = next_request(&mut w);
+    assert!(offered_tools(&request).contains(&"exit_plan_mode".to_owned()));
+    let args = json!({"summary": "The plan", "actions": ["autopilot", "interactive", "bogus"],
+                      "recommendedAction": "interactive"});
+    let stream = sse(&[
+        json!({"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "t0", "type": "function", "function": {"name": "exit_plan_mode", "arguments": args.to_string()}}]}}]}),
+        json!({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ]);
+    answer(&mut w, call, &stream, &mut [&mut p]);
+    let ask = p
+        .inbox
+        .iter()
+        .find(|m| m["method"] == "exitPlanMode.request")
+        .cloned()
+        .expect("exitPlanMode.request");
+    assert_eq!(ask["params"]["summary"], "The plan");
+    assert_eq!(
+        ask["params"]["actions"],
+        json!(["autopilot", "interactive"])
+    );
+    assert_eq!(ask["params"]["recommendedAction"], "interactive");
+    assert_eq!(
+        p.event("s", "exit_plan_mode.requested")["data"]["summary"],
+        "The plan"
+    );
+    let reply = json!({"jsonrpc": "2.0", "id": ask["id"],
+                       "result": {"approved": true, "selectedAction": "interactive", "feedback": "fine"}});
+    w.send_frame(&p, &reply);
+    w.pump(&mut [&mut p]);
+    assert_eq!(
+        p.event("s", "exit_plan_mode.completed")["data"]["approved"],
+        true
+    );
+    let (_, request2) = next_request(&mut w);
+    let msgs = messages(&request2);
+    assert_eq!(
+        msgs.last().unwrap()["content"],
+        "Plan approved! Exited plan mode.\n\nYou are now in interactive mode. Start implementing \
+         the plan now, in this same response. Approving the plan is your go-signal, so do not \
+         stop to ask whether to proceed or wait for another message."
+    );
+}

@@ -275,6 +275,18 @@ impl Host {
         {
             tools.push(crate::agent::model_tools::ask_user_spec());
         }
+        let plans = live
+            .session
+            .attached
+            .values()
+            .any(|a| a.request_exit_plan_mode);
+        if plans
+            && live
+                .model
+                .offers_builtin(crate::agent::model_tools::EXIT_PLAN_MODE)
+        {
+            tools.push(crate::agent::model_tools::exit_plan_mode_spec());
+        }
         let skills = self.enabled_skills(session);
         if !skills.is_empty() && live.model.offers_builtin(crate::agent::model_tools::SKILL) {
             let listed: Vec<(&str, &str)> = skills
