@@ -68,8 +68,8 @@ pub fn exit_plan_mode_spec() -> ToolSpec {
     }
 }
 
-/// The tool through which the model loads one of the session's skills (offered while the
-/// session has enabled skills; performed by the host).
+/// The tool through which the model loads one of the session's skills (offered whether or
+/// not the session has skills, as the runtime offers it; performed by the host).
 pub const SKILL: &str = "skill";
 
 /// The `skill` tool's definition, listing the skills (`(name, description)`) it may load.
@@ -80,6 +80,9 @@ pub fn skill_spec(skills: &[(&str, &str)]) -> ToolSpec {
     );
     for (name, what) in skills {
         description.push_str(&format!("\n- {name}: {what}"));
+    }
+    if skills.is_empty() {
+        description.push_str(" none yet.");
     }
     ToolSpec {
         name: SKILL.to_owned(),

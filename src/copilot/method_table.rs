@@ -349,7 +349,7 @@ fn table() -> Table {
         .raw("instructions.getDiscoveryPaths", config_discovery::instruction_paths);
     t.constant("hooks.discover", r#"{"hooks":[],"warnings":[],"errors":[]}"#)
         .constant("models.getBuiltInCatalog", r#"{"models":[]}"#)
-        .session_constant("session.skills.getInvoked", r#"{"skills":[]}"#)
+        .session("session.skills.getInvoked", skills::invoked)
         .session("session.extensions.list", factories::extensions_list)
         .session_constant("session.instructions.getSources", r#"{"sources":[]}"#)
         .session_constant("session.gitHubAuth.getCurrentAuthInfo", "null")

@@ -132,3 +132,36 @@ fn set_enabled(
     host.set_skill_enabled(&session, name, enabled);
     Ok(json!({}))
 }
+
+/// `session.skills.getInvoked`: the skills the model loaded in this session (its persisted
+/// `skill.invoked` events, oldest first), each with the number of the user turn it was
+/// loaded in (1 for the first prompt).
+pub(super) fn invoked(
+    host: &mut Host,
+    _: &Call<'_>,
+    session: &str,
+    _: &Value,
+) -> super::surface::Answer {
+    let events = host.session(session).map_or(&[][..], |s| s.events());
+    let mut turn = 0u64;
+    let mut skills = Vec::new();
+    for e in events {
+        match e.event_type.as_str() {
+            "user.message" => turn += 1,
+            "skill.invoked" => {
+                let Ok(v) = serde_json::from_slice::<Value>(&e.json) else {
+                    continue;
+                };
+                let d = &v["data"];
+                let mut skill = json!({"name": d["name"], "path": d["path"],
+                                       "content": d["content"], "invokedAtTurn": turn});
+                if let Some(tools) = d.get("allowedTools").filter(|t| t.is_array()) {
+                    skill["allowedTools"] = tools.clone();
+                }
+                skills.push(skill);
+            }
+            _ => {}
+        }
+    }
+    Ok(json!({ "skills": skills }))
+}

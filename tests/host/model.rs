@@ -2247,6 +2247,22 @@ fn the_model_loads_a_skill_with_the_skill_tool() {
         msgs[n - 1]["content"],
         "<skill-context name=\"pine\">\nBase directory for this skill: /sk/pine\n\n# Pine\n\nSay PINE.\n\n</skill-context>"
     );
+    // The session reports what it loaded, and in which user turn.
+    let reply = w.call(
+        &mut p,
+        &mut [],
+        "session.skills.getInvoked",
+        json!({"sessionId": "s"}),
+    );
+    let invoked = &reply["result"]["skills"];
+    assert_eq!(invoked.as_array().unwrap().len(), 1, "{reply}");
+    assert_eq!(invoked[0]["name"], "pine");
+    assert_eq!(invoked[0]["path"], "/sk/pine/SKILL.md");
+    assert_eq!(invoked[0]["invokedAtTurn"], 1);
+    assert!(invoked[0]["content"]
+        .as_str()
+        .unwrap()
+        .contains("Say PINE."));
 }
 
 /// `session.ui.ephemeralQuery {question}` asks the session's model the question after the
@@ -2860,4 +2876,27 @@ fn exit_plan_mode_asks_the_client_and_tells_the_model_what_it_decided() {
          the plan now, in this same response. Approving the plan is your go-signal, so do not \
          stop to ask whether to proceed or wait for another message."
     );
+}
+
+/// The `skill` tool is offered as the runtime offers it, with or without skills; an allow-list
+/// of built-ins (`builtin:NAME`) decides which built-ins are offered at all.
+#[test]
+fn the_skill_tool_is_offered_without_skills_and_allow_lists_pick_built_ins() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1",
+               "availableTools": ["builtin:skill", "builtin:task_complete"]}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hi"}),
+    );
+    let (_, request) = next_request(&mut w);
+    assert_eq!(offered_tools(&request), ["skill"]);
 }

@@ -288,7 +288,8 @@ impl Host {
             tools.push(crate::agent::model_tools::exit_plan_mode_spec());
         }
         let skills = self.enabled_skills(session);
-        if !skills.is_empty() && live.model.offers_builtin(crate::agent::model_tools::SKILL) {
+        // Offered whether or not the session has skills, as the runtime offers it.
+        if live.model.offers_builtin(crate::agent::model_tools::SKILL) {
             let listed: Vec<(&str, &str)> = skills
                 .iter()
                 .map(|s| (s.name.as_str(), s.description.as_str()))
