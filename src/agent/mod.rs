@@ -25,6 +25,7 @@ use crate::Timestamp;
 
 pub use builtin::{BuiltinCall, BuiltinOp, GrepQuery, PromptKind};
 pub use model::ModelAgent;
+pub(crate) use model_settings::vision_of;
 pub use model_settings::{ModelSettings, ModelSetup, SystemMessage, DEFAULT_SYSTEM_PROMPT};
 pub use scenario::{Rule, Scenario, ScenarioError, Step, StreamStep, BUILTIN_SCENARIO_JSON};
 pub use scripted::ScriptedAgent;

@@ -62,6 +62,16 @@ pub struct ModelSettings {
     /// `instructionDirectories`: directories whose `.github/instructions/*.instructions.md`
     /// files are the prompt's custom instructions.
     pub instruction_directories: Vec<String>,
+    /// `modelCapabilities.supports.vision` (create, resume, `session.model.switchTo`): with
+    /// `false` the model is sent no images; unset, images are sent.
+    pub vision: Option<bool>,
+}
+
+/// `modelCapabilities.supports.vision` of create / resume / switch params.
+pub(crate) fn vision_of(params: &Value) -> Option<bool> {
+    params
+        .pointer("/modelCapabilities/supports/vision")
+        .and_then(Value::as_bool)
 }
 
 impl ModelSettings {
@@ -112,6 +122,7 @@ impl ModelSettings {
                 .pointer("/sessionLimits/maxAiCredits")
                 .and_then(Value::as_u64),
             enable_citations: params.get("enableCitations") == Some(&Value::Bool(true)),
+            vision: vision_of(params),
             client_name: params
                 .get("clientName")
                 .and_then(Value::as_str)

@@ -333,6 +333,7 @@ pub(super) fn model_switch(host: &mut Host, session: &str, p: &Value) -> Answer 
         .session_mut(session)
         .and_then(|s| s.model.replace(model.clone()));
     host.select_model(session, &model);
+    host.set_model_vision(session, crate::agent::vision_of(p));
     host.emit(
         session,
         "session.model_change",

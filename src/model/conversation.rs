@@ -141,6 +141,9 @@ pub struct HistoryBuilder {
     skill_contexts: Vec<String>,
     /// A user message sent after every prompt (the session's limits status).
     after_prompt: Option<String>,
+    /// The model does not see images (`modelCapabilities.supports.vision: false`): viewed
+    /// images and a prompt's image attachments are left out.
+    no_images: bool,
     results: Vec<Option<String>>,
 }
 
@@ -152,6 +155,13 @@ impl HistoryBuilder {
             after_prompt: text,
             ..Default::default()
         }
+    }
+
+    /// Leaves images out of the conversation (a model without vision): a `view` of an image
+    /// keeps its text result, a prompt keeps its text.
+    pub fn without_images(mut self) -> Self {
+        self.no_images = true;
+        self
     }
 
     /// Takes one event into account.
@@ -178,9 +188,9 @@ impl HistoryBuilder {
                     .flatten()
                     .filter(|a| {
                         a.get("type").and_then(Value::as_str) == Some("blob")
-                            && a.get("mimeType")
-                                .and_then(Value::as_str)
-                                .is_some_and(|m| m.starts_with("image/") || is_document(m))
+                            && a.get("mimeType").and_then(Value::as_str).is_some_and(|m| {
+                                (m.starts_with("image/") && !self.no_images) || is_document(m)
+                            })
                             && a.get("data").is_some_and(Value::is_string)
                     })
                     .collect();
@@ -335,7 +345,7 @@ impl HistoryBuilder {
                 };
                 if self.results[slot].is_none() {
                     self.results[slot] = Some(result_text(&self.open_calls[slot], data));
-                    if let Some(image) = data.pointer("/result/image") {
+                    if let Some(image) = data.pointer("/result/image").filter(|_| !self.no_images) {
                         let text = |k: &str| string_field(image, k);
                         if self.images.len() <= slot {
                             self.images.resize(slot + 1, None);

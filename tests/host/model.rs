@@ -2900,3 +2900,97 @@ fn the_skill_tool_is_offered_without_skills_and_allow_lists_pick_built_ins() {
     let (_, request) = next_request(&mut w);
     assert_eq!(offered_tools(&request), ["skill"]);
 }
+
+/// `modelCapabilities.supports.vision: false` keeps images from the model: a viewed image is
+/// only its text result until a model switch turns vision on, and then the conversation
+/// shows it (and off again hides every image).
+#[test]
+fn a_model_without_vision_gets_no_images_until_a_switch_turns_vision_on() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "workingDirectory": "/w",
+               "modelCapabilities": {"supports": {"vision": false}}}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "look"}),
+    );
+    let (call, _) = next_request(&mut w);
+    let stream = sse(&[
+        json!({"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "v1", "type": "function", "function": {"name": "view", "arguments": "{\"path\":\"/w/pixel.png\"}"}}]}}]}),
+        json!({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ]);
+    answer(&mut w, call, &stream, &mut [&mut p]);
+    answer_permission(&mut w, &mut p, "approve-once");
+    let (op, _) = w.next_file_op();
+    w.host.handle_effect(
+        w.now,
+        op,
+        EffectEvent::FileDone(Ok(agentwire::host::FileReply::Bytes(vec![
+            0x89, b'P', b'N', b'G',
+        ]))),
+    );
+    let has_image = |request: &HttpRequest| {
+        messages(request).iter().any(|m| {
+            m["content"]
+                .as_array()
+                .is_some_and(|parts| parts.iter().any(|part| part["type"] == "image_url"))
+        })
+    };
+    let (call, request) = next_request(&mut w);
+    assert_eq!(
+        messages(&request)[3]["content"],
+        "Viewed image file successfully."
+    );
+    assert!(!has_image(&request));
+    answer(
+        &mut w,
+        call,
+        &text_stream("c1", &["cannot see it"]),
+        &mut [&mut p],
+    );
+
+    let switch = |w: &mut World, p: &mut Peer, vision: bool| {
+        w.call(
+            p,
+            &mut [],
+            "session.model.switchTo",
+            json!({"sessionId": "s", "modelId": "m1",
+                   "modelCapabilities": {"supports": {"vision": vision}}}),
+        )
+    };
+    switch(&mut w, &mut p, true);
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "again"}),
+    );
+    let (call, request) = next_request(&mut w);
+    assert!(
+        has_image(&request),
+        "the stored image is shown once vision is on"
+    );
+    answer(
+        &mut w,
+        call,
+        &text_stream("c2", &["a pixel"]),
+        &mut [&mut p],
+    );
+
+    switch(&mut w, &mut p, false);
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "and now"}),
+    );
+    let (_, request) = next_request(&mut w);
+    assert!(!has_image(&request));
+}

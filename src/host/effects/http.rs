@@ -136,6 +136,14 @@ impl Host {
 
     /// A client chose `session`'s model (`session.model.switchTo`): its next model calls use
     /// it (a model a client added with `session.provider.add` is called on its provider).
+    /// Sets whether the session's model sees images (`modelCapabilities.supports.vision` of
+    /// a model switch); `None` leaves it as it is.
+    pub(crate) fn set_model_vision(&mut self, session: &str, vision: Option<bool>) {
+        if let (Some(live), Some(vision)) = (self.sessions.get_mut(session), vision) {
+            live.model.vision = Some(vision);
+        }
+    }
+
     pub(crate) fn select_model(&mut self, session: &str, model: &str) {
         let busy = self.session_busy(session);
         let Some(live) = self.sessions.get_mut(session) else {
@@ -247,6 +255,9 @@ impl Host {
         compacted(&mut parsed);
         let mut builder =
             crate::model::HistoryBuilder::with_after_prompt(live.model.session_limits_status());
+        if live.model.vision == Some(false) {
+            builder = builder.without_images();
+        }
         for (kind, data) in &parsed {
             builder.push(kind, data);
         }
