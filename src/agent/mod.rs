@@ -279,6 +279,8 @@ pub enum ClientRequest {
     AutoModeSwitch {
         /// The error that prompted the switch, if any.
         error_code: Option<String>,
+        /// How long the rate limit asked to wait, in seconds, if it said.
+        retry_after_seconds: Option<u64>,
     },
     /// A bearer token for the session's BYOK provider (`providerToken.getToken` to the
     /// session's client, when the provider says `hasBearerTokenProvider`); the answer is
@@ -336,6 +338,21 @@ pub trait SessionControl {
     /// Whether a client of the session answers hooks ([`ClientRequest::Hook`]).
     fn has_hooks(&self) -> bool {
         false
+    }
+    /// Whether a client of the session answers auto-mode switches
+    /// ([`ClientRequest::AutoModeSwitch`]).
+    fn answers_auto_mode_switch(&self) -> bool {
+        false
+    }
+    /// Switches the session's next model calls to `model`: the session's model changes and
+    /// `session.model_change` (with `cause`) is emitted. The default implementation, for
+    /// controls without model settings, only emits the event.
+    fn switch_model(&mut self, model: &str, cause: &str) {
+        self.emit(
+            "session.model_change",
+            serde_json::json!({"newModel": model, "cause": cause}),
+            false,
+        );
     }
     /// Emits a session event and returns its id. `data` must be a JSON object.
     fn emit(&mut self, event_type: &str, data: Value, ephemeral: bool) -> String;

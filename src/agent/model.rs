@@ -68,6 +68,8 @@ struct Run {
     refused: bool,
     /// How many times in a row an `agentStop` hook kept the agent running.
     stop_blocks: u32,
+    /// A client was asked to switch to the `auto` model in this interaction.
+    auto_switch_asked: bool,
     step: Step,
 }
 
@@ -87,7 +89,13 @@ enum Step {
     /// The model stopped; the `agentStop` hook (its `ask_client` token and invocation id)
     /// decides whether the agent goes on.
     StopHook { token: u64, invocation: String },
+    /// The model is rate limiting the session; a client decides whether it switches to the
+    /// `auto` model (the [`SessionControl::ask_client`] token).
+    AutoSwitch(u64),
 }
+
+/// The model a rate-limited session may switch to (`autoModeSwitch.request`).
+const AUTO_MODEL: &str = "auto";
 
 struct Active {
     call: ModelCall,
@@ -209,6 +217,7 @@ impl ModelAgent {
             post_hooks: Vec::new(),
             refused: false,
             stop_blocks: 0,
+            auto_switch_asked: false,
             step: Step::Tools {
                 waiting: Vec::new(),
             },
@@ -224,6 +233,12 @@ impl ModelAgent {
             json!({"turnId": run.turn.to_string(), "interactionId": run.interaction_id}),
             false,
         );
+        self.start_call(s);
+    }
+
+    /// Starts the model call of the current turn (again, after an auto-mode switch).
+    fn start_call(&mut self, s: &mut dyn SessionControl) {
+        let Some(run) = self.run.as_mut() else { return };
         if run.setup.provider.has_bearer_token_provider {
             // Before each call the client supplies a fresh token; it is never stored.
             let provider_name = run.setup.provider.token_provider_name().to_owned();
@@ -274,6 +289,16 @@ impl ModelAgent {
             finish_ask_user(s, &tool_call_id, outcome);
             self.tool_done(s, &tool_call_id);
             return;
+        }
+        if matches!(run.step, Step::AutoSwitch(t) if t == token) {
+            let switch = outcome.as_ref().ok().and_then(|v| v.get("response"));
+            if matches!(switch.and_then(Value::as_str), Some("yes" | "yes_always")) {
+                s.switch_model(AUTO_MODEL, "rate_limit_auto_switch");
+                run.setup.model = Some(AUTO_MODEL.to_owned());
+                return self.start_call(s);
+            }
+            // Declined (or nobody answered): the rate limit, already reported, ends the turn.
+            return self.end_failed_turn(s);
         }
         if !matches!(run.step, Step::Token(t) if t == token) {
             return;
@@ -396,9 +421,32 @@ impl ModelAgent {
                     return self.answered(s, response);
                 }
                 CallOutput::Event(event) => stream_event(s, run, event),
-                CallOutput::Failed(error) => return self.fail(s, error),
+                CallOutput::Failed(error) => return self.call_failed(s, error),
             }
         }
+    }
+
+    /// The model call failed: a rate limit a client may lift by switching to the `auto`
+    /// model is reported (`eligibleForAutoSwitch`) and the client asked; any other failure
+    /// ends the turn.
+    fn call_failed(&mut self, s: &mut dyn SessionControl, error: ModelError) {
+        let Some(run) = self.run.as_mut() else { return };
+        let eligible = error.kind == ModelErrorKind::RateLimited
+            && !run.auto_switch_asked
+            && run.setup.model.as_deref() != Some(AUTO_MODEL)
+            && s.answers_auto_mode_switch();
+        if !eligible {
+            return self.fail(s, error);
+        }
+        let mut data = error_data(&error);
+        data["eligibleForAutoSwitch"] = json!(true);
+        s.emit("session.error", data, false);
+        run.auto_switch_asked = true;
+        let token = s.ask_client(ClientRequest::AutoModeSwitch {
+            error_code: error.code.clone(),
+            retry_after_seconds: error.retry_after_secs,
+        });
+        run.step = Step::AutoSwitch(token);
     }
 
     /// The model call ended with `response`: its events, then its tools or the end.
@@ -626,12 +674,16 @@ impl ModelAgent {
 
     /// The call failed: `session.error`, the turn ends, the session stays usable.
     fn fail(&mut self, s: &mut dyn SessionControl, error: ModelError) {
-        let Some(run) = self.run.take() else { return };
-        let mut data = json!({"errorType": error.error_type(), "message": error.message});
-        if let Some(status) = error.status {
-            data["statusCode"] = json!(status);
+        if self.run.is_none() {
+            return;
         }
-        s.emit("session.error", data, false);
+        s.emit("session.error", error_data(&error), false);
+        self.end_failed_turn(s);
+    }
+
+    /// Ends the running interaction after its failure was reported.
+    fn end_failed_turn(&mut self, s: &mut dyn SessionControl) {
+        let Some(run) = self.run.take() else { return };
         s.emit(
             "assistant.turn_end",
             json!({"turnId": run.turn.to_string()}),
@@ -653,9 +705,23 @@ impl ModelAgent {
     fn active(&mut self) -> Option<&mut Active> {
         match &mut self.run.as_mut()?.step {
             Step::Calling(active) => Some(active),
-            Step::Tools { .. } | Step::Token(_) | Step::StopHook { .. } => None,
+            Step::Tools { .. } | Step::Token(_) | Step::StopHook { .. } | Step::AutoSwitch(_) => {
+                None
+            }
         }
     }
+}
+
+/// `session.error`'s data for a failed model call.
+fn error_data(error: &ModelError) -> Value {
+    let mut data = json!({"errorType": error.error_type(), "message": error.message});
+    if let Some(status) = error.status {
+        data["statusCode"] = json!(status);
+    }
+    if let Some(code) = &error.code {
+        data["errorCode"] = json!(code);
+    }
+    data
 }
 
 /// A call of a tool that was not offered ends at once with the runtime's answer, which the

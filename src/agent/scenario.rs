@@ -534,6 +534,7 @@ fn parse_client_request(
         reject_unknown(obj, path, &["auto_mode_switch"])?;
         ClientRequest::AutoModeSwitch {
             error_code: opt_string(obj, path, "auto_mode_switch")?,
+            retry_after_seconds: None,
         }
     } else if obj.contains_key("hook") {
         reject_unknown(obj, path, &["hook", "input"])?;

@@ -147,6 +147,8 @@ enum Phase {
     ErrorBody {
         status: u16,
         body: Vec<u8>,
+        /// The `Retry-After` of the failure, in whole seconds.
+        retry_after_secs: Option<u64>,
     },
     /// Waiting to retry.
     Backoff {
@@ -292,6 +294,8 @@ impl ModelCall {
         self.phase = Phase::ErrorBody {
             status,
             body: Vec::new(),
+            retry_after_secs: retry_after(headers, now)
+                .map(|d| d.as_millis().div_ceil(1000) as u64),
         };
     }
 
@@ -389,9 +393,14 @@ impl ModelCall {
                     self.fail(now, e, false);
                 }
             }
-            Phase::ErrorBody { status, body } => {
+            Phase::ErrorBody {
+                status,
+                body,
+                retry_after_secs,
+            } => {
                 self.phase = Phase::Finished;
-                let e = faults::http_error(status, &body, &self.url, &self.model, self.attempt);
+                let mut e = faults::http_error(status, &body, &self.url, &self.model, self.attempt);
+                e.retry_after_secs = retry_after_secs;
                 self.fail(now, e, false);
             }
             Phase::Sending => {
@@ -444,9 +453,14 @@ impl ModelCall {
                 );
                 self.fail(now, e, false);
             }
-            Phase::ErrorBody { status, body } => {
+            Phase::ErrorBody {
+                status,
+                body,
+                retry_after_secs,
+            } => {
                 self.phase = Phase::Finished;
-                let e = faults::http_error(status, &body, &self.url, &self.model, self.attempt);
+                let mut e = faults::http_error(status, &body, &self.url, &self.model, self.attempt);
+                e.retry_after_secs = retry_after_secs;
                 self.fail(now, e, false);
             }
             other => self.phase = other,
@@ -558,9 +572,14 @@ impl ModelCall {
                 };
                 self.fail(now, e, true);
             }
-            Phase::ErrorBody { status, body } => {
+            Phase::ErrorBody {
+                status,
+                body,
+                retry_after_secs,
+            } => {
                 self.phase = Phase::Finished;
-                let e = faults::http_error(status, &body, &self.url, &self.model, self.attempt);
+                let mut e = faults::http_error(status, &body, &self.url, &self.model, self.attempt);
+                e.retry_after_secs = retry_after_secs;
                 self.fail(now, e, true);
             }
             Phase::Finished => self.phase = Phase::Finished,

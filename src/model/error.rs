@@ -64,6 +64,12 @@ pub struct ModelError {
     pub status: Option<u16>,
     /// The endpoint URL (without user info), when a request was involved.
     pub url: Option<String>,
+    /// The provider's own error code (`error.code`, else `error.type`, of the body), e.g.
+    /// `user_weekly_rate_limited`.
+    pub code: Option<String>,
+    /// How long the endpoint asked to wait (`Retry-After`) before the last failure, in whole
+    /// seconds (rounded up).
+    pub retry_after_secs: Option<u64>,
 }
 
 impl ModelError {
@@ -74,6 +80,8 @@ impl ModelError {
             message: message.into(),
             status: None,
             url: None,
+            code: None,
+            retry_after_secs: None,
         }
     }
 

@@ -2994,3 +2994,116 @@ fn a_model_without_vision_gets_no_images_until_a_switch_turns_vision_on() {
     let (_, request) = next_request(&mut w);
     assert!(!has_image(&request));
 }
+
+/// Answers exchange `call` with HTTP `status`, `headers` and a JSON error body.
+fn answer_error(
+    w: &mut World,
+    call: EffectId,
+    status: u16,
+    headers: &[(&str, &str)],
+    body: &Value,
+) {
+    w.host.handle_effect(
+        w.now,
+        call,
+        EffectEvent::HttpHead {
+            status,
+            headers: headers
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        },
+    );
+    w.host.handle_effect(
+        w.now,
+        call,
+        EffectEvent::HttpBody(body.to_string().into_bytes()),
+    );
+    w.host.handle_effect(w.now, call, EffectEvent::HttpEnd);
+}
+
+/// A rate-limited model call, with a client that answers auto-mode switches: the rate limit
+/// is reported as eligible for the switch, the client is asked (with the error code and the
+/// wait), and on "yes" the session switches to the `auto` model and the call is made again
+/// with it; on "no" the turn ends.
+#[test]
+fn a_rate_limited_session_switches_to_auto_when_the_client_agrees() {
+    let run = |answer: &str| {
+        let mut w = World::new(HostConfig::default().with_model_call(CallConfig {
+            max_retries: 0,
+            ..CallConfig::default()
+        }));
+        let mut p = w.connect();
+        create(
+            &mut w,
+            &mut p,
+            "s",
+            json!({"provider": provider(), "model": "m1", "requestAutoModeSwitch": true}),
+        );
+        w.call(
+            &mut p,
+            &mut [],
+            "session.send",
+            json!({"sessionId": "s", "prompt": "hi"}),
+        );
+        let (call, _) = next_request(&mut w);
+        let body = json!({"error": {"message": "Weekly limit.", "type": "user_weekly_rate_limited",
+                                    "code": "user_weekly_rate_limited"}});
+        answer_error(&mut w, call, 429, &[("retry-after", "1")], &body);
+        w.pump(&mut [&mut p]);
+        let error = p.event("s", "session.error");
+        assert_eq!(error["data"]["errorType"], "rate_limit");
+        assert_eq!(error["data"]["errorCode"], "user_weekly_rate_limited");
+        assert_eq!(error["data"]["eligibleForAutoSwitch"], true);
+        let ask = p
+            .inbox
+            .iter()
+            .find(|m| m["method"] == "autoModeSwitch.request")
+            .cloned()
+            .expect("autoModeSwitch.request");
+        assert_eq!(ask["params"]["errorCode"], "user_weekly_rate_limited");
+        assert_eq!(ask["params"]["retryAfterSeconds"], 1);
+        let reply = json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"response": answer}});
+        w.send_frame(&p, &reply);
+        w.pump(&mut [&mut p]);
+        (w, p)
+    };
+
+    let (mut w, mut p) = run("yes");
+    let change = p.event("s", "session.model_change");
+    assert_eq!(change["data"]["newModel"], "auto");
+    assert_eq!(change["data"]["previousModel"], "m1");
+    assert_eq!(change["data"]["cause"], "rate_limit_auto_switch");
+    let (call, request) = next_request(&mut w);
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["model"], "auto");
+    answer(
+        &mut w,
+        call,
+        &text_stream("c", &["recovered"]),
+        &mut [&mut p],
+    );
+    assert_eq!(
+        p.event("s", "assistant.message")["data"]["content"],
+        "recovered"
+    );
+    assert_eq!(
+        p.types("s")
+            .iter()
+            .filter(|t| *t == "assistant.turn_start")
+            .count(),
+        1
+    );
+
+    let (mut w, mut p) = run("no");
+    w.pump(&mut [&mut p]);
+    assert!(p.types("s").contains(&"session.idle".to_owned()));
+    assert!(!p.types("s").contains(&"session.model_change".to_owned()));
+    assert!(outputs(&mut w).iter().all(|o| !matches!(
+        o,
+        Output::Effect(Effect {
+            op: EffectOp::HttpRequest(_),
+            ..
+        })
+    )));
+}

@@ -154,10 +154,16 @@ impl Host {
                        "recommendedAction": recommended}),
                 Some("exit_plan_mode.requested"),
             ),
-            ClientRequest::AutoModeSwitch { error_code } => {
+            ClientRequest::AutoModeSwitch {
+                error_code,
+                retry_after_seconds,
+            } => {
                 let mut params = json!({});
                 if let Some(code) = error_code {
                     params["errorCode"] = json!(code);
+                }
+                if let Some(seconds) = retry_after_seconds {
+                    params["retryAfterSeconds"] = json!(seconds);
                 }
                 (
                     CallKind::AutoModeSwitch,

@@ -38,6 +38,28 @@ impl SessionControl for Control<'_> {
         self.host.has_hooks(self.session)
     }
 
+    fn answers_auto_mode_switch(&self) -> bool {
+        self.host.sessions.get(self.session).is_some_and(|l| {
+            l.session
+                .attached
+                .values()
+                .any(|a| a.request_auto_mode_switch)
+        })
+    }
+
+    fn switch_model(&mut self, model: &str, cause: &str) {
+        let previous = self
+            .host
+            .session_mut(self.session)
+            .and_then(|s| s.model.replace(model.to_owned()));
+        self.host.select_model(self.session, model);
+        self.emit(
+            "session.model_change",
+            serde_json::json!({"previousModel": previous, "newModel": model, "cause": cause}),
+            false,
+        );
+    }
+
     fn emit(&mut self, event_type: &str, data: Value, ephemeral: bool) -> String {
         self.emit_ref(event_type, &data, ephemeral)
     }

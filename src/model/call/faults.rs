@@ -66,7 +66,20 @@ pub(super) fn http_error(
             format!("The model endpoint {url} answered HTTP {status}{}{detail}.", reason_suffix(status)),
         ),
     };
-    ModelError::new(kind, message).with_status(status)
+    let mut error = ModelError::new(kind, message).with_status(status);
+    error.code = server_code(body);
+    error
+}
+
+/// The error code of a JSON error body (`error.code`, else `error.type`, when a string).
+fn server_code(body: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let error = v.get("error")?;
+    let code = error
+        .get("code")
+        .and_then(|c| c.as_str())
+        .or_else(|| error.get("type").and_then(|t| t.as_str()))?;
+    (!code.is_empty() && code.len() <= 100).then(|| code.to_owned())
 }
 
 fn plural(n: u32) -> &'static str {
