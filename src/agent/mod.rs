@@ -26,7 +26,9 @@ use crate::Timestamp;
 pub use builtin::{BuiltinCall, BuiltinOp, GrepQuery, PromptKind};
 pub use model::ModelAgent;
 pub(crate) use model_settings::vision_of;
-pub use model_settings::{ModelSettings, ModelSetup, SystemMessage, DEFAULT_SYSTEM_PROMPT};
+pub use model_settings::{
+    InfiniteSessions, ModelSettings, ModelSetup, SystemMessage, DEFAULT_SYSTEM_PROMPT,
+};
 pub use scenario::{Rule, Scenario, ScenarioError, Step, StreamStep, BUILTIN_SCENARIO_JSON};
 pub use scripted::ScriptedAgent;
 
@@ -338,6 +340,12 @@ pub trait SessionControl {
     /// Whether a client of the session answers hooks ([`ClientRequest::Hook`]).
     fn has_hooks(&self) -> bool {
         false
+    }
+    /// A model call is about to start with `conversation_tokens` of conversation (the
+    /// messages after the system prompt) in a window of `token_limit`: the host may start a
+    /// background compaction (infinite sessions). The default implementation does nothing.
+    fn context_filled(&mut self, conversation_tokens: u64, token_limit: u64) {
+        let _ = (conversation_tokens, token_limit);
     }
     /// Whether a client of the session answers auto-mode switches
     /// ([`ClientRequest::AutoModeSwitch`]).

@@ -333,7 +333,11 @@ impl ModelAgent {
         let info =
             super::context_usage::usage_info(limit, &messages, &run.tools, !self.usage_reported);
         self.usage_reported = true;
+        let conversation = info["conversationTokens"].as_u64().unwrap_or(0);
+        let window = info["tokenLimit"].as_u64().unwrap_or(0);
         s.emit("session.usage_info", info, true);
+        // A full enough context starts a background compaction (infinite sessions).
+        s.context_filled(conversation, window);
         let mut req = ChatRequest::new(run.setup.model.as_deref(), &messages, &run.tools);
         req.reasoning_effort = run.setup.reasoning_effort.as_deref();
         req.enable_citations = run.setup.enable_citations;

@@ -65,6 +65,51 @@ pub struct ModelSettings {
     /// `modelCapabilities.supports.vision` (create, resume, `session.model.switchTo`): with
     /// `false` the model is sent no images; unset, images are sent.
     pub vision: Option<bool>,
+    /// `infiniteSessions`: background compaction of the conversation.
+    pub infinite_sessions: InfiniteSessions,
+}
+
+/// The infinite-sessions settings of a session (`infiniteSessions` of create / resume).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct InfiniteSessions {
+    /// `enabled` (default true).
+    pub enabled: bool,
+    /// `backgroundCompactionThreshold` (default 0.8).
+    pub background_threshold: f64,
+}
+
+// The threshold comes from JSON, which has no NaN: equality is total.
+impl Eq for InfiniteSessions {}
+
+impl Default for InfiniteSessions {
+    fn default() -> Self {
+        InfiniteSessions {
+            enabled: true,
+            background_threshold: 0.8,
+        }
+    }
+}
+
+impl InfiniteSessions {
+    /// Reads `infiniteSessions` of create / resume params (absent: the defaults; a threshold
+    /// outside (0, 1] is ignored).
+    pub fn from_params(params: &Value) -> Self {
+        let mut out = InfiniteSessions::default();
+        let Some(config) = params.get("infiniteSessions") else {
+            return out;
+        };
+        if let Some(enabled) = config.get("enabled").and_then(Value::as_bool) {
+            out.enabled = enabled;
+        }
+        if let Some(t) = config
+            .get("backgroundCompactionThreshold")
+            .and_then(Value::as_f64)
+            .filter(|t| *t > 0.0 && *t <= 1.0)
+        {
+            out.background_threshold = t;
+        }
+        out
+    }
 }
 
 /// `modelCapabilities.supports.vision` of create / resume / switch params.
@@ -123,6 +168,7 @@ impl ModelSettings {
                 .and_then(Value::as_u64),
             enable_citations: params.get("enableCitations") == Some(&Value::Bool(true)),
             vision: vision_of(params),
+            infinite_sessions: InfiniteSessions::from_params(params),
             client_name: params
                 .get("clientName")
                 .and_then(Value::as_str)
@@ -314,6 +360,23 @@ pub struct ModelSetup {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn settings_default_to_on_at_80_percent_and_ignore_bad_thresholds() {
+        let d = InfiniteSessions::from_params(&json!({}));
+        assert_eq!(d, InfiniteSessions::default());
+        assert!(d.enabled);
+        let off = InfiniteSessions::from_params(&json!({"infiniteSessions": {"enabled": false}}));
+        assert!(!off.enabled);
+        let low = InfiniteSessions::from_params(
+            &json!({"infiniteSessions": {"backgroundCompactionThreshold": 0.005}}),
+        );
+        assert_eq!(low.background_threshold, 0.005);
+        let bad = InfiniteSessions::from_params(
+            &json!({"infiniteSessions": {"backgroundCompactionThreshold": 7}}),
+        );
+        assert_eq!(bad.background_threshold, 0.8);
+    }
 
     #[test]
     fn settings_from_create_params() {

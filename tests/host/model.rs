@@ -3107,3 +3107,148 @@ fn a_rate_limited_session_switches_to_auto_when_the_client_agrees() {
         })
     )));
 }
+
+/// Infinite sessions: a model call that starts with the conversation past the background
+/// threshold (and enough messages) starts a compaction beside it; once the summary is in,
+/// the model sees the user's messages and the summary instead of the messages before the
+/// compaction point, and what was answered meanwhile stays.
+#[test]
+fn a_full_context_is_compacted_in_the_background_by_the_model() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1",
+               "infiniteSessions": {"enabled": true, "backgroundCompactionThreshold": 0.001}}),
+    );
+    let long = "A dragon story. ".repeat(40);
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Tell a story."}),
+    );
+    let (call, _) = next_request(&mut w);
+    answer(&mut w, call, &text_stream("c1", &[&long]), &mut [&mut p]);
+    assert!(
+        !p.types("s")
+            .contains(&"session.compaction_start".to_owned()),
+        "too few messages"
+    );
+
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Continue."}),
+    );
+    // The compaction's call and the turn's, in either order.
+    let (first, first_request) = next_request(&mut w);
+    let (second, second_request) = next_request(&mut w);
+    let ((compaction, request), (main, _)) = if messages(&first_request).len() == 5 {
+        ((first, first_request), (second, second_request))
+    } else {
+        ((second, second_request), (first, first_request))
+    };
+    let asked = messages(&request);
+    assert_eq!(
+        asked.len(),
+        5,
+        "system, three messages, the compaction prompt"
+    );
+    assert!(asked[4]["content"]
+        .as_str()
+        .unwrap()
+        .starts_with("Please create a detailed summary of the conversation so far."));
+    let start = p.event("s", "session.compaction_start");
+    assert_eq!(start["data"]["trigger"], "threshold");
+    assert!(start["data"]["conversationTokens"].as_u64().unwrap() > 0);
+    answer(
+        &mut w,
+        main,
+        &text_stream("c2", &["The castle."]),
+        &mut [&mut p],
+    );
+    answer(
+        &mut w,
+        compaction,
+        &text_stream("c3", &["<overview>A story.</overview>"]),
+        &mut [&mut p],
+    );
+    let complete = p.event("s", "session.compaction_complete");
+    assert_eq!(complete["data"]["success"], true);
+    assert_eq!(
+        complete["data"]["summaryContent"],
+        "<overview>A story.</overview>"
+    );
+    assert_eq!(complete["data"]["checkpointNumber"], 1);
+
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "And then?"}),
+    );
+    let (_, request) = next_request(&mut w);
+    let msgs = messages(&request);
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "user"]);
+    assert_eq!(
+        msgs[1]["content"],
+        "Some of the conversation history has been summarized to free up context.\n\nYou were \
+         originally given instructions from a user over one or more turns. Here were the user \
+         messages:\n<user_message>\nTell a story.\n</user_message>\n<user_message>\nContinue.\n\
+         </user_message>\n\nHere is a summary of the prior context:\n<summary>\n<overview>A \
+         story.</overview>\n</summary>"
+    );
+    assert_eq!(msgs[2]["content"], "The castle.");
+    // Too few messages since the compaction point: no second compaction yet.
+    assert_eq!(
+        p.types("s")
+            .iter()
+            .filter(|t| *t == "session.compaction_start")
+            .count(),
+        1
+    );
+}
+
+/// `infiniteSessions.enabled: false`: no compaction however full the context.
+#[test]
+fn infinite_sessions_off_never_compacts() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1",
+               "infiniteSessions": {"enabled": false, "backgroundCompactionThreshold": 0.001}}),
+    );
+    for prompt in ["one", "two", "three"] {
+        w.call(
+            &mut p,
+            &mut [],
+            "session.send",
+            json!({"sessionId": "s", "prompt": prompt}),
+        );
+        let (call, _) = next_request(&mut w);
+        answer(
+            &mut w,
+            call,
+            &text_stream("c", &[&"x".repeat(800)]),
+            &mut [&mut p],
+        );
+    }
+    assert!(!p
+        .types("s")
+        .contains(&"session.compaction_start".to_owned()));
+    assert!(outputs(&mut w).iter().all(|o| !matches!(
+        o,
+        Output::Effect(Effect {
+            op: EffectOp::HttpRequest(_),
+            ..
+        })
+    )));
+}

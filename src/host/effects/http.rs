@@ -355,17 +355,44 @@ fn compacted(events: &mut Vec<(String, Value)>) {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    let mut kept: Vec<(String, Value)> = events[..at]
+    // A background compaction (`trigger: "threshold"`) covers the conversation up to its
+    // `session.compaction_start`; what came after it (the answer of the call that ran
+    // meanwhile) stays. Its summary stands for the earlier messages as the runtime words it.
+    let background = events[at].1.get("trigger").and_then(Value::as_str) == Some("threshold");
+    let point = if background {
+        events[..at]
+            .iter()
+            .rposition(|(t, _)| t == "session.compaction_start")
+            .unwrap_or(at)
+    } else {
+        at
+    };
+    let mut kept: Vec<(String, Value)> = events[..point]
         .iter()
         .filter(|(t, _)| t == "system.message")
         .cloned()
         .collect();
     if !summary.is_empty() {
+        let content = if background {
+            let prompts: Vec<String> = events[..point]
+                .iter()
+                .filter(|(t, _)| t == "user.message")
+                .filter_map(|(_, d)| d.get("content").and_then(Value::as_str))
+                .map(str::to_owned)
+                .collect();
+            crate::host::sessions::compaction::summary_message(&prompts, &summary)
+        } else {
+            summary
+        };
         kept.push((
             "user.message".to_owned(),
-            serde_json::json!({ "content": summary }),
+            serde_json::json!({ "content": content }),
         ));
     }
-    kept.extend(events.drain(at + 1..));
+    kept.extend(
+        events
+            .drain(point + 1..)
+            .filter(|(t, _)| t != "session.compaction_complete"),
+    );
     *events = kept;
 }

@@ -29,11 +29,14 @@ use crate::Timestamp;
 use crate::host::{ConnId, Host, TimerTarget};
 
 /// What a one-shot model call answers.
-enum SideCall {
+pub(crate) enum SideCall {
     /// An MCP sampling request (`{action, result}`).
     Sampling,
     /// An ephemeral query: its chunks and outcome are `ui.ephemeral_query` events.
     EphemeralQuery,
+    /// A compaction of the session's conversation (`sessions/compaction.rs`): its outcome is
+    /// `session.compaction_complete`; nobody waits for an answer.
+    Compaction(crate::host::sessions::compaction::CompactionJob),
 }
 
 /// An ephemeral query waiting for the server default's model to be chosen (as a prompt
@@ -48,14 +51,21 @@ pub(crate) struct WaitingQuery {
 /// One sampling execution (or ephemeral query) in flight.
 pub(crate) struct SamplingExec {
     session: String,
-    conn: ConnId,
-    id: OwnedId,
+    /// Who gets the answer (none for a compaction).
+    to: Option<(ConnId, OwnedId)>,
     call: ModelCall,
     kind: SideCall,
     model: String,
     /// The HTTP exchange of the current attempt.
     http: Option<u64>,
     timer: Option<(Timestamp, u64)>,
+}
+
+impl SamplingExec {
+    /// Whether this is a compaction of `session`.
+    pub(crate) fn compacts(&self, session: &str) -> bool {
+        self.session == session && matches!(self.kind, SideCall::Compaction(_))
+    }
 }
 
 /// The chat messages of an MCP `CreateMessageRequest`.
@@ -118,18 +128,17 @@ impl Host {
         let messages = chat_messages(request)?;
         let mut chat = ChatRequest::new(setup.model.as_deref(), &messages, &[]);
         chat.max_output_tokens = request.get("maxTokens").and_then(Value::as_u64);
-        let exec = self.side_call(session, conn, id, &setup, &chat, SideCall::Sampling)?;
+        let exec = self.side_call(session, Some((conn, id)), &setup, &chat, SideCall::Sampling)?;
         self.sampling_execs.insert(request_id.to_owned(), exec);
         self.pump_sampling(request_id);
         Ok(())
     }
 
-    /// The one-shot call of `chat` on `setup`'s provider for `conn`'s request `id`.
-    fn side_call(
+    /// The one-shot call of `chat` on `setup`'s provider for `to` (a connection's request).
+    pub(crate) fn side_call(
         &self,
         session: &str,
-        conn: ConnId,
-        id: &OwnedId,
+        to: Option<(ConnId, &OwnedId)>,
         setup: &crate::agent::ModelSetup,
         chat: &ChatRequest<'_>,
         kind: SideCall,
@@ -149,8 +158,7 @@ impl Host {
         );
         Ok(SamplingExec {
             session: session.to_owned(),
-            conn,
-            id: id.clone(),
+            to: to.map(|(conn, id)| (conn, id.clone())),
             call,
             kind,
             model,
@@ -196,7 +204,13 @@ impl Host {
         messages.push(ChatMessage::User(question.to_owned()));
         let mut chat = ChatRequest::new(setup.model.as_deref(), &messages, &[]);
         chat.reasoning_effort = setup.reasoning_effort.as_deref();
-        let exec = self.side_call(session, conn, id, &setup, &chat, SideCall::EphemeralQuery)?;
+        let exec = self.side_call(
+            session,
+            Some((conn, id)),
+            &setup,
+            &chat,
+            SideCall::EphemeralQuery,
+        )?;
         let query = self.ids.next_uuid();
         self.emit(
             session,
@@ -275,14 +289,19 @@ impl Host {
         if let Some(key) = exec.timer {
             self.timers.remove(&key);
         }
+        if let SideCall::Compaction(job) = exec.kind {
+            return self.compaction_done(&exec.session, job, result);
+        }
         let result = result.map_err(|reason| {
             crate::jsonrpc::ErrorObject::new(crate::jsonrpc::code::INTERNAL_ERROR, reason)
         });
-        self.respond(exec.conn, &exec.id, result);
+        if let Some((conn, id)) = exec.to {
+            self.respond(conn, &id, result);
+        }
     }
 
     /// Acts on what the call produced; answers the caller once it ended.
-    fn pump_sampling(&mut self, request_id: &str) {
+    pub(crate) fn pump_sampling(&mut self, request_id: &str) {
         let mut ended = None;
         let mut sends = Vec::new();
         let mut cancels = Vec::new();
@@ -290,9 +309,19 @@ impl Host {
         let mut session = None;
         if let Some(exec) = self.sampling_execs.get_mut(request_id) {
             let query = matches!(exec.kind, SideCall::EphemeralQuery);
+            let compaction = matches!(exec.kind, SideCall::Compaction(_));
             session = Some(exec.session.clone());
             while let Some(out) = exec.call.poll() {
                 match out {
+                    CallOutput::Event(ModelEvent::Done(response)) if compaction => {
+                        let usage = response.usage.unwrap_or_default();
+                        ended = Some(Ok(json!({"summary": response.text,
+                                               "inputTokens": usage.input_tokens,
+                                               "outputTokens": usage.output_tokens,
+                                               "cacheReadTokens": usage.cache_read_tokens,
+                                               "model": response.model.unwrap_or_else(|| exec.model.clone())})));
+                    }
+                    CallOutput::Failed(e) if compaction => ended = Some(Err(e.to_string())),
                     CallOutput::Send(request) => sends.push(request),
                     CallOutput::Cancel => cancels.extend(exec.http.take()),
                     CallOutput::Event(ModelEvent::TextDelta(text)) if query => chunks.push(text),

@@ -38,6 +38,11 @@ impl SessionControl for Control<'_> {
         self.host.has_hooks(self.session)
     }
 
+    fn context_filled(&mut self, conversation_tokens: u64, token_limit: u64) {
+        self.host
+            .consider_compaction(self.session, conversation_tokens, token_limit);
+    }
+
     fn answers_auto_mode_switch(&self) -> bool {
         self.host.sessions.get(self.session).is_some_and(|l| {
             l.session

@@ -5,6 +5,7 @@
 pub(in crate::host) mod acp_agents;
 pub(in crate::host) mod acp_terminals;
 pub(in crate::host) mod audience;
+pub(in crate::host) mod compaction;
 pub(in crate::host) mod drive;
 pub(in crate::host) mod emit;
 pub(in crate::host) mod instructions;
