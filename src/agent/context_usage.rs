@@ -7,7 +7,7 @@
 
 use serde_json::{json, Value};
 
-use crate::model::{ChatMessage, ToolSpec, UserPart};
+use crate::model::{ChatMessage, ToolSpec};
 
 /// The window assumed when the provider states none (the runtime's default).
 pub(super) const DEFAULT_TOKEN_LIMIT: u64 = 128_000;
@@ -36,27 +36,7 @@ fn json_len(value: &Value) -> usize {
 }
 
 fn message_bytes(message: &ChatMessage) -> usize {
-    match message {
-        ChatMessage::System(text) | ChatMessage::User(text) => text.len(),
-        ChatMessage::UserParts(parts) => parts
-            .iter()
-            .map(|p| match p {
-                UserPart::Text(text) => text.len(),
-                UserPart::Image { data, .. } | UserPart::Document { data, .. } => data.len(),
-            })
-            .sum(),
-        ChatMessage::Assistant {
-            content,
-            tool_calls,
-        } => {
-            content.as_ref().map_or(0, String::len)
-                + tool_calls
-                    .iter()
-                    .map(|c| c.name.len() + c.arguments.len())
-                    .sum::<usize>()
-        }
-        ChatMessage::Tool { content, .. } => content.len(),
-    }
+    message.text_len()
 }
 
 /// The `session.usage_info` payload for a call that sends `messages` and offers `tools` to

@@ -57,6 +57,34 @@ pub enum ChatMessage {
     },
 }
 
+impl ChatMessage {
+    /// The bytes of text (and of attached data, base64) the message carries: what token
+    /// estimates count (a token per four bytes).
+    pub fn text_len(&self) -> usize {
+        match self {
+            ChatMessage::System(text) | ChatMessage::User(text) => text.len(),
+            ChatMessage::UserParts(parts) => parts
+                .iter()
+                .map(|p| match p {
+                    UserPart::Text(text) => text.len(),
+                    UserPart::Image { data, .. } | UserPart::Document { data, .. } => data.len(),
+                })
+                .sum(),
+            ChatMessage::Assistant {
+                content,
+                tool_calls,
+            } => {
+                content.as_ref().map_or(0, String::len)
+                    + tool_calls
+                        .iter()
+                        .map(|c| c.name.len() + c.arguments.len())
+                        .sum::<usize>()
+            }
+            ChatMessage::Tool { content, .. } => content.len(),
+        }
+    }
+}
+
 /// One part of a [`ChatMessage::UserParts`] message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UserPart {

@@ -3184,6 +3184,10 @@ fn a_full_context_is_compacted_in_the_background_by_the_model() {
         "<overview>A story.</overview>"
     );
     assert_eq!(complete["data"]["checkpointNumber"], 1);
+    // The stream reported no usage: the call's tokens are estimated.
+    let used = &complete["data"]["compactionTokensUsed"];
+    assert!(used["inputTokens"].as_u64().unwrap() > 0, "{used}");
+    assert!(used["outputTokens"].as_u64().unwrap() > 0, "{used}");
 
     w.call(
         &mut p,

@@ -69,6 +69,9 @@ pub(crate) struct CompactionJob {
     messages: usize,
     /// The context window the threshold was measured against.
     token_limit: u64,
+    /// Estimated tokens of the compaction request (reported when the provider reports no
+    /// usage).
+    input_estimate: u64,
 }
 
 /// Estimated tokens of `bytes` bytes of text (as `session.usage_info` counts them).
@@ -126,12 +129,14 @@ impl Host {
         }
         let summarized = messages.len() - 1;
         messages.push(ChatMessage::User(COMPACTION_PROMPT.to_owned()));
+        let input_estimate = tokens(messages.iter().map(ChatMessage::text_len).sum());
         let mut chat = ChatRequest::new(setup.model.as_deref(), &messages, &[]);
         chat.reasoning_effort = setup.reasoning_effort.as_deref();
         let job = CompactionJob {
             pre_tokens: conversation_tokens,
             messages: summarized,
             token_limit,
+            input_estimate,
         };
         let kind = super::super::mcp::sampling::SideCall::Compaction(job);
         let Ok(exec) = self.side_call(session, None, &setup, &chat, kind) else {
@@ -207,6 +212,10 @@ impl Host {
                 } else {
                     let post = tokens(summary.len());
                     let number = self.successful_compactions(session) + 1;
+                    // The provider's usage, else estimates (as `session.usage_info` counts).
+                    let reported = |key: &str| out[key].as_u64().filter(|n| *n > 0);
+                    let input = reported("inputTokens").unwrap_or(job.input_estimate);
+                    let output = reported("outputTokens").unwrap_or(post);
                     json!({
                         "success": true,
                         "trigger": "threshold",
@@ -219,8 +228,8 @@ impl Host {
                         "summaryContent": summary,
                         "checkpointNumber": number,
                         "compactionTokensUsed": {
-                            "inputTokens": out["inputTokens"],
-                            "outputTokens": out["outputTokens"],
+                            "inputTokens": input,
+                            "outputTokens": output,
                             "cacheReadTokens": out["cacheReadTokens"],
                             "model": out["model"],
                         },
