@@ -163,6 +163,10 @@ pub(crate) const ID: DialectId = DialectId(1);
 pub(crate) struct Acp;
 
 impl DialectHandler for Acp {
+    fn slow_reader_advice(&self) -> &'static str {
+        "reconnect and call session/load to catch up"
+    }
+
     fn new_conn_state(&self) -> Box<dyn Any + Send> {
         Box::<ConnState>::default()
     }

@@ -79,6 +79,10 @@ pub(crate) struct ConnState {
 pub(crate) struct Ahp;
 
 impl DialectHandler for Ahp {
+    fn slow_reader_advice(&self) -> &'static str {
+        "reconnect and send `reconnect` with the last serverSeq you saw to catch up"
+    }
+
     fn new_conn_state(&self) -> Box<dyn Any + Send> {
         Box::<ConnState>::default()
     }

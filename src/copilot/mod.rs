@@ -131,6 +131,10 @@ impl ConnState {
 }
 
 impl DialectHandler for Copilot {
+    fn slow_reader_advice(&self) -> &'static str {
+        "reconnect, resume the session and call session.getMessages to catch up"
+    }
+
     fn new_conn_state(&self) -> Box<dyn std::any::Any + Send> {
         Box::new(ConnState::default())
     }

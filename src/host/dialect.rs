@@ -245,6 +245,12 @@ pub(crate) trait DialectHandler: Sync {
         None
     }
 
+    /// How a client of this dialect catches up after the host closed its connection for
+    /// reading too slowly (the end of the closing message, after the reason).
+    fn slow_reader_advice(&self) -> &'static str {
+        "reconnect and load the session again to catch up"
+    }
+
     /// The error a client of this dialect gets when a request it made through a bridge
     /// (`method`, when known) fails with `message`.
     fn request_failed(&self, _method: Option<&str>, message: &str) -> ErrorObject {

@@ -4,7 +4,7 @@
 
 use agentwire::agent::Scenario;
 use agentwire::frame::{FrameDecoder, FrameLimits, Framing};
-use agentwire::host::{Dialect, HostConfig};
+use agentwire::host::{ConnectionOutput, Dialect, HostConfig, Output};
 use serde_json::{json, Value};
 
 use crate::support::{create, Peer, World};
@@ -1778,4 +1778,50 @@ fn an_ahp_client_answers_prompts_only_while_it_sees_the_chat() {
         last, "permission.requested",
         "the turn waits for the AHP client"
     );
+}
+
+/// A slow AHP reader is closed with advice in its own protocol: `reconnect` with the last
+/// `serverSeq` it saw (not the Copilot SDK's `session.getMessages`).
+#[test]
+fn a_slow_ahp_reader_is_told_to_reconnect_with_its_last_server_seq() {
+    let mut w = World::new(HostConfig::default().with_outbox_budget_bytes(2_000));
+    let mut slow = ahp_peer(&mut w);
+    let mut fast = ahp_peer(&mut w);
+    initialize(&mut w, &mut fast, "fast", json!(["ahp-root://"]));
+    w.call(
+        &mut fast,
+        &mut [],
+        "createSession",
+        json!({"channel": "ahp-session:/z"}),
+    );
+    initialize(&mut w, &mut slow, "slow", json!(["ahp-chat:/z"]));
+    w.call(
+        &mut fast,
+        &mut [],
+        "subscribe",
+        json!({"channel": "ahp-chat:/z"}),
+    );
+    w.stalled.insert(slow.conn);
+    let mut reason = None;
+    for i in 0..6 {
+        dispatch(
+            &mut w,
+            &mut fast,
+            &mut [],
+            "ahp-chat:/z",
+            i + 1,
+            turn_started(&format!("t{i}"), &"x".repeat(400)),
+        );
+        while let Some(o) = w.host.poll_output() {
+            if let Output::Connection(ConnectionOutput::Close { conn, reason: r }) = o {
+                if conn == slow.conn {
+                    reason = Some(r);
+                }
+            }
+        }
+    }
+    let reason = reason.expect("the stalled AHP client is closed");
+    assert!(reason.contains("not reading fast enough"), "{reason}");
+    assert!(reason.contains("`reconnect`"), "{reason}");
+    assert!(!reason.contains("session.getMessages"), "{reason}");
 }

@@ -130,10 +130,13 @@ impl Host {
     /// Closes a connection whose outbox cannot take a durable frame: it is told why first.
     pub(crate) fn fail_slow_consumer(&mut self, conn: ConnId) {
         let budget = self.config.outbox_budget_bytes;
+        let advice = self.conns.get(&conn).map_or("reconnect to catch up", |c| {
+            self.dialects[c.dialect.index()].slow_reader_advice()
+        });
         self.fail_connection(
             conn,
             -32000,
-            format!("connection closed: the client is not reading fast enough (outbox budget of {budget} bytes exceeded); reconnect, resume the session and call session.getMessages to catch up"),
+            format!("connection closed: the client is not reading fast enough (outbox budget of {budget} bytes exceeded); {advice}"),
         );
     }
 
