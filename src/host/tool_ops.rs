@@ -348,16 +348,7 @@ impl Host {
         scan: super::extensions::ExtensionScan,
         request: FileRequest,
     ) {
-        let id = self.next_effect_id();
-        self.runtime_tools.ops.insert(
-            id.get(),
-            ToolOp {
-                session: String::new(),
-                tool_call_id: String::new(),
-                stage: Stage::Extensions(Box::new(scan)),
-            },
-        );
-        self.push_effect(id, EffectOp::FileOp(request));
+        self.runtime_file_op(request, Stage::Extensions(Box::new(scan)));
     }
 
     /// File work of a plugins request (always the runtime's, never a session's file
@@ -367,34 +358,13 @@ impl Host {
         request: FileRequest,
         wait: super::plugins::PluginWait,
     ) {
-        let id = self.next_effect_id();
-        let op = id.get();
-        let stage = Stage::Plugins(wait);
-        let (session, tool_call_id) = (String::new(), String::new());
-        self.runtime_tools.ops.insert(
-            op,
-            ToolOp {
-                session,
-                tool_call_id,
-                stage,
-            },
-        );
-        self.push_effect(id, EffectOp::FileOp(request));
+        self.runtime_file_op(request, Stage::Plugins(wait));
     }
 
     /// A read or write of the user settings (always the runtime's own files); the answer
     /// goes to [`Host::local_file_done`].
     pub(super) fn local_file_op(&mut self, request: FileRequest, step: super::local::LocalStep) {
-        let id = self.next_effect_id();
-        self.runtime_tools.ops.insert(
-            id.get(),
-            ToolOp {
-                session: String::new(),
-                tool_call_id: String::new(),
-                stage: Stage::Local(step),
-            },
-        );
-        self.push_effect(id, EffectOp::FileOp(request));
+        self.runtime_file_op(request, Stage::Local(step));
     }
 
     /// A walk or read of a configuration scan (always the runtime's own files); the answer
@@ -404,13 +374,19 @@ impl Host {
         request: FileRequest,
         step: super::local::scan::ScanStep,
     ) {
+        self.runtime_file_op(request, Stage::Scan(step));
+    }
+
+    /// A file operation of no session, on the runtime's own file system, answered to
+    /// `stage`.
+    fn runtime_file_op(&mut self, request: FileRequest, stage: Stage) {
         let id = self.next_effect_id();
         self.runtime_tools.ops.insert(
             id.get(),
             ToolOp {
                 session: String::new(),
                 tool_call_id: String::new(),
-                stage: Stage::Scan(step),
+                stage,
             },
         );
         self.push_effect(id, EffectOp::FileOp(request));

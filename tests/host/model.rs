@@ -1804,6 +1804,32 @@ fn request_headers_of_a_prompt_go_with_its_model_calls() {
     assert_eq!(request.header("x-test"), None);
 }
 
+/// The model answers the pending call with a `view` of `/w/pixel.png`; it is approved and the
+/// file read (a PNG's first bytes).
+fn view_pixel_image(w: &mut World, p: &mut Peer) {
+    let (call, _) = next_request(w);
+    let stream = sse(&[
+        json!({"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "v1", "type": "function", "function": {"name": "view", "arguments": "{\"path\":\"/w/pixel.png\"}"}}]}}]}),
+        json!({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ]);
+    answer(w, call, &stream, &mut [&mut *p]);
+    answer_permission(w, p, "approve-once");
+    let (op, request) = w.next_file_op();
+    assert_eq!(
+        request,
+        agentwire::host::FileRequest::Read {
+            path: "/w/pixel.png".into()
+        }
+    );
+    w.host.handle_effect(
+        w.now,
+        op,
+        EffectEvent::FileDone(Ok(agentwire::host::FileReply::Bytes(vec![
+            0x89, b'P', b'N', b'G',
+        ]))),
+    );
+}
+
 /// `view` of an image: the model is told it was viewed and gets the image after the call's
 /// results, as a user message naming its path.
 #[test]
@@ -1822,27 +1848,7 @@ fn viewing_an_image_shows_it_to_the_model() {
         "session.send",
         json!({"sessionId": "s", "prompt": "look"}),
     );
-    let (call, _) = next_request(&mut w);
-    let stream = sse(&[
-        json!({"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "v1", "type": "function", "function": {"name": "view", "arguments": "{\"path\":\"/w/pixel.png\"}"}}]}}]}),
-        json!({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
-    ]);
-    answer(&mut w, call, &stream, &mut [&mut p]);
-    answer_permission(&mut w, &mut p, "approve-once");
-    let (op, request) = w.next_file_op();
-    assert_eq!(
-        request,
-        agentwire::host::FileRequest::Read {
-            path: "/w/pixel.png".into()
-        }
-    );
-    w.host.handle_effect(
-        w.now,
-        op,
-        EffectEvent::FileDone(Ok(agentwire::host::FileReply::Bytes(vec![
-            0x89, b'P', b'N', b'G',
-        ]))),
-    );
+    view_pixel_image(&mut w, &mut p);
     let (_, request) = next_request(&mut w);
     let msgs = messages(&request);
     assert_eq!(msgs[3]["content"], "Viewed image file successfully.");
@@ -2921,21 +2927,7 @@ fn a_model_without_vision_gets_no_images_until_a_switch_turns_vision_on() {
         "session.send",
         json!({"sessionId": "s", "prompt": "look"}),
     );
-    let (call, _) = next_request(&mut w);
-    let stream = sse(&[
-        json!({"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "v1", "type": "function", "function": {"name": "view", "arguments": "{\"path\":\"/w/pixel.png\"}"}}]}}]}),
-        json!({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
-    ]);
-    answer(&mut w, call, &stream, &mut [&mut p]);
-    answer_permission(&mut w, &mut p, "approve-once");
-    let (op, _) = w.next_file_op();
-    w.host.handle_effect(
-        w.now,
-        op,
-        EffectEvent::FileDone(Ok(agentwire::host::FileReply::Bytes(vec![
-            0x89, b'P', b'N', b'G',
-        ]))),
-    );
+    view_pixel_image(&mut w, &mut p);
     let has_image = |request: &HttpRequest| {
         messages(request).iter().any(|m| {
             m["content"]
