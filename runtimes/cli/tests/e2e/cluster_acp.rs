@@ -544,9 +544,10 @@ async fn an_acp_prompt_in_flight_when_the_link_broke_ends_with_its_turn() {
         let dir = tempfile::tempdir().expect("temp dir");
         // The turn outlasts the receiver's repair deadline (REPAIR_HEARTBEATS heartbeats): the
         // group breaks while the prompt is in flight whether the sender's "not kept" answer
-        // comes at once or the deadline ends the repair.
+        // comes at once or the deadline ends the repair (with room for a loaded machine's
+        // late timers).
         let repair = agentwire_cluster::link_messages::HEARTBEAT
-            * (agentwire_cluster::link_messages::REPAIR_HEARTBEATS + 2);
+            * (agentwire_cluster::link_messages::REPAIR_HEARTBEATS + 4);
         let sleep_ms = u64::try_from(repair.as_millis()).expect("milliseconds");
         let scenario = cluster_node::slow_scenario_taking(dir.path(), sleep_ms);
         let a = cluster_node::node_with_args(&url, "a", &["--scenario", &scenario]).await;
