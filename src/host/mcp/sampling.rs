@@ -36,7 +36,21 @@ pub(crate) enum SideCall {
     EphemeralQuery,
     /// A compaction of the session's conversation (`sessions/compaction.rs`): its outcome is
     /// `session.compaction_complete`; nobody waits for an answer.
-    Compaction(crate::host::sessions::compaction::CompactionJob),
+    Compaction(CompactionJob),
+}
+
+/// A compaction in flight (`sessions/compaction.rs`): what `session.compaction_complete` reports of the conversation it
+/// replaces.
+pub(crate) struct CompactionJob {
+    /// Estimated tokens of the conversation summarized.
+    pub(crate) pre_tokens: u64,
+    /// Conversation messages summarized.
+    pub(crate) messages: usize,
+    /// The context window the threshold was measured against.
+    pub(crate) token_limit: u64,
+    /// Estimated tokens of the compaction request (reported when the provider reports no
+    /// usage).
+    pub(crate) input_estimate: u64,
 }
 
 /// An ephemeral query waiting for the server default's model to be chosen (as a prompt

@@ -20,6 +20,7 @@
 
 use serde_json::{json, Value};
 
+use crate::host::mcp::sampling::CompactionJob;
 use crate::host::Host;
 use crate::model::{ChatMessage, ChatRequest};
 
@@ -59,20 +60,6 @@ What remains to be done next, if anything.
 </next_steps>
 
 <checkpoint_title>A short title for this point of the conversation</checkpoint_title>";
-
-/// A compaction in flight: what `session.compaction_complete` reports of the conversation it
-/// replaces.
-pub(crate) struct CompactionJob {
-    /// Estimated tokens of the conversation summarized.
-    pre_tokens: u64,
-    /// Conversation messages summarized.
-    messages: usize,
-    /// The context window the threshold was measured against.
-    token_limit: u64,
-    /// Estimated tokens of the compaction request (reported when the provider reports no
-    /// usage).
-    input_estimate: u64,
-}
 
 /// Estimated tokens of `bytes` bytes of text (as `session.usage_info` counts them).
 fn tokens(bytes: usize) -> u64 {
