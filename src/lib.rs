@@ -155,6 +155,7 @@ pub mod model;
 pub mod relay;
 pub mod serve;
 mod session;
+pub mod telemetry;
 mod time;
 pub mod tool_server;
 

@@ -18,7 +18,7 @@
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use crate::host::{AppRequest, ConnId, Host};
+use crate::host::{AppRequest, ConnId, GitHubMcpToolConfig, Host};
 use crate::jsonrpc::{code, ErrorObject};
 use crate::mcp::McpServerConfig;
 
@@ -148,6 +148,46 @@ pub(super) fn session_configs(
     Ok(all)
 }
 
+/// What the session finds besides its own servers (`pluginDirectories`, the built-in GitHub
+/// MCP server with `enableConfigDiscovery` or `githubMcpToolConfig`), loaded lazily, and the
+/// servers it disables (`disabledMcpServers`), listed as `disabled` (`mcp/discovered.rs`).
+pub(super) fn apply_discovery(
+    host: &mut Host,
+    conn: ConnId,
+    session: &str,
+    params: Option<&RawValue>,
+) {
+    let Ok(raw) = decode::<Value>(params) else {
+        return;
+    };
+    let strings = |key: &str| -> Vec<String> {
+        raw.get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect()
+    };
+    let disabled = strings("disabledMcpServers");
+    let plugin_dirs = strings("pluginDirectories");
+    let github = GitHubMcpToolConfig::of(raw.get("githubMcpToolConfig")).or_else(|| {
+        (raw.get("enableConfigDiscovery") == Some(&Value::Bool(true)))
+            .then(GitHubMcpToolConfig::default)
+    });
+    host.set_discovered_mcp(session, conn, &plugin_dirs, github, disabled.clone());
+    if let Some(Value::Object(own)) = raw.get("mcpServers") {
+        for name in disabled.iter().filter(|d| own.contains_key(d.as_str())) {
+            let one = json!({ name.clone(): own[name.as_str()].clone() });
+            let transport = crate::mcp::copilot_servers(&one, &[])
+                .ok()
+                .and_then(|mut c| c.pop())
+                .map_or("stdio", |c| c.transport_name());
+            host.note_disabled_mcp(session, name, transport);
+        }
+    }
+}
+
 /// SEP-1865: an app may call only the server whose `ui://` view it is, so `originServerName`
 /// is required and must equal `serverName`.
 fn same_origin(method: &str, p: &Value, server: &str) -> Result<(), ErrorObject> {
@@ -221,6 +261,8 @@ pub(super) fn oauth_login(host: &mut Host, call: &Call<'_>, session: &str, p: &V
 }
 
 pub(super) fn list(host: &mut Host, _: &Call<'_>, session: &str, _: &Value) -> Answer {
+    // Asking about the servers loads what the session finds, as the runtime does.
+    host.want_discovered_mcp(session);
     Ok(json!({"servers": host.mcp_servers_json(session)}))
 }
 
@@ -415,10 +457,11 @@ pub(super) fn set_env_value_mode(
     Ok(json!({ "mode": mode }))
 }
 
-/// `session.mcp.removeGitHub`: `{removed:false}`: agentwire starts no built-in GitHub MCP
-/// server, so there is none to remove (a session's own server named `github` is its own).
-pub(super) fn remove_github(_: &mut Host, _: &Call<'_>, _: &str, _: &Value) -> Answer {
-    Ok(json!({"removed": false}))
+/// `session.mcp.removeGitHub`: forgets the session's built-in GitHub MCP server (stopped if
+/// it runs); `removed: false` when it has none (a session's own server of that name is its
+/// own).
+pub(super) fn remove_github(host: &mut Host, _: &Call<'_>, session: &str, _: &Value) -> Answer {
+    Ok(json!({"removed": host.remove_github_mcp(session)}))
 }
 
 pub(super) fn cancel_sampling(host: &mut Host, _: &Call<'_>, session: &str, p: &Value) -> Answer {

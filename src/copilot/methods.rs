@@ -321,6 +321,7 @@ pub(super) fn create(
         session: session_id.clone(),
     });
     super::mcp::apply_env_value_mode(host, &session_id, params);
+    super::mcp::apply_discovery(host, conn, &session_id, params);
     apply_local_options(host, conn, &session_id, params);
     if !mcp.is_empty() {
         host.after_response(AfterResponse::StartMcp {
@@ -442,6 +443,7 @@ pub(super) fn resume(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>
         host.interrupt_orphaned_work(&session_id);
     }
     super::mcp::apply_env_value_mode(host, &session_id, params);
+    super::mcp::apply_discovery(host, conn, &session_id, params);
     apply_local_options(host, conn, &session_id, params);
     if !mcp.is_empty() {
         host.after_response(AfterResponse::StartMcp {

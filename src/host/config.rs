@@ -114,6 +114,13 @@ pub struct HostConfig {
     /// working directory, then [`ExtensionsConfig::user_dirs`]) as Node processes that join
     /// it over their stdio. `None` (the default): no extension is started.
     pub extensions: Option<ExtensionsConfig>,
+    /// OpenTelemetry spans of every session's agent invocations, appended to a file as
+    /// JSON lines (the runtime's `COPILOT_OTEL_*` variables; see [`crate::telemetry`]). The
+    /// host writes them only through file effects ([`FileRequest::Append`]). `None` (the
+    /// default): nothing is exported.
+    ///
+    /// [`FileRequest::Append`]: crate::host::FileRequest::Append
+    pub telemetry: Option<crate::telemetry::TelemetryConfig>,
 }
 
 /// How the host starts extensions ([`HostConfig::extensions`]).
@@ -185,6 +192,13 @@ impl HostConfig {
     /// Sets [`HostConfig::extensions`].
     pub fn with_extensions(mut self, extensions: Option<ExtensionsConfig>) -> Self {
         self.extensions = extensions;
+        self
+    }
+
+    /// Sets [`HostConfig::telemetry`].
+    #[must_use]
+    pub fn with_telemetry(mut self, telemetry: Option<crate::telemetry::TelemetryConfig>) -> Self {
+        self.telemetry = telemetry;
         self
     }
 
@@ -342,6 +356,7 @@ impl Default for HostConfig {
             lookup_unknown_sessions: false,
             foreground_ui: false,
             extensions: None,
+            telemetry: None,
             data_dir: None,
         }
     }

@@ -64,6 +64,7 @@ pub(crate) use effects::shell::ShellStream;
 pub use effects::{Effect, EffectEvent, EffectId, EffectOp, ProcessSpec};
 pub use github_identity::GitHubIdentity;
 pub use io::outbox::{Outbox, OutboxOverflow};
+pub(crate) use mcp::discovered::GitHubMcpToolConfig;
 pub use requests::canvas::CANVAS_TOOLS;
 pub use requests::client_calls::CLIENT_CALL_TIMEOUT;
 pub use tool_ops::{image_media_type, FileReply, FileRequest};
@@ -202,6 +203,9 @@ pub struct Host {
     plugins: plugins::Plugins,
     /// User settings and signed-in accounts (`local/`).
     local: local::LocalState,
+    /// Sessions' spans, when they are exported ([`HostConfig::telemetry`],
+    /// `sessions/telemetry.rs`).
+    spans: Option<crate::telemetry::SpanTracker>,
     /// Connections that provide the file storage of the sessions they attach to, with the
     /// state directory they asked for (where each session's state is kept too).
     file_providers: BTreeMap<ConnId, Option<String>>,
@@ -308,6 +312,10 @@ impl Host {
         config: HostConfig,
         dialects: &'static [&'static dyn DialectHandler],
     ) -> Self {
+        let spans = config
+            .telemetry
+            .as_ref()
+            .map(|t| crate::telemetry::SpanTracker::new(config.seed, t.capture_content));
         Host {
             ids: IdGenerator::for_node(config.seed, config.node_id.as_deref()),
             lookups: BTreeSet::new(),
@@ -341,6 +349,7 @@ impl Host {
             skill_discoveries: sessions::skills::Discoveries::default(),
             plugins: plugins::Plugins::default(),
             local: local::LocalState::default(),
+            spans,
             file_providers: BTreeMap::new(),
             state_mirrors: Default::default(),
             mcp_processes: BTreeMap::new(),

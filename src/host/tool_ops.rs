@@ -44,6 +44,15 @@ pub enum FileRequest {
         /// Fail if the file already exists.
         create_new: bool,
     },
+    /// Append text to a file, creating it (and missing parent directories) if needed
+    /// ([`FileReply::Written`]). The text is written with one call, so appends of whole
+    /// lines from different effects never interleave within a line.
+    Append {
+        /// The file.
+        path: String,
+        /// The text to add at its end.
+        content: String,
+    },
     /// The files below `root` ([`FileReply::Entries`]: `/`-separated paths relative to
     /// `root`, `.git` directories skipped, at most `limit`). A `root` that is a file gives
     /// one empty path.
@@ -170,6 +179,10 @@ enum Stage {
     Extensions(Box<super::extensions::ExtensionScan>),
     /// A plugins request's file work in the data directory (`plugins.rs`), not a tool call.
     Plugins(super::plugins::PluginWait),
+    /// A span appended to the telemetry file (`sessions/telemetry.rs`), not a tool call.
+    Telemetry,
+    /// A read of a plugin directory's MCP servers (`mcp/discovered.rs`), not a tool call.
+    PluginMcp(super::mcp::discovered::PluginMcpRead),
     /// A read or write of the user settings (`local/`), not a tool call.
     Local(super::local::LocalStep),
     /// A walk or read of a configuration scan (`local/scan.rs`), not a tool call.
@@ -377,6 +390,20 @@ impl Host {
         self.runtime_file_op(request, Stage::Scan(step));
     }
 
+    /// Reads a plugin directory's MCP servers.
+    pub(super) fn plugin_mcp_file_op(
+        &mut self,
+        request: FileRequest,
+        read: super::mcp::discovered::PluginMcpRead,
+    ) {
+        self.runtime_file_op(request, Stage::PluginMcp(read));
+    }
+
+    /// Appends finished spans to the telemetry file.
+    pub(super) fn telemetry_file_op(&mut self, request: FileRequest) {
+        self.runtime_file_op(request, Stage::Telemetry);
+    }
+
     /// A file operation of no session, on the runtime's own file system, answered to
     /// `stage`.
     fn runtime_file_op(&mut self, request: FileRequest, stage: Stage) {
@@ -519,6 +546,15 @@ impl Host {
         }
         if let Stage::Plugins(wait) = stage {
             self.plugin_file_done(wait, result);
+            return;
+        }
+        if let Stage::PluginMcp(read) = stage {
+            self.plugin_mcp_read_done(read, result);
+            return;
+        }
+        if let Stage::Telemetry = stage {
+            // A span that could not be written is lost; the session goes on (an exporter
+            // never fails the work it observes).
             return;
         }
         if let Stage::Local(step) = stage {

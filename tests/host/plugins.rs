@@ -90,6 +90,10 @@ impl Disk {
                 self.remove(&path);
                 Ok(FileReply::Written)
             }
+            FileRequest::Append { path, content } => {
+                self.0.entry(path).or_default().push_str(&content);
+                Ok(FileReply::Written)
+            }
         }
     }
 

@@ -600,3 +600,74 @@ async fn the_client_name_is_in_the_model_calls_user_agent() {
     })
     .await;
 }
+
+/// The spans in the telemetry file at `path` once its root span is there.
+async fn exported_spans(path: &std::path::Path) -> Vec<serde_json::Value> {
+    for _ in 0..200 {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let spans: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("each line is one JSON span"))
+            .collect();
+        if spans.iter().any(|s| s["name"] == "invoke_agent") {
+            return spans;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("no invoke_agent span in {}", path.display());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_with_a_client_tool_is_exported_as_one_trace() {
+    use agentwire_tokio::agentwire::telemetry::TelemetryConfig;
+    sdk_scenarios::bounded(async {
+        let dir = std::env::temp_dir().join(format!("agentwire-otel-{}", new_session_id()));
+        let path = dir.join("spans.jsonl");
+        let fake = FakeModel::start(FakeMode::ToolCall);
+        let telemetry = TelemetryConfig::new(path.to_string_lossy())
+            .with_source_name("interop-scope")
+            .with_capture_content(true);
+        let server = Server::new(HostConfig::default().with_telemetry(Some(telemetry)));
+        let client = connect(&server).await;
+        let id = new_session_id();
+        let mut b = byok_session(&client, &fake, &id, false).await;
+        let turn = send(&mut b, WEATHER_PROMPT).await;
+        assert_eq!(last_message(&turn), WEATHER_ANSWER);
+        let spans = exported_spans(&path).await;
+        let _ = std::fs::remove_dir_all(&dir);
+        let op = |s: &serde_json::Value| s["attributes"]["gen_ai.operation.name"].clone();
+        let root = spans.iter().find(|s| op(s) == "invoke_agent").unwrap();
+        assert_eq!(root["parentSpanId"], "");
+        assert_eq!(root["attributes"]["gen_ai.conversation.id"], id.to_string());
+        let chats: Vec<_> = spans.iter().filter(|s| op(s) == "chat").collect();
+        assert_eq!(chats.len(), 2, "one chat span per model call: {spans:#?}");
+        assert!(chats[0]["attributes"]["gen_ai.input.messages"]
+            .as_str()
+            .unwrap()
+            .contains(WEATHER_PROMPT));
+        assert!(chats[1]["attributes"]["gen_ai.output.messages"]
+            .as_str()
+            .unwrap()
+            .contains(WEATHER_ANSWER));
+        let tool = spans.iter().find(|s| op(s) == "execute_tool").unwrap();
+        assert_eq!(tool["attributes"]["gen_ai.tool.name"], "get_weather");
+        assert_eq!(tool["attributes"]["gen_ai.tool.call.id"], "call_1");
+        assert_eq!(
+            tool["attributes"]["gen_ai.tool.call.arguments"],
+            r#"{"city":"Paris"}"#
+        );
+        assert_eq!(
+            tool["attributes"]["gen_ai.tool.call.result"],
+            sdk_scenarios::TOOL_REPLY
+        );
+        for span in &spans {
+            assert_eq!(span["traceId"], root["traceId"]);
+            assert_eq!(span["instrumentationScope"]["name"], "interop-scope");
+            assert_ne!(span["status"]["code"], 2, "{span}");
+            if span != root {
+                assert_eq!(span["parentSpanId"], root["spanId"]);
+            }
+        }
+    })
+    .await
+}

@@ -7,6 +7,7 @@ mod fd_limit;
 mod model_args;
 mod serve;
 mod store_args;
+mod telemetry_env;
 mod tui;
 
 use std::path::PathBuf;
@@ -381,6 +382,11 @@ fn setup(cli: &Cli) -> Result<(Mode, HostConfig, Option<std::net::TcpListener>),
     config.mcp_apps_enabled = cli.mcp_apps
         || std::env::var("COPILOT_MCP_APPS").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
     config.extensions = extensions_config();
+    config.telemetry =
+        telemetry_env::from_env(|name| std::env::var(name).ok()).unwrap_or_else(|warning| {
+            tracing::warn!("{warning}");
+            None
+        });
     cli.model.apply(&mut config)?;
     Ok((mode, config, tools))
 }

@@ -15,6 +15,7 @@
 //! servers: the process group is killed ([`EffectOp::ProcessKill`]).
 
 pub(in crate::host) mod apps;
+pub(in crate::host) mod discovered;
 pub(in crate::host) mod oauth;
 pub(in crate::host) mod requests;
 pub(in crate::host) mod sampling;
@@ -100,6 +101,9 @@ pub(crate) struct McpServers {
     /// Stdio servers' `env` values name the runtime's own variables (the `indirect` env
     /// value mode) rather than being the values (`direct`, the default).
     indirect_env: bool,
+    /// Servers the session finds (plugin directories, the built-in GitHub server), loaded
+    /// lazily (`discovered.rs`).
+    pub(crate) discovery: discovered::Discovery,
 }
 
 /// Why a connection may not configure stdio MCP servers.
@@ -578,6 +582,16 @@ impl Host {
                 }
                 entry
             })
+            .chain(self.sessions.get(session).into_iter().flat_map(|live| {
+                live.mcp.discovery.unstarted.iter().map(|u| {
+                    let mut entry = json!({"name": u.name, "status": u.status,
+                                           "source": u.source, "transport": u.transport});
+                    if let Some(error) = &u.error {
+                        entry["error"] = json!(error);
+                    }
+                    entry
+                })
+            }))
             .collect()
     }
 

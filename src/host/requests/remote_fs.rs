@@ -157,8 +157,11 @@ impl Host {
                 },
                 FsPrimitive::Stat { path: root },
             ),
-            FileRequest::CopyDir { .. } | FileRequest::Remove { .. } => {
-                let message = "a session's file provider does not copy or remove directory trees";
+            FileRequest::CopyDir { .. }
+            | FileRequest::Remove { .. }
+            | FileRequest::Append { .. } => {
+                let message = "a session's file provider does not append to files, or copy or \
+                               remove directory trees";
                 return self.file_result(op, Err(message.to_owned()));
             }
             FileRequest::ReadMany { root, paths, .. } => {

@@ -62,6 +62,9 @@ impl Host {
         for handler in self.dialects {
             handler.event_emitted(self, session_id, &event, data);
         }
+        if agent_id.is_none() {
+            self.trace_event(session_id, event_type, data);
+        }
         if event_type == "session.idle" {
             // Queued slash commands run between turns.
             self.offer_queued_command(session_id);

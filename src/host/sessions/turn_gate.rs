@@ -58,6 +58,7 @@ impl Host {
             && matches!(input, AgentInput::Prompt { .. })
             && (self.needs_default_choice(session)
                 || self.mcp_starting(session)
+                || self.discovered_mcp_pending(session)
                 || needs_rendering(input)
                 || self.has_hooks(session)
                 || !live.model.transform_requests().is_empty()
@@ -116,7 +117,7 @@ impl Host {
                         }
                     }
                 }
-                if self.mcp_starting(session) {
+                if self.want_discovered_mcp(session) || self.mcp_starting(session) {
                     break;
                 }
                 let front = self.sessions.get(session).and_then(|l| l.held.front());

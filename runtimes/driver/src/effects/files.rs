@@ -39,6 +39,7 @@ fn run(request: &FileRequest) -> Result<FileReply, String> {
             content,
             create_new,
         } => write(Path::new(path), content, *create_new),
+        FileRequest::Append { path, content } => append(Path::new(path), content),
         FileRequest::Walk { root, limit } => {
             let root = Path::new(root);
             let meta = fs::metadata(root).map_err(|e| describe(root, &e))?;
@@ -188,6 +189,21 @@ fn write(path: &Path, content: &str, create_new: bool) -> Result<FileReply, Stri
         options.create(true).truncate(true);
     }
     let mut file = options.open(path).map_err(|e| describe(path, &e))?;
+    file.write_all(content.as_bytes())
+        .map_err(|e| describe(path, &e))?;
+    Ok(FileReply::Written)
+}
+
+/// Appends `content` to `path` with one write (creating the file and its parents).
+fn append(path: &Path, content: &str) -> Result<FileReply, String> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent).map_err(|e| describe(parent, &e))?;
+    }
+    let mut file = fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| describe(path, &e))?;
     file.write_all(content.as_bytes())
         .map_err(|e| describe(path, &e))?;
     Ok(FileReply::Written)

@@ -77,6 +77,7 @@ impl SimModel {
             _ if fail => Err("simulated: permission denied".to_owned()),
             FileRequest::Read { .. } => Ok(FileReply::Text("alpha\nbeta TODO\n".to_owned())),
             FileRequest::Write { .. }
+            | FileRequest::Append { .. }
             | FileRequest::CopyDir { .. }
             | FileRequest::Remove { .. } => Ok(FileReply::Written),
             FileRequest::Walk { .. } => Ok(FileReply::Entries(vec![
