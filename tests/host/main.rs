@@ -12,6 +12,7 @@ mod factories;
 mod forward_drops;
 mod lifecycle;
 mod local_state;
+mod mcp_discovery;
 mod mcp_oauth;
 mod model;
 mod permissions;
