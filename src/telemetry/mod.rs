@@ -2,6 +2,8 @@
 //! (`COPILOT_OTEL_ENABLED`, `COPILOT_OTEL_FILE_EXPORTER_PATH`, …): every prompt a session
 //! serves becomes one trace, projected from the session's own events.
 //!
+//! Events of sub-agents make no spans (the host feeds only the session's own).
+//!
 //! * `invoke_agent` (the root span): from the `user.message` that starts an agent invocation
 //!   to the `session.idle` that ends it (`gen_ai.conversation.id` is the session id);
 //! * `chat`: one per model call (`assistant.turn_start` … `assistant.turn_end`), a child of
