@@ -13,6 +13,7 @@ mod model_settings;
 pub mod model_tools;
 mod scenario;
 mod scripted;
+pub mod sql_tool;
 pub mod system_prompt;
 pub mod tool_text;
 
@@ -415,6 +416,13 @@ pub trait SessionControl {
     /// controls without skills, calls the client tool `skill`.
     fn call_skill(&mut self, tool_call_id: &str, arguments: &Value, turn_id: &str) {
         self.call_tool(tool_call_id, model_tools::SKILL, arguments, turn_id);
+    }
+    /// Runs the built-in `sql` tool ([`sql_tool::SQL`]) on the session's SQLite database
+    /// (`tool.execution_start`, the statements, `tool.execution_complete`); the agent gets
+    /// [`AgentInput::ToolDone`] later. The default implementation, for controls without a
+    /// database, calls the client tool `sql`.
+    fn call_sql(&mut self, tool_call_id: &str, arguments: &Value, turn_id: &str) {
+        self.call_tool(tool_call_id, sql_tool::SQL, arguments, turn_id);
     }
     /// Resolves every tool call this agent has in flight as cancelled (used on abort).
     fn cancel_tool_calls(&mut self);

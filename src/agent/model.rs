@@ -1001,6 +1001,10 @@ fn start_tool(s: &mut dyn SessionControl, run: &Run, call: &ToolCall) {
         s.call_skill(&call.id, &arguments, &turn_id);
         return;
     }
+    if call.name == super::sql_tool::SQL && run.builtins.contains(&call.name) {
+        s.call_sql(&call.id, &arguments, &turn_id);
+        return;
+    }
     if run.builtins.contains(&call.name) {
         if let Some(builtin) = super::model_tools::builtin_call(&call.name, &arguments) {
             s.call_builtin(&call.id, &builtin, &turn_id);

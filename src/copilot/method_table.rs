@@ -26,8 +26,8 @@ use super::surface::{decode, known, Answer};
 use super::{
     account, config_discovery, discovery, event_log_wait, factories, github_auth, history,
     lifecycle, llm_inference, mcp, methods as core, permissions, plugins, queue, remote_control,
-    schedule, session_metadata, session_state, session_store, skills, tasks, unsupported,
-    user_shell, workspaces,
+    schedule, session_metadata, session_state, session_store, skills, sql_todos, tasks,
+    unsupported, user_shell, workspaces,
 };
 
 /// A method's answer, or `None` when it is answered later (`session.sendAndWait`, …).
@@ -414,8 +414,8 @@ fn table() -> Table {
     // No completion provider is registered with agentwire.
     .session_constant("session.completions.getTriggerCharacters", r#"{"triggerCharacters":[]}"#)
     .session("session.completions.request", session_metadata::completions_request)
-    // agentwire offers no `sql` tool: a session has no todo table.
-    .session_constant("session.plan.readSqlTodos", r#"{"rows":[]}"#)
+    .later("session.plan.readSqlTodos", sql_todos::todos)
+    .later("session.plan.readSqlTodosWithDependencies", sql_todos::with_dependencies)
     // agentwire runs no language servers for a session: nothing to start.
     .session_constant("session.lsp.initialize", "null")
     // agentwire sends no telemetry: there is no engagement id.

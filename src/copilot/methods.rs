@@ -136,6 +136,7 @@ pub(super) fn set_file_provider(
     #[serde(rename_all = "camelCase")]
     struct Params {
         session_state_path: Option<String>,
+        capabilities: Option<Value>,
     }
     let p: Params = decode(params)?;
     let relayed = *call.id == OwnedId::from_string(crate::host::RELAY_HANDSHAKE_ID);
@@ -151,6 +152,14 @@ pub(super) fn set_file_provider(
     }
     let state_path = p.session_state_path.filter(|p| !p.is_empty());
     host.set_file_provider(call.conn, state_path);
+    if p.capabilities
+        .as_ref()
+        .and_then(|c| c.get("sqlite"))
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
+        host.set_file_provider_sqlite(call.conn);
+    }
     ok_success()
 }
 

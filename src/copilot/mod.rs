@@ -51,6 +51,7 @@ mod session_store;
 mod shell;
 mod skills;
 mod slash_commands;
+mod sql_todos;
 mod state_files;
 mod stored_state;
 mod surface;

@@ -33,6 +33,10 @@ pub(super) fn request(session: &str, op: &FsPrimitive) -> (&'static str, Value) 
             json!({"sessionId": session, "path": path, "recursive": true}),
         ),
         FsPrimitive::Exists { path } => ("sessionFs.exists", p(path)),
+        FsPrimitive::SqliteQuery { query_type, query } => (
+            "sessionFs.sqliteQuery",
+            json!({"sessionId": session, "queryType": query_type.as_str(), "query": query}),
+        ),
     }
 }
 
@@ -52,6 +56,7 @@ pub(super) fn answer(op: &FsPrimitive, result: &Value) -> Result<FsAnswer, Strin
             | FsPrimitive::Remove { path }
             | FsPrimitive::Mkdir { path }
             | FsPrimitive::Exists { path } => path,
+            FsPrimitive::SqliteQuery { .. } => "SQLite",
         };
         return Err(match (code, error.get("message").and_then(Value::as_str)) {
             ("ENOENT", _) => format!("Path {path} does not exist"),
@@ -93,5 +98,9 @@ pub(super) fn answer(op: &FsPrimitive, result: &Value) -> Result<FsAnswer, Strin
         | FsPrimitive::Remove { .. }
         | FsPrimitive::Mkdir { .. } => Ok(FsAnswer::Done),
         FsPrimitive::Exists { .. } => flag("exists").map(FsAnswer::Exists).ok_or_else(malformed),
+        // `exec` may answer nothing at all.
+        FsPrimitive::SqliteQuery { .. } => Ok(FsAnswer::Rows(
+            crate::agent::sql_tool::SqlRows::from_json(result),
+        )),
     }
 }

@@ -115,6 +115,8 @@ struct Live {
     client_transport: bool,
     /// The session's MCP servers.
     mcp: mcp::McpServers,
+    /// The session's SQLite database has its starting tables (`sessions/sql.rs`).
+    sql_ready: bool,
     /// Streaming deltas emitted since the session was loaded: the main agent's and the
     /// sub-agents' (a gateway counts what its relayed clients lost with a broken link).
     deltas_emitted: [u64; 2],
@@ -209,6 +211,8 @@ pub struct Host {
     /// Connections that provide the file storage of the sessions they attach to, with the
     /// state directory they asked for (where each session's state is kept too).
     file_providers: BTreeMap<ConnId, Option<String>>,
+    /// File providers that keep a SQLite database per session (`remote_fs.rs`).
+    sqlite_providers: BTreeSet<ConnId>,
     /// Sessions' state kept in their file providers' storage (`state_files.rs`).
     state_mirrors: requests::state_files::StateMirrors,
     /// Child processes of MCP servers, by process id: their session and server name.
@@ -351,6 +355,7 @@ impl Host {
             local: local::LocalState::default(),
             spans,
             file_providers: BTreeMap::new(),
+            sqlite_providers: BTreeSet::new(),
             state_mirrors: Default::default(),
             mcp_processes: BTreeMap::new(),
             extensions: Default::default(),

@@ -44,6 +44,16 @@ pub enum FileRequest {
         /// Fail if the file already exists.
         create_new: bool,
     },
+    /// Run one SQL statement on the SQLite database file `database` (created if missing),
+    /// executed as `query_type` says ([`FileReply::Rows`]).
+    Sqlite {
+        /// The database file.
+        database: String,
+        /// How the statement is executed.
+        query_type: crate::agent::sql_tool::SqlQueryType,
+        /// The statement (with `Exec`, possibly several).
+        query: String,
+    },
     /// Append text to a file, creating it (and missing parent directories) if needed
     /// ([`FileReply::Written`]). The text is written with one call, so appends of whole
     /// lines from different effects never interleave within a line.
@@ -105,6 +115,8 @@ pub enum FileReply {
     /// An image file's bytes (a `Read` of a file that is not UTF-8 text and whose name says
     /// it is an image: `.png`, `.jpg` / `.jpeg`, `.gif`, `.webp`).
     Bytes(Vec<u8>),
+    /// What an SQL statement gave ([`FileRequest::Sqlite`]).
+    Rows(crate::agent::sql_tool::SqlRows),
 }
 
 /// The media type of an image file, by its extension (`None`: not an image `view` shows).
@@ -179,6 +191,10 @@ enum Stage {
     Extensions(Box<super::extensions::ExtensionScan>),
     /// A plugins request's file work in the data directory (`plugins.rs`), not a tool call.
     Plugins(super::plugins::PluginWait),
+    /// A statement of the `sql` tool (`sessions/sql.rs`).
+    Sql(Box<super::sessions::sql::SqlRun>),
+    /// A client's read of the session's todos (`sessions/sql.rs`), not a tool call.
+    TodosRead(Box<super::sessions::sql::TodosRead>),
     /// A span appended to the telemetry file (`sessions/telemetry.rs`), not a tool call.
     Telemetry,
     /// A read of a plugin directory's MCP servers (`mcp/discovered.rs`), not a tool call.
@@ -390,6 +406,27 @@ impl Host {
         self.runtime_file_op(request, Stage::Scan(step));
     }
 
+    /// Runs a statement of the `sql` tool call `tool_call_id` on `session`'s database.
+    pub(super) fn sql_file_op(
+        &mut self,
+        session: &str,
+        tool_call_id: &str,
+        request: FileRequest,
+        run: Box<super::sessions::sql::SqlRun>,
+    ) {
+        self.file_op(session, tool_call_id, request, Stage::Sql(run));
+    }
+
+    /// Reads `session`'s todos for a client.
+    pub(super) fn todos_file_op(
+        &mut self,
+        session: &str,
+        request: FileRequest,
+        read: Box<super::sessions::sql::TodosRead>,
+    ) {
+        self.file_op(session, "", request, Stage::TodosRead(read));
+    }
+
     /// Reads a plugin directory's MCP servers.
     pub(super) fn plugin_mcp_file_op(
         &mut self,
@@ -546,6 +583,14 @@ impl Host {
         }
         if let Stage::Plugins(wait) = stage {
             self.plugin_file_done(wait, result);
+            return;
+        }
+        if let Stage::TodosRead(read) = stage {
+            self.todos_read_done(&session, *read, result);
+            return;
+        }
+        if let Stage::Sql(run) = stage {
+            self.sql_done(&session, &tool_call_id, *run, result);
             return;
         }
         if let Stage::PluginMcp(read) = stage {

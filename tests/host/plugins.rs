@@ -94,6 +94,7 @@ impl Disk {
                 self.0.entry(path).or_default().push_str(&content);
                 Ok(FileReply::Written)
             }
+            FileRequest::Sqlite { .. } => Err("this disk keeps no SQLite database".to_owned()),
         }
     }
 

@@ -483,3 +483,95 @@ async fn a_bash_command_past_its_timeout_is_reported_as_timed_out() {
     })
     .await
 }
+
+/// The `sql` tool on the runtime's own session database (the server keeps session state in
+/// a workspace root): the starting `todos` / `todo_deps` tables exist, several statements run
+/// in one call and are told in turn, a `SELECT` comes back as a table, a bad statement is an
+/// error for the model, and the todos it wrote are read back with
+/// `session.plan.readSqlTodosWithDependencies` after `session.todos_changed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sql_tool_keeps_a_session_database_and_its_todos() {
+    sdk_scenarios::bounded(async {
+        let dir = TempDir::new("sql");
+        let fake = FakeModel::start_script(vec![
+            FakeReply::tool(
+                "call_write",
+                "sql",
+                json!({"description": "Track work", "query":
+                    "CREATE TABLE items (id TEXT PRIMARY KEY, name TEXT); \
+                     INSERT INTO items VALUES ('a1', 'Widget; the first'); \
+                     INSERT INTO todos (id, title) VALUES ('t1', 'Testing'), ('t2', 'Shipping'); \
+                     INSERT INTO todo_deps (todo_id, depends_on) VALUES ('t2', 't1')"}),
+            ),
+            FakeReply::tool(
+                "call_read",
+                "sql",
+                json!({"description": "Read items", "query": "SELECT id, name FROM items"}),
+            ),
+            FakeReply::tool(
+                "call_bad",
+                "sql",
+                json!({"description": "Bad", "query": "SELECT * FROM missing_table"}),
+            ),
+            FakeReply::Text("Done.".into()),
+        ]);
+        let root = dir.path().join("state").to_string_lossy().into_owned();
+        let server = Server::new(HostConfig::default().with_workspace_root(Some(root.clone())));
+        let client = connect(&server).await;
+        let mut s = session(&client, &fake, dir.path(), None, |c| c).await;
+        let turn = send(&mut s, "Track my work").await;
+        assert!(
+            types(&turn).contains(&"session.todos_changed"),
+            "{}",
+            types(&turn).join(",")
+        );
+        assert!(
+            permission_kinds(&s).is_empty(),
+            "the sql tool asks no permission"
+        );
+        let bodies = fake.completion_bodies();
+        assert_eq!(bodies.len(), 4, "{}", types(&turn).join(","));
+        assert!(tool_names(&bodies[0]).iter().any(|n| n == "sql"));
+        let write = tool_results(&bodies[1]);
+        assert_eq!(
+            write[0].1,
+            "Executed 4 statement(s):\n\n1. CREATE\n   Schema operation completed successfully.\
+             \n\n2. INSERT\n   1 row(s) inserted. Last inserted row ID: 1.\
+             \n\n3. INSERT\n   2 row(s) inserted. Last inserted row ID: 2.\
+             \n\n4. INSERT\n   1 row(s) inserted. Last inserted row ID: 1."
+        );
+        let read = tool_results(&bodies[2]);
+        assert_eq!(
+            read[0].1,
+            "1 row(s) returned:\n\n| id | name |\n| --- | --- |\n| a1 | Widget; the first |"
+        );
+        let bad = tool_results(&bodies[3]);
+        assert!(
+            bad[0].1.contains("no such table: missing_table"),
+            "{}",
+            bad[0].1
+        );
+        let todos = s
+            .session
+            .rpc()
+            .plan()
+            .read_sql_todos_with_dependencies()
+            .await
+            .expect("readSqlTodosWithDependencies");
+        let todos = serde_json::to_value(&todos).unwrap();
+        let ids: Vec<&str> = todos["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["t1", "t2"]);
+        assert_eq!(todos["rows"][0]["status"], "pending");
+        assert_eq!(
+            todos["dependencies"],
+            json!([{"todoId": "t2", "dependsOn": "t1"}])
+        );
+        assert!(dir.path().join("state/session-state").exists());
+    })
+    .await
+}

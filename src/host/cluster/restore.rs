@@ -80,6 +80,7 @@ impl Host {
             canvases: Default::default(),
             states: Vec::new(),
             mcp: Default::default(),
+            sql_ready: false,
             deltas_emitted: [0; 2],
             held: Default::default(),
             released: 0,

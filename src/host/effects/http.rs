@@ -307,6 +307,11 @@ impl Host {
                 .collect();
             tools.push(crate::agent::model_tools::skill_spec(&listed));
         }
+        if self.has_session_database(session)
+            && live.model.offers_builtin(crate::agent::sql_tool::SQL)
+        {
+            tools.push(crate::agent::sql_tool::sql_spec());
+        }
         tools
     }
 

@@ -39,6 +39,12 @@ pub(crate) enum FsPrimitive {
     Mkdir { path: String },
     /// Does `path` exist? (`FsAnswer::Exists`)
     Exists { path: String },
+    /// Run one SQL statement on the session's SQLite database (`FsAnswer::Rows`; only
+    /// providers that declared SQLite).
+    SqliteQuery {
+        query_type: crate::agent::sql_tool::SqlQueryType,
+        query: String,
+    },
 }
 
 /// A provider's answer to an [`FsPrimitive`], as its dialect read it.
@@ -54,6 +60,8 @@ pub(crate) enum FsAnswer {
     Done,
     /// Whether the path exists.
     Exists(bool),
+    /// What an SQL statement gave.
+    Rows(crate::agent::sql_tool::SqlRows),
 }
 
 /// Where a [`FileRequest`] is in its sequence.
@@ -70,6 +78,8 @@ enum Plan {
         dirs: VecDeque<String>,
         files: Vec<String>,
     },
+    /// `Sqlite`: one statement.
+    Sql,
     /// `ReadMany`: read each file in turn (failures are left out).
     ReadMany {
         root: String,
@@ -104,6 +114,18 @@ impl Host {
     /// `state_path`, their state is kept there too (`state_files.rs`).
     pub(crate) fn set_file_provider(&mut self, conn: ConnId, state_path: Option<String>) {
         self.file_providers.insert(conn, state_path);
+    }
+
+    /// `conn`'s provider keeps a SQLite database per session (`capabilities.sqlite`).
+    pub(crate) fn set_file_provider_sqlite(&mut self, conn: ConnId) {
+        self.sqlite_providers.insert(conn);
+    }
+
+    /// Whether `session`'s files are provided by a connection that keeps its SQLite
+    /// database.
+    pub(in crate::host) fn provider_has_sqlite(&self, session: &str) -> bool {
+        self.file_provider(session)
+            .is_some_and(|c| self.sqlite_providers.contains(&c))
     }
 
     /// Whether `conn` sent `sessionFs.setProvider`.
@@ -157,6 +179,16 @@ impl Host {
                 },
                 FsPrimitive::Stat { path: root },
             ),
+            FileRequest::Sqlite {
+                query_type, query, ..
+            } => {
+                if !self.sqlite_providers.contains(&conn) {
+                    let message = "the session's file provider has no SQLite database (it did \
+                                   not declare the sqlite capability)";
+                    return self.file_result(op, Err(message.to_owned()));
+                }
+                (Plan::Sql, FsPrimitive::SqliteQuery { query_type, query })
+            }
             FileRequest::CopyDir { .. }
             | FileRequest::Remove { .. }
             | FileRequest::Append { .. } => {
@@ -248,6 +280,9 @@ impl Host {
                 }
             }
             (_, _, Err(message)) => return self.file_result(op, Err(message)),
+            (Plan::Sql, FsPrimitive::SqliteQuery { .. }, Ok(FsAnswer::Rows(rows))) => {
+                return self.file_result(op, Ok(FileReply::Rows(rows)))
+            }
             (Plan::Read { path }, FsPrimitive::Stat { .. }, Ok(FsAnswer::Stat { is_dir })) => {
                 if is_dir {
                     FsPrimitive::ReadDir { path: path.clone() }
@@ -337,6 +372,7 @@ impl Host {
     /// Drops every file operation `conn` was performing (it left): they fail.
     pub(crate) fn file_provider_left(&mut self, conn: ConnId) {
         self.file_providers.remove(&conn);
+        self.sqlite_providers.remove(&conn);
     }
 }
 

@@ -123,6 +123,11 @@ impl SessionControl for Control<'_> {
             .start_skill_tool(self.session, tool_call_id, arguments, turn_id);
     }
 
+    fn call_sql(&mut self, tool_call_id: &str, arguments: &Value, turn_id: &str) {
+        self.host
+            .start_sql_tool(self.session, tool_call_id, arguments, turn_id);
+    }
+
     fn cancel_tool_calls(&mut self) {
         self.host.cancel_tool_calls(self.session);
     }

@@ -17,5 +17,6 @@ pub(in crate::host) mod publish;
 pub(in crate::host) mod queue;
 pub(in crate::host) mod rewind;
 pub(in crate::host) mod skills;
+pub(in crate::host) mod sql;
 pub(in crate::host) mod telemetry;
 pub(in crate::host) mod turn_gate;

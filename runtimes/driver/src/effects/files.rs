@@ -8,6 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use agentwire::agent::sql_tool::{SqlQueryType, SqlRows};
 use agentwire::host::{EffectEvent, EffectId, FileReply, FileRequest};
 
 use super::Port;
@@ -40,6 +41,11 @@ fn run(request: &FileRequest) -> Result<FileReply, String> {
             create_new,
         } => write(Path::new(path), content, *create_new),
         FileRequest::Append { path, content } => append(Path::new(path), content),
+        FileRequest::Sqlite {
+            database,
+            query_type,
+            query,
+        } => sqlite(Path::new(database), *query_type, query),
         FileRequest::Walk { root, limit } => {
             let root = Path::new(root);
             let meta = fs::metadata(root).map_err(|e| describe(root, &e))?;
@@ -126,6 +132,63 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Runs one SQL statement on the database file `database` (made, with its directory, if
+/// missing). Each call opens the file afresh: statements of a session run one at a time, and
+/// SQLite's own locking covers the rest.
+fn sqlite(database: &Path, query_type: SqlQueryType, query: &str) -> Result<FileReply, String> {
+    if let Some(parent) = database.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent).map_err(|e| describe(parent, &e))?;
+    }
+    let db = rusqlite::Connection::open(database).map_err(|e| e.to_string())?;
+    db.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(|e| e.to_string())?;
+    match query_type {
+        SqlQueryType::Exec => {
+            db.execute_batch(query).map_err(|e| e.to_string())?;
+            Ok(FileReply::Rows(SqlRows::default()))
+        }
+        SqlQueryType::Run => {
+            let changed = db.execute(query, []).map_err(|e| e.to_string())?;
+            Ok(FileReply::Rows(SqlRows {
+                rows_affected: changed as u64,
+                last_insert_rowid: Some(db.last_insert_rowid()),
+                ..SqlRows::default()
+            }))
+        }
+        SqlQueryType::Query => {
+            let mut statement = db.prepare(query).map_err(|e| e.to_string())?;
+            let columns: Vec<String> = statement
+                .column_names()
+                .into_iter()
+                .map(str::to_owned)
+                .collect();
+            let mut rows = Vec::new();
+            let mut cursor = statement.query([]).map_err(|e| e.to_string())?;
+            while let Some(row) = cursor.next().map_err(|e| e.to_string())? {
+                let mut object = serde_json::Map::new();
+                for (i, column) in columns.iter().enumerate() {
+                    let value = match row.get_ref(i).map_err(|e| e.to_string())? {
+                        rusqlite::types::ValueRef::Null => serde_json::Value::Null,
+                        rusqlite::types::ValueRef::Integer(n) => n.into(),
+                        rusqlite::types::ValueRef::Real(x) => x.into(),
+                        rusqlite::types::ValueRef::Text(t) => {
+                            String::from_utf8_lossy(t).into_owned().into()
+                        }
+                        rusqlite::types::ValueRef::Blob(b) => format!("<{} bytes>", b.len()).into(),
+                    };
+                    object.insert(column.clone(), value);
+                }
+                rows.push(object);
+            }
+            Ok(FileReply::Rows(SqlRows {
+                columns,
+                rows,
+                ..SqlRows::default()
+            }))
+        }
+    }
 }
 
 /// Removes the file or directory tree `path` (a missing path is fine).
