@@ -14,6 +14,7 @@ pub mod model_tools;
 mod scenario;
 mod scripted;
 pub mod sql_tool;
+pub mod subagent;
 pub mod system_prompt;
 pub mod tool_text;
 
@@ -466,6 +467,17 @@ pub trait SessionControl {
     /// resumed after a restart continues it).
     fn history(&self) -> Vec<ChatMessage> {
         Vec::new()
+    }
+    /// The conversation of sub-agent `agent_id` so far (its own events only). The default
+    /// implementation, for controls without sub-agents, has none.
+    fn agent_history(&self, agent_id: &str) -> Vec<ChatMessage> {
+        let _ = agent_id;
+        Vec::new()
+    }
+    /// Tool call `tool_call_id` is sub-agent `agent_id`'s: the events of the call carry its
+    /// `agentId`. The default implementation does nothing.
+    fn tag_tool_call(&mut self, tool_call_id: &str, agent_id: &str) {
+        let _ = (tool_call_id, agent_id);
     }
     /// The tools the session's clients declared, as offered to a model.
     fn client_tools(&self) -> Vec<ToolSpec> {

@@ -36,6 +36,8 @@ pub struct ModelAgent {
     last_client_tools: Option<Vec<String>>,
     /// A `session.usage_info` went out (the next is not `isInitial`).
     usage_reported: bool,
+    /// The sub-agent running for a `task` call of the current run.
+    child: Option<Box<super::subagent::Child>>,
 }
 
 /// One prompt's interaction.
@@ -70,7 +72,22 @@ struct Run {
     stop_blocks: u32,
     /// A client was asked to switch to the `auto` model in this interaction.
     auto_switch_asked: bool,
+    /// `task` calls of the last response whose sub-agent is to start: call id, agent type,
+    /// prompt.
+    spawns: Vec<(String, String, String)>,
     step: Step,
+}
+
+impl Run {
+    /// Whether this run waits for the answer with `token`.
+    fn awaits_token(&self, token: u64) -> bool {
+        self.pre_hooks.iter().any(|(t, _, _)| *t == token)
+            || self.post_hooks.iter().any(|(t, _, _)| *t == token)
+            || self.asks.iter().any(|(t, _)| *t == token)
+            || self.plan_exits.iter().any(|(t, _)| *t == token)
+            || matches!(self.step, Step::Token(t) | Step::AutoSwitch(t) if t == token)
+            || matches!(&self.step, Step::StopHook { token: t, .. } if *t == token)
+    }
 }
 
 /// How many times in a row an `agentStop` hook may keep the agent running; a further `block`
@@ -218,6 +235,7 @@ impl ModelAgent {
             refused: false,
             stop_blocks: 0,
             auto_switch_asked: false,
+            spawns: Vec::new(),
             step: Step::Tools {
                 waiting: Vec::new(),
             },
@@ -543,6 +561,7 @@ impl ModelAgent {
                     done_now.push(call.id.clone());
                 }
             }
+            self.spawn_children(s);
             for id in done_now {
                 self.tool_done(s, &id);
             }
@@ -616,6 +635,7 @@ impl ModelAgent {
         if dispatch_tool(s, run, &call) {
             self.tool_done(s, &call.id);
         }
+        self.spawn_children(s);
     }
 
     /// A call finished: with hooks, `postToolUse` sees its result before the model does.
@@ -695,6 +715,116 @@ impl ModelAgent {
         );
         idle(s, false);
         self.next_queued(s);
+    }
+
+    /// Starts the sub-agents of the `task` calls just dispatched, one at a time: a call made
+    /// while a sub-agent runs fails, saying so.
+    fn spawn_children(&mut self, s: &mut dyn SessionControl) {
+        let Some(run) = self.run.as_mut() else { return };
+        let spawns = std::mem::take(&mut run.spawns);
+        for (tool_call_id, agent_type, prompt) in spawns {
+            if self.child.is_some() {
+                let outcome = ToolOutcome::Failure {
+                    message: "another sub-agent is running: sub-agents run one at a time, \
+                              call the task tool again once it has answered"
+                        .to_owned(),
+                    code: "failure".to_owned(),
+                };
+                self.finish_task(s, &tool_call_id, outcome);
+                continue;
+            }
+            let mut child = super::subagent::Child::new(s, &tool_call_id, &agent_type);
+            s.emit("subagent.started", child.started_data(), false);
+            child.begin(s, prompt);
+            self.child = Some(Box::new(child));
+            self.check_child(s);
+        }
+    }
+
+    /// When the sub-agent's run is over, its answer (or failure) completes the `task` call.
+    fn check_child(&mut self, s: &mut dyn SessionControl) {
+        if !self.child.as_ref().is_some_and(|c| c.finished()) {
+            return;
+        }
+        let Some(child) = self.child.take() else {
+            return;
+        };
+        let data = child.ended_data(s.now());
+        let outcome = match (&child.state.error, &child.state.answer) {
+            (Some(error), _) => {
+                s.emit("subagent.failed", data, false);
+                ToolOutcome::Failure {
+                    message: format!("The sub-agent failed: {error}"),
+                    code: "failure".to_owned(),
+                }
+            }
+            (None, answer) => {
+                s.emit("subagent.completed", data, false);
+                ToolOutcome::Success(
+                    answer
+                        .clone()
+                        .unwrap_or_else(|| "The sub-agent finished without an answer.".to_owned()),
+                )
+            }
+        };
+        self.finish_task(s, &child.tool_call_id, outcome);
+    }
+
+    /// Completes `task` call `tool_call_id` with `outcome`.
+    fn finish_task(
+        &mut self,
+        s: &mut dyn SessionControl,
+        tool_call_id: &str,
+        outcome: ToolOutcome,
+    ) {
+        let data = match &outcome {
+            ToolOutcome::Success(text) => json!({"toolCallId": tool_call_id, "success": true,
+                "result": {"content": text, "detailedContent": text}}),
+            ToolOutcome::Failure { message, code } => json!({"toolCallId": tool_call_id,
+                "success": false, "error": {"message": message, "code": code}}),
+        };
+        s.emit("tool.execution_complete", data, false);
+        self.tool_finished(s, tool_call_id.to_owned(), outcome);
+    }
+
+    /// Hands `input` to the running sub-agent when the parent's run is not waiting for it
+    /// (`None`: the sub-agent took it); an abort ends the sub-agent and goes on to the parent.
+    fn route_to_child(
+        &mut self,
+        input: AgentInput,
+        s: &mut dyn SessionControl,
+    ) -> Option<AgentInput> {
+        let Some(child) = self.child.as_mut() else {
+            return Some(input);
+        };
+        let parent_owns = match &input {
+            AgentInput::Abort | AgentInput::Interrupt => {
+                child.handle(s, AgentInput::Abort);
+                self.child = None;
+                return Some(input);
+            }
+            AgentInput::Prompt { .. } | AgentInput::Acp(_) | AgentInput::SettingChanged(_) => true,
+            AgentInput::Http { call, .. } => self
+                .run
+                .as_ref()
+                .is_some_and(|r| matches!(&r.step, Step::Calling(a) if a.http == Some(*call))),
+            AgentInput::Timer => self
+                .run
+                .as_ref()
+                .is_some_and(|r| matches!(r.step, Step::Calling(_))),
+            AgentInput::ToolDone { tool_call_id, .. } => self.run.as_ref().is_some_and(
+                |r| matches!(&r.step, Step::Tools { waiting } if waiting.contains(tool_call_id)),
+            ),
+            AgentInput::ClientAnswer { token, .. } => {
+                self.run.as_ref().is_some_and(|r| r.awaits_token(*token))
+            }
+        };
+        if parent_owns {
+            return Some(input);
+        }
+        child.handle(s, input);
+        self.check_child(s);
+        None
     }
 
     fn next_queued(&mut self, s: &mut dyn SessionControl) {
@@ -814,6 +944,8 @@ fn dispatch_tool(s: &mut dyn SessionControl, run: &mut Run, call: &ToolCall) -> 
     } else if call.name == super::model_tools::EXIT_PLAN_MODE && run.builtins.contains(&call.name) {
         start_exit_plan_mode(s, run, call);
         false
+    } else if call.name == super::subagent::TASK && run.builtins.contains(&call.name) {
+        start_task(s, run, call)
     } else if run.tools.iter().any(|t| t.name == call.name) {
         start_tool(s, run, call);
         false
@@ -821,6 +953,47 @@ fn dispatch_tool(s: &mut dyn SessionControl, run: &mut Run, call: &ToolCall) -> 
         refuse_unknown_tool(s, run, call);
         true
     }
+}
+
+/// `task`: the call starts (`tool.execution_start`) and its sub-agent is started once the
+/// response's calls are dispatched ([`ModelAgent::spawn_children`]). A call without a prompt,
+/// or asking for a background agent, fails at once. Returns whether the call already ended.
+fn start_task(s: &mut dyn SessionControl, run: &mut Run, call: &ToolCall) -> bool {
+    let arguments = call.parsed_arguments().unwrap_or_default();
+    let text = |key: &str| {
+        arguments
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let (prompt, mode, agent_type) = (text("prompt"), text("mode"), text("agent_type"));
+    let problem = if prompt.trim().is_empty() {
+        Some("the task has no prompt".to_owned())
+    } else if !mode.is_empty() && mode != "sync" {
+        Some(format!(
+            "mode \"{mode}\" is not available: sub-agents run in \"sync\" mode only"
+        ))
+    } else {
+        None
+    };
+    if let Some(problem) = problem {
+        end_call_at_once(s, run, call, &problem, "failure");
+        return true;
+    }
+    s.emit(
+        "tool.execution_start",
+        json!({"toolCallId": call.id, "toolName": call.name, "arguments": arguments,
+               "turnId": run.turn.to_string()}),
+        false,
+    );
+    let agent_type = if agent_type.is_empty() {
+        "task".to_owned()
+    } else {
+        agent_type
+    };
+    run.spawns.push((call.id.clone(), agent_type, prompt));
+    false
 }
 
 /// `ask_user`: the question goes to a client that answers user input (`userInput.request`);
@@ -1113,6 +1286,9 @@ fn ms_between(from: Timestamp, to: Timestamp) -> u64 {
 
 impl Agent for ModelAgent {
     fn handle(&mut self, input: AgentInput, s: &mut dyn SessionControl) {
+        let Some(input) = self.route_to_child(input, s) else {
+            return;
+        };
         match input {
             AgentInput::Prompt {
                 message_id,

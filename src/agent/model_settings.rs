@@ -53,6 +53,8 @@ pub struct ModelSettings {
     pub available_tools: Option<Vec<String>>,
     /// `excludedTools`: never offered.
     pub excluded_tools: Vec<String>,
+    /// `excludedBuiltinAgents`: built-in agent types the `task` tool does not offer.
+    pub excluded_agents: Vec<String>,
     /// `clientName`: named in the `user-agent` of the session's model calls.
     pub client_name: Option<String>,
     /// `sessionLimits.maxAiCredits`: the session's AI-credit limit.
@@ -175,6 +177,7 @@ impl ModelSettings {
                 .filter(|n| !n.is_empty())
                 .map(str::to_owned),
             available_tools: strings("availableTools"),
+            excluded_agents: strings("excludedBuiltinAgents").unwrap_or_default(),
             // `defaultAgent.excludedTools` hides tools from the default agent, which is the
             // only agent the model loop runs.
             excluded_tools: strings("excludedTools")

@@ -211,6 +211,9 @@ pub struct Host {
     /// Connections that provide the file storage of the sessions they attach to, with the
     /// state directory they asked for (where each session's state is kept too).
     file_providers: BTreeMap<ConnId, Option<String>>,
+    /// Tool calls of sub-agents, by session and call id: the agent id their events carry
+    /// (`sessions/emit.rs`).
+    tool_call_agents: BTreeMap<(String, String), String>,
     /// File providers that keep a SQLite database per session (`remote_fs.rs`).
     sqlite_providers: BTreeSet<ConnId>,
     /// Sessions' state kept in their file providers' storage (`state_files.rs`).
@@ -356,6 +359,7 @@ impl Host {
             spans,
             file_providers: BTreeMap::new(),
             sqlite_providers: BTreeSet::new(),
+            tool_call_agents: BTreeMap::new(),
             state_mirrors: Default::default(),
             mcp_processes: BTreeMap::new(),
             extensions: Default::default(),

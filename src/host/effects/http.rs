@@ -234,8 +234,19 @@ impl Host {
         Ok(setup)
     }
 
-    /// The conversation from the session's persisted events.
+    /// The conversation from the session's persisted events (the main agent's: no
+    /// sub-agent's events).
     pub(crate) fn model_history(&self, session: &str) -> Vec<crate::model::ChatMessage> {
+        self.agent_model_history(session, None)
+    }
+
+    /// The conversation of `agent` (`None`: the main agent) from the session's persisted
+    /// events: those that carry its `agentId` (none for the main agent).
+    pub(crate) fn agent_model_history(
+        &self,
+        session: &str,
+        agent: Option<&str>,
+    ) -> Vec<crate::model::ChatMessage> {
         let Some(live) = self.sessions.get(session) else {
             return Vec::new();
         };
@@ -246,6 +257,9 @@ impl Host {
             .filter(|e| !e.ephemeral)
             .filter_map(|e| {
                 let v: Value = serde_json::from_slice(&e.json).ok()?;
+                if v.get("agentId").and_then(Value::as_str) != agent {
+                    return None;
+                }
                 Some((
                     e.event_type.clone(),
                     v.get("data").cloned().unwrap_or_default(),
@@ -311,6 +325,16 @@ impl Host {
             && live.model.offers_builtin(crate::agent::sql_tool::SQL)
         {
             tools.push(crate::agent::sql_tool::sql_spec());
+        }
+        if live.model.offers_builtin(crate::agent::subagent::TASK) {
+            let agents: Vec<&str> = crate::agent::subagent::BUILTIN_AGENTS
+                .iter()
+                .map(|(name, _)| *name)
+                .filter(|name| !live.model.excluded_agents.iter().any(|x| x == name))
+                .collect();
+            if !agents.is_empty() {
+                tools.push(crate::agent::subagent::task_spec(&agents));
+            }
         }
         tools
     }

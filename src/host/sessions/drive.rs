@@ -160,6 +160,15 @@ impl SessionControl for Control<'_> {
         self.host.model_history(self.session)
     }
 
+    fn agent_history(&self, agent_id: &str) -> Vec<crate::model::ChatMessage> {
+        self.host.agent_model_history(self.session, Some(agent_id))
+    }
+
+    fn tag_tool_call(&mut self, tool_call_id: &str, agent_id: &str) {
+        self.host
+            .tag_tool_call(self.session, tool_call_id, agent_id);
+    }
+
     fn client_tools(&self) -> Vec<crate::model::ToolSpec> {
         self.host.model_tools(self.session)
     }

@@ -38,8 +38,12 @@ impl Host {
         }
         let id = self.ids.next_uuid();
         let now = self.now;
-        // Only this event comes from the sub-agent, not what emitting it triggers.
-        let agent_id = self.event_agent.take();
+        // Only this event comes from the sub-agent, not what emitting it triggers; the
+        // events of a sub-agent's tool calls are its own too.
+        let agent_id = self
+            .event_agent
+            .take()
+            .or_else(|| self.tool_call_agent(session_id, event_type, data));
         let live = self.sessions.get_mut(session_id)?;
         let event =
             live.session
@@ -70,6 +74,30 @@ impl Host {
             self.offer_queued_command(session_id);
         }
         Some(event.id)
+    }
+
+    /// Tool call `tool_call_id` of `session` is sub-agent `agent_id`'s: its events carry
+    /// that `agentId` until it completes.
+    pub(crate) fn tag_tool_call(&mut self, session: &str, tool_call_id: &str, agent_id: &str) {
+        self.tool_call_agents.insert(
+            (session.to_owned(), tool_call_id.to_owned()),
+            agent_id.to_owned(),
+        );
+    }
+
+    /// The sub-agent whose tool call an event is about (`data.toolCallId`), if any; the
+    /// call's completion ends the tag.
+    fn tool_call_agent(&mut self, session: &str, event_type: &str, data: &Value) -> Option<String> {
+        if self.tool_call_agents.is_empty() {
+            return None;
+        }
+        let call = data.get("toolCallId").and_then(Value::as_str)?;
+        let key = (session.to_owned(), call.to_owned());
+        if event_type == "tool.execution_complete" {
+            self.tool_call_agents.remove(&key)
+        } else {
+            self.tool_call_agents.get(&key).cloned()
+        }
     }
 
     /// Tells every dialect that `session` was created, updated or deleted.
