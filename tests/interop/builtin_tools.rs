@@ -575,3 +575,135 @@ async fn the_sql_tool_keeps_a_session_database_and_its_todos() {
     })
     .await
 }
+
+/// The `task` tool: the model hands work to a sub-agent, whose model calls see only its own
+/// conversation (the task's prompt, its tool calls and results) under a prompt of its own,
+/// whose events and tool calls carry its `agentId`, and whose final answer is the call's
+/// result; the parent's conversation shows the call and that result only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_task_tool_runs_a_sub_agent_and_returns_its_answer() {
+    sdk_scenarios::bounded(async {
+        let dir = TempDir::new("task");
+        std::fs::write(dir.path().join("data.txt"), "forty-two\n").unwrap();
+        let fake = FakeModel::start_script(vec![
+            FakeReply::tool(
+                "call_task",
+                "task",
+                json!({"agent_type": "explore", "description": "Read the data",
+                       "prompt": "Read data.txt and tell me what it says.", "mode": "sync"}),
+            ),
+            FakeReply::tool("call_view", "view", json!({"path": "data.txt"})),
+            FakeReply::Text("The file says forty-two.".into()),
+            FakeReply::Text("Done: the sub-agent read it.".into()),
+        ]);
+        let server = Server::new(HostConfig::default());
+        let client = connect(&server).await;
+        let mut s = session(&client, &fake, dir.path(), None, |c| c).await;
+        let turn = send(&mut s, "What is in data.txt? Use a sub-agent.").await;
+        assert_subsequence(
+            &turn,
+            &[
+                "tool.execution_start",
+                "subagent.started",
+                "user.message",
+                "tool.execution_start",
+                "tool.execution_complete",
+                "subagent.completed",
+                "tool.execution_complete",
+                "session.idle",
+            ],
+        );
+        let started = turn
+            .iter()
+            .find(|e| e.event_type == "subagent.started")
+            .unwrap();
+        assert_eq!(started.data["toolCallId"], "call_task");
+        assert_eq!(started.data["agentName"], "explore");
+        // The sub-agent's events carry its agentId; the task call's do not.
+        let view_start = turn
+            .iter()
+            .find(|e| e.event_type == "tool.execution_start" && e.data["toolName"] == "view")
+            .unwrap();
+        let agent = view_start
+            .agent_id
+            .clone()
+            .expect("the sub-agent's call has an agentId");
+        let task_done = turn
+            .iter()
+            .find(|e| {
+                e.event_type == "tool.execution_complete" && e.data["toolCallId"] == "call_task"
+            })
+            .unwrap();
+        assert_eq!(task_done.agent_id, None);
+        assert_eq!(
+            task_done.data["result"]["content"],
+            "The file says forty-two."
+        );
+        assert!(turn
+            .iter()
+            .filter(|e| e.event_type == "assistant.message"
+                && e.data["content"] == "The file says forty-two.")
+            .all(|e| e.agent_id.as_deref() == Some(agent.as_str())));
+
+        let bodies = fake.completion_bodies();
+        assert_eq!(bodies.len(), 4, "{}", types(&turn).join(","));
+        let task_spec = bodies[0]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["function"]["name"] == "task")
+            .expect("the task tool is offered");
+        assert!(
+            task_spec["function"]["parameters"]["properties"]["agent_type"]["enum"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("explore"))
+        );
+        // The sub-agent's first call: its own prompt, after a system prompt of its own.
+        let child = bodies[1]["messages"].as_array().unwrap();
+        assert_eq!(child[0]["role"], "system");
+        assert!(child[0]["content"].as_str().unwrap().contains("sub-agent"));
+        let roles: Vec<&str> = child.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["system", "user"], "{child:?}");
+        assert!(child[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Read data.txt and tell me what it says."));
+        assert!(!tool_names(&bodies[1]).iter().any(|n| n == "task"));
+        let view = tool_results(&bodies[2]);
+        assert!(view[0].1.contains("forty-two"), "{}", view[0].1);
+        // The parent's next call: its prompt, the task call and the sub-agent's answer.
+        let parent = bodies[3]["messages"].as_array().unwrap();
+        let roles: Vec<&str> = parent.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "tool"], "{parent:?}");
+        assert_eq!(parent[3]["content"], "The file says forty-two.");
+    })
+    .await
+}
+
+/// `excludedBuiltinAgents` takes agent types out of the `task` tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn excluded_built_in_agents_are_not_offered_to_the_task_tool() {
+    sdk_scenarios::bounded(async {
+        let dir = TempDir::new("agents");
+        let fake = FakeModel::start_script(vec![FakeReply::Text("ok".into())]);
+        let server = Server::new(HostConfig::default());
+        let client = connect(&server).await;
+        let mut s = session(&client, &fake, dir.path(), None, |c| {
+            c.with_excluded_builtin_agents(["explore"])
+        })
+        .await;
+        send(&mut s, "hi").await;
+        let bodies = fake.completion_bodies();
+        let task = bodies[0]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["function"]["name"] == "task")
+            .expect("the task tool is offered")
+            .clone();
+        let agents = &task["function"]["parameters"]["properties"]["agent_type"]["enum"];
+        assert_eq!(agents, &json!(["task", "general-purpose"]));
+    })
+    .await
+}
