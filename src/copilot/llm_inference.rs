@@ -13,6 +13,14 @@
 //!   {requestId, data:"", cancel:true, cancelReason}` abandons a request. Both are requests
 //!   the client acknowledges with `{}`.
 //!
+//! A Responses call over a WebSocket (a `ws://` / `wss://` request, the `websockets`
+//! transport) is an exchange with `transport:"websocket"`: its body chunk is the first
+//! message (`response.create`) and is not the end; the client's `101` head opens it and
+//! each response chunk is one message (one Responses event), handed to the model call as a
+//! server-sent event. The event that ends the response (`response.completed`, …) ends the
+//! call, and agentwire then ends its side (`httpRequestChunk {end:true}`), which closes the
+//! socket.
+//!
 //! Headers travel as `{name: [values]}`; bodies as UTF-8 text, or base64 with
 //! `binary:true`. Which sessions a provider serves, and what happens when it leaves, is the
 //! host's (`host/effects/provided_http.rs`).
@@ -98,6 +106,21 @@ fn invalid(message: impl Into<String>) -> ErrorObject {
     ErrorObject::new(code::INVALID_PARAMS, message.into())
 }
 
+/// The exchanges in flight over a WebSocket.
+#[derive(Debug, Default)]
+struct WebSockets(std::collections::BTreeSet<u64>);
+
+fn is_socket(host: &mut Host, call: u64) -> bool {
+    host.dialect_state::<WebSockets>()
+        .is_some_and(|w| w.0.contains(&call))
+}
+
+fn forget_socket(host: &mut Host, call: u64) {
+    if let Some(w) = host.dialect_state::<WebSockets>() {
+        w.0.remove(&call);
+    }
+}
+
 fn response_start(host: &mut Host, conn: ConnId, p: ResponseStart) -> Answer {
     let status = u16::try_from(p.status)
         .ok()
@@ -131,6 +154,13 @@ fn response_start(host: &mut Host, conn: ConnId, p: ResponseStart) -> Answer {
         }
     }
     let accepted = call_of(&p.request_id).is_some_and(|call| {
+        let (status, headers) = if is_socket(host, call) && status == 101 {
+            // The socket is open: its messages are the response's events.
+            let sse = vec![("content-type".to_owned(), "text/event-stream".to_owned())];
+            (200, sse)
+        } else {
+            (status, headers)
+        };
         host.provided_http_event(conn, call, HttpEvent::Response { status, headers })
     });
     Ok(json!({"accepted": accepted}))
@@ -159,6 +189,11 @@ fn response_chunk(host: &mut Host, conn: ConnId, p: ResponseChunk) -> Answer {
         p.data.into_bytes()
     };
     let mut accepted = host.provides_http(conn, call);
+    if is_socket(host, call) {
+        return Ok(
+            json!({"accepted": accepted && socket_message(host, conn, call, &bytes, p.end)}),
+        );
+    }
     if accepted && !bytes.is_empty() {
         accepted = host.provided_http_event(conn, call, HttpEvent::Body(bytes));
     }
@@ -166,6 +201,28 @@ fn response_chunk(host: &mut Host, conn: ConnId, p: ResponseChunk) -> Answer {
         accepted = host.provided_http_event(conn, call, HttpEvent::End);
     }
     Ok(json!({"accepted": accepted}))
+}
+
+/// One message of WebSocket exchange `call` (and whether the client closed it): handed to
+/// the call as an event; the response's last event ends the call and closes our side.
+fn socket_message(host: &mut Host, conn: ConnId, call: u64, message: &[u8], closed: bool) -> bool {
+    let mut accepted = true;
+    let mut last = false;
+    if !message.is_empty() {
+        let (event, ends) = crate::model::websocket_event_as_sse(message);
+        accepted = host.provided_http_event(conn, call, HttpEvent::Body(event));
+        last = ends;
+    }
+    if accepted && (last || closed) {
+        forget_socket(host, call);
+        accepted = host.provided_http_event(conn, call, HttpEvent::End);
+        if last && !closed {
+            let end = json!({"requestId": request_id(call), "data": "", "end": true});
+            // The call is over either way: a client that cannot be told keeps its socket.
+            let _ = host.send_http_frame(conn, call, "llmInference.httpRequestChunk", &end);
+        }
+    }
+    accepted
 }
 
 /// The stable identity of a session's main agent trajectory (`agentId` of its model
@@ -201,26 +258,34 @@ pub(super) fn start(
             values.push(Value::String(h.value.clone()));
         }
     }
+    let socket = crate::model::is_websocket(request);
     let mut head = json!({
         "requestId": id,
         "sessionId": session,
         "method": request.method.as_str(),
         "url": request.url,
         "headers": headers,
-        "transport": "http",
+        "transport": if socket { "websocket" } else { "http" },
         "interactionType": "conversation-agent",
     });
+    if socket {
+        if let Some(w) = host.dialect_state::<WebSockets>() {
+            w.0.insert(call);
+        }
+    }
     if let Some(agent) = main_agent_id(host, session) {
         head["agentId"] = json!(agent);
     }
     host.send_http_frame(conn, call, "llmInference.httpRequestStart", &head)?;
+    // Over a WebSocket the body is the first message, and the socket stays open.
+    let end = !socket;
     let body = match std::str::from_utf8(&request.body) {
-        Ok(text) => json!({"requestId": id, "data": text, "end": true}),
+        Ok(text) => json!({"requestId": id, "data": text, "end": end}),
         Err(_) => json!({
             "requestId": id,
             "data": base64::engine::general_purpose::STANDARD.encode(&request.body),
             "binary": true,
-            "end": true,
+            "end": end,
         }),
     };
     host.send_http_frame(conn, call, "llmInference.httpRequestChunk", &body)
@@ -228,6 +293,7 @@ pub(super) fn start(
 
 /// Tells the client of `conn` to abandon exchange `call`.
 pub(super) fn cancel(host: &mut Host, conn: ConnId, call: u64) {
+    forget_socket(host, call);
     let params = json!({
         "requestId": request_id(call),
         "data": "",

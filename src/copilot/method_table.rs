@@ -24,7 +24,7 @@ use crate::jsonrpc::{code, ErrorObject, OwnedId};
 use super::session_state::session_id;
 use super::surface::{decode, known, Answer};
 use super::{
-    account, config_discovery, discovery, event_log_wait, factories, github_auth, history,
+    account, config_discovery, discovery, event_log_wait, factories, fleet, github_auth, history,
     lifecycle, llm_inference, mcp, methods as core, permissions, plugins, queue, remote_control,
     schedule, session_metadata, session_state, session_store, skills, sql_todos, tasks,
     unsupported, user_shell, workspaces,
@@ -414,6 +414,7 @@ fn table() -> Table {
     // No completion provider is registered with agentwire.
     .session_constant("session.completions.getTriggerCharacters", r#"{"triggerCharacters":[]}"#)
     .session("session.completions.request", session_metadata::completions_request)
+    .session("session.fleet.start", fleet::start)
     .later("session.plan.readSqlTodos", sql_todos::todos)
     .later("session.plan.readSqlTodosWithDependencies", sql_todos::with_dependencies)
     // agentwire runs no language servers for a session: nothing to start.

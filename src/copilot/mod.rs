@@ -29,6 +29,7 @@ mod config_discovery;
 mod discovery;
 mod event_log_wait;
 mod factories;
+mod fleet;
 mod github_auth;
 mod history;
 mod lifecycle;

@@ -1,5 +1,5 @@
 //! Features of the hosted Copilot product that this server does not offer: trusted built-in
-//! plugin directories, remote sessions, MCP server OAuth, fleets and background tasks, sessions'
+//! plugin directories, remote sessions, MCP server OAuth, background tasks, sessions'
 //! own GitHub login, and in-process handler registration. Each answers
 //! `-32603 "Request <m> failed with message: <feature> is not available on this server"`
 //! rather than `-32601`: a client can tell "this server has no such feature" from "no such
@@ -16,7 +16,6 @@ pub const UNSUPPORTED_METHODS: &[(&str, &str)] = &[
     ("session.remote.enable", "remote sessions"),
     ("session.remote.disable", "remote sessions"),
     ("sessions.connect", "remote sessions"),
-    ("session.fleet.start", "fleet mode"),
     ("session.tasks.startAgent", "background tasks"),
     ("session.tasks.register", "background tasks"),
     ("session.tasks.update", "background tasks"),

@@ -76,8 +76,9 @@ pub use provider::{
     ServerDefault, ServerDefaultSource, WireApi,
 };
 pub use request::{
-    build_chat_request, build_models_request, parse_models_response, ChatRequest, ModelInfo,
-    SamplingParams, StreamDialect, ToolSpec,
+    build_chat_request, build_models_request, is_websocket, parse_models_response,
+    websocket_event_as_sse, ChatRequest, ModelInfo, SamplingParams, StreamDialect, ToolSpec,
+    WEBSOCKETS,
 };
 pub use responses::ResponsesStream;
 pub use sse::{SseDecoder, SseError, SseEvent, SseLimits};

@@ -181,12 +181,83 @@ pub fn build_chat_request(
         HttpHeader::plain("accept", "text/event-stream"),
     ];
     auth_headers(provider, fetched_token, &mut headers);
+    if responses && provider.transport.as_deref() == Some(WEBSOCKETS) {
+        return Ok(websocket_request(url, headers, &body));
+    }
     Ok(HttpRequest {
         method: HttpMethod::Post,
         url,
         headers,
         body: Bytes::from(body),
     })
+}
+
+/// The `transport` that sends Responses requests over a WebSocket.
+pub const WEBSOCKETS: &str = "websockets";
+
+/// The Responses request `body` for `url` sent over a WebSocket instead: a `GET` of the same
+/// URL with the `ws` / `wss` scheme whose body is the first message, `{"type":
+/// "response.create", …body}`; every message the server sends back is one Responses event
+/// (see [`websocket_event_as_sse`]).
+fn websocket_request(url: String, headers: Vec<HttpHeader>, body: &[u8]) -> HttpRequest {
+    let url = match url.split_once("://") {
+        Some(("https", rest)) => format!("wss://{rest}"),
+        Some((_, rest)) => format!("ws://{rest}"),
+        None => url,
+    };
+    let mut message = serde_json::json!({"type": "response.create"});
+    if let (Some(out), Ok(Value::Object(fields))) = (
+        message.as_object_mut(),
+        serde_json::from_slice::<Value>(body),
+    ) {
+        for (key, value) in fields {
+            // A WebSocket carries the events whatever `stream` says.
+            if key != "stream" {
+                out.insert(key, value);
+            }
+        }
+    }
+    let headers = headers
+        .into_iter()
+        .filter(|h| !h.name.eq_ignore_ascii_case("accept"))
+        .collect();
+    HttpRequest {
+        method: HttpMethod::Get,
+        url,
+        headers,
+        body: Bytes::from(message.to_string()),
+    }
+}
+
+/// Whether `request` is a WebSocket exchange (a `ws://` / `wss://` URL): only a client that
+/// performs a session's model requests (`llmInference.*`) carries those.
+pub fn is_websocket(request: &HttpRequest) -> bool {
+    request.url.starts_with("ws://") || request.url.starts_with("wss://")
+}
+
+/// One message a Responses WebSocket sent, as the server-sent-events bytes the Responses
+/// stream reader takes (`event: TYPE` and `data: MESSAGE`), and whether it ends the response
+/// (`response.completed`, `response.failed`, `response.incomplete`, `error`).
+pub fn websocket_event_as_sse(message: &[u8]) -> (Vec<u8>, bool) {
+    let kind = serde_json::from_slice::<Value>(message)
+        .ok()
+        .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_default();
+    let mut out = Vec::with_capacity(message.len() + kind.len() + 16);
+    if !kind.is_empty() {
+        out.extend_from_slice(b"event: ");
+        out.extend_from_slice(kind.as_bytes());
+        out.push(b'\n');
+    }
+    out.extend_from_slice(b"data: ");
+    // One message is one event: a newline inside it would split the `data:` line.
+    out.extend(message.iter().map(|&b| if b == b'\n' { b' ' } else { b }));
+    out.extend_from_slice(b"\n\n");
+    let last = matches!(
+        kind.as_str(),
+        "response.completed" | "response.failed" | "response.incomplete" | "error"
+    );
+    (out, last)
 }
 
 /// `GET` the provider's model list (`{baseUrl}/models` for OpenAI-compatible servers).
