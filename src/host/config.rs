@@ -121,6 +121,11 @@ pub struct HostConfig {
     ///
     /// [`FileRequest::Append`]: crate::host::FileRequest::Append
     pub telemetry: Option<crate::telemetry::TelemetryConfig>,
+    /// Responses calls on the runtime's route go over a WebSocket when the model offers it
+    /// (`ws:/responses`) and a client performs the session's model requests (the runtime's
+    /// `COPILOT_EXP_COPILOT_CLI_WEBSOCKET_RESPONSES` experiment; the `agentwire` binary turns
+    /// it on unless that variable is `false`). Off by default.
+    pub websocket_responses: bool,
 }
 
 /// How the host starts extensions ([`HostConfig::extensions`]).
@@ -192,6 +197,13 @@ impl HostConfig {
     /// Sets [`HostConfig::extensions`].
     pub fn with_extensions(mut self, extensions: Option<ExtensionsConfig>) -> Self {
         self.extensions = extensions;
+        self
+    }
+
+    /// Sets [`HostConfig::websocket_responses`].
+    #[must_use]
+    pub fn with_websocket_responses(mut self, on: bool) -> Self {
+        self.websocket_responses = on;
         self
     }
 
@@ -357,6 +369,7 @@ impl Default for HostConfig {
             foreground_ui: false,
             extensions: None,
             telemetry: None,
+            websocket_responses: false,
             data_dir: None,
         }
     }

@@ -117,6 +117,9 @@ struct Live {
     mcp: mcp::McpServers,
     /// The session's SQLite database has its starting tables (`sessions/sql.rs`).
     sql_ready: bool,
+    /// The runtime's route's catalog as the client serving the session sees it
+    /// (`models_list.rs`).
+    route_catalog: models_list::RouteCatalog,
     /// Streaming deltas emitted since the session was loaded: the main agent's and the
     /// sub-agents' (a gateway counts what its relayed clients lost with a broken link).
     deltas_emitted: [u64; 2],

@@ -102,6 +102,22 @@ enum Waiter {
     },
     /// The choice of the server default's model: the prompts held for it go on.
     DefaultChoice,
+    /// The runtime's route's catalog as the client serving a session sees it (see
+    /// [`Host::ask_route_catalog`]): the session's held prompts go on.
+    RouteCatalog(String),
+}
+
+/// A session's view of the runtime's route's model catalog, when a client performs its model
+/// requests.
+#[derive(Debug, Default)]
+pub(crate) enum RouteCatalog {
+    /// Not asked.
+    #[default]
+    Unknown,
+    /// Asked through the client.
+    Asking,
+    /// The catalog (empty when the client could not give it).
+    Known(Vec<ModelInfo>),
 }
 
 impl Host {
@@ -413,6 +429,13 @@ impl Host {
                     let result = reply(&list);
                     self.respond(conn, &id, Ok(result));
                 }
+                Waiter::RouteCatalog(session) => {
+                    if let Some(live) = self.sessions.get_mut(&session) {
+                        live.route_catalog =
+                            RouteCatalog::Known(models.clone().unwrap_or_default());
+                    }
+                    self.release_held(&session);
+                }
                 Waiter::DefaultChoice => {
                     self.models_lists.default_choice = match models.as_ref().and_then(|m| m.first())
                     {
@@ -423,6 +446,87 @@ impl Host {
                 }
             }
         }
+    }
+
+    /// Whether `session`'s first model call waits for the route's catalog: a client performs
+    /// its model requests on the runtime's route, and the catalog (whose
+    /// `supported_endpoints` choose the API) is not known yet.
+    pub(crate) fn needs_route_catalog(&self, session: &str) -> bool {
+        let on_route = self
+            .config
+            .model_default
+            .as_ref()
+            .is_some_and(|d| d.provider.copilot_api);
+        on_route
+            && self.sessions.get(session).is_some_and(|live| {
+                live.model_agent
+                    && live.model.catalog.is_none()
+                    && !matches!(live.route_catalog, RouteCatalog::Known(_))
+                    && (live.client_transport
+                        || live
+                            .session
+                            .attached
+                            .keys()
+                            .any(|c| self.is_http_provider(*c)))
+            })
+    }
+
+    /// Asks the client that serves `session` for the route's catalog (`GET {route}/models`
+    /// through it, as the runtime asks); `true` while the answer is awaited.
+    pub(crate) fn ask_route_catalog(&mut self, session: &str) -> bool {
+        if !self.needs_route_catalog(session) {
+            return false;
+        }
+        if self
+            .sessions
+            .get(session)
+            .is_some_and(|l| matches!(l.route_catalog, RouteCatalog::Asking))
+        {
+            return true;
+        }
+        let Some(default) = &self.config.model_default else {
+            return false;
+        };
+        let Ok(request) = build_models_request(&default.provider, None) else {
+            return false;
+        };
+        let key = list_key(&request.headers, &request.url, Some((session, "route")));
+        let call =
+            self.start_models_fetch(key, None, vec![Waiter::RouteCatalog(session.to_owned())]);
+        if let Some(live) = self.sessions.get_mut(session) {
+            live.route_catalog = RouteCatalog::Asking;
+        }
+        if !self.start_provided_http(call, session, &request) {
+            // No client to ask after all: the runtime's own answer will do.
+            self.finish_models(call, None);
+            return false;
+        }
+        true
+    }
+
+    /// The route's model `id` as `session` sees it: its client's catalog, else the server
+    /// default's list.
+    pub(crate) fn route_model(&self, session: &str, id: &str) -> Option<&ModelInfo> {
+        if let Some(RouteCatalog::Known(models)) =
+            self.sessions.get(session).map(|l| &l.route_catalog)
+        {
+            if let Some(info) = models.iter().find(|m| m.id == id) {
+                return Some(info);
+            }
+        }
+        self.default_list_model(id)
+    }
+
+    /// Model `id` of the server default's list, when the list was fetched.
+    pub(crate) fn default_list_model(&self, id: &str) -> Option<&ModelInfo> {
+        let default = self.config.model_default.as_ref()?;
+        let request = build_models_request(&default.provider, None).ok()?;
+        let key = list_key(&request.headers, &request.url, None);
+        self.models_lists
+            .cache
+            .get(&key)?
+            .iter()
+            .find(|m| m.id == id)
     }
 
     /// Asks the server default's provider for its list, to choose the model of the sessions
@@ -506,5 +610,6 @@ fn model_info(id: String) -> ModelInfo {
         id,
         name: None,
         context_window: None,
+        endpoints: Vec::new(),
     }
 }

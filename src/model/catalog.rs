@@ -238,6 +238,7 @@ fn model_info(m: &CatalogModel) -> ModelInfo {
         id: m.qualified_id(),
         name: m.name.clone(),
         context_window: m.max_context_window_tokens,
+        endpoints: Vec::new(),
     }
 }
 

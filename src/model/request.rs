@@ -295,6 +295,9 @@ pub struct ModelInfo {
     pub name: Option<String>,
     /// The context window in tokens, when the provider gives one.
     pub context_window: Option<u64>,
+    /// The API routes the model is served on, when the provider says (the Copilot API's
+    /// `supported_endpoints`: `/chat/completions`, `/responses`, `ws:/responses`, …).
+    pub endpoints: Vec<String>,
 }
 
 /// Reads a model-list answer: `{"data": [{"id": …}, …]}` (OpenAI, Anthropic, Ollama, vLLM,
@@ -336,6 +339,14 @@ pub fn parse_models_response(body: &[u8]) -> Result<Vec<ModelInfo>, ModelError> 
                     .filter(|n| *n != id)
                     .map(str::to_owned),
                 context_window: number(m, &["context_window", "context_length", "max_model_len"]),
+                endpoints: m
+                    .get("supported_endpoints")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect(),
             })
         })
         .collect())
@@ -605,7 +616,8 @@ mod tests {
             ModelInfo {
                 id: "qwen3".into(),
                 name: None,
-                context_window: None
+                context_window: None,
+                endpoints: Vec::new(),
             }
         );
         assert_eq!(list[1].name.as_deref(), Some("Claude"));

@@ -419,3 +419,92 @@ async fn the_operators_default_provider_key_is_never_sent_to_a_client() {
     })
     .await
 }
+
+/// A Responses event as one WebSocket message.
+fn responses_event(event: Value) -> String {
+    event.to_string()
+}
+
+/// On the runtime's route, a client that performs a session's model requests is first asked
+/// for the route's catalog (`GET {route}/models`); a model served only on `/responses`, and
+/// also over a WebSocket (`ws:/responses`) when the server enables it, is then called that
+/// way: a `websocket` exchange whose first message is `response.create`, whose response
+/// messages are the Responses events, and which agentwire ends once the response completed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_routes_catalog_picks_responses_over_the_clients_websocket() {
+    use agentwire_tokio::agentwire::model::{Secret, ServerDefault};
+    sdk_scenarios::bounded(async {
+        let route = ServerDefault::copilot_api("http://127.0.0.1:9", Secret::new("gh-route-token"))
+            .expect("route");
+        let server = Server::new(
+            HostConfig::default()
+                .with_model_default(Some(route))
+                .with_websocket_responses(true),
+        );
+        let client = connect(&server).await;
+        let mut provider = Provider::register(&client).await;
+        let config = SessionConfig::default()
+            .with_session_id(new_session_id())
+            .with_model("ws-model")
+            .with_streaming(true);
+        let prepared = client.prepare_session(config).expect("prepare_session");
+        let mut events = Recorder::new(prepared.subscribe());
+        let session = within("session.create", prepared.start())
+            .await
+            .expect("session.create");
+        within("session.send", session.send(MessageOptions::new("hi over a socket")))
+            .await
+            .expect("session.send");
+
+        // The catalog, through the client.
+        let (start, _) = (provider.next_start().await, provider.next_chunk().await);
+        assert_eq!(start["method"], "GET");
+        assert_eq!(start["url"], "http://127.0.0.1:9/models");
+        let rid = request_id(&start);
+        assert!(respond_start(&client, &rid, 200).await);
+        let catalog = json!({"data": [{"id": "ws-model",
+            "supported_endpoints": ["/responses", "ws:/responses"]}]});
+        assert!(respond_chunk(&client, &rid, &catalog.to_string(), true).await);
+
+        // The model call: a WebSocket whose first message is `response.create`.
+        let start = provider.next_start().await;
+        assert_eq!(start["transport"], "websocket");
+        assert_eq!(start["url"], "ws://127.0.0.1:9/responses");
+        let first = provider.next_chunk().await;
+        assert_ne!(first["end"], true, "the socket stays open: {first}");
+        let message: Value = serde_json::from_str(first["data"].as_str().unwrap()).unwrap();
+        assert_eq!(message["type"], "response.create");
+        assert_eq!(message["model"], "ws-model");
+        assert!(message["input"].to_string().contains("hi over a socket"));
+
+        let rid = request_id(&start);
+        assert!(respond_start(&client, &rid, 101).await);
+        for event in [
+            json!({"type": "response.created", "response": {"id": "r1", "status": "in_progress", "output": []}}),
+            json!({"type": "response.output_item.added", "output_index": 0,
+                   "item": {"id": "m1", "type": "message", "role": "assistant", "content": []}}),
+            json!({"type": "response.output_text.delta", "output_index": 0, "content_index": 0,
+                   "delta": "Over the socket."}),
+            json!({"type": "response.output_text.done", "output_index": 0, "content_index": 0,
+                   "text": "Over the socket."}),
+            json!({"type": "response.completed", "response": {"id": "r1", "status": "completed",
+                   "output": [{"id": "m1", "type": "message", "role": "assistant",
+                               "content": [{"type": "output_text", "text": "Over the socket."}]}],
+                   "usage": {"input_tokens": 3, "output_tokens": 4, "total_tokens": 7}}}),
+        ] {
+            assert!(respond_chunk(&client, &rid, &responses_event(event), false).await);
+        }
+        // The response is complete: agentwire ends its side, which closes the socket.
+        let closing = provider.next_chunk().await;
+        assert_eq!(closing["requestId"], start["requestId"]);
+        assert_eq!(closing["end"], true);
+        let turn = events.turn().await;
+        assert!(
+            turn.iter().all(|e| e.event_type != "session.error"),
+            "{:?}",
+            types(&turn)
+        );
+        assert_eq!(last_message(&turn), "Over the socket.");
+    })
+    .await
+}

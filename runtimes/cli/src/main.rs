@@ -382,6 +382,9 @@ fn setup(cli: &Cli) -> Result<(Mode, HostConfig, Option<std::net::TcpListener>),
     config.mcp_apps_enabled = cli.mcp_apps
         || std::env::var("COPILOT_MCP_APPS").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
     config.extensions = extensions_config();
+    // On, as in the runtime, unless the experiment variable turns it off.
+    config.websocket_responses = !std::env::var("COPILOT_EXP_COPILOT_CLI_WEBSOCKET_RESPONSES")
+        .is_ok_and(|v| v.eq_ignore_ascii_case("false"));
     config.telemetry =
         telemetry_env::from_env(|name| std::env::var(name).ok()).unwrap_or_else(|warning| {
             tracing::warn!("{warning}");

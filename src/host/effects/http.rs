@@ -45,8 +45,16 @@ impl Host {
         self.run_agents();
     }
 
-    /// Hands `event` of exchange `call` to its session's agent (`last`: the exchange ends).
+    /// Hands `event` of exchange `call` to its session's agent (`last`: the exchange ends);
+    /// a model-list request a client performs goes to its list.
     pub(crate) fn route_http_event(&mut self, call: u64, event: HttpEvent, last: bool) {
+        if self.is_models_call(call) {
+            if last {
+                self.http_calls.remove(&call);
+            }
+            self.models_http(call, event);
+            return;
+        }
         let session = if last {
             self.http_calls.remove(&call).map(|c| c.session)
         } else {
@@ -231,7 +239,44 @@ impl Host {
                 setup.model = Some(model.clone());
             }
         }
+        if setup.provider.copilot_api {
+            self.choose_route_api(session, &mut setup);
+        }
         Ok(setup)
+    }
+
+    /// On the runtime's route, the model's `supported_endpoints` (from the route's model
+    /// list) choose its API: the Responses API for a model served there and not on
+    /// `/chat/completions`, and over a WebSocket (`ws:/responses`) when the server enables it
+    /// ([`HostConfig::websocket_responses`](crate::host::HostConfig::websocket_responses)) and a
+    /// client performs the session's model requests.
+    fn choose_route_api(&self, session: &str, setup: &mut ModelSetup) {
+        let Some(info) = setup
+            .model
+            .as_deref()
+            .and_then(|m| self.route_model(session, m))
+        else {
+            return;
+        };
+        let serves = |endpoint: &str| info.endpoints.iter().any(|e| e == endpoint);
+        if serves("/responses") && !serves("/chat/completions") {
+            setup.provider.wire_api = crate::model::WireApi::Responses;
+        }
+        let by_client = self.sessions.get(session).is_some_and(|live| {
+            live.client_transport
+                || live
+                    .session
+                    .attached
+                    .keys()
+                    .any(|c| self.is_http_provider(*c))
+        });
+        if setup.provider.wire_api == crate::model::WireApi::Responses
+            && serves("ws:/responses")
+            && self.config.websocket_responses
+            && by_client
+        {
+            setup.provider.transport = Some(crate::model::WEBSOCKETS.to_owned());
+        }
     }
 
     /// The conversation from the session's persisted events (the main agent's: no

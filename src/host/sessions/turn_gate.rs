@@ -59,6 +59,7 @@ impl Host {
             && (self.needs_default_choice(session)
                 || self.mcp_starting(session)
                 || self.discovered_mcp_pending(session)
+                || self.needs_route_catalog(session)
                 || needs_rendering(input)
                 || self.has_hooks(session)
                 || !live.model.transform_requests().is_empty()
@@ -116,6 +117,9 @@ impl Host {
                             break;
                         }
                     }
+                }
+                if self.ask_route_catalog(session) {
+                    break;
                 }
                 if self.want_discovered_mcp(session) || self.mcp_starting(session) {
                     break;
