@@ -878,12 +878,7 @@ fn end_call_at_once(
     let arguments = call
         .parsed_arguments()
         .unwrap_or_else(|_| Value::String(call.arguments.clone()));
-    s.emit(
-        "tool.execution_start",
-        json!({"toolCallId": call.id, "toolName": call.name, "arguments": arguments,
-               "turnId": run.turn.to_string()}),
-        false,
-    );
+    emit_call_start(s, run, call, &arguments);
     s.emit(
         "tool.execution_complete",
         json!({"toolCallId": call.id, "success": false,
@@ -955,18 +950,22 @@ fn dispatch_tool(s: &mut dyn SessionControl, run: &mut Run, call: &ToolCall) -> 
     }
 }
 
+/// `tool.execution_start` of one of the model's calls that the agent itself serves.
+fn emit_call_start(s: &mut dyn SessionControl, run: &Run, call: &ToolCall, arguments: &Value) {
+    s.emit(
+        "tool.execution_start",
+        json!({"toolCallId": call.id, "toolName": call.name, "arguments": arguments,
+               "turnId": run.turn.to_string()}),
+        false,
+    );
+}
+
 /// `task`: the call starts (`tool.execution_start`) and its sub-agent is started once the
 /// response's calls are dispatched ([`ModelAgent::spawn_children`]). A call without a prompt,
 /// or asking for a background agent, fails at once. Returns whether the call already ended.
 fn start_task(s: &mut dyn SessionControl, run: &mut Run, call: &ToolCall) -> bool {
     let arguments = call.parsed_arguments().unwrap_or_default();
-    let text = |key: &str| {
-        arguments
-            .get(key)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
+    let text = |key: &str| super::model_tools::text_argument(&arguments, key);
     let (prompt, mode, agent_type) = (text("prompt"), text("mode"), text("agent_type"));
     let problem = if prompt.trim().is_empty() {
         Some("the task has no prompt".to_owned())
@@ -981,12 +980,7 @@ fn start_task(s: &mut dyn SessionControl, run: &mut Run, call: &ToolCall) -> boo
         end_call_at_once(s, run, call, &problem, "failure");
         return true;
     }
-    s.emit(
-        "tool.execution_start",
-        json!({"toolCallId": call.id, "toolName": call.name, "arguments": arguments,
-               "turnId": run.turn.to_string()}),
-        false,
-    );
+    emit_call_start(s, run, call, &arguments);
     let agent_type = if agent_type.is_empty() {
         "task".to_owned()
     } else {
@@ -1000,12 +994,7 @@ fn start_task(s: &mut dyn SessionControl, run: &mut Run, call: &ToolCall) -> boo
 /// the tool completes when it answers ([`finish_ask_user`]).
 fn start_ask_user(s: &mut dyn SessionControl, run: &mut Run, call: &ToolCall) {
     let arguments = call.parsed_arguments().unwrap_or_default();
-    s.emit(
-        "tool.execution_start",
-        json!({"toolCallId": call.id, "toolName": call.name, "arguments": arguments,
-               "turnId": run.turn.to_string()}),
-        false,
-    );
+    emit_call_start(s, run, call, &arguments);
     let question = arguments
         .get("question")
         .and_then(Value::as_str)
@@ -1036,19 +1025,8 @@ fn start_ask_user(s: &mut dyn SessionControl, run: &mut Run, call: &ToolCall) {
 /// (`exitPlanMode.request`); the tool completes when it answers ([`finish_exit_plan_mode`]).
 fn start_exit_plan_mode(s: &mut dyn SessionControl, run: &mut Run, call: &ToolCall) {
     let arguments = call.parsed_arguments().unwrap_or_default();
-    s.emit(
-        "tool.execution_start",
-        json!({"toolCallId": call.id, "toolName": call.name, "arguments": arguments,
-               "turnId": run.turn.to_string()}),
-        false,
-    );
-    let text = |key: &str| {
-        arguments
-            .get(key)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
+    emit_call_start(s, run, call, &arguments);
+    let text = |key: &str| super::model_tools::text_argument(&arguments, key);
     let offered = super::model_tools::EXIT_PLAN_ACTIONS;
     let mut actions: Vec<String> = arguments
         .get("actions")

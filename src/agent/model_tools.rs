@@ -186,17 +186,20 @@ pub fn is_builtin_tool(name: &str) -> bool {
     BUILTIN_TOOL_NAMES.contains(&name)
 }
 
+/// The string argument `key` of a model's call (empty when missing or not a string).
+pub(crate) fn text_argument(arguments: &Value, key: &str) -> String {
+    arguments
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
 /// The model's call of built-in tool `name` with `arguments` as a [`BuiltinCall`] (`None`
 /// when `name` is not a built-in). Missing arguments become empty strings: the host
 /// answers the model with what is wrong instead of running the tool.
 pub fn builtin_call(name: &str, arguments: &Value) -> Option<BuiltinCall> {
-    let text = |key: &str| {
-        arguments
-            .get(key)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
+    let text = |key: &str| text_argument(arguments, key);
     let number = |key: &str| arguments.get(key).and_then(Value::as_f64);
     let flag = |key: &str| arguments.get(key).and_then(Value::as_bool).unwrap_or(false);
     // `paths` is a string or an array; the first entry is searched.

@@ -55,14 +55,7 @@ impl SqlRows {
             .flatten()
             .filter_map(|r| r.as_object().cloned())
             .collect();
-        let mut columns: Vec<String> = value
-            .get("columns")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect();
+        let mut columns = crate::jsonrpc::string_array(value.get("columns"));
         if columns.is_empty() {
             if let Some(first) = rows.first() {
                 columns = first.keys().cloned().collect();

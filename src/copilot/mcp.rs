@@ -127,14 +127,7 @@ pub(super) fn session_configs(
     params: Option<&RawValue>,
 ) -> Result<Vec<crate::mcp::McpServerConfig>, ErrorObject> {
     let raw: Value = decode(params)?;
-    let disabled: Vec<String> = raw
-        .get("disabledMcpServers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(str::to_owned)
-        .collect();
+    let disabled = crate::jsonrpc::string_array(raw.get("disabledMcpServers"));
     let configs =
         crate::mcp::copilot_servers(raw.get("mcpServers").unwrap_or(&Value::Null), &disabled)
             .map_err(|e| ErrorObject::new(code::INVALID_PARAMS, format!("invalid params: {e}")))?;
@@ -160,15 +153,7 @@ pub(super) fn apply_discovery(
     let Ok(raw) = decode::<Value>(params) else {
         return;
     };
-    let strings = |key: &str| -> Vec<String> {
-        raw.get(key)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect()
-    };
+    let strings = |key: &str| crate::jsonrpc::string_array(raw.get(key));
     let disabled = strings("disabledMcpServers");
     let plugin_dirs = strings("pluginDirectories");
     let github = GitHubMcpToolConfig::of(raw.get("githubMcpToolConfig")).or_else(|| {

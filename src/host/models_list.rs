@@ -171,13 +171,7 @@ impl Host {
             .map(model_info)
             .collect();
         // A session a client serves skipped the base-URL policy: never connect for it.
-        let served_by_client = live.client_transport
-            || live
-                .session
-                .attached
-                .keys()
-                .any(|c| self.is_http_provider(*c));
-        if served_by_client {
+        if self.client_serves(session) {
             return Some(reply(&joined(&configured)));
         }
         let token_from = if provider.has_bearer_token_provider {
@@ -458,16 +452,11 @@ impl Host {
             .as_ref()
             .is_some_and(|d| d.provider.copilot_api);
         on_route
+            && self.client_serves(session)
             && self.sessions.get(session).is_some_and(|live| {
                 live.model_agent
                     && live.model.catalog.is_none()
                     && !matches!(live.route_catalog, RouteCatalog::Known(_))
-                    && (live.client_transport
-                        || live
-                            .session
-                            .attached
-                            .keys()
-                            .any(|c| self.is_http_provider(*c)))
             })
     }
 

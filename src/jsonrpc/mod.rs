@@ -28,6 +28,18 @@ mod scan;
 mod write;
 
 pub use error::{code, ErrorObject};
+
+/// The strings of a JSON array (its other items, and anything not an array, left out):
+/// the shape of every list-of-names parameter.
+pub(crate) fn string_array(value: Option<&serde_json::Value>) -> Vec<String> {
+    value
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+        .map(str::to_owned)
+        .collect()
+}
 pub use id::{Id, IdKind, OwnedId};
 pub use parse::{parse, parse_single, parse_with, BatchPolicy, Message, Parsed, Rejection};
 pub use write::{

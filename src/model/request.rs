@@ -339,14 +339,7 @@ pub fn parse_models_response(body: &[u8]) -> Result<Vec<ModelInfo>, ModelError> 
                     .filter(|n| *n != id)
                     .map(str::to_owned),
                 context_window: number(m, &["context_window", "context_length", "max_model_len"]),
-                endpoints: m
-                    .get("supported_endpoints")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect(),
+                endpoints: crate::jsonrpc::string_array(m.get("supported_endpoints")),
             })
         })
         .collect())

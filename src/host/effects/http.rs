@@ -262,18 +262,10 @@ impl Host {
         if serves("/responses") && !serves("/chat/completions") {
             setup.provider.wire_api = crate::model::WireApi::Responses;
         }
-        let by_client = self.sessions.get(session).is_some_and(|live| {
-            live.client_transport
-                || live
-                    .session
-                    .attached
-                    .keys()
-                    .any(|c| self.is_http_provider(*c))
-        });
         if setup.provider.wire_api == crate::model::WireApi::Responses
             && serves("ws:/responses")
             && self.config.websocket_responses
-            && by_client
+            && self.client_serves(session)
         {
             setup.provider.transport = Some(crate::model::WEBSOCKETS.to_owned());
         }

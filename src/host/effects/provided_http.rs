@@ -63,9 +63,12 @@ impl Host {
     /// policy does not apply to such a session's providers (the runtime never connects to
     /// them).
     pub(crate) fn served_by_client(&self, session: &str, conn: ConnId) -> bool {
-        if self.is_http_provider(conn) {
-            return true;
-        }
+        self.is_http_provider(conn) || self.client_serves(session)
+    }
+
+    /// Whether a client performs `session`'s model requests: a provider is attached, or one
+    /// already served it.
+    pub(crate) fn client_serves(&self, session: &str) -> bool {
         self.sessions.get(session).is_some_and(|live| {
             live.client_transport
                 || live

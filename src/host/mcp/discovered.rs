@@ -92,15 +92,7 @@ impl GitHubMcpToolConfig {
     pub(crate) fn of(value: Option<&Value>) -> Option<Self> {
         let obj = value?.as_object()?;
         let flag = |key: &str| obj.get(key).and_then(Value::as_bool) == Some(true);
-        let list = |key: &str| -> Vec<String> {
-            obj.get(key)
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        };
+        let list = |key: &str| crate::jsonrpc::string_array(obj.get(key));
         Some(GitHubMcpToolConfig {
             all_tools: flag("enableAllTools"),
             toolsets: list("additionalToolsets"),

@@ -35,13 +35,7 @@ impl Host {
                 return;
             }
         }
-        self.emit(
-            session,
-            "tool.execution_start",
-            &json!({"toolCallId": tool_call_id, "toolName": name,
-                    "arguments": arguments, "turnId": turn_id}),
-            false,
-        );
+        self.emit_tool_start(session, tool_call_id, name, arguments, turn_id);
         if crate::host::CANVAS_TOOLS.contains(&name)
             && self.canvas_renderer_attached(session)
             && self

@@ -9,7 +9,6 @@
 //! step's scripted result, or, for a model's call, the runtime performs it (`tool_ops`).
 
 use crate::host::pending::{Approval, PermissionAsk, ToolCaller};
-use serde_json::json;
 
 use crate::agent::{BuiltinCall, ToolOutcome};
 
@@ -36,13 +35,7 @@ impl Host {
         };
         let name = call.tool_name();
         let arguments = call.arguments();
-        self.emit(
-            session,
-            "tool.execution_start",
-            &json!({"toolCallId": tool_call_id, "toolName": name,
-                    "arguments": arguments, "turnId": turn_id}),
-            false,
-        );
+        self.emit_tool_start(session, tool_call_id, name, &arguments, turn_id);
         if let Some(message) = problem {
             let code = "failure".to_owned();
             self.complete_tool(

@@ -76,6 +76,20 @@ impl Host {
         Some(event.id)
     }
 
+    /// `tool.execution_start` of a tool call the host performs.
+    pub(crate) fn emit_tool_start(
+        &mut self,
+        session: &str,
+        tool_call_id: &str,
+        tool_name: &str,
+        arguments: &Value,
+        turn_id: &str,
+    ) {
+        let data = serde_json::json!({"toolCallId": tool_call_id, "toolName": tool_name,
+                                      "arguments": arguments, "turnId": turn_id});
+        self.emit(session, "tool.execution_start", &data, false);
+    }
+
     /// Tool call `tool_call_id` of `session` is sub-agent `agent_id`'s: its events carry
     /// that `agentId` until it completes.
     pub(crate) fn tag_tool_call(&mut self, session: &str, tool_call_id: &str, agent_id: &str) {

@@ -224,13 +224,7 @@ impl Host {
         arguments: &Value,
         turn_id: &str,
     ) {
-        self.emit(
-            session,
-            "tool.execution_start",
-            &serde_json::json!({"toolCallId": tool_call_id, "toolName": "skill",
-                                "arguments": arguments, "turnId": turn_id}),
-            false,
-        );
+        self.emit_tool_start(session, tool_call_id, "skill", arguments, turn_id);
         let wanted = arguments
             .get("skill")
             .and_then(Value::as_str)

@@ -58,13 +58,7 @@ impl Host {
         arguments: &Value,
         turn_id: &str,
     ) {
-        self.emit(
-            session,
-            "tool.execution_start",
-            &json!({"toolCallId": tool_call_id, "toolName": sql_tool::SQL,
-                    "arguments": arguments, "turnId": turn_id}),
-            false,
-        );
+        self.emit_tool_start(session, tool_call_id, sql_tool::SQL, arguments, turn_id);
         let failure = |message: String| ToolOutcome::Failure {
             message,
             code: "failure".to_owned(),
