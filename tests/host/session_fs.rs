@@ -460,3 +460,54 @@ fn a_failed_state_write_stops_the_copy_with_one_warning() {
     assert_eq!(later, 1, "nothing is written after the failure");
     assert!(p.events("s").iter().any(|e| e["type"] == "session.idle"));
 }
+
+/// `session.idle` waits for the session's state copy: a client that reads `events.jsonl`
+/// once the turn is idle finds the whole turn in it. While the provider has not answered
+/// the turn's writes, no `session.idle` is sent; once it answers them all, it is.
+#[test]
+fn session_idle_waits_for_the_state_copy_of_the_turn() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    w.call(
+        &mut p,
+        &mut [],
+        "sessionFs.setProvider",
+        json!({"initialCwd": "/ws", "sessionStatePath": "/state", "conventions": "posix"}),
+    );
+    create(&mut w, &mut p, "s", json!({"workingDirectory": "/ws"}));
+    let mut fs = BTreeMap::new();
+    serve_files(&mut w, &mut p, &mut fs);
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "hello"}),
+    );
+    // Run the turn to its end without answering a single write (before the writes' own
+    // deadline, which would stop the copy).
+    while !p.types("s").iter().any(|t| t == "assistant.turn_end") {
+        let t = w.host.poll_timeout().expect("the turn goes on");
+        w.now = t;
+        w.host.handle_timeout(t);
+        w.pump(&mut [&mut p]);
+    }
+    let idle = |p: &Peer| p.types("s").iter().filter(|t| *t == "session.idle").count();
+    assert!(
+        p.types("s").iter().any(|t| t == "assistant.message"),
+        "{:?}",
+        p.types("s")
+    );
+    assert_eq!(
+        idle(&p),
+        0,
+        "idle before the state copy: {:?}",
+        p.types("s")
+    );
+    serve_files(&mut w, &mut p, &mut fs);
+    assert_eq!(idle(&p), 1, "{:?}", p.types("s"));
+    let copied: Vec<Value> = fs["/state/events.jsonl"]
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(copied.iter().any(|e| e["type"] == "assistant.message"));
+}

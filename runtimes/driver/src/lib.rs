@@ -47,7 +47,8 @@
 //!   * `EffectOp::HttpRequest` / `HttpCancel`: a blocking `ureq` (rustls) request on a
 //!     thread of its own, its status and headers, body chunks (as they arrive), end or
 //!     transport error reported; a cancelled exchange reports nothing more;
-//!   * `EffectOp::FileOp`: a built-in tool's file operation (read, write, walk, read many)
+//!   * `EffectOp::FileOp`: a built-in tool's file operation (read, write, append, walk, read
+//!     many, one SQLite statement on a session database with rusqlite)
 //!     with `std::fs` on a thread of its own, its result reported.
 //!
 //! Every connection that the driver opens with `Host::open_with` is later ended with exactly

@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::correlation::Outcome;
 use crate::host::pending::ClientCall;
@@ -52,6 +52,9 @@ struct StateMirror {
     made: BTreeSet<String>,
     /// A write failed: nothing more is written.
     failed: bool,
+    /// The session's `session.idle` (its data), held until the writes queued before it are
+    /// done, so a client that reads `events.jsonl` after the turn finds the whole turn.
+    held_idle: Option<Value>,
 }
 
 impl StateMirror {
@@ -95,7 +98,14 @@ impl Host {
         let conn = self.file_provider(session);
         let current = self.state_mirrors.by_session.get(session).map(|m| m.conn);
         if conn.is_none() || current.is_some_and(|c| Some(c) != conn) {
-            self.state_mirrors.by_session.remove(session);
+            if let Some(idle) = self
+                .state_mirrors
+                .by_session
+                .remove(session)
+                .and_then(|m| m.held_idle)
+            {
+                self.emit(session, "session.idle", &idle, true);
+            }
         }
         let conn = conn?;
         if !self.state_mirrors.by_session.contains_key(session) {
@@ -117,6 +127,7 @@ impl Host {
                 busy: false,
                 made: BTreeSet::new(),
                 failed: false,
+                held_idle: None,
             };
             mirror.push(EVENTS_FILE, log, false);
             self.state_mirrors
@@ -224,6 +235,33 @@ impl Host {
         }
     }
 
+    /// Holds `session`'s `session.idle` (`data`) while its state writes are under way;
+    /// `false` when nothing is being written (the event goes out now).
+    pub(in crate::host) fn hold_idle_for_state(&mut self, session: &str, data: &Value) -> bool {
+        let Some(mirror) = self.state_mirrors.by_session.get_mut(session) else {
+            return false;
+        };
+        if mirror.failed || (!mirror.busy && mirror.queue.is_empty()) {
+            return false;
+        }
+        mirror.held_idle = Some(data.clone());
+        true
+    }
+
+    /// Emits `session`'s held `session.idle` once its mirror has nothing more to write (or
+    /// has stopped writing).
+    fn release_idle(&mut self, session: &str) {
+        let Some(mirror) = self.state_mirrors.by_session.get_mut(session) else {
+            return;
+        };
+        if !mirror.failed && (mirror.busy || !mirror.queue.is_empty()) {
+            return;
+        }
+        if let Some(idle) = mirror.held_idle.take() {
+            self.emit(session, "session.idle", &idle, true);
+        }
+    }
+
     /// The provider answered (or failed) a state write of `session`.
     pub(in crate::host) fn finish_state_write(
         &mut self,
@@ -259,6 +297,7 @@ impl Host {
             Ok(_) => self.state_write_failed(session, "unexpected answer"),
             Err(e) => self.state_write_failed(session, &e),
         }
+        self.release_idle(session);
     }
 
     /// A state write failed: the provider's copy stops, and the session says why once.
@@ -282,5 +321,6 @@ impl Host {
             &json!({"warningType": "session_fs", "message": message}),
             false,
         );
+        self.release_idle(session);
     }
 }

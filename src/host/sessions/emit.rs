@@ -29,6 +29,10 @@ impl Host {
         ephemeral: bool,
         only: Option<ConnId>,
     ) -> Option<String> {
+        if event_type == "session.idle" && self.hold_idle_for_state(session_id, data) {
+            // Sent once the session's state copy holds everything before it.
+            return None;
+        }
         let masked = self.mask_secrets(data);
         let data = masked.as_ref().unwrap_or(data);
         if !(ephemeral && crate::session::is_streaming_delta_type(event_type)) {
