@@ -32,6 +32,25 @@ impl SqlQueryType {
     }
 }
 
+/// One statement and how it is executed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SqlStatement {
+    /// How it is executed.
+    pub query_type: SqlQueryType,
+    /// The SQL.
+    pub query: String,
+}
+
+impl SqlStatement {
+    /// `query`, executed as its first keyword says ([`query_type`]).
+    pub fn new(query: &str) -> Self {
+        SqlStatement {
+            query_type: query_type(query),
+            query: query.to_owned(),
+        }
+    }
+}
+
 /// What one statement gave.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SqlRows {

@@ -37,6 +37,16 @@ pub(super) fn request(session: &str, op: &FsPrimitive) -> (&'static str, Value) 
             "sessionFs.sqliteQuery",
             json!({"sessionId": session, "queryType": query_type.as_str(), "query": query}),
         ),
+        FsPrimitive::SqliteTransaction { statements } => {
+            let statements: Vec<Value> = statements
+                .iter()
+                .map(|s| json!({"queryType": s.query_type.as_str(), "query": s.query}))
+                .collect();
+            (
+                "sessionFs.sqliteTransaction",
+                json!({"sessionId": session, "statements": statements}),
+            )
+        }
     }
 }
 
@@ -56,7 +66,7 @@ pub(super) fn answer(op: &FsPrimitive, result: &Value) -> Result<FsAnswer, Strin
             | FsPrimitive::Remove { path }
             | FsPrimitive::Mkdir { path }
             | FsPrimitive::Exists { path } => path,
-            FsPrimitive::SqliteQuery { .. } => "SQLite",
+            FsPrimitive::SqliteQuery { .. } | FsPrimitive::SqliteTransaction { .. } => "SQLite",
         };
         return Err(match (code, error.get("message").and_then(Value::as_str)) {
             ("ENOENT", _) => format!("Path {path} does not exist"),
@@ -99,8 +109,60 @@ pub(super) fn answer(op: &FsPrimitive, result: &Value) -> Result<FsAnswer, Strin
         | FsPrimitive::Mkdir { .. } => Ok(FsAnswer::Done),
         FsPrimitive::Exists { .. } => flag("exists").map(FsAnswer::Exists).ok_or_else(malformed),
         // `exec` may answer nothing at all.
-        FsPrimitive::SqliteQuery { .. } => Ok(FsAnswer::Rows(
+        FsPrimitive::SqliteQuery { .. } => Ok(FsAnswer::Rows(vec![
             crate::agent::sql_tool::SqlRows::from_json(result),
-        )),
+        ])),
+        FsPrimitive::SqliteTransaction { statements } => {
+            let results = result.get("results").and_then(Value::as_array);
+            match results {
+                Some(results) if results.len() == statements.len() => Ok(FsAnswer::Rows(
+                    results
+                        .iter()
+                        .map(crate::agent::sql_tool::SqlRows::from_json)
+                        .collect(),
+                )),
+                _ => Err(malformed()),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::sql_tool::SqlStatement;
+
+    #[test]
+    fn several_statements_are_one_sqlite_transaction() {
+        let op = FsPrimitive::SqliteTransaction {
+            statements: vec![
+                SqlStatement::new("INSERT INTO t VALUES (1)"),
+                SqlStatement::new("SELECT * FROM t"),
+            ],
+        };
+        let (method, params) = request("s1", &op);
+        assert_eq!(method, "sessionFs.sqliteTransaction");
+        assert_eq!(
+            params,
+            json!({"sessionId": "s1", "statements": [
+                {"queryType": "run", "query": "INSERT INTO t VALUES (1)"},
+                {"queryType": "query", "query": "SELECT * FROM t"}]})
+        );
+        let answer = json!({"results": [{"rows": [], "columns": [], "rowsAffected": 1,
+                                         "lastInsertRowid": 4},
+                                        {"rows": [{"a": 1}], "columns": ["a"], "rowsAffected": 0}]});
+        let Ok(FsAnswer::Rows(rows)) = super::answer(&op, &answer) else {
+            panic!("rows expected");
+        };
+        assert_eq!(rows[0].last_insert_rowid, Some(4));
+        assert_eq!(rows[1].columns, ["a"]);
+        // A failed transaction is the provider's error; a short answer is malformed.
+        let failed =
+            json!({"results": [], "error": {"errorClass": "fatal", "message": "no such table: t"}});
+        assert_eq!(
+            super::answer(&op, &failed),
+            Err("SQLite: no such table: t".to_owned())
+        );
+        assert!(super::answer(&op, &json!({"results": []})).is_err());
     }
 }

@@ -44,15 +44,14 @@ pub enum FileRequest {
         /// Fail if the file already exists.
         create_new: bool,
     },
-    /// Run one SQL statement on the SQLite database file `database` (created if missing),
-    /// executed as `query_type` says ([`FileReply::Rows`]).
+    /// Run SQL statements on the SQLite database file `database` (created if missing), each
+    /// executed as its `query_type` says, several in one transaction: all or none
+    /// ([`FileReply::Rows`], one result per statement).
     Sqlite {
         /// The database file.
         database: String,
-        /// How the statement is executed.
-        query_type: crate::agent::sql_tool::SqlQueryType,
-        /// The statement (with `Exec`, possibly several).
-        query: String,
+        /// The statements, in order.
+        statements: Vec<crate::agent::sql_tool::SqlStatement>,
     },
     /// Append text to a file, creating it (and missing parent directories) if needed
     /// ([`FileReply::Written`]). The text is written with one call, so appends of whole
@@ -115,8 +114,8 @@ pub enum FileReply {
     /// An image file's bytes (a `Read` of a file that is not UTF-8 text and whose name says
     /// it is an image: `.png`, `.jpg` / `.jpeg`, `.gif`, `.webp`).
     Bytes(Vec<u8>),
-    /// What an SQL statement gave ([`FileRequest::Sqlite`]).
-    Rows(crate::agent::sql_tool::SqlRows),
+    /// What each SQL statement gave ([`FileRequest::Sqlite`]), in order.
+    Rows(Vec<crate::agent::sql_tool::SqlRows>),
 }
 
 /// The media type of an image file, by its extension (`None`: not an image `view` shows).

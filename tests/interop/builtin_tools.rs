@@ -486,8 +486,9 @@ async fn a_bash_command_past_its_timeout_is_reported_as_timed_out() {
 
 /// The `sql` tool on the runtime's own session database (the server keeps session state in
 /// a workspace root): the starting `todos` / `todo_deps` tables exist, several statements run
-/// in one call and are told in turn, a `SELECT` comes back as a table, a bad statement is an
-/// error for the model, and the todos it wrote are read back with
+/// in one call (one transaction: a failing one undoes the others) and are told in turn, a
+/// `SELECT` comes back as a table, a bad statement is an error for the model, and the todos
+/// it wrote are read back with
 /// `session.plan.readSqlTodosWithDependencies` after `session.todos_changed`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sql_tool_keeps_a_session_database_and_its_todos() {
@@ -513,6 +514,13 @@ async fn the_sql_tool_keeps_a_session_database_and_its_todos() {
                 "sql",
                 json!({"description": "Bad", "query": "SELECT * FROM missing_table"}),
             ),
+            FakeReply::tool(
+                "call_half",
+                "sql",
+                json!({"description": "Half", "query":
+                    "INSERT INTO todos (id, title) VALUES ('t3', 'Never'); \
+                     INSERT INTO nowhere VALUES (1)"}),
+            ),
             FakeReply::Text("Done.".into()),
         ]);
         let root = dir.path().join("state").to_string_lossy().into_owned();
@@ -530,7 +538,7 @@ async fn the_sql_tool_keeps_a_session_database_and_its_todos() {
             "the sql tool asks no permission"
         );
         let bodies = fake.completion_bodies();
-        assert_eq!(bodies.len(), 4, "{}", types(&turn).join(","));
+        assert_eq!(bodies.len(), 5, "{}", types(&turn).join(","));
         assert!(tool_names(&bodies[0]).iter().any(|n| n == "sql"));
         let write = tool_results(&bodies[1]);
         assert_eq!(
@@ -550,6 +558,13 @@ async fn the_sql_tool_keeps_a_session_database_and_its_todos() {
             bad[0].1.contains("no such table: missing_table"),
             "{}",
             bad[0].1
+        );
+        // The first statement's row is undone with the failing second one.
+        let half = tool_results(&bodies[4]);
+        assert!(
+            half[0].1.contains("no such table: nowhere"),
+            "{}",
+            half[0].1
         );
         let todos = s
             .session

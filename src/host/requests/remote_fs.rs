@@ -45,6 +45,11 @@ pub(crate) enum FsPrimitive {
         query_type: crate::agent::sql_tool::SqlQueryType,
         query: String,
     },
+    /// Run several SQL statements in one transaction, all or none (`FsAnswer::Rows`, one
+    /// result per statement).
+    SqliteTransaction {
+        statements: Vec<crate::agent::sql_tool::SqlStatement>,
+    },
 }
 
 /// A provider's answer to an [`FsPrimitive`], as its dialect read it.
@@ -60,8 +65,8 @@ pub(crate) enum FsAnswer {
     Done,
     /// Whether the path exists.
     Exists(bool),
-    /// What an SQL statement gave.
-    Rows(crate::agent::sql_tool::SqlRows),
+    /// What each SQL statement gave, in order.
+    Rows(Vec<crate::agent::sql_tool::SqlRows>),
 }
 
 /// Where a [`FileRequest`] is in its sequence.
@@ -179,15 +184,23 @@ impl Host {
                 },
                 FsPrimitive::Stat { path: root },
             ),
-            FileRequest::Sqlite {
-                query_type, query, ..
-            } => {
+            FileRequest::Sqlite { mut statements, .. } => {
                 if !self.sqlite_providers.contains(&conn) {
                     let message = "the session's file provider has no SQLite database (it did \
                                    not declare the sqlite capability)";
                     return self.file_result(op, Err(message.to_owned()));
                 }
-                (Plan::Sql, FsPrimitive::SqliteQuery { query_type, query })
+                let first = match statements.len() {
+                    1 => {
+                        let one = statements.remove(0);
+                        FsPrimitive::SqliteQuery {
+                            query_type: one.query_type,
+                            query: one.query,
+                        }
+                    }
+                    _ => FsPrimitive::SqliteTransaction { statements },
+                };
+                (Plan::Sql, first)
             }
             FileRequest::CopyDir { .. }
             | FileRequest::Remove { .. }
@@ -280,9 +293,11 @@ impl Host {
                 }
             }
             (_, _, Err(message)) => return self.file_result(op, Err(message)),
-            (Plan::Sql, FsPrimitive::SqliteQuery { .. }, Ok(FsAnswer::Rows(rows))) => {
-                return self.file_result(op, Ok(FileReply::Rows(rows)))
-            }
+            (
+                Plan::Sql,
+                FsPrimitive::SqliteQuery { .. } | FsPrimitive::SqliteTransaction { .. },
+                Ok(FsAnswer::Rows(rows)),
+            ) => return self.file_result(op, Ok(FileReply::Rows(rows))),
             (Plan::Read { path }, FsPrimitive::Stat { .. }, Ok(FsAnswer::Stat { is_dir })) => {
                 if is_dir {
                     FsPrimitive::ReadDir { path: path.clone() }

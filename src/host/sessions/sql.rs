@@ -6,15 +6,14 @@
 //! offered the tool.
 //!
 //! Before a session's first statement the starting tables (`todos`, `todo_deps`) are made.
-//! The statements of a call run one at a time, in order; the first that fails ends the call
-//! with the database's error. A call that wrote the todo tables emits
+//! The statements of a call run in order in one transaction (`sessionFs.sqliteTransaction`
+//! on a provider): all take effect or, when one fails, none, and the call fails with the
+//! database's error. A call that wrote the todo tables emits
 //! `session.todos_changed` (ephemeral, no payload).
-
-use std::collections::VecDeque;
 
 use serde_json::{json, Value};
 
-use crate::agent::sql_tool::{self, SqlRows};
+use crate::agent::sql_tool::{self, SqlStatement};
 use crate::agent::ToolOutcome;
 use crate::host::tool_ops::{FileReply, FileRequest};
 use crate::host::Host;
@@ -22,14 +21,10 @@ use crate::host::Host;
 /// A `sql` call in progress.
 #[derive(Debug)]
 pub(crate) struct SqlRun {
-    /// Statements still to run.
-    statements: VecDeque<String>,
-    /// Statements run, with what each gave.
-    done: Vec<(String, SqlRows)>,
+    /// The call's statements.
+    statements: Vec<String>,
     /// The step in flight makes the starting tables.
     schema_step: bool,
-    /// A statement wrote the todo tables.
-    wrote_todos: bool,
 }
 
 impl Host {
@@ -78,7 +73,7 @@ impl Host {
             .get("query")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let statements: VecDeque<String> = sql_tool::split_statements(query).into();
+        let statements = sql_tool::split_statements(query);
         if statements.is_empty() {
             let message = "SQL Error: Empty query".to_owned();
             return self.complete_tool(session, tool_call_id, failure(message));
@@ -93,34 +88,28 @@ impl Host {
         let schema_step = !self.sessions.get(session).is_some_and(|l| l.sql_ready);
         let run = SqlRun {
             statements,
-            done: Vec::new(),
             schema_step,
-            wrote_todos: false,
         };
         self.next_sql(session, tool_call_id, run);
     }
 
-    /// Runs the call's next step, or finishes it.
+    /// Runs the call's next step: the starting tables, then its statements.
     fn next_sql(&mut self, session: &str, tool_call_id: &str, run: SqlRun) {
         let database = self.runtime_database(session).unwrap_or_default();
-        let (query_type, query) = if run.schema_step {
-            (
-                sql_tool::SqlQueryType::Exec,
-                sql_tool::SESSION_SCHEMA.to_owned(),
-            )
-        } else if let Some(statement) = run.statements.front() {
-            (sql_tool::query_type(statement), statement.clone())
+        let statements = if run.schema_step {
+            vec![SqlStatement {
+                query_type: sql_tool::SqlQueryType::Exec,
+                query: sql_tool::SESSION_SCHEMA.to_owned(),
+            }]
         } else {
-            if run.wrote_todos {
-                self.emit(session, "session.todos_changed", &json!({}), true);
-            }
-            let text = sql_tool::describe_all(&run.done);
-            return self.complete_tool(session, tool_call_id, ToolOutcome::Success(text));
+            run.statements
+                .iter()
+                .map(|s| SqlStatement::new(s))
+                .collect()
         };
         let request = FileRequest::Sqlite {
             database,
-            query_type,
-            query,
+            statements,
         };
         self.sql_file_op(session, tool_call_id, request, Box::new(run));
     }
@@ -135,11 +124,8 @@ impl Host {
     ) {
         let rows = match result {
             Ok(FileReply::Rows(rows)) => rows,
-            Ok(_) => SqlRows::default(),
+            Ok(_) => Vec::new(),
             Err(e) => {
-                if run.wrote_todos {
-                    self.emit(session, "session.todos_changed", &json!({}), true);
-                }
                 let outcome = ToolOutcome::Failure {
                     message: format!("SQL Error: {e}"),
                     code: "failure".to_owned(),
@@ -152,11 +138,21 @@ impl Host {
             if let Some(live) = self.sessions.get_mut(session) {
                 live.sql_ready = true;
             }
-        } else if let Some(statement) = run.statements.pop_front() {
-            run.wrote_todos |= sql_tool::writes_todos(&statement);
-            run.done.push((statement, rows));
+            return self.next_sql(session, tool_call_id, run);
         }
-        self.next_sql(session, tool_call_id, run);
+        if run.statements.iter().any(|s| sql_tool::writes_todos(s)) {
+            self.emit(session, "session.todos_changed", &json!({}), true);
+        }
+        let done: Vec<(String, sql_tool::SqlRows)> = run
+            .statements
+            .into_iter()
+            .zip(
+                rows.into_iter()
+                    .chain(std::iter::repeat_with(Default::default)),
+            )
+            .collect();
+        let text = sql_tool::describe_all(&done);
+        self.complete_tool(session, tool_call_id, ToolOutcome::Success(text));
     }
 }
 
@@ -207,8 +203,7 @@ impl Host {
         };
         let request = FileRequest::Sqlite {
             database: self.runtime_database(session).unwrap_or_default(),
-            query_type: sql_tool::SqlQueryType::Query,
-            query: query.to_owned(),
+            statements: vec![SqlStatement::new(query)],
         };
         self.todos_file_op(session, request, Box::new(read));
     }
@@ -221,7 +216,7 @@ impl Host {
         result: Result<FileReply, String>,
     ) {
         let rows = match result {
-            Ok(FileReply::Rows(rows)) => rows.rows,
+            Ok(FileReply::Rows(mut rows)) if !rows.is_empty() => rows.swap_remove(0).rows,
             _ => Vec::new(),
         };
         if read.rows.is_none() {

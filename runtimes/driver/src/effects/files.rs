@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agentwire::agent::sql_tool::{SqlQueryType, SqlRows};
+use agentwire::agent::sql_tool::{SqlQueryType, SqlRows, SqlStatement};
 use agentwire::host::{EffectEvent, EffectId, FileReply, FileRequest};
 
 use super::Port;
@@ -43,9 +43,8 @@ fn run(request: &FileRequest) -> Result<FileReply, String> {
         FileRequest::Append { path, content } => append(Path::new(path), content),
         FileRequest::Sqlite {
             database,
-            query_type,
-            query,
-        } => sqlite(Path::new(database), *query_type, query),
+            statements,
+        } => sqlite(Path::new(database), statements),
         FileRequest::Walk { root, limit } => {
             let root = Path::new(root);
             let meta = fs::metadata(root).map_err(|e| describe(root, &e))?;
@@ -134,38 +133,54 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs one SQL statement on the database file `database` (made, with its directory, if
-/// missing). Each call opens the file afresh: statements of a session run one at a time, and
-/// SQLite's own locking covers the rest.
-fn sqlite(database: &Path, query_type: SqlQueryType, query: &str) -> Result<FileReply, String> {
+/// Runs SQL statements on the database file `database` (made, with its directory, if
+/// missing), several in one transaction. Each call opens the file afresh: a session's calls
+/// come one at a time, and SQLite's own locking covers the rest.
+fn sqlite(database: &Path, statements: &[SqlStatement]) -> Result<FileReply, String> {
     if let Some(parent) = database.parent().filter(|p| !p.as_os_str().is_empty()) {
         fs::create_dir_all(parent).map_err(|e| describe(parent, &e))?;
     }
-    let db = rusqlite::Connection::open(database).map_err(|e| e.to_string())?;
+    let mut db = rusqlite::Connection::open(database).map_err(|e| e.to_string())?;
     db.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(|e| e.to_string())?;
-    match query_type {
+    if let [one] = statements {
+        return Ok(FileReply::Rows(vec![run_statement(&db, one)?]));
+    }
+    // All or none: the transaction rolls back when dropped uncommitted.
+    let tx = db.transaction().map_err(|e| e.to_string())?;
+    let mut results = Vec::with_capacity(statements.len());
+    for statement in statements {
+        results.push(run_statement(&tx, statement)?);
+    }
+    tx.commit().map_err(|e| e.to_string())?;
+    Ok(FileReply::Rows(results))
+}
+
+/// One statement, executed as its query type says.
+fn run_statement(db: &rusqlite::Connection, statement: &SqlStatement) -> Result<SqlRows, String> {
+    let query = statement.query.as_str();
+    match statement.query_type {
         SqlQueryType::Exec => {
             db.execute_batch(query).map_err(|e| e.to_string())?;
-            Ok(FileReply::Rows(SqlRows::default()))
+            Ok(SqlRows::default())
         }
         SqlQueryType::Run => {
             let changed = db.execute(query, []).map_err(|e| e.to_string())?;
-            Ok(FileReply::Rows(SqlRows {
+            Ok(SqlRows {
                 rows_affected: changed as u64,
                 last_insert_rowid: Some(db.last_insert_rowid()),
                 ..SqlRows::default()
-            }))
+            })
         }
         SqlQueryType::Query => {
-            let mut statement = db.prepare(query).map_err(|e| e.to_string())?;
-            let columns: Vec<String> = statement
+            let mut prepared = db.prepare(query).map_err(|e| e.to_string())?;
+            let columns: Vec<String> = prepared
                 .column_names()
                 .into_iter()
                 .map(str::to_owned)
                 .collect();
             let mut rows = Vec::new();
-            let mut cursor = statement.query([]).map_err(|e| e.to_string())?;
+            let mut cursor = prepared.query([]).map_err(|e| e.to_string())?;
             while let Some(row) = cursor.next().map_err(|e| e.to_string())? {
                 let mut object = serde_json::Map::new();
                 for (i, column) in columns.iter().enumerate() {
@@ -182,11 +197,11 @@ fn sqlite(database: &Path, query_type: SqlQueryType, query: &str) -> Result<File
                 }
                 rows.push(object);
             }
-            Ok(FileReply::Rows(SqlRows {
+            Ok(SqlRows {
                 columns,
                 rows,
                 ..SqlRows::default()
-            }))
+            })
         }
     }
 }

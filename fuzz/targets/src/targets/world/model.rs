@@ -76,7 +76,9 @@ impl SimModel {
         let result = match request {
             _ if fail => Err("simulated: permission denied".to_owned()),
             FileRequest::Read { .. } => Ok(FileReply::Text("alpha\nbeta TODO\n".to_owned())),
-            FileRequest::Sqlite { .. } => Ok(FileReply::Rows(Default::default())),
+            FileRequest::Sqlite { statements, .. } => {
+                Ok(FileReply::Rows(vec![Default::default(); statements.len()]))
+            }
             FileRequest::Write { .. }
             | FileRequest::Append { .. }
             | FileRequest::CopyDir { .. }
