@@ -23,24 +23,23 @@ fn effects(w: &mut World) -> Vec<Effect> {
     out
 }
 
+/// What `pick` takes from each effect.
+fn picked<T>(effects: &[Effect], pick: impl Fn(&EffectOp) -> Option<T>) -> Vec<T> {
+    effects.iter().filter_map(|e| pick(&e.op)).collect()
+}
+
 fn spawns(effects: &[Effect]) -> Vec<ProcessSpec> {
-    effects
-        .iter()
-        .filter_map(|e| match &e.op {
-            EffectOp::ProcessSpawn(spec) => Some(spec.clone()),
-            _ => None,
-        })
-        .collect()
+    picked(effects, |op| match op {
+        EffectOp::ProcessSpawn(spec) => Some(spec.clone()),
+        _ => None,
+    })
 }
 
 fn http(effects: &[Effect]) -> Vec<HttpRequest> {
-    effects
-        .iter()
-        .filter_map(|e| match &e.op {
-            EffectOp::HttpRequest(r) => Some(r.clone()),
-            _ => None,
-        })
-        .collect()
+    picked(effects, |op| match op {
+        EffectOp::HttpRequest(r) => Some(r.clone()),
+        _ => None,
+    })
 }
 
 fn mcp_list(w: &mut World, p: &mut Peer, session: &str) -> (Vec<Value>, Vec<Effect>) {

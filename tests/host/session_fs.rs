@@ -408,10 +408,8 @@ fn a_file_provider_is_refused_once_sessions_exist() {
     assert!(message.contains("before any session exists"), "{refused}");
 }
 
-/// A provider that fails a state write stops getting the session's state, and the session
-/// says why once (a `session.warning`); the turn goes on.
-#[test]
-fn a_failed_state_write_stops_the_copy_with_one_warning() {
+/// A host and a connection that provides files and keeps session state in `/state`.
+fn state_provider() -> (World, Peer) {
     let mut w = World::new(HostConfig::default());
     let mut p = w.connect();
     w.call(
@@ -420,6 +418,14 @@ fn a_failed_state_write_stops_the_copy_with_one_warning() {
         "sessionFs.setProvider",
         json!({"initialCwd": "/ws", "sessionStatePath": "/state", "conventions": "posix"}),
     );
+    (w, p)
+}
+
+/// A provider that fails a state write stops getting the session's state, and the session
+/// says why once (a `session.warning`); the turn goes on.
+#[test]
+fn a_failed_state_write_stops_the_copy_with_one_warning() {
+    let (mut w, mut p) = state_provider();
     create(&mut w, &mut p, "s", json!({}));
     let asked = p
         .inbox
@@ -466,14 +472,7 @@ fn a_failed_state_write_stops_the_copy_with_one_warning() {
 /// the turn's writes, no `session.idle` is sent; once it answers them all, it is.
 #[test]
 fn session_idle_waits_for_the_state_copy_of_the_turn() {
-    let mut w = World::new(HostConfig::default());
-    let mut p = w.connect();
-    w.call(
-        &mut p,
-        &mut [],
-        "sessionFs.setProvider",
-        json!({"initialCwd": "/ws", "sessionStatePath": "/state", "conventions": "posix"}),
-    );
+    let (mut w, mut p) = state_provider();
     create(&mut w, &mut p, "s", json!({"workingDirectory": "/ws"}));
     let mut fs = BTreeMap::new();
     serve_files(&mut w, &mut p, &mut fs);
