@@ -73,12 +73,17 @@ pub fn task_spec(agent_types: &[&str]) -> ToolSpec {
     }
 }
 
-/// The system prompt of a sub-agent of type `agent_type`.
-fn system_prompt(agent_type: &str) -> String {
-    let what = BUILTIN_AGENTS
+/// What a built-in agent of type `agent_type` is for (empty for another type).
+fn purpose(agent_type: &str) -> &'static str {
+    BUILTIN_AGENTS
         .iter()
         .find(|(name, _)| *name == agent_type)
-        .map_or("", |(_, what)| what);
+        .map_or("", |(_, what)| what)
+}
+
+/// The system prompt of a sub-agent of type `agent_type`.
+fn system_prompt(agent_type: &str) -> String {
+    let what = purpose(agent_type);
     format!(
         "You are a {agent_type} sub-agent of GitHub Copilot, working for another agent that \
          handed you one task. {what} Do the task with the tools you have, then answer with a \
@@ -160,8 +165,7 @@ impl Child {
     pub(super) fn started_data(&self) -> Value {
         json!({"toolCallId": self.tool_call_id, "agentName": self.state.agent_type,
                "agentDisplayName": display_name(&self.state.agent_type),
-               "agentDescription": BUILTIN_AGENTS.iter()
-                   .find(|(n, _)| *n == self.state.agent_type).map_or("", |(_, d)| d)})
+               "agentDescription": purpose(&self.state.agent_type)})
     }
 
     /// The data of `subagent.completed` / `subagent.failed` at `now`.

@@ -33,11 +33,16 @@ pub(super) fn request(session: &str, op: &FsPrimitive) -> (&'static str, Value) 
             json!({"sessionId": session, "path": path, "recursive": true}),
         ),
         FsPrimitive::Exists { path } => ("sessionFs.exists", p(path)),
-        FsPrimitive::SqliteQuery { query_type, query } => (
-            "sessionFs.sqliteQuery",
-            json!({"sessionId": session, "queryType": query_type.as_str(), "query": query}),
-        ),
-        FsPrimitive::SqliteTransaction { statements } => {
+        // One statement is a query; several, a transaction.
+        FsPrimitive::Sqlite { statements } if statements.len() == 1 => {
+            let one = &statements[0];
+            (
+                "sessionFs.sqliteQuery",
+                json!({"sessionId": session, "queryType": one.query_type.as_str(),
+                       "query": one.query}),
+            )
+        }
+        FsPrimitive::Sqlite { statements } => {
             let statements: Vec<Value> = statements
                 .iter()
                 .map(|s| json!({"queryType": s.query_type.as_str(), "query": s.query}))
@@ -66,7 +71,7 @@ pub(super) fn answer(op: &FsPrimitive, result: &Value) -> Result<FsAnswer, Strin
             | FsPrimitive::Remove { path }
             | FsPrimitive::Mkdir { path }
             | FsPrimitive::Exists { path } => path,
-            FsPrimitive::SqliteQuery { .. } | FsPrimitive::SqliteTransaction { .. } => "SQLite",
+            FsPrimitive::Sqlite { .. } => "SQLite",
         };
         return Err(match (code, error.get("message").and_then(Value::as_str)) {
             ("ENOENT", _) => format!("Path {path} does not exist"),
@@ -109,10 +114,10 @@ pub(super) fn answer(op: &FsPrimitive, result: &Value) -> Result<FsAnswer, Strin
         | FsPrimitive::Mkdir { .. } => Ok(FsAnswer::Done),
         FsPrimitive::Exists { .. } => flag("exists").map(FsAnswer::Exists).ok_or_else(malformed),
         // `exec` may answer nothing at all.
-        FsPrimitive::SqliteQuery { .. } => Ok(FsAnswer::Rows(vec![
+        FsPrimitive::Sqlite { statements } if statements.len() == 1 => Ok(FsAnswer::Rows(vec![
             crate::agent::sql_tool::SqlRows::from_json(result),
         ])),
-        FsPrimitive::SqliteTransaction { statements } => {
+        FsPrimitive::Sqlite { statements } => {
             let results = result.get("results").and_then(Value::as_array);
             match results {
                 Some(results) if results.len() == statements.len() => Ok(FsAnswer::Rows(
@@ -134,7 +139,7 @@ mod tests {
 
     #[test]
     fn several_statements_are_one_sqlite_transaction() {
-        let op = FsPrimitive::SqliteTransaction {
+        let op = FsPrimitive::Sqlite {
             statements: vec![
                 SqlStatement::new("INSERT INTO t VALUES (1)"),
                 SqlStatement::new("SELECT * FROM t"),

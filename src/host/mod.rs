@@ -117,6 +117,9 @@ struct Live {
     mcp: mcp::McpServers,
     /// The session's SQLite database has its starting tables (`sessions/sql.rs`).
     sql_ready: bool,
+    /// Tool calls of sub-agents, by call id: the agent id their events carry
+    /// (`sessions/emit.rs`).
+    tool_call_agents: BTreeMap<String, String>,
     /// The runtime's route's catalog as the client serving the session sees it
     /// (`models_list.rs`).
     route_catalog: models_list::RouteCatalog,
@@ -214,9 +217,6 @@ pub struct Host {
     /// Connections that provide the file storage of the sessions they attach to, with the
     /// state directory they asked for (where each session's state is kept too).
     file_providers: BTreeMap<ConnId, Option<String>>,
-    /// Tool calls of sub-agents, by session and call id: the agent id their events carry
-    /// (`sessions/emit.rs`).
-    tool_call_agents: BTreeMap<(String, String), String>,
     /// File providers that keep a SQLite database per session (`remote_fs.rs`).
     sqlite_providers: BTreeSet<ConnId>,
     /// Sessions' state kept in their file providers' storage (`state_files.rs`).
@@ -362,7 +362,6 @@ impl Host {
             spans,
             file_providers: BTreeMap::new(),
             sqlite_providers: BTreeSet::new(),
-            tool_call_agents: BTreeMap::new(),
             state_mirrors: Default::default(),
             mcp_processes: BTreeMap::new(),
             extensions: Default::default(),

@@ -53,6 +53,13 @@ fn mcp_list(w: &mut World, p: &mut Peer, session: &str) -> (Vec<Value>, Vec<Effe
     (servers, asked)
 }
 
+/// A host whose clients may configure stdio servers, and one client.
+fn spawning_world() -> (World, Peer) {
+    let mut w = World::new(HostConfig::default().with_mcp_spawn(McpSpawnPolicy::Anyone));
+    let p = w.connect();
+    (w, p)
+}
+
 fn status_of(servers: &[Value], name: &str) -> Option<String> {
     servers
         .iter()
@@ -62,8 +69,7 @@ fn status_of(servers: &[Value], name: &str) -> Option<String> {
 
 #[test]
 fn plugin_directory_servers_load_when_asked_for_and_disabled_ones_never_start() {
-    let mut w = World::new(HostConfig::default().with_mcp_spawn(McpSpawnPolicy::Anyone));
-    let mut p = w.connect();
+    let (mut w, mut p) = spawning_world();
     create(
         &mut w,
         &mut p,
@@ -123,8 +129,7 @@ fn plugin_directory_servers_load_when_asked_for_and_disabled_ones_never_start() 
 
 #[test]
 fn a_session_disabling_its_own_server_lists_it_as_disabled() {
-    let mut w = World::new(HostConfig::default().with_mcp_spawn(McpSpawnPolicy::Anyone));
-    let mut p = w.connect();
+    let (mut w, mut p) = spawning_world();
     create(
         &mut w,
         &mut p,

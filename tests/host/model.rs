@@ -1804,6 +1804,26 @@ fn request_headers_of_a_prompt_go_with_its_model_calls() {
     assert_eq!(request.header("x-test"), None);
 }
 
+/// A session on the test provider (in `/w`, with `extra` create params) whose prompt made
+/// the model view `/w/pixel.png` ([`view_pixel_image`]).
+fn image_viewed(extra: Value) -> (World, Peer) {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    let mut params = json!({"provider": provider(), "model": "m1", "workingDirectory": "/w"});
+    if let (Some(params), Value::Object(extra)) = (params.as_object_mut(), extra) {
+        params.extend(extra);
+    }
+    create(&mut w, &mut p, "s", params);
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "look"}),
+    );
+    view_pixel_image(&mut w, &mut p);
+    (w, p)
+}
+
 /// The model answers the pending call with a `view` of `/w/pixel.png`; it is approved and the
 /// file read (a PNG's first bytes).
 fn view_pixel_image(w: &mut World, p: &mut Peer) {
@@ -1834,21 +1854,7 @@ fn view_pixel_image(w: &mut World, p: &mut Peer) {
 /// results, as a user message naming its path.
 #[test]
 fn viewing_an_image_shows_it_to_the_model() {
-    let mut w = World::new(HostConfig::default());
-    let mut p = w.connect();
-    create(
-        &mut w,
-        &mut p,
-        "s",
-        json!({"provider": provider(), "model": "m1", "workingDirectory": "/w"}),
-    );
-    w.call(
-        &mut p,
-        &mut [],
-        "session.send",
-        json!({"sessionId": "s", "prompt": "look"}),
-    );
-    view_pixel_image(&mut w, &mut p);
+    let (mut w, _p) = image_viewed(json!({}));
     let (_, request) = next_request(&mut w);
     let msgs = messages(&request);
     assert_eq!(msgs[3]["content"], "Viewed image file successfully.");
@@ -2912,22 +2918,8 @@ fn the_skill_tool_is_offered_without_skills_and_allow_lists_pick_built_ins() {
 /// shows it (and off again hides every image).
 #[test]
 fn a_model_without_vision_gets_no_images_until_a_switch_turns_vision_on() {
-    let mut w = World::new(HostConfig::default());
-    let mut p = w.connect();
-    create(
-        &mut w,
-        &mut p,
-        "s",
-        json!({"provider": provider(), "model": "m1", "workingDirectory": "/w",
-               "modelCapabilities": {"supports": {"vision": false}}}),
-    );
-    w.call(
-        &mut p,
-        &mut [],
-        "session.send",
-        json!({"sessionId": "s", "prompt": "look"}),
-    );
-    view_pixel_image(&mut w, &mut p);
+    let (mut w, mut p) =
+        image_viewed(json!({"modelCapabilities": {"supports": {"vision": false}}}));
     let has_image = |request: &HttpRequest| {
         messages(request).iter().any(|m| {
             m["content"]

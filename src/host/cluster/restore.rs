@@ -81,6 +81,7 @@ impl Host {
             states: Vec::new(),
             mcp: Default::default(),
             sql_ready: false,
+            tool_call_agents: Default::default(),
             route_catalog: Default::default(),
             deltas_emitted: [0; 2],
             held: Default::default(),

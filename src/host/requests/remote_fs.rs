@@ -39,15 +39,9 @@ pub(crate) enum FsPrimitive {
     Mkdir { path: String },
     /// Does `path` exist? (`FsAnswer::Exists`)
     Exists { path: String },
-    /// Run one SQL statement on the session's SQLite database (`FsAnswer::Rows`; only
-    /// providers that declared SQLite).
-    SqliteQuery {
-        query_type: crate::agent::sql_tool::SqlQueryType,
-        query: String,
-    },
-    /// Run several SQL statements in one transaction, all or none (`FsAnswer::Rows`, one
-    /// result per statement).
-    SqliteTransaction {
+    /// Run SQL statements on the session's SQLite database, several in one transaction
+    /// (`FsAnswer::Rows`, one result per statement; only providers that declared SQLite).
+    Sqlite {
         statements: Vec<crate::agent::sql_tool::SqlStatement>,
     },
 }
@@ -83,7 +77,7 @@ enum Plan {
         dirs: VecDeque<String>,
         files: Vec<String>,
     },
-    /// `Sqlite`: one statement.
+    /// `Sqlite`: the statements, in one request.
     Sql,
     /// `ReadMany`: read each file in turn (failures are left out).
     ReadMany {
@@ -184,23 +178,13 @@ impl Host {
                 },
                 FsPrimitive::Stat { path: root },
             ),
-            FileRequest::Sqlite { mut statements, .. } => {
+            FileRequest::Sqlite { statements, .. } => {
                 if !self.sqlite_providers.contains(&conn) {
                     let message = "the session's file provider has no SQLite database (it did \
                                    not declare the sqlite capability)";
                     return self.file_result(op, Err(message.to_owned()));
                 }
-                let first = match statements.len() {
-                    1 => {
-                        let one = statements.remove(0);
-                        FsPrimitive::SqliteQuery {
-                            query_type: one.query_type,
-                            query: one.query,
-                        }
-                    }
-                    _ => FsPrimitive::SqliteTransaction { statements },
-                };
-                (Plan::Sql, first)
+                (Plan::Sql, FsPrimitive::Sqlite { statements })
             }
             FileRequest::CopyDir { .. }
             | FileRequest::Remove { .. }
@@ -293,11 +277,9 @@ impl Host {
                 }
             }
             (_, _, Err(message)) => return self.file_result(op, Err(message)),
-            (
-                Plan::Sql,
-                FsPrimitive::SqliteQuery { .. } | FsPrimitive::SqliteTransaction { .. },
-                Ok(FsAnswer::Rows(rows)),
-            ) => return self.file_result(op, Ok(FileReply::Rows(rows))),
+            (Plan::Sql, FsPrimitive::Sqlite { .. }, Ok(FsAnswer::Rows(rows))) => {
+                return self.file_result(op, Ok(FileReply::Rows(rows)))
+            }
             (Plan::Read { path }, FsPrimitive::Stat { .. }, Ok(FsAnswer::Stat { is_dir })) => {
                 if is_dir {
                     FsPrimitive::ReadDir { path: path.clone() }

@@ -97,24 +97,24 @@ impl Host {
     /// Tool call `tool_call_id` of `session` is sub-agent `agent_id`'s: its events carry
     /// that `agentId` until it completes.
     pub(crate) fn tag_tool_call(&mut self, session: &str, tool_call_id: &str, agent_id: &str) {
-        self.tool_call_agents.insert(
-            (session.to_owned(), tool_call_id.to_owned()),
-            agent_id.to_owned(),
-        );
+        if let Some(live) = self.sessions.get_mut(session) {
+            live.tool_call_agents
+                .insert(tool_call_id.to_owned(), agent_id.to_owned());
+        }
     }
 
     /// The sub-agent whose tool call an event is about (`data.toolCallId`), if any; the
     /// call's completion ends the tag.
     fn tool_call_agent(&mut self, session: &str, event_type: &str, data: &Value) -> Option<String> {
-        if self.tool_call_agents.is_empty() {
+        let tags = &mut self.sessions.get_mut(session)?.tool_call_agents;
+        if tags.is_empty() {
             return None;
         }
         let call = data.get("toolCallId").and_then(Value::as_str)?;
-        let key = (session.to_owned(), call.to_owned());
         if event_type == "tool.execution_complete" {
-            self.tool_call_agents.remove(&key)
+            tags.remove(call)
         } else {
-            self.tool_call_agents.get(&key).cloned()
+            tags.get(call).cloned()
         }
     }
 
