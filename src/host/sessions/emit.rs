@@ -42,13 +42,13 @@ impl Host {
         }
         let id = self.ids.next_uuid();
         let now = self.now;
+        let live = self.sessions.get_mut(session_id)?;
         // Only this event comes from the sub-agent, not what emitting it triggers; the
         // events of a sub-agent's tool calls are its own too.
         let agent_id = self
             .event_agent
             .take()
-            .or_else(|| self.tool_call_agent(session_id, event_type, data));
-        let live = self.sessions.get_mut(session_id)?;
+            .or_else(|| tool_call_agent(&mut live.tool_call_agents, event_type, data));
         let event =
             live.session
                 .record_from(id, event_type, data, ephemeral, now, agent_id.as_deref());
@@ -103,25 +103,28 @@ impl Host {
         }
     }
 
-    /// The sub-agent whose tool call an event is about (`data.toolCallId`), if any; the
-    /// call's completion ends the tag.
-    fn tool_call_agent(&mut self, session: &str, event_type: &str, data: &Value) -> Option<String> {
-        let tags = &mut self.sessions.get_mut(session)?.tool_call_agents;
-        if tags.is_empty() {
-            return None;
-        }
-        let call = data.get("toolCallId").and_then(Value::as_str)?;
-        if event_type == "tool.execution_complete" {
-            tags.remove(call)
-        } else {
-            tags.get(call).cloned()
-        }
-    }
-
     /// Tells every dialect that `session` was created, updated or deleted.
     pub(crate) fn session_changed(&mut self, change: SessionChange, session: &str) {
         for handler in self.dialects {
             handler.session_changed(self, change, session);
         }
+    }
+}
+
+/// The sub-agent whose tool call an event is about (`data.toolCallId`) among a session's
+/// `tags`, if any; the call's completion ends the tag.
+fn tool_call_agent(
+    tags: &mut std::collections::BTreeMap<String, String>,
+    event_type: &str,
+    data: &Value,
+) -> Option<String> {
+    if tags.is_empty() {
+        return None;
+    }
+    let call = data.get("toolCallId").and_then(Value::as_str)?;
+    if event_type == "tool.execution_complete" {
+        tags.remove(call)
+    } else {
+        tags.get(call).cloned()
     }
 }
