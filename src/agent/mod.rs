@@ -6,6 +6,7 @@
 //! drives the session (emit events, call a client tool, set a timer). A real model loop plugs
 //! in by implementing [`Agent`]; [`ScriptedAgent`] is the deterministic default.
 
+pub mod background;
 pub mod builtin;
 mod context_usage;
 mod model;
@@ -186,6 +187,9 @@ pub struct PromptContext {
     /// The agent mode the prompt was sent in (`agentMode`: `interactive`, `plan`, …), carried
     /// on `user.message`.
     pub agent_mode: Option<String>,
+    /// Where a prompt the user did not type comes from (`user.message.source`: `system` for
+    /// a background agent's completion notice).
+    pub source: Option<String>,
 }
 
 impl PromptContext {
@@ -198,6 +202,9 @@ impl PromptContext {
         }
         if let Some(mode) = self.agent_mode.take() {
             message["agentMode"] = Value::String(mode);
+        }
+        if let Some(source) = self.source.take() {
+            message["source"] = Value::String(source);
         }
     }
 
@@ -441,6 +448,12 @@ pub trait SessionControl {
         let _ = request;
         0
     }
+    /// [`SessionControl::http_request`] on behalf of the sub-agent with instance id
+    /// `agent_id` (a client performing it is told which agent asks). Default: as the session.
+    fn http_request_as(&mut self, agent_id: &str, request: HttpRequest) -> u64 {
+        let _ = agent_id;
+        self.http_request(request)
+    }
     /// Abandons an exchange started with [`SessionControl::http_request`]
     /// ([`EffectOp::HttpCancel`](crate::host::EffectOp::HttpCancel)); nothing more arrives for it.
     fn cancel_http(&mut self, call: u64) {
@@ -514,6 +527,57 @@ pub trait Agent: Send {
     fn restored(&mut self, history: &[crate::session::Event]) {
         let _ = history;
     }
+    /// The background tasks the agent runs or ran (`TaskInfo` of `session.tasks.list`),
+    /// oldest first. Default: none.
+    fn tasks(&self) -> Vec<Value> {
+        Vec::new()
+    }
+    /// Whether background work is still running (the session is not idle while it is).
+    fn has_background_work(&self) -> bool {
+        false
+    }
+    /// Progress of background task `id` (`TaskAgentProgress`); `None` for an unknown id.
+    fn task_progress(&self, id: &str) -> Option<Value> {
+        let _ = id;
+        None
+    }
+    /// Starts a background agent (`session.tasks.startAgent`); its task id, or why not.
+    fn start_background_agent(
+        &mut self,
+        request: BackgroundAgentRequest,
+        session: &mut dyn SessionControl,
+    ) -> Result<String, String> {
+        let _ = (request, session);
+        Err("this session's agent runs no background agents".to_owned())
+    }
+    /// Cancels running background task `id`; whether it was running.
+    fn cancel_task(&mut self, id: &str, session: &mut dyn SessionControl) -> bool {
+        let _ = (id, session);
+        false
+    }
+    /// Cancels every running background agent; how many there were.
+    fn cancel_all_tasks(&mut self, session: &mut dyn SessionControl) -> usize {
+        let _ = session;
+        0
+    }
+    /// Forgets finished background task `id`; `false` when unknown or still running.
+    fn remove_task(&mut self, id: &str) -> bool {
+        let _ = id;
+        false
+    }
+}
+
+/// What `session.tasks.startAgent` asks for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BackgroundAgentRequest {
+    /// The agent type (`explore`, `task`, `general-purpose`).
+    pub agent_type: String,
+    /// Its prompt.
+    pub prompt: String,
+    /// Its friendly name (its task id, made unique).
+    pub name: String,
+    /// What it does, in a few words.
+    pub description: String,
 }
 
 /// [`Agent::queued_prompts`] / [`Agent::drop_queued_prompts`] over an agent's prompt queue.

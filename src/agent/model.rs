@@ -12,6 +12,8 @@
 //! `assistant.turn_end`; at the end `assistant.idle` and `session.idle`. A failed call emits
 //! `session.error` and ends the turn; the session stays usable.
 
+mod children;
+
 use std::collections::VecDeque;
 
 use serde_json::{json, Value};
@@ -36,8 +38,9 @@ pub struct ModelAgent {
     last_client_tools: Option<Vec<String>>,
     /// A `session.usage_info` went out (the next is not `isInitial`).
     usage_reported: bool,
-    /// The sub-agent running for a `task` call of the current run.
-    child: Option<Box<super::subagent::Child>>,
+    /// Its sub-agents: the one a `task` call waits for, background agents, `read_agent`
+    /// calls waiting for one.
+    agents: children::SubAgents,
 }
 
 /// One prompt's interaction.
@@ -72,9 +75,9 @@ struct Run {
     stop_blocks: u32,
     /// A client was asked to switch to the `auto` model in this interaction.
     auto_switch_asked: bool,
-    /// `task` calls of the last response whose sub-agent is to start: call id, agent type,
-    /// prompt.
-    spawns: Vec<(String, String, String)>,
+    /// Calls of the last response the agent serves with its sub-agents (`task`,
+    /// `read_agent`, `list_agents`), served once every call of the response is dispatched.
+    agent_calls: Vec<children::AgentCall>,
     step: Step,
 }
 
@@ -194,7 +197,7 @@ impl ModelAgent {
                     json!({"errorType": "configuration", "message": message}),
                     false,
                 );
-                idle(s, false);
+                self.idle(s, false);
                 self.next_queued(s);
                 return;
             }
@@ -235,7 +238,7 @@ impl ModelAgent {
             refused: false,
             stop_blocks: 0,
             auto_switch_asked: false,
-            spawns: Vec::new(),
+            agent_calls: Vec::new(),
             step: Step::Tools {
                 waiting: Vec::new(),
             },
@@ -415,9 +418,7 @@ impl ModelAgent {
                 return;
             };
             let Some(out) = active.call.poll() else {
-                if let Some(at) = active.call.next_deadline() {
-                    s.set_timer(at);
-                }
+                // The deadline is armed once the input is handled (`arm_timer`).
                 return;
             };
             match out {
@@ -561,7 +562,7 @@ impl ModelAgent {
                     done_now.push(call.id.clone());
                 }
             }
-            self.spawn_children(s);
+            self.serve_agent_calls(s);
             for id in done_now {
                 self.tool_done(s, &id);
             }
@@ -578,7 +579,7 @@ impl ModelAgent {
         let Some(run) = self.run.as_mut() else { return };
         if !s.has_hooks() {
             self.run = None;
-            idle(s, false);
+            self.idle(s, false);
             return self.next_queued(s);
         }
         let mut input = json!({"stopReason": "end_turn", "stopHookActive": run.stop_blocks > 0});
@@ -608,7 +609,7 @@ impl ModelAgent {
                 }
             }
             _ => {
-                idle(s, false);
+                self.idle(s, false);
                 self.next_queued(s);
             }
         }
@@ -635,7 +636,7 @@ impl ModelAgent {
         if dispatch_tool(s, run, &call) {
             self.tool_done(s, &call.id);
         }
-        self.spawn_children(s);
+        self.serve_agent_calls(s);
     }
 
     /// A call finished: with hooks, `postToolUse` sees its result before the model does.
@@ -687,7 +688,7 @@ impl ModelAgent {
             if run.refused {
                 // A refused call ends the interaction: the model is not asked again.
                 self.run = None;
-                idle(s, false);
+                self.idle(s, false);
                 self.next_queued(s);
                 return;
             }
@@ -713,118 +714,8 @@ impl ModelAgent {
             json!({"turnId": run.turn.to_string()}),
             false,
         );
-        idle(s, false);
+        self.idle(s, false);
         self.next_queued(s);
-    }
-
-    /// Starts the sub-agents of the `task` calls just dispatched, one at a time: a call made
-    /// while a sub-agent runs fails, saying so.
-    fn spawn_children(&mut self, s: &mut dyn SessionControl) {
-        let Some(run) = self.run.as_mut() else { return };
-        let spawns = std::mem::take(&mut run.spawns);
-        for (tool_call_id, agent_type, prompt) in spawns {
-            if self.child.is_some() {
-                let outcome = ToolOutcome::Failure {
-                    message: "another sub-agent is running: sub-agents run one at a time, \
-                              call the task tool again once it has answered"
-                        .to_owned(),
-                    code: "failure".to_owned(),
-                };
-                self.finish_task(s, &tool_call_id, outcome);
-                continue;
-            }
-            let mut child = super::subagent::Child::new(s, &tool_call_id, &agent_type);
-            s.emit("subagent.started", child.started_data(), false);
-            child.begin(s, prompt);
-            self.child = Some(Box::new(child));
-            self.check_child(s);
-        }
-    }
-
-    /// When the sub-agent's run is over, its answer (or failure) completes the `task` call.
-    fn check_child(&mut self, s: &mut dyn SessionControl) {
-        if !self.child.as_ref().is_some_and(|c| c.finished()) {
-            return;
-        }
-        let Some(child) = self.child.take() else {
-            return;
-        };
-        let data = child.ended_data(s.now());
-        let outcome = match (&child.state.error, &child.state.answer) {
-            (Some(error), _) => {
-                s.emit("subagent.failed", data, false);
-                ToolOutcome::Failure {
-                    message: format!("The sub-agent failed: {error}"),
-                    code: "failure".to_owned(),
-                }
-            }
-            (None, answer) => {
-                s.emit("subagent.completed", data, false);
-                ToolOutcome::Success(
-                    answer
-                        .clone()
-                        .unwrap_or_else(|| "The sub-agent finished without an answer.".to_owned()),
-                )
-            }
-        };
-        self.finish_task(s, &child.tool_call_id, outcome);
-    }
-
-    /// Completes `task` call `tool_call_id` with `outcome`.
-    fn finish_task(
-        &mut self,
-        s: &mut dyn SessionControl,
-        tool_call_id: &str,
-        outcome: ToolOutcome,
-    ) {
-        let data = match &outcome {
-            ToolOutcome::Success(text) => json!({"toolCallId": tool_call_id, "success": true,
-                "result": {"content": text, "detailedContent": text}}),
-            ToolOutcome::Failure { message, code } => json!({"toolCallId": tool_call_id,
-                "success": false, "error": {"message": message, "code": code}}),
-        };
-        s.emit("tool.execution_complete", data, false);
-        self.tool_finished(s, tool_call_id.to_owned(), outcome);
-    }
-
-    /// Hands `input` to the running sub-agent when the parent's run is not waiting for it
-    /// (`None`: the sub-agent took it); an abort ends the sub-agent and goes on to the parent.
-    fn route_to_child(
-        &mut self,
-        input: AgentInput,
-        s: &mut dyn SessionControl,
-    ) -> Option<AgentInput> {
-        let Some(child) = self.child.as_mut() else {
-            return Some(input);
-        };
-        let parent_owns = match &input {
-            AgentInput::Abort | AgentInput::Interrupt => {
-                child.handle(s, AgentInput::Abort);
-                self.child = None;
-                return Some(input);
-            }
-            AgentInput::Prompt { .. } | AgentInput::Acp(_) | AgentInput::SettingChanged(_) => true,
-            AgentInput::Http { call, .. } => self
-                .run
-                .as_ref()
-                .is_some_and(|r| matches!(&r.step, Step::Calling(a) if a.http == Some(*call))),
-            AgentInput::Timer => self
-                .run
-                .as_ref()
-                .is_some_and(|r| matches!(r.step, Step::Calling(_))),
-            AgentInput::ToolDone { tool_call_id, .. } => self.run.as_ref().is_some_and(
-                |r| matches!(&r.step, Step::Tools { waiting } if waiting.contains(tool_call_id)),
-            ),
-            AgentInput::ClientAnswer { token, .. } => {
-                self.run.as_ref().is_some_and(|r| r.awaits_token(*token))
-            }
-        };
-        if parent_owns {
-            return Some(input);
-        }
-        child.handle(s, input);
-        self.check_child(s);
-        None
     }
 
     fn next_queued(&mut self, s: &mut dyn SessionControl) {
@@ -939,8 +830,8 @@ fn dispatch_tool(s: &mut dyn SessionControl, run: &mut Run, call: &ToolCall) -> 
     } else if call.name == super::model_tools::EXIT_PLAN_MODE && run.builtins.contains(&call.name) {
         start_exit_plan_mode(s, run, call);
         false
-    } else if call.name == super::subagent::TASK && run.builtins.contains(&call.name) {
-        start_task(s, run, call)
+    } else if children::is_agent_tool(&call.name) && run.builtins.contains(&call.name) {
+        children::start_agent_tool(s, run, call)
     } else if run.tools.iter().any(|t| t.name == call.name) {
         start_tool(s, run, call);
         false
@@ -958,36 +849,6 @@ fn emit_call_start(s: &mut dyn SessionControl, run: &Run, call: &ToolCall, argum
                "turnId": run.turn.to_string()}),
         false,
     );
-}
-
-/// `task`: the call starts (`tool.execution_start`) and its sub-agent is started once the
-/// response's calls are dispatched ([`ModelAgent::spawn_children`]). A call without a prompt,
-/// or asking for a background agent, fails at once. Returns whether the call already ended.
-fn start_task(s: &mut dyn SessionControl, run: &mut Run, call: &ToolCall) -> bool {
-    let arguments = call.parsed_arguments().unwrap_or_default();
-    let text = |key: &str| super::model_tools::text_argument(&arguments, key);
-    let (prompt, mode, agent_type) = (text("prompt"), text("mode"), text("agent_type"));
-    let problem = if prompt.trim().is_empty() {
-        Some("the task has no prompt".to_owned())
-    } else if !mode.is_empty() && mode != "sync" {
-        Some(format!(
-            "mode \"{mode}\" is not available: sub-agents run in \"sync\" mode only"
-        ))
-    } else {
-        None
-    };
-    if let Some(problem) = problem {
-        end_call_at_once(s, run, call, &problem, "failure");
-        return true;
-    }
-    emit_call_start(s, run, call, &arguments);
-    let agent_type = if agent_type.is_empty() {
-        "task".to_owned()
-    } else {
-        agent_type
-    };
-    run.spawns.push((call.id.clone(), agent_type, prompt));
-    false
 }
 
 /// `ask_user`: the question goes to a client that answers user input (`userInput.request`);
@@ -1248,25 +1109,70 @@ fn set(payload: &mut Value, key: &str, value: Value) {
     }
 }
 
-fn idle(s: &mut dyn SessionControl, aborted: bool) {
-    s.emit("assistant.idle", json!({}), true);
-    let data = if aborted {
-        json!({"aborted": true, "mode": "interactive"})
-    } else {
-        json!({"mode": "interactive"})
-    };
-    s.emit("session.idle", data, true);
-}
-
 fn ms_between(from: Timestamp, to: Timestamp) -> u64 {
     to.as_millis().saturating_sub(from.as_millis())
 }
 
 impl Agent for ModelAgent {
     fn handle(&mut self, input: AgentInput, s: &mut dyn SessionControl) {
-        let Some(input) = self.route_to_child(input, s) else {
-            return;
-        };
+        if let Some(input) = self.route_to_children(input, s) {
+            self.handle_own(input, s);
+        }
+        self.arm_timer(s);
+    }
+
+    fn is_busy(&self) -> bool {
+        self.run.is_some()
+    }
+
+    fn queued_prompts(&self) -> Vec<(String, String)> {
+        super::queued_view(&self.queued)
+    }
+
+    fn drop_queued_prompts(&mut self, all: bool) -> usize {
+        super::drop_queued(&mut self.queued, all)
+    }
+
+    fn tasks(&self) -> Vec<Value> {
+        self.agents.tasks.all().iter().map(|t| t.info()).collect()
+    }
+
+    fn has_background_work(&self) -> bool {
+        self.agents.background_running()
+    }
+
+    fn task_progress(&self, id: &str) -> Option<Value> {
+        self.agents.progress(id)
+    }
+
+    fn start_background_agent(
+        &mut self,
+        request: super::BackgroundAgentRequest,
+        s: &mut dyn SessionControl,
+    ) -> Result<String, String> {
+        let result = self.start_requested_agent(request, s);
+        self.arm_timer(s);
+        result
+    }
+
+    fn cancel_task(&mut self, id: &str, s: &mut dyn SessionControl) -> bool {
+        let cancelled = self.cancel_background(s, Some(id)) > 0;
+        self.arm_timer(s);
+        cancelled
+    }
+
+    fn cancel_all_tasks(&mut self, s: &mut dyn SessionControl) -> usize {
+        self.cancel_background(s, None)
+    }
+
+    fn remove_task(&mut self, id: &str) -> bool {
+        self.agents.tasks.remove(id)
+    }
+}
+
+impl ModelAgent {
+    /// Acts on an input meant for this agent's own run (not a sub-agent's).
+    fn handle_own(&mut self, input: AgentInput, s: &mut dyn SessionControl) {
         match input {
             AgentInput::Prompt {
                 message_id,
@@ -1306,7 +1212,7 @@ impl Agent for ModelAgent {
                         false,
                     );
                 }
-                idle(s, true);
+                self.idle(s, true);
             }
             // Only a session run by an ACP agent gets these.
             AgentInput::Acp(_) | AgentInput::SettingChanged(_) => {}
@@ -1345,17 +1251,5 @@ impl Agent for ModelAgent {
             } => self.tool_finished(s, tool_call_id, outcome),
             AgentInput::ClientAnswer { token, outcome } => self.token_answered(s, token, outcome),
         }
-    }
-
-    fn is_busy(&self) -> bool {
-        self.run.is_some()
-    }
-
-    fn queued_prompts(&self) -> Vec<(String, String)> {
-        super::queued_view(&self.queued)
-    }
-
-    fn drop_queued_prompts(&mut self, all: bool) -> usize {
-        super::drop_queued(&mut self.queued, all)
     }
 }

@@ -1,13 +1,16 @@
 //! The built-in `task` tool: the model hands a piece of work to a sub-agent, a second model
 //! loop of the same session with a conversation of its own, and gets the sub-agent's final
-//! answer as the tool's result (`mode: "sync"`, the only mode served).
+//! answer as the tool's result (`mode: "sync"`), or lets it run in the background
+//! (`mode: "background"`, see [`super::background`]).
 //!
 //! The sub-agent runs as a [`ModelAgent`] driven through [`SubAgentControl`], which stands
 //! between it and the session: every event it emits carries its `agentId` (so do the events
 //! of the tool calls it makes, through [`SessionControl::tag_tool_call`]); its model calls
 //! see only its own conversation ([`SessionControl::agent_history`]) under a system prompt
-//! of its own; the session-level events a run ends with (`session.idle`, …) stay its own
-//! business. The parent agent routes to it every input its own run is not waiting for.
+//! of its own; its model requests and hooks name it (`agentId` of a client-performed
+//! request, `sessionId` of a hook input); the session-level events a run ends with
+//! (`session.idle`, …) stay its own business; its deadlines are armed by the parent, which
+//! keeps the session's one timer at the earliest of its agents'. The parent agent routes to it every input its own run is not waiting for.
 //! `subagent.started` / `subagent.completed` / `subagent.failed` frame it in the session's
 //! log.
 
@@ -47,7 +50,10 @@ pub fn task_spec(agent_types: &[&str]) -> ToolSpec {
     let mut description = String::from(
         "Hand a piece of work to a sub-agent that has the same tools (except this one) and a \
          fresh conversation: it sees only the prompt you give it, so make the prompt \
-         self-contained. The sub-agent's final answer is this tool's result. Agent types:",
+         self-contained. In \"sync\" mode (the default) the sub-agent's final answer is this \
+         tool's result; in \"background\" mode the tool returns at once with the agent's id, \
+         you are notified when it completes and read its result with read_agent. Agent \
+         types:",
     );
     for (name, what) in BUILTIN_AGENTS {
         if agent_types.contains(&name) {
@@ -65,8 +71,8 @@ pub fn task_spec(agent_types: &[&str]) -> ToolSpec {
                                "description": "Which kind of agent does the work."},
                 "description": {"type": "string", "description": "What the sub-agent does, in three to five words."},
                 "prompt": {"type": "string", "description": "The whole task, self-contained."},
-                "mode": {"type": "string", "enum": ["sync"],
-                         "description": "\"sync\": wait for the sub-agent's answer (the only mode)."}
+                "mode": {"type": "string", "enum": ["sync", "background"],
+                         "description": "\"sync\" (default) waits for the sub-agent's answer; \"background\" returns immediately and notifies you when it completes. Use \"background\" only with independent work."}
             },
             "required": ["agent_type", "description", "prompt"]
         }),
@@ -74,7 +80,7 @@ pub fn task_spec(agent_types: &[&str]) -> ToolSpec {
 }
 
 /// What a built-in agent of type `agent_type` is for (empty for another type).
-fn purpose(agent_type: &str) -> &'static str {
+pub(super) fn purpose(agent_type: &str) -> &'static str {
     BUILTIN_AGENTS
         .iter()
         .find(|(name, _)| *name == agent_type)
@@ -113,6 +119,8 @@ pub(super) struct ChildState {
 pub(super) struct Child {
     /// The parent's `task` tool call.
     pub(super) tool_call_id: String,
+    /// Its task id when it runs in the background (`agent_id` of `read_agent`).
+    pub(super) task_id: Option<String>,
     pub(super) started: Timestamp,
     pub(super) agent: ModelAgent,
     pub(super) state: ChildState,
@@ -124,6 +132,7 @@ impl Child {
     pub(super) fn new(s: &mut dyn SessionControl, tool_call_id: &str, agent_type: &str) -> Child {
         Child {
             tool_call_id: tool_call_id.to_owned(),
+            task_id: None,
             started: s.now(),
             agent: ModelAgent::new(),
             state: ChildState {
@@ -319,16 +328,29 @@ impl SessionControl for SubAgentControl<'_> {
         self.inner.cancel_tool_calls();
     }
 
-    fn set_timer(&mut self, at: Timestamp) {
-        self.inner.set_timer(at);
+    fn set_timer(&mut self, _at: Timestamp) {
+        // The parent arms the session's timer at the earliest deadline of all its agents
+        // (`ModelAgent::next_deadline`); a timer input reaches every one of them.
     }
 
     fn ask_client(&mut self, request: ClientRequest) -> u64 {
+        let request = match request {
+            ClientRequest::Hook {
+                hook_type,
+                mut input,
+            } => {
+                if let Some(input) = input.as_object_mut() {
+                    input.insert("sessionId".to_owned(), json!(self.state.agent_id));
+                }
+                ClientRequest::Hook { hook_type, input }
+            }
+            other => other,
+        };
         self.inner.ask_client(request)
     }
 
     fn http_request(&mut self, request: HttpRequest) -> u64 {
-        self.inner.http_request(request)
+        self.inner.http_request_as(&self.state.agent_id, request)
     }
 
     fn cancel_http(&mut self, call: u64) {
@@ -365,6 +387,8 @@ impl SessionControl for SubAgentControl<'_> {
             .filter(|t| {
                 ![
                     TASK,
+                    super::background::READ_AGENT,
+                    super::background::LIST_AGENTS,
                     super::model_tools::ASK_USER,
                     super::model_tools::EXIT_PLAN_MODE,
                 ]

@@ -8,7 +8,8 @@
 //!   end?, error?}` (`{accepted}`: whether the frame matched a request in flight).
 //! * server → client: `llmInference.httpRequestStart {requestId, sessionId, agentId, method,
 //!   url, headers, transport:"http", interactionType}` (`agentId`: the session's main agent,
-//!   stable across turns) then one `llmInference.httpRequestChunk
+//!   stable across turns; a sub-agent's request names the sub-agent, with `parentAgentId`
+//!   the main agent and `interactionType: "conversation-subagent"`) then one `llmInference.httpRequestChunk
 //!   {requestId, data, binary?, end:true}` with the whole body; `llmInference.httpRequestChunk
 //!   {requestId, data:"", cancel:true, cancelReason}` abandons a request. Both are requests
 //!   the client acknowledges with `{}`.
@@ -268,13 +269,22 @@ pub(super) fn start(
         "transport": if socket { "websocket" } else { "http" },
         "interactionType": "conversation-agent",
     });
+    let sub_agent = host.http_call_agent(call).map(str::to_owned);
     if socket {
         if let Some(w) = host.dialect_state::<WebSockets>() {
             w.0.insert(call);
         }
     }
     if let Some(agent) = main_agent_id(host, session) {
-        head["agentId"] = json!(agent);
+        match sub_agent {
+            // A sub-agent's request names it, under the session's main agent.
+            Some(sub_agent) => {
+                head["agentId"] = json!(sub_agent);
+                head["parentAgentId"] = json!(agent);
+                head["interactionType"] = json!("conversation-subagent");
+            }
+            None => head["agentId"] = json!(agent),
+        }
     }
     host.send_http_frame(conn, call, "llmInference.httpRequestStart", &head)?;
     // Over a WebSocket the body is the first message, and the socket stays open.

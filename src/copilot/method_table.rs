@@ -448,7 +448,9 @@ fn table() -> Table {
         .raw("session.schedule.stop", schedule::stop)
         .raw("session.tasks.list", tasks::list)
         .raw("session.tasks.refresh", tasks::nothing_to_do)
-        .raw("session.tasks.waitForPending", tasks::nothing_to_do)
+        .later("session.tasks.waitForPending", tasks::wait_for_pending)
+        .raw("session.tasks.startAgent", tasks::start_agent)
+        .raw("session.cancelAllBackgroundAgents", tasks::cancel_all)
         // No task is running to promote.
         .raw("session.tasks.getCurrentPromotable", tasks::nothing_to_do)
         .raw("session.tasks.promoteCurrentToBackground", tasks::nothing_to_do)

@@ -1,11 +1,16 @@
 //! Background tasks and the pending answers of requests this server never leaves pending.
 //!
-//! * `session.tasks.list` / `refresh` / `waitForPending` / `getProgress` /
-//!   `getCurrentPromotable` / `promoteToBackground` / `promoteCurrentToBackground` / `cancel` /
-//!   `remove` / `sendMessage`: the scripted and model agents run no background tasks and
-//!   none can be started here (`session.tasks.startAgent` is not available), so every
-//!   session has none: an empty list, and every task id is unknown (`progress: null`,
-//!   `promoted` / `cancelled` / `removed` false, `sent: false` with the reason).
+//! * `session.tasks.*` serve the session agent's background agents
+//!   ([`crate::agent::background`]; a model agent runs them, the scripted agent none):
+//!   `startAgent {agentType, prompt, name, description?}` starts one (`{agentId}`; an agent
+//!   type the session does not offer, an empty prompt or a `model` override is an error:
+//!   sub-agents run on the session's model), `list` (`TaskAgentInfo`s), `getProgress`
+//!   (`null` for an unknown id), `cancel` / `remove` (whether it was running / was over),
+//!   `session.cancelAllBackgroundAgents` (how many were cancelled), `waitForPending`
+//!   (answered once nothing runs: at once, or with the session's next `session.idle`).
+//!   Sync sub-agents cannot be promoted (`getCurrentPromotable` / `promote…` find nothing),
+//!   there are no shell tasks to `refresh`, and `sendMessage` is refused: background agents
+//!   are one-shot (no `write_agent`).
 //! * `session.ui.handlePendingUserInput` / `handlePendingAutoModeSwitch` /
 //!   `handlePendingExitPlanMode` / `handlePendingSessionLimitsExhausted` and
 //!   `session.mcp.headers.handlePendingHeadersRefreshRequest`: agentwire asks user input,
@@ -74,12 +79,113 @@ fn session_only(
 }
 
 pub(super) fn list(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
-    session_only(host, call, params).map(|_| json!({"tasks": []}))
+    let session = session_only(host, call, params)?;
+    let tasks = host.with_agent(&session, |agent, _| agent.tasks());
+    Ok(json!({"tasks": tasks.unwrap_or_default()}))
 }
 
-/// Nothing to refresh or wait for; no task is running to promote.
+/// Nothing to refresh (no shell tasks); no sync task can be promoted.
 pub(super) fn nothing_to_do(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
     session_only(host, call, params).map(|_| json!({}))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StartAgentParams {
+    session_id: String,
+    agent_type: String,
+    prompt: String,
+    name: String,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+}
+
+/// `session.tasks.startAgent`.
+pub(super) fn start_agent(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
+    let p = decode::<StartAgentParams>(params)?;
+    known(host, call.method, &p.session_id)?;
+    let refuse = |message: String| {
+        Err(ErrorObject::new(
+            crate::jsonrpc::code::INVALID_PARAMS,
+            format!("Request {} failed with message: {message}", call.method),
+        ))
+    };
+    if let Some(model) = p.model.filter(|m| !m.is_empty()) {
+        return refuse(format!(
+            "model \"{model}\" cannot be chosen for a background agent: sub-agents run on the \
+             session's model"
+        ));
+    }
+    let request = crate::agent::BackgroundAgentRequest {
+        agent_type: p.agent_type,
+        prompt: p.prompt,
+        description: p.description.unwrap_or_else(|| p.name.clone()),
+        name: p.name,
+    };
+    match host.with_agent(&p.session_id, |agent, s| {
+        agent.start_background_agent(request, s)
+    }) {
+        Some(Ok(id)) => Ok(json!({"agentId": id})),
+        Some(Err(message)) => refuse(message),
+        None => refuse("the session has no agent".to_owned()),
+    }
+}
+
+/// `session.cancelAllBackgroundAgents`: how many running agents were cancelled.
+pub(super) fn cancel_all(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
+    let session = session_only(host, call, params)?;
+    let n = host.with_agent(&session, |agent, s| agent.cancel_all_tasks(s));
+    Ok(json!(n.unwrap_or(0)))
+}
+
+/// The `session.tasks.waitForPending` callers of a session, answered once nothing runs.
+#[derive(Debug, Default)]
+struct PendingWaits(Vec<(crate::host::ConnId, crate::jsonrpc::OwnedId)>);
+
+/// `session.tasks.waitForPending`: `{}` once no turn and no background agent runs.
+pub(super) fn wait_for_pending(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> super::method_table::Reply {
+    let session = match session_only(host, call, params) {
+        Ok(s) => s,
+        Err(e) => return Some(Err(e)),
+    };
+    if !busy(host, &session) {
+        return Some(Ok(json!({})));
+    }
+    if let Some(waits) = host.session_state::<PendingWaits>(&session) {
+        waits.0.push((call.conn, call.id.clone()));
+    }
+    None
+}
+
+/// Whether the session runs a turn or background work.
+fn busy(host: &mut Host, session: &str) -> bool {
+    host.with_agent(session, |agent, _| {
+        agent.is_busy() || agent.has_background_work()
+    })
+    .unwrap_or(false)
+}
+
+/// The session went idle: `waitForPending` callers are answered when nothing runs.
+pub(super) fn session_idle(host: &mut Host, session: &str) {
+    let owed = host
+        .session_state_ref::<PendingWaits>(session)
+        .is_some_and(|w| !w.0.is_empty());
+    if !owed || busy(host, session) {
+        return;
+    }
+    let waits = host
+        .session_state::<PendingWaits>(session)
+        .map(|w| std::mem::take(&mut w.0))
+        .unwrap_or_default();
+    for (conn, id) in waits {
+        host.respond(conn, &id, Ok(json!({})));
+    }
 }
 
 pub(super) fn register_direct_handler(
@@ -97,40 +203,84 @@ pub(super) fn register_direct_handler(
     Ok(json!({"handle": handle}))
 }
 
-/// A method on one background task (`TaskParams`): this session runs none.
+/// A method on one background task (`TaskParams`), answered by the session's agent.
 fn task(
     host: &mut Host,
     call: &Call<'_>,
     params: Option<&RawValue>,
-    answer: impl FnOnce(&TaskParams) -> serde_json::Value,
+    answer: impl FnOnce(
+        &mut dyn crate::agent::Agent,
+        &mut dyn crate::agent::SessionControl,
+        &str,
+    ) -> serde_json::Value,
+    no_agent: serde_json::Value,
 ) -> Answer {
-    decode::<TaskParams>(params).and_then(|p| {
-        known(host, call.method, &p.session_id)?;
-        Ok(answer(&p))
-    })
+    let p = decode::<TaskParams>(params)?;
+    known(host, call.method, &p.session_id)?;
+    let answer = host.with_agent(&p.session_id, |agent, s| answer(agent, s, &p.id));
+    Ok(answer.unwrap_or(no_agent))
 }
 
 pub(super) fn progress(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
-    task(host, call, params, |_| json!({"progress": null}))
+    task(
+        host,
+        call,
+        params,
+        |agent, _, id| json!({"progress": agent.task_progress(id)}),
+        json!({"progress": null}),
+    )
 }
 
+/// Background agents already run in the background; sync ones cannot be promoted.
 pub(super) fn promote(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
-    task(host, call, params, |_| json!({"promoted": false}))
+    task(
+        host,
+        call,
+        params,
+        |_, _, _| json!({"promoted": false}),
+        json!({"promoted": false}),
+    )
 }
 
 pub(super) fn cancel(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
-    task(host, call, params, |_| json!({"cancelled": false}))
+    task(
+        host,
+        call,
+        params,
+        |agent, s, id| json!({"cancelled": agent.cancel_task(id, s)}),
+        json!({"cancelled": false}),
+    )
 }
 
 pub(super) fn remove(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
-    task(host, call, params, |_| json!({"removed": false}))
+    task(
+        host,
+        call,
+        params,
+        |agent, _, id| json!({"removed": agent.remove_task(id)}),
+        json!({"removed": false}),
+    )
 }
 
+/// Background agents are one-shot: they take no follow-up messages.
 pub(super) fn send_message(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
-    task(host, call, params, |p| {
+    let refusal = |id: &str| {
         json!({"sent": false,
-               "error": format!("No background task with id {} (this session runs none)", p.id)})
-    })
+               "error": format!("Agent {id} takes no follow-up messages: background agents \
+                                 here are one-shot (start a new one with the whole task)")})
+    };
+    let p = decode::<TaskParams>(params)?;
+    known(host, call.method, &p.session_id)?;
+    let known_task = host
+        .with_agent(&p.session_id, |agent, _| {
+            agent.tasks().iter().any(|t| t["id"] == p.id.as_str())
+        })
+        .unwrap_or(false);
+    if known_task {
+        return Ok(refusal(&p.id));
+    }
+    Ok(json!({"sent": false,
+              "error": format!("No agent found with agent_id: {}", p.id)}))
 }
 
 /// The answer to a request this server never leaves pending: nothing to answer.

@@ -111,7 +111,10 @@ pub(super) fn event_emitted(host: &mut Host, session: &str, event: &Event, data:
                 state.last_assistant = None;
             }
         }
-        "session.idle" => finish_waiters(host, session, false, data),
+        "session.idle" => {
+            finish_waiters(host, session, false, data);
+            super::tasks::session_idle(host, session);
+        }
         "session.error" => finish_waiters(host, session, true, data),
         _ => {}
     }

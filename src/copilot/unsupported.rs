@@ -16,7 +16,6 @@ pub const UNSUPPORTED_METHODS: &[(&str, &str)] = &[
     ("session.remote.enable", "remote sessions"),
     ("session.remote.disable", "remote sessions"),
     ("sessions.connect", "remote sessions"),
-    ("session.tasks.startAgent", "background tasks"),
     ("session.tasks.register", "background tasks"),
     ("session.tasks.update", "background tasks"),
     ("session.factory.runFromTool", "factory workflows"),

@@ -485,7 +485,7 @@ impl Host {
         if let Some(live) = self.sessions.get_mut(session) {
             live.route_catalog = RouteCatalog::Asking;
         }
-        if !self.start_provided_http(call, session, &request) {
+        if !self.start_provided_http(call, session, &request, None) {
             // No client to ask after all: the runtime's own answer will do.
             self.finish_models(call, None);
             return false;

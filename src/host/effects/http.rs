@@ -65,11 +65,17 @@ impl Host {
         }
     }
 
-    /// Starts an exchange for `session`'s agent: through a client that provides the
-    /// session's model transport, else through the runtime ([`EffectOp::HttpRequest`]).
-    pub(crate) fn start_http(&mut self, session: &str, request: HttpRequest) -> u64 {
+    /// Starts an exchange for `session`'s agent (`agent`: for its sub-agent with that
+    /// instance id): through a client that provides the session's model transport, else
+    /// through the runtime ([`EffectOp::HttpRequest`]).
+    pub(crate) fn start_http(
+        &mut self,
+        session: &str,
+        request: HttpRequest,
+        agent: Option<&str>,
+    ) -> u64 {
         let call = self.next_effect_id().get();
-        if self.start_provided_http(call, session, &request) {
+        if self.start_provided_http(call, session, &request, agent) {
             return call;
         }
         self.http_calls.insert(
@@ -77,6 +83,7 @@ impl Host {
             HttpCall {
                 session: session.to_owned(),
                 provider: None,
+                agent: agent.map(str::to_owned),
             },
         );
         self.http_request(call, request);
@@ -91,6 +98,11 @@ impl Host {
     /// Tells the runtime to abandon exchange `call`.
     pub(crate) fn http_cancel(&mut self, call: u64) {
         self.push_effect(EffectId::new(call), EffectOp::HttpCancel);
+    }
+
+    /// The sub-agent exchange `call` is made for (its instance id), if not the main agent.
+    pub(crate) fn http_call_agent(&self, call: u64) -> Option<&str> {
+        self.http_calls.get(&call)?.agent.as_deref()
     }
 
     /// Abandons an exchange (nothing more is routed for it).
@@ -371,6 +383,8 @@ impl Host {
                 .collect();
             if !agents.is_empty() {
                 tools.push(crate::agent::subagent::task_spec(&agents));
+                tools.push(crate::agent::background::read_agent_spec());
+                tools.push(crate::agent::background::list_agents_spec());
             }
         }
         tools

@@ -34,6 +34,8 @@ pub(crate) struct HttpCall {
     pub(crate) session: String,
     /// The client performing it; `None`: the runtime ([`crate::host::EffectOp::HttpRequest`]).
     pub(crate) provider: Option<ConnId>,
+    /// The sub-agent it is made for (its instance id); `None`: the session's main agent.
+    pub(crate) agent: Option<String>,
 }
 
 /// Why a provided exchange failed when its connection closed.
@@ -141,6 +143,7 @@ impl Host {
         call: u64,
         session: &str,
         request: &HttpRequest,
+        agent: Option<&str>,
     ) -> bool {
         let Some(live) = self.sessions.get(session) else {
             return false;
@@ -158,6 +161,7 @@ impl Host {
             HttpCall {
                 session: session.to_owned(),
                 provider,
+                agent: agent.map(str::to_owned),
             },
         );
         let Some(conn) = provider else {

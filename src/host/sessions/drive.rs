@@ -137,7 +137,11 @@ impl SessionControl for Control<'_> {
     }
 
     fn http_request(&mut self, request: crate::model::HttpRequest) -> u64 {
-        self.host.start_http(self.session, request)
+        self.host.start_http(self.session, request, None)
+    }
+
+    fn http_request_as(&mut self, agent_id: &str, request: crate::model::HttpRequest) -> u64 {
+        self.host.start_http(self.session, request, Some(agent_id))
     }
 
     fn cancel_http(&mut self, call: u64) {
@@ -219,6 +223,32 @@ impl Host {
                 handler.agent_input_handled(self, &session);
             }
         }
+    }
+
+    /// Calls `f` with the session's agent and the session as that agent sees it (for what
+    /// the agent serves outside its inputs: `session.tasks.*`), then hands the agents the
+    /// inputs that produced. `None` when the session has no agent.
+    pub(crate) fn with_agent<R>(
+        &mut self,
+        session: &str,
+        f: impl FnOnce(&mut dyn crate::agent::Agent, &mut dyn SessionControl) -> R,
+    ) -> Option<R> {
+        let mut agent = self.sessions.get_mut(session)?.agent.take()?;
+        let result = {
+            let mut control = Control {
+                host: self,
+                session,
+            };
+            f(agent.as_mut(), &mut control)
+        };
+        if let Some(live) = self.sessions.get_mut(session) {
+            live.agent = Some(agent);
+        }
+        for handler in self.dialects {
+            handler.agent_input_handled(self, session);
+        }
+        self.run_agents();
+        Some(result)
     }
 
     /// Whether the session's agent is in a turn.

@@ -209,7 +209,8 @@ pub(crate) struct HookState {
 }
 
 impl Host {
-    /// What every hook input of `session` carries: `sessionId`, `timestamp` (epoch ms) and
+    /// What every hook input of `session` carries: `sessionId` (a sub-agent's hooks name
+    /// the sub-agent instead, so a hook tells them apart), `timestamp` (epoch ms) and
     /// `cwd` (the session's working directory, else the server's, else empty: the SDKs
     /// require a string).
     pub(crate) fn hook_input(&self, session: &str, extra: Value) -> Value {
@@ -223,7 +224,10 @@ impl Host {
             json!({"sessionId": session, "timestamp": self.now.as_millis(), "cwd": cwd});
         if let (Value::Object(input), Value::Object(extra)) = (&mut input, extra) {
             for (k, v) in extra {
-                input.entry(k).or_insert(v);
+                // A sub-agent's hook names the sub-agent as its `sessionId`.
+                if k == "sessionId" || !input.contains_key(&k) {
+                    input.insert(k, v);
+                }
             }
         }
         input
