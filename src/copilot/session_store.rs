@@ -13,8 +13,8 @@
 //!   bytes (0 for an unknown id); `sessions.pruneOld` finds sessions not modified for
 //!   `olderThanDays` days (named ones only with `includeNamed`; sessions with attached
 //!   clients are `skipped`) and deletes them unless `dryRun`.
-//! * `sessions.findByTaskId`: the loaded session whose agent runs or ran the background
-//!   agent `taskId` (`{sessionId}`, `{}` when none). `sessions.getLastForContext`: the most recently modified session whose working
+//! * `sessions.findByTaskId`: the id names a GitHub task (the hosted coding agent's), and
+//!   no agentwire session is started from one (`{}`). `sessions.getLastForContext`: the most recently modified session whose working
 //!   directory is `context.cwd`.
 //! * `sessions.enrichMetadata` fills each given metadata entry from the loaded session
 //!   (working directory context, summary and name), keeping what the caller sent otherwise.
@@ -47,18 +47,8 @@ pub(super) fn sizes(host: &mut Host, _: &Call<'_>, _: &Value) -> Answer {
     Ok(json!({"sizes": sizes}))
 }
 
-pub(super) fn find_by_task_id(host: &mut Host, _: &Call<'_>, p: &Value) -> Answer {
-    let task = string(p, "taskId")?;
-    let sessions: Vec<String> = host.sessions().map(|s| s.id.clone()).collect();
-    for session in sessions {
-        let owns = host.with_agent(&session, |agent, _| {
-            agent.tasks().iter().any(|t| t["id"] == task)
-        });
-        if owns == Some(true) {
-            return Ok(json!({"sessionId": session}));
-        }
-    }
-    Ok(json!({}))
+pub(super) fn find_by_task_id(_: &mut Host, _: &Call<'_>, p: &Value) -> Answer {
+    string(p, "taskId").map(|_| json!({}))
 }
 
 pub(super) fn last_for_context(host: &mut Host, _: &Call<'_>, p: &Value) -> Answer {

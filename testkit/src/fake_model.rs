@@ -105,6 +105,9 @@ struct State {
     completions: u64,
     /// Scripted answers: completion `n` (1-based) gets `script[n - 1]`.
     script: Vec<FakeReply>,
+    /// Scripts of their own for completions whose system prompt contains a marker
+    /// ([`FakeModel::script_for`]): the marker, its script, how many it answered.
+    keyed: Vec<(String, Vec<FakeReply>, usize)>,
     /// The ids `GET …/models` lists (empty: `fake-model`).
     models: Vec<String>,
 }
@@ -156,6 +159,18 @@ impl FakeModel {
         let fake = FakeModel::start(FakeMode::Text);
         fake.state.lock().unwrap().script = script;
         fake
+    }
+
+    /// Completions whose system prompt contains `marker` answer `script` in order (their
+    /// own count, whatever other conversations run at the same time); they do not count
+    /// for the main script. For conversations that run concurrently (a sub-agent beside
+    /// its parent), so each gets its answers whatever order their requests arrive in.
+    pub fn script_for(&self, marker: &str, script: Vec<FakeReply>) {
+        self.state
+            .lock()
+            .unwrap()
+            .keyed
+            .push((marker.to_owned(), script, 0));
     }
 
     /// `http://127.0.0.1:PORT/v1`, the `baseUrl` to configure.
@@ -289,7 +304,28 @@ fn serve(
         .and_then(|m| m.last())
         .is_some_and(|m| m["role"] == "tool");
     let text = text_events(&id, true);
-    let scripted = state.lock().unwrap().script.get(n as usize - 1).cloned();
+    let scripted = {
+        let mut state = state.lock().unwrap();
+        let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+        match state
+            .keyed
+            .iter_mut()
+            .find(|(m, _, _)| system.contains(m.as_str()))
+        {
+            Some((_, script, used)) => {
+                *used += 1;
+                script.get(*used - 1).cloned()
+            }
+            None => {
+                // Completions answered from the keyed scripts do not move the main one.
+                let keyed: usize = state.keyed.iter().map(|(_, _, used)| used).sum();
+                state
+                    .script
+                    .get((n as usize).saturating_sub(keyed + 1))
+                    .cloned()
+            }
+        }
+    };
     let events = match (scripted, mode) {
         (Some(FakeReply::Text(t)), _) => vec![
             chunk(&id, json!({"role": "assistant", "content": t}), None),

@@ -722,3 +722,250 @@ async fn excluded_built_in_agents_are_not_offered_to_the_task_tool() {
     })
     .await
 }
+
+/// The marker of a sub-agent's system prompt (its model calls get their own fake script).
+const SUB_AGENT: &str = "sub-agent of GitHub Copilot";
+
+/// `task` in `background` mode: the call answers at once with the agent's id, the parent's
+/// turn goes on beside the sub-agent, and when the sub-agent is done a notification wakes
+/// the parent (a new turn whose prompt is the runtime's `<system_notification>`), which
+/// reads the result with `read_agent`; `session.idle` waits for all of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_agent_runs_beside_its_parent_and_wakes_it_when_done() {
+    sdk_scenarios::bounded(async {
+        let dir = TempDir::new("background");
+        std::fs::write(dir.path().join("data.txt"), "forty-two\n").unwrap();
+        let fake = FakeModel::start_script(vec![
+            FakeReply::tool(
+                "call_task",
+                "task",
+                json!({"agent_type": "explore", "name": "reader", "description": "Read the data",
+                       "prompt": "Read data.txt and tell me what it says.",
+                       "mode": "background"}),
+            ),
+            FakeReply::Text("A reader is on it; waiting for it.".into()),
+            FakeReply::tool(
+                "call_read",
+                "read_agent",
+                json!({"agent_id": "reader", "wait": true}),
+            ),
+            FakeReply::Text("The reader says forty-two.".into()),
+        ]);
+        fake.script_for(
+            SUB_AGENT,
+            vec![
+                FakeReply::tool("call_view", "view", json!({"path": "data.txt"})),
+                FakeReply::Text("The file says forty-two.".into()),
+            ],
+        );
+        let server = Server::new(HostConfig::default());
+        let client = connect(&server).await;
+        let mut s = session(&client, &fake, dir.path(), None, |c| c).await;
+        let turn = send(&mut s, "What is in data.txt? Use a background agent.").await;
+        assert_subsequence(
+            &turn,
+            &[
+                "tool.execution_start",
+                "subagent.started",
+                "tool.execution_complete",
+                "subagent.completed",
+                "system.notification",
+                "user.message",
+                "tool.execution_start",
+                "tool.execution_complete",
+                "session.idle",
+            ],
+        );
+        // One idle, at the very end: not when the first turn ended with the agent running.
+        assert_eq!(
+            turn.iter()
+                .filter(|e| e.event_type == "session.idle")
+                .count(),
+            1
+        );
+        let started = turn
+            .iter()
+            .find(|e| {
+                e.event_type == "tool.execution_complete" && e.data["toolCallId"] == "call_task"
+            })
+            .unwrap();
+        assert_eq!(
+            started.data["result"]["content"],
+            "Agent started in background with agent_id: reader. You'll be notified when it \
+             completes. Tell the user you're waiting and end your response, or continue \
+             unrelated work until notified."
+        );
+        let waiting = turn
+            .iter()
+            .position(|e| {
+                e.event_type == "assistant.message"
+                    && e.data["content"] == "A reader is on it; waiting for it."
+            })
+            .expect("the parent's first turn ends while the agent runs");
+        let notice = turn
+            .iter()
+            .position(|e| e.event_type == "system.notification")
+            .unwrap();
+        assert!(waiting < notice);
+        assert_eq!(turn[notice].data["kind"]["type"], "agent_completed");
+        assert_eq!(turn[notice].data["kind"]["agentId"], "reader");
+        assert_eq!(turn[notice].data["kind"]["status"], "completed");
+        let woken = turn[notice..]
+            .iter()
+            .find(|e| e.event_type == "user.message")
+            .unwrap();
+        assert_eq!(woken.data["source"], "system");
+        let read = turn
+            .iter()
+            .find(|e| {
+                e.event_type == "tool.execution_complete" && e.data["toolCallId"] == "call_read"
+            })
+            .unwrap();
+        let text = read.data["result"]["content"].as_str().unwrap();
+        assert!(
+            text.starts_with(
+                "Agent completed. agent_id: reader, agent_type: explore, status: completed, \
+                 description: Read the data, elapsed: "
+            ),
+            "{text}"
+        );
+        assert!(text.ends_with("\n\nThe file says forty-two."), "{text}");
+
+        // What the models saw: the parent's third call is woken by the notice.
+        let bodies = fake.completion_bodies();
+        let (children, parents): (Vec<&Value>, Vec<&Value>) = bodies.iter().partition(|b| {
+            b["messages"][0]["content"]
+                .as_str()
+                .is_some_and(|c| c.contains(SUB_AGENT))
+        });
+        assert_eq!((parents.len(), children.len()), (4, 2));
+        let names = tool_names(parents[0]);
+        for tool in ["task", "read_agent", "list_agents"] {
+            assert!(names.iter().any(|n| n == tool), "{tool} offered: {names:?}");
+        }
+        assert!(!tool_names(children[0])
+            .iter()
+            .any(|n| ["task", "read_agent", "list_agents"].contains(&n.as_str())));
+        let woken = parents[2]["messages"].as_array().unwrap().last().unwrap();
+        assert_eq!(woken["role"], "user");
+        assert_eq!(
+            woken["content"],
+            "<system_notification>\nAgent \"reader\" (explore) has completed successfully. \
+             Use read_agent with agent_id \"reader\" to retrieve the full results.\n\
+             </system_notification>"
+        );
+
+        // The session's task list keeps the agent, with its result, until removed.
+        let tasks = s.session.rpc().tasks().list().await.expect("tasks.list");
+        assert_eq!(tasks.tasks.len(), 1);
+        assert_eq!(tasks.tasks[0]["id"], "reader");
+        assert_eq!(tasks.tasks[0]["status"], "completed");
+        assert_eq!(tasks.tasks[0]["result"], "The file says forty-two.");
+    })
+    .await
+}
+
+/// `session.tasks.*` with the official SDK: a client starts a background agent while the
+/// session is idle (its end wakes the session's agent, and `waitForPending` answers once
+/// that turn is over too), lists it, cancels a running one (no notification), removes what
+/// is over; an unknown agent type or a model override is refused and starts nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_start_list_cancel_and_await_background_agents() {
+    use github_copilot_sdk::rpc::{TasksCancelRequest, TasksRemoveRequest, TasksStartAgentRequest};
+    sdk_scenarios::bounded(async {
+        let dir = TempDir::new("tasks");
+        let fake =
+            FakeModel::start_script(vec![FakeReply::Text("Noted: the summary is ready.".into())]);
+        fake.script_for(
+            SUB_AGENT,
+            vec![FakeReply::Text("Summary: all good.".into())],
+        );
+        let server = Server::new(HostConfig::default());
+        let client = connect(&server).await;
+        let mut s = session(&client, &fake, dir.path(), None, |c| c).await;
+        let tasks = s.session.rpc().tasks();
+        let start = |name: &str, agent_type: &str, model: Option<&str>| TasksStartAgentRequest {
+            agent_type: agent_type.to_owned(),
+            prompt: "Summarise the project.".to_owned(),
+            name: name.to_owned(),
+            description: Some("Summarise".to_owned()),
+            model: model.map(str::to_owned),
+        };
+        for refused in [
+            start("x", "missing-agent-type", None),
+            start("x", "general-purpose", Some("not-a-real-model")),
+        ] {
+            let error = tasks.start_agent(refused).await.expect_err("refused");
+            assert!(
+                error.to_string().contains("session.tasks.startAgent"),
+                "{error}"
+            );
+        }
+        assert!(tasks.list().await.unwrap().tasks.is_empty());
+
+        let started = tasks
+            .start_agent(start("summary", "general-purpose", None))
+            .await
+            .expect("startAgent");
+        assert_eq!(started.agent_id, "summary");
+        within("waitForPending", tasks.wait_for_pending())
+            .await
+            .expect("waitForPending");
+        // By the time waitForPending answered, the notification's turn was over.
+        let turn = s.events.turn().await;
+        assert_subsequence(
+            &turn,
+            &[
+                "subagent.started",
+                "subagent.completed",
+                "system.notification",
+                "user.message",
+                "assistant.message",
+                "session.idle",
+            ],
+        );
+        let listed = tasks.list().await.unwrap().tasks;
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0]["status"], "completed");
+        assert_eq!(listed[0]["toolCallId"], "");
+
+        // A running agent (its model call stalls) is cancelled: no notification.
+        fake.set_mode(fake_model::FakeMode::Stall);
+        let slow = tasks
+            .start_agent(start("slow", "explore", None))
+            .await
+            .expect("startAgent");
+        let listed = tasks.list().await.unwrap().tasks;
+        assert_eq!(listed[1]["id"], slow.agent_id);
+        assert_eq!(listed[1]["status"], "running");
+        let remove = |id: &str| TasksRemoveRequest { id: id.to_owned() };
+        assert!(!tasks.remove(remove("slow")).await.unwrap().removed);
+        let cancel = |id: &str| TasksCancelRequest { id: id.to_owned() };
+        assert!(tasks.cancel(cancel("slow")).await.unwrap().cancelled);
+        assert!(!tasks.cancel(cancel("slow")).await.unwrap().cancelled);
+        within("waitForPending", tasks.wait_for_pending())
+            .await
+            .expect("nothing runs");
+        let listed = tasks.list().await.unwrap().tasks;
+        assert_eq!(listed[1]["status"], "cancelled");
+        assert!(tasks.remove(remove("slow")).await.unwrap().removed);
+        assert!(tasks.remove(remove("summary")).await.unwrap().removed);
+        assert!(tasks.list().await.unwrap().tasks.is_empty());
+        assert_eq!(
+            s.session
+                .rpc()
+                .cancel_all_background_agents()
+                .await
+                .unwrap(),
+            0
+        );
+        // The cancelled agent woke nobody: its end owed the session one idle, no turn.
+        let rest = s.events.turn().await;
+        assert!(
+            types(&rest).iter().all(|t| *t != "system.notification"),
+            "{rest:?}"
+        );
+        assert!(types(&rest).iter().any(|t| *t == "subagent.failed"));
+    })
+    .await
+}

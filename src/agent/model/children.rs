@@ -290,6 +290,10 @@ impl ModelAgent {
             return Err("the agent has no prompt".to_owned());
         }
         let id = self.start_background(s, "", request);
+        // Started while the session was idle: it is busy until the agent is done.
+        if self.run.is_none() && self.agents.idle_owed.is_none() {
+            self.agents.idle_owed = Some(false);
+        }
         self.check_background(s);
         Ok(id)
     }
