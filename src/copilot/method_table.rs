@@ -24,10 +24,10 @@ use crate::jsonrpc::{code, ErrorObject, OwnedId};
 use super::session_state::session_id;
 use super::surface::{decode, known, Answer};
 use super::{
-    account, config_discovery, discovery, event_log_wait, factories, fleet, github_auth, history,
-    lifecycle, llm_inference, mcp, methods as core, permissions, plugins, queue, remote_control,
-    schedule, session_metadata, session_state, session_store, skills, sql_todos, tasks,
-    unsupported, user_shell, workspaces,
+    account, client_tasks, config_discovery, discovery, event_log_wait, factories, fleet,
+    github_auth, history, lifecycle, llm_inference, mcp, methods as core, permissions, plugins,
+    queue, remote_control, schedule, session_metadata, session_state, session_store, skills,
+    sql_todos, tasks, unsupported, user_shell, workspaces,
 };
 
 /// A method's answer, or `None` when it is answered later (`session.sendAndWait`, …).
@@ -456,7 +456,9 @@ fn table() -> Table {
         .raw("session.tasks.promoteCurrentToBackground", tasks::nothing_to_do)
         .raw("session.tasks.getProgress", tasks::progress)
         .raw("session.tasks.promoteToBackground", tasks::promote)
-        .raw("session.tasks.cancel", tasks::cancel)
+        .later("session.tasks.cancel", tasks::cancel)
+        .raw("session.tasks.register", client_tasks::register)
+        .raw("session.tasks.update", client_tasks::update)
         .raw("session.tasks.remove", tasks::remove)
         .raw("session.tasks.sendMessage", tasks::send_message)
         // Requests this server never leaves pending: there is nothing to answer.

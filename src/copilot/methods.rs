@@ -208,9 +208,16 @@ pub(super) fn connect(host: &mut Host, call: &Call<'_>, params: Option<&RawValue
         host.set_authenticated(conn);
     }
     super::telemetry::opt_in(host, conn, p.telemetry_forwarding);
-    let task_kinds = match p.supported_task_kinds {
-        Some(k) if k.iter().any(|k| k == "client") => json!(["agent", "shell", "client"]),
-        _ => json!(["agent", "shell"]),
+    let client_tasks = p
+        .supported_task_kinds
+        .is_some_and(|k| k.iter().any(|k| k == "client"));
+    if let Some(state) = host.conn_state::<super::ConnState>(conn) {
+        state.decodes_client_tasks = client_tasks;
+    }
+    let task_kinds = if client_tasks {
+        json!(["agent", "shell", "client"])
+    } else {
+        json!(["agent", "shell"])
     };
     Ok(json!({"ok": true, "protocolVersion": PROTOCOL_VERSION,
               "version": host.config().version, "taskKinds": task_kinds}))

@@ -25,6 +25,7 @@
 //! `handlePendingToolCall` and friends — is the host's, reached through its calls.
 
 mod account;
+mod client_tasks;
 mod config_discovery;
 mod discovery;
 mod event_log_wait;
@@ -109,6 +110,9 @@ struct ConnState {
     waiting_creates: Vec<github_auth::WaitingCreate>,
     /// `account.getQuota` requests waiting for their token's lookup.
     waiting_quotas: Vec<github_auth::WaitingQuota>,
+    /// Its `connect` declared the `client` task kind: `session.tasks.list` shows it
+    /// client-owned tasks.
+    decodes_client_tasks: bool,
 }
 
 impl ConnState {
@@ -225,11 +229,23 @@ impl DialectHandler for Copilot {
 
     fn conn_detached(&self, host: &mut Host, session: &str, conn: ConnId) {
         turns::conn_detached(host, session, conn);
+        client_tasks::owner_left(host, session, conn);
+    }
+
+    fn client_call_finished(
+        &self,
+        host: &mut Host,
+        session: &str,
+        tag: u64,
+        outcome: crate::correlation::Outcome,
+    ) {
+        client_tasks::cancel_answered(host, session, tag, outcome);
     }
 
     fn session_deleting(&self, host: &mut Host, session: &str) {
         turns::session_deleting(host, session);
         event_log_wait::session_deleting(host, session);
+        client_tasks::session_deleting(host, session);
     }
 
     fn timer_fired(&self, host: &mut Host, conn: ConnId, id: &jsonrpc::OwnedId) {

@@ -80,8 +80,16 @@ fn session_only(
 
 pub(super) fn list(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
     let session = session_only(host, call, params)?;
-    let tasks = host.with_agent(&session, |agent, _| agent.tasks());
-    Ok(json!({"tasks": tasks.unwrap_or_default()}))
+    let mut tasks = host
+        .with_agent(&session, |agent, _| agent.tasks())
+        .unwrap_or_default();
+    let decodes_client_tasks = host
+        .conn_state_ref::<super::ConnState>(call.conn)
+        .is_some_and(|c| c.decodes_client_tasks);
+    if decodes_client_tasks {
+        tasks.extend(super::client_tasks::infos(host, &session));
+    }
+    Ok(json!({"tasks": tasks}))
 }
 
 /// Nothing to refresh (no shell tasks); no sync task can be promoted.
@@ -222,13 +230,13 @@ fn task(
 }
 
 pub(super) fn progress(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
-    task(
-        host,
-        call,
-        params,
-        |agent, _, id| json!({"progress": agent.task_progress(id)}),
-        json!({"progress": null}),
-    )
+    let p = decode::<TaskParams>(params)?;
+    known(host, call.method, &p.session_id)?;
+    if let Some(progress) = super::client_tasks::progress(host, &p.session_id, &p.id) {
+        return Ok(json!({"progress": progress}));
+    }
+    let progress = host.with_agent(&p.session_id, |agent, _| agent.task_progress(&p.id));
+    Ok(json!({"progress": progress.flatten()}))
 }
 
 /// Background agents already run in the background; sync ones cannot be promoted.
@@ -242,24 +250,35 @@ pub(super) fn promote(host: &mut Host, call: &Call<'_>, params: Option<&RawValue
     )
 }
 
-pub(super) fn cancel(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
-    task(
-        host,
-        call,
-        params,
-        |agent, s, id| json!({"cancelled": agent.cancel_task(id, s)}),
-        json!({"cancelled": false}),
-    )
+/// `session.tasks.cancel`: a background agent stops at once; a client-owned task's owner
+/// is asked (answered when it answers).
+pub(super) fn cancel(
+    host: &mut Host,
+    call: &Call<'_>,
+    params: Option<&RawValue>,
+) -> super::method_table::Reply {
+    let p = match decode::<TaskParams>(params) {
+        Ok(p) => p,
+        Err(e) => return Some(Err(e)),
+    };
+    if let Err(e) = known(host, call.method, &p.session_id) {
+        return Some(Err(e));
+    }
+    if let Some(reply) = super::client_tasks::cancel(host, call, &p.session_id, &p.id) {
+        return reply;
+    }
+    let cancelled = host.with_agent(&p.session_id, |agent, s| agent.cancel_task(&p.id, s));
+    Some(Ok(json!({"cancelled": cancelled.unwrap_or(false)})))
 }
 
 pub(super) fn remove(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
-    task(
-        host,
-        call,
-        params,
-        |agent, _, id| json!({"removed": agent.remove_task(id)}),
-        json!({"removed": false}),
-    )
+    let p = decode::<TaskParams>(params)?;
+    known(host, call.method, &p.session_id)?;
+    if let Some(removed) = super::client_tasks::remove(host, &p.session_id, &p.id) {
+        return Ok(json!({"removed": removed}));
+    }
+    let removed = host.with_agent(&p.session_id, |agent, _| agent.remove_task(&p.id));
+    Ok(json!({"removed": removed.unwrap_or(false)}))
 }
 
 /// Background agents are one-shot: they take no follow-up messages.

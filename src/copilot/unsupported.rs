@@ -16,8 +16,6 @@ pub const UNSUPPORTED_METHODS: &[(&str, &str)] = &[
     ("session.remote.enable", "remote sessions"),
     ("session.remote.disable", "remote sessions"),
     ("sessions.connect", "remote sessions"),
-    ("session.tasks.register", "background tasks"),
-    ("session.tasks.update", "background tasks"),
     ("session.factory.runFromTool", "factory workflows"),
     ("session.factory.resumeFromTool", "factory workflows"),
     ("session.factory.listRuns", "factory workflows"),

@@ -245,6 +245,20 @@ pub(crate) trait DialectHandler: Sync {
         None
     }
 
+    /// A server-to-client request this dialect sent itself ([`ClientCall::Dialect`], with
+    /// its `session` and `tag`) ended with `outcome`: its answer, an error, a timeout or the
+    /// connection's close. Default: nothing to do.
+    ///
+    /// [`ClientCall::Dialect`]: crate::host::pending::ClientCall::Dialect
+    fn client_call_finished(
+        &self,
+        _host: &mut Host,
+        _session: &str,
+        _tag: u64,
+        _outcome: crate::correlation::Outcome,
+    ) {
+    }
+
     /// How a client of this dialect catches up after the host closed its connection for
     /// reading too slowly (the end of the closing message, after the reason).
     fn slow_reader_advice(&self) -> &'static str {

@@ -216,6 +216,16 @@ pub(crate) enum ClientCall {
     Factory(Box<crate::host::extensions::FactoryCall>),
     /// A `factory.abort` (its answer is only an acknowledgement).
     FactoryAbort,
+    /// A request a dialect sent on its own (`tag` is the dialect's), handed back to it when
+    /// it ends ([`DialectHandler::client_call_finished`](crate::host::DialectHandler::client_call_finished)).
+    Dialect {
+        /// The dialect that sent it.
+        dialect: crate::host::DialectId,
+        /// The session it is about.
+        session: String,
+        /// What the dialect correlates it with.
+        tag: u64,
+    },
     /// The client's rewrite of `session`'s system prompt sections (`prompt_hooks.rs`).
     SystemTransform {
         /// The session.

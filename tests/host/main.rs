@@ -6,6 +6,7 @@ mod acp_agent_flood;
 mod ahp;
 mod bridges;
 mod canvas;
+mod client_tasks;
 mod cluster;
 mod copilot;
 mod factories;

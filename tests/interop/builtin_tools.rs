@@ -965,7 +965,7 @@ async fn clients_start_list_cancel_and_await_background_agents() {
             types(&rest).iter().all(|t| *t != "system.notification"),
             "{rest:?}"
         );
-        assert!(types(&rest).iter().any(|t| *t == "subagent.failed"));
+        assert!(types(&rest).contains(&"subagent.failed"));
     })
     .await
 }

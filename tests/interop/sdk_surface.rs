@@ -1179,3 +1179,92 @@ async fn builtin_slash_commands_are_listed_and_invoked() {
     })
     .await
 }
+
+/// Client-owned tasks with the SDK's typed calls: the SDK declares the `client` task kind,
+/// registers a task it owns, reports progress and completion in sequence (a repeat is a
+/// duplicate), sees it in the session's task list, and a second SDK client cannot update it.
+#[tokio::test]
+async fn an_sdk_client_registers_and_updates_a_task_it_owns() {
+    sdk_scenarios::bounded(async {
+        let server = server();
+        let client = connect(&server).await;
+        let id = new_session_id();
+        let c = create_session(&client, &id, false).await;
+        let tasks = c.session.rpc().tasks();
+        let registered = tasks
+            .register(TasksRegisterRequest {
+                cancellable: false,
+                client_task_id: "index-1".into(),
+                description: "Indexing".into(),
+                display_name: Some("Indexer".into()),
+                expected_sequence: None,
+                r#type: TaskClientType::Client,
+            })
+            .await
+            .expect("register");
+        assert!(registered.created && !registered.reclaimed);
+        let task_id = registered.task.id.clone();
+        assert_eq!(registered.task.sequence, 0);
+        assert!(!registered.task.can_cancel);
+
+        let progress = TaskClientUpdate::Progress(TaskClientUpdateProgress {
+            kind: TaskClientUpdateProgressKind::Progress,
+            message: Some("halfway".into()),
+            percentage: Some(50.0),
+            phase: None,
+            status: None,
+        });
+        let request = |sequence, update| TasksUpdateRequest {
+            id: task_id.clone(),
+            sequence,
+            update,
+        };
+        let applied = tasks.update(request(1, progress.clone())).await.unwrap();
+        assert!(applied.applied && !applied.duplicate);
+        let repeated = tasks.update(request(1, progress)).await.unwrap();
+        assert!(!repeated.applied && repeated.duplicate);
+        let done = TaskClientUpdate::Completed(TaskClientUpdateCompleted {
+            kind: TaskClientUpdateCompletedKind::Completed,
+            message: Some("done".into()),
+            result: Some(json!({"files": 3})),
+        });
+        let done = tasks.update(request(2, done)).await.unwrap();
+        assert!(done.task.completed_at.is_some());
+        assert_eq!(done.task.result, Some(json!({"files": 3})));
+
+        let listed = tasks.list().await.unwrap().tasks;
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0]["id"], task_id.as_str());
+        assert_eq!(listed[0]["status"], "completed");
+
+        // Another client of the session is not the owner.
+        let second = connect(&server).await;
+        let resumed = within(
+            "session.resume",
+            second.resume_session(github_copilot_sdk::types::ResumeSessionConfig::new(
+                id.clone(),
+            )),
+        )
+        .await
+        .expect("the second client joins");
+        let error = resumed
+            .rpc()
+            .tasks()
+            .update(TasksUpdateRequest {
+                id: task_id.clone(),
+                sequence: 3,
+                update: TaskClientUpdate::Cancelled(TaskClientUpdateCancelled {
+                    kind: TaskClientUpdateCancelledKind::Cancelled,
+                    message: None,
+                    reason: None,
+                }),
+            })
+            .await
+            .expect_err("not the owner");
+        assert!(
+            error.to_string().contains("owned by another client"),
+            "{error}"
+        );
+    })
+    .await
+}

@@ -56,7 +56,7 @@ pub(super) struct SubAgents {
     /// The sub-agent the running `task` call waits for.
     sync: Option<Box<Child>>,
     /// Background agents still running.
-    background: Vec<Box<Child>>,
+    background: Vec<Child>,
     /// Every background agent of the session, running or over.
     pub(super) tasks: AgentTasks,
     /// `read_agent` calls waiting for their agent.
@@ -247,7 +247,7 @@ impl ModelAgent {
         });
         s.emit("session.background_tasks_changed", json!({}), true);
         child.begin(s, request.prompt);
-        self.agents.background.push(Box::new(child));
+        self.agents.background.push(child);
         id
     }
 
@@ -274,7 +274,7 @@ impl ModelAgent {
                 )
             })
             .unwrap_or_default();
-        if !offered.iter().any(|t| *t == request.agent_type) {
+        if !offered.contains(&request.agent_type) {
             let known: Vec<&str> = BUILTIN_AGENTS
                 .iter()
                 .map(|(name, _)| *name)
@@ -595,7 +595,8 @@ impl ModelAgent {
         let children = self
             .agents
             .sync
-            .iter()
+            .as_deref()
+            .into_iter()
             .chain(self.agents.background.iter())
             .filter_map(|c| c.agent.next_deadline());
         let reads = self.agents.reads.iter().map(|r| r.deadline);

@@ -378,6 +378,14 @@ impl Host {
             }
             ClientCall::Factory(call) => return self.finish_factory_call(*call, outcome),
             ClientCall::FactoryAbort => return,
+            ClientCall::Dialect {
+                dialect,
+                session,
+                tag,
+            } => {
+                let handler = self.dialects[dialect.index()];
+                return handler.client_call_finished(self, &session, tag, outcome);
+            }
         };
         let result: Result<Value, String> = match outcome {
             Outcome::Result(raw) => serde_json::from_str(raw.get()).map_err(|e| e.to_string()),
