@@ -1,6 +1,6 @@
 //! Features of the hosted Copilot product that this server does not offer: trusted built-in
-//! plugin directories, remote sessions, MCP server OAuth, background tasks, sessions'
-//! own GitHub login, and in-process handler registration. Each answers
+//! plugin directories, remote sessions, factory workflows, sessions' own GitHub login,
+//! usage-limit prediction, managed settings, sandboxing and MCP server OAuth probes. Each answers
 //! `-32603 "Request <m> failed with message: <feature> is not available on this server"`
 //! rather than `-32601`: a client can tell "this server has no such feature" from "no such
 //! method", and the SDKs' `-32601` fallbacks (`connect` → `ping`, `sendAndWait` → `send`)
