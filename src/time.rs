@@ -61,6 +61,14 @@ impl Timestamp {
         let t = SystemTime::UNIX_EPOCH + Duration::from_nanos(self.0);
         humantime::format_rfc3339_millis(t).to_string()
     }
+
+    /// Reads an RFC 3339 timestamp (as [`Timestamp::to_rfc3339`] writes, e.g. an event's
+    /// `timestamp`); `None` when it is not one or is before the epoch.
+    pub fn parse_rfc3339(text: &str) -> Option<Timestamp> {
+        let t = humantime::parse_rfc3339_weak(text).ok()?;
+        let since = t.duration_since(SystemTime::UNIX_EPOCH).ok()?;
+        Some(Timestamp::EPOCH.saturating_add(since))
+    }
 }
 
 impl fmt::Display for Timestamp {
@@ -78,6 +86,8 @@ mod tests {
         // 2026-11-29T20:26:17.139Z, the timestamp of wire.jsonl:10.
         let ts = Timestamp::from_millis(1_795_983_977_139);
         assert_eq!(ts.to_rfc3339(), "2026-11-29T20:26:17.139Z");
+        assert_eq!(Timestamp::parse_rfc3339(&ts.to_rfc3339()), Some(ts));
+        assert_eq!(Timestamp::parse_rfc3339("yesterday"), None);
     }
 
     #[test]

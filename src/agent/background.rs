@@ -259,7 +259,101 @@ pub struct AgentTasks {
     tasks: Vec<AgentTask>,
 }
 
+/// What the log shows of one sub-agent run (by its instance id).
+struct LoggedRun {
+    instance: String,
+    prompt: String,
+    answer: Option<String>,
+    started: Option<Timestamp>,
+    taken: bool,
+}
+
 impl AgentTasks {
+    /// The background agents that were over when `history` (a session's persisted events)
+    /// ends, as the log shows them: each `system.notification` of an agent's end, with the
+    /// answer of the sub-agent run it reported (its last `assistant.message`). An agent still
+    /// running when the log ends is not there (a restart or takeover ends it, as it ends a
+    /// running turn).
+    pub fn from_history(history: &[crate::session::Event]) -> AgentTasks {
+        let mut runs: Vec<LoggedRun> = Vec::new();
+        let mut tasks = AgentTasks::default();
+        for event in history {
+            let relevant = matches!(
+                event.event_type.as_str(),
+                "user.message" | "assistant.message" | "system.notification"
+            );
+            let Some(envelope) = relevant
+                .then(|| serde_json::from_slice::<Value>(&event.json).ok())
+                .flatten()
+            else {
+                continue;
+            };
+            let data = &envelope["data"];
+            let at = envelope["timestamp"]
+                .as_str()
+                .and_then(Timestamp::parse_rfc3339);
+            let text = |v: &Value, key: &str| v[key].as_str().unwrap_or_default().to_owned();
+            let instance = envelope["agentId"].as_str();
+            match (event.event_type.as_str(), instance) {
+                ("user.message", Some(instance)) => {
+                    if !runs.iter().any(|r| r.instance == instance) {
+                        runs.push(LoggedRun {
+                            instance: instance.to_owned(),
+                            prompt: text(data, "content"),
+                            answer: None,
+                            started: at,
+                            taken: false,
+                        });
+                    }
+                }
+                ("assistant.message", Some(instance)) => {
+                    let content = text(data, "content");
+                    if let Some(run) = runs.iter_mut().find(|r| r.instance == instance) {
+                        if !content.trim().is_empty() {
+                            run.answer = Some(content);
+                        }
+                    }
+                }
+                ("system.notification", None) if data["kind"]["type"] == "agent_completed" => {
+                    let kind = &data["kind"];
+                    let prompt = text(kind, "prompt");
+                    let run = runs
+                        .iter_mut()
+                        .rev()
+                        .find(|r| !r.taken && r.prompt == prompt);
+                    let (started, answer) = match run {
+                        Some(run) => {
+                            run.taken = true;
+                            (run.started, run.answer.clone())
+                        }
+                        None => (None, None),
+                    };
+                    let ended = at.unwrap_or(Timestamp::EPOCH);
+                    let failed = kind["status"] == "failed";
+                    tasks.add(AgentTask {
+                        id: text(kind, "agentId"),
+                        tool_call_id: String::new(),
+                        agent_type: text(kind, "agentType"),
+                        description: text(kind, "description"),
+                        prompt,
+                        started: started.unwrap_or(ended),
+                        ended: Some(ended),
+                        status: if failed {
+                            AgentTaskStatus::Failed
+                        } else {
+                            AgentTaskStatus::Completed
+                        },
+                        result: if failed { None } else { answer },
+                        error: failed.then(|| "The sub-agent failed.".to_owned()),
+                        tool_calls: 0,
+                    });
+                }
+                _ => {}
+            }
+        }
+        tasks
+    }
+
     /// A task id for an agent called `name` that no agent of the session has (`name`,
     /// `name-2`, …; `fallback` when the name is empty).
     pub fn unique_id(&self, name: &str, fallback: &str) -> String {
@@ -401,6 +495,67 @@ mod tests {
             "Background agents:\n- agent_id: run, agent_type: explore, status: running, \
              description: Reading a file, elapsed: 1s, tool_calls_completed: 2"
         );
+    }
+
+    #[test]
+    fn agents_that_were_over_are_read_back_from_the_log() {
+        use crate::session::Event;
+        let at = |ms: u64| Timestamp::from_millis(1_795_983_977_000 + ms);
+        let event = |ty: &str, data: Value, ms: u64, agent: Option<&str>| {
+            Event::new_from(format!("e{ms}"), ty, &data, false, at(ms), None, agent)
+        };
+        let done = AgentTask {
+            status: AgentTaskStatus::Completed,
+            ..task("reader", AgentTaskStatus::Completed)
+        };
+        let notice = done.notification().unwrap();
+        let history = vec![
+            event("user.message", json!({"content": "hello"}), 0, None),
+            event(
+                "user.message",
+                json!({"content": "Read it"}),
+                1_000,
+                Some("inst-1"),
+            ),
+            event(
+                "assistant.message",
+                json!({"content": "Looking."}),
+                1_500,
+                Some("inst-1"),
+            ),
+            event(
+                "assistant.message",
+                json!({"content": "It says hi."}),
+                2_000,
+                Some("inst-1"),
+            ),
+            event(
+                "assistant.message",
+                json!({"content": ""}),
+                2_100,
+                Some("inst-1"),
+            ),
+            event(
+                "user.message",
+                json!({"content": "Still going"}),
+                2_500,
+                Some("inst-2"),
+            ),
+            event(
+                "system.notification",
+                done.notification_data(&notice),
+                3_500,
+                None,
+            ),
+        ];
+        let tasks = AgentTasks::from_history(&history);
+        assert_eq!(tasks.all().len(), 1, "the running one is not restored");
+        let read = &tasks.all()[0];
+        assert_eq!(read.id, "reader");
+        assert_eq!(read.status, AgentTaskStatus::Completed);
+        assert_eq!(read.result.as_deref(), Some("It says hi."));
+        assert_eq!((read.started, read.ended), (at(1_000), Some(at(3_500))));
+        assert_eq!(tasks.unique_id("reader", "x"), "reader-2");
     }
 
     #[test]

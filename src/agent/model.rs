@@ -1168,6 +1168,10 @@ impl Agent for ModelAgent {
     fn remove_task(&mut self, id: &str) -> bool {
         self.agents.tasks.remove(id)
     }
+
+    fn restored(&mut self, history: &[crate::session::Event]) {
+        self.agents.tasks = super::background::AgentTasks::from_history(history);
+    }
 }
 
 impl ModelAgent {
