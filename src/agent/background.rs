@@ -295,16 +295,16 @@ impl AgentTasks {
             let text = |v: &Value, key: &str| v[key].as_str().unwrap_or_default().to_owned();
             let instance = envelope["agentId"].as_str();
             match (event.event_type.as_str(), instance) {
-                ("user.message", Some(instance)) => {
-                    if !runs.iter().any(|r| r.instance == instance) {
-                        runs.push(LoggedRun {
-                            instance: instance.to_owned(),
-                            prompt: text(data, "content"),
-                            answer: None,
-                            started: at,
-                            taken: false,
-                        });
-                    }
+                ("user.message", Some(instance))
+                    if !runs.iter().any(|r| r.instance == instance) =>
+                {
+                    runs.push(LoggedRun {
+                        instance: instance.to_owned(),
+                        prompt: text(data, "content"),
+                        answer: None,
+                        started: at,
+                        taken: false,
+                    });
                 }
                 ("assistant.message", Some(instance)) => {
                     let content = text(data, "content");
