@@ -190,6 +190,10 @@ pub struct PromptContext {
     /// Where a prompt the user did not type comes from (`user.message.source`: `system` for
     /// a background agent's completion notice).
     pub source: Option<String>,
+    /// Sent to steer the running turn (`mode: "immediate"`): the agent gives it to the model
+    /// at the turn's next model call (`user.message` with `delivery: "steering"`) instead of
+    /// queueing it for a turn of its own. With no turn running it is an ordinary prompt.
+    pub steering: bool,
 }
 
 impl PromptContext {
@@ -513,6 +517,11 @@ pub trait Agent: Send {
     /// Prompts waiting for the running turn to end, oldest first: `(message id, prompt)`.
     /// Default: none (an agent that queues nothing).
     fn queued_prompts(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// Prompts waiting to steer the running turn, oldest first: `(message id, prompt)`.
+    /// Default: none.
+    fn steering_prompts(&self) -> Vec<(String, String)> {
         Vec::new()
     }
     /// Drops queued prompts (never the running turn): the most recent one, or all of them

@@ -34,6 +34,9 @@ use crate::Timestamp;
 pub struct ModelAgent {
     run: Option<Run>,
     queued: VecDeque<(String, String, PromptContext)>,
+    /// Prompts sent to steer the running interaction (`mode: "immediate"`), given to the
+    /// model at its next call; what is left when the interaction ends is queued.
+    steering: VecDeque<(String, String, PromptContext)>,
     /// The client tools offered to the last prompt's model calls (`None` before the first).
     last_client_tools: Option<Vec<String>>,
     /// A `session.usage_info` went out (the next is not `isInitial`).
@@ -249,6 +252,22 @@ impl ModelAgent {
     /// Starts the next model call of the running interaction.
     fn call_model(&mut self, s: &mut dyn SessionControl) {
         let Some(run) = self.run.as_mut() else { return };
+        for (message_id, prompt, mut context) in self.steering.drain(..) {
+            let with_attachments = format!("{}{prompt}{}", context.before, context.after);
+            let transformed = context.transformed.take().unwrap_or_else(|| {
+                user_message_content(&current_datetime(s.now()), &with_attachments)
+            });
+            let mut message = json!({
+                "content": prompt,
+                "transformedContent": transformed,
+                "messageId": message_id,
+                "interactionId": run.interaction_id,
+                "delivery": "steering",
+            });
+            context.annotate_user_message(&mut message);
+            s.emit("user.message", message, false);
+            s.emit("pending_messages.modified", json!({}), true);
+        }
         s.emit(
             "assistant.turn_start",
             json!({"turnId": run.turn.to_string(), "interactionId": run.interaction_id}),
@@ -720,6 +739,10 @@ impl ModelAgent {
 
     fn next_queued(&mut self, s: &mut dyn SessionControl) {
         if self.run.is_none() {
+            // Steering the interaction did not take waits for a turn of its own, first.
+            while let Some(steer) = self.steering.pop_back() {
+                self.queued.push_front(steer);
+            }
             if let Some((message_id, prompt, attachments)) = self.queued.pop_front() {
                 s.emit("pending_messages.modified", json!({}), true);
                 self.start(message_id, prompt, attachments, s);
@@ -1129,6 +1152,10 @@ impl Agent for ModelAgent {
         super::queued_view(&self.queued)
     }
 
+    fn steering_prompts(&self) -> Vec<(String, String)> {
+        super::queued_view(&self.steering)
+    }
+
     fn drop_queued_prompts(&mut self, all: bool) -> usize {
         super::drop_queued(&mut self.queued, all)
     }
@@ -1186,13 +1213,18 @@ impl ModelAgent {
                 // The runtime queues every prompt: `pending_messages.modified` when it joins
                 // the queue and again when it leaves it.
                 s.emit("pending_messages.modified", json!({}), true);
+                if attachments.steering && self.run.is_some() {
+                    self.steering.push_back((message_id, prompt, attachments));
+                    return;
+                }
                 self.queued.push_back((message_id, prompt, attachments));
                 self.next_queued(s);
             }
             AgentInput::Abort | AgentInput::Interrupt => {
                 let asked = matches!(input, AgentInput::Abort);
-                if !self.queued.is_empty() {
+                if !self.queued.is_empty() || !self.steering.is_empty() {
                     self.queued.clear();
+                    self.steering.clear();
                     s.emit("pending_messages.modified", json!({}), true);
                 }
                 let Some(run) = self.run.as_mut() else { return };

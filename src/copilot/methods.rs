@@ -523,6 +523,7 @@ fn send(
             prompt: p.prompt,
             attachments: crate::agent::PromptContext {
                 agent_mode: p.agent_mode,
+                steering: p.mode.as_deref() == Some("immediate"),
                 request_headers: p
                     .request_headers
                     .unwrap_or_default()

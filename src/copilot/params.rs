@@ -143,6 +143,10 @@ pub(crate) struct SendParams {
     /// `requestHeaders`: extra headers for this turn's model calls.
     #[serde(default)]
     pub request_headers: Option<serde_json::Map<String, Value>>,
+    /// `mode`: `enqueue` (the default: wait for the running turn) or `immediate` (steer
+    /// the running turn).
+    #[serde(default)]
+    pub mode: Option<String>,
 }
 
 /// `session.permissions.handlePendingPermissionRequest` params.

@@ -1,8 +1,9 @@
 //! `session.queue.pendingItems` / `removeMostRecent` / `clear`: the session's pending queue —
 //! prompts sent while a turn runs (the agent's queue) and slash commands
 //! `session.commands.enqueue` queued that were not offered to a client yet (a command
-//! offered as `command.queued` is being handled, no longer pending). There is no separate
-//! steering queue: prompts sent during a turn wait for it (`steeringMessages` is empty).
+//! offered as `command.queued` is being handled, no longer pending). Prompts sent with
+//! `mode: "immediate"` during a turn wait for the turn's next model call instead:
+//! `steeringMessages` lists their texts.
 
 use serde::Deserialize;
 use serde_json::json;
@@ -51,7 +52,14 @@ pub(super) fn pending_items(host: &mut Host, call: &Call<'_>, params: Option<&Ra
                    "displayText": item.text, "agentMode": "interactive"})
         })
         .collect();
-    Ok(json!({"items": items, "steeringMessages": []}))
+    let steering: Vec<String> = host
+        .session_agent(&session)
+        .map(|agent| agent.steering_prompts())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect();
+    Ok(json!({"items": items, "steeringMessages": steering}))
 }
 
 pub(super) fn remove_most_recent(

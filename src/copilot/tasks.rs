@@ -81,7 +81,8 @@ fn session_only(
 pub(super) fn list(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
     let session = session_only(host, call, params)?;
     let mut tasks = host
-        .with_agent(&session, |agent, _| agent.tasks())
+        .session_agent(&session)
+        .map(|agent| agent.tasks())
         .unwrap_or_default();
     let decodes_client_tasks = host
         .conn_state_ref::<super::ConnState>(call.conn)
@@ -173,10 +174,8 @@ pub(super) fn wait_for_pending(
 
 /// Whether the session runs a turn or background work.
 fn busy(host: &mut Host, session: &str) -> bool {
-    host.with_agent(session, |agent, _| {
-        agent.is_busy() || agent.has_background_work()
-    })
-    .unwrap_or(false)
+    host.session_agent(session)
+        .is_some_and(|agent| agent.is_busy() || agent.has_background_work())
 }
 
 /// The session went idle: `waitForPending` callers are answered when nothing runs.
@@ -235,8 +234,10 @@ pub(super) fn progress(host: &mut Host, call: &Call<'_>, params: Option<&RawValu
     if let Some(progress) = super::client_tasks::progress(host, &p.session_id, &p.id) {
         return Ok(json!({"progress": progress}));
     }
-    let progress = host.with_agent(&p.session_id, |agent, _| agent.task_progress(&p.id));
-    Ok(json!({"progress": progress.flatten()}))
+    let progress = host
+        .session_agent(&p.session_id)
+        .and_then(|agent| agent.task_progress(&p.id));
+    Ok(json!({"progress": progress}))
 }
 
 /// Background agents already run in the background; sync ones cannot be promoted.
@@ -291,10 +292,8 @@ pub(super) fn send_message(host: &mut Host, call: &Call<'_>, params: Option<&Raw
     let p = decode::<TaskParams>(params)?;
     known(host, call.method, &p.session_id)?;
     let known_task = host
-        .with_agent(&p.session_id, |agent, _| {
-            agent.tasks().iter().any(|t| t["id"] == p.id.as_str())
-        })
-        .unwrap_or(false);
+        .session_agent(&p.session_id)
+        .is_some_and(|agent| agent.tasks().iter().any(|t| t["id"] == p.id.as_str()));
     if known_task {
         return Ok(refusal(&p.id));
     }

@@ -3240,3 +3240,152 @@ fn infinite_sessions_off_never_compacts() {
         })
     )));
 }
+
+/// `session.send` with `mode: "immediate"` while a turn runs steers it: the message is
+/// listed as steering, then given to the model at the turn's next call (a `user.message`
+/// with `delivery: "steering"` after the tool results), not queued for a turn of its own;
+/// sent while no turn runs, it is an ordinary prompt.
+#[test]
+fn an_immediate_message_steers_the_running_turn_at_its_next_model_call() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "tools": weather_tool()}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Weather?"}),
+    );
+    let (call, _) = next_request(&mut w);
+    answer(&mut w, call, &tool_stream("chatcmpl-1"), &mut [&mut p]);
+    // The client tool runs: the user steers meanwhile.
+    let sent = w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Use Celsius.", "mode": "immediate"}),
+    );
+    let steer_id = sent["result"]["messageId"].as_str().unwrap().to_owned();
+    let queue = w.call(
+        &mut p,
+        &mut [],
+        "session.queue.pendingItems",
+        json!({"sessionId": "s"}),
+    );
+    assert_eq!(queue["result"]["steeringMessages"], json!(["Use Celsius."]));
+    assert_eq!(queue["result"]["items"], json!([]));
+    answer_permission(&mut w, &mut p, "approve-once");
+    answer_external_tool(&mut w, &mut p, "sunny, 68F");
+    let (call2, request2) = next_request(&mut w);
+    let msgs = messages(&request2);
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "user"]);
+    assert!(msgs[4]["content"]
+        .as_str()
+        .unwrap()
+        .contains("Use Celsius."));
+    let steered = p
+        .events("s")
+        .into_iter()
+        .filter(|e| e["type"] == "user.message")
+        .nth(1)
+        .expect("the steering message");
+    assert_eq!(steered["data"]["delivery"], "steering");
+    assert_eq!(steered["data"]["messageId"], steer_id.as_str());
+    let first = p.event("s", "user.message");
+    assert_eq!(
+        steered["data"]["interactionId"], first["data"]["interactionId"],
+        "it joins the running interaction"
+    );
+    answer(
+        &mut w,
+        call2,
+        &text_stream("chatcmpl-2", &["It is 20C."]),
+        &mut [&mut p],
+    );
+    assert_eq!(p.types("s").last().unwrap(), "session.idle");
+    assert_eq!(
+        p.types("s").iter().filter(|t| *t == "session.idle").count(),
+        1,
+        "no second turn"
+    );
+
+    // With no turn running, an immediate message is an ordinary prompt.
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Thanks", "mode": "immediate"}),
+    );
+    let (call3, request3) = next_request(&mut w);
+    assert_eq!(messages(&request3).last().unwrap()["role"], "user");
+    answer(
+        &mut w,
+        call3,
+        &text_stream("chatcmpl-3", &["Welcome."]),
+        &mut [&mut p],
+    );
+    let last = p
+        .events("s")
+        .into_iter()
+        .filter(|e| e["type"] == "user.message")
+        .last()
+        .unwrap();
+    assert!(last["data"].get("delivery").is_none());
+}
+
+/// A steering message the running turn never took (its model answered without calling
+/// tools, so there was no next call) gets a turn of its own right after, in the
+/// runtime's order: before prompts queued behind the turn.
+#[test]
+fn steering_a_turn_that_ends_first_starts_the_next_turn() {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1"}),
+    );
+    let send = |w: &mut World, p: &mut Peer, prompt: &str, mode: &str| {
+        w.call(
+            p,
+            &mut [],
+            "session.send",
+            json!({"sessionId": "s", "prompt": prompt, "mode": mode}),
+        );
+    };
+    send(&mut w, &mut p, "Hello", "enqueue");
+    let (call, _) = next_request(&mut w);
+    send(&mut w, &mut p, "Later", "enqueue");
+    send(&mut w, &mut p, "Be brief", "immediate");
+    answer(
+        &mut w,
+        call,
+        &text_stream("chatcmpl-1", &["Hi!"]),
+        &mut [&mut p],
+    );
+    let (call2, request2) = next_request(&mut w);
+    let last = messages(&request2).last().unwrap().clone();
+    assert!(
+        last["content"].as_str().unwrap().contains("Be brief"),
+        "{last}"
+    );
+    answer(
+        &mut w,
+        call2,
+        &text_stream("chatcmpl-2", &["Ok."]),
+        &mut [&mut p],
+    );
+    let (_, request3) = next_request(&mut w);
+    let last = messages(&request3).last().unwrap().clone();
+    assert!(
+        last["content"].as_str().unwrap().contains("Later"),
+        "{last}"
+    );
+}

@@ -225,6 +225,11 @@ impl Host {
         }
     }
 
+    /// The session's agent, to read (`None` without one, or while it handles an input).
+    pub(crate) fn session_agent(&self, session: &str) -> Option<&dyn crate::agent::Agent> {
+        self.sessions.get(session)?.agent.as_deref()
+    }
+
     /// Calls `f` with the session's agent and the session as that agent sees it (for what
     /// the agent serves outside its inputs: `session.tasks.*`), then hands the agents the
     /// inputs that produced. `None` when the session has no agent.
