@@ -3333,8 +3333,7 @@ fn an_immediate_message_steers_the_running_turn_at_its_next_model_call() {
     let last = p
         .events("s")
         .into_iter()
-        .filter(|e| e["type"] == "user.message")
-        .last()
+        .rfind(|e| e["type"] == "user.message")
         .unwrap();
     assert!(last["data"].get("delivery").is_none());
 }
