@@ -58,13 +58,28 @@ fn connect_decoding(w: &mut World) -> Peer {
     p
 }
 
-#[test]
-fn a_client_task_is_registered_updated_in_sequence_and_listed_to_who_decodes_it() {
+/// Session `s` created by a client that will own tasks, joined by another; both declared
+/// the `client` task kind.
+fn owner_and_other() -> (World, Peer, Peer) {
     let mut w = World::new(HostConfig::default());
     let mut owner = connect_decoding(&mut w);
     create(&mut w, &mut owner, "s", json!({}));
     let mut other = connect_decoding(&mut w);
     call(&mut w, &mut other, "session.resume", json!({}));
+    (w, owner, other)
+}
+
+/// The id of a task `p` registers as `key`.
+fn registered_id(w: &mut World, p: &mut Peer, key: &str, extra: Value) -> String {
+    register(w, p, key, extra)["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn a_client_task_is_registered_updated_in_sequence_and_listed_to_who_decodes_it() {
+    let (mut w, mut owner, mut other) = owner_and_other();
     let mut legacy = w.connect();
     call(&mut w, &mut legacy, "session.resume", json!({}));
 
@@ -173,20 +188,9 @@ fn a_client_task_is_registered_updated_in_sequence_and_listed_to_who_decodes_it(
 
 #[test]
 fn cancelling_asks_the_owner_and_callers_share_its_answer() {
-    let mut w = World::new(HostConfig::default());
-    let mut owner = connect_decoding(&mut w);
-    create(&mut w, &mut owner, "s", json!({}));
-    let mut other = connect_decoding(&mut w);
-    call(&mut w, &mut other, "session.resume", json!({}));
-    let id = register(&mut w, &mut owner, "k1", json!({}))["result"]["task"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let not = register(&mut w, &mut owner, "k2", json!({"cancellable": false}))["result"]["task"]
-        ["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (mut w, mut owner, mut other) = owner_and_other();
+    let id = registered_id(&mut w, &mut owner, "k1", json!({}));
+    let not = registered_id(&mut w, &mut owner, "k2", json!({"cancellable": false}));
     let r = call(
         &mut w,
         &mut other,
@@ -231,15 +235,8 @@ fn cancelling_asks_the_owner_and_callers_share_its_answer() {
 
 #[test]
 fn a_task_whose_owner_left_is_orphaned_and_reclaimed_with_its_sequence() {
-    let mut w = World::new(HostConfig::default());
-    let mut owner = connect_decoding(&mut w);
-    create(&mut w, &mut owner, "s", json!({}));
-    let mut other = connect_decoding(&mut w);
-    call(&mut w, &mut other, "session.resume", json!({}));
-    let id = register(&mut w, &mut owner, "k1", json!({}))["result"]["task"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (mut w, mut owner, mut other) = owner_and_other();
+    let id = registered_id(&mut w, &mut owner, "k1", json!({}));
     update(
         &mut w,
         &mut owner,

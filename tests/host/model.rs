@@ -124,6 +124,27 @@ fn answer_external_tool(w: &mut World, p: &mut Peer, result: &str) -> Value {
     req
 }
 
+/// A session with a client weather tool whose first prompt ("Weather?") is waiting for its
+/// model call: the world, the client, and that call's exchange.
+fn weather_turn() -> (World, Peer, EffectId) {
+    let mut w = World::new(HostConfig::default());
+    let mut p = w.connect();
+    create(
+        &mut w,
+        &mut p,
+        "s",
+        json!({"provider": provider(), "model": "m1", "tools": weather_tool()}),
+    );
+    w.call(
+        &mut p,
+        &mut [],
+        "session.send",
+        json!({"sessionId": "s", "prompt": "Weather?"}),
+    );
+    let (call, _) = next_request(&mut w);
+    (w, p, call)
+}
+
 fn messages(request: &HttpRequest) -> Vec<Value> {
     let body: Value = serde_json::from_slice(&request.body).unwrap();
     body["messages"].as_array().unwrap().clone()
@@ -1672,21 +1693,7 @@ fn system_message_sections_are_customized_and_transformed_by_the_client() {
 /// A call the user rejects without feedback ends the turn: the model is not called again.
 #[test]
 fn a_rejected_call_ends_the_turn() {
-    let mut w = World::new(HostConfig::default());
-    let mut p = w.connect();
-    create(
-        &mut w,
-        &mut p,
-        "s",
-        json!({"provider": provider(), "model": "m1", "tools": weather_tool()}),
-    );
-    w.call(
-        &mut p,
-        &mut [],
-        "session.send",
-        json!({"sessionId": "s", "prompt": "Weather?"}),
-    );
-    let (call, _) = next_request(&mut w);
+    let (mut w, mut p, call) = weather_turn();
     answer(&mut w, call, &tool_stream("c1"), &mut [&mut p]);
     answer_permission(&mut w, &mut p, "reject");
     assert!(
@@ -3247,21 +3254,7 @@ fn infinite_sessions_off_never_compacts() {
 /// sent while no turn runs, it is an ordinary prompt.
 #[test]
 fn an_immediate_message_steers_the_running_turn_at_its_next_model_call() {
-    let mut w = World::new(HostConfig::default());
-    let mut p = w.connect();
-    create(
-        &mut w,
-        &mut p,
-        "s",
-        json!({"provider": provider(), "model": "m1", "tools": weather_tool()}),
-    );
-    w.call(
-        &mut p,
-        &mut [],
-        "session.send",
-        json!({"sessionId": "s", "prompt": "Weather?"}),
-    );
-    let (call, _) = next_request(&mut w);
+    let (mut w, mut p, call) = weather_turn();
     answer(&mut w, call, &tool_stream("chatcmpl-1"), &mut [&mut p]);
     // The client tool runs: the user steers meanwhile.
     let sent = w.call(
