@@ -213,7 +213,7 @@ pub struct Host {
     local: local::LocalState,
     /// Sessions' spans, when they are exported ([`HostConfig::telemetry`],
     /// `sessions/telemetry.rs`).
-    spans: Option<crate::telemetry::SpanTracker>,
+    spans: Option<sessions::telemetry::SpanExport>,
     /// Connections that provide the file storage of the sessions they attach to, with the
     /// state directory they asked for (where each session's state is kept too).
     file_providers: BTreeMap<ConnId, Option<String>>,
@@ -325,7 +325,7 @@ impl Host {
         let spans = config
             .telemetry
             .as_ref()
-            .map(|t| crate::telemetry::SpanTracker::new(config.seed, t.capture_content));
+            .map(|t| sessions::telemetry::SpanExport::new(config.seed, t.capture_content));
         Host {
             ids: IdGenerator::for_node(config.seed, config.node_id.as_deref()),
             lookups: BTreeSet::new(),

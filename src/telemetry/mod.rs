@@ -17,13 +17,16 @@
 //! The projection is a pure function of the events ([`SpanTracker`]): trace and span ids
 //! come from a generator seeded by the host's seed, times are the events' timestamps, so a
 //! run replays to the same spans. The host writes each finished span as one JSON line to
-//! [`TelemetryConfig::file`] (a file effect, see [`HostConfig::telemetry`]); the lines have
+//! the [`SpanExporter::File`] (a file effect, see [`HostConfig::telemetry`]), or posts the
+//! spans that finished together to an OTLP/HTTP collector ([`SpanExporter::OtlpHttp`], an
+//! HTTP effect; the body is [`otlp_body`]'s, OTLP's JSON encoding); the lines have
 //! the OpenTelemetry JS SDK's span fields (`traceId`, `spanId`, `parentSpanId`, `name`,
 //! `kind`, `startTime` / `endTime` as `[seconds, nanoseconds]`, `attributes`, `status`,
 //! `instrumentationScope`, `resource`) and `type: "span"`.
 //!
 //! [`HostConfig::telemetry`]: crate::host::HostConfig::telemetry
 
+mod otlp;
 mod span;
 
 use std::collections::BTreeMap;
@@ -33,6 +36,7 @@ use serde_json::{json, Value};
 use crate::ids::IdGenerator;
 use crate::time::Timestamp;
 
+pub use otlp::otlp_body;
 pub use span::Span;
 
 /// Where and how sessions' spans are exported ([`HostConfig::telemetry`]).
@@ -41,9 +45,8 @@ pub use span::Span;
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TelemetryConfig {
-    /// The file every finished span is appended to, one JSON object per line
-    /// (`COPILOT_OTEL_FILE_EXPORTER_PATH`; relative to the server's working directory).
-    pub file: String,
+    /// Where finished spans go.
+    pub exporter: SpanExporter,
     /// The instrumentation scope's name (`COPILOT_OTEL_SOURCE_NAME`; the runtime's default
     /// is `github.copilot`).
     pub source_name: String,
@@ -52,11 +55,41 @@ pub struct TelemetryConfig {
     pub capture_content: bool,
 }
 
+/// Where finished spans go ([`TelemetryConfig::exporter`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SpanExporter {
+    /// Appended to this file, one JSON object per line (`COPILOT_OTEL_FILE_EXPORTER_PATH`;
+    /// relative to the server's working directory).
+    File(String),
+    /// Posted to an OpenTelemetry collector over OTLP/HTTP with JSON bodies
+    /// (`OTEL_EXPORTER_OTLP_ENDPOINT`, …): one `POST` of an `ExportTraceServiceRequest` per
+    /// batch of spans that finished together.
+    OtlpHttp {
+        /// The traces URL (`…/v1/traces`).
+        url: String,
+        /// Extra request headers (`OTEL_EXPORTER_OTLP_HEADERS`).
+        headers: Vec<(String, String)>,
+    },
+}
+
 impl TelemetryConfig {
     /// Spans appended to `file`, scope `github.copilot`, without message content.
     pub fn new(file: impl Into<String>) -> Self {
+        TelemetryConfig::to(SpanExporter::File(file.into()))
+    }
+
+    /// Spans posted to the OTLP/HTTP traces endpoint `url` with `headers`, scope
+    /// `github.copilot`, without message content.
+    pub fn otlp(url: impl Into<String>, headers: Vec<(String, String)>) -> Self {
+        TelemetryConfig::to(SpanExporter::OtlpHttp {
+            url: url.into(),
+            headers,
+        })
+    }
+
+    fn to(exporter: SpanExporter) -> Self {
         TelemetryConfig {
-            file: file.into(),
+            exporter,
             source_name: "github.copilot".to_owned(),
             capture_content: false,
         }

@@ -11,6 +11,22 @@ pub(super) const KIND_CLIENT: u8 = 2;
 
 /// OpenTelemetry's status code `ERROR`.
 const STATUS_ERROR: u8 = 2;
+/// OTLP's `STATUS_CODE_ERROR`.
+const OTLP_STATUS_ERROR: u8 = 2;
+
+/// An attribute value in OTLP's JSON encoding (`AnyValue`).
+fn otlp_value(value: &Value) -> Value {
+    match value {
+        Value::String(s) => json!({"stringValue": s}),
+        Value::Bool(b) => json!({"boolValue": b}),
+        Value::Number(n) if n.is_i64() || n.is_u64() => json!({"intValue": n.to_string()}),
+        Value::Number(n) => json!({"doubleValue": n.as_f64()}),
+        Value::Array(items) => {
+            json!({"arrayValue": {"values": items.iter().map(otlp_value).collect::<Vec<_>>()}})
+        }
+        other => json!({"stringValue": other.to_string()}),
+    }
+}
 
 /// A span, open or finished.
 #[derive(Clone, Debug, PartialEq)]
@@ -86,6 +102,36 @@ impl Span {
     /// Whether it ended in error.
     pub fn is_error(&self) -> bool {
         self.error.is_some()
+    }
+
+    /// The span in OTLP's JSON encoding (`Span` of `ExportTraceServiceRequest`): ids in hex,
+    /// times in Unix nanoseconds as strings, attributes as typed key–value pairs, OTLP's
+    /// kind and status numbering.
+    pub(super) fn to_otlp(&self) -> Value {
+        let attributes: Vec<Value> = self
+            .attributes
+            .iter()
+            .map(|(key, value)| json!({"key": key, "value": otlp_value(value)}))
+            .collect();
+        let status = match &self.error {
+            Some(message) => json!({"code": OTLP_STATUS_ERROR, "message": message}),
+            None => json!({"code": 0}),
+        };
+        let mut span = json!({
+            "traceId": self.trace_id(),
+            "spanId": self.span_id(),
+            "name": self.name,
+            // OTLP counts kinds from UNSPECIFIED = 0 (INTERNAL = 1, CLIENT = 3).
+            "kind": self.kind + 1,
+            "startTimeUnixNano": self.start.as_nanos().to_string(),
+            "endTimeUnixNano": self.end.as_nanos().to_string(),
+            "attributes": attributes,
+            "status": status,
+        });
+        if let Some(parent) = self.parent_span_id() {
+            span["parentSpanId"] = json!(parent);
+        }
+        span
     }
 
     /// The span as one JSON line (with its newline), as the file exporter writes it, its

@@ -671,3 +671,81 @@ async fn a_turn_with_a_client_tool_is_exported_as_one_trace() {
     })
     .await
 }
+
+/// OTLP/HTTP export: the spans of a turn are posted to the collector's `/v1/traces` as
+/// OTLP JSON (`resourceSpans` → `scopeSpans` → spans with hex ids, nanosecond times, typed
+/// attributes), with the configured headers. The collector here is the fake endpoint, which
+/// answers 404: a failed post loses its spans and nothing else (the turn completes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_is_posted_to_an_otlp_collector() {
+    use agentwire_tokio::agentwire::telemetry::TelemetryConfig;
+    sdk_scenarios::bounded(async {
+        let fake = FakeModel::start(FakeMode::ToolCall);
+        let collector = FakeModel::start(FakeMode::Text);
+        let url = format!("http://{}/v1/traces", collector.addr());
+        let telemetry =
+            TelemetryConfig::otlp(url, vec![("x-api-key".to_owned(), "k-123".to_owned())]);
+        let server = Server::new(HostConfig::default().with_telemetry(Some(telemetry)));
+        let client = connect(&server).await;
+        let id = new_session_id();
+        let mut b = byok_session(&client, &fake, &id, false).await;
+        let turn = send(&mut b, WEATHER_PROMPT).await;
+        assert_eq!(last_message(&turn), WEATHER_ANSWER);
+        let mut spans = Vec::new();
+        for _ in 0..200 {
+            let posts: Vec<_> = collector
+                .requests()
+                .into_iter()
+                .filter(|r| r.method == "POST" && r.path == "/v1/traces")
+                .collect();
+            spans = posts
+                .iter()
+                .flat_map(|r| {
+                    assert_eq!(r.header("content-type"), Some("application/json"));
+                    assert_eq!(r.header("x-api-key"), Some("k-123"));
+                    let body = r.json();
+                    let resource = &body["resourceSpans"][0];
+                    assert_eq!(
+                        resource["resource"]["attributes"][0],
+                        serde_json::json!({"key": "service.name",
+                                           "value": {"stringValue": "github-copilot"}})
+                    );
+                    let scope = &resource["scopeSpans"][0];
+                    assert_eq!(scope["scope"]["name"], "github.copilot");
+                    scope["spans"].as_array().unwrap().clone()
+                })
+                .collect();
+            if spans.iter().any(|s| s["name"] == "invoke_agent") {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let root = spans
+            .iter()
+            .find(|s| s["name"] == "invoke_agent")
+            .expect("the root span was posted");
+        assert!(root.get("parentSpanId").is_none());
+        assert_eq!(root["kind"], 1, "INTERNAL in OTLP's numbering");
+        assert_eq!(root["traceId"].as_str().unwrap().len(), 32);
+        let start: u128 = root["startTimeUnixNano"].as_str().unwrap().parse().unwrap();
+        let end: u128 = root["endTimeUnixNano"].as_str().unwrap().parse().unwrap();
+        assert!(start > 0 && end >= start);
+        let conversation = root["attributes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["key"] == "gen_ai.conversation.id")
+            .unwrap();
+        assert_eq!(conversation["value"]["stringValue"], id.to_string());
+        let chats = spans
+            .iter()
+            .filter(|s| s["name"].as_str().unwrap().starts_with("chat"))
+            .count();
+        assert_eq!(chats, 2, "{spans:#?}");
+        for span in spans.iter().filter(|s| s["name"] != "invoke_agent") {
+            assert_eq!(span["traceId"], root["traceId"]);
+            assert_eq!(span["parentSpanId"], root["spanId"]);
+        }
+    })
+    .await
+}

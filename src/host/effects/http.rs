@@ -34,6 +34,10 @@ impl Host {
             self.identity_http(call, event);
             return;
         }
+        // An OTLP post's answer changes nothing (a failed post loses its spans).
+        if self.telemetry_post_event(call, last) {
+            return;
+        }
         // Input for an unknown or cancelled exchange, or one a client performs, is ignored.
         if self
             .http_calls
