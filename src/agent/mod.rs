@@ -524,6 +524,12 @@ pub trait Agent: Send {
     fn steering_prompts(&self) -> Vec<(String, String)> {
         Vec::new()
     }
+    /// Drops the steering prompt `message_id` the turn has not taken yet; whether it was
+    /// waiting.
+    fn drop_steering(&mut self, message_id: &str) -> bool {
+        let _ = message_id;
+        false
+    }
     /// Drops queued prompts (never the running turn): the most recent one, or all of them
     /// with `all`. Returns how many were dropped.
     fn drop_queued_prompts(&mut self, all: bool) -> usize {

@@ -1156,6 +1156,12 @@ impl Agent for ModelAgent {
         super::queued_view(&self.steering)
     }
 
+    fn drop_steering(&mut self, message_id: &str) -> bool {
+        let before = self.steering.len();
+        self.steering.retain(|(id, _, _)| id != message_id);
+        self.steering.len() < before
+    }
+
     fn drop_queued_prompts(&mut self, all: bool) -> usize {
         super::drop_queued(&mut self.queued, all)
     }

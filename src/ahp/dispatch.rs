@@ -3,6 +3,8 @@
 //! | action | channel | what the host does |
 //! |---|---|---|
 //! | `chat/turnStarted` | `ahp-chat:/<id>` | echoes it (with the client's origin) and runs the message as the session's prompt; while another turn runs, the prompt is queued in the agent instead, announced as `chat/pendingMessageSet` (queued, id = the turn id, the client's origin), and its `chat/turnStarted` (with `queuedMessageId`) comes when the agent takes it; an abort drops queued messages (`chat/pendingMessageRemoved`) |
+//! | `chat/pendingMessageSet` (`kind: steering`) | `ahp-chat:/<id>` | steers the running turn: the message goes to the agent as a steering prompt (a Copilot SDK `send` with `mode: "immediate"`), echoed as the action; it replaces a steering message still waiting; the host's `chat/pendingMessageRemoved` comes when the agent takes it into the turn (at its next model call), or when the turn ended first, with the `chat/turnStarted` of the turn it starts instead. With no turn running it is rejected (start a turn) |
+//! | `chat/pendingMessageRemoved` (`kind: steering`) | `ahp-chat:/<id>` | withdraws the waiting steering message, echoed as the action; one the agent already took is rejected |
 //! | `chat/toolCallConfirmed` | `ahp-chat:/<id>` | answers the tool call's pending permission prompt (approve once, or deny); the first answer from any client of any dialect wins, a late one is rejected |
 //! | `chat/turnCancelled` | `ahp-chat:/<id>` | aborts the turn; the host's own `chat/turnCancelled` follows when it stopped |
 //! | `chat/toolCallComplete` | `ahp-chat:/<id>` | the result of a tool the dispatching client provides, once the host asked for it (`running`); another client's call is rejected |
@@ -17,7 +19,9 @@
 
 use ahp_types::actions::{ActionOrigin, StateAction};
 use ahp_types::commands::DispatchActionParams;
-use ahp_types::state::{ChatInputResponseKind, ToolCallResult, ToolResultContent};
+use ahp_types::state::{
+    ChatInputResponseKind, PendingMessageKind, ToolCallResult, ToolResultContent,
+};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
@@ -110,6 +114,64 @@ fn apply(
                 return Ok(());
             }
             start_turn(host, session, &a.turn_id, &a.message, Some(origin.clone()));
+            Ok(())
+        }
+        (Channel::Chat(_), StateAction::ChatPendingMessageSet(a))
+            if a.kind == PendingMessageKind::Steering =>
+        {
+            let running = host
+                .session_state_ref::<ChatProjection>(session)
+                .and_then(ChatProjection::active_turn_id)
+                .is_some();
+            if !running {
+                return Err(
+                    "no turn is in progress to steer: start one with chat/turnStarted".into(),
+                );
+            }
+            let message_id = host.new_id();
+            let Some(chat) = host.session_state::<ChatProjection>(session) else {
+                return Err("session not found".into());
+            };
+            let (replaced, set) = chat.steer(a.id.clone(), message_id.clone(), a.message.clone());
+            if let Some(replaced) = replaced {
+                host.with_agent(session, |agent, _| agent.drop_steering(&replaced));
+            }
+            feed::publish(host, channel, set, Some(origin.clone()));
+            host.queue_agent_input(
+                session,
+                AgentInput::Prompt {
+                    message_id,
+                    prompt: a.message.text.clone(),
+                    attachments: crate::agent::PromptContext {
+                        steering: true,
+                        ..Default::default()
+                    },
+                },
+            );
+            Ok(())
+        }
+        (Channel::Chat(_), StateAction::ChatPendingMessageRemoved(a))
+            if a.kind == PendingMessageKind::Steering =>
+        {
+            let waiting = host
+                .session_state_ref::<ChatProjection>(session)
+                .and_then(|c| c.steering_message_id(&a.id))
+                .map(str::to_owned);
+            let Some(message_id) = waiting else {
+                return Err(format!("steering message {} is not waiting", a.id));
+            };
+            let dropped = host
+                .with_agent(session, |agent, _| agent.drop_steering(&message_id))
+                .unwrap_or(false);
+            if !dropped {
+                return Err(format!("steering message {} was already taken", a.id));
+            }
+            let removed = host
+                .session_state::<ChatProjection>(session)
+                .and_then(ChatProjection::unsteer);
+            if let Some(removed) = removed {
+                feed::publish(host, channel, removed, Some(origin.clone()));
+            }
             Ok(())
         }
         (Channel::Chat(_), StateAction::ChatToolCallConfirmed(a)) => {

@@ -210,6 +210,9 @@ pub(crate) struct ChatProjection {
     /// Turns AHP clients started while another ran, queued in the agent: the host message
     /// id and the queued message (its id is the client's turn id), oldest first.
     queued: Vec<(String, PendingMessage)>,
+    /// The steering message an AHP client set for the running turn, waiting for the
+    /// agent's next model call: the host message id and the pending message.
+    steering: Option<(String, PendingMessage)>,
     /// The agent's queue changed (a turn ended, or `pending_messages.modified`) while it
     /// could not be read: compare once the agent is back.
     pub(crate) queue_dirty: bool,
@@ -399,6 +402,52 @@ impl ChatProjection {
         })
     }
 
+    /// An AHP client set steering message `id` (host message `message_id`) for the running
+    /// turn. Returns the host message id of the steering message it replaces, if any, and
+    /// the action that announces it.
+    pub(crate) fn steer(
+        &mut self,
+        id: String,
+        message_id: String,
+        message: Message,
+    ) -> (Option<String>, StateAction) {
+        let pending = PendingMessage { id, message };
+        let replaced = self
+            .steering
+            .replace((message_id, pending.clone()))
+            .map(|(m, _)| m);
+        let action = StateAction::ChatPendingMessageSet(ChatPendingMessageSetAction {
+            kind: PendingMessageKind::Steering,
+            id: pending.id,
+            message: pending.message,
+        });
+        (replaced, action)
+    }
+
+    /// The host message id of steering message `id`, if it is the one waiting.
+    pub(crate) fn steering_message_id(&self, id: &str) -> Option<&str> {
+        self.steering
+            .as_ref()
+            .filter(|(_, p)| p.id == id)
+            .map(|(m, _)| m.as_str())
+    }
+
+    /// Forgets the waiting steering message (a client removed it); the action that says so.
+    pub(crate) fn unsteer(&mut self) -> Option<StateAction> {
+        let (_, pending) = self.steering.take()?;
+        Some(StateAction::ChatPendingMessageRemoved(
+            ChatPendingMessageRemovedAction {
+                kind: PendingMessageKind::Steering,
+                id: pending.id,
+            },
+        ))
+    }
+
+    /// The waiting steering message (for snapshots).
+    pub(crate) fn steering_message(&self) -> Option<PendingMessage> {
+        self.steering.as_ref().map(|(_, p)| p.clone())
+    }
+
     /// Whether `turn_id` names the active turn or a queued one.
     pub(crate) fn knows_turn(&self, turn_id: &str) -> bool {
         self.active_turn_id() == Some(turn_id) || self.queued.iter().any(|(_, p)| p.id == turn_id)
@@ -419,6 +468,13 @@ impl ChatProjection {
     pub(crate) fn sync_queue(&mut self, still: &[String]) -> Vec<Produced> {
         self.queue_dirty = false;
         let mut produced = Vec::new();
+        if self
+            .steering
+            .as_ref()
+            .is_some_and(|(message_id, _)| !still.contains(message_id))
+        {
+            produced.extend(self.unsteer().map(chat));
+        }
         self.queued.retain(|(message_id, pending)| {
             let kept = still.contains(message_id);
             if !kept {
@@ -499,6 +555,20 @@ impl ChatProjection {
         match event_type {
             "user.message" => {
                 let message_id = text(data, "messageId");
+                let mut produced = Vec::new();
+                if self
+                    .steering
+                    .as_ref()
+                    .is_some_and(|(m, _)| *m == message_id)
+                {
+                    // The steering message reached the agent: taken into the running turn
+                    // (`delivery: "steering"`), or, if that turn ended first, as a turn of
+                    // its own (below).
+                    produced.extend(self.unsteer().map(chat));
+                    if data.get("delivery").and_then(Value::as_str) == Some("steering") {
+                        return produced;
+                    }
+                }
                 if let Some(at) = self.started.iter().position(|(m, _)| *m == message_id) {
                     // Announced when the AHP client dispatched it.
                     self.started.remove(at);
@@ -519,7 +589,7 @@ impl ChatProjection {
                 }
                 if self.active.is_some() {
                     // Not ours to end: a turn ends at `session.idle`. Keep the first.
-                    return Vec::new();
+                    return produced;
                 }
                 let turn_id = if message_id.is_empty() {
                     format!("turn-{}", self.turns.len() + 1)
@@ -534,7 +604,8 @@ impl ChatProjection {
                     meta: None,
                 };
                 self.open_turn(&action, now);
-                vec![chat(StateAction::ChatTurnStarted(action))]
+                produced.push(chat(StateAction::ChatTurnStarted(action)));
+                produced
             }
             "assistant.message_delta"
             | "assistant.reasoning_delta"

@@ -240,7 +240,7 @@ pub(crate) fn chat(host: &Host, id: &str) -> Option<ChatState> {
         turns: chat.map(|c| c.turns().to_vec()).unwrap_or_default(),
         turns_next_cursor: None,
         active_turn: chat.and_then(ChatProjection::active_turn),
-        steering_message: None,
+        steering_message: chat.and_then(ChatProjection::steering_message),
         queued_messages: chat.and_then(ChatProjection::queued_messages),
         draft: None,
         meta: None,

@@ -1825,3 +1825,143 @@ fn a_slow_ahp_reader_is_told_to_reconnect_with_its_last_server_seq() {
     assert!(reason.contains("`reconnect`"), "{reason}");
     assert!(!reason.contains("session.getMessages"), "{reason}");
 }
+
+/// `chat/pendingMessageSet` with `kind: steering` steers the running turn of a model
+/// session: echoed to the chat's subscribers and listed in the snapshot, the agent takes it
+/// at the turn's next model call (after the tool results), and the host then announces
+/// `chat/pendingMessageRemoved`. With no turn running, or for a message not waiting, the
+/// action is rejected.
+#[test]
+fn a_steering_message_reaches_the_running_turn_and_leaves_the_chat_when_taken() {
+    use crate::model::{
+        answer, answer_external_tool, answer_permission, messages, next_request, text_stream,
+        tool_stream, weather_turn,
+    };
+    let (mut w, mut c, call) = weather_turn();
+    let mut a = ahp_peer(&mut w);
+    initialize(&mut w, &mut a, "a", json!(["ahp-chat:/s"]));
+    answer(
+        &mut w,
+        call,
+        &tool_stream("chatcmpl-1"),
+        &mut [&mut c, &mut a],
+    );
+    let steer = json!({"type": "chat/pendingMessageSet", "kind": "steering", "id": "st1",
+                       "message": {"text": "Use Celsius.", "origin": {"kind": "user"}}});
+    dispatch(&mut w, &mut a, &mut [&mut c], "ahp-chat:/s", 1, steer);
+    let set = envelopes(&a)
+        .into_iter()
+        .rfind(|e| e["action"]["type"] == "chat/pendingMessageSet")
+        .expect("echoed");
+    assert!(set.get("rejectionReason").is_none(), "{set}");
+    assert_eq!(set["action"]["kind"], "steering");
+    assert_eq!(set["origin"]["clientId"], "a");
+    let snapshot = chat_snapshot(&mut w, &mut a, "ahp-chat:/s");
+    assert_eq!(snapshot["steeringMessage"]["id"], "st1");
+    // A removal of a message that is not waiting is refused.
+    let unknown = json!({"type": "chat/pendingMessageRemoved", "kind": "steering", "id": "nope"});
+    dispatch(&mut w, &mut a, &mut [], "ahp-chat:/s", 2, unknown);
+    let refused = envelopes(&a).pop().unwrap();
+    assert!(refused["rejectionReason"]
+        .as_str()
+        .unwrap()
+        .contains("not waiting"));
+
+    answer_permission(&mut w, &mut c, "approve-once");
+    answer_external_tool(&mut w, &mut c, "sunny, 68F");
+    let (call2, request2) = next_request(&mut w);
+    let last = messages(&request2).last().unwrap().clone();
+    assert_eq!(last["role"], "user");
+    assert!(last["content"].as_str().unwrap().contains("Use Celsius."));
+    w.pump(&mut [&mut a, &mut c]);
+    let removed = envelopes(&a)
+        .into_iter()
+        .rfind(|e| e["action"]["type"] == "chat/pendingMessageRemoved")
+        .expect("the host says it was taken");
+    assert!(removed.get("rejectionReason").is_none(), "{removed}");
+    assert_eq!(removed["action"]["id"], "st1");
+    answer(
+        &mut w,
+        call2,
+        &text_stream("chatcmpl-2", &["20C."]),
+        &mut [&mut c, &mut a],
+    );
+    assert!(action_types(&a, "ahp-chat:/s").contains(&"chat/turnComplete".to_owned()));
+    let snapshot = chat_snapshot(&mut w, &mut a, "ahp-chat:/s");
+    assert!(snapshot.get("steeringMessage").is_none(), "{snapshot}");
+
+    // No turn runs now: nothing to steer.
+    let idle = json!({"type": "chat/pendingMessageSet", "kind": "steering", "id": "st2",
+                      "message": {"text": "Hm", "origin": {"kind": "user"}}});
+    dispatch(&mut w, &mut a, &mut [], "ahp-chat:/s", 3, idle);
+    let refused = envelopes(&a).pop().unwrap();
+    assert!(refused["rejectionReason"]
+        .as_str()
+        .unwrap()
+        .contains("no turn"));
+}
+
+/// A second steering message replaces the first (the agent gets only the second), and a
+/// client withdraws the one still waiting: the model then gets neither.
+#[test]
+fn a_steering_message_is_replaced_or_withdrawn_while_it_waits() {
+    use crate::model::{
+        answer, answer_external_tool, answer_permission, messages, next_request, tool_stream,
+        weather_turn,
+    };
+    let steer = |id: &str, text: &str| {
+        json!({"type": "chat/pendingMessageSet", "kind": "steering", "id": id,
+               "message": {"text": text, "origin": {"kind": "user"}}})
+    };
+    for withdraw in [false, true] {
+        let (mut w, mut c, call) = weather_turn();
+        let mut a = ahp_peer(&mut w);
+        initialize(&mut w, &mut a, "a", json!(["ahp-chat:/s"]));
+        answer(
+            &mut w,
+            call,
+            &tool_stream("chatcmpl-1"),
+            &mut [&mut c, &mut a],
+        );
+        dispatch(
+            &mut w,
+            &mut a,
+            &mut [],
+            "ahp-chat:/s",
+            1,
+            steer("st1", "first"),
+        );
+        dispatch(
+            &mut w,
+            &mut a,
+            &mut [],
+            "ahp-chat:/s",
+            2,
+            steer("st2", "second"),
+        );
+        let snapshot = chat_snapshot(&mut w, &mut a, "ahp-chat:/s");
+        assert_eq!(snapshot["steeringMessage"]["id"], "st2");
+        if withdraw {
+            let remove = json!({"type": "chat/pendingMessageRemoved", "kind": "steering",
+                                "id": "st2"});
+            dispatch(&mut w, &mut a, &mut [], "ahp-chat:/s", 3, remove);
+            let echo = envelopes(&a).pop().unwrap();
+            assert!(echo.get("rejectionReason").is_none(), "{echo}");
+            assert_eq!(echo["action"]["type"], "chat/pendingMessageRemoved");
+        }
+        answer_permission(&mut w, &mut c, "approve-once");
+        answer_external_tool(&mut w, &mut c, "sunny");
+        let (_, request) = next_request(&mut w);
+        let texts: Vec<String> = messages(&request)
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        assert!(!texts.iter().any(|t| t.contains("first")), "{texts:?}");
+        assert_eq!(
+            texts.iter().any(|t| t.contains("second")),
+            !withdraw,
+            "{texts:?}"
+        );
+    }
+}

@@ -16,7 +16,7 @@ fn provider() -> Value {
 }
 
 /// The next HTTP request the host asked for.
-fn next_request(w: &mut World) -> (EffectId, HttpRequest) {
+pub(crate) fn next_request(w: &mut World) -> (EffectId, HttpRequest) {
     loop {
         match w.host.poll_output() {
             Some(Output::Effect(Effect {
@@ -42,7 +42,7 @@ fn sse(chunks: &[Value]) -> Vec<u8> {
     out
 }
 
-fn text_stream(id: &str, parts: &[&str]) -> Vec<u8> {
+pub(crate) fn text_stream(id: &str, parts: &[&str]) -> Vec<u8> {
     let mut chunks: Vec<Value> = parts
         .iter()
         .map(|p| json!({"id": id, "choices": [{"index": 0, "delta": {"content": p}}]}))
@@ -54,7 +54,7 @@ fn text_stream(id: &str, parts: &[&str]) -> Vec<u8> {
     sse(&chunks)
 }
 
-fn tool_stream(id: &str) -> Vec<u8> {
+pub(crate) fn tool_stream(id: &str) -> Vec<u8> {
     sse(&[
         json!({"id": id, "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": ""}}]}}]}),
         json!({"id": id, "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{\"city\":\"Paris\"}"}}]}}]}),
@@ -63,7 +63,7 @@ fn tool_stream(id: &str) -> Vec<u8> {
 }
 
 /// Answers exchange `call` with a 200 event stream, split into small chunks.
-fn answer(w: &mut World, call: EffectId, body: &[u8], peers: &mut [&mut Peer]) {
+pub(crate) fn answer(w: &mut World, call: EffectId, body: &[u8], peers: &mut [&mut Peer]) {
     w.now = w.now.saturating_add(Duration::from_millis(5));
     let headers = [("content-type".to_owned(), "text/event-stream".to_owned())];
     w.host.handle_effect(
@@ -83,7 +83,7 @@ fn answer(w: &mut World, call: EffectId, body: &[u8], peers: &mut [&mut Peer]) {
 }
 
 /// Answers session `s`'s (latest) permission prompt with `kind`.
-fn answer_permission(w: &mut World, p: &mut Peer, kind: &str) {
+pub(crate) fn answer_permission(w: &mut World, p: &mut Peer, kind: &str) {
     let perm = p.event("s", "permission.requested");
     let rid = perm["data"]["requestId"].as_str().unwrap().to_owned();
     w.call(
@@ -112,7 +112,7 @@ fn approve_latest_permission(w: &mut World, p: &mut Peer) {
 }
 
 /// Answers session `s`'s (latest) client tool request with `result`; returns the request.
-fn answer_external_tool(w: &mut World, p: &mut Peer, result: &str) -> Value {
+pub(crate) fn answer_external_tool(w: &mut World, p: &mut Peer, result: &str) -> Value {
     let req = p.event("s", "external_tool.requested");
     let tool_rid = req["data"]["requestId"].as_str().unwrap().to_owned();
     w.call(
@@ -126,7 +126,7 @@ fn answer_external_tool(w: &mut World, p: &mut Peer, result: &str) -> Value {
 
 /// A session with a client weather tool whose first prompt ("Weather?") is waiting for its
 /// model call: the world, the client, and that call's exchange.
-fn weather_turn() -> (World, Peer, EffectId) {
+pub(crate) fn weather_turn() -> (World, Peer, EffectId) {
     let mut w = World::new(HostConfig::default());
     let mut p = w.connect();
     create(
@@ -145,7 +145,7 @@ fn weather_turn() -> (World, Peer, EffectId) {
     (w, p, call)
 }
 
-fn messages(request: &HttpRequest) -> Vec<Value> {
+pub(crate) fn messages(request: &HttpRequest) -> Vec<Value> {
     let body: Value = serde_json::from_slice(&request.body).unwrap();
     body["messages"].as_array().unwrap().clone()
 }

@@ -41,8 +41,8 @@ impl Host {
         Some(items)
     }
 
-    /// The message ids of the prompts waiting for the session's agent: in its queue, held
-    /// by the turn gate, or not handed to it yet; `None` when that cannot be told now (no
+    /// The message ids of the prompts waiting for the session's agent: in its queue or its
+    /// steering, held by the turn gate, or not handed to it yet; `None` when that cannot be told now (no
     /// such session, or its agent is handling an input: this is called from an event it
     /// emits).
     pub(crate) fn queued_prompt_ids(&self, session: &str) -> Option<Vec<String>> {
@@ -55,6 +55,7 @@ impl Host {
         let mut ids: Vec<String> = agent
             .queued_prompts()
             .into_iter()
+            .chain(agent.steering_prompts())
             .map(|(id, _)| id)
             .collect();
         ids.extend(live.held.iter().filter_map(prompt_id));
