@@ -1004,6 +1004,12 @@ fn ahp_vocab_request(inp: &mut Input<'_>, world: &World, c: usize) -> (Option<St
                 8 => json!({"type": "session/titleChanged", "title": "T"}),
                 9 => json!({"type": inp.word(&["chat/draftChanged", "chat/nope", "root/x"])}),
                 10 => json!({"type": "chat/turnStarted"}),
+                // Steering set (or queued, which is refused) and withdrawn.
+                11 if pick & 0x40 != 0 => json!({"type": "chat/pendingMessageSet",
+                    "kind": inp.word(&["steering", "queued"]), "id": turn,
+                    "message": {"text": prompt, "origin": {"kind": "user"}}}),
+                11 if pick & 0x20 != 0 => json!({"type": "chat/pendingMessageRemoved",
+                    "kind": inp.word(&["steering", "queued"]), "id": turn}),
                 _ => Value::Null,
             };
             let mut params = json!({"channel": channel, "clientSeq": inp.u8(),
