@@ -130,7 +130,18 @@ impl World {
             Message::Notification { method, .. } if method == "session.event" => {
                 self.receive_event(c, &value["params"])
             }
-            Message::Notification { method, .. } if method == "session.lifecycle" => Ok(()),
+            Message::Notification { method, .. } if method == "session.lifecycle" => {
+                // A deleted session's view ends here: a session created again under the
+                // same id is a new incarnation, whose chain the connection starts afresh
+                // when it attaches (its attach announcements come before the answer).
+                let params = &value["params"];
+                if params["type"] == "session.deleted" {
+                    if let Some(session) = params["sessionId"].as_str() {
+                        self.conns[c].views.remove(session);
+                    }
+                }
+                Ok(())
+            }
             Message::Notification { method, .. } if method == "$/cancelRequest" => {
                 let raw = value["params"]["id"].to_string();
                 let call = self
