@@ -792,7 +792,7 @@ pub mod op {
 }
 
 /// Builds a vocabulary request's method and params from fuzz input.
-fn vocab_request(inp: &mut Input<'_>) -> (String, Value) {
+fn vocab_request(inp: &mut Input<'_>, task_ids: &[String]) -> (String, Value) {
     let session = inp.word(SESSIONS);
     let flags = inp.u8();
     let more = inp.u8();
@@ -834,7 +834,7 @@ fn vocab_request(inp: &mut Input<'_>) -> (String, Value) {
         p
     };
     let method = inp.u8();
-    let (m, p) = match method % 27 {
+    let (m, p) = match method % 28 {
         0 => (
             "connect",
             if flags & 64 != 0 {
@@ -904,6 +904,55 @@ fn vocab_request(inp: &mut Input<'_>) -> (String, Value) {
                     json!({"sessionId": session, "instanceId": instance,
                            "actionName": "refresh", "input": {}}),
                 ),
+            }
+        }
+        // Client-owned tasks: registered, updated in (or out of) sequence, cancelled (the
+        // owner is asked), listed and removed.
+        26 => {
+            let id = if task_ids.is_empty() || flags & 1 != 0 {
+                "nope".to_owned()
+            } else {
+                task_ids[usize::from(flags >> 1) % task_ids.len()].clone()
+            };
+            match more % 5 {
+                0 => {
+                    let mut p = json!({"sessionId": session,
+                        "type": inp.word(&["client", "client", "agent"]),
+                        "clientTaskId": inp.word(&["k1", "k2"]), "description": "work",
+                        "cancellable": flags & 2 != 0});
+                    if flags & 4 != 0 {
+                        p["expectedSequence"] = json!(inp.u8() % 4);
+                    }
+                    ("session.tasks.register", p)
+                }
+                1 => {
+                    let update = match inp.u8() % 6 {
+                        0 => json!({"kind": "progress", "message": "step", "percentage": 50,
+                                    "phase": "scan"}),
+                        1 => {
+                            json!({"kind": "progress", "status": inp.word(&["idle", "running", "bad"]),
+                                    "percentage": null})
+                        }
+                        2 => json!({"kind": "completed", "result": {"n": 1}}),
+                        3 => json!({"kind": "failed", "error": "boom", "code": "E"}),
+                        4 => json!({"kind": "cancelled", "reason": "user"}),
+                        _ => json!({"kind": 7}),
+                    };
+                    (
+                        "session.tasks.update",
+                        json!({"sessionId": session, "id": id, "sequence": inp.u8() % 5,
+                               "update": update}),
+                    )
+                }
+                2 => (
+                    "session.tasks.cancel",
+                    json!({"sessionId": session, "id": id}),
+                ),
+                3 => (
+                    "session.tasks.remove",
+                    json!({"sessionId": session, "id": id}),
+                ),
+                _ => ("session.tasks.list", json!({"sessionId": session})),
             }
         }
         _ => ("no.such.method", json!({"x": 1})),
@@ -1182,7 +1231,7 @@ pub fn run_host_sequence(data: &[u8]) -> World {
             }
             op::REQUEST | op::DUP_REQUEST => {
                 let c = pick_conn(&mut inp, &world);
-                let (mut method, params) = vocab_request(&mut inp);
+                let (mut method, params) = vocab_request(&mut inp, &world.task_ids);
                 if tolerate
                     && (method == "session.detach" || method == "session.delete")
                     && world.conns.iter().any(|c| c.owes_deferred())

@@ -143,6 +143,8 @@ pub const DEFERRED_METHODS: &[&str] = &[
     "session.canvas.open",
     "session.canvas.close",
     "session.canvas.action.invoke",
+    // A client-owned task's cancellation waits for its owner's `tasks.cancel` answer.
+    "session.tasks.cancel",
 ];
 
 /// What one connection knows about one session.
@@ -350,6 +352,8 @@ pub struct World {
     seen_persisted: BTreeMap<(usize, String), Vec<String>>,
     /// Session ids ever named in a request or an event.
     pub session_ids: BTreeSet<String>,
+    /// Ids of the client-owned tasks the host registered (`session.tasks.register`).
+    pub task_ids: Vec<String>,
     /// A client asked for `runtime.shutdown`.
     pub shutdown_requested: bool,
     /// Keep every received message in `Conn::inbox`.
@@ -467,6 +471,7 @@ impl World {
             events: BTreeMap::new(),
             seen_persisted: BTreeMap::new(),
             session_ids: BTreeSet::new(),
+            task_ids: Vec::new(),
             shutdown_requested: false,
             keep_inbox: false,
             trace: None,
@@ -529,6 +534,8 @@ pub fn call_response(id: &str, method: &str, variant: u8) -> String {
         ("autoModeSwitch.request", 1) => json!("no"),
         ("autoModeSwitch.request", _) => json!("yes"),
         ("hooks.invoke", 1) => json!(null),
+        ("tasks.cancel", 1) => json!({"cancelled": false}),
+        ("tasks.cancel", _) => json!({"cancelled": true}),
         _ => json!({"output": {}}),
     };
     format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#)

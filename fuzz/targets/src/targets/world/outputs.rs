@@ -169,10 +169,15 @@ impl World {
                         .any(|k| k.conn == c && k.id == raw && !k.done),
                     "c{c}: server request {method} reuses id {raw}, still outstanding"
                 );
-                // Canvas provider requests name the canvas instance instead of a request id.
+                // Canvas provider requests name the canvas instance instead of a request id,
+                // and a client task's cancellation its task and cancellation.
                 let names_its_request = if method.starts_with("canvas.") {
                     value["params"]["instanceId"].is_string()
                         && value["params"]["extensionId"].is_string()
+                } else if method == "tasks.cancel" {
+                    value["params"]["id"].is_string()
+                        && value["params"]["cancellationId"].is_string()
+                        && value["params"]["reason"] == "cancel_requested"
                 } else {
                     value["params"]["requestId"].is_string()
                 };
@@ -310,6 +315,13 @@ impl World {
             }
             "session.delete" if ok => {
                 self.conns[c].views.remove(&session);
+            }
+            "session.tasks.register" if ok => {
+                if let Some(id) = result["task"]["id"].as_str() {
+                    if !self.task_ids.iter().any(|t| t == id) {
+                        self.task_ids.push(id.to_owned());
+                    }
+                }
             }
             // `session.commands.handlePendingCommand` is not here: as the runtime, it
             // acknowledges any request id (`success:true` even for one it never announced),
