@@ -18,7 +18,7 @@
 //! see those turns).
 
 use ahp_types::actions::{SessionChatAddedAction, SessionChatRemovedAction, StateAction};
-use ahp_types::commands::{CreateChatParams, DisposeChatParams};
+use ahp_types::commands::{ChatSource, CreateChatParams, DisposeChatParams, ForkChatSource};
 use ahp_types::errors::ahp_error_codes;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -109,18 +109,25 @@ pub(crate) fn create_chat(host: &mut Host, _conn: ConnId, params: Option<&RawVal
             ),
         ));
     };
-    if p.source.is_some() {
-        return Err(ErrorObject::new(
-            code::INVALID_PARAMS,
-            "Invalid params: forks and side chats are not supported (the agent advertises \
-             multipleChats without fork or sideChat)",
-        ));
-    }
     if host.session(id).is_some() {
         return Err(ErrorObject::new(
             i64::from(ahp_error_codes::SESSION_ALREADY_EXISTS),
             format!("Chat already exists: {}", p.chat),
         ));
+    }
+    match &p.source {
+        None => {}
+        Some(ChatSource::Fork(fork)) => {
+            let (id, parent) = (id.to_owned(), parent.to_owned());
+            return fork_chat(host, &parent, &id, fork, p.initial_message);
+        }
+        Some(_) => {
+            return Err(ErrorObject::new(
+                code::INVALID_PARAMS,
+                "Invalid params: side chats are not supported (the agent advertises \
+                 multipleChats with fork, without sideChat)",
+            ))
+        }
     }
     let id = id.to_owned();
     let parent = parent.to_owned();
@@ -177,6 +184,86 @@ pub(crate) fn create_chat(host: &mut Host, _conn: ConnId, params: Option<&RawVal
     if let Some(message) = p.initial_message {
         let turn = format!("{id}-initial");
         super::dispatch::start_turn(host, &id, &turn, &message, None);
+    }
+    Ok(Value::Null)
+}
+
+fn invalid(message: String) -> ErrorObject {
+    ErrorObject::new(code::INVALID_PARAMS, format!("Invalid params: {message}"))
+}
+
+/// `createChat` with `source: {kind: "fork", chat, turnId}`: host session `<id>` is a copy of
+/// the source chat's log through completed turn `turnId` (the persisted events before the
+/// next turn's prompt), linked to AHP session `parent`; its snapshot holds the copied turns,
+/// and from then on the two chats go their own ways.
+fn fork_chat(
+    host: &mut Host,
+    parent: &str,
+    id: &str,
+    fork: &ForkChatSource,
+    initial_message: Option<ahp_types::state::Message>,
+) -> Answer {
+    let Some(Channel::Chat(source)) = Channel::parse(&fork.chat) else {
+        return Err(invalid(format!(
+            "source.chat must be a chat URI (ahp-chat:/<id>), got {:?}",
+            fork.chat
+        )));
+    };
+    let source = source.to_owned();
+    if !family(host, parent).contains(&source) || !ensure_live(host, &source) {
+        return Err(invalid(format!(
+            "source chat {} is not a chat of {}",
+            fork.chat,
+            session_uri(parent)
+        )));
+    }
+    let turns = host
+        .session_state_ref::<ChatProjection>(&source)
+        .map(|c| c.turns().iter().map(|t| t.id.clone()).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let Some(index) = turns.iter().position(|t| *t == fork.turn_id) else {
+        return Err(invalid(format!(
+            "turn {} is not a completed turn of {}",
+            fork.turn_id, fork.chat
+        )));
+    };
+    // The turns of the log are delimited by their prompts (top-level `user.message`s that
+    // are not steering): the copy ends before the prompt of the turn after this one.
+    let end = host.session(&source).and_then(|s| {
+        s.events()
+            .iter()
+            .filter(|e| e.event_type == "user.message")
+            .filter(|e| {
+                serde_json::from_slice::<Value>(&e.json).is_ok_and(|v| {
+                    v.get("agentId").is_none() && v["data"]["delivery"] != "steering"
+                })
+            })
+            .nth(index + 1)
+            .map(|e| e.id.clone())
+    });
+    let link = parent.to_owned();
+    host.fork_session_with(&source, id, end.as_deref(), |data| {
+        if let Some(data) = data.as_object_mut() {
+            data.insert("sessionId".to_owned(), json!(id));
+            data.insert(PARENT_KEY.to_owned(), json!(link));
+        }
+    })
+    .map_err(|e| invalid(format!("the fork failed: {e:?}")))?;
+    ensure_live(host, id);
+    host.after_response(AfterResponse::SessionChanged {
+        change: SessionChange::Created,
+        session: id.to_owned(),
+    });
+    let clients = host
+        .session_state_ref::<ChatProjection>(parent)
+        .map(ChatProjection::active_client_conns)
+        .unwrap_or_default();
+    for (conn, client) in clients {
+        host.attach(id, conn, super::attachment(tool_decls(&client), false));
+    }
+    if let Some(message) = initial_message {
+        let turn = format!("{id}-initial");
+        super::dispatch::start_turn(host, id, &turn, &message, None);
     }
     Ok(Value::Null)
 }

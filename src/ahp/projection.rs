@@ -515,7 +515,10 @@ impl ChatProjection {
         now: Timestamp,
     ) {
         for (event_type, data, at) in events {
-            if event_type == "user.message" && self.active.is_some() {
+            if event_type == "user.message"
+                && self.active.is_some()
+                && data.get("delivery").and_then(Value::as_str) != Some("steering")
+            {
                 // The previous prompt's turn ended (its `session.idle` is not persisted).
                 self.close_turn(&Value::Null, at);
             }

@@ -32,7 +32,7 @@ pub(crate) fn root(host: &Host) -> RootState {
             customizations: None,
             capabilities: Some(AgentCapabilities {
                 multiple_chats: Some(MultipleChatsCapability {
-                    fork: Some(false),
+                    fork: Some(true),
                     side_chat: Some(false),
                 }),
                 ..AgentCapabilities::default()

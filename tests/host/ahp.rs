@@ -1535,7 +1535,7 @@ fn a_session_gets_more_chats_each_with_its_own_turns_and_they_go_with_it() {
     let r = initialize(&mut w, &mut a, "a", json!(["ahp-root://"]));
     assert_eq!(
         r["result"]["snapshots"][0]["state"]["agents"][0]["capabilities"]["multipleChats"],
-        json!({"fork": false, "sideChat": false}),
+        json!({"fork": true, "sideChat": false}),
         "{r}"
     );
     w.call(
@@ -1963,5 +1963,102 @@ fn a_steering_message_is_replaced_or_withdrawn_while_it_waits() {
             !withdraw,
             "{texts:?}"
         );
+    }
+}
+
+/// `createChat` with `source: {kind: "fork"}`: the new chat holds the source chat's turns
+/// through the named completed turn (not the later ones), is announced on the session's
+/// channel, and goes its own way afterwards; a turn that is not a completed turn of the
+/// source, a source chat of another session and a side chat are refused.
+#[test]
+fn a_chat_forked_at_a_turn_holds_the_turns_up_to_it_and_goes_its_own_way() {
+    let mut w = World::new(HostConfig::default());
+    let mut a = ahp_peer(&mut w);
+    initialize(&mut w, &mut a, "a", json!([]));
+    for session in ["f", "other"] {
+        w.call(
+            &mut a,
+            &mut [],
+            "createSession",
+            json!({"channel": format!("ahp-session:/{session}")}),
+        );
+    }
+    w.call(
+        &mut a,
+        &mut [],
+        "subscribe",
+        json!({"channel": "ahp-session:/f"}),
+    );
+    chat_snapshot(&mut w, &mut a, "ahp-chat:/f");
+    for (seq, turn) in [(1, "t1"), (2, "t2")] {
+        dispatch(
+            &mut w,
+            &mut a,
+            &mut [],
+            "ahp-chat:/f",
+            seq,
+            turn_started(turn, turn),
+        );
+    }
+    let source = chat_snapshot(&mut w, &mut a, "ahp-chat:/f");
+    assert_eq!(source["turns"].as_array().unwrap().len(), 2, "{source}");
+
+    let fork = |w: &mut World, a: &mut Peer, chat: &str, source: Value| {
+        w.call(
+            a,
+            &mut [],
+            "createChat",
+            json!({"channel": "ahp-session:/f", "chat": chat, "source": source}),
+        )
+    };
+    let created = fork(
+        &mut w,
+        &mut a,
+        "ahp-chat:/f-fork",
+        json!({"kind": "fork", "chat": "ahp-chat:/f", "turnId": "t1"}),
+    );
+    assert_eq!(created["result"], Value::Null, "{created}");
+    let added = envelopes(&a)
+        .into_iter()
+        .find(|e| e["action"]["type"] == "session/chatAdded")
+        .expect("the session announces the fork");
+    assert_eq!(added["action"]["summary"]["resource"], "ahp-chat:/f-fork");
+    let forked = chat_snapshot(&mut w, &mut a, "ahp-chat:/f-fork");
+    let turns = forked["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 1, "through t1 only: {forked}");
+    assert_eq!(turns[0]["message"]["text"], "t1");
+
+    // Its own way: a turn on the fork is not the source's.
+    dispatch(
+        &mut w,
+        &mut a,
+        &mut [],
+        "ahp-chat:/f-fork",
+        3,
+        turn_started("t3", "fork only"),
+    );
+    let forked = chat_snapshot(&mut w, &mut a, "ahp-chat:/f-fork");
+    assert_eq!(forked["turns"].as_array().unwrap().len(), 2);
+    let source = chat_snapshot(&mut w, &mut a, "ahp-chat:/f");
+    assert_eq!(source["turns"].as_array().unwrap().len(), 2, "{source}");
+
+    for (chat, source) in [
+        (
+            "ahp-chat:/f-x",
+            json!({"kind": "fork", "chat": "ahp-chat:/f", "turnId": "nope"}),
+        ),
+        (
+            "ahp-chat:/f-y",
+            json!({"kind": "fork", "chat": "ahp-chat:/other", "turnId": "t1"}),
+        ),
+        (
+            "ahp-chat:/f-z",
+            json!({"kind": "sideChat", "chat": "ahp-chat:/f", "turnId": "t1"}),
+        ),
+    ] {
+        let refused = fork(&mut w, &mut a, chat, source);
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        let probe = w.call(&mut a, &mut [], "subscribe", json!({"channel": chat}));
+        assert!(probe.get("error").is_some(), "nothing was created: {probe}");
     }
 }

@@ -14,6 +14,8 @@
 
 use std::collections::BTreeMap;
 
+use serde_json::Value;
+
 use crate::session::Session;
 
 use crate::host::{Host, Output, StoreOutput};
@@ -157,6 +159,19 @@ impl Host {
         new_id: &str,
         to_event: Option<&str>,
     ) -> Result<(), HistoryError> {
+        self.fork_session_with(source, new_id, to_event, |_| {})
+    }
+
+    /// [`Host::fork_session`], with `start` applied to the data of the copy's first event
+    /// when it is a `session.start` (same id, time and place in the chain): what the new
+    /// session says of itself (a dialect's link to its parent).
+    pub(crate) fn fork_session_with(
+        &mut self,
+        source: &str,
+        new_id: &str,
+        to_event: Option<&str>,
+        start: impl FnOnce(&mut Value),
+    ) -> Result<(), HistoryError> {
         if self.sessions.contains_key(new_id) {
             return Err(HistoryError::Exists);
         }
@@ -173,8 +188,16 @@ impl Host {
         fork.cwd = from.cwd.clone();
         fork.model = from.model.clone();
         fork.summary = from.summary.clone();
+        let mut start = Some(start);
         for event in &events[..end] {
-            fork.restore(event.clone(), self.now);
+            let mut event = event.clone();
+            if event.event_type == "session.start" {
+                if let Some(start) = start.take() {
+                    event = restarted(&event, start).unwrap_or(event);
+                }
+            }
+            start = None;
+            fork.restore(event, self.now);
         }
         let live = self.new_live(fork);
         self.sessions.insert(new_id.to_owned(), live);
@@ -308,4 +331,28 @@ mod tests {
         assert!(!contains_secret(&json!({"a": "public", "n": 3}), &f));
         assert_eq!(mask_str("public", &f), "public");
     }
+}
+
+/// `event` (a `session.start`) with `change` applied to its data; `None` when its envelope
+/// cannot be read.
+fn restarted(
+    event: &crate::session::Event,
+    change: impl FnOnce(&mut Value),
+) -> Option<crate::session::Event> {
+    let envelope: Value = serde_json::from_slice(&event.json).ok()?;
+    let mut data = envelope.get("data")?.clone();
+    change(&mut data);
+    let at = envelope
+        .get("timestamp")
+        .and_then(Value::as_str)
+        .and_then(crate::Timestamp::parse_rfc3339)?;
+    let parent = envelope.get("parentId").and_then(Value::as_str);
+    Some(crate::session::Event::new(
+        event.id.clone(),
+        &event.event_type,
+        &data,
+        false,
+        at,
+        parent,
+    ))
 }
