@@ -1826,6 +1826,27 @@ fn a_slow_ahp_reader_is_told_to_reconnect_with_its_last_server_seq() {
     assert!(!reason.contains("session.getMessages"), "{reason}");
 }
 
+/// A model session (Copilot client `c`) whose turn waits for its client weather tool, seen
+/// by AHP client `a` on its chat.
+fn turn_waiting_for_its_tool() -> (World, Peer, Peer) {
+    let (mut w, mut c, call) = crate::model::weather_turn();
+    let mut a = ahp_peer(&mut w);
+    initialize(&mut w, &mut a, "a", json!(["ahp-chat:/s"]));
+    crate::model::answer(
+        &mut w,
+        call,
+        &crate::model::tool_stream("chatcmpl-1"),
+        &mut [&mut c, &mut a],
+    );
+    (w, c, a)
+}
+
+/// A steering `chat/pendingMessageSet` of message `id`.
+fn steer(id: &str, text: &str) -> Value {
+    json!({"type": "chat/pendingMessageSet", "kind": "steering", "id": id,
+           "message": {"text": text, "origin": {"kind": "user"}}})
+}
+
 /// `chat/pendingMessageSet` with `kind: steering` steers the running turn of a model
 /// session: echoed to the chat's subscribers and listed in the snapshot, the agent takes it
 /// at the turn's next model call (after the tool results), and the host then announces
@@ -1835,19 +1856,9 @@ fn a_slow_ahp_reader_is_told_to_reconnect_with_its_last_server_seq() {
 fn a_steering_message_reaches_the_running_turn_and_leaves_the_chat_when_taken() {
     use crate::model::{
         answer, answer_external_tool, answer_permission, messages, next_request, text_stream,
-        tool_stream, weather_turn,
     };
-    let (mut w, mut c, call) = weather_turn();
-    let mut a = ahp_peer(&mut w);
-    initialize(&mut w, &mut a, "a", json!(["ahp-chat:/s"]));
-    answer(
-        &mut w,
-        call,
-        &tool_stream("chatcmpl-1"),
-        &mut [&mut c, &mut a],
-    );
-    let steer = json!({"type": "chat/pendingMessageSet", "kind": "steering", "id": "st1",
-                       "message": {"text": "Use Celsius.", "origin": {"kind": "user"}}});
+    let (mut w, mut c, mut a) = turn_waiting_for_its_tool();
+    let steer = steer("st1", "Use Celsius.");
     dispatch(&mut w, &mut a, &mut [&mut c], "ahp-chat:/s", 1, steer);
     let set = envelopes(&a)
         .into_iter()
@@ -1905,24 +1916,9 @@ fn a_steering_message_reaches_the_running_turn_and_leaves_the_chat_when_taken() 
 /// client withdraws the one still waiting: the model then gets neither.
 #[test]
 fn a_steering_message_is_replaced_or_withdrawn_while_it_waits() {
-    use crate::model::{
-        answer, answer_external_tool, answer_permission, messages, next_request, tool_stream,
-        weather_turn,
-    };
-    let steer = |id: &str, text: &str| {
-        json!({"type": "chat/pendingMessageSet", "kind": "steering", "id": id,
-               "message": {"text": text, "origin": {"kind": "user"}}})
-    };
+    use crate::model::{answer_external_tool, answer_permission, messages, next_request};
     for withdraw in [false, true] {
-        let (mut w, mut c, call) = weather_turn();
-        let mut a = ahp_peer(&mut w);
-        initialize(&mut w, &mut a, "a", json!(["ahp-chat:/s"]));
-        answer(
-            &mut w,
-            call,
-            &tool_stream("chatcmpl-1"),
-            &mut [&mut c, &mut a],
-        );
+        let (mut w, mut c, mut a) = turn_waiting_for_its_tool();
         dispatch(
             &mut w,
             &mut a,

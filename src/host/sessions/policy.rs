@@ -301,6 +301,30 @@ fn mask_value(value: &mut serde_json::Value, filters: &[String]) {
     }
 }
 
+/// `event` (a `session.start`) with `change` applied to its data; `None` when its envelope
+/// cannot be read.
+fn restarted(
+    event: &crate::session::Event,
+    change: impl FnOnce(&mut Value),
+) -> Option<crate::session::Event> {
+    let envelope: Value = serde_json::from_slice(&event.json).ok()?;
+    let mut data = envelope.get("data")?.clone();
+    change(&mut data);
+    let at = envelope
+        .get("timestamp")
+        .and_then(Value::as_str)
+        .and_then(crate::Timestamp::parse_rfc3339)?;
+    let parent = envelope.get("parentId").and_then(Value::as_str);
+    Some(crate::session::Event::new(
+        event.id.clone(),
+        &event.event_type,
+        &data,
+        false,
+        at,
+        parent,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,28 +355,4 @@ mod tests {
         assert!(!contains_secret(&json!({"a": "public", "n": 3}), &f));
         assert_eq!(mask_str("public", &f), "public");
     }
-}
-
-/// `event` (a `session.start`) with `change` applied to its data; `None` when its envelope
-/// cannot be read.
-fn restarted(
-    event: &crate::session::Event,
-    change: impl FnOnce(&mut Value),
-) -> Option<crate::session::Event> {
-    let envelope: Value = serde_json::from_slice(&event.json).ok()?;
-    let mut data = envelope.get("data")?.clone();
-    change(&mut data);
-    let at = envelope
-        .get("timestamp")
-        .and_then(Value::as_str)
-        .and_then(crate::Timestamp::parse_rfc3339)?;
-    let parent = envelope.get("parentId").and_then(Value::as_str);
-    Some(crate::session::Event::new(
-        event.id.clone(),
-        &event.event_type,
-        &data,
-        false,
-        at,
-        parent,
-    ))
 }
