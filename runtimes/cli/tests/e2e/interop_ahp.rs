@@ -761,7 +761,7 @@ async fn a_second_chat_runs_its_own_turns_and_stays_in_its_session_across_a_rest
             .as_ref()
             .and_then(|c| c.multiple_chats.as_ref())
             .expect("the agent advertises multipleChats");
-        assert_eq!((chats.fork, chats.side_chat), (Some(false), Some(false)));
+        assert_eq!((chats.fork, chats.side_chat), (Some(true), Some(false)));
         create(&c, "multi").await;
         let params = ahp_types::commands::CreateChatParams {
             channel: "ahp-session:/multi".into(),
@@ -821,6 +821,31 @@ async fn a_second_chat_runs_its_own_turns_and_stays_in_its_session_across_a_rest
             .map(|s| &s["resource"])
             .collect();
         assert_eq!(resources, [&json!("ahp-session:/multi")], "{listed}");
+
+        // A fork of the chat at its turn: a third chat of the session holding that turn.
+        let params = ahp_types::commands::CreateChatParams {
+            channel: "ahp-session:/multi".into(),
+            meta: None,
+            chat: "ahp-chat:/multi-fork".into(),
+            initial_message: None,
+            source: Some(ahp_types::commands::ChatSource::Fork(
+                ahp_types::commands::ForkChatSource {
+                    chat: "ahp-chat:/multi-side".into(),
+                    turn_id: restored.turns[0].id.clone(),
+                },
+            )),
+            working_directories: None,
+        };
+        let answer: Value = sdk::within("createChat", c.request("createChat", params))
+            .await
+            .expect("createChat with a fork source");
+        assert_eq!(answer, Value::Null);
+        let (forked, _) = subscribe_chat(&c, "ahp-chat:/multi-fork").await;
+        assert_eq!(forked.turns.len(), 1);
+        assert_eq!(
+            forked.turns[0].response_parts,
+            state.turns[0].response_parts
+        );
     })
     .await;
 }
