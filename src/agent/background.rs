@@ -504,10 +504,7 @@ mod tests {
         let event = |ty: &str, data: Value, ms: u64, agent: Option<&str>| {
             Event::new_from(format!("e{ms}"), ty, &data, false, at(ms), None, agent)
         };
-        let done = AgentTask {
-            status: AgentTaskStatus::Completed,
-            ..task("reader", AgentTaskStatus::Completed)
-        };
+        let done = task("reader", AgentTaskStatus::Completed);
         let notice = done.notification().unwrap();
         let history = vec![
             event("user.message", json!({"content": "hello"}), 0, None),

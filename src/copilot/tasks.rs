@@ -210,27 +210,19 @@ pub(super) fn register_direct_handler(
     Ok(json!({"handle": handle}))
 }
 
-/// A method on one background task (`TaskParams`), answered by the session's agent.
-fn task(
-    host: &mut Host,
+/// The params of a method on one task (`TaskParams`) of a loaded session.
+fn task_params(
+    host: &Host,
     call: &Call<'_>,
     params: Option<&RawValue>,
-    answer: impl FnOnce(
-        &mut dyn crate::agent::Agent,
-        &mut dyn crate::agent::SessionControl,
-        &str,
-    ) -> serde_json::Value,
-    no_agent: serde_json::Value,
-) -> Answer {
+) -> Result<TaskParams, ErrorObject> {
     let p = decode::<TaskParams>(params)?;
     known(host, call.method, &p.session_id)?;
-    let answer = host.with_agent(&p.session_id, |agent, s| answer(agent, s, &p.id));
-    Ok(answer.unwrap_or(no_agent))
+    Ok(p)
 }
 
 pub(super) fn progress(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
-    let p = decode::<TaskParams>(params)?;
-    known(host, call.method, &p.session_id)?;
+    let p = task_params(host, call, params)?;
     if let Some(progress) = super::client_tasks::progress(host, &p.session_id, &p.id) {
         return Ok(json!({"progress": progress}));
     }
@@ -242,13 +234,7 @@ pub(super) fn progress(host: &mut Host, call: &Call<'_>, params: Option<&RawValu
 
 /// Background agents already run in the background; sync ones cannot be promoted.
 pub(super) fn promote(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
-    task(
-        host,
-        call,
-        params,
-        |_, _, _| json!({"promoted": false}),
-        json!({"promoted": false}),
-    )
+    task_params(host, call, params).map(|_| json!({"promoted": false}))
 }
 
 /// `session.tasks.cancel`: a background agent stops at once; a client-owned task's owner
@@ -258,13 +244,10 @@ pub(super) fn cancel(
     call: &Call<'_>,
     params: Option<&RawValue>,
 ) -> super::method_table::Reply {
-    let p = match decode::<TaskParams>(params) {
+    let p = match task_params(host, call, params) {
         Ok(p) => p,
         Err(e) => return Some(Err(e)),
     };
-    if let Err(e) = known(host, call.method, &p.session_id) {
-        return Some(Err(e));
-    }
     if let Some(reply) = super::client_tasks::cancel(host, call, &p.session_id, &p.id) {
         return reply;
     }
@@ -273,8 +256,7 @@ pub(super) fn cancel(
 }
 
 pub(super) fn remove(host: &mut Host, call: &Call<'_>, params: Option<&RawValue>) -> Answer {
-    let p = decode::<TaskParams>(params)?;
-    known(host, call.method, &p.session_id)?;
+    let p = task_params(host, call, params)?;
     if let Some(removed) = super::client_tasks::remove(host, &p.session_id, &p.id) {
         return Ok(json!({"removed": removed}));
     }
@@ -289,8 +271,7 @@ pub(super) fn send_message(host: &mut Host, call: &Call<'_>, params: Option<&Raw
                "error": format!("Agent {id} takes no follow-up messages: background agents \
                                  here are one-shot (start a new one with the whole task)")})
     };
-    let p = decode::<TaskParams>(params)?;
-    known(host, call.method, &p.session_id)?;
+    let p = task_params(host, call, params)?;
     let known_task = host
         .session_agent(&p.session_id)
         .is_some_and(|agent| agent.tasks().iter().any(|t| t["id"] == p.id.as_str()));

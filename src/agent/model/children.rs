@@ -380,12 +380,7 @@ impl ModelAgent {
             return;
         }
         self.agents.idle_owed = None;
-        let data = if aborted {
-            json!({"aborted": true, "mode": "interactive"})
-        } else {
-            json!({"mode": "interactive"})
-        };
-        s.emit("session.idle", data, true);
+        s.emit("session.idle", idle_data(aborted), true);
     }
 
     /// Sends the `session.idle` owed since the parent went idle, once nothing runs.
@@ -394,12 +389,7 @@ impl ModelAgent {
             return;
         }
         if let Some(aborted) = self.agents.idle_owed.take() {
-            let data = if aborted {
-                json!({"aborted": true, "mode": "interactive"})
-            } else {
-                json!({"mode": "interactive"})
-            };
-            s.emit("session.idle", data, true);
+            s.emit("session.idle", idle_data(aborted), true);
         }
     }
 
@@ -608,6 +598,15 @@ impl ModelAgent {
         if let Some(at) = self.next_deadline() {
             s.set_timer(at);
         }
+    }
+}
+
+/// `session.idle`'s data.
+fn idle_data(aborted: bool) -> Value {
+    if aborted {
+        json!({"aborted": true, "mode": "interactive"})
+    } else {
+        json!({"mode": "interactive"})
     }
 }
 
