@@ -2,12 +2,13 @@
 //! sessions, in the client's dialect (this sits beside the dialect registry, above the host
 //! and the dialects, so that the host never reaches into a dialect), as one opaque value ([`ClientRelay`]) the cluster
 //! runtime carries: the dialects read and write their own JSON (the Copilot SDK relay in
-//! `copilot/relay.rs`, ACP's in `acp/relay.rs`); the runtime only feeds it the frames it
+//! `copilot/relay.rs`, ACP's in `acp/relay.rs`, AHP's in `ahp/relay.rs`); the runtime only feeds it the frames it
 //! relays and sends what it returns. I/O-free.
 
 use bytes::Bytes;
 
 use crate::acp::relay::AcpRelay;
+use crate::ahp::relay::AhpRelay;
 use crate::copilot::relay::Relay;
 use crate::host::{ClusterApi, ConnId, Dialect, RelayedEventHead};
 
@@ -24,6 +25,8 @@ enum Inner {
     Copilot(Relay),
     /// An editor: the new owner replays what it missed.
     Acp(AcpRelay),
+    /// An AHP client: not re-attached (it reconnects and takes fresh snapshots).
+    Ahp(AhpRelay),
 }
 
 impl ClusterApi<'_> {
@@ -43,6 +46,7 @@ impl ClientRelay {
     pub fn new(dialect: Dialect) -> ClientRelay {
         ClientRelay(match dialect {
             Dialect::Acp => Inner::Acp(AcpRelay::default()),
+            Dialect::Ahp => Inner::Ahp(AhpRelay::default()),
             _ => Inner::Copilot(Relay::default()),
         })
     }
@@ -52,6 +56,7 @@ impl ClientRelay {
         match &mut self.0 {
             Inner::Copilot(r) => r.client_sent(body),
             Inner::Acp(r) => r.client_sent(body),
+            Inner::Ahp(r) => r.client_sent(body),
         }
     }
 
@@ -61,6 +66,7 @@ impl ClientRelay {
         match &mut self.0 {
             Inner::Copilot(r) => r.owner_sent(body),
             Inner::Acp(r) => r.owner_sent(body),
+            Inner::Ahp(r) => r.owner_sent(body),
         }
     }
 
@@ -69,7 +75,7 @@ impl ClientRelay {
     pub fn owner_sent_event(&mut self, head: &RelayedEventHead) -> bool {
         match &mut self.0 {
             Inner::Copilot(r) => r.owner_sent_event(head),
-            Inner::Acp(_) => true,
+            Inner::Acp(_) | Inner::Ahp(_) => true,
         }
     }
 
@@ -79,6 +85,7 @@ impl ClientRelay {
         match &mut self.0 {
             Inner::Copilot(r) => r.fail_pending(reason),
             Inner::Acp(r) => r.fail_pending(reason),
+            Inner::Ahp(r) => r.fail_pending(reason),
         }
     }
 
@@ -89,6 +96,7 @@ impl ClientRelay {
         match &mut self.0 {
             Inner::Copilot(r) => r.fail_pending_but_turns(reason),
             Inner::Acp(r) => r.fail_pending(reason),
+            Inner::Ahp(r) => r.fail_pending(reason),
         }
     }
 
@@ -99,6 +107,7 @@ impl ClientRelay {
         match &mut self.0 {
             Inner::Copilot(r) => r.fail_pending_but_turns_at(member, reason),
             Inner::Acp(r) => r.fail_pending_but_prompts_at(member, reason),
+            Inner::Ahp(r) => r.fail_pending(reason),
         }
     }
 
@@ -107,6 +116,7 @@ impl ClientRelay {
         match &self.0 {
             Inner::Copilot(r) => r.sessions(),
             Inner::Acp(r) => r.sessions(),
+            Inner::Ahp(r) => r.sessions(),
         }
     }
 
@@ -115,7 +125,15 @@ impl ClientRelay {
         match &mut self.0 {
             Inner::Copilot(r) => r.reattach(),
             Inner::Acp(r) => r.reattach(),
+            Inner::Ahp(_) => Vec::new(),
         }
+    }
+
+    /// Whether the client follows its sessions to a new owner (or a new link) when the owner
+    /// dies or the link breaks; an AHP client does not: its connection ends and it
+    /// reconnects, taking fresh snapshots.
+    pub fn reattaches(&self) -> bool {
+        !matches!(self.0, Inner::Ahp(_))
     }
 
     /// A re-attachment sent by [`ClientRelay::reattach`] is still unanswered.
@@ -133,6 +151,7 @@ impl ClientRelay {
         match &mut self.0 {
             Inner::Copilot(r) => r.replays.take_refused(),
             Inner::Acp(r) => r.replays.take_refused(),
+            Inner::Ahp(r) => r.replays.take_refused(),
         }
     }
 
@@ -140,6 +159,7 @@ impl ClientRelay {
         match &self.0 {
             Inner::Copilot(r) => &r.replays,
             Inner::Acp(r) => &r.replays,
+            Inner::Ahp(r) => &r.replays,
         }
     }
 
@@ -157,7 +177,7 @@ impl ClientRelay {
     pub fn skip_replayed<T>(&mut self, held: Vec<T>, body: impl Fn(&T) -> &[u8]) -> Vec<T> {
         match &mut self.0 {
             Inner::Acp(r) => r.skip_replayed(held, body),
-            Inner::Copilot(_) => held,
+            Inner::Copilot(_) | Inner::Ahp(_) => held,
         }
     }
 
@@ -174,7 +194,7 @@ impl ClientRelay {
     pub fn floors_wanted(&mut self) -> Vec<String> {
         match &mut self.0 {
             Inner::Copilot(r) => r.floors_wanted(),
-            Inner::Acp(_) => Vec::new(),
+            Inner::Acp(_) | Inner::Ahp(_) => Vec::new(),
         }
     }
 
@@ -190,7 +210,7 @@ impl ClientRelay {
     pub fn take_rewritten(&mut self) -> Option<Bytes> {
         match &mut self.0 {
             Inner::Copilot(r) => r.take_rewritten(),
-            Inner::Acp(_) => None,
+            Inner::Acp(_) | Inner::Ahp(_) => None,
         }
     }
 
@@ -205,7 +225,7 @@ impl ClientRelay {
     pub fn take_gaps(&mut self) -> Vec<(String, u64)> {
         match &mut self.0 {
             Inner::Copilot(r) => r.take_gaps(),
-            Inner::Acp(_) => Vec::new(),
+            Inner::Acp(_) | Inner::Ahp(_) => Vec::new(),
         }
     }
 
@@ -214,7 +234,7 @@ impl ClientRelay {
     pub fn catch_up(&mut self, session: &str, events: &[(u64, Bytes)]) -> Vec<Bytes> {
         match &mut self.0 {
             Inner::Copilot(r) => r.catch_up(session, events),
-            Inner::Acp(_) => Vec::new(),
+            Inner::Acp(_) | Inner::Ahp(_) => Vec::new(),
         }
     }
 
@@ -223,7 +243,7 @@ impl ClientRelay {
     pub fn missed_idles(&mut self, timestamp: &str) -> Vec<Bytes> {
         match &mut self.0 {
             Inner::Copilot(r) => r.missed_idles(timestamp),
-            Inner::Acp(_) => Vec::new(),
+            Inner::Acp(_) | Inner::Ahp(_) => Vec::new(),
         }
     }
 
@@ -231,7 +251,7 @@ impl ClientRelay {
     pub fn fail_turn_waiters(&mut self) -> Vec<Bytes> {
         match &mut self.0 {
             Inner::Copilot(r) => r.fail_turn_waiters(),
-            Inner::Acp(_) => Vec::new(),
+            Inner::Acp(_) | Inner::Ahp(_) => Vec::new(),
         }
     }
 }

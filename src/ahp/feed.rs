@@ -35,6 +35,13 @@ impl Feed {
         self.seq
     }
 
+    /// Gives out the next `serverSeq` for an envelope kept elsewhere (one another node sent,
+    /// relayed here: not replayed from here).
+    pub(crate) fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
     /// The envelopes after `after` on `channels`, or `None` when some were already dropped
     /// (the client must take snapshots instead).
     pub(crate) fn since(

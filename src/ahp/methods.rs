@@ -8,7 +8,7 @@
 //! | `subscribe` | the channel's snapshot; a session or chat channel attaches the connection to the session (it streams and answers permission prompts) |
 //! | `createSession` | a new session named by `channel` (`ahp-session:/<id>`, `-32003` if it exists), working directory from `workingDirectories[0]`; its default chat is `ahp-chat:/<id>`; `null` |
 //! | `disposeSession` | deletes the session (its work is cancelled); `null` |
-//! | `listSessions` | summaries of the loaded sessions, newest first (`limit` honoured, no further pages) |
+//! | `listSessions` | summaries of the loaded sessions and (on a cluster node) of those the shared log shows elsewhere, newest first (`limit` honoured, no further pages) |
 //! | `createChat` | a new chat in a session, backed by a host session of its own (see `chats`); `session/chatAdded`; `null` |
 //! | `disposeChat` | removes an extra chat with its host session (`session/chatRemoved`); a default chat goes only with its session |
 //! | `moveChat` | `-32602`: chats are not movable |
@@ -33,9 +33,11 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
+use crate::host::SessionSummary as HeldElsewhere;
 use crate::host::{AfterResponse, ConnId, Host, SessionChange};
 use crate::jsonrpc::{code, ErrorObject};
 use crate::session::Session;
+use crate::Timestamp;
 
 use super::channels::{chat_uri, session_uri, Channel, ROOT};
 use super::feed::Feed;
@@ -147,7 +149,7 @@ pub(crate) fn notification(host: &mut Host, conn: ConnId, method: &str, params: 
 }
 
 /// Subscribes `conn` to `uri` and returns the snapshot.
-fn subscribe_to(
+pub(super) fn subscribe_to(
     host: &mut Host,
     conn: ConnId,
     uri: &str,
@@ -218,6 +220,7 @@ fn initialize(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Answe
     if let Some(c) = host.conn_state::<ConnState>(conn) {
         c.initialized = true;
         c.client_id = p.client_id;
+        c.version = Some(version.clone());
     }
     let mut snapshots = Vec::new();
     for uri in p.initial_subscriptions.unwrap_or_default() {
@@ -247,6 +250,7 @@ fn reconnect(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Answer
     if let Some(c) = host.conn_state::<ConnState>(conn) {
         c.initialized = true;
         c.client_id = p.client_id;
+        c.version = None;
     }
     let mut missing = Vec::new();
     let mut snapshots = Vec::new();
@@ -371,11 +375,17 @@ fn list_sessions(host: &mut Host, _conn: ConnId, params: Option<&RawValue>) -> A
             "Invalid params: unknown cursor (listSessions answers one page)",
         ));
     }
-    let mut sessions: Vec<&Session> = host
+    // The sessions loaded here, then (on a cluster node) those the shared log shows elsewhere.
+    let mut sessions: Vec<(Timestamp, &str, Result<&Session, &HeldElsewhere>)> = host
         .sessions()
         .filter(|s| super::chats::is_top_level(host, &s.id))
+        .map(|s| (s.modified_time, s.id.as_str(), Ok(s)))
         .collect();
-    sessions.sort_by(|a, b| b.modified_time.cmp(&a.modified_time).then(a.id.cmp(&b.id)));
+    sessions.extend(
+        host.cluster_sessions()
+            .map(|s| (s.modified_time, s.id.as_str(), Err(s))),
+    );
+    sessions.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
     let limit = p
         .limit
         .and_then(|l| usize::try_from(l).ok())
@@ -383,7 +393,10 @@ fn list_sessions(host: &mut Host, _conn: ConnId, params: Option<&RawValue>) -> A
     let items = sessions
         .into_iter()
         .take(limit)
-        .map(|s| snapshot::summary(host, s))
+        .map(|(_, _, session)| match session {
+            Ok(loaded) => snapshot::summary(host, loaded),
+            Err(elsewhere) => snapshot::summary_elsewhere(elsewhere),
+        })
         .collect();
     to_value(&ListSessionsResult {
         next_cursor: None,

@@ -23,6 +23,9 @@
 //! * `snapshot`: root, session and chat snapshots, session summaries.
 //! * `feed`: one `serverSeq` for the host, the subscribers of each channel, the envelopes a
 //!   reconnecting client catches up from.
+//! * `gateway`: a cluster node relaying its clients' channels to the nodes owning their
+//!   sessions (routing by channel, one `serverSeq`, a `reconnect` that gathers snapshots).
+//! * `relay`: what the node's cluster gateway remembers of a relayed AHP client.
 //!
 //! # Robustness
 //!
@@ -35,9 +38,11 @@ mod channels;
 mod chats;
 mod dispatch;
 mod feed;
+mod gateway;
 mod input;
 mod methods;
 mod projection;
+pub(crate) mod relay;
 mod snapshot;
 
 use std::any::Any;
@@ -50,6 +55,7 @@ use ahp_types::notifications::PartialSessionSummary;
 use ahp_types::state::SessionStatus;
 use serde_json::{json, Value};
 
+use crate::host::dialect::OwnerFrameUse;
 use crate::host::{ConnId, DialectHandler, DialectId, Host, SessionChange};
 use crate::jsonrpc;
 use crate::session::{Attachment, Event, ToolDecl};
@@ -73,6 +79,12 @@ pub(crate) struct ConnState {
     pub(crate) initialized: bool,
     /// The client's `clientId`.
     pub(crate) client_id: String,
+    /// The version `initialize` agreed on (`None` after a `reconnect`).
+    pub(crate) version: Option<String>,
+    /// A `reconnect` gathering the snapshots of other nodes (see `gateway`).
+    pub(crate) gathering: Option<gateway::Gathering>,
+    /// How many `subscribe` requests gatherings made for the client (their ids).
+    pub(crate) gathered: u64,
 }
 
 /// The AHP dialect's handler.
@@ -89,6 +101,18 @@ impl DialectHandler for Ahp {
 
     fn handle_message(&self, host: &mut Host, conn: ConnId, message: jsonrpc::Message<'_>) {
         handle_message(host, conn, message);
+    }
+
+    fn named_session(&self, body: &[u8]) -> Option<String> {
+        gateway::named_session(body)
+    }
+
+    fn relay_handshake(&self, host: &Host, conn: ConnId) -> Vec<Vec<u8>> {
+        gateway::handshake(host, conn).into_iter().collect()
+    }
+
+    fn owner_frame(&self, host: &mut Host, conn: ConnId, body: &[u8]) -> OwnerFrameUse {
+        gateway::owner_frame(host, conn, body)
     }
 
     fn event_emitted(&self, host: &mut Host, session: &str, event: &Event, data: &Value) {
@@ -481,7 +505,13 @@ pub(crate) fn handle_message(host: &mut Host, conn: ConnId, message: jsonrpc::Me
     match message {
         jsonrpc::Message::Request { id, method, params } => {
             let id = id.to_owned();
+            if gateway::served_here(host, conn, &id) {
+                return;
+            }
             if !host.admit_request(conn, &id, "Invalid request: ") {
+                return;
+            }
+            if method == "reconnect" && gateway::gather_reconnect(host, conn, &id, params) {
                 return;
             }
             let result = methods::dispatch(host, conn, &method, params);

@@ -109,6 +109,28 @@ pub(crate) fn summary(host: &Host, session: &Session) -> SessionSummary {
     }
 }
 
+/// The summary of a session another cluster node holds (or none), as the shared log shows it:
+/// idle, as far as this node knows.
+pub(crate) fn summary_elsewhere(held: &crate::host::SessionSummary) -> SessionSummary {
+    SessionSummary {
+        provider: PROVIDER.into(),
+        title: held.summary.clone().unwrap_or_default(),
+        status: SessionStatus::Idle.bits(),
+        activity: None,
+        origin: None,
+        project: None,
+        working_directories: held.cwd.as_ref().map(|cwd| vec![format!("file://{cwd}")]),
+        annotations: None,
+        resource: session_uri(&held.id),
+        created_at: held.start_time.to_rfc3339(),
+        modified_at: held.modified_time.to_rfc3339(),
+        changes: None,
+        meta: None,
+        chats: None,
+        default_chat: Some(chat_uri(&held.id)),
+    }
+}
+
 fn chat_summary(session: &Session, chat: Option<&ChatProjection>, busy: bool) -> ChatSummary {
     ChatSummary {
         resource: chat_uri(&session.id),

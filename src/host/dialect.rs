@@ -100,6 +100,34 @@ impl ServerRequest {
     }
 }
 
+/// What a gateway does with a frame the owner of a relayed session sent
+/// ([`DialectHandler::owner_frame`]).
+pub(crate) enum OwnerFrameUse {
+    /// Deliver it as it is.
+    AsIs,
+    /// Deliver this body instead.
+    Rewritten(Vec<u8>),
+    /// The dialect took it (it delivers it later, or it was not the client's).
+    Taken,
+}
+
+/// `params.sessionId` of a JSON-RPC message, if it names a session (one borrowed pass).
+pub(crate) fn session_id_param(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Probe<'a> {
+        #[serde(borrow, default)]
+        params: Option<ProbeParams<'a>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct ProbeParams<'a> {
+        #[serde(rename = "sessionId", borrow, default)]
+        session_id: Option<std::borrow::Cow<'a, str>>,
+    }
+    let probe: Probe<'_> = serde_json::from_slice(body).ok()?;
+    let id = probe.params?.session_id?;
+    (!id.is_empty()).then(|| id.into_owned())
+}
+
 /// A dialect: how one kind of client talks to the host.
 ///
 /// Every method has a no-op default except [`DialectHandler::handle_message`]. Handlers are
@@ -141,6 +169,20 @@ pub(crate) trait DialectHandler: Sync {
     /// nothing to set up.
     fn relay_handshake(&self, _host: &Host, _conn: ConnId) -> Vec<Vec<u8>> {
         Vec::new()
+    }
+
+    /// The session a client frame of this dialect names: the one a cluster node looks up
+    /// when it has not loaded it, and routes the frame by once another node owns it.
+    /// `params.sessionId` by default (the Copilot SDK protocol's and ACP's way).
+    fn named_session(&self, body: &[u8]) -> Option<String> {
+        session_id_param(body)
+    }
+
+    /// A frame the owner of a relayed session sent for the client of `conn` (this host is
+    /// its cluster gateway), before it is queued: deliver it as it is, rewritten, or not at
+    /// all (the dialect took it). Events (`session.event`) do not come here.
+    fn owner_frame(&self, _host: &mut Host, _conn: ConnId, _body: &[u8]) -> OwnerFrameUse {
+        OwnerFrameUse::AsIs
     }
 
     /// The body every connection of this dialect receives for `event`, built once per event

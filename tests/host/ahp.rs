@@ -2058,3 +2058,166 @@ fn a_chat_forked_at_a_turn_holds_the_turns_up_to_it_and_goes_its_own_way() {
         assert!(probe.get("error").is_some(), "nothing was created: {probe}");
     }
 }
+
+/// Takes the host's outputs: the sessions it asks the runtime to look up, and the frames it
+/// relays (session and parsed body).
+fn cluster_outputs(w: &mut World) -> (Vec<String>, Vec<(String, Value)>) {
+    use agentwire::host::ClusterOutput;
+    let (mut lookups, mut relayed) = (Vec::new(), Vec::new());
+    while let Some(output) = w.host.poll_output() {
+        match output {
+            Output::Cluster(ClusterOutput::LoadSession { session }) => lookups.push(session),
+            Output::Cluster(ClusterOutput::Forward {
+                session, frames, ..
+            }) => {
+                for frame in frames {
+                    relayed.push((session.clone(), serde_json::from_slice(&frame).unwrap()));
+                }
+            }
+            _ => {}
+        }
+    }
+    (lookups, relayed)
+}
+
+/// The owner's `body` for the client of `p`, relayed from the owner of `session`.
+fn from_owner(w: &mut World, p: &mut Peer, session: &str, body: Value) {
+    let body = serde_json::to_vec(&body).unwrap();
+    w.host
+        .cluster()
+        .deliver_forwarded(w.now, p.conn, session, &body);
+    w.pump(&mut [p]);
+}
+
+#[test]
+fn channels_owned_by_another_node_are_relayed_in_one_server_seq_and_a_reconnect_gathers_them() {
+    let config = HostConfig::default()
+        .with_node_id(Some("b".into()))
+        .with_lookup_unknown_sessions(true);
+    let mut w = World::new(config);
+    let mut p = ahp_peer(&mut w);
+    initialize(&mut w, &mut p, "c1", json!([]));
+    // A session of this node (its lookup finds nothing: it is created here).
+    w.write_request(
+        &mut p,
+        "createSession",
+        json!({"channel": "ahp-session:/here"}),
+    );
+    w.pump(&mut [&mut p]);
+    assert_eq!(cluster_outputs(&mut w).0, ["here"]);
+    w.host.cluster().finish_session_lookup(w.now, "here");
+    w.pump(&mut [&mut p]);
+    let chat = chat_snapshot(&mut w, &mut p, "ahp-chat:/here");
+
+    // The link to the owner is set up as the client set up its connection here.
+    let handshake = w.host.cluster().relay_handshake(p.conn);
+    assert_eq!(handshake.len(), 1);
+    let init: Value = serde_json::from_slice(&handshake[0]).unwrap();
+    assert_eq!(init["method"], "initialize");
+    assert_eq!(init["params"]["clientId"], "c1");
+    assert_eq!(init["params"]["protocolVersions"], json!(["1.0.0"]));
+
+    // A channel of a session another node owns: looked up, then relayed there by channel.
+    let sub = w.write_request(&mut p, "subscribe", json!({"channel": "ahp-chat:/far"}));
+    w.pump(&mut [&mut p]);
+    assert_eq!(cluster_outputs(&mut w).0, ["far"]);
+    w.host.cluster().forward_session_lookup(w.now, "far");
+    let (_, relayed) = cluster_outputs(&mut w);
+    assert_eq!(relayed.len(), 1);
+    assert_eq!(relayed[0].0, "far");
+    assert_eq!(relayed[0].1["id"], json!(sub));
+    // The root and this node's sessions are still served here.
+    w.write_request(&mut p, "listSessions", json!({"channel": "ahp-root://"}));
+    dispatch(
+        &mut w,
+        &mut p,
+        &mut [],
+        "ahp-chat:/here",
+        1,
+        json!({"type": "session/titleChanged", "title": "t"}),
+    );
+    assert!(cluster_outputs(&mut w).1.is_empty(), "nothing more relayed");
+    let here_seq = envelopes(&p).last().unwrap()["serverSeq"].as_u64().unwrap();
+
+    // The owner's snapshot and envelopes come in the owner's numbers; the client sees this
+    // node's sequence.
+    let mut far_chat = chat.clone();
+    far_chat["title"] = json!("far away");
+    from_owner(
+        &mut w,
+        &mut p,
+        "far",
+        json!({"jsonrpc": "2.0", "id": sub, "result":
+        {"snapshot": {"resource": "ahp-chat:/far", "fromSeq": 900, "state": far_chat}}}),
+    );
+    let answer = p.inbox.iter().find(|m| m["id"] == json!(sub)).unwrap();
+    assert_eq!(answer["result"]["snapshot"]["fromSeq"], json!(here_seq));
+    let envelope = json!({"jsonrpc": "2.0", "method": "action", "params":
+        {"channel": "ahp-chat:/far", "serverSeq": 901,
+         "action": {"type": "session/titleChanged", "title": "renamed"}}});
+    from_owner(&mut w, &mut p, "far", envelope.clone());
+    let last = envelopes(&p).last().unwrap().clone();
+    assert_eq!(last["channel"], "ahp-chat:/far");
+    assert_eq!(last["serverSeq"], json!(here_seq + 1));
+    let seen = here_seq + 1;
+    w.host.handle_eof(w.now, p.conn);
+    w.pump(&mut []);
+    cluster_outputs(&mut w);
+
+    // The client reconnects naming channels of this node, of the owner, and of a session
+    // found nowhere: fresh snapshots, the owner's gathered through the relay.
+    let mut back = ahp_peer(&mut w);
+    let re = w.write_request(
+        &mut back,
+        "reconnect",
+        json!({"channel": "ahp-root://", "clientId": "c1", "lastSeenServerSeq": seen,
+               "subscriptions": ["ahp-root://", "ahp-chat:/here", "ahp-chat:/far",
+                                 "ahp-chat:/nowhere"]}),
+    );
+    w.pump(&mut [&mut back]);
+    assert!(back.inbox.is_empty(), "the answer waits for the owner");
+    let (lookups, _) = cluster_outputs(&mut w);
+    assert_eq!(lookups, ["far"]);
+    w.host.cluster().forward_session_lookup(w.now, "far");
+    let (lookups, relayed) = cluster_outputs(&mut w);
+    assert_eq!(lookups, ["nowhere"], "the next one waits its turn");
+    assert_eq!(relayed.len(), 1);
+    assert_eq!(relayed[0].1["method"], "subscribe");
+    assert_eq!(relayed[0].1["params"]["channel"], "ahp-chat:/far");
+    let gather_id = relayed[0].1["id"].clone();
+    w.host.cluster().finish_session_lookup(w.now, "nowhere");
+    w.pump(&mut [&mut back]);
+    assert!(back.inbox.is_empty(), "still waiting for the owner");
+    // An envelope of the owner before its answer waits for the reconnect's answer.
+    from_owner(&mut w, &mut back, "far", envelope);
+    assert!(back.inbox.is_empty());
+    from_owner(
+        &mut w,
+        &mut back,
+        "far",
+        json!({"jsonrpc": "2.0", "id": gather_id, "result":
+        {"snapshot": {"resource": "ahp-chat:/far", "fromSeq": 905, "state": far_chat}}}),
+    );
+    assert_eq!(back.inbox.len(), 2, "{:#?}", back.inbox);
+    let answer = &back.inbox[0];
+    assert_eq!(answer["id"], json!(re));
+    assert_eq!(answer["result"]["type"], "snapshot", "{answer}");
+    let snapshots = answer["result"]["snapshots"].as_array().unwrap();
+    let resources: Vec<&str> = snapshots
+        .iter()
+        .map(|s| s["resource"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        resources,
+        ["ahp-root://", "ahp-chat:/here", "ahp-chat:/far"]
+    );
+    let from = snapshots[2]["fromSeq"].as_u64().unwrap();
+    assert_eq!(snapshots[2]["state"]["title"], "far away");
+    let held = &back.inbox[1];
+    assert_eq!(held["method"], "action");
+    assert_eq!(
+        held["params"]["serverSeq"],
+        json!(from + 1),
+        "after the snapshot"
+    );
+}

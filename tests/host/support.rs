@@ -94,7 +94,7 @@ impl World {
     }
 
     /// Frames request `method` from `peer` (nothing is pumped); returns its id.
-    fn write_request(&mut self, peer: &mut Peer, method: &str, params: Value) -> u64 {
+    pub fn write_request(&mut self, peer: &mut Peer, method: &str, params: Value) -> u64 {
         let id = peer.next_id;
         peer.next_id += 1;
         self.send_frame(

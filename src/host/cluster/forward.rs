@@ -31,6 +31,7 @@ use crate::session::{is_streaming_delta_type, Event};
 use crate::Timestamp;
 
 use super::relay_group::RelayRole;
+use crate::host::dialect::OwnerFrameUse;
 use crate::host::io::send::{drops_warning_data, frame_body};
 use crate::host::{ClusterOutput, ConnId, Host, Output};
 use crate::jsonrpc::OwnedId;
@@ -98,21 +99,13 @@ struct Head<'a> {
 }
 
 /// What routes a client frame of a forwarded connection: a request or notification by the
-/// session it names, a response by its id.
+/// session it names (its dialect's [`DialectHandler::named_session`](crate::host::dialect::DialectHandler::named_session)), a response by its id.
 #[derive(Deserialize)]
 struct ClientProbe<'a> {
     #[serde(default)]
     method: Option<serde::de::IgnoredAny>,
     #[serde(borrow, default)]
     id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    params: Option<ClientProbeParams<'a>>,
-}
-
-#[derive(Deserialize)]
-struct ClientProbeParams<'a> {
-    #[serde(borrow, default, rename = "sessionId")]
-    session_id: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -237,6 +230,16 @@ impl Host {
         if !self.forwarded_body_is_ours(now, conn, body) {
             return;
         }
+        let Some(dialect) = self.conns.get(&conn).map(|c| c.dialect) else {
+            return;
+        };
+        let handler = self.dialects[dialect.index()];
+        let rewritten = match handler.owner_frame(self, conn, body) {
+            OwnerFrameUse::AsIs => None,
+            OwnerFrameUse::Rewritten(body) => Some(body),
+            OwnerFrameUse::Taken => return,
+        };
+        let body = rewritten.as_deref().unwrap_or(body);
         let Ok(head) = serde_json::from_slice::<Head<'_>>(body) else {
             self.send_body(conn, body);
             return;
@@ -293,7 +296,9 @@ impl Host {
             let body = with_id(frame, &request.owner)?;
             return Some((request.session, Bytes::from(body)));
         }
-        let session = probe.params?.session_id?;
+        let dialect = self.conns.get(&conn)?.dialect.index();
+        let session = self.dialects[dialect].named_session(frame)?;
+        let forwarded = self.relays.forwarded_mut(conn)?;
         forwarded
             .sessions
             .iter()

@@ -1,42 +1,21 @@
 //! Sessions the host has not loaded, looked up by the runtime (cluster nodes).
 //!
 //! With [`HostConfig::lookup_unknown_sessions`](crate::host::HostConfig::lookup_unknown_sessions), a
-//! frame whose `params.sessionId` names a session that is not loaded is not handled at once:
+//! frame that names a session that is not loaded is not handled at once:
 //! the connection's frames wait (in order), the runtime gets [`ClusterOutput::LoadSession`],
 //! restores the session if it can serve it, and calls [`ClusterApi::finish_session_lookup`].
 //! Then the waiting frames are handled as usual: the session is there, or the dialect answers
 //! that it is not
-//! found. The check is dialect-neutral: both dialects name sessions by `params.sessionId`.
+//! found. Each dialect says which session a frame names (`params.sessionId` for the Copilot
+//! SDK protocol and ACP, the `channel` for AHP).
 
-use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use bytes::Bytes;
-use serde::Deserialize;
 
 use crate::Timestamp;
 
 use crate::host::{ClusterOutput, ConnId, Host, Output};
-
-/// The part of a JSON-RPC message the lookup looks at.
-#[derive(Deserialize)]
-struct Probe<'a> {
-    #[serde(borrow, default)]
-    params: Option<ProbeParams<'a>>,
-}
-
-#[derive(Deserialize)]
-struct ProbeParams<'a> {
-    #[serde(rename = "sessionId", borrow, default)]
-    session_id: Option<Cow<'a, str>>,
-}
-
-/// The session a frame names in `params.sessionId`, if any.
-fn named_session(frame: &[u8]) -> Option<String> {
-    let probe: Probe<'_> = serde_json::from_slice(frame).ok()?;
-    let id = probe.params?.session_id?;
-    (!id.is_empty()).then(|| id.into_owned())
-}
 
 impl Host {
     /// Handles a decoded frame of `conn`, or parks it behind a session lookup. `looked_up` is
@@ -50,6 +29,7 @@ impl Host {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
+        let dialect = c.dialect.index();
         // Frames wait behind a lookup in order, whichever session they name.
         if let Some((_, waiting)) = c.parked.as_mut() {
             waiting.push_back(frame);
@@ -59,7 +39,7 @@ impl Host {
             return;
         }
         if self.config.lookup_unknown_sessions {
-            if let Some(session) = named_session(&frame) {
+            if let Some(session) = self.dialects[dialect].named_session(&frame) {
                 if looked_up != Some(session.as_str()) && !self.sessions.contains_key(&session) {
                     if self.lookups.insert(session.clone()) {
                         self.outputs
@@ -79,6 +59,13 @@ impl Host {
         } else {
             self.handle_frame(conn, &frame);
         }
+    }
+
+    /// Admits `frame` on `conn` as if its client sent it: a request a dialect makes on the
+    /// client's behalf (the subscriptions an AHP `reconnect` gathers from the nodes owning
+    /// them) is looked up, relayed or handled in the connection's order, as the client's own.
+    pub(crate) fn admit_on_behalf(&mut self, conn: ConnId, frame: Bytes) {
+        self.admit_frame(conn, frame, None);
     }
 
     /// See [`ClusterApi::finish_session_lookup`].

@@ -15,7 +15,10 @@
 //! * a re-attachment fails the requests the owner will never answer, opens a link to the new
 //!   owner, sends the relay's re-attachments and waits (up to [`REATTACH_TIMEOUT`]) for their
 //!   answers, holding the owner's other frames; a Copilot SDK client is then caught up from
-//!   the log; the held frames follow, without what the catch-up delivered.
+//!   the log; the held frames follow, without what the catch-up delivered;
+//! * a client whose relay does not re-attach (AHP: [`ClientRelay::reattaches`]) is not
+//!   followed: once the lost link is drained its requests are answered with the reason and
+//!   its connection ends, and it reconnects.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -365,6 +368,13 @@ impl Gateway {
         let Phase::Draining(lost) = std::mem::replace(&mut self.phase, Phase::Ended) else {
             return;
         };
+        if !self.relay.reattaches() {
+            // An AHP client: it reconnects and takes the sessions' state afresh.
+            return self.fail(format!(
+                "{}; reconnect to take the sessions' state again",
+                lost.what()
+            ));
+        }
         let reason = match &lost {
             Lost::Died(owner) => format!(
                 "node {} owning the session stopped before answering",
@@ -858,6 +868,42 @@ mod tests {
             ["reattached", "check-lease b", "to-client", "to-owner"]
         );
         assert!(!g.is_ended());
+    }
+
+    #[test]
+    fn an_ahp_client_is_not_followed_its_requests_fail_and_its_connection_ends() {
+        let t0 = Instant::now();
+        for owner_died in [true, false] {
+            let mut g = Gateway::new("s".into(), Dialect::Ahp, node("a"), TTL);
+            assert_eq!(kinds(&events(&mut g)), ["open a"]);
+            g.handle_link_opened(t0, Ok(Some(5)));
+            let fetch = br#"{"jsonrpc":"2.0","id":7,"method":"fetchTurns","params":{"channel":"ahp-chat:/s"}}"#;
+            g.handle_client_frames(vec![Bytes::from_static(fetch)]);
+            assert_eq!(kinds(&events(&mut g)), ["to-owner"]);
+            if owner_died {
+                g.handle_timeout(t0 + TTL / 2);
+                assert_eq!(kinds(&events(&mut g)), ["check-lease a"]);
+                g.handle_lease(t0 + TTL / 2, false);
+            } else {
+                g.handle_link_ended(t0, Some("silence".into()));
+                assert_eq!(kinds(&events(&mut g)), ["probe a"]);
+                g.handle_probe(true);
+            }
+            assert_eq!(kinds(&events(&mut g)), ["drain"]);
+            g.handle_drained(t0);
+            let ended = events(&mut g);
+            let kinds = kinds(&ended);
+            assert_eq!(kinds.len(), 2, "{kinds:?}");
+            assert_eq!(kinds[0], "to-client", "the fetchTurns is answered");
+            assert!(kinds[1].starts_with("end: ") && kinds[1].contains("reconnect"));
+            let GatewayEvent::ToClient(answer) = &ended[0] else {
+                unreachable!()
+            };
+            let answer: serde_json::Value = serde_json::from_slice(answer).unwrap();
+            assert_eq!(answer["id"], 7);
+            assert!(answer["error"]["message"].is_string());
+            assert!(g.is_ended());
+        }
     }
 
     #[test]
