@@ -24,6 +24,10 @@ pub(crate) struct Feed {
     recent: VecDeque<ActionEnvelope>,
     /// The connections subscribed to each channel.
     subscribers: BTreeMap<String, BTreeSet<ConnId>>,
+    /// The `serverSeq` at which each session and chat channel began to be published here
+    /// (its projection went live): a client that last saw an earlier envelope may have missed
+    /// what happened before (on another node, or before a restore), so it takes a snapshot.
+    live_since: BTreeMap<String, u64>,
     /// Extra chats' host sessions and the AHP session each belongs to (known while loaded,
     /// so that a deleted one can be announced in its session).
     chats: BTreeMap<String, String>,
@@ -42,8 +46,16 @@ impl Feed {
         self.seq
     }
 
-    /// The envelopes after `after` on `channels`, or `None` when some were already dropped
-    /// (the client must take snapshots instead).
+    /// Channel `channel` is published here from now on.
+    pub(crate) fn note_live(&mut self, channel: &str) {
+        self.live_since.insert(channel.to_owned(), self.seq);
+    }
+
+    /// The envelopes after `after` on `channels`, or `None` when the client must take
+    /// snapshots instead: some were already dropped, a channel began to be published here
+    /// at or after `after` (the number `after` was given out before: the client's view of
+    /// the channel may come from elsewhere), or `after` is beyond this host's sequence (another numbering: a
+    /// restarted host's, or another node's).
     pub(crate) fn since(
         &self,
         after: u64,
@@ -51,6 +63,12 @@ impl Feed {
     ) -> Option<Vec<ActionEnvelope>> {
         let oldest = self.recent.front().map_or(self.seq + 1, |e| e.server_seq);
         if after + 1 < oldest && after < self.seq {
+            return None;
+        }
+        let began_later = channels
+            .iter()
+            .any(|c| self.live_since.get(c).is_some_and(|since| *since >= after));
+        if after > self.seq || began_later {
             return None;
         }
         Some(
@@ -91,6 +109,7 @@ impl Feed {
     /// Forgets a channel and its subscribers (its session is gone).
     pub(crate) fn drop_channel(&mut self, channel: &str) {
         self.subscribers.remove(channel);
+        self.live_since.remove(channel);
     }
 
     /// Host session `chat` is an extra chat of AHP session `parent`.
@@ -254,6 +273,39 @@ mod tests {
         assert!(
             feed.since(1, &only_a).is_none(),
             "dropped envelopes cannot be replayed"
+        );
+    }
+
+    #[test]
+    fn a_channel_published_only_since_later_or_another_numbering_gets_snapshots() {
+        let mut feed = Feed::default();
+        feed.note_live("a");
+        feed.record("a", title("t"), None);
+        // Envelopes relayed from another node take numbers, but are not replayed from here.
+        let relayed = feed.next_seq();
+        // Channel b goes live here (a session taken over) after the client's last envelope.
+        feed.note_live("b");
+        feed.record("b", title("t"), None);
+        let a: BTreeSet<String> = ["a".to_owned()].into();
+        let ab: BTreeSet<String> = ["a".to_owned(), "b".to_owned()].into();
+        assert_eq!(feed.since(relayed, &a).map(|e| e.len()), Some(0));
+        assert!(
+            feed.since(relayed - 1, &ab).is_none(),
+            "b was not published here when the client last saw an envelope"
+        );
+        assert!(
+            feed.since(relayed, &ab).is_none(),
+            "b went live at the client's last"
+        );
+        assert_eq!(feed.since(relayed + 1, &ab).map(|e| e.len()), Some(0));
+        assert!(
+            feed.since(feed.seq() + 1, &a).is_none(),
+            "another numbering"
+        );
+        feed.drop_channel("b");
+        assert!(
+            feed.since(relayed - 1, &ab).is_some(),
+            "a dropped channel is forgotten"
         );
     }
 }

@@ -3,7 +3,7 @@
 //! | method | what it does |
 //! |---|---|
 //! | `initialize` | negotiates the version (`1.0.0`, or `0.9.0` when the client offers only that; else `-32005` with `supportedVersions`), subscribes the `initialSubscriptions` and answers their snapshots with the current `serverSeq` |
-//! | `reconnect` | re-subscribes; answers the envelopes after `lastSeenServerSeq` on those channels (`type: "replay"`, with the channels that no longer exist as `missing`), or fresh snapshots when some were dropped (`type: "snapshot"`) |
+//! | `reconnect` | re-subscribes; answers the envelopes after `lastSeenServerSeq` on those channels (`type: "replay"`, with the channels that no longer exist as `missing`), or fresh snapshots (`type: "snapshot"`) when some were dropped, a channel was published here only since, or the sequence is not this host's; on a cluster node, channels of sessions loaded elsewhere are gathered from their owners (see `gateway`) |
 //! | `ping` | `null`, initialized or not |
 //! | `subscribe` | the channel's snapshot; a session or chat channel attaches the connection to the session (it streams and answers permission prompts) |
 //! | `createSession` | a new session named by `channel` (`ahp-session:/<id>`, `-32003` if it exists), working directory from `workingDirectories[0]`; its default chat is `ahp-chat:/<id>`; `null` |

@@ -431,6 +431,10 @@ pub(crate) fn ensure_live(host: &mut Host, session: &str) -> bool {
         busy,
         now,
     );
+    if let Some(feed) = host.dialect_state::<Feed>() {
+        feed.note_live(&session_uri(session));
+        feed.note_live(&chat_uri(session));
+    }
     true
 }
 

@@ -35,7 +35,7 @@ async fn server(extra: &[&str], token: Option<&str>) -> (Agentwire, u16) {
     (server, port)
 }
 
-async fn client(port: u16) -> Client {
+pub(crate) async fn client(port: u16) -> Client {
     let transport = sdk::within(
         "websocket connect",
         WebSocketTransport::connect(&format!("ws://127.0.0.1:{port}")),
@@ -47,7 +47,7 @@ async fn client(port: u16) -> Client {
         .expect("client")
 }
 
-async fn initialize(c: &Client, id: &str) {
+pub(crate) async fn initialize(c: &Client, id: &str) {
     sdk::within(
         "initialize",
         c.initialize(id.into(), vec!["1.0.0".into()], vec!["ahp-root://".into()]),
@@ -73,7 +73,7 @@ async fn create(c: &Client, id: &str) {
 }
 
 /// Subscribes to `chat` and returns its snapshot state and the subscription.
-async fn subscribe_chat(c: &Client, chat: &str) -> (ChatState, SessionSubscription) {
+pub(crate) async fn subscribe_chat(c: &Client, chat: &str) -> (ChatState, SessionSubscription) {
     let (result, sub): (SubscribeResult, _) = sdk::within("subscribe", c.subscribe(chat.into()))
         .await
         .expect("subscribe");
@@ -84,7 +84,7 @@ async fn subscribe_chat(c: &Client, chat: &str) -> (ChatState, SessionSubscripti
     }
 }
 
-fn turn_started(turn: &str, text: &str) -> StateAction {
+pub(crate) fn turn_started(turn: &str, text: &str) -> StateAction {
     StateAction::ChatTurnStarted(ChatTurnStartedAction {
         turn_id: turn.into(),
         started_at: "2026-12-04T00:00:00Z".into(),
@@ -104,7 +104,7 @@ fn turn_started(turn: &str, text: &str) -> StateAction {
 }
 
 /// Receives envelopes on `sub`, applying each to `state`, until one satisfies `done`.
-async fn until(
+pub(crate) async fn until(
     sub: &mut SessionSubscription,
     state: &mut ChatState,
     seen: &mut Vec<ActionEnvelope>,
@@ -134,7 +134,7 @@ async fn until(
     );
 }
 
-fn markdown(parts: &[ResponsePart]) -> String {
+pub(crate) fn markdown(parts: &[ResponsePart]) -> String {
     parts
         .iter()
         .filter_map(|p| match p {
@@ -144,7 +144,7 @@ fn markdown(parts: &[ResponsePart]) -> String {
         .collect()
 }
 
-fn is_turn_end(a: &StateAction) -> bool {
+pub(crate) fn is_turn_end(a: &StateAction) -> bool {
     matches!(
         a,
         StateAction::ChatTurnComplete(_)

@@ -7,6 +7,7 @@
 mod cli;
 mod cluster;
 mod cluster_acp;
+mod cluster_ahp;
 mod cluster_auth;
 mod cluster_links;
 mod conformance;
