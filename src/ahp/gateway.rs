@@ -13,17 +13,22 @@
 //!   gives each relayed envelope the next number of its own feed and each relayed snapshot
 //!   its current number as `fromSeq` ([`owner_frame`]), so the client sees one increasing
 //!   sequence whoever owns its channels.
-//! * **`reconnect`.** A reconnecting client names channels of any owner. The relayed ones
+//! * **`reconnect`** (and `initialize`'s initial subscriptions). A reconnecting client names
+//!   channels of any owner. The relayed ones
 //!   cannot be replayed here (what the owners sent while the client was away never came
 //!   here), so when a subscription names a session that is not loaded here the answer is
 //!   fresh snapshots: the gateway subscribes the client again on its behalf (each such
 //!   `subscribe` is looked up and relayed like the client's own), gathers the owners'
 //!   snapshots, then answers with those and the ones served here; what the owners send
-//!   meanwhile follows the answer. A channel whose session is found nowhere is left out.
+//!   meanwhile follows the answer. A channel whose session is found nowhere is left out. An
+//!   `initialize` whose initial subscriptions name such channels is answered the same way,
+//!   with the snapshots in its result.
 
 use std::borrow::Cow;
 
-use ahp_types::commands::{ReconnectParams, ReconnectResult, ReconnectSnapshotResult};
+use ahp_types::commands::{
+    InitializeParams, ReconnectParams, ReconnectResult, ReconnectSnapshotResult,
+};
 use ahp_types::state::Snapshot;
 use bytes::Bytes;
 use serde::Deserialize;
@@ -41,11 +46,23 @@ use super::{ConnState, PROTOCOL_VERSIONS};
 /// The id prefix of the `subscribe` requests a gathering `reconnect` makes.
 const GATHER_ID: &str = "agentwire-ahp-gather-";
 
-/// A `reconnect` waiting for the snapshots of the nodes owning some of its channels.
+/// The request a gathering answers.
+#[derive(Debug)]
+enum Gathered {
+    /// A `reconnect`: fresh snapshots.
+    Reconnect,
+    /// An `initialize` that agreed on this version, with initial subscriptions.
+    Initialize(String),
+}
+
+/// A `reconnect` (or an `initialize` with initial subscriptions) waiting for the snapshots
+/// of the nodes owning some of its channels.
 #[derive(Debug)]
 pub(crate) struct Gathering {
-    /// The client's `reconnect` request.
+    /// The client's request.
     request: OwnedId,
+    /// What it asked.
+    answer: Gathered,
     /// The channels served here (the root, the sessions loaded here, and those a lookup
     /// found here), subscribed when the answer is made.
     local: Vec<String>,
@@ -183,20 +200,42 @@ fn answered_snapshot(body: &[u8]) -> Option<Snapshot> {
         .snapshot
 }
 
-/// Starts gathering the snapshots of a `reconnect` (`request`) when one of its channels names
-/// a session this host has not loaded and the host looks sessions up (a cluster node);
-/// whether it did (the answer comes once every owner answered).
-pub(crate) fn gather_reconnect(
+/// Starts gathering the snapshots of `request`, a `reconnect` or an `initialize` with initial
+/// subscriptions, when one of its channels names a session this host has not loaded and the
+/// host looks sessions up (a cluster node); whether it did (the answer comes once every owner
+/// answered; otherwise the method table answers it).
+pub(crate) fn gather(
     host: &mut Host,
     conn: ConnId,
     request: &OwnedId,
+    method: &str,
     params: Option<&RawValue>,
 ) -> bool {
     if !host.config().lookup_unknown_sessions {
         return false;
     }
-    let Ok(p) = super::methods::decode::<ReconnectParams>(params) else {
-        return false;
+    let (answer, client_id, subscriptions) = match method {
+        "reconnect" => {
+            let Ok(p) = super::methods::decode::<ReconnectParams>(params) else {
+                return false;
+            };
+            (Gathered::Reconnect, p.client_id, p.subscriptions)
+        }
+        "initialize" => {
+            let Ok(p) = super::methods::decode::<InitializeParams>(params) else {
+                return false;
+            };
+            // A refused version or channel is answered by the method table.
+            let Ok(Some(version)) = super::methods::negotiate(&p.protocol_versions) else {
+                return false;
+            };
+            if p.channel != ROOT {
+                return false;
+            }
+            let subscriptions = p.initial_subscriptions.unwrap_or_default();
+            (Gathered::Initialize(version), p.client_id, subscriptions)
+        }
+        _ => return false,
     };
     let elsewhere = |uri: &str| {
         Channel::parse(uri)
@@ -204,7 +243,7 @@ pub(crate) fn gather_reconnect(
             .is_some_and(|s| host.session(s).is_none())
     };
     let (relayed, local): (Vec<String>, Vec<String>) =
-        p.subscriptions.into_iter().partition(|uri| elsewhere(uri));
+        subscriptions.into_iter().partition(|uri| elsewhere(uri));
     if relayed.is_empty() {
         return false;
     }
@@ -212,8 +251,11 @@ pub(crate) fn gather_reconnect(
         return false;
     };
     c.initialized = true;
-    c.client_id = p.client_id;
-    c.version = None;
+    c.client_id = client_id;
+    c.version = match &answer {
+        Gathered::Initialize(version) => Some(version.clone()),
+        Gathered::Reconnect => None,
+    };
     let mut frames = Vec::with_capacity(relayed.len());
     let mut waiting = Vec::with_capacity(relayed.len());
     for uri in relayed {
@@ -226,6 +268,7 @@ pub(crate) fn gather_reconnect(
     }
     c.gathering = Some(Gathering {
         request: request.clone(),
+        answer,
         local,
         waiting,
         relayed: Vec::new(),
@@ -260,9 +303,9 @@ pub(crate) fn served_here(host: &mut Host, conn: ConnId, id: &OwnedId) -> bool {
     true
 }
 
-/// Answers the gathering `reconnect` of `conn` once nothing is awaited: the snapshots served
-/// here (subscribed now), then the owners', all as of the feed's current `serverSeq`; then
-/// what the owners sent meanwhile.
+/// Answers the gathering request of `conn` once nothing is awaited: the snapshots served here
+/// (subscribed now), then the owners', all as of the feed's current `serverSeq`; then what
+/// the owners sent meanwhile.
 fn finish_gathering(host: &mut Host, conn: ConnId) {
     let done = host
         .conn_state_ref::<ConnState>(conn)
@@ -289,10 +332,17 @@ fn finish_gathering(host: &mut Host, conn: ConnId) {
         snapshot.from_seq = i64::try_from(seq).unwrap_or(i64::MAX);
         snapshots.push(snapshot);
     }
-    let result = serde_json::to_value(ReconnectResult::Snapshot(ReconnectSnapshotResult {
-        snapshots,
-    }))
-    .map_err(|e| ErrorObject::internal(e.to_string()));
+    let result = match gathering.answer {
+        Gathered::Reconnect => {
+            serde_json::to_value(ReconnectResult::Snapshot(ReconnectSnapshotResult {
+                snapshots,
+            }))
+            .map_err(|e| ErrorObject::internal(e.to_string()))
+        }
+        Gathered::Initialize(version) => {
+            super::methods::initialize_result(host, version, snapshots)
+        }
+    };
     host.respond(conn, &gathering.request, result);
     for body in gathering.held {
         let body = renumbered(host, &body).unwrap_or(body);

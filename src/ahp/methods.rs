@@ -202,9 +202,7 @@ fn initialize(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Answe
             ),
         ));
     }
-    let version = ahp_types::negotiate_protocol_version(&p.protocol_versions)
-        .map_err(|e| ErrorObject::new(code::INVALID_PARAMS, format!("Invalid params: {e}")))?;
-    let Some(version) = version.map(str::to_owned) else {
+    let Some(version) = negotiate(&p.protocol_versions)? else {
         let error = ErrorObject::new(
             i64::from(ahp_error_codes::UNSUPPORTED_PROTOCOL_VERSION),
             format!(
@@ -226,6 +224,16 @@ fn initialize(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Answe
     for uri in p.initial_subscriptions.unwrap_or_default() {
         snapshots.push(subscribe_to(host, conn, &uri)?);
     }
+    initialize_result(host, version, snapshots)
+}
+
+/// The answer to an `initialize` that agreed on `version`, with the initial subscriptions'
+/// `snapshots`.
+pub(super) fn initialize_result(
+    host: &mut Host,
+    version: String,
+    snapshots: Vec<ahp_types::state::Snapshot>,
+) -> Answer {
     let seq = host.dialect_state::<Feed>().map_or(0, |f| f.seq());
     to_value(&InitializeResult {
         protocol_version: version,
@@ -243,6 +251,13 @@ fn initialize(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Answe
         telemetry: None,
         automations: None,
     })
+}
+
+/// The version this host speaks of those a client offers, if any.
+pub(super) fn negotiate(offered: &[String]) -> Result<Option<String>, ErrorObject> {
+    let version = ahp_types::negotiate_protocol_version(offered)
+        .map_err(|e| ErrorObject::new(code::INVALID_PARAMS, format!("Invalid params: {e}")))?;
+    Ok(version.map(str::to_owned))
 }
 
 fn reconnect(host: &mut Host, conn: ConnId, params: Option<&RawValue>) -> Answer {

@@ -515,7 +515,7 @@ pub(crate) fn handle_message(host: &mut Host, conn: ConnId, message: jsonrpc::Me
             if !host.admit_request(conn, &id, "Invalid request: ") {
                 return;
             }
-            if method == "reconnect" && gateway::gather_reconnect(host, conn, &id, params) {
+            if gateway::gather(host, conn, &id, &method, params) {
                 return;
             }
             let result = methods::dispatch(host, conn, &method, params);

@@ -2221,3 +2221,56 @@ fn channels_owned_by_another_node_are_relayed_in_one_server_seq_and_a_reconnect_
         "after the snapshot"
     );
 }
+
+#[test]
+fn an_initialize_whose_initial_subscriptions_are_owned_elsewhere_waits_for_their_snapshots() {
+    let config = HostConfig::default()
+        .with_node_id(Some("b".into()))
+        .with_lookup_unknown_sessions(true);
+    let mut w = World::new(config);
+    let mut p = ahp_peer(&mut w);
+    let init = w.write_request(
+        &mut p,
+        "initialize",
+        json!({"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "c",
+               "initialSubscriptions": ["ahp-root://", "ahp-chat:/far"]}),
+    );
+    w.pump(&mut [&mut p]);
+    assert!(p.inbox.is_empty(), "the answer waits for the owner");
+    assert_eq!(cluster_outputs(&mut w).0, ["far"]);
+    w.host.cluster().forward_session_lookup(w.now, "far");
+    let (_, relayed) = cluster_outputs(&mut w);
+    assert_eq!(relayed.len(), 1);
+    assert_eq!(relayed[0].1["method"], "subscribe");
+    // The link's set-up carries the version agreed on.
+    let handshake = w.host.cluster().relay_handshake(p.conn);
+    let handshake: Value = serde_json::from_slice(&handshake[0]).unwrap();
+    assert_eq!(handshake["params"]["protocolVersions"], json!(["1.0.0"]));
+    // The owner's snapshot (a root snapshot's shape stands in for any state).
+    let mut other = ahp_peer(&mut w);
+    let root = initialize(&mut w, &mut other, "o", json!(["ahp-root://"]));
+    let state = root["result"]["snapshots"][0]["state"].clone();
+    from_owner(
+        &mut w,
+        &mut p,
+        "far",
+        json!({"jsonrpc": "2.0", "id": relayed[0].1["id"],
+        "result": {"snapshot": {"resource": "ahp-chat:/far", "fromSeq": 77, "state": state}}}),
+    );
+    let answer = p
+        .inbox
+        .iter()
+        .find(|m| m["id"] == json!(init))
+        .expect("answered");
+    assert_eq!(answer["result"]["protocolVersion"], "1.0.0", "{answer}");
+    let snapshots = answer["result"]["snapshots"].as_array().unwrap();
+    let resources: Vec<&str> = snapshots
+        .iter()
+        .map(|s| s["resource"].as_str().unwrap())
+        .collect();
+    assert_eq!(resources, ["ahp-root://", "ahp-chat:/far"]);
+    assert_eq!(snapshots[1]["fromSeq"], answer["result"]["serverSeq"]);
+    // The connection works on: ping is answered here.
+    let ping = w.call(&mut p, &mut [], "ping", json!({}));
+    assert_eq!(ping["result"], Value::Null);
+}
