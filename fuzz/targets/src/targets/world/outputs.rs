@@ -145,10 +145,14 @@ impl World {
             }
             Message::Notification { method, .. } if method == "$/cancelRequest" => {
                 let raw = value["params"]["id"].to_string();
+                // After raw bytes an answer counted as written may have reached the host
+                // garbled (inside a frame it could not parse): no answer, so the host may
+                // still give up on the request.
+                let garbled = self.conns[c].tainted;
                 let call = self
                     .calls
                     .iter_mut()
-                    .find(|k| k.conn == c && k.id == raw && !k.done);
+                    .find(|k| k.conn == c && k.id == raw && (!k.done || garbled));
                 ensure!(
                     call.is_some(),
                     "c{c}: $/cancelRequest for {raw}, which is not an outstanding server request"
