@@ -2,17 +2,19 @@
 //! client** (`ahp` + `ahp-ws`): node A serves a session a **Copilot SDK app** created there,
 //! node B (`--ahp-port`) relays its AHP client's channels to A, renumbered into B's
 //! `serverSeq`; when A is killed the client's connection ends with the reason, and its
-//! `reconnect` to B gathers fresh snapshots once B took the session over. One real
-//! nats-server (`$AGENTWIRE_NATS_SERVER`, or `target/nats/nats-server`).
+//! `reconnect` to B gathers fresh snapshots once B took the session over; and a tool call of
+//! a session an AHP client of A created is confirmed by an AHP client of B, while a second
+//! client of B follows the turn. One real nats-server (`$AGENTWIRE_NATS_SERVER`, or `target/nats/nats-server`).
 
 use std::time::Duration;
 
+use ahp_types::actions::{ChatToolCallConfirmedAction, StateAction};
 use ahp_types::commands::ReconnectResult;
 use ahp_types::state::{SnapshotState, TurnState};
 use serde_json::{json, Value};
 
 use crate::interop_ahp::{
-    client, initialize, is_turn_end, markdown, subscribe_chat, turn_started, until,
+    client, create, initialize, is_turn_end, markdown, subscribe_chat, turn_started, until,
 };
 use crate::support::cluster_node::{app_session, node, node_with_args};
 use crate::support::{nats, sdk_scenarios as sdk};
@@ -143,6 +145,98 @@ async fn an_ahp_client_of_node_b_runs_turns_in_a_session_of_node_a_and_follows_i
         assert_eq!(state.turns[2].state, TurnState::Complete);
         let log = b.stderr();
         assert!(log.contains("client relayed to the owner node"), "{log}");
+        drop(server);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_tool_call_in_a_session_of_node_a_is_confirmed_by_an_ahp_client_of_node_b() {
+    sdk::bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let scenario = dir.path().join("scenario.json");
+        std::fs::write(
+            &scenario,
+            r#"{"rules":[{"match":"read","steps":[{"read_file":"/tmp/notes.txt","result":"the notes"},
+                                                 {"say":"read: {result}"}]}],
+                "default":[{"say":"You said: {prompt}"}]}"#,
+        )
+        .unwrap();
+        let server = nats::NatsServer::single();
+        let url = server.url();
+        let extra = ["--ahp-port", "0", "--scenario", scenario.to_str().unwrap()];
+        let a = node_with_args(&url, "a", &extra).await;
+        let b = node_with_args(&url, "b", &extra).await;
+        let (port_a, port_b) = (a.listener_port("ahp").await, b.listener_port("ahp").await);
+
+        // X creates the session on A and starts a turn whose tool call needs confirmation.
+        let x = client(port_a).await;
+        initialize(&x, "x").await;
+        create(&x, "cluster-tool").await;
+        let chat = "ahp-chat:/cluster-tool".to_owned();
+        let (mut state_x, mut sub_x) = subscribe_chat(&x, &chat).await;
+        x.dispatch(chat.clone(), turn_started("t1", "read it"))
+            .await
+            .expect("dispatch");
+        let mut seen_x = Vec::new();
+        until(&mut sub_x, &mut state_x, &mut seen_x, |a| {
+            matches!(a, StateAction::ChatToolCallReady(r) if r.confirmed.is_none())
+        })
+        .await;
+        let Some(StateAction::ChatToolCallReady(ready)) = seen_x.last().map(|e| e.action.clone())
+        else {
+            unreachable!()
+        };
+
+        // Y and Z on B join mid-turn through B's relay: their snapshots show the call waiting.
+        let y = client(port_b).await;
+        initialize(&y, "y").await;
+        let (mut state_y, mut sub_y) = subscribe_chat(&y, &chat).await;
+        let z = client(port_b).await;
+        initialize(&z, "z").await;
+        let (mut state_z, mut sub_z) = subscribe_chat(&z, &chat).await;
+        for state in [&state_y, &state_z] {
+            let active = state.active_turn.clone().expect("a turn in progress");
+            let waiting = serde_json::to_value(&active.response_parts).unwrap();
+            assert_eq!(waiting[0]["toolCall"]["status"], "pending-confirmation", "{waiting}");
+        }
+        // Y confirms it: the answer crosses to A, the tool runs there, all three see the end.
+        y.dispatch(
+            chat.clone(),
+            StateAction::ChatToolCallConfirmed(ChatToolCallConfirmedAction {
+                turn_id: ready.turn_id.clone(),
+                tool_call_id: ready.tool_call_id.clone(),
+                meta: None,
+                approved: true,
+                confirmed: None,
+                reason: None,
+                edited_tool_input: None,
+                user_suggestion: None,
+                reason_message: None,
+                selected_option_id: None,
+            }),
+        )
+        .await
+        .expect("dispatch");
+        let (mut seen_y, mut seen_z) = (Vec::new(), Vec::new());
+        until(&mut sub_y, &mut state_y, &mut seen_y, is_turn_end).await;
+        until(&mut sub_z, &mut state_z, &mut seen_z, is_turn_end).await;
+        until(&mut sub_x, &mut state_x, &mut seen_x, is_turn_end).await;
+        for state in [&state_x, &state_y, &state_z] {
+            assert_eq!(state.turns.len(), 1, "{state:#?}");
+            assert_eq!(markdown(&state.turns[0].response_parts), "read: the notes");
+        }
+        let confirmed = seen_x
+            .iter()
+            .find(|e| matches!(e.action, StateAction::ChatToolCallConfirmed(_)))
+            .expect("X hears of the confirmation");
+        assert_eq!(confirmed.origin.as_ref().map(|o| o.client_id.as_str()), Some("y"));
+        for seen in [&seen_y, &seen_z] {
+            assert!(
+                seen.windows(2).all(|w| w[0].server_seq < w[1].server_seq),
+                "B's own increasing serverSeq: {seen:#?}"
+            );
+        }
         drop(server);
     })
     .await;

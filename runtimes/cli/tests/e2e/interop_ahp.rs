@@ -56,7 +56,7 @@ pub(crate) async fn initialize(c: &Client, id: &str) {
     .expect("initialize");
 }
 
-async fn create(c: &Client, id: &str) {
+pub(crate) async fn create(c: &Client, id: &str) {
     let params = CreateSessionParams {
         channel: format!("ahp-session:/{id}"),
         meta: None,
