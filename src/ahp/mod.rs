@@ -115,6 +115,32 @@ impl DialectHandler for Ahp {
         gateway::owner_frame(host, conn, body)
     }
 
+    fn cluster_sessions_changed(&self, host: &mut Host, added: &[String], removed: &[String]) {
+        for id in added {
+            let Some(summary) = host
+                .cluster_sessions()
+                .find(|s| s.id == *id)
+                .map(snapshot::summary_elsewhere)
+            else {
+                continue;
+            };
+            feed::notify_subscribers(
+                host,
+                ROOT,
+                "root/sessionAdded",
+                &json!({"channel": ROOT, "summary": summary}),
+            );
+        }
+        for id in removed {
+            feed::notify_subscribers(
+                host,
+                ROOT,
+                "root/sessionRemoved",
+                &json!({"channel": ROOT, "session": session_uri(id)}),
+            );
+        }
+    }
+
     fn event_emitted(&self, host: &mut Host, session: &str, event: &Event, data: &Value) {
         let now = host.now();
         // A tool an AHP client provides: the call names that client as its contributor.

@@ -185,6 +185,11 @@ pub(crate) trait DialectHandler: Sync {
         OwnerFrameUse::AsIs
     }
 
+    /// The sessions the runtime found in its shared log changed
+    /// ([`ClusterApi::set_cluster_sessions`](crate::host::ClusterApi::set_cluster_sessions)):
+    /// these sessions, not loaded here, were `added` to it or `removed` from it.
+    fn cluster_sessions_changed(&self, _host: &mut Host, _added: &[String], _removed: &[String]) {}
+
     /// The body every connection of this dialect receives for `event`, built once per event
     /// (the host frames it and queues it by reference). `None`: the dialect translates per
     /// connection in [`DialectHandler::deliver_event`].

@@ -2274,3 +2274,89 @@ fn an_initialize_whose_initial_subscriptions_are_owned_elsewhere_waits_for_their
     let ping = w.call(&mut p, &mut [], "ping", json!({}));
     assert_eq!(ping["result"], Value::Null);
 }
+
+#[test]
+fn sessions_of_other_nodes_are_listed_and_announced_on_the_root_as_the_log_shows_them() {
+    use agentwire::host::SessionSummary;
+    let config = HostConfig::default()
+        .with_node_id(Some("b".into()))
+        .with_lookup_unknown_sessions(true);
+    let mut w = World::new(config);
+    let mut p = ahp_peer(&mut w);
+    initialize(&mut w, &mut p, "c", json!(["ahp-root://"]));
+    w.write_request(
+        &mut p,
+        "createSession",
+        json!({"channel": "ahp-session:/here"}),
+    );
+    w.pump(&mut [&mut p]);
+    w.host.cluster().finish_session_lookup(w.now, "here");
+    w.pump(&mut [&mut p]);
+    p.inbox.clear();
+    let summary = |id: &str, prompt: &str| {
+        let mut s = SessionSummary::new(id);
+        let start = json!({"id": "1", "type": "session.start",
+            "timestamp": "2026-01-01T00:00:00Z", "data": {"context": {"cwd": "/w"}}});
+        let user = json!({"id": "2", "type": "user.message",
+            "timestamp": "2026-01-01T00:00:01Z", "data": {"content": prompt}});
+        assert!(s.add_event(start.to_string().as_bytes()));
+        assert!(s.add_event(user.to_string().as_bytes()));
+        s
+    };
+    let root_notes = |p: &Peer| -> Vec<(String, Value)> {
+        p.inbox
+            .iter()
+            .filter(|m| m["method"].as_str().is_some_and(|m| m.starts_with("root/")))
+            .map(|m| {
+                (
+                    m["method"].as_str().unwrap().to_owned(),
+                    m["params"].clone(),
+                )
+            })
+            .collect()
+    };
+    // The log shows a session of another node (and this node's own, which is not announced
+    // again).
+    w.host
+        .cluster()
+        .set_cluster_sessions([summary("far", "from afar"), summary("here", "x")]);
+    w.pump(&mut [&mut p]);
+    let notes = root_notes(&p);
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert_eq!(notes[0].0, "root/sessionAdded");
+    assert_eq!(notes[0].1["summary"]["resource"], "ahp-session:/far");
+    assert_eq!(notes[0].1["summary"]["title"], "from afar");
+    assert_eq!(
+        notes[0].1["summary"]["workingDirectories"],
+        json!(["file:///w"])
+    );
+    // The same set again announces nothing; listSessions shows both.
+    w.host
+        .cluster()
+        .set_cluster_sessions([summary("far", "from afar"), summary("here", "x")]);
+    w.pump(&mut [&mut p]);
+    assert_eq!(root_notes(&p).len(), 1);
+    let list = w.call(
+        &mut p,
+        &mut [],
+        "listSessions",
+        json!({"channel": "ahp-root://"}),
+    );
+    let mut listed: Vec<&str> = list["result"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["resource"].as_str().unwrap())
+        .collect();
+    listed.sort_unstable();
+    assert_eq!(listed, ["ahp-session:/far", "ahp-session:/here"]);
+    // Gone from the log: announced as removed.
+    w.host
+        .cluster()
+        .set_cluster_sessions([summary("here", "x")]);
+    w.pump(&mut [&mut p]);
+    let notes = root_notes(&p);
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert_eq!(notes[1].0, "root/sessionRemoved");
+    assert_eq!(notes[1].1["session"], "ahp-session:/far");
+}

@@ -109,7 +109,27 @@ impl Host {
         &mut self,
         sessions: impl IntoIterator<Item = SessionSummary>,
     ) {
-        self.cluster_sessions = sessions.into_iter().map(|s| (s.id.clone(), s)).collect();
+        let before = std::mem::replace(
+            &mut self.cluster_sessions,
+            sessions.into_iter().map(|s| (s.id.clone(), s)).collect(),
+        );
+        let elsewhere = |id: &&String| !self.sessions.contains_key(*id);
+        let added: Vec<String> = (self.cluster_sessions.keys())
+            .filter(|id| !before.contains_key(*id))
+            .filter(elsewhere)
+            .cloned()
+            .collect();
+        let removed: Vec<String> = (before.keys())
+            .filter(|id| !self.cluster_sessions.contains_key(*id))
+            .filter(elsewhere)
+            .cloned()
+            .collect();
+        if added.is_empty() && removed.is_empty() {
+            return;
+        }
+        for handler in self.dialects {
+            handler.cluster_sessions_changed(self, &added, &removed);
+        }
     }
 
     /// The summaries of [`ClusterApi::set_cluster_sessions`] whose session is not loaded here, by id.
