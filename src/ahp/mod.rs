@@ -117,27 +117,16 @@ impl DialectHandler for Ahp {
 
     fn cluster_sessions_changed(&self, host: &mut Host, added: &[String], removed: &[String]) {
         for id in added {
-            let Some(summary) = host
+            let summary = host
                 .cluster_sessions()
                 .find(|s| s.id == *id)
-                .map(snapshot::summary_elsewhere)
-            else {
-                continue;
-            };
-            feed::notify_subscribers(
-                host,
-                ROOT,
-                "root/sessionAdded",
-                &json!({"channel": ROOT, "summary": summary}),
-            );
+                .map(snapshot::summary_elsewhere);
+            if let Some(summary) = summary {
+                announce_added(host, &summary);
+            }
         }
         for id in removed {
-            feed::notify_subscribers(
-                host,
-                ROOT,
-                "root/sessionRemoved",
-                &json!({"channel": ROOT, "session": session_uri(id)}),
-            );
+            announce_removed(host, id);
         }
     }
 
@@ -246,21 +235,9 @@ impl DialectHandler for Ahp {
                 else {
                     return;
                 };
-                feed::notify_subscribers(
-                    host,
-                    ROOT,
-                    "root/sessionAdded",
-                    &json!({"channel": ROOT, "summary": summary}),
-                );
+                announce_added(host, &summary);
             }
-            SessionChange::Deleted => {
-                feed::notify_subscribers(
-                    host,
-                    ROOT,
-                    "root/sessionRemoved",
-                    &json!({"channel": ROOT, "session": session_uri(session)}),
-                );
-            }
+            SessionChange::Deleted => announce_removed(host, session),
             SessionChange::Updated => return,
         }
         let count = i64::try_from(snapshot::session_count(host)).unwrap_or(i64::MAX);
@@ -421,6 +398,18 @@ fn tool_provider(host: &Host, session: &str, data: &Value) -> Option<String> {
     let (conn, _) = host.session(session)?.tool_provider(name)?;
     host.conn_state_ref::<ConnState>(conn)
         .map(|c| c.client_id.clone())
+}
+
+/// `root/sessionAdded` for `summary`, to the root's subscribers.
+fn announce_added(host: &mut Host, summary: &ahp_types::state::SessionSummary) {
+    let params = json!({"channel": ROOT, "summary": summary});
+    feed::notify_subscribers(host, ROOT, "root/sessionAdded", &params);
+}
+
+/// `root/sessionRemoved` for session `id`, to the root's subscribers.
+fn announce_removed(host: &mut Host, id: &str) {
+    let params = json!({"channel": ROOT, "session": session_uri(id)});
+    feed::notify_subscribers(host, ROOT, "root/sessionRemoved", &params);
 }
 
 /// Makes `session`'s projection live (built from its persisted events the first time);

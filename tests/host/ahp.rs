@@ -2059,6 +2059,14 @@ fn a_chat_forked_at_a_turn_holds_the_turns_up_to_it_and_goes_its_own_way() {
     }
 }
 
+/// A host as a cluster node runs it: sessions it has not loaded are looked up.
+fn cluster_node() -> World {
+    let config = HostConfig::default()
+        .with_node_id(Some("b".into()))
+        .with_lookup_unknown_sessions(true);
+    World::new(config)
+}
+
 /// Takes the host's outputs: the sessions it asks the runtime to look up, and the frames it
 /// relays (session and parsed body).
 fn cluster_outputs(w: &mut World) -> (Vec<String>, Vec<(String, Value)>) {
@@ -2091,10 +2099,7 @@ fn from_owner(w: &mut World, p: &mut Peer, session: &str, body: Value) {
 
 #[test]
 fn channels_owned_by_another_node_are_relayed_in_one_server_seq_and_a_reconnect_gathers_them() {
-    let config = HostConfig::default()
-        .with_node_id(Some("b".into()))
-        .with_lookup_unknown_sessions(true);
-    let mut w = World::new(config);
+    let mut w = cluster_node();
     let mut p = ahp_peer(&mut w);
     initialize(&mut w, &mut p, "c1", json!([]));
     // A session of this node (its lookup finds nothing: it is created here).
@@ -2224,10 +2229,7 @@ fn channels_owned_by_another_node_are_relayed_in_one_server_seq_and_a_reconnect_
 
 #[test]
 fn an_initialize_whose_initial_subscriptions_are_owned_elsewhere_waits_for_their_snapshots() {
-    let config = HostConfig::default()
-        .with_node_id(Some("b".into()))
-        .with_lookup_unknown_sessions(true);
-    let mut w = World::new(config);
+    let mut w = cluster_node();
     let mut p = ahp_peer(&mut w);
     let init = w.write_request(
         &mut p,
@@ -2278,10 +2280,7 @@ fn an_initialize_whose_initial_subscriptions_are_owned_elsewhere_waits_for_their
 #[test]
 fn sessions_of_other_nodes_are_listed_and_announced_on_the_root_as_the_log_shows_them() {
     use agentwire::host::SessionSummary;
-    let config = HostConfig::default()
-        .with_node_id(Some("b".into()))
-        .with_lookup_unknown_sessions(true);
-    let mut w = World::new(config);
+    let mut w = cluster_node();
     let mut p = ahp_peer(&mut w);
     initialize(&mut w, &mut p, "c", json!(["ahp-root://"]));
     w.write_request(

@@ -104,15 +104,10 @@ async fn an_acp_client_of_node_b_loads_and_prompts_a_session_owned_by_node_a() {
         );
 
         // The app on A sees the editor's turn: it ran there, in the same session.
-        let history = sdk::within("getMessages on A", session_a.get_events())
-            .await
-            .expect("getMessages");
-        let prompts: Vec<&str> = history
-            .iter()
-            .filter(|e| e.event_type == "user.message")
-            .filter_map(|e| e.data["content"].as_str())
-            .collect();
-        assert_eq!(prompts, ["hello from the app", "hello from the editor"]);
+        assert_eq!(
+            cluster_node::prompts(&session_a).await,
+            ["hello from the app", "hello from the editor"]
+        );
         let log = stderr.lock().unwrap().clone();
         assert!(log.contains("client relayed to the owner node"), "{log}");
         drop(b);

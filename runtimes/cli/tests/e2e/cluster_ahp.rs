@@ -8,15 +8,16 @@
 
 use std::time::Duration;
 
-use ahp_types::actions::{ChatToolCallConfirmedAction, StateAction};
+use ahp_types::actions::StateAction;
 use ahp_types::commands::ReconnectResult;
 use ahp_types::state::{SnapshotState, TurnState};
 use serde_json::{json, Value};
 
 use crate::interop_ahp::{
-    client, create, initialize, is_turn_end, markdown, subscribe_chat, turn_started, until,
+    approve, client, create, initialize, is_turn_end, markdown, read_scenario, subscribe_chat,
+    turn_started, until,
 };
-use crate::support::cluster_node::{app_session, node, node_with_args};
+use crate::support::cluster_node::{app_session, node, node_with_args, prompts};
 use crate::support::{nats, sdk_scenarios as sdk};
 
 #[tokio::test]
@@ -59,16 +60,8 @@ async fn an_ahp_client_of_node_b_runs_turns_in_a_session_of_node_a_and_follows_i
             markdown(&state.turns[1].response_parts).contains("hello from ahp"),
             "{state:#?}"
         );
-        let history = sdk::within("getMessages on A", session_a.get_events())
-            .await
-            .expect("getMessages");
-        let prompts: Vec<&str> = history
-            .iter()
-            .filter(|e| e.event_type == "user.message")
-            .filter_map(|e| e.data["content"].as_str())
-            .collect();
         assert_eq!(
-            prompts,
+            prompts(&session_a).await,
             ["hello from the app", "hello from ahp"],
             "it ran on A"
         );
@@ -154,14 +147,7 @@ async fn an_ahp_client_of_node_b_runs_turns_in_a_session_of_node_a_and_follows_i
 async fn a_tool_call_in_a_session_of_node_a_is_confirmed_by_an_ahp_client_of_node_b() {
     sdk::bounded(async {
         let dir = tempfile::tempdir().unwrap();
-        let scenario = dir.path().join("scenario.json");
-        std::fs::write(
-            &scenario,
-            r#"{"rules":[{"match":"read","steps":[{"read_file":"/tmp/notes.txt","result":"the notes"},
-                                                 {"say":"read: {result}"}]}],
-                "default":[{"say":"You said: {prompt}"}]}"#,
-        )
-        .unwrap();
+        let scenario = read_scenario(dir.path());
         let server = nats::NatsServer::single();
         let url = server.url();
         let extra = ["--ahp-port", "0", "--scenario", scenario.to_str().unwrap()];
@@ -179,9 +165,12 @@ async fn a_tool_call_in_a_session_of_node_a_is_confirmed_by_an_ahp_client_of_nod
             .await
             .expect("dispatch");
         let mut seen_x = Vec::new();
-        until(&mut sub_x, &mut state_x, &mut seen_x, |a| {
-            matches!(a, StateAction::ChatToolCallReady(r) if r.confirmed.is_none())
-        })
+        until(
+            &mut sub_x,
+            &mut state_x,
+            &mut seen_x,
+            |a| matches!(a, StateAction::ChatToolCallReady(r) if r.confirmed.is_none()),
+        )
         .await;
         let Some(StateAction::ChatToolCallReady(ready)) = seen_x.last().map(|e| e.action.clone())
         else {
@@ -198,26 +187,15 @@ async fn a_tool_call_in_a_session_of_node_a_is_confirmed_by_an_ahp_client_of_nod
         for state in [&state_y, &state_z] {
             let active = state.active_turn.clone().expect("a turn in progress");
             let waiting = serde_json::to_value(&active.response_parts).unwrap();
-            assert_eq!(waiting[0]["toolCall"]["status"], "pending-confirmation", "{waiting}");
+            assert_eq!(
+                waiting[0]["toolCall"]["status"], "pending-confirmation",
+                "{waiting}"
+            );
         }
         // Y confirms it: the answer crosses to A, the tool runs there, all three see the end.
-        y.dispatch(
-            chat.clone(),
-            StateAction::ChatToolCallConfirmed(ChatToolCallConfirmedAction {
-                turn_id: ready.turn_id.clone(),
-                tool_call_id: ready.tool_call_id.clone(),
-                meta: None,
-                approved: true,
-                confirmed: None,
-                reason: None,
-                edited_tool_input: None,
-                user_suggestion: None,
-                reason_message: None,
-                selected_option_id: None,
-            }),
-        )
-        .await
-        .expect("dispatch");
+        y.dispatch(chat.clone(), approve(&ready))
+            .await
+            .expect("dispatch");
         let (mut seen_y, mut seen_z) = (Vec::new(), Vec::new());
         until(&mut sub_y, &mut state_y, &mut seen_y, is_turn_end).await;
         until(&mut sub_z, &mut state_z, &mut seen_z, is_turn_end).await;
@@ -230,7 +208,10 @@ async fn a_tool_call_in_a_session_of_node_a_is_confirmed_by_an_ahp_client_of_nod
             .iter()
             .find(|e| matches!(e.action, StateAction::ChatToolCallConfirmed(_)))
             .expect("X hears of the confirmation");
-        assert_eq!(confirmed.origin.as_ref().map(|o| o.client_id.as_str()), Some("y"));
+        assert_eq!(
+            confirmed.origin.as_ref().map(|o| o.client_id.as_str()),
+            Some("y")
+        );
         for seen in [&seen_y, &seen_z] {
             assert!(
                 seen.windows(2).all(|w| w[0].server_seq < w[1].server_seq),

@@ -9,7 +9,8 @@ use std::time::Duration;
 use ahp::reducers::apply_action_to_chat;
 use ahp::{Client, ClientConfig, ClientError, SessionSubscription, SubscriptionEvent};
 use ahp_types::actions::{
-    ActionEnvelope, ChatToolCallConfirmedAction, ChatTurnStartedAction, StateAction,
+    ActionEnvelope, ChatToolCallConfirmedAction, ChatToolCallReadyAction, ChatTurnStartedAction,
+    StateAction,
 };
 use ahp_types::commands::{CreateSessionParams, ReconnectResult, SubscribeResult};
 use ahp_types::state::{
@@ -134,6 +135,36 @@ pub(crate) async fn until(
     );
 }
 
+/// A scenario whose prompts containing "read" read a file (a tool call that needs
+/// confirmation) and answer with its content; written into `dir`.
+pub(crate) fn read_scenario(dir: &std::path::Path) -> std::path::PathBuf {
+    let scenario = dir.join("scenario.json");
+    std::fs::write(
+        &scenario,
+        r#"{"rules":[{"match":"read","steps":[{"read_file":"/tmp/notes.txt","result":"the notes"},
+                                             {"say":"read: {result}"}]}],
+            "default":[{"say":"You said: {prompt}"}]}"#,
+    )
+    .unwrap();
+    scenario
+}
+
+/// The action approving the tool call `ready` announced.
+pub(crate) fn approve(ready: &ChatToolCallReadyAction) -> StateAction {
+    StateAction::ChatToolCallConfirmed(ChatToolCallConfirmedAction {
+        turn_id: ready.turn_id.clone(),
+        tool_call_id: ready.tool_call_id.clone(),
+        meta: None,
+        approved: true,
+        confirmed: None,
+        reason: None,
+        edited_tool_input: None,
+        user_suggestion: None,
+        reason_message: None,
+        selected_option_id: None,
+    })
+}
+
 pub(crate) fn markdown(parts: &[ResponsePart]) -> String {
     parts
         .iter()
@@ -223,14 +254,7 @@ async fn a_tool_call_is_confirmed_by_a_client_that_joined_mid_turn_and_a_dropped
 {
     sdk::bounded(async {
         let dir = tempfile::tempdir().unwrap();
-        let scenario = dir.path().join("scenario.json");
-        std::fs::write(
-            &scenario,
-            r#"{"rules":[{"match":"read","steps":[{"read_file":"/tmp/notes.txt","result":"the notes"},
-                                                 {"say":"read: {result}"}]}],
-                "default":[{"say":"You said: {prompt}"}]}"#,
-        )
-        .unwrap();
+        let scenario = read_scenario(dir.path());
         let (_server, port) = server(&["--scenario", scenario.to_str().unwrap()], None).await;
         let a = client(port).await;
         initialize(&a, "a").await;
@@ -240,11 +264,15 @@ async fn a_tool_call_is_confirmed_by_a_client_that_joined_mid_turn_and_a_dropped
             .await
             .expect("dispatch");
         let mut seen_a = Vec::new();
-        until(&mut sub_a, &mut state_a, &mut seen_a, |a| {
-            matches!(a, StateAction::ChatToolCallReady(r) if r.confirmed.is_none())
-        })
+        until(
+            &mut sub_a,
+            &mut state_a,
+            &mut seen_a,
+            |a| matches!(a, StateAction::ChatToolCallReady(r) if r.confirmed.is_none()),
+        )
         .await;
-        let Some(StateAction::ChatToolCallReady(ready)) = seen_a.last().map(|e| e.action.clone()) else {
+        let Some(StateAction::ChatToolCallReady(ready)) = seen_a.last().map(|e| e.action.clone())
+        else {
             unreachable!()
         };
 
@@ -254,24 +282,13 @@ async fn a_tool_call_is_confirmed_by_a_client_that_joined_mid_turn_and_a_dropped
         let (mut state_b, mut sub_b) = subscribe_chat(&b, "ahp-chat:/e2e-tool").await;
         let active = state_b.active_turn.clone().expect("a turn in progress");
         let waiting = serde_json::to_value(&active.response_parts).unwrap();
-        assert_eq!(waiting[0]["toolCall"]["status"], "pending-confirmation", "{waiting}");
-        b.dispatch(
-            "ahp-chat:/e2e-tool".into(),
-            StateAction::ChatToolCallConfirmed(ChatToolCallConfirmedAction {
-                turn_id: ready.turn_id.clone(),
-                tool_call_id: ready.tool_call_id.clone(),
-                meta: None,
-                approved: true,
-                confirmed: None,
-                reason: None,
-                edited_tool_input: None,
-                user_suggestion: None,
-                reason_message: None,
-                selected_option_id: None,
-            }),
-        )
-        .await
-        .expect("dispatch");
+        assert_eq!(
+            waiting[0]["toolCall"]["status"], "pending-confirmation",
+            "{waiting}"
+        );
+        b.dispatch("ahp-chat:/e2e-tool".into(), approve(&ready))
+            .await
+            .expect("dispatch");
         let mut seen_b = Vec::new();
         until(&mut sub_b, &mut state_b, &mut seen_b, is_turn_end).await;
         until(&mut sub_a, &mut state_a, &mut seen_a, is_turn_end).await;
@@ -285,7 +302,10 @@ async fn a_tool_call_is_confirmed_by_a_client_that_joined_mid_turn_and_a_dropped
             .iter()
             .find(|e| matches!(e.action, StateAction::ChatToolCallConfirmed(_)))
             .expect("A hears of the confirmation");
-        assert_eq!(confirmed.origin.as_ref().map(|o| o.client_id.as_str()), Some("b"));
+        assert_eq!(
+            confirmed.origin.as_ref().map(|o| o.client_id.as_str()),
+            Some("b")
+        );
 
         // A drops; a turn runs without it; A reconnects and is replayed what it missed.
         let last_seen = seen_a.last().unwrap().server_seq;
@@ -298,7 +318,11 @@ async fn a_tool_call_is_confirmed_by_a_client_that_joined_mid_turn_and_a_dropped
         let back = client(port).await;
         let result = sdk::within(
             "reconnect",
-            back.reconnect("a".into(), i64::try_from(last_seen).unwrap(), vec!["ahp-chat:/e2e-tool".into()]),
+            back.reconnect(
+                "a".into(),
+                i64::try_from(last_seen).unwrap(),
+                vec!["ahp-chat:/e2e-tool".into()],
+            ),
         )
         .await
         .expect("reconnect");
@@ -312,7 +336,10 @@ async fn a_tool_call_is_confirmed_by_a_client_that_joined_mid_turn_and_a_dropped
         }
         assert_eq!(state_a.turns.len(), 2, "{:#?}", replay.actions);
         assert_eq!(state_a.turns[1].id, "t2");
-        assert_eq!(state_a.turns[1].response_parts, state_b.turns[1].response_parts);
+        assert_eq!(
+            state_a.turns[1].response_parts,
+            state_b.turns[1].response_parts
+        );
     })
     .await;
 }

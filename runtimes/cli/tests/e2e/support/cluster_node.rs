@@ -137,3 +137,16 @@ pub async fn app_session(
     };
     (app, id, session, reply)
 }
+
+/// The prompts of `session`'s `user.message`s, in order, as `session.getMessages` answers.
+pub async fn prompts(session: &github_copilot_sdk::session::Session) -> Vec<String> {
+    let history = sdk::within("getMessages", session.get_events())
+        .await
+        .expect("getMessages");
+    history
+        .iter()
+        .filter(|e| e.event_type == "user.message")
+        .filter_map(|e| sdk::str_field(e, "content"))
+        .map(str::to_owned)
+        .collect()
+}
