@@ -41,7 +41,7 @@ use crate::correlation::Outcome;
 use crate::frame::Framing;
 use crate::jsonrpc::{ErrorObject, OwnedId};
 
-use super::dialect::ServerRequest;
+use super::dialect::{DialectId, ServerRequest};
 use super::effects::{EffectId, EffectOp, ProcessSpec};
 use super::pending::ClientCall;
 use super::{ConnId, FileReply, FileRequest, Host};
@@ -85,6 +85,9 @@ struct ExtensionProcess {
 pub(crate) struct ExtensionScan {
     session: String,
     owner: ConnId,
+    /// The dialect the owner speaks, which its extensions speak to the host too (only the
+    /// Copilot SDK protocol's clients ask for extensions).
+    dialect: DialectId,
     sdk_path: Option<String>,
     /// The directory listed.
     dir: String,
@@ -254,9 +257,13 @@ impl Host {
         let mut roots = vec![format!("{}/.github/extensions", cwd.trim_end_matches('/'))];
         roots.extend(config.user_dirs.iter().cloned());
         let dir = roots.remove(0);
+        let Some(dialect) = self.conns.get(&owner).map(|c| c.dialect) else {
+            return;
+        };
         self.scan_extensions(ExtensionScan {
             session: session.to_owned(),
             owner,
+            dialect,
             sdk_path,
             dir,
             name: None,
@@ -362,7 +369,7 @@ impl Host {
         };
         let id = self.next_effect_id();
         let now = self.now;
-        let conn = self.open_conn(now, crate::Dialect::CopilotSdk.id(), Framing::ContentLength);
+        let conn = self.open_conn(now, scan.dialect, Framing::ContentLength);
         // The host started it: it needs no connection token.
         self.set_authenticated(conn);
         self.extensions.procs.insert(
