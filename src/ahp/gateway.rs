@@ -307,17 +307,13 @@ pub(crate) fn served_here(host: &mut Host, conn: ConnId, id: &OwnedId) -> bool {
 /// (subscribed now), then the owners', all as of the feed's current `serverSeq`; then what
 /// the owners sent meanwhile.
 fn finish_gathering(host: &mut Host, conn: ConnId) {
-    let done = host
-        .conn_state_ref::<ConnState>(conn)
-        .and_then(|c| c.gathering.as_ref())
-        .is_some_and(|g| g.waiting.is_empty());
-    if !done {
+    let Some(c) = host.conn_state::<ConnState>(conn) else {
+        return;
+    };
+    if c.gathering.as_ref().is_none_or(|g| !g.waiting.is_empty()) {
         return;
     }
-    let Some(gathering) = host
-        .conn_state::<ConnState>(conn)
-        .and_then(|c| c.gathering.take())
-    else {
+    let Some(gathering) = c.gathering.take() else {
         return;
     };
     let mut snapshots = Vec::new();
@@ -387,20 +383,7 @@ mod tests {
     }
 
     #[test]
-    fn relayed_envelopes_and_snapshots_take_the_gateways_numbers() {
-        let mut feed = Feed::default();
-        feed.next_seq();
-        feed.next_seq();
-        let mut message: Value = json!({"jsonrpc": "2.0", "method": "action",
-            "params": {"channel": "ahp-chat:/s", "serverSeq": 90, "action": {}}});
-        let seq = feed.next_seq();
-        message["params"]["serverSeq"] = json!(seq);
-        assert_eq!(seq, 3);
-        assert_eq!(
-            feed.seq(),
-            3,
-            "a relayed envelope takes a number of the feed"
-        );
+    fn a_gatherings_answers_are_told_by_their_id_and_carry_their_snapshot() {
         let answer = br#"{"jsonrpc":"2.0","id":"agentwire-ahp-gather-1","result":{"snapshot":{"resource":"ahp-root://","fromSeq":7,"state":{"agents":[],"activeSessions":0}}}}"#;
         assert_eq!(
             response_id(answer).as_deref(),

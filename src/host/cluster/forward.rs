@@ -284,9 +284,15 @@ impl Host {
 
     /// Where a client frame of `conn` goes, if it is relayed: the session whose owner it is
     /// for and the body to relay (an answer to an owner's request carries the owner's id
-    /// again). `None` for a frame served here: the connection has no forwarded session, or
-    /// the frame names none of them and answers no owner.
-    fn forward_route(&mut self, conn: ConnId, frame: &Bytes) -> Option<(String, Bytes)> {
+    /// again). `named`: the session the frame names. `None` for a frame served here: the
+    /// connection has no forwarded session, or the frame names none of them and answers no
+    /// owner.
+    fn forward_route(
+        &mut self,
+        conn: ConnId,
+        frame: &Bytes,
+        named: Option<&str>,
+    ) -> Option<(String, Bytes)> {
         let forwarded = self.relays.forwarded_mut(conn)?;
         let probe: ClientProbe<'_> = serde_json::from_slice(frame).ok()?;
         if probe.method.is_none() {
@@ -296,13 +302,11 @@ impl Host {
             let body = with_id(frame, &request.owner)?;
             return Some((request.session, Bytes::from(body)));
         }
-        let dialect = self.conns.get(&conn)?.dialect.index();
-        let session = self.dialects[dialect].named_session(frame)?;
-        let forwarded = self.relays.forwarded_mut(conn)?;
+        let session = named?;
         forwarded
             .sessions
             .iter()
-            .find(|s| **s == *session)
+            .find(|s| *s == session)
             .map(|s| (s.clone(), frame.clone()))
     }
 
@@ -542,10 +546,15 @@ impl Host {
         }
     }
 
-    /// Relays a decoded frame of `conn` if it is for a forwarded session (or answers an
-    /// owner's request); whether it was.
-    pub(in crate::host) fn forward_frame(&mut self, conn: ConnId, frame: &Bytes) -> bool {
-        let Some((session, body)) = self.forward_route(conn, frame) else {
+    /// Relays a decoded frame of `conn` if it is for a forwarded session (`named`: the session
+    /// it names) or answers an owner's request; whether it was.
+    pub(in crate::host) fn forward_frame(
+        &mut self,
+        conn: ConnId,
+        frame: &Bytes,
+        named: Option<&str>,
+    ) -> bool {
+        let Some((session, body)) = self.forward_route(conn, frame, named) else {
             return false;
         };
         self.outputs

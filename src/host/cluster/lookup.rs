@@ -35,11 +35,16 @@ impl Host {
             waiting.push_back(frame);
             return;
         }
-        if self.relays.is_forwarded(conn) && self.forward_frame(conn, &frame) {
+        let forwarded = self.relays.is_forwarded(conn);
+        // The session the frame names, read once (only a cluster node routes by it).
+        let named = (forwarded || self.config.lookup_unknown_sessions)
+            .then(|| self.dialects[dialect].named_session(&frame))
+            .flatten();
+        if forwarded && self.forward_frame(conn, &frame, named.as_deref()) {
             return;
         }
         if self.config.lookup_unknown_sessions {
-            if let Some(session) = self.dialects[dialect].named_session(&frame) {
+            if let Some(session) = named {
                 if looked_up != Some(session.as_str()) && !self.sessions.contains_key(&session) {
                     if self.lookups.insert(session.clone()) {
                         self.outputs
