@@ -25,26 +25,19 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use agentwire::host::{ConnId, Dialect};
-use agentwire::Framing;
+use agentwire::host::Dialect;
 use futures_util::StreamExt;
-use tokio::io::AsyncWriteExt;
-use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
-use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+use tokio::sync::mpsc::UnboundedSender;
 use tracing::{info, warn};
 
 use crate::group_state::{
     dialect_name, GroupIn, GroupInState, GroupsIn, MemberIn, OwnerFrame, PendingOpen,
 };
 use crate::machines::group_members::MembersEvent;
-use crate::machines::group_out::{Admission, GroupNames, GroupOutEvent};
 use crate::record::NodeIdentity;
 use crate::shared::Node;
 use crate::sync::lock;
-use crate::wire::{
-    alive, ask_again, max_payload, next_request, publish_all, read_bodies, resend_subject,
-    MAX_LINK_FRAME, PIPE_BYTES,
-};
+use crate::wire::{ask_again, resend_subject, MAX_LINK_FRAME};
 
 /// The subject a group's frames travel on.
 pub(crate) fn group_subject(node: &Node, group: &str) -> String {
@@ -203,168 +196,5 @@ async fn receive(
             warn!(group = %group.id, reason = %why, "the relay group from the owner node broke")
         }
         None => info!(group = %group.id, "the owner node closed the relay group"),
-    }
-}
-
-/// A's side of one group: its connection in the host and its machine.
-#[derive(Clone)]
-pub(crate) struct GroupOut {
-    /// The group connection.
-    pub(crate) conn: ConnId,
-    /// The dialect of its members.
-    pub(crate) dialect: Dialect,
-    machine: Arc<Mutex<crate::machines::group_out::GroupOut>>,
-}
-
-impl GroupOut {
-    /// Counts a member in (before it is attached); `false` when the group ended.
-    pub(crate) fn enter(&self) -> bool {
-        lock(&self.machine).enter()
-    }
-
-    /// Marks the group ended (its connection is gone from the host).
-    pub(crate) fn end(&self) {
-        lock(&self.machine).end();
-    }
-
-    /// Counts a member out.
-    pub(crate) fn leave(&self) {
-        lock(&self.machine).leave();
-    }
-
-    fn is_ended(&self) -> bool {
-        lock(&self.machine).is_ended()
-    }
-}
-
-/// A's groups, by name; names of ended groups are remembered so that they are refused.
-#[derive(Default)]
-pub(crate) struct GroupsOut {
-    names: GroupNames<GroupOut>,
-}
-
-impl GroupsOut {
-    /// The group `id` of `peer` for clients speaking `dialect`, started if it is new; `None`
-    /// when it ended (the opening is refused), speaks another dialect, or the host is gone.
-    pub(crate) fn get(
-        &mut self,
-        node: &Arc<Node>,
-        id: &str,
-        peer: &NodeIdentity,
-        dialect: Dialect,
-    ) -> Option<GroupOut> {
-        match self.names.admit(id, GroupOut::is_ended) {
-            Admission::Live(group) => (group.dialect == dialect).then(|| group.clone()),
-            Admission::Refused => None,
-            Admission::New => {
-                let group = start_group(node, id, peer, dialect)?;
-                self.names.insert(id, group.clone(), GroupOut::is_ended);
-                Some(group)
-            }
-        }
-    }
-}
-
-/// Starts group `id` for `peer` on A: a connection of the host whose frames are published on
-/// the group subject, ended when the peer's lease is gone or it has had no member for a TTL.
-fn start_group(
-    node: &Arc<Node>,
-    id: &str,
-    peer: &NodeIdentity,
-    dialect: Dialect,
-) -> Option<GroupOut> {
-    let host = node.host.get()?.clone();
-    // Content-Length whatever the dialect: a group frame's head ends with a newline.
-    let framing = Framing::ContentLength;
-    let (host_side, link_side) = tokio::io::duplex(PIPE_BYTES);
-    let (host_read, host_write) = tokio::io::split(host_side);
-    let conn = host.attach_with(
-        dialect,
-        framing,
-        host_read.compat(),
-        host_write.compat_write(),
-    )?;
-    // It never sends a request; it must not be refused for want of the connection token.
-    host.with_host(|h, _| h.cluster().authenticate_connection(conn));
-    let (from_host, to_host) = tokio::io::split(link_side);
-    let (bodies_tx, bodies) = unbounded_channel();
-    tokio::spawn(read_bodies(from_host, framing, bodies_tx));
-    let machine =
-        crate::machines::group_out::GroupOut::new(peer.clone(), node.lease_ttl / 2, Instant::now());
-    let group = GroupOut {
-        conn,
-        dialect,
-        machine: Arc::new(Mutex::new(machine)),
-    };
-    info!(group = %id, peer = %peer.node, "relay group started");
-    tokio::spawn(run_group(
-        node.clone(),
-        id.to_owned(),
-        group.machine.clone(),
-        bodies,
-        to_host,
-    ));
-    Some(group)
-}
-
-/// Runs A's machine of group `id`: the host's frames on the group connection (`bodies`)
-/// published on the group subject, resend requests answered, the peer's lease checked; when
-/// the machine ends the group, EOF to the host (`to_host`), which ends the group connection
-/// and any member left; once the host's frames end, the close.
-async fn run_group(
-    node: Arc<Node>,
-    id: String,
-    machine: Arc<Mutex<crate::machines::group_out::GroupOut>>,
-    mut bodies: tokio::sync::mpsc::UnboundedReceiver<bytes::Bytes>,
-    mut to_host: tokio::io::WriteHalf<tokio::io::DuplexStream>,
-) {
-    let client = node.engine.client().clone();
-    let subject = group_subject(&node, &id);
-    // Subscribed before the first message is published, so no request can come before it.
-    let mut requests = client
-        .subscribe(resend_subject(&node, &subject))
-        .await
-        .map_err(|e| warn!(error = %e, "cannot serve resend requests of a relay group"))
-        .ok();
-    let mut closed = false;
-    while !closed {
-        let wake = lock(&machine).poll_timeout().unwrap_or_else(Instant::now);
-        tokio::select! {
-            body = bodies.recv() => match body {
-                Some(body) => lock(&machine).send(&body, max_payload(&client, body.len())),
-                None => {
-                    lock(&machine).close();
-                    closed = true;
-                }
-            },
-            request = next_request(&mut requests) => match request {
-                Some(request) => lock(&machine).handle_resend_request(&request.payload),
-                None => requests = None,
-            },
-            _ = tokio::time::sleep_until(wake.into()) => lock(&machine).handle_timeout(Instant::now()),
-        }
-        let messages: Vec<_> = {
-            let mut machine = lock(&machine);
-            std::iter::from_fn(|| machine.poll_transmit()).collect()
-        };
-        let mut messages = messages.into_iter();
-        if !publish_all(&client, &subject, || messages.next()).await {
-            return;
-        }
-        loop {
-            let event = lock(&machine).poll_event();
-            match event {
-                Some(GroupOutEvent::CheckLease(peer)) => {
-                    let alive = alive(&node, &peer).await;
-                    lock(&machine).handle_lease(Instant::now(), alive);
-                }
-                Some(GroupOutEvent::Ended(why)) => {
-                    info!(group = %id, ?why, "relay group ended");
-                    // EOF to the host: it ends the group connection and any member left.
-                    let _ = to_host.shutdown().await;
-                }
-                None => break,
-            }
-        }
     }
 }

@@ -17,8 +17,9 @@
 //!   ([`machines::member`]), both sides of a relay group ([`machines::group_out`],
 //!   [`machines::group_in`]), and a session's claim, single writer and lookup
 //!   ([`machines::claim`], [`machines::worker`], [`machines::lookup`]), the node's session log
-//!   composing them ([`machines::sessions`]) and its lease over its life
-//!   ([`machines::keeper`]). The host simulation
+//!   composing them ([`machines::sessions`]), its lease over its life
+//!   ([`machines::keeper`]), and the owner's side of all its links and groups
+//!   ([`machines::owner_links`]). The host simulation
 //!   (`tests/cluster/host_simulation`) runs the same machines over the in-memory engine.
 //! * [`engine::Engine`]: what the protocol needs from JetStream, implemented by
 //!   [`memory::MemoryEngine`] (a deterministic model with fault injection) and
@@ -29,8 +30,8 @@
 //!   its gateways relay clients of remote sessions to their owner over links (client → owner,
 //!   one per client) and relay groups (owner → gateway node, one ordered stream for all the
 //!   clients that node relays, each event once: `agentwire::host::ClusterApi::join_relay_group`).
-//!   Its tokio tasks (`gateway.rs`, `link.rs`, `group.rs`, `node.rs`) are the glue: each runs
-//!   one machine against NATS, the engine and the driver's `HostHandle`.
+//!   Its tokio tasks (`gateway.rs`, `link.rs`, `group.rs`, `owner.rs`, `node.rs`) are the
+//!   glue: each runs a machine against NATS, the engine and the driver's `HostHandle`.
 //!
 //! Safety rests on the log, not the lease: every append expects the subject's last sequence,
 //! so once a new owner's claim record is stored, no append of an older owner can be stored.
@@ -53,6 +54,7 @@ pub mod machines;
 pub mod memory;
 pub mod nats;
 pub mod node;
+mod owner;
 pub mod parts;
 pub mod record;
 pub mod resolve;

@@ -31,27 +31,22 @@
 //! connection (its tool calls fail, its prompts are denied).
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agentwire::frame::encode_frame;
 use agentwire::host::ConnId;
 use bytes::{Bytes, BytesMut};
-use futures_util::StreamExt;
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::escape::escape_id;
-use crate::group::{GroupOut, GroupsOut};
-use crate::group_state::{dialect_name, dialect_named, OwnerFrame};
-use crate::machines::member::{MemberEnd, MemberEvent, MemberLink};
+use crate::group_state::{dialect_name, OwnerFrame};
 use crate::record::NodeIdentity;
 use crate::shared::Node;
-use crate::wire::{
-    alive, ask_again, read_bodies, resend_subject, send_link, MAX_LINK_FRAME, PIPE_BYTES,
-};
+use crate::wire::{read_bodies, resend_subject, send_link, PIPE_BYTES};
 
 /// How long B waits for A to accept a link.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -241,228 +236,4 @@ pub(crate) fn open_local(node: &Node, conn: ConnId) -> Option<LinkEnds> {
         broken: Arc::default(),
         member: None,
     })
-}
-
-/// A's side: accepts links and serves each as a connection of its own host, a member of the
-/// relay group the opening names ([`crate::group`]).
-pub(crate) async fn serve_links(node: Arc<Node>) {
-    let client = node.engine.client().clone();
-    let mut requests = match client.subscribe(open_subject(&node, &node.me.node)).await {
-        Ok(sub) => sub,
-        Err(e) => {
-            warn!(error = %e, "cannot accept relayed clients");
-            return;
-        }
-    };
-    let mut groups = GroupsOut::default();
-    while let Some(request) = requests.next().await {
-        let Some(reply) = request.reply.clone() else {
-            continue;
-        };
-        let Ok(open) = serde_json::from_slice::<serde_json::Value>(&request.payload) else {
-            continue;
-        };
-        if open["probe"] == true {
-            let _ = client.publish(reply, Bytes::from_static(b"ok")).await;
-            continue;
-        }
-        let (Some(link), Some(peer), Some(incarnation), Some(group)) = (
-            open["link"].as_str(),
-            open["node"].as_str(),
-            open["incarnation"].as_u64(),
-            open["group"].as_str(),
-        ) else {
-            continue;
-        };
-        if !is_token(link) || !is_token(group) {
-            continue;
-        }
-        let peer = NodeIdentity {
-            node: peer.to_owned(),
-            incarnation,
-        };
-        let authenticated = open["authenticated"] == true;
-        let Some(dialect) = dialect_named(open["dialect"].as_str()) else {
-            continue;
-        };
-        // The set-up requests (one string, from a node before they were a list).
-        let handshake: Vec<Bytes> = match &open["handshake"] {
-            serde_json::Value::String(one) => vec![Bytes::from(one.clone())],
-            serde_json::Value::Array(all) => all
-                .iter()
-                .filter_map(|h| h.as_str())
-                .map(|h| Bytes::from(h.to_owned()))
-                .collect(),
-            _ => Vec::new(),
-        };
-        let Some(group) = groups
-            .get(&node, group, &peer, dialect)
-            .filter(GroupOut::enter)
-        else {
-            let _ = client
-                .publish(reply, Bytes::from_static(br#"{"error":"group"}"#))
-                .await;
-            continue;
-        };
-        tokio::spawn(owner_link(
-            node.clone(),
-            Opening {
-                link: link.to_owned(),
-                peer,
-                authenticated,
-                handshake,
-                reply,
-            },
-            group,
-        ));
-    }
-}
-
-/// Whether `name` is usable as a subject token of a link or group.
-fn is_token(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
-/// A link opening A accepted.
-struct Opening {
-    /// The link's name.
-    link: String,
-    /// The relaying node.
-    peer: NodeIdentity,
-    /// The relaying node authenticated the client.
-    authenticated: bool,
-    /// The requests that set the client's connection up there, replayed here first.
-    handshake: Vec<Bytes>,
-    /// Where the opening is answered.
-    reply: async_nats::Subject,
-}
-
-/// Serves one link on A: the relayed connection is a member of `group` (counted in by the
-/// caller, counted out here).
-async fn owner_link(node: Arc<Node>, opening: Opening, group: GroupOut) {
-    serve_member(&node, opening, &group).await;
-    group.leave();
-}
-
-async fn serve_member(node: &Arc<Node>, opening: Opening, group: &GroupOut) {
-    let Opening {
-        link,
-        peer,
-        authenticated,
-        handshake,
-        reply,
-    } = opening;
-    let (link, peer) = (link.as_str(), &peer);
-    let Some(host) = node.host.get().cloned() else {
-        return;
-    };
-    let framing = group.dialect.default_framing();
-    let client = node.engine.client().clone();
-    let mut inbound = match client.subscribe(in_subject(node, link)).await {
-        Ok(sub) => sub,
-        Err(_) => return,
-    };
-    let _ = client.flush().await;
-    let (host_side, link_side) = tokio::io::duplex(PIPE_BYTES);
-    let (host_read, host_write) = tokio::io::split(host_side);
-    let Some(relayed) = host.attach_with(
-        group.dialect,
-        framing,
-        host_read.compat(),
-        host_write.compat_write(),
-    ) else {
-        return;
-    };
-    // Before the open is answered: the peer sends no frame until then.
-    let joined = host
-        .with_host(|h, _| {
-            if authenticated {
-                h.cluster().authenticate_connection(relayed);
-            }
-            h.cluster().join_relay_group(relayed, group.conn)
-        })
-        .unwrap_or(false);
-    let (mut from_host, mut to_host) = tokio::io::split(link_side);
-    if !joined {
-        // The group connection is gone from the host: the peer starts a new group.
-        group.end();
-        let _ = client
-            .publish(reply, Bytes::from_static(br#"{"error":"group"}"#))
-            .await;
-        let _ = to_host.shutdown().await;
-        return;
-    }
-    for request in handshake {
-        // Its answer goes to the peer in the group, which keeps it from the client.
-        let mut framed = BytesMut::new();
-        encode_frame(framing, &request, &mut framed);
-        if to_host.write_all(&framed).await.is_err() {
-            return;
-        }
-    }
-    let answer = json!({"member": relayed.as_u64()}).to_string();
-    let _ = client.publish(reply, answer.into()).await;
-    info!(%link, peer = %peer.node, "relayed client attached");
-    // Everything for the client travels in the group; what the driver writes to the member
-    // itself (its shutdown notice) goes to the group connection too.
-    tokio::spawn(async move {
-        let mut sink = vec![0u8; 16 * 1024];
-        while matches!(from_host.read(&mut sink).await, Ok(n) if n > 0) {}
-    });
-
-    // The client's frames, framed again for the host; EOF when the client or its node is
-    // gone, or the link broke.
-    let mut member = MemberLink::new(
-        peer.clone(),
-        node.lease_ttl / 2,
-        MAX_LINK_FRAME,
-        Instant::now(),
-    );
-    let resend = resend_subject(node, &in_subject(node, link));
-    'link: loop {
-        let wake = member.poll_timeout().unwrap_or_else(Instant::now);
-        tokio::select! {
-            message = inbound.next() => match message {
-                Some(message) => member.handle_message(&message.payload),
-                None => break,
-            },
-            _ = tokio::time::sleep_until(wake.into()) => member.handle_timeout(Instant::now()),
-        }
-        while let Some(request) = member.poll_resend_request() {
-            ask_again(&client, &resend, request).await;
-        }
-        while let Some(event) = member.poll_event() {
-            match event {
-                MemberEvent::Deliver(body) => {
-                    let mut framed = BytesMut::new();
-                    encode_frame(framing, &body, &mut framed);
-                    if to_host.write_all(&framed).await.is_err() {
-                        break 'link;
-                    }
-                }
-                MemberEvent::CheckLease(peer) => {
-                    let alive = alive(node, &peer).await;
-                    member.handle_lease(Instant::now(), alive);
-                }
-                MemberEvent::Ended(MemberEnd::Broken(why)) => {
-                    warn!(%link, peer = %peer.node, reason = %why, "the link from the relaying node broke");
-                    // As when the relaying node dies, the relayed connection ends; the group
-                    // tells the peer why, so that it attaches its client again.
-                    host.with_host(|h, now| {
-                        h.cluster().relay_member_link_broke(now, relayed, &why)
-                    });
-                    break 'link;
-                }
-                MemberEvent::Ended(MemberEnd::PeerGone) => {
-                    info!(%link, peer = %peer.node, "the relaying node stopped");
-                    break 'link;
-                }
-                MemberEvent::Ended(MemberEnd::Closed) => break 'link,
-            }
-        }
-    }
-    let _ = to_host.shutdown().await;
 }

@@ -199,7 +199,7 @@ impl SessionLog for ClusterLog {
         let _ = self.node.host.set(host);
         if let Some(rx) = self.rx.take() {
             tokio::spawn(dispatch(self.node.clone(), rx));
-            tokio::spawn(crate::link::serve_links(self.node.clone()));
+            tokio::spawn(crate::owner::serve_links(self.node.clone()));
             tokio::spawn(sweep(self.node.clone(), self.tx.clone()));
             tokio::spawn(crate::catalog::keep_catalog(self.node.clone()));
         }

@@ -67,7 +67,7 @@ impl RecordKind {
 }
 
 /// Who a node is: its id and the incarnation of its current process.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NodeIdentity {
     /// The node id (`--node-id`), any string.
     pub node: String,

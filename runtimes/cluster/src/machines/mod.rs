@@ -5,8 +5,9 @@
 //! gateway node, with its members' ends in [`group_members::GroupMembers`]), and the session log's side: a session's claim ([`claim::Claim`]), its
 //! single writer ([`worker::SessionWorker`]), the lookup of a session this node has not
 //! loaded ([`lookup::Lookup`]), and the node's session log composing them with the marks of
-//! acknowledged events ([`sessions::Sessions`]), and the node's lease over its life
-//! ([`keeper::LeaseKeeper`]).
+//! acknowledged events ([`sessions::Sessions`]), the node's lease over its life
+//! ([`keeper::LeaseKeeper`]), and the owner's side of every link and relay group of a node,
+//! composing the member links and the groups' owner sides ([`owner_links::OwnerLinks`]).
 //!
 //! As in quinn-proto's `Connection` or str0m's `Rtc`, a machine does no I/O and reads no
 //! clock: it takes inputs (a message arrived, `handle_timeout(now)`, the answer to a lease
@@ -26,6 +27,7 @@ pub mod keeper;
 pub mod lookup;
 pub mod member;
 pub mod outbound;
+pub mod owner_links;
 pub mod sessions;
 pub mod worker;
 

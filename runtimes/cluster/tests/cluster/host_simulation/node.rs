@@ -25,20 +25,22 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
+use agentwire::frame::{encode_frame, Framing};
 use agentwire::host::{
     ClusterOutput, ConnId, ConnectionOutput, Host, Output, RelayFrame, StoreOutput,
 };
 use agentwire::Timestamp;
 use agentwire_cluster::call::execute;
 use agentwire_cluster::machines::group_members::GroupMembers;
-use agentwire_cluster::machines::group_out::{GroupNames, GroupOut};
+use agentwire_cluster::machines::group_out::GroupEnd;
 use agentwire_cluster::machines::keeper::LeaseKeeper;
-use agentwire_cluster::machines::member::MemberLink;
+use agentwire_cluster::machines::member::MemberEnd;
 use agentwire_cluster::machines::outbound::Outbound;
+use agentwire_cluster::machines::owner_links::{OwnerEvent, OwnerLinks};
 use agentwire_cluster::machines::sessions::{Found, Op, Sessions, SessionsEvent, Task};
 use agentwire_cluster::memory::{MemoryEngine, MemoryLive};
-use agentwire_cluster::{Engine, Layout, NodeIdentity};
-use bytes::Bytes;
+use agentwire_cluster::{Engine, Layout, LiveSubscription, NodeIdentity};
+use bytes::{Bytes, BytesMut};
 use serde_json::Value;
 
 use super::log::{Ack, LogIndex};
@@ -49,30 +51,13 @@ use super::sim::TTL;
 pub(crate) enum End {
     /// A client of this node.
     Client(usize),
-    /// A client of another node, relayed over a gateway link (`link::serve_member`, the
-    /// [`MemberLink`] machine): a member of the relay group `group`, so it writes nothing of
-    /// its own (its frames travel in the group); the client's frames come in on the link's
-    /// `in` subject.
-    Link {
-        link: String,
-        group: String,
-        inbound: MemoryLive,
-        member: Box<MemberLink>,
-    },
-    /// The relay group connection `0` (`group::start_group`): its frames go to its gateway
+    /// A client of another node, relayed over a gateway link and served by the node's
+    /// [`OwnerLinks`] as a member of a relay group: it writes nothing of its own (its frames
+    /// travel in the group).
+    Member,
+    /// A relay group connection of the node's [`OwnerLinks`]: its frames go to its gateway
     /// node on the group's subject.
-    Group(String),
-}
-
-/// The owner's side of a relay group (`group::run_group`): the [`GroupOut`] machine.
-pub(crate) struct GroupOutSide {
-    /// The group connection in the host.
-    pub(crate) conn: ConnId,
-    pub(crate) machine: GroupOut,
-    /// The gateway node's resend requests.
-    pub(crate) resend: MemoryLive,
-    /// The session events the group carried (invariant 5: each once).
-    pub(crate) carried: BTreeSet<String>,
+    Group,
 }
 
 /// The gateway node's side of a relay group (`group::receive`): its [`GroupMembers`].
@@ -125,6 +110,15 @@ pub(crate) enum Effect {
     Acked(Ack),
     /// The node claimed a session a dead owner left.
     TookOver(String),
+    /// Something the owner side did, to count.
+    Count(Counted),
+}
+
+/// What the owner side did that the simulation counts.
+pub(crate) enum Counted {
+    LinkBroken,
+    GroupIdle,
+    GroupPeerGone,
 }
 
 /// One node's process (gone once killed or stopped; a restart is a new `SimNode`).
@@ -147,8 +141,12 @@ pub(crate) struct SimNode {
     pub(crate) closing: BTreeSet<ConnId>,
     pub(crate) ends: BTreeMap<ConnId, End>,
     pub(crate) gateways: BTreeMap<ConnId, Gateway>,
-    /// The relay groups this node serves as an owner, by name (ended names refused).
-    pub(crate) groups_out: GroupNames<GroupOutSide>,
+    /// The owner's side of the links and relay groups this node serves (`owner.rs`'s task).
+    pub(crate) owner: OwnerLinks<ConnId>,
+    /// The live subjects `owner` subscribed.
+    pub(crate) subs: BTreeMap<String, MemoryLive>,
+    /// The session events each relay group carried (invariant 5: each once).
+    pub(crate) carried: BTreeMap<String, BTreeSet<String>>,
     /// The relay groups from owners, one per owner incarnation (node, incarnation).
     pub(crate) groups_in: BTreeMap<(String, u64), GroupInSide>,
     /// Numbers this node's relay groups.
@@ -190,7 +188,9 @@ impl SimNode {
             closing: BTreeSet::new(),
             ends: BTreeMap::new(),
             gateways: BTreeMap::new(),
-            groups_out: GroupNames::default(),
+            owner: OwnerLinks::new(Layout::default(), TTL / 2, MAX_FRAME),
+            subs: BTreeMap::new(),
+            carried: BTreeMap::new(),
             groups_in: BTreeMap::new(),
             next_group: 0,
             relayed: BTreeSet::new(),
@@ -238,16 +238,14 @@ impl SimNode {
             let conns: Vec<ConnId> = self.ends.keys().copied().collect();
             for conn in conns {
                 while let Some(frame) = self.host.poll_transmit(conn) {
-                    if let Some(End::Link { group, .. }) = self.ends.get(&conn) {
+                    if let Some(End::Member) = self.ends.get(&conn) {
                         // Invariant 5: a member's frames travel in its group; one written to the
                         // member itself would be lost (the node drains it into a sink). Only a
                         // member whose group ended gets its own farewell.
                         assert!(
-                            self.groups_out
-                                .get(group)
-                                .is_none_or(|g| g.machine.is_ended()),
+                            !self.owner.is_member_of_live_group(conn),
                             "invariant 5: {:?} wrote a frame for relay group member {conn:?} of \
-                             live group {group} outside the group: {}",
+                             a live group outside the group: {}",
                             self.me,
                             String::from_utf8_lossy(&frame)
                         );
@@ -275,6 +273,7 @@ impl SimNode {
                 }
             }
             self.release(at);
+            again |= self.owner_events(t, at);
             let done: Vec<ConnId> = self
                 .closing
                 .iter()
@@ -283,7 +282,7 @@ impl SimNode {
                 .collect();
             for conn in done {
                 self.closing.remove(&conn);
-                self.close_end(conn);
+                self.close_end(conn, at);
                 self.host.handle_eof(t, conn);
                 again = true;
             }
@@ -298,7 +297,7 @@ impl SimNode {
     fn concerns(&self, conn: ConnId, frame: &[u8]) -> Option<String> {
         let body = body_of(frame)?;
         let (body, member) = match self.ends.get(&conn) {
-            Some(End::Group(_)) => match RelayFrame::parse(body).ok()? {
+            Some(End::Group) => match RelayFrame::parse(body).ok()? {
                 RelayFrame::All(body) => (body, None),
                 RelayFrame::To { members, body } => (body, members.first().copied()),
                 RelayFrame::Ended { .. } | RelayFrame::GroupEnded { .. } => return None,
@@ -361,12 +360,8 @@ impl SimNode {
                 false
             }
             Output::Connection(ConnectionOutput::Close { conn, .. }) => {
-                if let Some(End::Group(id)) = self.ends.get(&conn) {
-                    // The host closed the group (it fell behind): its members ended with it.
-                    if let Some(group) = self.groups_out.get_mut(id) {
-                        group.machine.end();
-                    }
-                }
+                // A group the host closes (it fell behind) takes no member any more.
+                self.owner.handle_group_closing(conn);
                 self.closing.insert(conn);
                 false
             }
@@ -392,26 +387,28 @@ impl SimNode {
                         self.effects
                             .push(Effect::ToClient(*c, held.frame, held.fenced))
                     }
-                    Some(End::Group(id)) => {
+                    Some(End::Group) => {
                         assert!(
                             !held.fenced,
                             "invariant 1: a fenced owner relayed a frame toward a client"
                         );
                         let body = body_of(&held.frame).expect("one frame");
-                        let group = self.groups_out.get_mut(id).expect("a group's state");
-                        group.machine.send(body, usize::MAX);
+                        let id = self.owner.group_of(*conn).expect("a group's name");
                         if let Some(event) = relayed_event(body) {
                             // Invariant 5: an event crosses once per group, however many of
                             // the gateway node's clients it is for.
                             assert!(
-                                group.carried.insert(event.clone()),
+                                self.carried
+                                    .entry(id.clone())
+                                    .or_default()
+                                    .insert(event.clone()),
                                 "invariant 5: event {event} crossed twice in relay group {id}"
                             );
                         }
-                        let subject = LAYOUT.group_subject(id);
-                        publish(&self.engine, &subject, || group.machine.poll_transmit());
+                        self.owner
+                            .handle_group_frame(instant(at), *conn, body, usize::MAX);
                     }
-                    Some(End::Link { .. }) => unreachable!("a member holds nothing"),
+                    Some(End::Member) => unreachable!("a member holds nothing"),
                     None => {}
                 }
             }
@@ -428,34 +425,85 @@ impl SimNode {
         Some(gateway)
     }
 
-    /// A member of relay group `group` is gone from the host.
-    pub(crate) fn member_left(&mut self, group: &str) {
-        if let Some(g) = self.groups_out.get_mut(group) {
-            g.machine.leave();
-        }
-    }
-
-    fn close_end(&mut self, conn: ConnId) {
+    fn close_end(&mut self, conn: ConnId, at: Duration) {
         self.held.remove(&conn);
         // The gateway task ends: its link closes.
         self.close_gateway(conn);
         match self.ends.remove(&conn) {
             Some(End::Client(c)) => self.effects.push(Effect::ClientClosed(c)),
             // Its end travels in its group (`@!`).
-            Some(End::Link { group, .. }) => self.member_left(&group),
-            Some(End::Group(id)) => self.group_closed(&id),
+            Some(End::Member) => self.owner.handle_member_closed(conn),
+            // Its publisher sends its close; its name is refused from now on.
+            Some(End::Group) => self.owner.handle_group_closed(instant(at), conn),
             None => {}
         }
     }
 
-    /// Relay group `id` is gone from the host: its publisher sends its close, its name is
-    /// refused from now on.
-    pub(crate) fn group_closed(&mut self, id: &str) {
-        if let Some(mut group) = self.groups_out.retire(id) {
-            group.machine.close();
-            let subject = LAYOUT.group_subject(id);
-            publish(&self.engine, &subject, || group.machine.poll_transmit());
+    /// Performs what the owner side of the node's links and groups handed out (`owner.rs`'s
+    /// task); `true` if it called into the host.
+    pub(crate) fn owner_events(&mut self, t: Timestamp, at: Duration) -> bool {
+        let mut called = false;
+        while let Some(event) = self.owner.poll_event() {
+            match event {
+                OwnerEvent::Subscribe(subject) => {
+                    let live = now(self.engine.subscribe_live(&subject)).expect("reachable");
+                    self.subs.insert(subject, live);
+                }
+                OwnerEvent::Unsubscribe(subject) => drop(self.subs.remove(&subject)),
+                OwnerEvent::Publish { subject, message } => {
+                    now(self.engine.publish_live(&subject, message)).expect("publish")
+                }
+                OwnerEvent::CheckLease(peer) => {
+                    let alive = alive(&self.engine, &peer);
+                    self.owner.handle_lease(instant(at), &peer, alive);
+                }
+                OwnerEvent::Deliver { member, body } => {
+                    let mut framed = BytesMut::new();
+                    encode_frame(Framing::ContentLength, &body, &mut framed);
+                    self.feed(t, member, &framed);
+                    called = true;
+                }
+                OwnerEvent::MemberEnded { member, end, .. } => {
+                    if let MemberEnd::Broken(why) = &end {
+                        self.effects.push(Effect::Count(Counted::LinkBroken));
+                        self.host.cluster().relay_member_link_broke(t, member, why);
+                    }
+                    self.ends.remove(&member);
+                    self.held.remove(&member);
+                    self.host.handle_eof(t, member);
+                    called = true;
+                }
+                OwnerEvent::GroupEnded { conn, end, .. } => {
+                    self.effects.push(Effect::Count(match end {
+                        GroupEnd::Idle => Counted::GroupIdle,
+                        GroupEnd::PeerGone => Counted::GroupPeerGone,
+                    }));
+                    self.ends.remove(&conn);
+                    self.held.remove(&conn);
+                    self.host.handle_eof(t, conn);
+                    self.owner.handle_group_closed(instant(at), conn);
+                    called = true;
+                }
+            }
         }
+        called
+    }
+
+    /// The owner side's step: the messages of the subjects it subscribed, and the time.
+    pub(crate) fn owner_step(&mut self, t: Timestamp, at: Duration) {
+        let subjects: Vec<String> = self.subs.keys().cloned().collect();
+        for subject in subjects {
+            let messages = self
+                .subs
+                .get_mut(&subject)
+                .map(messages)
+                .unwrap_or_default();
+            for message in messages {
+                self.owner.handle_message(instant(at), &subject, &message);
+            }
+        }
+        self.owner.handle_timeout(instant(at));
+        self.owner_events(t, at);
     }
 
     /// Whether frames, appends or lookups are still on their way.
@@ -528,6 +576,23 @@ impl SimNode {
         called
     }
 }
+
+/// The messages waiting on a live subscription.
+pub(crate) fn messages(live: &mut MemoryLive) -> Vec<Bytes> {
+    std::iter::from_fn(|| now(live.next(Duration::ZERO))).collect()
+}
+
+/// Whether `who`'s lease key holds its incarnation (errors count as alive).
+pub(crate) fn alive(engine: &MemoryEngine, who: &NodeIdentity) -> bool {
+    match now(engine.kv_get(&LAYOUT.lease_key(&who.node))) {
+        Ok(Some(entry)) => entry.value == who.incarnation.to_string().as_bytes(),
+        Ok(None) => false,
+        Err(_) => true,
+    }
+}
+
+/// The largest frame a simulated link carries.
+pub(crate) const MAX_FRAME: usize = 16 * 1024 * 1024;
 
 /// Publishes on `subject` every message `next` hands out.
 pub(crate) fn publish(

@@ -10,14 +10,14 @@ use agentwire_cluster::call::execute;
 use agentwire_cluster::lease::LeaseConfig;
 use agentwire_cluster::machines::keeper::{KeeperAction, LeaseKeeper};
 use agentwire_cluster::memory::{Fault, MemoryCluster};
-use agentwire_cluster::{Engine, Layout, NodeIdentity};
+use agentwire_cluster::{Layout, NodeIdentity};
 
 mod clients;
 mod links;
 
 use super::client::{Client, ClientStats};
 use super::log::{check_ack, check_owner_history, Ack, LogIndex};
-use super::node::{body_of, event_id, Effect, End, SimNode};
+use super::node::{body_of, event_id, Counted, Effect, End, SimNode};
 use super::now;
 
 /// Steps of the faulty part of a run (the quiet end follows).
@@ -444,11 +444,7 @@ impl Sim {
         if node.host.poll_timeout().is_some_and(|d| d <= t) {
             tasks.push(Task::Timer);
         }
-        if !node.gateways.is_empty()
-            || !node.groups_in.is_empty()
-            || !node.groups_out.is_empty()
-            || node.ends.values().any(|e| matches!(e, End::Link { .. }))
-        {
+        if !node.gateways.is_empty() || !node.groups_in.is_empty() || !node.owner.is_empty() {
             tasks.push(Task::Links);
         }
         if at >= node.next_sweep {
@@ -569,6 +565,9 @@ impl Sim {
                 self.stats.takeovers += 1;
                 self.trace(format!("node {i} took {session} over"));
             }
+            Effect::Count(Counted::LinkBroken) => self.stats.links_broken += 1,
+            Effect::Count(Counted::GroupIdle) => self.stats.groups_idle += 1,
+            Effect::Count(Counted::GroupPeerGone) => self.stats.groups_peer_gone += 1,
             Effect::Acked(ack) => {
                 check_ack(&self.index, &ack);
                 self.stats.acked += 1;
@@ -617,15 +616,6 @@ impl Sim {
 /// in time breaks the link or the group and ends the relayed connections with a reason.
 pub(crate) fn link_loss() -> bool {
     std::env::var_os("SIM_LINK_LOSS").is_none_or(|v| v != "0")
-}
-
-/// Whether `who`'s lease key holds its incarnation (errors count as alive).
-fn alive(node: &SimNode, who: &NodeIdentity) -> bool {
-    match now(node.engine.kv_get(&node.layout.lease_key(&who.node))) {
-        Ok(Some(entry)) => entry.value == who.incarnation.to_string().as_bytes(),
-        Ok(None) => false,
-        Err(_) => true,
-    }
 }
 
 /// One task of a node.

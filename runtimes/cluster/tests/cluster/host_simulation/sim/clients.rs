@@ -200,15 +200,14 @@ impl Sim {
                 None => out.push_str(&format!("\nnode {i}: dead")),
                 Some(n) => {
                     out.push_str(&format!(
-                    "\nnode {i}: serving {} busy {} work {:?} held {} gateways {} links {} groups in {} out {}",
+                    "\nnode {i}: serving {} busy {} work {:?} held {} gateways {} groups in {} owner {:?}",
                     n.keeper.is_serving(),
                     n.sessions.is_busy(),
                     n.work.iter().map(|(t, _)| t).collect::<Vec<_>>(),
                     n.held.values().map(|h| h.len()).sum::<usize>(),
                     n.gateways.len(),
-                    n.ends.values().filter(|e| matches!(e, End::Link { .. })).count(),
                     n.groups_in.len(),
-                    n.groups_out.len(),
+                    n.owner,
                 ))
                 }
             }

@@ -4,30 +4,32 @@
 //!
 //! A client of node B whose session node A owns is relayed over a *link*: its frames go to A
 //! on the link's own subject ([`Outbound`]). A serves it as a member of B's *relay group* for
-//! A's incarnation ([`MemberLink`]): one connection of A's host, opened on the first link
+//! A's incarnation: one connection of A's host, opened on the first link
 //! opening naming the group, whose frames (every member's responses, requests and events, an
-//! event for several members once, naming them) travel to B on the group's subject
-//! ([`GroupOut`]). B hands each group frame to the members it names ([`GroupIn`]).
+//! event for several members once, naming them) travel to B on the group's subject. A's side
+//! of both is the crate's [`agentwire_cluster::machines::owner_links::OwnerLinks`], as in the
+//! runtime. B hands each group frame to the members it names ([`GroupIn`]).
 
-use std::time::Duration;
+use std::collections::BTreeMap;
 
-use agentwire::frame::{encode_frame, Framing};
-use agentwire::host::ConnId;
+use bytes::Bytes;
+
+use agentwire::frame::Framing;
+use agentwire::host::{ConnId, Dialect, Host};
+use agentwire::Timestamp;
 use agentwire_cluster::escape::escape_id;
 use agentwire_cluster::machines::group_in::GroupIn;
 use agentwire_cluster::machines::group_members::{GroupMembers, MembersEvent};
-use agentwire_cluster::machines::group_out::{Admission, GroupEnd, GroupOut, GroupOutEvent};
-use agentwire_cluster::machines::member::{MemberEnd, MemberEvent, MemberLink};
 use agentwire_cluster::machines::outbound::Outbound;
+use agentwire_cluster::machines::owner_links::{Opening, RelayHost};
 use agentwire_cluster::takeover::sessions_to_sweep;
-use agentwire_cluster::{Engine, LiveSubscription, NodeIdentity};
-use bytes::{Bytes, BytesMut};
+use agentwire_cluster::{Engine, NodeIdentity};
 
 use super::super::node::{
-    event_id, instant, publish, End, Gateway, GroupInSide, GroupOutSide, LAYOUT,
+    alive, event_id, instant, messages, publish, End, Gateway, GroupInSide, LAYOUT, MAX_FRAME,
 };
 use super::super::now;
-use super::{alive, Sim, NODES, TTL};
+use super::{Sim, NODES, TTL};
 
 /// The key of an owner's incarnation in a node's `groups_in`.
 type OwnerKey = (String, u64);
@@ -36,9 +38,38 @@ fn key(owner: &NodeIdentity) -> OwnerKey {
     (owner.node.clone(), owner.incarnation)
 }
 
-/// The messages waiting on a live subscription.
-fn messages(live: &mut agentwire_cluster::memory::MemoryLive) -> Vec<Bytes> {
-    std::iter::from_fn(|| now(live.next(Duration::ZERO))).collect()
+/// The host of a simulated node, as its owner side opens connections in it.
+struct SimHost<'a> {
+    host: &'a mut Host,
+    ends: &'a mut BTreeMap<ConnId, End>,
+    t: Timestamp,
+}
+
+impl RelayHost<ConnId> for SimHost<'_> {
+    fn open_group(&mut self, _group: &str, _dialect: Dialect) -> Option<ConnId> {
+        let conn = self.host.open(self.t, Framing::ContentLength);
+        self.host.cluster().authenticate_connection(conn);
+        self.ends.insert(conn, End::Group);
+        Some(conn)
+    }
+
+    fn open_member(
+        &mut self,
+        _dialect: Dialect,
+        authenticated: bool,
+        group: ConnId,
+    ) -> Option<ConnId> {
+        let member = self.host.open(self.t, Framing::ContentLength);
+        if authenticated {
+            self.host.cluster().authenticate_connection(member);
+        }
+        if !self.host.cluster().join_relay_group(member, group) {
+            self.host.handle_eof(self.t, member);
+            return None;
+        }
+        self.ends.insert(member, End::Member);
+        Some(member)
+    }
 }
 
 impl Sim {
@@ -170,10 +201,9 @@ impl Sim {
         Some(id)
     }
 
-    /// `link::serve_links` + `serve_member` on A (node `j`): the opening of `link` from
-    /// `peer` naming `group`. The group connection is started on the first opening naming it
-    /// (`group::start_group`); the relayed connection joins it before the opening is
-    /// answered. The member's id, or `None` when the opening is refused (the group ended).
+    /// `link::serve_links` on A (node `j`): the opening of `link` from `peer` naming
+    /// `group`, accepted by A's [`OwnerLinks`]. The member's id, or `None` when the opening is
+    /// refused (the group ended).
     fn accept(
         &mut self,
         j: usize,
@@ -182,61 +212,29 @@ impl Sim {
         group: &str,
         authenticated: bool,
     ) -> Option<u64> {
-        let t = self.t();
-        let at = instant(self.cluster.now());
+        let (t, at) = (self.t(), self.cluster.now());
         let a = self.node(j);
-        let group_conn = match a.groups_out.admit(group, |g| g.machine.is_ended()) {
-            Admission::Refused => return None,
-            Admission::Live(g) => g.conn,
-            Admission::New => {
-                let subject = LAYOUT.resend_subject(&LAYOUT.group_subject(group));
-                let resend = now(a.engine.subscribe_live(&subject)).ok()?;
-                let conn = a.host.open(t, Framing::ContentLength);
-                // It never sends a request.
-                a.host.cluster().authenticate_connection(conn);
-                a.ends.insert(conn, End::Group(group.to_owned()));
-                let side = GroupOutSide {
-                    conn,
-                    machine: GroupOut::new(peer.clone(), TTL / 2, at),
-                    resend,
-                    carried: Default::default(),
-                };
-                a.groups_out
-                    .insert(group, side, |g: &GroupOutSide| g.machine.is_ended());
-                self.stats.groups += 1;
-                self.trace(format!("node {j} started relay group {group}"));
-                conn
-            }
+        let opening = Opening {
+            link: link.to_owned(),
+            peer: peer.clone(),
+            group: group.to_owned(),
+            dialect: Dialect::CopilotSdk,
+            authenticated,
         };
-        let a = self.node(j);
-        let inbound = now(a.engine.subscribe_live(&LAYOUT.link_in_subject(link))).ok()?;
-        let side = a.groups_out.get_mut(group).expect("the group admitted");
-        if !side.machine.enter() {
-            return None;
+        let started = a.owner.groups_started();
+        let mut host = SimHost {
+            host: &mut a.host,
+            ends: &mut a.ends,
+            t,
+        };
+        let member = a.owner.accept(instant(at), &opening, &mut host).ok();
+        if a.owner.groups_started() > started {
+            self.stats.groups += 1;
+            self.trace(format!("node {j} started relay group {group}"));
         }
-        let member = a.host.open(t, Framing::ContentLength);
-        if authenticated {
-            a.host.cluster().authenticate_connection(member);
-        }
-        if !a.host.cluster().join_relay_group(member, group_conn) {
-            // The group connection is gone from the host: the peer starts a new group.
-            let side = a.groups_out.get_mut(group).expect("the group admitted");
-            side.machine.leave();
-            side.machine.end();
-            a.host.handle_eof(t, member);
-            return None;
-        }
-        let machine = Box::new(MemberLink::new(peer.clone(), TTL / 2, MAX_FRAME, at));
-        a.ends.insert(
-            member,
-            End::Link {
-                link: link.to_owned(),
-                group: group.to_owned(),
-                inbound,
-                member: machine,
-            },
-        );
-        Some(member.as_u64())
+        // The link's messages are subscribed before the opening is answered.
+        self.node(j).owner_events(t, at);
+        member.map(ConnId::as_u64)
     }
 
     /// The `Links` task of node `i`: its relay groups from owners, its gateways, the links it
@@ -249,8 +247,11 @@ impl Sim {
     pub(super) fn links_step(&mut self, i: usize) {
         self.groups_in_step(i);
         self.gateways_step(i);
-        self.members_step(i);
-        self.groups_out_step(i);
+        let (t, at) = (self.t(), self.cluster.now());
+        let node = self.node(i);
+        let resends = node.owner.resend_requests();
+        node.owner_step(t, at);
+        self.stats.resends += self.node(i).owner.resend_requests() - resends;
     }
 
     /// `group::receive` on B: each group's frames dispatched to its members, until the owner
@@ -381,146 +382,13 @@ impl Sim {
             publish(&node.engine, &subject, || gateway.outbound.poll_transmit());
             let owner = gateway.owner.clone();
             self.stats.resends += requests.len() as u64;
-            if !alive(self.node(i), &owner) {
+            if !alive(&self.node(i).engine, &owner) {
                 let reason = format!(
                     "the node owning this session ({}) stopped; reconnect and resume the session",
                     owner.node
                 );
                 self.end_gateway(i, conn, reason);
             }
-        }
-    }
-
-    /// `serve_member` on A: each link's machine fed the client's messages and the time; the
-    /// client's frames into the host; a broken link (`relay_member_link_broke`: the group
-    /// tells B), a closed one or B's lease gone ends the member.
-    fn members_step(&mut self, i: usize) {
-        let t = self.t();
-        let at = instant(self.cluster.now());
-        let node = self.node(i);
-        let links: Vec<ConnId> = node
-            .ends
-            .iter()
-            .filter(|(_, e)| matches!(e, End::Link { .. }))
-            .map(|(c, _)| *c)
-            .collect();
-        for conn in links {
-            let node = self.node(i);
-            let Some(End::Link {
-                link,
-                inbound,
-                member,
-                group,
-            }) = node.ends.get_mut(&conn)
-            else {
-                continue;
-            };
-            for message in messages(inbound) {
-                member.handle_message(&message);
-            }
-            member.handle_timeout(at);
-            let subject = LAYOUT.resend_subject(&LAYOUT.link_in_subject(link));
-            publish(&node.engine, &subject, || member.poll_resend_request());
-            let (link, group) = (link.clone(), group.clone());
-            let mut ended = false;
-            while let Some(event) = self.member_event(i, conn) {
-                match event {
-                    MemberEvent::Deliver(body) => {
-                        let mut framed = BytesMut::new();
-                        encode_frame(Framing::ContentLength, &body, &mut framed);
-                        self.node(i).feed(t, conn, &framed);
-                    }
-                    MemberEvent::CheckLease(peer) => {
-                        let node = self.node(i);
-                        let alive = alive(node, &peer);
-                        if let Some(End::Link { member, .. }) = node.ends.get_mut(&conn) {
-                            member.handle_lease(at, alive);
-                        }
-                    }
-                    MemberEvent::Ended(end) => {
-                        if let MemberEnd::Broken(why) = &end {
-                            self.stats.links_broken += 1;
-                            self.trace(format!("node {i}: link {link} broke: {why}"));
-                            let mut cluster = self.node(i).host.cluster();
-                            cluster.relay_member_link_broke(t, conn, why);
-                        }
-                        ended = true;
-                    }
-                }
-            }
-            if ended {
-                let node = self.node(i);
-                node.ends.remove(&conn);
-                node.held.remove(&conn);
-                node.member_left(&group);
-                node.host.handle_eof(t, conn);
-            }
-        }
-    }
-
-    /// The next event of the member link of node `i`'s connection `conn`.
-    fn member_event(&mut self, i: usize, conn: ConnId) -> Option<MemberEvent> {
-        match self.node(i).ends.get_mut(&conn) {
-            Some(End::Link { member, .. }) => member.poll_event(),
-            _ => None,
-        }
-    }
-
-    /// `group::run_group` on A: each group's machine fed resend requests, the time and the
-    /// lease checks it asks for; a group it ends is closed (EOF to the host, which ends the
-    /// members left).
-    fn groups_out_step(&mut self, i: usize) {
-        let t = self.t();
-        let at = instant(self.cluster.now());
-        for id in self.node(i).groups_out.ids() {
-            let node = self.node(i);
-            let group = node.groups_out.get_mut(&id).expect("a group");
-            if group.machine.is_ended() {
-                // Closing: the host's close ends it.
-                continue;
-            }
-            let requests = messages(&mut group.resend);
-            for request in &requests {
-                group.machine.handle_resend_request(request);
-            }
-            group.machine.handle_timeout(at);
-            publish(&node.engine, &LAYOUT.group_subject(&id), || {
-                group.machine.poll_transmit()
-            });
-            self.stats.resends += requests.len() as u64;
-            let mut ended = None;
-            while let Some(event) = self
-                .node(i)
-                .groups_out
-                .get_mut(&id)
-                .expect("g")
-                .machine
-                .poll_event()
-            {
-                match event {
-                    GroupOutEvent::CheckLease(peer) => {
-                        let node = self.node(i);
-                        let alive = alive(node, &peer);
-                        let group = node.groups_out.get_mut(&id).expect("a group");
-                        group.machine.handle_lease(at, alive);
-                    }
-                    GroupOutEvent::Ended(end) => ended = Some(end),
-                }
-            }
-            let Some(end) = ended else {
-                continue;
-            };
-            let node = self.node(i);
-            let conn = node.groups_out.get(&id).expect("a group").conn;
-            node.ends.remove(&conn);
-            node.held.remove(&conn);
-            node.host.handle_eof(t, conn);
-            node.group_closed(&id);
-            match end {
-                GroupEnd::Idle => self.stats.groups_idle += 1,
-                GroupEnd::PeerGone => self.stats.groups_peer_gone += 1,
-            }
-            self.trace(format!("node {i} ended relay group {id} ({end:?})"));
         }
     }
 
@@ -549,9 +417,6 @@ impl Sim {
         }
     }
 }
-
-/// The largest frame a simulated link carries.
-const MAX_FRAME: usize = 16 * 1024 * 1024;
 
 /// The reason a relayed client's connection ends with when its link or group broke.
 fn broken(owner: &NodeIdentity, why: &str) -> String {
