@@ -127,14 +127,7 @@ impl GroupsIn {
             return Ok(group.clone());
         }
         let n = self.next.fetch_add(1, Ordering::SeqCst);
-        let id = format!(
-            "{}x{}x{}x{}x{}{n}",
-            crate::escape::escape_id(&node.me.node),
-            node.me.incarnation,
-            crate::escape::escape_id(&owner.node),
-            owner.incarnation,
-            dialect_name(dialect),
-        );
+        let id = node.me.group_name(owner, dialect_name(dialect), n);
         let client = node.engine.client().clone();
         let subscription = client
             .subscribe(group_subject(node, &id))

@@ -42,7 +42,6 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tracing::info;
 
-use crate::escape::escape_id;
 use crate::group_state::{dialect_name, OwnerFrame};
 use crate::record::NodeIdentity;
 use crate::shared::Node;
@@ -102,13 +101,7 @@ pub(crate) async fn open_remote(
     owner: &NodeIdentity,
 ) -> Result<LinkEnds, String> {
     let client = node.engine.client().clone();
-    let link = format!(
-        "{}x{}x{}x{}",
-        escape_id(&node.me.node),
-        node.me.incarnation,
-        conn.as_u64(),
-        node.next_link()
-    );
+    let link = node.me.link_name(conn.as_u64(), node.next_link());
     // The owner counts the relayed connection as authenticated when this node authenticated
     // its client (a cluster peer is trusted: it holds the cluster's NATS credentials).
     let authenticated = authenticated(node, conn);

@@ -14,6 +14,7 @@
 
 use std::fmt;
 
+use crate::engine::KvEntry;
 use crate::escape::{escape_id, unescape_id};
 
 /// The kind of a log message. The NATS engine carries it in the `Agentwire-Kind` header
@@ -74,6 +75,36 @@ pub struct NodeIdentity {
     /// Distinguishes restarts of the same node id; must never repeat for a node (for example
     /// the start time in nanoseconds, supplied by the runtime).
     pub incarnation: u64,
+}
+
+impl NodeIdentity {
+    /// The name of this node's link number `n` for its client connection `conn`: a subject
+    /// token no other link of the cluster shares.
+    pub fn link_name(&self, conn: u64, n: u64) -> String {
+        format!("{}x{}x{conn}x{n}", escape_id(&self.node), self.incarnation)
+    }
+
+    /// The name of this node's relay group number `n` from `owner`, for clients of the
+    /// dialect a link opening calls `dialect`: a subject token no other group shares.
+    pub fn group_name(&self, owner: &NodeIdentity, dialect: &str, n: u64) -> String {
+        format!(
+            "{}x{}x{}x{}x{dialect}{n}",
+            escape_id(&self.node),
+            self.incarnation,
+            escape_id(&owner.node),
+            owner.incarnation
+        )
+    }
+
+    /// Whether `read`, a read of this node's lease key, found its incarnation there; a read
+    /// that failed counts as alive (a hiccup of the engine must not cut every relayed client).
+    pub fn holds_lease<E>(&self, read: &Result<Option<KvEntry>, E>) -> bool {
+        match read {
+            Ok(Some(entry)) => entry.value == self.incarnation.to_string().as_bytes(),
+            Ok(None) => false,
+            Err(_) => true,
+        }
+    }
 }
 
 /// The message id of a log message.

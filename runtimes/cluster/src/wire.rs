@@ -124,14 +124,10 @@ pub(crate) async fn ask_again(client: &async_nats::Client, resend: &str, request
     }
 }
 
-/// Whether `who`'s lease key still holds its incarnation (errors count as alive: a NATS hiccup
-/// must not cut every relayed client).
+/// Whether `who`'s lease key still holds its incarnation ([`NodeIdentity::holds_lease`]).
 pub(crate) async fn alive(node: &Node, who: &NodeIdentity) -> bool {
-    match node.engine.kv_get(&node.layout.lease_key(&who.node)).await {
-        Ok(Some(entry)) => entry.value == who.incarnation.to_string().as_bytes(),
-        Ok(None) => false,
-        Err(_) => true,
-    }
+    let read = node.engine.kv_get(&node.layout.lease_key(&who.node)).await;
+    who.holds_lease(&read)
 }
 
 /// Decodes the host's frames on `reader` into bodies for `tx`, until EOF.

@@ -584,11 +584,8 @@ pub(crate) fn messages(live: &mut MemoryLive) -> Vec<Bytes> {
 
 /// Whether `who`'s lease key holds its incarnation (errors count as alive).
 pub(crate) fn alive(engine: &MemoryEngine, who: &NodeIdentity) -> bool {
-    match now(engine.kv_get(&LAYOUT.lease_key(&who.node))) {
-        Ok(Some(entry)) => entry.value == who.incarnation.to_string().as_bytes(),
-        Ok(None) => false,
-        Err(_) => true,
-    }
+    let read = now(engine.kv_get(&LAYOUT.lease_key(&who.node)));
+    who.holds_lease(&read)
 }
 
 /// The largest frame a simulated link carries.

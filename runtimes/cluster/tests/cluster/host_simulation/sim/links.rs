@@ -87,12 +87,7 @@ impl Sim {
         let Some(owner) = b.owners.get(session).cloned() else {
             return;
         };
-        let link = format!(
-            "{}x{}x{}x0",
-            escape_id(&b.me.node),
-            b.me.incarnation,
-            conn.as_u64()
-        );
+        let link = b.me.link_name(conn.as_u64(), 0);
         let peer = b.me.clone();
         let authenticated = b.host.cluster().is_connection_authenticated(conn);
         let j = (0..NODES).find(|&j| self.nodes[j].as_ref().is_some_and(|n| n.me == owner));
@@ -183,13 +178,7 @@ impl Sim {
         }
         let n = b.next_group;
         b.next_group += 1;
-        let id = format!(
-            "{}x{}x{}x{}x{n}",
-            escape_id(&b.me.node),
-            b.me.incarnation,
-            escape_id(&owner.node),
-            owner.incarnation
-        );
+        let id = b.me.group_name(owner, "copilot", n);
         let subscription = now(b.engine.subscribe_live(&LAYOUT.group_subject(&id))).ok()?;
         let side = GroupInSide {
             id: id.clone(),
