@@ -51,9 +51,9 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tracing::{info, warn};
 
 use crate::engine::Engine;
-use crate::group_state::OwnerFrame;
 use crate::link::{answers, open_local, open_remote, LinkEnds};
 use crate::machines::gateway::{Gateway, GatewayEvent, SessionLog, Target};
+use crate::machines::group_in::OwnerFrame;
 use crate::record::NodeIdentity;
 use crate::shared::{Lookups, Node};
 use crate::wire::alive;

@@ -17,177 +17,267 @@
 //! sees a skipped number, silence or junk, the group is **broken**: every member's link is
 //! broken with the reason, and each gateway re-attaches its client as after any broken link.
 //!
-//! Both sides are sans-IO machines ([`crate::machines::group_out::GroupOut`] on A, with the
-//! names of its groups in [`crate::machines::group_out::GroupNames`];
-//! [`crate::machines::group_in::GroupIn`] on B); the tasks here run them.
+//! Both sides are sans-IO machines composing every link and group of a node
+//! ([`crate::machines::owner_links::OwnerLinks`] on A, run by [`crate::owner`];
+//! [`crate::machines::gateway_links::GatewayLinks`] on B). The task here runs B's: the
+//! gateways' link openings ([`crate::link::open_remote`]) ask it for a group, then attach
+//! their link to it; their clients' frames go out through it, and the owner's frames for
+//! them come back through it.
 
-use std::sync::atomic::Ordering;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use agentwire::host::Dialect;
-use futures_util::StreamExt;
-use tokio::sync::mpsc::UnboundedSender;
+use bytes::Bytes;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::sync::oneshot;
 use tracing::{info, warn};
 
-use crate::group_state::{
-    dialect_name, GroupIn, GroupInState, GroupsIn, MemberIn, OwnerFrame, PendingOpen,
-};
-use crate::machines::group_members::MembersEvent;
+use crate::machines::gateway_links::{GatewayEvent, GatewayLinks, GroupEnd, LinkEnd};
+use crate::machines::group_in::OwnerFrame;
 use crate::record::NodeIdentity;
 use crate::shared::Node;
 use crate::sync::lock;
-use crate::wire::{ask_again, resend_subject, MAX_LINK_FRAME};
+use crate::wire::{max_payload, Subscriptions, MAX_LINK_FRAME};
 
-/// The subject a group's frames travel on.
-pub(crate) fn group_subject(node: &Node, group: &str) -> String {
-    node.layout.group_subject(group)
-}
-
-impl GroupIn {
-    /// Registers member `member` (A's id of the relayed connection): its frames go to `tx`.
-    /// `false` when the group already ended.
-    pub(crate) fn add_member(
-        &self,
+/// What the gateways (and the subscriptions) tell B's task.
+pub(crate) enum LinkCommand {
+    /// The live group from `owner` for clients of `dialect`, started if there is none, with
+    /// an opening naming it about to be sent; answered once its subject is subscribed.
+    Group {
+        owner: NodeIdentity,
+        dialect: Dialect,
+        reply: oneshot::Sender<String>,
+    },
+    /// The opening naming `group` was lost (not answered).
+    OpenDone { group: String },
+    /// The owner refused the opening naming `group`.
+    Refused { group: String },
+    /// The owner accepted link `link` (named `name`) as member `member` of `group`: the
+    /// owner's frames for it go to `frames`; `broken` says why they ended when the link or
+    /// group broke. Answers whether the group was still live.
+    Attach {
+        group: String,
         member: u64,
-        tx: UnboundedSender<OwnerFrame>,
+        link: u64,
+        name: String,
+        frames: UnboundedSender<OwnerFrame>,
         broken: Arc<Mutex<Option<String>>>,
-    ) -> bool {
-        let mut state = lock(&self.state);
-        if !state.add_member(member, MemberIn { tx, broken }) {
-            return false;
-        }
-        // The broadcasts since the opening was sent (some may predate the owner's join: a
-        // lifecycle notification more is harmless, one less is not).
-        hand_out(&mut state);
-        true
-    }
-
-    /// An opening naming this group is about to be sent (see [`PendingOpen`]).
-    pub(crate) fn begin_open(self: &Arc<Self>) -> PendingOpen {
-        lock(&self.state).machine.begin_open();
-        PendingOpen(self.clone())
-    }
-
-    /// Whether the group ended.
-    pub(crate) fn is_dead(&self) -> bool {
-        lock(&self.state).machine.is_ended()
-    }
-
-    /// Marks the group ended because the owner refused it (it ended there).
-    pub(crate) fn refused(&self) {
-        let mut state = lock(&self.state);
-        state.machine.refused();
-        hand_out(&mut state);
-    }
+        reply: oneshot::Sender<bool>,
+    },
+    /// A frame body of `link`'s client for the owner.
+    Send { link: u64, body: Bytes },
+    /// `link`'s client is gone from it.
+    Close { link: u64 },
+    /// A message on a subscribed subject (`None`: the subscription ended).
+    Message(String, Option<Bytes>),
 }
 
-/// Hands what a group produced to its members' channels; when the group ended, why
-/// (`Some(None)`: closed by the owner).
-fn hand_out(state: &mut GroupInState) -> Option<Option<String>> {
-    let mut ended = None;
-    while let Some(event) = state.poll_event() {
-        match event {
-            MembersEvent::Frame { to, frame } => {
-                for member in to {
-                    let _ = member.tx.send(frame.clone());
-                }
-            }
-            MembersEvent::MemberEnded { member, link_broke } => {
-                if let Some(why) = link_broke {
-                    *lock(&member.broken) = Some(why);
-                }
-            }
-            MembersEvent::Ended { members, broken } => {
-                // Every member's channel ends, with `broken` as its link's reason.
-                for member in members {
-                    if let Some(why) = &broken {
-                        *lock(&member.broken) = Some(why.clone());
-                    }
-                }
-                ended = Some(broken);
-            }
-        }
-    }
-    ended
+/// An opening naming a group, from asking for the group until its outcome: dropped without
+/// one, it tells B's task the opening is done.
+pub(crate) struct PendingOpen {
+    pub(crate) group: String,
+    links: UnboundedSender<LinkCommand>,
+    settled: bool,
 }
 
-impl GroupsIn {
-    /// The live group to `owner` for clients speaking `dialect`, started (subscribed, and
-    /// its receiver running) if there is none.
-    pub(crate) async fn to(
-        &self,
-        node: &Arc<Node>,
+impl PendingOpen {
+    /// Asks B's task for the live group from `owner` for clients of `dialect`, with an
+    /// opening naming it about to be sent; `None` when the node is shutting down.
+    pub(crate) async fn begin(
+        links: &UnboundedSender<LinkCommand>,
         owner: &NodeIdentity,
         dialect: Dialect,
-    ) -> Result<Arc<GroupIn>, String> {
-        let mut groups = self.groups.lock().await;
-        let key = (owner.clone(), dialect);
-        if let Some(group) = groups.get(&key).filter(|g| !g.is_dead()) {
-            return Ok(group.clone());
-        }
-        let n = self.next.fetch_add(1, Ordering::SeqCst);
-        let id = node.me.group_name(owner, dialect_name(dialect), n);
-        let client = node.engine.client().clone();
-        let subscription = client
-            .subscribe(group_subject(node, &id))
-            .await
-            .map_err(|e| format!("cannot relay to node {}: {e}", owner.node))?;
-        // The server has the subscription before the owner publishes on it.
-        let _ = client.flush().await;
-        let group = Arc::new(GroupIn {
-            id,
-            state: Mutex::new(GroupInState::new(crate::machines::group_in::GroupIn::new(
-                MAX_LINK_FRAME,
-                Instant::now(),
-            ))),
-        });
-        groups.insert(key, group.clone());
-        let resend = resend_subject(node, &group_subject(node, &group.id));
-        tokio::spawn(receive(group.clone(), client, resend, subscription));
-        Ok(group)
+    ) -> Option<PendingOpen> {
+        let (reply, group) = oneshot::channel();
+        let owner = owner.clone();
+        links
+            .send(LinkCommand::Group {
+                owner,
+                dialect,
+                reply,
+            })
+            .ok()?;
+        Some(PendingOpen {
+            group: group.await.ok()?,
+            links: links.clone(),
+            settled: false,
+        })
+    }
+
+    /// The owner refused the opening.
+    pub(crate) fn refused(mut self) {
+        self.settled = true;
+        let group = std::mem::take(&mut self.group);
+        let _ = self.links.send(LinkCommand::Refused { group });
+    }
+
+    /// The owner accepted the link as member `member`: it is attached (named `name`, link
+    /// number `link`), its frames to `frames`. Answers whether the group was still live.
+    pub(crate) async fn attach(
+        mut self,
+        member: u64,
+        link: u64,
+        name: String,
+        frames: UnboundedSender<OwnerFrame>,
+        broken: Arc<Mutex<Option<String>>>,
+    ) -> bool {
+        self.settled = true;
+        let (reply, attached) = oneshot::channel();
+        let group = std::mem::take(&mut self.group);
+        let command = LinkCommand::Attach {
+            group,
+            member,
+            link,
+            name,
+            frames,
+            broken,
+            reply,
+        };
+        self.links.send(command).is_ok() && attached.await.unwrap_or(false)
     }
 }
 
-/// B's receiver of one group: runs its machine until the group is closed or breaks; lost
-/// messages are asked for again on `resend`.
-async fn receive(
-    group: Arc<GroupIn>,
-    client: async_nats::Client,
-    resend: String,
-    mut subscription: async_nats::Subscriber,
+impl Drop for PendingOpen {
+    fn drop(&mut self) {
+        if !self.settled {
+            let group = std::mem::take(&mut self.group);
+            let _ = self.links.send(LinkCommand::OpenDone { group });
+        }
+    }
+}
+
+/// The gateway's end of a link in B's task.
+struct LinkEnds {
+    frames: UnboundedSender<OwnerFrame>,
+    broken: Arc<Mutex<Option<String>>>,
+}
+
+/// Runs B's side of every link and relay group of the node for as long as it runs.
+pub(crate) async fn serve_gateway_links(
+    node: Arc<Node>,
+    tx: UnboundedSender<LinkCommand>,
+    mut rx: UnboundedReceiver<LinkCommand>,
 ) {
-    let ended = loop {
-        let wake = lock(&group.state)
-            .machine
-            .poll_timeout()
-            .unwrap_or_else(Instant::now);
-        let message = tokio::select! {
-            m = subscription.next() => Some(m),
-            _ = tokio::time::sleep_until(wake.into()) => None,
+    let client = node.engine.client().clone();
+    let mut links = GatewayLinks::new(node.layout.clone(), node.me.clone(), MAX_LINK_FRAME);
+    let mut subscriptions = Subscriptions::new(client.clone(), tx, LinkCommand::Message);
+    let mut ends: HashMap<u64, LinkEnds> = HashMap::new();
+    loop {
+        let wake = links.poll_timeout();
+        let command = tokio::select! {
+            command = rx.recv() => match command {
+                Some(command) => Some(command),
+                None => return,
+            },
+            _ = sleep_until(wake) => None,
         };
-        let (requests, ended) = {
-            let mut state = lock(&group.state);
-            match message {
-                Some(Some(m)) => state.machine.handle_message(&m.payload),
-                Some(None) => state.machine.handle_unsubscribed(),
-                None => state.machine.handle_timeout(Instant::now()),
+        let now = Instant::now();
+        let mut group_reply = None;
+        match command {
+            None => links.handle_timeout(now),
+            Some(LinkCommand::Group {
+                owner,
+                dialect,
+                reply,
+            }) => {
+                let group = links.group_to(now, &owner, dialect);
+                links.begin_open(&group);
+                group_reply = Some((reply, group));
             }
-            let requests: Vec<_> =
-                std::iter::from_fn(|| state.machine.poll_resend_request()).collect();
-            (requests, hand_out(&mut state))
-        };
-        for request in requests {
-            ask_again(&client, &resend, request).await;
+            Some(LinkCommand::OpenDone { group }) => links.open_done(&group),
+            Some(LinkCommand::Refused { group }) => {
+                links.refused(&group);
+                links.open_done(&group);
+            }
+            Some(LinkCommand::Attach {
+                group,
+                member,
+                link,
+                name,
+                frames,
+                broken,
+                reply,
+            }) => {
+                ends.insert(link, LinkEnds { frames, broken });
+                // Attached before the opening is done: the group's broadcasts since it was
+                // sent are the member's.
+                let attached = links.attach(now, &group, member, link, &name);
+                links.open_done(&group);
+                if !attached {
+                    // The group broke between the answer and now: the gateway re-attaches.
+                    if let Some(end) = ends.remove(&link) {
+                        *lock(&end.broken) =
+                            Some("the relay group from the owner node broke".to_owned());
+                    }
+                }
+                let _ = reply.send(attached);
+            }
+            Some(LinkCommand::Send { link, body }) => {
+                links.send(&link, &body, max_payload(&client, body.len()))
+            }
+            Some(LinkCommand::Close { link }) => {
+                ends.remove(&link);
+                links.close_link(&link);
+            }
+            Some(LinkCommand::Message(subject, Some(payload))) => {
+                links.handle_message(&subject, &payload)
+            }
+            Some(LinkCommand::Message(subject, None)) => links.handle_unsubscribed(&subject),
         }
-        if let Some(ended) = ended {
-            break ended;
+        let mut subscribed = false;
+        while let Some(event) = links.poll_event() {
+            match event {
+                GatewayEvent::Subscribe(subject) => {
+                    subscribed |= subscriptions.subscribe(subject).await
+                }
+                GatewayEvent::Unsubscribe(subject) => subscriptions.unsubscribe(&subject),
+                GatewayEvent::Publish { subject, message } => {
+                    subscriptions.publish(subject, message).await
+                }
+                GatewayEvent::AskAgain { subject, message } => {
+                    warn!(%subject, "link messages were lost; asking for them again");
+                    subscriptions.publish(subject, message).await
+                }
+                GatewayEvent::Frame { to, frame } => {
+                    for link in to {
+                        if let Some(end) = ends.get(&link) {
+                            let _ = end.frames.send(frame.clone());
+                        }
+                    }
+                }
+                GatewayEvent::LinkEnded { link, end, .. } => {
+                    // Its channel ends, with why when the link or group broke.
+                    if let Some(ends) = ends.remove(&link) {
+                        if let LinkEnd::LinkBroke(why) | LinkEnd::GroupBroke(why) = end {
+                            *lock(&ends.broken) = Some(why);
+                        }
+                    }
+                }
+                GatewayEvent::GroupEnded { group, end, .. } => match end {
+                    GroupEnd::Broken(why) => {
+                        warn!(%group, reason = %why, "the relay group from the owner node broke")
+                    }
+                    GroupEnd::Closed => info!(%group, "the owner node closed the relay group"),
+                    GroupEnd::Refused => info!(%group, "the owner node refused the relay group"),
+                },
+            }
         }
-    };
-    match &ended {
-        Some(why) => {
-            warn!(group = %group.id, reason = %why, "the relay group from the owner node broke")
+        if let Some((reply, group)) = group_reply {
+            if subscribed {
+                // The server has the subscription before the owner publishes on it.
+                subscriptions.flush().await;
+            }
+            let _ = reply.send(group);
         }
-        None => info!(group = %group.id, "the owner node closed the relay group"),
+    }
+}
+
+/// Sleeps until `at`; for ever when `None`.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
     }
 }

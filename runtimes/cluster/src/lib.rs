@@ -45,7 +45,6 @@ pub mod engine;
 pub mod escape;
 mod gateway;
 mod group;
-mod group_state;
 pub mod layout;
 pub mod lease;
 mod link;

@@ -1,6 +1,7 @@
 //! Links: how a gateway relays a client of node B to the node A owning its session. The
-//! client's direction is sent by an [`crate::machines::outbound::Outbound`]
-//! ([`crate::wire::send_link`]); A serves it with a [`crate::machines::member::MemberLink`].
+//! client's direction is sent by B's [`crate::machines::gateway_links::GatewayLinks`]
+//! ([`crate::group`]'s task); A serves it with its
+//! [`crate::machines::owner_links::OwnerLinks`] ([`crate::owner`]).
 //!
 //! B's host hands the client's connection over (`ClusterOutput::Forward`) once a lookup finds the
 //! session owned by A. B opens a *link* with a NATS request to A's link subject; A attaches an
@@ -36,26 +37,23 @@ use std::time::Duration;
 use agentwire::frame::encode_frame;
 use agentwire::host::ConnId;
 use bytes::{Bytes, BytesMut};
-use serde_json::json;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tracing::info;
 
-use crate::group_state::{dialect_name, OwnerFrame};
+use crate::group::{LinkCommand, PendingOpen};
+use crate::machines::group_in::OwnerFrame;
+use crate::machines::owner_links::Opening;
 use crate::record::NodeIdentity;
 use crate::shared::Node;
-use crate::wire::{read_bodies, resend_subject, send_link, PIPE_BYTES};
+use crate::wire::{read_bodies, PIPE_BYTES};
 
 /// How long B waits for A to accept a link.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn open_subject(node: &Node, owner: &str) -> String {
     node.layout.link_open_subject(owner)
-}
-
-fn in_subject(node: &Node, link: &str) -> String {
-    node.layout.link_in_subject(link)
 }
 
 /// Whether `owner` answers on its link subject (a killed node's subscription is gone at once:
@@ -101,7 +99,8 @@ pub(crate) async fn open_remote(
     owner: &NodeIdentity,
 ) -> Result<LinkEnds, String> {
     let client = node.engine.client().clone();
-    let link = node.me.link_name(conn.as_u64(), node.next_link());
+    let number = node.next_link();
+    let link = node.me.link_name(conn.as_u64(), number);
     // The owner counts the relayed connection as authenticated when this node authenticated
     // its client (a cluster peer is trusted: it holds the cluster's NATS credentials).
     let authenticated = authenticated(node, conn);
@@ -134,14 +133,20 @@ pub(crate) async fn open_remote(
     // A group the owner ended meanwhile is refused: the next one is new. An owner that
     // refuses a new group too (it is stopping) does not answer.
     let mut tries = 0;
-    let (group, member, _opening) = loop {
+    let (opening, member) = loop {
         tries += 1;
-        let group = node.groups_in.to(node, owner, dialect).await?;
-        let opening = group.begin_open();
-        let open = json!({"link": link, "node": node.me.node, "incarnation": node.me.incarnation,
-                          "authenticated": authenticated, "group": group.id,
-                          "dialect": dialect_name(dialect), "handshake": handshake});
-        let request = client.request(open_subject(node, &owner.node), open.to_string().into());
+        let opening = PendingOpen::begin(&node.links, owner, dialect)
+            .await
+            .ok_or("this node is shutting down")?;
+        let open = Opening {
+            link: link.clone(),
+            peer: node.me.clone(),
+            group: opening.group.clone(),
+            dialect,
+            authenticated,
+        };
+        let open = open.request(&handshake).to_string();
+        let request = client.request(open_subject(node, &owner.node), open.into());
         let answer = match tokio::time::timeout(OPEN_TIMEOUT, request).await {
             Ok(Ok(answer)) => answer,
             _ => return Err(unanswered()),
@@ -149,24 +154,27 @@ pub(crate) async fn open_remote(
         let answer: serde_json::Value =
             serde_json::from_slice(&answer.payload).map_err(|_| unanswered())?;
         match answer["member"].as_u64() {
-            Some(member) => break (group, member, opening),
-            None if answer["error"] == "group" && tries < 3 => group.refused(),
+            Some(member) => break (opening, member),
+            None if answer["error"] == "group" && tries < 3 => opening.refused(),
             None => return Err(unanswered()),
         }
     };
-    info!(owner = %owner.node, %link, group = %group.id, "client relayed to the owner node");
-    let (to_owner, bodies) = unbounded_channel::<Bytes>();
+    info!(owner = %owner.node, %link, group = %opening.group, "client relayed to the owner node");
     let (owner_tx, from_owner) = unbounded_channel();
     let broken = Arc::new(Mutex::new(None));
-    if !group.add_member(member, owner_tx, broken.clone()) {
-        // The group broke between the answer and now: the gateway re-attaches.
-        if let Ok(mut b) = broken.lock() {
-            *b = Some("the relay group from the owner node broke".to_owned());
+    opening
+        .attach(member, number, link, owner_tx, broken.clone())
+        .await;
+    // The client's frames go out through B's task; the link closes when the gateway drops
+    // its end.
+    let (to_owner, mut bodies) = unbounded_channel::<Bytes>();
+    let links = node.links.clone();
+    tokio::spawn(async move {
+        while let Some(body) = bodies.recv().await {
+            let _ = links.send(LinkCommand::Send { link: number, body });
         }
-    }
-    let subject = in_subject(node, &link);
-    let resend = resend_subject(node, &subject);
-    tokio::spawn(send_link(client, subject, resend, bodies));
+        let _ = links.send(LinkCommand::Close { link: number });
+    });
     Ok(LinkEnds {
         to_owner,
         from_owner,

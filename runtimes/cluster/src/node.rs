@@ -102,18 +102,24 @@ impl ClusterNode {
             incarnation: options.incarnation,
         };
         let layout = options.nats.layout.clone();
+        let (links_tx, links_rx) = unbounded_channel();
         let node = Arc::new(Node {
             engine,
             me,
             layout,
             lease_ttl: options.nats.lease_ttl,
             owners: Mutex::new(HashMap::new()),
-            groups_in: Default::default(),
+            links: links_tx.clone(),
             links_opened: AtomicU64::new(0),
             lease_ok: AtomicBool::new(false),
             host: OnceLock::new(),
             stopping: AtomicBool::new(false),
         });
+        tokio::spawn(crate::group::serve_gateway_links(
+            node.clone(),
+            links_tx,
+            links_rx,
+        ));
         let ttl = options.nats.lease_ttl;
         let key = node.layout.lease_key(&node.me.node);
         let mut keeper = LeaseKeeper::new(LeaseConfig::with_ttl(ttl), key, node.me.incarnation);

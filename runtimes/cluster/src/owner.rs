@@ -21,21 +21,19 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream, WriteHalf};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
-use tokio::task::AbortHandle;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tracing::{info, warn};
 
-use crate::group_state::dialect_named;
 use crate::machines::member::MemberEnd;
 use crate::machines::owner_links::{Opening, OwnerEvent, OwnerLinks, RelayHost};
 use crate::record::NodeIdentity;
 use crate::shared::Node;
-use crate::wire::{alive, max_payload, read_bodies, MAX_LINK_FRAME, PIPE_BYTES};
+use crate::wire::{alive, max_payload, read_bodies, Subscriptions, MAX_LINK_FRAME, PIPE_BYTES};
 
 /// What the task's helpers report.
 enum Input {
-    /// A message on a subject the machine subscribed.
-    Message(String, Bytes),
+    /// A message on a subject the machine subscribed (`None`: the subscription ended).
+    Message(String, Option<Bytes>),
     /// The host wrote a frame on a group connection.
     GroupFrame(ConnId, Bytes),
     /// The host's frames on a group connection ended.
@@ -69,7 +67,7 @@ pub(crate) async fn serve_links(node: Arc<Node>) {
             groups: HashMap::new(),
             tx: tx.clone(),
         },
-        subscriptions: HashMap::new(),
+        subscriptions: Subscriptions::new(client.clone(), tx.clone(), Input::Message),
         node,
         client,
         tx,
@@ -102,8 +100,8 @@ struct OwnerSide {
     client: async_nats::Client,
     links: OwnerLinks<ConnId>,
     pipes: Pipes,
-    /// The forwarders of the subjects the machine subscribed.
-    subscriptions: HashMap<String, AbortHandle>,
+    /// The subjects the machine subscribed.
+    subscriptions: Subscriptions<Input>,
     tx: UnboundedSender<Input>,
 }
 
@@ -111,7 +109,10 @@ impl OwnerSide {
     fn input(&mut self, input: Input) {
         let now = Instant::now();
         match input {
-            Input::Message(subject, payload) => self.links.handle_message(now, &subject, &payload),
+            Input::Message(subject, Some(payload)) => {
+                self.links.handle_message(now, &subject, &payload)
+            }
+            Input::Message(_, None) => {}
             Input::GroupFrame(conn, body) => {
                 let max = max_payload(&self.client, body.len());
                 self.links.handle_group_frame(now, conn, &body, max);
@@ -134,18 +135,15 @@ impl OwnerSide {
         while let Some(event) = self.links.poll_event() {
             match event {
                 OwnerEvent::Subscribe(subject) => {
-                    self.subscribe(subject).await;
-                    subscribed = true;
+                    subscribed |= self.subscriptions.subscribe(subject).await;
                 }
-                OwnerEvent::Unsubscribe(subject) => {
-                    if let Some(forwarder) = self.subscriptions.remove(&subject) {
-                        forwarder.abort();
-                    }
-                }
+                OwnerEvent::Unsubscribe(subject) => self.subscriptions.unsubscribe(&subject),
                 OwnerEvent::Publish { subject, message } => {
-                    if let Err(e) = self.client.publish(subject.clone(), message).await {
-                        warn!(error = %e, %subject, "cannot publish a link message");
-                    }
+                    self.subscriptions.publish(subject, message).await
+                }
+                OwnerEvent::AskAgain { subject, message } => {
+                    warn!(%subject, "link messages were lost; asking for them again");
+                    self.subscriptions.publish(subject, message).await
                 }
                 OwnerEvent::CheckLease(peer) => {
                     let (node, tx) = (self.node.clone(), self.tx.clone());
@@ -187,33 +185,8 @@ impl OwnerSide {
         }
         if subscribed {
             // The server has the subscriptions before the opening is answered.
-            let _ = self.client.flush().await;
+            self.subscriptions.flush().await;
         }
-    }
-
-    /// Subscribes `subject`, its messages forwarded to the task.
-    async fn subscribe(&mut self, subject: String) {
-        let mut messages = match self.client.subscribe(subject.clone()).await {
-            Ok(sub) => sub,
-            Err(e) => {
-                // A member's link goes silent and breaks; a group's lost messages do.
-                warn!(error = %e, %subject, "cannot subscribe a link subject");
-                return;
-            }
-        };
-        let tx = self.tx.clone();
-        let name = subject.clone();
-        let forwarder = tokio::spawn(async move {
-            while let Some(message) = messages.next().await {
-                if tx
-                    .send(Input::Message(name.clone(), message.payload))
-                    .is_err()
-                {
-                    return;
-                }
-            }
-        });
-        self.subscriptions.insert(subject, forwarder.abort_handle());
     }
 
     /// A request on the node's link subject: a probe, or a link opening.
@@ -228,7 +201,7 @@ impl OwnerSide {
             let _ = self.client.publish(reply, Bytes::from_static(b"ok")).await;
             return;
         }
-        let Some((opening, handshake)) = read_opening(&open) else {
+        let Some((opening, handshake)) = Opening::read(&open) else {
             return;
         };
         let member = match self.links.accept(Instant::now(), &opening, &mut self.pipes) {
@@ -252,52 +225,6 @@ impl OwnerSide {
         let _ = self.client.publish(reply, answer.into()).await;
         info!(link = %opening.link, peer = %opening.peer.node, "relayed client attached");
     }
-}
-
-/// The opening a link request carries, and the requests that set the client's connection up
-/// at its node (replayed here first); `None` when it is not one.
-fn read_opening(open: &Value) -> Option<(Opening, Vec<Bytes>)> {
-    let (Some(link), Some(peer), Some(incarnation), Some(group)) = (
-        open["link"].as_str(),
-        open["node"].as_str(),
-        open["incarnation"].as_u64(),
-        open["group"].as_str(),
-    ) else {
-        return None;
-    };
-    if !is_token(link) || !is_token(group) {
-        return None;
-    }
-    let dialect = dialect_named(open["dialect"].as_str())?;
-    // The set-up requests (one string, from a node before they were a list).
-    let handshake: Vec<Bytes> = match &open["handshake"] {
-        Value::String(one) => vec![Bytes::from(one.clone())],
-        Value::Array(all) => all
-            .iter()
-            .filter_map(|h| h.as_str())
-            .map(|h| Bytes::from(h.to_owned()))
-            .collect(),
-        _ => Vec::new(),
-    };
-    let opening = Opening {
-        link: link.to_owned(),
-        peer: NodeIdentity {
-            node: peer.to_owned(),
-            incarnation,
-        },
-        group: group.to_owned(),
-        dialect,
-        authenticated: open["authenticated"] == true,
-    };
-    Some((opening, handshake))
-}
-
-/// Whether `name` is usable as a subject token of a link or group.
-fn is_token(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// The host's connections of the owner side: in-memory pipes attached to the driver.

@@ -31,8 +31,9 @@ pub(crate) struct Node {
     pub(crate) stopping: AtomicBool,
     /// Live owners found by lookups, for the gateways.
     pub(crate) owners: Mutex<HashMap<String, NodeIdentity>>,
-    /// Relay groups from the owners this node relays clients to.
-    pub(crate) groups_in: crate::group_state::GroupsIn,
+    /// B's task: the links and relay groups to the owners this node relays clients to
+    /// ([`crate::group`]).
+    pub(crate) links: tokio::sync::mpsc::UnboundedSender<crate::group::LinkCommand>,
 }
 
 impl Node {

@@ -1,20 +1,20 @@
 //! What the link and group tasks share to carry frames over NATS and over in-memory pipes:
-//! numbered link messages published with heartbeats and resent on request
-//! ([`crate::link_messages`]), frame bodies read from a host connection, and the liveness
-//! check of a node's lease.
+//! the live subjects a machine subscribed ([`Subscriptions`]), frame bodies read from a host
+//! connection, the size of a message, and the liveness check of a node's lease.
+
+use std::collections::HashMap;
 
 use agentwire::frame::{FrameDecoder, FrameLimits};
-use std::time::Instant;
 
 use agentwire::Framing;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
-use tracing::{info, warn};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::task::AbortHandle;
+use tracing::warn;
 
 use crate::engine::Engine;
-use crate::machines::outbound::Outbound;
 use crate::record::NodeIdentity;
 use crate::shared::Node;
 
@@ -25,60 +25,6 @@ pub(crate) const PIPE_BYTES: usize = 256 * 1024;
 /// own default frame limit.
 pub(crate) const MAX_LINK_FRAME: usize = FrameLimits::DEFAULT_MAX_FRAME_BYTES;
 
-/// Where the receiver of the link messages published on `subject` asks for lost ones again
-/// ([`crate::link_messages`]): `<live prefix>.re.<subject's tail>`, outside the subjects the
-/// link's messages travel on.
-pub(crate) fn resend_subject(node: &Node, subject: &str) -> String {
-    node.layout.resend_subject(subject)
-}
-
-/// Publishes the bodies of `bodies` on `subject` as numbered link messages, in order, sized
-/// for the server the client is connected to, with a heartbeat every
-/// [`crate::link_messages::HEARTBEAT`]; a close message once `bodies` ends. The receiver's
-/// resend requests, on `resend`, are answered with the kept messages they ask for, published
-/// on `subject` again. Runs an [`Outbound`] machine.
-pub(crate) async fn send_link(
-    client: async_nats::Client,
-    subject: String,
-    resend: String,
-    mut bodies: UnboundedReceiver<Bytes>,
-) {
-    let mut outbound = Outbound::new(Instant::now());
-    // Subscribed before the first message is published (the server keeps a connection's
-    // order), so no request can come before it.
-    let mut requests = match client.subscribe(resend).await {
-        Ok(requests) => Some(requests),
-        Err(e) => {
-            warn!(error = %e, "cannot serve resend requests of a link; a lost message breaks it");
-            None
-        }
-    };
-    loop {
-        let wake = outbound.poll_timeout().unwrap_or_else(Instant::now);
-        tokio::select! {
-            body = bodies.recv() => match body {
-                Some(body) => outbound.send(&body, max_payload(&client, body.len())),
-                None => outbound.close(),
-            },
-            request = next_request(&mut requests) => match request {
-                Some(request) => {
-                    outbound.handle_resend_request(&request.payload);
-                    info!(%subject, "link messages sent again");
-                }
-                None => requests = None,
-            },
-            _ = tokio::time::sleep_until(wake.into()) => outbound.handle_timeout(Instant::now()),
-        }
-        if !publish_all(&client, &subject, || outbound.poll_transmit()).await {
-            warn!("cannot relay a frame over a link; the link ends");
-            return;
-        }
-        if outbound.is_closed() {
-            return;
-        }
-    }
-}
-
 /// The largest message a body of `len` bytes may travel in: the server's `max_payload` when
 /// the body might not fit (reading the server info clones it).
 pub(crate) fn max_payload(client: &async_nats::Client, len: usize) -> usize {
@@ -87,40 +33,6 @@ pub(crate) fn max_payload(client: &async_nats::Client, len: usize) -> usize {
         usize::MAX
     } else {
         client.server_info().max_payload
-    }
-}
-
-/// Publishes every message `next` hands out on `subject`; `false` when publishing failed.
-pub(crate) async fn publish_all(
-    client: &async_nats::Client,
-    subject: &str,
-    mut next: impl FnMut() -> Option<Bytes>,
-) -> bool {
-    while let Some(message) = next() {
-        if let Err(e) = client.publish(subject.to_owned(), message).await {
-            warn!(error = %e, %subject, "cannot publish a link message");
-            return false;
-        }
-    }
-    true
-}
-
-/// The next resend request, or never when there is no subscription.
-pub(crate) async fn next_request(
-    requests: &mut Option<async_nats::Subscriber>,
-) -> Option<async_nats::Message> {
-    match requests {
-        Some(requests) => requests.next().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Publishes the resend request `request` of a link receiver on `resend`
-/// ([`crate::link_messages::Received::Resend`]).
-pub(crate) async fn ask_again(client: &async_nats::Client, resend: &str, request: Bytes) {
-    warn!(subject = %resend, "link messages were lost; asking for them again");
-    if let Err(e) = client.publish(resend.to_owned(), request).await {
-        warn!(error = %e, "cannot ask for lost link messages again");
     }
 }
 
@@ -155,5 +67,74 @@ pub(crate) async fn read_bodies<T: From<Bytes>>(
                 return;
             }
         }
+    }
+}
+
+/// The live subjects a machine subscribed, each forwarded to its task by a small task of its
+/// own as `wrap(subject, Some(payload))`, and `wrap(subject, None)` when the server ended the
+/// subscription.
+pub(crate) struct Subscriptions<I> {
+    client: async_nats::Client,
+    forwarders: HashMap<String, AbortHandle>,
+    tx: UnboundedSender<I>,
+    wrap: fn(String, Option<Bytes>) -> I,
+}
+
+impl<I: Send + 'static> Subscriptions<I> {
+    /// Subscriptions whose messages go to `tx`, wrapped by `wrap`.
+    pub(crate) fn new(
+        client: async_nats::Client,
+        tx: UnboundedSender<I>,
+        wrap: fn(String, Option<Bytes>) -> I,
+    ) -> Self {
+        Subscriptions {
+            client,
+            forwarders: HashMap::new(),
+            tx,
+            wrap,
+        }
+    }
+
+    /// Subscribes `subject`; `false` when the server refused (what travels on it is lost:
+    /// a link or group it carries goes silent and breaks).
+    pub(crate) async fn subscribe(&mut self, subject: String) -> bool {
+        let mut messages = match self.client.subscribe(subject.clone()).await {
+            Ok(sub) => sub,
+            Err(e) => {
+                warn!(error = %e, %subject, "cannot subscribe a link subject");
+                return false;
+            }
+        };
+        let (tx, wrap, name) = (self.tx.clone(), self.wrap, subject.clone());
+        let forwarder = tokio::spawn(async move {
+            while let Some(message) = messages.next().await {
+                if tx.send(wrap(name.clone(), Some(message.payload))).is_err() {
+                    return;
+                }
+            }
+            let _ = tx.send(wrap(name, None));
+        });
+        self.forwarders.insert(subject, forwarder.abort_handle());
+        true
+    }
+
+    /// Unsubscribes `subject`.
+    pub(crate) fn unsubscribe(&mut self, subject: &str) {
+        if let Some(forwarder) = self.forwarders.remove(subject) {
+            forwarder.abort();
+        }
+    }
+
+    /// Publishes `message` on `subject` (a failure is logged: the receiver asks again or the
+    /// link breaks).
+    pub(crate) async fn publish(&self, subject: String, message: Bytes) {
+        if let Err(e) = self.client.publish(subject.clone(), message).await {
+            warn!(error = %e, %subject, "cannot publish a link message");
+        }
+    }
+
+    /// Waits until the server has every subscription made so far.
+    pub(crate) async fn flush(&self) {
+        let _ = self.client.flush().await;
     }
 }

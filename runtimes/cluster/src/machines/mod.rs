@@ -19,6 +19,7 @@
 
 pub mod claim;
 pub mod gateway;
+pub mod gateway_links;
 pub mod group_in;
 pub mod group_members;
 pub mod group_out;

@@ -38,6 +38,85 @@ pub struct Opening {
     pub authenticated: bool,
 }
 
+impl Opening {
+    /// The opening as the gateway node sends it, with `handshake`, the requests that set the
+    /// client's connection up there (replayed on the owner first).
+    pub fn request(&self, handshake: &[String]) -> serde_json::Value {
+        serde_json::json!({
+            "link": self.link, "node": self.peer.node, "incarnation": self.peer.incarnation,
+            "authenticated": self.authenticated, "group": self.group,
+            "dialect": dialect_name(self.dialect), "handshake": handshake,
+        })
+    }
+
+    /// The opening a request carries, and its handshake; `None` when it is not one (a name
+    /// that is no subject token, an unknown dialect, a field missing).
+    pub fn read(open: &serde_json::Value) -> Option<(Opening, Vec<Bytes>)> {
+        let (Some(link), Some(peer), Some(incarnation), Some(group)) = (
+            open["link"].as_str(),
+            open["node"].as_str(),
+            open["incarnation"].as_u64(),
+            open["group"].as_str(),
+        ) else {
+            return None;
+        };
+        if !is_token(link) || !is_token(group) {
+            return None;
+        }
+        let dialect = dialect_named(open["dialect"].as_str())?;
+        // The set-up requests (one string, from a node before they were a list).
+        let handshake: Vec<Bytes> = match &open["handshake"] {
+            serde_json::Value::String(one) => vec![Bytes::from(one.clone())],
+            serde_json::Value::Array(all) => all
+                .iter()
+                .filter_map(|h| h.as_str())
+                .map(|h| Bytes::from(h.to_owned()))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let opening = Opening {
+            link: link.to_owned(),
+            peer: NodeIdentity {
+                node: peer.to_owned(),
+                incarnation,
+            },
+            group: group.to_owned(),
+            dialect,
+            authenticated: open["authenticated"] == true,
+        };
+        Some((opening, handshake))
+    }
+}
+
+/// Whether `name` is usable as a subject token of a link or group.
+fn is_token(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// How a link opening (and a group's name) names a dialect.
+pub fn dialect_name(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::CopilotSdk => "copilot",
+        Dialect::Acp => "acp",
+        Dialect::Ahp => "ahp",
+        // Never relayed: its requests name no session the lookup could follow.
+        Dialect::ClientTools => "client-tools",
+    }
+}
+
+/// The dialect a link opening names (the Copilot SDK protocol when it names none).
+fn dialect_named(name: Option<&str>) -> Option<Dialect> {
+    match name {
+        None | Some("copilot") => Some(Dialect::CopilotSdk),
+        Some("acp") => Some(Dialect::Acp),
+        Some("ahp") => Some(Dialect::Ahp),
+        Some(_) => None,
+    }
+}
+
 /// Why an opening was refused; the gateway node starts a new group and tries again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {
@@ -70,7 +149,15 @@ pub enum OwnerEvent<C> {
     Publish {
         /// Where.
         subject: String,
-        /// The link message or resend request.
+        /// The link message.
+        message: Bytes,
+    },
+    /// Messages of a link or group were lost: publish the request to send them again,
+    /// `message`, on the sender's resend `subject`.
+    AskAgain {
+        /// Where.
+        subject: String,
+        /// The resend request.
         message: Bytes,
     },
     /// Check whether `peer`'s lease still holds its incarnation; answer with
@@ -453,8 +540,11 @@ impl<C: Copy + Ord + std::fmt::Debug> OwnerLinks<C> {
                 MemberEvent::Ended(end) => ended = Some(end),
             }
         }
-        let mut requests = requests.into_iter();
-        self.publish_all(&resend, || requests.next());
+        self.events
+            .extend(requests.into_iter().map(|message| OwnerEvent::AskAgain {
+                subject: resend.clone(),
+                message,
+            }));
         for peer in checks {
             self.ask_lease(peer, Asker::Member(member));
         }

@@ -450,7 +450,8 @@ impl SimNode {
                     self.subs.insert(subject, live);
                 }
                 OwnerEvent::Unsubscribe(subject) => drop(self.subs.remove(&subject)),
-                OwnerEvent::Publish { subject, message } => {
+                OwnerEvent::Publish { subject, message }
+                | OwnerEvent::AskAgain { subject, message } => {
                     now(self.engine.publish_live(&subject, message)).expect("publish")
                 }
                 OwnerEvent::CheckLease(peer) => {
