@@ -31,11 +31,10 @@ use agentwire::host::{
 };
 use agentwire::Timestamp;
 use agentwire_cluster::call::execute;
-use agentwire_cluster::machines::group_members::GroupMembers;
+use agentwire_cluster::machines::gateway_links::{GatewayEvent, GatewayLinks};
 use agentwire_cluster::machines::group_out::GroupEnd;
 use agentwire_cluster::machines::keeper::LeaseKeeper;
 use agentwire_cluster::machines::member::MemberEnd;
-use agentwire_cluster::machines::outbound::Outbound;
 use agentwire_cluster::machines::owner_links::{OwnerEvent, OwnerLinks};
 use agentwire_cluster::machines::sessions::{Found, Op, Sessions, SessionsEvent, Task};
 use agentwire_cluster::memory::{MemoryEngine, MemoryLive};
@@ -60,28 +59,12 @@ pub(crate) enum End {
     Group,
 }
 
-/// The gateway node's side of a relay group (`group::receive`): its [`GroupMembers`].
-pub(crate) struct GroupInSide {
-    /// The group's name, as the openings carry it.
-    pub(crate) id: String,
-    pub(crate) owner: NodeIdentity,
-    pub(crate) subscription: MemoryLive,
-    /// The group's machine, its members' ends this node's relayed connections.
-    pub(crate) members: GroupMembers<ConnId>,
-}
-
-/// The gateway side of a relayed connection (`gateway::gateway`, `link::open_remote`): the
-/// client's frames go out through an [`Outbound`] machine (`wire::send_link`).
+/// The gateway side of a relayed connection (`gateway::gateway`, `link::open_remote`): its
+/// link is one of the node's [`GatewayLinks`].
 pub(crate) struct Gateway {
-    pub(crate) link: String,
     /// The session it relays (each client of the simulation uses one session).
     pub(crate) session: String,
     pub(crate) owner: NodeIdentity,
-    /// The group the owner's frames for it come in.
-    pub(crate) group: String,
-    pub(crate) outbound: Outbound,
-    /// The owner's resend requests.
-    pub(crate) resend: MemoryLive,
 }
 
 /// A frame taken from the host, waiting for its mark to be acknowledged.
@@ -141,16 +124,14 @@ pub(crate) struct SimNode {
     pub(crate) closing: BTreeSet<ConnId>,
     pub(crate) ends: BTreeMap<ConnId, End>,
     pub(crate) gateways: BTreeMap<ConnId, Gateway>,
+    /// The gateway node's side of the links and relay groups to owners (`group.rs`'s task).
+    pub(crate) gateway: GatewayLinks<ConnId>,
     /// The owner's side of the links and relay groups this node serves (`owner.rs`'s task).
     pub(crate) owner: OwnerLinks<ConnId>,
-    /// The live subjects `owner` subscribed.
+    /// The live subjects `owner` and `gateway` subscribed.
     pub(crate) subs: BTreeMap<String, MemoryLive>,
     /// The session events each relay group carried (invariant 5: each once).
     pub(crate) carried: BTreeMap<String, BTreeSet<String>>,
-    /// The relay groups from owners, one per owner incarnation (node, incarnation).
-    pub(crate) groups_in: BTreeMap<(String, u64), GroupInSide>,
-    /// Numbers this node's relay groups.
-    pub(crate) next_group: u64,
     /// Connections this node relays (forwarded once, they stay forwarded).
     pub(crate) relayed: BTreeSet<ConnId>,
     /// (relayed connection, event id) handed to it from a relay group and not yet seen by
@@ -174,6 +155,7 @@ impl SimNode {
         at: Duration,
     ) -> Self {
         SimNode {
+            gateway: GatewayLinks::new(Layout::default(), me.clone(), MAX_FRAME),
             sessions: Sessions::new(me.clone(), Layout::default(), TTL, usize::MAX),
             me,
             engine,
@@ -191,8 +173,6 @@ impl SimNode {
             owner: OwnerLinks::new(Layout::default(), TTL / 2, MAX_FRAME),
             subs: BTreeMap::new(),
             carried: BTreeMap::new(),
-            groups_in: BTreeMap::new(),
-            next_group: 0,
             relayed: BTreeSet::new(),
             via_group: BTreeSet::new(),
             owners: BTreeMap::new(),
@@ -332,13 +312,11 @@ impl SimNode {
                 frames,
             }) => {
                 // One gateway per connection: each client of the simulation uses one session.
-                if let Some(gateway) = self.gateways.get_mut(&conn) {
+                if let Some(gateway) = self.gateways.get(&conn) {
                     assert_eq!(gateway.session, session, "one session per simulated client");
                     for body in frames {
-                        gateway.outbound.send(&body, usize::MAX);
+                        self.gateway.send(&conn, &body, usize::MAX);
                     }
-                    let subject = LAYOUT.link_in_subject(&gateway.link);
-                    publish(&self.engine, &subject, || gateway.outbound.poll_transmit());
                 } else if let Some(waiting) = self.effects.iter_mut().find_map(|e| match e {
                     Effect::OpenGateway {
                         conn: c, frames, ..
@@ -418,10 +396,8 @@ impl SimNode {
     /// The gateway of `conn` ends: its link closes (its group still names the member until
     /// the owner ends it, as in `group.rs`). Answers the gateway.
     pub(crate) fn close_gateway(&mut self, conn: ConnId) -> Option<Gateway> {
-        let mut gateway = self.gateways.remove(&conn)?;
-        gateway.outbound.close();
-        let subject = LAYOUT.link_in_subject(&gateway.link);
-        publish(&self.engine, &subject, || gateway.outbound.poll_transmit());
+        let gateway = self.gateways.remove(&conn)?;
+        self.gateway.close_link(&conn);
         Some(gateway)
     }
 
@@ -490,6 +466,22 @@ impl SimNode {
         called
     }
 
+    /// Performs a subscription or publication the gateway side asked for.
+    pub(crate) fn live_io(&mut self, event: GatewayEvent<ConnId>) {
+        match event {
+            GatewayEvent::Subscribe(subject) => {
+                let live = now(self.engine.subscribe_live(&subject)).expect("reachable");
+                self.subs.insert(subject, live);
+            }
+            GatewayEvent::Unsubscribe(subject) => drop(self.subs.remove(&subject)),
+            GatewayEvent::Publish { subject, message }
+            | GatewayEvent::AskAgain { subject, message } => {
+                now(self.engine.publish_live(&subject, message)).expect("publish")
+            }
+            other => unreachable!("not live I/O: {other:?}"),
+        }
+    }
+
     /// The owner side's step: the messages of the subjects it subscribed, and the time.
     pub(crate) fn owner_step(&mut self, t: Timestamp, at: Duration) {
         let subjects: Vec<String> = self.subs.keys().cloned().collect();
@@ -500,10 +492,13 @@ impl SimNode {
                 .map(messages)
                 .unwrap_or_default();
             for message in messages {
+                // Each side takes the subjects it subscribed.
                 self.owner.handle_message(instant(at), &subject, &message);
+                self.gateway.handle_message(&subject, &message);
             }
         }
         self.owner.handle_timeout(instant(at));
+        self.gateway.handle_timeout(instant(at));
         self.owner_events(t, at);
     }
 
@@ -591,17 +586,6 @@ pub(crate) fn alive(engine: &MemoryEngine, who: &NodeIdentity) -> bool {
 
 /// The largest frame a simulated link carries.
 pub(crate) const MAX_FRAME: usize = 16 * 1024 * 1024;
-
-/// Publishes on `subject` every message `next` hands out.
-pub(crate) fn publish(
-    engine: &MemoryEngine,
-    subject: &str,
-    mut next: impl FnMut() -> Option<Bytes>,
-) {
-    while let Some(message) = next() {
-        now(engine.publish_live(subject, message)).expect("publish");
-    }
-}
 
 /// The machines' clock: `at` (the engine's time) after a fixed instant.
 pub(crate) fn instant(at: Duration) -> std::time::Instant {

@@ -444,7 +444,7 @@ impl Sim {
         if node.host.poll_timeout().is_some_and(|d| d <= t) {
             tasks.push(Task::Timer);
         }
-        if !node.gateways.is_empty() || !node.groups_in.is_empty() || !node.owner.is_empty() {
+        if !node.gateways.is_empty() || !node.gateway.is_empty() || !node.owner.is_empty() {
             tasks.push(Task::Links);
         }
         if at >= node.next_sweep {

@@ -198,18 +198,16 @@ impl Sim {
         for (i, n) in self.nodes.iter().enumerate() {
             match n {
                 None => out.push_str(&format!("\nnode {i}: dead")),
-                Some(n) => {
-                    out.push_str(&format!(
-                    "\nnode {i}: serving {} busy {} work {:?} held {} gateways {} groups in {} owner {:?}",
+                Some(n) => out.push_str(&format!(
+                    "\nnode {i}: serving {} busy {} work {:?} held {} gateways {} {:?} {:?}",
                     n.keeper.is_serving(),
                     n.sessions.is_busy(),
                     n.work.iter().map(|(t, _)| t).collect::<Vec<_>>(),
                     n.held.values().map(|h| h.len()).sum::<usize>(),
                     n.gateways.len(),
-                    n.groups_in.len(),
+                    n.gateway,
                     n.owner,
-                ))
-                }
+                )),
             }
         }
         for (c, client) in self.clients.iter().enumerate() {

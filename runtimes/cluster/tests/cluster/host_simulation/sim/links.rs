@@ -18,25 +18,14 @@ use agentwire::frame::Framing;
 use agentwire::host::{ConnId, Dialect, Host};
 use agentwire::Timestamp;
 use agentwire_cluster::escape::escape_id;
-use agentwire_cluster::machines::group_in::GroupIn;
-use agentwire_cluster::machines::group_members::{GroupMembers, MembersEvent};
-use agentwire_cluster::machines::outbound::Outbound;
+use agentwire_cluster::machines::gateway_links::{GatewayEvent, GroupEnd, LinkEnd};
 use agentwire_cluster::machines::owner_links::{Opening, RelayHost};
 use agentwire_cluster::takeover::sessions_to_sweep;
 use agentwire_cluster::{Engine, NodeIdentity};
 
-use super::super::node::{
-    alive, event_id, instant, messages, publish, End, Gateway, GroupInSide, LAYOUT, MAX_FRAME,
-};
+use super::super::node::{alive, event_id, instant, End, Gateway};
 use super::super::now;
 use super::{Sim, NODES, TTL};
-
-/// The key of an owner's incarnation in a node's `groups_in`.
-type OwnerKey = (String, u64);
-
-fn key(owner: &NodeIdentity) -> OwnerKey {
-    (owner.node.clone(), owner.incarnation)
-}
 
 /// The host of a simulated node, as its owner side opens connections in it.
 struct SimHost<'a> {
@@ -82,7 +71,7 @@ impl Sim {
         session: &str,
         frames: Vec<Bytes>,
     ) {
-        let t = self.t();
+        let (t, at) = (self.t(), self.cluster.now());
         let b = self.node(i);
         let Some(owner) = b.owners.get(session).cloned() else {
             return;
@@ -107,20 +96,29 @@ impl Sim {
         // A group the owner ended meanwhile is refused: the next one is new.
         let mut accepted = None;
         for _ in 0..2 {
-            let Some(group) = self.group_to(i, &owner) else {
-                break;
-            };
-            match self.accept(j, &link, &peer, &group, authenticated) {
+            let b = self.node(i);
+            let group = b.gateway.group_to(instant(at), &owner, Dialect::CopilotSdk);
+            b.gateway.begin_open(&group);
+            // The group's subject is subscribed before the opening is sent.
+            self.gateway_events(i);
+            let member = self.accept(j, &link, &peer, &group, authenticated);
+            let b = self.node(i);
+            match member {
                 Some(member) => {
+                    assert!(
+                        b.gateway.attach(instant(at), &group, member, conn, &link),
+                        "a live group"
+                    );
+                    b.gateway.open_done(&group);
                     accepted = Some((group, member));
                     break;
                 }
                 None => {
+                    b.gateway.refused(&group);
+                    b.gateway.open_done(&group);
                     self.stats.groups_refused += 1;
                     self.trace(format!("node {j} refused relay group {group}"));
-                    let machine = &mut self.node(i).groups_in.get_mut(&key(&owner)).expect("g");
-                    machine.members.machine.refused();
-                    self.group_events(i, &key(&owner), false);
+                    self.gateway_events(i);
                 }
             }
         }
@@ -135,59 +133,14 @@ impl Sim {
         self.trace(format!(
             "gateway {link}: node {i} -> node {j} for {session}, member {member} of {group}"
         ));
-        let at = instant(self.cluster.now());
         let b = self.node(i);
-        let side = b
-            .groups_in
-            .get_mut(&key(&owner))
-            .expect("the group accepted");
-        assert!(side.members.add_member(member, conn), "a live group");
         b.relayed.insert(conn);
-        let Ok(resend) = now(b
-            .engine
-            .subscribe_live(&LAYOUT.resend_subject(&LAYOUT.link_in_subject(&link))))
-        else {
-            return;
-        };
-        let mut outbound = Outbound::new(at);
         for body in frames {
-            outbound.send(&body, usize::MAX);
+            b.gateway.send(&conn, &body, usize::MAX);
         }
-        publish(&b.engine, &LAYOUT.link_in_subject(&link), || {
-            outbound.poll_transmit()
-        });
         let session = session.to_owned();
-        let gateway = Gateway {
-            link,
-            session,
-            owner,
-            group,
-            outbound,
-            resend,
-        };
-        b.gateways.insert(conn, gateway);
-    }
-
-    /// `group::GroupsIn::to`: B's live group to `owner`, started (subscribed before any
-    /// opening names it) if there is none.
-    fn group_to(&mut self, i: usize, owner: &NodeIdentity) -> Option<String> {
-        let at = instant(self.cluster.now());
-        let b = self.node(i);
-        if let Some(group) = b.groups_in.get(&key(owner)) {
-            return Some(group.id.clone());
-        }
-        let n = b.next_group;
-        b.next_group += 1;
-        let id = b.me.group_name(owner, "copilot", n);
-        let subscription = now(b.engine.subscribe_live(&LAYOUT.group_subject(&id))).ok()?;
-        let side = GroupInSide {
-            id: id.clone(),
-            owner: owner.clone(),
-            subscription,
-            members: GroupMembers::new(GroupIn::new(MAX_FRAME, at)),
-        };
-        b.groups_in.insert(key(owner), side);
-        Some(id)
+        b.gateways.insert(conn, Gateway { session, owner });
+        self.gateway_events(i);
     }
 
     /// `link::serve_links` on A (node `j`): the opening of `link` from `peer` naming
@@ -234,55 +187,29 @@ impl Sim {
     /// both sides (the runtime's gateway re-attaches the client instead; the simulation ends
     /// it, as it does after a takeover).
     pub(super) fn links_step(&mut self, i: usize) {
-        self.groups_in_step(i);
-        self.gateways_step(i);
         let (t, at) = (self.t(), self.cluster.now());
         let node = self.node(i);
-        let resends = node.owner.resend_requests();
+        let resends = node.owner.resend_requests() + node.gateway.resend_requests();
         node.owner_step(t, at);
-        self.stats.resends += self.node(i).owner.resend_requests() - resends;
+        let node = self.node(i);
+        self.stats.resends +=
+            node.owner.resend_requests() + node.gateway.resend_requests() - resends;
+        self.gateway_events(i);
+        self.watch_owners(i);
     }
 
-    /// `group::receive` on B: each group's frames dispatched to its members, until the owner
-    /// closes it or it breaks.
-    fn groups_in_step(&mut self, i: usize) {
-        let at = instant(self.cluster.now());
-        let keys: Vec<OwnerKey> = self.node(i).groups_in.keys().cloned().collect();
-        for key in keys {
-            let node = self.node(i);
-            let group = node.groups_in.get_mut(&key).expect("a group");
-            for message in messages(&mut group.subscription) {
-                group.members.machine.handle_message(&message);
-            }
-            group.members.machine.handle_timeout(at);
-            let subject = LAYOUT.resend_subject(&LAYOUT.group_subject(&group.id));
-            publish(&node.engine, &subject, || {
-                group.members.machine.poll_resend_request()
-            });
-            self.group_events(i, &key, true);
-        }
-    }
-
-    /// What B's group to `key`'s owner handed out: frames to the members' gateways, members
-    /// the owner ended, and the group's end (`count_broken`: counted as broken when it broke).
-    fn group_events(&mut self, i: usize, key: &OwnerKey, count_broken: bool) {
+    /// What B's [`GatewayLinks`] handed out (`group.rs`'s task): frames to the members'
+    /// gateways, links the owner ended, groups that ended.
+    fn gateway_events(&mut self, i: usize) {
         let t = self.t();
-        loop {
+        while let Some(event) = self.node(i).gateway.poll_event() {
             let node = self.node(i);
-            let Some(group) = node.groups_in.get_mut(key) else {
-                return;
-            };
-            let Some(event) = group.members.poll_event() else {
-                return;
-            };
-            let (id, owner) = (group.id.clone(), group.owner.clone());
             match event {
-                MembersEvent::Frame { to, frame } => {
-                    // Members whose gateway still relays from this group.
-                    let to: Vec<ConnId> = to
-                        .into_iter()
-                        .filter(|c| node.gateways.get(c).is_some_and(|g| g.group == id))
-                        .collect();
+                GatewayEvent::Subscribe(_)
+                | GatewayEvent::Unsubscribe(_)
+                | GatewayEvent::Publish { .. }
+                | GatewayEvent::AskAgain { .. } => node.live_io(event),
+                GatewayEvent::Frame { to, frame } => {
                     let event = event_id(&frame.body);
                     if event.is_some() {
                         self.stats.group_events += 1;
@@ -296,7 +223,7 @@ impl Sim {
                         if let Some(event) = &event {
                             assert!(
                                 node.via_group.insert((conn, event.clone())),
-                                "invariant 5: relay group {id} handed event {event} twice to {conn:?}"
+                                "invariant 5: a relay group handed event {event} twice to {conn:?}"
                             );
                         }
                         let route = node.gateways[&conn].session.clone();
@@ -304,39 +231,28 @@ impl Sim {
                         cluster.deliver_forwarded(t, conn, &route, &frame.body);
                     }
                 }
-                MembersEvent::MemberEnded {
-                    member: conn,
-                    link_broke,
-                } => {
-                    let reason = match link_broke {
-                        Some(why) => {
+                GatewayEvent::LinkEnded { link, owner, end } => {
+                    let relays = node.gateways.contains_key(&link);
+                    let reason = match end {
+                        LinkEnd::LinkBroke(why) => {
                             self.stats.ended_link_broke += 1;
                             broken(&owner, &why)
                         }
-                        None => format!("node {} closed the relayed connection", owner.node),
+                        LinkEnd::GroupBroke(why) => {
+                            self.stats.ended_group_broke += u64::from(relays);
+                            broken(&owner, &why)
+                        }
+                        LinkEnd::Closed => {
+                            format!("node {} closed the relayed connection", owner.node)
+                        }
                     };
-                    self.end_gateway(i, conn, reason);
+                    self.end_gateway(i, link, reason);
                 }
-                MembersEvent::Ended {
-                    members,
-                    broken: why,
-                } => {
-                    if count_broken && why.is_some() {
+                GatewayEvent::GroupEnded { group, end, .. } => {
+                    if let GroupEnd::Broken(_) = end {
                         self.stats.groups_broken += 1;
                     }
-                    self.trace(format!("node {i}: relay group {id} ends: {why:?}"));
-                    self.node(i).groups_in.remove(key);
-                    for conn in members {
-                        if why.is_some() && self.node(i).gateways.contains_key(&conn) {
-                            self.stats.ended_group_broke += 1;
-                        }
-                        let reason = match &why {
-                            Some(why) => broken(&owner, why),
-                            None => format!("node {} closed the relayed connection", owner.node),
-                        };
-                        self.end_gateway(i, conn, reason);
-                    }
-                    return;
+                    self.trace(format!("node {i}: relay group {group} ends: {end:?}"));
                 }
             }
         }
@@ -352,26 +268,17 @@ impl Sim {
         }
         self.trace(format!("gateway on node {i} ends: {reason}"));
         self.node(i).host.cluster().end_forwarding(t, conn, reason);
+        self.gateway_events(i);
     }
 
-    /// B's gateways: each link's machine fed resend requests and the time, and the owner's
-    /// lease watched.
-    fn gateways_step(&mut self, i: usize) {
-        let at = instant(self.cluster.now());
+    /// B's gateways watch their owner's lease (`gateway::gateway`'s [`CheckLease`]; the
+    /// simulation ends the relayed connection instead of re-attaching it).
+    fn watch_owners(&mut self, i: usize) {
         let conns: Vec<ConnId> = self.node(i).gateways.keys().copied().collect();
         for conn in conns {
             let node = self.node(i);
-            let gateway = node.gateways.get_mut(&conn).expect("gateway");
-            let requests = messages(&mut gateway.resend);
-            for request in &requests {
-                gateway.outbound.handle_resend_request(request);
-            }
-            gateway.outbound.handle_timeout(at);
-            let subject = LAYOUT.link_in_subject(&gateway.link);
-            publish(&node.engine, &subject, || gateway.outbound.poll_transmit());
-            let owner = gateway.owner.clone();
-            self.stats.resends += requests.len() as u64;
-            if !alive(&self.node(i).engine, &owner) {
+            let owner = node.gateways[&conn].owner.clone();
+            if !alive(&node.engine, &owner) {
                 let reason = format!(
                     "the node owning this session ({}) stopped; reconnect and resume the session",
                     owner.node
