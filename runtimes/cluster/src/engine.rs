@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::record::RecordKind;
+use crate::record::{NodeIdentity, RecordKind};
 
 /// A message to append to a session's log subject.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +95,16 @@ pub struct KvEntry {
     pub value: Bytes,
     /// The entry's revision; pass it to [`Engine::kv_update`].
     pub revision: u64,
+}
+
+/// Whether `read`, a read of `who`'s lease key, found its incarnation there; a read that
+/// failed counts as alive (a hiccup of the engine must not cut every relayed client).
+pub fn holds_lease<E>(who: &NodeIdentity, read: &Result<Option<KvEntry>, E>) -> bool {
+    match read {
+        Ok(Some(entry)) => entry.value == who.incarnation.to_string().as_bytes(),
+        Ok(None) => false,
+        Err(_) => true,
+    }
 }
 
 /// Why a KV write failed.

@@ -29,7 +29,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use agentwire::host::Dialect;
-use bytes::Bytes;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::oneshot;
 use tracing::{info, warn};
@@ -37,42 +36,9 @@ use tracing::{info, warn};
 use crate::machines::gateway_links::{GatewayEvent, GatewayLinks, GroupEnd, LinkEnd};
 use crate::machines::group_in::OwnerFrame;
 use crate::record::NodeIdentity;
-use crate::shared::Node;
+use crate::shared::{LinkCommand, Node};
 use crate::sync::lock;
 use crate::wire::{max_payload, Subscriptions, MAX_LINK_FRAME};
-
-/// What the gateways (and the subscriptions) tell B's task.
-pub(crate) enum LinkCommand {
-    /// The live group from `owner` for clients of `dialect`, started if there is none, with
-    /// an opening naming it about to be sent; answered once its subject is subscribed.
-    Group {
-        owner: NodeIdentity,
-        dialect: Dialect,
-        reply: oneshot::Sender<String>,
-    },
-    /// The opening naming `group` was lost (not answered).
-    OpenDone { group: String },
-    /// The owner refused the opening naming `group`.
-    Refused { group: String },
-    /// The owner accepted link `link` (named `name`) as member `member` of `group`: the
-    /// owner's frames for it go to `frames`; `broken` says why they ended when the link or
-    /// group broke. Answers whether the group was still live.
-    Attach {
-        group: String,
-        member: u64,
-        link: u64,
-        name: String,
-        frames: UnboundedSender<OwnerFrame>,
-        broken: Arc<Mutex<Option<String>>>,
-        reply: oneshot::Sender<bool>,
-    },
-    /// A frame body of `link`'s client for the owner.
-    Send { link: u64, body: Bytes },
-    /// `link`'s client is gone from it.
-    Close { link: u64 },
-    /// A message on a subscribed subject (`None`: the subscription ended).
-    Message(String, Option<Bytes>),
-}
 
 /// An opening naming a group, from asking for the group until its outcome: dropped without
 /// one, it tells B's task the opening is done.

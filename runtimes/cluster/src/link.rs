@@ -42,11 +42,11 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tracing::info;
 
-use crate::group::{LinkCommand, PendingOpen};
+use crate::group::PendingOpen;
 use crate::machines::group_in::OwnerFrame;
 use crate::machines::owner_links::Opening;
 use crate::record::NodeIdentity;
-use crate::shared::Node;
+use crate::shared::{LinkCommand, Node};
 use crate::wire::{read_bodies, PIPE_BYTES};
 
 /// How long B waits for A to accept a link.

@@ -14,7 +14,6 @@
 
 use std::fmt;
 
-use crate::engine::KvEntry;
 use crate::escape::{escape_id, unescape_id};
 
 /// The kind of a log message. The NATS engine carries it in the `Agentwire-Kind` header
@@ -94,16 +93,6 @@ impl NodeIdentity {
             escape_id(&owner.node),
             owner.incarnation
         )
-    }
-
-    /// Whether `read`, a read of this node's lease key, found its incarnation there; a read
-    /// that failed counts as alive (a hiccup of the engine must not cut every relayed client).
-    pub fn holds_lease<E>(&self, read: &Result<Option<KvEntry>, E>) -> bool {
-        match read {
-            Ok(Some(entry)) => entry.value == self.incarnation.to_string().as_bytes(),
-            Ok(None) => false,
-            Err(_) => true,
-        }
     }
 }
 

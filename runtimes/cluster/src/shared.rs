@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use agentwire_driver::HostHandle;
@@ -11,7 +11,11 @@ use bytes::Bytes;
 use tokio::sync::mpsc::UnboundedSender;
 use tracing::error;
 
+use agentwire::host::Dialect;
+use tokio::sync::oneshot;
+
 use crate::layout::Layout;
+use crate::machines::group_in::OwnerFrame;
 use crate::nats::NatsEngine;
 use crate::record::NodeIdentity;
 use crate::sync::lock;
@@ -33,7 +37,7 @@ pub(crate) struct Node {
     pub(crate) owners: Mutex<HashMap<String, NodeIdentity>>,
     /// B's task: the links and relay groups to the owners this node relays clients to
     /// ([`crate::group`]).
-    pub(crate) links: tokio::sync::mpsc::UnboundedSender<crate::group::LinkCommand>,
+    pub(crate) links: UnboundedSender<LinkCommand>,
 }
 
 impl Node {
@@ -90,4 +94,37 @@ impl Lookups {
     pub(crate) fn look_up(&self, session: String) {
         let _ = self.0.send(Command::Load { session });
     }
+}
+
+/// What the gateways (and the subscriptions) tell B's task.
+pub(crate) enum LinkCommand {
+    /// The live group from `owner` for clients of `dialect`, started if there is none, with
+    /// an opening naming it about to be sent; answered once its subject is subscribed.
+    Group {
+        owner: NodeIdentity,
+        dialect: Dialect,
+        reply: oneshot::Sender<String>,
+    },
+    /// The opening naming `group` was lost (not answered).
+    OpenDone { group: String },
+    /// The owner refused the opening naming `group`.
+    Refused { group: String },
+    /// The owner accepted link `link` (named `name`) as member `member` of `group`: the
+    /// owner's frames for it go to `frames`; `broken` says why they ended when the link or
+    /// group broke. Answers whether the group was still live.
+    Attach {
+        group: String,
+        member: u64,
+        link: u64,
+        name: String,
+        frames: UnboundedSender<OwnerFrame>,
+        broken: Arc<Mutex<Option<String>>>,
+        reply: oneshot::Sender<bool>,
+    },
+    /// A frame body of `link`'s client for the owner.
+    Send { link: u64, body: Bytes },
+    /// `link`'s client is gone from it.
+    Close { link: u64 },
+    /// A message on a subscribed subject (`None`: the subscription ended).
+    Message(String, Option<Bytes>),
 }

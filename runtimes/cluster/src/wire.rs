@@ -39,7 +39,7 @@ pub(crate) fn max_payload(client: &async_nats::Client, len: usize) -> usize {
 /// Whether `who`'s lease key still holds its incarnation ([`NodeIdentity::holds_lease`]).
 pub(crate) async fn alive(node: &Node, who: &NodeIdentity) -> bool {
     let read = node.engine.kv_get(&node.layout.lease_key(&who.node)).await;
-    who.holds_lease(&read)
+    crate::engine::holds_lease(who, &read)
 }
 
 /// Decodes the host's frames on `reader` into bodies for `tx`, until EOF.

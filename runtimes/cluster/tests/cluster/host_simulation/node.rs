@@ -31,6 +31,7 @@ use agentwire::host::{
 };
 use agentwire::Timestamp;
 use agentwire_cluster::call::execute;
+use agentwire_cluster::engine::holds_lease;
 use agentwire_cluster::machines::gateway_links::{GatewayEvent, GatewayLinks};
 use agentwire_cluster::machines::group_out::GroupEnd;
 use agentwire_cluster::machines::keeper::LeaseKeeper;
@@ -581,7 +582,7 @@ pub(crate) fn messages(live: &mut MemoryLive) -> Vec<Bytes> {
 /// Whether `who`'s lease key holds its incarnation (errors count as alive).
 pub(crate) fn alive(engine: &MemoryEngine, who: &NodeIdentity) -> bool {
     let read = now(engine.kv_get(&LAYOUT.lease_key(&who.node)));
-    who.holds_lease(&read)
+    holds_lease(who, &read)
 }
 
 /// The largest frame a simulated link carries.
