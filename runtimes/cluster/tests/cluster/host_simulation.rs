@@ -3,12 +3,15 @@
 //!
 //! Three nodes each run a sans-IO `Host` glued to `MemoryEngine` the way `src/node.rs` glues
 //! it to NATS, with the crate's own machines (`agentwire_cluster::machines`: the node's lease
-//! keeper and session log with its workers and lookups, links and relay groups;
-//! `host_simulation/node.rs` says which behaviour each piece mirrors): persisted events are appended through the fenced single writer, frames
+//! keeper and session log with its workers and lookups, both sides of the node's links and
+//! relay groups, and each relayed client's gateway; `host_simulation/node.rs` says which
+//! behaviour each piece mirrors): persisted events are appended through the fenced single
+//! writer, frames
 //! reach clients only after their events are acknowledged, lookups claim and restore a dead
 //! owner's session and close its open turn, or relay the client to a live owner over live
-//! subjects (`host_simulation/sim/links.rs` runs the link and group machines as `link.rs` and
-//! `group.rs` do): the client's frames go to the owner on its own link, and
+//! subjects (`host_simulation/sim/links.rs` runs the link and group machines as `owner.rs`
+//! and `group.rs` do, `sim/gateways.rs` the gateway machine as `gateway.rs` does): the
+//! client's frames go to the owner on its own link, and
 //! the owner serves it as a member of the gateway node's relay group (one group connection
 //! per gateway node and owner incarnation, `ClusterApi::join_relay_group`), whose frames carry
 //! every member's responses, requests and events back, an event for several members once.
@@ -24,8 +27,12 @@
 //! It also drops live-subject messages and partitions nodes (both lose link and group
 //! messages; `SIM_LINK_LOSS=0` turns that off): links and groups number their messages and
 //! send heartbeats, so a lost one or silence breaks the link (the owner ends the member and
-//! its group says so, `@?`) or the group (every member's relayed connection ends), and both
-//! sides end the relayed connection with a reason. An owner ends a group when the gateway
+//! its group says so, `@?`) or the group (every member's link ends). A relayed client's
+//! gateway follows its session as in the runtime: after a broken link it re-attaches the
+//! client to the same owner when it still answers; when the owner dies, to whichever node
+//! took the session over (over a new link, or to its own node's host), failing the requests
+//! the old owner never answered and catching the client up from the log. An owner ends a
+//! group when the gateway
 //! node's lease is gone or it had no member for a while (its members end with it); an opening
 //! naming a group that ended is refused and the gateway node starts a new one. Invariants,
 //! checked after every step:
@@ -43,7 +50,8 @@
 //!    quiet) every request on an open connection got exactly one;
 //! 5. relayed frames travel in their group, addressed: a member of a live group writes nothing
 //!    of its own (it would be lost); every event a relayed client receives was handed to it
-//!    from its group, once; each event crosses once per group however many of the gateway
+//!    by its gateway (from its group, its own host's link, or the log in a catch-up), once;
+//!    each event crosses once per group however many of the gateway
 //!    node's clients it is for; a client gets only its own session's events, and streaming
 //!    deltas only if it attached with `streaming: true`.
 //!
@@ -106,6 +114,10 @@ fn invariants_hold_across_nodes_under_faults() {
         assert!(total.client.tool_requests > seeds / 2, "{total:?}");
         assert!(total.client.ephemeral > seeds, "{total:?}");
         assert!(total.resumes_elsewhere > 5 * seeds, "{total:?}");
+        // Relayed clients follow their session: re-attached to the same owner after a broken
+        // link or to the new owner after a takeover, their own node's host among them.
+        assert!(total.reattached > seeds / 4, "{total:?}");
+        assert!(total.reattached_here > seeds / 10, "{total:?}");
         assert!(total.groups > 2 * seeds, "{total:?}");
         assert!(total.group_events > 2 * seeds, "{total:?}");
         // Several clients of one gateway node on one session share its group.

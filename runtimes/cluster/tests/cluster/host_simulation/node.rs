@@ -27,12 +27,14 @@ use std::time::Duration;
 
 use agentwire::frame::{encode_frame, Framing};
 use agentwire::host::{
-    ClusterOutput, ConnId, ConnectionOutput, Host, Output, RelayFrame, StoreOutput,
+    ClusterOutput, ConnId, ConnectionOutput, Dialect, Host, Output, RelayFrame, StoreOutput,
 };
 use agentwire::Timestamp;
 use agentwire_cluster::call::execute;
 use agentwire_cluster::engine::holds_lease;
+use agentwire_cluster::machines::gateway::Gateway;
 use agentwire_cluster::machines::gateway_links::{GatewayEvent, GatewayLinks};
+use agentwire_cluster::machines::group_in::OwnerFrame;
 use agentwire_cluster::machines::group_out::GroupEnd;
 use agentwire_cluster::machines::keeper::LeaseKeeper;
 use agentwire_cluster::machines::member::MemberEnd;
@@ -58,14 +60,29 @@ pub(crate) enum End {
     /// A relay group connection of the node's [`OwnerLinks`]: its frames go to its gateway
     /// node on the group's subject.
     Group,
+    /// The link of the gateway of connection `0` to this node's own host (`link::open_local`:
+    /// the node took the session over): its frames are the gateway's owner frames.
+    Local(ConnId),
 }
 
-/// The gateway side of a relayed connection (`gateway::gateway`, `link::open_remote`): its
-/// link is one of the node's [`GatewayLinks`].
-pub(crate) struct Gateway {
+/// The gateway side of a relayed connection (`gateway::gateway`): the crate's [`Gateway`]
+/// machine, and where its link goes.
+pub(crate) struct SimGateway {
     /// The session it relays (each client of the simulation uses one session).
     pub(crate) session: String,
-    pub(crate) owner: NodeIdentity,
+    pub(crate) machine: Gateway,
+    pub(crate) link: Option<LinkTo>,
+    /// Numbers the gateway's links (each a link of the node's [`GatewayLinks`]).
+    pub(crate) links_opened: u64,
+}
+
+/// Where a gateway's current link goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LinkTo {
+    /// Another node: the link numbered so in the node's [`GatewayLinks`].
+    Remote(u64),
+    /// This node's host, over this connection.
+    Local(ConnId),
 }
 
 /// A frame taken from the host, waiting for its mark to be acknowledged.
@@ -82,12 +99,6 @@ pub(crate) enum Effect {
     ToClient(usize, Bytes, bool),
     /// The connection of client `0` ended.
     ClientClosed(usize),
-    /// Open a gateway link for `conn` to the owner of `session`, then relay `frames`.
-    OpenGateway {
-        conn: ConnId,
-        session: String,
-        frames: Vec<Bytes>,
-    },
     /// The node can no longer keep its promise.
     Stop(String),
     /// The log acknowledged an event.
@@ -124,9 +135,10 @@ pub(crate) struct SimNode {
     pub(crate) held: BTreeMap<ConnId, VecDeque<Held>>,
     pub(crate) closing: BTreeSet<ConnId>,
     pub(crate) ends: BTreeMap<ConnId, End>,
-    pub(crate) gateways: BTreeMap<ConnId, Gateway>,
-    /// The gateway node's side of the links and relay groups to owners (`group.rs`'s task).
-    pub(crate) gateway: GatewayLinks<ConnId>,
+    pub(crate) gateways: BTreeMap<ConnId, SimGateway>,
+    /// The gateway node's side of the links and relay groups to owners (`group.rs`'s task),
+    /// its links named by connection and number.
+    pub(crate) gateway: GatewayLinks<(ConnId, u64)>,
     /// The owner's side of the links and relay groups this node serves (`owner.rs`'s task).
     pub(crate) owner: OwnerLinks<ConnId>,
     /// The live subjects `owner` and `gateway` subscribed.
@@ -135,9 +147,9 @@ pub(crate) struct SimNode {
     pub(crate) carried: BTreeMap<String, BTreeSet<String>>,
     /// Connections this node relays (forwarded once, they stay forwarded).
     pub(crate) relayed: BTreeSet<ConnId>,
-    /// (relayed connection, event id) handed to it from a relay group and not yet seen by
+    /// (relayed connection, event id) handed to it by its gateway and not yet seen by
     /// its client (invariant 5).
-    pub(crate) via_group: BTreeSet<(ConnId, String)>,
+    pub(crate) via_gateway: BTreeSet<(ConnId, String)>,
     /// Live owners found by lookups, for the gateways.
     pub(crate) owners: BTreeMap<String, NodeIdentity>,
     /// (connection, request id) -> the session the request named.
@@ -175,7 +187,7 @@ impl SimNode {
             subs: BTreeMap::new(),
             carried: BTreeMap::new(),
             relayed: BTreeSet::new(),
-            via_group: BTreeSet::new(),
+            via_gateway: BTreeSet::new(),
             owners: BTreeMap::new(),
             requests: BTreeMap::new(),
             next_sweep: at,
@@ -312,31 +324,30 @@ impl SimNode {
                 session,
                 frames,
             }) => {
-                // One gateway per connection: each client of the simulation uses one session.
-                if let Some(gateway) = self.gateways.get(&conn) {
-                    assert_eq!(gateway.session, session, "one session per simulated client");
-                    for body in frames {
-                        self.gateway.send(&conn, &body, usize::MAX);
-                    }
-                } else if let Some(waiting) = self.effects.iter_mut().find_map(|e| match e {
-                    Effect::OpenGateway {
-                        conn: c, frames, ..
-                    } if *c == conn => Some(frames),
-                    _ => None,
-                }) {
-                    waiting.extend(frames);
-                } else {
-                    self.effects.push(Effect::OpenGateway {
-                        conn,
-                        session,
-                        frames,
-                    });
+                // One gateway per connection: each client of the simulation uses one session
+                // (`ClusterLog::forward`: a gateway for the live owner a lookup found).
+                if !self.gateways.contains_key(&conn) {
+                    let Some(owner) = self.owners.get(&session).cloned() else {
+                        return false;
+                    };
+                    let machine = Gateway::new(session.clone(), Dialect::CopilotSdk, owner, TTL);
+                    let gateway = SimGateway {
+                        session: session.clone(),
+                        machine,
+                        link: None,
+                        links_opened: 0,
+                    };
+                    self.gateways.insert(conn, gateway);
+                    self.relayed.insert(conn);
                 }
+                let gateway = self.gateways.get_mut(&conn).expect("a gateway");
+                assert_eq!(gateway.session, session, "one session per simulated client");
+                gateway.machine.handle_client_frames(frames);
                 false
             }
             Output::Cluster(ClusterOutput::ForwardClosed { conn }) => {
                 self.close_gateway(conn);
-                false
+                true
             }
             Output::Connection(ConnectionOutput::Close { conn, .. }) => {
                 // A group the host closes (it fell behind) takes no member any more.
@@ -388,18 +399,38 @@ impl SimNode {
                             .handle_group_frame(instant(at), *conn, body, usize::MAX);
                     }
                     Some(End::Member) => unreachable!("a member holds nothing"),
+                    Some(End::Local(gw)) => {
+                        let body = body_of(&held.frame).expect("one frame");
+                        let frame = OwnerFrame::from(Bytes::copy_from_slice(body));
+                        if let Some(g) = self.gateways.get_mut(gw) {
+                            if g.link == Some(LinkTo::Local(*conn)) {
+                                g.machine.handle_owner_frame(frame);
+                            }
+                        }
+                    }
                     None => {}
                 }
             }
         }
     }
 
-    /// The gateway of `conn` ends: its link closes (its group still names the member until
-    /// the owner ends it, as in `group.rs`). Answers the gateway.
-    pub(crate) fn close_gateway(&mut self, conn: ConnId) -> Option<Gateway> {
-        let gateway = self.gateways.remove(&conn)?;
-        self.gateway.close_link(&conn);
-        Some(gateway)
+    /// The gateway of `conn` ends (its client is gone, or it ended the relayed connection):
+    /// its link closes (its group still names the member until the owner ends it).
+    pub(crate) fn close_gateway(&mut self, conn: ConnId) {
+        if let Some(mut gateway) = self.gateways.remove(&conn) {
+            self.close_link(conn, &mut gateway);
+        }
+    }
+
+    /// The current link of `gateway` (of connection `conn`) closes.
+    pub(crate) fn close_link(&mut self, conn: ConnId, gateway: &mut SimGateway) {
+        match gateway.link.take() {
+            Some(LinkTo::Remote(n)) => self.gateway.close_link(&(conn, n)),
+            Some(LinkTo::Local(local)) if self.ends.contains_key(&local) => {
+                self.closing.insert(local);
+            }
+            Some(LinkTo::Local(_)) | None => {}
+        }
     }
 
     fn close_end(&mut self, conn: ConnId, at: Duration) {
@@ -412,6 +443,14 @@ impl SimNode {
             Some(End::Member) => self.owner.handle_member_closed(conn),
             // Its publisher sends its close; its name is refused from now on.
             Some(End::Group) => self.owner.handle_group_closed(instant(at), conn),
+            Some(End::Local(gw)) => {
+                if let Some(g) = self.gateways.get_mut(&gw) {
+                    if g.link == Some(LinkTo::Local(conn)) {
+                        g.link = None;
+                        g.machine.handle_link_ended(instant(at), None);
+                    }
+                }
+            }
             None => {}
         }
     }
@@ -468,7 +507,7 @@ impl SimNode {
     }
 
     /// Performs a subscription or publication the gateway side asked for.
-    pub(crate) fn live_io(&mut self, event: GatewayEvent<ConnId>) {
+    pub(crate) fn live_io<L>(&mut self, event: GatewayEvent<L>) {
         match event {
             GatewayEvent::Subscribe(subject) => {
                 let live = now(self.engine.subscribe_live(&subject)).expect("reachable");
@@ -479,7 +518,7 @@ impl SimNode {
             | GatewayEvent::AskAgain { subject, message } => {
                 now(self.engine.publish_live(&subject, message)).expect("publish")
             }
-            other => unreachable!("not live I/O: {other:?}"),
+            _ => unreachable!("not live I/O"),
         }
     }
 

@@ -13,6 +13,7 @@ use agentwire_cluster::memory::{Fault, MemoryCluster};
 use agentwire_cluster::{Layout, NodeIdentity};
 
 mod clients;
+mod gateways;
 mod links;
 
 use super::client::{Client, ClientStats};
@@ -88,11 +89,15 @@ stats! {
     groups_idle,
     /// Groups an owner ended because the gateway node's lease was gone.
     groups_peer_gone,
-    /// Relayed connections a gateway node ended because the owner's `@?` frame said their
-    /// link broke.
+    /// Relayed connections whose link the owner's `@?` frame said broke.
     ended_link_broke,
-    /// Relayed connections a gateway node ended because their group broke.
+    /// Relayed connections whose group broke.
     ended_group_broke,
+    /// Relayed clients their gateway re-attached (to the same owner after a broken link, or
+    /// to the session's new owner after a takeover).
+    reattached,
+    /// Of those, clients re-attached to their own node's host (it took the session over).
+    reattached_here,
     /// Group messages carrying a session event that a gateway node dispatched.
     group_events,
     /// Of those, messages handed to two or more of the gateway node's clients.
@@ -501,7 +506,7 @@ impl Sim {
             };
             node.pump(t, self.cluster.now(), &self.index);
             let effects = std::mem::take(&mut node.effects);
-            if effects.is_empty() {
+            if effects.is_empty() && !self.run_gateways(i) {
                 return;
             }
             self.index.refresh(&self.cluster);
@@ -533,7 +538,7 @@ impl Sim {
                         // Invariant 5: a relayed client's events all came through its relay
                         // group, addressed to it.
                         assert!(
-                            node.via_group.remove(&(link.conn, id.clone())),
+                            node.via_gateway.remove(&(link.conn, id.clone())),
                             "invariant 5: relayed client {c} on node {i} got event {id}, which \
                              no relay group brought it"
                         );
@@ -555,11 +560,6 @@ impl Sim {
                     self.clients[c].disconnected();
                 }
             }
-            Effect::OpenGateway {
-                conn,
-                session,
-                frames,
-            } => self.open_gateway(i, conn, &session, frames),
             Effect::Stop(reason) => self.die(i, Some(reason)),
             Effect::TookOver(session) => {
                 self.stats.takeovers += 1;

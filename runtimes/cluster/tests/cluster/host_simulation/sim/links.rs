@@ -12,8 +12,6 @@
 
 use std::collections::BTreeMap;
 
-use bytes::Bytes;
-
 use agentwire::frame::Framing;
 use agentwire::host::{ConnId, Dialect, Host};
 use agentwire::Timestamp;
@@ -23,9 +21,9 @@ use agentwire_cluster::machines::owner_links::{Opening, RelayHost};
 use agentwire_cluster::takeover::sessions_to_sweep;
 use agentwire_cluster::{Engine, NodeIdentity};
 
-use super::super::node::{alive, event_id, instant, End, Gateway};
+use super::super::node::{event_id, instant, End, LinkTo};
 use super::super::now;
-use super::{Sim, NODES, TTL};
+use super::{Sim, TTL};
 
 /// The host of a simulated node, as its owner side opens connections in it.
 struct SimHost<'a> {
@@ -62,91 +60,10 @@ impl RelayHost<ConnId> for SimHost<'_> {
 }
 
 impl Sim {
-    /// `gateway::gateway` + `link::open_remote`: B asks the owner to accept a link naming
-    /// B's group to it (started if there is none), then relays the waiting frames.
-    pub(super) fn open_gateway(
-        &mut self,
-        i: usize,
-        conn: ConnId,
-        session: &str,
-        frames: Vec<Bytes>,
-    ) {
-        let (t, at) = (self.t(), self.cluster.now());
-        let b = self.node(i);
-        let Some(owner) = b.owners.get(session).cloned() else {
-            return;
-        };
-        let link = b.me.link_name(conn.as_u64(), 0);
-        let peer = b.me.clone();
-        let authenticated = b.host.cluster().is_connection_authenticated(conn);
-        let j = (0..NODES).find(|&j| self.nodes[j].as_ref().is_some_and(|n| n.me == owner));
-        let up =
-            j.is_some_and(|j| self.answers(&owner) && self.partitioned[i] == 0 && self.serving(j));
-        let unanswered = format!(
-            "session {session} is owned by node {}, which does not answer; reconnect and resume the session",
-            owner.node
-        );
-        let Some(j) = j.filter(|_| up) else {
-            self.node(i)
-                .host
-                .cluster()
-                .end_forwarding(t, conn, unanswered);
-            return;
-        };
-        // A group the owner ended meanwhile is refused: the next one is new.
-        let mut accepted = None;
-        for _ in 0..2 {
-            let b = self.node(i);
-            let group = b.gateway.group_to(instant(at), &owner, Dialect::CopilotSdk);
-            b.gateway.begin_open(&group);
-            // The group's subject is subscribed before the opening is sent.
-            self.gateway_events(i);
-            let member = self.accept(j, &link, &peer, &group, authenticated);
-            let b = self.node(i);
-            match member {
-                Some(member) => {
-                    assert!(
-                        b.gateway.attach(instant(at), &group, member, conn, &link),
-                        "a live group"
-                    );
-                    b.gateway.open_done(&group);
-                    accepted = Some((group, member));
-                    break;
-                }
-                None => {
-                    b.gateway.refused(&group);
-                    b.gateway.open_done(&group);
-                    self.stats.groups_refused += 1;
-                    self.trace(format!("node {j} refused relay group {group}"));
-                    self.gateway_events(i);
-                }
-            }
-        }
-        let Some((group, member)) = accepted else {
-            self.node(i)
-                .host
-                .cluster()
-                .end_forwarding(t, conn, unanswered);
-            return;
-        };
-        self.stats.gateways += 1;
-        self.trace(format!(
-            "gateway {link}: node {i} -> node {j} for {session}, member {member} of {group}"
-        ));
-        let b = self.node(i);
-        b.relayed.insert(conn);
-        for body in frames {
-            b.gateway.send(&conn, &body, usize::MAX);
-        }
-        let session = session.to_owned();
-        b.gateways.insert(conn, Gateway { session, owner });
-        self.gateway_events(i);
-    }
-
     /// `link::serve_links` on A (node `j`): the opening of `link` from `peer` naming
     /// `group`, accepted by A's [`OwnerLinks`]. The member's id, or `None` when the opening is
     /// refused (the group ended).
-    fn accept(
+    pub(super) fn accept(
         &mut self,
         j: usize,
         link: &str,
@@ -195,13 +112,13 @@ impl Sim {
         self.stats.resends +=
             node.owner.resend_requests() + node.gateway.resend_requests() - resends;
         self.gateway_events(i);
-        self.watch_owners(i);
+        self.gateway_timeouts(i);
     }
 
     /// What B's [`GatewayLinks`] handed out (`group.rs`'s task): frames to the members'
     /// gateways, links the owner ended, groups that ended.
-    fn gateway_events(&mut self, i: usize) {
-        let t = self.t();
+    pub(super) fn gateway_events(&mut self, i: usize) {
+        let at = self.cluster.now();
         while let Some(event) = self.node(i).gateway.poll_event() {
             let node = self.node(i);
             match event {
@@ -210,8 +127,7 @@ impl Sim {
                 | GatewayEvent::Publish { .. }
                 | GatewayEvent::AskAgain { .. } => node.live_io(event),
                 GatewayEvent::Frame { to, frame } => {
-                    let event = event_id(&frame.body);
-                    if event.is_some() {
+                    if event_id(&frame.body).is_some() {
                         self.stats.group_events += 1;
                         if to.len() >= 2 {
                             // One message, several of this node's clients.
@@ -219,34 +135,42 @@ impl Sim {
                         }
                     }
                     let node = self.node(i);
-                    for conn in to {
-                        if let Some(event) = &event {
-                            assert!(
-                                node.via_group.insert((conn, event.clone())),
-                                "invariant 5: a relay group handed event {event} twice to {conn:?}"
-                            );
+                    for (conn, n) in to {
+                        if let Some(g) = node.gateways.get_mut(&conn) {
+                            if g.link == Some(LinkTo::Remote(n)) {
+                                g.machine.handle_owner_frame(frame.clone());
+                            }
                         }
-                        let route = node.gateways[&conn].session.clone();
-                        let mut cluster = node.host.cluster();
-                        cluster.deliver_forwarded(t, conn, &route, &frame.body);
                     }
                 }
-                GatewayEvent::LinkEnded { link, owner, end } => {
-                    let relays = node.gateways.contains_key(&link);
-                    let reason = match end {
+                GatewayEvent::LinkEnded {
+                    link: (conn, n),
+                    end,
+                    ..
+                } => {
+                    let relays = self.node(i).gateways.contains_key(&conn);
+                    let broken = match end {
                         LinkEnd::LinkBroke(why) => {
                             self.stats.ended_link_broke += 1;
-                            broken(&owner, &why)
+                            Some(why)
                         }
                         LinkEnd::GroupBroke(why) => {
                             self.stats.ended_group_broke += u64::from(relays);
-                            broken(&owner, &why)
+                            Some(why)
                         }
-                        LinkEnd::Closed => {
-                            format!("node {} closed the relayed connection", owner.node)
-                        }
+                        LinkEnd::Closed => None,
                     };
-                    self.end_gateway(i, link, reason);
+                    let node = self.node(i);
+                    // The gateway's current link (an older one's end is stale).
+                    let Some(g) = node
+                        .gateways
+                        .get_mut(&conn)
+                        .filter(|g| g.link == Some(LinkTo::Remote(n)))
+                    else {
+                        continue;
+                    };
+                    g.link = None;
+                    g.machine.handle_link_ended(instant(at), broken);
                 }
                 GatewayEvent::GroupEnded { group, end, .. } => {
                     if let GroupEnd::Broken(_) = end {
@@ -254,36 +178,6 @@ impl Sim {
                     }
                     self.trace(format!("node {i}: relay group {group} ends: {end:?}"));
                 }
-            }
-        }
-    }
-
-    /// A gateway of node `i` ends: its link closes and the client's connection ends with
-    /// `reason`.
-    fn end_gateway(&mut self, i: usize, conn: ConnId, reason: String) {
-        let t = self.t();
-        let node = self.node(i);
-        if node.close_gateway(conn).is_none() {
-            return;
-        }
-        self.trace(format!("gateway on node {i} ends: {reason}"));
-        self.node(i).host.cluster().end_forwarding(t, conn, reason);
-        self.gateway_events(i);
-    }
-
-    /// B's gateways watch their owner's lease (`gateway::gateway`'s [`CheckLease`]; the
-    /// simulation ends the relayed connection instead of re-attaching it).
-    fn watch_owners(&mut self, i: usize) {
-        let conns: Vec<ConnId> = self.node(i).gateways.keys().copied().collect();
-        for conn in conns {
-            let node = self.node(i);
-            let owner = node.gateways[&conn].owner.clone();
-            if !alive(&node.engine, &owner) {
-                let reason = format!(
-                    "the node owning this session ({}) stopped; reconnect and resume the session",
-                    owner.node
-                );
-                self.end_gateway(i, conn, reason);
             }
         }
     }
@@ -312,12 +206,4 @@ impl Sim {
             node.sessions.load(&session, true);
         }
     }
-}
-
-/// The reason a relayed client's connection ends with when its link or group broke.
-fn broken(owner: &NodeIdentity, why: &str) -> String {
-    format!(
-        "the link to the node owning this session ({}) broke: {why}; reconnect and resume the session",
-        owner.node
-    )
 }
