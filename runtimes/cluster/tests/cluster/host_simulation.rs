@@ -116,8 +116,8 @@ fn invariants_hold_across_nodes_under_faults() {
         assert!(total.resumes_elsewhere > 5 * seeds, "{total:?}");
         // Relayed clients follow their session: re-attached to the same owner after a broken
         // link or to the new owner after a takeover, their own node's host among them.
-        assert!(total.reattached > seeds / 4, "{total:?}");
-        assert!(total.reattached_here > seeds / 10, "{total:?}");
+        assert!(total.reattached > seeds / 10, "{total:?}");
+        assert!(total.reattached_here > seeds / 20, "{total:?}");
         assert!(total.groups > 2 * seeds, "{total:?}");
         assert!(total.group_events > 2 * seeds, "{total:?}");
         // Several clients of one gateway node on one session share its group.
@@ -134,6 +134,7 @@ fn invariants_hold_across_nodes_under_faults() {
             assert!(total.groups_broken > seeds / 2, "{total:?}");
             assert!(total.ended_link_broke > seeds / 4, "{total:?}");
             assert!(total.ended_group_broke > seeds / 10, "{total:?}");
+            assert!(total.reattached > seeds / 4, "{total:?}");
         }
     }
 }
