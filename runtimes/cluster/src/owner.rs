@@ -28,7 +28,9 @@ use crate::machines::member::MemberEnd;
 use crate::machines::owner_links::{Opening, OwnerEvent, OwnerLinks, RelayHost};
 use crate::record::NodeIdentity;
 use crate::shared::Node;
-use crate::wire::{alive, max_payload, read_bodies, Subscriptions, MAX_LINK_FRAME, PIPE_BYTES};
+use crate::wire::{
+    alive, max_payload, read_bodies_into, Subscriptions, MAX_LINK_FRAME, PIPE_BYTES,
+};
 
 /// What the task's helpers report.
 enum Input {
@@ -269,13 +271,10 @@ impl RelayHost<ConnId> for Pipes {
         // It never sends a request; it must not be refused for want of the connection token.
         self.host
             .with_host(|h, _| h.cluster().authenticate_connection(conn));
-        let (bodies_tx, mut bodies) = unbounded_channel::<Bytes>();
-        tokio::spawn(read_bodies(from_host, framing, bodies_tx));
         let tx = self.tx.clone();
         tokio::spawn(async move {
-            while let Some(body) = bodies.recv().await {
-                let _ = tx.send(Input::GroupFrame(conn, body));
-            }
+            let frame = |body| tx.send(Input::GroupFrame(conn, body)).is_ok();
+            read_bodies_into(from_host, framing, frame).await;
             let _ = tx.send(Input::GroupClosed(conn));
         });
         self.groups.insert(conn, to_host);

@@ -44,9 +44,19 @@ pub(crate) async fn alive(node: &Node, who: &NodeIdentity) -> bool {
 
 /// Decodes the host's frames on `reader` into bodies for `tx`, until EOF.
 pub(crate) async fn read_bodies<T: From<Bytes>>(
-    mut reader: impl AsyncRead + Unpin,
+    reader: impl AsyncRead + Unpin,
     framing: Framing,
     tx: UnboundedSender<T>,
+) {
+    read_bodies_into(reader, framing, |body| tx.send(T::from(body)).is_ok()).await
+}
+
+/// Decodes the host's frames on `reader` into bodies for `deliver`, until EOF or until
+/// `deliver` answers `false`.
+pub(crate) async fn read_bodies_into(
+    mut reader: impl AsyncRead + Unpin,
+    framing: Framing,
+    mut deliver: impl FnMut(Bytes) -> bool,
 ) {
     let limits = FrameLimits {
         max_frame_bytes: usize::MAX / 2,
@@ -63,7 +73,7 @@ pub(crate) async fn read_bodies<T: From<Bytes>>(
             return;
         }
         while let Ok(Some(body)) = decoder.next_frame() {
-            if tx.send(T::from(body)).is_err() {
+            if !deliver(body) {
                 return;
             }
         }
