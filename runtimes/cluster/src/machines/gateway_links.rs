@@ -434,3 +434,175 @@ impl<L> std::fmt::Debug for GatewayLinks<L> {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner() -> NodeIdentity {
+        NodeIdentity {
+            node: "a".into(),
+            incarnation: 1,
+        }
+    }
+
+    fn gateway() -> GatewayLinks<u32> {
+        let me = NodeIdentity {
+            node: "b".into(),
+            incarnation: 1,
+        };
+        GatewayLinks::new(Layout::default(), me, 1 << 20)
+    }
+
+    fn events(links: &mut GatewayLinks<u32>) -> Vec<GatewayEvent<u32>> {
+        std::iter::from_fn(|| links.poll_event()).collect()
+    }
+
+    /// The owner's side of `group`: publishes `bodies` as group messages into `links`.
+    fn from_owner(
+        links: &mut GatewayLinks<u32>,
+        owner: &mut Outbound,
+        group: &str,
+        bodies: &[&[u8]],
+    ) {
+        let subject = Layout::default().group_subject(group);
+        for body in bodies {
+            owner.send(body, usize::MAX);
+        }
+        while let Some(message) = owner.poll_transmit() {
+            links.handle_message(&subject, &message);
+        }
+    }
+
+    /// What the links got: (links, body) of each frame, and each link's end.
+    fn got(events: &[GatewayEvent<u32>]) -> Vec<String> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                GatewayEvent::Frame { to, frame } => {
+                    Some(format!("{to:?} {}", String::from_utf8_lossy(&frame.body)))
+                }
+                GatewayEvent::LinkEnded { link, end, .. } => Some(format!("{link} {end:?}")),
+                GatewayEvent::GroupEnded { end, .. } => Some(format!("group {end:?}")),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn one_group_per_owner_carries_frames_to_the_links_it_names_and_a_broadcast_to_a_link_being_opened(
+    ) {
+        let t0 = Instant::now();
+        let mut links = gateway();
+        let group = links.group_to(t0, &owner(), Dialect::CopilotSdk);
+        assert_eq!(links.group_to(t0, &owner(), Dialect::CopilotSdk), group);
+        assert_ne!(
+            links.group_to(t0, &owner(), Dialect::Acp),
+            group,
+            "a group per dialect"
+        );
+        let layout = Layout::default();
+        assert!(
+            matches!(&events(&mut links)[0], GatewayEvent::Subscribe(s) if *s == layout.group_subject(&group))
+        );
+        let mut a = Outbound::new(t0);
+        links.begin_open(&group);
+        assert!(links.attach(t0, &group, 7, 1, "l1"));
+        links.open_done(&group);
+        // A second opening: a broadcast sent meanwhile is the new member's too.
+        links.begin_open(&group);
+        from_owner(&mut links, &mut a, &group, &[b"{\"all\":1}"]);
+        assert!(links.attach(t0, &group, 8, 2, "l2"));
+        links.open_done(&group);
+        from_owner(
+            &mut links,
+            &mut a,
+            &group,
+            &[b"@8\n{\"to\":8}", b"@!7\nbye"],
+        );
+        assert_eq!(
+            got(&events(&mut links)),
+            [
+                "[1] {\"all\":1}",
+                "[2] {\"all\":1}",
+                "[2] {\"to\":8}",
+                "1 Closed"
+            ]
+        );
+        // A link's client frames go out on its subject.
+        links.send(&2, b"{}", usize::MAX);
+        let out = events(&mut links);
+        assert!(
+            matches!(&out[..], [GatewayEvent::Publish { subject, .. }] if *subject == layout.link_in_subject("l2")),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn a_broken_group_ends_its_links_with_the_reason_and_the_next_opening_starts_a_new_group() {
+        let t0 = Instant::now();
+        let mut links = gateway();
+        let group = links.group_to(t0, &owner(), Dialect::CopilotSdk);
+        assert!(links.attach(t0, &group, 7, 1, "l1"));
+        events(&mut links);
+        // A frame that is no relay frame breaks the group.
+        let mut a = Outbound::new(t0);
+        from_owner(&mut links, &mut a, &group, &[b"@x\n"]);
+        let out = events(&mut links);
+        let ends = got(&out);
+        assert_eq!(ends.len(), 2, "{ends:?}");
+        assert!(ends[0].starts_with("1 GroupBroke("), "{ends:?}");
+        assert!(ends[1].starts_with("group Broken("), "{ends:?}");
+        assert!(out
+            .iter()
+            .any(|e| matches!(e, GatewayEvent::Unsubscribe(s) if *s == Layout::default().group_subject(&group))));
+        let next = links.group_to(t0, &owner(), Dialect::CopilotSdk);
+        assert_ne!(next, group);
+        assert!(
+            !links.attach(t0, &group, 8, 2, "l2"),
+            "the old group is gone"
+        );
+    }
+
+    #[test]
+    fn a_refused_group_ends_as_refused_and_a_closed_link_gets_no_frame() {
+        let t0 = Instant::now();
+        let mut links = gateway();
+        let group = links.group_to(t0, &owner(), Dialect::CopilotSdk);
+        assert!(links.attach(t0, &group, 7, 1, "l1"));
+        assert!(links.attach(t0, &group, 8, 2, "l2"));
+        links.close_link(&1);
+        events(&mut links);
+        let mut a = Outbound::new(t0);
+        from_owner(&mut links, &mut a, &group, &[b"{\"all\":1}"]);
+        assert_eq!(got(&events(&mut links)), ["[2] {\"all\":1}"]);
+        links.refused(&group);
+        let ends = got(&events(&mut links));
+        assert_eq!(ends.len(), 3, "{ends:?}");
+        assert!(
+            ends.iter().any(|e| e.starts_with("2 GroupBroke(")),
+            "{ends:?}"
+        );
+        assert_eq!(ends[2], "group Refused");
+    }
+
+    #[test]
+    fn a_lost_group_message_is_asked_for_again() {
+        let t0 = Instant::now();
+        let mut links = gateway();
+        let group = links.group_to(t0, &owner(), Dialect::CopilotSdk);
+        assert!(links.attach(t0, &group, 7, 1, "l1"));
+        events(&mut links);
+        let mut a = Outbound::new(t0);
+        a.send(b"{\"lost\":1}", usize::MAX);
+        let _lost = a.poll_transmit();
+        from_owner(&mut links, &mut a, &group, &[b"{\"next\":1}"]);
+        let resend = Layout::default().resend_subject(&Layout::default().group_subject(&group));
+        let out = events(&mut links);
+        assert!(
+            out.iter()
+                .any(|e| matches!(e, GatewayEvent::AskAgain { subject, .. } if *subject == resend)),
+            "{out:?}"
+        );
+    }
+}
