@@ -195,17 +195,7 @@ pub(crate) async fn serve_gateway_links(
         let mut subscribed = false;
         while let Some(event) = links.poll_event() {
             match event {
-                GatewayEvent::Subscribe(subject) => {
-                    subscribed |= subscriptions.subscribe(subject).await
-                }
-                GatewayEvent::Unsubscribe(subject) => subscriptions.unsubscribe(&subject),
-                GatewayEvent::Publish { subject, message } => {
-                    subscriptions.publish(subject, message).await
-                }
-                GatewayEvent::AskAgain { subject, message } => {
-                    warn!(%subject, "link messages were lost; asking for them again");
-                    subscriptions.publish(subject, message).await
-                }
+                GatewayEvent::Live(io) => subscribed |= subscriptions.perform(io).await,
                 GatewayEvent::Frame { to, frame } => {
                     for link in to {
                         if let Some(end) = ends.get(&link) {

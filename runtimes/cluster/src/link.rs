@@ -34,10 +34,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentwire::frame::encode_frame;
 use agentwire::host::ConnId;
-use bytes::{Bytes, BytesMut};
-use tokio::io::AsyncWriteExt;
+use bytes::Bytes;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tracing::info;
@@ -47,7 +45,7 @@ use crate::machines::group_in::OwnerFrame;
 use crate::machines::owner_links::Opening;
 use crate::record::NodeIdentity;
 use crate::shared::{LinkCommand, Node};
-use crate::wire::{read_bodies, PIPE_BYTES};
+use crate::wire::{read_bodies, write_bodies, PIPE_BYTES};
 
 /// How long B waits for A to accept a link.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -214,22 +212,12 @@ pub(crate) fn open_local(node: &Node, conn: ConnId) -> Option<LinkEnds> {
     if authenticated {
         authenticate(&host, relayed);
     }
-    let (from_host, mut to_host) = tokio::io::split(link_side);
-    let (to_owner, mut bodies) = unbounded_channel::<Bytes>();
+    let (from_host, to_host) = tokio::io::split(link_side);
+    let to_owner = write_bodies(to_host, framing);
     for request in handshake {
         let _ = to_owner.send(Bytes::from(request));
     }
     let (owner_tx, from_owner) = unbounded_channel();
-    tokio::spawn(async move {
-        while let Some(body) = bodies.recv().await {
-            let mut framed = BytesMut::new();
-            encode_frame(framing, &body, &mut framed);
-            if to_host.write_all(&framed).await.is_err() {
-                return;
-            }
-        }
-        let _ = to_host.shutdown().await;
-    });
     tokio::spawn(read_bodies(from_host, framing, owner_tx));
     Some(LinkEnds {
         to_owner,

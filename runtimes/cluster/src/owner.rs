@@ -12,11 +12,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use agentwire::frame::encode_frame;
 use agentwire::host::{ConnId, Dialect};
 use agentwire::Framing;
 use agentwire_driver::HostHandle;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream, WriteHalf};
@@ -29,7 +28,7 @@ use crate::machines::owner_links::{Opening, OwnerEvent, OwnerLinks, RelayHost};
 use crate::record::NodeIdentity;
 use crate::shared::Node;
 use crate::wire::{
-    alive, max_payload, read_bodies_into, Subscriptions, MAX_LINK_FRAME, PIPE_BYTES,
+    alive, max_payload, read_bodies_into, write_bodies, Subscriptions, MAX_LINK_FRAME, PIPE_BYTES,
 };
 
 /// What the task's helpers report.
@@ -136,17 +135,7 @@ impl OwnerSide {
         let mut subscribed = false;
         while let Some(event) = self.links.poll_event() {
             match event {
-                OwnerEvent::Subscribe(subject) => {
-                    subscribed |= self.subscriptions.subscribe(subject).await;
-                }
-                OwnerEvent::Unsubscribe(subject) => self.subscriptions.unsubscribe(&subject),
-                OwnerEvent::Publish { subject, message } => {
-                    self.subscriptions.publish(subject, message).await
-                }
-                OwnerEvent::AskAgain { subject, message } => {
-                    warn!(%subject, "link messages were lost; asking for them again");
-                    self.subscriptions.publish(subject, message).await
-                }
+                OwnerEvent::Live(io) => subscribed |= self.subscriptions.perform(io).await,
                 OwnerEvent::CheckLease(peer) => {
                     let (node, tx) = (self.node.clone(), self.tx.clone());
                     tokio::spawn(async move {
@@ -312,18 +301,7 @@ impl RelayHost<ConnId> for Pipes {
             let _ = tx.send(Input::MemberClosed(member));
         });
         // The client's frames, framed again for the host; EOF once the member ends.
-        let (frames, mut bodies) = unbounded_channel::<Bytes>();
-        tokio::spawn(async move {
-            while let Some(body) = bodies.recv().await {
-                let mut framed = BytesMut::new();
-                encode_frame(framing, &body, &mut framed);
-                if to_host.write_all(&framed).await.is_err() {
-                    return;
-                }
-            }
-            let _ = to_host.shutdown().await;
-        });
-        self.members.insert(member, frames);
+        self.members.insert(member, write_bodies(to_host, framing));
         Some(member)
     }
 }

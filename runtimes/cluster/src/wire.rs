@@ -4,17 +4,18 @@
 
 use std::collections::HashMap;
 
-use agentwire::frame::{FrameDecoder, FrameLimits};
+use agentwire::frame::{encode_frame, FrameDecoder, FrameLimits};
 
 use agentwire::Framing;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::AbortHandle;
 use tracing::warn;
 
 use crate::engine::Engine;
+use crate::machines::live::LiveIo;
 use crate::record::NodeIdentity;
 use crate::shared::Node;
 
@@ -40,6 +41,27 @@ pub(crate) fn max_payload(client: &async_nats::Client, len: usize) -> usize {
 pub(crate) async fn alive(node: &Node, who: &NodeIdentity) -> bool {
     let read = node.engine.kv_get(&node.layout.lease_key(&who.node)).await;
     crate::engine::holds_lease(who, &read)
+}
+
+/// A channel whose bodies are framed with `framing` and written to `writer` (a host
+/// connection's pipe), in order; once every sender is dropped, or a write fails, the writer is
+/// shut down (EOF to the host).
+pub(crate) fn write_bodies<W>(mut writer: W, framing: Framing) -> UnboundedSender<Bytes>
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (tx, mut bodies) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
+    tokio::spawn(async move {
+        while let Some(body) = bodies.recv().await {
+            let mut framed = BytesMut::new();
+            encode_frame(framing, &body, &mut framed);
+            if writer.write_all(&framed).await.is_err() {
+                return;
+            }
+        }
+        let _ = writer.shutdown().await;
+    });
+    tx
 }
 
 /// Decodes the host's frames on `reader` into bodies for `tx`, until EOF.
@@ -126,6 +148,20 @@ impl<I: Send + 'static> Subscriptions<I> {
         });
         self.forwarders.insert(subject, forwarder.abort_handle());
         true
+    }
+
+    /// Performs `io`; `true` when it subscribed a subject.
+    pub(crate) async fn perform(&mut self, io: LiveIo) -> bool {
+        match io {
+            LiveIo::Subscribe(subject) => return self.subscribe(subject).await,
+            LiveIo::Unsubscribe(subject) => self.unsubscribe(&subject),
+            LiveIo::Publish { subject, message } => self.publish(subject, message).await,
+            LiveIo::AskAgain { subject, message } => {
+                warn!(%subject, "link messages were lost; asking for them again");
+                self.publish(subject, message).await
+            }
+        }
+        false
     }
 
     /// Unsubscribes `subject`.

@@ -22,6 +22,7 @@ use bytes::Bytes;
 use super::earliest;
 use super::group_in::{GroupIn, OwnerFrame};
 use super::group_members::{GroupMembers, MembersEvent};
+use super::live::LiveIo;
 use super::outbound::Outbound;
 use super::owner_links::dialect_name;
 use crate::layout::Layout;
@@ -52,25 +53,8 @@ pub enum GroupEnd {
 /// What the gateway side hands out.
 #[derive(Debug, Clone)]
 pub enum GatewayEvent<L> {
-    /// Receive `subject`'s live messages ([`GatewayLinks::handle_message`]) from now on.
-    Subscribe(String),
-    /// Stop receiving `subject`'s messages.
-    Unsubscribe(String),
-    /// Publish `message` on `subject`.
-    Publish {
-        /// Where.
-        subject: String,
-        /// The link message.
-        message: Bytes,
-    },
-    /// Messages of a link or group were lost: publish the request to send them again,
-    /// `message`, on the sender's resend `subject`.
-    AskAgain {
-        /// Where.
-        subject: String,
-        /// The resend request.
-        message: Bytes,
-    },
+    /// Subscribe, unsubscribe or publish on the live subjects.
+    Live(LiveIo),
     /// One owner frame for these links' clients.
     Frame {
         /// The links (open ones only).
@@ -154,7 +138,7 @@ impl<L: Clone + Ord + std::fmt::Debug> GatewayLinks<L> {
 
     /// The live group from `owner` for clients speaking `dialect` (a link opening names it),
     /// started at `now` if there is none: its subject is subscribed
-    /// ([`GatewayEvent::Subscribe`], to perform before the opening is sent).
+    /// ([`LiveIo::Subscribe`], to perform before the opening is sent).
     pub fn group_to(&mut self, now: Instant, owner: &NodeIdentity, dialect: Dialect) -> String {
         let key = (owner.clone(), dialect_name(dialect));
         if let Some(id) = self.live.get(&key) {
@@ -175,7 +159,8 @@ impl<L: Clone + Ord + std::fmt::Debug> GatewayLinks<L> {
         let subject = self.layout.group_subject(&id);
         self.routes
             .insert(subject.clone(), Route::Group(id.clone()));
-        self.events.push_back(GatewayEvent::Subscribe(subject));
+        self.events
+            .push_back(GatewayEvent::Live(LiveIo::Subscribe(subject)));
         id
     }
 
@@ -218,7 +203,8 @@ impl<L: Clone + Ord + std::fmt::Debug> GatewayLinks<L> {
         let resend = self.layout.resend_subject(&subject);
         self.routes
             .insert(resend.clone(), Route::Link(link.clone()));
-        self.events.push_back(GatewayEvent::Subscribe(resend));
+        self.events
+            .push_back(GatewayEvent::Live(LiveIo::Subscribe(resend)));
         let outbound = Outbound::new(now);
         self.links.insert(link, Link { subject, outbound });
         // The broadcasts since the opening was sent.
@@ -245,7 +231,8 @@ impl<L: Clone + Ord + std::fmt::Debug> GatewayLinks<L> {
         if let Some(l) = self.links.remove(link) {
             let resend = self.layout.resend_subject(&l.subject);
             if self.routes.remove(&resend).is_some() {
-                self.events.push_back(GatewayEvent::Unsubscribe(resend));
+                self.events
+                    .push_back(GatewayEvent::Live(LiveIo::Unsubscribe(resend)));
             }
         }
     }
@@ -333,10 +320,10 @@ impl<L: Clone + Ord + std::fmt::Debug> GatewayLinks<L> {
 
     fn publish_all(&mut self, subject: &str, mut next: impl FnMut() -> Option<Bytes>) {
         while let Some(message) = next() {
-            self.events.push_back(GatewayEvent::Publish {
+            self.events.push_back(GatewayEvent::Live(LiveIo::Publish {
                 subject: subject.to_owned(),
                 message,
-            });
+            }));
         }
     }
 
@@ -402,11 +389,12 @@ impl<L: Clone + Ord + std::fmt::Debug> GatewayLinks<L> {
         }
         let subject = self.layout.group_subject(id);
         let resend = self.layout.resend_subject(&subject);
-        self.events
-            .extend(requests.into_iter().map(|message| GatewayEvent::AskAgain {
+        self.events.extend(requests.into_iter().map(|message| {
+            GatewayEvent::Live(LiveIo::AskAgain {
                 subject: resend.clone(),
                 message,
-            }));
+            })
+        }));
         self.events.extend(out);
         if let Some(end) = ended {
             let g = self.groups.remove(id).expect("a group");
@@ -415,7 +403,8 @@ impl<L: Clone + Ord + std::fmt::Debug> GatewayLinks<L> {
                 self.live.remove(&key);
             }
             if self.routes.remove(&subject).is_some() {
-                self.events.push_back(GatewayEvent::Unsubscribe(subject));
+                self.events
+                    .push_back(GatewayEvent::Live(LiveIo::Unsubscribe(subject)));
             }
             self.events.push_back(GatewayEvent::GroupEnded {
                 group: id.to_owned(),
@@ -503,7 +492,7 @@ mod tests {
         );
         let layout = Layout::default();
         assert!(
-            matches!(&events(&mut links)[0], GatewayEvent::Subscribe(s) if *s == layout.group_subject(&group))
+            matches!(&events(&mut links)[0], GatewayEvent::Live(LiveIo::Subscribe(s)) if *s == layout.group_subject(&group))
         );
         let mut a = Outbound::new(t0);
         links.begin_open(&group);
@@ -533,7 +522,7 @@ mod tests {
         links.send(&2, b"{}", usize::MAX);
         let out = events(&mut links);
         assert!(
-            matches!(&out[..], [GatewayEvent::Publish { subject, .. }] if *subject == layout.link_in_subject("l2")),
+            matches!(&out[..], [GatewayEvent::Live(LiveIo::Publish { subject, .. })] if *subject == layout.link_in_subject("l2")),
             "{out:?}"
         );
     }
@@ -555,7 +544,7 @@ mod tests {
         assert!(ends[1].starts_with("group Broken("), "{ends:?}");
         assert!(out
             .iter()
-            .any(|e| matches!(e, GatewayEvent::Unsubscribe(s) if *s == Layout::default().group_subject(&group))));
+            .any(|e| matches!(e, GatewayEvent::Live(LiveIo::Unsubscribe(s)) if *s == Layout::default().group_subject(&group))));
         let next = links.group_to(t0, &owner(), Dialect::CopilotSdk);
         assert_ne!(next, group);
         assert!(
@@ -601,7 +590,7 @@ mod tests {
         let out = events(&mut links);
         assert!(
             out.iter()
-                .any(|e| matches!(e, GatewayEvent::AskAgain { subject, .. } if *subject == resend)),
+                .any(|e| matches!(e, GatewayEvent::Live(LiveIo::AskAgain { subject, .. }) if *subject == resend)),
             "{out:?}"
         );
     }

@@ -25,6 +25,7 @@ pub mod group_members;
 pub mod group_out;
 pub mod inbound;
 pub mod keeper;
+pub mod live;
 pub mod lookup;
 pub mod member;
 pub mod outbound;

@@ -19,6 +19,7 @@ use bytes::Bytes;
 
 use super::earliest;
 use super::group_out::{Admission, GroupEnd, GroupNames, GroupOut, GroupOutEvent};
+use super::live::LiveIo;
 use super::member::{MemberEnd, MemberEvent, MemberLink};
 use crate::layout::Layout;
 use crate::record::NodeIdentity;
@@ -141,25 +142,8 @@ pub trait RelayHost<C> {
 /// What the owner side hands out.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OwnerEvent<C> {
-    /// Receive `subject`'s live messages ([`OwnerLinks::handle_message`]) from now on.
-    Subscribe(String),
-    /// Stop receiving `subject`'s messages.
-    Unsubscribe(String),
-    /// Publish `message` on `subject`.
-    Publish {
-        /// Where.
-        subject: String,
-        /// The link message.
-        message: Bytes,
-    },
-    /// Messages of a link or group were lost: publish the request to send them again,
-    /// `message`, on the sender's resend `subject`.
-    AskAgain {
-        /// Where.
-        subject: String,
-        /// The resend request.
-        message: Bytes,
-    },
+    /// Subscribe, unsubscribe or publish on the live subjects.
+    Live(LiveIo),
     /// Check whether `peer`'s lease still holds its incarnation; answer with
     /// [`OwnerLinks::handle_lease`].
     CheckLease(NodeIdentity),
@@ -266,7 +250,7 @@ impl<C: Copy + Ord + std::fmt::Debug> OwnerLinks<C> {
     /// Accepts `opening` at `now`: its group is started when it is new (its connection opened
     /// in `host`), and the relayed client's connection opened as a member of it. Answers the
     /// member's connection (the opening's answer names it); the link's messages are
-    /// subscribed ([`OwnerEvent::Subscribe`], to perform before answering).
+    /// subscribed ([`LiveIo::Subscribe`], to perform before answering).
     pub fn accept(
         &mut self,
         now: Instant,
@@ -331,7 +315,7 @@ impl<C: Copy + Ord + std::fmt::Debug> OwnerLinks<C> {
         Ok(member)
     }
 
-    /// A live message on `subject` (one [`OwnerEvent::Subscribe`] named) arrived at `now`.
+    /// A live message on `subject` (one [`LiveIo::Subscribe`] named) arrived at `now`.
     pub fn handle_message(&mut self, now: Instant, subject: &str, payload: &Bytes) {
         match self.routes.get(subject) {
             Some(Route::Member(member)) => {
@@ -487,12 +471,14 @@ impl<C: Copy + Ord + std::fmt::Debug> OwnerLinks<C> {
 
     fn subscribe(&mut self, subject: String, route: Route<C>) {
         self.routes.insert(subject.clone(), route);
-        self.events.push_back(OwnerEvent::Subscribe(subject));
+        self.events
+            .push_back(OwnerEvent::Live(LiveIo::Subscribe(subject)));
     }
 
     fn unsubscribe(&mut self, subject: String) {
         if self.routes.remove(&subject).is_some() {
-            self.events.push_back(OwnerEvent::Unsubscribe(subject));
+            self.events
+                .push_back(OwnerEvent::Live(LiveIo::Unsubscribe(subject)));
         }
     }
 
@@ -502,10 +488,10 @@ impl<C: Copy + Ord + std::fmt::Debug> OwnerLinks<C> {
 
     fn publish_all(&mut self, subject: &str, mut next: impl FnMut() -> Option<Bytes>) {
         while let Some(message) = next() {
-            self.events.push_back(OwnerEvent::Publish {
+            self.events.push_back(OwnerEvent::Live(LiveIo::Publish {
                 subject: subject.to_owned(),
                 message,
-            });
+            }));
         }
     }
 
@@ -540,11 +526,12 @@ impl<C: Copy + Ord + std::fmt::Debug> OwnerLinks<C> {
                 MemberEvent::Ended(end) => ended = Some(end),
             }
         }
-        self.events
-            .extend(requests.into_iter().map(|message| OwnerEvent::AskAgain {
+        self.events.extend(requests.into_iter().map(|message| {
+            OwnerEvent::Live(LiveIo::AskAgain {
                 subject: resend.clone(),
                 message,
-            }));
+            })
+        }));
         for peer in checks {
             self.ask_lease(peer, Asker::Member(member));
         }
@@ -671,9 +658,11 @@ mod tests {
         assert_eq!(
             subscribed,
             [
-                OwnerEvent::Subscribe(layout.resend_subject(&layout.group_subject("g1"))),
-                OwnerEvent::Subscribe(layout.link_in_subject("l1")),
-                OwnerEvent::Subscribe(layout.link_in_subject("l2")),
+                OwnerEvent::Live(LiveIo::Subscribe(
+                    layout.resend_subject(&layout.group_subject("g1"))
+                )),
+                OwnerEvent::Live(LiveIo::Subscribe(layout.link_in_subject("l1"))),
+                OwnerEvent::Live(LiveIo::Subscribe(layout.link_in_subject("l2"))),
             ]
         );
         assert!(links.is_member_of_live_group(a) && links.is_member_of_live_group(b));
@@ -682,7 +671,7 @@ mod tests {
         links.handle_group_frame(t0, group, b"{\"x\":1}", usize::MAX);
         let published = events(&mut links);
         assert!(
-            matches!(&published[..], [OwnerEvent::Publish { subject, .. }] if *subject == layout.group_subject("g1")),
+            matches!(&published[..], [OwnerEvent::Live(LiveIo::Publish { subject, .. })] if *subject == layout.group_subject("g1")),
             "{published:?}"
         );
         // The host closed the group: its name is refused from now on, and the gateway node
@@ -695,7 +684,7 @@ mod tests {
         links.handle_group_closed(t0, group);
         assert!(events(&mut links)
             .iter()
-            .any(|e| matches!(e, OwnerEvent::Publish { subject, .. } if *subject == layout.group_subject("g1"))));
+            .any(|e| matches!(e, OwnerEvent::Live(LiveIo::Publish { subject, .. }) if *subject == layout.group_subject("g1"))));
         assert_eq!(links.group_of(group), None);
         assert_eq!(
             links.accept(t0, &opening("l4", "g1"), &mut host),
@@ -723,7 +712,7 @@ mod tests {
                     member,
                     body: Bytes::from_static(b"{}")
                 },
-                OwnerEvent::Unsubscribe(subject.clone()),
+                OwnerEvent::Live(LiveIo::Unsubscribe(subject.clone())),
                 OwnerEvent::MemberEnded {
                     member,
                     link: "l1".into(),

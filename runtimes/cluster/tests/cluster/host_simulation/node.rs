@@ -33,10 +33,11 @@ use agentwire::Timestamp;
 use agentwire_cluster::call::execute;
 use agentwire_cluster::engine::holds_lease;
 use agentwire_cluster::machines::gateway::Gateway;
-use agentwire_cluster::machines::gateway_links::{GatewayEvent, GatewayLinks};
+use agentwire_cluster::machines::gateway_links::GatewayLinks;
 use agentwire_cluster::machines::group_in::OwnerFrame;
 use agentwire_cluster::machines::group_out::GroupEnd;
 use agentwire_cluster::machines::keeper::LeaseKeeper;
+use agentwire_cluster::machines::live::LiveIo;
 use agentwire_cluster::machines::member::MemberEnd;
 use agentwire_cluster::machines::owner_links::{OwnerEvent, OwnerLinks};
 use agentwire_cluster::machines::sessions::{Found, Op, Sessions, SessionsEvent, Task};
@@ -461,15 +462,7 @@ impl SimNode {
         let mut called = false;
         while let Some(event) = self.owner.poll_event() {
             match event {
-                OwnerEvent::Subscribe(subject) => {
-                    let live = now(self.engine.subscribe_live(&subject)).expect("reachable");
-                    self.subs.insert(subject, live);
-                }
-                OwnerEvent::Unsubscribe(subject) => drop(self.subs.remove(&subject)),
-                OwnerEvent::Publish { subject, message }
-                | OwnerEvent::AskAgain { subject, message } => {
-                    now(self.engine.publish_live(&subject, message)).expect("publish")
-                }
+                OwnerEvent::Live(io) => self.live_io(io),
                 OwnerEvent::CheckLease(peer) => {
                     let alive = alive(&self.engine, &peer);
                     self.owner.handle_lease(instant(at), &peer, alive);
@@ -506,19 +499,17 @@ impl SimNode {
         called
     }
 
-    /// Performs a subscription or publication the gateway side asked for.
-    pub(crate) fn live_io<L>(&mut self, event: GatewayEvent<L>) {
-        match event {
-            GatewayEvent::Subscribe(subject) => {
+    /// Performs a subscription or publication one side of the node's links asked for.
+    pub(crate) fn live_io(&mut self, io: LiveIo) {
+        match io {
+            LiveIo::Subscribe(subject) => {
                 let live = now(self.engine.subscribe_live(&subject)).expect("reachable");
                 self.subs.insert(subject, live);
             }
-            GatewayEvent::Unsubscribe(subject) => drop(self.subs.remove(&subject)),
-            GatewayEvent::Publish { subject, message }
-            | GatewayEvent::AskAgain { subject, message } => {
+            LiveIo::Unsubscribe(subject) => drop(self.subs.remove(&subject)),
+            LiveIo::Publish { subject, message } | LiveIo::AskAgain { subject, message } => {
                 now(self.engine.publish_live(&subject, message)).expect("publish")
             }
-            _ => unreachable!("not live I/O"),
         }
     }
 

@@ -122,10 +122,7 @@ impl Sim {
         while let Some(event) = self.node(i).gateway.poll_event() {
             let node = self.node(i);
             match event {
-                GatewayEvent::Subscribe(_)
-                | GatewayEvent::Unsubscribe(_)
-                | GatewayEvent::Publish { .. }
-                | GatewayEvent::AskAgain { .. } => node.live_io(event),
+                GatewayEvent::Live(io) => node.live_io(io),
                 GatewayEvent::Frame { to, frame } => {
                     if event_id(&frame.body).is_some() {
                         self.stats.group_events += 1;
