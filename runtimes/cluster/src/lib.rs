@@ -18,8 +18,8 @@
 //!   [`machines::group_in`]), and a session's claim, single writer and lookup
 //!   ([`machines::claim`], [`machines::worker`], [`machines::lookup`]), the node's session log
 //!   composing them ([`machines::sessions`]), its lease over its life
-//!   ([`machines::keeper`]), and the owner's side of all its links and groups
-//!   ([`machines::owner_links`]). The host simulation
+//!   ([`machines::keeper`]), and both sides of all its links and groups
+//!   ([`machines::owner_links`], [`machines::gateway_links`]). The host simulation
 //!   (`tests/cluster/host_simulation`) runs the same machines over the in-memory engine.
 //! * [`engine::Engine`]: what the protocol needs from JetStream, implemented by
 //!   [`memory::MemoryEngine`] (a deterministic model with fault injection) and

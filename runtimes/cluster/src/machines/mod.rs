@@ -6,8 +6,11 @@
 //! single writer ([`worker::SessionWorker`]), the lookup of a session this node has not
 //! loaded ([`lookup::Lookup`]), and the node's session log composing them with the marks of
 //! acknowledged events ([`sessions::Sessions`]), the node's lease over its life
-//! ([`keeper::LeaseKeeper`]), and the owner's side of every link and relay group of a node,
-//! composing the member links and the groups' owner sides ([`owner_links::OwnerLinks`]).
+//! ([`keeper::LeaseKeeper`]), and both sides of every link and relay group of a node: the
+//! owner's, composing the member links and the groups' owner sides
+//! ([`owner_links::OwnerLinks`]), and the gateway node's, composing its groups from owners and
+//! the links it sends on ([`gateway_links::GatewayLinks`]), both asking the same things of
+//! the live subjects ([`live::LiveIo`]).
 //!
 //! As in quinn-proto's `Connection` or str0m's `Rtc`, a machine does no I/O and reads no
 //! clock: it takes inputs (a message arrived, `handle_timeout(now)`, the answer to a lease
