@@ -24,7 +24,7 @@ use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tracing::{info, warn};
 
 use crate::machines::member::MemberEnd;
-use crate::machines::owner_links::{Opening, OwnerEvent, OwnerLinks, RelayHost};
+use crate::machines::owner_links::{Opening, OwnerEvent, OwnerLinks, Refused, RelayHost};
 use crate::record::NodeIdentity;
 use crate::shared::Node;
 use crate::wire::{
@@ -197,9 +197,16 @@ impl OwnerSide {
         };
         let member = match self.links.accept(Instant::now(), &opening, &mut self.pipes) {
             Ok(member) => member,
-            Err(_) => {
-                let refused = Bytes::from_static(br#"{"error":"group"}"#);
-                let _ = self.client.publish(reply, refused).await;
+            Err(refused) => {
+                // A refused group: the gateway node starts a new one; anything else, the
+                // opening fails.
+                let answer: &'static [u8] = match refused {
+                    Refused::Group => br#"{"error":"group"}"#,
+                    Refused::HostGone => br#"{"error":"stopping"}"#,
+                    Refused::LinkInUse => br#"{"error":"link in use"}"#,
+                };
+                warn!(link = %opening.link, peer = %opening.peer.node, ?refused, "link opening refused");
+                let _ = self.client.publish(reply, Bytes::from_static(answer)).await;
                 return;
             }
         };

@@ -126,6 +126,9 @@ pub enum Refused {
     Group,
     /// The host cannot open a connection (it is shutting down).
     HostGone,
+    /// A link of that name is served already (link names are the gateway node's, never
+    /// reused).
+    LinkInUse,
 }
 
 /// The host's connections, as the owner side opens them.
@@ -257,13 +260,18 @@ impl<C: Copy + Ord + std::fmt::Debug> OwnerLinks<C> {
         opening: &Opening,
         host: &mut impl RelayHost<C>,
     ) -> Result<C, Refused> {
+        let subject = self.layout.link_in_subject(&opening.link);
+        if self.routes.contains_key(&subject) {
+            return Err(Refused::LinkInUse);
+        }
         let groups = &self.groups;
         let ended = |id: &String| groups.get(id).is_none_or(|g| g.machine.is_ended());
         let group_conn = match self.names.admit(&opening.group, ended) {
             Admission::Refused => return Err(Refused::Group),
             Admission::Live(id) => {
                 let group = &self.groups[id];
-                if group.dialect != opening.dialect {
+                // A group carries one dialect, to the one gateway node that named it.
+                if group.dialect != opening.dialect || group.machine.peer() != &opening.peer {
                     return Err(Refused::Group);
                 }
                 group.conn
@@ -310,7 +318,6 @@ impl<C: Copy + Ord + std::fmt::Debug> OwnerLinks<C> {
                 machine,
             },
         );
-        let subject = self.layout.link_in_subject(&opening.link);
         self.subscribe(subject, Route::Member(member));
         Ok(member)
     }
@@ -758,6 +765,41 @@ mod tests {
                 (Some(m2), "PeerGone".to_owned()),
                 (None, "PeerGone".to_owned())
             ]
+        );
+    }
+
+    #[test]
+    fn an_opening_reusing_a_served_link_name_or_naming_another_peers_group_is_refused() {
+        let t0 = Instant::now();
+        let (mut links, mut host) = (owner(), Host::default());
+        let member = links.accept(t0, &opening("l1", "g1"), &mut host).unwrap();
+        events(&mut links);
+        assert_eq!(
+            links.accept(t0, &opening("l1", "g2"), &mut host),
+            Err(Refused::LinkInUse)
+        );
+        assert_eq!(
+            host.groups.len(),
+            1,
+            "no group started for a refused opening"
+        );
+        let mut other = opening("l2", "g1");
+        other.peer.incarnation = 2;
+        assert_eq!(links.accept(t0, &other, &mut host), Err(Refused::Group));
+        // The served link is untouched: its messages still reach its member.
+        assert_eq!(events(&mut links), []);
+        let mut gateway = Outbound::new(t0);
+        gateway.send(b"{}", usize::MAX);
+        let subject = Layout::default().link_in_subject("l1");
+        while let Some(message) = gateway.poll_transmit() {
+            links.handle_message(t0, &subject, &message);
+        }
+        assert_eq!(
+            events(&mut links),
+            [OwnerEvent::Deliver {
+                member,
+                body: Bytes::from_static(b"{}")
+            }]
         );
     }
 
