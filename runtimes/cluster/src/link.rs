@@ -18,7 +18,8 @@
 //!
 //! Core NATS delivers at most once, so a message can be lost: a skipped number or a heartbeat
 //! naming a number never received makes the receiver ask for it again, and the sender, which
-//! keeps its latest messages, publishes it again ([`resend_subject`]). A loss that is not
+//! keeps its latest messages, publishes it again (asked on
+//! [`crate::layout::Layout::resend_subject`]). A loss that is not
 //! repaired in time (or that the sender no longer keeps), or five seconds without any message,
 //! **breaks** the link (or the group, and so the links of all its clients). A sees a broken
 //! link as if B died:
