@@ -17,7 +17,7 @@
 //! * the owner delivers frames only to members it accepted and has not ended, and ends each
 //!   member once;
 //! * the gateway side hands owner frames only to links that are attached and open, each at
-//!   most once per frame; it ends each link once and each group once, and a group that ended
+//!   most once per frame, and takes no second link for a member it has already; it ends each link once and each group once, and a group that ended
 //!   takes no member;
 //! * an opening read from a peer's request names subject tokens only.
 
@@ -78,6 +78,8 @@ struct Model {
     open: BTreeSet<u32>,
     links_ended: BTreeSet<u32>,
     groups_ended: BTreeSet<String>,
+    /// Gateway side: each group's members (the owner's ids) and their links.
+    group_members: BTreeMap<String, BTreeMap<u64, u32>>,
 }
 
 impl Model {
@@ -146,12 +148,16 @@ impl Model {
                     );
                     assert!(self.links_ended.insert(link), "link {link} ended twice");
                     self.open.remove(&link);
+                    for members in self.group_members.values_mut() {
+                        members.retain(|_, l| *l != link);
+                    }
                 }
                 GatewayEvent::GroupEnded { group, .. } => {
                     assert!(
                         self.groups_ended.insert(group.clone()),
                         "{group} ended twice"
-                    )
+                    );
+                    self.group_members.remove(&group);
                 }
             }
         }
@@ -343,7 +349,12 @@ pub fn cluster_links(data: &[u8]) {
                         if model.groups_ended.contains(&group) {
                             assert!(!attached, "{group} ended and took a member");
                         }
+                        let members = model.group_members.entry(group.clone()).or_default();
+                        if let Some(first) = members.get(&member) {
+                            assert!(!attached, "member {member} of {group} is link {first}'s");
+                        }
                         if attached {
+                            members.insert(member, next_link);
                             model.attached.insert(next_link);
                             model.open.insert(next_link);
                         }

@@ -114,8 +114,8 @@ impl Drop for PendingOpen {
     }
 }
 
-/// The gateway's end of a link in B's task.
-struct LinkEnds {
+/// Where B's task hands a link's owner frames: its gateway's channel, and why they ended.
+struct GatewayEnd {
     frames: UnboundedSender<OwnerFrame>,
     broken: Arc<Mutex<Option<String>>>,
 }
@@ -129,7 +129,7 @@ pub(crate) async fn serve_gateway_links(
     let client = node.engine.client().clone();
     let mut links = GatewayLinks::new(node.layout.clone(), node.me.clone(), MAX_LINK_FRAME);
     let mut subscriptions = Subscriptions::new(client.clone(), tx, LinkCommand::Message);
-    let mut ends: HashMap<u64, LinkEnds> = HashMap::new();
+    let mut ends: HashMap<u64, GatewayEnd> = HashMap::new();
     loop {
         let wake = links.poll_timeout();
         let command = tokio::select! {
@@ -166,16 +166,19 @@ pub(crate) async fn serve_gateway_links(
                 broken,
                 reply,
             }) => {
-                ends.insert(link, LinkEnds { frames, broken });
+                ends.insert(link, GatewayEnd { frames, broken });
                 // Attached before the opening is done: the group's broadcasts since it was
                 // sent are the member's.
                 let attached = links.attach(now, &group, member, link, &name);
                 links.open_done(&group);
                 if !attached {
-                    // The group broke between the answer and now: the gateway re-attaches.
+                    // The group broke between the answer and now (or the owner named a member
+                    // it serves already): the gateway re-attaches.
                     if let Some(end) = ends.remove(&link) {
-                        *lock(&end.broken) =
-                            Some("the relay group from the owner node broke".to_owned());
+                        *lock(&end.broken) = Some(
+                            "the relay group from the owner node broke before the link joined it"
+                                .to_owned(),
+                        );
                     }
                 }
                 let _ = reply.send(attached);

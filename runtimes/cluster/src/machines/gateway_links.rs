@@ -190,8 +190,8 @@ impl<L: Clone + Ord + std::fmt::Debug> GatewayLinks<L> {
     }
 
     /// The owner accepted link `link` (named `name`) as its member `member` of `group`: the
-    /// link's messages go out from now on. `false` when the group ended meanwhile (no link
-    /// is opened).
+    /// link's messages go out from now on. `false` when the group ended meanwhile, or when
+    /// the owner named a member the group has already (no link is opened).
     pub fn attach(&mut self, now: Instant, group: &str, member: u64, link: L, name: &str) -> bool {
         let Some(g) = self.groups.get_mut(group) else {
             return false;
@@ -551,6 +551,22 @@ mod tests {
             !links.attach(t0, &group, 8, 2, "l2"),
             "the old group is gone"
         );
+    }
+
+    #[test]
+    fn an_owner_naming_a_member_twice_does_not_take_the_first_links_frames() {
+        let t0 = Instant::now();
+        let mut links = gateway();
+        let group = links.group_to(t0, &owner(), Dialect::CopilotSdk);
+        assert!(links.attach(t0, &group, 7, 1, "l1"));
+        assert!(
+            !links.attach(t0, &group, 7, 2, "l2"),
+            "member 7 is link 1's"
+        );
+        events(&mut links);
+        let mut a = Outbound::new(t0);
+        from_owner(&mut links, &mut a, &group, &[b"@7\n{\"to\":7}"]);
+        assert_eq!(got(&events(&mut links)), ["[1] {\"to\":7}"]);
     }
 
     #[test]

@@ -51,9 +51,11 @@ impl<M: Clone> GroupMembers<M> {
         }
     }
 
-    /// Registers the owner's member `member` with its end; `false` when the group ended.
+    /// Registers the owner's member `member` with its end; `false` when the group ended, or
+    /// when the owner named a member the group has already (a confused owner: the member
+    /// registered first keeps its frames).
     pub fn add_member(&mut self, member: u64, end: M) -> bool {
-        if !self.machine.add_member(member) {
+        if self.members.contains_key(&member) || !self.machine.add_member(member) {
             return false;
         }
         self.members.insert(member, end);
