@@ -443,6 +443,15 @@ mod tests {
         GatewayLinks::new(Layout::default(), me, 1 << 20)
     }
 
+    /// A gateway side with one group from `owner()`, whose member 7 is link 1 (`l1`).
+    fn with_member() -> (Instant, GatewayLinks<u32>, String) {
+        let t0 = Instant::now();
+        let mut links = gateway();
+        let group = links.group_to(t0, &owner(), Dialect::CopilotSdk);
+        assert!(links.attach(t0, &group, 7, 1, "l1"));
+        (t0, links, group)
+    }
+
     fn events(links: &mut GatewayLinks<u32>) -> Vec<GatewayEvent<u32>> {
         std::iter::from_fn(|| links.poll_event()).collect()
     }
@@ -529,10 +538,7 @@ mod tests {
 
     #[test]
     fn a_broken_group_ends_its_links_with_the_reason_and_the_next_opening_starts_a_new_group() {
-        let t0 = Instant::now();
-        let mut links = gateway();
-        let group = links.group_to(t0, &owner(), Dialect::CopilotSdk);
-        assert!(links.attach(t0, &group, 7, 1, "l1"));
+        let (t0, mut links, group) = with_member();
         events(&mut links);
         // A frame that is no relay frame breaks the group.
         let mut a = Outbound::new(t0);
@@ -555,10 +561,7 @@ mod tests {
 
     #[test]
     fn an_owner_naming_a_member_twice_does_not_take_the_first_links_frames() {
-        let t0 = Instant::now();
-        let mut links = gateway();
-        let group = links.group_to(t0, &owner(), Dialect::CopilotSdk);
-        assert!(links.attach(t0, &group, 7, 1, "l1"));
+        let (t0, mut links, group) = with_member();
         assert!(
             !links.attach(t0, &group, 7, 2, "l2"),
             "member 7 is link 1's"
@@ -571,10 +574,7 @@ mod tests {
 
     #[test]
     fn a_refused_group_ends_as_refused_and_a_closed_link_gets_no_frame() {
-        let t0 = Instant::now();
-        let mut links = gateway();
-        let group = links.group_to(t0, &owner(), Dialect::CopilotSdk);
-        assert!(links.attach(t0, &group, 7, 1, "l1"));
+        let (t0, mut links, group) = with_member();
         assert!(links.attach(t0, &group, 8, 2, "l2"));
         links.close_link(&1);
         events(&mut links);
@@ -593,10 +593,7 @@ mod tests {
 
     #[test]
     fn a_lost_group_message_is_asked_for_again() {
-        let t0 = Instant::now();
-        let mut links = gateway();
-        let group = links.group_to(t0, &owner(), Dialect::CopilotSdk);
-        assert!(links.attach(t0, &group, 7, 1, "l1"));
+        let (t0, mut links, group) = with_member();
         events(&mut links);
         let mut a = Outbound::new(t0);
         a.send(b"{\"lost\":1}", usize::MAX);
