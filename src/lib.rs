@@ -139,7 +139,6 @@
 #![warn(unreachable_pub)]
 
 pub mod acp;
-pub mod acp_agent;
 pub mod agent;
 pub mod ahp;
 pub mod copilot;

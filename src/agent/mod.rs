@@ -6,6 +6,7 @@
 //! drives the session (emit events, call a client tool, set a timer). A real model loop plugs
 //! in by implementing [`Agent`]; [`ScriptedAgent`] is the deterministic default.
 
+pub mod acp;
 pub mod background;
 pub mod builtin;
 mod context_usage;

@@ -415,12 +415,12 @@ impl fmt::Debug for HostConfig {
 impl HostConfig {
     /// Runs sessions on the ACP agent `argv` (program and arguments): every session whose
     /// client names no BYOK provider gets an
-    /// [`AcpSessionAgent`](crate::acp_agent::AcpSessionAgent) ([`HostConfig::agent`]), and
+    /// [`AcpSessionAgent`](crate::agent::acp::AcpSessionAgent) ([`HostConfig::agent`]), and
     /// [`HostConfig::acp_agent`] is the process they share.
     pub fn with_acp_agent(mut self, argv: Vec<String>) -> Self {
         self.acp_agent = Some(argv);
         self.agent = std::sync::Arc::new(|_session_id: &str| {
-            Box::new(crate::acp_agent::AcpSessionAgent::new(None)) as Box<dyn crate::agent::Agent>
+            Box::new(crate::agent::acp::AcpSessionAgent::new(None)) as Box<dyn crate::agent::Agent>
         });
         self
     }

@@ -124,7 +124,7 @@ pub(crate) struct AcpPermission {
 pub(crate) enum AcpAsk {
     /// `session/request_permission` for the agent's own tool call: the decision picks one of
     /// these options (by kind).
-    ToolCall(Vec<crate::acp_agent::PermissionOption>),
+    ToolCall(Vec<crate::agent::acp::PermissionOption>),
     /// `fs/read_text_file` or `fs/write_text_file` of a path outside the session's
     /// directories: approved, the host performs it.
     File(AcpFileOp),

@@ -351,7 +351,7 @@ fn setup(cli: &Cli) -> Result<(Mode, HostConfig, Option<std::net::TcpListener>),
     };
     let mut tools = None;
     if let Some(command) = &cli.acp_agent {
-        let argv = agentwire::acp_agent::split_command(command)
+        let argv = agentwire::agent::acp::split_command(command)
             .map_err(|e| UsageError(format!("--acp-agent: {e}")))?;
         config = config.with_acp_agent(argv);
         let listener = std::net::TcpListener::bind(("127.0.0.1", 0))

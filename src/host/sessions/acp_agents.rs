@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Value};
 
-use crate::acp_agent::{
+use crate::agent::acp::{
     AcpAgentClient, AcpAgentEvent, AcpClientConfig, AgentRequest, ClientCapabilities,
     PermissionOptionKind,
 };

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use crate::acp_agent::AgentRequest;
+use crate::agent::acp::AgentRequest;
 use crate::jsonrpc::OwnedId;
 
 use crate::host::{EffectId, EffectOp, Host, ProcessSpec};

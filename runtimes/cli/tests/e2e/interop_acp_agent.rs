@@ -413,7 +413,7 @@ async fn a_restarted_host_loads_the_agent_session_its_log_records() {
         let recorded: Vec<&serde_json::Value> = history
             .iter()
             .filter(|e| e.event_type == "session.info")
-            .filter(|e| e.data["infoType"] == agentwire::acp_agent::AGENT_SESSION_INFO)
+            .filter(|e| e.data["infoType"] == agentwire::agent::acp::AGENT_SESSION_INFO)
             .map(|e| &e.data["agentSessionId"])
             .collect();
         assert_eq!(
