@@ -34,7 +34,7 @@ use crate::wire::{
 /// What the task's helpers report.
 enum Input {
     /// A message on a subject the machine subscribed (`None`: the subscription ended).
-    Message(String, Option<Bytes>),
+    Message(Arc<str>, Option<Bytes>),
     /// The host wrote a frame on a group connection.
     GroupFrame(ConnId, Bytes),
     /// The host's frames on a group connection ended.

@@ -126,5 +126,5 @@ pub(crate) enum LinkCommand {
     /// `link`'s client is gone from it.
     Close { link: u64 },
     /// A message on a subscribed subject (`None`: the subscription ended).
-    Message(String, Option<Bytes>),
+    Message(Arc<str>, Option<Bytes>),
 }

@@ -3,6 +3,7 @@
 //! connection, the size of a message, and the liveness check of a node's lease.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use agentwire::frame::{encode_frame, FrameDecoder, FrameLimits};
 
@@ -109,7 +110,7 @@ pub(crate) struct Subscriptions<I> {
     client: async_nats::Client,
     forwarders: HashMap<String, AbortHandle>,
     tx: UnboundedSender<I>,
-    wrap: fn(String, Option<Bytes>) -> I,
+    wrap: fn(Arc<str>, Option<Bytes>) -> I,
 }
 
 impl<I: Send + 'static> Subscriptions<I> {
@@ -117,7 +118,7 @@ impl<I: Send + 'static> Subscriptions<I> {
     pub(crate) fn new(
         client: async_nats::Client,
         tx: UnboundedSender<I>,
-        wrap: fn(String, Option<Bytes>) -> I,
+        wrap: fn(Arc<str>, Option<Bytes>) -> I,
     ) -> Self {
         Subscriptions {
             client,
@@ -137,7 +138,12 @@ impl<I: Send + 'static> Subscriptions<I> {
                 return false;
             }
         };
-        let (tx, wrap, name) = (self.tx.clone(), self.wrap, subject.clone());
+        // The name is shared by every message: one count, not a copy, per message.
+        let (tx, wrap, name) = (
+            self.tx.clone(),
+            self.wrap,
+            Arc::<str>::from(subject.as_str()),
+        );
         let forwarder = tokio::spawn(async move {
             while let Some(message) = messages.next().await {
                 if tx.send(wrap(name.clone(), Some(message.payload))).is_err() {

@@ -14,6 +14,7 @@
 //! `L` names one link (a relayed client connection's link to one owner).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Instant;
 
 use agentwire::host::Dialect;
@@ -114,7 +115,8 @@ pub struct GatewayLinks<L> {
 }
 
 enum Route<L> {
-    Group(String),
+    /// A shared name, not a copy: it is looked up for every group message.
+    Group(Arc<str>),
     Link(L),
 }
 
@@ -158,7 +160,7 @@ impl<L: Clone + Ord + std::fmt::Debug> GatewayLinks<L> {
         self.live.insert(key, id.clone());
         let subject = self.layout.group_subject(&id);
         self.routes
-            .insert(subject.clone(), Route::Group(id.clone()));
+            .insert(subject.clone(), Route::Group(Arc::from(id.as_str())));
         self.events
             .push_back(GatewayEvent::Live(LiveIo::Subscribe(subject)));
         id
@@ -242,7 +244,7 @@ impl<L: Clone + Ord + std::fmt::Debug> GatewayLinks<L> {
         match self.routes.get(subject) {
             Some(Route::Group(id)) => {
                 let id = id.clone();
-                if let Some(g) = self.groups.get_mut(&id) {
+                if let Some(g) = self.groups.get_mut(&*id) {
                     g.members.machine.handle_message(payload);
                 }
                 self.pump_group(&id);
@@ -263,7 +265,7 @@ impl<L: Clone + Ord + std::fmt::Debug> GatewayLinks<L> {
     pub fn handle_unsubscribed(&mut self, subject: &str) {
         if let Some(Route::Group(id)) = self.routes.get(subject) {
             let id = id.clone();
-            if let Some(g) = self.groups.get_mut(&id) {
+            if let Some(g) = self.groups.get_mut(&*id) {
                 g.members.machine.handle_unsubscribed();
             }
             self.pump_group(&id);
@@ -318,26 +320,13 @@ impl<L: Clone + Ord + std::fmt::Debug> GatewayLinks<L> {
         self.resend_requests
     }
 
-    fn publish_all(&mut self, subject: &str, mut next: impl FnMut() -> Option<Bytes>) {
-        while let Some(message) = next() {
-            self.events.push_back(GatewayEvent::Live(LiveIo::Publish {
-                subject: subject.to_owned(),
-                message,
-            }));
-        }
-    }
-
     fn pump_link(&mut self, link: &L) {
         let Some(l) = self.links.get_mut(link) else {
             return;
         };
-        let mut messages = Vec::new();
-        while let Some(message) = l.outbound.poll_transmit() {
-            messages.push(message);
-        }
-        let subject = l.subject.clone();
-        let mut messages = messages.into_iter();
-        self.publish_all(&subject, || messages.next());
+        let subject = || l.subject.clone();
+        let next = || l.outbound.poll_transmit();
+        LiveIo::queue_each(&mut self.events, GatewayEvent::Live, false, subject, next);
     }
 
     /// Hands out what group `id` produced.
@@ -345,26 +334,25 @@ impl<L: Clone + Ord + std::fmt::Debug> GatewayLinks<L> {
         let Some(g) = self.groups.get_mut(id) else {
             return;
         };
-        let mut requests = Vec::new();
-        while let Some(request) = g.members.machine.poll_resend_request() {
-            requests.push(request);
-        }
-        let mut out = Vec::new();
+        let layout = &self.layout;
+        let resend = || layout.resend_subject(&layout.group_subject(id));
+        let next = || g.members.machine.poll_resend_request();
+        LiveIo::queue_each(&mut self.events, GatewayEvent::Live, true, resend, next);
+        let out = &mut self.events;
         let mut ended = None;
         while let Some(event) = g.members.poll_event() {
             match event {
-                MembersEvent::Frame { to, frame } => {
-                    let to: Vec<L> = to
-                        .into_iter()
-                        .filter(|l| self.links.contains_key(l))
-                        .collect();
+                MembersEvent::Frame { mut to, frame } => {
+                    // Only the links still open (a closed one stays a member until the
+                    // owner ends it).
+                    to.retain(|l| self.links.contains_key(l));
                     if !to.is_empty() {
-                        out.push(GatewayEvent::Frame { to, frame });
+                        out.push_back(GatewayEvent::Frame { to, frame });
                     }
                 }
                 MembersEvent::MemberEnded { member, link_broke } => {
                     let end = link_broke.map_or(LinkEnd::Closed, LinkEnd::LinkBroke);
-                    out.push(GatewayEvent::LinkEnded {
+                    out.push_back(GatewayEvent::LinkEnded {
                         link: member,
                         owner: g.owner.clone(),
                         end,
@@ -373,7 +361,7 @@ impl<L: Clone + Ord + std::fmt::Debug> GatewayLinks<L> {
                 MembersEvent::Ended { members, broken } => {
                     for member in members {
                         let end = broken.clone().map_or(LinkEnd::Closed, LinkEnd::GroupBroke);
-                        out.push(GatewayEvent::LinkEnded {
+                        out.push_back(GatewayEvent::LinkEnded {
                             link: member,
                             owner: g.owner.clone(),
                             end,
@@ -387,16 +375,8 @@ impl<L: Clone + Ord + std::fmt::Debug> GatewayLinks<L> {
                 }
             }
         }
-        let subject = self.layout.group_subject(id);
-        let resend = self.layout.resend_subject(&subject);
-        self.events.extend(requests.into_iter().map(|message| {
-            GatewayEvent::Live(LiveIo::AskAgain {
-                subject: resend.clone(),
-                message,
-            })
-        }));
-        self.events.extend(out);
         if let Some(end) = ended {
+            let subject = self.layout.group_subject(id);
             let g = self.groups.remove(id).expect("a group");
             let key = (g.owner.clone(), dialect_name(g.dialect));
             if self.live.get(&key).is_some_and(|l| l == id) {

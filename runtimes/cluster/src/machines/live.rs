@@ -27,3 +27,33 @@ pub enum LiveIo {
         message: Bytes,
     },
 }
+
+impl LiveIo {
+    /// Queues every message `next` hands out as a [`LiveIo::Publish`] (or, with `ask_again`,
+    /// a [`LiveIo::AskAgain`]) on the subject `subject` builds, wrapped by `wrap`. The
+    /// subject is built only when there is a message: a machine pumped after every input
+    /// usually has none.
+    pub(crate) fn queue_each<E>(
+        events: &mut std::collections::VecDeque<E>,
+        wrap: fn(LiveIo) -> E,
+        ask_again: bool,
+        subject: impl FnOnce() -> String,
+        mut next: impl FnMut() -> Option<Bytes>,
+    ) {
+        let Some(mut message) = next() else {
+            return;
+        };
+        let subject = subject();
+        loop {
+            let subject = subject.clone();
+            events.push_back(wrap(match ask_again {
+                true => LiveIo::AskAgain { subject, message },
+                false => LiveIo::Publish { subject, message },
+            }));
+            match next() {
+                Some(more) => message = more,
+                None => return,
+            }
+        }
+    }
+}

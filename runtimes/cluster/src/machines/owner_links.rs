@@ -12,6 +12,7 @@
 //! `C` is the host's connection id.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentwire::host::Dialect;
@@ -219,7 +220,7 @@ pub struct OwnerLinks<C> {
     /// Groups by name, from their start until the host wrote their last frame.
     groups: BTreeMap<String, Group<C>>,
     /// Group names by connection.
-    group_conns: BTreeMap<C, String>,
+    group_conns: BTreeMap<C, Arc<str>>,
     /// Which names are live and which ended (an opening naming one is refused).
     names: GroupNames<String>,
     routes: HashMap<String, Route<C>>,
@@ -288,7 +289,7 @@ impl<C: Copy + Ord + std::fmt::Debug> OwnerLinks<C> {
                 };
                 let id = opening.group.clone();
                 self.groups.insert(id.clone(), group);
-                self.group_conns.insert(conn, id.clone());
+                self.group_conns.insert(conn, Arc::from(id.as_str()));
                 let groups = &self.groups;
                 let ended = |id: &String| groups.get(id).is_none_or(|g| g.machine.is_ended());
                 self.names.insert(&id, id.clone(), ended);
@@ -347,8 +348,9 @@ impl<C: Copy + Ord + std::fmt::Debug> OwnerLinks<C> {
     /// The host wrote `body` on the group connection `conn`; it travels in messages of up to
     /// `max_payload` bytes.
     pub fn handle_group_frame(&mut self, now: Instant, conn: C, body: &[u8], max_payload: usize) {
-        if let Some(id) = self.group_of(conn) {
-            if let Some(group) = self.groups.get_mut(&id) {
+        // A shared name, not a copy: this runs for every frame the group carries.
+        if let Some(id) = self.group_conns.get(&conn).cloned() {
+            if let Some(group) = self.groups.get_mut(&*id) {
                 group.machine.send(body, max_payload);
             }
             self.pump_group(now, &id);
@@ -358,8 +360,8 @@ impl<C: Copy + Ord + std::fmt::Debug> OwnerLinks<C> {
     /// The host is closing the group connection `conn` (it fell behind): no member joins it
     /// any more; its last frames follow, then [`OwnerLinks::handle_group_closed`].
     pub fn handle_group_closing(&mut self, conn: C) {
-        if let Some(id) = self.group_of(conn) {
-            if let Some(group) = self.groups.get_mut(&id) {
+        if let Some(id) = self.group_conns.get(&conn) {
+            if let Some(group) = self.groups.get_mut(&**id) {
                 group.machine.end();
             }
         }
@@ -373,10 +375,11 @@ impl<C: Copy + Ord + std::fmt::Debug> OwnerLinks<C> {
         };
         self.pump_group(now, &id);
         self.names.retire(&id);
-        if let Some(mut group) = self.groups.remove(&id) {
+        if let Some(mut group) = self.groups.remove(&*id) {
             group.machine.close();
-            let subject = self.layout.group_subject(&id);
-            self.publish_all(&subject, || group.machine.poll_transmit());
+            let subject = || self.layout.group_subject(&id);
+            let next = || group.machine.poll_transmit();
+            LiveIo::queue_each(&mut self.events, OwnerEvent::Live, false, subject, next);
         }
         let resend = self.resend_subject_of_group(&id);
         self.unsubscribe(resend);
@@ -458,7 +461,7 @@ impl<C: Copy + Ord + std::fmt::Debug> OwnerLinks<C> {
 
     /// The name of the group whose connection is `conn`, until the host wrote its last frame.
     pub fn group_of(&self, conn: C) -> Option<String> {
-        self.group_conns.get(&conn).cloned()
+        self.group_conns.get(&conn).map(|id| id.to_string())
     }
 
     /// Whether any link or group is served.
@@ -493,15 +496,6 @@ impl<C: Copy + Ord + std::fmt::Debug> OwnerLinks<C> {
         self.layout.resend_subject(&self.layout.group_subject(id))
     }
 
-    fn publish_all(&mut self, subject: &str, mut next: impl FnMut() -> Option<Bytes>) {
-        while let Some(message) = next() {
-            self.events.push_back(OwnerEvent::Live(LiveIo::Publish {
-                subject: subject.to_owned(),
-                message,
-            }));
-        }
-    }
-
     fn ask_lease(&mut self, peer: NodeIdentity, asker: Asker<C>) {
         let askers = self.checks.entry(peer.clone()).or_default();
         if askers.is_empty() {
@@ -515,13 +509,10 @@ impl<C: Copy + Ord + std::fmt::Debug> OwnerLinks<C> {
         let Some(m) = self.members.get_mut(&member) else {
             return;
         };
-        let resend = self
-            .layout
-            .resend_subject(&self.layout.link_in_subject(&m.link));
-        let mut requests = Vec::new();
-        while let Some(request) = m.machine.poll_resend_request() {
-            requests.push(request);
-        }
+        let layout = &self.layout;
+        let resend = || layout.resend_subject(&layout.link_in_subject(&m.link));
+        let next = || m.machine.poll_resend_request();
+        LiveIo::queue_each(&mut self.events, OwnerEvent::Live, true, resend, next);
         let mut ended = None;
         let mut checks = Vec::new();
         while let Some(event) = m.machine.poll_event() {
@@ -533,12 +524,6 @@ impl<C: Copy + Ord + std::fmt::Debug> OwnerLinks<C> {
                 MemberEvent::Ended(end) => ended = Some(end),
             }
         }
-        self.events.extend(requests.into_iter().map(|message| {
-            OwnerEvent::Live(LiveIo::AskAgain {
-                subject: resend.clone(),
-                message,
-            })
-        }));
         for peer in checks {
             self.ask_lease(peer, Asker::Member(member));
         }
@@ -561,14 +546,12 @@ impl<C: Copy + Ord + std::fmt::Debug> OwnerLinks<C> {
 
     /// Hands out what group `id`'s machine produced.
     fn pump_group(&mut self, _now: Instant, id: &str) {
-        let subject = self.layout.group_subject(id);
         let Some(group) = self.groups.get_mut(id) else {
             return;
         };
-        let mut messages = Vec::new();
-        while let Some(message) = group.machine.poll_transmit() {
-            messages.push(message);
-        }
+        let subject = || self.layout.group_subject(id);
+        let next = || group.machine.poll_transmit();
+        LiveIo::queue_each(&mut self.events, OwnerEvent::Live, false, subject, next);
         let mut checks = Vec::new();
         let mut ended = None;
         while let Some(event) = group.machine.poll_event() {
@@ -578,8 +561,6 @@ impl<C: Copy + Ord + std::fmt::Debug> OwnerLinks<C> {
             }
         }
         let conn = group.conn;
-        let mut messages = messages.into_iter();
-        self.publish_all(&subject, || messages.next());
         for peer in checks {
             self.ask_lease(peer, Asker::Group(id.to_owned()));
         }
