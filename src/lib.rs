@@ -94,6 +94,7 @@
 //!             Output::Cluster(ClusterOutput::LoadSession { session }) => {
 //!                 /* restore it from a shared log if it can be served here, then: */
 //!                 host.cluster().finish_session_lookup(now, &session);
+//!                 /* or, when the log cannot tell: fail_session_lookup(now, &session, why) */
 //!             }
 //!             Output::Cluster(ClusterOutput::Forward { conn, session, frames }) => {
 //!                 /* relay to the owner node */

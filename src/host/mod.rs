@@ -63,7 +63,7 @@ pub use effects::output::{ClusterOutput, ConnectionOutput, Output, StoreOutput};
 pub(crate) use effects::shell::ShellStream;
 pub use effects::{Effect, EffectEvent, EffectId, EffectOp, ProcessSpec};
 pub use github_identity::GitHubIdentity;
-pub use io::outbox::{Outbox, OutboxOverflow};
+pub use io::outbox::{Drops, Outbox, OutboxOverflow};
 pub(crate) use mcp::discovered::GitHubMcpToolConfig;
 pub use requests::canvas::CANVAS_TOOLS;
 pub use requests::client_calls::CLIENT_CALL_TIMEOUT;

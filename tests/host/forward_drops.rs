@@ -475,6 +475,12 @@ fn deltas_lost_with_a_broken_link_are_reported_before_the_next_durable_event() {
     let warned = warnings(&p);
     assert_eq!(warned.len(), 1, "{events:?}");
     assert_eq!(warned[0]["data"]["droppedCount"], 7);
+    // The warning names the cause: the link, not a slow reader.
+    assert_eq!(
+        warned[0]["data"]["message"],
+        "7 streaming events were dropped with the broken link to the node owning the session; \
+         durable events are complete (session.getMessages)"
+    );
     assert_eq!(warned[0]["parentId"], "e1");
     let warning = index_of(&events, |e| e["type"] == "session.warning");
     assert!(warning < index_of(&events, |e| e["id"] == "e2"));

@@ -6,9 +6,11 @@ use bytes::Bytes;
 
 use crate::call::Reply;
 use crate::call::{execute, Call};
-use crate::engine::Engine;
+use crate::engine::{holds_lease, Engine};
+use crate::layout::Layout;
 use crate::lease::{LeaseAction, NodeLease};
 use crate::machines::claim::EngineCall;
+use crate::machines::gateway::SessionLog;
 use crate::machines::keeper::{KeeperAction, LeaseKeeper};
 use crate::record::NodeIdentity;
 use crate::takeover::{Takeover, TakeoverOutcome, TakeoverStep};
@@ -130,4 +132,57 @@ pub async fn perform<E: Engine>(engine: &E, call: &EngineCall) -> Reply {
         engine.pause(call.backoff).await;
     }
     execute(engine, &call.call).await
+}
+
+/// Whether `who`'s lease key still holds its incarnation (a failed read counts as alive:
+/// only a lease seen gone or replaced ends a node, [`holds_lease`]).
+pub async fn is_alive<E: Engine>(engine: &E, layout: &Layout, who: &NodeIdentity) -> bool {
+    let read = engine.kv_get(&layout.lease_key(&who.node)).await;
+    holds_lease(who, &read)
+}
+
+/// The events of each session's log, pieces put back together, for a gateway's catch-up
+/// ([`crate::machines::gateway::GatewayEvent::ReadLogs`]); the first session whose log cannot
+/// be read, and why.
+pub async fn read_logs<E: Engine>(
+    engine: &E,
+    layout: &Layout,
+    sessions: Vec<String>,
+) -> Result<Vec<SessionLog>, (String, String)> {
+    let mut logs = Vec::with_capacity(sessions.len());
+    for session in sessions {
+        match engine.read_subject(&layout.log_subject(&session), 1).await {
+            Ok(stored) => {
+                let events = crate::parts::events(stored)
+                    .into_iter()
+                    .map(|m| (m.seq, m.payload))
+                    .collect();
+                logs.push((session, events));
+            }
+            Err(e) => return Err((session, e.to_string())),
+        }
+    }
+    Ok(logs)
+}
+
+/// The sequence of the last message of each session's log (0 for an empty log, `None` when it
+/// cannot be read), for a gateway's re-attachment
+/// ([`crate::machines::gateway::GatewayEvent::ReadLastSeqs`]).
+pub async fn last_seqs<E: Engine>(
+    engine: &E,
+    layout: &Layout,
+    sessions: Vec<String>,
+) -> Vec<(String, Option<u64>)> {
+    let mut seqs = Vec::with_capacity(sessions.len());
+    for session in sessions {
+        let seq = match engine.last_message(&layout.log_subject(&session)).await {
+            Ok(last) => Some(last.map_or(0, |m| m.seq)),
+            Err(e) => {
+                tracing::warn!(%session, error = %e, "cannot read the log's end after a resume");
+                None
+            }
+        };
+        seqs.push((session, seq));
+    }
+    seqs
 }

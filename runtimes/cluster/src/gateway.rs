@@ -48,11 +48,11 @@ use agentwire::host::{ConnId, Dialect};
 use agentwire_driver::HostHandle;
 use bytes::Bytes;
 use tokio::sync::mpsc::UnboundedReceiver;
-use tracing::{info, warn};
+use tracing::info;
 
-use crate::engine::Engine;
+use crate::drive::{last_seqs, read_logs};
 use crate::link::{answers, open_local, open_remote, LinkEnds};
-use crate::machines::gateway::{Gateway, GatewayEvent, SessionLog, Target};
+use crate::machines::gateway::{Gateway, GatewayEvent, Target};
 use crate::machines::group_in::OwnerFrame;
 use crate::record::NodeIdentity;
 use crate::shared::{Lookups, Node};
@@ -143,22 +143,11 @@ pub(crate) async fn gateway(
                     machine.handle_drained(Instant::now());
                 }
                 GatewayEvent::ReadLastSeqs(sessions) => {
-                    let mut seqs = Vec::new();
-                    for s in sessions {
-                        let subject = node.layout.log_subject(&s);
-                        let seq = match node.engine.last_message(&subject).await {
-                            Ok(last) => Some(last.map_or(0, |m| m.seq)),
-                            Err(e) => {
-                                warn!(session = %s, error = %e, "cannot read the log's end after a resume");
-                                None
-                            }
-                        };
-                        seqs.push((s, seq));
-                    }
+                    let seqs = last_seqs(&node.engine, &node.layout, sessions).await;
                     machine.handle_last_seqs(seqs);
                 }
                 GatewayEvent::ReadLogs(sessions) => {
-                    let logs = read_logs(&node, sessions).await;
+                    let logs = read_logs(&node.engine, &node.layout, sessions).await;
                     let now = host
                         .with_host(|_, now| now.to_rfc3339())
                         .unwrap_or_default();
@@ -212,28 +201,6 @@ async fn sleep_until(at: Option<Instant>) {
 /// Queues `body`, relayed from the owner of session `route`, for the client of `conn`.
 fn deliver(host: &HostHandle, conn: ConnId, route: &str, body: &[u8]) {
     host.with_host(|host, now| host.cluster().deliver_forwarded(now, conn, route, body));
-}
-
-/// Reads the events of each session's log, for a catch-up.
-async fn read_logs(
-    node: &Node,
-    sessions: Vec<String>,
-) -> Result<Vec<SessionLog>, (String, String)> {
-    let mut logs = Vec::new();
-    for session in sessions {
-        let subject = node.layout.log_subject(&session);
-        match node.engine.read_subject(&subject, 1).await {
-            Ok(stored) => {
-                let events = crate::parts::events(stored)
-                    .into_iter()
-                    .map(|m| (m.seq, m.payload))
-                    .collect();
-                logs.push((session, events));
-            }
-            Err(e) => return Err((session, e.to_string())),
-        }
-    }
-    Ok(logs)
 }
 
 /// Where `session` is owned now that `dead` died: here once this node's host loaded it (it

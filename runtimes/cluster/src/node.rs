@@ -372,7 +372,9 @@ fn on_event(node: &Arc<Node>, event: SessionsEvent) {
         SessionsEvent::Stop(reason) => node.stop(reason),
         SessionsEvent::Found { session, found } => {
             match &found {
-                Found::Nothing(Some(reason)) => info!(%session, %reason, "session not served here"),
+                Found::Failed(reason) => {
+                    warn!(%session, %reason, "session not served here: its waiting requests fail")
+                }
                 // A gateway: this node's clients of the session are relayed to its owner.
                 Found::Owned(owner) => {
                     lock(&node.owners).insert(session.clone(), owner.clone());
@@ -380,7 +382,7 @@ fn on_event(node: &Arc<Node>, event: SessionsEvent) {
                 Found::Claimed(events) => {
                     info!(%session, events = events.len(), "session taken over")
                 }
-                Found::Nothing(None) => {}
+                Found::Nothing => {}
             }
             if let Some(host) = host {
                 let me = &node.me;

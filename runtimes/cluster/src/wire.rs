@@ -15,7 +15,6 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::AbortHandle;
 use tracing::warn;
 
-use crate::engine::Engine;
 use crate::machines::live::LiveIo;
 use crate::record::NodeIdentity;
 use crate::shared::Node;
@@ -38,10 +37,9 @@ pub(crate) fn max_payload(client: &async_nats::Client, len: usize) -> usize {
     }
 }
 
-/// Whether `who`'s lease key still holds its incarnation ([`NodeIdentity::holds_lease`]).
+/// Whether `who`'s lease key still holds its incarnation ([`crate::drive::is_alive`]).
 pub(crate) async fn alive(node: &Node, who: &NodeIdentity) -> bool {
-    let read = node.engine.kv_get(&node.layout.lease_key(&who.node)).await;
-    crate::engine::holds_lease(who, &read)
+    crate::drive::is_alive(&node.engine, &node.layout, who).await
 }
 
 /// A channel whose bodies are framed with `framing` and written to `writer` (a host

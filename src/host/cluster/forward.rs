@@ -33,7 +33,7 @@ use crate::Timestamp;
 use super::relay_group::RelayRole;
 use crate::host::dialect::OwnerFrameUse;
 use crate::host::io::send::{drops_warning_data, frame_body};
-use crate::host::{ClusterOutput, ConnId, Host, Output};
+use crate::host::{ClusterOutput, ConnId, Drops, Host, Output};
 use crate::jsonrpc::OwnedId;
 
 /// What a connection relaying some of its sessions to their owners keeps.
@@ -416,8 +416,11 @@ impl Host {
                 // drops something (that drop would otherwise be reported after it).
                 if unreported > 0 || !c.outbox.fits(frame.len() + room) {
                     c.outbox.make_room(frame.len() + room, shared);
-                    let dropped = c.outbox.unreported_drops();
-                    if dropped > 0 {
+                    let dropped = Drops {
+                        count: c.outbox.unreported_drops(),
+                        lost_upstream: c.outbox.unreported_lost(),
+                    };
+                    if dropped.count > 0 {
                         report = Some((report_in.to_owned(), parent.map(str::to_owned), dropped));
                     }
                 }
@@ -457,7 +460,7 @@ impl Host {
         conn: ConnId,
         session: &str,
         parent: Option<&str>,
-        dropped: u64,
+        dropped: Drops,
     ) -> Option<Bytes> {
         let id = self.ids.next_uuid();
         let data = drops_warning_data(dropped);

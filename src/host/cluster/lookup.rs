@@ -13,6 +13,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
+use crate::jsonrpc::{self, ErrorObject};
 use crate::Timestamp;
 
 use crate::host::{ClusterOutput, ConnId, Host, Output};
@@ -95,6 +96,61 @@ impl Host {
             }
         }
         self.run_agents();
+    }
+
+    /// See [`ClusterApi::fail_session_lookup`].
+    pub(in crate::host) fn fail_session_lookup(
+        &mut self,
+        now: Timestamp,
+        session: &str,
+        reason: &str,
+    ) {
+        self.advance_time(now);
+        self.lookups.remove(session);
+        let (conns, _) = self.conns.iter_mut_and_frames();
+        let waiting: Vec<ConnId> = conns
+            .filter(|(_, c)| c.parked.as_ref().is_some_and(|(s, _)| s == session))
+            .map(|(id, _)| id)
+            .collect();
+        for conn in waiting {
+            let Some((_, frames)) = self.conns.get_mut(&conn).and_then(|c| c.parked.take()) else {
+                continue;
+            };
+            let Some(dialect) = self.conns.get(&conn).map(|c| c.dialect.index()) else {
+                continue;
+            };
+            for frame in frames {
+                if !self.conn_is_open(conn) {
+                    break;
+                }
+                let names = self.dialects[dialect].named_session(&frame);
+                if names.as_deref() == Some(session) {
+                    self.refuse_unserved_frame(conn, &frame, session, reason);
+                } else {
+                    // Frames naming other sessions keep their order (one may wait again).
+                    self.admit_frame(conn, frame, None);
+                    self.run_agents();
+                }
+            }
+        }
+        self.run_agents();
+    }
+
+    /// Answers a request naming `session`, which cannot be served now, with an error naming
+    /// `reason`; a notification naming it is dropped (there is no one to answer).
+    fn refuse_unserved_frame(&mut self, conn: ConnId, frame: &[u8], session: &str, reason: &str) {
+        let jsonrpc::Parsed::Single(Ok(jsonrpc::Message::Request { id, method, .. })) =
+            jsonrpc::parse(frame)
+        else {
+            return;
+        };
+        let id = id.to_owned();
+        if self.admit_request(conn, &id, "") {
+            let message =
+                format!("{method}: session {session} cannot be served now: {reason}; try again");
+            let error = ErrorObject::new(jsonrpc::code::INTERNAL_ERROR, message);
+            self.respond(conn, &id, Err(error));
+        }
     }
 
     /// See [`ClusterApi::pending_lookups`].

@@ -173,6 +173,16 @@ impl<'a> ClusterApi<'a> {
         self.0.finish_session_lookup(now, session)
     }
 
+    /// The runtime could not tell whether `session` can be served here (after
+    /// [`ClusterOutput::LoadSession`](crate::host::ClusterOutput::LoadSession)): its log could
+    /// not be read, or the session is in it and could not be claimed. The requests that
+    /// waited for it are answered with an error naming `reason` (a `session.create` must not
+    /// create a session the log may already hold); the frames that waited behind them and
+    /// name other sessions are handled now, in order.
+    pub fn fail_session_lookup(&mut self, now: Timestamp, session: &str, reason: &str) {
+        self.0.fail_session_lookup(now, session, reason)
+    }
+
     /// Sessions the runtime is looking up right now.
     pub fn pending_lookups(self) -> impl Iterator<Item = &'a str> + 'a {
         let host: &'a Host = self.0;

@@ -196,6 +196,17 @@ pub enum OutboxOverflow {
     DurableDoesNotFit,
 }
 
+/// Streaming frames a connection lost and was not told of yet
+/// ([`Outbox::take_unreported_drops`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Drops {
+    /// How many.
+    pub count: u64,
+    /// Of those, how many were lost before they reached the queue (a cluster gateway's
+    /// broken link to the session's owner) rather than dropped because the reader fell behind.
+    pub lost_upstream: u64,
+}
+
 /// A bounded FIFO of frames for one connection, in emit order.
 ///
 /// Overflow policy: when a frame does not fit the byte budget, queued *droppable* frames
@@ -213,6 +224,9 @@ pub struct Outbox {
     budget: usize,
     dropped: u64,
     dropped_unreported: u64,
+    /// Of `dropped_unreported`, the frames lost before they reached this queue
+    /// ([`Outbox::count_lost`]).
+    lost_unreported: u64,
     /// The shared frames queued with [`Outbox::push_latest`] and not taken yet, sorted (a
     /// sorted `Vec`: usually empty or one long, searched in O(log n) when many sessions'
     /// updates wait; it keeps its capacity, so a steady stream allocates nothing).
@@ -233,6 +247,7 @@ impl Outbox {
             budget,
             dropped: 0,
             dropped_unreported: 0,
+            lost_unreported: 0,
             latest: Vec::new(),
             background: VecDeque::new(),
         }
@@ -450,6 +465,7 @@ impl Outbox {
     /// the drops to report.
     pub(crate) fn count_lost(&mut self, n: u64) {
         self.count_drop(n);
+        self.lost_unreported += n;
     }
 
     fn count_drop(&mut self, n: u64) {
@@ -538,9 +554,17 @@ impl Outbox {
         self.dropped_unreported
     }
 
+    /// Of the drops not yet reported, those lost before they reached this queue.
+    pub fn unreported_lost(&self) -> u64 {
+        self.lost_unreported
+    }
+
     /// Takes the count of drops not yet reported to the client.
-    pub fn take_unreported_drops(&mut self) -> u64 {
-        std::mem::take(&mut self.dropped_unreported)
+    pub fn take_unreported_drops(&mut self) -> Drops {
+        Drops {
+            count: std::mem::take(&mut self.dropped_unreported),
+            lost_upstream: std::mem::take(&mut self.lost_unreported),
+        }
     }
 
     /// Drops queued droppable frames, oldest first and counted as drops, until `need` more
@@ -682,8 +706,8 @@ mod tests {
         assert_eq!(o.push(frame(50), false, &mut t), Ok(false));
         assert_eq!(o.dropped_total(), 2);
         assert!(t.is_empty(), "the dropped shared frame is released");
-        assert_eq!(o.take_unreported_drops(), 2);
-        assert_eq!(o.take_unreported_drops(), 0);
+        assert_eq!(o.take_unreported_drops().count, 2);
+        assert_eq!(o.take_unreported_drops(), Drops::default());
         assert_eq!(o.queued_bytes(), 90);
         // Nothing droppable left: a durable frame that does not fit is refused.
         assert_eq!(

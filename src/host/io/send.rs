@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::frame::{encode_frame, encoded_len, Framing};
 use crate::jsonrpc::{self, ErrorObject, OwnedId};
 
-use crate::host::{AfterResponse, ConnId, ConnectionOutput, Host, OutboxOverflow, Output};
+use crate::host::{AfterResponse, ConnId, ConnectionOutput, Drops, Host, OutboxOverflow, Output};
 
 /// Sending.
 impl Host {
@@ -165,7 +165,7 @@ impl Host {
         // A slow consumer's queue is over budget: it is replaced by the reason. After a
         // framing error, what was already answered is still written, then the reason.
         // Streaming events it lost, reported or not yet, are counted in the reason's `data`.
-        let lost = c.outbox.take_unreported_drops()
+        let lost = c.outbox.take_unreported_drops().count
             + if keep_queued {
                 0
             } else {
@@ -221,8 +221,8 @@ impl Host {
 
     /// Sends a lagging connection a `session.warning` (`warningType: "events_dropped"`)
     /// saying how many streaming events it lost; durable events are never dropped.
-    pub(in crate::host) fn report_drops(&mut self, conn: ConnId, session: &str, dropped: u64) {
-        if dropped == 0 {
+    pub(in crate::host) fn report_drops(&mut self, conn: ConnId, session: &str, dropped: Drops) {
+        if dropped.count == 0 {
             return;
         }
         self.emit_to(
@@ -244,11 +244,61 @@ pub(in crate::host) fn frame_body(framing: Framing, body: &[u8]) -> Bytes {
 }
 
 /// The `data` of the `session.warning` that reports `dropped` lost streaming events (sent by
-/// [`Host::report_drops`], and by a gateway for a forwarded connection).
-pub(in crate::host) fn drops_warning_data(dropped: u64) -> Value {
+/// [`Host::report_drops`], and by a gateway for a forwarded connection), naming why they
+/// were lost: the reader fell behind, or (a cluster gateway's client) the link to the
+/// session's owner node broke.
+pub(in crate::host) fn drops_warning_data(dropped: Drops) -> Value {
+    let Drops {
+        count,
+        lost_upstream,
+    } = dropped;
+    let why = if lost_upstream == 0 {
+        "because this client was not reading fast enough".to_owned()
+    } else if lost_upstream >= count {
+        "with the broken link to the node owning the session".to_owned()
+    } else {
+        format!(
+            "({lost_upstream} with the broken link to the node owning the session, the others \
+             because this client was not reading fast enough)"
+        )
+    };
     serde_json::json!({
         "warningType": "events_dropped",
-        "message": format!("{dropped} streaming events were dropped because this client was not reading fast enough; durable events are complete (session.getMessages)"),
-        "droppedCount": dropped,
+        "message": format!("{count} streaming events were dropped {why}; durable events are complete (session.getMessages)"),
+        "droppedCount": count,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(count: u64, lost_upstream: u64) -> String {
+        let data = drops_warning_data(Drops {
+            count,
+            lost_upstream,
+        });
+        assert_eq!(data["droppedCount"], count);
+        data["message"].as_str().unwrap_or_default().to_owned()
+    }
+
+    #[test]
+    fn the_drops_warning_names_why_the_events_were_lost() {
+        assert_eq!(
+            message(3, 0),
+            "3 streaming events were dropped because this client was not reading fast enough; \
+             durable events are complete (session.getMessages)"
+        );
+        assert_eq!(
+            message(3, 3),
+            "3 streaming events were dropped with the broken link to the node owning the \
+             session; durable events are complete (session.getMessages)"
+        );
+        assert_eq!(
+            message(5, 2),
+            "5 streaming events were dropped (2 with the broken link to the node owning the \
+             session, the others because this client was not reading fast enough); durable \
+             events are complete (session.getMessages)"
+        );
+    }
 }

@@ -14,7 +14,7 @@ use crate::session::Event;
 use crate::host::cluster::relay_group::{addressed_head, group_frame};
 use crate::host::io::outbox::{SharedFrame, SharedFrames};
 use crate::host::sessions::audience::Audience;
-use crate::host::{ConnId, DialectHandler, DialectId, Host, OutboxOverflow};
+use crate::host::{ConnId, DialectHandler, DialectId, Drops, Host, OutboxOverflow};
 
 /// A body framed at most once per framing and stored in the shared-frame table, queued by
 /// reference on every connection that receives it.
@@ -136,7 +136,7 @@ impl Host {
         let mut per_dialect: SmallVec<[DialectFrames; 2]> =
             dialects.iter().map(|_| DialectFrames::Unasked).collect();
         let mut overflowed: SmallVec<[ConnId; 2]> = SmallVec::new();
-        let mut caught_up: SmallVec<[(ConnId, String, u64); 2]> = SmallVec::new();
+        let mut caught_up: SmallVec<[(ConnId, String, Drops); 2]> = SmallVec::new();
         // Relay group members reached: (group, member, dialect index).
         let mut relayed: SmallVec<[(ConnId, ConnId, usize); 4]> = SmallVec::new();
         for (conn, attachment) in &live.session.attached {
@@ -249,7 +249,7 @@ impl Host {
         let Some(live) = self.sessions.get(session_id) else {
             return;
         };
-        let mut lagging: SmallVec<[(ConnId, u64); 2]> = SmallVec::new();
+        let mut lagging: SmallVec<[(ConnId, Drops); 2]> = SmallVec::new();
         for conn in live.session.attached.keys() {
             let Some((c, shared)) = self.conns.get_mut_and_frames(conn) else {
                 continue;
@@ -272,7 +272,7 @@ impl Host {
             }
             c.outbox.make_room(len + REPORT_ROOM, shared);
             let dropped = c.outbox.take_unreported_drops();
-            if dropped == 0 {
+            if dropped.count == 0 {
                 continue;
             }
             c.drop_session = None;

@@ -19,8 +19,12 @@ pub const CLAIM_AGAIN: Duration = Duration::from_millis(250);
 /// How a lookup ended.
 #[derive(Debug)]
 pub enum LookupOutcome {
-    /// The session is not in the log, or cannot be served here: why.
-    NotFound(Option<String>),
+    /// The session is not in the log.
+    NotFound,
+    /// Whether the session can be served here could not be told (the log could not be read),
+    /// or it is in the log and this node cannot claim it: why. The requests waiting for it
+    /// fail (a `session.create` must not create a session the log may hold).
+    Failed(String),
     /// A live node that answers owns it: relay this node's clients of it there.
     Owned(NodeIdentity),
     /// This node claimed it: restore it from `events`, then write with `writer`.
@@ -118,8 +122,17 @@ impl Lookup {
                     self.deadline = Some(now + self.lease_ttl * 2 + Duration::from_secs(1));
                     self.claim(next_counter());
                 }
-                Reply::Message(Err(e)) => self.done(LookupOutcome::NotFound(Some(e.to_string()))),
-                _ => self.done(LookupOutcome::NotFound(None)),
+                Reply::Message(Ok(Some(_))) => self.done(LookupOutcome::Failed(
+                    "it is in the cluster log, and this node's cluster lease is not trusted"
+                        .to_owned(),
+                )),
+                Reply::Message(Ok(None)) => self.done(LookupOutcome::NotFound),
+                Reply::Message(Err(e)) => self.done(LookupOutcome::Failed(format!(
+                    "the cluster log cannot be read: {e}"
+                ))),
+                _ => self.done(LookupOutcome::Failed(
+                    "the engine answered the log read with something else".to_owned(),
+                )),
             },
             Step::Claiming(mut claim, _) => match claim.handle_reply(reply, next_counter) {
                 ClaimStep::Call(call) => self.step = Step::Claiming(claim, call),
@@ -128,7 +141,7 @@ impl Lookup {
                 }
                 ClaimStep::Done(ClaimOutcome::Owned(owner)) => self.step = Step::Probing(owner),
                 ClaimStep::Done(ClaimOutcome::Failed(why)) => {
-                    self.done(LookupOutcome::NotFound(Some(why)))
+                    self.done(LookupOutcome::Failed(format!("it cannot be claimed: {why}")))
                 }
             },
             step => self.step = step,
@@ -227,10 +240,7 @@ mod tests {
             Instant::now(),
             |_| true,
         );
-        assert!(
-            matches!(outcome, LookupOutcome::NotFound(None)),
-            "{outcome:?}"
-        );
+        assert!(matches!(outcome, LookupOutcome::NotFound), "{outcome:?}");
     }
 
     #[test]
@@ -238,9 +248,10 @@ mod tests {
         let cluster = MemoryCluster::new(TTL);
         write(&cluster.client("b"), "b", 2);
         let a = cluster.client("a");
+        // Not "not found": a `session.create` of its id must not go on.
         let (outcome, _) = run(&a, &mut lookup(false), Instant::now(), |_| true);
         assert!(
-            matches!(outcome, LookupOutcome::NotFound(None)),
+            matches!(&outcome, LookupOutcome::Failed(why) if why.contains("lease is not trusted")),
             "{outcome:?}"
         );
         let (outcome, _) = run(&a, &mut lookup(true), Instant::now(), |_| true);

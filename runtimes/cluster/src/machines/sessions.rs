@@ -87,8 +87,11 @@ pub enum SessionsEvent {
 /// How a lookup ended.
 #[derive(Debug)]
 pub enum Found {
-    /// Nothing to serve here (the reason, when the log could not be read or claimed).
-    Nothing(Option<String>),
+    /// The session is not in the log (nor written here): the host may create it.
+    Nothing,
+    /// Whether the session can be served here could not be told, or it is in the log and
+    /// cannot be claimed: why. The host fails the requests that waited for it.
+    Failed(String),
     /// A live node owns the session: this node's clients of it are relayed there.
     Owned(NodeIdentity),
     /// This node claimed the session (its writer is in place): restore it from these events.
@@ -98,7 +101,8 @@ pub enum Found {
 impl Found {
     /// Hands the host's connections waiting for `session` over: relayed to a live owner,
     /// served from the restored session (its open turn closed, as node `me` took it over),
-    /// or answered that it is not here. A claimed log that cannot be restored is an error.
+    /// answered that it is not here, or (the lookup failed) refused with the reason. A claimed
+    /// log that cannot be restored is an error.
     pub fn apply(
         self,
         host: &mut Host,
@@ -112,7 +116,11 @@ impl Found {
                 host.cluster().forward_session_lookup(now, session);
                 return Ok(());
             }
-            Found::Nothing(_) => {}
+            Found::Failed(reason) => {
+                host.cluster().fail_session_lookup(now, session, &reason);
+                return Ok(());
+            }
+            Found::Nothing => {}
             Found::Claimed(events) => match host.restore_session(now, session, events) {
                 Ok(()) => {
                     let reason = format!(
@@ -201,7 +209,7 @@ impl Sessions {
     pub fn load(&mut self, session: &str, may_claim: bool) {
         if self.workers.contains_key(session) {
             // Already written here (e.g. claimed with an empty log): nothing to find.
-            self.found(session, Found::Nothing(None));
+            self.found(session, Found::Nothing);
         } else if self.lookups.contains_key(session) {
             self.again.insert(session.to_owned(), may_claim);
         } else {
@@ -361,7 +369,8 @@ impl Sessions {
         };
         self.lookups.remove(session);
         let found = match outcome {
-            LookupOutcome::NotFound(why) => Found::Nothing(why),
+            LookupOutcome::NotFound => Found::Nothing,
+            LookupOutcome::Failed(why) => Found::Failed(why),
             LookupOutcome::Owned(owner) => Found::Owned(owner),
             LookupOutcome::Claimed { writer, events } => {
                 // The worker exists before the host can persist anything for the session.

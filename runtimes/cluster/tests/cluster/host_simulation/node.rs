@@ -31,7 +31,7 @@ use agentwire::host::{
 };
 use agentwire::Timestamp;
 use agentwire_cluster::call::execute;
-use agentwire_cluster::engine::holds_lease;
+use agentwire_cluster::drive::is_alive;
 use agentwire_cluster::machines::gateway::Gateway;
 use agentwire_cluster::machines::gateway_links::GatewayLinks;
 use agentwire_cluster::machines::group_in::OwnerFrame;
@@ -589,7 +589,7 @@ impl SimNode {
                             self.owners.insert(session.clone(), owner.clone());
                         }
                         Found::Claimed(_) => self.effects.push(Effect::TookOver(session.clone())),
-                        Found::Nothing(_) => {}
+                        Found::Nothing | Found::Failed(_) => {}
                     }
                     let applied = found.apply(&mut self.host, t, &self.me, &session);
                     applied.expect("a claimed session is restored");
@@ -611,8 +611,7 @@ pub(crate) fn messages(live: &mut MemoryLive) -> Vec<Bytes> {
 
 /// Whether `who`'s lease key holds its incarnation (errors count as alive).
 pub(crate) fn alive(engine: &MemoryEngine, who: &NodeIdentity) -> bool {
-    let read = now(engine.kv_get(&LAYOUT.lease_key(&who.node)));
-    holds_lease(who, &read)
+    now(is_alive(engine, &LAYOUT, who))
 }
 
 /// The largest frame a simulated link carries.
@@ -640,6 +639,18 @@ pub(crate) fn relayed_event(body: &[u8]) -> Option<String> {
         RelayFrame::Ended { .. } | RelayFrame::GroupEnded { .. } => return None,
     };
     event_id(body)
+}
+
+/// Whether a body is a `session.warning` reporting dropped streaming events
+/// (`events_dropped`), which a node's host makes for its own client.
+pub(crate) fn drop_report(body: &[u8]) -> bool {
+    let Ok(message) = serde_json::from_slice::<Value>(body) else {
+        return false;
+    };
+    let event = &message["params"]["event"];
+    message["method"] == "session.event"
+        && event["type"] == "session.warning"
+        && event["data"]["warningType"] == "events_dropped"
 }
 
 /// The id of the event a `session.event` notification body carries.

@@ -18,7 +18,7 @@ mod links;
 
 use super::client::{Client, ClientStats};
 use super::log::{check_ack, check_owner_history, Ack, LogIndex};
-use super::node::{body_of, event_id, Counted, Effect, End, SimNode};
+use super::node::{body_of, drop_report, event_id, Counted, Effect, End, SimNode};
 use super::now;
 
 /// Steps of the faulty part of a run (the quiet end follows).
@@ -98,6 +98,8 @@ stats! {
     reattached,
     /// Of those, clients re-attached to their own node's host (it took the session over).
     reattached_here,
+    /// `events_dropped` warnings a gateway node's host made for its relayed clients.
+    drop_reports,
     /// Group messages carrying a session event that a gateway node dispatched.
     group_events,
     /// Of those, messages handed to two or more of the gateway node's clients.
@@ -529,18 +531,24 @@ impl Sim {
                 let client = &mut self.clients[c];
                 if let Some(link) = client.link.filter(|l| l.node == i) {
                     let node = self.nodes[i].as_mut().expect("a live node");
-                    if let Some(id) = node
+                    let body = body_of(&bytes).unwrap_or_default();
+                    if drop_report(body) && node.relayed.contains(&link.conn) {
+                        // The gateway node's own report of the streaming events its client
+                        // lost (with a broken link, or reading slowly), not the owner's.
+                        self.stats.drop_reports += 1;
+                    } else if let Some(id) = node
                         .relayed
                         .contains(&link.conn)
-                        .then(|| body_of(&bytes).and_then(event_id))
+                        .then(|| event_id(body))
                         .flatten()
                     {
-                        // Invariant 5: a relayed client's events all came through its relay
-                        // group, addressed to it.
+                        // Invariant 5: a relayed client's events were all handed to it by its
+                        // gateway.
                         assert!(
                             node.via_gateway.remove(&(link.conn, id.clone())),
                             "invariant 5: relayed client {c} on node {i} got event {id}, which \
-                             no relay group brought it"
+                             its gateway did not hand it: {}",
+                            String::from_utf8_lossy(&bytes)
                         );
                     }
                     let subject = self.layout.log_subject(&client.session);
@@ -613,7 +621,7 @@ impl Sim {
 /// Drop live-subject messages (the gateway links and relay groups) and partition nodes (which
 /// loses their live messages too): on unless `SIM_LINK_LOSS=0`. Links and groups number their
 /// messages and send heartbeats, so a lost one is asked for again; one that is not sent again
-/// in time breaks the link or the group and ends the relayed connections with a reason.
+/// in time breaks the link or the group, with a reason (the clients' gateways re-attach them).
 pub(crate) fn link_loss() -> bool {
     std::env::var_os("SIM_LINK_LOSS").is_none_or(|v| v != "0")
 }

@@ -6,8 +6,9 @@
 
 use agentwire::frame::{encode_frame, Framing};
 use agentwire::host::{ConnId, Dialect};
+use agentwire_cluster::drive::{last_seqs, read_logs};
 use agentwire_cluster::machines::gateway::{GatewayEvent, Target};
-use agentwire_cluster::{Engine, NodeIdentity};
+use agentwire_cluster::NodeIdentity;
 use bytes::BytesMut;
 
 use super::super::node::{alive, event_id, instant, End, LinkTo};
@@ -121,36 +122,12 @@ impl Sim {
                 node.gateways.insert(conn, g);
             }
             GatewayEvent::ReadLastSeqs(sessions) => {
-                let seqs = sessions
-                    .into_iter()
-                    .map(|s| {
-                        let last = now(node.engine.last_message(&node.layout.log_subject(&s)));
-                        let seq = last.ok().map(|m| m.map_or(0, |m| m.seq));
-                        (s, seq)
-                    })
-                    .collect();
+                let seqs = now(last_seqs(&node.engine, &node.layout, sessions));
                 let g = node.gateways.get_mut(&conn).expect("a gateway");
                 g.machine.handle_last_seqs(seqs);
             }
             GatewayEvent::ReadLogs(sessions) => {
-                let mut logs = Ok(Vec::new());
-                for s in sessions {
-                    match now(node.engine.read_subject(&node.layout.log_subject(&s), 1)) {
-                        Ok(stored) => {
-                            let events = agentwire_cluster::parts::events(stored)
-                                .into_iter()
-                                .map(|m| (m.seq, m.payload))
-                                .collect();
-                            if let Ok(logs) = &mut logs {
-                                logs.push((s, events));
-                            }
-                        }
-                        Err(e) => {
-                            logs = Err((s, e.to_string()));
-                            break;
-                        }
-                    }
-                }
+                let logs = now(read_logs(&node.engine, &node.layout, sessions));
                 let g = node.gateways.get_mut(&conn).expect("a gateway");
                 g.machine.handle_logs(logs, &t.to_rfc3339());
             }

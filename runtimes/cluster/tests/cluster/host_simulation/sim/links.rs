@@ -100,9 +100,8 @@ impl Sim {
     /// serves as an owner and its groups to gateway nodes, each a machine fed its messages
     /// and the time, its messages published.
     ///
-    /// A broken link or group (a lost message, or silence) ends the relayed connection on
-    /// both sides (the runtime's gateway re-attaches the client instead; the simulation ends
-    /// it, as it does after a takeover).
+    /// A broken link or group (a lost message, or silence) ends the link; its gateway
+    /// machine re-attaches the client over a new one ([`Sim::gateway_events`]).
     pub(super) fn links_step(&mut self, i: usize) {
         let (t, at) = (self.t(), self.cluster.now());
         let node = self.node(i);
