@@ -244,6 +244,21 @@ mod tests {
     }
 
     #[test]
+    fn a_log_that_cannot_be_read_fails_the_lookup_rather_than_finding_nothing() {
+        let mut lookup = lookup(true);
+        assert!(matches!(lookup.poll(), LookupAction::Call(_)));
+        let error = crate::engine::EngineError("partitioned".into());
+        lookup.handle_reply(Instant::now(), Reply::Message(Err(error)), || 1);
+        assert!(matches!(lookup.poll(), LookupAction::Done));
+        let outcome = lookup.take_outcome();
+        assert!(
+            matches!(&outcome, Some(LookupOutcome::Failed(why))
+                if why == "the cluster log cannot be read: engine error: partitioned"),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
     fn a_dead_owners_session_is_claimed_with_its_events_unless_the_lease_is_untrusted() {
         let cluster = MemoryCluster::new(TTL);
         write(&cluster.client("b"), "b", 2);
