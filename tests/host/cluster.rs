@@ -129,12 +129,7 @@ fn a_lookup_that_finds_nothing_answers_not_found() {
 fn a_failed_lookup_refuses_the_requests_naming_its_session_and_creates_nothing() {
     let mut b = World::new(node_config("b"));
     let mut p = b.connect();
-    let create_id = send_request(
-        &mut b,
-        &mut p,
-        "session.create",
-        json!({"sessionId":"s"}),
-    );
+    let create_id = send_request(&mut b, &mut p, "session.create", json!({"sessionId":"s"}));
     let ping = send_request(&mut b, &mut p, "ping", json!({"message":"after"}));
     let other = send_request(&mut b, &mut p, "session.resume", json!({"sessionId":"t"}));
     assert_eq!(drain(&mut b).1, ["s"]);
@@ -152,18 +147,16 @@ fn a_failed_lookup_refuses_the_requests_naming_its_session_and_creates_nothing()
         "a session the log may hold is not created"
     );
     assert!(response(&p, ping).is_some(), "later frames go on");
-    assert!(response(&p, other).is_none(), "and wait for their own lookup");
+    assert!(
+        response(&p, other).is_none(),
+        "and wait for their own lookup"
+    );
     assert_eq!(drain(&mut b).1, ["t"]);
     b.host.cluster().finish_session_lookup(b.now, "t");
     b.pump(&mut [&mut p]);
     assert!(response(&p, other).is_some());
     // The next request for the session looks it up again.
-    let again = send_request(
-        &mut b,
-        &mut p,
-        "session.create",
-        json!({"sessionId":"s"}),
-    );
+    let again = send_request(&mut b, &mut p, "session.create", json!({"sessionId":"s"}));
     assert!(response(&p, again).is_none());
     assert_eq!(drain(&mut b).1, ["s"]);
 }

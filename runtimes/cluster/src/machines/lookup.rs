@@ -140,9 +140,9 @@ impl Lookup {
                     self.done(LookupOutcome::Claimed { writer, events })
                 }
                 ClaimStep::Done(ClaimOutcome::Owned(owner)) => self.step = Step::Probing(owner),
-                ClaimStep::Done(ClaimOutcome::Failed(why)) => {
-                    self.done(LookupOutcome::Failed(format!("it cannot be claimed: {why}")))
-                }
+                ClaimStep::Done(ClaimOutcome::Failed(why)) => self.done(LookupOutcome::Failed(
+                    format!("it cannot be claimed: {why}"),
+                )),
             },
             step => self.step = step,
         }
