@@ -132,6 +132,12 @@ fn a_failed_lookup_refuses_the_requests_naming_its_session_and_creates_nothing()
     let create_id = send_request(&mut b, &mut p, "session.create", json!({"sessionId":"s"}));
     let ping = send_request(&mut b, &mut p, "ping", json!({"message":"after"}));
     let other = send_request(&mut b, &mut p, "session.resume", json!({"sessionId":"t"}));
+    let behind = send_request(
+        &mut b,
+        &mut p,
+        "session.getMessages",
+        json!({"sessionId":"s"}),
+    );
     assert_eq!(drain(&mut b).1, ["s"]);
     let reason = "the cluster log cannot be read: partitioned";
     b.host.cluster().fail_session_lookup(b.now, "s", reason);
@@ -151,13 +157,16 @@ fn a_failed_lookup_refuses_the_requests_naming_its_session_and_creates_nothing()
         response(&p, other).is_none(),
         "and wait for their own lookup"
     );
+    assert!(
+        response(&p, behind).is_none(),
+        "a request for the session behind it waits too, in order"
+    );
     assert_eq!(drain(&mut b).1, ["t"]);
     b.host.cluster().finish_session_lookup(b.now, "t");
     b.pump(&mut [&mut p]);
     assert!(response(&p, other).is_some());
-    // The next request for the session looks it up again.
-    let again = send_request(&mut b, &mut p, "session.create", json!({"sessionId":"s"}));
-    assert!(response(&p, again).is_none());
+    // Then it looks the session up again.
+    assert!(response(&p, behind).is_none());
     assert_eq!(drain(&mut b).1, ["s"]);
 }
 

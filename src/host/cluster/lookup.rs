@@ -76,17 +76,7 @@ impl Host {
 
     /// See [`ClusterApi::finish_session_lookup`].
     pub(in crate::host) fn finish_session_lookup(&mut self, now: Timestamp, session: &str) {
-        self.advance_time(now);
-        self.lookups.remove(session);
-        let (conns, _) = self.conns.iter_mut_and_frames();
-        let waiting: Vec<ConnId> = conns
-            .filter(|(_, c)| c.parked.as_ref().is_some_and(|(s, _)| s == session))
-            .map(|(id, _)| id)
-            .collect();
-        for conn in waiting {
-            let Some((_, frames)) = self.conns.get_mut(&conn).and_then(|c| c.parked.take()) else {
-                continue;
-            };
+        for (conn, frames) in self.end_lookup(now, session) {
             for frame in frames {
                 if !self.conn_is_open(conn) {
                     break;
@@ -105,35 +95,44 @@ impl Host {
         session: &str,
         reason: &str,
     ) {
-        self.advance_time(now);
-        self.lookups.remove(session);
-        let (conns, _) = self.conns.iter_mut_and_frames();
-        let waiting: Vec<ConnId> = conns
-            .filter(|(_, c)| c.parked.as_ref().is_some_and(|(s, _)| s == session))
-            .map(|(id, _)| id)
-            .collect();
-        for conn in waiting {
-            let Some((_, frames)) = self.conns.get_mut(&conn).and_then(|c| c.parked.take()) else {
-                continue;
-            };
+        for (conn, frames) in self.end_lookup(now, session) {
             let Some(dialect) = self.conns.get(&conn).map(|c| c.dialect.index()) else {
                 continue;
             };
             for frame in frames {
-                if !self.conn_is_open(conn) {
+                let Some(c) = self.conns.get(&conn).filter(|_| self.conn_is_open(conn)) else {
                     break;
-                }
-                let names = self.dialects[dialect].named_session(&frame);
-                if names.as_deref() == Some(session) {
+                };
+                // Once the connection waits for another lookup, the rest waits behind it, in
+                // order (a frame naming this session is then looked up again).
+                let waits = c.parked.is_some();
+                if !waits
+                    && self.dialects[dialect].named_session(&frame).as_deref() == Some(session)
+                {
                     self.refuse_unserved_frame(conn, &frame, session, reason);
                 } else {
-                    // Frames naming other sessions keep their order (one may wait again).
                     self.admit_frame(conn, frame, None);
                     self.run_agents();
                 }
             }
         }
         self.run_agents();
+    }
+
+    /// The lookup of `session` ended at `now`: the frames that waited for it, by connection.
+    fn end_lookup(&mut self, now: Timestamp, session: &str) -> Vec<(ConnId, VecDeque<Bytes>)> {
+        self.advance_time(now);
+        self.lookups.remove(session);
+        let (conns, _) = self.conns.iter_mut_and_frames();
+        conns
+            .filter_map(|(id, c)| {
+                let waits = c.parked.as_ref().is_some_and(|(s, _)| s == session);
+                waits
+                    .then(|| c.parked.take())
+                    .flatten()
+                    .map(|(_, frames)| (id, frames))
+            })
+            .collect()
     }
 
     /// Answers a request naming `session`, which cannot be served now, with an error naming
