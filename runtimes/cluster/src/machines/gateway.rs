@@ -172,12 +172,14 @@ enum Phase {
         deadline: Instant,
         held: Vec<OwnerFrame>,
     },
-    /// Reading the logs to catch the client up.
+    /// Reading the logs to catch the client up. `link_ended`: the new link already ended
+    /// (when, and why it broke, if it did), handled once the client is caught up.
     CatchingUp {
         lost: Lost,
         target: Target,
         member: Option<u64>,
         held: Vec<OwnerFrame>,
+        link_ended: Option<(Instant, Option<String>)>,
     },
     /// The relayed connection ended.
     Ended,
@@ -314,6 +316,23 @@ impl Gateway {
                 }
             }
             Phase::AwaitingAnswers { lost, .. } => self.not_taken_back(&lost),
+            Phase::CatchingUp {
+                lost,
+                target,
+                member,
+                held,
+                link_ended: _,
+            } => {
+                // The client is caught up first (the log is read whatever the link does);
+                // then the end is handled as if it came while relaying.
+                self.phase = Phase::CatchingUp {
+                    lost,
+                    target,
+                    member,
+                    held,
+                    link_ended: Some((now, broken)),
+                }
+            }
             phase => self.phase = phase,
         }
     }
@@ -554,6 +573,7 @@ impl Gateway {
             target,
             member,
             held,
+            link_ended,
         } = std::mem::replace(&mut self.phase, Phase::Ended)
         else {
             return;
@@ -578,6 +598,9 @@ impl Gateway {
         let answers = self.relay.fail_turn_waiters();
         self.deliver_all(answers);
         self.reattached(target, member, held);
+        if let Some((at, broken)) = link_ended {
+            self.handle_link_ended(at, broken);
+        }
     }
 
     /// The owner's answers to the re-attachments are in.
@@ -616,6 +639,7 @@ impl Gateway {
             target,
             member,
             held,
+            link_ended: None,
         };
     }
 
@@ -868,6 +892,38 @@ mod tests {
             ["reattached", "check-lease b", "to-client", "to-owner"]
         );
         assert!(!g.is_ended());
+    }
+
+    /// A link that ends while the client is caught up from the log is not forgotten: once
+    /// caught up, the gateway handles its end (a broken one: does the owner still answer?).
+    #[test]
+    fn a_link_that_ends_during_the_catch_up_is_handled_after_it() {
+        let t0 = Instant::now();
+        for broken in [Some("silence".to_owned()), None] {
+            let mut g = relaying(t0);
+            g.handle_link_ended(t0, Some("lost".into()));
+            assert_eq!(kinds(&events(&mut g)), ["probe a"]);
+            g.handle_probe(true);
+            g.handle_drained(t0);
+            assert_eq!(kinds(&events(&mut g)), ["drain", "open a"]);
+            g.handle_link_opened(t0, Ok(Some(6)));
+            let sent = events(&mut g);
+            answer_reattachments(&mut g, &sent);
+            let reading = kinds(&events(&mut g));
+            assert_eq!(reading.last().map(String::as_str), Some("read-logs"));
+            g.handle_link_ended(t0, broken.clone());
+            assert!(events(&mut g).is_empty(), "the catch-up goes on");
+            g.handle_logs(Ok(vec![("s".into(), Vec::new())]), "2026-12-04T00:00:00Z");
+            let after = kinds(&events(&mut g));
+            assert_eq!(after[0], "reattached", "{after:?}");
+            match broken {
+                Some(_) => assert_eq!(after.last().map(String::as_str), Some("probe a")),
+                None => {
+                    let last = after.last().cloned().unwrap_or_default();
+                    assert!(last.starts_with("end: ") && g.is_ended(), "{after:?}");
+                }
+            }
+        }
     }
 
     #[test]
