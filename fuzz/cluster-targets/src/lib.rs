@@ -1,6 +1,7 @@
-//! The body of the `cluster_links` fuzz target, shared by the cargo-fuzz binary
-//! (`fuzz/fuzz_targets/cluster_links.rs`) and the stable corpus replay of the cluster crate
-//! (`runtimes/cluster/tests/cluster/fuzz_replay.rs`).
+//! The bodies of the cluster fuzz targets, shared by the cargo-fuzz binaries
+//! (`fuzz/fuzz_targets/cluster_links.rs`, `cluster_gateway.rs`) and the stable corpus replay
+//! of the cluster crate (`runtimes/cluster/tests/cluster/fuzz_replay.rs`): `cluster_links`
+//! below, and [`cluster_gateway`] (a relayed client's gateway machine, `gateway.rs`).
 //!
 //! A node's links and relay groups take bytes from cluster peers: link messages from a gateway
 //! node, resend requests, relay group messages (whose bodies are relay frames) from an owner,
@@ -20,6 +21,10 @@
 //!   most once per frame, and takes no second link for a member it has already; it ends each link once and each group once, and a group that ended
 //!   takes no member;
 //! * an opening read from a peer's request names subject tokens only.
+
+mod gateway;
+
+pub use gateway::cluster_gateway;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

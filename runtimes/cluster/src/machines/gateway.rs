@@ -292,29 +292,7 @@ impl Gateway {
     /// owner closed it.
     pub fn handle_link_ended(&mut self, now: Instant, broken: Option<String>) {
         match std::mem::replace(&mut self.phase, Phase::Ended) {
-            Phase::Relaying { target, member, .. } => {
-                // The owner said it is stopping: its link ends because it stops, so wait for
-                // its lease to end rather than re-attach to it.
-                let broken = broken.filter(|_| !self.owner_stopping);
-                match (target, broken) {
-                    (Target::Remote(owner), Some(why)) => {
-                        // A lost message: the same owner takes the client back if it answers.
-                        self.events.push_back(GatewayEvent::Probe(owner.clone()));
-                        self.phase = Phase::Probing { owner, why, member };
-                    }
-                    (Target::Remote(owner), None) if self.owner_stopping => {
-                        self.events
-                            .push_back(GatewayEvent::CheckLease(owner.clone()));
-                        let deadline = now + self.lease_ttl * 2 + Duration::from_secs(3);
-                        self.phase = Phase::AwaitingLeaseEnd {
-                            owner,
-                            deadline,
-                            next_poll: None,
-                        };
-                    }
-                    (target, _) => self.closed_by(&target),
-                }
-            }
+            Phase::Relaying { target, member, .. } => self.link_lost(now, target, member, broken),
             Phase::AwaitingAnswers { lost, .. } => self.not_taken_back(&lost),
             Phase::CatchingUp {
                 lost,
@@ -334,6 +312,38 @@ impl Gateway {
                 }
             }
             phase => self.phase = phase,
+        }
+    }
+
+    /// The link to `target`, the client's current one, ended at `now` (see
+    /// [`Gateway::handle_link_ended`]).
+    fn link_lost(
+        &mut self,
+        now: Instant,
+        target: Target,
+        member: Option<u64>,
+        broken: Option<String>,
+    ) {
+        // The owner said it is stopping: its link ends because it stops, so wait for its
+        // lease to end rather than re-attach to it.
+        let broken = broken.filter(|_| !self.owner_stopping);
+        match (target, broken) {
+            (Target::Remote(owner), Some(why)) => {
+                // A lost message: the same owner takes the client back if it answers.
+                self.events.push_back(GatewayEvent::Probe(owner.clone()));
+                self.phase = Phase::Probing { owner, why, member };
+            }
+            (Target::Remote(owner), None) if self.owner_stopping => {
+                self.events
+                    .push_back(GatewayEvent::CheckLease(owner.clone()));
+                let deadline = now + self.lease_ttl * 2 + Duration::from_secs(3);
+                self.phase = Phase::AwaitingLeaseEnd {
+                    owner,
+                    deadline,
+                    next_poll: None,
+                };
+            }
+            (target, _) => self.closed_by(&target),
         }
     }
 
@@ -597,9 +607,17 @@ impl Gateway {
         self.deliver_all(idles);
         let answers = self.relay.fail_turn_waiters();
         self.deliver_all(answers);
-        self.reattached(target, member, held);
-        if let Some((at, broken)) = link_ended {
-            self.handle_link_ended(at, broken);
+        match link_ended {
+            None => self.reattached(target, member, held),
+            Some((at, broken)) => {
+                // The new link ended meanwhile: what the owner sent on it before is the
+                // client's, the client's own frames keep waiting, and the end is handled as
+                // if it came while relaying (not announced as a re-attachment).
+                let held = self.relay.skip_replayed(held, |f| &f.body[..]);
+                self.to_pass.extend(held);
+                self.pass_on();
+                self.link_lost(at, target, member, broken);
+            }
         }
     }
 
@@ -913,11 +931,33 @@ mod tests {
             assert_eq!(reading.last().map(String::as_str), Some("read-logs"));
             g.handle_link_ended(t0, broken.clone());
             assert!(events(&mut g).is_empty(), "the catch-up goes on");
+            // A client frame sent meanwhile waits for the next link.
+            g.handle_client_frames(vec![Bytes::from_static(b"{\"later\":1}")]);
             g.handle_logs(Ok(vec![("s".into(), Vec::new())]), "2026-12-04T00:00:00Z");
             let after = kinds(&events(&mut g));
-            assert_eq!(after[0], "reattached", "{after:?}");
+            assert!(
+                !after.iter().any(|k| k == "reattached" || k == "to-owner"),
+                "nothing goes over the ended link: {after:?}"
+            );
             match broken {
-                Some(_) => assert_eq!(after.last().map(String::as_str), Some("probe a")),
+                Some(_) => {
+                    assert_eq!(after.last().map(String::as_str), Some("probe a"));
+                    g.handle_probe(true);
+                    g.handle_drained(t0);
+                    assert_eq!(kinds(&events(&mut g)), ["drain", "open a"]);
+                    g.handle_link_opened(t0, Ok(Some(8)));
+                    let sent = events(&mut g);
+                    answer_reattachments(&mut g, &sent);
+                    events(&mut g);
+                    g.handle_logs(Ok(vec![("s".into(), Vec::new())]), "2026-12-04T00:00:00Z");
+                    let relayed = kinds(&events(&mut g));
+                    assert_eq!(relayed[0], "reattached", "{relayed:?}");
+                    assert_eq!(
+                        relayed.last().map(String::as_str),
+                        Some("to-owner"),
+                        "the waiting frame follows the re-attachment: {relayed:?}"
+                    );
+                }
                 None => {
                     let last = after.last().cloned().unwrap_or_default();
                     assert!(last.starts_with("end: ") && g.is_ended(), "{after:?}");

@@ -1,23 +1,24 @@
-//! Replays every file of the `cluster_links` fuzz corpus (`fuzz/corpus/cluster_links/`)
-//! through the target's body (`fuzz/cluster-targets`), as cargo-fuzz runs it: the target
-//! asserts its invariants itself, so a corpus file that breaks one fails here on stable.
+//! Replays every file of the cluster fuzz corpora (`fuzz/corpus/cluster_links/`,
+//! `fuzz/corpus/cluster_gateway/`) through the targets' bodies (`fuzz/cluster-targets`), as
+//! cargo-fuzz runs them: the targets assert their invariants themselves, so a corpus file
+//! that breaks one fails here on stable.
 
 use std::path::PathBuf;
 
-#[test]
-fn cluster_links_corpus() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/cluster_links");
+/// Runs `target` on every file of corpus `name`.
+fn replay(name: &str, target: fn(&[u8])) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(name);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("corpus {} is missing: {e}", dir.display()))
         .map(|entry| entry.expect("corpus entry").path())
         .collect();
     files.sort();
-    assert!(!files.is_empty(), "the cluster_links corpus is empty");
+    assert!(!files.is_empty(), "the {name} corpus is empty");
     for file in &files {
         let data = std::fs::read(file).expect("read corpus file");
-        if let Err(panic) =
-            std::panic::catch_unwind(|| agentwire_fuzz_cluster_targets::cluster_links(&data))
-        {
+        if let Err(panic) = std::panic::catch_unwind(|| target(&data)) {
             let message = panic
                 .downcast_ref::<String>()
                 .cloned()
@@ -26,4 +27,20 @@ fn cluster_links_corpus() {
             panic!("corpus file {} fails: {message}", file.display());
         }
     }
+}
+
+#[test]
+fn cluster_links_corpus() {
+    replay(
+        "cluster_links",
+        agentwire_fuzz_cluster_targets::cluster_links,
+    );
+}
+
+#[test]
+fn cluster_gateway_corpus() {
+    replay(
+        "cluster_gateway",
+        agentwire_fuzz_cluster_targets::cluster_gateway,
+    );
 }
