@@ -912,6 +912,20 @@ mod tests {
         assert!(!g.is_ended());
     }
 
+    /// A gateway of `s` whose broken link to `a` was probed (`a` answers): it opens a new
+    /// link, which `a` takes as `member`, re-attaches the client over it and asks for the
+    /// logs (the catch-up is left to the caller).
+    fn relinked_to_catch_up(g: &mut Gateway, t0: Instant, member: u64) {
+        g.handle_probe(true);
+        g.handle_drained(t0);
+        assert_eq!(kinds(&events(g)), ["drain", "open a"]);
+        g.handle_link_opened(t0, Ok(Some(member)));
+        let sent = events(g);
+        answer_reattachments(g, &sent);
+        let reading = kinds(&events(g));
+        assert_eq!(reading.last().map(String::as_str), Some("read-logs"));
+    }
+
     /// A link that ends while the client is caught up from the log is not forgotten: once
     /// caught up, the gateway handles its end (a broken one: does the owner still answer?).
     #[test]
@@ -921,14 +935,7 @@ mod tests {
             let mut g = relaying(t0);
             g.handle_link_ended(t0, Some("lost".into()));
             assert_eq!(kinds(&events(&mut g)), ["probe a"]);
-            g.handle_probe(true);
-            g.handle_drained(t0);
-            assert_eq!(kinds(&events(&mut g)), ["drain", "open a"]);
-            g.handle_link_opened(t0, Ok(Some(6)));
-            let sent = events(&mut g);
-            answer_reattachments(&mut g, &sent);
-            let reading = kinds(&events(&mut g));
-            assert_eq!(reading.last().map(String::as_str), Some("read-logs"));
+            relinked_to_catch_up(&mut g, t0, 6);
             g.handle_link_ended(t0, broken.clone());
             assert!(events(&mut g).is_empty(), "the catch-up goes on");
             // A client frame sent meanwhile waits for the next link.
@@ -942,13 +949,7 @@ mod tests {
             match broken {
                 Some(_) => {
                     assert_eq!(after.last().map(String::as_str), Some("probe a"));
-                    g.handle_probe(true);
-                    g.handle_drained(t0);
-                    assert_eq!(kinds(&events(&mut g)), ["drain", "open a"]);
-                    g.handle_link_opened(t0, Ok(Some(8)));
-                    let sent = events(&mut g);
-                    answer_reattachments(&mut g, &sent);
-                    events(&mut g);
+                    relinked_to_catch_up(&mut g, t0, 8);
                     g.handle_logs(Ok(vec![("s".into(), Vec::new())]), "2026-12-04T00:00:00Z");
                     let relayed = kinds(&events(&mut g));
                     assert_eq!(relayed[0], "reattached", "{relayed:?}");
