@@ -416,10 +416,7 @@ impl Host {
                 // drops something (that drop would otherwise be reported after it).
                 if unreported > 0 || !c.outbox.fits(frame.len() + room) {
                     c.outbox.make_room(frame.len() + room, shared);
-                    let dropped = Drops {
-                        count: c.outbox.unreported_drops(),
-                        lost_upstream: c.outbox.unreported_lost(),
-                    };
+                    let dropped = c.outbox.unreported();
                     if dropped.count > 0 {
                         report = Some((report_in.to_owned(), parent.map(str::to_owned), dropped));
                     }

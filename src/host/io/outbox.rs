@@ -554,17 +554,21 @@ impl Outbox {
         self.dropped_unreported
     }
 
-    /// Of the drops not yet reported, those lost before they reached this queue.
-    pub fn unreported_lost(&self) -> u64 {
-        self.lost_unreported
+    /// The drops not yet reported, and of those the ones lost before they reached this
+    /// queue, without taking them.
+    pub fn unreported(&self) -> Drops {
+        Drops {
+            count: self.dropped_unreported,
+            lost_upstream: self.lost_unreported,
+        }
     }
 
     /// Takes the count of drops not yet reported to the client.
     pub fn take_unreported_drops(&mut self) -> Drops {
-        Drops {
-            count: std::mem::take(&mut self.dropped_unreported),
-            lost_upstream: std::mem::take(&mut self.lost_unreported),
-        }
+        let drops = self.unreported();
+        self.dropped_unreported = 0;
+        self.lost_unreported = 0;
+        drops
     }
 
     /// Drops queued droppable frames, oldest first and counted as drops, until `need` more

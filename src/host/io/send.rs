@@ -252,19 +252,19 @@ pub(in crate::host) fn drops_warning_data(dropped: Drops) -> Value {
         count,
         lost_upstream,
     } = dropped;
-    let why = if lost_upstream == 0 {
-        "because this client was not reading fast enough".to_owned()
-    } else if lost_upstream >= count {
-        "with the broken link to the node owning the session".to_owned()
-    } else {
-        format!(
-            "({lost_upstream} with the broken link to the node owning the session, the others \
-             because this client was not reading fast enough)"
-        )
+    const SLOW: &str = "because this client was not reading fast enough";
+    const LINK: &str = "with the broken link to the node owning the session";
+    const COMPLETE: &str = "durable events are complete (session.getMessages)";
+    let message = match lost_upstream {
+        0 => format!("{count} streaming events were dropped {SLOW}; {COMPLETE}"),
+        n if n >= count => format!("{count} streaming events were dropped {LINK}; {COMPLETE}"),
+        n => format!(
+            "{count} streaming events were dropped ({n} {LINK}, the others {SLOW}); {COMPLETE}"
+        ),
     };
     serde_json::json!({
         "warningType": "events_dropped",
-        "message": format!("{count} streaming events were dropped {why}; durable events are complete (session.getMessages)"),
+        "message": message,
         "droppedCount": count,
     })
 }

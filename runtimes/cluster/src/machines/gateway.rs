@@ -291,26 +291,15 @@ impl Gateway {
     /// The link ended; `broken`: why it broke (a lost message, or silence), `None` when the
     /// owner closed it.
     pub fn handle_link_ended(&mut self, now: Instant, broken: Option<String>) {
+        if let Phase::CatchingUp { link_ended, .. } = &mut self.phase {
+            // The client is caught up first (the log is read whatever the link does); then
+            // the end is handled as if it came while relaying.
+            *link_ended = Some((now, broken));
+            return;
+        }
         match std::mem::replace(&mut self.phase, Phase::Ended) {
             Phase::Relaying { target, member, .. } => self.link_lost(now, target, member, broken),
             Phase::AwaitingAnswers { lost, .. } => self.not_taken_back(&lost),
-            Phase::CatchingUp {
-                lost,
-                target,
-                member,
-                held,
-                link_ended: _,
-            } => {
-                // The client is caught up first (the log is read whatever the link does);
-                // then the end is handled as if it came while relaying.
-                self.phase = Phase::CatchingUp {
-                    lost,
-                    target,
-                    member,
-                    held,
-                    link_ended: Some((now, broken)),
-                }
-            }
             phase => self.phase = phase,
         }
     }
@@ -613,9 +602,7 @@ impl Gateway {
                 // The new link ended meanwhile: what the owner sent on it before is the
                 // client's, the client's own frames keep waiting, and the end is handled as
                 // if it came while relaying (not announced as a re-attachment).
-                let held = self.relay.skip_replayed(held, |f| &f.body[..]);
-                self.to_pass.extend(held);
-                self.pass_on();
+                self.hand_on(held);
                 self.link_lost(at, target, member, broken);
             }
         }
@@ -677,11 +664,17 @@ impl Gateway {
             member,
             next_check,
         };
+        self.hand_on(held);
+        let waiting = std::mem::take(&mut self.waiting);
+        self.handle_client_frames(waiting);
+    }
+
+    /// Passes on the owner's frames `held` during a re-attachment, less those the catch-up
+    /// delivered already.
+    fn hand_on(&mut self, held: Vec<OwnerFrame>) {
         let held = self.relay.skip_replayed(held, |f| &f.body[..]);
         self.to_pass.extend(held);
         self.pass_on();
-        let waiting = std::mem::take(&mut self.waiting);
-        self.handle_client_frames(waiting);
     }
 
     /// The link is lost: the frames left on it are fed first.
